@@ -1,0 +1,69 @@
+"""The ``envforge`` command line: parse, call one core function, render, return an exit code.
+
+No logic lives here. Each command group has its own module (``cli/lock.py``, ``cli/build.py``, ...)
+with a ``register(subparsers)`` function; those modules import argparse only, and import the core
+inside their handlers, so ``envforge --help`` stays fast. :func:`main` is the one place where
+:class:`envforge.errors.EnvforgeError` becomes a red one-line message and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+from envforge import __version__
+from envforge.cli.output import Ui
+from envforge.errors import EXIT_INPUT_ERROR, EnvforgeError
+
+__all__ = ["main"]
+
+# Command-group modules, in the order their commands appear in --help.
+_GROUPS = ("lock", "build", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench")
+
+# ``envforge lock diff`` / ``envforge lock textconv`` are separate commands internally.
+_TWO_WORD = {("lock", "diff"): "lock-diff", ("lock", "textconv"): "lock-textconv",
+             ("bench", "compare"): "bench-compare", ("patches", "export"): "patches-export",
+             ("patches", "list"): "patches-list", ("env", "show"): "env-show"}
+
+Handler = Callable[[argparse.Namespace, Ui], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the full argument parser (every command group registered)."""
+    parser = argparse.ArgumentParser(
+        prog="envforge",
+        description="Reproducible GPU inference stacks: lock, build, patch, verify, diff.",
+    )
+    parser.add_argument("--version", action="version", version=f"envforge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in _GROUPS:
+        import_module(f"envforge.cli.{group}").register(sub)
+    return parser
+
+
+def _join_two_word(argv: list[str]) -> list[str]:
+    if len(argv) >= 2 and (argv[0], argv[1]) in _TWO_WORD:
+        return [_TWO_WORD[(argv[0], argv[1])], *argv[2:]]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI. Returns the exit status (0 ok, 1 check failed, 2 input error, 3 tool failed)."""
+    args_list = _join_two_word(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT_ERROR
+    ui = Ui(json_mode=bool(getattr(args, "json", False)))
+    try:
+        return handler(args, ui)
+    except EnvforgeError as exc:
+        ui.error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        ui.error_text("interrupted")
+        return 130

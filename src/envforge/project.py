@@ -1,0 +1,84 @@
+"""The project layout: where recipes, patchsets, lockfiles and environments live.
+
+A project is a directory with ``recipes/`` (and usually ``patchsets/``, ``lockfiles/``, ``envs/``).
+Core functions receive a :class:`Project`; only the CLI decides where it is (``--project`` or the
+nearest directory above the working directory that has ``recipes/``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from envforge.errors import InputError
+
+__all__ = ["DEFAULT_RECIPE", "Project", "find_project"]
+
+DEFAULT_RECIPE = "quickstart"
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """Paths of one envforge project rooted at ``root``."""
+
+    root: Path
+
+    @property
+    def recipes_dir(self) -> Path:
+        return self.root / "recipes"
+
+    @property
+    def patchsets_dir(self) -> Path:
+        return self.root / "patchsets"
+
+    @property
+    def lockfiles_dir(self) -> Path:
+        return self.root / "lockfiles"
+
+    @property
+    def envs_dir(self) -> Path:
+        return self.root / "envs"
+
+    def lock_path(self, lock_name: str) -> Path:
+        """``lockfiles/pylock.<recipe>-<variant>.toml`` (PEP 751 file name)."""
+        return self.lockfiles_dir / f"pylock.{lock_name}.toml"
+
+    def env_path(self, lock_name: str) -> Path:
+        """``envs/<recipe>-<variant>``: the symlink to the live generation."""
+        return self.envs_dir / lock_name
+
+    def recipe_path(self, name_or_path: str | None) -> Path:
+        """Resolve a recipe argument: a path to a ``.toml`` file, or a name under ``recipes/``.
+
+        ``None`` means the embedded default recipe (``quickstart``): the project's copy when it
+        has one, else the copy shipped inside the envforge package.
+
+        :raises InputError: no such recipe.
+        """
+        if name_or_path is None:
+            own = self.recipes_dir / f"{DEFAULT_RECIPE}.toml"
+            if own.is_file():
+                return own
+            packaged = resources.files("envforge") / "data" / "recipes" / f"{DEFAULT_RECIPE}.toml"
+            return Path(str(packaged))
+        as_path = Path(name_or_path)
+        if as_path.suffix == ".toml" or "/" in name_or_path:
+            if not as_path.is_file():
+                raise InputError(f"recipe file {name_or_path} does not exist")
+            return as_path
+        candidate = self.recipes_dir / f"{name_or_path}.toml"
+        if not candidate.is_file():
+            known = sorted(p.stem for p in self.recipes_dir.glob("*.toml")) if self.recipes_dir.is_dir() else []
+            raise InputError(f"no recipe named '{name_or_path}' in {self.recipes_dir}",
+                             hint=f"known recipes: {', '.join(known) or 'none'}")
+        return candidate
+
+
+def find_project(start: Path) -> Project:
+    """The nearest directory at or above ``start`` that has ``recipes/``; ``start`` itself if none."""
+    start = start.resolve()
+    for d in (start, *start.parents):
+        if (d / "recipes").is_dir():
+            return Project(d)
+    return Project(start)

@@ -1,0 +1,394 @@
+"""Recipes: what a stack is (``recipes/*.toml``), validated, with variants resolved.
+
+A recipe names a Python, the packages and version specifiers, the indexes they come from, the
+overrides of upstream pins (each with a reason), the target hardware, the patchsets to apply, env
+profiles and verify settings. ``[variant.<name>]`` tables layer on top of the base to give one lock
+each (``cu128``, ``cu130``); a recipe without variants has one implicit variant, ``default``.
+
+The schema is documented in docs/recipes.md. :func:`load_recipe` returns a frozen :class:`Recipe`;
+:meth:`Recipe.resolve` merges a variant into a :class:`ResolvedVariant`, the input of ``lock``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from envforge.errors import InputError
+from envforge.schema import (
+    Bool,
+    Enum,
+    Int,
+    ListOf,
+    MapOf,
+    Number,
+    OneOf,
+    Str,
+    Table,
+    format_problems,
+    line_of,
+    validate,
+)
+
+__all__ = [
+    "DEFAULT_PLATFORM",
+    "DEFAULT_VARIANT",
+    "Index",
+    "Override",
+    "PackagePin",
+    "Recipe",
+    "RecipeError",
+    "ResolvedVariant",
+    "Target",
+    "load_recipe",
+    "lock_name_problem",
+]
+
+DEFAULT_VARIANT = "default"
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
+DEFAULT_ENV_PROFILE = "default"
+
+# PEP 751: lock files are named ``pylock.toml`` or ``pylock.<name>.toml`` where <name> has no dots.
+# envforge also keeps names to letters, digits, '-' and '_' so they work as directory names.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_PKG = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RecipeError(InputError):
+    """A recipe cannot be read or is invalid (exit 2); the message lists every problem."""
+
+
+def lock_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be part of a PEP 751 file name ``pylock.<name>.toml``, or None."""
+    if "." in name:
+        return (f"'{name}' cannot form a PEP 751 lock file name (pylock.<name>.toml allows no dots); "
+                "use letters, digits, '-' and '_' only")
+    if not _NAME.match(name):
+        return f"'{name}' is not a valid name; use letters, digits, '-' and '_', starting with a letter or digit"
+    return None
+
+
+def _specifier_problem(v: str) -> str | None:
+    try:
+        SpecifierSet(v)
+    except InvalidSpecifier:
+        return f"'{v}' is not a version specifier (PEP 440), e.g. '==2.9.1' or '>=0.6,<0.7'"
+    return None
+
+
+def _pkg_problem(name: str) -> str | None:
+    return None if _PKG.match(name) else f"'{name}' is not a valid distribution name (PEP 508)"
+
+
+def _cc_problem(v: str) -> str | None:
+    return None if re.fullmatch(r"\d+\.\d+", v) else f"'{v}' is not a compute capability like \"12.0\""
+
+
+def _env_problem(k: str) -> str | None:
+    return None if _ENV_VAR.match(k) else f"'{k}' is not a valid environment variable name"
+
+
+_SPEC = Str(_specifier_problem)
+_PACKAGE = OneOf([(str, _SPEC), (Mapping, Table({"version": _SPEC, "index": Str(), "reason": Str()},
+                                                  frozenset({"version"})))],
+                 'a specifier string or a table { version = "...", index = "..." }')
+_OVERRIDE = Table({"version": _SPEC, "reason": Str()}, frozenset({"version", "reason"}))
+_PACKAGES = MapOf(_PACKAGE, _pkg_problem)
+_INDEXES = MapOf(Str(), lambda k: lock_name_problem(k))
+_OVERRIDES = MapOf(_OVERRIDE, _pkg_problem)
+
+_VARIANT = Table({
+    "cuda": Str(),
+    "description": Str(),
+    "indexes": _INDEXES,
+    "packages": _PACKAGES,
+    "overrides": _OVERRIDES,
+    "env-profile": Str(),
+})
+
+# [verify.drafter] and [verify.smoke] are owned by envforge.drafter and envforge.bench.
+_DRAFTER = Table({
+    "repo": Str(),
+    "revision": Str(),
+    "target-config": Str(),
+    "compare": ListOf(Str()),
+    "allow-pickle": Bool(),
+}, frozenset({"repo", "revision"}))
+
+_SMOKE_SERVER = Table({
+    "name": Str(),
+    "args": ListOf(Str()),
+    "env": MapOf(Str(), _env_problem),
+    "speculative": Bool(),
+}, frozenset({"name", "args"}))
+
+_SMOKE = Table({
+    "model": Str(),
+    "api": Enum("sglang", "openai"),
+    "servers": ListOf(_SMOKE_SERVER),
+    "prompts": Str(),
+    "seed": Int(0),
+    "max-new-tokens": Int(1),
+    "temperature": Number(),
+    "concurrency": ListOf(Int(1)),
+    "repeats": Int(1),
+    "warmup": Int(0),
+    "load-timeout-s": Int(1),
+    "port": Int(1),
+})
+
+_RECIPE_SPEC = Table({
+    "recipe": Table({
+        "name": Str(lock_name_problem),
+        "description": Str(),
+        "python": Str(),
+        "patchsets": ListOf(Str()),
+        "resolution": Enum("full", "no-deps"),
+    }, frozenset({"name", "python"})),
+    "target": Table({
+        "gpu": Str(),
+        "compute-capability": Str(_cc_problem),
+        "gpus": Int(1),
+        "interconnect": Enum("pcie", "nvlink"),
+        "platform": Str(),
+        "cuda-driver-min": Str(),
+    }),
+    "packages": _PACKAGES,
+    "indexes": _INDEXES,
+    "overrides": _OVERRIDES,
+    "variant": MapOf(_VARIANT, lock_name_problem),
+    "env": MapOf(MapOf(Str(), _env_problem), lock_name_problem),
+    "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str())}),
+}, frozenset({"recipe"}))
+
+
+@dataclass(frozen=True, slots=True)
+class PackagePin:
+    """A requested distribution: canonical ``name``, PEP 440 ``specifier``, optional ``index`` name."""
+
+    name: str
+    specifier: str
+    index: str | None = None
+
+    def requirement(self) -> str:
+        """The PEP 508 requirement string, e.g. ``torch==2.9.1+cu130``."""
+        return f"{self.name}{self.specifier}"
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """An override of an upstream pin (uv ``--override``), with the ``reason`` reviewers read."""
+
+    name: str
+    specifier: str
+    reason: str
+
+    def requirement(self) -> str:
+        """The PEP 508 requirement string uv receives as an override."""
+        return f"{self.name}{self.specifier}"
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """A named package index (PEP 503 simple API ``url``). Only packages routed to it may use it."""
+
+    name: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Target hardware: GPU model, compute capability (``"12.0"``), GPU count, interconnect."""
+
+    gpu: str | None = None
+    compute_capability: str | None = None
+    gpus: int | None = None
+    interconnect: str | None = None
+    platform: str = DEFAULT_PLATFORM
+    cuda_driver_min: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Keys in a fixed order, ``None`` values left out (for locks and reports)."""
+        d = {"gpu": self.gpu, "compute-capability": self.compute_capability, "gpus": self.gpus,
+             "interconnect": self.interconnect, "platform": self.platform,
+             "cuda-driver-min": self.cuda_driver_min}
+        return {k: v for k, v in d.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedVariant:
+    """One variant merged over the recipe's base: everything ``lock`` and ``build`` need.
+
+    ``lock_name`` is ``<recipe>-<variant>``: the lock is ``lockfiles/pylock.<lock_name>.toml`` and
+    the environment ``envs/<lock_name>``.
+    """
+
+    recipe: str
+    variant: str
+    python: str
+    resolution: str
+    target: Target
+    cuda: str | None
+    packages: tuple[PackagePin, ...]
+    indexes: tuple[Index, ...]
+    overrides: tuple[Override, ...]
+    patchsets: tuple[str, ...]
+    env_profile: str | None
+    env: Mapping[str, str]
+    verify: Mapping[str, Any]
+
+    @property
+    def lock_name(self) -> str:
+        return f"{self.recipe}-{self.variant}"
+
+    def inputs(self) -> dict[str, Any]:
+        """The inputs that determine the lock, by recipe key, in a fixed order (JSON-able).
+
+        ``lock --check`` compares these key by key to say which one changed.
+        """
+        return {
+            "python": self.python,
+            "resolution": self.resolution,
+            "platform": self.target.platform,
+            "packages": [p.requirement() + (f" @index={p.index}" if p.index else "")
+                         for p in self.packages],
+            "indexes": [f"{i.name}={i.url}" for i in self.indexes],
+            "overrides": [o.requirement() for o in self.overrides],
+        }
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of :meth:`inputs` (canonical JSON)."""
+        blob = json.dumps(self.inputs(), sort_keys=True, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe file. ``data`` keeps the parsed TOML for sections owned elsewhere."""
+
+    path: Path
+    name: str
+    python: str
+    description: str | None
+    resolution: str
+    target: Target
+    patchsets: tuple[str, ...]
+    variants: tuple[str, ...]
+    env_profiles: Mapping[str, Mapping[str, str]]
+    data: Mapping[str, Any] = field(repr=False)
+    text: str = field(repr=False, default="")
+
+    def resolve(self, variant: str | None = None, *, env_profile: str | None = None) -> ResolvedVariant:
+        """Merge ``variant`` (default: the only one, or ``default``) over the base.
+
+        :raises RecipeError: unknown variant or env profile, or an index name that is not defined.
+        """
+        name = self._variant_name(variant)
+        vdata: Mapping[str, Any] = self.data.get("variant", {}).get(name, {})
+        indexes = {**self.data.get("indexes", {}), **vdata.get("indexes", {})}
+        packages = {canonicalize_name(k): v for k, v in self.data.get("packages", {}).items()}
+        packages.update({canonicalize_name(k): v for k, v in vdata.get("packages", {}).items()})
+        overrides = {canonicalize_name(k): v for k, v in self.data.get("overrides", {}).items()}
+        overrides.update({canonicalize_name(k): v for k, v in vdata.get("overrides", {}).items()})
+        pins = tuple(self._pin(k, v, indexes, name) for k, v in sorted(packages.items()))
+        profile = self._profile_name(env_profile or vdata.get("env-profile"))
+        return ResolvedVariant(
+            recipe=self.name, variant=name, python=self.python, resolution=self.resolution,
+            target=self.target, cuda=vdata.get("cuda"), packages=pins,
+            indexes=tuple(Index(k, v) for k, v in sorted(indexes.items())),
+            overrides=tuple(Override(k, v["version"], v["reason"]) for k, v in sorted(overrides.items())),
+            patchsets=self.patchsets, env_profile=profile, env=self._profile_env(profile),
+            verify=self.data.get("verify", {}),
+        )
+
+    def _variant_name(self, variant: str | None) -> str:
+        if variant is None:
+            if len(self.variants) == 1:
+                return self.variants[0]
+            raise RecipeError(
+                f"{self.path}: recipe '{self.name}' has variants {', '.join(self.variants)}; choose one",
+                hint=f"pass --variant {self.variants[0]}")
+        if variant not in self.variants:
+            raise RecipeError(f"{self.path}: recipe '{self.name}' has no variant '{variant}' "
+                              f"(it has: {', '.join(self.variants)})")
+        return variant
+
+    def _pin(self, name: str, value: Any, indexes: Mapping[str, str], variant: str) -> PackagePin:
+        if isinstance(value, str):
+            return PackagePin(name, value)
+        index = value.get("index")
+        if index is not None and index not in indexes:
+            key = f"variant.{variant}.packages.{name}.index"
+            raise RecipeError(
+                f"{self.path}:{line_of(self.text, key) or line_of(self.text, f'packages.{name}') or '?'}: "
+                f"packages.{name}.index: index '{index}' is not defined",
+                hint=f"add it under [indexes] or [variant.{variant}.indexes] "
+                     f"(defined: {', '.join(sorted(indexes)) or 'none'})")
+        return PackagePin(name, value["version"], index)
+
+    def _profile_name(self, requested: str | None) -> str | None:
+        if requested is not None:
+            if requested not in self.env_profiles:
+                raise RecipeError(f"{self.path}: env profile '{requested}' is not defined "
+                                  f"(defined: {', '.join(sorted(self.env_profiles)) or 'none'})",
+                                  hint=f"add a table [env.{requested}]")
+            return requested
+        if self.target.interconnect in self.env_profiles:
+            return self.target.interconnect
+        return DEFAULT_ENV_PROFILE if DEFAULT_ENV_PROFILE in self.env_profiles else None
+
+    def _profile_env(self, profile: str | None) -> dict[str, str]:
+        """``[env.default]`` first, then the chosen profile on top; keys sorted."""
+        env = dict(self.env_profiles.get(DEFAULT_ENV_PROFILE, {}))
+        if profile is not None:
+            env.update(self.env_profiles[profile])
+        return dict(sorted(env.items()))
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and validate a recipe file.
+
+    :raises RecipeError: unreadable file, TOML syntax error (with line), or schema problems, each
+        rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"cannot read recipe {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    problems = validate(data, _RECIPE_SPEC, text)
+    if problems:
+        raise RecipeError(format_problems("recipe", str(path), problems),
+                          hint="see docs/recipes.md for the recipe schema")
+    return _build(path, data, text)
+
+
+def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:
+    meta = data["recipe"]
+    t = data.get("target", {})
+    target = Target(gpu=t.get("gpu"), compute_capability=t.get("compute-capability"),
+                    gpus=t.get("gpus"), interconnect=t.get("interconnect"),
+                    platform=t.get("platform", DEFAULT_PLATFORM), cuda_driver_min=t.get("cuda-driver-min"))
+    variants = tuple(sorted(data.get("variant", {}))) or (DEFAULT_VARIANT,)
+    for v in variants:
+        if (msg := lock_name_problem(f"{meta['name']}-{v}")) is not None:
+            raise RecipeError(f"{path}: variant.{v}: {msg}")
+    return Recipe(
+        path=path, name=meta["name"], python=meta["python"], description=meta.get("description"),
+        resolution=meta.get("resolution", "full"), target=target,
+        patchsets=tuple(meta.get("patchsets", ())), variants=variants,
+        env_profiles={k: dict(v) for k, v in data.get("env", {}).items()}, data=data, text=text,
+    )

@@ -1,0 +1,114 @@
+"""The probe runner: the only code that starts an environment's own interpreter.
+
+A probe is a small Python script run by the target environment's interpreter; it prints one JSON
+object as the last line of its standard output. The runner starts it in its own process group
+(``start_new_session``), enforces a hard timeout, and on timeout kills the whole group so no child
+(an NCCL worker, a spawned process) is left behind (field case B12).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import ExternalToolError
+
+__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "env_python", "run_probe"]
+
+_TAIL_LINES = 20
+
+
+class ProbeError(ExternalToolError):
+    """The probe could not start, exited non-zero, or printed no JSON (exit 3)."""
+
+
+class ProbeTimeout(ProbeError):
+    """The probe ran past its timeout; its whole process group was killed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What a probe printed: ``data`` is the parsed JSON of its last stdout line; ``elapsed_s`` seconds."""
+
+    data: Any
+    stderr: str
+    elapsed_s: float
+
+
+def env_python(env: Path) -> Path:
+    """The interpreter of a virtual environment (``<env>/bin/python``); ``env`` may be a symlink."""
+    return env / "bin" / "python"
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.strip().splitlines()[-_TAIL_LINES:])
+
+
+def run_probe(
+    python: Path,
+    script: str,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+    interpreter_flags: Sequence[str] = (),
+    clock: Any = None,
+) -> ProbeResult:
+    """Run ``script`` (Python source) with ``python`` and parse the JSON object it prints last.
+
+    :param python: the environment's interpreter.
+    :param args: extra ``sys.argv`` entries for the script.
+    :param env: the full environment for the child (default: inherit this process's).
+    :param timeout_s: hard limit in seconds; on expiry the process group is killed.
+    :param interpreter_flags: flags before ``-c`` (e.g. ``["-I"]``, ``["-S"]``).
+    :param clock: a ``time.monotonic``-like callable (injected for tests); default ``time.monotonic``.
+    :raises ProbeTimeout: ran past ``timeout_s``.
+    :raises ProbeError: could not start, non-zero exit, or no JSON on the last stdout line.
+    """
+    import time
+
+    now = clock or time.monotonic
+    argv = [str(python), *interpreter_flags, "-c", script, *args]
+    start = now()
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=dict(env) if env is not None else None, start_new_session=True)
+    except OSError as exc:
+        raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
+                         returncode=None, hint="is the environment built? run `envforge build`") from None
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group {proc.pid})",
+                           tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
+                           stderr_tail=_tail(err)) from None
+    finally:
+        _kill_group(proc)  # leave nothing behind, even children that outlived the probe
+    elapsed = now() - start
+    if proc.returncode != 0:
+        raise ProbeError(f"probe exited with status {proc.returncode}", tool="python",
+                         argv=argv[:2] + ["<probe>"], returncode=proc.returncode, stderr_tail=_tail(err))
+    lines = out.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        data = None
+    if data is None:
+        raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],
+                         returncode=proc.returncode, stderr_tail=_tail(out + "\n" + err))
+    return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)

@@ -1,0 +1,88 @@
+"""The environment fingerprint: which exact state a verify or bench report was produced in.
+
+Two benchmark results from different states must never be silently compared (the field baseline
+drifted 82 -> 89 -> 92.6 tok/s because nobody recorded the state). A fingerprint holds the lock
+digest, the patch manifest digest, the env profile and its digest, the Python version, and, where a
+GPU probe ran, driver, GPU name, count and compute capability. Digests are defined in
+docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of"]
+
+
+def file_digest(path: Path) -> str | None:
+    """``sha256:<hex>`` of a file's bytes, or None when it does not exist."""
+    try:
+        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def env_profile_digest(env: Mapping[str, str]) -> str:
+    """``sha256:<hex>`` of the canonical JSON of an env profile mapping."""
+    blob = json.dumps(dict(env), sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """The state of one environment on one machine. ``None`` means unknown / not probed."""
+
+    lock_digest: str | None
+    patch_manifest_digest: str | None
+    env_profile: str | None
+    env_profile_digest: str | None
+    python: str | None = None
+    driver: str | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    compute_capability: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Keys in field order (JSON-able)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
+        """Inverse of :meth:`as_dict`; unknown keys are ignored, missing ones are None."""
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+
+    def differences(self, other: Fingerprint) -> list[str]:
+        """Human lines ``key: A != B`` for every field that differs, in field order."""
+        out = []
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if a != b:
+                out.append(f"{f.name}: {a} != {b}")
+        return out
+
+
+def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) -> Fingerprint:
+    """Fingerprint of the environment whose site-packages is ``site_packages``.
+
+    Reads ``.envforge/pylock.toml``, ``.envforge/patches.json`` and ``.envforge/env-profile.json``
+    (docs/architecture.md). ``gpu`` is the GPU probe's JSON (keys ``driver``, ``name``, ``count``,
+    ``capability``, ``python``) when one ran.
+    """
+    state = site_packages / ".envforge"
+    profile: Mapping[str, Any] = {}
+    if (state / "env-profile.json").is_file():
+        profile = json.loads((state / "env-profile.json").read_text())
+    g = gpu or {}
+    return Fingerprint(
+        lock_digest=file_digest(state / "pylock.toml"),
+        patch_manifest_digest=file_digest(state / "patches.json"),
+        env_profile=profile.get("profile"),
+        env_profile_digest=env_profile_digest(profile["env"]) if "env" in profile else None,
+        python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
+        gpu_count=g.get("count"), compute_capability=g.get("capability"),
+    )

@@ -1,12 +1,63 @@
-"""CLI for the `envprofile` command group (placeholder: commands are registered as they land)."""
+"""CLI for env profiles: ``envforge env show [ENV] [--json] [--project DIR]``."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.cli.output import Ui
+    from envforge.envprofile import ProfileView
 
 __all__ = ["register"]
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``env show`` (internally ``env-show``) on the top-level subparsers."""
+    p = sub.add_parser(
+        "env-show", help="show the env profile a process of an environment sees, and where each value comes from",
+        description="Start the environment's interpreter and report the env profile in effect: each "
+                    "variable, its value, and whether it came from the profile or from your own environment.")
+    p.add_argument("env", nargs="?", metavar="ENV",
+                   help="environment name under envs/ or a path to a virtual environment "
+                        "(default: quickstart-default)")
+    p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
+    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
+    p.set_defaults(handler=_show)
+
+
+def _show(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.environment import resolve_environment
+    from envforge.envprofile import show
+    from envforge.project import DEFAULT_RECIPE, find_project
+    from envforge.recipe import DEFAULT_VARIANT
+
+    project = find_project(args.project or Path.cwd())
+    env = resolve_environment(project, args.env, f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}")
+    view = show(env.python)
+    if ui.json_mode:
+        ui.emit_json("env-show", view.as_dict())
+    else:
+        _render(view, env.path, ui)
+    return 1 if view.installed is not None and not view.active else 0
+
+
+def _render(view: ProfileView, env_path: Path, ui: Ui) -> None:
+    ui.result(f"environment: {env_path} ({view.python})")
+    if view.installed is None and not view.active:
+        ui.result("env profile: none installed")
+        return
+    recorded = view.installed.profile if view.installed else None
+    where = view.hook or "no hook ran"
+    ui.result(f"env profile: {view.profile if view.active else recorded} ({view.mode or 'inactive'}: {where})")
+    width = max((len(v.name) for v in view.variables), default=0)
+    for v in view.variables:
+        shown = "(unset)" if v.value is None else v.value
+        note = f"  (profile: {v.profile_value})" if v.source != "profile" else ""
+        ui.result(f"  {v.name.ljust(width)} = {shown}  [{v.source}]{note}")
+    for line in view.warnings:
+        ui.warn(line)
+    if view.installed is not None and not view.active:
+        ui.warn(f"profile '{recorded}' is installed in {view.site_packages} but no hook ran at start-up; "
+                "re-install it with `envforge apply-patches` (the .pth mode is the default)")

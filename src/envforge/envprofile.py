@@ -398,7 +398,8 @@ def _check_shadowing(site_packages: Path, python: Path, probe_env: Mapping[str, 
     origin = data["origin"]
     if origin is None or os.path.realpath(origin) == os.path.realpath(ours):
         return
-    if dirs.index(os.path.dirname(os.path.realpath(origin))) < dirs.index(here):
+    other_dir = os.path.realpath(os.path.dirname(origin))  # the file itself may be a link (Debian: to /etc)
+    if (dirs.index(other_dir) if other_dir in dirs else -1) < dirs.index(here):
         raise SitecustomizeShadowed(
             f"sitecustomize mode would not run: {python} imports {origin}, which precedes {ours} on "
             "sys.path (only the first `sitecustomize` is imported)",

@@ -110,7 +110,8 @@ def py(env_dir: Path) -> Path:
 
 def test_install_writes_deterministic_bytes_and_record(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir(), b.mkdir()
+    a.mkdir()
+    b.mkdir()
     install(a, "pcie", PCIE)
     install(b, "pcie", dict(reversed(list(PCIE.items()))))
     for name in ("envforge-env.pth", "_envforge_env.py", ".envforge/env-profile.json"):

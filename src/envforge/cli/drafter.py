@@ -1,12 +1,248 @@
-"""CLI for the `drafter` command group (placeholder: commands are registered as they land)."""
+"""CLI for EAGLE-3 drafters: ``envforge drafter fetch|inspect|compare|check``.
+
+The hub endpoint is huggingface_hub's (``HF_ENDPOINT``, read here and passed down); the token is
+``HF_TOKEN``, which only huggingface_hub reads. Exit codes: 0 clean, 1 findings (or, for
+``compare``, draft positions that map to different target tokens), 2 refusals and bad input,
+3 the hub failed.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.cli.output import Ui
+    from envforge.drafter import Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision
 
 __all__ = ["register"]
 
+_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
+         "draft_vocab_size", "target_hidden_size")
+
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``drafter`` and its sub-commands on the top-level subparsers."""
+    p = sub.add_parser("drafter", help="fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
+                       description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
+                                   "safetensors only, re-hashed after download.")
+    dsub = p.add_subparsers(dest="drafter_command", metavar="SUBCOMMAND")
+    f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file")
+    f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
+    f.add_argument("--revision", required=True, help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
+    f.add_argument("--dest", type=Path, default=None,
+                   help="target directory (default: drafters/<owner>--<name>/<sha>)")
+    f.add_argument("--dry-run", action="store_true", help="resolve and list the files, download nothing")
+    _common(f, pickle=True)
+    f.set_defaults(handler=_fetch)
+    i = dsub.add_parser("inspect", help="architecture, key config values and every tensor, from headers")
+    i.add_argument("drafter", metavar="PATH|REPO@SHA")
+    _common(i, pickle=True)
+    i.set_defaults(handler=_inspect)
+    c = dsub.add_parser("compare", help="tensors, config and draft-vocabulary mapping of two drafters")
+    c.add_argument("a", metavar="A", help="PATH or REPO@SHA")
+    c.add_argument("b", metavar="B", help="PATH or REPO@SHA")
+    _common(c)
+    c.set_defaults(handler=_compare)
+    k = dsub.add_parser("check", help="compatibility with a target model (hidden size, vocab size, layers)")
+    k.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
+    k.add_argument("--target", required=True, metavar="MODEL_CONFIG",
+                   help="the target's config.json, a directory holding it, or REPO@SHA")
+    _common(k)
+    k.set_defaults(handler=_check)
+    p.set_defaults(handler=lambda args, ui: _usage(p, ui))
+
+
+def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
+    p.add_argument("--allow-unpinned", action="store_true",
+                   help="accept a branch or tag; the sha it resolves to is recorded")
+    if pickle:
+        p.add_argument("--allow-pickle", action="store_true",
+                       help="accept .bin/.pt pickle weights when no safetensors exist (can run code)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="cache for remote configs (default: huggingface_hub's)")
+    p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
+
+
+def _usage(p: argparse.ArgumentParser, ui: Ui) -> int:
+    ui.info(p.format_usage().rstrip())
+    return 2
+
+
+def _endpoint() -> str | None:
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def _fetch(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.drafter import fetch_drafter, resolve_revision
+
+    if args.dry_run:
+        rev = resolve_revision(args.repo, args.revision, allow_unpinned=args.allow_unpinned,
+                               allow_pickle=args.allow_pickle, endpoint=_endpoint())
+        if ui.json_mode:
+            ui.emit_json("drafter-fetch-plan", _revision_dict(rev))
+        else:
+            _render_plan(rev, ui)
+        return 0
+    result = fetch_drafter(args.repo, args.revision, args.dest, root=Path("drafters"),
+                           allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
+                           endpoint=_endpoint(), progress=ui.progress)
+    if ui.json_mode:
+        ui.emit_json("drafter-fetch", _fetch_dict(result))
+    else:
+        _render_fetch(result, ui)
+    return 0
+
+
+def _inspect(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.drafter import inspect_drafter
+
+    report = inspect_drafter(args.drafter, allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
+                             endpoint=_endpoint(), cache_dir=args.cache_dir)
+    if ui.json_mode:
+        ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues)})
+    else:
+        _render_drafter(report.drafter, ui)
+        _render_issues(report.issues, "EAGLE-3 checks", ui)
+    return 1 if report.issues else 0
+
+
+def _compare(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.drafter import compare
+
+    c = compare(args.a, args.b, allow_unpinned=args.allow_unpinned, endpoint=_endpoint(),
+                cache_dir=args.cache_dir)
+    if ui.json_mode:
+        ui.emit_json("drafter-compare", _comparison_dict(c))
+    else:
+        _render_comparison(c, ui)
+    return 1 if c.vocab is not None and c.vocab.different else 0
+
+
+def _check(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.drafter import check_target
+
+    report = check_target(args.drafter, args.target, allow_unpinned=args.allow_unpinned,
+                          endpoint=_endpoint(), cache_dir=args.cache_dir)
+    if ui.json_mode:
+        ui.emit_json("drafter-check", {"drafter": report.drafter.source, "target": report.target,
+                                       "issues": _issues(report.issues)})
+    else:
+        ui.result(f"drafter {report.drafter.source} against target {report.target}")
+        _render_issues(report.issues, "compatibility", ui)
+    return 1 if report.issues else 0
+
+
+# -- JSON shapes -------------------------------------------------------------------------------
+
+
+def _revision_dict(rev: HubRevision) -> dict[str, Any]:
+    return {"repo": rev.repo, "requested": rev.requested, "revision": rev.sha, "pinned": rev.pinned,
+            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256, "blob-id": f.blob_id}
+                      for f in rev.files],
+            "skipped": list(rev.skipped)}
+
+
+def _fetch_dict(r: FetchResult) -> dict[str, Any]:
+    return {**_revision_dict(r.revision), "dest": str(r.dest), "record": str(r.record),
+            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in r.files]}
+
+
+def _drafter_dict(d: Drafter) -> dict[str, Any]:
+    return {"source": d.source, "repo": d.repo, "revision": d.revision, "architecture": d.architecture,
+            "config": {k: d.config[k] for k in _KEYS if k in d.config},
+            "tensors": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "file": t.file}
+                        for t in d.tensors],
+            "files": list(d.files), "pickle-files": list(d.pickle_files)}
+
+
+def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, str]]:
+    return [{"kind": i.kind, "subject": i.subject, "expected": i.expected, "actual": i.actual, "fix": i.fix}
+            for i in issues]
+
+
+def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
+    v = c.vocab
+    return {"a": c.a, "b": c.b,
+            "tensors": [{"name": t.name, "a": t.a, "b": t.b} for t in c.tensors],
+            "config": [{"key": k.key, "a": k.a, "b": k.b} for k in c.config],
+            "vocab": None if v is None else {
+                "positions": v.positions, "same": v.same, "different": v.different,
+                "a-tokens": v.a_tokens, "b-tokens": v.b_tokens, "overlap": v.overlap}}
+
+
+# -- text --------------------------------------------------------------------------------------
+
+
+def _render_plan(rev: HubRevision, ui: Ui) -> None:
+    pin = "pinned" if rev.pinned else f"unpinned: '{rev.requested}' resolved to it"
+    ui.result(f"{rev.spec} ({pin})")
+    for f in rev.files:
+        ui.result(f"  fetch {f.name}  {f.size:,} bytes")
+    for name in rev.skipped:
+        ui.result(f"  skip  {name}")
+
+
+def _render_fetch(r: FetchResult, ui: Ui) -> None:
+    pin = "" if r.revision.pinned else f" (unpinned '{r.revision.requested}' resolved to this sha)"
+    ui.result(f"fetched {r.revision.spec}{pin} into {r.dest}")
+    for f in r.files:
+        ui.result(f"  {f.name}  {f.size:,} bytes  sha256 {f.sha256}  verified")
+    if r.revision.skipped:
+        ui.info(f"skipped (not safetensors or JSON): {', '.join(r.revision.skipped)}")
+    ui.info(f"record: {r.record}")
+
+
+def _render_drafter(d: Drafter, ui: Ui) -> None:
+    ui.result(f"{d.source}  {d.architecture}")
+    values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
+    ui.result(f"  {values}")
+    from envforge.drafter.model import aux_layer_ids
+
+    ids = aux_layer_ids(d.config)
+    ui.result(f"  auxiliary layers {ids if ids is not None else '(not set: SGLang default)'}")
+    width = max((len(t.name) for t in d.tensors), default=0)
+    ui.result(f"tensors ({len(d.tensors)}):")
+    for t in d.tensors:
+        ui.result(f"  {t.name.ljust(width)}  {t.describe()}")
+    if d.pickle_files:
+        ui.result(f"pickle weights, not read: {', '.join(d.pickle_files)}")
+
+
+def _render_issues(issues: tuple[DrafterIssue, ...], title: str, ui: Ui) -> None:
+    if not issues:
+        ui.result(f"{title}: ok")
+        return
+    ui.result(f"{title}: {len(issues)} finding(s)")
+    for i in issues:
+        ui.result(f"  [{i.kind}] {i.subject}: expected {i.expected}, found {i.actual}")
+        ui.result(f"      fix: {i.fix}")
+
+
+def _render_comparison(c: DrafterComparison, ui: Ui) -> None:
+    ui.result(f"A: {c.a}\nB: {c.b}")
+    rows = [(t.name, t.a, t.b) for t in c.tensors]
+    _table("tensors differing in presence, shape or dtype", rows, ui)
+    _table("config differences", [(k.key, k.a, k.b) for k in c.config], ui)
+    v = c.vocab
+    if v is None:
+        ui.result("vocabulary mapping: not compared (d2t absent in A or B)")
+        return
+    ui.result("vocabulary mapping (target id = i + d2t[i]):")
+    ui.result(f"  draft positions mapping to the same target token: {v.same:,} of {v.positions:,}")
+    ui.result(f"  draft positions mapping to different target tokens: {v.different:,} of {v.positions:,}")
+    ui.result(f"  draft vocabularies as sets: A {v.a_tokens:,} tokens, B {v.b_tokens:,}, "
+              f"overlap {v.overlap:,}")
+
+
+def _table(title: str, rows: list[tuple[str, str, str]], ui: Ui) -> None:
+    if not rows:
+        ui.result(f"{title}: none")
+        return
+    ui.result(f"{title}:")
+    w0 = max(len(r[0]) for r in rows + [("name", "", "")])
+    w1 = max(len(r[1]) for r in rows + [("", "A", "")])
+    ui.result(f"  {'name'.ljust(w0)}  {'A'.ljust(w1)}  B")
+    for name, a, b in rows:
+        ui.result(f"  {name.ljust(w0)}  {a.ljust(w1)}  {b}")

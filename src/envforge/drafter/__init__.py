@@ -1,0 +1,154 @@
+"""EAGLE-3 drafters through huggingface_hub: fetch, inspect, compare, check (shared/DESIGN.md, 7).
+
+Data flow::
+
+    REPO@SHA ── hub.resolve_revision ──▶ HubRevision ── hub.fetch ──▶ DIR (+ envforge-drafter.json)
+    DIR | REPO@SHA ── sources.open_drafter ──▶ Drafter (config + safetensors headers, no weights)
+    Drafter ── model.eagle3_issues / model.target_issues ──▶ DrafterIssue...
+    Drafter × Drafter ── compare.compare_drafters (reads only d2t) ──▶ DrafterComparison
+
+Public entry points: :func:`fetch_drafter`, :func:`inspect_drafter`, :func:`compare`,
+:func:`check_target` and, for ``envforge verify --level drafter``::
+
+    drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
+                   endpoint: str | None = None) -> tuple[DrafterIssue, ...]
+
+``settings`` is the recipe's ``[verify.drafter]`` table: ``repo`` and ``revision`` (a 40-hex commit
+sha; required), ``target-config`` (a ``config.json`` path, a directory, or ``owner/name@sha``),
+``compare`` (a list of other drafters, ``owner/name@sha`` or paths, that must map the draft
+vocabulary identically), ``allow-pickle`` (bool). Checks run remotely (headers and configs only,
+no weights downloaded); ``cache_dir`` is where the small JSON configs are cached (huggingface_hub's
+cache when ``None``). Every finding is a :class:`DrafterIssue` (kind, subject, expected, actual,
+fix); an error that stops one check (repo not found, revision not pinned) becomes one issue of
+kind ``drafter-error`` and the other checks still run. Tests use a local hub-compatible server
+(``tests/hub_server.py``); the real hub is never contacted by the test suite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.drafter.compare import (
+    ConfigDiff,
+    DrafterComparison,
+    TensorDiff,
+    VocabComparison,
+    compare_drafters,
+    comparison_issues,
+)
+from envforge.drafter.hub import FetchResult, HubRevision, Progress, fetch, resolve_revision
+from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
+from envforge.drafter.sources import byte_reader, open_drafter, read_config
+from envforge.errors import EnvforgeError
+
+__all__ = [
+    "CheckReport",
+    "ConfigDiff",
+    "Drafter",
+    "DrafterComparison",
+    "DrafterIssue",
+    "FetchResult",
+    "HubRevision",
+    "InspectReport",
+    "TensorDiff",
+    "TensorInfo",
+    "VocabComparison",
+    "check_target",
+    "compare",
+    "default_dest",
+    "drafter_checks",
+    "fetch_drafter",
+    "inspect_drafter",
+    "resolve_revision",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class InspectReport:
+    """A drafter and its EAGLE-3 findings (empty when consistent)."""
+
+    drafter: Drafter
+    issues: tuple[DrafterIssue, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """A drafter checked against a target config: its own EAGLE-3 findings plus compatibility ones."""
+
+    drafter: Drafter
+    target: str
+    issues: tuple[DrafterIssue, ...]
+
+
+def default_dest(root: Path, rev: HubRevision) -> Path:
+    """Where a fetch goes without ``--dest``: ``<root>/<owner>--<name>/<sha>``."""
+    return root / rev.repo.replace("/", "--") / rev.sha
+
+
+def fetch_drafter(repo: str, revision: str, dest: Path | None, *, root: Path,
+                  allow_unpinned: bool = False, allow_pickle: bool = False,
+                  endpoint: str | None = None, progress: Progress | None = None) -> FetchResult:
+    """Resolve, select and download a drafter into ``dest`` (``None``: :func:`default_dest` under
+    ``root``). See :func:`hub.resolve_revision` and :func:`hub.fetch` for the refusals
+    (:class:`InputError`) and integrity failures (:class:`CheckFailed`)."""
+    rev = resolve_revision(repo, revision, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
+                           endpoint=endpoint)
+    return fetch(rev, dest or default_dest(root, rev), endpoint=endpoint, progress=progress)
+
+
+def inspect_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool = False,
+                    endpoint: str | None = None, cache_dir: Path | None = None) -> InspectReport:
+    """Open ``spec`` (path or ``REPO@SHA``, remote reads headers only) and run the EAGLE-3 checks."""
+    d = open_drafter(spec, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
+                     endpoint=endpoint, cache_dir=cache_dir)
+    return InspectReport(d, eagle3_issues(d))
+
+
+def compare(spec_a: str, spec_b: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
+            cache_dir: Path | None = None) -> DrafterComparison:
+    """Compare two drafters (paths or ``REPO@SHA``); remote ones transfer headers and ``d2t`` only."""
+    kw: dict[str, Any] = {"allow_unpinned": allow_unpinned, "endpoint": endpoint, "cache_dir": cache_dir}
+    a, b = open_drafter(spec_a, **kw), open_drafter(spec_b, **kw)
+    return compare_drafters(a, b, byte_reader(a, endpoint=endpoint), byte_reader(b, endpoint=endpoint))
+
+
+def check_target(spec: str, target: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
+                 cache_dir: Path | None = None) -> CheckReport:
+    """Check drafter ``spec`` against the target model config ``target`` (file, dir or ``REPO@SHA``)."""
+    d = open_drafter(spec, allow_unpinned=allow_unpinned, endpoint=endpoint, cache_dir=cache_dir)
+    config = read_config(target, endpoint=endpoint, cache_dir=cache_dir)
+    return CheckReport(d, target, eagle3_issues(d) + target_issues(d, config, target))
+
+
+def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
+    return DrafterIssue("drafter-error", subject, "a readable, pinned drafter", exc.message,
+                        exc.hint or "see the message")
+
+
+def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
+                   endpoint: str | None = None) -> tuple[DrafterIssue, ...]:
+    """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc)."""
+    spec = f"{settings['repo']}@{settings['revision']}"
+    try:
+        d = open_drafter(spec, allow_pickle=bool(settings.get("allow-pickle", False)),
+                         endpoint=endpoint, cache_dir=cache_dir)
+    except EnvforgeError as exc:
+        return (_error_issue(spec, exc),)
+    issues = list(eagle3_issues(d))
+    if target := settings.get("target-config"):
+        try:
+            issues += target_issues(d, read_config(str(target), endpoint=endpoint, cache_dir=cache_dir),
+                                    str(target))
+        except EnvforgeError as exc:
+            issues.append(_error_issue(str(target), exc))
+    for other in settings.get("compare", []):
+        try:
+            ref = open_drafter(str(other), endpoint=endpoint, cache_dir=cache_dir)
+            c = compare_drafters(d, ref, byte_reader(d, endpoint=endpoint), byte_reader(ref, endpoint=endpoint))
+            issues += comparison_issues(c)
+        except EnvforgeError as exc:
+            issues.append(_error_issue(str(other), exc))
+    return tuple(issues)

@@ -1,0 +1,277 @@
+"""What a drafter is: its config, its tensors (from safetensors headers), and the EAGLE-3 checks.
+
+No network here: :mod:`envforge.drafter.hub` fills :class:`Drafter` from the hub, this module
+reads local files and judges the shapes.
+
+EAGLE-3 layout, as SGLang loads it (``sglang/srt/models/llama_eagle3.py``,
+``LlamaForCausalLMEagle3``) and SpecForge trains it (``specforge/modeling/draft/llama3_eagle.py``):
+
+===================  =================================  ==========================================
+tensor               shape                              meaning
+===================  =================================  ==========================================
+``d2t``              int64 ``[draft_vocab_size]``       offsets: target id = ``i + d2t[i]``
+``t2d``              bool ``[vocab_size]``              which target tokens are in the draft vocab
+``fc.weight``        ``[hidden, 3 * target_hidden]``    fuses three target hidden states
+``lm_head.weight``   ``[draft_vocab_size, hidden]``     draft-vocabulary logits
+``midlayer.*``       one decoder layer                  attention input is ``2 * hidden``
+``norm.weight``      ``[hidden]``                       final RMSNorm
+===================  =================================  ==========================================
+
+``target_hidden`` is ``config.target_hidden_size`` when present, else ``config.hidden_size``
+(SGLang ``LlamaModel.__init__``). The auxiliary layer ids come from
+``config.eagle_config.eagle_aux_hidden_state_layer_ids`` (SGLang ``model_runner.py``) or the
+top-level ``eagle_aux_hidden_state_layer_ids`` (vLLM). SGLang captures id ``k`` as the input of
+target layer ``k + 1`` (``deepseek_v2.py`` ``set_eagle3_layers_to_capture``: ``val + 1``), so an
+id is only captured when ``0 <= k <= num_hidden_layers - 2``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import InputError
+
+__all__ = [
+    "Drafter",
+    "DrafterIssue",
+    "TensorInfo",
+    "aux_layer_ids",
+    "eagle3_issues",
+    "load_json",
+    "parse_safetensors_header",
+    "read_local_header",
+    "target_issues",
+    "target_text_config",
+]
+
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
+                "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+@dataclass(frozen=True, slots=True)
+class DrafterIssue:
+    """One finding about a drafter, in verify's shape (shared/DESIGN.md decision 6).
+
+    ``kind`` is a stable id (``eagle3-d2t``, ``target-hidden-size``, ``vocab-mapping``, ...);
+    ``subject`` names the drafter and tensor or key; ``expected`` / ``actual`` are short values;
+    ``fix`` says what to do.
+    """
+
+    kind: str
+    subject: str
+    expected: str
+    actual: str
+    fix: str
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """One tensor from a safetensors header.
+
+    ``data_offset`` is the header's ``data_offsets[0]``: bytes from the end of the header to the
+    tensor's data (the absolute offset is ``8 + header length + data_offset``); ``nbytes`` its
+    length in bytes; ``file`` the repo-relative name of the safetensors file holding it.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+    data_offset: int
+    nbytes: int
+
+    def describe(self) -> str:
+        """``"I64 [32000]"``."""
+        return f"{self.dtype} [{', '.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Drafter:
+    """A drafter as read from headers and configs: no weights are loaded.
+
+    ``source`` is the path or ``repo@sha`` it came from; ``repo`` / ``revision`` are set for hub
+    drafters and for fetched ones (from the fetch record); ``config`` is ``config.json``;
+    ``files`` the weight files read; ``pickle_files`` weights that were not read (pickle).
+    """
+
+    source: str
+    repo: str | None
+    revision: str | None
+    config: Mapping[str, Any]
+    tensors: tuple[TensorInfo, ...]
+    files: tuple[str, ...]
+    pickle_files: tuple[str, ...] = ()
+    local_dir: Path | None = None
+
+    @property
+    def architecture(self) -> str:
+        """First entry of ``config.architectures``, or ``"unknown"``."""
+        archs = self.config.get("architectures")
+        return str(archs[0]) if isinstance(archs, list) and archs else "unknown"
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        """The tensor called ``name`` or ``<prefix>.name`` (``model.fc.weight``), or ``None``."""
+        for t in self.tensors:
+            if t.name == name or t.name.endswith("." + name):
+                return t
+        return None
+
+    def key(self, name: str) -> Any:
+        """A config value, or ``None``."""
+        return self.config.get(name)
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object from ``path``; :class:`InputError` naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def parse_safetensors_header(header: Mapping[str, Any], file: str) -> list[TensorInfo]:
+    """Tensors of a decoded safetensors header (format: https://github.com/huggingface/safetensors)."""
+    tensors = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        tensors.append(TensorInfo(name, str(entry["dtype"]), tuple(int(d) for d in entry["shape"]),
+                                  file, int(start), int(end) - int(start)))
+    return sorted(tensors, key=lambda t: t.name)
+
+
+def read_local_header(path: Path, file: str) -> list[TensorInfo]:
+    """Read the header of the safetensors file at ``path`` (8-byte little-endian length + JSON).
+
+    :raises InputError: the file is too short, or its header is not a safetensors header.
+    """
+    with path.open("rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise InputError(f"{path}: not a safetensors file (shorter than 8 bytes)")
+        (size,) = struct.unpack("<Q", prefix)
+        if size > MAX_HEADER_BYTES:
+            raise InputError(f"{path}: not a safetensors file (header length {size} bytes)")
+        raw = f.read(size)
+    try:
+        return parse_safetensors_header(json.loads(raw), file)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: malformed safetensors header: {exc}") from None
+
+
+def aux_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
+    """The auxiliary target layer ids the drafter reads, or ``None`` when the config names none."""
+    eagle = config.get("eagle_config")
+    ids = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, Mapping) else None
+    ids = ids if ids is not None else config.get("eagle_aux_hidden_state_layer_ids")
+    return [int(i) for i in ids] if isinstance(ids, list) else None
+
+
+def _int(config: Mapping[str, Any], key: str) -> int | None:
+    value = config.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def target_text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The language-model part of a target config (``text_config`` of multimodal models like K2.5)."""
+    text = config.get("text_config")
+    return text if isinstance(text, Mapping) and "hidden_size" in text else config
+
+
+def _issue(d: Drafter, kind: str, subject: str, expected: object, actual: object, fix: str) -> DrafterIssue:
+    return DrafterIssue(kind, f"{d.source}: {subject}", str(expected), str(actual), fix)
+
+
+def _shape_issue(d: Drafter, name: str, dtypes: Sequence[str], shape: tuple[int, ...],
+                 fix: str) -> DrafterIssue | None:
+    t = d.tensor(name)
+    want = f"{'|'.join(dtypes)} [{', '.join(map(str, shape))}]"
+    if t is None:
+        return _issue(d, f"eagle3-{name.split('.')[0]}", name, want, "absent", fix)
+    if t.dtype not in dtypes or t.shape != shape:
+        return _issue(d, f"eagle3-{name.split('.')[0]}", name, want, t.describe(), fix)
+    return None
+
+
+def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
+    """EAGLE-3 consistency of a drafter on its own: config keys, ``d2t``, ``t2d``, ``fc``, ``lm_head``.
+
+    Empty when the drafter is consistent. Shapes as in this module's docstring.
+    """
+    if d.pickle_files and not d.tensors:
+        return (_issue(d, "eagle3-weights", "weights", "safetensors", ", ".join(d.pickle_files),
+                       "pickle weights cannot be inspected; use a safetensors revision"),)
+    hidden, vocab = _int(d.config, "hidden_size"), _int(d.config, "vocab_size")
+    missing = [k for k, v in (("hidden_size", hidden), ("vocab_size", vocab)) if v is None]
+    if hidden is None or vocab is None:
+        return (_issue(d, "eagle3-config", "config.json", "hidden_size and vocab_size",
+                       f"missing {', '.join(missing)}", "use the drafter's own config.json"),)
+    draft = _int(d.config, "draft_vocab_size") or vocab
+    target_hidden = _int(d.config, "target_hidden_size") or hidden
+    checks = [
+        _shape_issue(d, "d2t", ("I64", "I32"), (draft,),
+                     "d2t must hold one target-id offset per draft token (draft_vocab_size)"),
+        _shape_issue(d, "t2d", ("BOOL",), (vocab,),
+                     "t2d must hold one flag per target token (vocab_size)"),
+        _fc_issue(d, hidden, target_hidden),
+    ]
+    head = d.tensor("lm_head.weight")
+    if head is not None and head.shape != (draft, hidden):
+        checks.append(_issue(d, "eagle3-lm_head", "lm_head.weight", f"[{draft}, {hidden}]",
+                             head.describe(), "lm_head must map hidden_size to draft_vocab_size"))
+    ids = aux_layer_ids(d.config)
+    if ids is not None and (len(ids) != 3 or min(ids) < 0):
+        checks.append(_issue(d, "eagle3-aux-layers", "eagle_aux_hidden_state_layer_ids",
+                             "three non-negative layer ids", ids,
+                             "EAGLE-3 fuses exactly three target hidden states"))
+    return tuple(c for c in checks if c is not None)
+
+
+def _fc_issue(d: Drafter, hidden: int, target_hidden: int) -> DrafterIssue | None:
+    return _shape_issue(d, "fc.weight", tuple(_DTYPE_BYTES), (hidden, 3 * target_hidden),
+                        "fc must take three target hidden states (3 * target hidden size)")
+
+
+def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tuple[DrafterIssue, ...]:
+    """Compatibility of drafter ``d`` with the target model config ``target``.
+
+    Checks: target ``hidden_size`` against the drafter's ``target_hidden_size`` (or
+    ``hidden_size``) and ``fc.weight``'s input width; target ``vocab_size`` against the drafter's
+    ``vocab_size`` and ``t2d``; the auxiliary layer ids against target ``num_hidden_layers``.
+    """
+    t = target_text_config(target)
+    out: list[DrafterIssue] = []
+    t_hidden, t_vocab, t_layers = _int(t, "hidden_size"), _int(t, "vocab_size"), _int(t, "num_hidden_layers")
+    d_hidden = _int(d.config, "target_hidden_size") or _int(d.config, "hidden_size")
+    fc = d.tensor("fc.weight")
+    if t_hidden is not None and (d_hidden != t_hidden or (fc and fc.shape[-1] != 3 * t_hidden)):
+        actual = f"drafter hidden {d_hidden}" + (f", fc.weight {fc.describe()}" if fc else "")
+        out.append(_issue(d, "target-hidden-size", f"hidden_size vs {target_name}", t_hidden, actual,
+                          "this drafter was trained for a target with another hidden size"))
+    t2d = d.tensor("t2d")
+    d_vocab = _int(d.config, "vocab_size")
+    if t_vocab is not None and (d_vocab != t_vocab or (t2d and t2d.shape != (t_vocab,))):
+        actual = f"drafter vocab_size {d_vocab}" + (f", t2d {t2d.describe()}" if t2d else "")
+        out.append(_issue(d, "target-vocab-size", f"vocab_size vs {target_name}", t_vocab, actual,
+                          "drafter and target must share one tokenizer"))
+    ids = aux_layer_ids(d.config)
+    if t_layers is not None and ids is not None:
+        bad = [i for i in ids if not 0 <= i <= t_layers - 2]
+        if bad:
+            out.append(_issue(d, "target-layer-count", f"eagle_aux_hidden_state_layer_ids vs {target_name}",
+                              f"ids in 0..{t_layers - 2} (target has {t_layers} layers)", ids,
+                              "pick auxiliary layers the target has; SGLang reads id k at layer k + 1"))
+    return tuple(out)

@@ -1,0 +1,106 @@
+"""Where a drafter comes from: a local directory (fetched or not) or ``REPO@SHA`` on the hub.
+
+:func:`open_drafter` returns a :class:`~envforge.drafter.model.Drafter` read from headers and
+configs either way; :func:`byte_reader` gives random access to its weight files (local reads or
+ranged GETs), used to read the small ``d2t`` tensor for comparisons.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envforge.drafter.compare import ByteReader
+from envforge.drafter.hub import (
+    RECORD_NAME,
+    check_partials,
+    hub_errors,
+    open_remote,
+    parse_repo_spec,
+    read_remote_range,
+    resolve_revision,
+)
+from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, TensorInfo, load_json, read_local_header
+from envforge.errors import InputError
+
+__all__ = ["byte_reader", "open_drafter", "open_local", "read_config"]
+
+
+def open_local(path: Path) -> Drafter:
+    """Read a drafter directory (``config.json`` + ``*.safetensors``) or one ``.safetensors`` file.
+
+    The repo and revision come from ``envforge-drafter.json`` when ``envforge drafter fetch`` wrote it.
+
+    :raises CheckFailed: a ``*.incomplete`` partial download is left in the directory (B14).
+    :raises InputError: no ``config.json``, or a file is not a safetensors file.
+    """
+    directory = path if path.is_dir() else path.parent
+    check_partials(directory)
+    weights = [path] if path.is_file() else sorted(directory.glob("*.safetensors"))
+    tensors: list[TensorInfo] = []
+    for w in weights:
+        tensors.extend(read_local_header(w, w.name))
+    pickles = tuple(p.name for p in sorted(directory.iterdir()) if p.name.endswith(PICKLE_SUFFIXES))
+    if not weights and not pickles:
+        raise InputError(f"{path}: no *.safetensors weights found", hint="point at a drafter directory")
+    record = directory / RECORD_NAME
+    meta = load_json(record) if record.is_file() else {}
+    return Drafter(str(path), meta.get("repo"), meta.get("revision"), load_json(directory / "config.json"),
+                   tuple(sorted(tensors, key=lambda t: t.name)), tuple(w.name for w in weights),
+                   pickles, directory)
+
+
+def open_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool = False,
+                 endpoint: str | None = None, cache_dir: Path | None = None) -> Drafter:
+    """Open ``spec``: an existing path, or ``owner/name@<commit sha>`` read remotely (headers only).
+
+    :raises InputError: neither a path nor ``REPO@REV``; the refusals of
+        :func:`~envforge.drafter.hub.resolve_revision` (unpinned, pickle-only).
+    """
+    path = Path(spec)
+    if path.exists():
+        return open_local(path)
+    parsed = parse_repo_spec(spec)
+    if parsed is None:
+        raise InputError(f"'{spec}' is neither an existing path nor REPO@SHA",
+                         hint="give a directory, or a hub repository pinned to a commit: "
+                              "owner/name@<40-hex sha>")
+    rev = resolve_revision(parsed[0], parsed[1], allow_unpinned=allow_unpinned,
+                           allow_pickle=allow_pickle, endpoint=endpoint)
+    return open_remote(rev, endpoint=endpoint, cache_dir=cache_dir)
+
+
+def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | None = None) -> dict[str, object]:
+    """A model's ``config.json``: a file, a directory holding one, or ``owner/name@<sha>`` on the hub."""
+    path = Path(spec)
+    if path.is_dir():
+        return load_json(path / "config.json")
+    if path.exists() or parse_repo_spec(spec) is None:
+        return load_json(path)
+    from huggingface_hub import hf_hub_download
+
+    repo, rev = parse_repo_spec(spec) or ("", "")
+    pinned = resolve_revision(repo, rev, allow_pickle=True, endpoint=endpoint)
+    with hub_errors(f"hf_hub_download {pinned.spec} config.json", repo, rev):
+        local = hf_hub_download(repo, "config.json", revision=pinned.sha, cache_dir=cache_dir,
+                                endpoint=endpoint)
+    return json.loads(Path(local).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def byte_reader(d: Drafter, *, endpoint: str | None = None) -> ByteReader:
+    """Random access to ``d``'s weight files: ``read(file, start, length) -> bytes``."""
+    if d.local_dir is not None:
+        directory = d.local_dir
+
+        def read_local(file: str, start: int, length: int) -> bytes:
+            with (directory / file).open("rb") as f:
+                f.seek(start)
+                return f.read(length)
+
+        return read_local
+    repo, sha = d.repo or "", d.revision or ""
+
+    def read_remote(file: str, start: int, length: int) -> bytes:
+        return read_remote_range(repo, sha, file, start, length, endpoint=endpoint)
+
+    return read_remote

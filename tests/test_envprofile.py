@@ -34,10 +34,12 @@ from envforge.envprofile import (
     show,
 )
 from envforge.errors import InputError
+from envforge.recipe import RecipeError, load_recipe
 
 PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")
 DEBIAN_SITECUSTOMIZE = Path("/usr/lib/python3.11/sitecustomize.py")
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 PCIE = {"NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"}
 
 
@@ -325,3 +327,32 @@ def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytes
     (site(env_dir) / "envforge-env.pth").unlink()  # recorded but inert: exit 1 with a warning
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
     assert "but no hook ran at start-up" in capsys.readouterr().err
+
+
+def test_sitecustomize_mode_needs_to_know_the_interpreter(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as exc:
+        install(tmp_path, "pcie", PCIE, mode="sitecustomize")
+    assert exc.value.message == (f"cannot tell which interpreter uses {tmp_path}, so cannot check which "
+                                 "sitecustomize it imports")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- from the recipe ------------------------------------------------------------------------
+
+
+def test_recipe_profile_by_interconnect_or_by_name_reaches_the_env(env_dir: Path) -> None:
+    recipe = load_recipe(RECIPES / "quickstart.toml")
+    by_target = recipe.resolve()
+    assert (by_target.env_profile, dict(by_target.env)) == (
+        "pcie", {"ENVFORGE_PROFILE_PROBE": "1", "NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"})
+    nvlink = recipe.resolve(env_profile="nvlink")
+    assert (nvlink.env_profile, dict(nvlink.env)) == ("nvlink", {"ENVFORGE_PROFILE_PROBE": "1"})
+    with pytest.raises(RecipeError) as exc:
+        recipe.resolve(env_profile="infiniband")
+    assert exc.value.message.endswith("env profile 'infiniband' is not defined (defined: default, nvlink, pcie)")
+    install(site(env_dir), nvlink.env_profile, nvlink.env)
+    install(site(env_dir), by_target.env_profile, by_target.env)  # a rebuild with another profile
+    view = show(py(env_dir), env=clean_env())
+    assert [(v.name, v.value, v.source) for v in view.variables] == [
+        ("ENVFORGE_PROFILE_PROBE", "1", "profile"), ("NCCL_BUFFSIZE", "131072", "profile"),
+        ("NCCL_MAX_NCHANNELS", "2", "profile")]

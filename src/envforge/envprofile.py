@@ -327,13 +327,22 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     if mode == "pth":
         files, extra = _install_pth(site_packages, profile, env), None
     else:
-        python = python or env_python(site_packages.parents[2])
+        python = python or _venv_python(site_packages)
         _check_shadowing(site_packages, python, probe_env)
         files, extra = _install_block(site_packages, profile, env)
     record = InstalledProfile(profile, mode, env, files, absent, extra)
     (site_packages / ".envforge").mkdir(exist_ok=True)
     _write(site_packages / RECORD, (json.dumps(record.as_dict(), indent=2) + "\n").encode())
     return ProfileInstall(site_packages, profile, mode, env, files)
+
+
+def _venv_python(site_packages: Path) -> Path:
+    """``<venv>/bin/python`` for ``<venv>/lib/python3.X/site-packages``."""
+    venv = site_packages.parent.parent.parent
+    if site_packages.parent.parent.name != "lib" or not env_python(venv).exists():
+        raise InputError(f"cannot tell which interpreter uses {site_packages}, so cannot check which "
+                         "sitecustomize it imports", hint="pass the environment, or use the .pth mode (the default)")
+    return env_python(venv)
 
 
 def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str]) -> tuple[str, ...]:

@@ -1,12 +1,109 @@
-"""CLI for the `lockdiff` command group (placeholder: commands are registered as they land)."""
+"""CLI for lock diff: ``envforge lock diff ...`` and ``envforge lock textconv FILE``.
+
+Parses, calls one function of :mod:`envforge.lockdiff` (imported inside the handlers so
+``envforge --help`` stays fast), renders. Exit status: 0, or 1 with ``--exit-code`` when changes
+are shown; 2 for bad input (missing file, conflict markers, not a lock).
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.cli.output import Ui
 
 __all__ = ["register"]
 
+_USAGE_HINT = ("use `envforge lock diff OLD NEW` (paths or REV:PATH), "
+               "`envforge lock diff --git REV`, or `envforge lock diff RECIPE --variants`")
+
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``lock-diff`` and ``lock-textconv`` (typed as ``lock diff`` / ``lock textconv``)."""
+    p = sub.add_parser(
+        "lock-diff", help="compare two locks (files, git revisions, or a recipe's variants)",
+        description="Compare locks: envforge lock diff OLD NEW | --git REV | RECIPE --variants. "
+                    "OLD and NEW are lock paths or REV:PATH.")
+    p.add_argument("sides", nargs="*", metavar="SIDE", help="OLD NEW, or RECIPE with --variants")
+    p.add_argument("--git", metavar="REV", help="every lockfile changed between REV and the working tree")
+    p.add_argument("--variants", action="store_true", help="matrix of one recipe's variant locks")
+    p.add_argument("--format", choices=("terminal", "markdown", "json"), default="terminal")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--all", action="store_true", dest="show_all",
+                   help="also show metadata-only churn (upload times, sizes, generator comments)")
+    p.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes")
+    p.add_argument("--project", type=Path, help="project root for --variants (default: nearest with recipes/)")
+    p.set_defaults(handler=_diff)
+    t = sub.add_parser("lock-textconv", help="readable text of a lock, for git diff (textconv)",
+                       description="Print a stable, readable form of one lockfile. Set up with "
+                                   "`.gitattributes`: `pylock.*.toml diff=pylock` and "
+                                   "`git config diff.pylock.textconv 'envforge lock textconv'`.")
+    t.add_argument("file", type=Path)
+    t.set_defaults(handler=_textconv)
+
+
+def _diff(args: argparse.Namespace, ui: "Ui") -> int:
+    from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+
+    fmt = "json" if args.json else args.format
+    if args.variants:
+        if len(args.sides) != 1 or args.git:
+            raise InputError("--variants takes exactly one RECIPE", hint=_USAGE_HINT)
+        return _variants(args.sides[0], args.project, fmt, ui)
+    if args.git:
+        if args.sides:
+            raise InputError("--git REV takes no lock paths", hint=_USAGE_HINT)
+        from envforge.lockdiff import diff_git
+
+        diffs = diff_git(args.git, base=Path.cwd())
+        if not diffs and fmt != "json":
+            ui.info(f"no lockfile changed since {args.git}")
+    elif len(args.sides) == 2:
+        from envforge.lockdiff import diff_sides
+
+        diffs = (diff_sides(args.sides[0], args.sides[1], base=Path.cwd()),)
+    else:
+        raise InputError(f"lock diff needs two sides, got {len(args.sides)}", hint=_USAGE_HINT)
+    _render(diffs, fmt, args.show_all, ui)
+    changed = any(d.has_changes(args.show_all) for d in diffs)
+    return EXIT_CHECK_FAILED if args.exit_code and changed else EXIT_OK
+
+
+def _render(diffs: Any, fmt: str, show_all: bool, ui: "Ui") -> None:
+    from envforge.lockdiff import render
+
+    if fmt == "json":
+        ui.emit_json("lockdiff", {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]})
+        return
+    draw = render.render_markdown if fmt == "markdown" else render.render_terminal
+    ui.result("\n\n".join(draw(d, show_all=show_all) for d in diffs))
+
+
+def _variants(recipe: str, project: Path | None, fmt: str, ui: "Ui") -> int:
+    from envforge.lockdiff import diff_variants, matrix
+    from envforge.project import find_project
+
+    proj = find_project(project or Path.cwd())
+    m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
+    if fmt == "json":
+        ui.emit_json("lockdiff.matrix", matrix.matrix_data(m))
+    elif fmt == "markdown":
+        ui.result(matrix.render_matrix_markdown(m))
+    else:
+        ui.result(matrix.render_matrix_terminal(m))
+    return 0
+
+
+def _textconv(args: argparse.Namespace, ui: "Ui") -> int:
+    from envforge.errors import InputError
+    from envforge.lockdiff import textconv
+
+    try:
+        ui.result(textconv(args.file))
+    except InputError as exc:
+        # git shows whatever textconv prints: fall back to the raw text so `git diff` still works.
+        ui.warn(f"{exc.message}; showing the raw file")
+        ui.out.write(args.file.read_text(encoding="utf-8", errors="replace"))
+    return 0

@@ -1,0 +1,157 @@
+"""The variant matrix of one recipe: what differs between ``pylock.<recipe>-<variant>.toml`` files.
+
+One row per package (or lock setting) whose version, index or files differ between variants, one
+column per variant; packages identical in every variant are counted, not listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from envforge.lockdiff.classify import (
+    CUDA_SUFFIX,
+    FAMILIES,
+    family_of,
+    flatten_envforge,
+    index_names,
+)
+from envforge.lockdiff.model import PYPI, Lock, LockedPackage
+from envforge.lockdiff.render import FAMILY_TITLES
+
+__all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown",
+           "render_matrix_terminal", "variant_matrix"]
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixRow:
+    """One differing row: ``group`` is a package family or ``settings``; ``cells`` has one text per
+    variant (``""`` where the variant lacks it): ``version``, `` [index]`` when not PyPI, and
+    `` files:<6 hex>`` when only the files differ."""
+
+    group: str
+    subject: str
+    cells: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VariantMatrix:
+    """``variants`` in column order, ``labels`` their lockfiles, ``identical`` the number of
+    packages the same in every variant, ``rows`` the differing packages then settings."""
+
+    recipe: str
+    variants: tuple[str, ...]
+    labels: tuple[str, ...]
+    identical: int
+    rows: tuple[MatrixRow, ...]
+
+
+def variant_matrix(recipe: str, locks: Sequence[tuple[str, Lock]]) -> VariantMatrix:
+    """Build the matrix from ``(variant, lock)`` pairs (see :func:`sources.variant_locks`)."""
+    names = index_names(*(lock for _, lock in locks))
+    rows, identical = [], 0
+    for key, pkgs in _row_packages([lock for _, lock in locks]):
+        cells = tuple(_cell(p, names, key) for p in pkgs)
+        if len(set(cells)) == 1:
+            digests = {_files_digest(p) for p in pkgs}
+            if len(digests) == 1:
+                identical += 1
+                continue
+            cells = tuple(f"{c} files:{_files_digest(p)[:6]}" for c, p in zip(cells, pkgs))
+        rows.append(MatrixRow(family_of(key.split(" ")[0]), key, cells))
+    rows.extend(_setting_rows([lock.envforge for _, lock in locks]))
+    return VariantMatrix(recipe, tuple(v for v, _ in locks), tuple(lock.label for _, lock in locks),
+                         identical, tuple(rows))
+
+
+def _row_packages(locks: Sequence[Lock]) -> list[tuple[str, list[LockedPackage | None]]]:
+    """(row key, package per variant). Names that differ only by a ``-cuNN`` suffix across
+    variants (``nvidia-cublas-cu12`` / ``nvidia-cublas``) share one row keyed by the bare name."""
+    keys = {k for lock in locks for k in lock.packages}
+    stems: dict[str, set[str]] = {}
+    for k in keys:
+        stems.setdefault(CUDA_SUFFIX.sub("", k), set()).add(k)
+    rows: dict[str, list[LockedPackage | None]] = {}
+    for stem, members in stems.items():
+        per_lock = [[lock.packages[m] for m in members if m in lock.packages] for lock in locks]
+        if len(members) > 1 and all(len(found) <= 1 for found in per_lock):
+            rows[stem] = [found[0] if found else None for found in per_lock]
+        else:
+            rows.update((m, [lock.packages.get(m) for lock in locks]) for m in members)
+    order = sorted(rows, key=lambda k: (FAMILIES.index(family_of(k.split(" ")[0])), k))
+    return [(k, rows[k]) for k in order]
+
+
+def _cell(p: LockedPackage | None, names: Mapping[str, str], key: str) -> str:
+    if p is None:
+        return ""
+    text = p.version or "?"
+    if p.name != key.split(" ")[0]:
+        text += f" ({p.name[len(key):]})"
+    return text if p.source == PYPI else f"{text} [{names.get(p.source, p.source)}]"
+
+
+def _files_digest(p: LockedPackage | None) -> str:
+    if p is None:
+        return ""
+    return hashlib.sha256(repr([(a.filename, a.hashes) for a in p.artifacts]).encode()).hexdigest()
+
+
+def _setting_rows(tables: Sequence[Mapping[str, Any]]) -> list[MatrixRow]:
+    flat = [flatten_envforge(t) for t in tables]
+    keys = sorted({k for f in flat for k in f} - {("envforge", "variant")})
+    rows = []
+    for key in keys:
+        cells = tuple(f.get(key, "") for f in flat)
+        if len(set(cells)) > 1:
+            section, subject = key
+            rows.append(MatrixRow("settings", subject if section == "envforge"
+                                  else f"{section} {subject}", cells))
+    return rows
+
+
+def _title(group: str) -> str:
+    return "lock settings" if group == "settings" else FAMILY_TITLES[group]
+
+
+def render_matrix_terminal(m: VariantMatrix) -> str:
+    """Aligned columns: package, then one column per variant; groups as headings."""
+    head = (f"{m.recipe}: {len(m.variants)} variants ({', '.join(m.variants)}); "
+            f"{m.identical} packages identical, "
+            f"{sum(r.group != 'settings' for r in m.rows)} differ")
+    width = [max([len(r.subject) for r in m.rows] + [len("package")]) + 2]
+    width += [max([len(r.cells[i]) for r in m.rows] + [len(v)]) for i, v in enumerate(m.variants)]
+    lines = [head, "  ".join(f"{t:<{w}}" for t, w in zip(["package", *m.variants], width)).rstrip()]
+    group = None
+    for r in m.rows:
+        if r.group != group:
+            group = r.group
+            lines.append(_title(group))
+        cells = [c or "-" for c in r.cells]
+        lines.append("  ".join(f"{t:<{w}}" for t, w in zip([f"  {r.subject}", *cells], width))
+                     .rstrip())
+    return "\n".join(lines)
+
+
+def render_matrix_markdown(m: VariantMatrix) -> str:
+    """A markdown table: one column per variant, group names in bold rows."""
+    lines = [f"### Variants of `{m.recipe}`", "",
+             f"{m.identical} packages identical in every variant; these differ:", "",
+             "| | " + " | ".join(f"`{v}`" for v in m.variants) + " |",
+             "| --- |" + " --- |" * len(m.variants)]
+    group = None
+    for r in m.rows:
+        if r.group != group:
+            group = r.group
+            title = _title(group).replace("*", "\\*")
+            lines.append(f"| **{title}** |" + " |" * len(m.variants))
+        cells = [c.replace("|", "\\|") or "—" for c in r.cells]
+        lines.append(f"| `{r.subject}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def matrix_data(m: VariantMatrix) -> dict[str, Any]:
+    """JSON-ready dict of the matrix (every dataclass field)."""
+    return asdict(m)

@@ -1,0 +1,295 @@
+"""A normalized lock model read from PEP 751 ``pylock.toml`` and from uv's ``uv.lock``.
+
+Both formats become one :class:`Lock`: packages keyed by normalized name, each with its version, its
+source (the index URL, or the VCS / directory / archive it comes from) and its files with hashes,
+sizes and upload times; plus the ``[tool.envforge]`` table of envforge locks as a plain mapping.
+
+Sources of the formats: PEP 751 (https://peps.python.org/pep-0751/, keys ``lock-version``,
+``created-by``, ``[[packages]]`` with ``index``, ``sdist``, ``wheels``, ``vcs``, ``directory``,
+``archive``); uv's lockfile (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile, keys
+``version``, ``revision``, ``[[package]]`` with ``source``, ``sdist``, ``wheels`` and ``hash``).
+
+Reading is a plain walk over the ``tomllib`` document (fast: a lock diff should cost about what
+parsing costs). When that walk meets something malformed in a pylock file, ``packaging.pylock``
+validates the document to name the exact key path in the error.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envforge.errors import InputError
+
+__all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "normalize_name", "parse_lock"]
+
+PYPI = "https://pypi.org/simple"
+_PYPI_FILE_HOSTS = ("https://files.pythonhosted.org/",)
+_CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
+_NAME_SEP = re.compile(r"[-_.]+")
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalized project name (``Sgl_Kernel`` -> ``sgl-kernel``)."""
+    return _NAME_SEP.sub("-", name).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """One file of a package: a wheel, an sdist or a direct archive.
+
+    ``hashes`` is sorted ``(algorithm, hex digest)`` pairs; ``size`` is in bytes;
+    ``upload_time`` is the ISO 8601 text as written (``None`` when absent).
+    """
+
+    filename: str
+    url: str | None
+    hashes: tuple[tuple[str, str], ...]
+    size: int | None
+    upload_time: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LockedPackage:
+    """One locked package.
+
+    ``name`` is normalized; ``version`` as written (``None`` for some direct sources);
+    ``source`` is an index URL (``https://pypi.org/simple`` for files on PyPI's file host) or
+    ``"git <url>@<commit>"``, ``"directory <path>"``, ``"archive <url>"``, ``"virtual <path>"``.
+    """
+
+    name: str
+    version: str | None
+    marker: str | None
+    source: str
+    artifacts: tuple[Artifact, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """A lock file read into the common model.
+
+    ``label`` names it in messages (a path or ``REV:PATH``); ``kind`` is ``"pylock"`` or ``"uv.lock"``;
+    ``header`` holds the top-level scalars (``lock-version``, ``created-by``, ``requires-python``,
+    ``revision``...) as text; ``comments`` the leading ``#`` lines (generator comments);
+    ``packages`` maps a key (the name, or ``"name ; marker"`` when a name appears more than once)
+    to the package, in key order; ``envforge`` is the ``[tool.envforge]`` table or ``{}``.
+    """
+
+    label: str
+    kind: str
+    header: Mapping[str, str]
+    comments: tuple[str, ...]
+    packages: Mapping[str, LockedPackage]
+    envforge: Mapping[str, Any]
+
+
+def parse_lock(text: str, *, label: str) -> Lock:
+    """Read a pylock.toml or uv.lock text into a :class:`Lock`.
+
+    :param label: how messages name the file (a path, or ``REV:PATH``).
+    :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
+        lock (says what it looks like), or a malformed lock (names the key path).
+    """
+    _reject_conflicts(text, label)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{label} is not valid TOML: {exc}",
+                         hint="fix the file or regenerate it with `envforge lock`") from None
+    comments = tuple(line for line in _leading_comments(text))
+    if "lock-version" in doc and "packages" in doc:
+        return _read_pylock(doc, label, comments)
+    if "version" in doc and "package" in doc:
+        return _read_uv_lock(doc, label, comments)
+    raise _not_a_lock(doc, label)
+
+
+def _reject_conflicts(text: str, label: str) -> None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _CONFLICT.match(line):
+            raise InputError(
+                f"{label}:{number}: merge-conflict marker '{line[:7]}': the lockfile was merged "
+                "with unresolved conflicts",
+                hint="resolve the conflict in git (take one side, e.g. `git checkout --theirs -- "
+                     "FILE`), then re-run `envforge lock` to regenerate the lock")
+
+
+def _leading_comments(text: str) -> list[str]:
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        out.append(line)
+    return out
+
+
+def _not_a_lock(doc: Mapping[str, Any], label: str) -> InputError:
+    looks = ("an envforge recipe" if "recipe" in doc else "a pyproject.toml" if "project" in doc
+             else None)
+    what = f" (it looks like {looks})" if looks else ""
+    return InputError(
+        f"{label} is TOML but not a lock{what}: it has neither `lock-version` and `[[packages]]` "
+        "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)",
+        hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) "
+             "or a uv.lock")
+
+
+class _Malformed(Exception):
+    """Internal: the fast walk met something it cannot read (a key path and what is wrong)."""
+
+
+def _read_pylock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) -> Lock:
+    try:
+        packages = [_pylock_package(p, f"packages[{i}]") for i, p in enumerate(_seq(doc, "packages"))]
+    except _Malformed as exc:
+        raise InputError(f"{label} is not a valid PEP 751 lock: {_pylock_reason(doc, exc)}",
+                         hint="regenerate it with `envforge lock`") from None
+    header = {k: str(doc[k]) for k in ("lock-version", "created-by", "requires-python",
+                                       "environments", "extras", "dependency-groups") if k in doc}
+    tool = doc.get("tool", {})
+    envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
+    return Lock(label, "pylock", header, comments, _keyed(packages), envforge)
+
+
+def _pylock_reason(doc: Mapping[str, Any], exc: _Malformed) -> str:
+    """The precise message from packaging.pylock when it has one, else ours."""
+    from packaging.pylock import Pylock, PylockValidationError
+
+    try:
+        Pylock.from_dict(doc)
+    except PylockValidationError as err:
+        return str(err)
+    return str(exc)
+
+
+def _seq(d: Mapping[str, Any], key: str, path: str = "") -> Sequence[Any]:
+    value = d.get(key, [])
+    if not isinstance(value, list):
+        raise _Malformed(f"`{path}{key}` should be an array")
+    return value
+
+
+def _text(d: Mapping[str, Any], key: str, path: str, *, required: bool = False) -> str | None:
+    value = d.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise _Malformed(f"`{path}.{key}` should be a string")
+    return value
+
+
+def _pylock_package(p: Any, path: str) -> LockedPackage:
+    if not isinstance(p, Mapping):
+        raise _Malformed(f"`{path}` should be a table")
+    name = _text(p, "name", path, required=True)
+    assert name is not None
+    files = [_pylock_file(w, f"{path}.wheels[{i}]") for i, w in enumerate(_seq(p, "wheels", path))]
+    if "sdist" in p:
+        files.append(_pylock_file(p["sdist"], f"{path}.sdist"))
+    if "archive" in p:
+        files.append(_pylock_file(p["archive"], f"{path}.archive"))
+    return LockedPackage(normalize_name(name), _text(p, "version", path), _text(p, "marker", path),
+                         _pylock_source(p, files), tuple(files))
+
+
+def _pylock_file(f: Any, path: str) -> Artifact:
+    if not isinstance(f, Mapping):
+        raise _Malformed(f"`{path}` should be a table")
+    url, local = _text(f, "url", path), _text(f, "path", path)
+    hashes = f.get("hashes")
+    if not isinstance(hashes, Mapping):
+        raise _Malformed(f"`{path}.hashes` is missing")
+    where = url or local or ""
+    filename = _text(f, "name", path) or where.rsplit("/", 1)[-1].replace("%2B", "+")
+    upload = f.get("upload-time")
+    return Artifact(filename, where or None, tuple(sorted((str(k), str(v)) for k, v in hashes.items())),
+                    f.get("size"), None if upload is None else _iso(upload))
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _pylock_source(p: Mapping[str, Any], files: Sequence[Artifact]) -> str:
+    if isinstance(p.get("index"), str):
+        return str(p["index"]).rstrip("/")
+    if isinstance(p.get("vcs"), Mapping):
+        vcs = p["vcs"]
+        return f"{vcs.get('type', 'vcs')} {vcs.get('url') or vcs.get('path')}@{vcs.get('commit-id')}"
+    if isinstance(p.get("directory"), Mapping):
+        return f"directory {p['directory'].get('path')}"
+    if "archive" in p and files:
+        return f"archive {files[-1].url}"
+    return _host_of(files)
+
+
+def _host_of(files: Sequence[Artifact]) -> str:
+    """Where the files come from when the lock does not name an index: PyPI or the file's folder."""
+    urls = [f.url for f in files if f.url]
+    if not urls:
+        return "unknown"
+    if all(u.startswith(_PYPI_FILE_HOSTS) for u in urls):
+        return PYPI
+    return urls[0].rsplit("/", 1)[0]
+
+
+def _read_uv_lock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) -> Lock:
+    try:
+        packages = [_uv_package(p, f"package[{i}]") for i, p in enumerate(_seq(doc, "package"))]
+    except _Malformed as exc:
+        raise InputError(f"{label} is not a valid uv.lock: {exc}",
+                         hint="regenerate it with `uv lock`") from None
+    header = {k: str(doc[k]) for k in ("version", "revision", "requires-python",
+                                       "resolution-markers") if k in doc}
+    options = doc.get("options", {})
+    if isinstance(options, Mapping):
+        header.update((f"options.{k}", str(v)) for k, v in options.items())
+    return Lock(label, "uv.lock", header, comments, _keyed(packages), {})
+
+
+def _uv_package(p: Any, path: str) -> LockedPackage:
+    if not isinstance(p, Mapping):
+        raise _Malformed(f"`{path}` should be a table")
+    name = _text(p, "name", path, required=True)
+    assert name is not None
+    files = [_uv_file(w, f"{path}.wheels[{i}]") for i, w in enumerate(_seq(p, "wheels", path))]
+    if isinstance(p.get("sdist"), Mapping):
+        files.append(_uv_file(p["sdist"], f"{path}.sdist"))
+    return LockedPackage(normalize_name(name), _text(p, "version", path), None,
+                         _uv_source(p.get("source"), path), tuple(files))
+
+
+def _uv_file(f: Any, path: str) -> Artifact:
+    if not isinstance(f, Mapping):
+        raise _Malformed(f"`{path}` should be a table")
+    where = _text(f, "url", path) or _text(f, "path", path) or _text(f, "filename", path) or ""
+    algo, _, digest = (_text(f, "hash", path) or "").partition(":")
+    hashes = ((algo, digest),) if digest else ()
+    upload = f.get("upload-time")
+    return Artifact(where.rsplit("/", 1)[-1].replace("%2B", "+"), where or None, hashes,
+                    f.get("size"), None if upload is None else _iso(upload))
+
+
+def _uv_source(source: Any, path: str) -> str:
+    if not isinstance(source, Mapping) or not source:
+        raise _Malformed(f"`{path}.source` is missing")
+    kind, value = next(iter(source.items()))
+    if kind == "registry":
+        return str(value).rstrip("/")
+    return f"{kind} {value}"
+
+
+def _keyed(packages: Sequence[LockedPackage]) -> dict[str, LockedPackage]:
+    """Key packages by name; a name locked more than once (per marker) gets ``name ; marker``."""
+    counts: dict[str, int] = {}
+    for p in packages:
+        counts[p.name] = counts.get(p.name, 0) + 1
+    out: dict[str, LockedPackage] = {}
+    for p in packages:
+        key = p.name if counts[p.name] == 1 else f"{p.name} ; {p.marker or p.version}"
+        out[key] = p
+    return dict(sorted(out.items()))

@@ -282,6 +282,8 @@ def test_sitecustomize_created_by_envforge_is_deleted_on_revert(env_dir: Path) -
 def test_sitecustomize_shadowed_by_an_earlier_sys_path_entry(env_dir: Path, tmp_path: Path) -> None:
     sp = site(env_dir)
     (tmp_path / "sitecustomize.py").write_text("# the team's other sitecustomize\n")
+    install(sp, "nvlink", {"NCCL_DEBUG": "WARN"})
+    seen(py(env_dir))  # bytecode Python caches on its own is there already
     before = tree_digest(sp)
     with pytest.raises(SitecustomizeShadowed) as exc:
         install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env(PYTHONPATH=str(tmp_path)))
@@ -291,7 +293,7 @@ def test_sitecustomize_shadowed_by_an_earlier_sys_path_entry(env_dir: Path, tmp_
     assert exc.value.hint == ("use the .pth mode (the default: `--env-mode pth`); a .pth hook runs "
                               "whichever sitecustomize the interpreter imports")
     assert exc.value.exit_code == 1
-    assert tree_digest(sp) == before
+    assert tree_digest(sp) == before  # refused before touching anything: the nvlink hook is still there
     install(sp, "pcie", PCIE)  # the .pth mode works whatever sitecustomize wins
     assert seen(py(env_dir), env=clean_env(PYTHONPATH=str(tmp_path))) == PCIE
 

@@ -319,16 +319,19 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     """
     _validate(profile, env, mode)
     env = dict(sorted(env.items()))
-    if read_installed(site_packages) is not None:
+    empty = profile is None and not env
+    previous = read_installed(site_packages)
+    was_absent = set(previous.absent_before if previous else ())
+    absent = tuple(d for d in _TRACKED_DIRS if d in was_absent or not (site_packages / d).exists())
+    if mode == "sitecustomize" and not empty:  # before touching anything: a refusal changes nothing
+        _check_shadowing(site_packages, python or _venv_python(site_packages), probe_env)
+    if previous is not None:
         revert(site_packages)
-    if profile is None and not env:
+    if empty:
         return ProfileInstall(site_packages, None, mode, env, ())
-    absent = tuple(d for d in _TRACKED_DIRS if not (site_packages / d).exists())
     if mode == "pth":
         files, extra = _install_pth(site_packages, profile, env), None
     else:
-        python = python or _venv_python(site_packages)
-        _check_shadowing(site_packages, python, probe_env)
         files, extra = _install_block(site_packages, profile, env)
     record = InstalledProfile(profile, mode, env, files, absent, extra)
     (site_packages / ".envforge").mkdir(exist_ok=True)

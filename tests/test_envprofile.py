@@ -28,6 +28,7 @@ from envforge.envprofile import (
     check_reach,
     hook_source,
     install,
+    installed_problems,
     pth_source,
     read_installed,
     revert,
@@ -217,13 +218,18 @@ def test_reinstall_never_runs_stale_bytecode(env_dir: Path) -> None:
 def test_broken_or_missing_hook_gives_one_warning_and_start_succeeds(env_dir: Path) -> None:
     python, sp = py(env_dir), site(env_dir)
     install(sp, "pcie", PCIE)
+    assert installed_problems(sp) == ()
     (sp / "_envforge_env.py").write_text("ENV = {\n")
+    assert installed_problems(sp) == (
+        f"{sp / '_envforge_env.py'}: not the bytes envforge writes for env profile 'pcie'",)
     proc = run_py(python, "print('up')")
     assert (proc.returncode, proc.stdout) == (0, "up\n")
     assert proc.stderr == ("envforge: env profile hook not loaded (SyntaxError: '{' was never closed "
                            "(_envforge_env.py, line 1)); its variables are not set: run `envforge "
                            "apply-patches` to repair or `--revert` to remove envforge-env.pth\n")
     (sp / "_envforge_env.py").unlink()
+    assert installed_problems(sp) == (
+        f"{sp / '_envforge_env.py'}: missing (the env profile 'pcie' is recorded as installed)",)
     proc = run_py(python, "print('up')")
     assert (proc.returncode, proc.stdout, proc.stderr.count("\n")) == (0, "up\n", 1)
     assert "(ModuleNotFoundError: No module named '_envforge_env')" in proc.stderr
@@ -244,6 +250,14 @@ def test_revert_leaves_site_packages_byte_identical_pth_mode(env_dir: Path) -> N
     assert revert(sp).removed == ()
 
 
+@pytest.mark.parametrize("version", ["3.10.13/bin/python3.10", "3.13.0/bin/python3.13"])
+def test_hook_works_on_other_pythons(tmp_path: Path, version: str) -> None:
+    env_dir = make_venv(tmp_path / "venv", Path("/root/.pyenv/versions") / version)
+    install(site(env_dir), "pcie", PCIE)
+    assert seen(py(env_dir)) == PCIE
+    assert seen(py(env_dir), "-I", env=clean_env(NCCL_BUFFSIZE="7")) == {**PCIE, "NCCL_BUFFSIZE": "7"}
+
+
 # --- sitecustomize mode ---------------------------------------------------------------------
 
 
@@ -260,6 +274,7 @@ def test_sitecustomize_block_merges_and_reverts_byte_exact(env_dir: Path) -> Non
     assert seen(python) == PCIE
     assert run_py(python, "import os; print(os.environ['TEAM_SITECUSTOMIZE'])").stdout == "ran\n"
     assert check_reach(python, PCIE, caller_env=clean_env()).ok
+    assert installed_problems(sp) == ()
     view = show(python, env=clean_env())
     assert (view.active, view.mode, view.hook) == (True, "sitecustomize", str(sp / "sitecustomize.py"))
     install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env())  # re-install: one block

@@ -61,6 +61,7 @@ __all__ = [
     "check_reach",
     "hook_source",
     "install",
+    "installed_problems",
     "pth_source",
     "read_installed",
     "revert",
@@ -496,6 +497,33 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
                             files=tuple(data.get("files", ())),
                             absent_before=tuple(data.get("absent-before", ())),
                             sitecustomize=data.get("sitecustomize"))
+
+
+def installed_problems(site_packages: Path) -> tuple[str, ...]:
+    """Differences between the recorded profile and the hook files on disk (for verify); empty: intact.
+
+    Each entry names the file and what is wrong: missing, or not the bytes envforge writes for
+    the recorded profile (edited by hand, or written by another envforge).
+
+    :raises InputError: the record is unreadable.
+    """
+    record = read_installed(site_packages)
+    if record is None:
+        return ()
+    if record.mode == "sitecustomize":
+        expected = {SITECUSTOMIZE: block_source(record.profile, record.env)}
+    else:
+        expected = {PTH_FILE: pth_source(), f"{HOOK_MODULE}.py": hook_source(record.profile, record.env)}
+    problems = []
+    for name, text in expected.items():
+        path = site_packages / name
+        if not path.is_file():
+            problems.append(f"{path}: missing (the env profile '{record.profile}' is recorded as installed)")
+        elif record.mode == "sitecustomize" and text not in path.read_text(errors="replace"):
+            problems.append(f"{path}: the envforge block is missing or was edited")
+        elif record.mode == "pth" and path.read_text(errors="replace") != text:
+            problems.append(f"{path}: not the bytes envforge writes for env profile '{record.profile}'")
+    return tuple(problems)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,119 @@
+"""Findings and the verify report: what ``envforge verify`` found, as values.
+
+A :class:`Finding` is one way the environment is not what its lock, patchsets, env profile or recipe
+target say (``kind``, ``subject``, ``expected``, ``actual``, ``fix``). A :class:`Check` records that a
+check ran, was skipped (with the reason) or produced findings, so a clean report says what it proved.
+:class:`VerifyReport` carries every finding at once, the environment fingerprint
+(:mod:`envforge.fingerprint`) and the GPU measurements; its :attr:`VerifyReport.exit_code` is 0 when
+clean and 1 when there are findings (shared/DESIGN.md, decision 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK
+from envforge.fingerprint import Fingerprint
+
+__all__ = ["KINDS", "LEVELS", "Check", "Finding", "VerifyReport"]
+
+#: Verify levels, in the order they run.
+LEVELS = ("static", "gpu", "drafter")
+
+#: Every finding kind and what it means (docs/verify.md lists them with their fixes).
+KINDS: Mapping[str, str] = {
+    # static
+    "stale-environment": "the project's lock changed since this environment was built",
+    "version-mismatch": "an installed distribution's version differs from the lock",
+    "local-label-mismatch": "same public version, different local label (e.g. +cu128 vs +cu130)",
+    "variant-unconfirmed": "metadata lacks the lock's local label (B04) and nothing confirms the file",
+    "missing": "a distribution of the lock is not installed",
+    "unexpected": "a distribution is installed but not in the lock",
+    "missing-file": "a file listed in a distribution's RECORD is absent",
+    "tampered": "an installed file differs from its RECORD and no envforge patch explains it",
+    "hardlinked": "a patched file shares its inode with another path (uv cache, B09)",
+    "stale-bytecode": "bytecode of a patched module may hide the patch (B10)",
+    "patch-state": "a patchset operation is not in its expected state",
+    "patchset-changed": "a patchset file differs from the digest the lock recorded",
+    "env-profile": "the env profile does not reach a spawned child, or is not the locked one",
+    "family-mismatch": "distributions of one family are at different versions (B05)",
+    "cuda-major-mismatch": "a CUDA runtime wheel of the other CUDA major (B03)",
+    # gpu
+    "cuda-unavailable": "the environment's torch cannot use CUDA on a machine with NVIDIA GPUs",
+    "gpu-count": "the number of visible GPUs differs from the recipe target",
+    "capability": "a GPU's compute capability differs from the recipe target",
+    "arch-list": "the installed torch has no kernels for a GPU's (or the target's) architecture",
+    "cuda-runtime": "torch's CUDA runtime differs from the variant's CUDA version",
+    "driver-floor": "the driver is older than the CUDA runtime needs",
+    "native-op": "a small operation of a native package failed",
+    "allreduce-failed": "the all-reduce test failed or gave a wrong sum",
+    "allreduce-timeout": "the all-reduce test hung and was killed (B12)",
+    "env-profile-slower": "an env profile makes an all-reduce size more than 20% slower than NCCL's default",
+    "gpu-probe-failed": "the GPU probe could not run in the environment's interpreter",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One discrepancy. ``kind`` is a key of :data:`KINDS`; ``level`` the verify level that found it."""
+
+    kind: str
+    subject: str
+    expected: str
+    actual: str
+    fix: str
+    level: str = "static"
+
+    def as_dict(self) -> dict[str, str]:
+        """Keys in a fixed order (JSON-able)."""
+        return {"kind": self.kind, "level": self.level, "subject": self.subject,
+                "expected": self.expected, "actual": self.actual, "fix": self.fix}
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A check that ran (``status`` ``ok`` / ``findings``) or was ``skipped`` (``detail`` says why)."""
+
+    name: str
+    level: str
+    status: str
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        """Keys in a fixed order (JSON-able)."""
+        return {"name": self.name, "level": self.level, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Everything one verify run found.
+
+    ``measurements`` holds the GPU level's figures (``allreduce``: per profile and size, latency in
+    µs), ``notes`` informational lines (a B04 variant confirmed by file hash, a target taken from the
+    machine). ``elapsed_s`` is the wall time of the run in seconds as measured by the caller.
+    """
+
+    environment: str
+    levels: tuple[str, ...]
+    fingerprint: Fingerprint
+    findings: tuple[Finding, ...]
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...] = ()
+    measurements: Mapping[str, Any] = field(default_factory=dict)
+    target: Mapping[str, Any] = field(default_factory=dict)
+    elapsed_s: float | None = None
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean, 1 findings."""
+        return EXIT_OK if self.clean else EXIT_CHECK_FAILED
+
+    def kinds(self) -> list[str]:
+        """The finding kinds present, sorted (handy in tests and summaries)."""
+        return sorted({f.kind for f in self.findings})

@@ -1,0 +1,183 @@
+"""RECORD integrity of installed files, and the state of files envforge patched.
+
+Every installed distribution lists its files with sha256 and size in ``RECORD`` (PEP 376, PEP 627).
+A file whose bytes differ from RECORD is either explained by the patch manifest (envforge patched it:
+its sha256 must be the manifest's ``new_sha256``) or ``tampered``. The default mode is fast: it stats
+every file and hashes only those whose size differs or whose mtime is newer than the RECORD file (an
+edit after installation); ``deep`` hashes every file. Patched files must have a link count of 1 (not
+shared with uv's cache, field case B09) and no bytecode that can hide the patch (B10, CPython issue
+121376).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from envforge.verify.findings import Finding
+from envforge.verify.inventory import Installed
+
+__all__ = ["PatchedFile", "RecordEntry", "check_patched_files", "check_records", "read_record", "sha256_file"]
+
+_BUF = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    """One RECORD row: ``path`` relative to site-packages, ``sha256`` hex (None if unhashed), ``size``."""
+
+    path: str
+    sha256: str | None
+    size: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PatchedFile:
+    """A manifest entry: ``path`` relative to site-packages, digests as hex, the ``patchset`` id."""
+
+    path: str
+    original_sha256: str
+    new_sha256: str
+    patchset: str
+
+
+def _hex_of_record_hash(value: str) -> str | None:
+    algo, _, b64 = value.partition("=")
+    if algo != "sha256" or not b64:
+        return None
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+
+
+def read_record(dist: Installed) -> tuple[RecordEntry, ...]:
+    """The rows of ``dist``'s RECORD (empty when there is none)."""
+    try:
+        with (dist.dist_info / "RECORD").open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        return ()
+    out = []
+    for row in rows:
+        if not row or not row[0]:
+            continue
+        digest = _hex_of_record_hash(row[1]) if len(row) > 1 and row[1] else None
+        size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
+        out.append(RecordEntry(row[0], digest, size))
+    return tuple(out)
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (hashlib releases the GIL while hashing)."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256", _bufsize=_BUF).hexdigest() if _HAS_BUFSIZE \
+            else hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _probe_bufsize() -> bool:
+    import inspect
+    return "_bufsize" in inspect.signature(hashlib.file_digest).parameters
+
+
+_HAS_BUFSIZE = _probe_bufsize()
+
+
+def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: bool,
+              missing: list[tuple[Installed, RecordEntry]]) -> Iterator[tuple[Installed, RecordEntry, Path]]:
+    record_mtime = (dist.dist_info / "RECORD").stat().st_mtime_ns
+    for e in entries:
+        if e.sha256 is None:
+            continue
+        path = sp / e.path
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            missing.append((dist, e))
+            continue
+        if deep or st.st_mtime_ns > record_mtime or (e.size is not None and st.st_size != e.size):
+            yield dist, e, path
+
+
+def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, PatchedFile], *,
+                  deep: bool = False, workers: int = 4) -> tuple[list[Finding], int, int]:
+    """RECORD integrity of every file of ``dists``.
+
+    :param patched: manifest entries by path relative to site-packages.
+    :returns: (findings, files hashed, bytes hashed).
+    """
+    missing: list[tuple[Installed, RecordEntry]] = []
+    todo = [s for d in dists for s in _suspects(sp, d, read_record(d), deep, missing)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        digests = list(pool.map(lambda t: sha256_file(t[2]), todo))
+    findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
+                        "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
+    for (dist, entry, _), digest in zip(todo, digests):
+        if digest == entry.sha256:
+            continue
+        p = patched.get(os.path.normpath(entry.path))
+        if p is not None and digest == p.new_sha256:
+            continue
+        findings.append(_tampered(dist, entry, digest, p))
+    nbytes = sum(t[2].stat().st_size for t in todo) if todo else 0
+    return findings, len(todo), nbytes
+
+
+def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None) -> Finding:
+    if p is None:
+        expected = f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})"
+    else:
+        expected = f"sha256 {p.new_sha256} (patched by envforge, patchset {p.patchset})"
+    return Finding("tampered", f"{dist.name} {dist.version}: {entry.path}", expected, f"sha256 {digest}",
+                   "revert the edit (`envforge build` makes a fresh generation), or express the change as "
+                   "a patchset and run `envforge apply-patches`")
+
+
+def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Finding]:
+    """Link count and bytecode of each patched file (B09, B10)."""
+    findings: list[Finding] = []
+    for p in patched:
+        path = sp / p.path
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            findings.append(Finding("missing-file", p.path, f"present (patched by {p.patchset})", "absent",
+                                    "re-apply: `envforge apply-patches`"))
+            continue
+        if st.st_nlink > 1:
+            findings.append(Finding(
+                "hardlinked", p.path, "link count 1 (a private copy)", f"link count {st.st_nlink}",
+                "the patched file shares its bytes with uv's cache or another environment; rebuild with "
+                "`envforge build` (patches are written to a temp file and os.replace'd)"))
+        findings.extend(_stale_bytecode(path, st, p))
+    return findings
+
+
+def _stale_bytecode(path: Path, st: os.stat_result, p: PatchedFile) -> list[Finding]:
+    out = []
+    for pyc in sorted((path.parent / "__pycache__").glob(f"{path.stem}.*.pyc")):
+        why = _pyc_staleness(pyc, st)
+        if why:
+            rel = f"{Path(p.path).parent / '__pycache__' / pyc.name}"
+            out.append(Finding("stale-bytecode", rel, f"no bytecode older than the patched source {p.path}",
+                               why, f"delete {rel} (envforge apply-patches removes it)"))
+    return out
+
+
+def _pyc_staleness(pyc: Path, src: os.stat_result) -> str | None:
+    """Why ``pyc`` can make Python run pre-patch code, or None. Header layout: PEP 552."""
+    with pyc.open("rb") as f:
+        header = f.read(16)
+    if len(header) < 16:
+        return None
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 0b01:
+        return None if flags & 0b10 else "unchecked-hash bytecode: Python never re-checks the source"
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    matches = mtime == int(src.st_mtime) & 0xFFFFFFFF and size == src.st_size & 0xFFFFFFFF
+    if matches and pyc.stat().st_mtime_ns < src.st_mtime_ns:
+        return "bytecode written before the patch whose header (mtime, size) matches the patched source"
+    return None

@@ -1,0 +1,115 @@
+"""Rendering a verify report: human text, the versioned JSON data, JUnit XML.
+
+The JSON data (schema ``envforge.verify/1``, documented in docs/verify.md) is wrapped by the CLI in
+the common envelope (``cli/output.py``). JUnit XML is built with :mod:`xml.etree.ElementTree`: one
+test case per check, one ``<failure>`` per finding, so CI systems show each finding.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from envforge.verify.findings import VerifyReport
+
+__all__ = ["REPORT_SCHEMA", "as_json", "as_junit", "as_text"]
+
+#: Version of the shape of :func:`as_json`'s data; bump on incompatible change (docs/verify.md).
+REPORT_SCHEMA = 1
+
+
+def as_json(report: VerifyReport) -> dict[str, Any]:
+    """The report as JSON-able data, keys in a fixed order."""
+    return {
+        "report-schema": REPORT_SCHEMA,
+        "environment": report.environment,
+        "levels": list(report.levels),
+        "clean": report.clean,
+        "exit-code": report.exit_code,
+        "fingerprint": report.fingerprint.as_dict(),
+        "target": dict(report.target),
+        "findings": [f.as_dict() for f in report.findings],
+        "checks": [c.as_dict() for c in report.checks],
+        "notes": list(report.notes),
+        "measurements": dict(report.measurements),
+        "elapsed-s": report.elapsed_s,
+    }
+
+
+def as_text(report: VerifyReport) -> list[str]:
+    """Human lines: every finding with expected / actual / fix, then a summary line."""
+    lines = []
+    for f in report.findings:
+        lines.append(f"{f.kind}: {f.subject}")
+        lines.append(f"    expected: {f.expected}")
+        lines.append(f"    actual:   {f.actual}")
+        lines.append(f"    fix:      {f.fix}")
+    for n in report.notes:
+        lines.append(f"note: {n}")
+    for c in report.checks:
+        if c.status == "skipped":
+            lines.append(f"skipped: {c.level}/{c.name}: {c.detail}")
+    ar = report.measurements.get("allreduce")
+    if ar:
+        lines.extend(_allreduce_lines(ar))
+    fp = report.fingerprint
+    lines.append(f"fingerprint: lock {fp.lock_digest}, patches {fp.patch_manifest_digest}, "
+                 f"profile {fp.env_profile} {fp.env_profile_digest}, gpu {fp.gpu_count or 0}x {fp.gpu}, "
+                 f"driver {fp.driver}")
+    ran = sum(1 for c in report.checks if c.status != "skipped")
+    verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
+    lines.append(f"verify {','.join(report.levels)}: {verdict} ({ran} checks ran, "
+                 f"{len(report.checks) - ran} skipped) in {report.elapsed_s} s")
+    return lines
+
+
+def _allreduce_lines(ar: dict[str, Any]) -> list[str]:
+    sizes = [str(s) for s in ar["sizes_bytes"]]
+    out = [f"all-reduce latency (us), world size {ar['world_size']}, NCCL {ar['nccl']}:",
+           "    " + "profile".ljust(14) + "".join(s.rjust(12) for s in sizes)]
+    for name, p in ar["profiles"].items():
+        out.append("    " + name.ljust(14) + "".join(str(p["us"].get(s, "-")).rjust(12) for s in sizes))
+    b = ar.get("per_step_budget")
+    if b:
+        per = ", ".join(f"{k} {v} ms" for k, v in b["by_profile_ms"].items())
+        out.append(f"per verify step: {b['allreduces_per_step']} x {b['bytes_each']}-byte all-reduce = {per} "
+                   f"(world size {b['world_size']}); the field's verify step is {b['field_verify_step_ms']} ms")
+    return out
+
+
+def as_junit(report: VerifyReport) -> bytes:
+    """JUnit XML: a ``testsuite`` named ``envforge verify``, a ``testcase`` per check."""
+    suite = ET.Element("testsuite", name="envforge verify", tests=str(len(report.checks)),
+                       failures=str(sum(1 for c in report.checks if c.status == "findings")),
+                       skipped=str(sum(1 for c in report.checks if c.status == "skipped")),
+                       time=str(report.elapsed_s or 0))
+    for c in report.checks:
+        case = ET.SubElement(suite, "testcase", classname=f"verify.{c.level}", name=c.name)
+        if c.status == "skipped":
+            ET.SubElement(case, "skipped", message=c.detail)
+        found = [f for f in report.findings if f.level == c.level and _belongs(f.kind, c.name)]
+        for f in found:
+            fail = ET.SubElement(case, "failure", message=f"{f.kind}: {f.subject}", type=f.kind)
+            fail.text = f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}"
+        if c.status == "findings" and not found:
+            ET.SubElement(case, "failure", message=c.detail or "findings", type="finding")
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+#: Which check produces which finding kinds (for JUnit grouping).
+_CHECK_OF = {
+    "lock-current": {"stale-environment"}, "versions": {"version-mismatch", "local-label-mismatch",
+                                                        "variant-unconfirmed", "missing", "unexpected"},
+    "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
+    "record": {"missing-file", "tampered"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
+    "patch-states": {"patch-state", "patchset-changed"}, "env-profile": {"env-profile"},
+    "gpu-info": {"gpu-probe-failed"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
+    "capability": {"capability"}, "arch-list": {"arch-list"}, "cuda-runtime": {"cuda-runtime"},
+    "driver-floor": {"driver-floor"}, "native-ops": {"native-op"},
+    "allreduce": {"allreduce-failed", "allreduce-timeout", "env-profile-slower"},
+}
+
+
+def _belongs(kind: str, check: str) -> bool:
+    return kind in _CHECK_OF.get(check, set())

@@ -1,0 +1,142 @@
+"""One verify run: read the environment's state, run the requested levels, build the report.
+
+:func:`verify` is the one public entry point of :mod:`envforge.verify`. It reads
+``<site-packages>/.envforge/`` (generation.json, pylock.toml, patches.json, env-profile.json), runs
+``static`` (files, no GPU) and ``gpu`` (probes in the environment's interpreter), and returns a
+:class:`~envforge.verify.findings.VerifyReport` with every finding and the fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envforge.environment import Environment
+from envforge.errors import InputError
+from envforge.fingerprint import fingerprint_of
+from envforge.project import Project
+from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport
+from envforge.verify.inventory import read_env_lock
+from envforge.verify.static import StaticInputs, installed_profile, run_static
+
+__all__ = ["VerifyOptions", "verify"]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyOptions:
+    """How to verify: ``levels`` (subset of :data:`LEVELS`), ``deep`` hashing, the target taken from
+    the machine, the process environment probes start from (``base_env``), uv's cache directory,
+    all-reduce settings for the GPU level, and a ``clock`` (``time.monotonic``-like) for elapsed time."""
+
+    levels: tuple[str, ...] = ("static",)
+    deep: bool = False
+    target_from_machine: bool = False
+    base_env: Mapping[str, str] = field(default_factory=dict)
+    uv_cache: Path | None = None
+    allreduce_sizes: tuple[int, ...] = (43008, 1 << 20, 16 << 20)
+    step_timeout_s: float = 120.0
+    clock: Any = None
+
+
+def _generation(sp: Path) -> Mapping[str, Any]:
+    path = sp / ".envforge" / "generation.json"
+    if not path.is_file():
+        return {}
+    data: Mapping[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _project_lock(project: Project | None, gen: Mapping[str, Any], lock_tool: Mapping[str, Any]) -> Path | None:
+    if project is None:
+        return None
+    recipe, variant = gen.get("recipe") or lock_tool.get("recipe"), gen.get("variant") or lock_tool.get("variant")
+    if gen.get("lock"):
+        p = Path(gen["lock"])
+        return p if p.is_absolute() else project.root / p
+    return project.lock_path(f"{recipe}-{variant}") if recipe and variant else None
+
+
+def verify(env: Environment, project: Project | None, options: VerifyOptions) -> VerifyReport:
+    """Verify ``env`` at ``options.levels``; every finding at once.
+
+    :raises InputError: unknown level, or the environment has no recorded lock (exit 2).
+    :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
+    """
+    bad = [lv for lv in options.levels if lv not in LEVELS]
+    if bad:
+        raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
+    import time
+
+    now = options.clock or time.monotonic
+    start = now()
+    sp = env.site_packages
+    lock = read_env_lock(sp / ".envforge" / "pylock.toml")
+    gen = _generation(sp)
+    findings: list[Finding] = []
+    checks: list[Check] = []
+    notes: list[str] = []
+    python = None
+    if "static" in options.levels:
+        st = run_static(StaticInputs(
+            site_packages=sp, python=env.python, lock=lock,
+            patchsets_dir=project.patchsets_dir if project else None,
+            project_lock=_project_lock(project, gen, lock.envforge), uv_cache=options.uv_cache,
+            base_env=options.base_env, deep=options.deep))
+        findings += st.findings
+        checks += st.checks
+        notes += st.notes
+        python = st.python
+    gpu_data: Mapping[str, Any] | None = None
+    measurements: dict[str, Any] = {}
+    target = dict(lock.envforge.get("target", {}))
+    if "gpu" in options.levels:
+        from envforge.verify.gpu import GpuInputs, run_gpu
+
+        g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(project, gen, sp),
+                              target_from_machine=options.target_from_machine, base_env=options.base_env,
+                              sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
+                              installed_profile=(installed_profile(sp) or {}).get("profile")))
+        findings += g.findings
+        checks += g.checks
+        notes += g.notes
+        measurements = dict(g.measurements)
+        gpu_data = g.machine
+        target = dict(g.target)
+    if "drafter" in options.levels:
+        checks.append(Check("drafter", "drafter", "skipped", "the drafter level is `envforge drafter check`"))
+    fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data, python))
+    return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in options.levels),
+                        fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
+                        measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
+
+
+def _fp_gpu(machine: Mapping[str, Any] | None, python: str | None) -> dict[str, Any]:
+    m = dict(machine or {})
+    gpus = m.get("gpus") or []
+    out: dict[str, Any] = {"python": python or m.get("python"), "driver": m.get("driver")}
+    if gpus:
+        out.update(name=gpus[0]["name"], count=len(gpus), capability=gpus[0]["capability"])
+    return out
+
+
+def _profiles(project: Project | None, gen: Mapping[str, Any], sp: Path) -> dict[str, dict[str, str]]:
+    """Env profiles to measure: the recipe's ``[env.*]`` tables (each merged over ``[env.default]``),
+    or only the installed one when the recipe cannot be found."""
+    out: dict[str, dict[str, str]] = {}
+    recipe_name = gen.get("recipe")
+    if project is not None and recipe_name:
+        try:
+            from envforge.recipe import load_recipe
+
+            recipe = load_recipe(project.recipe_path(str(recipe_name)))
+            base = dict(recipe.env_profiles.get("default", {}))
+            out = {name: {**base, **env} for name, env in recipe.env_profiles.items()}
+        except InputError:
+            out = {}
+    prof = installed_profile(sp)
+    if prof is not None:
+        out.setdefault(str(prof.get("profile")), dict(prof.get("env", {})))
+    return out

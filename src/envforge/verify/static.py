@@ -1,0 +1,236 @@
+"""Static verify: the environment against its lock, patch manifest, patchsets and env profile.
+
+No GPU is needed. One probe in the environment's own interpreter (``env_probe.py``) gives the PEP 508
+marker environment and what a ``multiprocessing`` spawn child sees of the env profile; everything
+else reads files. See docs/verify.md for every finding kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import EnvforgeError
+from envforge.fingerprint import file_digest
+from envforge.probe import run_probe
+from envforge.verify.findings import Check, Finding
+from envforge.verify.inventory import EnvLock, Installed, installed_distributions
+from envforge.verify.records import PatchedFile, check_patched_files, check_records
+from envforge.verify.versions import check_cuda_major, check_families, check_versions
+
+__all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
+
+STATE = ".envforge"
+
+
+@dataclass(frozen=True, slots=True)
+class StaticInputs:
+    """What static verify reads: the env's ``site_packages`` and ``python``, its lock, where the
+    project keeps patchsets and the current lock for this environment, uv's cache, the base process
+    environment for probes, and whether to hash every file (``deep``)."""
+
+    site_packages: Path
+    python: Path
+    lock: EnvLock
+    patchsets_dir: Path | None = None
+    project_lock: Path | None = None
+    uv_cache: Path | None = None
+    base_env: Mapping[str, str] | None = None
+    deep: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StaticResult:
+    """Findings, checks and notes of the static level; ``python`` the env's version; ``hashed`` = (files, bytes)."""
+
+    findings: tuple[Finding, ...]
+    checks: tuple[Check, ...]
+    notes: tuple[str, ...]
+    python: str | None
+    hashed: tuple[int, int]
+
+
+def probe_script(name: str) -> str:
+    """Source text of a probe shipped in this package (``env_probe.py``, ``gpu_probe.py``)."""
+    return (resources.files("envforge.verify") / name).read_text(encoding="utf-8")
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.findings: list[Finding] = []
+        self.checks: list[Check] = []
+        self.notes: list[str] = []
+
+    def add(self, name: str, found: Sequence[Finding], detail: str = "") -> None:
+        self.findings.extend(found)
+        self.checks.append(Check(name, "static", "findings" if found else "ok", detail))
+
+    def skip(self, name: str, why: str) -> None:
+        self.checks.append(Check(name, "static", "skipped", why))
+
+
+def run_static(inp: StaticInputs) -> StaticResult:
+    """Run every static check and return all findings at once.
+
+    :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
+    """
+    c = _Collector()
+    sp = inp.site_packages
+    installed = installed_distributions(sp)
+    profile = installed_profile(sp)
+    expected_env = _expected_env(inp.lock, profile)
+    probe = _env_probe(inp) if any(p.marker for p in inp.lock.packages) else {"python": _venv_version(inp.python)}
+    _stale(inp, c)
+    found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
+    c.notes.extend(notes)
+    c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
+    c.add("families", check_families(installed))
+    _cuda(inp.lock, installed, c)
+    patched = patch_manifest(sp)
+    found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched}, deep=inp.deep)
+    c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
+    c.add("patched-files", check_patched_files(sp, patched), f"{len(patched)} patched files")
+    _patches(inp, c)
+    _profile(inp, profile, expected_env, c)
+    return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
+
+
+def _env_probe(inp: StaticInputs) -> Mapping[str, Any]:
+    result = run_probe(inp.python, probe_script("env_probe.py"), env=dict(inp.base_env or {}), timeout_s=60.0)
+    data: Mapping[str, Any] = result.data
+    return data
+
+
+def _venv_version(python: Path) -> str | None:
+    """``version_info`` from the venv's ``pyvenv.cfg`` (no interpreter start), or None."""
+    cfg = python.parent.parent / "pyvenv.cfg"
+    if not cfg.is_file():
+        return None
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("version_info", "version"):
+            return value.strip()
+    return None
+
+
+def _stale(inp: StaticInputs, c: _Collector) -> None:
+    if inp.project_lock is None or not inp.project_lock.is_file():
+        c.skip("lock-current", "the project's lock for this environment is not known or absent")
+        return
+    have, want = file_digest(inp.lock.path), file_digest(inp.project_lock)
+    found = [] if have == want else [Finding(
+        "stale-environment", str(inp.project_lock), f"the environment built from {want}",
+        f"built from {have}", "rebuild: `envforge build` (the environment predates the current lock)")]
+    c.add("lock-current", found)
+
+
+def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector) -> None:
+    cuda = lock.envforge.get("cuda")
+    if not cuda:
+        c.skip("cuda-major", "the lock names no CUDA version ([tool.envforge] cuda)")
+        return
+    c.add("cuda-major", check_cuda_major(installed.values(), str(cuda)), f"variant cuda {cuda}")
+
+
+def patch_manifest(sp: Path) -> list[PatchedFile]:
+    """Files envforge patched, from the patch manifest (``.envforge/patches.json``); [] when none."""
+    try:
+        from envforge import patching
+    except ImportError:
+        return _manifest_json(sp / STATE / "patches.json")
+    manifest = patching.read_manifest(sp)
+    if manifest is None:
+        return []
+    return [PatchedFile(str(f.path), _hex(f.original_sha256), _hex(f.new_sha256), str(f.patchset))
+            for f in manifest.files]
+
+
+def _manifest_json(path: Path) -> list[PatchedFile]:
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text())
+    return [PatchedFile(f["path"], _hex(f["original_sha256"]), _hex(f["new_sha256"]), f.get("patchset", "?"))
+            for f in data.get("files", [])]
+
+
+def _hex(digest: str) -> str:
+    return digest.removeprefix("sha256:")
+
+
+def _patches(inp: StaticInputs, c: _Collector) -> None:
+    wanted = list(inp.lock.envforge.get("patchsets", []))
+    if not wanted:
+        c.skip("patch-states", "the lock names no patchsets")
+        return
+    if inp.patchsets_dir is None or not inp.patchsets_dir.is_dir():
+        c.skip("patch-states", f"no patchsets directory ({inp.patchsets_dir})")
+        return
+    from envforge import patching
+
+    ids = [p["id"] for p in wanted]
+    found: list[Finding] = []
+    try:
+        patchsets = patching.load_patchsets(inp.patchsets_dir, ids)
+        by_id = {p["id"]: p.get("digest") for p in wanted}
+        found += [Finding("patchset-changed", ps.id, f"digest {by_id[ps.id]} (recorded in the lock)",
+                          f"digest {ps.digest}", "relock (`envforge lock`) and rebuild, or restore the patchset file")
+                  for ps in patchsets if by_id.get(ps.id) and by_id[ps.id] != ps.digest]
+        report = patching.plan(inp.site_packages, patchsets)
+    except EnvforgeError as exc:
+        found.append(Finding("patch-state", ", ".join(ids), "every operation already-applied", exc.message,
+                             exc.hint or "run `envforge apply-patches` and read its error"))
+        c.add("patch-states", found)
+        return
+    for r in report.results:
+        if r.state in ("applied", "drifted"):
+            actual = "not applied (apply would change the file)" if r.state == "applied" else f"drifted: {r.message}"
+            found.append(Finding("patch-state", f"{r.patchset}: {r.file} ({r.operation})", "already-applied",
+                                 actual, "run `envforge apply-patches`" if r.state == "applied"
+                                 else "update the patchset's anchor for this version (see the message)"))
+    c.add("patch-states", found, f"{len(report.results)} operations")
+
+
+def installed_profile(sp: Path) -> Mapping[str, Any] | None:
+    """The installed env profile record (``.envforge/env-profile.json``) as a mapping, or None."""
+    from envforge.envprofile import read_installed
+
+    record = read_installed(sp)
+    return record.as_dict() if record is not None else None
+
+
+def _expected_env(lock: EnvLock, profile: Mapping[str, Any] | None) -> dict[str, str]:
+    if "env" in lock.envforge:
+        return {str(k): str(v) for k, v in lock.envforge["env"].items()}
+    return dict(profile.get("env", {})) if profile else {}
+
+
+def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str],
+             c: _Collector) -> None:
+    from envforge.envprofile import check_reach, installed_problems
+
+    if not expected:
+        c.skip("env-profile", "the lock sets no env profile variables")
+        return
+    found: list[Finding] = []
+    name = inp.lock.envforge.get("env-profile")
+    fix = "reinstall the locked profile: `envforge build` (or `envforge env apply`)"
+    if profile is None:
+        found.append(Finding("env-profile", "hook", f"profile {name or '?'} installed (.envforge/env-profile.json)",
+                             "no env profile installed", fix))
+    elif dict(profile.get("env", {})) != dict(expected):
+        found.append(Finding("env-profile", "profile", f"{name}: {dict(expected)}",
+                             f"{profile.get('profile')}: {dict(profile.get('env', {}))}", fix))
+    for problem in installed_problems(inp.site_packages):
+        subject, _, why = problem.partition(": ")
+        found.append(Finding("env-profile", Path(subject).name, "the startup hook envforge wrote", why, fix))
+    caller = {k: v for k, v in (inp.base_env or {}).items() if k not in expected}
+    reach = check_reach(inp.python, expected, caller_env=caller)
+    for key in reach.missing:
+        seen = reach.seen.get(key)
+        found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",
+                             "unset" if seen is None else seen, fix))
+    c.add("env-profile", found, f"{len(expected)} variables")

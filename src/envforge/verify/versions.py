@@ -1,0 +1,217 @@
+"""Installed versions against the lock: mismatches, local labels (B04), families (B05), CUDA majors (B03).
+
+B04: some CUDA wheels carry ``+cu130`` in the file name but not in METADATA (sglang issues 14327,
+20953), so an installed ``1.0`` for a locked ``1.0+cu130`` is not a mismatch when something else
+confirms the file: the PEP 610 ``direct_url.json`` (hash or file name), or uv's cache, whose
+``wheels-v*/<index>/<name>/<version>-<tags>`` link names the wheel and points at the unpacked archive
+the installed files are hardlinked to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from packaging.markers import Marker
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from envforge.verify.findings import Finding
+from envforge.verify.inventory import EnvLock, Installed, LockedPackage, direct_url
+from envforge.verify.records import read_record
+
+__all__ = ["FAMILIES", "check_cuda_major", "check_families", "check_versions", "cuda_major_of",
+           "uv_cache_wheel"]
+
+#: Distributions that must share one public version (field case B05).
+FAMILIES: Mapping[str, tuple[str, ...]] = {
+    "flashinfer": ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"),
+}
+
+#: Distributions whose own version is the CUDA release they belong to (curated: nvidia-cufft,
+#: -curand, -cusolver, -cusparse are versioned by library, not by CUDA release, and are left out).
+CUDA_VERSIONED = frozenset({
+    "cuda-python", "cuda-bindings", "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc",
+    "nvidia-cuda-cupti", "nvidia-cuda-nvcc", "nvidia-nvjitlink", "nvidia-cublas",
+})
+
+_SUFFIX = re.compile(r"-cu(\d{2})$|-cuda(\d{2})(?:x|-|$)")
+_LABEL = re.compile(r"^cu(\d{2,3})$")
+_FIX_RELOCK = "rebuild the environment from its lock: `envforge build`"
+
+
+def cuda_major_of(name: str, version: str) -> int | None:
+    """The CUDA major a distribution is built for, or None when it says nothing.
+
+    Sources, in order: a ``-cu12``/``-cu13``/``-cuda12x`` name suffix (``nvidia-nccl-cu12``,
+    ``cupy-cuda13x``), a ``+cuNNN`` local label (``torch 2.9.1+cu130``), the version of a distribution
+    in :data:`CUDA_VERSIONED` (``cuda-python 13.0.1``).
+    """
+    if m := _SUFFIX.search(name):
+        return int(m.group(1) or m.group(2))
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+    if v.local and (m := _LABEL.match(v.local)):
+        return int(m.group(1)[:-1])
+    return v.major if canonicalize_name(name) in CUDA_VERSIONED else None
+
+
+def _applies(pkg: LockedPackage, markers: Mapping[str, str] | None) -> bool:
+    if pkg.marker is None or markers is None:
+        return True
+    return Marker(pkg.marker).evaluate(dict(markers))
+
+
+def check_versions(lock: EnvLock, installed: Mapping[str, Installed], markers: Mapping[str, str] | None,
+                   uv_cache: Path | None) -> tuple[list[Finding], list[str]]:
+    """Missing, unexpected and mismatched distributions. Returns (findings, notes)."""
+    findings: list[Finding] = []
+    notes: list[str] = []
+    locked = {p.name: p for p in lock.packages}
+    for pkg in lock.packages:
+        if not _applies(pkg, markers):
+            continue
+        dist = installed.get(pkg.name)
+        if dist is None:
+            findings.append(Finding("missing", pkg.name, f"{pkg.name} {pkg.version} (in the lock)",
+                                    "not installed", _FIX_RELOCK))
+        elif pkg.version is not None:
+            _compare(pkg, dist, uv_cache, findings, notes)
+    for name, dist in sorted(installed.items()):
+        if name not in locked:
+            findings.append(Finding("unexpected", f"{name} {dist.version}", "not installed (absent from the lock)",
+                                    f"installed but not in lock: {name} {dist.version}",
+                                    f"remove it (`uv pip uninstall {name}`) or add it to the recipe and relock; "
+                                    "`envforge build` installs exactly the lock"))
+    return findings, notes
+
+
+def _compare(pkg: LockedPackage, dist: Installed, uv_cache: Path | None,
+             findings: list[Finding], notes: list[str]) -> None:
+    assert pkg.version is not None
+    try:
+        want, have = Version(pkg.version), Version(dist.version)
+    except InvalidVersion:
+        want = have = None  # type: ignore[assignment]
+    if want is not None and have == want or want is None and pkg.version == dist.version:
+        return
+    if want is None or have.public != want.public:
+        findings.append(Finding("version-mismatch", pkg.name, pkg.version, dist.version, _FIX_RELOCK))
+    elif want.local and not have.local:
+        evidence = confirm_variant(pkg, dist, uv_cache)
+        if evidence:
+            notes.append(f"{pkg.name}: METADATA says {dist.version}, the lock {pkg.version} (B04); "
+                         f"variant confirmed by {evidence}")
+        else:
+            findings.append(Finding(
+                "variant-unconfirmed", pkg.name, f"{pkg.version} (wheel {_wheel_names(pkg) or '?'})",
+                f"{dist.version} in METADATA, and neither direct_url.json nor uv's cache names the wheel",
+                "reinstall from the lock with uv (`envforge build`) so the wheel file can be confirmed"))
+    else:
+        findings.append(Finding("local-label-mismatch", pkg.name, pkg.version, dist.version, _FIX_RELOCK))
+
+
+def _wheel_names(pkg: LockedPackage) -> str:
+    return ", ".join(w.name for w in pkg.wheels if w.name)
+
+
+def confirm_variant(pkg: LockedPackage, dist: Installed, uv_cache: Path | None) -> str | None:
+    """How the installed files are known to come from one of the lock's wheels, or None."""
+    du = direct_url(dist)
+    if du is not None:
+        info = du.get("archive_info", {})
+        digest = (info.get("hashes") or {}).get("sha256") or info.get("hash", "").removeprefix("sha256=")
+        if digest and any(w.sha256 == digest for w in pkg.wheels):
+            return f"the file hash in direct_url.json (sha256:{digest[:12]}...)"
+        name = Path(unquote(urlparse(du.get("url", "")).path)).name
+        if name and any(w.name == name for w in pkg.wheels):
+            return f"the wheel file name in direct_url.json ({name})"
+    wheel = uv_cache_wheel(dist, uv_cache) if uv_cache else None
+    if wheel and any(w.name and _same_wheel(w.name, wheel) for w in pkg.wheels):
+        return f"uv's cache: the installed files are hardlinks of the cached wheel {wheel}"
+    return None
+
+
+def _same_wheel(a: str, b: str) -> bool:
+    return a.lower().replace("_", "-") == b.lower().replace("_", "-")
+
+
+def uv_cache_wheel(dist: Installed, uv_cache: Path) -> str | None:
+    """File name of the wheel in uv's cache whose unpacked archive holds ``dist``'s installed files."""
+    sample = next((e.path for e in read_record(dist) if e.sha256 and not e.path.startswith("..")
+                   and ".dist-info/" not in e.path), None)
+    if sample is None:
+        return None
+    site = dist.dist_info.parent
+    try:
+        ino = os.stat(site / sample)
+    except FileNotFoundError:
+        return None
+    for entry in [*uv_cache.glob(f"wheels-v*/*/{dist.name}/*"), *uv_cache.glob(f"wheels-v*/*/*/{dist.name}/*")]:
+        for archive in _archives(entry, uv_cache):
+            try:
+                if os.path.samestat(os.stat(archive / sample), ino):
+                    stem = entry.name.removesuffix(entry.suffix) if not entry.is_symlink() else entry.name
+                    return f"{dist.name.replace('-', '_')}-{stem}.whl"
+            except OSError:
+                continue
+    return None
+
+
+_ARCHIVE_ID = re.compile(rb"[A-Za-z0-9_-]{16,32}")
+
+
+def _archives(entry: Path, uv_cache: Path) -> list[Path]:
+    """Unpacked archives an entry of uv's wheel cache points to (a link, or ids in a .rev/.msgpack)."""
+    if entry.is_symlink():
+        return [entry]
+    if entry.suffix not in (".rev", ".msgpack", ".http"):
+        return []
+    try:
+        blob = entry.read_bytes()[:4096]
+    except OSError:
+        return []
+    return [uv_cache / "archive-v0" / m.decode() for m in _ARCHIVE_ID.findall(blob)
+            if (uv_cache / "archive-v0" / m.decode()).is_dir()]
+
+
+def check_families(installed: Mapping[str, Installed]) -> list[Finding]:
+    """Each family of :data:`FAMILIES` installed at one public version (B05)."""
+    out = []
+    for family, members in FAMILIES.items():
+        present = [installed[m] for m in members if m in installed]
+        publics = {_public(d.version) for d in present}
+        if len(publics) > 1:
+            head = present[0]
+            out.append(Finding(
+                "family-mismatch", f"{family} family", f"one public version ({head.name} {_public(head.version)})",
+                ", ".join(f"{d.name} {d.version}" for d in present),
+                f"lock every {family} distribution at one version (recipe [packages]) and rebuild"))
+    return out
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def check_cuda_major(installed: Iterable[Installed], cuda: str) -> list[Finding]:
+    """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03)."""
+    want = int(cuda.split(".")[0])
+    out = []
+    for d in installed:
+        major = cuda_major_of(d.name, d.version)
+        if major is not None and major != want:
+            out.append(Finding(
+                "cuda-major-mismatch", f"{d.name} {d.version}", f"CUDA {want} wheels (variant cuda {cuda})",
+                f"built for CUDA {major}",
+                f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls "
+                f"it in), relock and rebuild"))
+    return out

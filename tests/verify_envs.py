@@ -1,0 +1,170 @@
+"""Real environments for verify tests and the verify benchmark (no pytest dependency).
+
+:func:`make_env` builds a virtual environment with uv (or ``python -m venv`` + pip where uv is
+absent, as on the GPU machine), installs real wheels without dependencies, applies the project's
+patchsets with :mod:`envforge.patching`, installs the env profile with :mod:`envforge.envprofile`,
+and writes ``.envforge/{generation.json,pylock.toml}`` as ``envforge build`` does
+(docs/architecture.md). :func:`make_wheel` writes small real wheels (B04/B05/B03 cases).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+QUICKSTART_PATCHSETS = ("flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion",
+                        "sm120-torch-symm-mem", "kimik25-eagle3-delegation")
+PCIE = {"ENVFORGE_PROFILE_PROBE": "1", "NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"}
+TARGET = {"gpu": "RTX PRO 6000 Blackwell", "compute-capability": "12.0", "gpus": 8, "interconnect": "pcie"}
+
+
+@dataclass(frozen=True)
+class BuiltEnv:
+    path: Path
+    site_packages: Path
+    python: Path
+    lock: Path
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def make_wheel(directory: Path, name: str, version: str, *, metadata_version: str | None = None,
+               files: Mapping[str, bytes] | None = None) -> Path:
+    """A real pure-python wheel ``<name>-<version>-py3-none-any.whl``; METADATA says
+    ``metadata_version`` (default ``version``; B04 wheels say the version without the label)."""
+    dist = name.replace("-", "_")
+    meta_v = metadata_version or version
+    info = f"{dist}-{meta_v}.dist-info"
+    content = dict(files or {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()})
+    content[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {meta_v}\n".encode()
+    content[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = "".join(f"{k},{_record_hash(v)},{len(v)}\n" for k, v in content.items()) + f"{info}/RECORD,,\n"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for k, v in content.items():
+            zf.writestr(k, v)
+        zf.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def wheel_version(wheel: Path) -> tuple[str, str]:
+    """(name, version) from a wheel file name (PEP 427)."""
+    parts = wheel.name.split("-")
+    return parts[0].replace("_", "-").lower(), parts[1]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mapping[str, Any]) -> str:
+    """A PEP 751 lock: ``packages`` are (name, version, wheel file or None); ``[tool.envforge]``."""
+    lines = ['lock-version = "1.0"', 'created-by = "envforge-tests"', 'requires-python = ">=3.10"', ""]
+    for name, version, wheel in sorted(packages):
+        lines += ["[[packages]]", f"name = {json.dumps(name)}", f"version = {json.dumps(version)}"]
+        if wheel is not None:
+            lines += ["wheels = [", f"  {{ name = {json.dumps(wheel.name)}, path = {json.dumps(str(wheel))}, "
+                      f"hashes = {{ sha256 = {json.dumps(sha256(wheel))} }} }},", "]"]
+        lines.append("")
+    lines.append("[tool.envforge]")
+    lines += [f"{k} = {_toml_value(v)}" for k, v in envforge.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _install(env: Path, wheels: Sequence[Path], uv: str | None, *, system_site: bool, python: str,
+             links: Sequence[Path] = ()) -> None:
+    if uv:
+        subprocess.run([uv, "venv", "-q", "--python", python, *(["--system-site-packages"] if system_site else []),
+                        str(env)], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+        if wheels:
+            subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), "--no-deps",
+                            *[str(w) for w in wheels]], check=True)
+        return
+    subprocess.run([python, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system_site else []),
+                    str(env)], check=True)
+    if wheels:
+        subprocess.run([python, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
+                        "--no-deps", "--no-index", "--no-compile", *[str(w) for w in wheels]], check=True)
+
+
+def install_wheels(env: BuiltEnv, wheels: Sequence[Path], *, uv: str | None, extra: Sequence[str] = ()) -> None:
+    """Install more wheels into a built env (with uv; ``extra`` arguments such as --find-links)."""
+    assert uv is not None
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(env.python), "--no-deps", *extra,
+                    *[str(w) for w in wheels]], check=True)
+
+
+def site_packages_of(env: Path) -> Path:
+    return next(env.glob("lib/python3*/site-packages"))
+
+
+def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str, name: str = "quickstart-default",
+             locked: Sequence[tuple[str, str, Path | None]] | None = None, envforge: Mapping[str, Any] | None = None,
+             patchsets: Sequence[str] = QUICKSTART_PATCHSETS, profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
+             system_site: bool = False, project_lock: bool = True) -> BuiltEnv:
+    """Build ``root/envs/<name>`` (a project at ``root`` with the repo's recipes and patchsets)."""
+    for sub in ("recipes", "patchsets"):
+        if not (root / sub).exists():
+            shutil.copytree(REPO / sub, root / sub)
+    env = root / "envs" / name
+    _install(env, wheels, uv, system_site=system_site, python=python)
+    sp = site_packages_of(env)
+    if patchsets:
+        from envforge import patching
+
+        report = patching.apply(sp, patching.load_patchsets(root / "patchsets", list(patchsets)))
+        assert report.ok, report.errors
+    tool: dict[str, Any] = {"schema": 1, "recipe": name.rsplit("-", 1)[0], "variant": name.rsplit("-", 1)[1],
+                            "target": TARGET, "patchsets": [_patchset_ref(root, p) for p in patchsets]}
+    if profile is not None:
+        from envforge import envprofile
+
+        envprofile.install(sp, profile[0], profile[1])
+        tool.update({"env-profile": profile[0], "env": dict(profile[1])})
+    tool.update(envforge or {})
+    packages = locked if locked is not None else [(*wheel_version(w), w) for w in wheels]
+    text = lock_text(packages, tool)
+    state = sp / ".envforge"
+    state.mkdir(exist_ok=True)
+    (state / "pylock.toml").write_text(text)
+    lock = root / "lockfiles" / f"pylock.{name}.toml"
+    if project_lock:
+        lock.parent.mkdir(exist_ok=True)
+        lock.write_text(text)
+    gen = {"schema": 1, "recipe": tool["recipe"], "variant": tool["variant"], "lock": str(lock),
+           "lock-digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest(), "generation": "g0001",
+           "python": python}
+    (state / "generation.json").write_text(json.dumps(gen, indent=2) + "\n")
+    return BuiltEnv(env, sp, env / "bin" / "python", lock)
+
+
+def _patchset_ref(root: Path, pid: str) -> dict[str, str]:
+    path = root / "patchsets" / f"{pid}.toml"
+    return {"id": pid, "digest": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()}

@@ -196,6 +196,8 @@ def _render_fetch(r: FetchResult, ui: Ui) -> None:
 
 def _render_drafter(d: Drafter, ui: Ui) -> None:
     ui.result(f"{d.source}  {d.architecture}")
+    if d.repo and d.revision and d.local_dir is not None:
+        ui.result(f"  fetched from {d.repo}@{d.revision}")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
     from envforge.drafter.model import aux_layer_ids

@@ -49,7 +49,8 @@ class _File:
     size: int
     sha256: str
     blob: str
-    served: bytes | None = None  # corrupted bytes served instead of ``source``
+    served: bytes | None = None  # corrupted or truncated bytes served instead of ``source``
+    announce_size: bool = True  # HEAD sends X-Linked-Size / Content-Length
 
     def read(self, start: int, end: int) -> bytes:
         if self.served is not None:
@@ -108,6 +109,13 @@ class HubServer:
         for i in range(len(data) - 1, max(len(data) - 65, -1), -1):
             data[i] ^= 0xFF
         f.served = bytes(data)
+
+    def truncate(self, repo: str, sha: str, name: str, *, announce_size: bool = True) -> None:
+        """Serve only the first half of ``name``; with ``announce_size=False`` HEAD hides the size, so
+        huggingface_hub cannot notice (huggingface_hub issue 3643: a truncated blob "succeeds")."""
+        f = self.repos[repo][sha][name]
+        f.served = f.read(0, f.size)[: f.size // 2]
+        f.announce_size = announce_size
 
     @property
     def bytes_served(self) -> int:
@@ -196,17 +204,17 @@ class HubServer:
         h.send_response(status)
         h.send_header("X-Repo-Commit", sha)
         h.send_header("Accept-Ranges", "bytes")
+        h.send_header("ETag", f'"{f.blob}"')
         if name.endswith(LFS_SUFFIXES):
             h.send_header("X-Linked-Etag", f'"{f.sha256}"')
-            h.send_header("X-Linked-Size", str(f.size))
-            h.send_header("ETag", f'"{f.blob}"')
-        else:
-            h.send_header("ETag", f'"{f.blob}"')
+            if f.announce_size:
+                h.send_header("X-Linked-Size", str(f.size))
         if status == 206:
             h.send_header("Content-Range", f"bytes {start}-{end - 1}/{f.size}")
         body = f.read(start, end) if h.command == "GET" else b""
         if h.command == "HEAD":
-            h.send_header("Content-Length", str(end - start))
+            if f.announce_size:
+                h.send_header("Content-Length", str(end - start))
             h.end_headers()
             self._log(h, 0)
             return

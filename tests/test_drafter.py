@@ -40,6 +40,8 @@ class Hub:
     corrupt: str
     pickle: str
     mixed: str      # safetensors + a pickle file + README + code
+    short: str      # test-org/truncated: half the weights served, size announced
+    silent: str     # test-org/truncated-silently: half served, size hidden from HEAD
 
 
 def _field_pair() -> tuple[np.ndarray, np.ndarray]:
@@ -67,8 +69,12 @@ def hub() -> Iterator[Hub]:
                                                         "pytorch_model.bin": b"\x80\x04pickle" * 64})
     mixed = server.add_commit("test-org/mixed", {**eagle3_files(small), "README.md": b"# drafter\n",
                                                  "pytorch_model.bin": b"\x80\x04", "modeling.py": b"import os\n"})
+    short = server.add_commit("test-org/truncated", eagle3_files(small))
+    server.truncate("test-org/truncated", short, "model.safetensors")
+    silent = server.add_commit("test-org/truncated-silently", eagle3_files(small))
+    server.truncate("test-org/truncated-silently", silent, "model.safetensors", announce_size=False)
     with running_hub(server):
-        yield Hub(server, server.url, a, b, dev, corrupt, pickle, mixed)
+        yield Hub(server, server.url, a, b, dev, corrupt, pickle, mixed, short, silent)
 
 
 # -- fetch --------------------------------------------------------------------------------------
@@ -143,6 +149,23 @@ def test_corrupt_download_is_detected_by_rehash_and_removed(hub: Hub, tmp_path: 
     assert not (tmp_path / "model.safetensors").exists()
 
 
+def test_truncated_download_fails_loudly_and_leaves_no_partial(hub: Hub, tmp_path: Path) -> None:
+    with pytest.raises(ExternalToolError) as err:
+        fetch_drafter("test-org/truncated", hub.short, tmp_path, root=tmp_path, endpoint=hub.url)
+    assert err.value.message == f"huggingface_hub failed: hf_hub_download test-org/truncated@{hub.short} model.safetensors"
+    assert "Consistency check failed" in err.value.stderr_tail
+    assert list(tmp_path.rglob("*.incomplete")) == []
+    assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_silently_truncated_download_is_caught_by_rehash(hub: Hub, tmp_path: Path) -> None:
+    f = hub.server.repos["test-org/truncated-silently"][hub.silent]["model.safetensors"]
+    with pytest.raises(CheckFailed) as err:
+        fetch_drafter("test-org/truncated-silently", hub.silent, tmp_path, root=tmp_path, endpoint=hub.url)
+    assert err.value.message.endswith(f"expected {f.sha256} ({f.size // 2} of {f.size} bytes); "
+                                      f"removed {tmp_path / 'model.safetensors'}")
+
+
 def test_leftover_partial_download_is_an_error_naming_it(hub: Hub, tmp_path: Path) -> None:
     partial = tmp_path / ".cache" / "huggingface" / "download" / "Xk2.0123abcd.incomplete"
     partial.parent.mkdir(parents=True)
@@ -192,6 +215,7 @@ def test_unreachable_hub_is_an_external_tool_error(tmp_path: Path) -> None:
 # -- inspect --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # writes and hashes a 112 MB safetensors file
 def test_remote_inspect_of_100_mb_drafter_transfers_under_1_mb(tmp_path: Path) -> None:
     cfg = eagle3_config(hidden=1024, intermediate=4096, heads=16, vocab=VOCAB, draft_vocab=DRAFT)
     local = write_drafter(tmp_path / "big", cfg)

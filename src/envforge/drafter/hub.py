@@ -215,8 +215,13 @@ def _verify(rev: HubRevision, f: RemoteFile, path: Path) -> FetchedFile:
 
 
 def find_partials(directory: Path) -> list[Path]:
-    """Leftover partial downloads (``*.incomplete``) anywhere under ``directory``, sorted."""
-    return sorted(directory.rglob("*.incomplete")) if directory.is_dir() else []
+    """Leftover partial downloads (``*.incomplete``), sorted: in ``directory`` itself and anywhere
+    under ``directory/.cache/huggingface/download`` (where ``hf_hub_download(local_dir=...)`` keeps
+    them, huggingface_hub ``_local_folder.py``)."""
+    if not directory.is_dir():
+        return []
+    download = directory / ".cache" / "huggingface" / "download"
+    return sorted([*directory.glob("*.incomplete"), *download.rglob("*.incomplete")])
 
 
 def check_partials(directory: Path, files: tuple[RemoteFile, ...] = ()) -> None:

@@ -321,3 +321,11 @@ def test_drafter_checks_runs_the_recipe_table(hub: Hub, tmp_path: Path) -> None:
     unpinned = drafter_checks({"repo": "test-org/drafter-a", "revision": "main"}, cache_dir=tmp_path,
                               endpoint=hub.url)
     assert [(i.kind, i.subject) for i in unpinned] == [("drafter-error", "test-org/drafter-a@main")]
+
+
+def test_local_inspect_of_a_fetch_uses_its_record(hub: Hub, tmp_path: Path) -> None:
+    dest = fetch_drafter("test-org/drafter-a", hub.a, tmp_path, root=tmp_path, endpoint=hub.url).dest
+    write_drafter(tmp_path / "old", eagle3_config())
+    (tmp_path / "old" / "model.safetensors").rename(dest / "model-stale.safetensors")  # an earlier revision's file
+    d = inspect_drafter(str(dest)).drafter
+    assert (d.repo, d.revision, d.files) == ("test-org/drafter-a", hub.a, ("model.safetensors",))

@@ -29,25 +29,36 @@ __all__ = ["byte_reader", "open_drafter", "open_local", "read_config"]
 def open_local(path: Path) -> Drafter:
     """Read a drafter directory (``config.json`` + ``*.safetensors``) or one ``.safetensors`` file.
 
-    The repo and revision come from ``envforge-drafter.json`` when ``envforge drafter fetch`` wrote it.
+    The repo, revision and weight files come from ``envforge-drafter.json`` when
+    ``envforge drafter fetch`` wrote it.
 
     :raises CheckFailed: a ``*.incomplete`` partial download is left in the directory (B14).
     :raises InputError: no ``config.json``, or a file is not a safetensors file.
     """
     directory = path if path.is_dir() else path.parent
     check_partials(directory)
-    weights = [path] if path.is_file() else sorted(directory.glob("*.safetensors"))
+    record = directory / RECORD_NAME
+    meta = load_json(record) if record.is_file() else {}
+    weights = [path] if path.is_file() else _weights(directory, meta)
     tensors: list[TensorInfo] = []
     for w in weights:
         tensors.extend(read_local_header(w, w.name))
     pickles = tuple(p.name for p in sorted(directory.iterdir()) if p.name.endswith(PICKLE_SUFFIXES))
     if not weights and not pickles:
         raise InputError(f"{path}: no *.safetensors weights found", hint="point at a drafter directory")
-    record = directory / RECORD_NAME
-    meta = load_json(record) if record.is_file() else {}
     return Drafter(str(path), meta.get("repo"), meta.get("revision"), load_json(directory / "config.json"),
                    tuple(sorted(tensors, key=lambda t: t.name)), tuple(w.name for w in weights),
                    pickles, directory)
+
+
+def _weights(directory: Path, meta: dict[str, object]) -> list[Path]:
+    """The safetensors files of a drafter directory: those the fetch record lists, when there is one
+    (files of an earlier revision left in the directory are not part of this one), else all."""
+    files = meta.get("files")
+    if isinstance(files, list):
+        names = [str(f.get("name")) for f in files if isinstance(f, dict)]
+        return [directory / n for n in names if n.endswith(".safetensors")]
+    return sorted(directory.glob("*.safetensors"))
 
 
 def open_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool = False,

@@ -145,6 +145,8 @@ _SMOKE = Table({
     "warmup": Int(0),
     "load-timeout-s": Int(1),
     "port": Int(1),
+    "requests": Int(1),
+    "health": Str(),
 })
 
 _RECIPE_SPEC = Table({

@@ -1,12 +1,192 @@
-"""CLI for the `bench` command group (placeholder: commands are registered as they land)."""
+"""CLI for smoke benchmarks: ``envforge bench [ENV]`` and ``envforge bench compare A.json B.json``."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.bench.report import BenchReport, Comparison
+    from envforge.cli.output import Ui
 
 __all__ = ["register"]
 
 
+def _levels(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers, e.g. 1,4,16") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': concurrency levels must be >= 1")
+    return values
+
+
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``bench`` and ``bench compare`` (internally ``bench-compare``)."""
+    p = sub.add_parser(
+        "bench", help="smoke benchmark: start each [verify.smoke] server, measure tok/s, TTFT, ITL",
+        description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
+                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
+                    "and accept length per concurrency level over repeats, stop it, and write a JSON report "
+                    "with the environment fingerprint (and a PNG plot). --url measures a running server.")
+    p.add_argument("env", nargs="?", metavar="ENV",
+                   help="environment name under envs/ or a path to a virtual environment "
+                        "(default: the recipe's <recipe>-<variant>)")
+    p.add_argument("--recipe", help="recipe name or path (default: quickstart)")
+    p.add_argument("--variant", help="recipe variant (default: the only one)")
+    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
+    p.add_argument("--url", help="measure the server already running at this URL; start nothing")
+    p.add_argument("--name", default="url", help="name of the --url server in the report (default: url)")
+    p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
+    p.add_argument("--server", action="append", default=[], metavar="NAME",
+                   help="run only this server configuration (repeatable)")
+    p.add_argument("--concurrency", type=_levels, help="override the concurrency levels, e.g. 1,4,16")
+    p.add_argument("--repeats", type=int, help="override the repeats per level")
+    p.add_argument("--requests", type=int, help="override the requests per level and repeat")
+    p.add_argument("--warmup", type=int, help="override the warm-up requests")
+    p.add_argument("--max-new-tokens", type=int, help="override the output tokens per request")
+    p.add_argument("--port", type=int, help="override the port the servers listen on")
+    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="override the load timeout (default 1800 s)")
+    p.add_argument("--output", type=Path, default=Path("bench.json"), help="report file (default: bench.json)")
+    p.add_argument("--plot", type=Path, help="PNG plot file (default: the report name with .png)")
+    p.add_argument("--no-plot", action="store_true", help="write no plot")
+    p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
+    p.set_defaults(handler=_bench)
+
+    c = sub.add_parser(
+        "bench-compare", help="compare two bench reports: B / A ratios with intervals",
+        description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
+                    "with a 95% interval. Refuses reports of different environment fingerprints.")
+    c.add_argument("a", type=Path, metavar="A.json")
+    c.add_argument("b", type=Path, metavar="B.json")
+    c.add_argument("--allow-different-env", action="store_true",
+                   help="compare even when the environment fingerprints differ (the differences are printed)")
+    c.add_argument("--json", action="store_true", help="print a versioned JSON comparison on stdout")
+    c.set_defaults(handler=_compare)
+
+
+def _activations(project: Any, ids: tuple[str, ...], ui: Ui) -> tuple[tuple[str, str | None], ...]:
+    if not ids:
+        return ()
+    try:
+        from envforge.patching import load_patchsets
+    except ImportError:
+        return ()
+    from envforge.errors import EnvforgeError
+
+    try:
+        return tuple((p.id, p.activation) for p in load_patchsets(project.patchsets_dir, ids))
+    except EnvforgeError as exc:
+        ui.warn(f"cannot check patchset activation flags: {exc.message}")
+        return ()
+
+
+def _bench(args: argparse.Namespace, ui: Ui) -> int:
+    import os
+
+    from envforge.bench.config import smoke_config
+    from envforge.bench.run import BenchPlan, run_bench
+    from envforge.environment import resolve_environment
+    from envforge.fingerprint import Fingerprint, fingerprint_of
+    from envforge.project import find_project
+    from envforge.recipe import load_recipe
+
+    project = find_project(args.project or Path.cwd())
+    recipe = load_recipe(project.recipe_path(args.recipe))
+    resolved = recipe.resolve(args.variant)
+    config = smoke_config(resolved.verify, recipe.path).with_overrides(
+        concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
+        max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout)
+    env = None
+    if args.url is None or args.env is not None:
+        env = resolve_environment(project, args.env, resolved.lock_name)
+    fingerprint = fingerprint_of(env.site_packages) if env else Fingerprint(None, None, None, None)
+    output: Path = args.output
+    plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(os.environ),
+                     log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
+                     url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
+                     activations=_activations(project, resolved.patchsets, ui))
+    report = run_bench(plan, progress=ui.progress)
+    _write(report, output, args, ui)
+    if ui.json_mode:
+        ui.emit_json("bench", report.as_dict())
+    else:
+        _render(report, ui)
+    return 0
+
+
+def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
+    import json
+
+    from envforge.cli.output import envelope
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(envelope("bench", report.as_dict()), indent=2) + "\n", encoding="utf-8")
+    ui.info(f"report: {output}")
+    if args.no_plot:
+        return
+    from envforge.bench.plot import plot_report
+    from envforge.errors import InputError
+
+    try:
+        ui.info(f"plot: {plot_report(report, args.plot or output.with_suffix('.png'))}")
+    except InputError as exc:
+        if args.plot is not None:
+            raise
+        ui.warn(f"no plot: {exc.message} ({exc.hint})")
+
+
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def _render(report: BenchReport, ui: Ui) -> None:
+    head = f"{'server':<14} {'conc':>4} {'tok/s':>9} {'95% interval':>19} {'min..max':>17} " \
+           f"{'TTFT ms':>8} {'ITL ms':>7} {'accept':>6}"
+    ui.result(head)
+    for s in report.servers:
+        for lv in s.levels:
+            t = lv.tok_s
+            ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "(1 repeat)"
+            ui.result(f"{s.name:<14} {lv.concurrency:>4} {t.median:>9.1f} {ci:>19} "
+                      f"{f'{t.min:.1f}..{t.max:.1f}':>17} {_fmt(lv.ttft_ms.median if lv.ttft_ms else None):>8} "
+                      f"{_fmt(lv.itl_ms.median if lv.itl_ms else None, '.2f'):>7} "
+                      f"{_fmt(lv.accept_length, '.2f'):>6}")
+    for b in report.break_even:
+        verdict = "pays" if b.pays else "does not pay"
+        ui.result(f"break-even at concurrency {b.concurrency}: {b.speculative} vs {b.baseline}: verify cycle "
+                  f"{b.verify_cycle_ms:.1f} ms / decode step {b.decode_step_ms:.1f} ms = {b.break_even:.2f}; "
+                  f"measured accept length {b.accept_length:.2f}: speculation {verdict}")
+    if any(s.speculative for s in report.servers) and not report.break_even:
+        ui.result("break-even: no speculative server reported verify steps (spec_verify_ct); accept length unknown")
+    for w in report.warnings:
+        ui.warn(w)
+
+
+def _compare(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.bench.report import compare, read_report
+
+    comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env)
+    if ui.json_mode:
+        ui.emit_json("bench-compare", comparison.as_dict())
+    else:
+        _render_comparison(comparison, args.a, args.b, ui)
+    return 0
+
+
+def _render_comparison(c: Comparison, a: Path, b: Path, ui: Ui) -> None:
+    for line in c.env_differences:
+        ui.warn(f"different environments (allowed): {line}")
+    for line in c.config_differences:
+        ui.warn(f"different settings: {line}")
+    ui.result(f"B = {b}  vs  A = {a}")
+    ui.result(f"{'server':<14} {'conc':>4} {'A tok/s':>9} {'B tok/s':>9} {'B/A':>6} {'95% interval':>16}  verdict")
+    for r in c.rows:
+        ui.result(f"{r.server:<14} {r.concurrency:>4} {r.a_tok_s:>9.1f} {r.b_tok_s:>9.1f} {r.ratio:>6.3f} "
+                  f"{f'[{r.ratio_low:.3f}, {r.ratio_high:.3f}]':>16}  {r.verdict}")
+    for x in c.only_in_a:
+        ui.info(f"only in A: {x}")
+    for x in c.only_in_b:
+        ui.info(f"only in B: {x}")

@@ -1,0 +1,7 @@
+"""Smoke benchmarks: is this stack fast on this box, compared honestly with the last run.
+
+Modules follow the data flow: :mod:`~envforge.bench.config` (``[verify.smoke]`` and the prompt set)
+-> :mod:`~envforge.bench.server` (lifecycle) -> :mod:`~envforge.bench.client` (HTTP, timing) ->
+:mod:`~envforge.bench.stats` / :mod:`~envforge.bench.report` (spread, break-even, JSON, compare) ->
+:mod:`~envforge.bench.plot` (PNG). :mod:`~envforge.bench.run` ties them together.
+"""

@@ -1,0 +1,217 @@
+"""Smoke benchmark settings, read from a recipe's ``[verify.smoke]`` table, and the prompt set.
+
+``[verify.smoke]`` keys (shapes validated by :mod:`envforge.recipe`; meaning checked here):
+
+=================  =======================================================================
+``model``          model path or hub id, substituted for ``{model}`` in server args
+``api``            ``"sglang"`` (native ``/generate``) or ``"openai"`` (``/v1/completions``)
+``servers``        array of tables ``{name, args, env, speculative}``; ``args`` follow the
+                   environment's interpreter (``["-m", "sglang.launch_server", ...]``) and may
+                   use ``{model}``, ``{host}``, ``{port}``
+``prompts``        a JSON-lines file of ``{"prompt": "..."}`` (default: the shipped smoke set)
+``seed``           order in which prompts are drawn (default 0)
+``max-new-tokens`` output tokens per request (default 128)
+``temperature``    sampling temperature (default 0.0: greedy)
+``concurrency``    concurrency levels (default ``[1, 4, 16, 32]``)
+``repeats``        measured repeats per level (default 3)
+``warmup``         warm-up requests per server, excluded from results (default 2)
+``requests``       requests per level and repeat (default ``2 x concurrency``; never fewer than
+                   the concurrency)
+``load-timeout-s`` seconds a server may take to become ready (default 1800: big checkpoints
+                   take over 10 minutes to load)
+``port``           port the servers listen on, on 127.0.0.1 (default 30000)
+``health``         readiness route (default ``/health_generate`` for sglang, ``/health`` else)
+=================  =======================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import InputError
+
+__all__ = [
+    "DEFAULT_LOAD_TIMEOUT_S",
+    "Prompt",
+    "ServerConfig",
+    "SmokeConfig",
+    "inert_patch_warnings",
+    "load_prompts",
+    "shipped_prompts",
+    "smoke_config",
+]
+
+DEFAULT_LOAD_TIMEOUT_S = 1800
+DEFAULT_PORT = 30000
+HOST = "127.0.0.1"
+_HEALTH = {"sglang": "/health_generate", "openai": "/health"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One server configuration: ``args`` after the interpreter, extra ``env``, speculative or not."""
+
+    name: str
+    args: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    speculative: bool = False
+
+    def argv_tail(self, *, model: str, port: int, host: str = HOST) -> list[str]:
+        """``args`` with ``{model}``, ``{host}`` and ``{port}`` substituted (nothing else is touched)."""
+        subst = {"{model}": model, "{host}": host, "{port}": str(port)}
+        out = []
+        for a in self.args:
+            for k, v in subst.items():
+                a = a.replace(k, v)
+            out.append(a)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt of the set; ``id`` is its 0-based line index in the file."""
+
+    id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SmokeConfig:
+    """Everything a smoke benchmark run needs besides the environment (see the module table)."""
+
+    model: str
+    api: str
+    servers: tuple[ServerConfig, ...]
+    prompts: tuple[Prompt, ...]
+    prompts_digest: str
+    seed: int = 0
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    concurrency: tuple[int, ...] = (1, 4, 16, 32)
+    repeats: int = 3
+    warmup: int = 2
+    requests: int | None = None
+    load_timeout_s: int = DEFAULT_LOAD_TIMEOUT_S
+    port: int = DEFAULT_PORT
+    health: str = "/health_generate"
+
+    def requests_at(self, concurrency: int) -> int:
+        """Requests per repeat at ``concurrency``: ``requests`` (default 2x) but at least ``concurrency``."""
+        return max(self.requests or 2 * concurrency, concurrency)
+
+    def prompt_order(self, count: int) -> list[Prompt]:
+        """``count`` prompts in a fixed order drawn with ``seed``: the same for every server and level."""
+        order = list(self.prompts)
+        random.Random(self.seed).shuffle(order)
+        return [order[i % len(order)] for i in range(count)]
+
+    def with_overrides(self, **changes: Any) -> SmokeConfig:
+        """A copy with CLI overrides applied (``None`` values are ignored)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings that determine comparability, JSON-able, keys in a fixed order."""
+        return {"model": self.model, "api": self.api, "prompts-digest": self.prompts_digest,
+                "prompts": len(self.prompts), "seed": self.seed, "max-new-tokens": self.max_new_tokens,
+                "temperature": self.temperature, "concurrency": list(self.concurrency),
+                "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests}
+
+
+def shipped_prompts() -> Path:
+    """The prompt set shipped with envforge (``envforge/data/prompts/smoke.jsonl``)."""
+    return Path(str(resources.files("envforge") / "data" / "prompts" / "smoke.jsonl"))
+
+
+def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
+    """Read a JSON-lines prompt file: one ``{"prompt": "..."}`` object a line (blank lines skipped).
+
+    :returns: the prompts and ``sha256:<hex>`` of the file bytes.
+    :raises InputError: unreadable file, a line that is not such an object, or no prompts.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read prompt set {path}: {exc.strerror}") from None
+    prompts: list[Prompt] = []
+    for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{n}: not valid JSON: {exc.msg}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
+            raise InputError(f'{path}:{n}: expected an object {{"prompt": "<non-empty text>"}}')
+        prompts.append(Prompt(len(prompts), obj["prompt"]))
+    if not prompts:
+        raise InputError(f"{path}: the prompt set is empty")
+    return tuple(prompts), "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
+    """Build a :class:`SmokeConfig` from a recipe's already shape-validated ``[verify]`` table.
+
+    A relative ``prompts`` path is taken relative to the recipe file.
+
+    :raises InputError: no ``[verify.smoke]``, no ``model``, no servers, duplicate server names,
+        or a bad prompt set.
+    """
+    smoke = verify.get("smoke")
+    where = f"{recipe_path}: verify.smoke"
+    if not smoke:
+        raise InputError(f"{recipe_path}: the recipe has no [verify.smoke] table",
+                         hint="add [verify.smoke] with model and [[verify.smoke.servers]], see docs/bench.md")
+    if "model" not in smoke:
+        raise InputError(f"{where}: 'model' is required", hint='e.g. model = "moonshotai/Kimi-K2.5"')
+    servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")))
+                    for s in smoke.get("servers", ()))
+    _check_servers(servers, where)
+    prompts_path = Path(smoke["prompts"]) if "prompts" in smoke else shipped_prompts()
+    if not prompts_path.is_absolute():
+        prompts_path = recipe_path.parent / prompts_path
+    prompts, digest = load_prompts(prompts_path)
+    api = smoke.get("api", "sglang")
+    return SmokeConfig(
+        model=smoke["model"], api=api, servers=servers, prompts=prompts, prompts_digest=digest,
+        seed=smoke.get("seed", 0), max_new_tokens=smoke.get("max-new-tokens", 128),
+        temperature=float(smoke.get("temperature", 0.0)),
+        concurrency=tuple(smoke.get("concurrency", (1, 4, 16, 32))), repeats=smoke.get("repeats", 3),
+        warmup=smoke.get("warmup", 2), requests=smoke.get("requests"),
+        load_timeout_s=smoke.get("load-timeout-s", DEFAULT_LOAD_TIMEOUT_S),
+        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", _HEALTH[api]),
+    )
+
+
+def _check_servers(servers: Sequence[ServerConfig], where: str) -> None:
+    if not servers:
+        raise InputError(f"{where}.servers: at least one server configuration is needed",
+                         hint='add [[verify.smoke.servers]] name = "baseline", args = [...]')
+    seen: set[str] = set()
+    for i, s in enumerate(servers):
+        if s.name in seen:
+            raise InputError(f"{where}.servers[{i}].name: '{s.name}' is used twice; names must be unique")
+        seen.add(s.name)
+
+
+def inert_patch_warnings(server_args: Sequence[str], activations: Iterable[tuple[str, str | None]]) -> list[str]:
+    """Warnings for applied patchsets that a launch configuration leaves inert.
+
+    A patchset may name the launch flag that activates it (e.g. sglang 0.5.9 enables flashinfer
+    all-reduce fusion by itself only on SM90/SM100, so on SM120 the ``sm120-flashinfer-allreduce-fusion``
+    patch does nothing without ``--enable-flashinfer-allreduce-fusion``; shared/DESIGN.md decision 4).
+
+    :param server_args: the server's argv after the interpreter.
+    :param activations: ``(patchset id, activation flag or None)`` pairs, e.g. from
+        ``envforge.patching.load_patchsets(dir)`` as ``(p.id, p.activation)``.
+    :returns: one line per inert patchset, in input order; flags given as ``--flag=value`` count.
+    """
+    present = {a.split("=", 1)[0] for a in server_args}
+    return [f"patchset '{pid}' is applied but inert: the launch arguments lack {flag}"
+            for pid, flag in activations if flag and flag.split("=", 1)[0] not in present]

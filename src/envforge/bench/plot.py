@@ -1,0 +1,59 @@
+"""A PNG of output tok/s against concurrency, one line per server configuration (baseline solid,
+speculative dashed), with the 95% interval (min/max for one repeat) as error bars.
+
+matplotlib is an optional extra (``pip install 'envforge[plot]'``) imported only here, lazily, with
+the non-interactive Agg backend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envforge.bench.report import BenchReport
+from envforge.errors import InputError
+
+__all__ = ["plot_report"]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError("plotting needs matplotlib, which is not installed",
+                         hint="pip install 'envforge[plot]' (or pass --no-plot)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_report(report: BenchReport, path: Path, *, title: str | None = None) -> Path:
+    """Write the tok/s-vs-concurrency plot of ``report`` to ``path`` (PNG, 800x500 px) and return it.
+
+    :raises InputError: matplotlib is not installed.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
+    for s in report.servers:
+        xs = [lv.concurrency for lv in s.levels]
+        ys = [lv.tok_s.median for lv in s.levels]
+        lo = [max(0.0, lv.tok_s.median - lv.tok_s.bounds()[0]) for lv in s.levels]
+        hi = [max(0.0, lv.tok_s.bounds()[1] - lv.tok_s.median) for lv in s.levels]
+        label = f"{s.name} (speculative)" if s.speculative else s.name
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=4, label=label,
+                    linestyle="--" if s.speculative else "-")
+    levels = sorted({lv.concurrency for s in report.servers for lv in s.levels})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(levels, [str(c) for c in levels])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrent requests")
+    ax.set_ylabel("output tokens/s (median, 95% interval)")
+    ax.set_title(title or f"envforge bench: {report.config.get('model', '')}")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path

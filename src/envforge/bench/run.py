@@ -1,0 +1,135 @@
+"""Run a smoke benchmark: each server configuration started, warmed up, measured, stopped.
+
+Per configuration: start it with the environment's interpreter (its env profile comes with it: the
+``.pth`` hook runs at start-up) plus the configuration's ``env``, wait until ready, send
+``warmup`` requests (excluded), then for each concurrency level ``repeats`` rounds of requests, and
+stop it. With ``url`` an already running server is measured instead and nothing is started or
+stopped. Any failed request fails the run: a number made of partial results is not one to trust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envforge.bench.client import Endpoint, LevelRun, run_level
+from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
+from envforge.bench.report import BenchReport, LevelResult, ServerResult, break_even_rows, level_result
+from envforge.bench.server import RunningServer, ServerLaunch, running_server
+from envforge.errors import ExternalToolError, InputError
+from envforge.fingerprint import Fingerprint
+
+__all__ = ["BenchPlan", "run_bench"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlan:
+    """What to run: the settings, the interpreter (None with ``url``), the base environment of the
+    server processes, where server logs go, and which configurations (all when empty)."""
+
+    config: SmokeConfig
+    python: Path | None
+    base_env: Mapping[str, str]
+    log_dir: Path
+    fingerprint: Fingerprint
+    url: str | None = None
+    url_name: str = "url"
+    url_speculative: bool = False
+    only: tuple[str, ...] = ()
+    activations: tuple[tuple[str, str | None], ...] = field(default_factory=tuple)
+
+    def selected(self) -> tuple[ServerConfig, ...]:
+        """The server configurations to run, in recipe order.
+
+        :raises InputError: a name in ``only`` that the recipe does not define.
+        """
+        names = [s.name for s in self.config.servers]
+        unknown = [n for n in self.only if n not in names]
+        if unknown:
+            raise InputError(f"no server configuration named {', '.join(unknown)} in [verify.smoke]",
+                             hint=f"defined: {', '.join(names)}")
+        return tuple(s for s in self.config.servers if not self.only or s.name in self.only)
+
+
+def _measure(name: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
+             server: RunningServer | None) -> tuple[LevelResult, ...]:
+    def level(conc: int, count: int) -> LevelRun:
+        prompts = [p.text for p in cfg.prompt_order(count)]
+        run = run_level(endpoint, cfg.api, prompts, conc, model=cfg.model, max_new_tokens=cfg.max_new_tokens,
+                        temperature=cfg.temperature)
+        _check(name, run, server)
+        return run
+
+    if cfg.warmup:
+        level(1, cfg.warmup)
+    levels = []
+    for conc in cfg.concurrency:
+        runs = []
+        for rep in range(cfg.repeats):
+            run = level(conc, cfg.requests_at(conc))
+            runs.append(run)
+            tokens = sum(r.output_tokens for r in run.results)
+            progress(f"{name}: concurrency {conc}, repeat {rep + 1}/{cfg.repeats}: "
+                     f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s")
+        levels.append(level_result(conc, runs))
+    return tuple(levels)
+
+
+def _check(name: str, run: LevelRun, server: RunningServer | None) -> None:
+    failed = [r for r in run.results if not r.ok]
+    if server is not None and not server.alive():
+        raise server.crashed(f"while being measured at concurrency {run.concurrency}")
+    if failed:
+        raise ExternalToolError(
+            f"{len(failed)} of {len(run.results)} requests to server '{name}' failed at concurrency "
+            f"{run.concurrency}: {failed[0].error}", tool=name, argv=server.launch.argv if server else (),
+            returncode=None, stderr_tail=server.log_tail(10) if server else "",
+            hint="a run with failed requests gives no trustworthy number; check the server log")
+
+
+def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[ServerResult, list[str]]:
+    cfg = plan.config
+    assert plan.python is not None
+    tail = s.argv_tail(model=cfg.model, port=cfg.port)
+    warnings = [f"server '{s.name}': {w}" for w in inert_patch_warnings(tail, plan.activations)]
+    for w in warnings:
+        progress(f"warning: {w}")
+    endpoint = Endpoint(HOST, cfg.port)
+    launch = ServerLaunch(s.name, (str(plan.python), *tail), {**plan.base_env, **s.env},
+                          endpoint.url + cfg.health, plan.log_dir / f"{s.name}.log")
+    progress(f"starting '{s.name}': {' '.join(launch.argv)} (log: {launch.log_path})")
+    with running_server(launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
+        progress(f"'{s.name}' ready after {load_s:.1f} s")
+        levels = _measure(s.name, endpoint, cfg, progress, server)
+    return ServerResult(s.name, s.speculative, endpoint.url, launch.argv, load_s, levels), warnings
+
+
+def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
+    """Run ``plan`` and return the report (fingerprint, settings, results, break-even, warnings).
+
+    :raises InputError: unknown server name, bad ``url``, or a port already in use.
+    :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
+    :raises envforge.bench.server.ServerTimeout: a server was not ready within ``load-timeout-s``.
+    :raises ExternalToolError: a request failed.
+    Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning.
+    """
+    results: list[ServerResult] = []
+    warnings: list[str] = []
+    if plan.url is not None:
+        try:
+            endpoint = Endpoint.from_url(plan.url)
+        except ValueError as exc:
+            raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
+        levels = _measure(plan.url_name, endpoint, plan.config, progress, None)
+        results.append(ServerResult(plan.url_name, plan.url_speculative, endpoint.url, None, None, levels))
+    else:
+        for s in plan.selected():
+            result, w = _run_one(plan, s, progress)
+            results.append(result)
+            warnings.extend(w)
+    return BenchReport(plan.fingerprint, plan.config.as_dict(), tuple(results),
+                       break_even_rows(results), tuple(warnings))
+

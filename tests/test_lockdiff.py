@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envforge.errors import InputError
-from envforge.lockdiff import diff_locks, parse_lock
-from envforge.lockdiff.model import Lock
+from envforge.lockdiff.classify import diff_locks
+from envforge.lockdiff.model import Lock, parse_lock
 from envforge.lockdiff.render import diff_data, render_markdown, render_terminal, render_textconv
 
 DATA = Path(__file__).parent / "data"

@@ -11,16 +11,13 @@ Entry points: :func:`diff_sides`, :func:`diff_git`, :func:`diff_variants`, :func
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from envforge.lockdiff.classify import FieldChange, LockDiff, PackageChange, diff_locks
-from envforge.lockdiff.matrix import VariantMatrix, variant_matrix
-from envforge.lockdiff.model import Artifact, Lock, LockedPackage, parse_lock
-from envforge.lockdiff.render import render_textconv
-from envforge.lockdiff.sources import changed_lockfiles, read_lock_file, read_side, variant_locks
+if TYPE_CHECKING:  # submodules are imported by the functions below: each path pays for its own
+    from envforge.lockdiff.classify import LockDiff
+    from envforge.lockdiff.matrix import VariantMatrix
 
-__all__ = ["Artifact", "FieldChange", "Lock", "LockDiff", "LockedPackage", "PackageChange",
-           "VariantMatrix", "diff_git", "diff_locks", "diff_sides", "diff_variants", "parse_lock",
-           "textconv"]
+__all__ = ["diff_git", "diff_sides", "diff_variants", "textconv"]
 
 
 def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
@@ -28,16 +25,25 @@ def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
 
     :raises InputError: a side is missing, not a lock, or has merge-conflict markers.
     """
+    from envforge.lockdiff.classify import diff_locks
+    from envforge.lockdiff.sources import read_side
+
     return diff_locks(read_side(old, base=base), read_side(new, base=base))
 
 
 def diff_git(rev: str, *, base: Path) -> tuple[LockDiff, ...]:
     """One diff per lockfile changed between ``rev`` and the working tree of the repo at ``base``."""
+    from envforge.lockdiff.classify import diff_locks
+    from envforge.lockdiff.sources import changed_lockfiles
+
     return tuple(diff_locks(old, new) for old, new in changed_lockfiles(base, rev))
 
 
 def diff_variants(recipe: str, *, lockfiles_dir: Path) -> VariantMatrix:
     """The variant matrix of ``recipe`` from ``lockfiles_dir/pylock.<recipe>-*.toml``."""
+    from envforge.lockdiff.matrix import variant_matrix
+    from envforge.lockdiff.sources import variant_locks
+
     return variant_matrix(recipe, variant_locks(lockfiles_dir, recipe))
 
 
@@ -46,4 +52,7 @@ def textconv(path: Path) -> str:
 
     :raises InputError: not a lock (the CLI falls back to the raw text so git still shows a diff).
     """
+    from envforge.lockdiff.render import render_textconv
+    from envforge.lockdiff.sources import read_lock_file
+
     return render_textconv(read_lock_file(path))

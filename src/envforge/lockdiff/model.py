@@ -20,6 +20,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from envforge.errors import InputError
@@ -29,12 +30,13 @@ __all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "normalize_name", "parse
 PYPI = "https://pypi.org/simple"
 _PYPI_FILE_HOSTS = ("https://files.pythonhosted.org/",)
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
-_NAME_SEP = re.compile(r"[-_.]+")
+_NAME_SEP = re.compile(r"-+")
 
 
 def normalize_name(name: str) -> str:
     """PEP 503 normalized project name (``Sgl_Kernel`` -> ``sgl-kernel``)."""
-    return _NAME_SEP.sub("-", name).lower()
+    out = name.lower().replace("_", "-").replace(".", "-")
+    return _NAME_SEP.sub("-", out) if "--" in out else out
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +44,15 @@ class Artifact:
     """One file of a package: a wheel, an sdist or a direct archive.
 
     ``hashes`` is sorted ``(algorithm, hex digest)`` pairs; ``size`` is in bytes;
-    ``upload_time`` is the ISO 8601 text as written (``None`` when absent).
+    ``upload_time`` as TOML gave it: a ``datetime`` (pylock) or ISO 8601 text (uv.lock), ``None``
+    when absent. Only compared for equality.
     """
 
     filename: str
     url: str | None
     hashes: tuple[tuple[str, str], ...]
     size: int | None
-    upload_time: str | None
+    upload_time: datetime | str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,21 +200,18 @@ def _pylock_package(p: Any, path: str) -> LockedPackage:
 
 
 def _pylock_file(f: Any, path: str) -> Artifact:
-    if not isinstance(f, Mapping):
+    # Hot path (about 1,000 files a lock): plain type checks, no per-key helpers.
+    if type(f) is not dict:
         raise _Malformed(f"`{path}` should be a table")
-    url, local = _text(f, "url", path), _text(f, "path", path)
     hashes = f.get("hashes")
-    if not isinstance(hashes, Mapping):
+    if type(hashes) is not dict:
         raise _Malformed(f"`{path}.hashes` is missing")
-    where = url or local or ""
-    filename = _text(f, "name", path) or where.rsplit("/", 1)[-1].replace("%2B", "+")
-    upload = f.get("upload-time")
-    return Artifact(filename, where or None, tuple(sorted((str(k), str(v)) for k, v in hashes.items())),
-                    f.get("size"), None if upload is None else _iso(upload))
-
-
-def _iso(value: Any) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+    where = f.get("url") or f.get("path") or ""
+    name = f.get("name") or where.rsplit("/", 1)[-1].replace("%2B", "+")
+    if not isinstance(where, str) or not isinstance(name, str):
+        raise _Malformed(f"`{path}.url` should be a string")
+    pairs = tuple(hashes.items()) if len(hashes) == 1 else tuple(sorted(hashes.items()))
+    return Artifact(name, where or None, pairs, f.get("size"), f.get("upload-time"))
 
 
 def _pylock_source(p: Mapping[str, Any], files: Sequence[Artifact]) -> str:
@@ -269,9 +269,8 @@ def _uv_file(f: Any, path: str) -> Artifact:
     where = _text(f, "url", path) or _text(f, "path", path) or _text(f, "filename", path) or ""
     algo, _, digest = (_text(f, "hash", path) or "").partition(":")
     hashes = ((algo, digest),) if digest else ()
-    upload = f.get("upload-time")
     return Artifact(where.rsplit("/", 1)[-1].replace("%2B", "+"), where or None, hashes,
-                    f.get("size"), None if upload is None else _iso(upload))
+                    f.get("size"), f.get("upload-time"))
 
 
 def _uv_source(source: Any, path: str) -> str:

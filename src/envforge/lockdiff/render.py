@@ -6,7 +6,6 @@ terminal width), so outputs can be pasted into reviews and compared in tests.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -184,6 +183,8 @@ def render_textconv(lock: Lock) -> str:
     not PyPI, the marker when there is one, the file count and a 12-hex digest over the files'
     names and hashes. Upload times and sizes are left out, so metadata-only churn shows no diff.
     """
+    import hashlib
+
     names = index_names(lock)
     lines = [f"# envforge lock textconv: {lock.kind}, {len(lock.packages)} packages"]
     for key, value in lock.header.items():

@@ -1,0 +1,103 @@
+"""Benchmark: ``envforge lock diff`` of two real ~170-package locks, whole process.
+
+Reference (the floor for any Python tool): a bare ``python -c`` process that only parses both files
+with ``tomllib``. ``git diff --no-index`` of the same files is shown for scale. The three commands
+run interleaved, ``--runs`` times each (default 7); the medians are printed with the ratio
+envforge / tomllib-floor. Target: ratio <= 2.0 (``--check`` exits 1 when it is above).
+
+Usage: ``python benchmarks/bench_lockdiff.py [--runs N] [--check] [OLD NEW]``; defaults are the
+cu128 locks for sglang 0.5.9 and 0.5.10 under tests/data/locks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCKS = ROOT / "tests" / "data" / "locks"
+DEFAULT_OLD = LOCKS / "sglang-0.5.9" / "pylock.kimi-k25-sm120-cu128.toml"
+DEFAULT_NEW = LOCKS / "sglang-0.5.10" / "pylock.kimi-k25-sm120-cu128.toml"
+FLOOR = "import sys, tomllib\nfor p in sys.argv[1:]:\n    tomllib.load(open(p, 'rb'))"
+
+
+def commands(old: Path, new: Path) -> dict[str, list[str]]:
+    """Name -> argv of each measured command."""
+    cmds = {
+        "envforge lock diff": [sys.executable, "-m", "envforge", "lock", "diff", str(old), str(new)],
+        "python + tomllib (floor)": [sys.executable, "-c", FLOOR, str(old), str(new)],
+    }
+    git = shutil.which("git")
+    if git:
+        cmds["git diff --no-index (scale)"] = [git, "diff", "--no-index", "--stat", str(old), str(new)]
+    return cmds
+
+
+def child_env(pycache: str) -> dict[str, str]:
+    """The environment of the measured processes: bytecode cached, as in any installed
+    environment (``PYTHONDONTWRITEBYTECODE`` dropped), the cache kept out of the tree in a temp
+    dir (``PYTHONPYCACHEPREFIX``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = pycache
+    return env
+
+
+def time_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall ms, CPU ms user+system) of one run; the command's output is discarded."""
+    before = os.times()
+    start = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    elapsed = (time.perf_counter() - start) * 1000
+    after = os.times()
+    cpu = (after.children_user - before.children_user
+           + after.children_system - before.children_system) * 1000
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
+    return elapsed, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("old", nargs="?", type=Path, default=DEFAULT_OLD)
+    parser.add_argument("new", nargs="?", type=Path, default=DEFAULT_NEW)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--check", action="store_true", help="exit 1 when the ratio is above 2.0")
+    args = parser.parse_args()
+    cmds = commands(args.old, args.new)
+    with tempfile.TemporaryDirectory(prefix="envforge-bench-pycache-") as pycache:
+        env = child_env(pycache)
+        for argv in cmds.values():  # warm the OS file cache and the bytecode cache
+            time_once(argv, env)
+        wall: dict[str, list[float]] = {name: [] for name in cmds}
+        cpu: dict[str, list[float]] = {name: [] for name in cmds}
+        for _ in range(max(args.runs, 5)):
+            for name, argv in cmds.items():
+                w, c = time_once(argv, env)
+                wall[name].append(w)
+                cpu[name].append(c)
+    runs = len(wall["envforge lock diff"])
+    print(f"lock diff benchmark: {args.old} ({args.old.stat().st_size} bytes) vs {args.new} "
+          f"({args.new.stat().st_size} bytes); median of {runs} runs each, interleaved")
+    print(f"  {'command':<30} {'wall ms':>8} {'(range)':>13} {'cpu ms':>8}")
+    for name in cmds:
+        spread = f"({min(wall[name]):.0f}-{max(wall[name]):.0f})"
+        print(f"  {name:<30} {statistics.median(wall[name]):8.1f} {spread:>13} "
+              f"{statistics.median(cpu[name]):8.1f}")
+    ratio = statistics.median(wall["envforge lock diff"]) / statistics.median(
+        wall["python + tomllib (floor)"])
+    ratio_cpu = statistics.median(cpu["envforge lock diff"]) / statistics.median(
+        cpu["python + tomllib (floor)"])
+    print(f"ratio envforge / tomllib floor: {ratio:.2f}x wall, {ratio_cpu:.2f}x cpu "
+          "(target <= 2.0x)")
+    return 1 if args.check and ratio > 2.0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,12 +1,139 @@
-"""CLI for the `patches` command group (placeholder: commands are registered as they land)."""
+"""CLI for patches: ``apply-patches``, ``patches export``, ``patches list``.
+
+``envforge apply-patches [ENV | --site-packages DIR] [PATCHSET...] [--dry-run] [--revert] [--json]``
+takes the first name as an environment unless it names a patchset. Exit 0 when every patchset
+ended in a good state, 1 when an operation drifted or a requirement is unmet, 2 on bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.cli.output import Ui
+    from envforge.patching import PatchReport
+    from envforge.project import Project
 
 __all__ = ["register"]
 
+DEFAULT_ENV = "quickstart-default"
+
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``apply-patches``, ``patches-export`` and ``patches-list``."""
+    p = sub.add_parser("apply-patches", help="apply (or revert) patchsets on an environment",
+                       description="Apply patchsets to ENV (default: quickstart-default) or to "
+                                   "--site-packages DIR. Without PATCHSET names: the patchsets the "
+                                   "environment's lock lists, else every patchset whose distribution "
+                                   "is installed.")
+    p.add_argument("names", nargs="*", metavar="[ENV] PATCHSET", help="environment, then patchset ids")
+    p.add_argument("--site-packages", type=Path, metavar="DIR", help="patch this directory instead of ENV")
+    p.add_argument("--dry-run", action="store_true", help="print the unified diff, write nothing")
+    p.add_argument("--revert", action="store_true", help="restore the original files byte-exact")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    p.set_defaults(handler=_apply)
+
+    e = sub.add_parser("patches-export", help="write a patchset as a unified diff for upstream")
+    e.add_argument("patchset", help="patchset id")
+    e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code")
+    e.add_argument("--env", metavar="ENV", help="environment instead of --site-packages")
+    e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
+    e.add_argument("--project", type=Path, metavar="DIR")
+    e.set_defaults(handler=_export)
+
+    ls = sub.add_parser("patches-list", help="list the project's patchsets")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--project", type=Path, metavar="DIR")
+    ls.set_defaults(handler=_list)
+
+
+def _project(args: argparse.Namespace) -> Project:
+    from envforge.project import Project, find_project
+
+    return Project(args.project.resolve()) if args.project else find_project(Path.cwd())
+
+
+def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
+    from envforge.environment import resolve_environment
+    from envforge.errors import InputError
+
+    if sp is not None:
+        if not sp.is_dir():
+            raise InputError(f"--site-packages {sp} is not a directory")
+        return sp
+    return resolve_environment(project, env, default=DEFAULT_ENV).site_packages
+
+
+def _apply(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching import apply, default_ids, load_patchsets, revert
+
+    project = _project(args)
+    names = list(args.names)
+    known = {p.stem for p in project.patchsets_dir.glob("*.toml")}
+    env = None if args.site_packages or not names or names[0] in known else names.pop(0)
+    sp = _site_packages(project, args.site_packages, env)
+    if args.revert:
+        report = revert(sp, names or None)
+    else:
+        ids = names or list(default_ids(sp, project.patchsets_dir))
+        report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)
+    _render(ui, report, dry_run=args.dry_run, prefixes={})
+    return 0 if report.ok else 1
+
+
+def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, str]) -> None:
+    if ui.json_mode:
+        data = report.to_dict()
+        data["diff"] = report.diff(prefixes) if dry_run else ""
+        ui.emit_json("apply-patches", data)
+        return
+    line = ui.info if dry_run else ui.result
+    for r in report.results:
+        line(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state != 'drifted' else ''}".rstrip())
+    if dry_run and report.changes:
+        ui.result(report.diff(prefixes).rstrip("\n"))
+    for message in report.errors:
+        ui.error_text(message)
+    for pid, flag in report.activations:
+        ui.info(f"note: {pid} takes effect only when the server is launched with {flag}")
+    if not report.results and not report.unmet:
+        ui.info("nothing to do")
+    elif dry_run:
+        ui.info(f"dry run: {len(report.changes)} file(s) would change, nothing written")
+
+
+def _export(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching import export_diff, load_patchsets
+
+    project = _project(args)
+    (ps,) = load_patchsets(project.patchsets_dir, [args.patchset])
+    diff = export_diff(_site_packages(project, args.site_packages, args.env), ps)
+    if args.output:
+        args.output.write_text(diff, encoding="utf-8")
+        ui.info(f"wrote {args.output} ({len(diff.splitlines())} lines); check with `git apply --check`")
+    else:
+        ui.result(diff.rstrip("\n"))
+    return 0
+
+
+def _list(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching import load_patchsets
+
+    patchsets = load_patchsets(_project(args).patchsets_dir)
+    rows = [{"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
+             "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
+             "files": list(p.files)} for p in patchsets]
+    if ui.json_mode:
+        ui.emit_json("patches-list", rows)
+        return 0
+    for r in rows:
+        ui.result(f"{r['id']}  {r['distribution']}{r['versions']}  {r['digest'][:19]}")
+        ui.result(f"    {r['reason']}")
+        for req in r["requires"]:
+            ui.result(f"    requires {req}")
+        if r["activation"]:
+            ui.result(f"    activated by {r['activation']}")
+    return 0

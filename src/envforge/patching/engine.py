@@ -1,0 +1,522 @@
+"""Plan, apply and revert patchsets on a site-packages directory.
+
+:func:`plan` is pure: it reads the installed files, the installed versions (``*.dist-info``) and the
+patch manifest, runs every operation on an in-memory tree and returns a :class:`PatchReport` with
+one state per operation (shared/DESIGN.md decision 4):
+
+``applied``         the edit is (or, in a plan or dry run, would be) made,
+``already-applied`` envforge made it before (manifest) and it still holds: re-running writes nothing,
+``upstream-fixed``  the installed release already does it: the patch is obsolete there,
+``out-of-range``    the distribution is absent or its version is outside the patchset's specifier,
+``drifted``         the anchor is missing or ambiguous: an error, never a silent no-op.
+
+:func:`apply` executes the plan patchset by patchset, all files of a patchset or none: each file is
+written to a temp file and ``os.replace``d (field case B09), stale ``__pycache__`` entries of the
+patched modules are removed (B10), and the originals and new sha256s go into the manifest
+(:mod:`envforge.patching.manifest`). :func:`revert` restores the originals byte-exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from envforge.patching.operations import OpContext, Operation, Outcome
+from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
+
+__all__ = [
+    "ALREADY_APPLIED",
+    "APPLIED",
+    "DRIFTED",
+    "OUT_OF_RANGE",
+    "REVERTED",
+    "STATES",
+    "UPSTREAM_FIXED",
+    "FileChange",
+    "OperationResult",
+    "PatchReport",
+    "Unmet",
+    "apply",
+    "default_ids",
+    "evaluate_file",
+    "installed_version",
+    "plan",
+    "render",
+    "revert",
+    "unified_diff",
+]
+
+APPLIED = "applied"
+ALREADY_APPLIED = "already-applied"
+UPSTREAM_FIXED = "upstream-fixed"
+OUT_OF_RANGE = "out-of-range"
+DRIFTED = "drifted"
+REVERTED = "reverted"  # revert only
+STATES = (APPLIED, ALREADY_APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE, DRIFTED)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationResult:
+    """One operation's state. ``file`` is relative to site-packages; ``message`` says what was
+    found or done; for ``drifted`` it names patchset, file, anchor, installed version, range and
+    the next step."""
+
+    patchset: str
+    file: str
+    operation: str
+    state: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """A file a patchset changes: bytes ``before`` and ``after`` (relative ``path``)."""
+
+    patchset: str
+    path: str
+    before: bytes
+    after: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Unmet:
+    """A patchset refused because none of a requirement's alternatives is met."""
+
+    patchset: str
+    requirement: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PatchReport:
+    """What plan / apply / revert found and did.
+
+    ``changes`` are the files written (apply), or that would be (plan, dry run); ``written`` says
+    which. ``activations`` maps an applied (or already-applied) patchset to the launch flag it
+    needs. ``ok`` is false when an operation drifted or a requirement is unmet.
+    """
+
+    site_packages: Path
+    results: tuple[OperationResult, ...] = ()
+    changes: tuple[FileChange, ...] = ()
+    unmet: tuple[Unmet, ...] = ()
+    activations: tuple[tuple[str, str], ...] = ()
+    written: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.unmet and all(r.state != DRIFTED for r in self.results)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Every drift message and refusal, one string each."""
+        return (*(r.message for r in self.results if r.state == DRIFTED),
+                *(u.message for u in self.unmet))
+
+    def diff(self, prefixes: dict[str, str] | None = None) -> str:
+        """The unified diff of ``changes`` (``a/``/``b/`` paths; ``prefixes`` per patchset id)."""
+        return "".join(unified_diff(c, (prefixes or {}).get(c.patchset, "")) for c in self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (bytes left out; ``diff`` included)."""
+        return {
+            "site-packages": str(self.site_packages), "written": self.written, "ok": self.ok,
+            "results": [{"patchset": r.patchset, "file": r.file, "operation": r.operation,
+                         "state": r.state, "message": r.message} for r in self.results],
+            "unmet": [{"patchset": u.patchset, "requirement": u.requirement, "message": u.message}
+                      for u in self.unmet],
+            "activations": [{"patchset": p, "flag": f} for p, f in self.activations],
+            "files": [c.path for c in self.changes],
+        }
+
+
+def unified_diff(change: FileChange, prefix: str = "") -> str:
+    """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``."""
+    before = change.before.decode("utf-8").splitlines(keepends=True)
+    after = change.after.decode("utf-8").splitlines(keepends=True)
+    name = f"{prefix}{change.path}"
+    return "".join(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))
+
+
+def installed_version(site_packages: Path, distribution: str) -> str | None:
+    """Version of ``distribution`` from its ``*.dist-info/METADATA`` in ``site_packages``, or None."""
+    want = canonicalize_name(distribution)
+    for dist in importlib.metadata.distributions(path=[str(site_packages)]):
+        if canonicalize_name(dist.metadata["Name"] or "") == want:
+            return dist.version
+    return None
+
+
+def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
+                  already: bool) -> tuple[list[tuple[Operation, str, str]], bytes]:
+    """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, detail)], after)``.
+
+    ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
+    ``already-applied``, else ``upstream-fixed``). Never raises on the code it reads.
+    """
+    import libcst as cst
+
+    ops = [op for op in ps.operations if op.file == path]
+    try:
+        module = original = cst.parse_module(before)
+    except cst.ParserSyntaxError as exc:
+        return [(op, DRIFTED, f"file does not parse: {exc.message}") for op in ops], before
+    out: list[tuple[Operation, str, str]] = []
+    for op in ops:
+        outcome = _safe_run(op, module, ctx)
+        if outcome.status == "changed":
+            module = outcome.module
+        state = {"changed": APPLIED, "drifted": DRIFTED}.get(
+            outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
+        out.append((op, state, outcome.detail))
+    return out, render(before, original, module)
+
+
+def render(before: bytes, original: Any, module: Any) -> bytes:
+    """The bytes of ``module``, an edit of ``original`` (parsed from ``before``).
+
+    Top-level statements kept by identity are copied from ``before``; only the replaced or
+    inserted ones are generated, each located by its unique text (generating a whole large
+    module costs more than parsing it). Falls back to full generation when a location is not
+    unique.
+    """
+    if module is original:
+        return before
+    text = before.decode(original.encoding)
+    if module.header is not original.header or module.footer is not original.footer:
+        return bytes(module.bytes)
+    spans = _spans(text, original, module)
+    if spans is None:
+        return bytes(module.bytes)
+    for start, end, new in reversed(spans):
+        text = text[:start] + new + text[end:]
+    return text.encode(original.encoding)
+
+
+def _spans(text: str, original: Any, module: Any) -> list[tuple[int, int, str]] | None:
+    index = {id(s): i for i, s in enumerate(original.body)}
+    kept = [(index[id(s)], j) for j, s in enumerate(module.body) if id(s) in index]
+    bounds = [(-1, -1), *kept, (len(original.body), len(module.body))]
+    spans: list[tuple[int, int, str]] = []
+    for (a, ja), (b, jb) in zip(bounds, bounds[1:]):
+        removed, added = original.body[a + 1:b], module.body[ja + 1:jb]
+        if not removed and not added:
+            continue
+        new = "".join(module.code_for_node(s) for s in added)
+        if removed:
+            old = "".join(original.code_for_node(s) for s in removed)
+        elif a >= 0:
+            old = original.code_for_node(original.body[a])
+            new = old + new
+        else:
+            return None
+        if text.count(old) != 1:
+            return None
+        start = text.index(old)
+        spans.append((start, start + len(old), new))
+    return sorted(spans)
+
+
+def _safe_run(op: Operation, module: Any, ctx: OpContext) -> Outcome:
+    try:
+        return op.run(module, ctx)
+    except Exception as exc:  # noqa: BLE001 - an operation never raises: report it as a drift
+        return Outcome("drifted", f"operation failed: {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class _Run:
+    """Mutable state while planning several patchsets in order."""
+
+    site_packages: Path
+    manifest: Any
+    contents: dict[str, bytes | None] = field(default_factory=dict)
+    versions: dict[str, str | None] = field(default_factory=dict)
+    holds: set[str] = field(default_factory=set)  # patchset ids whose effect holds after the run
+    results: list[OperationResult] = field(default_factory=list)
+    changes: list[FileChange] = field(default_factory=list)
+    unmet: list[Unmet] = field(default_factory=list)
+    activations: list[tuple[str, str]] = field(default_factory=list)
+
+    def version(self, dist: str) -> str | None:
+        if dist not in self.versions:
+            self.versions[dist] = installed_version(self.site_packages, dist)
+        return self.versions[dist]
+
+    def read(self, path: str) -> bytes | None:
+        if path not in self.contents:
+            try:
+                self.contents[path] = (self.site_packages / path).read_bytes()
+            except (FileNotFoundError, NotADirectoryError):
+                self.contents[path] = None
+        return self.contents[path]
+
+    def read_text(self, path: str) -> str | None:
+        data = self.read(path)
+        return None if data is None else data.decode("utf-8")
+
+
+def plan(site_packages: Path, patchsets: Iterable[Patchset]) -> PatchReport:
+    """Compute every operation's state on ``site_packages`` without writing anything.
+
+    :raises InputError: the patch manifest is unreadable; a requirement cycle.
+    """
+    from envforge.patching.manifest import Manifest, read_manifest
+
+    run = _Run(site_packages, read_manifest(site_packages) or Manifest())
+    for ps in order_patchsets(list(patchsets)):
+        _plan_patchset(run, ps)
+    return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
+                       tuple(run.activations))
+
+
+def _plan_patchset(run: _Run, ps: Patchset) -> None:
+    version = run.version(ps.distribution)
+    if version is None or not ps.specifier.contains(version, prereleases=True):
+        found = f"installed {ps.distribution} {version}" if version else f"{ps.distribution} is not installed"
+        run.results += [OperationResult(ps.id, op.file, op.describe(), OUT_OF_RANGE,
+                                        f"{found}; {ps.id} is written for {ps.distribution}{ps.versions}")
+                        for op in ps.operations]
+        return
+    missing = [r for r in ps.requires if not _met(run, r)]
+    if missing:
+        run.unmet += [_unmet_message(run, ps, r) for r in missing]
+        return
+    results, changes = _evaluate_patchset(run, ps, version)
+    drifted = any(r.state == DRIFTED for r in results)
+    if drifted:
+        results = [r if r.state == DRIFTED or r.state != APPLIED else
+                   OperationResult(r.patchset, r.file, r.operation, r.state,
+                                   r.message + "; not written: another operation of this patchset drifted")
+                   for r in results]
+    run.results += results
+    if drifted:
+        return
+    run.holds.add(ps.id)
+    for c in changes:
+        run.contents[c.path] = c.after
+    run.changes += changes
+    if ps.activation and any(r.state in (APPLIED, ALREADY_APPLIED) for r in results):
+        run.activations.append((ps.id, ps.activation))
+
+
+def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[OperationResult], list[FileChange]]:
+    from envforge.patching.manifest import sha256_hex
+
+    ctx = OpContext(read_text=run.read_text, patchset_dir=ps.path.parent)
+    results: list[OperationResult] = []
+    changes: list[FileChange] = []
+    recorded = run.manifest.patchset(ps.id)
+    for path in ps.files:
+        before = run.read(path)
+        ops = [op for op in ps.operations if op.file == path]
+        rec = run.manifest.file(ps.id, path)
+        if before is None:
+            results += [_drift(ps, op, version, "file is missing") for op in ops]
+            continue
+        if rec and recorded and recorded.digest == ps.digest and sha256_hex(before) == rec.new_sha256:
+            results += [OperationResult(ps.id, path, op.describe(), ALREADY_APPLIED,
+                                        "recorded in the patch manifest; file unchanged since") for op in ops]
+            continue
+        outcomes, after = evaluate_file(ps, path, before, ctx, already=rec is not None)
+        results += [_drift(ps, op, version, detail) if state == DRIFTED else
+                    OperationResult(ps.id, path, op.describe(), state, detail)
+                    for op, state, detail in outcomes]
+        if after != before:
+            changes.append(FileChange(ps.id, path, before, after))
+    return results, changes
+
+
+def _drift(ps: Patchset, op: Operation, version: str, detail: str) -> OperationResult:
+    msg = (f"{ps.id}: {op.file}: {detail}; anchor {op.anchor_text()}; installed {ps.distribution} "
+           f"{version}, patchset written for {ps.distribution}{ps.versions}. Next step: read the "
+           f"installed file, then update the anchor in {ps.path.name} or narrow its `versions` to "
+           f"exclude {version}")
+    return OperationResult(ps.id, op.file, op.describe(), DRIFTED, msg)
+
+
+def _met(run: _Run, req: PatchsetRequirement) -> bool:
+    for alt in req.any_of:
+        if alt.patchset is not None:
+            if alt.patchset in run.holds or run.manifest.patchset(alt.patchset) is not None:
+                return True
+        elif alt.distribution is not None and alt.specifier is not None:
+            v = run.version(alt.distribution)
+            if v is not None and alt.specifier.contains(v, prereleases=True):
+                return True
+    return False
+
+
+def _unmet_message(run: _Run, ps: Patchset, req: PatchsetRequirement) -> Unmet:
+    why = []
+    for alt in req.any_of:
+        if alt.patchset is not None:
+            why.append(f"patchset {alt.patchset} is not applied")
+        elif alt.distribution is not None:
+            v = run.version(alt.distribution)
+            why.append(f"{alt.distribution} is {v}" if v else f"{alt.distribution} is not installed")
+    msg = (f"{ps.id} refused: requirement `{req.text}` is unmet ({'; '.join(why)})"
+           + (f"; {req.reason}" if req.reason else ""))
+    return Unmet(ps.id, req.text, msg)
+
+
+def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False) -> PatchReport:
+    """Plan, then write every patchset that neither drifted nor was refused (all its files or
+    none). With ``dry_run`` nothing is written (the report's ``changes`` hold the diff).
+
+    :raises InputError: unreadable manifest; :raises OSError: a file could not be written (the
+        files of that patchset already replaced are restored first).
+    """
+    from envforge.patching.manifest import Manifest, read_manifest
+
+    ordered = order_patchsets(list(patchsets))
+    report = plan(site_packages, ordered)
+    if dry_run or not report.changes:
+        return report
+    manifest = read_manifest(site_packages) or Manifest()
+    versions = {ps.distribution: installed_version(site_packages, ps.distribution) for ps in ordered}
+    by_id = {ps.id: ps for ps in ordered}
+    done = set()
+    for c in report.changes:
+        if c.patchset in done:
+            continue
+        done.add(c.patchset)
+        ps = by_id[c.patchset]
+        mine = [x for x in report.changes if x.patchset == ps.id]
+        manifest = _write_patchset(site_packages, ps, mine, manifest, versions[ps.distribution] or "")
+    return PatchReport(report.site_packages, report.results, report.changes, report.unmet,
+                       report.activations, written=True)
+
+
+def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manifest: Any,
+                    version: str) -> Any:
+    from envforge.patching.manifest import (
+        AppliedPatchset, Manifest, PatchedFile, atomic_write, originals_dir, sha256_hex, write_manifest)
+
+    originals = originals_dir(sp)
+    originals.mkdir(parents=True, exist_ok=True)
+    files = list(manifest.files)
+    for c in changes:
+        rec = manifest.file(ps.id, c.path)
+        original = rec.original_sha256 if rec else sha256_hex(c.before)
+        if not (originals / original).exists():
+            atomic_write(originals / original, c.before)
+        entry = PatchedFile(c.path, ps.id, original, sha256_hex(c.after))
+        files = [entry if f is rec else f for f in files] if rec else [*files, entry]
+    _replace_all(sp, changes)
+    record = AppliedPatchset(ps.id, ps.digest, ps.distribution, version, ps.activation)
+    others = [p for p in manifest.patchsets if p.id != ps.id]
+    new = Manifest((*others, record), tuple(files))
+    write_manifest(sp, new)
+    return new
+
+
+def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
+    """Write every change (temp file + ``os.replace``); on failure restore those already replaced."""
+    from envforge.patching.manifest import atomic_write
+
+    done: list[FileChange] = []
+    try:
+        for c in changes:
+            target = sp / c.path
+            atomic_write(target, c.after, mode=os.stat(target).st_mode & 0o7777)
+            done.append(c)
+    except BaseException:
+        for c in done:
+            atomic_write(sp / c.path, c.before)
+        raise
+    for c in changes:
+        remove_bytecode(sp / c.path)
+
+
+def remove_bytecode(source: Path) -> None:
+    """Delete ``__pycache__/<module>.*.pyc`` of ``source`` (field case B10: stale or
+    unchecked-hash bytecode would hide the patched source)."""
+    cache = source.parent / "__pycache__"
+    for pyc in cache.glob(f"{source.stem}.*.pyc"):
+        pyc.unlink(missing_ok=True)
+
+
+def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport:
+    """Restore the original bytes of every file the manifest records for ``ids`` (all when None),
+    newest first, and drop them from the manifest. A file already back to its original is only
+    dropped. Patchsets not in the manifest are ignored (reverting twice is a no-op).
+
+    :raises CheckFailed: a file changed since envforge wrote it (tampered or reinstalled: both
+        sha256s named), or a later patchset not being reverted patched the same file.
+    """
+    from envforge.errors import CheckFailed
+    from envforge.patching.manifest import Manifest, originals_dir, read_manifest, sha256_hex, write_manifest
+
+    manifest = read_manifest(site_packages) or Manifest()
+    chosen = {p.id for p in manifest.patchsets if ids is None or p.id in ids}
+    entries = [f for f in manifest.files if f.patchset in chosen]
+    restore: list[FileChange] = []
+    for f in reversed(entries):
+        later = [g for g in manifest.files[manifest.files.index(f) + 1:]
+                 if g.path == f.path and g.patchset not in chosen]
+        if later:
+            raise CheckFailed(f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
+                              hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)")
+        current = (site_packages / f.path).read_bytes()
+        digest = sha256_hex(current)
+        if digest == f.original_sha256:
+            continue
+        if digest != f.new_sha256:
+            raise CheckFailed(f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
+                              f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
+                              hint=f"reinstall {f.path.split('/')[0]} instead of reverting")
+        original = (originals_dir(site_packages) / f.original_sha256).read_bytes()
+        restore.append(FileChange(f.patchset, f.path, current, original))
+    _replace_all(site_packages, restore)
+    kept_files = tuple(f for f in manifest.files if f.patchset not in chosen)
+    write_manifest(site_packages, Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files))
+    _prune_originals(site_packages, {f.original_sha256 for f in kept_files})
+    results = tuple(OperationResult(c.patchset, c.path, "revert", REVERTED,
+                                    f"restored original (sha256 {sha256_hex(c.after)})") for c in restore)
+    return PatchReport(site_packages, results, tuple(restore), written=bool(restore))
+
+
+def _prune_originals(sp: Path, keep: set[str]) -> None:
+    from envforge.patching.manifest import originals_dir
+
+    d = originals_dir(sp)
+    if not d.is_dir():
+        return
+    for p in d.iterdir():
+        if p.name not in keep:
+            p.unlink()
+    if not any(d.iterdir()):
+        d.rmdir()
+
+
+def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
+    """The patchsets an environment gets when none are named: those its build lock lists
+    (``<site-packages>/.envforge/pylock.toml``, ``[tool.envforge].patchsets[].id``), else every
+    patchset in ``patchsets_dir`` whose distribution is installed in ``site_packages``.
+
+    :raises InputError: the lock copy is not valid TOML; a patchset file is invalid.
+    """
+    import tomllib
+
+    from envforge.errors import InputError
+    from envforge.patching.patchset import load_patchsets
+
+    lock = site_packages / ".envforge" / "pylock.toml"
+    if lock.is_file():
+        try:
+            data = tomllib.loads(lock.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"{lock}: not valid TOML: {exc}", hint="rebuild the environment") from None
+        listed = data.get("tool", {}).get("envforge", {}).get("patchsets")
+        if isinstance(listed, list):
+            return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)
+    return tuple(ps.id for ps in load_patchsets(patchsets_dir)
+                 if installed_version(site_packages, ps.distribution) is not None)

@@ -1,0 +1,61 @@
+"""``patches export``: a patchset as a plain unified diff for an upstream pull request.
+
+The diff is taken from the original released file (the copy kept in the manifest when envforge
+already patched this site-packages, else the installed file) to what the patchset makes of it;
+paths are ``a/<upstream-prefix><path>`` / ``b/...`` so ``git apply`` accepts it at the root of a
+checkout of the upstream repository (``python/sglang/...`` for sglang).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envforge.errors import CheckFailed
+from envforge.patching.engine import DRIFTED, FileChange, evaluate_file, installed_version, unified_diff
+from envforge.patching.manifest import Manifest, originals_dir, read_manifest
+from envforge.patching.operations import OpContext
+from envforge.patching.patchset import Patchset
+
+__all__ = ["export_diff"]
+
+
+def export_diff(site_packages: Path, patchset: Patchset) -> str:
+    """The unified diff of ``patchset`` against the original files in ``site_packages``.
+
+    :raises CheckFailed: the distribution is missing or out of range, an operation drifted, or
+        the released code already does everything (nothing to export).
+    """
+    version = installed_version(site_packages, patchset.distribution)
+    if version is None or not patchset.specifier.contains(version, prereleases=True):
+        raise CheckFailed(f"cannot export {patchset.id}: {patchset.distribution} {version or 'is not installed'}"
+                          f" is outside {patchset.versions}",
+                          hint=f"point --site-packages at an environment with {patchset.distribution}"
+                               f"{patchset.versions}")
+    manifest = read_manifest(site_packages) or Manifest()
+
+    def original(path: str) -> bytes | None:
+        rec = manifest.file(patchset.id, path)
+        source = originals_dir(site_packages) / rec.original_sha256 if rec else site_packages / path
+        return source.read_bytes() if source.is_file() else None
+
+    def read_text(path: str) -> str | None:
+        data = original(path)
+        return None if data is None else data.decode("utf-8")
+
+    ctx = OpContext(read_text=read_text, patchset_dir=patchset.path.parent)
+    out = []
+    for path in patchset.files:
+        before = original(path)
+        if before is None:
+            raise CheckFailed(f"cannot export {patchset.id}: {path} is missing in {site_packages}")
+        outcomes, after = evaluate_file(patchset, path, before, ctx, already=False)
+        drifts = [d for _, state, d in outcomes if state == DRIFTED]
+        if drifts:
+            raise CheckFailed(f"cannot export {patchset.id}: {path}: {drifts[0]}",
+                              hint="run `envforge apply-patches --dry-run` for the full report")
+        if after != before:
+            out.append(unified_diff(FileChange(patchset.id, path, before, after), patchset.upstream_prefix))
+    if not out:
+        raise CheckFailed(f"nothing to export: {patchset.distribution} {version} already does what {patchset.id} does",
+                          hint="the patch is upstream-fixed for this version")
+    return "".join(out)

@@ -1,0 +1,152 @@
+"""The patch manifest of an environment: ``<site-packages>/.envforge/patches.json``.
+
+It records which patchsets envforge applied (id, digest, distribution, version) and, per patched
+file, its path relative to site-packages, the sha256 of the original bytes, the sha256 of the bytes
+envforge wrote, and the patchset; the original bytes are kept in
+``.envforge/originals/<sha256>`` so revert is byte-exact (docs/architecture.md). verify uses it to
+tell "patched by envforge" from "tampered". The JSON is written with a fixed key order and no
+timestamps: same state, same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import InputError
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA",
+    "AppliedPatchset",
+    "Manifest",
+    "PatchedFile",
+    "atomic_write",
+    "manifest_path",
+    "originals_dir",
+    "read_manifest",
+    "sha256_hex",
+    "write_manifest",
+]
+
+STATE_DIR = ".envforge"
+MANIFEST_NAME = "patches.json"
+MANIFEST_SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedPatchset:
+    """A patchset recorded as applied: ``id``, ``digest`` (``sha256:<hex>``), distribution, version."""
+
+    id: str
+    digest: str
+    distribution: str
+    version: str
+    activation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PatchedFile:
+    """One file envforge wrote: ``path`` relative to site-packages, hex sha256 before and after."""
+
+    path: str
+    patchset: str
+    original_sha256: str
+    new_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """Contents of ``patches.json``: patchsets and files, both in application order."""
+
+    patchsets: tuple[AppliedPatchset, ...] = ()
+    files: tuple[PatchedFile, ...] = ()
+
+    def patchset(self, pid: str) -> AppliedPatchset | None:
+        """The record of patchset ``pid``, or None."""
+        return next((p for p in self.patchsets if p.id == pid), None)
+
+    def file(self, pid: str, path: str) -> PatchedFile | None:
+        """The record of ``path`` as patched by ``pid``, or None."""
+        return next((f for f in self.files if f.patchset == pid and f.path == path), None)
+
+    def to_json(self) -> str:
+        """The canonical JSON text (``schema`` first, two-space indent, trailing newline)."""
+        data = {"schema": MANIFEST_SCHEMA,
+                "patchsets": [asdict(p) for p in self.patchsets],
+                "files": [asdict(f) for f in self.files]}
+        return json.dumps(data, indent=2) + "\n"
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_path(site_packages: Path) -> Path:
+    """``<site-packages>/.envforge/patches.json``."""
+    return site_packages / STATE_DIR / MANIFEST_NAME
+
+
+def originals_dir(site_packages: Path) -> Path:
+    """``<site-packages>/.envforge/originals``: original bytes named by their hex sha256."""
+    return site_packages / STATE_DIR / "originals"
+
+
+def read_manifest(site_packages: Path) -> Manifest | None:
+    """The manifest of ``site_packages``, or None when envforge never patched it.
+
+    :raises InputError: the file exists but is not a manifest of a known schema.
+    """
+    path = manifest_path(site_packages)
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read patch manifest {path}: {exc}",
+                         hint="restore it from a backup, or reinstall the environment") from None
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
+        raise InputError(f"{path}: unknown patch manifest schema {data.get('schema') if isinstance(data, dict) else None!r}",
+                         hint=f"this envforge reads schema {MANIFEST_SCHEMA}; upgrade envforge")
+    try:
+        return Manifest(tuple(AppliedPatchset(**p) for p in data["patchsets"]),
+                        tuple(PatchedFile(**f) for f in data["files"]))
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"{path}: malformed patch manifest: {exc}",
+                         hint="reinstall the environment") from None
+
+
+def write_manifest(site_packages: Path, manifest: Manifest) -> None:
+    """Write ``manifest`` atomically; an empty manifest removes the file (and empty originals)."""
+    path = manifest_path(site_packages)
+    if not manifest.patchsets and not manifest.files:
+        path.unlink(missing_ok=True)
+        originals = originals_dir(site_packages)
+        if originals.is_dir() and not any(originals.iterdir()):
+            originals.rmdir()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, manifest.to_json().encode("utf-8"))
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to a temp file next to ``path`` and ``os.replace`` it (field case B09: a
+    hardlinked ``path`` is replaced, never edited in place, so its twins keep their bytes)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".envforge-tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

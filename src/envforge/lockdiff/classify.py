@@ -296,11 +296,20 @@ def _file_change(old: LockedPackage, new: LockedPackage) -> tuple[str | None, st
         parts = [f"+{n}" for n in came] + [f"-{n}" for n in gone]
         return "files", ", ".join(parts), False, False
     if old.marker != new.marker:
-        return "marker", f"{old.marker!r} -> {new.marker!r}", False, False
+        return "marker", _marker_change(old.marker, new.marker), False, False
     meta = [n for n in a if a[n] != b[n]]
     if meta:
         return "metadata", _meta_what(a[meta[0]], b[meta[0]]), False, True
     return None, "", False, False
+
+
+def _marker_change(old: str | None, new: str | None) -> str:
+    """Markers that are ``or``-lists show the clauses added and removed, others in full."""
+    a, b = (old or "").split(" or "), (new or "").split(" or ")
+    if old and new and len(a) > 1 and len(b) > 1:
+        parts = [f"+{c}" for c in b if c not in a] + [f"-{c}" for c in a if c not in b]
+        return "marker " + ", ".join(parts)
+    return f"marker {old!r} -> {new!r}"
 
 
 def _meta_what(a: Any, b: Any) -> str:

@@ -110,7 +110,7 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False) -> str:
     width_name = max((len(c.old_name or c.name) for c in changes), default=0)
     width_ver = max((len(_versions(c, "->")) for c in changes), default=0)
     for family, group in _grouped(changes):
-        lines.append(f"{FAMILY_TITLES[family]}")
+        lines.append(f"{FAMILY_TITLES[family]} ({_counts(group)})")
         for c in group:
             row = (f"  {_kind_word(c):<{width_kind}}  {c.old_name or c.name:<{width_name}}  "
                    f"{_versions(c, '->'):<{width_ver}}  {_note(c, diff.index_names, '->')}")
@@ -120,6 +120,13 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False) -> str:
         lines.append("lock settings ([tool.envforge] and header)")
         lines.extend(f"  {_field_text(f, '->')}" for f in fields)
     return "\n".join(lines)
+
+
+def _counts(group: Sequence[PackageChange]) -> str:
+    counts: dict[str, int] = {}
+    for c in group:
+        counts[c.kind] = counts.get(c.kind, 0) + 1
+    return ", ".join(f"{counts[k]} {KIND_WORDS[k]}" for k in _KIND_ORDER if k in counts)
 
 
 def _kind_word(c: PackageChange) -> str:

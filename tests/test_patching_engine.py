@@ -1,0 +1,297 @@
+"""plan / apply / revert on real sglang and flashinfer-python releases (slim trees of real code)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from patching_trees import ALL_PATCHSETS, PATCHSETS, SGLANG_PATCHSETS, slim_tree
+
+from envforge.errors import CheckFailed
+from envforge.patching import apply, load_patchsets, plan, read_manifest, revert
+from envforge.patching.manifest import manifest_path
+
+GUARD = "sglang/srt/layers/communicator.py"
+SIZES = "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
+MULTIMEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
+KIMI = "sglang/srt/models/kimi_k25.py"
+COMM = "flashinfer/jit/comm.py"
+
+
+def states(report: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in report.results:
+        out.setdefault(r.patchset, []).append(r.state)
+    return out
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# What the released code calls for, read from each release (see the comments in patchsets/*.toml).
+SGLANG_MATRIX = {
+    "0.5.8": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
+              "kimik25-eagle3-delegation": ["out-of-range"]},
+    "0.5.9": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
+              "kimik25-eagle3-delegation": ["applied"]},
+    "0.5.10": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
+               "kimik25-eagle3-delegation": ["upstream-fixed"]},
+    "0.5.23": {"sm120-flashinfer-allreduce-fusion": ["out-of-range"], "sm120-torch-symm-mem": ["applied", "applied"],
+               "kimik25-eagle3-delegation": ["upstream-fixed"]},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", sorted(SGLANG_MATRIX))
+def test_sglang_version_matrix(tmp_path: Path, version: str) -> None:
+    # flashinfer-python 0.6.17 meets patchset 1's requirement by version.
+    sp = slim_tree(tmp_path / "sp", ("sglang", version), ("flashinfer-python", "0.6.17"))
+    report = plan(sp, load_patchsets(PATCHSETS, SGLANG_PATCHSETS))
+    assert states(report) == SGLANG_MATRIX[version]
+    assert report.ok and report.unmet == ()
+    applied = apply(sp, load_patchsets(PATCHSETS, SGLANG_PATCHSETS))
+    for change in applied.changes:
+        compile((sp / change.path).read_bytes(), change.path, "exec")  # every patched file compiles
+    again = plan(sp, load_patchsets(PATCHSETS, SGLANG_PATCHSETS))
+    assert {s for v in states(again).values() for s in v} <= {"already-applied", "upstream-fixed", "out-of-range"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("version", "state"), [("0.6.3", "applied"), ("0.6.4", "applied"),
+                                                ("0.6.17", "upstream-fixed")])
+def test_flashinfer_version_matrix(tmp_path: Path, version: str, state: str) -> None:
+    sp = slim_tree(tmp_path / "sp", ("flashinfer-python", version))
+    report = apply(sp, load_patchsets(PATCHSETS, ["flashinfer-sm120-trtllm-comm"]))
+    assert states(report) == {"flashinfer-sm120-trtllm-comm": [state]}
+    fn = _function(ast.parse((sp / COMM).read_text()), "gen_trtllm_comm_module")
+    call = next(n for n in ast.walk(fn) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get_nvcc_flags_list")
+    assert ast.literal_eval(call.keywords[0].value) == [9, 10, 12]
+
+
+@pytest.fixture
+def sp059(tmp_path: Path) -> Path:
+    return slim_tree(tmp_path / "sp", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
+
+
+def _function(tree: ast.Module | ast.ClassDef, name: str) -> ast.FunctionDef:
+    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _assigned(tree: ast.Module | ast.ClassDef, name: str) -> ast.expr:
+    return next(n.value for n in tree.body if isinstance(n, ast.Assign)
+                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name)
+
+
+def test_apply_on_059_patched_ast(sp059: Path) -> None:
+    report = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    assert report.ok and report.written
+    assert {s for v in states(report).values() for s in v} == {"applied"}
+    assert report.activations == (("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
+                                  ("sm120-torch-symm-mem", "--enable-torch-symm-mem"))
+
+    guard = ast.parse((sp059 / GUARD).read_text())
+    ret = _function(guard, "apply_flashinfer_allreduce_fusion").body[0]
+    assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.BoolOp)
+    assert ast.unparse(ret.value.values[0]) == "_is_sm90_supported or _is_sm100_supported or _is_sm120_supported"
+    assert ast.unparse(_assigned(guard, "_is_sm120_supported")) == "_is_cuda and is_sm120_supported()"
+    utils = next(n for n in guard.body if isinstance(n, ast.ImportFrom) and n.module == "sglang.srt.utils")
+    assert "is_sm120_supported" in [a.name for a in utils.names]
+
+    namespace: dict[str, Any] = {}
+    exec(compile((sp059 / SIZES).read_bytes(), SIZES, "exec"), namespace)  # self-contained module
+    sizes = namespace["TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"]
+    assert sizes[12] == sizes[10] == {2: 64 << 20, 4: 64 << 20, 6: 128 << 20, 8: 128 << 20}
+    comm = _class(ast.parse((sp059 / MULTIMEM).read_text()), "TorchSymmMemCommunicator")
+    assert ast.literal_eval(_assigned(comm, "_WORLD_SIZES_MULTIMEM")) == {9: [4, 6, 8], 10: [6, 8], 12: []}
+
+    kimi = _class(ast.parse((sp059 / KIMI).read_text()), "KimiK25ForConditionalGeneration")
+    sigs = {f.name: ast.unparse(f.args) for f in kimi.body if isinstance(f, ast.FunctionDef)}
+    assert sigs["get_embed_and_head"] == "self"
+    assert sigs["set_embed_and_head"] == "self, embed, head"
+    assert sigs["set_eagle3_layers_to_capture"] == "self, layer_ids=None"
+    _check_delegation_behaviour(kimi)
+
+
+def _check_delegation_behaviour(kimi: ast.ClassDef) -> None:
+    """Run the added methods on a stand-in language model: they forward every argument, and
+    set_eagle3_layers_to_capture also works with no argument."""
+    names = ("get_embed_and_head", "set_embed_and_head", "set_eagle3_layers_to_capture")
+    cls = ast.ClassDef("K", [], [], [f for f in kimi.body if isinstance(f, ast.FunctionDef) and f.name in names], [])
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.fix_missing_locations(ast.Module([cls], [])), "kimi", "exec"), namespace)
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    class LM:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a: calls.append((name, a)) or name
+
+    k = namespace["K"]()
+    k.language_model = LM()
+    assert k.get_embed_and_head() == "get_embed_and_head"
+    k.set_embed_and_head("E", "H")
+    k.set_eagle3_layers_to_capture()
+    k.set_eagle3_layers_to_capture([1, 2])
+    assert calls == [("get_embed_and_head", ()), ("set_embed_and_head", ("E", "H")),
+                     ("set_eagle3_layers_to_capture", (None,)), ("set_eagle3_layers_to_capture", ([1, 2],))]
+
+
+def test_reapply_is_a_byte_noop(sp059: Path) -> None:
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    files = [sp059 / p for p in (GUARD, SIZES, MULTIMEM, KIMI, COMM)]
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in files}
+    manifest = manifest_path(sp059).read_bytes()
+    again = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    assert {s for v in states(again).values() for s in v} == {"already-applied"}
+    assert again.changes == () and not again.written
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in files} == before
+    assert manifest_path(sp059).read_bytes() == manifest
+
+
+def test_revert_restores_original_sha256(sp059: Path) -> None:
+    files = [sp059 / p for p in (GUARD, SIZES, MULTIMEM, KIMI, COMM)]
+    original = {p: sha(p) for p in files}
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    assert all(sha(p) != original[p] for p in files)
+    manifest = read_manifest(sp059)
+    assert manifest is not None and [f.original_sha256 for f in manifest.files] == \
+        [original[sp059 / f.path] for f in manifest.files]
+    report = revert(sp059)
+    assert {r.state for r in report.results} == {"reverted"} and len(report.results) == 5
+    assert {p: sha(p) for p in files} == original
+    assert read_manifest(sp059) is None and not (sp059 / ".envforge" / "originals").exists()
+    assert revert(sp059).results == ()  # reverting twice is a no-op
+
+
+def test_revert_one_patchset_keeps_the_others(sp059: Path) -> None:
+    original = sha(sp059 / KIMI)
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    revert(sp059, ["kimik25-eagle3-delegation"])
+    manifest = read_manifest(sp059)
+    assert manifest is not None and "kimik25-eagle3-delegation" not in [p.id for p in manifest.patchsets]
+    assert sha(sp059 / KIMI) == original
+    assert states(plan(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))) == \
+        {"sm120-torch-symm-mem": ["already-applied", "already-applied"]}
+
+
+def test_revert_refuses_a_tampered_file(sp059: Path) -> None:
+    apply(sp059, load_patchsets(PATCHSETS, ["kimik25-eagle3-delegation"]))
+    patched = sha(sp059 / KIMI)
+    (sp059 / KIMI).write_text("# edited by hand\n")
+    manifest = read_manifest(sp059)
+    assert manifest is not None
+    with pytest.raises(CheckFailed) as exc:
+        revert(sp059)
+    assert str(exc.value) == (
+        f"{KIMI} changed since envforge patched it: sha256 {sha(sp059 / KIMI)}, expected {patched} (patched) "
+        f"or {manifest.files[0].original_sha256} (original)\n  hint: reinstall sglang instead of reverting")
+
+
+def test_hardlinked_target_is_replaced_not_edited(sp059: Path, tmp_path: Path) -> None:
+    twin = tmp_path / "uv-cache-twin.py"
+    os.link(sp059 / GUARD, twin)
+    original = twin.read_bytes()
+    assert (sp059 / GUARD).stat().st_nlink == 2
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    assert (sp059 / GUARD).stat().st_nlink == 1
+    assert twin.read_bytes() == original and (sp059 / GUARD).read_bytes() != original
+    revert(sp059)
+    assert (sp059 / GUARD).read_bytes() == original and twin.stat().st_nlink == 1
+
+
+def test_stale_bytecode_of_patched_modules_is_removed(sp059: Path) -> None:
+    cache = sp059 / "sglang/srt/layers/__pycache__"
+    cache.mkdir()
+    stale = [cache / "communicator.cpython-311.pyc", cache / "communicator.cpython-312.opt-1.pyc"]
+    other = cache / "linear.cpython-311.pyc"
+    for p in (*stale, other):
+        p.write_bytes(b"stale")
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    assert [p.exists() for p in stale] == [False, False] and other.exists()
+
+
+def test_dry_run_writes_nothing(sp059: Path) -> None:
+    before = {p: sha(sp059 / p) for p in (GUARD, KIMI)}
+    report = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS), dry_run=True)
+    assert not report.written and len(report.changes) == 5
+    assert {p: sha(sp059 / p) for p in (GUARD, KIMI)} == before and not (sp059 / ".envforge").exists()
+    diff = report.diff()
+    assert diff.startswith("--- a/flashinfer/jit/comm.py\n+++ b/flashinfer/jit/comm.py\n")
+    assert "-        (_is_sm90_supported or _is_sm100_supported)\n" \
+           "+        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n" in diff
+
+
+def test_requirement_unmet_is_refused_and_named(sp059: Path) -> None:
+    original = sha(sp059 / GUARD)
+    report = apply(sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"]))
+    assert not report.ok and report.results == () and sha(sp059 / GUARD) == original
+    assert report.errors == (
+        "sm120-flashinfer-allreduce-fusion refused: requirement `patchset:flashinfer-sm120-trtllm-comm | "
+        "flashinfer-python>=0.6.17` is unmet (patchset flashinfer-sm120-trtllm-comm is not applied; "
+        "flashinfer-python is 0.6.4); flashinfer-python before 0.6.17 builds its all-reduce fusion "
+        "kernels for SM90/SM100 only",)
+    # Named in either order, the requirement is applied first; once recorded, it stays met.
+    ordered = apply(sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion", "flashinfer-sm120-trtllm-comm"]))
+    assert [r.patchset for r in ordered.results] == ["flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion"]
+    assert ordered.ok
+    revert(sp059, ["sm120-flashinfer-allreduce-fusion"])
+    assert apply(sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"])).ok
+
+
+def test_out_of_range_when_not_installed(tmp_path: Path) -> None:
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    report = plan(sp, load_patchsets(PATCHSETS, ["flashinfer-sm120-trtllm-comm"]))
+    assert [(r.state, r.message) for r in report.results] == [(
+        "out-of-range", "flashinfer-python is not installed; flashinfer-sm120-trtllm-comm is written for "
+                        "flashinfer-python>=0.6.3,<=0.7.4")]
+
+
+def _widened(tmp_path: Path, pid: str, old: str, new: str) -> Path:
+    d = tmp_path / "patchsets"
+    d.mkdir(exist_ok=True)
+    (d / f"{pid}.toml").write_text((PATCHSETS / f"{pid}.toml").read_text().replace(old, new))
+    return d
+
+
+@pytest.mark.slow
+def test_drift_names_patchset_file_anchor_version_range_and_next_step(tmp_path: Path) -> None:
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.23"), ("flashinfer-python", "0.6.17"))
+    d = _widened(tmp_path, "sm120-flashinfer-allreduce-fusion", 'versions = ">=0.5.8,<0.5.21"', 'versions = ">=0.5.8"')
+    report = apply(sp, load_patchsets(d))
+    assert not report.ok and report.changes == ()
+    assert report.errors == (
+        "sm120-flashinfer-allreduce-fusion: sglang/srt/layers/communicator.py: file is missing; anchor "
+        "`_is_sm90_supported or _is_sm100_supported` in apply_flashinfer_allreduce_fusion(); installed sglang "
+        "0.5.23, patchset written for sglang>=0.5.8. Next step: read the installed file, then update the anchor "
+        "in sm120-flashinfer-allreduce-fusion.toml or narrow its `versions` to exclude 0.5.23",)
+
+
+def test_patchset_is_all_or_nothing(sp059: Path, tmp_path: Path) -> None:
+    d = _widened(tmp_path, "sm120-torch-symm-mem", 'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"',
+                 'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTICAST"')
+    before = sha(sp059 / SIZES)
+    report = apply(sp059, load_patchsets(d))
+    assert [(r.file, r.state) for r in report.results] == [(SIZES, "applied"), (MULTIMEM, "drifted")]
+    assert report.results[0].message == ("added key 12 to TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES; not written: "
+                                         "another operation of this patchset drifted")
+    assert "assignment of TorchSymmMemCommunicator._WORLD_SIZES_MULTICAST found 0 times, expected 1" in report.errors[0]
+    assert sha(sp059 / SIZES) == before and report.changes == () and read_manifest(sp059) is None
+
+
+def test_changed_patchset_reapplies_on_top(sp059: Path, tmp_path: Path) -> None:
+    apply(sp059, load_patchsets(PATCHSETS, ["kimik25-eagle3-delegation"]))
+    original = read_manifest(sp059)
+    d = _widened(tmp_path, "kimik25-eagle3-delegation", "reason = ", "# edited\nreason = ")
+    report = apply(sp059, load_patchsets(d, ["kimik25-eagle3-delegation"]))
+    assert states(report) == {"kimik25-eagle3-delegation": ["already-applied"]}
+    shutil.rmtree(tmp_path / "patchsets")
+    assert read_manifest(sp059) == original

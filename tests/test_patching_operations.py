@@ -1,0 +1,318 @@
+"""The generic libcst operations, one class at a time: before/after strings, holds, drifts."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import pytest
+
+from envforge.patching.engine import render
+from envforge.patching.operations import (
+    AddDelegatingMethods,
+    AddDictEntry,
+    AddGuardOperand,
+    AddListElement,
+    Codemod,
+    OpContext,
+    Operation,
+    Outcome,
+)
+
+
+def ctx(files: dict[str, str] | None = None, directory: Path = Path(".")) -> OpContext:
+    return OpContext(read_text=lambda p: (files or {}).get(p), patchset_dir=directory)
+
+
+def run(op: Operation, source: str, files: dict[str, str] | None = None,
+        directory: Path = Path(".")) -> tuple[Outcome, str]:
+    module = cst.parse_module(textwrap.dedent(source))
+    outcome = op.run(module, ctx(files, directory))
+    code = outcome.module.code if outcome.status == "changed" else module.code
+    if outcome.status == "changed":  # the splice renderer agrees with libcst's own code generation
+        assert render(module.bytes, module, outcome.module).decode() == code
+    return outcome, code
+
+
+GUARD_SRC = """\
+from utils import (
+    is_sm90,
+    is_sm100,
+)
+
+_is_cuda = True
+_sm90 = _is_cuda and is_sm90()
+_sm100 = _is_cuda and is_sm100()
+
+
+def fusion(n):
+    return (
+        # comment kept
+        (_sm90 or _sm100)
+        and n > 0
+    )
+"""
+
+GUARD = AddGuardOperand(file="m.py", function="fusion", anchor="_sm90 or _sm100", operand="_sm120",
+                        define="_sm120 = _is_cuda and is_sm120()", define_after="_sm100",
+                        import_="from utils import is_sm120")
+
+
+def test_guard_operand_added_with_define_and_import() -> None:
+    outcome, code = run(GUARD, GUARD_SRC)
+    assert outcome.status == "changed"
+    assert outcome.detail == "added `_sm120` to the guard in fusion(); defined _sm120; imported is_sm120 from utils"
+    assert code == GUARD_SRC.replace("    is_sm100,\n", "    is_sm100,\n    is_sm120,\n").replace(
+        "_sm100 = _is_cuda and is_sm100()\n", "_sm100 = _is_cuda and is_sm100()\n_sm120 = _is_cuda and is_sm120()\n"
+    ).replace("(_sm90 or _sm100)", "(_sm90 or _sm100 or _sm120)")
+
+
+def test_guard_operand_holds_when_present_in_any_order() -> None:
+    src = GUARD_SRC.replace("(_sm90 or _sm100)", "(_sm120 or _sm90 or _sm100)")
+    outcome, _ = run(GUARD, src)
+    assert (outcome.status, outcome.detail) == ("holds", "`_sm120` already in the guard")
+
+
+def test_guard_operand_reapplied_holds() -> None:
+    _, once = run(GUARD, GUARD_SRC)
+    outcome, twice = run(GUARD, once)
+    assert outcome.status == "holds" and twice == once
+
+
+@pytest.mark.parametrize(("change", "detail"), [
+    (("(_sm90 or _sm100)", "(_sm90 or _sm100 or _sm110)"), "anchor matched 0 times in fusion(), expected 1"),
+    (("and n > 0", "and n > 0 and (_sm90 or _sm100)"), "anchor matched 2 times in fusion(), expected 1"),
+    (("def fusion(n)", "def fusion2(n)"), "function fusion found 0 times, expected 1"),
+    (("_sm100 = _is_cuda", "_sm100x = _is_cuda"), "module-level assignment of _sm100 found 0 times, expected 1"),
+])
+def test_guard_operand_drifts(change: tuple[str, str], detail: str) -> None:
+    outcome, _ = run(GUARD, GUARD_SRC.replace(*change))
+    assert (outcome.status, outcome.detail) == ("drifted", detail)
+
+
+def test_guard_operand_import_single_line_and_missing() -> None:
+    op = AddGuardOperand(file="m.py", function="f", anchor="a or b", operand="c",
+                         import_="from x import c")
+    _, code = run(op, "from x import a, b\n\ndef f():\n    return a or b\n")
+    assert code == "from x import a, b, c\n\ndef f():\n    return a or b or c\n"
+    _, code = run(op, "import os\n\ndef f():\n    return a or b\n")
+    assert code == "import os\nfrom x import c\n\ndef f():\n    return a or b or c\n"
+    _, code = run(op, "from x import c\n\ndef f():\n    return a or b\n")
+    assert code == "from x import c\n\ndef f():\n    return a or b or c\n"
+
+
+def test_guard_operand_in_method_and_and_chain() -> None:
+    op = AddGuardOperand(file="m.py", function="K.ok", anchor="x and y", operand="z")
+    _, code = run(op, "class K:\n    def ok(self):\n        return x and y\n")
+    assert code == "class K:\n    def ok(self):\n        return x and y and z\n"
+
+
+DICT_SRC = """\
+MiB = 1024 * 1024
+
+SIZES = {
+    9: {
+        2: 64 * MiB,  # 64 MB
+    },
+    10: {
+        2: 64 * MiB,  # 64 MB
+    },
+}
+
+
+class C:
+    _MULTI = {
+        9: [4, 6, 8],
+        10: [6, 8],
+    }
+"""
+
+
+def test_dict_entry_module_level_multiline_value() -> None:
+    op = AddDictEntry(file="m.py", target="SIZES", key=12, value="{\n        2: 64 * MiB,  # 64 MB\n    }")
+    outcome, code = run(op, DICT_SRC)
+    assert outcome.detail == "added key 12 to SIZES"
+    assert code == DICT_SRC.replace("    },\n}\n", "    },\n    12: {\n        2: 64 * MiB,  # 64 MB\n    },\n}\n", 1)
+
+
+def test_dict_entry_class_level_and_holds() -> None:
+    op = AddDictEntry(file="m.py", target="C._MULTI", key=12, value="[]")
+    _, code = run(op, DICT_SRC)
+    assert code == DICT_SRC.replace("        10: [6, 8],\n", "        10: [6, 8],\n        12: [],\n")
+    outcome, _ = run(op, code)
+    assert (outcome.status, outcome.detail) == ("holds", "C._MULTI already has key 12")
+
+
+def test_dict_entry_single_line_and_string_key() -> None:
+    _, code = run(AddDictEntry(file="m.py", target="D", key="b", value="2"), 'D = {"a": 1}\n')
+    assert code == 'D = {"a": 1, "b": 2}\n'
+
+
+@pytest.mark.parametrize(("source", "detail"), [
+    ("X = 1\n", "assignment of SIZES found 0 times, expected 1"),
+    ("SIZES = {}\nSIZES = {}\n", "assignment of SIZES found 2 times, expected 1"),
+    ("SIZES = dict(a=1)\n", "SIZES is not assigned a dict literal"),
+])
+def test_dict_entry_drifts(source: str, detail: str) -> None:
+    outcome, _ = run(AddDictEntry(file="m.py", target="SIZES", key=12, value="[]"), source)
+    assert (outcome.status, outcome.detail) == ("drifted", detail)
+
+
+DELEGATE = '''\
+class Base:
+    def get_embed_and_head(self):
+        return 1
+
+    def set_embed_and_head(self, embed, head):
+        pass
+
+class V3(Base):
+    def set_eagle3_layers_to_capture(self, layer_ids: "list[int] | None" = None):
+        pass
+
+    def odd(self, a, /, b, *rest, k: int = 3, **kw):
+        pass
+'''
+
+WRAPPER = '''\
+class Wrapper:
+    def __init__(self):
+        self.language_model = V3()
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+
+EntryClass = [Wrapper]
+'''
+
+METHODS = AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model",
+                               methods=["get_embed_and_head", "set_embed_and_head", "set_eagle3_layers_to_capture"],
+                               signatures_from={"file": "d.py", "class": "V3"})
+
+
+def test_delegating_methods_adds_only_the_missing_with_delegate_signatures() -> None:
+    outcome, code = run(METHODS, WRAPPER, {"d.py": DELEGATE})
+    assert outcome.detail == "added set_embed_and_head, set_eagle3_layers_to_capture to Wrapper"
+    assert code == WRAPPER.replace("get_embed_and_head()\n\n\nEntry", (
+        "get_embed_and_head()\n\n"
+        "    def set_embed_and_head(self, embed, head):\n"
+        "        return self.language_model.set_embed_and_head(embed, head)\n\n"
+        "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+        "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n\n\nEntry"))
+    again, _ = run(METHODS, code, {"d.py": DELEGATE})
+    assert (again.status, again.detail) == (
+        "holds", "Wrapper already defines get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture")
+
+
+def test_delegating_method_signature_kinds() -> None:
+    op = AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model", methods=["odd"],
+                              signatures_from={"file": "d.py", "class": "V3"})
+    _, code = run(op, WRAPPER, {"d.py": DELEGATE})
+    assert ("    def odd(self, a, /, b, *rest, k=3, **kw):\n"
+            "        return self.language_model.odd(a, b, *rest, k=k, **kw)\n") in code
+
+
+@pytest.mark.parametrize(("source", "files", "detail"), [
+    (WRAPPER.replace("class Wrapper", "class Other"), {"d.py": DELEGATE}, "class Wrapper found 0 times, expected 1"),
+    (WRAPPER.replace("self.language_model = V3()", "self.lm = V3()"), {"d.py": DELEGATE},
+     "class Wrapper never assigns self.language_model"),
+    (WRAPPER, {}, "delegate file d.py is missing"),
+    (WRAPPER, {"d.py": DELEGATE.replace("def set_embed_and_head", "def set_embed")},
+     "delegate V3 (d.py) has no method set_embed_and_head"),
+])
+def test_delegating_methods_drifts(source: str, files: dict[str, str], detail: str) -> None:
+    outcome, _ = run(METHODS, source, files)
+    assert (outcome.status, outcome.detail) == ("drifted", detail)
+
+
+LIST_SRC = """\
+def gen():
+    flags = ctx.get_nvcc_flags_list(
+        supported_major_versions=[9, 10]
+    )
+    return flags
+"""
+
+LIST = AddListElement(file="c.py", function="gen", call="get_nvcc_flags_list",
+                      keyword="supported_major_versions", element="12", anchor="[9, 10]")
+
+
+def test_list_element_added_then_holds() -> None:
+    outcome, code = run(LIST, LIST_SRC)
+    assert code == LIST_SRC.replace("[9, 10]", "[9, 10, 12]")
+    again, _ = run(LIST, code)
+    assert (again.status, again.detail) == ("holds", "supported_major_versions already lists 12")
+
+
+@pytest.mark.parametrize(("change", "detail"), [
+    (("[9, 10]", "[9, 10, 11]"), "supported_major_versions is [9, 10, 11], expected [9, 10]"),
+    (("get_nvcc_flags_list", "flags_for"), "get_nvcc_flags_list(supported_major_versions=[...]) found 0 times in gen(), expected 1"),
+])
+def test_list_element_drifts(change: tuple[str, str], detail: str) -> None:
+    outcome, _ = run(LIST, LIST_SRC.replace(*change))
+    assert (outcome.status, outcome.detail) == ("drifted", detail)
+
+
+CODEMOD = '''\
+import libcst as cst
+from libcst.codemod import Codemod, SkipFile
+
+
+class Rename(Codemod):
+    def __init__(self, context, old, new):
+        super().__init__(context)
+        self.old, self.new = old, new
+
+    def transform_module_impl(self, tree):
+        if "boom" in tree.code:
+            raise RuntimeError("boom found")
+        if "skip" in tree.code:
+            raise SkipFile("nothing here")
+        return tree.visit(_Swap(self.old, self.new))
+
+
+class _Swap(cst.CSTTransformer):
+    def __init__(self, old, new):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+'''
+
+
+def test_codemod_escape_hatch(tmp_path: Path) -> None:
+    (tmp_path / "my_codemods_t1.py").write_text(CODEMOD)
+    op = Codemod(file="m.py", codemod="my_codemods_t1:Rename", args={"old": "a", "new": "b"})
+    outcome, code = run(op, "x = a\n", directory=tmp_path)
+    assert (outcome.status, code) == ("changed", "x = b\n")
+    assert run(op, "x = b\n", directory=tmp_path)[0].status == "holds"
+    assert run(op, "skip = 1\n", directory=tmp_path)[0].detail == "codemod my_codemods_t1:Rename left the file unchanged"
+    boom = run(op, "boom = 1\n", directory=tmp_path)[0]
+    assert (boom.status, boom.detail) == ("drifted", "codemod my_codemods_t1:Rename failed: boom found")
+    missing = run(Codemod(file="m.py", codemod="nope_t1:X"), "x = 1\n", directory=tmp_path)[0]
+    assert (missing.status, missing.detail) == ("drifted", "cannot load codemod nope_t1:X: No module named 'nope_t1'")
+
+
+def _table(**kw: Any) -> dict[str, Any]:
+    return {"file": "m.py", **kw}
+
+
+def test_from_table_builds_and_validates() -> None:
+    op, problems = Operation.from_table(_table(kind="add-list-element", function="f", call="c",
+                                               keyword="k", element="12"), "operation[0]", "")
+    assert problems == [] and isinstance(op, AddListElement) and op.anchor is None
+    op, problems = Operation.from_table(_table(kind="add-guard-operand", function="f", anchor="a or",
+                                               operand="b", extra=1), "operation[1]", "")
+    assert op is None
+    assert [(p.path, p.message) for p in problems] == [
+        ("operation[1].anchor", "not a Python expression: invalid syntax"),
+        ("operation[1].extra", "unknown key; known keys: anchor, define, define-after, file, function, import, kind, operand"),
+    ]
+    _, problems = Operation.from_table({"kind": "add-dict-entri"}, "operation[2]", "")
+    assert [(p.path, p.message) for p in problems] == [(
+        "operation[2].kind", "must be one of 'add-guard-operand', 'add-dict-entry', "
+        "'add-delegating-methods', 'add-list-element', 'codemod', got 'add-dict-entri'")]

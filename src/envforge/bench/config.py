@@ -160,8 +160,8 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
 
     A relative ``prompts`` path is taken relative to the recipe file.
 
-    :raises InputError: no ``[verify.smoke]``, no ``model``, no servers, duplicate server names,
-        or a bad prompt set.
+    :raises InputError: no ``[verify.smoke]``, no ``model``, duplicate server names, or a bad
+        prompt set. (No servers is allowed: ``--url`` measures a running one.)
     """
     smoke = verify.get("smoke")
     where = f"{recipe_path}: verify.smoke"
@@ -190,9 +190,6 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
 
 
 def _check_servers(servers: Sequence[ServerConfig], where: str) -> None:
-    if not servers:
-        raise InputError(f"{where}.servers: at least one server configuration is needed",
-                         hint='add [[verify.smoke.servers]] name = "baseline", args = [...]')
     seen: set[str] = set()
     for i, s in enumerate(servers):
         if s.name in seen:

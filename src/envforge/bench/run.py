@@ -44,9 +44,13 @@ class BenchPlan:
     def selected(self) -> tuple[ServerConfig, ...]:
         """The server configurations to run, in recipe order.
 
-        :raises InputError: a name in ``only`` that the recipe does not define.
+        :raises InputError: no configurations, or a name in ``only`` that the recipe does not define.
         """
         names = [s.name for s in self.config.servers]
+        if not names:
+            raise InputError("[verify.smoke] defines no server configuration to start",
+                             hint='add [[verify.smoke.servers]] name = "baseline", args = [...], '
+                                  "or measure a running server with --url")
         unknown = [n for n in self.only if n not in names]
         if unknown:
             raise InputError(f"no server configuration named {', '.join(unknown)} in [verify.smoke]",

@@ -97,10 +97,11 @@ def _log_tail(path: Path, lines: int = TAIL_LINES) -> str:
 class RunningServer:
     """A started server. ``stop()`` is idempotent; use :func:`running_server` to never forget it."""
 
-    def __init__(self, launch: ServerLaunch, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, launch: ServerLaunch, proc: subprocess.Popen[bytes], stop_grace_s: float = 20.0) -> None:
         self.launch = launch
         self.proc = proc
         self.pgid = proc.pid
+        self.stop_grace_s = stop_grace_s
         self._stopped = False
 
     def alive(self) -> bool:
@@ -118,12 +119,13 @@ class RunningServer:
             tool=self.launch.name, argv=self.launch.argv, returncode=self.proc.returncode,
             stderr_tail=self.log_tail(), hint=f"full log: {self.launch.log_path}")
 
-    def stop(self, grace_s: float = 20.0) -> None:
-        """SIGTERM the group, wait up to ``grace_s`` seconds for it to leave, then SIGKILL the group."""
+    def stop(self, grace_s: float | None = None) -> None:
+        """SIGTERM the group, wait up to ``grace_s`` seconds (default ``stop_grace_s``) for it to
+        leave, then SIGKILL the group and wait (at most 5 s) until no member is left."""
         if self._stopped:
             return
         _signal_group(self.pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
+        deadline = time.monotonic() + (self.stop_grace_s if grace_s is None else grace_s)
         while time.monotonic() < deadline and (self.alive() or group_members(self.pgid)):
             time.sleep(0.05)
         _signal_group(self.pgid, signal.SIGKILL)
@@ -141,7 +143,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _launch(launch: ServerLaunch) -> RunningServer:
+def _launch(launch: ServerLaunch, stop_grace_s: float) -> RunningServer:
     launch.log_path.parent.mkdir(parents=True, exist_ok=True)
     with launch.log_path.open("ab") as log:
         try:
@@ -151,7 +153,7 @@ def _launch(launch: ServerLaunch) -> RunningServer:
             raise ServerCrashed(f"cannot start server '{launch.name}': {exc.strerror}", tool=launch.name,
                                 argv=launch.argv, returncode=None,
                                 hint="is the environment built? run `envforge build`") from None
-    return RunningServer(launch, proc)
+    return RunningServer(launch, proc, stop_grace_s)
 
 
 def _wait_ready(server: RunningServer, timeout_s: float, progress: Progress, every_s: float,
@@ -182,8 +184,11 @@ def _wait_ready(server: RunningServer, timeout_s: float, progress: Progress, eve
 
 
 def start_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progress = lambda _: None,
-                 progress_every_s: float = 15.0, poll_s: float = 0.5) -> tuple[RunningServer, float]:
+                 progress_every_s: float = 15.0, poll_s: float = 0.5,
+                 stop_grace_s: float = 20.0) -> tuple[RunningServer, float]:
     """Start ``launch`` and wait until its health URL answers 200 while the process lives.
+
+    ``stop_grace_s`` is the time between SIGTERM and SIGKILL when the server has to be stopped.
 
     :returns: the running server and the load time in seconds.
     :raises InputError: the port is already in use (another server would answer our requests).
@@ -196,7 +201,7 @@ def start_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progr
         raise InputError(f"port {port} on {host} is already in use; a server started there would not be "
                          f"the one answering", hint="stop what listens there, set port in [verify.smoke], "
                                                     "or measure it with --url")
-    server = _launch(launch)
+    server = _launch(launch, stop_grace_s)
     try:
         return server, _wait_ready(server, load_timeout_s, progress, progress_every_s, poll_s)
     except BaseException:
@@ -211,10 +216,11 @@ def _host_port(url: str) -> tuple[str, int]:
 
 @contextmanager
 def running_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progress = lambda _: None,
-                   progress_every_s: float = 15.0) -> Iterator[tuple[RunningServer, float]]:
+                   progress_every_s: float = 15.0,
+                   stop_grace_s: float = 20.0) -> Iterator[tuple[RunningServer, float]]:
     """Context manager around :func:`start_server` that always stops the server on exit."""
     server, load_s = start_server(launch, load_timeout_s=load_timeout_s, progress=progress,
-                                  progress_every_s=progress_every_s)
+                                  progress_every_s=progress_every_s, stop_grace_s=stop_grace_s)
     try:
         yield server, load_s
     finally:

@@ -160,7 +160,10 @@ def _render(report: BenchReport, ui: Ui) -> None:
                   f"{b.verify_cycle_ms:.1f} ms / decode step {b.decode_step_ms:.1f} ms = {b.break_even:.2f}; "
                   f"measured accept length {b.accept_length:.2f}: speculation {verdict}")
     if any(s.speculative for s in report.servers) and not report.break_even:
-        ui.result("break-even: no speculative server reported verify steps (spec_verify_ct); accept length unknown")
+        if all(s.speculative for s in report.servers):
+            ui.result("break-even: needs a baseline (non-speculative) server measured in the same run")
+        else:
+            ui.result("break-even: no speculative server reported verify steps (spec_verify_ct)")
     for w in report.warnings:
         ui.warn(w)
 

@@ -1,0 +1,144 @@
+"""``envforge bench`` end to end: a real ``transformers serve`` process on a tiny model made here,
+real HTTP, real generated tokens; ``--url`` against a server replaying SGLang's EAGLE-3 stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from bench_support import make_tiny_model, replay_server, server_python, venv_of
+
+from envforge.cli import main
+
+RECIPE = '''
+[recipe]
+name = "cpu"
+python = "3.11"
+
+[verify.smoke]
+model = "{model}"
+api = "openai"
+port = {port}
+max-new-tokens = 8
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 1
+load-timeout-s = 300
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    python = server_python()
+    if python is None:
+        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    model = make_tiny_model(tmp_path / "model")
+    port = free_port()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=port))
+    out = tmp_path / "out" / "a.json"
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out)])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "envforge.bench/1"
+    (srv,) = doc["data"]["servers"]
+    assert srv["name"] == "baseline" and srv["argv"][0] == str(python) and srv["load_s"] > 0
+    assert [lv["concurrency"] for lv in srv["levels"]] == [1, 2]
+    for lv in srv["levels"]:
+        assert lv["tok_s"]["n"] == 2 and lv["tok_s"]["median"] > 0
+        assert lv["ttft_ms"]["median"] > 0 and lv["itl_ms"]["median"] > 0 and lv["accept_length"] is None
+        assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16]  # 2 requests x 8 tokens, every repeat
+    assert "'baseline' ready after" in stderr and "baseline: concurrency 2, repeat 2/2:" in stderr
+    assert stdout.splitlines()[0].split()[:3] == ["server", "conc", "tok/s"]
+    assert (tmp_path / "out" / "a-logs" / "baseline.log").stat().st_size > 0
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "warning: no plot: plotting needs matplotlib" in stderr
+    else:
+        assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # stopped: nothing listens, and no process of it is left
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    assert processes_mentioning(str(model)) == []
+    # the same report compared with itself: ratio 1; with another fingerprint: refused
+    assert main(["bench", "compare", str(out), str(out)]) == 0
+    assert "no clear change" in capsys.readouterr().out
+    doc["data"]["fingerprint"]["lock_digest"] = "sha256:00"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    assert main(["bench", "compare", str(out), str(tmp_path / "b.json")]) == 2
+    assert "lock_digest: None != sha256:00" in capsys.readouterr().err
+
+
+URL_RECIPE = '''
+[recipe]
+name = "url"
+python = "3.12"
+
+[verify.smoke]
+model = "default"
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 0
+'''
+
+
+def test_bench_url_measures_a_running_sglang_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "url.toml").write_text(URL_RECIPE)
+    out = tmp_path / "spec.json"
+    with replay_server({"/generate": "sglang_generate_stream_eagle3.sse"}, gap_s=0.002) as url:
+        code = main(["bench", "--url", url, "--name", "eagle3", "--speculative", "--project", str(tmp_path),
+                     "--recipe", "url", "--output", str(out), "--no-plot", "--json"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    data = json.loads(stdout)["data"]
+    assert data == json.loads(out.read_text())["data"]
+    (srv,) = data["servers"]
+    assert (srv["name"], srv["speculative"], srv["url"], srv["argv"]) == ("eagle3", True, url, None)
+    for lv in srv["levels"]:
+        assert lv["accept_length"] == 3.0 and lv["verify_cycle_ms"] > 0
+        assert [r["verify_steps"] for r in lv["repeats"]] == [8, 8]
+    assert data["fingerprint"]["lock_digest"] is None and not out.with_suffix(".png").exists()
+
+
+def test_bench_without_servers_or_url_says_what_to_add(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "url.toml").write_text(URL_RECIPE)
+    venv = tmp_path / "envs" / "url-default"
+    (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    assert main(["bench", "--project", str(tmp_path), "--recipe", "url"]) == 2
+    err = capsys.readouterr().err
+    assert "error: [verify.smoke] defines no server configuration to start" in err
+    assert "or measure a running server with --url" in err

@@ -99,7 +99,7 @@ def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mappin
 
 
 def _install(env: Path, wheels: Sequence[Path], uv: str | None, *, system_site: bool, python: str,
-             links: Sequence[Path] = ()) -> None:
+             extra_site: Path | None = None) -> None:
     if uv:
         subprocess.run([uv, "venv", "-q", "--python", python, *(["--system-site-packages"] if system_site else []),
                         str(env)], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
@@ -109,9 +109,11 @@ def _install(env: Path, wheels: Sequence[Path], uv: str | None, *, system_site: 
         return
     subprocess.run([python, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system_site else []),
                     str(env)], check=True)
+    if extra_site is not None:  # a venv made from a venv sees the base's site, not the image's: add it
+        (site_packages_of(env) / "_image_site.pth").write_text(f"import site; site.addsitedir({str(extra_site)!r})\n")
     if wheels:
-        subprocess.run([python, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
-                        "--no-deps", "--no-index", "--no-compile", *[str(w) for w in wheels]], check=True)
+        subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                        "--no-compile", *[str(w) for w in wheels]], check=True)
 
 
 def install_wheels(env: BuiltEnv, wheels: Sequence[Path], *, uv: str | None, extra: Sequence[str] = ()) -> None:
@@ -128,13 +130,13 @@ def site_packages_of(env: Path) -> Path:
 def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str, name: str = "quickstart-default",
              locked: Sequence[tuple[str, str, Path | None]] | None = None, envforge: Mapping[str, Any] | None = None,
              patchsets: Sequence[str] = QUICKSTART_PATCHSETS, profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
-             system_site: bool = False, project_lock: bool = True) -> BuiltEnv:
+             system_site: bool = False, project_lock: bool = True, extra_site: Path | None = None) -> BuiltEnv:
     """Build ``root/envs/<name>`` (a project at ``root`` with the repo's recipes and patchsets)."""
     for sub in ("recipes", "patchsets"):
         if not (root / sub).exists():
             shutil.copytree(REPO / sub, root / sub)
     env = root / "envs" / name
-    _install(env, wheels, uv, system_site=system_site, python=python)
+    _install(env, wheels, uv, system_site=system_site, python=python, extra_site=extra_site)
     sp = site_packages_of(env)
     if patchsets:
         from envforge import patching

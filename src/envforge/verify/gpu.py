@@ -127,8 +127,8 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
     if not machine.get("devices_present"):
         out.skip("gpu", "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)")
         return out.result(machine, dict(inp.target))
-    if not machine.get("cuda_available"):
-        why = machine.get("torch_error") or "torch.cuda.is_available() is False"
+    if not machine.get("cuda_available") or not machine.get("gpus"):
+        why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"
         out.add("cuda", [_f("cuda-unavailable", "torch", "CUDA usable from the environment's torch", why,
                             "install the locked torch build for this CUDA variant (`envforge build`) and check the driver")])
         return out.result(machine, dict(inp.target))

@@ -123,20 +123,35 @@ def _op_torch():
     return "bf16 matmul 64x64: sum %.3f" % float((a @ a).float().abs().sum().item())
 
 
+_TRITON_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add(x, y, out, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
+"""
+
+
 def _op_triton():
+    import importlib.util
+
     import torch
     import triton
-    import triton.language as tl
 
-    @triton.jit
-    def add(x, y, out, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = i < n
-        tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
-
+    # triton.jit reads the kernel's source file: a probe run with -c has none, so write one.
+    path = os.path.join(tempfile.mkdtemp(prefix="envforge-triton-"), "envforge_triton_add.py")
+    with open(path, "w") as f:
+        f.write(_TRITON_KERNEL)
+    spec = importlib.util.spec_from_file_location("envforge_triton_add", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     x = torch.ones(1000, device="cuda")
     out = torch.empty_like(x)
-    add[(4,)](x, x, out, 1000, BLOCK=256)
+    mod.add[(4,)](x, x, out, 1000, BLOCK=256)
     return "triton %s add kernel: sum %.1f" % (triton.__version__, float(out.sum().item()))
 
 

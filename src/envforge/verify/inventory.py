@@ -1,7 +1,9 @@
 """What the lock says and what is installed: the two inventories static verify compares.
 
 The lock is the PEP 751 ``pylock.toml`` copied into ``<site-packages>/.envforge/`` at build time
-(docs/architecture.md), read with :mod:`packaging.pylock`. Installed distributions are the
+(docs/architecture.md). It is read with :mod:`tomllib` and checked for the keys verify needs
+(``lock.py`` validated the whole file with :mod:`packaging.pylock` when it wrote it; importing that
+module here would cost a fifth of a static verify). Installed distributions are the
 ``*.dist-info`` directories of the environment's own site-packages (PEP 376 / PEP 627), read without
 importing anything from the environment.
 """
@@ -16,7 +18,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
@@ -63,16 +64,27 @@ class Installed:
     dist_info: Path
 
 
-def _wheel_of(w: Any) -> LockedWheel:
-    url = w.url or w.path
-    name = w.name or (Path(unquote(urlparse(url).path)).name if url else None)
-    return LockedWheel(name=name, url=url, sha256=(w.hashes or {}).get("sha256"))
+def _wheel_of(w: Mapping[str, Any]) -> LockedWheel:
+    url = w.get("url") or w.get("path")
+    name = w.get("name") or (Path(unquote(urlparse(url).path)).name if url else None)
+    return LockedWheel(name=name, url=url, sha256=(w.get("hashes") or {}).get("sha256"))
+
+
+def _package(path: Path, i: int, p: Any) -> LockedPackage:
+    if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
+        raise InputError(f"{path}: packages[{i}].name: missing or not a string (PEP 751)")
+    wheels = p.get("wheels", [])
+    if not isinstance(wheels, list) or not all(isinstance(w, Mapping) for w in wheels):
+        raise InputError(f"{path}: packages[{i}].wheels: not an array of tables (PEP 751)")
+    version = p.get("version")
+    return LockedPackage(name=canonicalize_name(p["name"]), version=str(version) if version is not None else None,
+                         marker=p.get("marker"), index=p.get("index"), wheels=tuple(_wheel_of(w) for w in wheels))
 
 
 def read_env_lock(path: Path) -> EnvLock:
     """Read the PEP 751 lock at ``path``.
 
-    :raises InputError: missing, not TOML, or not a valid PEP 751 lock (the message names the key).
+    :raises InputError: missing, not TOML, or without the keys verify reads (the message names the key).
     """
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -81,16 +93,10 @@ def read_env_lock(path: Path) -> EnvLock:
                          hint="rebuild it with `envforge build` (it copies the lock into .envforge/)") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        lock = Pylock.from_dict(data)
-    except PylockValidationError as exc:
-        raise InputError(f"{path}: not a valid PEP 751 lock: {exc}") from None
-    packages = tuple(
-        LockedPackage(name=canonicalize_name(p.name), version=str(p.version) if p.version else None,
-                      marker=str(p.marker) if p.marker else None, index=p.index,
-                      wheels=tuple(_wheel_of(w) for w in (p.wheels or ())))
-        for p in lock.packages)
-    return EnvLock(path=path, packages=packages, envforge=(lock.tool or {}).get("envforge", {}))
+    if "lock-version" not in data or not isinstance(data.get("packages", []), list):
+        raise InputError(f"{path}: not a PEP 751 lock (no lock-version, or packages is not an array)")
+    packages = tuple(_package(path, i, p) for i, p in enumerate(data.get("packages", [])))
+    return EnvLock(path=path, packages=packages, envforge=data.get("tool", {}).get("envforge", {}))
 
 
 def _metadata_fields(metadata: Path) -> tuple[str | None, str | None]:

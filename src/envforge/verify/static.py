@@ -76,27 +76,46 @@ class _Collector:
 def run_static(inp: StaticInputs) -> StaticResult:
     """Run every static check and return all findings at once.
 
+    The probes in the environment's interpreter (env profile reach, marker environment) run in a
+    thread while the file checks run here, so the wall time is the longer of the two.
+
     :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     c = _Collector()
     sp = inp.site_packages
-    installed = installed_distributions(sp)
     profile = installed_profile(sp)
     expected_env = _expected_env(inp.lock, profile)
-    probe = _env_probe(inp) if any(p.marker for p in inp.lock.packages) else {"python": _venv_version(inp.python)}
-    _stale(inp, c)
-    found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
-    c.notes.extend(notes)
-    c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
-    c.add("families", check_families(installed))
-    _cuda(inp.lock, installed, c)
-    patched = patch_manifest(sp)
-    found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched}, deep=inp.deep)
-    c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
-    c.add("patched-files", check_patched_files(sp, patched), f"{len(patched)} patched files")
-    _patches(inp, c)
-    _profile(inp, profile, expected_env, c)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reach = pool.submit(_reach, inp, expected_env)
+        markers = pool.submit(_env_probe, inp) if any(p.marker for p in inp.lock.packages) else None
+        installed = installed_distributions(sp)
+        _stale(inp, c)
+        probe = markers.result() if markers else {"python": _venv_version(inp.python)}
+        found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
+        c.notes.extend(notes)
+        c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
+        c.add("families", check_families(installed))
+        _cuda(inp.lock, installed, c)
+        patched = patch_manifest(sp)
+        found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
+                                                deep=inp.deep)
+        c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
+        c.add("patched-files", check_patched_files(sp, patched), f"{len(patched)} patched files")
+        _patches(inp, c)
+        _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
+
+
+def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
+    """envprofile's spawn-child check with the profile variables removed from the caller's env."""
+    if not expected:
+        return None
+    from envforge.envprofile import check_reach
+
+    caller = {k: v for k, v in (inp.base_env or {}).items() if k not in expected}
+    return check_reach(inp.python, expected, caller_env=caller)
 
 
 def _env_probe(inp: StaticInputs) -> Mapping[str, Any]:
@@ -209,8 +228,8 @@ def _expected_env(lock: EnvLock, profile: Mapping[str, Any] | None) -> dict[str,
 
 
 def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str],
-             c: _Collector) -> None:
-    from envforge.envprofile import check_reach, installed_problems
+             reach: Any, c: _Collector) -> None:
+    from envforge.envprofile import installed_problems
 
     if not expected:
         c.skip("env-profile", "the lock sets no env profile variables")
@@ -227,8 +246,6 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
     for problem in installed_problems(inp.site_packages):
         subject, _, why = problem.partition(": ")
         found.append(Finding("env-profile", Path(subject).name, "the startup hook envforge wrote", why, fix))
-    caller = {k: v for k, v in (inp.base_env or {}).items() if k not in expected}
-    reach = check_reach(inp.python, expected, caller_env=caller)
     for key in reach.missing:
         seen = reach.seen.get(key)
         found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",

@@ -295,3 +295,14 @@ def test_changed_patchset_reapplies_on_top(sp059: Path, tmp_path: Path) -> None:
     assert states(report) == {"kimik25-eagle3-delegation": ["already-applied"]}
     shutil.rmtree(tmp_path / "patchsets")
     assert read_manifest(sp059) == original
+
+
+@pytest.mark.slow
+def test_full_wheels_apply_and_revert(site_packages_of: Any) -> None:
+    """The whole unpacked sglang 0.5.9 and flashinfer-python 0.6.4 wheels, as an env has them."""
+    sp = site_packages_of(("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
+    originals = {p: sha(sp / p) for p in (GUARD, SIZES, MULTIMEM, KIMI, COMM)}
+    report = apply(sp, load_patchsets(PATCHSETS))
+    assert report.ok and len(report.changes) == 5
+    revert(sp)
+    assert {p: sha(sp / p) for p in originals} == originals

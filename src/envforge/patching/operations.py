@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from envforge.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, validate
+from envforge.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, line_of
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -99,17 +99,21 @@ class Operation:
 
     @classmethod
     def from_table(cls, table: Any, path: str, text: str) -> tuple[Operation | None, list[Problem]]:
-        """Build the operation ``table["kind"]`` names; returns ``(op, [])`` or ``(None, problems)``."""
-        kind_problems = validate({"kind": table.get("kind") if isinstance(table, Mapping) else None},
-                                 Table({"kind": Enum(*OPERATIONS)}), text)
-        if not isinstance(table, Mapping) or kind_problems:
-            where = f"{path}.kind"
-            msg = kind_problems[0].message if kind_problems else "expected a table"
-            return None, [Problem(where, msg.replace("got None", "missing"))]
-        sub = OPERATIONS[table["kind"]]
+        """Build the operation ``table["kind"]`` names; returns ``(op, [])`` or ``(None, problems)``.
+
+        ``path`` prefixes the key paths (``operation[2]``); ``text`` is this operation's own
+        ``[[operation]]`` section, so line numbers are relative to its header line (1).
+        """
+        if not isinstance(table, Mapping):
+            return None, [Problem(path, "expected a table")]
+        kind = table.get("kind")
+        found = Enum(*OPERATIONS)(kind, "kind") if kind is not None else [Problem("kind", "missing required key")]
+        if found:
+            return None, [Problem(f"{path}.kind", found[0].message, line_of(text, "operation.kind"))]
+        sub = OPERATIONS[kind]
         spec = Table({"kind": Str(), "file": Str(), **sub.keys}, required=sub.required | {"file"})
-        problems = [Problem(f"{path}.{p.path}", p.message, p.line)
-                    for p in validate(table, spec, text)]
+        problems = [Problem(f"{path}.{p.path}", p.message, line_of(text, f"operation.{p.path}"))
+                    for p in spec(table, "")]
         if problems:
             return None, problems
         args = {_field(k): v for k, v in table.items() if k != "kind"}

@@ -12,6 +12,7 @@ comes after every patchset any of its requirements names.
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
 from envforge.patching.operations import OPERATIONS, Operation
-from envforge.schema import ListOf, Str, Table, format_problems, validate
+from envforge.schema import ListOf, Problem, Str, Table, format_problems, validate
 
 __all__ = [
     "Alternative",
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 PATCHSET_PREFIX = "patchset:"
+_OP_HEADER = re.compile(r"^\s*\[\[\s*operation\s*\]\]")
 
 
 class PatchsetError(InputError):
@@ -157,9 +159,13 @@ def load_patchset(path: Path) -> Patchset:
     problems = validate(data, _SPEC, text)
     ops: list[Operation] = []
     if not problems:
+        lines = text.splitlines()
+        headers = [n for n, line in enumerate(lines) if _OP_HEADER.match(line)]
         for i, table in enumerate(data["operation"]):
-            op, op_problems = Operation.from_table(table, f"operation[{i}]", text)
-            problems += op_problems
+            start = headers[i] if i < len(headers) else 0
+            end = headers[i + 1] if i + 1 < len(headers) else len(lines)
+            op, op_problems = Operation.from_table(table, f"operation[{i}]", "\n".join(lines[start:end]))
+            problems += [Problem(p.path, p.message, start + (p.line or 1)) for p in op_problems]
             if op is not None:
                 ops.append(op)
     if problems:

@@ -1,0 +1,108 @@
+"""``envforge apply-patches``, ``patches export``, ``patches list`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from patching_trees import PATCHSETS, slim_tree
+
+from envforge.cli import main
+
+LOCK = """\
+lock-version = "1.0"
+created-by = "envforge"
+
+[tool.envforge]
+schema = 1
+
+[[tool.envforge.patchsets]]
+id = "flashinfer-sm120-trtllm-comm"
+digest = "sha256:0"
+
+[[tool.envforge.patchsets]]
+id = "sm120-flashinfer-allreduce-fusion"
+digest = "sha256:0"
+
+[[tool.envforge.patchsets]]
+id = "sm120-torch-symm-mem"
+digest = "sha256:0"
+
+[[tool.envforge.patchsets]]
+id = "kimik25-eagle3-delegation"
+digest = "sha256:0"
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project whose default environment (envs/quickstart-default, a generation symlink) has
+    sglang 0.5.9 and flashinfer-python 0.6.4 and the lock copy that build writes."""
+    root = tmp_path / "proj"
+    (root / "recipes").mkdir(parents=True)
+    shutil.copytree(PATCHSETS, root / "patchsets")
+    gen = root / "envs" / ".generations" / "quickstart-default" / "g0001"
+    sp = slim_tree(gen / "lib" / "python3.12" / "site-packages", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
+    (sp / ".envforge").mkdir()
+    (sp / ".envforge" / "pylock.toml").write_text(LOCK)
+    (root / "envs" / "quickstart-default").symlink_to(gen)
+    return root
+
+
+def sp_of(project: Path) -> Path:
+    return project / "envs" / "quickstart-default" / "lib" / "python3.12" / "site-packages"
+
+
+def test_apply_patches_on_the_default_environment(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply-patches", "--project", str(project)]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split()[:2] for line in out.splitlines()] == [
+        ["applied", "flashinfer-sm120-trtllm-comm"], ["applied", "sm120-flashinfer-allreduce-fusion"],
+        ["applied", "sm120-torch-symm-mem"], ["applied", "sm120-torch-symm-mem"], ["applied", "kimik25-eagle3-delegation"]]
+    assert ("note: sm120-flashinfer-allreduce-fusion takes effect only when the server is launched with "
+            "--enable-flashinfer-allreduce-fusion") in err
+    assert main(["apply-patches", "--project", str(project), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "envforge.apply-patches/1"
+    assert {r["state"] for r in data["data"]["results"]} == {"already-applied"} and data["data"]["ok"]
+    assert main(["apply-patches", "quickstart-default", "--revert", "--project", str(project)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["reverted"] * 5
+
+
+def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sp = sp_of(project)
+    assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--dry-run",
+                 "--project", str(project)]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
+    assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):\n" in out
+    assert err.splitlines()[-1] == "dry run: 1 file(s) would change, nothing written"
+    assert not (sp / ".envforge" / "patches.json").exists()
+
+
+def test_unmet_requirement_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply-patches", "sm120-flashinfer-allreduce-fusion", "--project", str(project)]) == 1
+    err = capsys.readouterr().err
+    assert "error: sm120-flashinfer-allreduce-fusion refused: requirement `patchset:flashinfer-sm120-trtllm-comm" in err
+
+
+def test_unknown_patchset_and_environment_exit_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply-patches", "--site-packages", str(sp_of(project)), "nope", "--project", str(project)]) == 2
+    assert "error: no patchset named 'nope'" in capsys.readouterr().err
+    assert main(["apply-patches", "other-env", "--project", str(project)]) == 2
+    assert "error: no environment 'other-env'" in capsys.readouterr().err
+
+
+def test_patches_export_and_list(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "fusion.patch"
+    assert main(["patches", "export", "sm120-torch-symm-mem", "--site-packages", str(sp_of(project)),
+                 "-o", str(out_file), "--project", str(project)]) == 0
+    assert out_file.read_text().startswith(
+        "--- a/python/sglang/srt/distributed/device_communicators/all_reduce_utils.py\n")
+    capsys.readouterr()
+    assert main(["patches", "list", "--json", "--project", str(project)]) == 0
+    rows = json.loads(capsys.readouterr().out)["data"]
+    assert [r["id"] for r in rows][0] == "flashinfer-sm120-trtllm-comm"
+    assert rows[2]["requires"] == ["patchset:flashinfer-sm120-trtllm-comm | flashinfer-python>=0.6.17"]

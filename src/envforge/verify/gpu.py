@@ -255,7 +255,8 @@ def _allreduce(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
     plan = {_DEFAULT: {}} | {n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)}
     for name, env in plan.items():
         cfg = {"mode": "allreduce", "world": world, "sizes": list(inp.sizes), "set": dict(env),
-               "unset": keys if name == _DEFAULT else [], "deadline_s": inp.step_timeout_s - 10}
+               "unset": keys if name == _DEFAULT else [],
+               "deadline_s": max(1.0, min(inp.step_timeout_s - 10, inp.step_timeout_s * 0.8))}
         runs[name] = _one_allreduce(inp, cfg, machine, name, out)
     same = [n for n, e in inp.profiles.items() if not _nccl_vars(e)]
     if same:

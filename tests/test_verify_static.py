@@ -1,0 +1,284 @@
+"""Static verify on real environments (uv venv + real sglang 0.5.9 / flashinfer-python 0.6.4 wheels,
+the repo's patchsets applied, the pcie env profile installed), each broken in one way."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import py_compile
+import shutil
+from pathlib import Path
+
+import pytest
+import uv
+from conftest import cached_wheel
+from verify_envs import BuiltEnv, install_wheels, make_env, make_wheel
+
+from envforge.environment import Environment
+from envforge.project import Project
+from envforge.verify import Finding, VerifyOptions, verify
+
+PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+UV = uv.find_uv_bin()
+pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
+
+
+def _wheels() -> list[Path]:
+    return [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")]
+
+
+def build(tmp_path: Path, **kw: object) -> BuiltEnv:
+    return make_env(tmp_path / "proj", kw.pop("wheels", None) or _wheels(), uv=UV, python=PY312, **kw)  # type: ignore[arg-type]
+
+
+def run(env: BuiltEnv, **kw: object):  # type: ignore[no-untyped-def]
+    root = env.path.parent.parent
+    return verify(Environment(env.path), Project(root), VerifyOptions(base_env=dict(os.environ), **kw))  # type: ignore[arg-type]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def edit(path: Path, data: bytes) -> None:
+    """Write ``data`` as a new file: uv hardlinks installed files to its cache, and an in-place
+    write would change the cache and every environment sharing it (B09)."""
+    path.unlink()
+    path.write_bytes(data)
+
+
+def patched_file(env: BuiltEnv) -> str:
+    from envforge.patching import read_manifest
+
+    manifest = read_manifest(env.site_packages)
+    assert manifest is not None
+    return manifest.files[0].path
+
+
+def record_hash(env: BuiltEnv, rel: str) -> str:
+    from envforge.verify.inventory import installed_distributions
+    from envforge.verify.records import read_record
+
+    for d in installed_distributions(env.site_packages).values():
+        for e in read_record(d):
+            if e.path == rel:
+                return str(e.sha256)
+    raise KeyError(rel)
+
+
+def test_default_environment_verifies_clean(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    report = run(env)
+    assert report.findings == ()
+    assert report.exit_code == 0
+    status = {c.name: c.status for c in report.checks}
+    assert status == {"lock-current": "ok", "versions": "ok", "families": "ok", "cuda-major": "skipped",
+                      "record": "ok", "patched-files": "ok", "patch-states": "ok", "env-profile": "ok"}
+    assert report.fingerprint.env_profile == "pcie"
+    assert report.fingerprint.lock_digest == "sha256:" + sha(env.site_packages / ".envforge" / "pylock.toml")
+
+
+def test_edited_file_is_tampered(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    target = env.site_packages / "sglang" / "version.py"
+    before = record_hash(env, "sglang/version.py")
+    edit(target, target.read_bytes() + b"# local edit\n")
+    report = run(env)
+    assert report.findings == (Finding(
+        "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
+        f"sha256 {sha(target)}", "revert the edit (`envforge build` makes a fresh generation), or express the "
+        "change as a patchset and run `envforge apply-patches`"),)
+    assert report.exit_code == 1
+
+
+def test_edited_patched_file_is_tampered_not_explained(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    rel = patched_file(env)
+    path = env.site_packages / rel
+    edit(path, path.read_bytes() + b"# edited after the patch\n")
+    report = run(env)
+    tampered = [f for f in report.findings if f.kind == "tampered"]
+    assert len(tampered) == 1 and tampered[0].subject.endswith(f": {rel}")
+    assert "(patched by envforge, patchset " in tampered[0].expected
+    assert tampered[0].actual == f"sha256 {sha(path)}"
+
+
+def test_hardlinked_patched_file(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    rel = patched_file(env)
+    os.link(env.site_packages / rel, tmp_path / "other-env-copy.py")
+    report = run(env)
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
+        ("hardlinked", rel, "link count 1 (a private copy)", "link count 2")]
+
+
+def test_stale_unchecked_hash_bytecode(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    rel = patched_file(env)
+    src = env.site_packages / rel
+    pyc = Path(py_compile.compile(str(src), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH))
+    report = run(env)
+    expected_rel = str(Path(rel).parent / "__pycache__" / pyc.name)
+    assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
+        ("stale-bytecode", expected_rel, "unchecked-hash bytecode: Python never re-checks the source")]
+    assert report.findings[0].fix == f"delete {expected_rel} (envforge apply-patches removes it)"
+
+
+def test_stale_timestamp_bytecode_written_before_the_patch(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    rel = patched_file(env)
+    src = env.site_packages / rel
+    pyc = Path(py_compile.compile(str(src)))  # header (mtime, size) matches the patched source
+    old = src.stat().st_mtime_ns - 5_000_000_000
+    os.utime(pyc, ns=(old, old))  # ... but the file is older than the patch (CPython issue 121376)
+    kinds = [(f.kind, f.actual) for f in run(env).findings]
+    assert kinds == [("stale-bytecode",
+                      "bytecode written before the patch whose header (mtime, size) matches the patched source")]
+
+
+def test_extra_flashinfer_package_is_unexpected_and_splits_the_family(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    install_wheels(env, [make_wheel(tmp_path / "w", "flashinfer-jit-cache", "0.6.9+cu130")], uv=UV)
+    report = run(env)
+    by_kind = {f.kind: f for f in report.findings}
+    assert sorted(by_kind) == ["family-mismatch", "unexpected"]
+    assert by_kind["unexpected"].subject == "flashinfer-jit-cache 0.6.9+cu130"
+    assert by_kind["unexpected"].actual == "installed but not in lock: flashinfer-jit-cache 0.6.9+cu130"
+    fam = by_kind["family-mismatch"]
+    assert (fam.subject, fam.expected, fam.actual) == (
+        "flashinfer family", "one public version (flashinfer-python 0.6.4)",
+        "flashinfer-python 0.6.4, flashinfer-jit-cache 0.6.9+cu130")
+
+
+def test_version_mismatch_and_missing(tmp_path: Path) -> None:
+    sg, fi = _wheels()
+    env = build(tmp_path, locked=[("sglang", "0.5.9", sg), ("flashinfer-python", "0.6.3", None),
+                                  ("sgl-kernel", "0.3.21", None)])
+    report = run(env)
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
+        ("version-mismatch", "flashinfer-python", "0.6.3", "0.6.4"),
+        ("missing", "sgl-kernel", "sgl-kernel 0.3.21 (in the lock)", "not installed")]
+
+
+def test_local_label_mismatch(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "w", "sgl-kernel", "0.3.21+cu128")
+    env = build(tmp_path, wheels=[*_wheels(), wheel],
+                locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
+                        ("sgl-kernel", "0.3.21+cu130", None)])
+    report = run(env)
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
+        ("local-label-mismatch", "sgl-kernel", "0.3.21+cu130", "0.3.21+cu128")]
+
+
+def test_removed_hook_does_not_reach_a_spawned_child(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    (env.site_packages / "envforge-env.pth").unlink()
+    report = run(env)
+    assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
+        ("env-profile", "envforge-env.pth", "missing (the env profile 'pcie' is recorded as installed)"),
+        ("env-profile", "ENVFORGE_PROFILE_PROBE", "unset"),
+        ("env-profile", "NCCL_BUFFSIZE", "unset"),
+        ("env-profile", "NCCL_MAX_NCHANNELS", "unset")]
+    assert report.findings[2].expected == "131072 in a spawned child"
+
+
+def test_lock_and_project_disagree_is_a_stale_environment(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    env.lock.write_text(env.lock.read_text().replace('created-by = "envforge-tests"', 'created-by = "relocked"'))
+    report = run(env)
+    assert [(f.kind, f.subject) for f in report.findings] == [("stale-environment", str(env.lock))]
+
+
+def test_missing_installed_file(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    (env.site_packages / "sglang" / "version.py").unlink()
+    report = run(env)
+    assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
+        ("missing-file", "sglang 0.5.9: sglang/version.py", "absent")]
+
+
+def test_deep_catches_a_same_size_edit_that_fast_mode_trusts(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    path = env.site_packages / "sglang" / "version.py"
+    st = path.stat()
+    data = path.read_bytes()
+    edit(path, data.replace(b"0.0.0.dev0", b"9.9.9.dev9"))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert run(env).findings == ()
+    deep = run(env, deep=True)
+    assert [(f.kind, f.subject) for f in deep.findings] == [("tampered", "sglang 0.5.9: sglang/version.py")]
+    assert next(c for c in deep.checks if c.name == "record").detail.startswith("deep: ")
+
+
+def test_reverted_patches_are_not_in_their_expected_state(tmp_path: Path) -> None:
+    from envforge import patching
+
+    env = build(tmp_path)
+    patching.revert(env.site_packages)
+    report = run(env)
+    assert {f.kind for f in report.findings} == {"patch-state"}
+    assert all(f.expected == "already-applied" and f.actual == "not applied (apply would change the file)"
+               for f in report.findings)
+    assert report.findings[0].fix == "run `envforge apply-patches`"
+
+
+def test_changed_patchset_file(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    ps = env.path.parent.parent / "patchsets" / "sm120-torch-symm-mem.toml"
+    ps.write_text(ps.read_text() + "\n# reviewed\n")
+    report = run(env)
+    found = [f for f in report.findings if f.kind == "patchset-changed"]
+    assert [(f.subject, f.actual) for f in found] == [
+        ("sm120-torch-symm-mem", "digest sha256:" + sha(ps))]
+
+
+def _b04_env(tmp_path: Path, extra: list[str]) -> BuiltEnv:
+    wheel = make_wheel(tmp_path / "w", "pkgx", "1.0+cu130", metadata_version="1.0")
+    env = build(tmp_path, locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
+                                  ("pkgx", "1.0+cu130", wheel)])
+    install_wheels(env, [] if extra else [wheel], uv=UV, extra=[*extra, "pkgx==1.0+cu130"] if extra else [])
+    return env
+
+
+def test_b04_label_in_file_name_only_is_confirmed_by_direct_url(tmp_path: Path) -> None:
+    env = _b04_env(tmp_path, [])
+    assert (env.site_packages / "pkgx-1.0.dist-info").is_dir()
+    report = run(env)
+    assert report.findings == ()
+    assert report.notes == ("pkgx: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by the wheel "
+                            "file name in direct_url.json (pkgx-1.0+cu130-py3-none-any.whl)",)
+
+
+def test_b04_from_an_index_is_confirmed_by_uv_cache(tmp_path: Path) -> None:
+    cache = tmp_path / "uv-cache"
+    env = _b04_env(tmp_path, ["--no-index", "--find-links", str(tmp_path / "w"), "--cache-dir", str(cache)])
+    assert not (env.site_packages / "pkgx-1.0.dist-info" / "direct_url.json").exists()
+    report = run(env, uv_cache=cache)
+    assert report.findings == ()
+    assert report.notes[0].endswith("variant confirmed by uv's cache: the installed files are hardlinks of the "
+                                    "cached wheel pkgx-1.0+cu130-py3-none-any.whl")
+    unconfirmed = run(env, uv_cache=tmp_path / "no-cache")
+    assert [(f.kind, f.subject, f.expected) for f in unconfirmed.findings] == [
+        ("variant-unconfirmed", "pkgx", "1.0+cu130 (wheel pkgx-1.0+cu130-py3-none-any.whl)")]
+
+
+def test_b03_cuda13_wheels_in_a_cu12_variant(tmp_path: Path) -> None:
+    w = tmp_path / "w"
+    extra = [make_wheel(w, "nvidia-nccl-cu13", "2.28.3"), make_wheel(w, "cuda-bindings", "13.0.1"),
+             make_wheel(w, "nvidia-nccl-cu12", "2.27.3"), make_wheel(w, "nvidia-cufft", "12.0.0.15")]
+    env = build(tmp_path, wheels=[*_wheels(), *extra], envforge={"cuda": "12.8"})
+    report = run(env)
+    assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
+        ("cuda-major-mismatch", "cuda-bindings 13.0.1", "built for CUDA 13"),
+        ("cuda-major-mismatch", "nvidia-nccl-cu13 2.28.3", "built for CUDA 13")]
+    assert report.findings[0].expected == "CUDA 12 wheels (variant cuda 12.8)"
+
+
+def test_uv_hardlinked_install_counts_once_a_patch_breaks_the_link(tmp_path: Path) -> None:
+    """uv installs by hardlinking its cache (link count 2); the patched files must not be (B09)."""
+    env = build(tmp_path)
+    assert (env.site_packages / "sglang" / "version.py").stat().st_nlink >= 2
+    assert (env.site_packages / patched_file(env)).stat().st_nlink == 1
+    shutil.rmtree(tmp_path / "proj" / "patchsets")
+    report = run(env)
+    assert [(c.name, c.status) for c in report.checks if c.name == "patch-states"] == [("patch-states", "skipped")]

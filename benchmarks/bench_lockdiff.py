@@ -30,8 +30,10 @@ FLOOR = "import sys, tomllib\nfor p in sys.argv[1:]:\n    tomllib.load(open(p, '
 
 def commands(old: Path, new: Path) -> dict[str, list[str]]:
     """Name -> argv of each measured command."""
+    script = Path(sys.executable).with_name("envforge")  # the console script users run
+    envforge = [str(script)] if script.is_file() else [sys.executable, "-m", "envforge"]
     cmds = {
-        "envforge lock diff": [sys.executable, "-m", "envforge", "lock", "diff", str(old), str(new)],
+        "envforge lock diff": [*envforge, "lock", "diff", str(old), str(new)],
         "python + tomllib (floor)": [sys.executable, "-c", FLOOR, str(old), str(new)],
     }
     git = shutil.which("git")

@@ -151,11 +151,19 @@ def _read_pylock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) 
     except _Malformed as exc:
         raise InputError(f"{label} is not a valid PEP 751 lock: {_pylock_reason(doc, exc)}",
                          hint="regenerate it with `envforge lock`") from None
-    header = {k: str(doc[k]) for k in ("lock-version", "created-by", "requires-python",
-                                       "environments", "extras", "dependency-groups") if k in doc}
+    header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python",
+                                           "environments", "extras", "dependency-groups",
+                                           "default-groups") if k in doc}
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
     return Lock(label, "pylock", header, comments, _keyed(packages), envforge)
+
+
+def _scalar(value: Any) -> str:
+    """Header values as text: arrays joined with ``" | "`` (markers contain commas)."""
+    if isinstance(value, list):
+        return " | ".join(str(v) for v in value)
+    return str(value)
 
 
 def _pylock_reason(doc: Mapping[str, Any], exc: _Malformed) -> str:
@@ -243,11 +251,11 @@ def _read_uv_lock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...])
     except _Malformed as exc:
         raise InputError(f"{label} is not a valid uv.lock: {exc}",
                          hint="regenerate it with `uv lock`") from None
-    header = {k: str(doc[k]) for k in ("version", "revision", "requires-python",
-                                       "resolution-markers") if k in doc}
+    header = {k: _scalar(doc[k]) for k in ("version", "revision", "requires-python",
+                                           "resolution-markers") if k in doc}
     options = doc.get("options", {})
     if isinstance(options, Mapping):
-        header.update((f"options.{k}", str(v)) for k, v in options.items())
+        header.update((f"options.{k}", _scalar(v)) for k, v in options.items())
     return Lock(label, "uv.lock", header, comments, _keyed(packages), {})
 
 

@@ -232,6 +232,7 @@ def allreduce(cfg):
         out["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL_"))
                       and k not in wcfg["unset"]}
         out["env"].update({k: v for k, v in wcfg["set"].items() if k.startswith(("NCCL_", "TORCH_NCCL_"))})
+        out["env"] = dict(sorted(out["env"].items()))
     if any(codes) or timed_out:
         out["logs"] = tails
     return out

@@ -1,0 +1,99 @@
+"""``envforge verify`` end to end: text, the JSON envelope (schema envforge.verify/1), JUnit XML, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import uv
+from conftest import cached_wheel
+from verify_envs import BuiltEnv, make_env
+
+from envforge.cli import main
+from envforge.cli.output import Ui
+from envforge.verify.findings import KINDS
+from envforge.verify.report import _CHECK_OF
+
+PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> BuiltEnv:
+    wheels = [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")]
+    return make_env(tmp_path / "proj", wheels, uv=uv.find_uv_bin(), python=PY312)
+
+
+def cli(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("envforge.cli.Ui", lambda json_mode=False: Ui(json_mode=json_mode, out=out, err=err))
+    code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_json_envelope_and_junit_of_a_clean_environment(env: BuiltEnv, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    junit = tmp_path / "verify.xml"
+    code, out, _ = cli(["verify", "--project", str(env.path.parent.parent), "--json", "--junit", str(junit)],
+                       monkeypatch)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == "envforge.verify/1"
+    data = doc["data"]
+    assert list(data) == ["report-schema", "environment", "levels", "clean", "exit-code", "fingerprint", "target",
+                          "findings", "checks", "notes", "measurements", "elapsed-s"]
+    assert (data["report-schema"], data["clean"], data["levels"], data["findings"]) == (1, True, ["static"], [])
+    assert data["fingerprint"]["env_profile"] == "pcie"
+    suite = ET.parse(junit).getroot()
+    assert (suite.tag, suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("testsuite", "8", "0", "1")
+
+
+def test_findings_exit_1_with_text_and_junit_failures(env: BuiltEnv, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (env.site_packages / "envforge-env.pth").unlink()
+    junit = tmp_path / "verify.xml"
+    code, out, _ = cli(["verify", str(env.path), "--project", str(env.path.parent.parent), "--junit", str(junit)],
+                       monkeypatch)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[:4] == ["env-profile: envforge-env.pth",
+                         "    expected: the startup hook envforge wrote",
+                         "    actual:   missing (the env profile 'pcie' is recorded as installed)",
+                         "    fix:      reinstall the locked profile: `envforge build` (or `envforge env apply`)"]
+    assert lines[-1].startswith("verify static: 4 finding(s) (7 checks ran, 1 skipped) in ")
+    case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "env-profile")
+    assert [f.get("message") for f in case.findall("failure")] == [
+        "env-profile: envforge-env.pth", "env-profile: ENVFORGE_PROFILE_PROBE", "env-profile: NCCL_BUFFSIZE",
+        "env-profile: NCCL_MAX_NCHANNELS"]
+
+
+def test_input_errors_exit_2(env: BuiltEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = str(env.path.parent.parent)
+    code, _, err = cli(["verify", "nope", "--project", project], monkeypatch)
+    assert code == 2
+    assert err.splitlines()[0] == f"error: no environment 'nope' in {env.path.parent}"
+    code, _, err = cli(["verify", "--project", project, "--level", "static,smoke"], monkeypatch)
+    assert (code, err.splitlines()[0]) == (2, "error: unknown verify level smoke")
+    (env.site_packages / ".envforge" / "pylock.toml").unlink()
+    code, _, err = cli(["verify", "--project", project], monkeypatch)
+    assert code == 2
+    assert err.splitlines()[0] == (f"error: {env.site_packages / '.envforge' / 'pylock.toml'} does not exist: "
+                                   "the environment records no lock")
+
+
+def test_broken_interpreter_exits_3(env: BuiltEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.python.unlink()
+    env.python.write_text("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
+    env.python.chmod(0o755)
+    code, _, err = cli(["verify", "--project", str(env.path.parent.parent)], monkeypatch)
+    assert code == 3
+    assert err.splitlines()[0] == "error: probe exited with status 1"
+    assert "Fatal Python error: init_fs_encoding" in err
+
+
+def test_every_kind_is_grouped_under_one_check() -> None:
+    grouped = [k for kinds in _CHECK_OF.values() for k in kinds]
+    assert sorted(set(grouped)) == sorted(KINDS)

@@ -1,12 +1,101 @@
-"""CLI for the `build` command group (placeholder: commands are registered as they land)."""
+"""CLI for ``envforge build``, ``envforge rollback`` and ``envforge up`` (the main job)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from envforge.cli.lock import add_project_option
+from envforge.cli.output import Ui
 
 __all__ = ["register"]
 
 
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
+    p.add_argument("--variant", help="variant to build (default: the recipe's only variant)")
+    p.add_argument("--env-profile", help="env profile (default: from the target interconnect)")
+    p.add_argument("--python", type=Path, default=None, help="interpreter to use instead of discovery")
+    p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
+    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
+                   help="a wheelhouse directory (with --offline)")
+    add_project_option(p)
+
+
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``build``, ``rollback`` and ``up``."""
+    p = sub.add_parser("build", help="build envs/<recipe>-<variant> from its lock (a new generation)")
+    _recipe_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.set_defaults(handler=run_build)
+    r = sub.add_parser("rollback", help="point envs/<name> back at the previous generation")
+    r.add_argument("env", help="environment name, e.g. quickstart-default")
+    add_project_option(r)
+    r.set_defaults(handler=run_rollback)
+    u = sub.add_parser("up", help="the main job: check the lock, build, patch, verify (default recipe: quickstart)")
+    _recipe_args(u)
+    u.set_defaults(handler=run_up)
+
+
+def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from envforge import build, project as proj
+    from envforge.interpreter import find_python
+    from envforge.recipe import load_recipe
+
+    project = proj.find_project(args.project or Path.cwd())
+    recipe = load_recipe(project.recipe_path(args.recipe))
+    variant = recipe.resolve(args.variant, env_profile=args.env_profile)
+    python = find_python(variant.python, args.python)
+    return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline)
+
+
+def _render_build(ui: Ui, result: Any) -> None:
+    for s in result.steps:
+        ui.info(f"  {s.name:<12} {s.seconds:6.1f} s  {s.detail}")
+    ui.result(f"{result.link} -> {result.generation.name}")
+
+
+def run_build(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge import build
+
+    _, plan = _plan(args)
+    if args.dry_run:
+        for line in plan.describe():
+            ui.result(line)
+        return 0
+    ui.progress(f"building {plan.link.name} ({plan.generation.name}) ...")
+    _render_build(ui, build.execute_build(plan, progress=ui.progress))
+    return 0
+
+
+def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge import build, project as proj
+
+    project = proj.find_project(args.project or Path.cwd())
+    res = build.rollback(project, args.env)
+    ui.result(f"{res.link}: {res.previous.name} -> {res.current.name}")
+    return 0
+
+
+def run_up(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge import build, lock
+
+    project, plan = _plan(args)
+    refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
+    check = lock.check_lock(plan.variant, refs, plan.lock)
+    ui.info(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
+    if not check.fresh:
+        for r in check.reasons:
+            ui.info(f"  {r}")
+        ui.info(f"  run `envforge lock {plan.variant.recipe} --variant {plan.variant.variant}` and review the change")
+        return 1
+    ui.info(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+    result = build.execute_build(plan, progress=ui.progress)
+    _render_build(ui, result)
+    ui.info(f"[3/3] verify {plan.link.name}")
+    from envforge.cli import verify as verify_cli
+
+    return verify_cli._verify(argparse.Namespace(
+        env=str(plan.link), level="static", json=False, junit=None, deep=False, target_from_machine=False,
+        step_timeout=120.0, project=str(project.root)), ui)

@@ -1,12 +1,69 @@
-"""CLI for the `lock` command group (placeholder: commands are registered as they land)."""
+"""CLI for ``envforge lock``: resolve recipe variants into PEP 751 locks, or check them."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-__all__ = ["register"]
+from envforge.cli.output import Ui
+
+__all__ = ["add_project_option", "register"]
+
+
+def add_project_option(p: argparse.ArgumentParser) -> None:
+    """``--project DIR``: the project root (default: nearest directory above cwd with recipes/)."""
+    p.add_argument("--project", type=Path, default=None,
+                   help="project root (default: the nearest directory above the working directory with recipes/)")
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register this group's commands on the top-level subparsers."""
+    """Register ``lock``."""
+    p = sub.add_parser("lock", help="resolve a recipe into PEP 751 locks (or --check them); "
+                                    "also: lock diff, lock textconv",
+                       description="Resolve a recipe's variants with uv into lockfiles/pylock.<recipe>-<variant>.toml.")
+    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
+    p.add_argument("--variant", help="one variant (default: every variant of the recipe)")
+    p.add_argument("--check", action="store_true", help="never write; exit 1 and say why if a lock is stale")
+    p.add_argument("--upgrade-package", action="append", default=[], metavar="P",
+                   help="let P move to a newer version (others stay as locked)")
+    p.add_argument("--offline", action="store_true", help="resolve from --find-links only; no network")
+    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
+                   help="a wheelhouse directory (for offline locks)")
+    p.add_argument("--env-profile", help="env profile to record (default: from the target interconnect)")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    add_project_option(p)
+    p.set_defaults(handler=run_lock)
+
+
+def run_lock(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge import lock, project as proj
+    from envforge.recipe import load_recipe
+
+    project = proj.find_project(args.project or Path.cwd())
+    recipe = load_recipe(project.recipe_path(args.recipe))
+    variants = [args.variant] if args.variant else list(recipe.variants)
+    refs = lock.patchset_refs(project.patchsets_dir, recipe.patchsets)
+    stale = False
+    rows = []
+    for name in variants:
+        variant = recipe.resolve(name, env_profile=args.env_profile)
+        path = project.lock_path(variant.lock_name)
+        if args.check:
+            res = lock.check_lock(variant, refs, path)
+            stale |= not res.fresh
+            rows.append({"lock": str(path), "fresh": res.fresh, "reasons": list(res.reasons)})
+            if not args.json:
+                ui.result(f"{path}: {'up to date' if res.fresh else 'stale'}")
+                for r in res.reasons:
+                    ui.result(f"  {r}")
+            continue
+        ui.progress(f"locking {variant.lock_name} (python {variant.python}, {variant.target.platform}) ...")
+        out = lock.lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
+                                upgrade=args.upgrade_package, progress=ui.progress)
+        rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed})
+        if not args.json:
+            ui.result(f"{out.path}: {out.packages} packages{'' if out.changed else ' (unchanged)'}")
+    if args.json:
+        ui.emit_json("lock", {"locks": rows})
+    return 1 if stale else 0

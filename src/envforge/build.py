@@ -1,0 +1,342 @@
+"""``envforge build`` and ``envforge rollback``: environments as generations behind a symlink.
+
+``envs/<recipe>-<variant>`` is a relative symlink to ``envs/.generations/<recipe>-<variant>/gNNNN``.
+A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with its hashes, patches,
+env profile hook, manifest) and flips the link with one ``os.replace`` only after every step
+succeeded (shared/DESIGN.md, decision 3). A failed or killed build never touches the live
+generation; its leftovers are removed by the next build. ``rollback`` flips back to the previous
+complete generation.
+
+Plan first, then execute: :func:`plan_build` is pure (no writes), :func:`execute_build` does it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envforge.environment import STATE_DIR, site_packages
+from envforge.errors import CheckFailed, EnvforgeError, InputError
+from envforge.interpreter import Interpreter
+from envforge.project import Project
+from envforge.recipe import ResolvedVariant
+from envforge.uv import run_uv
+
+__all__ = [
+    "BuildError",
+    "BuildPlan",
+    "BuildResult",
+    "RollbackResult",
+    "StepResult",
+    "execute_build",
+    "generations",
+    "plan_build",
+    "rollback",
+]
+
+KEEP_GENERATIONS = 3
+_GEN = re.compile(r"^g(\d{4,})$")
+Progress = Callable[[str], None]
+
+
+class BuildError(EnvforgeError):
+    """A build step failed; the live environment is unchanged. Exit code is the cause's."""
+
+    def __init__(self, step: str, cause: EnvforgeError, generation: Path) -> None:
+        super().__init__(f"build failed at step '{step}': {cause.message}\n"
+                         f"  the live environment was not changed; the failed generation was removed "
+                         f"({generation.name})", hint=cause.hint)
+        self.exit_code = cause.exit_code
+        self.step = step
+        self.cause = cause
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        tail = getattr(self.cause, "stderr_tail", "")
+        return base + ("\n  uv said:\n" + "\n".join("    " + ln for ln in tail.splitlines()) if tail else "")
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPlan:
+    """What a build will do: the link, the new generation directory, the lock, the interpreter."""
+
+    variant: ResolvedVariant
+    link: Path
+    generation: Path
+    lock: Path
+    python: Interpreter
+    patchsets_dir: Path
+    find_links: tuple[Path, ...] = ()
+    offline: bool = False
+
+    def describe(self) -> list[str]:
+        """Human lines for ``--dry-run``."""
+        return [
+            f"environment  {self.link} -> {self.generation.relative_to(self.link.parent)}",
+            f"python       {self.python.path} ({self.python.version}, via {self.python.source})",
+            f"lock         {self.lock}",
+            f"install      uv pip sync (hashes from the lock){' offline from ' + ', '.join(map(str, self.find_links)) if self.offline else ''}",
+            f"patchsets    {', '.join(self.variant.patchsets) or 'none'}",
+            f"env profile  {self.variant.env_profile or 'none'} ({len(self.variant.env)} variables)",
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One build step: ``name``, wall time in seconds, and a one-line ``detail``."""
+
+    name: str
+    seconds: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A finished build: the live link, the generation it points to, the steps, patch states."""
+
+    link: Path
+    generation: Path
+    steps: tuple[StepResult, ...]
+    patch_states: tuple[tuple[str, str, str], ...] = field(default=())  # (patchset, file, state)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """``rollback``: the link and the generations it pointed to before and after."""
+
+    link: Path
+    previous: Path
+    current: Path
+
+
+def _gen_root(project: Project, name: str) -> Path:
+    return project.envs_dir / ".generations" / name
+
+
+def generations(project: Project, name: str) -> list[Path]:
+    """Complete generations of environment ``name``, oldest first (``gNNNN`` with a manifest)."""
+    root = _gen_root(project, name)
+    if not root.is_dir():
+        return []
+    gens = [d for d in root.iterdir() if _GEN.match(d.name)]
+    done = [d for d in gens if _generation_file(d) is not None]
+    return sorted(done, key=lambda d: int(d.name[1:]))
+
+
+def _generation_file(gen: Path) -> Path | None:
+    found = list(gen.glob(f"lib/python3*/site-packages/{STATE_DIR}/generation.json"))
+    return found[0] if found else None
+
+
+def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
+               find_links: Sequence[Path] = (), offline: bool = False) -> BuildPlan:
+    """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
+
+    :raises InputError: the lock does not exist (run ``envforge lock`` first).
+    """
+    lock = project.lock_path(variant.lock_name)
+    if not lock.is_file():
+        raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
+                         hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
+    root = _gen_root(project, variant.lock_name)
+    numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
+    gen = root / f"g{max(numbers, default=0) + 1:04d}"
+    return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
+                     project.patchsets_dir, tuple(find_links), offline)
+
+
+@contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another envforge build of {root.name} is running (lock {root / '.lock'})") from None
+        yield
+
+
+def _remove_incomplete(root: Path, keep: Path) -> None:
+    for d in root.iterdir():
+        if _GEN.match(d.name) and d != keep and _generation_file(d) is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
+    """A copy of ``lock`` whose wheel entries point (``path``) at files in the wheelhouses."""
+    import tomlkit
+
+    doc = tomlkit.parse(lock.read_text())
+    files = {p.name: p.resolve() for d in find_links for p in d.glob("*.whl")}
+    for pkg in doc.get("packages", []):
+        for whl in pkg.get("wheels", []):
+            fname = Path(str(whl.get("url") or whl.get("path", ""))).name.replace("%2B", "+")
+            if fname in files:
+                whl.pop("url", None)
+                whl["path"] = str(files[fname])
+    out = dest / "pylock.offline.toml"
+    out.write_text(tomlkit.dumps(doc))
+    return out
+
+
+def _sync(plan: BuildPlan, progress: Progress | None) -> str:
+    python = plan.generation / "bin" / "python"
+    lock = plan.lock
+    args = ["pip", "sync", "--preview-features", "pylock", "--python", str(python)]
+    if plan.offline:
+        lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
+        args += ["--offline"]
+    run_uv([*args, str(lock)], progress=progress)
+    return f"{sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))} distributions from {plan.lock.name}"
+
+
+def _detach(sp: Path, distributions: Sequence[str]) -> str:
+    """Give every file of ``distributions`` its own inode (uv may hardlink them to its cache, B09)."""
+    from importlib.metadata import distributions as dists
+
+    count = 0
+    wanted = {d.lower().replace("_", "-") for d in distributions}
+    for dist in dists(path=[str(sp)]):
+        if dist.metadata["Name"].lower().replace("_", "-") not in wanted:
+            continue
+        for f in dist.files or ():
+            p = Path(str(dist.locate_file(f)))
+            if p.is_file() and not p.is_symlink() and p.stat().st_nlink > 1:
+                tmp = p.with_name(p.name + ".envforge-tmp")
+                shutil.copy2(p, tmp)
+                os.replace(tmp, p)
+                count += 1
+    return f"{count} hardlinked files of {', '.join(sorted(wanted)) or 'no distributions'} copied"
+
+
+def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], ...]]:
+    if not plan.variant.patchsets:
+        return "no patchsets", ()
+    from envforge import patching
+
+    sets = patching.load_patchsets(plan.patchsets_dir, plan.variant.patchsets)
+    _detach(sp, sorted({p.distribution for p in sets}))
+    report = patching.apply(sp, sets)
+    states = tuple((r.patchset, r.file, r.state) for r in report.results)
+    drifted = [s for s in states if s[2] == "drifted"]
+    if drifted:
+        raise CheckFailed("patches drifted: " + "; ".join(f"{p} {f}" for p, f, _ in drifted))
+    counts: dict[str, int] = {}
+    for _, _, state in states:
+        counts[state] = counts.get(state, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), states
+
+
+def _profile(plan: BuildPlan, sp: Path) -> str:
+    if not plan.variant.env and plan.variant.env_profile is None:
+        return "no env profile"
+    from envforge import envprofile
+
+    envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode="pth")
+    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables (.pth hook)"
+
+
+def _manifest(plan: BuildPlan, sp: Path) -> str:
+    state = sp / STATE_DIR
+    state.mkdir(exist_ok=True)
+    shutil.copyfile(plan.lock, state / "pylock.toml")
+    import hashlib
+
+    record = {
+        "schema": 1, "recipe": plan.variant.recipe, "variant": plan.variant.variant,
+        "lock": str(plan.lock), "lock-digest": "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest(),
+        "generation": plan.generation.name, "python": plan.python.version,
+        "env-profile": plan.variant.env_profile,
+    }
+    tmp = state / "generation.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, state / "generation.json")
+    return f"{STATE_DIR}/generation.json"
+
+
+def _flip(link: Path, target: Path) -> None:
+    tmp = link.with_name(f".{link.name}.new-link")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(target, link.parent), tmp)
+    os.replace(tmp, link)  # atomic on POSIX: the link is either the old or the new generation
+
+
+def _prune(root: Path, live: Path) -> None:
+    done = sorted((d for d in root.iterdir() if _GEN.match(d.name) and _generation_file(d)),
+                  key=lambda d: int(d.name[1:]))
+    for old in done[:-KEEP_GENERATIONS]:
+        if old != live:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
+                  clock: Callable[[], float] = time.monotonic) -> BuildResult:
+    """Run the plan: venv, sync, patches, env profile, manifest, then flip the link.
+
+    :raises BuildError: a step failed (its name, the cause and its hint); the new generation is
+        removed and the live one is untouched. Exit code is the cause's (3 for uv, 1 for drifted
+        patches, 2 for bad input).
+    """
+    root = plan.generation.parent
+    with _exclusive(root):
+        _remove_incomplete(root, keep=plan.generation)
+        steps: list[StepResult] = []
+        patch_states: tuple[tuple[str, str, str], ...] = ()
+        step = "venv"
+        try:
+            t = clock()
+            run_uv(["venv", "--quiet", "--python", str(plan.python.path), str(plan.generation)])
+            steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
+            sp = site_packages(plan.generation)
+            for step, fn in (("sync", lambda: _sync(plan, progress)),
+                             ("patches", lambda: _patch(plan, sp)),
+                             ("env-profile", lambda: _profile(plan, sp)),
+                             ("manifest", lambda: _manifest(plan, sp))):
+                if progress:
+                    progress(f"[{step}] ...")
+                t = clock()
+                detail = fn()
+                if isinstance(detail, tuple):
+                    detail, patch_states = detail
+                steps.append(StepResult(step, clock() - t, detail))
+            step = "flip"
+            plan.link.parent.mkdir(parents=True, exist_ok=True)
+            _flip(plan.link, plan.generation)
+        except EnvforgeError as exc:
+            shutil.rmtree(plan.generation, ignore_errors=True)
+            raise BuildError(step, exc, plan.generation) from None
+        _prune(root, plan.generation)
+    return BuildResult(plan.link, plan.generation, tuple(steps), patch_states)
+
+
+def rollback(project: Project, name: str) -> RollbackResult:
+    """Point ``envs/<name>`` at the complete generation before the live one.
+
+    :raises InputError: no such environment, or no earlier generation.
+    """
+    link = project.env_path(name)
+    if not link.is_symlink():
+        raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
+    live = (link.parent / os.readlink(link)).resolve()
+    earlier = [g for g in generations(project, name) if int(g.name[1:]) < int(live.name[1:])]
+    if not earlier:
+        raise InputError(f"{name} has no generation before {live.name} to roll back to")
+    _flip(link, earlier[-1])
+    return RollbackResult(link, live, earlier[-1])
+
+
+def describe_generation(gen: Path) -> Mapping[str, Any]:
+    """The ``generation.json`` of a generation directory ({} when missing)."""
+    f = _generation_file(gen)
+    return json.loads(f.read_text()) if f else {}

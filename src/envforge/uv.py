@@ -1,0 +1,121 @@
+"""The only module that starts uv. envforge never resolves or installs by itself.
+
+uv comes from the ``uv`` distribution on PyPI (a dependency of envforge), found with
+``uv.find_uv_bin()``; ``$ENVFORGE_UV`` overrides it. Every call runs with ``--no-config`` semantics
+where it matters (a user's ``uv.toml`` must not change a lock), Python downloads disabled (they
+cannot happen on air-gapped GPU boxes and should never happen silently), and a short retry budget
+so an unreachable index fails in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from envforge.errors import ExternalToolError
+
+__all__ = ["UvError", "UvResult", "run_uv", "uv_binary"]
+
+_TAIL_LINES = 25
+
+Progress = Callable[[str], None]
+
+
+class UvError(ExternalToolError):
+    """uv failed or could not start (exit 3). ``stderr_tail`` holds uv's last lines."""
+
+
+@dataclass(frozen=True, slots=True)
+class UvResult:
+    """A finished uv call: its argv, standard output and standard error (text)."""
+
+    argv: tuple[str, ...]
+    stdout: str
+    stderr: str
+
+
+def uv_binary() -> str:
+    """Path of the uv executable: ``$ENVFORGE_UV``, else the ``uv`` package's binary, else PATH.
+
+    :raises UvError: none found.
+    """
+    if env := os.environ.get("ENVFORGE_UV"):
+        return env
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        pass
+    from shutil import which
+
+    found = which("uv")
+    if found is None:
+        raise UvError("uv is not installed", tool="uv", argv=["uv"], returncode=None,
+                      hint="pip install uv (it is a dependency of envforge)")
+    return found
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_HTTP_RETRIES": env.get("UV_HTTP_RETRIES", "1"),
+        "UV_HTTP_TIMEOUT": env.get("UV_HTTP_TIMEOUT", "30"),
+        "NO_COLOR": "1",
+    })
+    env.update(extra or {})
+    return env
+
+
+def run_uv(
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+    timeout_s: float | None = None,
+) -> UvResult:
+    """Run ``uv <args>`` and return its output; stream stderr lines to ``progress`` when given.
+
+    :param env: extra environment variables on top of this process's and envforge's defaults.
+    :param timeout_s: wall-clock limit in seconds (None: no limit).
+    :raises UvError: uv could not start, exited non-zero, or ran past ``timeout_s``; the message
+        keeps argv, exit status and uv's last stderr lines.
+    """
+    argv = [uv_binary(), *args]
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise UvError(f"cannot start uv: {exc.strerror}", tool="uv", argv=argv, returncode=None) from None
+    err_lines: list[str] = []
+    assert proc.stderr is not None and proc.stdout is not None
+    out_chunks: list[str] = []
+    # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
+    reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        for line in proc.stderr:
+            err_lines.append(line.rstrip("\n"))
+            if progress is not None and line.strip():
+                progress(line.rstrip())
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise UvError(f"uv ran past {timeout_s:g} s", tool="uv", argv=argv, returncode=None,
+                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:])) from None
+    reader.join()
+    out = "".join(out_chunks)
+    stderr = "\n".join(err_lines)
+    if proc.returncode != 0:
+        raise UvError(f"uv {args[0] if args else ''} {args[1] if len(args) > 1 else ''}".rstrip()
+                      + f" failed with exit status {proc.returncode}",
+                      tool="uv", argv=argv, returncode=proc.returncode,
+                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
+    return UvResult(tuple(argv), out, stderr)

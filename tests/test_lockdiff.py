@@ -128,7 +128,7 @@ def test_index_change_same_version() -> None:
     new = edited(text, 'name = "idna"\nversion = "3.20"\n',
                  'name = "idna"\nversion = "3.20"\nindex = "https://mirror.example/simple"\n')
     out = rows(render_terminal(diff_locks(load(CU128), new)))
-    assert "index idna 3.20 index pypi -> https://mirror.example/simple" in out
+    assert "source idna 3.20 index pypi -> https://mirror.example/simple" in out
 
 
 def test_same_version_new_hashes_is_flagged() -> None:
@@ -322,6 +322,18 @@ def write_doc_examples() -> None:
 def test_docs_examples_are_current() -> None:
     found = {m.group(2): m.group(3).rstrip("\n") for m in _EXAMPLE.finditer(DOC.read_text())}
     assert found == doc_examples(), "run `python tests/test_lockdiff.py` to refresh docs/lock-diff.md"
+
+
+
+def test_uv_lock_git_source_change() -> None:
+    def lock(commit: str) -> Lock:
+        return parse_lock('version = 1\nrevision = 3\nrequires-python = ">=3.11"\n\n[[package]]\n'
+                          'name = "sglang"\nversion = "0.5.9"\n'
+                          f'source = {{ git = "https://github.com/sgl-project/sglang?rev=main#{commit}" }}\n',
+                          label=f"uv.lock@{commit}")
+    out = rows(render_terminal(diff_locks(lock("aaaa"), lock("bbbb"))))
+    assert out[3] == ("source sglang 0.5.9 source git https://github.com/sgl-project/sglang?rev=main#aaaa"
+                      " -> git https://github.com/sgl-project/sglang?rev=main#bbbb")
 
 
 if __name__ == "__main__":

@@ -144,3 +144,23 @@ def test_textconv_falls_back_to_raw_text(tmp_path: Path, capsys: pytest.CaptureF
     code, out, err = run(capsys, "lock", "textconv", str(bad))
     assert (code, out) == (0, "<<<<<<< ours\n")
     assert err.startswith(f"warning: {bad}:1: merge-conflict marker")
+
+
+def test_file_diff_never_imports_gitpython_or_validates_through_packaging_pylock() -> None:
+    code = ("import sys\nfrom envforge.cli import main\n"
+            f"main(['lock', 'diff', {str(CU128)!r}, {str(NEXT)!r}])\n"
+            "print(sorted(m for m in ('git', 'packaging.pylock') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_json_all_includes_metadata_churn(capsys: pytest.CaptureFixture[str]) -> None:
+    uv = Path(__file__).parent / "data" / "uv-locks"
+    old, new = str(uv / "test-pkg-82fd4d6.uv.lock"), str(uv / "test-pkg-relock.uv.lock")
+    _, out, _ = run(capsys, "lock", "diff", old, new, "--json")
+    diff = json.loads(out)["data"]["diffs"][0]
+    assert (diff["hidden"], diff["summary"]) == (6, {"upgraded": 2, "added": 1})
+    _, out, _ = run(capsys, "lock", "diff", old, new, "--json", "--all")
+    diff = json.loads(out)["data"]["diffs"][0]
+    assert (diff["hidden"], diff["summary"]["metadata"]) == (0, 5)
+    assert [s["subject"] for s in diff["settings"]] == ["options.exclude-newer", "revision"]

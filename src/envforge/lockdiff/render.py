@@ -26,7 +26,7 @@ FAMILY_TITLES = {"torch": "torch family", "nvidia": "nvidia-* / cuda-*",
                  "flashinfer": "flashinfer-*", "sglang": "sglang", "other": "other"}
 KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
-              "source": "index", "rehashed": "REHASHED", "files": "files", "marker": "marker",
+              "source": "source", "rehashed": "REHASHED", "files": "files", "marker": "marker",
               "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
 
@@ -69,12 +69,17 @@ def _versions(c: PackageChange, arrow: str) -> str:
 def _note(c: PackageChange, names: Mapping[str, str], arrow: str) -> str:
     parts = [p for p in (c.level, c.detail) if p]
     if c.old_source and c.new_source:
-        parts.append(f"index {_index(c.old_source, names)} {arrow} {_index(c.new_source, names)}")
+        what = "index" if _is_url(c.old_source) and _is_url(c.new_source) else "source"
+        parts.append(f"{what} {_index(c.old_source, names)} {arrow} {_index(c.new_source, names)}")
     elif c.kind in ("added", "removed"):
         source = c.new_source or c.old_source
         if source and source != PYPI:
             parts.append(f"index {_index(source, names)}")
     return "; ".join(parts).replace(" -> ", f" {arrow} ")
+
+
+def _is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
 
 
 def _field_text(f: FieldChange, arrow: str) -> str:
@@ -205,7 +210,7 @@ def render_textconv(lock: Lock) -> str:
     lines.append("[packages]")
     for p in lock.packages.values():
         parts = [p.name, p.version or "(no version)"]
-        if p.source.startswith(("http://", "https://")) and p.source != PYPI:
+        if _is_url(p.source) and p.source != PYPI:
             parts.append(f"index={_index(p.source, names)}")
         elif p.source != PYPI:
             parts.append(f"source={p.source}")

@@ -181,6 +181,24 @@ def test_identical_locks_have_no_changes(cu128: Lock) -> None:
     assert rows(render_terminal(diff))[1] == "169 -> 169 packages: no changes"
 
 
+def one_package(version: str) -> Lock:
+    wheel = f"https://files.pythonhosted.org/packages/xx/demo-{version}-py3-none-any.whl"
+    return parse_lock(f'lock-version = "1.0"\ncreated-by = "t"\n[[packages]]\nname = "demo"\n'
+                      f'version = "{version}"\nwheels = [{{ url = "{wheel}", hashes = {{ sha256 = "00" }} }}]\n',
+                      label=version)
+
+
+@pytest.mark.parametrize(("old", "new", "line"), [
+    ("1.0rc1", "1.0", "upgraded demo 1.0rc1 -> 1.0 pre"),
+    ("1.0", "1.0.post1", "upgraded demo 1.0 -> 1.0.post1 post"),
+    ("12.8.4.1", "12.8.4.2", "upgraded demo 12.8.4.1 -> 12.8.4.2 patch"),
+    ("2.9.0+cu128", "2.9.1+cu130", "upgraded demo 2.9.0+cu128 -> 2.9.1+cu130 patch; local label +cu128 -> +cu130"),
+    ("2.0", "1!1.0", "upgraded demo 2.0 -> 1!1.0 major"),
+])
+def test_version_levels(old: str, new: str, line: str) -> None:
+    assert rows(render_terminal(diff_locks(one_package(old), one_package(new))))[3] == line
+
+
 # --- [tool.envforge] -------------------------------------------------------------------------
 
 def test_envforge_overrides_indexes_cuda(cuda_rows: list[str]) -> None:

@@ -1,0 +1,117 @@
+"""Client overhead of ``envforge bench``: its streaming client against a bare urllib loop.
+
+Both clients send the same sequential requests to the same local server (a separate process that
+streams SGLang ``/generate`` chunks with no delay, so client cost dominates) and do the same work per
+chunk (read the line, parse the JSON, take a timestamp). Prints the median time per request of each
+over 7 runs and the ratio envforge / bare; a ratio near 1 means the client adds nothing measurable
+to what any HTTP client must do.
+
+Run: ``python benchmarks/bench_bench.py``
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from envforge.bench.client import Endpoint, send_request
+
+RUNS = 7
+REQUESTS = 40
+TOKENS = 256
+
+
+def serve(port: int) -> None:
+    """Stream ``TOKENS`` SGLang-format chunks per POST /generate (chunked encoding), then [DONE]."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(1, TOKENS + 1):
+                body = {"text": "x" * i, "output_ids": [1] * i,
+                        "meta_info": {"id": "r", "finish_reason": None, "completion_tokens": i}}
+                event = b"data: " + json.dumps(body).encode() + b"\n\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n"))
+            self.wfile.write(b"0\r\n\r\n")
+            self.close_connection = True
+
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: object, client_address: object) -> None:
+            pass  # clients closing idle connections (the readiness probe) are not errors here
+
+    Server(("127.0.0.1", port), Handler).serve_forever()
+
+
+def bare(url: str) -> None:
+    body = json.dumps({"text": "p", "sampling_params": {"max_new_tokens": TOKENS}, "stream": True}).encode()
+    req = urllib.request.Request(url + "/generate", data=body, headers={"Content-Type": "application/json"})
+    stamps = []
+    with urllib.request.urlopen(req) as resp:
+        for line in resp:
+            if line.startswith(b"data:") and b"[DONE]" not in line:
+                json.loads(line[5:])
+                stamps.append(time.perf_counter())
+    assert len(stamps) == TOKENS
+
+
+def envforge_client(url: str) -> None:
+    r = send_request(Endpoint.from_url(url), "sglang", "p", model="m", max_new_tokens=TOKENS, temperature=0.0)
+    assert r.ok and r.output_tokens == TOKENS, r.error
+
+
+def timed(fn: object, url: str) -> float:
+    start = time.perf_counter()
+    for _ in range(REQUESTS):
+        fn(url)  # type: ignore[operator]
+    return (time.perf_counter() - start) / REQUESTS
+
+
+def main() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        bare(url), envforge_client(url)  # warm-up
+        b, e = [], []
+        for _ in range(RUNS):
+            b.append(timed(bare, url))
+            e.append(timed(envforge_client, url))
+        mb, me = statistics.median(b), statistics.median(e)
+        print(f"bare urllib loop:  {mb * 1000:.2f} ms/request ({TOKENS} chunks; median of {RUNS} runs x {REQUESTS})")
+        print(f"envforge client:   {me * 1000:.2f} ms/request")
+        print(f"ratio envforge / bare: {me / mb:.2f}")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]))
+    else:
+        main()

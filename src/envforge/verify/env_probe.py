@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (a probe script: run by the environment's own interpreter, importing optional GPU packages)
 """Probe run inside the environment's own interpreter by static verify (stdlib only).
 
 Prints one JSON line: ``python``, ``markers`` (the PEP 508 marker environment, computed as

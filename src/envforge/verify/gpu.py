@@ -252,7 +252,7 @@ def _allreduce(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
     keys = sorted({k for env in inp.profiles.values() for k in env})
     runs: dict[str, Mapping[str, Any]] = {}
     before = len(out.findings)
-    plan = {_DEFAULT: {}} | {n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)}
+    plan: dict[str, Mapping[str, str]] = {_DEFAULT: {}} | {n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)}
     for name, env in plan.items():
         cfg = {"mode": "allreduce", "world": world, "sizes": list(inp.sizes), "set": dict(env),
                "unset": keys if name == _DEFAULT else [],

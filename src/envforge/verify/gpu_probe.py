@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (a probe script: run by the environment's own interpreter, importing optional GPU packages)
 """GPU probe run inside the environment's own interpreter (stdlib + the environment's torch).
 
 argv[1] is JSON with ``mode``:

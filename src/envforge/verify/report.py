@@ -94,7 +94,8 @@ def as_junit(report: VerifyReport) -> bytes:
         if c.status == "findings" and not found:
             ET.SubElement(case, "failure", message=c.detail or "findings", type="finding")
     ET.indent(suite)
-    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return data
 
 
 #: Which check produces which finding kinds (for JUnit grouping).

@@ -92,7 +92,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
         markers = pool.submit(_env_probe, inp) if any(p.marker for p in inp.lock.packages) else None
         installed = installed_distributions(sp)
         _stale(inp, c)
-        probe = markers.result() if markers else {"python": _venv_version(inp.python)}
+        probe: Mapping[str, Any] = markers.result() if markers else {"python": _venv_version(inp.python)}
         found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
         c.notes.extend(notes)
         c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")

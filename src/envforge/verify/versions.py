@@ -97,10 +97,12 @@ def _compare(pkg: LockedPackage, dist: Installed, uv_cache: Path | None,
     try:
         want, have = Version(pkg.version), Version(dist.version)
     except InvalidVersion:
-        want = have = None  # type: ignore[assignment]
-    if want is not None and have == want or want is None and pkg.version == dist.version:
+        if pkg.version != dist.version:
+            findings.append(Finding("version-mismatch", pkg.name, pkg.version, dist.version, _FIX_RELOCK))
         return
-    if want is None or have.public != want.public:
+    if have == want:
+        return
+    if have.public != want.public:
         findings.append(Finding("version-mismatch", pkg.name, pkg.version, dist.version, _FIX_RELOCK))
     elif want.local and not have.local:
         evidence = confirm_variant(pkg, dist, uv_cache)

@@ -108,6 +108,7 @@ class BuildResult:
     generation: Path
     steps: tuple[StepResult, ...]
     patch_states: tuple[tuple[str, str, str], ...] = field(default=())  # (patchset, file, state)
+    notes: tuple[str, ...] = field(default=())  # things the user must know, e.g. B04 disagreements
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,32 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
         lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
         args += ["--offline"]
     run_uv([*args, str(lock)], progress=progress)
-    return f"{sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))} distributions from {plan.lock.name}"
+    count = sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))
+    return f"{count} distributions from {plan.lock.name}"
+
+
+def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
+    """Installed distributions whose METADATA version lacks the lock's local label (field case B04).
+
+    sgl-kernel cu130 wheels were named ``...+cu130-...whl`` while their METADATA said the plain
+    version (sglang issues 14327, 20953). uv installs them; envforge reports it, never silently.
+    Returns one line per disagreement naming both strings and the index.
+    """
+    from importlib.metadata import distributions as dists
+
+    from packaging.utils import canonicalize_name
+
+    locked = {canonicalize_name(p["name"]): p for p in tomllib.loads(lock.read_text()).get("packages", [])}
+    out = []
+    for dist in dists(path=[str(sp)]):
+        entry = locked.get(canonicalize_name(dist.metadata["Name"]))
+        if entry is None:
+            continue
+        want, got = str(entry["version"]), dist.version
+        if want != got and want.split("+")[0] == got.split("+")[0]:
+            out.append(f"{entry['name']}: the lock and the wheel file name say {want} (index "
+                       f"{entry.get('index', 'unknown')}), its installed METADATA says {got} (field case B04)")
+    return out
 
 
 def _detach(sp: Path, distributions: Sequence[str]) -> str:
@@ -310,6 +336,7 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
                 if isinstance(detail, tuple):
                     detail, patch_states = detail
                 steps.append(StepResult(step, clock() - t, detail))
+            notes = tuple(metadata_disagreements(sp, plan.lock))
             step = "flip"
             plan.link.parent.mkdir(parents=True, exist_ok=True)
             _flip(plan.link, plan.generation)
@@ -317,7 +344,7 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
             shutil.rmtree(plan.generation, ignore_errors=True)
             raise BuildError(step, exc, plan.generation) from None
         _prune(root, plan.generation)
-    return BuildResult(plan.link, plan.generation, tuple(steps), patch_states)
+    return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
 
 
 def rollback(project: Project, name: str) -> RollbackResult:

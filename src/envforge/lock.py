@@ -149,8 +149,8 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
         return UvError(f"cannot reach {name} while locking {variant.lock_name}", tool="uv", argv=exc.argv,
                        returncode=exc.returncode, stderr_tail=tail,
                        hint="lock offline: download the wheels on a machine that reaches the index "
-                            "into a directory (a wheelhouse), then run `envforge lock ... --offline "
-                            "--find-links DIR`")
+                            f"into a directory (a wheelhouse), then run `envforge lock {variant.recipe} --variant "
+                            f"{variant.variant} --offline --find-links DIR`")
     if "No solution found" in tail or "unsatisfiable" in tail:
         pins = sorted(set(re.findall(r"depends on ([A-Za-z0-9._-]+)==", tail)))
         hint = ("if the upstream pin is wrong for your stack, override it with a reason, e.g. "

@@ -53,6 +53,8 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def _render_build(ui: Ui, result: Any) -> None:
     for s in result.steps:
         ui.info(f"  {s.name:<12} {s.seconds:6.1f} s  {s.detail}")
+    for note in result.notes:
+        ui.warn(note)
     ui.result(f"{result.link} -> {result.generation.name}")
 
 

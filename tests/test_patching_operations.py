@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import libcst as cst
 import pytest
 
-from envforge.patching.engine import render
+from envforge.patching.source import Source, parse_source
 from envforge.patching.operations import (
     AddDelegatingMethods,
     AddDictEntry,
@@ -28,11 +29,19 @@ def ctx(files: dict[str, str] | None = None, directory: Path = Path(".")) -> OpC
 
 def run(op: Operation, source: str, files: dict[str, str] | None = None,
         directory: Path = Path(".")) -> tuple[Outcome, str]:
-    module = cst.parse_module(textwrap.dedent(source))
+    """Run ``op`` on the whole file; check that on the partial parse (only the statements the
+    operation wants) it ends the same, and that both renderers give libcst's own output."""
+    text = textwrap.dedent(source)
+    module = cst.parse_module(text)
     outcome = op.run(module, ctx(files, directory))
     code = outcome.module.code if outcome.status == "changed" else module.code
-    if outcome.status == "changed":  # the splice renderer agrees with libcst's own code generation
-        assert render(module.bytes, module, outcome.module).decode() == code
+    tree = ast.parse(text)
+    partial = parse_source(text.encode(), tree, op.wanted(tree))
+    again = op.run(partial.module, ctx(files, directory))
+    assert (again.status, again.detail) == (outcome.status, outcome.detail)
+    if outcome.status == "changed":
+        assert partial.render(again.module).decode() == code
+        assert Source(text.encode(), module, None).render(outcome.module).decode() == code
     return outcome, code
 
 

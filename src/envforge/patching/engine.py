@@ -18,8 +18,6 @@ patched modules are removed (B10), and the originals and new sha256s go into the
 
 from __future__ import annotations
 
-import difflib
-import importlib.metadata
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +46,6 @@ __all__ = [
     "evaluate_file",
     "installed_version",
     "plan",
-    "render",
     "revert",
     "unified_diff",
 ]
@@ -139,6 +136,8 @@ class PatchReport:
 
 def unified_diff(change: FileChange, prefix: str = "") -> str:
     """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``."""
+    import difflib
+
     before = change.before.decode("utf-8").splitlines(keepends=True)
     after = change.after.decode("utf-8").splitlines(keepends=True)
     name = f"{prefix}{change.path}"
@@ -146,11 +145,18 @@ def unified_diff(change: FileChange, prefix: str = "") -> str:
 
 
 def installed_version(site_packages: Path, distribution: str) -> str | None:
-    """Version of ``distribution`` from its ``*.dist-info/METADATA`` in ``site_packages``, or None."""
+    """Version of ``distribution`` installed in ``site_packages``, or None.
+
+    Read from the ``<name>-<version>.dist-info`` directory name, which the binary distribution
+    format spec (packaging.python.org, "Recording installed projects") makes normalized and
+    unambiguous (the name has no ``-``); this avoids importing ``importlib.metadata`` (and email)
+    on the fast path.
+    """
     want = canonicalize_name(distribution)
-    for dist in importlib.metadata.distributions(path=[str(site_packages)]):
-        if canonicalize_name(dist.metadata["Name"] or "") == want:
-            return dist.version
+    for info in site_packages.glob("*.dist-info"):
+        name, _, version = info.name[:-len(".dist-info")].partition("-")
+        if version and canonicalize_name(name) == want:
+            return version
     return None
 
 
@@ -159,15 +165,26 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
     """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, detail)], after)``.
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
-    ``already-applied``, else ``upstream-fixed``). Never raises on the code it reads.
+    ``already-applied``, else ``upstream-fixed``). Only the top-level statements the operations
+    name are parsed with libcst (:mod:`envforge.patching.source`). Never raises on the code it reads.
     """
+    import ast
+
     import libcst as cst
+
+    from envforge.patching.source import parse_source
 
     ops = [op for op in ps.operations if op.file == path]
     try:
-        module = original = cst.parse_module(before)
-    except cst.ParserSyntaxError as exc:
-        return [(op, DRIFTED, f"file does not parse: {exc.message}") for op in ops], before
+        tree = ast.parse(before)
+        wanted: set[int] | None = set()
+        for op in ops:
+            w = op.wanted(tree)
+            wanted = None if w is None or wanted is None else wanted | w
+        source = parse_source(before, tree, wanted)
+    except (SyntaxError, ValueError, cst.ParserSyntaxError) as exc:
+        return [(op, DRIFTED, f"file does not parse: {exc}") for op in ops], before
+    module = source.module
     out: list[tuple[Operation, str, str]] = []
     for op in ops:
         outcome = _safe_run(op, module, ctx)
@@ -176,52 +193,7 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
             outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
         out.append((op, state, outcome.detail))
-    return out, render(before, original, module)
-
-
-def render(before: bytes, original: Any, module: Any) -> bytes:
-    """The bytes of ``module``, an edit of ``original`` (parsed from ``before``).
-
-    Top-level statements kept by identity are copied from ``before``; only the replaced or
-    inserted ones are generated, each located by its unique text (generating a whole large
-    module costs more than parsing it). Falls back to full generation when a location is not
-    unique.
-    """
-    if module is original:
-        return before
-    text = before.decode(original.encoding)
-    if module.header is not original.header or module.footer is not original.footer:
-        return bytes(module.bytes)
-    spans = _spans(text, original, module)
-    if spans is None:
-        return bytes(module.bytes)
-    for start, end, new in reversed(spans):
-        text = text[:start] + new + text[end:]
-    return text.encode(original.encoding)
-
-
-def _spans(text: str, original: Any, module: Any) -> list[tuple[int, int, str]] | None:
-    index = {id(s): i for i, s in enumerate(original.body)}
-    kept = [(index[id(s)], j) for j, s in enumerate(module.body) if id(s) in index]
-    bounds = [(-1, -1), *kept, (len(original.body), len(module.body))]
-    spans: list[tuple[int, int, str]] = []
-    for (a, ja), (b, jb) in zip(bounds, bounds[1:]):
-        removed, added = original.body[a + 1:b], module.body[ja + 1:jb]
-        if not removed and not added:
-            continue
-        new = "".join(module.code_for_node(s) for s in added)
-        if removed:
-            old = "".join(original.code_for_node(s) for s in removed)
-        elif a >= 0:
-            old = original.code_for_node(original.body[a])
-            new = old + new
-        else:
-            return None
-        if text.count(old) != 1:
-            return None
-        start = text.index(old)
-        spans.append((start, start + len(old), new))
-    return sorted(spans)
+    return out, source.render(module)
 
 
 def _safe_run(op: Operation, module: Any, ctx: OpContext) -> Outcome:

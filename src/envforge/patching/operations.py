@@ -123,6 +123,12 @@ class Operation:
         """One line: the kind and what it adds where."""
         raise NotImplementedError
 
+    def wanted(self, tree: ast.Module) -> set[int] | None:
+        """Indices of the top-level statements of ``tree`` (the file read by ``ast``) that
+        :meth:`run` may look at: every candidate, so a match count is the same as on the whole
+        file. None means the whole file."""
+        return None
+
     def anchor_text(self) -> str:
         """The code this operation must find exactly once (for drift messages)."""
         raise NotImplementedError
@@ -151,6 +157,25 @@ def _classes(module: cst.Module, name: str) -> list[cst.ClassDef]:
     import libcst as cst
 
     return [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
+
+
+def _top_level(tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple[str, ...] = (),
+               imports: bool = False) -> set[int]:
+    """Top-level statements of ``tree``: definitions of ``functions`` (``f`` or ``Class.f``: then
+    the class), assignments to ``names`` (``X`` or ``Class.X``: then the class), and imports."""
+    defs = {f.split(".")[0] for f in functions if "." not in f}
+    classes = {f.split(".")[0] for f in (*functions, *names) if "." in f}
+    plain = {n for n in names if "." not in n}
+    out = set()
+    for i, node in enumerate(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in defs \
+                or isinstance(node, ast.ClassDef) and node.name in classes \
+                or imports and isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.add(i)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in plain for t in node.targets) \
+                or isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in plain:
+            out.add(i)
+    return out
 
 
 def _assigned_name(stmt: Any) -> tuple[str | None, Any]:
@@ -302,6 +327,11 @@ class AddGuardOperand(Operation):
     def anchor_text(self) -> str:
         return f"`{self.anchor}` in {self.function}()"
 
+    def wanted(self, tree: ast.Module) -> set[int] | None:
+        defined = ast.parse(self.define).body[0].targets[0].id if self.define else ""  # type: ignore[attr-defined]
+        names = tuple(n for n in (self.define_after, defined) if n)
+        return _top_level(tree, functions=(self.function,), names=names, imports=bool(self.import_))
+
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
@@ -380,6 +410,9 @@ class AddDictEntry(Operation):
 
     def anchor_text(self) -> str:
         return f"`{self.target} = {{...}}`"
+
+    def wanted(self, tree: ast.Module) -> set[int] | None:
+        return _top_level(tree, names=(self.target,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
@@ -506,6 +539,9 @@ class AddDelegatingMethods(Operation):
     def anchor_text(self) -> str:
         return f"class {self.class_} assigning self.{self.attribute}"
 
+    def wanted(self, tree: ast.Module) -> set[int] | None:
+        return _top_level(tree, names=(f"{self.class_}.*",))
+
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
@@ -581,6 +617,9 @@ class AddListElement(Operation):
 
     def anchor_text(self) -> str:
         return f"`{self.call}({self.keyword}={self.anchor or '[...]'})` in {self.function}()"
+
+    def wanted(self, tree: ast.Module) -> set[int] | None:
+        return _top_level(tree, functions=(self.function,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst

@@ -174,7 +174,7 @@ def test_driver_floors(cuda: str, floor: str) -> None:
 @pytest.mark.parametrize(("name", "version", "major"), [
     ("nvidia-nccl-cu12", "2.27.3", 12), ("cupy-cuda13x", "14.0", 13), ("torch", "2.9.1+cu130", 13),
     ("torch", "2.9.1+cu128", 12), ("cuda-python", "12.9.2", 12), ("nvidia-cufft", "12.0.0.15", None),
-    ("jax-cuda12-plugin", "0.7.0", 12), ("sglang", "0.5.9", None)])
+    ("nvidia-cudnn-cu13", "9.13.0.50", 13), ("sglang", "0.5.9", None)])
 def test_cuda_major_of(name: str, version: str, major: int | None) -> None:
     assert cuda_major_of(name, version) == major
 
@@ -192,3 +192,30 @@ def test_profile_slower_than_default_is_a_finding() -> None:
         ("profile pcie, all-reduce 16777216 bytes", "975.3 us (12.99x)")]
     table = G._table(runs, 2, MACHINE, (43008, 1 << 20, 16 << 20))
     assert table["per_step_budget"]["by_profile_ms"] == {"nccl-default": 2.977, "pcie": 3.367}
+
+
+def _gpus_here() -> int:
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_gpus_here() < 2, reason="needs torch with 2 or more CUDA GPUs in this interpreter")
+def test_real_allreduce_with_and_without_the_profile(tmp_path: Path) -> None:
+    import sys
+
+    inp = G.GpuInputs(python=Path(sys.executable), lock=EnvLock(tmp_path / "x", (), {}),
+                      target={"compute-capability": "12.0", "gpus": 8}, profiles={"pcie": PCIE},
+                      target_from_machine=True, base_env=dict(os.environ), sizes=(43008, 1 << 20),
+                      installed_profile="pcie")
+    res = G.run_gpu(inp)
+    assert not [f for f in res.findings if f.kind in ("allreduce-failed", "allreduce-timeout", "gpu-probe-failed")]
+    ar = res.measurements["allreduce"]
+    assert ar["world_size"] == _gpus_here()
+    for name in ("nccl-default", "pcie"):
+        assert all(v > 0 for v in ar["profiles"][name]["us"].values())
+    assert "NCCL_MAX_NCHANNELS" not in ar["profiles"]["nccl-default"]["env"]
+    assert ar["profiles"]["pcie"]["env"]["NCCL_MAX_NCHANNELS"] == "2"

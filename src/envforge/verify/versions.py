@@ -19,6 +19,7 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from envforge.cuda import cuda_major, cuda_mismatches
 from envforge.verify.findings import Finding
 from envforge.verify.inventory import EnvLock, Installed, LockedPackage, direct_url
 from envforge.verify.records import read_record
@@ -31,34 +32,13 @@ FAMILIES: Mapping[str, tuple[str, ...]] = {
     "flashinfer": ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"),
 }
 
-#: Distributions whose own version is the CUDA release they belong to (curated: nvidia-cufft,
-#: -curand, -cusolver, -cusparse are versioned by library, not by CUDA release, and are left out).
-CUDA_VERSIONED = frozenset({
-    "cuda-python", "cuda-bindings", "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc",
-    "nvidia-cuda-cupti", "nvidia-cuda-nvcc", "nvidia-nvjitlink", "nvidia-cublas",
-})
-
-_SUFFIX = re.compile(r"-cu(\d{2})$|-cuda(\d{2})(?:x|-|$)")
-_LABEL = re.compile(r"^cu(\d{2,3})$")
 _FIX_RELOCK = "rebuild the environment from its lock: `envforge build`"
 
 
 def cuda_major_of(name: str, version: str) -> int | None:
-    """The CUDA major a distribution is built for, or None when it says nothing.
-
-    Sources, in order: a ``-cu12``/``-cu13``/``-cuda12x`` name suffix (``nvidia-nccl-cu12``,
-    ``cupy-cuda13x``), a ``+cuNNN`` local label (``torch 2.9.1+cu130``), the version of a distribution
-    in :data:`CUDA_VERSIONED` (``cuda-python 13.0.1``).
-    """
-    if m := _SUFFIX.search(name):
-        return int(m.group(1) or m.group(2))
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return None
-    if v.local and (m := _LABEL.match(v.local)):
-        return int(m.group(1)[:-1])
-    return v.major if canonicalize_name(name) in CUDA_VERSIONED else None
+    """The CUDA major a distribution is built for, or None (the curated map of :mod:`envforge.cuda`)."""
+    found = cuda_major(name, version)
+    return found[0] if found else None
 
 
 def _applies(pkg: LockedPackage, markers: Mapping[str, str] | None) -> bool:
@@ -205,15 +185,10 @@ def _public(version: str) -> str:
 
 
 def check_cuda_major(installed: Iterable[Installed], cuda: str) -> list[Finding]:
-    """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03)."""
+    """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03; :mod:`envforge.cuda`)."""
     want = int(cuda.split(".")[0])
-    out = []
-    for d in installed:
-        major = cuda_major_of(d.name, d.version)
-        if major is not None and major != want:
-            out.append(Finding(
-                "cuda-major-mismatch", f"{d.name} {d.version}", f"CUDA {want} wheels (variant cuda {cuda})",
-                f"built for CUDA {major}",
-                f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls "
-                f"it in), relock and rebuild"))
-    return out
+    return [Finding(
+        "cuda-major-mismatch", f"{m.name} {m.version}", f"CUDA {want} wheels (variant cuda {cuda})",
+        f"built for CUDA {m.major} ({m.why})",
+        f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls it in), "
+        "relock and rebuild") for m in cuda_mismatches(((d.name, d.version) for d in installed), cuda)]

@@ -123,17 +123,17 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching import load_patchsets
 
     patchsets = load_patchsets(_project(args).patchsets_dir)
-    rows = [{"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
+    rows: list[dict[str, Any]] = [{"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
              "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
              "files": list(p.files)} for p in patchsets]
     if ui.json_mode:
         ui.emit_json("patches-list", rows)
         return 0
-    for r in rows:
-        ui.result(f"{r['id']}  {r['distribution']}{r['versions']}  {r['digest'][:19]}")
-        ui.result(f"    {r['reason']}")
-        for req in r["requires"]:
-            ui.result(f"    requires {req}")
-        if r["activation"]:
-            ui.result(f"    activated by {r['activation']}")
+    for p in patchsets:
+        ui.result(f"{p.id}  {p.distribution}{p.versions}  {p.digest[:19]}")
+        ui.result(f"    {p.reason}")
+        for req in p.requires:
+            ui.result(f"    requires {req.text}")
+        if p.activation:
+            ui.result(f"    activated by {p.activation}")
     return 0

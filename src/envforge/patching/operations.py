@@ -108,7 +108,7 @@ class Operation:
             return None, [Problem(path, "expected a table")]
         kind = table.get("kind")
         found = Enum(*OPERATIONS)(kind, "kind") if kind is not None else [Problem("kind", "missing required key")]
-        if found:
+        if found or not isinstance(kind, str):
             return None, [Problem(f"{path}.kind", found[0].message, line_of(text, "operation.kind"))]
         sub = OPERATIONS[kind]
         spec = Table({"kind": Str(), "file": Str(), **sub.keys}, required=sub.required | {"file"})
@@ -283,10 +283,10 @@ def _missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | No
                 a.evaluated_alias is None and a.evaluated_name == name for a in imp.names):
             return None, ""
     plain = [(i, imp) for i, imp in froms if not isinstance(imp.names, cst.ImportStar)]
-    if len(plain) == 1:
+    if len(plain) == 1 and not isinstance(plain[0][1].names, cst.ImportStar):
         i, imp = plain[0]
         lead = imp.lpar.whitespace_after if imp.lpar else cst.SimpleWhitespace("")
-        names = _append_element(list(imp.names), cst.ImportAlias(name=cst.Name(name)), lead)
+        names = _append_element(list(imp.names), cst.ImportAlias(name=cst.Name(name)), lead)  # type: ignore[arg-type]
         line = module.body[i].with_changes(body=[imp.with_changes(names=names)])
         return module.with_changes(body=(*module.body[:i], line, *module.body[i + 1:])), \
             f"imported {name} from {mod}"

@@ -106,3 +106,11 @@ def test_patches_export_and_list(project: Path, tmp_path: Path, capsys: pytest.C
     rows = json.loads(capsys.readouterr().out)["data"]
     assert [r["id"] for r in rows][0] == "flashinfer-sm120-trtllm-comm"
     assert rows[2]["requires"] == ["patchset:flashinfer-sm120-trtllm-comm | flashinfer-python>=0.6.17"]
+
+
+def test_default_patchsets_without_a_lock_are_those_of_installed_distributions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sp = slim_tree(tmp_path / "sp", ("flashinfer-python", "0.6.4"))
+    assert main(["apply-patches", "--site-packages", str(sp), "--project", str(PATCHSETS.parent)]) == 0
+    assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [
+        ["applied", "flashinfer-sm120-trtllm-comm"]]

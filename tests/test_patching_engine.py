@@ -291,10 +291,15 @@ def test_changed_patchset_reapplies_on_top(sp059: Path, tmp_path: Path) -> None:
     apply(sp059, load_patchsets(PATCHSETS, ["kimik25-eagle3-delegation"]))
     original = read_manifest(sp059)
     d = _widened(tmp_path, "kimik25-eagle3-delegation", "reason = ", "# edited\nreason = ")
-    report = apply(sp059, load_patchsets(d, ["kimik25-eagle3-delegation"]))
+    (edited,) = load_patchsets(d, ["kimik25-eagle3-delegation"])
+    report = apply(sp059, [edited])
     assert states(report) == {"kimik25-eagle3-delegation": ["already-applied"]}
+    manifest = read_manifest(sp059)
+    assert original is not None and manifest is not None and manifest.files == original.files
+    assert [p.digest for p in manifest.patchsets] == [edited.digest] != [p.digest for p in original.patchsets]
     shutil.rmtree(tmp_path / "patchsets")
-    assert read_manifest(sp059) == original
+    again = plan(sp059, [edited])  # the fast path holds again with the new digest
+    assert [r.message for r in again.results] == ["recorded in the patch manifest; file unchanged since"]
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -350,7 +350,11 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
 
     ordered = order_patchsets(list(patchsets))
     report = plan(site_packages, ordered)
-    if dry_run or not report.changes:
+    if dry_run:
+        return report
+    manifest = read_manifest(site_packages) or Manifest()
+    _refresh_digests(site_packages, ordered, report, manifest)
+    if not report.changes:
         return report
     manifest = read_manifest(site_packages) or Manifest()
     versions = {ps.distribution: installed_version(site_packages, ps.distribution) for ps in ordered}
@@ -365,6 +369,20 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
         manifest = _write_patchset(site_packages, ps, mine, manifest, versions[ps.distribution] or "")
     return PatchReport(report.site_packages, report.results, report.changes, report.unmet,
                        report.activations, written=True)
+
+
+def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport, manifest: Any) -> None:
+    """Record the current digest of a patchset whose file changed (comments, reason) while every
+    edit it makes is still in place, so the manifest names the patchset file in use."""
+    from envforge.patching.manifest import Manifest, write_manifest
+
+    changed = {c.patchset for c in report.changes}
+    fresh = {ps.id: ps.digest for ps in ordered if ps.id not in changed
+             and (rec := manifest.patchset(ps.id)) is not None and rec.digest != ps.digest
+             and all(r.state == ALREADY_APPLIED for r in report.results if r.patchset == ps.id)}
+    if fresh:
+        records = tuple(replace(p, digest=fresh.get(p.id, p.digest)) for p in manifest.patchsets)
+        write_manifest(sp, Manifest(records, manifest.files))
 
 
 def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manifest: Any,

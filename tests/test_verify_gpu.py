@@ -219,3 +219,32 @@ def test_real_allreduce_with_and_without_the_profile(tmp_path: Path) -> None:
         assert all(v > 0 for v in ar["profiles"][name]["us"].values())
     assert "NCCL_MAX_NCHANNELS" not in ar["profiles"]["nccl-default"]["env"]
     assert ar["profiles"]["pcie"]["env"]["NCCL_MAX_NCHANNELS"] == "2"
+
+
+def test_cuda_unavailable_with_gpus_present() -> None:
+    out = G._Out()
+    machine = {**MACHINE, "cuda_available": False, "gpus": [],
+               "torch_error": "ModuleNotFoundError: No module named 'torch'"}
+    assert not G._usable(machine, out)
+    assert [(f.kind, f.subject, f.actual) for f in out.findings] == [
+        ("cuda-unavailable", "torch", "ModuleNotFoundError: No module named 'torch'")]
+    assert G._usable(MACHINE, G._Out())
+
+
+def test_torch_built_without_the_target_architecture() -> None:
+    machine = {**MACHINE, "arch_list": ["sm_80", "sm_90"]}
+    target = {"gpu": "RTX PRO 6000 Blackwell", "compute-capability": "12.0"}
+    out = G._Out()
+    inp = G.GpuInputs(python=Path("python"), lock=EnvLock(Path("x"), (), {}), target=target, profiles={})
+    G._hardware(inp, machine, target, out)
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in out.findings if f.kind == "arch-list"] == [
+        ("arch-list", "recipe target RTX PRO 6000 Blackwell", "kernels for sm_120 in torch.cuda.get_arch_list()",
+         "sm_80, sm_90")]
+
+
+def test_failing_native_op_is_a_finding_and_absent_packages_are_not(stub_python: Path, tmp_path: Path) -> None:
+    out = G._Out()
+    G._ops(_inputs(stub_python, tmp_path, step_timeout_s=30.0), out)
+    assert [(f.kind, f.subject, f.actual) for f in out.findings] == [
+        ("native-op", "torch", "AttributeError: module 'torch' has no attribute 'randn'")]
+    assert [r["package"] for r in out.measurements["native_ops"]] == ["torch"]

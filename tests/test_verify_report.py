@@ -97,3 +97,31 @@ def test_broken_interpreter_exits_3(env: BuiltEnv, monkeypatch: pytest.MonkeyPat
 def test_every_kind_is_grouped_under_one_check() -> None:
     grouped = [k for kinds in _CHECK_OF.values() for k in kinds]
     assert sorted(set(grouped)) == sorted(KINDS)
+
+
+def test_drafter_level_runs_the_recipes_drafter_table(env: BuiltEnv, tmp_path: Path) -> None:
+    import os
+
+    from hub_server import eagle3_config, eagle3_files, running_hub
+
+    from envforge.environment import Environment
+    from envforge.project import Project
+    from envforge.verify import VerifyOptions, verify
+
+    root = env.path.parent.parent
+    options = dict(levels=("drafter",), base_env=dict(os.environ), hub_cache=tmp_path / "hub-cache")
+    skipped = verify(Environment(env.path), Project(root), VerifyOptions(**options))  # type: ignore[arg-type]
+    assert [(c.name, c.status, c.detail) for c in skipped.checks] == [
+        ("drafter", "skipped", "the recipe has no [verify.drafter] table")]
+    target = tmp_path / "config.json"
+    target.write_text(json.dumps({"hidden_size": 128, "vocab_size": 4096, "num_hidden_layers": 61}))
+    with running_hub() as hub:
+        sha = hub.add_commit("test-org/drafter-a", eagle3_files(eagle3_config()))
+        recipe = root / "recipes" / "quickstart.toml"
+        recipe.write_text(recipe.read_text() + f'\n[verify.drafter]\nrepo = "test-org/drafter-a"\n'
+                          f'revision = "{sha}"\ntarget-config = "{target}"\n')
+        report = verify(Environment(env.path), Project(root),
+                        VerifyOptions(**options, hub_endpoint=hub.url))  # type: ignore[arg-type]
+    assert [c.status for c in report.checks] == ["findings"]
+    assert {f.level for f in report.findings} == {"drafter"}
+    assert "target-hidden-size" in [f.kind for f in report.findings]

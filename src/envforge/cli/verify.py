@@ -53,7 +53,8 @@ def _verify(args: argparse.Namespace, ui: Any) -> int:
         ui.progress("verify: GPU probes run in the environment's interpreter (each step under a hard timeout)")
     report = verify(env, project, VerifyOptions(
         levels=levels, deep=args.deep, target_from_machine=args.target_from_machine,
-        base_env=dict(os.environ), uv_cache=_uv_cache(os.environ), step_timeout_s=args.step_timeout))
+        base_env=dict(os.environ), uv_cache=_uv_cache(os.environ), step_timeout_s=args.step_timeout,
+        hub_endpoint=os.environ.get("HF_ENDPOINT")))
     if args.junit:
         Path(args.junit).write_bytes(as_junit(report))
     if ui.json_mode:

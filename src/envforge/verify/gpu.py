@@ -124,15 +124,8 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
         out.add("gpu-info", [_f("gpu-probe-failed", str(inp.python), "the GPU info probe prints JSON",
                                 str(exc).splitlines()[0], "run the environment's python by hand and read the error")])
         return out.result({}, dict(inp.target))
-    if not machine.get("devices_present"):
-        out.skip("gpu", "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)")
+    if not _usable(machine, out):
         return out.result(machine, dict(inp.target))
-    if not machine.get("cuda_available") or not machine.get("gpus"):
-        why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"
-        out.add("cuda", [_f("cuda-unavailable", "torch", "CUDA usable from the environment's torch", why,
-                            "install the locked torch build for this CUDA variant (`envforge build`) and check the driver")])
-        return out.result(machine, dict(inp.target))
-    out.add("cuda", [], f"torch {machine['torch']}, CUDA runtime {machine['cuda_runtime']}, NCCL {machine.get('nccl')}")
     target = _target(inp, machine, out)
     matches = _hardware(inp, machine, target, out)
     _software(inp, machine, out)
@@ -144,6 +137,20 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
     _ops(inp, out)
     _allreduce(inp, machine, out)
     return out.result(machine, target)
+
+
+def _usable(machine: Mapping[str, Any], out: _Out) -> bool:
+    """GPUs present and usable from the environment's torch; else a skip or a finding."""
+    if not machine.get("devices_present"):
+        out.skip("gpu", "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)")
+        return False
+    if not machine.get("cuda_available") or not machine.get("gpus"):
+        why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"
+        out.add("cuda", [_f("cuda-unavailable", "torch", "CUDA usable from the environment's torch", why,
+                            "install the locked torch build for this CUDA variant (`envforge build`) and check the driver")])
+        return False
+    out.add("cuda", [], f"torch {machine['torch']}, CUDA runtime {machine['cuda_runtime']}, NCCL {machine.get('nccl')}")
+    return True
 
 
 def _target(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> dict[str, Any]:

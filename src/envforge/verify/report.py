@@ -113,4 +113,4 @@ _CHECK_OF = {
 
 
 def _belongs(kind: str, check: str) -> bool:
-    return kind in _CHECK_OF.get(check, set())
+    return check == "drafter" or kind in _CHECK_OF.get(check, set())

@@ -38,6 +38,8 @@ class VerifyOptions:
     uv_cache: Path | None = None
     allreduce_sizes: tuple[int, ...] = (43008, 1 << 20, 16 << 20)
     step_timeout_s: float = 120.0
+    hub_endpoint: str | None = None
+    hub_cache: Path | None = None
     clock: Any = None
 
 
@@ -106,11 +108,37 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         gpu_data = g.machine
         target = dict(g.target)
     if "drafter" in options.levels:
-        checks.append(Check("drafter", "drafter", "skipped", "the drafter level is `envforge drafter check`"))
+        found_d, check_d = _drafter(project, gen, options)
+        findings += found_d
+        checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data, python))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in options.levels),
                         fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
+
+
+def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str, Any]:
+    if project is None or not gen.get("recipe"):
+        return {}
+    from envforge.recipe import load_recipe
+
+    try:
+        return load_recipe(project.recipe_path(str(gen["recipe"]))).data
+    except InputError:
+        return {}
+
+
+def _drafter(project: Project | None, gen: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Finding], Check]:
+    """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`."""
+    settings = _recipe_data(project, gen).get("verify", {}).get("drafter")
+    if not settings:
+        return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
+    from envforge.drafter import drafter_checks
+
+    issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint)
+    found = [Finding(i.kind, i.subject, i.expected, i.actual, i.fix, level="drafter") for i in issues]
+    return found, Check("drafter", "drafter", "findings" if found else "ok",
+                        f"{settings['repo']}@{settings['revision']}")
 
 
 def _fp_gpu(machine: Mapping[str, Any] | None, python: str | None) -> dict[str, Any]:
@@ -125,17 +153,9 @@ def _fp_gpu(machine: Mapping[str, Any] | None, python: str | None) -> dict[str, 
 def _profiles(project: Project | None, gen: Mapping[str, Any], sp: Path) -> dict[str, dict[str, str]]:
     """Env profiles to measure: the recipe's ``[env.*]`` tables (each merged over ``[env.default]``),
     or only the installed one when the recipe cannot be found."""
-    out: dict[str, dict[str, str]] = {}
-    recipe_name = gen.get("recipe")
-    if project is not None and recipe_name:
-        try:
-            from envforge.recipe import load_recipe
-
-            recipe = load_recipe(project.recipe_path(str(recipe_name)))
-            base = dict(recipe.env_profiles.get("default", {}))
-            out = {name: {**base, **env} for name, env in recipe.env_profiles.items()}
-        except InputError:
-            out = {}
+    profiles: Mapping[str, Mapping[str, str]] = _recipe_data(project, gen).get("env", {})
+    base = dict(profiles.get("default", {}))
+    out = {name: {**base, **env} for name, env in profiles.items()}
     prof = installed_profile(sp)
     if prof is not None:
         out.setdefault(str(prof.get("profile")), dict(prof.get("env", {})))

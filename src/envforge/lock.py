@@ -29,7 +29,7 @@ from envforge import __version__
 from envforge.cuda import cuda_mismatches
 from envforge.errors import CheckFailed, InputError
 from envforge.recipe import ResolvedVariant
-from envforge.routing import DEFAULT_INDEX, attribute, index_violations, uv_pyproject
+from envforge.routing import DEFAULT_INDEX, attribute, effective_indexes, index_violations, uv_pyproject
 from envforge.uv import UvError, run_uv
 
 __all__ = [
@@ -152,7 +152,10 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
                             f"into a directory (a wheelhouse), then run `envforge lock {variant.recipe} --variant "
                             f"{variant.variant} --offline --find-links DIR`")
     if "No solution found" in tail or "unsatisfiable" in tail:
-        pins = sorted(set(re.findall(r"depends on ([A-Za-z0-9._-]+)==", tail)))
+        tail = "\n".join(ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines()
+                         if not ln.startswith("warning:"))
+        pins = [m.group(2) for m in re.finditer(r"([\w.-]+)(?:==\S+)? depends? on ([\w.-]+)==", tail)
+                if m.group(1) != "recipe"]
         hint = ("if the upstream pin is wrong for your stack, override it with a reason, e.g. "
                 + (f"[variant.{variant.variant}.overrides] {pins[0]} = {{ version = \"==X\", reason = \"...\" }}"
                    if pins else "[overrides] NAME = { version = \"==X\", reason = \"...\" }"))
@@ -306,7 +309,7 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
 def attribute_packages(raw_packages: Sequence[Mapping[str, Any]], variant: ResolvedVariant,
                        find_links: Sequence[Path]) -> dict[str, str]:
     """Package name -> index name, from the first file URL of each package."""
-    indexes = [DEFAULT_INDEX, *[i for i in variant.indexes if i.name != DEFAULT_INDEX.name]]
+    indexes = effective_indexes(variant)
     out = {}
     for p in raw_packages:
         files = list(p.get("wheels", [])) + ([p["sdist"]] if "sdist" in p else [])

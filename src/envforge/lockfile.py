@@ -104,7 +104,7 @@ def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, 
     from envforge.lock import attribute_packages
 
     by_pkg = attribute_packages(raw.get("packages", []), variant, find_links)
-    urls = {i.name: i.url for i in (DEFAULT_INDEX, *variant.indexes)}
+    urls = {i.name: i.url for i in (DEFAULT_INDEX, *variant.indexes)}  # the recipe's pypi wins
     doc = tomlkit.document()
     doc.add(tomlkit.comment(f"envforge lock of recipe {variant.recipe}, variant {variant.variant}. "
                             "Regenerate with `envforge lock`; do not edit."))

@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from envforge.recipe import Index, ResolvedVariant
 
-__all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "index_violations", "uv_pyproject"]
+__all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "effective_indexes", "index_violations",
+           "uv_pyproject"]
 
 DEFAULT_INDEX = Index("pypi", "https://pypi.org/simple")
 FIND_LINKS = "find-links"
@@ -51,6 +52,12 @@ def uv_pyproject(variant: ResolvedVariant) -> str:
         lines += ["[[tool.uv.index]]", f"name = {_toml_str(idx.name)}", f"url = {_toml_str(idx.url)}",
                   "explicit = true", ""]
     return "\n".join(lines)
+
+
+def effective_indexes(variant: ResolvedVariant) -> list[Index]:
+    """The default index (the recipe's ``pypi`` entry, else PyPI) first, then the recipe's others."""
+    default = next((i for i in variant.indexes if i.name == DEFAULT_INDEX.name), DEFAULT_INDEX)
+    return [default, *[i for i in variant.indexes if i.name != DEFAULT_INDEX.name]]
 
 
 def _host(url: str) -> str:
@@ -108,7 +115,7 @@ def index_violations(
     A package routed to index X may come only from X; any other package only from the default
     index (``pypi``) or, for an offline lock, the ``--find-links`` wheelhouse.
     """
-    indexes = [DEFAULT_INDEX, *[i for i in variant.indexes if i.name != DEFAULT_INDEX.name]]
+    indexes = effective_indexes(variant)
     routed = {p.name: p.index for p in variant.packages if p.index}
     out = []
     for pkg in packages:

@@ -102,7 +102,7 @@ def run_uv(
     try:
         for line in proc.stderr:
             err_lines.append(line.rstrip("\n"))
-            if progress is not None and line.strip():
+            if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
                 progress(line.rstrip())
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

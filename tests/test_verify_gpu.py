@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-import uv
 
 from envforge.verify import gpu as G
 from envforge.verify.inventory import EnvLock
@@ -54,6 +53,8 @@ def init_process_group(*args, **kwargs):
 def stub_python(tmp_path: Path) -> Path:
     if not Path(PY312).exists():
         pytest.skip("needs the pyenv Python 3.12.1")
+    import uv
+
     env = tmp_path / "env"
     subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", PY312, str(env)], check=True,
                    env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
@@ -120,6 +121,8 @@ def test_hung_probe_is_killed_at_its_hard_timeout(stub_python: Path, tmp_path: P
 def test_gpu_level_is_skipped_without_a_gpu(tmp_path: Path) -> None:
     if not Path(PY312).exists():
         pytest.skip("needs the pyenv Python 3.12.1")
+    import uv
+
     env = tmp_path / "env"
     subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", PY312, str(env)], check=True,
                    env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})

@@ -124,6 +124,7 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
         out.add("gpu-info", [_f("gpu-probe-failed", str(inp.python), "the GPU info probe prints JSON",
                                 str(exc).splitlines()[0], "run the environment's python by hand and read the error")])
         return out.result({}, dict(inp.target))
+    out.measurements["machine"] = machine
     if not _usable(machine, out):
         return out.result(machine, dict(inp.target))
     target = _target(inp, machine, out)

@@ -10,7 +10,6 @@ from typing import Any
 import libcst as cst
 import pytest
 
-from envforge.patching.source import Source, parse_source
 from envforge.patching.operations import (
     AddDelegatingMethods,
     AddDictEntry,
@@ -21,6 +20,7 @@ from envforge.patching.operations import (
     Operation,
     Outcome,
 )
+from envforge.patching.source import Source, parse_source
 
 
 def ctx(files: dict[str, str] | None = None, directory: Path = Path(".")) -> OpContext:

@@ -123,9 +123,10 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching import load_patchsets
 
     patchsets = load_patchsets(_project(args).patchsets_dir)
-    rows: list[dict[str, Any]] = [{"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
-             "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
-             "files": list(p.files)} for p in patchsets]
+    rows: list[dict[str, Any]] = [
+        {"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
+         "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
+         "files": list(p.files)} for p in patchsets]
     if ui.json_mode:
         ui.emit_json("patches-list", rows)
         return 0

@@ -29,7 +29,12 @@ from envforge.patching.engine import (
 )
 from envforge.patching.export import export_diff
 from envforge.patching.manifest import Manifest, PatchedFile, read_manifest
-from envforge.patching.patchset import Patchset, PatchsetError, load_patchset, load_patchsets
+from envforge.patching.patchset import (
+    Patchset,
+    PatchsetError,
+    load_patchset,
+    load_patchsets,
+)
 
 __all__ = [
     "ALREADY_APPLIED",

@@ -388,7 +388,14 @@ def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport,
 def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manifest: Any,
                     version: str) -> Any:
     from envforge.patching.manifest import (
-        AppliedPatchset, Manifest, PatchedFile, atomic_write, originals_dir, sha256_hex, write_manifest)
+        AppliedPatchset,
+        Manifest,
+        PatchedFile,
+        atomic_write,
+        originals_dir,
+        sha256_hex,
+        write_manifest,
+    )
 
     originals = originals_dir(sp)
     originals.mkdir(parents=True, exist_ok=True)
@@ -443,7 +450,13 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport
         sha256s named), or a later patchset not being reverted patched the same file.
     """
     from envforge.errors import CheckFailed
-    from envforge.patching.manifest import Manifest, originals_dir, read_manifest, sha256_hex, write_manifest
+    from envforge.patching.manifest import (
+        Manifest,
+        originals_dir,
+        read_manifest,
+        sha256_hex,
+        write_manifest,
+    )
 
     manifest = read_manifest(site_packages) or Manifest()
     chosen = {p.id for p in manifest.patchsets if ids is None or p.id in ids}

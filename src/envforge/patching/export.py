@@ -11,7 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from envforge.errors import CheckFailed
-from envforge.patching.engine import DRIFTED, FileChange, evaluate_file, installed_version, unified_diff
+from envforge.patching.engine import (
+    DRIFTED,
+    FileChange,
+    evaluate_file,
+    installed_version,
+    unified_diff,
+)
 from envforge.patching.manifest import Manifest, originals_dir, read_manifest
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset

@@ -112,7 +112,8 @@ def read_manifest(site_packages: Path) -> Manifest | None:
         raise InputError(f"cannot read patch manifest {path}: {exc}",
                          hint="restore it from a backup, or reinstall the environment") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
-        raise InputError(f"{path}: unknown patch manifest schema {data.get('schema') if isinstance(data, dict) else None!r}",
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise InputError(f"{path}: unknown patch manifest schema {schema!r}",
                          hint=f"this envforge reads schema {MANIFEST_SCHEMA}; upgrade envforge")
     try:
         return Manifest(tuple(AppliedPatchset(**p) for p in data["patchsets"]),

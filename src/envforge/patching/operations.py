@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from envforge.patching import syntax
 from envforge.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, line_of
 
 if TYPE_CHECKING:
@@ -83,11 +84,6 @@ def _field(key: str) -> str:
     return name + "_" if keyword.iskeyword(name) else name
 
 
-def _norm(code: str) -> str:
-    """Whitespace-insensitive form of a code fragment, for anchor comparison."""
-    return ast.unparse(ast.parse(code.strip(), mode="eval"))
-
-
 class Operation:
     """Base of every operation: ``file`` (relative to site-packages) plus the kind's settings."""
 
@@ -138,164 +134,6 @@ class Operation:
         raise NotImplementedError
 
 
-# --- helpers over libcst trees ------------------------------------------------------------------
-
-def _functions(module: cst.Module, dotted: str) -> list[tuple[Any, cst.FunctionDef]]:
-    """``(top-level statement, definition)`` of module-level function ``name`` or method
-    ``Class.name``, for every definition found."""
-    import libcst as cst
-
-    *outer, name = dotted.split(".")
-    scopes: list[tuple[Any, Any]] = [(None, module)]
-    if outer:
-        scopes = [(c, c.body) for c in _classes(module, outer[0])]
-    return [(top or s, s) for top, scope in scopes for s in scope.body
-            if isinstance(s, cst.FunctionDef) and s.name.value == name]
-
-
-def _classes(module: cst.Module, name: str) -> list[cst.ClassDef]:
-    import libcst as cst
-
-    return [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
-
-
-def _top_level(tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple[str, ...] = (),
-               imports: bool = False) -> set[int]:
-    """Top-level statements of ``tree``: definitions of ``functions`` (``f`` or ``Class.f``: then
-    the class), assignments to ``names`` (``X`` or ``Class.X``: then the class), and imports."""
-    defs = {f.split(".")[0] for f in functions if "." not in f}
-    classes = {f.split(".")[0] for f in (*functions, *names) if "." in f}
-    plain = {n for n in names if "." not in n}
-    out = set()
-    for i, node in enumerate(tree.body):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in defs \
-                or isinstance(node, ast.ClassDef) and node.name in classes \
-                or imports and isinstance(node, (ast.Import, ast.ImportFrom)):
-            out.add(i)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in plain for t in node.targets) \
-                or isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in plain:
-            out.add(i)
-    return out
-
-
-def _assigned_name(stmt: Any) -> tuple[str | None, Any]:
-    """``(name, value)`` when ``stmt`` is ``name = value`` / ``name: T = value``; else ``(None, None)``."""
-    import libcst as cst
-
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return None, None
-    small = stmt.body[0]
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-        target = small.targets[0].target
-        return (target.value, small.value) if isinstance(target, cst.Name) else (None, None)
-    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-        return small.target.value, small.value
-    return None, None
-
-
-def _code(module: cst.Module, node: Any) -> str:
-    return _norm(module.code_for_node(node))
-
-
-def _insert_after(body: Any, index: int, new: Any) -> tuple[Any, ...]:
-    return (*body[:index + 1], new, *body[index + 1:])
-
-
-def _append_element(elements: Any, new: Any, lead: Any) -> list[Any]:
-    """``elements`` plus ``new`` at the end, keeping the separator and trailing-comma layout.
-
-    ``lead`` is the whitespace after the opening bracket (used as separator for one element).
-    """
-    import libcst as cst
-
-    if not elements:
-        return [new]
-    last = elements[-1]
-    if len(elements) >= 2:
-        sep = elements[-2].comma
-    elif isinstance(lead, cst.ParenthesizedWhitespace):
-        sep = cst.Comma(whitespace_after=lead)
-    else:
-        sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    trailing = last.comma
-    return [*elements[:-1], last.with_changes(comma=sep), new.with_changes(comma=trailing)]
-
-
-
-def _chains(node: Any, op_type: type) -> list[cst.BooleanOperation]:
-    """Maximal ``a or b or c`` chains (``op_type`` is ``libcst.Or`` or ``libcst.And``) under ``node``."""
-    import libcst as cst
-
-    inner: set[int] = set()
-    roots: list[cst.BooleanOperation] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_BooleanOperation(self, n: cst.BooleanOperation) -> None:  # noqa: N802
-            if not isinstance(n.operator, op_type):
-                return
-            if id(n) not in inner:
-                roots.append(n)
-            for child in (n.left, n.right):
-                if isinstance(child, cst.BooleanOperation) and isinstance(child.operator, op_type) \
-                        and not child.lpar:
-                    inner.add(id(child))
-
-    node.visit(Visitor())
-    return roots
-
-
-def _operands(n: Any, op_type: type, root: bool = True) -> list[Any]:
-    """The operands of the chain ``n`` (parentheses of the root itself are ignored)."""
-    import libcst as cst
-
-    if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, op_type) and (root or not n.lpar):
-        return [*_operands(n.left, op_type, False), *_operands(n.right, op_type, False)]
-    return [n]
-
-
-def _replace(module: cst.Module, within: Any, target: Any, new: Any) -> cst.Module:
-    """``module`` with node ``target`` (by identity, inside the top-level statement ``within``)
-    replaced by ``new``; only ``within`` is visited, which keeps large files fast."""
-    import libcst as cst
-
-    class Swap(cst.CSTTransformer):
-        def on_leave(self, original: Any, updated: Any) -> Any:
-            return new if original is target else updated
-
-    body = tuple(s.visit(Swap()) if s is within else s for s in module.body)
-    return module.with_changes(body=body)
-
-
-def _missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | None, str]:
-    """Add ``from M import N`` (merged into the one existing ``from M import (...)`` when there is
-    one); returns ``(new module or None when N is already imported, detail)``."""
-    import libcst as cst
-
-    tree = ast.parse(statement).body[0]
-    assert isinstance(tree, ast.ImportFrom) and tree.module is not None
-    mod, name = tree.module, tree.names[0].name
-    froms = [(i, s.body[0]) for i, s in enumerate(module.body)
-             if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.ImportFrom)
-             and s.body[0].module is not None
-             and module.code_for_node(s.body[0].module) == mod]
-    for _, imp in froms:
-        if not isinstance(imp.names, cst.ImportStar) and any(
-                a.evaluated_alias is None and a.evaluated_name == name for a in imp.names):
-            return None, ""
-    plain = [(i, imp) for i, imp in froms if not isinstance(imp.names, cst.ImportStar)]
-    if len(plain) == 1 and not isinstance(plain[0][1].names, cst.ImportStar):
-        i, imp = plain[0]
-        lead = imp.lpar.whitespace_after if imp.lpar else cst.SimpleWhitespace("")
-        names = _append_element(list(imp.names), cst.ImportAlias(name=cst.Name(name)), lead)  # type: ignore[arg-type]
-        line = module.body[i].with_changes(body=[imp.with_changes(names=names)])
-        return module.with_changes(body=(*module.body[:i], line, *module.body[i + 1:])), \
-            f"imported {name} from {mod}"
-    last = max((i for i, s in enumerate(module.body) if isinstance(s, cst.SimpleStatementLine)
-                and isinstance(s.body[0], (cst.Import, cst.ImportFrom))), default=-1)
-    new = cst.parse_statement(statement, config=module.config_for_parsing)
-    return module.with_changes(body=_insert_after(module.body, last, new)), f"added `{statement}`"
-
-
 @dataclass(frozen=True, slots=True)
 class AddGuardOperand(Operation):
     """Add ``operand`` to the boolean chain ``anchor`` inside ``function`` (``a or b`` -> ``a or b
@@ -330,12 +168,12 @@ class AddGuardOperand(Operation):
     def wanted(self, tree: ast.Module) -> set[int] | None:
         defined = ast.parse(self.define).body[0].targets[0].id if self.define else ""  # type: ignore[attr-defined]
         names = tuple(n for n in (self.define_after, defined) if n)
-        return _top_level(tree, functions=(self.function,), names=names, imports=bool(self.import_))
+        return syntax.top_level(tree, functions=(self.function,), names=names, imports=bool(self.import_))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
-        funcs = _functions(module, self.function)
+        funcs = syntax.functions(module, self.function)
         if len(funcs) != 1:
             return Outcome("drifted", f"function {self.function} found {len(funcs)} times, expected 1")
         top, func = funcs[0]
@@ -343,10 +181,10 @@ class AddGuardOperand(Operation):
         if not isinstance(anchor, cst.BooleanOperation):
             return Outcome("drifted", f"anchor `{self.anchor}` is not an `and`/`or` chain")
         op_type = type(anchor.operator)
-        want = [_code(module, o) for o in _operands(anchor, op_type)]
-        extra = _norm(self.operand)
-        chains = [(c, [_code(module, o) for o in _operands(c, op_type)])
-                  for c in _chains(func, op_type)]
+        want = [syntax.code(module, o) for o in syntax.operands(anchor, op_type)]
+        extra = syntax.norm(self.operand)
+        chains = [(c, [syntax.code(module, o) for o in syntax.operands(c, op_type)])
+                  for c in syntax.chains(func, op_type)]
         if any(extra in codes and set(want) <= set(codes) for _, codes in chains):
             return Outcome("holds", f"`{self.operand}` already in the guard")
         found = [c for c, codes in chains if codes == want]
@@ -356,7 +194,7 @@ class AddGuardOperand(Operation):
         new = cst.BooleanOperation(left=chain.with_changes(lpar=[], rpar=[]), operator=op_type(),
                                    right=cst.parse_expression(self.operand),
                                    lpar=chain.lpar, rpar=chain.rpar)
-        out = _replace(module, top, chain, new)
+        out = syntax.replace(module, top, chain, new)
         details = [f"added `{self.operand}` to the guard in {self.function}()"]
         return self._define_and_import(out, details)
 
@@ -365,16 +203,16 @@ class AddGuardOperand(Operation):
 
         if self.define:
             name = ast.parse(self.define).body[0].targets[0].id  # type: ignore[attr-defined]
-            if not any(_assigned_name(s)[0] == name for s in module.body):
-                spots = [i for i, s in enumerate(module.body) if _assigned_name(s)[0] == self.define_after]
+            if not any(syntax.assigned_name(s)[0] == name for s in module.body):
+                spots = [i for i, s in enumerate(module.body) if syntax.assigned_name(s)[0] == self.define_after]
                 if len(spots) != 1:
                     return Outcome("drifted", f"module-level assignment of {self.define_after} found "
                                               f"{len(spots)} times, expected 1")
                 stmt = cst.parse_statement(self.define, config=module.config_for_parsing)
-                module = module.with_changes(body=_insert_after(module.body, spots[0], stmt))
+                module = module.with_changes(body=syntax.insert_after(module.body, spots[0], stmt))
                 details.append(f"defined {name}")
         if self.import_:
-            imported, detail = _missing_import(module, self.import_)
+            imported, detail = syntax.missing_import(module, self.import_)
             if imported is not None:
                 module = imported
                 details.append(detail)
@@ -412,15 +250,15 @@ class AddDictEntry(Operation):
         return f"`{self.target} = {{...}}`"
 
     def wanted(self, tree: ast.Module) -> set[int] | None:
-        return _top_level(tree, names=(self.target,))
+        return syntax.top_level(tree, names=(self.target,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
         *cls, name = self.target.split(".")
-        scopes = [(None, module)] if not cls else [(c, c.body) for c in _classes(module, cls[0])]
+        scopes = [(None, module)] if not cls else [(c, c.body) for c in syntax.classes(module, cls[0])]
         spots = [(top or s, v) for top, scope in scopes for s in scope.body
-                 for n, v in [_assigned_name(s)] if n == name]
+                 for n, v in [syntax.assigned_name(s)] if n == name]
         if len(spots) != 1:
             return Outcome("drifted", f"assignment of {self.target} found {len(spots)} times, expected 1")
         if not isinstance(spots[0][1], cst.Dict):
@@ -435,80 +273,9 @@ class AddDictEntry(Operation):
         if self.key in keys:
             return Outcome("holds", f"{self.target} already has key {_literal(self.key)}")
         entry = cst.DictElement(cst.parse_expression(_literal(self.key)), cst.parse_expression(self.value.strip()))
-        new_dict = d.with_changes(elements=_append_element(list(d.elements), entry, d.lbrace.whitespace_after))
+        new_dict = d.with_changes(elements=syntax.append_element(list(d.elements), entry, d.lbrace.whitespace_after))
         return Outcome("changed", f"added key {_literal(self.key)} to {self.target}",
-                       _replace(module, top, d, new_dict))
-
-
-def _assigns_self_attr(cls: cst.ClassDef, attr: str) -> bool:
-    """Whether some method of ``cls`` assigns ``self.<attr>`` (plain or annotated assignment)."""
-    import libcst as cst
-
-    def is_target(t: Any) -> bool:
-        return (isinstance(t, cst.Attribute) and t.attr.value == attr
-                and isinstance(t.value, cst.Name) and t.value.value == "self")
-
-    found = False
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:  # noqa: N802
-            nonlocal found
-            found = found or any(is_target(t.target) for t in node.targets)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:  # noqa: N802
-            nonlocal found
-            found = found or is_target(node.target)
-
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:  # noqa: N802
-            return not found
-
-    cls.visit(Visitor())
-    return found
-
-
-def _find_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef | None:
-    """``cls.name`` in ``tree``, following base classes defined in the same module."""
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    seen: set[str] = set()
-    todo = [cls]
-    while todo:
-        c = classes.get(todo.pop(0))
-        if c is None or c.name in seen:
-            continue
-        seen.add(c.name)
-        for n in c.body:
-            if isinstance(n, ast.FunctionDef) and n.name == name:
-                return n
-        todo += [b.id for b in c.bases if isinstance(b, ast.Name)]
-    return None
-
-
-def _delegate_text(fn: ast.FunctionDef, attr: str) -> str:
-    """``def m(<params without annotations>): return self.<attr>.m(<the same arguments>)``."""
-    a = fn.args
-    params: list[str] = []
-    call: list[str] = []
-    positional = [*a.posonlyargs, *a.args]
-    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    for i, (p, d) in enumerate(zip(positional, defaults)):
-        params.append(p.arg + (f"={ast.unparse(d)}" if d is not None else ""))
-        if i >= 1:
-            call.append(p.arg)
-        if a.posonlyargs and i == len(a.posonlyargs) - 1:
-            params.append("/")
-    if a.vararg:
-        params.append(f"*{a.vararg.arg}")
-        call.append(f"*{a.vararg.arg}")
-    elif a.kwonlyargs:
-        params.append("*")
-    for p, d in zip(a.kwonlyargs, a.kw_defaults):
-        params.append(p.arg + (f"={ast.unparse(d)}" if d is not None else ""))
-        call.append(f"{p.arg}={p.arg}")
-    if a.kwarg:
-        params.append(f"**{a.kwarg.arg}")
-        call.append(f"**{a.kwarg.arg}")
-    return (f"def {fn.name}({', '.join(params)}):\n"
-            f"    return self.{attr}.{fn.name}({', '.join(call)})\n")
+                       syntax.replace(module, top, d, new_dict))
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,16 +307,16 @@ class AddDelegatingMethods(Operation):
         return f"class {self.class_} assigning self.{self.attribute}"
 
     def wanted(self, tree: ast.Module) -> set[int] | None:
-        return _top_level(tree, names=(f"{self.class_}.*",))
+        return syntax.top_level(tree, names=(f"{self.class_}.*",))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
-        classes = _classes(module, self.class_)
+        classes = syntax.classes(module, self.class_)
         if len(classes) != 1:
             return Outcome("drifted", f"class {self.class_} found {len(classes)} times, expected 1")
         cls = classes[0]
-        if not _assigns_self_attr(cls, self.attribute):
+        if not syntax.assigns_self_attr(cls, self.attribute):
             return Outcome("drifted", f"class {self.class_} never assigns self.{self.attribute}")
         present = {s.name.value for s in cls.body.body if isinstance(s, cst.FunctionDef)}
         missing = [m for m in self.methods if m not in present]
@@ -561,32 +328,15 @@ class AddDelegatingMethods(Operation):
         tree = ast.parse(source)
         added = []
         for name in missing:
-            fn = _find_method(tree, self.signatures_from["class"], name)
+            fn = syntax.find_method(tree, self.signatures_from["class"], name)
             if fn is None:
                 return Outcome("drifted", f"delegate {self.signatures_from['class']} "
                                           f"({self.signatures_from['file']}) has no method {name}")
-            stmt = cst.parse_statement(_delegate_text(fn, self.attribute), config=module.config_for_parsing)
+            stmt = cst.parse_statement(syntax.delegate_text(fn, self.attribute), config=module.config_for_parsing)
             added.append(stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
         body = cls.body.with_changes(body=(*cls.body.body, *added))
         return Outcome("changed", f"added {', '.join(missing)} to {self.class_}",
-                       _replace(module, cls, cls, cls.with_changes(body=body)))
-
-
-def _calls(node: Any, name: str) -> list[cst.Call]:
-    """Calls under ``node`` whose callee is ``name`` or ``<anything>.name``."""
-    import libcst as cst
-
-    found: list[cst.Call] = []
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:  # noqa: N802
-            f = call.func
-            if (isinstance(f, cst.Name) and f.value == name) or \
-                    (isinstance(f, cst.Attribute) and f.attr.value == name):
-                found.append(call)
-
-    node.visit(Visitor())
-    return found
+                       syntax.replace(module, cls, cls, cls.with_changes(body=body)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -619,31 +369,31 @@ class AddListElement(Operation):
         return f"`{self.call}({self.keyword}={self.anchor or '[...]'})` in {self.function}()"
 
     def wanted(self, tree: ast.Module) -> set[int] | None:
-        return _top_level(tree, functions=(self.function,))
+        return syntax.top_level(tree, functions=(self.function,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
-        funcs = _functions(module, self.function)
+        funcs = syntax.functions(module, self.function)
         if len(funcs) != 1:
             return Outcome("drifted", f"function {self.function} found {len(funcs)} times, expected 1")
         top, func = funcs[0]
-        lists = [arg.value for call in _calls(func, self.call) for arg in call.args
+        lists = [arg.value for call in syntax.calls(func, self.call) for arg in call.args
                  if arg.keyword is not None and arg.keyword.value == self.keyword
                  and isinstance(arg.value, cst.List)]
         if len(lists) != 1:
             return Outcome("drifted", f"{self.call}({self.keyword}=[...]) found {len(lists)} times "
                                       f"in {self.function}(), expected 1")
         lst = lists[0]
-        codes = [_code(module, e.value) for e in lst.elements]
-        if _norm(self.element) in codes:
+        codes = [syntax.code(module, e.value) for e in lst.elements]
+        if syntax.norm(self.element) in codes:
             return Outcome("holds", f"{self.keyword} already lists {self.element}")
-        if self.anchor is not None and _norm(self.anchor) != _code(module, lst):
+        if self.anchor is not None and syntax.norm(self.anchor) != syntax.code(module, lst):
             return Outcome("drifted", f"{self.keyword} is {module.code_for_node(lst)}, expected {self.anchor}")
         new = cst.Element(cst.parse_expression(self.element))
-        elements = _append_element(list(lst.elements), new, lst.lbracket.whitespace_after)
+        elements = syntax.append_element(list(lst.elements), new, lst.lbracket.whitespace_after)
         return Outcome("changed", f"added {self.element} to {self.keyword}",
-                       _replace(module, top, lst, lst.with_changes(elements=elements)))
+                       syntax.replace(module, top, lst, lst.with_changes(elements=elements)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -672,7 +422,12 @@ class Codemod(Operation):
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
-        from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, transform_module
+        from libcst.codemod import (
+            CodemodContext,
+            TransformFailure,
+            TransformSuccess,
+            transform_module,
+        )
 
         try:
             cls = _import_class(self.codemod, ctx.patchset_dir)

@@ -24,7 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
-from envforge.patching.operations import OPERATIONS, Operation
+from envforge.patching.operations import Operation
 from envforge.schema import ListOf, Problem, Str, Table, format_problems, validate
 
 __all__ = [

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 __all__ = ["Source", "parse_source"]
@@ -72,7 +73,7 @@ def parse_source(before: bytes, tree: ast.Module | None = None, wanted: set[int]
     if tree is not None and wanted:
         ranges = tuple((_first_line(tree.body[i]), tree.body[i].end_lineno or tree.body[i].lineno)
                        for i in sorted(wanted))
-        if ranges and all(a[1] < b[0] for a, b in zip(ranges, ranges[1:])):
+        if ranges and all(a[1] < b[0] for a, b in pairwise(ranges)):
             lines = before.decode("utf-8").splitlines(keepends=True)
             text = "".join("".join(lines[s - 1:e]) for s, e in ranges)
             module = cst.parse_module(text)
@@ -108,7 +109,7 @@ def _changes(old: Sequence[Any], new: Sequence[Any]) -> tuple[dict[int, Any], di
     bounds = [(-1, -1), *kept, (len(old), len(new))]
     replaced: dict[int, Any] = {}
     inserted: dict[int, list[Any]] = {}
-    for (a, ja), (b, jb) in zip(bounds, bounds[1:]):
+    for (a, ja), (b, jb) in pairwise(bounds):
         free = list(range(a + 1, b))
         anchor = a
         for stmt in new[ja + 1:jb]:

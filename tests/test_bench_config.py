@@ -56,6 +56,12 @@ def test_defaults_and_servers(tmp_path: Path) -> None:
     assert cfg.servers[0].argv_tail(model="M", port=31000) == [
         "-m", "sglang.launch_server", "--model-path", "M", "--host", "127.0.0.1", "--port", "31000", "--tp", "8"]
     assert len(cfg.prompts) == 32 and cfg.prompts_digest.startswith("sha256:")
+    assert cfg.servers[0].model is None
+
+
+def test_a_server_may_serve_another_checkpoint(tmp_path: Path) -> None:
+    cfg = config_of(tmp_path, SGLANG.replace('name = "eagle3"', 'name = "eagle3"\nmodel = "/models/other"'))
+    assert cfg.servers[1].model == "/models/other"
 
 
 def test_requests_and_prompt_order(tmp_path: Path) -> None:

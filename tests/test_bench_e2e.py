@@ -34,6 +34,14 @@ name = "baseline"
 args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
         "--device", "cpu"]
 env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+
+[[verify.smoke.servers]]
+name = "prompt-lookup"
+speculative = true
+model = "{model}-pld"
+args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
 '''
 
 
@@ -62,6 +70,9 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     if python is None:
         pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
     model = make_tiny_model(tmp_path / "model")
+    # transformers' prompt-lookup decoding (n-gram speculative decoding), on by generation config
+    pld = make_tiny_model(tmp_path / "model-pld")
+    (pld / "generation_config.json").write_text('{"bos_token_id": 1, "prompt_lookup_num_tokens": 3}')
     port = free_port()
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=port))
@@ -71,15 +82,20 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     assert code == 0, stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == "envforge.bench/1"
-    (srv,) = doc["data"]["servers"]
-    assert srv["name"] == "baseline" and srv["argv"][0] == str(python) and srv["load_s"] > 0
-    assert [lv["concurrency"] for lv in srv["levels"]] == [1, 2]
-    for lv in srv["levels"]:
-        assert lv["tok_s"]["n"] == 2 and lv["tok_s"]["median"] > 0
-        assert lv["ttft_ms"]["median"] > 0 and lv["itl_ms"]["median"] > 0 and lv["accept_length"] is None
-        assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16]  # 2 requests x 8 tokens, every repeat
-    assert "'baseline' ready after" in stderr and "baseline: concurrency 2, repeat 2/2:" in stderr
+    base, spec = doc["data"]["servers"]
+    assert (base["name"], base["speculative"], spec["name"], spec["speculative"]) == \
+        ("baseline", False, "prompt-lookup", True)
+    assert base["argv"][:5] == [str(python), "-m", "transformers.cli.transformers", "serve", str(model)]
+    assert spec["argv"][4] == str(pld) and base["load_s"] > 0
+    for srv in (base, spec):
+        assert [lv["concurrency"] for lv in srv["levels"]] == [1, 2]
+        for lv in srv["levels"]:
+            assert lv["tok_s"]["n"] == 2 and lv["tok_s"]["median"] > 0
+            assert lv["ttft_ms"]["median"] > 0 and lv["itl_ms"]["median"] > 0 and lv["accept_length"] is None
+            assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16]  # 2 requests x 8 tokens, every repeat
+    assert "'baseline' ready after" in stderr and "prompt-lookup: concurrency 2, repeat 2/2:" in stderr
     assert stdout.splitlines()[0].split()[:3] == ["server", "conc", "tok/s"]
+    assert "break-even: no speculative server reported verify steps (spec_verify_ct)" in stdout
     assert (tmp_path / "out" / "a-logs" / "baseline.log").stat().st_size > 0
     try:
         import matplotlib  # noqa: F401
@@ -90,7 +106,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     # stopped: nothing listens, and no process of it is left
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    assert processes_mentioning(str(model)) == []
+    assert processes_mentioning(str(model)) == []  # also matches model-pld
     # the same report compared with itself: ratio 1; with another fingerprint: refused
     assert main(["bench", "compare", str(out), str(out)]) == 0
     assert "no clear change" in capsys.readouterr().out

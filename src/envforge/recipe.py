@@ -127,6 +127,7 @@ _DRAFTER = Table({
 
 _SMOKE_SERVER = Table({
     "name": Str(),
+    "model": Str(),
     "args": ListOf(Str()),
     "env": MapOf(Str(), _env_problem),
     "speculative": Bool(),

@@ -5,9 +5,9 @@
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args
 ``api``            ``"sglang"`` (native ``/generate``) or ``"openai"`` (``/v1/completions``)
-``servers``        array of tables ``{name, args, env, speculative}``; ``args`` follow the
+``servers``        array of tables ``{name, args, env, speculative, model}``; ``args`` follow the
                    environment's interpreter (``["-m", "sglang.launch_server", ...]``) and may
-                   use ``{model}``, ``{host}``, ``{port}``
+                   use ``{model}``, ``{host}``, ``{port}``; ``model`` overrides the one below
 ``prompts``        a JSON-lines file of ``{"prompt": "..."}`` (default: the shipped smoke set)
 ``seed``           order in which prompts are drawn (default 0)
 ``max-new-tokens`` output tokens per request (default 128)
@@ -56,12 +56,14 @@ _HEALTH = {"sglang": "/health_generate", "openai": "/health"}
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    """One server configuration: ``args`` after the interpreter, extra ``env``, speculative or not."""
+    """One server configuration: ``args`` after the interpreter, extra ``env``, speculative or not,
+    and ``model`` when it serves another checkpoint than ``[verify.smoke].model``."""
 
     name: str
     args: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     speculative: bool = False
+    model: str | None = None
 
     def argv_tail(self, *, model: str, port: int, host: str = HOST) -> list[str]:
         """``args`` with ``{model}``, ``{host}`` and ``{port}`` substituted (nothing else is touched)."""
@@ -170,8 +172,8 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
                          hint="add [verify.smoke] with model and [[verify.smoke.servers]], see docs/bench.md")
     if "model" not in smoke:
         raise InputError(f"{where}: 'model' is required", hint='e.g. model = "moonshotai/Kimi-K2.5"')
-    servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")))
-                    for s in smoke.get("servers", ()))
+    servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")),
+                                 s.get("model")) for s in smoke.get("servers", ()))
     _check_servers(servers, where)
     prompts_path = Path(smoke["prompts"]) if "prompts" in smoke else shipped_prompts()
     if not prompts_path.is_absolute():

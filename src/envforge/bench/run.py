@@ -58,11 +58,11 @@ class BenchPlan:
         return tuple(s for s in self.config.servers if not self.only or s.name in self.only)
 
 
-def _measure(name: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
+def _measure(name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
              server: RunningServer | None) -> tuple[LevelResult, ...]:
     def level(conc: int, count: int) -> LevelRun:
         prompts = [p.text for p in cfg.prompt_order(count)]
-        run = run_level(endpoint, cfg.api, prompts, conc, model=cfg.model, max_new_tokens=cfg.max_new_tokens,
+        run = run_level(endpoint, cfg.api, prompts, conc, model=model, max_new_tokens=cfg.max_new_tokens,
                         temperature=cfg.temperature)
         _check(name, run, server)
         return run
@@ -97,7 +97,8 @@ def _check(name: str, run: LevelRun, server: RunningServer | None) -> None:
 def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[ServerResult, list[str]]:
     cfg = plan.config
     assert plan.python is not None
-    tail = s.argv_tail(model=cfg.model, port=cfg.port)
+    model = s.model or cfg.model
+    tail = s.argv_tail(model=model, port=cfg.port)
     warnings = [f"server '{s.name}': {w}" for w in inert_patch_warnings(tail, plan.activations)]
     for w in warnings:
         progress(f"warning: {w}")
@@ -107,7 +108,7 @@ def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[Serv
     progress(f"starting '{s.name}': {' '.join(launch.argv)} (log: {launch.log_path})")
     with running_server(launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
         progress(f"'{s.name}' ready after {load_s:.1f} s")
-        levels = _measure(s.name, endpoint, cfg, progress, server)
+        levels = _measure(s.name, model, endpoint, cfg, progress, server)
     return ServerResult(s.name, s.speculative, endpoint.url, launch.argv, load_s, levels), warnings
 
 
@@ -127,7 +128,7 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
             endpoint = Endpoint.from_url(plan.url)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
-        levels = _measure(plan.url_name, endpoint, plan.config, progress, None)
+        levels = _measure(plan.url_name, plan.config.model, endpoint, plan.config, progress, None)
         results.append(ServerResult(plan.url_name, plan.url_speculative, endpoint.url, None, None, levels))
     else:
         for s in plan.selected():

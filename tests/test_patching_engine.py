@@ -311,3 +311,37 @@ def test_full_wheels_apply_and_revert(site_packages_of: Any) -> None:
     assert report.ok and len(report.changes) == 5
     revert(sp)
     assert {p: sha(sp / p) for p in originals} == originals
+
+
+def _demo_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A one-file distribution and two patchsets editing the same file."""
+    sp = tmp_path / "sp"
+    (sp / "demo").mkdir(parents=True)
+    (sp / "demo-1.0.dist-info").mkdir()
+    (sp / "demo" / "t.py").write_text("T = {\n    1: 1,\n}\n")
+    d = tmp_path / "ps"
+    d.mkdir()
+    for pid, key in (("a", 2), ("b", 3)):
+        (d / f"{pid}.toml").write_text(
+            f'[patchset]\nid = "{pid}"\ndistribution = "demo"\nversions = "==1.0"\nreason = "r"\n'
+            + ('\n[[patchset.requires]]\nany-of = ["patchset:a"]\n' if pid == "b" else "")
+            + f'\n[[operation]]\nkind = "add-dict-entry"\nfile = "demo/t.py"\ntarget = "T"\nkey = {key}\nvalue = "{key}"\n')
+    return sp, d
+
+
+def test_two_patchsets_on_one_file_stack_and_revert(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    original = (sp / "demo" / "t.py").read_bytes()
+    report = apply(sp, load_patchsets(d))
+    assert [r.state for r in report.results] == ["applied", "applied"]
+    assert (sp / "demo" / "t.py").read_text() == "T = {\n    1: 1,\n    2: 2,\n    3: 3,\n}\n"
+    with pytest.raises(CheckFailed) as exc:
+        revert(sp, ["a"])
+    assert str(exc.value) == ("cannot revert a: demo/t.py was patched after it by b\n"
+                              "  hint: revert b too (envforge apply-patches --revert)")
+    revert(sp, ["b"])
+    assert (sp / "demo" / "t.py").read_text() == "T = {\n    1: 1,\n    2: 2,\n}\n"
+    apply(sp, load_patchsets(d))
+    report = revert(sp)
+    assert [r.patchset for r in report.results] == ["b", "a"] and len(report.changes) == 1
+    assert (sp / "demo" / "t.py").read_bytes() == original and read_manifest(sp) is None

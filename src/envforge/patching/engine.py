@@ -461,14 +461,16 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport
     manifest = read_manifest(site_packages) or Manifest()
     chosen = {p.id for p in manifest.patchsets if ids is None or p.id in ids}
     entries = [f for f in manifest.files if f.patchset in chosen]
-    restore: list[FileChange] = []
+    disk: dict[str, bytes] = {}
+    state: dict[str, bytes] = {}  # each path as it is once the newer entries are undone
+    results: list[OperationResult] = []
     for f in reversed(entries):
         later = [g for g in manifest.files[manifest.files.index(f) + 1:]
                  if g.path == f.path and g.patchset not in chosen]
         if later:
             raise CheckFailed(f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
                               hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)")
-        current = (site_packages / f.path).read_bytes()
+        current = state[f.path] if f.path in state else disk.setdefault(f.path, (site_packages / f.path).read_bytes())
         digest = sha256_hex(current)
         if digest == f.original_sha256:
             continue
@@ -476,15 +478,15 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport
             raise CheckFailed(f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
                               f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
                               hint=f"reinstall {f.path.split('/')[0]} instead of reverting")
-        original = (originals_dir(site_packages) / f.original_sha256).read_bytes()
-        restore.append(FileChange(f.patchset, f.path, current, original))
+        state[f.path] = (originals_dir(site_packages) / f.original_sha256).read_bytes()
+        results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
+                                       f"restored original (sha256 {f.original_sha256})"))
+    restore = [FileChange("", path, disk[path], after) for path, after in state.items() if after != disk[path]]
     _replace_all(site_packages, restore)
     kept_files = tuple(f for f in manifest.files if f.patchset not in chosen)
     write_manifest(site_packages, Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files))
     _prune_originals(site_packages, {f.original_sha256 for f in kept_files})
-    results = tuple(OperationResult(c.patchset, c.path, "revert", REVERTED,
-                                    f"restored original (sha256 {sha256_hex(c.after)})") for c in restore)
-    return PatchReport(site_packages, results, tuple(restore), written=bool(restore))
+    return PatchReport(site_packages, tuple(results), tuple(restore), written=bool(restore))
 
 
 def _prune_originals(sp: Path, keep: set[str]) -> None:

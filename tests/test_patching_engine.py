@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from patching_trees import ALL_PATCHSETS, PATCHSETS, SGLANG_PATCHSETS, slim_tree
 
-from envforge.errors import CheckFailed
+from envforge.errors import CheckFailed, InputError
 from envforge.patching import apply, load_patchsets, plan, read_manifest, revert
 from envforge.patching.manifest import manifest_path
 
@@ -345,3 +345,38 @@ def test_two_patchsets_on_one_file_stack_and_revert(tmp_path: Path) -> None:
     report = revert(sp)
     assert [r.patchset for r in report.results] == ["b", "a"] and len(report.changes) == 1
     assert (sp / "demo" / "t.py").read_bytes() == original and read_manifest(sp) is None
+
+
+def test_revert_dry_run_and_read_only_target(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    apply(sp, load_patchsets(d))
+    patched = (sp / "demo" / "t.py").read_bytes()
+    report = revert(sp, dry_run=True)
+    assert not report.written and [r.state for r in report.results] == ["reverted", "reverted"]
+    assert report.diff().startswith("--- a/demo/t.py\n+++ b/demo/t.py\n")
+    assert (sp / "demo" / "t.py").read_bytes() == patched and read_manifest(sp) is not None
+    revert(sp)
+
+
+def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second file of sm120-torch-symm-mem cannot be written (as in a read-only directory):
+    the first, already replaced, is put back and nothing is recorded."""
+    import envforge.patching.manifest as manifest_module
+
+    before = {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)}
+    real_replace = os.replace
+
+    def replace(src: str, dst: str) -> None:
+        if str(dst).endswith("torch_symm_mem.py"):
+            raise PermissionError(13, "Permission denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(manifest_module.os, "replace", replace)
+    with pytest.raises(InputError) as exc:
+        apply(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))
+    assert str(exc.value) == (
+        f"cannot write {sp059 / MULTIMEM}: Permission denied; 1 file(s) of this patchset restored, nothing changed\n"
+        "  hint: run as the owner of the environment, or patch a virtual environment")
+    assert {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)} == before
+    assert read_manifest(sp059) is None and list((sp059 / ".envforge" / "originals").iterdir()) == []
+    assert [p.name for p in (sp059 / MULTIMEM).parent.iterdir() if "envforge-tmp" in p.name] == []

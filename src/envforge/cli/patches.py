@@ -76,7 +76,7 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
     env = None if args.site_packages or not names or names[0] in known else names.pop(0)
     sp = _site_packages(project, args.site_packages, env)
     if args.revert:
-        report = revert(sp, names or None)
+        report = revert(sp, names or None, dry_run=args.dry_run)
     else:
         ids = names or list(default_ids(sp, project.patchsets_dir))
         report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)

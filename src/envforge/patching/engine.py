@@ -400,14 +400,21 @@ def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manif
     originals = originals_dir(sp)
     originals.mkdir(parents=True, exist_ok=True)
     files = list(manifest.files)
+    saved: list[Path] = []
     for c in changes:
         rec = manifest.file(ps.id, c.path)
         original = rec.original_sha256 if rec else sha256_hex(c.before)
         if not (originals / original).exists():
             atomic_write(originals / original, c.before)
+            saved.append(originals / original)
         entry = PatchedFile(c.path, ps.id, original, sha256_hex(c.after))
         files = [entry if f is rec else f for f in files] if rec else [*files, entry]
-    _replace_all(sp, changes)
+    try:
+        _replace_all(sp, changes)
+    except BaseException:
+        for p in saved:
+            p.unlink(missing_ok=True)
+        raise
     record = AppliedPatchset(ps.id, ps.digest, ps.distribution, version, ps.activation)
     others = [p for p in manifest.patchsets if p.id != ps.id]
     new = Manifest((*others, record), tuple(files))
@@ -416,7 +423,11 @@ def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manif
 
 
 def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
-    """Write every change (temp file + ``os.replace``); on failure restore those already replaced."""
+    """Write every change (temp file + ``os.replace``); on failure restore those already replaced.
+
+    :raises InputError: a file cannot be written (e.g. a read-only system site-packages).
+    """
+    from envforge.errors import InputError
     from envforge.patching.manifest import atomic_write
 
     done: list[FileChange] = []
@@ -425,9 +436,13 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
             target = sp / c.path
             atomic_write(target, c.after, mode=os.stat(target).st_mode & 0o7777)
             done.append(c)
-    except BaseException:
+    except BaseException as exc:
         for c in done:
             atomic_write(sp / c.path, c.before)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write {sp / changes[len(done)].path}: {exc.strerror or exc}; "
+                             f"{len(done)} file(s) of this patchset restored, nothing changed",
+                             hint="run as the owner of the environment, or patch a virtual environment") from None
         raise
     for c in changes:
         remove_bytecode(sp / c.path)
@@ -441,10 +456,11 @@ def remove_bytecode(source: Path) -> None:
         pyc.unlink(missing_ok=True)
 
 
-def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport:
+def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bool = False) -> PatchReport:
     """Restore the original bytes of every file the manifest records for ``ids`` (all when None),
     newest first, and drop them from the manifest. A file already back to its original is only
-    dropped. Patchsets not in the manifest are ignored (reverting twice is a no-op).
+    dropped. Patchsets not in the manifest are ignored (reverting twice is a no-op). With
+    ``dry_run`` nothing is written (``changes`` hold the diff back to the originals).
 
     :raises CheckFailed: a file changed since envforge wrote it (tampered or reinstalled: both
         sha256s named), or a later patchset not being reverted patched the same file.
@@ -482,6 +498,8 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None) -> PatchReport
         results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
                                        f"restored original (sha256 {f.original_sha256})"))
     restore = [FileChange("", path, disk[path], after) for path, after in state.items() if after != disk[path]]
+    if dry_run:
+        return PatchReport(site_packages, tuple(results), tuple(restore))
     _replace_all(site_packages, restore)
     kept_files = tuple(f for f in manifest.files if f.patchset not in chosen)
     write_manifest(site_packages, Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files))

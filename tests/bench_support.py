@@ -98,10 +98,10 @@ def sse_events(name: str) -> list[bytes]:
 
 
 @contextmanager
-def replay_server(routes: Mapping[str, str], gap_s: float = 0.0) -> Iterator[str]:
-    """A local HTTP server (127.0.0.1, free port) that answers ``POST <path>`` by streaming the
-    recorded events of ``routes[path]`` with ``gap_s`` seconds between them (chunked encoding), and
-    ``GET /health`` with 200. Yields its base URL."""
+def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0) -> Iterator[str]:
+    """A local HTTP server (127.0.0.1, ``port`` or a free one) that answers ``POST <path>`` by
+    streaming the recorded events of ``routes[path]`` with ``gap_s`` seconds between them (chunked
+    encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -110,7 +110,7 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0) -> Iterator[str
             pass
 
         def do_GET(self) -> None:
-            self.send_response(200 if self.path == "/health" else 404)
+            self.send_response(200 if self.path in ("/health", "/health_generate") else 404)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -136,7 +136,7 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0) -> Iterator[str
         def handle_error(self, request: object, client_address: object) -> None:
             pass  # clients closing idle connections are not errors here
 
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -144,3 +144,12 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0) -> Iterator[str
     finally:
         server.shutdown()
         server.server_close()
+
+
+if __name__ == "__main__":
+    # Script mode: ``python bench_support.py PORT GAP_S /PATH=FILE... [other args ignored]`` serves in
+    # the foreground (a real server process for lifecycle tests), with GET /health and /health_generate.
+    routes = dict(a.split("=", 1) for a in sys.argv[3:] if a.startswith("/"))
+    with replay_server(routes, float(sys.argv[2]), port=int(sys.argv[1])):
+        print(f"serving on 127.0.0.1:{sys.argv[1]}", flush=True)
+        threading.Event().wait()

@@ -158,3 +158,66 @@ def test_bench_without_servers_or_url_says_what_to_add(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "error: [verify.smoke] defines no server configuration to start" in err
     assert "or measure a running server with --url" in err
+
+
+SG_RECIPE = '''
+[recipe]
+name = "sg"
+python = "3.12"
+
+[verify.smoke]
+model = "default"
+port = {port}
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 1
+load-timeout-s = 60
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["{script}", "{{port}}", "0.01", "/generate=sglang_generate_stream.sse"]
+
+[[verify.smoke.servers]]
+name = "eagle3"
+speculative = true
+args = ["{script}", "{{port}}", "0.02", "/generate=sglang_generate_stream_eagle3.sse",
+        "--enable-flashinfer-allreduce-fusion"]
+'''
+
+
+def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two server processes started by envforge with the environment's interpreter, streaming SGLang
+    bodies (plain and EAGLE-3); the environment has a patch applied whose flag one of them lacks."""
+    import sys
+
+    import bench_support
+
+    from envforge.patching.manifest import AppliedPatchset, Manifest, write_manifest
+
+    env = tmp_path / "envs" / "sg-default"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    sp.mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    write_manifest(sp, Manifest((AppliedPatchset("sm120-flashinfer-allreduce-fusion", "sha256:00", "sglang", "0.5.9",
+                                                 "--enable-flashinfer-allreduce-fusion"),)))
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sg.toml").write_text(SG_RECIPE.format(port=free_port(), script=bench_support.__file__))
+    out = tmp_path / "sg.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "sg", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert ("warning: server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but inert: "
+            "the launch arguments lack --enable-flashinfer-allreduce-fusion") in stderr
+    assert "server 'eagle3'" not in stderr.replace("starting 'eagle3'", "")
+    data = json.loads(out.read_text())["data"]
+    assert data["fingerprint"]["patch_manifest_digest"].startswith("sha256:")
+    assert [(b["concurrency"], b["accept_length"]) for b in data["break_even"]] == [(1, 3.0), (2, 3.0)]
+    for b in data["break_even"]:
+        assert b["break_even_accept_length"] == round(b["verify_cycle_ms"] / b["decode_step_ms"], 3)
+    lines = [x for x in stdout.splitlines() if x.startswith("break-even at concurrency 1:")]
+    assert len(lines) == 1 and " measured accept length 3.00: speculation " in lines[0]
+    assert data["warnings"] == ["server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but "
+                                "inert: the launch arguments lack --enable-flashinfer-allreduce-fusion"]

@@ -67,20 +67,19 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.set_defaults(handler=_compare)
 
 
-def _activations(project: Any, ids: tuple[str, ...], ui: Ui) -> tuple[tuple[str, str | None], ...]:
-    if not ids:
-        return ()
-    try:
-        from envforge.patching import load_patchsets
-    except ImportError:
+def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | None], ...]:
+    """(patchset id, activation flag) of the patchsets applied in the environment (its manifest)."""
+    if site_packages is None:
         return ()
     from envforge.errors import EnvforgeError
+    from envforge.patching import read_manifest
 
     try:
-        return tuple((p.id, p.activation) for p in load_patchsets(project.patchsets_dir, ids))
+        manifest = read_manifest(site_packages)
     except EnvforgeError as exc:
         ui.warn(f"cannot check patchset activation flags: {exc.message}")
         return ()
+    return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
 def _bench(args: argparse.Namespace, ui: Ui) -> int:
@@ -102,12 +101,13 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     env = None
     if args.url is None or args.env is not None:
         env = resolve_environment(project, args.env, resolved.lock_name)
-    fingerprint = fingerprint_of(env.site_packages) if env else Fingerprint(None, None, None, None)
+    site_packages = env.site_packages if env else None
+    fingerprint = fingerprint_of(site_packages) if site_packages else Fingerprint(None, None, None, None)
     output: Path = args.output
     plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(os.environ),
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
-                     activations=_activations(project, resolved.patchsets, ui))
+                     activations=_activations(site_packages, ui))
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:

@@ -264,7 +264,7 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
     results, changes = _evaluate_patchset(run, ps, version)
     drifted = any(r.state == DRIFTED for r in results)
     if drifted:
-        results = [r if r.state == DRIFTED or r.state != APPLIED else
+        results = [r if r.state != APPLIED else
                    OperationResult(r.patchset, r.file, r.operation, r.state,
                                    r.message + "; not written: another operation of this patchset drifted")
                    for r in results]

@@ -142,3 +142,34 @@ def test_transformers_serve_on_a_broken_model_crashes_while_loading(tmp_path: Pa
     assert exc.value.stderr_tail.splitlines()[-1] == (
         f"OSError: It looks like the config file at '{model / 'config.json'}' is not a valid JSON file.")
     assert exc.value.hint == f"full log: {tmp_path / 'broken.log'}"
+
+
+DIES_ON_FIRST_REQUEST = r'''
+import http.server, os, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def do_POST(self):
+        print("worker 3: NCCL error: unhandled system error", flush=True)
+        os._exit(7)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+
+def test_server_dying_while_measured_is_a_crash_not_a_number(tmp_path: Path) -> None:
+    from envforge.bench.config import Prompt, ServerConfig, SmokeConfig
+    from envforge.bench.run import BenchPlan, run_bench
+    from envforge.fingerprint import Fingerprint
+
+    port = free_port()
+    cfg = SmokeConfig(model="m", api="sglang", servers=(ServerConfig("fragile", ("-c", DIES_ON_FIRST_REQUEST, "{port}")),),
+                      prompts=(Prompt(0, "hi"),), prompts_digest="sha256:00", concurrency=(1,), repeats=1,
+                      warmup=0, port=port, health="/health", load_timeout_s=30)
+    plan = BenchPlan(cfg, Path(sys.executable), dict(os.environ), tmp_path, Fingerprint(None, None, None, None))
+    with pytest.raises(ServerCrashed) as exc:
+        run_bench(plan)
+    assert exc.value.message == "server 'fragile' exited with status 7 while being measured at concurrency 1"
+    assert exc.value.stderr_tail == "worker 3: NCCL error: unhandled system error"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()

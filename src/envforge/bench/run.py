@@ -9,6 +9,7 @@ stopped. Any failed request fails the run: a number made of partial results is n
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,11 @@ def _measure(name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progre
 
 def _check(name: str, run: LevelRun, server: RunningServer | None) -> None:
     failed = [r for r in run.results if not r.ok]
+    if failed and server is not None:
+        try:  # a dying server drops its connections a moment before it can be reaped
+            server.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            pass
     if server is not None and not server.alive():
         raise server.crashed(f"while being measured at concurrency {run.concurrency}")
     if failed:

@@ -325,3 +325,13 @@ def test_from_table_builds_and_validates() -> None:
     assert [(p.path, p.message) for p in problems] == [(
         "operation[2].kind", "must be one of 'add-guard-operand', 'add-dict-entry', "
         "'add-delegating-methods', 'add-list-element', 'codemod', got 'add-dict-entri'")]
+
+
+def test_form_feed_and_crlf_keep_line_numbers_aligned() -> None:
+    """``str.splitlines`` would split at the form feed and shift every later line."""
+    src = GUARD_SRC.replace("\n\ndef fusion", "\n\x0c\ndef fusion")
+    outcome, code = run(GUARD, src)
+    assert "\x0c\ndef fusion" in code and "(_sm90 or _sm100 or _sm120)" in code
+    crlf = GUARD_SRC.replace("\n", "\r\n")
+    _, code = run(GUARD, crlf)
+    assert "(_sm90 or _sm100 or _sm120)\r\n" in code and "\r\n_sm120 = _is_cuda and is_sm120()\r\n" in code

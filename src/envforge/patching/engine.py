@@ -138,8 +138,10 @@ def unified_diff(change: FileChange, prefix: str = "") -> str:
     """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``."""
     import difflib
 
-    before = change.before.decode("utf-8").splitlines(keepends=True)
-    after = change.after.decode("utf-8").splitlines(keepends=True)
+    from envforge.patching.source import lines_of
+
+    before = lines_of(change.before.decode("utf-8"))
+    after = lines_of(change.after.decode("utf-8"))
     name = f"{prefix}{change.path}"
     return "".join(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["Source", "parse_source"]
+__all__ = ["Source", "lines_of", "parse_source"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Source:
         if self.ranges is None:
             return bytes(edited.bytes)
         replaced, inserted = _changes(self.module.body, edited.body)
-        lines = self.before.decode("utf-8").splitlines(keepends=True)
+        lines = lines_of(self.before.decode("utf-8"))
         out: list[str] = []
         cursor = 0
         for i, (start, end) in enumerate(self.ranges):
@@ -54,6 +54,15 @@ class Source:
             cursor = end
         out += lines[cursor:]
         return "".join(out).encode("utf-8")
+
+
+def lines_of(text: str) -> list[str]:
+    """``text`` split after each ``\\n`` only, ends kept. ``str.splitlines`` also splits on form
+    feeds and other separators that Python source may contain, which would shift line numbers
+    away from ``ast``'s."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    return out + [parts[-1]] if parts[-1] else out
 
 
 def _first_line(node: ast.stmt) -> int:
@@ -74,7 +83,7 @@ def parse_source(before: bytes, tree: ast.Module | None = None, wanted: set[int]
         ranges = tuple((_first_line(tree.body[i]), tree.body[i].end_lineno or tree.body[i].lineno)
                        for i in sorted(wanted))
         if ranges and all(a[1] < b[0] for a, b in pairwise(ranges)):
-            lines = before.decode("utf-8").splitlines(keepends=True)
+            lines = lines_of(before.decode("utf-8"))
             text = "".join("".join(lines[s - 1:e]) for s, e in ranges)
             module = cst.parse_module(text)
             if len(module.body) == len(ranges):

@@ -13,6 +13,7 @@ import hashlib
 import html
 import http.server
 import threading
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -93,14 +94,24 @@ class LocalIndex:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    delay_s = 0.0
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
 
+    def do_GET(self) -> None:
+        if self.delay_s and self.path.endswith(".whl"):
+            time.sleep(self.delay_s)  # a slow mirror: lets a test kill a build in the middle of sync
+        super().do_GET()
+
 
 @contextmanager
-def serve(index: LocalIndex) -> Iterator[LocalIndex]:
-    """Serve ``index.root`` on 127.0.0.1 (a free port) while the block runs; sets ``index.url``."""
-    handler = partial(_QuietHandler, directory=str(index.root))
+def serve(index: LocalIndex, *, delay_s: float = 0.0) -> Iterator[LocalIndex]:
+    """Serve ``index.root`` on 127.0.0.1 (a free port) while the block runs; sets ``index.url``.
+
+    ``delay_s`` delays every wheel download (a slow mirror).
+    """
+    handler = partial(type("Handler", (_QuietHandler,), {"delay_s": delay_s}), directory=str(index.root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

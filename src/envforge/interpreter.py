@@ -39,7 +39,7 @@ def _version_of(path: Path) -> str | None:
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def _matches(version: str, wanted: str) -> bool:

@@ -1,0 +1,180 @@
+"""envforge build / rollback / up: generations behind a symlink, with the real uv and real indexes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envforge.interpreter import PythonNotFound, find_python
+from localindex import LocalIndex, make_wheel, serve
+
+ENVFORGE = [sys.executable, "-m", "envforge"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def envforge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def make_project(tmp_path: Path, index: LocalIndex, version: str = "1.0") -> Path:
+    (tmp_path / "recipes").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "recipes" / "r.toml").write_text(
+        f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{index.url}"\n\n'
+        f'[packages]\nmodel-kernels = "=={version}"\n\n[env.default]\nENVFORGE_TEST_FLAG = "on"\n')
+    return tmp_path
+
+
+def env_python_says(proj: Path, code: str) -> str:
+    out = subprocess.run([str(proj / "envs" / "r-default" / "bin" / "python"), "-c", code],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def index(tmp_path: Path):  # type: ignore[no-untyped-def]
+    idx = LocalIndex(tmp_path / "index")
+    for v in ("1.0", "2.0"):
+        idx.add(make_wheel(tmp_path / "w", "model-kernels", v))
+    idx.add(make_wheel(tmp_path / "w", "kern", "1.0+cu130", metadata_version="1.0"))
+    with serve(idx):
+        yield idx
+
+
+def test_build_makes_generations_and_rollback_flips_back(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path / "p", index)
+    assert envforge(proj, "lock", "r").returncode == 0
+    first = envforge(proj, "build", "r")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == f"{proj / 'envs' / 'r-default'} -> g0001\n"
+    assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
+    assert env_python_says(proj, "import model_kernels, os; print(model_kernels.__version__, "
+                                 "os.environ['ENVFORGE_TEST_FLAG'])") == "1.0 on"
+    record = json.loads(next((proj / "envs" / "r-default").glob(
+        "lib/python3*/site-packages/.envforge/generation.json")).read_text())
+    assert (record["recipe"], record["variant"], record["generation"]) == ("r", "default", "g0001")
+
+    recipe = proj / "recipes" / "r.toml"
+    recipe.write_text(recipe.read_text().replace("==1.0", "==2.0"))
+    assert envforge(proj, "lock", "r").returncode == 0
+    assert envforge(proj, "build", "r").stdout.endswith("-> g0002\n")
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "2.0"
+
+    back = envforge(proj, "rollback", "r-default")
+    assert (back.returncode, back.stdout) == (0, f"{proj / 'envs' / 'r-default'}: g0002 -> g0001\n")
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+
+
+def test_failed_build_leaves_the_live_environment_and_names_the_step(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path / "p", index)
+    envforge(proj, "lock", "r")
+    assert envforge(proj, "build", "r").returncode == 0
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    text = lock.read_text()
+    digest = text.split('sha256 = "')[1].split('"')[0]
+    lock.write_text(text.replace(digest, "0" * 64))  # a tampered lock: the hash cannot match
+    res = envforge(proj, "build", "r")
+    assert res.returncode == 3
+    assert "error: build failed at step 'sync': uv pip sync failed with exit status" in res.stderr
+    assert "the live environment was not changed; the failed generation was removed (g0002)" in res.stderr
+    assert "Hash mismatch" in res.stderr
+    assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
+    assert not (proj / "envs" / ".generations" / "r-default" / "g0002").exists()
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+
+
+def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path / "p", index)
+    envforge(proj, "lock", "r")
+    assert envforge(proj, "build", "r").returncode == 0
+    recipe = proj / "recipes" / "r.toml"
+    recipe.write_text(recipe.read_text().replace("==1.0", "==2.0"))
+    assert envforge(proj, "lock", "r").returncode == 0
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    slow = LocalIndex(index.root)
+    with serve(slow, delay_s=60):  # the same files from a mirror that stalls on every wheel
+        lock.write_text(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0]))
+        proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        gen = proj / "envs" / ".generations" / "r-default" / "g0002"
+        for _ in range(300):  # wait until the new generation exists and sync is downloading
+            if (gen / "pyvenv.cfg").exists():
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+    # The next build cleans the leftover half-built generation away and succeeds.
+    assert envforge(proj, "lock", "r").returncode == 0
+    res = envforge(proj, "build", "r")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.endswith("-> g0003\n") and not gen.exists()
+
+
+def test_b04_local_label_missing_from_metadata_is_reported_not_silent(tmp_path: Path, index: LocalIndex) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(
+        f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\ncu130 = "{index.url}"\n\n'
+        '[packages]\nkern = { version = "==1.0+cu130", index = "cu130" }\n')
+    assert envforge(tmp_path, "lock", "r").returncode == 0
+    res = envforge(tmp_path, "build", "r")
+    assert res.returncode == 0
+    assert (f"warning: kern: the lock and the wheel file name say 1.0+cu130 (index {index.url}), "
+            "its installed METADATA says 1.0 (field case B04)") in res.stderr
+
+
+def test_build_without_a_lock_says_what_to_run(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path, index)
+    res = envforge(proj, "build", "r")
+    assert res.returncode == 2
+    assert res.stderr == (f"error: no lock for r-default: {proj / 'lockfiles' / 'pylock.r-default.toml'} does not exist\n"
+                          "  hint: run `envforge lock r --variant default` first\n")
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path, index)
+    envforge(proj, "lock", "r")
+    res = envforge(proj, "build", "r", "--dry-run")
+    assert res.returncode == 0
+    assert res.stdout.splitlines()[0] == f"environment  {proj / 'envs' / 'r-default'} -> .generations/r-default/g0001"
+    assert not (proj / "envs").exists()
+
+
+def test_missing_python_names_the_version_and_how_to_provide_it() -> None:
+    with pytest.raises(PythonNotFound) as e:
+        find_python("3.99")
+    assert str(e.value) == (
+        "no Python 3.99 found on this machine (searched uv's discovery and pyenv installs; envforge never "
+        "downloads Pythons)\n  hint: install Python 3.99 (e.g. `pyenv install 3.99` or `apt-get install "
+        "python3.99`) or pass --python PATH")
+    with pytest.raises(PythonNotFound, match=r"^--python /bin/true is not a Python interpreter; the recipe needs Python 3.12$"):
+        find_python("3.12", Path("/bin/true"))
+
+
+@pytest.mark.slow
+def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
+    """The README's first command, on a copy of the project: lock check, build, patches, verify."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for d in ("recipes", "patchsets", "lockfiles"):
+        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
+    res = envforge(proj, "up")
+    if res.returncode != 0 and "cannot reach" in res.stderr:
+        pytest.skip("the package index cannot be reached")
+    assert res.returncode == 0, res.stderr
+    assert "[1/3] lock pylock.quickstart-default.toml: up to date" in res.stderr
+    assert "verify static: clean" in res.stdout
+    sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
+    manifest = json.loads((sp / ".envforge" / "patches.json").read_text())
+    patched = [sp / f["path"] for f in manifest["files"]]
+    assert patched and all(p.stat().st_nlink == 1 for p in patched)  # B09: never shared with uv's cache

@@ -125,3 +125,15 @@ def test_drafter_level_runs_the_recipes_drafter_table(env: BuiltEnv, tmp_path: P
     assert [c.status for c in report.checks] == ["findings"]
     assert {f.level for f in report.findings} == {"drafter"}
     assert "target-hidden-size" in [f.kind for f in report.findings]
+
+
+@pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has an NVIDIA GPU")
+def test_levels_default_to_the_recipes_verify_levels(env: BuiltEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = env.path.parent.parent
+    recipe = root / "recipes" / "quickstart.toml"
+    recipe.write_text(recipe.read_text() + '\n[verify]\nlevels = ["static", "gpu", "smoke"]\n')
+    code, out, _ = cli(["verify", "--project", str(root), "--json"], monkeypatch)
+    data = json.loads(out)["data"]
+    assert (code, data["levels"]) == (0, ["static", "gpu"])
+    assert data["checks"][-1] == {"name": "gpu", "level": "gpu", "status": "skipped",
+                                  "detail": "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"}

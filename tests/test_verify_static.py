@@ -282,3 +282,12 @@ def test_uv_hardlinked_install_counts_once_a_patch_breaks_the_link(tmp_path: Pat
     shutil.rmtree(tmp_path / "proj" / "patchsets")
     report = run(env)
     assert [(c.name, c.status) for c in report.checks if c.name == "patch-states"] == [("patch-states", "skipped")]
+
+
+def test_markers_are_evaluated_in_the_environments_interpreter(tmp_path: Path) -> None:
+    env = build(tmp_path, locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
+                                  ("pywin32; sys_platform == 'win32'", "311", None),
+                                  ("sgl-kernel; python_version >= '3.12'", "0.3.21", None)])
+    report = run(env)
+    assert [(f.kind, f.subject) for f in report.findings] == [("missing", "sgl-kernel")]
+    assert report.fingerprint.python == "3.12.1"

@@ -85,10 +85,14 @@ def _toml_value(v: Any) -> str:
 
 
 def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mapping[str, Any]) -> str:
-    """A PEP 751 lock: ``packages`` are (name, version, wheel file or None); ``[tool.envforge]``."""
+    """A PEP 751 lock: ``packages`` are (name, version, wheel file or None), the name optionally
+    followed by ``; <marker>``; then ``[tool.envforge]``."""
     lines = ['lock-version = "1.0"', 'created-by = "envforge-tests"', 'requires-python = ">=3.10"', ""]
     for name, version, wheel in sorted(packages):
-        lines += ["[[packages]]", f"name = {json.dumps(name)}", f"version = {json.dumps(version)}"]
+        name, _, marker = name.partition(";")
+        lines += ["[[packages]]", f"name = {json.dumps(name.strip())}", f"version = {json.dumps(version)}"]
+        if marker:
+            lines.append(f"marker = {json.dumps(marker.strip())}")
         if wheel is not None:
             lines += ["wheels = [", f"  {{ name = {json.dumps(wheel.name)}, path = {json.dumps(str(wheel))}, "
                       f"hashes = {{ sha256 = {json.dumps(sha256(wheel))} }} }},", "]"]

@@ -15,8 +15,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                    "3 a tool (the environment's interpreter) failed.")
     p.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path to one (default: quickstart-default)")
-    p.add_argument("--level", default="static", metavar="LEVELS",
-                   help="comma-separated levels: static, gpu, drafter (default: static)")
+    p.add_argument("--level", default=None, metavar="LEVELS",
+                   help="comma-separated levels: static, gpu, drafter (default: the recipe's [verify] levels, "
+                        "else static)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.verify/1)")
     p.add_argument("--junit", metavar="FILE", help="also write the report as JUnit XML to FILE")
     p.add_argument("--deep", action="store_true", help="hash every installed file (default: changed ones only)")
@@ -48,8 +49,8 @@ def _verify(args: argparse.Namespace, ui: Any) -> int:
 
     project = Project(Path(args.project)) if args.project else find_project(Path.cwd())
     env = resolve_environment(project, args.env, f"{DEFAULT_RECIPE}-default")
-    levels = tuple(lv.strip() for lv in args.level.split(",") if lv.strip())
-    if "gpu" in levels:
+    levels = tuple(lv.strip() for lv in args.level.split(",") if lv.strip()) if args.level else None
+    if levels and "gpu" in levels:
         ui.progress("verify: GPU probes run in the environment's interpreter (each step under a hard timeout)")
     report = verify(env, project, VerifyOptions(
         levels=levels, deep=args.deep, target_from_machine=args.target_from_machine,

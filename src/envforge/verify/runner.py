@@ -27,11 +27,12 @@ __all__ = ["VerifyOptions", "verify"]
 
 @dataclass(frozen=True, slots=True)
 class VerifyOptions:
-    """How to verify: ``levels`` (subset of :data:`LEVELS`), ``deep`` hashing, the target taken from
+    """How to verify: ``levels`` (subset of :data:`LEVELS`; None: the recipe's ``[verify] levels``
+    that verify owns, else ``static``), ``deep`` hashing, the target taken from
     the machine, the process environment probes start from (``base_env``), uv's cache directory,
     all-reduce settings for the GPU level, and a ``clock`` (``time.monotonic``-like) for elapsed time."""
 
-    levels: tuple[str, ...] = ("static",)
+    levels: tuple[str, ...] | None = None
     deep: bool = False
     target_from_machine: bool = False
     base_env: Mapping[str, str] = field(default_factory=dict)
@@ -67,7 +68,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     :raises InputError: unknown level, or the environment has no recorded lock (exit 2).
     :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
-    bad = [lv for lv in options.levels if lv not in LEVELS]
+    bad = [lv for lv in options.levels or () if lv not in LEVELS]
     if bad:
         raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
     import time
@@ -77,11 +78,13 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     sp = env.site_packages
     lock = read_env_lock(sp / ".envforge" / "pylock.toml")
     gen = _generation(sp)
+    recipe = _recipe_data(project, gen)
+    levels = options.levels or _recipe_levels(recipe)
     findings: list[Finding] = []
     checks: list[Check] = []
     notes: list[str] = []
     python = None
-    if "static" in options.levels:
+    if "static" in levels:
         st = run_static(StaticInputs(
             site_packages=sp, python=env.python, lock=lock,
             patchsets_dir=project.patchsets_dir if project else None,
@@ -94,10 +97,10 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     gpu_data: Mapping[str, Any] | None = None
     measurements: dict[str, Any] = {}
     target = dict(lock.envforge.get("target", {}))
-    if "gpu" in options.levels:
+    if "gpu" in levels:
         from envforge.verify.gpu import GpuInputs, run_gpu
 
-        g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(project, gen, sp),
+        g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(recipe, sp),
                               target_from_machine=options.target_from_machine, base_env=options.base_env,
                               sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
                               installed_profile=(installed_profile(sp) or {}).get("profile")))
@@ -107,12 +110,12 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         measurements = dict(g.measurements)
         gpu_data = g.machine
         target = dict(g.target)
-    if "drafter" in options.levels:
-        found_d, check_d = _drafter(project, gen, options)
+    if "drafter" in levels:
+        found_d, check_d = _drafter(recipe, options)
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data, python))
-    return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in options.levels),
+    return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
                         fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
 
@@ -128,9 +131,15 @@ def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str
         return {}
 
 
-def _drafter(project: Project | None, gen: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Finding], Check]:
+def _recipe_levels(recipe: Mapping[str, Any]) -> tuple[str, ...]:
+    """The recipe's ``[verify] levels`` that verify runs (``smoke`` belongs to ``envforge bench``)."""
+    wanted = recipe.get("verify", {}).get("levels", [])
+    return tuple(lv for lv in wanted if lv in LEVELS) or ("static",)
+
+
+def _drafter(recipe: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Finding], Check]:
     """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`."""
-    settings = _recipe_data(project, gen).get("verify", {}).get("drafter")
+    settings = recipe.get("verify", {}).get("drafter")
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
     from envforge.drafter import drafter_checks
@@ -150,10 +159,10 @@ def _fp_gpu(machine: Mapping[str, Any] | None, python: str | None) -> dict[str, 
     return out
 
 
-def _profiles(project: Project | None, gen: Mapping[str, Any], sp: Path) -> dict[str, dict[str, str]]:
+def _profiles(recipe: Mapping[str, Any], sp: Path) -> dict[str, dict[str, str]]:
     """Env profiles to measure: the recipe's ``[env.*]`` tables (each merged over ``[env.default]``),
     or only the installed one when the recipe cannot be found."""
-    profiles: Mapping[str, Mapping[str, str]] = _recipe_data(project, gen).get("env", {})
+    profiles: Mapping[str, Mapping[str, str]] = recipe.get("env", {})
     base = dict(profiles.get("default", {}))
     out = {name: {**base, **env} for name, env in profiles.items()}
     prof = installed_profile(sp)

@@ -214,6 +214,7 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     assert "server 'eagle3'" not in stderr.replace("starting 'eagle3'", "")
     data = json.loads(out.read_text())["data"]
     assert data["fingerprint"]["patch_manifest_digest"].startswith("sha256:")
+    assert data["fingerprint"]["python"] == sys.version.split()[0]
     assert [(b["concurrency"], b["accept_length"]) for b in data["break_even"]] == [(1, 3.0), (2, 3.0)]
     for b in data["break_even"]:
         assert b["break_even_accept_length"] == round(b["verify_cycle_ms"] / b["decode_step_ms"], 3)
@@ -221,3 +222,18 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     assert len(lines) == 1 and " measured accept length 3.00: speculation " in lines[0]
     assert data["warnings"] == ["server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but "
                                 "inert: the launch arguments lack --enable-flashinfer-allreduce-fusion"]
+
+
+def test_machine_fingerprint_runs_the_gpu_info_probe_in_the_environment(tmp_path: Path) -> None:
+    import sys
+
+    from envforge.bench.run import machine_fingerprint
+
+    sp = tmp_path / "site-packages"
+    sp.mkdir()
+    fp, note = machine_fingerprint(sp, Path(sys.executable), dict(os.environ))
+    assert note is None and fp.python == sys.version.split()[0]
+    assert (fp.lock_digest, fp.gpu, fp.gpu_count) == (None, None, None)  # no GPU on this machine
+    fp, note = machine_fingerprint(sp, tmp_path / "no-python", dict(os.environ))
+    assert fp.python is None and note is not None
+    assert note.startswith(f"no machine facts in the fingerprint: cannot start {tmp_path / 'no-python'}")

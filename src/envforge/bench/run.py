@@ -9,19 +9,23 @@ stopped. Any failed request fails the run: a number made of partial results is n
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from envforge.bench.client import Endpoint, LevelRun, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.report import BenchReport, LevelResult, ServerResult, break_even_rows, level_result
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.errors import ExternalToolError, InputError
-from envforge.fingerprint import Fingerprint
+from envforge.fingerprint import Fingerprint, fingerprint_of
+from envforge.probe import ProbeError, run_probe
 
-__all__ = ["BenchPlan", "run_bench"]
+__all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
 Progress = Callable[[str], None]
 
@@ -144,3 +148,27 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     return BenchReport(plan.fingerprint, plan.config.as_dict(), tuple(results),
                        break_even_rows(results), tuple(warnings))
 
+
+
+def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],
+                        *, timeout_s: float = 120.0) -> tuple[Fingerprint, str | None]:
+    """The environment's fingerprint with the machine facts (Python, driver, GPU name, count,
+    compute capability) from verify's GPU info probe (``envforge/verify/gpu_probe.py``, mode
+    ``info``), run by the environment's interpreter, so bench and verify reports carry the same
+    fingerprint and reports from different GPUs never compare as equal.
+
+    :returns: the fingerprint, and a note when the probe could not run (machine facts then None).
+    """
+    try:
+        script = (resources.files("envforge.verify") / "gpu_probe.py").read_text(encoding="utf-8")
+        data: Any = run_probe(python, script, args=[json.dumps({"mode": "info"})], env=env,
+                              timeout_s=timeout_s).data
+    except (ImportError, OSError, ProbeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return fingerprint_of(site_packages), f"no machine facts in the fingerprint: {first}"
+    info: Mapping[str, Any] = data if isinstance(data, dict) else {}
+    gpus = info.get("gpus") or []
+    gpu: dict[str, Any] = {"python": info.get("python"), "driver": info.get("driver")}
+    if gpus:
+        gpu.update(name=gpus[0].get("name"), count=len(gpus), capability=gpus[0].get("capability"))
+    return fingerprint_of(site_packages, gpu=gpu), None

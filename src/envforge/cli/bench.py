@@ -86,9 +86,9 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     import os
 
     from envforge.bench.config import smoke_config
-    from envforge.bench.run import BenchPlan, run_bench
+    from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
     from envforge.environment import resolve_environment
-    from envforge.fingerprint import Fingerprint, fingerprint_of
+    from envforge.fingerprint import Fingerprint
     from envforge.project import find_project
     from envforge.recipe import load_recipe
 
@@ -102,7 +102,11 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     if args.url is None or args.env is not None:
         env = resolve_environment(project, args.env, resolved.lock_name)
     site_packages = env.site_packages if env else None
-    fingerprint = fingerprint_of(site_packages) if site_packages else Fingerprint(None, None, None, None)
+    fingerprint = Fingerprint(None, None, None, None)
+    if env is not None and site_packages is not None:
+        fingerprint, note = machine_fingerprint(site_packages, env.python, dict(os.environ))
+        if note:
+            ui.warn(note)
     output: Path = args.output
     plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(os.environ),
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,

@@ -154,7 +154,7 @@ def test_missing_python_names_the_version_and_how_to_provide_it() -> None:
     with pytest.raises(PythonNotFound) as e:
         find_python("3.99")
     assert str(e.value) == (
-        "no Python 3.99 found on this machine (searched uv's discovery and pyenv installs; envforge never "
+        "no Python 3.99 found on this machine (searched pyenv installs and uv's discovery; envforge never "
         "downloads Pythons)\n  hint: install Python 3.99 (e.g. `pyenv install 3.99` or `apt-get install "
         "python3.99`) or pass --python PATH")
     with pytest.raises(PythonNotFound, match=r"^--python /bin/true is not a Python interpreter; the recipe needs Python 3.12$"):

@@ -254,9 +254,9 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
     _detach(sp, sorted({p.distribution for p in sets}))
     report = patching.apply(sp, sets)
     states = tuple((r.patchset, r.file, r.state) for r in report.results)
-    drifted = [s for s in states if s[2] == "drifted"]
-    if drifted:
-        raise CheckFailed("patches drifted: " + "; ".join(f"{p} {f}" for p, f, _ in drifted))
+    if not report.ok:
+        raise CheckFailed("patchsets could not be applied:\n" + "\n".join("  " + e for e in report.errors),
+                          hint="see `envforge apply-patches --dry-run` on the environment for details")
     counts: dict[str, int] = {}
     for _, _, state in states:
         counts[state] = counts.get(state, 0) + 1

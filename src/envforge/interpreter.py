@@ -1,8 +1,9 @@
 """Finding the Python a recipe asks for on this machine.
 
-Order: an explicit ``--python PATH``; uv's own discovery (``uv python find``, with pyenv's shims
-left off PATH because a shim for a version that is not pyenv's global one makes uv's query fail);
-then pyenv installs under ``$PYENV_ROOT/versions`` (default ``~/.pyenv``). Python downloads are
+Order: an explicit ``--python PATH``; pyenv installs under ``$PYENV_ROOT/versions`` (default
+``~/.pyenv``; the version is the directory name, so no interpreter is started); then uv's own
+discovery (``uv python find``, with pyenv's shims left off PATH because a shim for a version that
+is not pyenv's global one makes uv's query fail). Python downloads are
 never attempted: GPU boxes are often air-gapped, and a lock must not depend on what was fetched.
 """
 
@@ -79,14 +80,14 @@ def find_python(wanted: str, explicit: Path | None = None) -> Interpreter:
             raise PythonNotFound(f"--python {explicit} is {'not a Python interpreter' if version is None else 'Python ' + version}; "
                                  f"the recipe needs Python {wanted}")
         return Interpreter(explicit, version, "--python")
+    for candidate in _via_pyenv(wanted):  # a pyenv install's version is its directory name
+        if candidate.exists():
+            return Interpreter(candidate, candidate.parent.parent.name, "pyenv")
     found = _via_uv(wanted)
     if found is not None and (version := _version_of(found)) and _matches(version, wanted):
         return Interpreter(found, version, "uv python find")
-    for candidate in _via_pyenv(wanted):
-        if candidate.exists() and (version := _version_of(candidate)) and _matches(version, wanted):
-            return Interpreter(candidate, version, "pyenv")
     raise PythonNotFound(
-        f"no Python {wanted} found on this machine (searched uv's discovery and pyenv installs; "
+        f"no Python {wanted} found on this machine (searched pyenv installs and uv's discovery; "
         "envforge never downloads Pythons)",
         hint=f"install Python {wanted} (e.g. `pyenv install {wanted}` or `apt-get install python{wanted}`) "
              "or pass --python PATH")

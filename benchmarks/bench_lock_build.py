@@ -1,0 +1,128 @@
+"""Benchmark: envforge lock and build against bare uv on the same input, median of N runs.
+
+    python benchmarks/bench_lock_build.py [--runs 5]
+
+lock:  ``envforge lock kimi-k25-sm120 --variant cu128`` (169 packages from PyPI, uv cache warm)
+       vs ``uv pip compile`` of the same pyproject/platform/Python with no previous lock.
+build: ``envforge build`` of the same recipe without patchsets (quickstart's packages, warm cache)
+       vs ``uv venv`` + ``uv pip sync`` of the same lock; and the full quickstart build (with the
+       four patchsets and the env hook) printed beside it for scale.
+startup: ``envforge --help`` vs ``python -c pass``.
+Whole processes, wall clock, interleaved runs; prints medians and ratios. Targets: lock and build
+<= 1.15x, ``--help`` <= 0.3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVFORGE = [sys.executable, "-m", "envforge"]
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env={**os.environ, **(env or {})})
+    return time.perf_counter() - t
+
+
+def _no_patchsets(recipe_text: str) -> str:
+    return re.sub(r"patchsets = \[.*?\]\n", "", recipe_text, flags=re.S)
+
+
+def uv() -> str:
+    from uv import find_uv_bin
+
+    return str(find_uv_bin())
+
+
+def lock_pair(work: Path) -> tuple[float, float]:
+    from envforge.recipe import load_recipe
+    from envforge.routing import uv_pyproject
+
+    proj = work / "lockproj"
+    shutil.rmtree(proj, ignore_errors=True)
+    (proj / "recipes").mkdir(parents=True)
+    text = (ROOT / "recipes" / "kimi-k25-sm120.toml").read_text()
+    (proj / "recipes" / "kimi-k25-sm120.toml").write_text(_no_patchsets(text))
+    variant = load_recipe(proj / "recipes" / "kimi-k25-sm120.toml").resolve("cu128")
+    bare = work / "bare"
+    shutil.rmtree(bare, ignore_errors=True)
+    bare.mkdir()
+    (bare / "pyproject.toml").write_text(uv_pyproject(variant))
+    t_env = timed([*ENVFORGE, "lock", "kimi-k25-sm120", "--variant", "cu128"], proj)
+    t_uv = timed([uv(), "pip", "compile", "pyproject.toml", "--no-config", "--no-header", "--format",
+                  "pylock.toml", "--python-version", "3.12", "--python-platform", variant.target.platform,
+                  "-o", "pylock.toml", "-q"], bare, {"UV_PYTHON_DOWNLOADS": "never"})
+    return t_env, t_uv
+
+
+def build_pair(work: Path) -> tuple[float, float, float]:
+    proj = work / "buildproj"
+    if not proj.exists():
+        (proj / "recipes").mkdir(parents=True)
+        for d in ("patchsets",):
+            shutil.copytree(ROOT / d, proj / d)
+        text = (ROOT / "recipes" / "quickstart.toml").read_text()
+        (proj / "recipes" / "quickstart.toml").write_text(text)
+        (proj / "recipes" / "plain.toml").write_text(
+            _no_patchsets(text.replace('name = "quickstart"', 'name = "plain"')).split("[env.default]")[0])
+        subprocess.run([*ENVFORGE, "lock", "plain"], cwd=proj, check=True, capture_output=True)
+        subprocess.run([*ENVFORGE, "lock", "quickstart"], cwd=proj, check=True, capture_output=True)
+    t_env = timed([*ENVFORGE, "build", "plain"], proj)
+    t_full = timed([*ENVFORGE, "build", "quickstart"], proj)
+    venv = work / "bare-venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    from envforge.interpreter import find_python
+
+    py = str(find_python("3.12").path)
+    t = time.perf_counter()
+    subprocess.run([uv(), "venv", "-q", "--python", py, str(venv)], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    subprocess.run([uv(), "pip", "sync", "-q", "--preview-features", "pylock", "--python", str(venv / "bin" / "python"),
+                    str(proj / "lockfiles" / "pylock.plain-default.toml")], check=True)
+    return t_env, time.perf_counter() - t, t_full
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--skip-lock", action="store_true", help="skip the PyPI-resolving lock pair")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="envforge-bench-"))
+    rows: dict[str, list[float]] = {k: [] for k in ("lock", "uv compile", "build", "uv venv+sync",
+                                                     "build+patches", "--help", "python -c pass")}
+    build_pair(work)  # warm the uv cache and the locks
+    for _ in range(args.runs):
+        if not args.skip_lock:
+            a, b = lock_pair(work)
+            rows["lock"].append(a)
+            rows["uv compile"].append(b)
+        a, b, c = build_pair(work)
+        rows["build"].append(a)
+        rows["uv venv+sync"].append(b)
+        rows["build+patches"].append(c)
+        rows["--help"].append(timed([*ENVFORGE, "--help"], work))
+        rows["python -c pass"].append(timed([sys.executable, "-c", "pass"], work))
+    med = {k: statistics.median(v) for k, v in rows.items() if v}
+    for k, v in med.items():
+        print(f"{k:<16} {v * 1000:8.0f} ms  (median of {len(rows[k])})")
+    if "lock" in med:
+        print(f"lock  / uv pip compile       = {med['lock'] / med['uv compile']:.2f}x  (target <= 1.15x)")
+    print(f"build / uv venv + pip sync   = {med['build'] / med['uv venv+sync']:.2f}x  (target <= 1.15x)")
+    print(f"build with 4 patchsets + hook = {med['build+patches'] / med['uv venv+sync']:.2f}x of bare uv (scale)")
+    print(f"envforge --help = {med['--help'] * 1000:.0f} ms (target <= 300 ms); python -c pass = "
+          f"{med['python -c pass'] * 1000:.0f} ms")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -93,7 +93,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         root = Path(tmp)
-        py = "/root/.pyenv/versions/3.12.1/bin/python3.12" if Path("/root/.pyenv/versions/3.12.1").exists() else a.python
+        pyenv = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+        py = str(pyenv) if pyenv.exists() else a.python
         env = make_env(root, wheels, uv=uv, python=py)
         argv = [sys.executable, "-m", "envforge", "verify", "quickstart-default", "--project", str(root)]
         rc = subprocess.run(argv, capture_output=True).returncode

@@ -184,7 +184,7 @@ def test_cuda_major_of(name: str, version: str, major: int | None) -> None:
 
 def test_profile_slower_than_default_is_a_finding() -> None:
     rows = lambda us: [{"bytes": b, "us": u, "ok": True, "us_runs": [u], "iters": 20}  # noqa: E731
-                       for b, u in zip((43008, 1 << 20, 16 << 20), us)]
+                       for b, u in zip((43008, 1 << 20, 16 << 20), us, strict=True)]
     runs = {"nccl-default": {"rows": rows((24.4, 26.1, 75.1))}, "pcie": {"rows": rows((27.6, 85.0, 975.3)),
                                                                          "env": PCIE}}
     inp = G.GpuInputs(python=Path("python"), lock=EnvLock(Path("x"), (), {}), target={}, profiles={"pcie": PCIE},

@@ -269,7 +269,8 @@ def test_b03_cuda13_wheels_in_a_cu12_variant(tmp_path: Path) -> None:
     env = build(tmp_path, wheels=[*_wheels(), *extra], envforge={"cuda": "12.8"})
     report = run(env)
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("cuda-major-mismatch", "cuda-bindings 13.0.1", "built for CUDA 13 (cuda-bindings is versioned by CUDA release)"),
+        ("cuda-major-mismatch", "cuda-bindings 13.0.1",
+         "built for CUDA 13 (cuda-bindings is versioned by CUDA release)"),
         ("cuda-major-mismatch", "nvidia-nccl-cu13 2.28.3", "built for CUDA 13 (name suffix -cu13)")]
     assert report.findings[0].expected == "CUDA 12 wheels (variant cuda 12.8)"
 

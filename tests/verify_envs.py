@@ -49,7 +49,8 @@ def make_wheel(directory: Path, name: str, version: str, *, metadata_version: st
     info = f"{dist}-{meta_v}.dist-info"
     content = dict(files or {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()})
     content[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {meta_v}\n".encode()
-    content[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    content[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\n"
+                                b"Tag: py3-none-any\n")
     record = "".join(f"{k},{_record_hash(v)},{len(v)}\n" for k, v in content.items()) + f"{info}/RECORD,,\n"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{dist}-{version}-py3-none-any.whl"
@@ -133,7 +134,8 @@ def site_packages_of(env: Path) -> Path:
 
 def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str, name: str = "quickstart-default",
              locked: Sequence[tuple[str, str, Path | None]] | None = None, envforge: Mapping[str, Any] | None = None,
-             patchsets: Sequence[str] = QUICKSTART_PATCHSETS, profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
+             patchsets: Sequence[str] = QUICKSTART_PATCHSETS,
+             profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
              system_site: bool = False, project_lock: bool = True, extra_site: Path | None = None) -> BuiltEnv:
     """Build ``root/envs/<name>`` (a project at ``root`` with the repo's recipes and patchsets)."""
     for sub in ("recipes", "patchsets"):

@@ -10,7 +10,8 @@ __all__ = ["register"]
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``envforge verify`` on the top-level subparsers."""
-    p = sub.add_parser("verify", help="prove an environment is what its lock and patchsets say (and the GPU box suits it)",
+    p = sub.add_parser("verify",
+                       help="prove an environment is what its lock and patchsets say (and the GPU box suits it)",
                        description="Report every finding at once: exit 0 clean, 1 findings, 2 input error, "
                                    "3 a tool (the environment's interpreter) failed.")
     p.add_argument("env", nargs="?", metavar="ENV",

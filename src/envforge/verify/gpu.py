@@ -148,7 +148,8 @@ def _usable(machine: Mapping[str, Any], out: _Out) -> bool:
     if not machine.get("cuda_available") or not machine.get("gpus"):
         why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"
         out.add("cuda", [_f("cuda-unavailable", "torch", "CUDA usable from the environment's torch", why,
-                            "install the locked torch build for this CUDA variant (`envforge build`) and check the driver")])
+                            "install the locked torch build for this CUDA variant (`envforge build`) "
+                            "and check the driver")])
         return False
     out.add("cuda", [], f"torch {machine['torch']}, CUDA runtime {machine['cuda_runtime']}, NCCL {machine.get('nccl')}")
     return True
@@ -183,7 +184,8 @@ def _hardware(inp: GpuInputs, machine: Mapping[str, Any], target: Mapping[str, A
     if want_cc:
         wanted.setdefault(want_cc, f"recipe target {target.get('gpu', '')}".strip())
     bad = [_f("arch-list", who, f"kernels for sm_{cc.replace('.', '')} in torch.cuda.get_arch_list()",
-              ", ".join(arch) or "(empty)", "install a torch build compiled for this architecture (a newer CUDA variant)")
+              ", ".join(arch) or "(empty)",
+              "install a torch build compiled for this architecture (a newer CUDA variant)")
            for cc, who in wanted.items() if not _arch_ok(cc, arch)]
     out.add("arch-list", bad, " ".join(arch))
     return not count and not caps
@@ -222,8 +224,9 @@ def _software(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
         out.skip("driver-floor", f"driver {driver or 'unknown'}, no floor known for CUDA {runtime or '?'}")
     else:
         low = _vtuple(driver) < _vtuple(floor)
-        out.add("driver-floor", [_f("driver-floor", "NVIDIA driver", f">= {floor} (CUDA {runtime}, NVIDIA release notes)",
-                                    driver, "upgrade the driver, or use a variant built for an older CUDA")] if low else [],
+        found = [_f("driver-floor", "NVIDIA driver", f">= {floor} (CUDA {runtime}, NVIDIA release notes)",
+                    driver, "upgrade the driver, or use a variant built for an older CUDA")] if low else []
+        out.add("driver-floor", found,
                 f"driver {driver} >= {floor} for CUDA {runtime}")
     out.add("nccl", [], f"NCCL {machine.get('nccl') or 'unknown'}")
 
@@ -260,7 +263,8 @@ def _allreduce(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
     keys = sorted({k for env in inp.profiles.values() for k in env})
     runs: dict[str, Mapping[str, Any]] = {}
     before = len(out.findings)
-    plan: dict[str, Mapping[str, str]] = {_DEFAULT: {}} | {n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)}
+    plan: dict[str, Mapping[str, str]] = {_DEFAULT: {}}
+    plan.update({n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)})
     for name, env in plan.items():
         cfg = {"mode": "allreduce", "world": world, "sizes": list(inp.sizes), "set": dict(env),
                "unset": keys if name == _DEFAULT else [],

@@ -164,8 +164,8 @@ def _op_flashinfer():
 
 
 def _op_sgl_kernel():
-    import torch
     import sgl_kernel
+    import torch
 
     x = torch.randn(4, 256, device="cuda", dtype=torch.float16)
     w = torch.ones(256, device="cuda", dtype=torch.float16)

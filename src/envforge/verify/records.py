@@ -117,7 +117,7 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
         digests = list(pool.map(lambda t: sha256_file(t[2]), todo))
     findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
                         "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
-    for (dist, entry, _, _), digest in zip(todo, digests):
+    for (dist, entry, _, _), digest in zip(todo, digests, strict=True):
         if digest == entry.sha256:
             continue
         p = patched.get(os.path.normpath(entry.path))

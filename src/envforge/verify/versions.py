@@ -16,7 +16,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from packaging.markers import Marker
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envforge.cuda import cuda_major, cuda_mismatches

@@ -9,8 +9,10 @@ inside their handlers, so ``envforge --help`` stays fast. :func:`main` is the on
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 from importlib import import_module
 
 from envforge import __version__
@@ -40,7 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in _GROUPS:
         import_module(f"envforge.cli.{group}").register(sub)
+    _show_two_word_names(sub)
     return parser
+
+
+def _show_two_word_names(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Show ``lock-diff`` as ``lock diff`` in --help and usage lines (how users type it)."""
+    spoken = {internal: " ".join(words) for words, internal in _TWO_WORD.items()}
+    for action in sub._choices_actions:
+        if action.dest in spoken:
+            action.metavar = spoken[action.dest]
+    for name, parser in sub.choices.items():
+        if name in spoken:
+            parser.prog = f"envforge {spoken[name]}"
 
 
 def _join_two_word(argv: list[str]) -> list[str]:
@@ -67,3 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         ui.error_text("interrupted")
         return 130
+    except BrokenPipeError:  # `envforge lock diff ... | head`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -137,3 +137,25 @@ def test_levels_default_to_the_recipes_verify_levels(env: BuiltEnv, monkeypatch:
     assert (code, data["levels"]) == (0, ["static", "gpu"])
     assert data["checks"][-1] == {"name": "gpu", "level": "gpu", "status": "skipped",
                                   "detail": "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"}
+
+
+def test_static_report_names_driver_and_gpus_from_proc(env: BuiltEnv, tmp_path: Path) -> None:
+    import os
+
+    from envforge.environment import Environment
+    from envforge.project import Project
+    from envforge.verify import VerifyOptions, verify
+
+    proc = tmp_path / "proc"
+    (proc / "driver" / "nvidia" / "gpus" / "0000:00:06.0").mkdir(parents=True)
+    (proc / "driver" / "nvidia" / "version").write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Tue Oct  7 2025\nGCC version:  gcc 13.3.0\n")
+    (proc / "driver" / "nvidia" / "gpus" / "0000:00:06.0" / "information").write_text(
+        "Model: \t\t NVIDIA H200\nIRQ:   \t\t 42\n")
+    report = verify(Environment(env.path), Project(env.path.parent.parent),
+                    VerifyOptions(levels=("static",), base_env=dict(os.environ), proc=proc))
+    fp = report.fingerprint
+    assert (fp.driver, fp.gpu, fp.gpu_count, fp.compute_capability) == ("580.159.04", "NVIDIA H200", 1, None)
+    bare = verify(Environment(env.path), Project(env.path.parent.parent),
+                  VerifyOptions(levels=("static",), base_env=dict(os.environ), proc=tmp_path / "none"))
+    assert (bare.fingerprint.driver, bare.fingerprint.gpu) == (None, None)

@@ -22,7 +22,7 @@ from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport
 from envforge.verify.inventory import read_env_lock
 from envforge.verify.static import StaticInputs, installed_profile, run_static
 
-__all__ = ["VerifyOptions", "verify"]
+__all__ = ["VerifyOptions", "nvidia_proc_facts", "verify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ class VerifyOptions:
     uv_cache: Path | None = None
     allreduce_sizes: tuple[int, ...] = (43008, 1 << 20, 16 << 20)
     step_timeout_s: float = 120.0
+    proc: Path = Path("/proc")
     hub_endpoint: str | None = None
     hub_cache: Path | None = None
     clock: Any = None
@@ -114,7 +115,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         found_d, check_d = _drafter(recipe, options)
         findings += found_d
         checks.append(check_d)
-    fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data, python))
+    fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
                         fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
@@ -148,6 +149,26 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Fi
     found = [Finding(i.kind, i.subject, i.expected, i.actual, i.fix, level="drafter") for i in issues]
     return found, Check("drafter", "drafter", "findings" if found else "ok",
                         f"{settings['repo']}@{settings['revision']}")
+
+
+def nvidia_proc_facts(proc: Path) -> dict[str, Any]:
+    """Driver version and GPU models from the NVIDIA kernel module's ``/proc`` files, without
+    starting any interpreter (so a static-only report still names GPU and driver); {} without them.
+
+    Reads ``driver/nvidia/version`` (``NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04 ...``)
+    and ``driver/nvidia/gpus/*/information`` (``Model: NVIDIA H200``).
+    """
+    base = proc / "driver" / "nvidia"
+    try:
+        words = (base / "version").read_text().split("Kernel Module", 1)[1].split()
+    except (OSError, IndexError):
+        return {}
+    gpus = []
+    for info in sorted(base.glob("gpus/*/information")):
+        model = next((line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
+                      if line.startswith("Model:")), "unknown")
+        gpus.append({"index": len(gpus), "name": model, "capability": None})
+    return {"driver": words[0] if words else None, "gpus": gpus}
 
 
 def _fp_gpu(machine: Mapping[str, Any] | None, python: str | None) -> dict[str, Any]:

@@ -163,7 +163,7 @@ def nvidia_proc_facts(proc: Path) -> dict[str, Any]:
         words = (base / "version").read_text().split("Kernel Module", 1)[1].split()
     except (OSError, IndexError):
         return {}
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for info in sorted(base.glob("gpus/*/information")):
         model = next((line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
                       if line.startswith("Model:")), "unknown")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import py_compile
 import shutil
 from pathlib import Path
 
@@ -112,28 +111,81 @@ def test_hardlinked_patched_file(tmp_path: Path) -> None:
         ("hardlinked", rel, "link count 1 (a private copy)", "link count 2")]
 
 
-def test_stale_unchecked_hash_bytecode(tmp_path: Path) -> None:
+_COMPILE = """
+import importlib.util, py_compile, sys
+src, data, mode, fake_header = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+cfile = importlib.util.cache_from_source(src)
+py_compile.compile(data, cfile=cfile, dfile=src, invalidation_mode=py_compile.PycInvalidationMode[mode])
+if fake_header:  # CPython issue 121376: same whole-second mtime and size as the patched source
+    import os
+    st = os.stat(src)
+    with open(cfile, "r+b") as f:
+        f.seek(8)
+        f.write((int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+print(cfile)
+"""
+
+
+def compile_in_env(env: BuiltEnv, src: Path, data: bytes, mode: str, fake_header: bool = False) -> Path:
+    """Bytecode of ``data`` cached for ``src``, written by the environment's own interpreter."""
+    import subprocess
+
+    tmp = src.with_name(src.stem + "_before_patch.py.txt")
+    tmp.write_bytes(data)
+    out = subprocess.run([str(env.python), "-c", _COMPILE, str(src), str(tmp), mode, "1" if fake_header else "0"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    tmp.unlink()
+    return Path(out)
+
+
+def original_bytes(env: BuiltEnv, rel: str) -> bytes:
+    from envforge.patching import read_manifest
+
+    manifest = read_manifest(env.site_packages)
+    assert manifest is not None
+    entry = next(f for f in manifest.files if f.path == rel)
+    return (env.site_packages / ".envforge" / "originals" / entry.original_sha256).read_bytes()
+
+
+def test_unchecked_hash_bytecode_of_the_original_hides_the_patch(tmp_path: Path) -> None:
     env = build(tmp_path)
     rel = patched_file(env)
-    src = env.site_packages / rel
-    pyc = Path(py_compile.compile(str(src), invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH))
+    pyc = compile_in_env(env, env.site_packages / rel, original_bytes(env, rel), "UNCHECKED_HASH")
     report = run(env)
-    expected_rel = str(Path(rel).parent / "__pycache__" / pyc.name)
+    pyc_rel = str(pyc.relative_to(env.site_packages))
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("stale-bytecode", expected_rel, "unchecked-hash bytecode: Python never re-checks the source")]
-    assert report.findings[0].fix == f"delete {expected_rel} (envforge apply-patches removes it)"
+        ("stale-bytecode", pyc_rel,
+         "the interpreter would load unchecked-hash bytecode of other source (written before the patch)")]
+    assert report.findings[0].fix == f"delete {pyc_rel} (envforge apply-patches removes it)"
 
 
-def test_stale_timestamp_bytecode_written_before_the_patch(tmp_path: Path) -> None:
+def test_timestamp_bytecode_with_a_matching_header_hides_the_patch(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    rel = patched_file(env)
+    compile_in_env(env, env.site_packages / rel, original_bytes(env, rel), "TIMESTAMP", fake_header=True)
+    assert [(f.kind, f.actual) for f in run(env).findings] == [
+        ("stale-bytecode", "the interpreter would load timestamp bytecode of other source (written before the patch)")]
+
+
+def test_bytecode_python_would_recheck_or_that_matches_is_no_finding(tmp_path: Path) -> None:
     env = build(tmp_path)
     rel = patched_file(env)
     src = env.site_packages / rel
-    pyc = Path(py_compile.compile(str(src)))  # header (mtime, size) matches the patched source
-    old = src.stat().st_mtime_ns - 5_000_000_000
-    os.utime(pyc, ns=(old, old))  # ... but the file is older than the patch (CPython issue 121376)
-    kinds = [(f.kind, f.actual) for f in run(env).findings]
-    assert kinds == [("stale-bytecode",
-                      "bytecode written before the patch whose header (mtime, size) matches the patched source")]
+    compile_in_env(env, src, original_bytes(env, rel), "CHECKED_HASH")  # re-checked: Python recompiles
+    other = env.site_packages / patched_file_n(env, 1)
+    compile_in_env(env, other, other.read_bytes(), "UNCHECKED_HASH")  # compiled after the patch: same code
+    report = run(env)
+    assert report.findings == ()
+    detail = next(c for c in report.checks if c.name == "patched-files").detail
+    assert detail == "5 patched files, 2 with cached bytecode"
+
+
+def patched_file_n(env: BuiltEnv, n: int) -> str:
+    from envforge.patching import read_manifest
+
+    manifest = read_manifest(env.site_packages)
+    assert manifest is not None
+    return [f.path for f in manifest.files][n]
 
 
 def test_extra_flashinfer_package_is_unexpected_and_splits_the_family(tmp_path: Path) -> None:

@@ -2,9 +2,13 @@
 # (a probe script: run by the environment's own interpreter, importing optional GPU packages)
 """Probe run inside the environment's own interpreter by static verify (stdlib only).
 
-Prints one JSON line: ``python``, ``markers`` (the PEP 508 marker environment, computed as
-packaging.markers does) and ``sitecustomize`` (the file of the sitecustomize module this
-interpreter imported, or null; field case B11).
+argv[1] (optional) is JSON ``{"bytecode": [source paths]}``. Prints one JSON line: ``python``,
+``markers`` (the PEP 508 marker environment, computed as packaging.markers does),
+``sitecustomize`` (the file of the sitecustomize module this interpreter imported, or null; field
+case B11) and ``bytecode``: per source path, null when this interpreter has no cached bytecode for
+it, else ``{"pyc", "mode", "stale"}`` where ``stale`` says whether the code this interpreter would
+load (``SourceFileLoader.get_code``: the cached ``.pyc`` when its own rules accept it) differs from
+compiling the source now (field case B10; CPython issue 121376). Nothing is written.
 """
 
 import json
@@ -35,10 +39,41 @@ def marker_environment():
     }
 
 
+def _same_code(a, b):
+    if a.co_code != b.co_code or a.co_names != b.co_names or len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):  # noqa: B905 (lengths checked; runs on older Pythons)
+        if hasattr(x, "co_code") or hasattr(y, "co_code"):
+            if not (hasattr(x, "co_code") and hasattr(y, "co_code") and _same_code(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def bytecode(path):
+    import importlib.machinery
+    import importlib.util
+
+    pyc = importlib.util.cache_from_source(path)
+    if not os.path.exists(pyc):
+        return None
+    with open(pyc, "rb") as f:
+        flags = int.from_bytes(f.read(16)[4:8], "little")
+    mode = ("unchecked-hash" if not flags & 2 else "checked-hash") if flags & 1 else "timestamp"
+    loaded = importlib.machinery.SourceFileLoader("envforge_verify_probe", path).get_code("envforge_verify_probe")
+    with open(path, "rb") as f:
+        fresh = compile(f.read(), path, "exec", dont_inherit=True)
+    return {"pyc": pyc, "mode": mode, "stale": not _same_code(loaded, fresh)}
+
+
 def main():
+    sys.dont_write_bytecode = True
+    cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sc = sys.modules.get("sitecustomize")
     print(json.dumps({"python": platform.python_version(), "markers": marker_environment(),
-                      "sitecustomize": getattr(sc, "__file__", None)}))
+                      "sitecustomize": getattr(sc, "__file__", None),
+                      "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])}}))
 
 
 if __name__ == "__main__":

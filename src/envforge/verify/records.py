@@ -6,7 +6,7 @@ its sha256 must be the manifest's ``new_sha256``) or ``tampered``. The default m
 every file and hashes only those whose size differs or whose mtime is newer than the RECORD file (an
 edit after installation); ``deep`` hashes every file. Patched files must have a link count of 1 (not
 shared with uv's cache, field case B09) and no bytecode that can hide the patch (B10, CPython issue
-121376).
+121376): the environment's interpreter is asked which code it would load (``env_probe.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envforge.verify.findings import Finding
 from envforge.verify.inventory import Installed
 
-__all__ = ["PatchedFile", "RecordEntry", "check_patched_files", "check_records", "read_record", "sha256_file"]
+__all__ = ["PatchedFile", "RecordEntry", "cached_bytecode", "check_patched_files", "check_records", "read_record",
+           "sha256_file", "stale_bytecode"]
 
 _BUF = 1 << 20
 
@@ -138,12 +140,11 @@ def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile |
 
 
 def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Finding]:
-    """Link count and bytecode of each patched file (B09, B10)."""
+    """Link count of each patched file (B09); bytecode is judged by :func:`stale_bytecode`."""
     findings: list[Finding] = []
     for p in patched:
-        path = sp / p.path
         try:
-            st = path.stat()
+            st = (sp / p.path).stat()
         except FileNotFoundError:
             findings.append(Finding("missing-file", p.path, f"present (patched by {p.patchset})", "absent",
                                     "re-apply: `envforge apply-patches`"))
@@ -153,32 +154,28 @@ def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Findin
                 "hardlinked", p.path, "link count 1 (a private copy)", f"link count {st.st_nlink}",
                 "the patched file shares its bytes with uv's cache or another environment; rebuild with "
                 "`envforge build` (patches are written to a temp file and os.replace'd)"))
-        findings.extend(_stale_bytecode(path, st, p))
     return findings
 
 
-def _stale_bytecode(path: Path, st: os.stat_result, p: PatchedFile) -> list[Finding]:
+def cached_bytecode(sp: Path, patched: Iterable[PatchedFile]) -> list[Path]:
+    """Patched ``.py`` files that have any ``__pycache__/<stem>.*.pyc`` (only those need the probe)."""
     out = []
-    for pyc in sorted((path.parent / "__pycache__").glob(f"{path.stem}.*.pyc")):
-        why = _pyc_staleness(pyc, st)
-        if why:
-            rel = f"{Path(p.path).parent / '__pycache__' / pyc.name}"
-            out.append(Finding("stale-bytecode", rel, f"no bytecode older than the patched source {p.path}",
-                               why, f"delete {rel} (envforge apply-patches removes it)"))
+    for p in patched:
+        src = sp / p.path
+        if src.suffix == ".py" and any((src.parent / "__pycache__").glob(f"{src.stem}.*.pyc")):
+            out.append(src)
     return out
 
 
-def _pyc_staleness(pyc: Path, src: os.stat_result) -> str | None:
-    """Why ``pyc`` can make Python run pre-patch code, or None. Header layout: PEP 552."""
-    with pyc.open("rb") as f:
-        header = f.read(16)
-    if len(header) < 16:
-        return None
-    flags = int.from_bytes(header[4:8], "little")
-    if flags & 0b01:
-        return None if flags & 0b10 else "unchecked-hash bytecode: Python never re-checks the source"
-    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
-    matches = mtime == int(src.st_mtime) & 0xFFFFFFFF and size == src.st_size & 0xFFFFFFFF
-    if matches and pyc.stat().st_mtime_ns < src.st_mtime_ns:
-        return "bytecode written before the patch whose header (mtime, size) matches the patched source"
-    return None
+def stale_bytecode(sp: Path, verdicts: Mapping[str, Mapping[str, Any] | None]) -> list[Finding]:
+    """Findings for the bytecode probe's verdicts (source path -> ``{pyc, mode, stale}`` or None)."""
+    out = []
+    for src, v in sorted(verdicts.items()):
+        if not v or not v["stale"]:
+            continue
+        rel = os.path.relpath(v["pyc"], sp)
+        out.append(Finding(
+            "stale-bytecode", rel, f"bytecode of the patched source {os.path.relpath(src, sp)} (or none)",
+            f"the interpreter would load {v['mode']} bytecode of other source (written before the patch)",
+            f"delete {rel} (envforge apply-patches removes it)"))
+    return out

@@ -19,7 +19,13 @@ from envforge.fingerprint import file_digest
 from envforge.probe import run_probe
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
-from envforge.verify.records import PatchedFile, check_patched_files, check_records
+from envforge.verify.records import (
+    PatchedFile,
+    cached_bytecode,
+    check_patched_files,
+    check_records,
+    stale_bytecode,
+)
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
@@ -89,20 +95,23 @@ def run_static(inp: StaticInputs) -> StaticResult:
     expected_env = _expected_env(inp.lock, profile)
     with ThreadPoolExecutor(max_workers=2) as pool:
         reach = pool.submit(_reach, inp, expected_env)
-        markers = pool.submit(_env_probe, inp) if any(p.marker for p in inp.lock.packages) else None
+        patched = patch_manifest(sp)
+        pycs = [str(p) for p in cached_bytecode(sp, patched)]
+        asked = pycs or any(p.marker for p in inp.lock.packages)
+        env_probe = pool.submit(_env_probe, inp, pycs) if asked else None
         installed = installed_distributions(sp)
         _stale(inp, c)
-        probe: Mapping[str, Any] = markers.result() if markers else {"python": _venv_version(inp.python)}
+        probe: Mapping[str, Any] = env_probe.result() if env_probe else {"python": _venv_version(inp.python)}
         found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
         c.notes.extend(notes)
         c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
         c.add("families", check_families(installed))
         _cuda(inp.lock, installed, c)
-        patched = patch_manifest(sp)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
                                                 deep=inp.deep)
         c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
-        c.add("patched-files", check_patched_files(sp, patched), f"{len(patched)} patched files")
+        c.add("patched-files", check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
+              f"{len(patched)} patched files, {len(pycs)} with cached bytecode")
         _patches(inp, c)
         _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
@@ -118,8 +127,9 @@ def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
     return check_reach(inp.python, expected, caller_env=caller)
 
 
-def _env_probe(inp: StaticInputs) -> Mapping[str, Any]:
-    result = run_probe(inp.python, probe_script("env_probe.py"), env=dict(inp.base_env or {}), timeout_s=60.0)
+def _env_probe(inp: StaticInputs, pycs: list[str]) -> Mapping[str, Any]:
+    result = run_probe(inp.python, probe_script("env_probe.py"), args=[json.dumps({"bytecode": pycs})],
+                       env=dict(inp.base_env or {}), timeout_s=60.0)
     data: Mapping[str, Any] = result.data
     return data
 

@@ -203,6 +203,16 @@ def _free_port():
 
 
 def allreduce(cfg):
+    """Run the ranks; once more on a new port when the rendezvous port was taken meanwhile."""
+    out = _allreduce_once(cfg)
+    if out.get("returncodes") and any(out["returncodes"]) and "address already in use" in \
+            json.dumps(out.get("logs", "")).lower():
+        out = _allreduce_once(cfg)
+        out["port_retried"] = True
+    return out
+
+
+def _allreduce_once(cfg):
     tmp = tempfile.mkdtemp(prefix="envforge-allreduce-")
     wcfg = {"world": cfg["world"], "sizes": cfg["sizes"], "set": cfg.get("set", {}),
             "unset": cfg.get("unset", []), "repeats": cfg.get("repeats", 5), "port": _free_port(),

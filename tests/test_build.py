@@ -178,3 +178,16 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     manifest = json.loads((sp / ".envforge" / "patches.json").read_text())
     patched = [sp / f["path"] for f in manifest["files"]]
     assert patched and all(p.stat().st_nlink == 1 for p in patched)  # B09: never shared with uv's cache
+
+    # apply-patches --revert takes the patches and the env hook away, byte-exact; apply-patches
+    # puts both back from the environment's lock, and verify is clean again.
+    before = {f["path"]: f["new_sha256"] for f in manifest["files"]}
+    reverted = envforge(proj, "apply-patches", "--revert")
+    assert reverted.returncode == 0 and "env profile hook removed" in reverted.stderr
+    assert not (sp / "envforge-env.pth").exists()
+    assert envforge(proj, "verify").returncode == 1
+    again = envforge(proj, "apply-patches")
+    assert again.returncode == 0 and "env profile pcie: 3 variables (pth)" in again.stderr
+    assert (sp / "envforge-env.pth").exists()
+    assert {f["path"]: f["new_sha256"] for f in json.loads((sp / ".envforge" / "patches.json").read_text())["files"]} == before
+    assert envforge(proj, "verify").returncode == 0

@@ -78,6 +78,7 @@ class BuildPlan:
     patchsets_dir: Path
     find_links: tuple[Path, ...] = ()
     offline: bool = False
+    env_mode: str = "pth"
 
     def describe(self) -> list[str]:
         """Human lines for ``--dry-run``."""
@@ -140,7 +141,7 @@ def _generation_file(gen: Path) -> Path | None:
 
 
 def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
-               find_links: Sequence[Path] = (), offline: bool = False) -> BuildPlan:
+               find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth") -> BuildPlan:
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
 
     :raises InputError: the lock does not exist (run ``envforge lock`` first).
@@ -153,7 +154,7 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
     gen = root / f"g{max(numbers, default=0) + 1:04d}"
     return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
-                     project.patchsets_dir, tuple(find_links), offline)
+                     project.patchsets_dir, tuple(find_links), offline, env_mode)
 
 
 @contextmanager
@@ -268,8 +269,10 @@ def _profile(plan: BuildPlan, sp: Path) -> str:
         return "no env profile"
     from envforge import envprofile
 
-    envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode="pth")
-    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables (.pth hook)"
+    envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
+                       python=plan.generation / "bin" / "python")
+    hook = ".pth hook" if plan.env_mode == "pth" else "sitecustomize block"
+    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables ({hook})"
 
 
 def _manifest(plan: BuildPlan, sp: Path) -> str:

@@ -610,3 +610,16 @@ def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = 
     kept = result.data["kept"]
     expected = {k: kept[k] if kept.get(k) is not None else env[k] for k in keys}
     return ReachReport(python, tuple(flags), expected, dict(result.data["seen"]))
+
+
+def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] | None:
+    """The env profile the environment's lock records (``.envforge/pylock.toml``
+    ``[tool.envforge]`` ``env-profile`` and ``env``), or None when the environment has no lock copy.
+    """
+    import tomllib
+
+    lock = site_packages / ".envforge" / "pylock.toml"
+    if not lock.is_file():
+        return None
+    tool = tomllib.loads(lock.read_text(encoding="utf-8")).get("tool", {}).get("envforge", {})
+    return tool.get("env-profile"), dict(tool.get("env", {}))

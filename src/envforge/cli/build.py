@@ -17,6 +17,8 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="variant to build (default: the recipe's only variant)")
     p.add_argument("--env-profile", help="env profile (default: from the target interconnect)")
     p.add_argument("--python", type=Path, default=None, help="interpreter to use instead of discovery")
+    p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
+                   help="how the env profile is installed (default: a .pth start-up hook)")
     p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
     p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
                    help="a wheelhouse directory (with --offline)")
@@ -47,7 +49,8 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     recipe = load_recipe(project.recipe_path(args.recipe))
     variant = recipe.resolve(args.variant, env_profile=args.env_profile)
     python = find_python(variant.python, args.python)
-    return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline)
+    return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
+                                      env_mode=args.env_mode)
 
 
 def _render_build(ui: Ui, result: Any) -> None:

@@ -33,6 +33,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--dry-run", action="store_true", help="print the unified diff, write nothing")
     p.add_argument("--revert", action="store_true", help="restore the original files byte-exact")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
+                   help="how the env profile recorded in the environment's lock is installed (default: pth)")
     p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
     p.set_defaults(handler=_apply)
 
@@ -81,7 +83,24 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
         ids = names or list(default_ids(sp, project.patchsets_dir))
         report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)
     _render(ui, report, dry_run=args.dry_run, prefixes={})
+    if report.ok and not args.dry_run and not names:
+        _env_profile(ui, sp, revert_it=args.revert, mode=args.env_mode)
     return 0 if report.ok else 1
+
+
+def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
+    """The env profile travels with the patches: installed from the env's lock, removed by --revert."""
+    from envforge import envprofile
+
+    if revert_it:
+        if envprofile.read_installed(sp) is not None:
+            envprofile.revert(sp)
+            ui.info("env profile hook removed")
+        return
+    recorded = envprofile.recorded_profile(sp)
+    if recorded is not None and (recorded[0] or recorded[1]):
+        envprofile.install(sp, recorded[0], recorded[1], mode=mode)
+        ui.info(f"env profile {recorded[0] or 'default'}: {len(recorded[1])} variables ({mode})")
 
 
 def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, str]) -> None:

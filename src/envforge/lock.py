@@ -268,8 +268,7 @@ def _diff_tables(prefix: str, old: Mapping[str, Any], new: Mapping[str, Any]) ->
         if isinstance(a, list) and isinstance(b, list) and all(isinstance(x, str) for x in a + b):
             out += _diff_list(f"{prefix}{key}", a, b)
         elif isinstance(a, list) or isinstance(b, list):
-            ids = lambda xs: {x.get("id") or x.get("name"): x for x in (xs or [])}  # noqa: E731
-            ia, ib = ids(a), ids(b)
+            ia, ib = _by_id(a), _by_id(b)
             for k in sorted(set(ia) | set(ib)):
                 if ia.get(k) != ib.get(k):
                     out.append(f"{prefix}{key}.{k}: locked {_short(ia.get(k))}, recipe now {_short(ib.get(k))}")
@@ -278,6 +277,10 @@ def _diff_tables(prefix: str, old: Mapping[str, Any], new: Mapping[str, Any]) ->
         else:
             out.append(f"{prefix}{key}: locked {a!r}, recipe now {b!r}")
     return out
+
+
+def _by_id(rows: list[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    return {str(x.get("id") or x.get("name")): x for x in (rows or [])}
 
 
 def _short(entry: Mapping[str, Any] | None) -> str:

@@ -119,7 +119,7 @@ def index_violations(
     routed = {p.name: p.index for p in variant.packages if p.index}
     out = []
     for pkg in packages:
-        allowed = (routed[pkg["name"]],) if pkg["name"] in routed else (DEFAULT_INDEX.name,)
+        allowed: tuple[str, ...] = (routed[pkg["name"]],) if pkg["name"] in routed else (DEFAULT_INDEX.name,)
         if find_links:
             allowed = (*allowed, FIND_LINKS)
         for url in _file_urls(pkg):

@@ -1,9 +1,7 @@
 """What the lock says and what is installed: the two inventories static verify compares.
 
 The lock is the PEP 751 ``pylock.toml`` copied into ``<site-packages>/.envforge/`` at build time
-(docs/architecture.md). It is read with :mod:`tomllib` and checked for the keys verify needs
-(``lock.py`` validated the whole file with :mod:`packaging.pylock` when it wrote it; importing that
-module here would cost a fifth of a static verify). Installed distributions are the
+(docs/architecture.md), read by :func:`envforge.lock.read_lock`. Installed distributions are the
 ``*.dist-info`` directories of the environment's own site-packages (PEP 376 / PEP 627), read without
 importing anything from the environment.
 """
@@ -11,48 +9,19 @@ importing anything from the environment.
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
+from envforge.lock import Lock as EnvLock
+from envforge.lock import LockedPackage, LockedWheel, read_lock
 
 __all__ = ["EnvLock", "Installed", "LockedPackage", "LockedWheel", "direct_url", "installed_distributions",
            "read_env_lock"]
-
-
-@dataclass(frozen=True, slots=True)
-class LockedWheel:
-    """One wheel of a locked package: file ``name``, ``url`` or ``path``, ``sha256`` hex (or None)."""
-
-    name: str | None
-    url: str | None
-    sha256: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LockedPackage:
-    """A ``[[packages]]`` entry: canonical ``name``, ``version`` string, ``marker`` text, wheels."""
-
-    name: str
-    version: str | None
-    marker: str | None
-    index: str | None
-    wheels: tuple[LockedWheel, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class EnvLock:
-    """The lock an environment was built from. ``envforge`` is its ``[tool.envforge]`` table."""
-
-    path: Path
-    packages: tuple[LockedPackage, ...]
-    envforge: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,39 +33,16 @@ class Installed:
     dist_info: Path
 
 
-def _wheel_of(w: Mapping[str, Any]) -> LockedWheel:
-    url = w.get("url") or w.get("path")
-    name = w.get("name") or (Path(unquote(urlparse(url).path)).name if url else None)
-    return LockedWheel(name=name, url=url, sha256=(w.get("hashes") or {}).get("sha256"))
-
-
-def _package(path: Path, i: int, p: Any) -> LockedPackage:
-    if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
-        raise InputError(f"{path}: packages[{i}].name: missing or not a string (PEP 751)")
-    wheels = p.get("wheels", [])
-    if not isinstance(wheels, list) or not all(isinstance(w, Mapping) for w in wheels):
-        raise InputError(f"{path}: packages[{i}].wheels: not an array of tables (PEP 751)")
-    version = p.get("version")
-    return LockedPackage(name=canonicalize_name(p["name"]), version=str(version) if version is not None else None,
-                         marker=p.get("marker"), index=p.get("index"), wheels=tuple(_wheel_of(w) for w in wheels))
-
-
 def read_env_lock(path: Path) -> EnvLock:
-    """Read the PEP 751 lock at ``path``.
+    """Read the lock an environment was built from (``.envforge/pylock.toml``).
 
-    :raises InputError: missing, not TOML, or without the keys verify reads (the message names the key).
+    :raises InputError: missing (the environment records no lock), not TOML, or without the keys
+        verify reads (the message names the key).
     """
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.is_file():
         raise InputError(f"{path} does not exist: the environment records no lock",
-                         hint="rebuild it with `envforge build` (it copies the lock into .envforge/)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
-    if "lock-version" not in data or not isinstance(data.get("packages", []), list):
-        raise InputError(f"{path}: not a PEP 751 lock (no lock-version, or packages is not an array)")
-    packages = tuple(_package(path, i, p) for i, p in enumerate(data.get("packages", [])))
-    return EnvLock(path=path, packages=packages, envforge=data.get("tool", {}).get("envforge", {}))
+                         hint="rebuild it with `envforge build` (it copies the lock into .envforge/)")
+    return read_lock(path)
 
 
 def _metadata_fields(metadata: Path) -> tuple[str | None, str | None]:

@@ -54,7 +54,7 @@ def test_build_makes_generations_and_rollback_flips_back(tmp_path: Path, index: 
     assert envforge(proj, "lock", "r").returncode == 0
     first = envforge(proj, "build", "r")
     assert first.returncode == 0, first.stderr
-    assert first.stdout == f"{proj / 'envs' / 'r-default'} -> g0001\n"
+    assert first.stdout == "envs/r-default -> g0001\n"
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert env_python_says(proj, "import model_kernels, os; print(model_kernels.__version__, "
                                  "os.environ['ENVFORGE_TEST_FLAG'])") == "1.0 on"
@@ -69,7 +69,7 @@ def test_build_makes_generations_and_rollback_flips_back(tmp_path: Path, index: 
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "2.0"
 
     back = envforge(proj, "rollback", "r-default")
-    assert (back.returncode, back.stdout) == (0, f"{proj / 'envs' / 'r-default'}: g0002 -> g0001\n")
+    assert (back.returncode, back.stdout) == (0, "envs/r-default: g0002 -> g0001\n")
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
 
 
@@ -174,6 +174,10 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "[1/3] lock pylock.quickstart-default.toml: up to date" in res.stderr
     assert "verify static: clean" in res.stdout
+    second = envforge(proj, "up")  # nothing changed: verify again, no new generation
+    assert second.returncode == 0
+    assert ("[2/3] build quickstart-default: up to date (g0001 was built from this lock; --rebuild to force)"
+            in second.stderr)
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     manifest = json.loads((sp / ".envforge" / "patches.json").read_text())
     patched = [sp / f["path"] for f in manifest["files"]]

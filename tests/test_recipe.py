@@ -138,3 +138,28 @@ def test_unknown_env_profile(tmp_path: Path) -> None:
         load_recipe(p).resolve(env_profile="nvlink")
     assert str(e.value) == (f"{p}: env profile 'nvlink' is not defined (defined: pcie)\n"
                             "  hint: add a table [env.nvlink]")
+
+
+def test_two_keys_naming_one_distribution_are_refused(tmp_path: Path) -> None:
+    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[packages]\nsglang = "==0.5.9"\nSGLang = "==0.5.8"\n')
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert str(e.value).splitlines()[1] == (
+        f"  {p}:7: packages.SGLang: names the same distribution as 'sglang' (both normalise to 'sglang'); keep one")
+
+
+def test_python_must_be_a_version(tmp_path: Path) -> None:
+    p = write(tmp_path, '[recipe]\nname = "k"\npython = "latest"\n')
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert str(e.value).splitlines()[1] == f"  {p}:3: recipe.python: 'latest' is not a Python version like \"3.12\""
+
+
+def test_recipe_name_must_match_its_file_in_recipes(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    p = tmp_path / "recipes" / "mismatch.toml"
+    p.write_text('[recipe]\nname = "other"\npython = "3.12"\n')
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert str(e.value) == (f"{p}: recipe.name 'other' does not match the file name 'mismatch.toml'\n"
+                            "  hint: rename the file to recipes/other.toml or set name = \"mismatch\"")

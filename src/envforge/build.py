@@ -38,6 +38,7 @@ __all__ = [
     "BuildResult",
     "RollbackResult",
     "StepResult",
+    "current_generation",
     "execute_build",
     "generations",
     "plan_build",
@@ -364,6 +365,22 @@ def rollback(project: Project, name: str) -> RollbackResult:
         raise InputError(f"{name} has no generation before {live.name} to roll back to")
     _flip(link, earlier[-1])
     return RollbackResult(link, live, earlier[-1])
+
+
+def current_generation(plan: BuildPlan) -> Path | None:
+    """The live generation when it was built from exactly the plan's lock (same sha256), else None.
+
+    The lock records the patchset digests and the env profile, so the same lock bytes mean the
+    same packages, patches and profile: ``envforge up`` then verifies instead of rebuilding.
+    """
+    import hashlib
+
+    if not plan.link.is_symlink():
+        return None
+    live = (plan.link.parent / os.readlink(plan.link)).resolve()
+    record = describe_generation(live)
+    digest = "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest()
+    return live if record.get("lock-digest") == digest else None
 
 
 def describe_generation(gen: Path) -> Mapping[str, Any]:

@@ -60,6 +60,9 @@ def resolve_environment(project: Project, name_or_path: str | None, default: str
     candidate = project.env_path(arg)
     if candidate.exists():
         return Environment(candidate)
+    if not project.recipes_dir.is_dir() and not project.envs_dir.is_dir():
+        raise InputError(f"{project.root} is not an envforge project (no recipes/ or envs/ directory)",
+                         hint="run from an envforge project, pass --project DIR, or give a path to an environment")
     known = sorted(p.name for p in project.envs_dir.iterdir() if not p.name.startswith(".")) \
         if project.envs_dir.is_dir() else []
     raise InputError(f"no environment '{arg}' in {project.envs_dir}",

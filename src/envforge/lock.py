@@ -299,9 +299,10 @@ def _diff_tables(prefix: str, old: Mapping[str, Any], new: Mapping[str, Any]) ->
             out += _diff_list(f"{prefix}{key}", a, b)
         elif isinstance(a, list) or isinstance(b, list):
             ia, ib = _by_id(a), _by_id(b)
+            now = "patchset file now" if key == "patchsets" else "recipe now"
             for k in sorted(set(ia) | set(ib)):
                 if ia.get(k) != ib.get(k):
-                    out.append(f"{prefix}{key}.{k}: locked {_short(ia.get(k))}, recipe now {_short(ib.get(k))}")
+                    out.append(f"{prefix}{key}.{k}: locked {_short(ia.get(k))}, {now} {_short(ib.get(k))}")
         elif isinstance(a, Mapping) and isinstance(b, Mapping):
             out += _diff_tables(f"{prefix}{key}.", a, b)
         else:
@@ -325,8 +326,12 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     Each reason names the recipe key that changed, e.g.
     ``packages.sglang: locked sglang==0.5.9, recipe now sglang==0.5.10``.
 
-    :raises LockError: the lock is missing or unreadable.
+    A missing lock is stale (reason ``no lock yet: run envforge lock``), not an error.
+
+    :raises LockError: the lock is unreadable.
     """
+    if not path.is_file():
+        return LockCheck(path, False, (f"no lock yet: run `envforge lock {variant.recipe} --variant {variant.variant}`",))
     stored = dict(read_lock(path).envforge)
     stored.pop("indexes", None)
     expected = expected_tool_table(variant, patchsets)
@@ -352,17 +357,16 @@ def attribute_packages(raw_packages: Sequence[Mapping[str, Any]], variant: Resol
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:
-    """``PatchsetRef`` for each id: ``<directory>/<id>.toml`` and the sha256 of its bytes.
+    """``PatchsetRef`` (id, sha256 digest of the file) for each patchset the recipe names.
 
-    :raises LockError: a patchset file does not exist.
+    The patchsets are loaded and validated (:func:`envforge.patching.load_patchsets`), so a lock
+    never records a patchset that cannot be applied.
+
+    :raises PatchsetError: a patchset file is missing or invalid (file, line, key, did-you-mean).
     """
-    import hashlib
+    if not ids:
+        return ()
+    from envforge.patching import load_patchsets
 
-    refs = []
-    for pid in ids:
-        f = directory / f"{pid}.toml"
-        if not f.is_file():
-            raise LockError(f"the recipe names patchset '{pid}' but {f} does not exist",
-                            hint=f"add {f} or remove '{pid}' from [recipe].patchsets")
-        refs.append(PatchsetRef(pid, "sha256:" + hashlib.sha256(f.read_bytes()).hexdigest()))
-    return tuple(refs)
+    by_id = {p.id: p for p in load_patchsets(directory, ids)}
+    return tuple(PatchsetRef(pid, by_id[pid].digest) for pid in ids)

@@ -68,6 +68,9 @@ class Project:
                 raise InputError(f"recipe file {name_or_path} does not exist")
             return as_path
         candidate = self.recipes_dir / f"{name_or_path}.toml"
+        if not self.recipes_dir.is_dir():
+            raise InputError(f"{self.root} is not an envforge project (no recipes/ directory)",
+                             hint="run from an envforge project or pass --project DIR")
         if not candidate.is_file():
             known = sorted(p.stem for p in self.recipes_dir.glob("*.toml")) if self.recipes_dir.is_dir() else []
             raise InputError(f"no recipe named '{name_or_path}' in {self.recipes_dir}",

@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from envforge.errors import InputError
 from envforge.schema import (
     Bool,
+    Problem,
     Enum,
     Int,
     ListOf,
@@ -94,6 +95,10 @@ def _cc_problem(v: str) -> str | None:
     return None if re.fullmatch(r"\d+\.\d+", v) else f"'{v}' is not a compute capability like \"12.0\""
 
 
+def _python_problem(v: str) -> str | None:
+    return None if re.fullmatch(r"3\.\d+(\.\d+)?", v) else f"'{v}' is not a Python version like \"3.12\""
+
+
 def _env_problem(k: str) -> str | None:
     return None if _ENV_VAR.match(k) else f"'{k}' is not a valid environment variable name"
 
@@ -154,7 +159,7 @@ _RECIPE_SPEC = Table({
     "recipe": Table({
         "name": Str(lock_name_problem),
         "description": Str(),
-        "python": Str(),
+        "python": Str(_python_problem),
         "patchsets": ListOf(Str()),
         "resolution": Enum("full", "no-deps"),
     }, frozenset({"name", "python"})),
@@ -372,15 +377,36 @@ def load_recipe(path: Path) -> Recipe:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from None
-    problems = validate(data, _RECIPE_SPEC, text)
+    problems = validate(data, _RECIPE_SPEC, text) or _duplicates(data, text)
     if problems:
         raise RecipeError(format_problems("recipe", str(path), problems),
                           hint="see docs/recipes.md for the recipe schema")
     return _build(path, data, text)
 
 
+def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
+    """Keys of one table that name the same distribution (PEP 503 normalisation: ``SGLang`` = ``sglang``)."""
+    tables: list[tuple[str, Mapping[str, Any]]] = [(k, data.get(k, {})) for k in ("packages", "overrides")]
+    for vname, v in data.get("variant", {}).items():
+        tables += [(f"variant.{vname}.{k}", v.get(k, {})) for k in ("packages", "overrides")]
+    out = []
+    for prefix, table in tables:
+        seen: dict[str, str] = {}
+        for key in table:
+            canon = canonicalize_name(key)
+            if canon in seen:
+                out.append(Problem(f"{prefix}.{key}", f"names the same distribution as '{seen[canon]}' "
+                                   f"(both normalise to '{canon}'); keep one",
+                                   line_of(text, f"{prefix}.{key}")))
+            seen.setdefault(canon, key)
+    return out
+
+
 def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:
     meta = data["recipe"]
+    if path.parent.name == "recipes" and path.stem != meta["name"]:
+        raise RecipeError(f"{path}: recipe.name '{meta['name']}' does not match the file name '{path.name}'",
+                          hint=f"rename the file to recipes/{meta['name']}.toml or set name = \"{path.stem}\"")
     t = data.get("target", {})
     target = Target(gpu=t.get("gpu"), compute_capability=t.get("compute-capability"),
                     gpus=t.get("gpus"), interconnect=t.get("interconnect"),

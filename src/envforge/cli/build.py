@@ -37,6 +37,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     r.set_defaults(handler=run_rollback)
     u = sub.add_parser("up", help="the main job: check the lock, build, patch, verify (default recipe: quickstart)")
     _recipe_args(u)
+    u.add_argument("--rebuild", action="store_true",
+                   help="build a new generation even when the live one was built from this lock")
     u.set_defaults(handler=run_up)
 
 
@@ -58,7 +60,13 @@ def _render_build(ui: Ui, result: Any) -> None:
         ui.info(f"  {s.name:<12} {s.seconds:6.1f} s  {s.detail}")
     for note in result.notes:
         ui.warn(note)
-    ui.result(f"{result.link} -> {result.generation.name}")
+    ui.result(f"{_shown(result.link)} -> {result.generation.name}")
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is below it (as the user typed it)."""
+    cwd = Path.cwd()
+    return path.relative_to(cwd) if path.is_relative_to(cwd) else path
 
 
 def run_build(args: argparse.Namespace, ui: Ui) -> int:
@@ -79,7 +87,7 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
 
     project = proj.find_project(args.project or Path.cwd())
     res = build.rollback(project, args.env)
-    ui.result(f"{res.link}: {res.previous.name} -> {res.current.name}")
+    ui.result(f"{_shown(res.link)}: {res.previous.name} -> {res.current.name}")
     return 0
 
 
@@ -95,9 +103,12 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
             ui.info(f"  {r}")
         ui.info(f"  run `envforge lock {plan.variant.recipe} --variant {plan.variant.variant}` and review the change")
         return 1
-    ui.info(f"[2/3] build {plan.link.name} ({plan.generation.name})")
-    result = build.execute_build(plan, progress=ui.progress)
-    _render_build(ui, result)
+    live = None if args.rebuild else build.current_generation(plan)
+    if live is not None:
+        ui.info(f"[2/3] build {plan.link.name}: up to date ({live.name} was built from this lock; --rebuild to force)")
+    else:
+        ui.info(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+        _render_build(ui, build.execute_build(plan, progress=ui.progress))
     ui.info(f"[3/3] verify {plan.link.name}")
     from envforge.cli import verify as verify_cli
 

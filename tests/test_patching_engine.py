@@ -287,6 +287,18 @@ def test_patchset_is_all_or_nothing(sp059: Path, tmp_path: Path) -> None:
     assert sha(sp059 / SIZES) == before and report.changes == () and read_manifest(sp059) is None
 
 
+def test_a_key_of_the_wrong_type_drifts_and_writes_nothing(sp059: Path, tmp_path: Path) -> None:
+    d = _widened(tmp_path, "sm120-torch-symm-mem", "key = 12\nvalue = \"\"\"{", "key = \"12\"\nvalue = \"\"\"{")
+    before = sha(sp059 / SIZES)
+    report = apply(sp059, load_patchsets(d))
+    assert [(r.file, r.state) for r in report.results] == [(SIZES, "drifted"), (MULTIMEM, "applied")]
+    assert report.errors == (
+        f"sm120-torch-symm-mem: {SIZES}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES: existing keys are int, the "
+        'patchset\'s key is str ("12"); installed sglang 0.5.9. Next step: in sm120-torch-symm-mem.toml, '
+        "write `key` as a TOML integer (key = 12)",)
+    assert sha(sp059 / SIZES) == before and report.changes == () and read_manifest(sp059) is None
+
+
 def test_changed_patchset_reapplies_on_top(sp059: Path, tmp_path: Path) -> None:
     apply(sp059, load_patchsets(PATCHSETS, ["kimik25-eagle3-delegation"]))
     original = read_manifest(sp059)

@@ -169,6 +169,19 @@ def test_dict_entry_drifts(source: str, detail: str) -> None:
     assert (outcome.status, outcome.detail) == ("drifted", detail)
 
 
+def test_dict_entry_refuses_a_key_of_another_type_than_the_existing_keys() -> None:
+    outcome, _ = run(AddDictEntry(file="m.py", target="SIZES", key="12", value="[]"), DICT_SRC)
+    assert (outcome.status, outcome.detail, outcome.fix) == (
+        "drifted", 'SIZES: existing keys are int, the patchset\'s key is str ("12")',
+        "write `key` as a TOML integer (key = 12)")
+    outcome, _ = run(AddDictEntry(file="m.py", target="D", key=2, value="2"), 'D = {"a": 1}\n')
+    assert (outcome.status, outcome.detail, outcome.fix) == (
+        "drifted", "D: existing keys are str, the patchset's key is int (2)", "write `key` as a TOML string")
+    # Keys of mixed types give no single type to compare with: the entry is added.
+    _, code = run(AddDictEntry(file="m.py", target="D", key="b", value="2"), 'D = {1: 1, "a": 2}\n')
+    assert code == 'D = {1: 1, "a": 2, "b": 2}\n'
+
+
 DELEGATE = '''\
 class Base:
     def get_embed_and_head(self):
@@ -263,6 +276,15 @@ def test_list_element_added_then_holds() -> None:
 def test_list_element_drifts(change: tuple[str, str], detail: str) -> None:
     outcome, _ = run(LIST, LIST_SRC.replace(*change))
     assert (outcome.status, outcome.detail) == ("drifted", detail)
+
+
+def test_list_element_refuses_an_element_of_another_type() -> None:
+    op = AddListElement(file="c.py", function="gen", call="get_nvcc_flags_list",
+                        keyword="supported_major_versions", element='"12"')
+    outcome, _ = run(op, LIST_SRC)
+    assert (outcome.status, outcome.detail, outcome.fix) == (
+        "drifted", "supported_major_versions: existing elements are int, the patchset's element is str (\"12\")",
+        "write `element` as a Python int literal")
 
 
 CODEMOD = '''\

@@ -163,8 +163,8 @@ def installed_version(site_packages: Path, distribution: str) -> str | None:
 
 
 def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
-                  already: bool) -> tuple[list[tuple[Operation, str, str]], bytes]:
-    """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, detail)], after)``.
+                  already: bool) -> tuple[list[tuple[Operation, str, Outcome]], bytes]:
+    """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, outcome)], after)``.
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
     ``already-applied``, else ``upstream-fixed``). Only the top-level statements the operations
@@ -185,16 +185,16 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
             wanted = None if w is None or wanted is None else wanted | w
         source = parse_source(before, tree, wanted)
     except (SyntaxError, ValueError, cst.ParserSyntaxError) as exc:
-        return [(op, DRIFTED, f"file does not parse: {exc}") for op in ops], before
+        return [(op, DRIFTED, Outcome("drifted", f"file does not parse: {exc}")) for op in ops], before
     module = source.module
-    out: list[tuple[Operation, str, str]] = []
+    out: list[tuple[Operation, str, Outcome]] = []
     for op in ops:
         outcome = _safe_run(op, module, ctx)
         if outcome.status == "changed":
             module = outcome.module
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
             outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
-        out.append((op, state, outcome.detail))
+        out.append((op, state, outcome))
     return out, source.render(module)
 
 
@@ -300,15 +300,18 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
                                         "recorded in the patch manifest; file unchanged since") for op in ops]
             continue
         outcomes, after = evaluate_file(ps, path, before, ctx, already=rec is not None)
-        results += [_drift(ps, op, version, detail) if state == DRIFTED else
-                    OperationResult(ps.id, path, op.describe(), state, detail)
-                    for op, state, detail in outcomes]
+        results += [_drift(ps, op, version, o.detail, o.fix) if state == DRIFTED else
+                    OperationResult(ps.id, path, op.describe(), state, o.detail)
+                    for op, state, o in outcomes]
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
 
 
-def _drift(ps: Patchset, op: Operation, version: str, detail: str) -> OperationResult:
+def _drift(ps: Patchset, op: Operation, version: str, detail: str, fix: str = "") -> OperationResult:
+    if fix:  # the patchset, not the installed code, is wrong
+        msg = f"{ps.id}: {op.file}: {detail}; installed {ps.distribution} {version}. Next step: in {ps.path.name}, {fix}"
+        return OperationResult(ps.id, op.file, op.describe(), DRIFTED, msg)
     msg = (f"{ps.id}: {op.file}: {detail}; anchor {op.anchor_text()}; installed {ps.distribution} "
            f"{version}, patchset written for {ps.distribution}{ps.versions}. Next step: read the "
            f"installed file, then update the anchor in {ps.path.name} or narrow its `versions` to "

@@ -55,7 +55,7 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
         if before is None:
             raise CheckFailed(f"cannot export {patchset.id}: {path} is missing in {site_packages}")
         outcomes, after = evaluate_file(patchset, path, before, ctx, already=False)
-        drifts = [d for _, state, d in outcomes if state == DRIFTED]
+        drifts = [o.detail for _, state, o in outcomes if state == DRIFTED]
         if drifts:
             raise CheckFailed(f"cannot export {patchset.id}: {path}: {drifts[0]}",
                               hint="run `envforge apply-patches --dry-run` for the full report")

@@ -4,7 +4,9 @@ Every operation works on one parsed file (a ``libcst.Module``) and ends in one :
 
 * ``changed``: the edit was made (``module`` is the new tree),
 * ``holds``: its post-condition already holds (nothing to do),
-* ``drifted``: the anchor it needs is missing or ambiguous (zero or several matches).
+* ``drifted``: the anchor it needs is missing or ambiguous (zero or several matches), or the
+  patchset's value does not fit the code (a ``str`` key for an ``int``-keyed dict); ``fix`` then
+  says what to change in the patchset.
 
 An operation never raises on the code it reads (libcst codemod habit: success / skip / failure);
 the engine maps ``holds`` to ``already-applied`` or ``upstream-fixed``. libcst is imported inside
@@ -46,11 +48,14 @@ Status = Literal["changed", "holds", "drifted"]
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What an operation did to one module: ``status``, a one-line ``detail``, the new module."""
+    """What an operation did to one module: ``status``, a one-line ``detail``, the new module;
+    ``fix`` (drifted only, optional) is the change to make in the patchset, when the patchset and
+    not the installed code is wrong."""
 
     status: Status
     detail: str
     module: Any = None  # libcst.Module when status == "changed"
+    fix: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +228,29 @@ def _literal(value: Any) -> str:
     return repr(value) if isinstance(value, int) else '"' + str(value).replace('"', '\\"') + '"'
 
 
+_TOML_TYPE = {"int": "integer", "str": "string"}
+
+
+def _literal_values(module: cst.Module, nodes: list[Any]) -> list[Any]:
+    """``ast.literal_eval`` of each node's code, None where it is not a literal."""
+    out = []
+    for node in nodes:
+        try:
+            out.append(None if node is None else ast.literal_eval(module.code_for_node(node).strip()))
+        except (ValueError, SyntaxError, TypeError):
+            out.append(None)
+    return out
+
+
+def _type_clash(existing: list[Any], new: Any) -> str | None:
+    """Name of the one type every literal in ``existing`` has when ``new`` (a literal) has another;
+    None when they agree, when there are no literals or when they are of mixed types."""
+    types = {type(v) for v in existing if v is not None}
+    if new is None or len(types) != 1 or type(new) in types:
+        return None
+    return next(iter(types)).__name__
+
+
 @dataclass(frozen=True, slots=True)
 class AddDictEntry(Operation):
     """Add ``key: value`` to the dict literal assigned to ``target`` (``NAME`` at module level or
@@ -264,14 +292,16 @@ class AddDictEntry(Operation):
         if not isinstance(spots[0][1], cst.Dict):
             return Outcome("drifted", f"{self.target} is not assigned a dict literal")
         top, d = spots[0]
-        keys = []
-        for e in d.elements:
-            try:
-                keys.append(ast.literal_eval(module.code_for_node(e.key)) if isinstance(e, cst.DictElement) else None)
-            except ValueError:
-                keys.append(None)
+        keys = _literal_values(module, [e.key if isinstance(e, cst.DictElement) else None for e in d.elements])
         if self.key in keys:
             return Outcome("holds", f"{self.target} already has key {_literal(self.key)}")
+        clash = _type_clash(keys, self.key)
+        if clash is not None:
+            mine = type(self.key).__name__
+            example = f" (key = {self.key})" if clash == "int" and str(self.key).lstrip("-").isdigit() else ""
+            return Outcome("drifted", f"{self.target}: existing keys are {clash}, the patchset's key is "
+                                      f"{mine} ({_literal(self.key)})",
+                           fix=f"write `key` as a TOML {_TOML_TYPE.get(clash, clash)}{example}")
         entry = cst.DictElement(cst.parse_expression(_literal(self.key)), cst.parse_expression(self.value.strip()))
         new_dict = d.with_changes(elements=syntax.append_element(list(d.elements), entry, d.lbrace.whitespace_after))
         return Outcome("changed", f"added key {_literal(self.key)} to {self.target}",
@@ -390,6 +420,12 @@ class AddListElement(Operation):
             return Outcome("holds", f"{self.keyword} already lists {self.element}")
         if self.anchor is not None and syntax.norm(self.anchor) != syntax.code(module, lst):
             return Outcome("drifted", f"{self.keyword} is {module.code_for_node(lst)}, expected {self.anchor}")
+        (new_value,) = _literal_values(module, [cst.parse_expression(self.element.strip())])
+        clash = _type_clash(_literal_values(module, [e.value for e in lst.elements]), new_value)
+        if clash is not None:
+            return Outcome("drifted", f"{self.keyword}: existing elements are {clash}, the patchset's element "
+                                      f"is {type(new_value).__name__} ({self.element.strip()})",
+                           fix=f"write `element` as a Python {clash} literal")
         new = cst.Element(cst.parse_expression(self.element))
         elements = syntax.append_element(list(lst.elements), new, lst.lbracket.whitespace_after)
         return Outcome("changed", f"added {self.element} to {self.keyword}",

@@ -6,10 +6,12 @@ import ast
 import hashlib
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.specifiers import SpecifierSet
 from patching_trees import ALL_PATCHSETS, PATCHSETS, SGLANG_PATCHSETS, slim_tree
 
 from envforge.errors import CheckFailed, InputError
@@ -357,6 +359,36 @@ def test_two_patchsets_on_one_file_stack_and_revert(tmp_path: Path) -> None:
     report = revert(sp)
     assert [r.patchset for r in report.results] == ["b", "a"] and len(report.changes) == 1
     assert (sp / "demo" / "t.py").read_bytes() == original and read_manifest(sp) is None
+
+
+def test_a_hand_edit_to_a_patched_file_drifts(sp059: Path) -> None:
+    apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
+    patched = sha(sp059 / GUARD)
+    with (sp059 / GUARD).open("a") as fh:
+        fh.write("x = 1\n")
+    report = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS), dry_run=True)
+    assert not report.ok and report.changes == ()
+    assert [(r.patchset, r.state) for r in report.results if r.file == GUARD] == [
+        ("sm120-flashinfer-allreduce-fusion", "drifted")]
+    assert report.errors == (
+        f"sm120-flashinfer-allreduce-fusion: {GUARD}: changed since envforge patched it (manifest sha256 "
+        f"{patched}, now {sha(sp059 / GUARD)}); `envforge apply-patches --revert` refuses it too. Next step: "
+        "undo the edit, or rebuild the environment (`envforge build`: a fresh generation, patched from its "
+        "lock); to keep the change, write it as a patchset",)
+    assert {r.state for r in report.results if r.file != GUARD} == {"already-applied"}
+
+
+def test_stacked_patches_a_reinstall_and_a_new_version_are_not_hand_edits(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    original = (sp / "demo" / "t.py").read_bytes()
+    apply(sp, load_patchsets(d))  # b patched the file after a: a's recorded new sha256 is not the file's
+    assert [r.state for r in plan(sp, load_patchsets(d)).results] == ["already-applied", "already-applied"]
+    (sp / "demo" / "t.py").write_bytes(original)  # reinstalled at the same version
+    assert [r.state for r in plan(sp, load_patchsets(d)).results] == ["applied", "applied"]
+    (sp / "demo" / "t.py").write_text("T = {\n    1: 1,\n    0: 0,\n}\n")  # demo 1.1 ships other bytes
+    (sp / "demo-1.0.dist-info").rename(sp / "demo-1.1.dist-info")
+    widened = [replace(ps, specifier=SpecifierSet(">=1.0")) for ps in load_patchsets(d)]
+    assert [r.state for r in plan(sp, widened).results] == ["applied", "applied"]
 
 
 def test_revert_dry_run_and_read_only_target(tmp_path: Path) -> None:

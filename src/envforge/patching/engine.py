@@ -299,6 +299,10 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
             results += [OperationResult(ps.id, path, op.describe(), ALREADY_APPLIED,
                                         "recorded in the patch manifest; file unchanged since") for op in ops]
             continue
+        edited = _hand_edit(run, ps, path, before) if rec and not any(c.path == path for c in run.changes) else None
+        if edited:
+            results += [OperationResult(ps.id, path, op.describe(), DRIFTED, edited) for op in ops]
+            continue
         outcomes, after = evaluate_file(ps, path, before, ctx, already=rec is not None)
         results += [_drift(ps, op, version, o.detail, o.fix) if state == DRIFTED else
                     OperationResult(ps.id, path, op.describe(), state, o.detail)
@@ -306,6 +310,24 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
+
+
+def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
+    """The drift message when ``path`` (as on disk) is neither the bytes envforge last wrote nor the
+    pristine original while the distribution's version is the one patched (so not a reinstall)."""
+    from envforge.patching.manifest import sha256_hex
+
+    entries = [f for f in run.manifest.files if f.path == path]
+    digest = sha256_hex(before)
+    if digest in (entries[-1].new_sha256, entries[0].original_sha256):
+        return None
+    last = run.manifest.patchset(entries[-1].patchset)
+    if last is not None and run.version(last.distribution) != last.version:
+        return None  # reinstalled at another version: the file is a fresh original
+    return (f"{ps.id}: {path}: changed since envforge patched it (manifest sha256 {entries[-1].new_sha256}, "
+            f"now {digest}); `envforge apply-patches --revert` refuses it too. Next step: undo the edit, or "
+            f"rebuild the environment (`envforge build`: a fresh generation, patched from its lock); to keep "
+            f"the change, write it as a patchset")
 
 
 def _drift(ps: Patchset, op: Operation, version: str, detail: str, fix: str = "") -> OperationResult:

@@ -195,3 +195,17 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     assert (sp / "envforge-env.pth").exists()
     assert {f["path"]: f["new_sha256"] for f in json.loads((sp / ".envforge" / "patches.json").read_text())["files"]} == before
     assert envforge(proj, "verify").returncode == 0
+
+
+def test_offline_build_from_a_wheelhouse(tmp_path: Path) -> None:
+    """An air-gapped GPU box: lock and build from a directory of wheels, no index at all."""
+    house = tmp_path / "wheelhouse"
+    make_wheel(house, "model-kernels", "1.0")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(
+        '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\nmodel-kernels = "==1.0"\n')
+    offline = ("--offline", "--find-links", str(house))
+    assert envforge(tmp_path, "lock", "r", *offline).returncode == 0
+    res = envforge(tmp_path, "build", "r", *offline, env={"UV_INDEX_URL": "http://127.0.0.1:9/simple"})
+    assert res.returncode == 0, res.stderr
+    assert env_python_says(tmp_path, "import model_kernels; print(model_kernels.__version__)") == "1.0"

@@ -1,0 +1,25 @@
+"""lock diff on locks written by `envforge lock` itself: the committed kimi cu128 lock against the
+same recipe locked with sglang 0.5.10 (tests/data/locks/envforge-sglang-0.5.10, made by
+`envforge lock kimi-k25-sm120 --variant cu128` after editing the sglang pin)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OLD = "lockfiles/pylock.kimi-k25-sm120-cu128.toml"
+NEW = "tests/data/locks/envforge-sglang-0.5.10/pylock.kimi-k25-sm120-cu128.toml"
+
+
+def test_sglang_upgrade_between_envforge_locks() -> None:
+    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", OLD, NEW, "--exit-code"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1  # changes: the CI gate trips
+    lines = [ln.split() for ln in res.stdout.splitlines()]
+    assert ["upgraded", "sglang", "0.5.9", "->", "0.5.10", "patch"] in lines
+    assert ["upgraded", "flashinfer-python", "0.6.3", "->", "0.6.7.post2", "patch"] in lines
+    assert res.stdout.splitlines()[1].startswith("169 -> 182 packages:")
+    settings = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("inputs packages:")]
+    assert settings and "sglang==0.5.9" in settings[0] and "sglang==0.5.10" in settings[0]

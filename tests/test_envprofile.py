@@ -343,7 +343,15 @@ def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytes
                          "  NCCL_MAX_NCHANNELS = 2  [profile]"]
     (site(env_dir) / "envforge-env.pth").unlink()  # recorded but inert: exit 1 with a warning
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
-    assert "but no hook ran at start-up" in capsys.readouterr().err
+    head = f"warning: profile 'pcie' is installed in {site(env_dir)} but no hook ran at start-up; "
+    assert capsys.readouterr().err == head + (
+        "the environment's lock records no env profile, so `envforge apply-patches` cannot re-install it: "
+        "rebuild the environment (`envforge build`)\n")
+    (site(env_dir) / ".envforge" / "pylock.toml").write_text(
+        '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_MAX_NCHANNELS = "2" }\n')
+    assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == head + (
+        f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)\n")
 
 
 def test_sitecustomize_mode_needs_to_know_the_interpreter(tmp_path: Path) -> None:

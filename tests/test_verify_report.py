@@ -62,12 +62,16 @@ def test_findings_exit_1_with_text_and_junit_failures(env: BuiltEnv, tmp_path: P
     assert lines[:4] == ["env-profile: envforge-env.pth",
                          "    expected: the startup hook envforge wrote",
                          "    actual:   missing (the env profile 'pcie' is recorded as installed)",
-                         "    fix:      reinstall the locked profile: `envforge build` (or `envforge env apply`)"]
+                         "    fix:      reinstall the locked profile: `envforge apply-patches quickstart-default` "
+                         "(or `envforge build quickstart --variant default`)"]
     assert lines[-1].startswith("verify static: 4 finding(s) (7 checks ran, 1 skipped) in ")
     case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "env-profile")
     assert [f.get("message") for f in case.findall("failure")] == [
         "env-profile: envforge-env.pth", "env-profile: ENVFORGE_PROFILE_PROBE", "env-profile: NCCL_BUFFSIZE",
         "env-profile: NCCL_MAX_NCHANNELS"]
+    # The fix works as written: apply-patches reinstalls the profile the environment's lock records.
+    assert cli(["apply-patches", "quickstart-default", "--project", str(env.path.parent.parent)], monkeypatch)[0] == 0
+    assert cli(["verify", str(env.path), "--project", str(env.path.parent.parent)], monkeypatch)[0] == 0
 
 
 def test_input_errors_exit_2(env: BuiltEnv, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -85,8 +86,8 @@ def test_edited_file_is_tampered(tmp_path: Path) -> None:
     report = run(env)
     assert report.findings == (Finding(
         "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
-        f"sha256 {sha(target)}", "revert the edit (`envforge build` makes a fresh generation), or express the "
-        "change as a patchset and run `envforge apply-patches`"),)
+        f"sha256 {sha(target)}", "revert the edit (`envforge build quickstart --variant default` makes a fresh "
+        "generation), or express the change as a patchset and run `envforge apply-patches quickstart-default`"),)
     assert report.exit_code == 1
 
 
@@ -156,7 +157,7 @@ def test_unchecked_hash_bytecode_of_the_original_hides_the_patch(tmp_path: Path)
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
         ("stale-bytecode", pyc_rel,
          "the interpreter would load unchecked-hash bytecode of other source (written before the patch)")]
-    assert report.findings[0].fix == f"delete {pyc_rel} (envforge apply-patches removes it)"
+    assert report.findings[0].fix == f"delete {pyc_rel} (Python then compiles the patched source again)"
 
 
 def test_timestamp_bytecode_with_a_matching_header_hides_the_patch(tmp_path: Path) -> None:
@@ -196,10 +197,17 @@ def test_extra_flashinfer_package_is_unexpected_and_splits_the_family(tmp_path: 
     assert sorted(by_kind) == ["family-mismatch", "unexpected"]
     assert by_kind["unexpected"].subject == "flashinfer-jit-cache 0.6.9+cu130"
     assert by_kind["unexpected"].actual == "installed but not in lock: flashinfer-jit-cache 0.6.9+cu130"
+    assert by_kind["unexpected"].fix == (
+        f"remove it (`uv pip uninstall --python {env.path}/bin/python flashinfer-jit-cache`) or add it to the "
+        "recipe and relock; `envforge build quickstart --variant default` installs exactly the lock")
     fam = by_kind["family-mismatch"]
     assert (fam.subject, fam.expected, fam.actual) == (
         "flashinfer family", "one public version (flashinfer-python 0.6.4)",
         "flashinfer-python 0.6.4, flashinfer-jit-cache 0.6.9+cu130")
+    # The fix works as written (uv's own binary for `uv`): the environment verifies clean after it.
+    command = by_kind["unexpected"].fix.split("`")[1].split()
+    subprocess.run([UV, *command[1:]], check=True, capture_output=True)
+    assert run(env).findings == ()
 
 
 def test_version_mismatch_and_missing(tmp_path: Path) -> None:
@@ -271,7 +279,7 @@ def test_reverted_patches_are_not_in_their_expected_state(tmp_path: Path) -> Non
     assert {f.kind for f in report.findings} == {"patch-state"}
     assert all(f.expected == "already-applied" and f.actual == "not applied (apply would change the file)"
                for f in report.findings)
-    assert report.findings[0].fix == "run `envforge apply-patches`"
+    assert report.findings[0].fix == "run `envforge apply-patches quickstart-default`"
 
 
 def test_changed_patchset_file(tmp_path: Path) -> None:

@@ -34,16 +34,31 @@ def _show(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.recipe import DEFAULT_VARIANT
 
     project = find_project(args.project or Path.cwd())
-    env = resolve_environment(project, args.env, f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}")
+    name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
+    env = resolve_environment(project, name, name)
     view = show(env.python)
     if ui.json_mode:
         ui.emit_json("env-show", view.as_dict())
     else:
-        _render(view, env.path, ui)
+        _render(view, env.path, ui, name)
     return 1 if view.installed is not None and not view.active else 0
 
 
-def _render(view: ProfileView, env_path: Path, ui: Ui) -> None:
+def _inert_warning(view: ProfileView, env_arg: str) -> str:
+    """What to say when a profile is recorded as installed but no hook ran: how to re-install it
+    (``apply-patches ENV`` installs the profile the environment's lock records)."""
+    from envforge.envprofile import recorded_profile
+
+    recorded = view.installed.profile if view.installed else None
+    head = f"profile '{recorded}' is installed in {view.site_packages} but no hook ran at start-up; "
+    locked = recorded_profile(view.site_packages)
+    if locked is not None and (locked[0] or locked[1]):
+        return head + f"re-install it with `envforge apply-patches {env_arg}` (the .pth mode is the default)"
+    return head + ("the environment's lock records no env profile, so `envforge apply-patches` cannot "
+                   "re-install it: rebuild the environment (`envforge build`)")
+
+
+def _render(view: ProfileView, env_path: Path, ui: Ui, env_arg: str) -> None:
     ui.result(f"environment: {env_path} ({view.python})")
     if view.installed is None and not view.active:
         ui.result("env profile: none installed")
@@ -59,5 +74,4 @@ def _render(view: ProfileView, env_path: Path, ui: Ui) -> None:
     for line in view.warnings:
         ui.warn(line)
     if view.installed is not None and not view.active:
-        ui.warn(f"profile '{recorded}' is installed in {view.site_packages} but no hook ran at start-up; "
-                "re-install it with `envforge apply-patches` (the .pth mode is the default)")
+        ui.warn(_inert_warning(view, env_arg))

@@ -147,7 +147,7 @@ def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Findin
             st = (sp / p.path).stat()
         except FileNotFoundError:
             findings.append(Finding("missing-file", p.path, f"present (patched by {p.patchset})", "absent",
-                                    "re-apply: `envforge apply-patches`"))
+                                    "reinstall it: `envforge build` (a fresh generation, patched from its lock)"))
             continue
         if st.st_nlink > 1:
             findings.append(Finding(
@@ -177,5 +177,5 @@ def stale_bytecode(sp: Path, verdicts: Mapping[str, Mapping[str, Any] | None]) -
         out.append(Finding(
             "stale-bytecode", rel, f"bytecode of the patched source {os.path.relpath(src, sp)} (or none)",
             f"the interpreter would load {v['mode']} bytecode of other source (written before the patch)",
-            f"delete {rel} (envforge apply-patches removes it)"))
+            f"delete {rel} (Python then compiles the patched source again)"))
     return out

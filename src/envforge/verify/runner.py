@@ -116,9 +116,32 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
+    findings = _name_commands(findings, env, project, gen.get("recipe") or lock.envforge.get("recipe"),
+                              gen.get("variant") or lock.envforge.get("variant"))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
                         fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
+
+
+def _name_commands(findings: list[Finding], env: Environment, project: Project | None,
+                   recipe: Any, variant: Any) -> list[Finding]:
+    """Complete the envforge commands in the findings' fixes for this environment: the checks write
+    `` `envforge apply-patches` ``, `` `envforge build` `` and `` `envforge lock` ``, which act on the
+    default environment; the user needs ``apply-patches <env>`` and ``build <recipe> --variant <v>``."""
+    from dataclasses import replace
+
+    named = project is not None and env.path.parent.absolute() == project.envs_dir.absolute()
+    target = env.path.name if named else str(env.path)
+    rv = f" {recipe} --variant {variant}" if recipe and variant else ""
+    words = {"`envforge apply-patches`": f"`envforge apply-patches {target}`",
+             "`envforge build`": f"`envforge build{rv}`", "`envforge lock`": f"`envforge lock{rv}`"}
+
+    def fix(text: str) -> str:
+        for old, new in words.items():
+            text = text.replace(old, new)
+        return text
+
+    return [replace(f, fix=fix(f.fix)) for f in findings]
 
 
 def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str, Any]:

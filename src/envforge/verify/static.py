@@ -102,7 +102,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
         installed = installed_distributions(sp)
         _stale(inp, c)
         probe: Mapping[str, Any] = env_probe.result() if env_probe else {"python": _venv_version(inp.python)}
-        found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache)
+        found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache, python=inp.python)
         c.notes.extend(notes)
         c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
         c.add("families", check_families(installed))
@@ -219,7 +219,7 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
             actual = "not applied (apply would change the file)" if r.state == "applied" else f"drifted: {r.message}"
             found.append(Finding("patch-state", f"{r.patchset}: {r.file} ({r.operation})", "already-applied",
                                  actual, "run `envforge apply-patches`" if r.state == "applied"
-                                 else "update the patchset's anchor for this version (see the message)"))
+                                 else "follow the next step the message gives"))
     c.add("patch-states", found, f"{len(report.results)} operations")
 
 
@@ -246,7 +246,7 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
         return
     found: list[Finding] = []
     name = inp.lock.envforge.get("env-profile")
-    fix = "reinstall the locked profile: `envforge build` (or `envforge env apply`)"
+    fix = "reinstall the locked profile: `envforge apply-patches` (or `envforge build`)"
     if profile is None:
         found.append(Finding("env-profile", "hook", f"profile {name or '?'} installed (.envforge/env-profile.json)",
                              "no env profile installed", fix))

@@ -47,8 +47,9 @@ def _applies(pkg: LockedPackage, markers: Mapping[str, str] | None) -> bool:
 
 
 def check_versions(lock: EnvLock, installed: Mapping[str, Installed], markers: Mapping[str, str] | None,
-                   uv_cache: Path | None) -> tuple[list[Finding], list[str]]:
-    """Missing, unexpected and mismatched distributions. Returns (findings, notes)."""
+                   uv_cache: Path | None, *, python: Path | None = None) -> tuple[list[Finding], list[str]]:
+    """Missing, unexpected and mismatched distributions. Returns (findings, notes). ``python``
+    (the environment's interpreter) is named in the uninstall command of an ``unexpected`` finding."""
     findings: list[Finding] = []
     notes: list[str] = []
     locked = {p.name: p for p in lock.packages}
@@ -65,7 +66,8 @@ def check_versions(lock: EnvLock, installed: Mapping[str, Installed], markers: M
         if name not in locked:
             findings.append(Finding("unexpected", f"{name} {dist.version}", "not installed (absent from the lock)",
                                     f"installed but not in lock: {name} {dist.version}",
-                                    f"remove it (`uv pip uninstall {name}`) or add it to the recipe and relock; "
+                                    f"remove it (`uv pip uninstall{f' --python {python}' if python else ''} {name}`) "
+                                    "or add it to the recipe and relock; "
                                     "`envforge build` installs exactly the lock"))
     return findings, notes
 

@@ -141,6 +141,16 @@ def test_levels_default_to_the_recipes_verify_levels(env: BuiltEnv, monkeypatch:
     assert (code, data["levels"]) == (0, ["static", "gpu"])
     assert data["checks"][-1] == {"name": "gpu", "level": "gpu", "status": "skipped",
                                   "detail": "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"}
+    # Asked for explicitly, a missing GPU is a finding: exit 1.
+    code, out, _ = cli(["verify", "--project", str(root), "--level", "gpu", "--json"], monkeypatch)
+    data = json.loads(out)["data"]
+    assert (code, data["levels"], data["checks"][-1]["status"]) == (1, ["gpu"], "findings")
+    assert data["findings"] == [{
+        "kind": "no-gpu", "level": "gpu", "subject": "gpu level",
+        "expected": "an NVIDIA GPU (the gpu level was asked for explicitly)",
+        "actual": "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)",
+        "fix": "run `envforge verify --level gpu` on the GPU machine the recipe targets; here, leave out "
+               "--level gpu (the recipe's default levels skip the gpu level without a GPU)"}]
 
 
 def test_static_report_names_driver_and_gpus_from_proc(env: BuiltEnv, tmp_path: Path) -> None:

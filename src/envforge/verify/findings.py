@@ -41,6 +41,7 @@ KINDS: Mapping[str, str] = {
     "family-mismatch": "distributions of one family are at different versions (B05)",
     "cuda-major-mismatch": "a CUDA runtime wheel of the other CUDA major (B03)",
     # gpu
+    "no-gpu": "the gpu level was asked for explicitly (--level gpu) on a machine without an NVIDIA GPU",
     "cuda-unavailable": "the environment's torch cannot use CUDA on a machine with NVIDIA GPUs",
     "gpu-count": "the number of visible GPUs differs from the recipe target",
     "capability": "a GPU's compute capability differs from the recipe target",

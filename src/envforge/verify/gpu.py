@@ -49,7 +49,9 @@ _DEFAULT = "nccl-default"
 @dataclass(frozen=True, slots=True)
 class GpuInputs:
     """The env's ``python``, its lock, the recipe ``target`` (``compute-capability``, ``gpus``...),
-    the env ``profiles`` to measure (name -> variables), the installed profile name, and limits."""
+    the env ``profiles`` to measure (name -> variables), the installed profile name, and limits.
+    ``required``: the user asked for the gpu level explicitly (``--level gpu``), so a machine
+    without a GPU is a finding (``no-gpu``), not a skip."""
 
     python: Path
     lock: EnvLock
@@ -60,6 +62,7 @@ class GpuInputs:
     sizes: tuple[int, ...] = (EAGLE_STEP_BYTES, 1 << 20, 16 << 20)
     step_timeout_s: float = 120.0
     installed_profile: str | None = None
+    required: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,8 @@ def _f(kind: str, subject: str, expected: str, actual: str, fix: str) -> Finding
 
 
 def run_gpu(inp: GpuInputs) -> GpuResult:
-    """Run the GPU checks. On a machine without NVIDIA GPUs every check is skipped with the reason."""
+    """Run the GPU checks. On a machine without NVIDIA GPUs every check is skipped with the reason,
+    or, when ``inp.required``, the ``gpu`` check has a ``no-gpu`` finding."""
     out = _Out()
     try:
         machine = _probe(inp, {"mode": "info"})
@@ -125,7 +129,7 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
                                 str(exc).splitlines()[0], "run the environment's python by hand and read the error")])
         return out.result({}, dict(inp.target))
     out.measurements["machine"] = machine
-    if not _usable(machine, out):
+    if not _usable(machine, out, inp.required):
         return out.result(machine, dict(inp.target))
     target = _target(inp, machine, out)
     matches = _hardware(inp, machine, target, out)
@@ -140,10 +144,16 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
     return out.result(machine, target)
 
 
-def _usable(machine: Mapping[str, Any], out: _Out) -> bool:
+def _usable(machine: Mapping[str, Any], out: _Out, required: bool = False) -> bool:
     """GPUs present and usable from the environment's torch; else a skip or a finding."""
     if not machine.get("devices_present"):
-        out.skip("gpu", "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)")
+        why = "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"
+        if required:
+            out.add("gpu", [_f("no-gpu", "gpu level", "an NVIDIA GPU (the gpu level was asked for explicitly)", why,
+                               "run `envforge verify --level gpu` on the GPU machine the recipe targets; here, "
+                               "leave out --level gpu (the recipe's default levels skip the gpu level without a GPU)")])
+        else:
+            out.skip("gpu", why)
         return False
     if not machine.get("cuda_available") or not machine.get("gpus"):
         why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"

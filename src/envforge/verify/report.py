@@ -105,7 +105,7 @@ _CHECK_OF = {
     "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
     "record": {"missing-file", "tampered"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
     "patch-states": {"patch-state", "patchset-changed"}, "env-profile": {"env-profile"},
-    "gpu-info": {"gpu-probe-failed"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
+    "gpu-info": {"gpu-probe-failed"}, "gpu": {"no-gpu"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
     "capability": {"capability"}, "arch-list": {"arch-list"}, "cuda-runtime": {"cuda-runtime"},
     "driver-floor": {"driver-floor"}, "native-ops": {"native-op"},
     "allreduce": {"allreduce-failed", "allreduce-timeout", "env-profile-slower"},

@@ -28,7 +28,8 @@ __all__ = ["VerifyOptions", "nvidia_proc_facts", "verify"]
 @dataclass(frozen=True, slots=True)
 class VerifyOptions:
     """How to verify: ``levels`` (subset of :data:`LEVELS`; None: the recipe's ``[verify] levels``
-    that verify owns, else ``static``), ``deep`` hashing, the target taken from
+    that verify owns, else ``static``; levels given here are asked for explicitly, so a machine
+    without a GPU is a ``no-gpu`` finding when they include ``gpu``), ``deep`` hashing, the target taken from
     the machine, the process environment probes start from (``base_env``), uv's cache directory,
     all-reduce settings for the GPU level, and a ``clock`` (``time.monotonic``-like) for elapsed time."""
 
@@ -104,7 +105,8 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(recipe, sp),
                               target_from_machine=options.target_from_machine, base_env=options.base_env,
                               sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
-                              installed_profile=(installed_profile(sp) or {}).get("profile")))
+                              installed_profile=(installed_profile(sp) or {}).get("profile"),
+                              required=options.levels is not None))
         findings += g.findings
         checks += g.checks
         notes += g.notes

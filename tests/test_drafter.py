@@ -104,13 +104,24 @@ def test_fetch_default_dest_and_second_fetch_downloads_nothing(hub: Hub, tmp_pat
 def test_fetch_refuses_a_branch_or_short_sha(hub: Hub, tmp_path: Path, revision: str) -> None:
     revision = hub.a[:7] if revision == "short" else revision
     hub.server.set_ref("test-org/drafter-a", hub.a[:7], hub.a)
+    asked = len(hub.server.requests)
     with pytest.raises(InputError) as err:
         fetch_drafter("test-org/drafter-a", revision, tmp_path, root=tmp_path, endpoint=hub.url)
     assert str(err.value) == (
-        f"revision '{revision}' of test-org/drafter-a is not a commit sha (it resolves to {hub.a} now)\n"
-        f"  hint: pin it with --revision {hub.a}, or pass --allow-unpinned to take what '{revision}' "
-        "points at and record the sha")
+        f"revision '{revision}' of test-org/drafter-a is not a commit sha (40 hex digits); the hub was not "
+        f"contacted\n  hint: find the sha with `envforge drafter fetch test-org/drafter-a --revision {revision} "
+        "--allow-unpinned --dry-run` (or the repository's commit history on the hub) and pass it, or pass "
+        f"--allow-unpinned to take what '{revision}' points at and record the sha")
+    assert len(hub.server.requests) == asked  # refused before any request
     assert not (tmp_path / "config.json").exists()
+
+
+def test_a_branch_is_refused_offline_before_the_hub_is_asked(tmp_path: Path) -> None:
+    with running_hub() as dead:
+        url = dead.url
+    with pytest.raises(InputError) as err:
+        resolve_revision("test-org/drafter-a", "main", endpoint=url)
+    assert err.value.message.startswith("revision 'main' of test-org/drafter-a is not a commit sha (40 hex digits)")
 
 
 def test_allow_unpinned_records_the_resolved_sha(hub: Hub, tmp_path: Path) -> None:
@@ -152,7 +163,8 @@ def test_corrupt_download_is_detected_by_rehash_and_removed(hub: Hub, tmp_path: 
 def test_truncated_download_fails_loudly_and_leaves_no_partial(hub: Hub, tmp_path: Path) -> None:
     with pytest.raises(ExternalToolError) as err:
         fetch_drafter("test-org/truncated", hub.short, tmp_path, root=tmp_path, endpoint=hub.url)
-    assert err.value.message == f"huggingface_hub failed: hf_hub_download test-org/truncated@{hub.short} model.safetensors"
+    assert err.value.message == (f"huggingface_hub failed talking to {hub.url.split('//')[1]}: "
+                                 f"hf_hub_download test-org/truncated@{hub.short} model.safetensors")
     assert "Consistency check failed" in err.value.stderr_tail
     assert list(tmp_path.rglob("*.incomplete")) == []
     assert not (tmp_path / "model.safetensors").exists()
@@ -209,7 +221,9 @@ def test_unreachable_hub_is_an_external_tool_error(tmp_path: Path) -> None:
         url = dead.url
     with pytest.raises(ExternalToolError) as err:
         resolve_revision("test-org/drafter-a", "0" * 40, endpoint=url)
-    assert err.value.message == f"huggingface_hub failed: model_info test-org/drafter-a@{'0' * 40}"
+    assert (err.value.message, err.value.hint) == (
+        f"huggingface_hub failed talking to {url.split('//')[1]}: model_info test-org/drafter-a@{'0' * 40}",
+        f"check the network and HF_ENDPOINT (the hub in use: {url}), then run again")
 
 
 # -- inspect --------------------------------------------------------------------------------------
@@ -316,8 +330,8 @@ def test_drafter_checks_runs_the_recipe_table(hub: Hub, tmp_path: Path) -> None:
     issues = drafter_checks(settings, cache_dir=tmp_path / "cache", endpoint=hub.url)
     assert [i.kind for i in issues] == ["target-vocab-size", "drafter-tensor", "vocab-mapping", "drafter-error"]
     assert issues[2].actual == "31,748 of 32,000 differ; vocabularies overlap in 252 tokens"
-    assert issues[3].actual == (f"revision 'main' of test-org/drafter-b is not a commit sha "
-                                f"(it resolves to {hub.b} now)")
+    assert issues[3].actual == ("revision 'main' of test-org/drafter-b is not a commit sha (40 hex digits); "
+                                "the hub was not contacted")
     unpinned = drafter_checks({"repo": "test-org/drafter-a", "revision": "main"}, cache_dir=tmp_path,
                               endpoint=hub.url)
     assert [(i.kind, i.subject) for i in unpinned] == [("drafter-error", "test-org/drafter-a@main")]

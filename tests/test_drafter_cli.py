@@ -28,9 +28,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def test_fetch_refuses_a_branch(hub: Hub, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     code, out, err = run(capsys, "fetch", "test-org/drafter-a", "--revision", "main", "--dest", str(tmp_path))
     assert (code, out) == (2, "")
-    assert err == (f"error: revision 'main' of test-org/drafter-a is not a commit sha (it resolves to {hub.a} now)\n"
-                   f"  hint: pin it with --revision {hub.a}, or pass --allow-unpinned to take what 'main' "
-                   "points at and record the sha\n")
+    assert err == ("error: revision 'main' of test-org/drafter-a is not a commit sha (40 hex digits); the hub "
+                   "was not contacted\n  hint: find the sha with `envforge drafter fetch test-org/drafter-a --revision "
+                   "main --allow-unpinned --dry-run` (or the repository's commit history on the hub) and pass it, "
+                   "or pass --allow-unpinned to take what 'main' points at and record the sha\n")
+    # The hint's command works: it prints the sha 'main' resolves to, downloading nothing.
+    code, out, _ = run(capsys, "fetch", "test-org/drafter-a", "--revision", "main", "--allow-unpinned", "--dry-run")
+    assert (code, out.splitlines()[0]) == (0, f"test-org/drafter-a@{hub.a} (unpinned: 'main' resolved to it)")
 
 
 def test_fetch_unpinned_json_records_the_sha(hub: Hub, tmp_path: Path,  # noqa: F811

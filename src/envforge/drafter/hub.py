@@ -2,7 +2,8 @@
 
 - :func:`resolve_revision` asks ``HfApi.model_info(repo, revision, files_metadata=True)`` for the
   commit sha and each file's size and digest (``lfs.sha256`` for LFS files, the git blob id for
-  the rest), refuses a branch or tag unless ``allow_unpinned``, and selects only ``*.safetensors``
+  the rest), refuses a branch or tag (anything but a 40-hex sha) before contacting the hub unless
+  ``allow_unpinned``, and selects only ``*.safetensors``
   and ``*.json``; pickle weights (``.bin``, ``.pt``, ...) are refused unless ``allow_pickle``.
 - :func:`fetch` downloads the selection with ``hf_hub_download(local_dir=...)`` at the sha, re-hashes
   every file against the metadata, and fails on a leftover ``*.incomplete`` partial (field case B14,
@@ -37,6 +38,7 @@ __all__ = [
     "HubRevision",
     "RemoteFile",
     "check_partials",
+    "endpoint_url",
     "fetch",
     "find_partials",
     "hub_errors",
@@ -120,9 +122,21 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def endpoint_url(endpoint: str | None) -> str:
+    """The hub URL in use: ``endpoint``, else huggingface_hub's (``HF_ENDPOINT`` or huggingface.co)."""
+    if endpoint:
+        return endpoint.rstrip("/")
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
 @contextmanager
-def hub_errors(what: str, repo: str, revision: str) -> Iterator[None]:
-    """Turn huggingface_hub errors into envforge errors (input error for a missing repo or revision)."""
+def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None) -> Iterator[None]:
+    """Turn huggingface_hub errors into envforge errors (input error for a missing repo or revision);
+    a transport error names the hub's host (``endpoint``, see :func:`endpoint_url`)."""
+    from urllib.parse import urlsplit
+
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     try:
@@ -135,9 +149,11 @@ def hub_errors(what: str, repo: str, revision: str) -> Iterator[None]:
         raise InputError(f"revision '{revision}' not found in {repo}",
                          hint="use a commit sha from the repository's history") from None
     except _transport_errors() as exc:
-        raise ExternalToolError(f"huggingface_hub failed: {what}", tool="huggingface_hub",
-                                argv=(what,), returncode=None, stderr_tail=str(exc)[-800:],
-                                hint="check HF_ENDPOINT and the network, then run again") from None
+        url = endpoint_url(endpoint)
+        raise ExternalToolError(f"huggingface_hub failed talking to {urlsplit(url).netloc or url}: {what}",
+                                tool="huggingface_hub", argv=(what,), returncode=None, stderr_tail=str(exc)[-800:],
+                                hint=f"check the network and HF_ENDPOINT (the hub in use: {url}), then run "
+                                     "again") from None
 
 
 def _api(endpoint: str | None) -> Any:
@@ -175,7 +191,14 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
     """
     if not _REPO.fullmatch(repo):
         raise InputError(f"'{repo}' is not a hub repository id (owner/name)")
-    with hub_errors(f"model_info {repo}@{revision}", repo, revision):
+    if not allow_unpinned and not _SHA.fullmatch(revision):
+        raise InputError(f"revision '{revision}' of {repo} is not a commit sha (40 hex digits); the hub was "
+                         "not contacted",
+                         hint=f"find the sha with `envforge drafter fetch {repo} --revision {revision} "
+                              "--allow-unpinned --dry-run` (or the repository's commit history on the hub) and "
+                              f"pass it, or pass --allow-unpinned to take what '{revision}' points at and "
+                              "record the sha")
+    with hub_errors(f"model_info {repo}@{revision}", repo, revision, endpoint):
         info = _api(endpoint).model_info(repo, revision=revision, files_metadata=True)
     sha = str(info.sha)
     pinned = bool(_SHA.fullmatch(revision)) and revision == sha
@@ -261,7 +284,7 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     for i, f in enumerate(rev.files, 1):
         if progress:
             progress(f"[{i}/{len(rev.files)}] {f.name} ({f.size:,} bytes)")
-        with hub_errors(f"hf_hub_download {rev.spec} {f.name}", rev.repo, rev.sha):
+        with hub_errors(f"hf_hub_download {rev.spec} {f.name}", rev.repo, rev.sha, endpoint):
             path = hf_hub_download(rev.repo, f.name, revision=rev.sha, local_dir=dest, endpoint=endpoint)
         done.append(_verify(rev, f, Path(path)))
     check_partials(dest, rev.files)
@@ -276,7 +299,7 @@ def _remote_json(rev: HubRevision, name: str, endpoint: str | None, cache_dir: P
     f = next((f for f in rev.files if f.name == name), None)
     if f is None:
         raise InputError(f"{rev.spec} has no {name}", hint="a drafter repository needs its config.json")
-    with hub_errors(f"hf_hub_download {rev.spec} {name}", rev.repo, rev.sha):
+    with hub_errors(f"hf_hub_download {rev.spec} {name}", rev.repo, rev.sha, endpoint):
         path = Path(hf_hub_download(rev.repo, name, revision=rev.sha, cache_dir=cache_dir,
                                     endpoint=endpoint))
     _verify(rev, f, path)
@@ -294,7 +317,7 @@ def open_remote(rev: HubRevision, *, endpoint: str | None = None, cache_dir: Pat
     tensors: list[TensorInfo] = []
     weights = [f.name for f in rev.files if f.name.endswith(".safetensors")]
     for name in weights:
-        with hub_errors(f"safetensors header {rev.spec} {name}", rev.repo, rev.sha):
+        with hub_errors(f"safetensors header {rev.spec} {name}", rev.repo, rev.sha, endpoint):
             meta = _api(endpoint).parse_safetensors_file_metadata(rev.repo, name, revision=rev.sha)
         for tname, t in meta.tensors.items():
             start, end = t.data_offsets
@@ -315,7 +338,7 @@ def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *
 
     url = hf_hub_url(repo, name, revision=sha, endpoint=endpoint)
     headers = {**build_hf_headers(), "Range": f"bytes={start}-{start + length - 1}"}
-    with hub_errors(f"GET {name} bytes {start}-{start + length - 1}", repo, sha):
+    with hub_errors(f"GET {name} bytes {start}-{start + length - 1}", repo, sha, endpoint):
         response = get_session().get(url, headers=headers, follow_redirects=True)
         hf_raise_for_status(response)
     data = bytes(response.content)

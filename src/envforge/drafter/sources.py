@@ -92,7 +92,7 @@ def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | Non
 
     repo, rev = parse_repo_spec(spec) or ("", "")
     pinned = resolve_revision(repo, rev, allow_pickle=True, endpoint=endpoint)
-    with hub_errors(f"hf_hub_download {pinned.spec} config.json", repo, rev):
+    with hub_errors(f"hf_hub_download {pinned.spec} config.json", repo, rev, endpoint):
         local = hf_hub_download(repo, "config.json", revision=pinned.sha, cache_dir=cache_dir,
                                 endpoint=endpoint)
     return json.loads(Path(local).read_text(encoding="utf-8"))  # type: ignore[no-any-return]

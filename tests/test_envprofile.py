@@ -352,6 +352,9 @@ def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytes
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
     assert capsys.readouterr().err == head + (
         f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)\n")
+    assert main(["env", "show", str(env_dir), "--json", "--project", str(tmp_path)]) == 1
+    assert json.loads(capsys.readouterr().out)["data"]["warnings"] == [
+        head[len("warning: "):] + f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)"]
 
 
 def test_sitecustomize_mode_needs_to_know_the_interpreter(tmp_path: Path) -> None:

@@ -76,7 +76,10 @@ def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[st
     assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--dry-run",
                  "--project", str(project)]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
+    status, diff = out.split("\n", 1)  # the status lines on stdout as without --dry-run, then the diff
+    assert status == ("applied          kimik25-eagle3-delegation  sglang/srt/models/kimi_k25.py  added "
+                      "get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture to KimiK25ForConditionalGeneration")
+    assert diff.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
     assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):\n" in out
     assert err.splitlines()[-1] == "dry run: 1 file(s) would change, nothing written"
     assert not (sp / ".envforge" / "patches.json").exists()

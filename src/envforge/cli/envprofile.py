@@ -37,11 +37,14 @@ def _show(args: argparse.Namespace, ui: Ui) -> int:
     name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
     env = resolve_environment(project, name, name)
     view = show(env.python)
+    inert = view.installed is not None and not view.active
     if ui.json_mode:
-        ui.emit_json("env-show", view.as_dict())
+        data = view.as_dict()
+        data["warnings"] = [*data["warnings"], *([_inert_warning(view, name)] if inert else [])]
+        ui.emit_json("env-show", data)
     else:
         _render(view, env.path, ui, name)
-    return 1 if view.installed is not None and not view.active else 0
+    return 1 if inert else 0
 
 
 def _inert_warning(view: ProfileView, env_arg: str) -> str:

@@ -109,9 +109,8 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
         data["diff"] = report.diff(prefixes) if dry_run else ""
         ui.emit_json("apply-patches", data)
         return
-    line = ui.info if dry_run else ui.result
-    for r in report.results:
-        line(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state != 'drifted' else ''}".rstrip())
+    for r in report.results:  # results on stdout, with or without --dry-run; then the diff
+        ui.result(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state != 'drifted' else ''}".rstrip())
     if dry_run and report.changes:
         ui.result(report.diff(prefixes).rstrip("\n"))
     for message in report.errors:

@@ -85,6 +85,19 @@ def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[st
     assert not (sp / ".envforge" / "patches.json").exists()
 
 
+def test_dry_run_of_a_hand_edited_patched_file_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["apply-patches", "--project", str(project)]) == 0
+    guard = sp_of(project) / "sglang/srt/layers/communicator.py"
+    with guard.open("a") as fh:
+        fh.write("x = 1\n")
+    capsys.readouterr()
+    assert main(["apply-patches", "--dry-run", "--project", str(project)]) == 1
+    out, err = capsys.readouterr()
+    assert "drifted          sm120-flashinfer-allreduce-fusion  sglang/srt/layers/communicator.py" in out.splitlines()
+    assert "error: sm120-flashinfer-allreduce-fusion: sglang/srt/layers/communicator.py: changed since envforge " \
+           "patched it (manifest sha256 " in err
+
+
 def test_unmet_requirement_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["apply-patches", "sm120-flashinfer-allreduce-fusion", "--project", str(project)]) == 1
     err = capsys.readouterr().err

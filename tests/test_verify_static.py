@@ -352,3 +352,17 @@ def test_markers_are_evaluated_in_the_environments_interpreter(tmp_path: Path) -
     report = run(env)
     assert [(f.kind, f.subject) for f in report.findings] == [("missing", "sgl-kernel")]
     assert report.fingerprint.python == "3.12.1"
+
+
+def test_two_wheels_installing_one_file_is_a_conflict_not_a_tamper(tmp_path: Path) -> None:
+    """Seen on the real kimi cu128 stack: flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5 both
+    install a top-level build_backend.py; whichever uv installs last wins."""
+    w = tmp_path / "w"
+    extra = [make_wheel(w, "pkga", "1.0", files={"shared_helper.py": b"A = 1\n", "pkga/__init__.py": b""}),
+             make_wheel(w, "pkgb", "1.0", files={"shared_helper.py": b"B = 22\n", "pkgb/__init__.py": b""})]
+    env = build(tmp_path, wheels=[*_wheels(), *extra])
+    winner = "pkga" if (env.site_packages / "shared_helper.py").read_bytes() == b"A = 1\n" else "pkgb"
+    report = run(env)
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
+        ("file-conflict", "shared_helper.py", "one distribution owns each installed file",
+         f"claimed by pkga 1.0, pkgb 1.0; the installed bytes are {winner}'s")]

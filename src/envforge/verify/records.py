@@ -4,7 +4,9 @@ Every installed distribution lists its files with sha256 and size in ``RECORD`` 
 A file whose bytes differ from RECORD is either explained by the patch manifest (envforge patched it:
 its sha256 must be the manifest's ``new_sha256``) or ``tampered``. The default mode is fast: it stats
 every file and hashes only those whose size differs or whose mtime is newer than the RECORD file (an
-edit after installation); ``deep`` hashes every file. Patched files must have a link count of 1 (not
+edit after installation); ``deep`` hashes every file. A file that two distributions' RECORDs both list, holding one of them's bytes, is a ``file-conflict``
+(seen for real: flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5 both install a top-level
+``build_backend.py``). Patched files must have a link count of 1 (not
 shared with uv's cache, field case B09) and no bytecode that can hide the patch (B10, CPython issue
 121376): the environment's interpreter is asked which code it would load (``env_probe.py``).
 """
@@ -114,19 +116,44 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
     :returns: (findings, files hashed, bytes hashed).
     """
     missing: list[tuple[Installed, RecordEntry]] = []
-    todo = [s for d in dists for s in _suspects(sp, d, read_record(d), deep, missing)]
+    records = {d: read_record(d) for d in dists}
+    todo = [s for d, entries in records.items() for s in _suspects(sp, d, entries, deep, missing)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         digests = list(pool.map(lambda t: sha256_file(t[2]), todo))
     findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
                         "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
+    owners = _owners(records)
     for (dist, entry, _, _), digest in zip(todo, digests, strict=True):
         if digest == entry.sha256:
             continue
         p = patched.get(os.path.normpath(entry.path))
         if p is not None and digest == p.new_sha256:
             continue
-        findings.append(_tampered(dist, entry, digest, p))
+        claims = owners.get(os.path.normpath(entry.path), [])
+        winner = next((d for d, e in claims if d != dist and e.sha256 == digest), None)
+        if winner is not None:
+            findings.append(_conflict(entry.path, claims, winner))
+        else:
+            findings.append(_tampered(dist, entry, digest, p))
     return findings, len(todo), sum(t[3] for t in todo)
+
+
+def _owners(records: Mapping[Installed, tuple[RecordEntry, ...]]) -> dict[str, list[tuple[Installed, RecordEntry]]]:
+    """Paths listed by more than one distribution's RECORD, with each claim."""
+    claims: dict[str, list[tuple[Installed, RecordEntry]]] = {}
+    for dist, entries in records.items():
+        for e in entries:
+            claims.setdefault(os.path.normpath(e.path), []).append((dist, e))
+    return {k: v for k, v in claims.items() if len(v) > 1}
+
+
+def _conflict(path: str, claims: list[tuple[Installed, RecordEntry]], winner: Installed) -> Finding:
+    """Two wheels install the same file: the last one installed wins, silently (an upstream bug)."""
+    names = ", ".join(f"{d.name} {d.version}" for d, _ in sorted(claims, key=lambda c: c[0].name))
+    return Finding("file-conflict", path, "one distribution owns each installed file",
+                   f"claimed by {names}; the installed bytes are {winner.name}'s",
+                   "both wheels install this file into site-packages and the last one installed wins: "
+                   "report it upstream; check that nothing imports it expecting the other copy")
 
 
 def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None) -> Finding:

@@ -67,7 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI. Returns the exit status (0 ok, 1 check failed, 2 input error, 3 tool failed)."""
     args_list = _join_two_word(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # report it with the subcommand's usage, not the top level's
+        sub = next((a for a in parser._subparsers._group_actions), None) if parser._subparsers else None
+        command = getattr(args, "command", None)
+        target = sub.choices.get(command, parser) if sub is not None and command else parser  # type: ignore[union-attr]
+        target.error(f"unrecognized arguments: {' '.join(extra)}")
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

@@ -163,3 +163,12 @@ def test_recipe_name_must_match_its_file_in_recipes(tmp_path: Path) -> None:
         load_recipe(p)
     assert str(e.value) == (f"{p}: recipe.name 'other' does not match the file name 'mismatch.toml'\n"
                             "  hint: rename the file to recipes/other.toml or set name = \"mismatch\"")
+
+
+def test_index_url_must_be_a_url(tmp_path: Path) -> None:
+    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[indexes]\nmine = "download.pytorch.org/whl cu130"\n')
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p)
+    assert str(e.value).splitlines()[1] == (
+        f"  {p}:6: indexes.mine: 'download.pytorch.org/whl cu130' is not an index URL; use "
+        "http(s)://host/path/simple (a PEP 503 index) or file:///dir")

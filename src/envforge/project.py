@@ -60,8 +60,11 @@ class Project:
             own = self.recipes_dir / f"{DEFAULT_RECIPE}.toml"
             if own.is_file():
                 return own
-            packaged = resources.files("envforge") / "data" / "recipes" / f"{DEFAULT_RECIPE}.toml"
-            return Path(str(packaged))
+            packaged = Path(str(resources.files("envforge") / "data" / "recipes" / f"{DEFAULT_RECIPE}.toml"))
+            if not packaged.is_file():  # an editable install ships no copy: the project's is the one
+                raise InputError(f"{self.root} is not an envforge project (no recipes/{DEFAULT_RECIPE}.toml)",
+                                 hint="run from an envforge project or pass --project DIR")
+            return packaged
         as_path = Path(name_or_path)
         if as_path.suffix == ".toml" or "/" in name_or_path:
             if not as_path.is_file():

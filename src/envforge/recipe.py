@@ -109,7 +109,13 @@ _PACKAGE = OneOf([(str, _SPEC), (Mapping, Table({"version": _SPEC, "index": Str(
                  'a specifier string or a table { version = "...", index = "..." }')
 _OVERRIDE = Table({"version": _SPEC, "reason": Str()}, frozenset({"version", "reason"}))
 _PACKAGES = MapOf(_PACKAGE, _pkg_problem)
-_INDEXES = MapOf(Str(), lambda k: lock_name_problem(k))
+def _url_problem(v: str) -> str | None:
+    if re.match(r"^(https?|file)://[^\s/]+(/\S*)?$|^file:///\S+$", v):
+        return None
+    return f"'{v}' is not an index URL; use http(s)://host/path/simple (a PEP 503 index) or file:///dir"
+
+
+_INDEXES = MapOf(Str(_url_problem), lambda k: lock_name_problem(k))
 _OVERRIDES = MapOf(_OVERRIDE, _pkg_problem)
 
 _VARIANT = Table({

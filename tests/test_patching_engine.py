@@ -424,3 +424,42 @@ def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeyp
     assert {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)} == before
     assert read_manifest(sp059) is None and list((sp059 / ".envforge" / "originals").iterdir()) == []
     assert [p.name for p in (sp059 / MULTIMEM).parent.iterdir() if "envforge-tmp" in p.name] == []
+
+
+def test_a_path_outside_site_packages_is_neither_read_nor_written(tmp_path: Path) -> None:
+    """A patchset built without the schema check (or a symlinked directory) cannot reach a file
+    outside site-packages: plan and apply refuse before reading it."""
+    sp, d = _demo_tree(tmp_path)
+    victim = tmp_path / "outside" / "victim.py"
+    victim.parent.mkdir()
+    victim.write_text("T = {\n    1: 1,\n}\n")
+    a = load_patchsets(d, ["a"])[0]
+    escaping = replace(a, operations=tuple(replace(op, file="../outside/victim.py") for op in a.operations))
+    with pytest.raises(InputError) as exc:
+        apply(sp, [escaping])
+    assert str(exc.value) == (
+        f"../outside/victim.py: outside site-packages {sp} (resolves to {victim}); envforge reads and writes "
+        "only files under site-packages\n  hint: fix `file` in the patchset, or the path in "
+        ".envforge/patches.json (or rebuild the environment with `envforge build`)")
+    (sp / "evil").symlink_to(victim.parent)
+    via_link = replace(a, operations=tuple(replace(op, file="evil/victim.py") for op in a.operations))
+    with pytest.raises(InputError, match=r"^evil/victim.py: outside site-packages "):
+        apply(sp, [via_link])
+    assert victim.read_text() == "T = {\n    1: 1,\n}\n" and read_manifest(sp) is None
+
+
+def test_revert_refuses_a_hand_edited_manifest_path(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    apply(sp, load_patchsets(d, ["a"]))
+    victim = tmp_path / "victim.py"
+    victim.write_bytes((sp / "demo" / "t.py").read_bytes())
+    path = manifest_path(sp)
+    path.write_text(path.read_text().replace('"demo/t.py"', '"../victim.py"'))
+    with pytest.raises(InputError) as exc:
+        revert(sp)
+    assert str(exc.value).startswith(f"../victim.py: outside site-packages {sp} (resolves to {victim}); ")
+    path.write_text(path.read_text().replace('"original_sha256": "', '"original_sha256": "../../'))
+    with pytest.raises(InputError) as exc:
+        revert(sp)
+    assert str(exc.value).startswith(f"{path}: malformed patch manifest: ../victim.py: '../../")
+    assert str(exc.value).endswith("' is not a hex sha256\n  hint: reinstall the environment")

@@ -121,3 +121,26 @@ def test_not_toml(tmp_path: Path) -> None:
     with pytest.raises(PatchsetError) as exc:
         load_patchset(path)
     assert str(exc.value).startswith(f"{path}: not valid TOML: ")
+
+
+@pytest.mark.parametrize("bad", ["../outside/victim.py", "/etc/passwd", "demo/../../x.py", "demo\\m.py", "C:/m.py", ""])
+def test_file_paths_must_stay_inside_site_packages(tmp_path: Path, bad: str) -> None:
+    text = MINIMAL.replace('file = "demo/m.py"', f"file = '{bad}'")
+    path = write(tmp_path, "demo", text)
+    with pytest.raises(PatchsetError) as exc:
+        load_patchset(path)
+    assert str(exc.value).splitlines()[1] == (
+        f"  {path}:9: operation[0].file: '{bad}' must be a relative POSIX path inside site-packages "
+        "(no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'")
+
+
+def test_signatures_from_file_must_stay_inside_site_packages(tmp_path: Path) -> None:
+    text = MINIMAL.split("[[operation]]")[0] + (
+        '[[operation]]\nkind = "add-delegating-methods"\nfile = "demo/m.py"\nclass = "C"\nattribute = "a"\n'
+        'methods = ["m"]\nsignatures-from = { file = "../x/d.py", class = "D" }\n')
+    path = write(tmp_path, "demo", text)
+    with pytest.raises(PatchsetError) as exc:
+        load_patchset(path)
+    assert str(exc.value).splitlines()[1] == (
+        f"  {path}:13: operation[0].signatures-from.file: '../x/d.py' must be a relative POSIX path "
+        "inside site-packages (no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'")

@@ -44,6 +44,7 @@ __all__ = [
     "apply",
     "default_ids",
     "evaluate_file",
+    "inside",
     "installed_version",
     "plan",
     "revert",
@@ -227,7 +228,7 @@ class _Run:
     def read(self, path: str) -> bytes | None:
         if path not in self.contents:
             try:
-                self.contents[path] = (self.site_packages / path).read_bytes()
+                self.contents[path] = inside(self.site_packages, path).read_bytes()
             except (FileNotFoundError, NotADirectoryError):
                 self.contents[path] = None
         return self.contents[path]
@@ -235,6 +236,28 @@ class _Run:
     def read_text(self, path: str) -> str | None:
         data = self.read(path)
         return None if data is None else data.decode("utf-8")
+
+
+def inside(site_packages: Path, path: str) -> Path:
+    """``site_packages / path``, refused unless it stays under ``site_packages``: ``path`` comes
+    from a patchset or from ``patches.json`` (which a person may edit), and apply and revert write
+    there. The parent directory is resolved (symlinks followed) and the last part must be a name,
+    so a symlinked file itself (uv ``--link-mode=symlink``) is still replaced in place, never
+    followed out of the environment.
+
+    :raises InputError: ``path`` is absolute, has ``..`` parts, or resolves outside ``site_packages``.
+    """
+    from envforge.errors import InputError
+
+    target = site_packages / path
+    root = site_packages.resolve()
+    parent = target.parent.resolve()
+    if target.name in ("", ".", "..") or (parent != root and root not in parent.parents):
+        raise InputError(f"{path}: outside site-packages {site_packages} (resolves to {parent / target.name}); "
+                         "envforge reads and writes only files under site-packages",
+                         hint="fix `file` in the patchset, or the path in .envforge/patches.json "
+                              "(or rebuild the environment with `envforge build`)")
+    return target
 
 
 def plan(site_packages: Path, patchsets: Iterable[Patchset]) -> PatchReport:
@@ -460,7 +483,7 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
     done: list[FileChange] = []
     try:
         for c in changes:
-            target = sp / c.path
+            target = inside(sp, c.path)
             atomic_write(target, c.after, mode=os.stat(target).st_mode & 0o7777)
             done.append(c)
     except BaseException as exc:
@@ -491,6 +514,7 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
 
     :raises CheckFailed: a file changed since envforge wrote it (tampered or reinstalled: both
         sha256s named), or a later patchset not being reverted patched the same file.
+    :raises InputError: the manifest names a path outside ``site_packages`` (:func:`inside`).
     """
     from envforge.errors import CheckFailed
     from envforge.patching.manifest import (
@@ -513,7 +537,7 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         if later:
             raise CheckFailed(f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
                               hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)")
-        current = state[f.path] if f.path in state else disk.setdefault(f.path, (site_packages / f.path).read_bytes())
+        current = state[f.path] if f.path in state else disk.setdefault(f.path, inside(site_packages, f.path).read_bytes())
         digest = sha256_hex(current)
         if digest == f.original_sha256:
             continue

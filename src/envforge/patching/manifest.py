@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
 STATE_DIR = ".envforge"
 MANIFEST_NAME = "patches.json"
 MANIFEST_SCHEMA = 1
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +118,17 @@ def read_manifest(site_packages: Path) -> Manifest | None:
         raise InputError(f"{path}: unknown patch manifest schema {schema!r}",
                          hint=f"this envforge reads schema {MANIFEST_SCHEMA}; upgrade envforge")
     try:
-        return Manifest(tuple(AppliedPatchset(**p) for p in data["patchsets"]),
-                        tuple(PatchedFile(**f) for f in data["files"]))
+        manifest = Manifest(tuple(AppliedPatchset(**p) for p in data["patchsets"]),
+                            tuple(PatchedFile(**f) for f in data["files"]))
     except (KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed patch manifest: {exc}",
                          hint="reinstall the environment") from None
+    for f in manifest.files:  # originals/<sha256> is a path: a hand-edited digest must not escape
+        bad = next((d for d in (f.original_sha256, f.new_sha256) if not _HEX64.fullmatch(str(d))), None)
+        if bad is not None:
+            raise InputError(f"{path}: malformed patch manifest: {f.path}: {bad!r} is not a hex sha256",
+                             hint="reinstall the environment") from None
+    return manifest
 
 
 def write_manifest(site_packages: Path, manifest: Manifest) -> None:

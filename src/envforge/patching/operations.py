@@ -22,7 +22,7 @@ import ast
 import keyword
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from envforge.patching import syntax
@@ -83,6 +83,16 @@ def _stmt_check(value: Any) -> str | None:
     return None
 
 
+def _relpath_check(value: Any) -> str | None:
+    """A path a patchset names must stay inside site-packages: relative, POSIX, no ``..``."""
+    parts = PurePosixPath(value).parts
+    if (not value or value.startswith("/") or "\\" in value or PureWindowsPath(value).drive
+            or ".." in parts):
+        return (f"'{value}' must be a relative POSIX path inside site-packages "
+                f"(no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'")
+    return None
+
+
 def _field(key: str) -> str:
     """Dataclass field of a TOML key: ``define-after`` -> ``define_after``, ``import`` -> ``import_``."""
     name = key.replace("-", "_")
@@ -112,7 +122,7 @@ class Operation:
         if found or not isinstance(kind, str):
             return None, [Problem(f"{path}.kind", found[0].message, line_of(text, "operation.kind"))]
         sub = OPERATIONS[kind]
-        spec = Table({"kind": Str(), "file": Str(), **sub.keys}, required=sub.required | {"file"})
+        spec = Table({"kind": Str(), "file": Str(_relpath_check), **sub.keys}, required=sub.required | {"file"})
         problems = [Problem(f"{path}.{p.path}", p.message, line_of(text, f"operation.{p.path}"))
                     for p in spec(table, "")]
         if problems:
@@ -321,7 +331,7 @@ class AddDelegatingMethods(Operation):
     kind: ClassVar[str] = "add-delegating-methods"
     keys: ClassVar[Mapping[str, Any]] = {
         "class": Str(), "attribute": Str(), "methods": ListOf(Str()),
-        "signatures-from": Table({"file": Str(), "class": Str()}, required=frozenset({"file", "class"}))}
+        "signatures-from": Table({"file": Str(_relpath_check), "class": Str()}, required=frozenset({"file", "class"}))}
     required: ClassVar[frozenset[str]] = frozenset({"class", "attribute", "methods", "signatures-from"})
 
     file: str

@@ -209,3 +209,40 @@ def test_offline_build_from_a_wheelhouse(tmp_path: Path) -> None:
     res = envforge(tmp_path, "build", "r", *offline, env={"UV_INDEX_URL": "http://127.0.0.1:9/simple"})
     assert res.returncode == 0, res.stderr
     assert env_python_says(tmp_path, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and text in (d / "cmdline").read_bytes().decode(errors="replace"):
+                out.append(int(d.name))
+        except OSError:
+            continue
+    return out
+
+
+def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path / "p", index)
+    envforge(proj, "lock", "r")
+    assert envforge(proj, "build", "r").returncode == 0
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    slow = LocalIndex(index.root)
+    with serve(slow, delay_s=60):
+        lock.write_text(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])
+                        .replace('version = "1.0"', 'version = "1.0"'))
+        proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        gen = proj / "envs" / ".generations" / "r-default" / "g0002"
+        for _ in range(300):
+            if _processes_mentioning(str(gen)) and (gen / "pyvenv.cfg").exists():
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)  # Slurm's scancel, timeout(1): not the whole group
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "error: stopped by signal SIGTERM" in err
+    assert _processes_mentioning(str(gen)) == []  # uv, in its own session, was stopped too
+    assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.environment import STATE_DIR, site_packages
-from envforge.errors import CheckFailed, EnvforgeError, InputError
+from envforge.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
 from envforge.interpreter import Interpreter
 from envforge.project import Project
 from envforge.recipe import ResolvedVariant
@@ -195,7 +195,7 @@ def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
 def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     python = plan.generation / "bin" / "python"
     lock = plan.lock
-    args = ["pip", "sync", "--preview-features", "pylock", "--python", str(python)]
+    args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
     if plan.offline:
         lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
         args += ["--offline"]
@@ -235,7 +235,7 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     """
     out = []
     for entry in tomllib.loads(lock.read_text()).get("packages", []):
-        want = str(entry["version"])
+        want = str(entry.get("version", ""))
         info = _dist_info(sp, entry["name"]) if "+" in want else None
         got = _metadata_version(info) if info is not None else None
         if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
@@ -260,8 +260,10 @@ def _detach(sp: Path, distributions: Sequence[str]) -> str:
         with (info / "RECORD").open(newline="", encoding="utf-8") as fh:
             rows = list(csv.reader(fh))
         for row in rows:
+            if not row or not row[0]:
+                continue
             p = sp / row[0]
-            st = p.lstat() if row and p.is_file() and not p.is_symlink() else None
+            st = p.lstat() if p.is_file() and not p.is_symlink() else None
             if st is not None and st.st_nlink > 1:
                 tmp = p.with_name(p.name + ".envforge-tmp")
                 shutil.copyfile(p, tmp)  # copyfile + chmod: half the time of copy2 here
@@ -357,12 +359,17 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
     root = plan.generation.parent
     with _exclusive(root):
         _remove_incomplete(root, keep=plan.generation)
+        if plan.generation.exists():  # planned before another build took this number
+            raise InputError(f"{plan.generation} already exists: the plan is stale", hint="plan the build again")
+        if plan.link.exists() and not plan.link.is_symlink():
+            raise InputError(f"{plan.link} exists and is not an envforge environment link",
+                             hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink")
         steps: list[StepResult] = []
         patch_states: tuple[tuple[str, str, str], ...] = ()
         step = "venv"
         try:
             t = clock()
-            run_uv(["venv", "--quiet", "--python", str(plan.python.path), str(plan.generation)])
+            run_uv(["venv", "--quiet", "--no-config", "--python", str(plan.python.path), str(plan.generation)])
             steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
             sp = site_packages(plan.generation)
             for step, fn in (("sync", lambda: _sync(plan, progress)),
@@ -380,11 +387,18 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
             step = "flip"
             plan.link.parent.mkdir(parents=True, exist_ok=True)
             _flip(plan.link, plan.generation)
-        except EnvforgeError as exc:
+        except (EnvforgeError, OSError) as exc:
             shutil.rmtree(plan.generation, ignore_errors=True)
-            raise BuildError(step, exc, plan.generation) from None
+            cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
+            raise BuildError(step, cause, plan.generation) from None
         _prune(root, plan.generation)
     return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
+
+
+def _os_error(exc: OSError) -> EnvforgeError:
+    err = EnvforgeError(f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}")
+    err.exit_code = EXIT_TOOL_FAILED
+    return err
 
 
 def rollback(project: Project, name: str) -> RollbackResult:
@@ -395,11 +409,12 @@ def rollback(project: Project, name: str) -> RollbackResult:
     link = project.env_path(name)
     if not link.is_symlink():
         raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
-    live = (link.parent / os.readlink(link)).resolve()
-    earlier = [g for g in generations(project, name) if int(g.name[1:]) < int(live.name[1:])]
-    if not earlier:
-        raise InputError(f"{name} has no generation before {live.name} to roll back to")
-    _flip(link, earlier[-1])
+    with _exclusive(_gen_root(project, name)):
+        live = (link.parent / os.readlink(link)).resolve()
+        earlier = [g for g in generations(project, name) if int(g.name[1:]) < int(live.name[1:])]
+        if not earlier:
+            raise InputError(f"{name} has no generation before {live.name} to roll back to")
+        _flip(link, earlier[-1])
     return RollbackResult(link, live, earlier[-1])
 
 

@@ -10,6 +10,7 @@ so an unreachable index fails in seconds.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -72,6 +73,13 @@ def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_uv(
     args: Sequence[str],
     *,
@@ -90,7 +98,7 @@ def run_uv(
     argv = [uv_binary(), *args]
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     except OSError as exc:
         raise UvError(f"cannot start uv: {exc.strerror}", tool="uv", argv=argv, returncode=None) from None
     err_lines: list[str] = []
@@ -99,18 +107,25 @@ def run_uv(
     # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
+    timer = threading.Timer(timeout_s, _kill_group, (proc,)) if timeout_s is not None else None
+    if timer is not None:
+        timer.start()
     try:
         for line in proc.stderr:
             err_lines.append(line.rstrip("\n"))
             if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
                 progress(line.rstrip())
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
         proc.wait()
-        raise UvError(f"uv ran past {timeout_s:g} s", tool="uv", argv=argv, returncode=None,
-                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:])) from None
+    except BaseException:  # Ctrl-C, SIGTERM: uv runs in its own session, so stop it here
+        _kill_group(proc)
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
     reader.join()
+    if timer is not None and timer.finished.is_set() and proc.returncode is not None and proc.returncode < 0:
+        raise UvError(f"uv ran past {timeout_s:g} s and was stopped", tool="uv", argv=argv, returncode=None,
+                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
     out = "".join(out_chunks)
     stderr = "\n".join(err_lines)
     if proc.returncode != 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from importlib import import_module
 
 from envforge import __version__
 from envforge.cli.output import Ui
-from envforge.errors import EXIT_INPUT_ERROR, EnvforgeError
+from envforge.errors import EXIT_INPUT_ERROR, EXIT_TOOL_FAILED, EnvforgeError
 
 __all__ = ["main"]
 
@@ -30,6 +31,19 @@ _TWO_WORD = {("lock", "diff"): "lock-diff", ("lock", "textconv"): "lock-textconv
              ("patches", "list"): "patches-list", ("env", "show"): "env-show"}
 
 Handler = Callable[[argparse.Namespace, Ui], int]
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP (Slurm's scancel, timeout(1), a closed ssh session): unwind like Ctrl-C,
+    so every ``finally`` runs and servers, probes and uv, each in its own session, are stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +92,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_INPUT_ERROR
     ui = Ui(json_mode=bool(getattr(args, "json", False)))
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _run(handler, args, ui)
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _run(handler: Handler, args: argparse.Namespace, ui: Ui) -> int:
+    """Call the handler; the one place errors become a message and an exit code."""
     try:
         return handler(args, ui)
     except EnvforgeError as exc:
@@ -86,6 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         ui.error_text("interrupted")
         return 130
+    except _Stopped as exc:
+        ui.error_text(f"stopped by signal {signal.Signals(exc.signum).name}")
+        return 128 + exc.signum
     except BrokenPipeError:  # `envforge lock diff ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a last resort: one line, never a traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        ui.error_text(f"{exc.strerror or exc}{where}")
+        return EXIT_TOOL_FAILED

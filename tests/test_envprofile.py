@@ -132,6 +132,25 @@ def test_install_writes_deterministic_bytes_and_record(tmp_path: Path) -> None:
                                                  (".envforge", "__pycache__"), None)
 
 
+@pytest.fixture
+def umask022() -> Iterator[None]:
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_written_files_are_0644_under_umask_022_so_other_users_pythons_read_the_pth(
+        tmp_path: Path, umask022: None) -> None:
+    install(tmp_path, "pcie", PCIE)
+    assert {n: oct(mode(tmp_path / n)) for n in ("envforge-env.pth", "_envforge_env.py",
+                                                  ".envforge/env-profile.json")} == {
+        "envforge-env.pth": "0o644", "_envforge_env.py": "0o644", ".envforge/env-profile.json": "0o644"}
+
+
 def test_reinstall_replaces_cleanly_and_empty_profile_installs_nothing(tmp_path: Path) -> None:
     install(tmp_path, "pcie", PCIE)
     result = install(tmp_path, "nvlink", {"NCCL_DEBUG": "WARN"})
@@ -265,9 +284,11 @@ def test_sitecustomize_block_merges_and_reverts_byte_exact(env_dir: Path) -> Non
     python, sp = py(env_dir), site(env_dir)
     original = "import os\nos.environ['TEAM_SITECUSTOMIZE'] = 'ran'  # no newline at end"
     (sp / "sitecustomize.py").write_text(original)
+    os.chmod(sp / "sitecustomize.py", 0o644)
     before = tree_digest(sp)
     result = install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env())
     assert result.files == ("sitecustomize.py",)
+    assert mode(sp / "sitecustomize.py") == 0o644  # merged, not narrowed to mkstemp's 0600
     text = (sp / "sitecustomize.py").read_text()
     assert text == original + "\n" + block_source("pcie", PCIE)
     assert text.count(BLOCK_BEGIN) == text.count(BLOCK_END) == 1
@@ -280,7 +301,7 @@ def test_sitecustomize_block_merges_and_reverts_byte_exact(env_dir: Path) -> Non
     install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env())  # re-install: one block
     assert (sp / "sitecustomize.py").read_text().count(BLOCK_BEGIN) == 1
     assert revert(sp).restored == ("sitecustomize.py",)
-    assert (sp / "sitecustomize.py").read_text() == original
+    assert (sp / "sitecustomize.py").read_text() == original and mode(sp / "sitecustomize.py") == 0o644
     assert tree_digest(sp) == before
 
 

@@ -463,3 +463,18 @@ def test_revert_refuses_a_hand_edited_manifest_path(tmp_path: Path) -> None:
         revert(sp)
     assert str(exc.value).startswith(f"{path}: malformed patch manifest: ../victim.py: '../../")
     assert str(exc.value).endswith("' is not a hex sha256\n  hint: reinstall the environment")
+
+
+def test_written_state_files_are_0644_under_umask_022_and_patched_files_keep_their_mode(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    os.chmod(sp / "demo" / "t.py", 0o640)
+    old = os.umask(0o022)
+    try:
+        apply(sp, load_patchsets(d, ["a"]))
+    finally:
+        os.umask(old)
+    originals = list((sp / ".envforge" / "originals").iterdir())
+    assert [oct(p.stat().st_mode & 0o777) for p in (manifest_path(sp), *originals)] == ["0o644", "0o644"]
+    assert (sp / "demo" / "t.py").stat().st_mode & 0o777 == 0o640
+    revert(sp)
+    assert (sp / "demo" / "t.py").stat().st_mode & 0o777 == 0o640

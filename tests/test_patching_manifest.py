@@ -14,6 +14,7 @@ from envforge.patching.manifest import (
     Manifest,
     PatchedFile,
     atomic_write,
+    current_umask,
     manifest_path,
     read_manifest,
     write_manifest,
@@ -64,3 +65,18 @@ def test_atomic_write_breaks_hardlinks_and_keeps_mode(tmp_path: Path) -> None:
     assert (target.read_bytes(), twin.read_bytes()) == (b"new", b"old")
     assert target.stat().st_nlink == 1 and target.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temp file left
+
+
+def test_atomic_write_mode_is_the_existing_files_else_0666_minus_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        assert current_umask() == 0o027
+        atomic_write(tmp_path / "new.json", b"{}")
+        existing = tmp_path / "existing.py"
+        existing.write_bytes(b"old")
+        os.chmod(existing, 0o664)
+        atomic_write(existing, b"new")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "new.json").stat().st_mode & 0o777 == 0o640
+    assert existing.stat().st_mode & 0o777 == 0o664

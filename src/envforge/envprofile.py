@@ -34,7 +34,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,15 +279,12 @@ def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
 
 
 def _write(path: Path, data: bytes) -> None:
-    """Write through a temp file and ``os.replace`` (never a half-written hook)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write through a temp file and ``os.replace`` (never a half-written hook), keeping an
+    existing file's mode, else ``0o666 & ~umask``: a 0600 ``.pth`` on a shared ``envs/`` would be
+    skipped silently by other users' Pythons."""
+    from envforge.patching.manifest import atomic_write
+
+    atomic_write(path, data)
 
 
 def _drop_bytecode(site_packages: Path, stem: str) -> None:

@@ -246,3 +246,18 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
     assert _processes_mentioning(str(gen)) == []  # uv, in its own session, was stopped too
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+
+
+def test_up_stops_at_a_stale_lock_and_builds_nothing(tmp_path: Path, index: LocalIndex) -> None:
+    proj = make_project(tmp_path, index)
+    assert envforge(proj, "lock", "r").returncode == 0
+    recipe = proj / "recipes" / "r.toml"
+    recipe.write_text(recipe.read_text().replace("==1.0", "==2.0"))
+    res = envforge(proj, "up", "r")
+    assert res.returncode == 1
+    assert res.stderr.splitlines() == [
+        "[1/3] lock pylock.r-default.toml: stale",
+        "  packages.model-kernels: locked model-kernels==1.0, recipe now model-kernels==2.0",
+        "  run `envforge lock r --variant default` and review the change",
+    ]
+    assert not (proj / "envs").exists()

@@ -39,6 +39,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     _recipe_args(u)
     u.add_argument("--rebuild", action="store_true",
                    help="build a new generation even when the live one was built from this lock")
+    u.add_argument("--json", action="store_true", help="print the lock check, build and verify report as JSON")
     u.set_defaults(handler=run_up)
 
 
@@ -92,26 +93,40 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_up(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import build, lock
+    import os
+
+    from envforge.cli.verify import _uv_cache
+    from envforge.pipeline import run_main_job
+    from envforge.verify import VerifyOptions
+    from envforge.verify.report import as_json, as_text
 
     project, plan = _plan(args)
-    refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
-    check = lock.check_lock(plan.variant, refs, plan.lock)
-    ui.info(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
-    if not check.fresh:
-        for r in check.reasons:
-            ui.info(f"  {r}")
+    options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
+                            hub_endpoint=os.environ.get("HF_ENDPOINT"))
+    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.progress)
+    if ui.json_mode:
+        ui.emit_json("up", {
+            "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons)},
+            "build": None if res.build is None else {
+                "generation": res.build.generation.name,
+                "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.build.steps],
+                "notes": list(res.build.notes)},
+            "reused": None if res.reused is None else res.reused.name,
+            "verify": None if res.report is None else as_json(res.report)})
+        return res.exit_code
+    ui.info(f"[1/3] lock {plan.lock.name}: {'up to date' if res.lock.fresh else 'stale'}")
+    for reason in res.lock.reasons:
+        ui.info(f"  {reason}")
+    if not res.lock.fresh:
         ui.info(f"  run `envforge lock {plan.variant.recipe} --variant {plan.variant.variant}` and review the change")
-        return 1
-    live = None if args.rebuild else build.current_generation(plan)
-    if live is not None:
-        ui.info(f"[2/3] build {plan.link.name}: up to date ({live.name} was built from this lock; --rebuild to force)")
-    else:
-        ui.info(f"[2/3] build {plan.link.name} ({plan.generation.name})")
-        _render_build(ui, build.execute_build(plan, progress=ui.progress))
+        return res.exit_code
+    if res.reused is not None:
+        ui.info(f"[2/3] build {plan.link.name}: up to date ({res.reused.name} was built from this lock; "
+                "--rebuild to force)")
+    elif res.build is not None:
+        ui.info(f"[2/3] build {plan.link.name} ({res.build.generation.name})")
+        _render_build(ui, res.build)
     ui.info(f"[3/3] verify {plan.link.name}")
-    from envforge.cli import verify as verify_cli
-
-    return verify_cli._verify(argparse.Namespace(
-        env=str(plan.link), level="static", json=False, junit=None, deep=False, target_from_machine=False,
-        step_timeout=120.0, project=str(project.root)), ui)
+    for line in as_text(res.report) if res.report is not None else ():
+        ui.result(line)
+    return res.exit_code

@@ -1,0 +1,63 @@
+"""The main job, ``envforge up``: lock check, build (or reuse), verify, as one core function.
+
+The CLI parses, calls :func:`run_main_job` and renders the :class:`MainJobResult`; nothing of the
+sequence lives in the CLI, so ``envforge up --json`` carries the same result as the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envforge import build, lock
+from envforge.errors import EXIT_CHECK_FAILED
+from envforge.project import Project
+
+if TYPE_CHECKING:
+    from envforge.verify import VerifyOptions
+    from envforge.verify.findings import VerifyReport
+
+__all__ = ["MainJobResult", "run_main_job"]
+
+
+@dataclass(frozen=True)
+class MainJobResult:
+    """What ``up`` did: the lock check; the build (None when the live generation was reused or the
+    lock is stale); the reused generation; the verify report (None when the lock is stale)."""
+
+    lock: lock.LockCheck
+    build: build.BuildResult | None
+    reused: Path | None
+    report: VerifyReport | None
+
+    @property
+    def exit_code(self) -> int:
+        """1 for a stale lock, else verify's (0 clean, 1 findings)."""
+        if not self.lock.fresh or self.report is None:
+            return EXIT_CHECK_FAILED
+        return int(self.report.exit_code)
+
+
+def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
+                 progress: Callable[[str], None] | None = None) -> MainJobResult:
+    """Check the lock against the recipe and patchsets; build a generation unless the live one was
+    built from these exact lock bytes (or ``rebuild``); verify it.
+
+    A stale lock stops the job before anything is built (exit 1, with the changed keys).
+
+    :raises BuildError: a build step failed (the live environment is unchanged).
+    :raises EnvforgeError: bad recipe, patchsets or lock.
+    """
+    from envforge.environment import Environment
+    from envforge.verify import verify
+
+    refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
+    check = lock.check_lock(plan.variant, refs, plan.lock)
+    if not check.fresh:
+        return MainJobResult(check, None, None, None)
+    reused = None if rebuild else build.current_generation(plan)
+    result = None if reused is not None else build.execute_build(plan, progress=progress)
+    report = verify(Environment(plan.link), project, options)
+    return MainJobResult(check, result, reused, report)

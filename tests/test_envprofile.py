@@ -31,6 +31,7 @@ from envforge.envprofile import (
     installed_problems,
     pth_source,
     read_installed,
+    recorded_profile,
     revert,
     show,
 )
@@ -149,6 +150,19 @@ def test_written_files_are_0644_under_umask_022_so_other_users_pythons_read_the_
     assert {n: oct(mode(tmp_path / n)) for n in ("envforge-env.pth", "_envforge_env.py",
                                                   ".envforge/env-profile.json")} == {
         "envforge-env.pth": "0o644", "_envforge_env.py": "0o644", ".envforge/env-profile.json": "0o644"}
+
+
+def test_recorded_profile_names_a_broken_lock_copy(tmp_path: Path) -> None:
+    lock = tmp_path / ".envforge" / "pylock.toml"
+    lock.parent.mkdir()
+    lock.write_text('[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_BUFFSIZE = "131072" }\n')
+    assert recorded_profile(tmp_path) == ("pcie", {"NCCL_BUFFSIZE": "131072"})
+    lock.write_text("[tool.envforge\n")
+    with pytest.raises(InputError) as exc:
+        recorded_profile(tmp_path)
+    assert str(exc.value) == (f"{lock}: not valid TOML: Expected ']' at the end of a table declaration "
+                              "(at line 1, column 15)\n  hint: rebuild the environment (`envforge build` "
+                              "writes this copy of its lock)")
 
 
 def test_reinstall_replaces_cleanly_and_empty_profile_installs_nothing(tmp_path: Path) -> None:

@@ -130,3 +130,18 @@ def test_default_patchsets_without_a_lock_are_those_of_installed_distributions(
     assert main(["apply-patches", "--site-packages", str(sp), "--project", str(PATCHSETS.parent)]) == 0
     assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [
         ["applied", "flashinfer-sm120-trtllm-comm"]]
+
+
+def test_revert_after_the_patched_file_was_deleted_is_an_error_not_a_traceback(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sp = sp_of(project)
+    assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--project", str(project)]) == 0
+    kimi = sp / "sglang" / "srt" / "models" / "kimi_k25.py"
+    kimi.unlink()
+    capsys.readouterr()
+    assert main(["apply-patches", "--site-packages", str(sp), "--revert", "kimik25-eagle3-delegation",
+                 "--project", str(project)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: cannot revert kimik25-eagle3-delegation: sglang/srt/models/kimi_k25.py is missing ({kimi}): "
+        "deleted after envforge patched it; nothing was changed\n"
+        "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)\n")

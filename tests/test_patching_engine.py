@@ -478,3 +478,17 @@ def test_written_state_files_are_0644_under_umask_022_and_patched_files_keep_the
     assert (sp / "demo" / "t.py").stat().st_mode & 0o777 == 0o640
     revert(sp)
     assert (sp / "demo" / "t.py").stat().st_mode & 0o777 == 0o640
+
+
+def test_revert_names_a_missing_saved_original_and_writes_nothing(tmp_path: Path) -> None:
+    sp, d = _demo_tree(tmp_path)
+    apply(sp, load_patchsets(d, ["a"]))
+    patched = (sp / "demo" / "t.py").read_bytes()
+    (saved,) = (sp / ".envforge" / "originals").iterdir()
+    saved.unlink()
+    with pytest.raises(CheckFailed) as exc:
+        revert(sp)
+    assert str(exc.value) == (
+        f"cannot revert a: the saved original of demo/t.py is missing ({saved}); nothing was changed\n"
+        "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)")
+    assert (sp / "demo" / "t.py").read_bytes() == patched and read_manifest(sp) is not None

@@ -611,11 +611,18 @@ def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = 
 def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] | None:
     """The env profile the environment's lock records (``.envforge/pylock.toml``
     ``[tool.envforge]`` ``env-profile`` and ``env``), or None when the environment has no lock copy.
+
+    :raises InputError: the lock copy is not UTF-8 TOML (names the file).
     """
     import tomllib
 
     lock = site_packages / ".envforge" / "pylock.toml"
     if not lock.is_file():
         return None
-    tool = tomllib.loads(lock.read_text(encoding="utf-8")).get("tool", {}).get("envforge", {})
+    try:
+        data = tomllib.loads(lock.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(f"{lock}: not valid TOML: {exc}",
+                         hint="rebuild the environment (`envforge build` writes this copy of its lock)") from None
+    tool = data.get("tool", {}).get("envforge", {})
     return tool.get("env-profile"), dict(tool.get("env", {}))

@@ -513,17 +513,12 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
     ``dry_run`` nothing is written (``changes`` hold the diff back to the originals).
 
     :raises CheckFailed: a file changed since envforge wrote it (tampered or reinstalled: both
-        sha256s named), or a later patchset not being reverted patched the same file.
+        sha256s named), a later patchset not being reverted patched the same file, or a recorded
+        file or its saved original is missing (nothing is written then).
     :raises InputError: the manifest names a path outside ``site_packages`` (:func:`inside`).
     """
     from envforge.errors import CheckFailed
-    from envforge.patching.manifest import (
-        Manifest,
-        originals_dir,
-        read_manifest,
-        sha256_hex,
-        write_manifest,
-    )
+    from envforge.patching.manifest import Manifest, read_manifest, sha256_hex, write_manifest
 
     manifest = read_manifest(site_packages) or Manifest()
     chosen = {p.id for p in manifest.patchsets if ids is None or p.id in ids}
@@ -537,7 +532,9 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         if later:
             raise CheckFailed(f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
                               hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)")
-        current = state[f.path] if f.path in state else disk.setdefault(f.path, inside(site_packages, f.path).read_bytes())
+        if f.path not in state and f.path not in disk:
+            disk[f.path] = _read_for_revert(site_packages, f)
+        current = state.get(f.path, disk[f.path])
         digest = sha256_hex(current)
         if digest == f.original_sha256:
             continue
@@ -545,7 +542,7 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
             raise CheckFailed(f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
                               f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
                               hint=f"reinstall {f.path.split('/')[0]} instead of reverting")
-        state[f.path] = (originals_dir(site_packages) / f.original_sha256).read_bytes()
+        state[f.path] = _read_for_revert(site_packages, f, original=True)
         results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
                                        f"restored original (sha256 {f.original_sha256})"))
     restore = [FileChange("", path, disk[path], after) for path, after in state.items() if after != disk[path]]
@@ -556,6 +553,26 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
     write_manifest(site_packages, Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files))
     _prune_originals(site_packages, {f.original_sha256 for f in kept_files})
     return PatchReport(site_packages, tuple(results), tuple(restore), written=bool(restore))
+
+
+def _read_for_revert(sp: Path, f: Any, *, original: bool = False) -> bytes:
+    """The bytes of ``f.path`` (a manifest ``PatchedFile``) on disk, or of its saved original.
+
+    :raises CheckFailed: the file (or ``.envforge/originals/<sha256>``) is gone: revert cannot
+        restore it, a rebuild can.
+    """
+    from envforge.errors import CheckFailed
+    from envforge.patching.manifest import originals_dir
+
+    path = originals_dir(sp) / f.original_sha256 if original else inside(sp, f.path)
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        what = (f"the saved original of {f.path} is missing ({path})" if original else
+                f"{f.path} is missing ({path}): deleted after envforge patched it")
+        raise CheckFailed(f"cannot revert {f.patchset}: {what}; nothing was changed",
+                          hint="rebuild the environment (`envforge build`: a fresh generation, patched "
+                               "from its lock)") from None
 
 
 def _prune_originals(sp: Path, keep: set[str]) -> None:
@@ -587,7 +604,7 @@ def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
     if lock.is_file():
         try:
             data = tomllib.loads(lock.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise InputError(f"{lock}: not valid TOML: {exc}", hint="rebuild the environment") from None
         listed = data.get("tool", {}).get("envforge", {}).get("patchsets")
         if isinstance(listed, list):

@@ -7,6 +7,7 @@ drafters are small EAGLE-3-shaped safetensors files built here. The real hub is 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,32 @@ def test_fetch_pinned_downloads_only_safetensors_and_json_and_records_digests(hu
     assert record["revision"] == hub.mixed and record["pinned"] is True
     assert record["skipped"] == ["README.md", "modeling.py", "pytorch_model.bin"]
     assert record["files"][1]["sha256"] == hub.server.repos["test-org/mixed"][hub.mixed]["model.safetensors"].sha256
+
+
+def test_fetch_reads_each_file_once_to_verify_and_writes_the_record_atomically(
+        hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sha256 in the record is the one computed to check the hub's digest (no second pass over
+    the weights); the record is replaced whole (temp file + os.replace) with mode 0666 & ~umask."""
+    dest = tmp_path / "d"
+    reads: list[str] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if mode == "rb" and self.parent == dest:
+            reads.append(self.name)
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    old = os.umask(0o022)
+    try:
+        result = fetch_drafter("test-org/drafter-a", hub.a, dest, root=tmp_path, endpoint=hub.url)
+    finally:
+        os.umask(old)
+    assert sorted(reads) == ["config.json", "model.safetensors"]  # once each: LFS sha256, git blob sha1
+    served = hub.server.repos["test-org/drafter-a"][hub.a]
+    assert [(f.name, f.sha256) for f in result.files] == [(n, served[n].sha256) for n in ("config.json", "model.safetensors")]
+    assert result.record.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in dest.iterdir() if "envforge-tmp" in p.name] == []
 
 
 def test_fetch_default_dest_and_second_fetch_downloads_nothing(hub: Hub, tmp_path: Path) -> None:

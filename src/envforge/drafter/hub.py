@@ -212,29 +212,32 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
     return HubRevision(repo, revision, sha, pinned, chosen, skipped)
 
 
-def _digest(path: Path, f: RemoteFile) -> tuple[str, str, str]:
-    """(kind, actual, expected) digests of ``path`` against the hub metadata of ``f``."""
+def _digest(path: Path, f: RemoteFile) -> tuple[str, str, str, str, int]:
+    """``(kind, actual, expected, sha256, size)`` of ``path`` against the hub metadata of ``f``,
+    reading the file once: sha256 always (the record's digest), plus the git blob sha1
+    (``sha1(b"blob <size>\\0" + bytes)``, git's object format) when the hub has no LFS sha256."""
+    size = path.stat().st_size
+    sha256 = hashlib.sha256()
+    git = None if f.sha256 else hashlib.sha1(b"blob %d\0" % size)
     with path.open("rb") as fh:
-        sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
-    if f.sha256:
-        return "sha256", sha256, f.sha256
-    git = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
-    with path.open("rb") as fh:
-        git = hashlib.file_digest(fh, lambda: git)
-    return "git-sha1", git.hexdigest(), str(f.blob_id)
+        while chunk := fh.read(1 << 20):
+            sha256.update(chunk)
+            if git is not None:
+                git.update(chunk)
+    if git is None:
+        return "sha256", sha256.hexdigest(), str(f.sha256), sha256.hexdigest(), size
+    return "git-sha1", git.hexdigest(), str(f.blob_id), sha256.hexdigest(), size
 
 
 def _verify(rev: HubRevision, f: RemoteFile, path: Path) -> FetchedFile:
-    kind, actual, expected = _digest(path, f)
-    size = path.stat().st_size
+    kind, actual, expected, sha256, size = _digest(path, f)
     if actual != expected or size != f.size:
         path.unlink()
         raise CheckFailed(f"{f.name} of {rev.spec} does not match the hub's metadata: {kind} {actual}, "
                           f"expected {expected} ({size} of {f.size} bytes); removed {path}",
                           hint="the download is corrupt (huggingface_hub issue 3643); fetch again, "
                                "and report it to the host if it repeats")
-    with path.open("rb") as fh:
-        return FetchedFile(f.name, size, hashlib.file_digest(fh, "sha256").hexdigest())
+    return FetchedFile(f.name, size, sha256)
 
 
 def find_partials(directory: Path) -> list[Path]:
@@ -280,6 +283,8 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     """
     from huggingface_hub import hf_hub_download
 
+    from envforge.patching.manifest import atomic_write  # temp file + os.replace, mode 0666 & ~umask
+
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):
         if progress:
@@ -289,7 +294,7 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
         done.append(_verify(rev, f, Path(path)))
     check_partials(dest, rev.files)
     record = dest / RECORD_NAME
-    record.write_text(_record(rev, tuple(done)), encoding="utf-8")
+    atomic_write(record, _record(rev, tuple(done)).encode("utf-8"))  # a reader never sees half a record
     return FetchResult(rev, dest, tuple(done), record)
 
 

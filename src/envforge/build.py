@@ -27,6 +27,7 @@ from typing import Any
 
 from envforge.environment import STATE_DIR, site_packages
 from envforge.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
+from envforge.installed import find_distribution, read_record
 from envforge.interpreter import Interpreter
 from envforge.project import Project
 from envforge.recipe import ResolvedVariant
@@ -204,27 +205,6 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     return f"{count} distributions from {plan.lock.name}"
 
 
-def _dist_info(sp: Path, name: str) -> Path | None:
-    """The ``*.dist-info`` directory of distribution ``name`` in ``sp`` (PEP 427 escaping), or None."""
-    from packaging.utils import canonicalize_name
-
-    want = canonicalize_name(name)
-    for d in sp.glob("*.dist-info"):
-        if canonicalize_name(d.name[: -len(".dist-info")].rsplit("-", 1)[0]) == want:
-            return d
-    return None
-
-
-def _metadata_version(dist_info: Path) -> str | None:
-    with (dist_info / "METADATA").open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip()
-            if not line.strip():
-                break
-    return None
-
-
 def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     """Installed distributions whose METADATA version lacks the lock's local label (field case B04).
 
@@ -236,8 +216,8 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     out = []
     for entry in tomllib.loads(lock.read_text()).get("packages", []):
         want = str(entry.get("version", ""))
-        info = _dist_info(sp, entry["name"]) if "+" in want else None
-        got = _metadata_version(info) if info is not None else None
+        dist = find_distribution(sp, entry["name"]) if "+" in want else None
+        got = dist.version if dist is not None else None
         if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
             out.append(f"{entry['name']}: the lock and the wheel file name say {want} (index "
                        f"{entry.get('index', 'unknown')}), its installed METADATA says {got} (field case B04)")
@@ -250,19 +230,11 @@ def _detach(sp: Path, distributions: Sequence[str]) -> str:
     Reads each distribution's RECORD (PEP 376) and copies every file whose link count is above 1
     to a temp file that replaces it.
     """
-    import csv
-
     count = 0
     for name in distributions:
-        info = _dist_info(sp, name)
-        if info is None:
-            continue
-        with (info / "RECORD").open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.reader(fh))
-        for row in rows:
-            if not row or not row[0]:
-                continue
-            p = sp / row[0]
+        dist = find_distribution(sp, name)
+        for entry in read_record(dist) if dist is not None else ():
+            p = sp / entry.path
             st = p.lstat() if p.is_file() and not p.is_symlink() else None
             if st is not None and st.st_nlink > 1:
                 tmp = p.with_name(p.name + ".envforge-tmp")

@@ -13,8 +13,6 @@ shared with uv's cache, field case B09) and no bytecode that can hide the patch 
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
 import os
 import threading
@@ -24,22 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.installed import Installed, RecordEntry, read_record
 from envforge.verify.findings import Finding
-from envforge.verify.inventory import Installed
 
 __all__ = ["PatchedFile", "RecordEntry", "cached_bytecode", "check_patched_files", "check_records", "read_record",
            "sha256_file", "stale_bytecode"]
 
 _BUF = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class RecordEntry:
-    """One RECORD row: ``path`` relative to site-packages, ``sha256`` hex (None if unhashed), ``size``."""
-
-    path: str
-    sha256: str | None
-    size: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,30 +39,6 @@ class PatchedFile:
     original_sha256: str
     new_sha256: str
     patchset: str
-
-
-def _hex_of_record_hash(value: str) -> str | None:
-    algo, _, b64 = value.partition("=")
-    if algo != "sha256" or not b64:
-        return None
-    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-
-
-def read_record(dist: Installed) -> tuple[RecordEntry, ...]:
-    """The rows of ``dist``'s RECORD (empty when there is none)."""
-    try:
-        with (dist.dist_info / "RECORD").open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except FileNotFoundError:
-        return ()
-    out = []
-    for row in rows:
-        if not row or not row[0]:
-            continue
-        digest = _hex_of_record_hash(row[1]) if len(row) > 1 and row[1] else None
-        size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
-        out.append(RecordEntry(row[0], digest, size))
-    return tuple(out)
 
 
 _LOCAL = threading.local()

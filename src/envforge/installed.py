@@ -1,0 +1,110 @@
+"""Installed distributions in a site-packages directory: ``*.dist-info``, METADATA, RECORD.
+
+Read as files, never by importing anything from the environment (PEP 376, PEP 627; RECORD hashes
+are urlsafe-base64 sha256 per the binary distribution format spec). Used by build (B04, B09),
+verify and patching.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+__all__ = ["Installed", "RecordEntry", "direct_url", "find_distribution", "installed_distributions", "read_record"]
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """An installed distribution: canonical ``name``, ``version`` from METADATA, its ``dist_info``."""
+
+    name: str
+    version: str
+    dist_info: Path
+
+
+def _metadata_fields(metadata: Path) -> tuple[str | None, str | None]:
+    name = version = None
+    with metadata.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            if key == "Name":
+                name = value.strip()
+            elif key == "Version":
+                version = value.strip()
+    return name, version
+
+
+def installed_distributions(site_packages: Path) -> dict[str, Installed]:
+    """Installed distributions by canonical name (``*.dist-info`` with a METADATA file)."""
+    found: dict[str, Installed] = {}
+    for d in sorted(site_packages.glob("*.dist-info")):
+        meta = d / "METADATA"
+        if not meta.is_file():
+            continue
+        name, version = _metadata_fields(meta)
+        if name and version:
+            found[canonicalize_name(name)] = Installed(canonicalize_name(name), version, d)
+    return found
+
+
+def find_distribution(site_packages: Path, name: str) -> Installed | None:
+    """The installed distribution ``name`` (any spelling; PEP 503 normalisation), or None."""
+    want = canonicalize_name(name)
+    for d in site_packages.glob("*.dist-info"):
+        if canonicalize_name(d.name[: -len(".dist-info")].rsplit("-", 1)[0]) != want:
+            continue
+        found, version = _metadata_fields(d / "METADATA") if (d / "METADATA").is_file() else (None, None)
+        if found and version:
+            return Installed(canonicalize_name(found), version, d)
+    return None
+
+
+def direct_url(dist: Installed) -> Mapping[str, Any] | None:
+    """The PEP 610 ``direct_url.json`` of an installed distribution, or None."""
+    try:
+        data: Mapping[str, Any] = json.loads((dist.dist_info / "direct_url.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    """One RECORD row: ``path`` relative to site-packages, ``sha256`` hex (None if unhashed), ``size``."""
+
+    path: str
+    sha256: str | None
+    size: int | None
+
+
+def _hex_of_record_hash(value: str) -> str | None:
+    algo, _, b64 = value.partition("=")
+    if algo != "sha256" or not b64:
+        return None
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+
+
+def read_record(dist: Installed) -> tuple[RecordEntry, ...]:
+    """The rows of ``dist``'s RECORD (empty when there is none)."""
+    try:
+        with (dist.dist_info / "RECORD").open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        return ()
+    out = []
+    for row in rows:
+        if not row or not row[0]:
+            continue
+        digest = _hex_of_record_hash(row[1]) if len(row) > 1 and row[1] else None
+        size = int(row[2]) if len(row) > 2 and row[2].isdigit() else None
+        out.append(RecordEntry(row[0], digest, size))
+    return tuple(out)

@@ -23,3 +23,12 @@ def test_sglang_upgrade_between_envforge_locks() -> None:
     assert res.stdout.splitlines()[1].startswith("169 -> 182 packages:")
     settings = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("inputs packages:")]
     assert settings and "sglang==0.5.9" in settings[0] and "sglang==0.5.10" in settings[0]
+
+
+def test_variants_matrix_names_the_variants_without_a_lock() -> None:
+    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", "kimi-k25-sm120", "--variants"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0
+    assert res.stderr == ("warning: variants of kimi-k25-sm120 without a lock (not in the matrix): cu130; "
+                          "lock them with `envforge lock kimi-k25-sm120 --variant cu130`\n")
+    assert res.stdout.startswith("kimi-k25-sm120: 1 variants (cu128); 169 packages identical")

@@ -87,6 +87,10 @@ def _variants(recipe: str, project: Path | None, fmt: str, ui: "Ui") -> int:
 
     proj = find_project(project or Path.cwd())
     m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
+    unlocked = _unlocked_variants(proj.recipes_dir / f"{recipe}.toml", m.variants)
+    if unlocked:
+        ui.warn(f"variants of {recipe} without a lock (not in the matrix): {', '.join(unlocked)}; "
+                f"lock them with `envforge lock {recipe} --variant {unlocked[0]}`")
     if fmt == "json":
         ui.emit_json("lockdiff.matrix", matrix.matrix_data(m))
     elif fmt == "markdown":
@@ -94,6 +98,15 @@ def _variants(recipe: str, project: Path | None, fmt: str, ui: "Ui") -> int:
     else:
         ui.result(matrix.render_matrix_terminal(m))
     return 0
+
+
+def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
+    """Variants the recipe defines that have no lock (empty when the recipe file is not there)."""
+    if not recipe_file.is_file():
+        return []
+    from envforge.recipe import load_recipe
+
+    return [v for v in load_recipe(recipe_file).variants if v not in locked]
 
 
 def _textconv(args: argparse.Namespace, ui: "Ui") -> int:

@@ -102,6 +102,10 @@ class StepResult:
     seconds: float
     detail: str
 
+    def line(self) -> str:
+        """``  sync            0.3 s  2 distributions from ...`` (the build's progress line)."""
+        return f"  {self.name:<12} {self.seconds:6.1f} s  {self.detail}"
+
 
 @dataclass(frozen=True)
 class BuildResult:
@@ -343,18 +347,20 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
             t = clock()
             run_uv(["venv", "--quiet", "--no-config", "--python", str(plan.python.path), str(plan.generation)])
             steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
+            if progress:
+                progress(steps[-1].line())
             sp = site_packages(plan.generation)
             for step, fn in (("sync", lambda: _sync(plan, progress)),
                              ("patches", lambda: _patch(plan, sp)),
                              ("env-profile", lambda: _profile(plan, sp)),
                              ("manifest", lambda: _manifest(plan, sp))):
-                if progress:
-                    progress(f"[{step}] ...")
                 t = clock()
                 detail = fn()
                 if isinstance(detail, tuple):
                     detail, patch_states = detail
                 steps.append(StepResult(step, clock() - t, detail))
+                if progress:
+                    progress(steps[-1].line())
             notes = tuple(metadata_disagreements(sp, plan.lock))
             step = "flip"
             plan.link.parent.mkdir(parents=True, exist_ok=True)

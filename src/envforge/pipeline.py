@@ -46,6 +46,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     built from these exact lock bytes (or ``rebuild``); verify it.
 
     A stale lock stops the job before anything is built (exit 1, with the changed keys).
+    ``progress`` receives one line as each stage starts (``[1/3] lock ...``) and the build's progress.
 
     :raises BuildError: a build step failed (the live environment is unchanged).
     :raises EnvforgeError: bad recipe, patchsets or lock.
@@ -53,11 +54,20 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     from envforge.environment import Environment
     from envforge.verify import verify
 
+    say = progress or (lambda _line: None)
     refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
     check = lock.check_lock(plan.variant, refs, plan.lock)
+    say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
     if not check.fresh:
         return MainJobResult(check, None, None, None)
     reused = None if rebuild else build.current_generation(plan)
-    result = None if reused is not None else build.execute_build(plan, progress=progress)
+    if reused is not None:
+        say(f"[2/3] build {plan.link.name}: up to date ({reused.name} was built from this lock; --rebuild to force)")
+        result = None
+    else:
+        say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+        result = build.execute_build(plan, progress=progress)
+        say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
+    say(f"[3/3] verify {plan.link.name}")
     report = verify(Environment(plan.link), project, options)
     return MainJobResult(check, result, reused, report)

@@ -57,8 +57,6 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _render_build(ui: Ui, result: Any) -> None:
-    for s in result.steps:
-        ui.info(f"  {s.name:<12} {s.seconds:6.1f} s  {s.detail}")
     for note in result.notes:
         ui.warn(note)
     ui.result(f"{_shown(result.link)} -> {result.generation.name}")
@@ -103,7 +101,7 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
     project, plan = _plan(args)
     options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
-    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.progress)
+    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info)
     if ui.json_mode:
         ui.emit_json("up", {
             "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons)},
@@ -114,19 +112,13 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
             "reused": None if res.reused is None else res.reused.name,
             "verify": None if res.report is None else as_json(res.report)})
         return res.exit_code
-    ui.info(f"[1/3] lock {plan.lock.name}: {'up to date' if res.lock.fresh else 'stale'}")
     for reason in res.lock.reasons:
         ui.info(f"  {reason}")
     if not res.lock.fresh:
         ui.info(f"  run `envforge lock {plan.variant.recipe} --variant {plan.variant.variant}` and review the change")
         return res.exit_code
-    if res.reused is not None:
-        ui.info(f"[2/3] build {plan.link.name}: up to date ({res.reused.name} was built from this lock; "
-                "--rebuild to force)")
-    elif res.build is not None:
-        ui.info(f"[2/3] build {plan.link.name} ({res.build.generation.name})")
-        _render_build(ui, res.build)
-    ui.info(f"[3/3] verify {plan.link.name}")
+    for note in res.build.notes if res.build is not None else ():
+        ui.warn(note)
     for line in as_text(res.report) if res.report is not None else ():
         ui.result(line)
     return res.exit_code

@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 from envforge.cuda import cuda_mismatches
 from envforge.errors import CheckFailed, InputError
 from envforge.recipe import ResolvedVariant
-from envforge.routing import DEFAULT_INDEX, attribute, effective_indexes, index_violations, uv_pyproject
+from envforge.routing import DEFAULT_INDEX, index_violations, uv_pyproject
 from envforge.uv import UvError, run_uv
 
 __all__ = [
@@ -136,9 +136,8 @@ def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRe
 
 def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path], offline: bool,
                   upgrade: Sequence[str]) -> list[str]:
-    python = variant.python if variant.python.count(".") < 2 else variant.python
     args = ["pip", "compile", "pyproject.toml", "--no-config", "--no-header", "--format", "pylock.toml",
-            "--python-version", python, "--python-platform", variant.target.platform, "-o", str(out)]
+            "--python-version", variant.python, "--python-platform", variant.target.platform, "-o", str(out)]
     default = next((i for i in variant.indexes if i.name == DEFAULT_INDEX.name), None)
     if default is not None:
         args += ["--default-index", default.url]
@@ -342,18 +341,6 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     expected.pop("recipe-digest", None)
     reasons += _diff_tables("", stored, expected)
     return LockCheck(path, not reasons, tuple(reasons))
-
-
-def attribute_packages(raw_packages: Sequence[Mapping[str, Any]], variant: ResolvedVariant,
-                       find_links: Sequence[Path]) -> dict[str, str]:
-    """Package name -> index name, from the first file URL of each package."""
-    indexes = effective_indexes(variant)
-    out = {}
-    for p in raw_packages:
-        files = list(p.get("wheels", [])) + ([p["sdist"]] if "sdist" in p else [])
-        url = next((f.get("url") or f.get("path") for f in files), None)
-        out[p["name"]] = attribute(url, indexes, find_links)
-    return out
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:

@@ -15,7 +15,7 @@ from typing import Any
 import tomlkit
 
 from envforge.recipe import ResolvedVariant
-from envforge.routing import DEFAULT_INDEX
+from envforge.routing import DEFAULT_INDEX, attribute_packages
 
 __all__ = ["render"]
 
@@ -101,8 +101,6 @@ def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, 
     Index attribution is recorded per package (``index``) and per index in
     ``[tool.envforge].indexes`` (name, url, packages).
     """
-    from envforge.lock import attribute_packages
-
     by_pkg = attribute_packages(raw.get("packages", []), variant, find_links)
     urls = {i.name: i.url for i in (DEFAULT_INDEX, *variant.indexes)}  # the recipe's pypi wins
     doc = tomlkit.document()

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from envforge.recipe import Index, ResolvedVariant
 
-__all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "effective_indexes", "index_violations",
-           "uv_pyproject"]
+__all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
+           "index_violations", "uv_pyproject"]
 
 DEFAULT_INDEX = Index("pypi", "https://pypi.org/simple")
 FIND_LINKS = "find-links"
@@ -103,6 +103,13 @@ class IndexViolation:
 def _file_urls(pkg: Mapping[str, Any]) -> list[str | None]:
     files = list(pkg.get("wheels", [])) + ([pkg["sdist"]] if "sdist" in pkg else [])
     return [f.get("url") or f.get("path") for f in files]
+
+
+def attribute_packages(packages: Iterable[Mapping[str, Any]], variant: ResolvedVariant,
+                       find_links: Sequence[Path] = ()) -> dict[str, str]:
+    """Package name -> index name (or ``find-links``), from the first file of each locked package."""
+    indexes = effective_indexes(variant)
+    return {p["name"]: attribute(next(iter(_file_urls(p)), None), indexes, find_links) for p in packages}
 
 
 def index_violations(

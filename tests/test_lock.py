@@ -165,11 +165,13 @@ def test_cuda12_variant_refuses_cuda13_wheels(tmp_path: Path, indexes) -> None: 
                    extra='\n[variant.cu128]\ncuda = "12.8"\n')
     res = envforge(proj, "lock", "r", "--variant", "cu128")
     assert res.returncode == 1
-    assert res.stderr.splitlines()[-3:] == [
+    assert res.stderr.splitlines()[-4:] == [
         "error: r-cu128: packages built for another CUDA major than the variant's CUDA 12.8:",
         "  nvidia-thing-cu13 13.0.1 is built for CUDA 13 (name suffix -cu13), the variant is CUDA 12",
-        "  hint: pin the package to a build for this CUDA major, or override the upstream pin that pulls it "
-        "in (with a reason)",
+        "    pulled in by: the recipe -> nvidia-thing-cu13",
+        "  hint: pin the package to a build for this CUDA major, override the upstream pin that pulls it in "
+        "(with a reason), or, where upstream requires it unconditionally, accept it: "
+        '[variant.cu128.cuda-exceptions] nvidia-thing-cu13 = "<reason>"',
     ]
 
 

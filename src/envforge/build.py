@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from envforge.environment import STATE_DIR, site_packages
 from envforge.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
@@ -156,11 +157,36 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     if not lock.is_file():
         raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
                          hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
+    _check_machine(lock, python)
     root = _gen_root(project, variant.lock_name)
     numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
     gen = root / f"g{max(numbers, default=0) + 1:04d}"
     return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
                      project.patchsets_dir, tuple(find_links), offline, env_mode)
+
+
+def _check_machine(lock: Path, python: Interpreter) -> None:
+    """Refuse, before anything is written, a lock made for another platform or Python (B27).
+
+    :raises InputError: the lock's platform (``[tool.envforge] inputs.platform``) cannot run here
+        (another architecture or OS, or a newer glibc than this machine's), or its Python
+        (``inputs.python``) is not the interpreter's.
+    """
+    from envforge.lock import read_lock
+    from envforge.platforms import host_problem, platform_problem
+
+    inputs = read_lock(lock).envforge.get("inputs", {})
+    plat, want_py = inputs.get("platform"), inputs.get("python")
+    if isinstance(plat, str):
+        why = platform_problem(plat) or host_problem(plat)
+        if why is not None:
+            raise InputError(f"{lock}: cannot build here: {why}",
+                             hint="build this lock on a machine of its platform; lock another variant "
+                                  "for this machine (a variant's `platform` key)")
+    if isinstance(want_py, str) and not (python.version == want_py or python.version.startswith(want_py + ".")):
+        raise InputError(f"{lock}: the lock is for Python {want_py}, the interpreter found is "
+                         f"{python.version} ({python.path})",
+                         hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python")
 
 
 @contextmanager
@@ -181,29 +207,40 @@ def _remove_incomplete(root: Path, keep: Path) -> None:
 
 
 def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
-    """A copy of ``lock`` whose wheel entries point (``path``) at files in the wheelhouses."""
+    """A copy of ``lock`` whose wheel and sdist entries point (``path``) at files in the wheelhouses."""
     import tomlkit
 
     doc = tomlkit.parse(lock.read_text())
-    files = {p.name: p.resolve() for d in find_links for p in d.glob("*.whl")}
+    files = {p.name: p.resolve() for d in find_links for p in d.iterdir() if p.is_file()}
     for pkg in doc.get("packages", []):
-        for whl in pkg.get("wheels", []):
-            fname = Path(str(whl.get("url") or whl.get("path", ""))).name.replace("%2B", "+")
+        entries = list(pkg.get("wheels", [])) + ([pkg["sdist"]] if "sdist" in pkg else [])
+        for entry in entries:
+            fname = unquote(Path(str(entry.get("url") or entry.get("path", ""))).name)
             if fname in files:
-                whl.pop("url", None)
-                whl["path"] = str(files[fname])
+                entry.pop("url", None)
+                entry["path"] = str(files[fname])
     out = dest / "pylock.offline.toml"
     out.write_text(tomlkit.dumps(doc))
     return out
 
 
 def _sync(plan: BuildPlan, progress: Progress | None) -> str:
+    """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
+    recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
+    the recorded ``build-constraints`` (B28)."""
     python = plan.generation / "bin" / "python"
     lock = plan.lock
+    tool = tomllib.loads(plan.lock.read_text()).get("tool", {}).get("envforge", {})
     args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
+    if not tool.get("build-from-source"):
+        args.append("--no-build")
+    if tool.get("build-constraints"):
+        constraints = plan.generation / "build-constraints.txt"
+        constraints.write_text("".join(f"{c}\n" for c in tool["build-constraints"]))
+        args += ["--build-constraints", str(constraints)]
     if plan.offline:
         lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
-        args += ["--offline"]
+        args += ["--offline"] + [a for d in plan.find_links for a in ("--find-links", str(d.resolve()))]
     run_uv([*args, str(lock)], progress=progress)
     count = sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))
     return f"{count} distributions from {plan.lock.name}"

@@ -21,7 +21,8 @@ import shutil
 import tempfile
 import tomllib
 from urllib.parse import unquote, urlparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 from envforge import __version__
 from packaging.utils import canonicalize_name
 
-from envforge.cuda import cuda_mismatches
+from envforge.cuda import cuda_major, cuda_mismatches
 from envforge.errors import CheckFailed, InputError
 from envforge.recipe import ResolvedVariant
 from envforge.routing import DEFAULT_INDEX, index_violations, uv_pyproject
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 LOCK_SCHEMA = 1
+_INPUT_PROJECT = "envforge-lock-input"  # the project name routing.uv_pyproject gives uv
 Progress = Callable[[str], None]
 
 
@@ -127,6 +129,12 @@ def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRe
     table["target"] = variant.target.as_dict()
     table["inputs"] = variant.inputs()
     table["overrides"] = [{"name": o.name, "version": o.specifier, "reason": o.reason} for o in variant.overrides]
+    if variant.cuda_exceptions:
+        table["cuda-exceptions"] = [{"name": k, "reason": v} for k, v in variant.cuda_exceptions.items()]
+    if variant.source_builds:
+        table["build-from-source"] = [{"name": k, "reason": v} for k, v in variant.source_builds.items()]
+    if variant.build_constraints:
+        table["build-constraints"] = list(variant.build_constraints)
     table["patchsets"] = [{"id": p.id, "digest": p.digest} for p in patchsets]
     if variant.env_profile:
         table["env-profile"] = variant.env_profile
@@ -165,6 +173,9 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
                        hint="lock offline: download the wheels on a machine that reaches the index "
                             f"into a directory (a wheelhouse), then run `envforge lock {variant.recipe} --variant "
                             f"{variant.variant} --offline --find-links DIR`")
+    if m := re.search(r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following platforms: (.+)$",
+                      tail, re.MULTILINE):
+        return _platform_error(variant, m.group(1), m.group(2), re.findall(r"`([^`]+)`", m.group(3)))
     if "No solution found" in tail or "unsatisfiable" in tail:
         tail = "\n".join(ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines()
                          if not ln.startswith("warning:"))
@@ -178,12 +189,39 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
     return exc
 
 
-def _resolve(variant: ResolvedVariant, previous: Path | None, find_links: Sequence[Path], offline: bool,
-             upgrade: Sequence[str], progress: Progress | None) -> dict[str, Any]:
+@contextmanager
+def _workdir(variant: ResolvedVariant) -> Iterator[Path]:
+    """A temporary uv project for ``variant``: ``pyproject.toml`` (routing) and ``overrides.txt``."""
     with tempfile.TemporaryDirectory(prefix="envforge-lock-") as tmp:
         work = Path(tmp)
         (work / "pyproject.toml").write_text(uv_pyproject(variant))
         (work / "overrides.txt").write_text("".join(o.requirement() + "\n" for o in variant.overrides))
+        yield work
+
+
+def _platform_error(variant: ResolvedVariant, name: str, version: str, tags: Sequence[str]) -> LockError:
+    """A pin with no wheel for the target platform: the fix is the platform, not an override."""
+    here = variant.target.platform
+    machine = here.split("-", 1)[0]
+    same_arch = sorted((t for t in tags if t.endswith(machine) and t.startswith("manylinux_")),
+                       key=lambda t: [int(x) for x in re.findall(r"\d+", t.split(machine)[0])])
+    msg = (f"{variant.lock_name}: {name} {version} has no wheel for the target platform {here}; "
+           f"its wheels are for: {', '.join(tags)}")
+    if same_arch:
+        m = re.match(r"manylinux_(\d+)_(\d+)", same_arch[0])
+        assert m is not None
+        wanted = f"{machine}-manylinux_{m.group(1)}_{m.group(2)}"
+        return LockError(msg, hint=(
+            f"the fix is the platform, not an override: set platform = \"{wanted}\" in "
+            f"[variant.{variant.variant}] (or [target]); machines that build this lock then need "
+            f"glibc {m.group(1)}.{m.group(2)} or newer (`ldd --version` tells)"))
+    return LockError(msg, hint=f"choose a platform its wheels support in [variant.{variant.variant}] platform, "
+                               "or a version of it with wheels for this platform")
+
+
+def _resolve(variant: ResolvedVariant, previous: Path | None, find_links: Sequence[Path], offline: bool,
+             upgrade: Sequence[str], progress: Progress | None) -> dict[str, Any]:
+    with _workdir(variant) as work:
         out = work / "pylock.toml"
         if previous is not None and previous.is_file():
             shutil.copyfile(previous, out)  # uv prefers the versions already locked
@@ -194,19 +232,144 @@ def _resolve(variant: ResolvedVariant, previous: Path | None, find_links: Sequen
         return tomllib.loads(out.read_text())
 
 
-def _guards(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path]) -> None:
+def dependency_chains(variant: ResolvedVariant, names: Sequence[str], *, find_links: Sequence[Path] = (),
+                      offline: bool = False) -> dict[str, list[str]]:
+    """For each of ``names``, the chain of requirements that pulls it into the resolution.
+
+    uv's pylock output carries no dependency edges, so this resolves once more (metadata is cached)
+    in requirements format, whose ``# via`` annotations name each package's dependents, and walks
+    them up to the recipe: ``{"nvidia-cutlass-dsl-libs-cu12": ["the recipe", "sglang",
+    "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu12"]}``. Only the first dependent is followed
+    at each step. Returns ``{}`` when uv fails (the chain is an explanation, not a guard).
+    """
+    with _workdir(variant) as work:
+        out = work / "requirements.txt"
+        args = _compile_args(variant, out, find_links, offline, ())
+        args[args.index("--format") + 1] = "requirements.txt"
+        try:
+            run_uv(args, cwd=work)
+        except UvError:
+            return {}
+        via = _parse_via(out.read_text())
+    return {canonicalize_name(n): _shortest_chain(via, canonicalize_name(n)) for n in names}
+
+
+def _shortest_chain(via: Mapping[str, list[str]], name: str) -> list[str]:
+    """Breadth-first up the ``# via`` edges from ``name`` to the recipe; the shortest chain wins."""
+    paths: dict[str, list[str]] = {name: [name]}
+    queue = [name]
+    while queue:
+        node = queue.pop(0)
+        for parent in via.get(node, []):
+            if parent.startswith("-r ") or parent == _INPUT_PROJECT:
+                return ["the recipe", *paths[node]]
+            if parent not in paths:
+                paths[parent] = [parent, *paths[node]]
+                queue.append(parent)
+    return paths[name]
+
+
+def _parse_via(text: str) -> dict[str, list[str]]:
+    """``name -> [dependents]`` from uv/pip-compile ``# via`` annotations (one-line and list forms)."""
+    via: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line and not line.startswith((" ", "#")):
+            current = canonicalize_name(re.split(r"[=<>!~ ;@\[]", line, maxsplit=1)[0])
+            via[current] = []
+        elif current is not None and (m := re.match(r"\s+#\s+(?:via\s+)?(\S.*)$", line)):
+            item = m.group(1).strip()
+            if item != "via":
+                via[current].append(item if item.startswith("-r ") else canonicalize_name(item.split()[0]))
+    return via
+
+
+def _guards(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
+            offline: bool = False) -> None:
     problems = [v.describe() for v in index_violations(packages, variant, find_links)]
     if problems:
         raise CheckFailed(f"{variant.lock_name}: packages came from indexes not allowed for them:\n"
                           + "\n".join("  " + p for p in problems),
                           hint="route the package to its index in the recipe, or remove the extra index "
                                "from your uv configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)")
-    wrong = cuda_mismatches(((p["name"], str(p["version"])) for p in packages), variant.cuda)
-    if wrong:
-        raise CheckFailed(f"{variant.lock_name}: packages built for another CUDA major than the variant's "
-                          f"CUDA {variant.cuda}:\n" + "\n".join("  " + w.describe() for w in wrong),
-                          hint="pin the package to a build for this CUDA major, or override the upstream "
-                               "pin that pulls it in (with a reason)")
+    _cuda_guard(packages, variant, find_links, offline)
+    _no_cuda_guard(packages, variant)
+    _source_build_guard(packages, variant)
+
+
+def _cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
+                offline: bool) -> None:
+    """B03: nothing built for another CUDA major, except the recipe's reviewed ``cuda-exceptions``;
+    an exception that matches no such package is itself an error (it would hide the next one)."""
+    found = cuda_mismatches(((p["name"], str(p["version"])) for p in packages), variant.cuda)
+    wrong = [w for w in found if w.name not in variant.cuda_exceptions]
+    unused = sorted(set(variant.cuda_exceptions) - {w.name for w in found})
+    if unused:
+        raise LockError(f"{variant.lock_name}: cuda-exceptions name packages that are not built for another "
+                        f"CUDA major in this lock: {', '.join(unused)}",
+                        hint="remove them from the recipe's cuda-exceptions (the exception is no longer needed)")
+    if not wrong:
+        return
+    chains = dependency_chains(variant, [w.name for w in wrong], find_links=find_links, offline=offline)
+    lines = []
+    for w in wrong:
+        chain = chains.get(w.name)
+        lines.append(w.describe() + (f"\n    pulled in by: {' -> '.join(chain)}" if chain and len(chain) > 1 else ""))
+    raise CheckFailed(f"{variant.lock_name}: packages built for another CUDA major than the variant's "
+                      f"CUDA {variant.cuda}:\n" + "\n".join("  " + ln for ln in lines),
+                      hint="pin the package to a build for this CUDA major, override the upstream pin that "
+                           "pulls it in (with a reason), or, where upstream requires it unconditionally, accept "
+                           f"it: [variant.{variant.variant}.cuda-exceptions] {wrong[0].name} = \"<reason>\"")
+
+
+def _no_cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant) -> None:
+    """B26: a variant that declares a CUDA version must resolve at least one CUDA build.
+
+    PyPI's aarch64 torch wheels of some releases are CPU-only (their metadata limits every
+    ``nvidia-*`` requirement to x86_64; pytorch issue 160162), so a CUDA variant locked for aarch64
+    can silently become a CPU stack. Checked for full resolutions only (``no-deps`` locks list only
+    the recipe's own pins).
+    """
+    if not variant.cuda or variant.resolution != "full":
+        return
+    if any(cuda_major(p["name"], str(p.get("version"))) is not None for p in packages):
+        return
+    torch = next((p for p in packages if canonicalize_name(p["name"]) == "torch"), None)
+    what = f"torch {torch['version']} has no +cuXXX local label and " if torch else ""
+    raise CheckFailed(
+        f"{variant.lock_name}: the variant declares CUDA {variant.cuda} but the lock for "
+        f"{variant.target.platform} contains no CUDA build: {what}no CUDA runtime wheel (nvidia-*, cuda-*) "
+        f"was resolved ({len(packages)} packages)",
+        hint=(f"route torch to an index that has CUDA builds for {variant.target.platform}, e.g. "
+              f"[variant.{variant.variant}.indexes] pytorch-cu{variant.cuda.replace('.', '')[:3]} = "
+              f"\"https://download.pytorch.org/whl/cu{variant.cuda.replace('.', '')[:3]}\" and "
+              f"torch = {{ version = \"==X+cu{variant.cuda.replace('.', '')[:3]}\", index = \"pytorch-cu"
+              f"{variant.cuda.replace('.', '')[:3]}\" }}, or choose a torch release whose PyPI wheels for this "
+              "platform are CUDA builds; or drop `cuda` from a variant that is meant to be CPU-only"))
+
+
+def source_builds(packages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(name, version)`` of every locked package with no wheel: uv builds it from its sdist (or
+    directory, VCS checkout) at install time, with whatever build backend it resolves then (B28)."""
+    return [(canonicalize_name(p["name"]), str(p.get("version", "")))
+            for p in packages if not p.get("wheels")]
+
+
+def _source_build_guard(packages: list[dict[str, Any]], variant: ResolvedVariant) -> None:
+    found = source_builds(packages)
+    missing = [(n, v) for n, v in found if n not in variant.source_builds]
+    unused = sorted(set(variant.source_builds) - {n for n, _ in found})
+    if missing:
+        listed = ", ".join(f"{n} {v}" for n, v in missing)
+        raise CheckFailed(
+            f"{variant.lock_name}: {listed} {'has' if len(missing) == 1 else 'have'} no wheel for "
+            f"{variant.target.platform} and would be built from source at install time",
+            hint=(f"opt in with the reason reviewers read: [build-from-source] {missing[0][0]} = \"<reason>\", and pin "
+                  "the build backend with [recipe] build-constraints = [\"setuptools==X.Y.Z\"]; or pin a "
+                  "version that ships a wheel"))
+    if unused:
+        raise LockError(f"{variant.lock_name}: build-from-source names packages that have wheels in this lock: "
+                        f"{', '.join(unused)}", hint="remove them from the recipe's build-from-source")
 
 
 def lock_variant(
@@ -227,7 +390,7 @@ def lock_variant(
     """
     raw = _resolve(variant, out, find_links, offline, upgrade, progress)
     packages = raw.get("packages", [])
-    _guards(packages, variant, find_links)
+    _guards(packages, variant, find_links, offline)
     from envforge import lockfile
 
     text = lockfile.render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)

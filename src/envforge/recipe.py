@@ -16,7 +16,7 @@ import json
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
+from envforge.platforms import platform_problem
 from envforge.schema import (
     Bool,
     Problem,
@@ -109,6 +110,24 @@ _PACKAGE = OneOf([(str, _SPEC), (Mapping, Table({"version": _SPEC, "index": Str(
                  'a specifier string or a table { version = "...", index = "..." }')
 _OVERRIDE = Table({"version": _SPEC, "reason": Str()}, frozenset({"version", "reason"}))
 _PACKAGES = MapOf(_PACKAGE, _pkg_problem)
+def _pin_problem(v: str) -> str | None:
+    """A build constraint must pin one version (``setuptools==80.9.0``): a range is no record."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(v)
+    except InvalidRequirement:
+        return f"'{v}' is not a requirement (PEP 508), e.g. 'setuptools==80.9.0'"
+    specs = list(req.specifier)
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        return f"'{v}' does not pin one version; write e.g. '{req.name}==X.Y.Z'"
+    return None
+
+
+def _reason_problem(v: str) -> str | None:
+    return None if v.strip() else "give the reason reviewers read (a non-empty string)"
+
+
 def _url_problem(v: str) -> str | None:
     if re.match(r"^(https?|file)://[^\s/]+(/\S*)?$|^file:///\S+$", v):
         return None
@@ -117,6 +136,12 @@ def _url_problem(v: str) -> str | None:
 
 _INDEXES = MapOf(Str(_url_problem), lambda k: lock_name_problem(k))
 _OVERRIDES = MapOf(_OVERRIDE, _pkg_problem)
+_PLATFORM = Str(platform_problem)
+_SPEC_REQ = Str(_pin_problem)
+# Reviewed exceptions to the lock's guards, each with the reason reviewers read:
+# a distribution built for another CUDA major (B03) kept on purpose, and a distribution built
+# from its sdist at install time (B28).
+_REASONS = MapOf(Str(_reason_problem), _pkg_problem)
 
 _VARIANT = Table({
     "cuda": Str(),
@@ -125,6 +150,9 @@ _VARIANT = Table({
     "packages": _PACKAGES,
     "overrides": _OVERRIDES,
     "env-profile": Str(),
+    "platform": _PLATFORM,
+    "cuda-exceptions": _REASONS,
+    "build-from-source": _REASONS,
 })
 
 # [verify.drafter] and [verify.smoke] are owned by envforge.drafter and envforge.bench.
@@ -168,18 +196,21 @@ _RECIPE_SPEC = Table({
         "python": Str(_python_problem),
         "patchsets": ListOf(Str()),
         "resolution": Enum("full", "no-deps"),
+        "build-constraints": ListOf(_SPEC_REQ),
     }, frozenset({"name", "python"})),
     "target": Table({
         "gpu": Str(),
         "compute-capability": Str(_cc_problem),
         "gpus": Int(1),
         "interconnect": Enum("pcie", "nvlink"),
-        "platform": Str(),
+        "platform": _PLATFORM,
         "cuda-driver-min": Str(),
     }),
     "packages": _PACKAGES,
     "indexes": _INDEXES,
     "overrides": _OVERRIDES,
+    "cuda-exceptions": _REASONS,
+    "build-from-source": _REASONS,
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(Str(), _env_problem), lock_name_problem),
     "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str())}),
@@ -260,6 +291,9 @@ class ResolvedVariant:
     env_profile: str | None
     env: Mapping[str, str]
     verify: Mapping[str, Any]
+    cuda_exceptions: Mapping[str, str] = field(default_factory=dict)
+    source_builds: Mapping[str, str] = field(default_factory=dict)
+    build_constraints: tuple[str, ...] = ()
 
     @property
     def lock_name(self) -> str:
@@ -278,6 +312,12 @@ class ResolvedVariant:
                          for p in self.packages],
             "indexes": [f"{i.name}={i.url}" for i in self.indexes],
             "overrides": [o.requirement() for o in self.overrides],
+            # Present only when used, so locks of recipes without them keep their inputs.
+            **({"cuda-exceptions": [f"{k}: {v}" for k, v in self.cuda_exceptions.items()]}
+               if self.cuda_exceptions else {}),
+            **({"build-from-source": [f"{k}: {v}" for k, v in self.source_builds.items()]}
+               if self.source_builds else {}),
+            **({"build-constraints": list(self.build_constraints)} if self.build_constraints else {}),
         }
 
     def digest(self) -> str:
@@ -316,14 +356,24 @@ class Recipe:
         overrides.update({canonicalize_name(k): v for k, v in vdata.get("overrides", {}).items()})
         pins = tuple(self._pin(k, v, indexes, name) for k, v in sorted(packages.items()))
         profile = self._profile_name(env_profile or vdata.get("env-profile"))
+        target = replace(self.target, platform=vdata.get("platform", self.target.platform))
         return ResolvedVariant(
             recipe=self.name, variant=name, python=self.python, resolution=self.resolution,
-            target=self.target, cuda=vdata.get("cuda"), packages=pins,
+            target=target, cuda=vdata.get("cuda"), packages=pins,
             indexes=tuple(Index(k, v) for k, v in sorted(indexes.items())),
             overrides=tuple(Override(k, v["version"], v["reason"]) for k, v in sorted(overrides.items())),
             patchsets=self.patchsets, env_profile=profile, env=self._profile_env(profile),
             verify=self.data.get("verify", {}),
+            cuda_exceptions=self._reasons("cuda-exceptions", vdata),
+            source_builds=self._reasons("build-from-source", vdata),
+            build_constraints=tuple(self.data["recipe"].get("build-constraints", ())),
         )
+
+    def _reasons(self, key: str, vdata: Mapping[str, Any]) -> dict[str, str]:
+        """``[key]`` of the base with ``[variant.V.key]`` on top, names normalised, sorted."""
+        merged = {canonicalize_name(k): v for k, v in self.data.get(key, {}).items()}
+        merged.update({canonicalize_name(k): v for k, v in vdata.get(key, {}).items()})
+        return dict(sorted(merged.items()))
 
     def _variant_name(self, variant: str | None) -> str:
         if variant is None:

@@ -31,4 +31,5 @@ def test_variants_matrix_names_the_variants_without_a_lock() -> None:
     assert res.returncode == 0
     assert res.stderr == ("warning: variants of kimi-k25-sm120 without a lock (not in the matrix): cu130; "
                           "lock them with `envforge lock kimi-k25-sm120 --variant cu130`\n")
-    assert res.stdout.startswith("kimi-k25-sm120: 1 variants (cu128); 169 packages identical")
+    assert res.stdout.startswith("kimi-k25-sm120: 3 variants (cu128, cu130-aarch64, cu130-current); "
+                                 "80 packages identical, 134 differ")

@@ -256,3 +256,31 @@ def test_an_sdist_only_pin_needs_an_opt_in_and_builds_offline_from_a_wheelhouse(
     py = proj / "envs" / "r-default" / "bin" / "python"
     out = subprocess.run([str(py), "-c", "import docopt; print(docopt.__version__)"], capture_output=True, text=True)
     assert out.stdout.strip() == "0.6.2"
+
+
+def test_verify_on_a_machine_of_another_platform_is_one_finding(tmp_path: Path) -> None:
+    from envforge.lock import Lock
+    from envforge.verify.static import StaticInputs, run_static
+
+    lock = Lock(path=tmp_path / "pylock.toml", packages=(),
+                envforge={"inputs": {"platform": "aarch64-manylinux_2_34"}})
+    # the interpreter does not exist: nothing may try to run it
+    result = run_static(StaticInputs(site_packages=tmp_path, python=tmp_path / "no-python", lock=lock))
+    assert [f.as_dict() for f in result.findings] == [{
+        "kind": "platform", "level": "static", "subject": "aarch64-manylinux_2_34",
+        "expected": "a machine that runs aarch64-manylinux_2_34 wheels",
+        "actual": "the lock is for aarch64-manylinux_2_34 (aarch64), this machine is linux x86_64",
+        "fix": "verify on a machine of the lock's platform, or build the variant locked for this machine's "
+               "platform (a variant's `platform` key)"}]
+    assert [c.name for c in result.checks] == ["platform"]
+
+
+def test_fingerprint_carries_the_lock_platform(tmp_path: Path) -> None:
+    from envforge.fingerprint import Fingerprint, fingerprint_of
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / ".envforge").mkdir()
+    (tmp_path / ".envforge" / "pylock.toml").write_bytes(
+        (root / "lockfiles" / "pylock.kimi-k25-sm120-cu130-aarch64.toml").read_bytes())
+    assert fingerprint_of(tmp_path).platform == "aarch64-manylinux_2_34"
+    assert list(Fingerprint(None, None, None, None).as_dict())[-1] == "platform"

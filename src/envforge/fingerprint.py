@@ -46,6 +46,7 @@ class Fingerprint:
     gpu: str | None = None
     gpu_count: int | None = None
     compute_capability: str | None = None
+    platform: str | None = None  # the lock's target platform, e.g. aarch64-manylinux_2_34 (B27)
 
     def as_dict(self) -> dict[str, Any]:
         """Keys in field order (JSON-able)."""
@@ -85,4 +86,19 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
         env_profile_digest=env_profile_digest(profile["env"]) if "env" in profile else None,
         python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
         gpu_count=g.get("count"), compute_capability=g.get("capability"),
+        platform=_lock_platform(state / "pylock.toml"),
     )
+
+
+def _lock_platform(lock: Path) -> str | None:
+    """``[tool.envforge] inputs.platform`` of the environment's lock copy, or None."""
+    if not lock.is_file():
+        return None
+    from envforge.errors import InputError
+    from envforge.lock import read_lock
+
+    try:
+        plat = read_lock(lock).envforge.get("inputs", {}).get("platform")
+    except InputError:
+        return None  # verify reports an unreadable lock itself
+    return plat if isinstance(plat, str) else None

@@ -25,6 +25,7 @@ LEVELS = ("static", "gpu", "drafter")
 #: Every finding kind and what it means (docs/verify.md lists them with their fixes).
 KINDS: Mapping[str, str] = {
     # static
+    "platform": "this machine cannot run the lock's platform (another architecture or OS, an older glibc)",
     "stale-environment": "the project's lock changed since this environment was built",
     "version-mismatch": "an installed distribution's version differs from the lock",
     "local-label-mismatch": "same public version, different local label (e.g. +cu128 vs +cu130)",

@@ -100,7 +100,7 @@ def as_junit(report: VerifyReport) -> bytes:
 
 #: Which check produces which finding kinds (for JUnit grouping).
 _CHECK_OF = {
-    "lock-current": {"stale-environment"}, "versions": {"version-mismatch", "local-label-mismatch",
+    "platform": {"platform"}, "lock-current": {"stale-environment"}, "versions": {"version-mismatch", "local-label-mismatch",
                                                         "variant-unconfirmed", "missing", "unexpected"},
     "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
     "record": {"missing-file", "tampered"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},

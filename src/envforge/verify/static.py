@@ -90,6 +90,8 @@ def run_static(inp: StaticInputs) -> StaticResult:
     from concurrent.futures import ThreadPoolExecutor
 
     c = _Collector()
+    if _wrong_machine(inp, c):  # one finding, not a pile of mismatches from an interpreter that cannot run
+        return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), None, (0, 0))
     sp = inp.site_packages
     profile = installed_profile(sp)
     expected_env = _expected_env(inp.lock, profile)
@@ -157,12 +159,30 @@ def _stale(inp: StaticInputs, c: _Collector) -> None:
     c.add("lock-current", found)
 
 
+def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:
+    """The lock's platform (``[tool.envforge] inputs.platform``) cannot run on this machine (B27)."""
+    from envforge.platforms import host_problem, platform_problem
+
+    plat = inp.lock.envforge.get("inputs", {}).get("platform")
+    if not isinstance(plat, str):
+        c.skip("platform", "the lock names no platform ([tool.envforge] inputs.platform)")
+        return False
+    why = platform_problem(plat) or host_problem(plat)
+    c.add("platform", [] if why is None else [Finding(
+        "platform", plat, f"a machine that runs {plat} wheels", why,
+        "verify on a machine of the lock's platform, or build the variant locked for this machine's platform "
+        "(a variant's `platform` key)")], plat)
+    return why is not None
+
+
 def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector) -> None:
     cuda = lock.envforge.get("cuda")
     if not cuda:
         c.skip("cuda-major", "the lock names no CUDA version ([tool.envforge] cuda)")
         return
-    c.add("cuda-major", check_cuda_major(installed.values(), str(cuda)), f"variant cuda {cuda}")
+    accepted = {str(e.get("name")) for e in lock.envforge.get("cuda-exceptions", []) if isinstance(e, Mapping)}
+    found = [f for f in check_cuda_major(installed.values(), str(cuda)) if f.subject.split()[0] not in accepted]
+    c.add("cuda-major", found, f"variant cuda {cuda}" + (f", {len(accepted)} reviewed exceptions" if accepted else ""))
 
 
 def patch_manifest(sp: Path) -> list[PatchedFile]:

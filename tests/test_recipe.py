@@ -46,9 +46,9 @@ def test_multi_variant_recipe_needs_a_variant(tmp_path: Path) -> None:
     r = load_recipe(ROOT / "recipes" / "kimi-k25-sm120.toml")
     with pytest.raises(RecipeError) as e:
         r.resolve(None)
-    assert str(e.value) == (f"{r.path}: recipe 'kimi-k25-sm120' has variants cu128, cu130; choose one\n"
+    assert str(e.value) == (f"{r.path}: recipe 'kimi-k25-sm120' has variants cu128, cu130, cu130-aarch64, cu130-current; choose one\n"
                             "  hint: pass --variant cu128")
-    with pytest.raises(RecipeError, match="has no variant 'cu999' \\(it has: cu128, cu130\\)"):
+    with pytest.raises(RecipeError, match="has no variant 'cu999' \\(it has: cu128, cu130, cu130-aarch64, cu130-current\\)"):
         r.resolve("cu999")
 
 

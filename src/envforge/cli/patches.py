@@ -70,6 +70,7 @@ def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
 
 
 def _apply(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.locking import environment_lock_path, exclusive
     from envforge.patching import apply, default_ids, load_patchsets, revert
 
     project = _project(args)
@@ -77,14 +78,18 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
     known = {p.stem for p in project.patchsets_dir.glob("*.toml")}
     env = None if args.site_packages or not names or names[0] in known else names.pop(0)
     sp = _site_packages(project, args.site_packages, env)
-    if args.revert:
-        report = revert(sp, names or None, dry_run=args.dry_run)
-    else:
-        ids = names or list(default_ids(sp, project.patchsets_dir))
-        report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)
-    _render(ui, report, dry_run=args.dry_run, prefixes={})
-    if report.ok and not args.dry_run and not names:
-        _env_profile(ui, sp, revert_it=args.revert, mode=args.env_mode)
+    lock = environment_lock_path(sp)
+    with exclusive(lock, on_wait=lambda: ui.info(f"waiting for another envforge process on this environment (lock {lock})")):
+        if args.revert:
+            report = revert(sp, names or None, dry_run=args.dry_run)
+        else:
+            ids = names or list(default_ids(sp, project.patchsets_dir))
+            report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)
+        for line in report.recovered:
+            ui.info(line)
+        _render(ui, report, dry_run=args.dry_run, prefixes={})
+        if report.ok and not args.dry_run and not names:
+            _env_profile(ui, sp, revert_it=args.revert, mode=args.env_mode)
     return 0 if report.ok else 1
 
 

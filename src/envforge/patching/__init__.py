@@ -25,6 +25,7 @@ from envforge.patching.engine import (
     default_ids,
     installed_version,
     plan,
+    recover,
     revert,
 )
 from envforge.patching.export import export_diff
@@ -60,5 +61,6 @@ __all__ = [
     "load_patchsets",
     "plan",
     "read_manifest",
+    "recover",
     "revert",
 ]

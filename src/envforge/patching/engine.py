@@ -47,6 +47,7 @@ __all__ = [
     "inside",
     "installed_version",
     "plan",
+    "recover",
     "revert",
     "unified_diff",
 ]
@@ -107,6 +108,7 @@ class PatchReport:
     unmet: tuple[Unmet, ...] = ()
     activations: tuple[tuple[str, str], ...] = ()
     written: bool = False
+    recovered: tuple[str, ...] = ()  # what :func:`recover` did first (an interrupted write)
 
     @property
     def ok(self) -> bool:
@@ -132,6 +134,7 @@ class PatchReport:
                       for u in self.unmet],
             "activations": [{"patchset": p, "flag": f} for p, f in self.activations],
             "files": [c.path for c in self.changes],
+            "recovered": list(self.recovered),
         }
 
 
@@ -267,11 +270,28 @@ def plan(site_packages: Path, patchsets: Iterable[Patchset]) -> PatchReport:
     """
     from envforge.patching.manifest import Manifest, read_manifest
 
+    _refuse_interrupted(site_packages)
     run = _Run(site_packages, read_manifest(site_packages) or Manifest())
     for ps in order_patchsets(list(patchsets)):
         _plan_patchset(run, ps)
     return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
                        tuple(run.activations))
+
+
+def _refuse_interrupted(site_packages: Path) -> None:
+    """:raises CheckFailed: an intent record is there (a write was interrupted): the files may be
+    half written, so no state read from them would be true."""
+    from envforge.errors import CheckFailed
+    from envforge.patching.manifest import intent_path, read_intent
+
+    intent = read_intent(site_packages)
+    if intent is not None:
+        files = ", ".join(f.path for f in intent.files)
+        raise CheckFailed(f"an `apply-patches{' --revert' if intent.action == 'revert' else ''}` of "
+                          f"{', '.join(intent.patchsets)} was interrupted while writing {files} "
+                          f"(record {intent_path(site_packages)}): some of these files may be written and "
+                          f"others not", hint="run `envforge apply-patches` (or `envforge verify`) on the "
+                                              "environment: it rolls the interrupted write back first")
 
 
 def _plan_patchset(run: _Run, ps: Patchset) -> None:
@@ -398,8 +418,9 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
     """
     from envforge.patching.manifest import Manifest, read_manifest
 
+    recovered = () if dry_run else recover(site_packages)
     ordered = order_patchsets(list(patchsets))
-    report = plan(site_packages, ordered)
+    report = replace(plan(site_packages, ordered), recovered=recovered)
     if dry_run:
         return report
     manifest = read_manifest(site_packages) or Manifest()
@@ -417,8 +438,7 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
         ps = by_id[c.patchset]
         mine = [x for x in report.changes if x.patchset == ps.id]
         manifest = _write_patchset(site_packages, ps, mine, manifest, versions[ps.distribution] or "")
-    return PatchReport(report.site_packages, report.results, report.changes, report.unmet,
-                       report.activations, written=True)
+    return replace(report, written=True)
 
 
 def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport, manifest: Any) -> None:
@@ -437,39 +457,134 @@ def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport,
 
 def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manifest: Any,
                     version: str) -> Any:
+    from envforge.patching.manifest import AppliedPatchset, Manifest, PatchedFile, sha256_hex
+
+    files = list(manifest.files)
+    for c in changes:
+        rec = manifest.file(ps.id, c.path)
+        original = rec.original_sha256 if rec else sha256_hex(c.before)
+        entry = PatchedFile(c.path, ps.id, original, sha256_hex(c.after))
+        files = [entry if f is rec else f for f in files] if rec else [*files, entry]
+    record = AppliedPatchset(ps.id, ps.digest, ps.distribution, version, ps.activation)
+    others = [p for p in manifest.patchsets if p.id != ps.id]
+    new = Manifest((*others, record), tuple(files))
+    _journaled(sp, "apply", (ps.id,), changes, new)
+    return new
+
+
+def _journaled(sp: Path, action: str, ids: Sequence[str], changes: Sequence[FileChange], new: Any) -> None:
+    """Write ``changes`` and then manifest ``new`` so that, across a crash, all files or none
+    (issue 18): the bytes each file had before are saved in ``.envforge/originals/<sha256>``, an
+    intent record naming every file and the manifest to come is written and fsynced, the files
+    are replaced, the manifest is written, and the intent record is removed. A process killed in
+    between leaves the record; :func:`recover` then rolls the files back (or, when the manifest
+    was already written, only removes the record).
+    """
     from envforge.patching.manifest import (
-        AppliedPatchset,
-        Manifest,
-        PatchedFile,
+        Intent,
+        IntentFile,
         atomic_write,
+        clear_intent,
         originals_dir,
         sha256_hex,
+        write_intent,
         write_manifest,
     )
 
     originals = originals_dir(sp)
     originals.mkdir(parents=True, exist_ok=True)
-    files = list(manifest.files)
     saved: list[Path] = []
     for c in changes:
-        rec = manifest.file(ps.id, c.path)
-        original = rec.original_sha256 if rec else sha256_hex(c.before)
-        if not (originals / original).exists():
-            atomic_write(originals / original, c.before)
-            saved.append(originals / original)
-        entry = PatchedFile(c.path, ps.id, original, sha256_hex(c.after))
-        files = [entry if f is rec else f for f in files] if rec else [*files, entry]
+        blob = originals / sha256_hex(c.before)
+        if not blob.exists():
+            atomic_write(blob, c.before)
+            saved.append(blob)
+    after = sha256_hex(new.to_json().encode("utf-8")) if new.patchsets or new.files else "absent"
+    write_intent(sp, Intent(action, tuple(ids), after,
+                            tuple(IntentFile(c.path, sha256_hex(c.before), sha256_hex(c.after)) for c in changes)))
     try:
         _replace_all(sp, changes)
     except BaseException:
+        clear_intent(sp)  # _replace_all restored the files it had replaced
         for p in saved:
             p.unlink(missing_ok=True)
         raise
-    record = AppliedPatchset(ps.id, ps.digest, ps.distribution, version, ps.activation)
-    others = [p for p in manifest.patchsets if p.id != ps.id]
-    new = Manifest((*others, record), tuple(files))
     write_manifest(sp, new)
-    return new
+    clear_intent(sp)
+    _prune_originals(sp, {f.original_sha256 for f in new.files})
+
+
+def recover(site_packages: Path) -> tuple[str, ...]:
+    """Finish what an interrupted apply or revert left (its intent record), one line per action.
+
+    When the manifest on disk is the one the write was to end with, the write completed and the
+    record is removed. Otherwise every file it names is put back to its ``before`` bytes (the
+    manifest on disk still describes that state) and stale bytecode is removed. The caller holds
+    the environment lock (:mod:`envforge.locking`). No record: ``()``.
+
+    :raises CheckFailed: a named file is neither its ``before`` nor its ``after`` bytes (changed
+        by hand since the crash), or a saved ``before`` is missing: nothing is written then.
+    :raises InputError: the record is malformed or names a path outside ``site_packages``.
+    """
+    from envforge.errors import CheckFailed
+    from envforge.patching.manifest import (
+        Manifest,
+        atomic_write,
+        clear_intent,
+        intent_path,
+        manifest_sha256,
+        originals_dir,
+        read_intent,
+        read_manifest,
+        sha256_hex,
+    )
+
+    intent = read_intent(site_packages)
+    if intent is None:
+        return ()
+    what = f"an interrupted `apply-patches{' --revert' if intent.action == 'revert' else ''}` of {', '.join(intent.patchsets) or 'patchsets'}"
+    if manifest_sha256(site_packages) == intent.manifest_after:
+        clear_intent(site_packages)
+        manifest = read_manifest(site_packages) or Manifest()
+        _prune_originals(site_packages, {f.original_sha256 for f in manifest.files})
+        return (f"recovered {what}: it had completed (the patch manifest was written)",)
+    todo: list[tuple[Path, bytes]] = []
+    for f in intent.files:
+        target = inside(site_packages, f.path)
+        try:
+            current = sha256_hex(target.read_bytes())
+        except (FileNotFoundError, NotADirectoryError):
+            current = "missing"
+        if current == f.before_sha256:
+            continue
+        blob = originals_dir(site_packages) / f.before_sha256
+        if current != f.after_sha256 or not blob.is_file():
+            why = (f"{f.path} is {current}, neither {f.before_sha256} (before) nor {f.after_sha256} (after)"
+                   if current != f.after_sha256 else f"the saved bytes of {f.path} ({blob}) are missing")
+            raise CheckFailed(f"cannot roll back {what}: {why}; nothing was changed (record {intent_path(site_packages)})",
+                              hint="rebuild the environment (`envforge build`: a fresh generation, patched from its lock)")
+        todo.append((target, blob.read_bytes()))
+    for target, data in todo:
+        atomic_write(target, data, mode=os.stat(target).st_mode & 0o7777)
+        remove_bytecode(target)
+    clear_intent(site_packages)
+    manifest = read_manifest(site_packages) or Manifest()
+    _prune_originals(site_packages, {f.original_sha256 for f in manifest.files})
+    return (f"rolled back {what}: {len(todo)} file(s) restored to their bytes before it; "
+            f"the patch manifest was not written, so none of its files stay changed",)
+
+
+def _hold_for_tests(done: int) -> None:
+    """Fault-injection point for the crash tests (tests/test_patching_faults.py): with
+    ``ENVFORGE_TEST_HOLD_AFTER_REPLACE=<marker>`` set, after the first file of a journaled write
+    is replaced, create ``<marker>`` and sleep (at most 60 s) so the test can SIGKILL the process
+    inside the window between the first ``os.replace`` and the manifest write."""
+    marker = os.environ.get("ENVFORGE_TEST_HOLD_AFTER_REPLACE")
+    if marker and done == 1:
+        import time
+
+        Path(marker).write_text(str(os.getpid()))
+        time.sleep(60)
 
 
 def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
@@ -486,6 +601,7 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
             target = inside(sp, c.path)
             atomic_write(target, c.after, mode=os.stat(target).st_mode & 0o7777)
             done.append(c)
+            _hold_for_tests(len(done))
     except BaseException as exc:
         for c in done:
             atomic_write(sp / c.path, c.before)
@@ -520,6 +636,8 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
     from envforge.errors import CheckFailed
     from envforge.patching.manifest import Manifest, read_manifest, sha256_hex, write_manifest
 
+    recovered = () if dry_run else recover(site_packages)
+    _refuse_interrupted(site_packages)
     manifest = read_manifest(site_packages) or Manifest()
     chosen = {p.id for p in manifest.patchsets if ids is None or p.id in ids}
     entries = [f for f in manifest.files if f.patchset in chosen]
@@ -545,14 +663,17 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         state[f.path] = _read_for_revert(site_packages, f, original=True)
         results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
                                        f"restored original (sha256 {f.original_sha256})"))
-    restore = [FileChange("", path, disk[path], after) for path, after in state.items() if after != disk[path]]
+    restore = [FileChange("", path, disk[path], after) for path, after in sorted(state.items()) if after != disk[path]]
     if dry_run:
-        return PatchReport(site_packages, tuple(results), tuple(restore))
-    _replace_all(site_packages, restore)
+        return PatchReport(site_packages, tuple(results), tuple(restore), recovered=recovered)
     kept_files = tuple(f for f in manifest.files if f.patchset not in chosen)
-    write_manifest(site_packages, Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files))
-    _prune_originals(site_packages, {f.original_sha256 for f in kept_files})
-    return PatchReport(site_packages, tuple(results), tuple(restore), written=bool(restore))
+    new = Manifest(tuple(p for p in manifest.patchsets if p.id not in chosen), kept_files)
+    if restore:
+        _journaled(site_packages, "revert", sorted(chosen), restore, new)
+    else:
+        write_manifest(site_packages, new)
+        _prune_originals(site_packages, {f.original_sha256 for f in kept_files})
+    return PatchReport(site_packages, tuple(results), tuple(restore), written=bool(restore), recovered=recovered)
 
 
 def _read_for_revert(sp: Path, f: Any, *, original: bool = False) -> bytes:

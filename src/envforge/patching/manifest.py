@@ -35,11 +35,20 @@ __all__ = [
     "read_manifest",
     "sha256_hex",
     "write_manifest",
+    "Intent",
+    "IntentFile",
+    "clear_intent",
+    "intent_path",
+    "manifest_sha256",
+    "read_intent",
+    "write_intent",
 ]
 
 STATE_DIR = ".envforge"
 MANIFEST_NAME = "patches.json"
 MANIFEST_SCHEMA = 1
+INTENT_NAME = "patch-intent.json"
+INTENT_SCHEMA = 1
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -79,11 +88,34 @@ class Manifest:
         """The record of ``path`` as patched by ``pid``, or None."""
         return next((f for f in self.files if f.patchset == pid and f.path == path), None)
 
+    def canonical(self) -> Manifest:
+        """The same state in canonical order, so the same files give the same bytes whatever
+        order the patchsets were applied in (issue 18): patchsets by id; files by path, and the
+        entries of one path in the order they were stacked (each entry's ``original_sha256`` is
+        the previous entry's ``new_sha256``), then by patchset id."""
+        patchsets = tuple(sorted(self.patchsets, key=lambda p: p.id))
+        files: list[PatchedFile] = []
+        for path in sorted({f.path for f in self.files}):
+            mine = [f for f in self.files if f.path == path]
+            ordered: list[PatchedFile] = []
+            while mine:
+                newer = {f.new_sha256 for f in mine}
+                nxt = sorted((f for f in mine if (f.original_sha256 == ordered[-1].new_sha256 if ordered
+                                                  else f.original_sha256 not in newer)),
+                             key=lambda f: f.patchset)
+                pick = nxt[0] if nxt else min(mine, key=lambda f: (f.patchset, f.new_sha256))
+                ordered.append(pick)
+                mine.remove(pick)
+            files += ordered
+        return Manifest(patchsets, tuple(files))
+
     def to_json(self) -> str:
-        """The canonical JSON text (``schema`` first, two-space indent, trailing newline)."""
+        """The canonical JSON text (``schema`` first, two-space indent, trailing newline) of
+        :meth:`canonical`: equal states give equal bytes, hence one patch-manifest digest."""
+        c = self.canonical()
         data = {"schema": MANIFEST_SCHEMA,
-                "patchsets": [asdict(p) for p in self.patchsets],
-                "files": [asdict(f) for f in self.files]}
+                "patchsets": [asdict(p) for p in c.patchsets],
+                "files": [asdict(f) for f in c.files]}
         return json.dumps(data, indent=2) + "\n"
 
 
@@ -186,3 +218,98 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class IntentFile:
+    """One file an interrupted write may have replaced: hex sha256 ``before`` and ``after``; both
+    byte strings are kept in ``.envforge/originals/<sha256>`` until the write completes."""
+
+    path: str
+    before_sha256: str
+    after_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """``.envforge/patch-intent.json``: what an apply or revert is about to write.
+
+    Written (fsynced) before the first ``os.replace`` of a patchset's files and removed after the
+    manifest is written, so a process killed in between leaves a record of every file it may have
+    replaced. ``manifest_after`` is the hex sha256 of the manifest bytes the write ends with
+    (``"absent"`` when the manifest is removed): when the manifest on disk has it, the write
+    completed; otherwise every file is rolled back to ``before`` (:func:`envforge.patching.engine.recover`).
+    """
+
+    action: str  # "apply" or "revert"
+    patchsets: tuple[str, ...]
+    manifest_after: str
+    files: tuple[IntentFile, ...]
+
+
+def intent_path(site_packages: Path) -> Path:
+    """``<site-packages>/.envforge/patch-intent.json``."""
+    return site_packages / STATE_DIR / INTENT_NAME
+
+
+def manifest_sha256(site_packages: Path) -> str:
+    """Hex sha256 of the manifest file's bytes, or ``"absent"``."""
+    try:
+        return sha256_hex(manifest_path(site_packages).read_bytes())
+    except FileNotFoundError:
+        return "absent"
+
+
+def write_intent(site_packages: Path, intent: Intent) -> None:
+    """Write ``intent`` atomically and durably (file and directory fsynced)."""
+    path = intent_path(site_packages)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"schema": INTENT_SCHEMA, "action": intent.action, "patchsets": list(intent.patchsets),
+            "manifest_after": intent.manifest_after, "files": [asdict(f) for f in intent.files]}
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+    _fsync_dir(path.parent)
+
+
+def read_intent(site_packages: Path) -> Intent | None:
+    """The intent record left by an interrupted apply or revert, or None.
+
+    :raises InputError: the file exists but is not an intent record of a known schema.
+    """
+    path = intent_path(site_packages)
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read patch intent record {path}: {exc}",
+                         hint="rebuild the environment (`envforge build`)") from None
+    try:
+        if data["schema"] != INTENT_SCHEMA:
+            raise KeyError("schema")
+        files = tuple(IntentFile(**f) for f in data["files"])
+        intent = Intent(str(data["action"]), tuple(map(str, data["patchsets"])), str(data["manifest_after"]), files)
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"{path}: malformed patch intent record: {exc}",
+                         hint="rebuild the environment (`envforge build`)") from None
+    for f in files:
+        bad = next((d for d in (f.before_sha256, f.after_sha256) if not _HEX64.fullmatch(str(d))), None)
+        if bad is not None:
+            raise InputError(f"{path}: malformed patch intent record: {f.path}: {bad!r} is not a hex sha256",
+                             hint="rebuild the environment (`envforge build`)")
+    return intent
+
+
+def clear_intent(site_packages: Path) -> None:
+    """Remove the intent record (durably: the directory is fsynced)."""
+    path = intent_path(site_packages)
+    if path.exists():
+        path.unlink()
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

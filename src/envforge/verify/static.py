@@ -93,6 +93,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
     if _wrong_machine(inp, c):  # one finding, not a pile of mismatches from an interpreter that cannot run
         return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), None, (0, 0))
     sp = inp.site_packages
+    _recover_interrupted(sp, c)
     profile = installed_profile(sp)
     expected_env = _expected_env(inp.lock, profile)
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -117,6 +118,22 @@ def run_static(inp: StaticInputs) -> StaticResult:
         _patches(inp, c)
         _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
+
+
+def _recover_interrupted(sp: Path, c: _Collector) -> None:
+    """Roll back a patch write interrupted by a crash (its intent record), under the environment
+    lock, before reading any file: the files would otherwise be half patched (issue 18). What it
+    did becomes a note; when it cannot, the patch-states check reports why."""
+    if not (sp / STATE / "patch-intent.json").exists():
+        return
+    from envforge import patching
+    from envforge.locking import environment_lock_path, exclusive
+
+    try:
+        with exclusive(environment_lock_path(sp)):
+            c.notes.extend(patching.recover(sp))
+    except (EnvforgeError, OSError) as exc:
+        c.notes.append(f"an interrupted apply-patches was not rolled back: {exc}")
 
 
 def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:

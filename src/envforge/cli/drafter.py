@@ -101,10 +101,13 @@ def _inspect(args: argparse.Namespace, ui: Ui) -> int:
     report = inspect_drafter(args.drafter, allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
                              endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
-        ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues)})
+        ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues),
+                                         "loads": _engines(report.issues)})
     else:
         _render_drafter(report.drafter, ui)
         _render_issues(report.issues, "EAGLE-3 checks", ui)
+        ui.result("loads as trained in: " + ", ".join(f"{e} {'yes' if ok else 'no'}"
+                                                        for e, ok in _engines(report.issues).items()))
     return 1 if report.issues else 0
 
 
@@ -157,9 +160,16 @@ def _drafter_dict(d: Drafter) -> dict[str, Any]:
             "files": list(d.files), "pickle-files": list(d.pickle_files)}
 
 
-def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, str]]:
-    return [{"kind": i.kind, "subject": i.subject, "expected": i.expected, "actual": i.actual, "fix": i.fix}
-            for i in issues]
+def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, Any]]:
+    return [{"kind": i.kind, "subject": i.subject, "expected": i.expected, "actual": i.actual, "fix": i.fix,
+             "engines": list(i.engines)} for i in issues]
+
+
+def _engines(issues: tuple[DrafterIssue, ...]) -> dict[str, bool]:
+    """Per serving engine: does the drafter load as trained (no issue naming that engine)."""
+    from envforge.drafter.layout import ENGINES
+
+    return {e: not any(e in i.engines for i in issues) for e in ENGINES}
 
 
 def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
@@ -218,7 +228,8 @@ def _render_issues(issues: tuple[DrafterIssue, ...], title: str, ui: Ui) -> None
         return
     ui.result(f"{title}: {len(issues)} finding(s)")
     for i in issues:
-        ui.result(f"  [{i.kind}] {i.subject}: expected {i.expected}, found {i.actual}")
+        where = f" ({', '.join(i.engines)})" if i.engines else ""
+        ui.result(f"  [{i.kind}] {i.subject}{where}: expected {i.expected}, found {i.actual}")
         ui.result(f"      fix: {i.fix}")
 
 

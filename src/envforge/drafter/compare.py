@@ -8,14 +8,14 @@ different target tokens (the field team found 31,748 of 32,000); the comparison 
 
 from __future__ import annotations
 
-import struct
 import sys
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from envforge.drafter.model import Drafter, DrafterIssue
+from envforge.drafter.weights import ByteReader
 from envforge.errors import InputError
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
 _VOLATILE = frozenset({"_name_or_path", "transformers_version", "torch_dtype", "dtype"})
 _INT_CODES = {"I64": "q", "I32": "i"}
 
-ByteReader = Callable[[str, int, int], bytes]
-"""``read(file, start, length) -> bytes``: random access to a drafter's weight files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +88,8 @@ def decode_d2t(raw: bytes, dtype: str) -> array[int]:
         raise InputError(f"d2t has dtype {dtype}; expected I64 or I32",
                          hint="d2t holds integer offsets (target id = i + d2t[i])")
     values = array(code)
+    if len(raw) % values.itemsize:
+        raise InputError(f"d2t: {len(raw)} bytes is not a whole number of {dtype} values")
     values.frombytes(raw)
     if sys.byteorder == "big":
         values.byteswap()
@@ -99,14 +99,13 @@ def decode_d2t(raw: bytes, dtype: str) -> array[int]:
 def vocab_map(d: Drafter, read: ByteReader) -> list[int] | None:
     """Target token id of every draft position (``i + d2t[i]``), or ``None`` without ``d2t``.
 
-    ``read`` gives bytes of the weight files; the header length is read from each file's first
-    8 bytes, so this works the same for local files and remote ranges.
+    ``read`` gives exactly the bytes asked for of the weight files (local reads or remote ranges;
+    a short read is an error, never a shorter mapping).
     """
     t = d.tensor("d2t")
     if t is None:
         return None
-    (header_len,) = struct.unpack("<Q", read(t.file, 0, 8))
-    offsets = decode_d2t(read(t.file, 8 + header_len + t.data_offset, t.nbytes), t.dtype)
+    offsets = decode_d2t(read(t.file, t.offset, t.nbytes), t.dtype)
     return [i + int(v) for i, v in enumerate(offsets)]
 
 

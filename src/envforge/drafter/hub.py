@@ -9,7 +9,7 @@
   every file against the metadata, and fails on a leftover ``*.incomplete`` partial (field case B14,
   huggingface_hub issue 3643: a download that "succeeded" with a truncated blob).
 - :func:`open_remote` reads configs and safetensors headers by range requests
-  (``parse_safetensors_file_metadata``), never the weights; :func:`read_remote_range` reads one
+  (validated like local files), never the weights; :func:`read_remote_range` reads one
   tensor's bytes (``d2t``) the same way.
 
 The token comes from the environment (``HF_TOKEN``) through huggingface_hub itself; envforge never
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, TensorInfo, load_json
+from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
+from envforge.drafter.weights import TensorInfo, read_weight_file
 from envforge.errors import CheckFailed, ExternalToolError, InputError
 
 __all__ = [
@@ -315,21 +316,23 @@ def open_remote(rev: HubRevision, *, endpoint: str | None = None, cache_dir: Pat
     """Read a hub drafter's ``config.json`` and every safetensors header, without the weights.
 
     Per weight file: one ranged GET of the first 100 kB (two when the header is larger), as
-    ``HfApi.parse_safetensors_file_metadata`` does. ``config.json`` is downloaded (it is small)
-    into ``cache_dir`` (huggingface_hub's cache when ``None``) and re-hashed.
+    ``HfApi.parse_safetensors_file_metadata`` does, validated by
+    :func:`envforge.drafter.weights.read_weight_file` against the file size the hub announced (so
+    a header whose tensors do not tile the file is an :class:`InputError`). ``config.json`` is
+    downloaded (it is small) into ``cache_dir`` (huggingface_hub's cache when ``None``) and re-hashed.
     """
     config = _remote_json(rev, "config.json", endpoint, cache_dir)
     tensors: list[TensorInfo] = []
-    weights = [f.name for f in rev.files if f.name.endswith(".safetensors")]
-    for name in weights:
-        with hub_errors(f"safetensors header {rev.spec} {name}", rev.repo, rev.sha, endpoint):
-            meta = _api(endpoint).parse_safetensors_file_metadata(rev.repo, name, revision=rev.sha)
-        for tname, t in meta.tensors.items():
-            start, end = t.data_offsets
-            tensors.append(TensorInfo(tname, t.dtype, tuple(t.shape), name, start, end - start))
+    weights = [f for f in rev.files if f.name.endswith(".safetensors")]
+
+    def read(file: str, start: int, length: int) -> bytes:
+        return read_remote_range(rev.repo, rev.sha, file, start, length, endpoint=endpoint)
+
+    for f in weights:
+        tensors.extend(read_weight_file(read, f.name, f.size, where=f"{rev.spec} {f.name}").tensors)
     pickles = tuple(f.name for f in rev.files if f.name.endswith(PICKLE_SUFFIXES))
     return Drafter(rev.spec, rev.repo, rev.sha, config, tuple(sorted(tensors, key=lambda t: t.name)),
-                   tuple(weights), pickles)
+                   tuple(f.name for f in weights), pickles)
 
 
 def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *,

@@ -3,14 +3,15 @@
 No network here: :mod:`envforge.drafter.hub` fills :class:`Drafter` from the hub, this module
 reads local files and judges the shapes.
 
-EAGLE-3 layout, as SGLang loads it (``sglang/srt/models/llama_eagle3.py``,
-``LlamaForCausalLMEagle3``) and SpecForge trains it (``specforge/modeling/draft/llama3_eagle.py``):
+EAGLE-3 layout, as SGLang and vLLM load it (:mod:`envforge.drafter.layout` follows their
+``llama_eagle3.py`` loaders) and SpecForge trains it (``specforge/modeling/draft/llama3_eagle.py``):
 
 ===================  =================================  ==========================================
 tensor               shape                              meaning
 ===================  =================================  ==========================================
 ``d2t``              int64 ``[draft_vocab_size]``       offsets: target id = ``i + d2t[i]``
 ``t2d``              bool ``[vocab_size]``              which target tokens are in the draft vocab
+                                                        (both loaders skip it)
 ``fc.weight``        ``[hidden, 3 * target_hidden]``    fuses three target hidden states
 ``lm_head.weight``   ``[draft_vocab_size, hidden]``     draft-vocabulary logits
 ``midlayer.*``       one decoder layer                  attention input is ``2 * hidden``
@@ -28,12 +29,13 @@ id is only captured when ``0 <= k <= num_hidden_layers - 2``.
 from __future__ import annotations
 
 import json
-import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.drafter.layout import loader_problems
+from envforge.drafter.weights import TensorInfo
 from envforge.errors import InputError
 
 __all__ = [
@@ -43,16 +45,11 @@ __all__ = [
     "aux_layer_ids",
     "eagle3_issues",
     "load_json",
-    "parse_safetensors_header",
-    "read_local_header",
     "target_issues",
     "target_text_config",
 ]
 
-MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
-                "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +58,8 @@ class DrafterIssue:
 
     ``kind`` is a stable id (``eagle3-d2t``, ``target-hidden-size``, ``vocab-mapping``, ...);
     ``subject`` names the drafter and tensor or key; ``expected`` / ``actual`` are short values;
-    ``fix`` says what to do.
+    ``fix`` says what to do; ``engines`` the serving engines whose loaders the issue concerns
+    (:data:`envforge.drafter.layout.ENGINES`; empty when it is not about loading).
     """
 
     kind: str
@@ -69,27 +67,7 @@ class DrafterIssue:
     expected: str
     actual: str
     fix: str
-
-
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    """One tensor from a safetensors header.
-
-    ``data_offset`` is the header's ``data_offsets[0]``: bytes from the end of the header to the
-    tensor's data (the absolute offset is ``8 + header length + data_offset``); ``nbytes`` its
-    length in bytes; ``file`` the repo-relative name of the safetensors file holding it.
-    """
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    file: str
-    data_offset: int
-    nbytes: int
-
-    def describe(self) -> str:
-        """``"I64 [32000]"``."""
-        return f"{self.dtype} [{', '.join(map(str, self.shape))}]"
+    engines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,37 +119,6 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_safetensors_header(header: Mapping[str, Any], file: str) -> list[TensorInfo]:
-    """Tensors of a decoded safetensors header (format: https://github.com/huggingface/safetensors)."""
-    tensors = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = entry["data_offsets"]
-        tensors.append(TensorInfo(name, str(entry["dtype"]), tuple(int(d) for d in entry["shape"]),
-                                  file, int(start), int(end) - int(start)))
-    return sorted(tensors, key=lambda t: t.name)
-
-
-def read_local_header(path: Path, file: str) -> list[TensorInfo]:
-    """Read the header of the safetensors file at ``path`` (8-byte little-endian length + JSON).
-
-    :raises InputError: the file is too short, or its header is not a safetensors header.
-    """
-    with path.open("rb") as f:
-        prefix = f.read(8)
-        if len(prefix) < 8:
-            raise InputError(f"{path}: not a safetensors file (shorter than 8 bytes)")
-        (size,) = struct.unpack("<Q", prefix)
-        if size > MAX_HEADER_BYTES:
-            raise InputError(f"{path}: not a safetensors file (header length {size} bytes)")
-        raw = f.read(size)
-    try:
-        return parse_safetensors_header(json.loads(raw), file)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: malformed safetensors header: {exc}") from None
-
-
 def aux_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
     """The auxiliary target layer ids the drafter reads, or ``None`` when the config names none."""
     eagle = config.get("eagle_config")
@@ -195,21 +142,11 @@ def _issue(d: Drafter, kind: str, subject: str, expected: object, actual: object
     return DrafterIssue(kind, f"{d.source}: {subject}", str(expected), str(actual), fix)
 
 
-def _shape_issue(d: Drafter, name: str, dtypes: Sequence[str], shape: tuple[int, ...],
-                 fix: str) -> DrafterIssue | None:
-    t = d.tensor(name)
-    want = f"{'|'.join(dtypes)} [{', '.join(map(str, shape))}]"
-    if t is None:
-        return _issue(d, f"eagle3-{name.split('.')[0]}", name, want, "absent", fix)
-    if t.dtype not in dtypes or t.shape != shape:
-        return _issue(d, f"eagle3-{name.split('.')[0]}", name, want, t.describe(), fix)
-    return None
-
-
 def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
-    """EAGLE-3 consistency of a drafter on its own: config keys, ``d2t``, ``t2d``, ``fc``, ``lm_head``.
+    """Whether the drafter loads as trained in the serving engines (:mod:`envforge.drafter.layout`:
+    SGLang 0.5.9's and vLLM's ``llama_eagle3.py``), plus ``d2t``'s dtype and the auxiliary layer ids.
 
-    Empty when the drafter is consistent. Shapes as in this module's docstring.
+    Empty when it loads in both. Each issue names the engines it concerns in ``engines``.
     """
     if d.pickle_files and not d.tensors:
         return (_issue(d, "eagle3-weights", "weights", "safetensors", ", ".join(d.pickle_files),
@@ -219,30 +156,18 @@ def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
     if hidden is None or vocab is None:
         return (_issue(d, "eagle3-config", "config.json", "hidden_size and vocab_size",
                        f"missing {', '.join(missing)}", "use the drafter's own config.json"),)
-    draft = _int(d.config, "draft_vocab_size") or vocab
-    target_hidden = _int(d.config, "target_hidden_size") or hidden
-    checks = [
-        _shape_issue(d, "d2t", ("I64", "I32"), (draft,),
-                     "d2t must hold one target-id offset per draft token (draft_vocab_size)"),
-        _shape_issue(d, "t2d", ("BOOL",), (vocab,),
-                     "t2d must hold one flag per target token (vocab_size)"),
-        _fc_issue(d, hidden, target_hidden),
-    ]
-    head = d.tensor("lm_head.weight")
-    if head is not None and head.shape != (draft, hidden):
-        checks.append(_issue(d, "eagle3-lm_head", "lm_head.weight", f"[{draft}, {hidden}]",
-                             head.describe(), "lm_head must map hidden_size to draft_vocab_size"))
+    checks = [DrafterIssue(p.kind, f"{d.source}: {p.subject}", p.expected, p.actual, p.fix, p.engines)
+              for p in loader_problems(d.config, d.tensors)]
+    d2t = d.tensor("d2t")
+    if d2t is not None and d2t.dtype not in ("I64", "I32"):
+        checks.append(_issue(d, "eagle3-d2t", "d2t dtype", "I64 or I32", d2t.dtype,
+                             "d2t holds integer offsets (target id = i + d2t[i])"))
     ids = aux_layer_ids(d.config)
     if ids is not None and (len(ids) != 3 or min(ids) < 0):
         checks.append(_issue(d, "eagle3-aux-layers", "eagle_aux_hidden_state_layer_ids",
                              "three non-negative layer ids", ids,
                              "EAGLE-3 fuses exactly three target hidden states"))
-    return tuple(c for c in checks if c is not None)
-
-
-def _fc_issue(d: Drafter, hidden: int, target_hidden: int) -> DrafterIssue | None:
-    return _shape_issue(d, "fc.weight", tuple(_DTYPE_BYTES), (hidden, 3 * target_hidden),
-                        "fc must take three target hidden states (3 * target hidden size)")
+    return tuple(checks)
 
 
 def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tuple[DrafterIssue, ...]:

@@ -8,9 +8,9 @@ ranged GETs), used to read the small ``d2t`` tensor for comparisons.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from envforge.drafter.compare import ByteReader
 from envforge.drafter.hub import (
     RECORD_NAME,
     check_partials,
@@ -20,10 +20,11 @@ from envforge.drafter.hub import (
     read_remote_range,
     resolve_revision,
 )
-from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, TensorInfo, load_json, read_local_header
+from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
+from envforge.drafter.weights import ByteReader, TensorInfo, WeightFile, local_reader, open_regular, read_weight_file
 from envforge.errors import InputError
 
-__all__ = ["byte_reader", "open_drafter", "open_local", "read_config"]
+__all__ = ["byte_reader", "local_weight_file", "open_drafter", "open_local", "read_config"]
 
 
 def open_local(path: Path) -> Drafter:
@@ -42,13 +43,24 @@ def open_local(path: Path) -> Drafter:
     weights = [path] if path.is_file() else _weights(directory, meta)
     tensors: list[TensorInfo] = []
     for w in weights:
-        tensors.extend(read_local_header(w, w.name))
+        tensors.extend(local_weight_file(directory, w.name).tensors)
     pickles = tuple(p.name for p in sorted(directory.iterdir()) if p.name.endswith(PICKLE_SUFFIXES))
     if not weights and not pickles:
         raise InputError(f"{path}: no *.safetensors weights found", hint="point at a drafter directory")
     return Drafter(str(path), meta.get("repo"), meta.get("revision"), load_json(directory / "config.json"),
                    tuple(sorted(tensors, key=lambda t: t.name)), tuple(w.name for w in weights),
                    pickles, directory)
+
+
+def local_weight_file(directory: Path, name: str) -> WeightFile:
+    """Validate the safetensors file ``directory/name`` (a regular file inside ``directory``).
+
+    :raises InputError: see :func:`envforge.drafter.weights.read_weight_file` and
+        :func:`~envforge.drafter.weights.open_regular`.
+    """
+    fd, size = open_regular(directory / name, directory)
+    os.close(fd)
+    return read_weight_file(local_reader(directory), name, size, where=str(directory / name))
 
 
 def _weights(directory: Path, meta: dict[str, object]) -> list[Path]:
@@ -101,14 +113,7 @@ def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | Non
 def byte_reader(d: Drafter, *, endpoint: str | None = None) -> ByteReader:
     """Random access to ``d``'s weight files: ``read(file, start, length) -> bytes``."""
     if d.local_dir is not None:
-        directory = d.local_dir
-
-        def read_local(file: str, start: int, length: int) -> bytes:
-            with (directory / file).open("rb") as f:
-                f.seek(start)
-                return f.read(length)
-
-        return read_local
+        return local_reader(d.local_dir)
     repo, sha = d.repo or "", d.revision or ""
 
     def read_remote(file: str, start: int, length: int) -> bytes:

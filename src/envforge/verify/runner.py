@@ -171,7 +171,8 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Fi
     from envforge.drafter import drafter_checks
 
     issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint)
-    found = [Finding(i.kind, i.subject, i.expected, i.actual, i.fix, level="drafter") for i in issues]
+    found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,
+                     i.actual, i.fix, level="drafter") for i in issues]
     return found, Check("drafter", "drafter", "findings" if found else "ok",
                         f"{settings['repo']}@{settings['revision']}")
 

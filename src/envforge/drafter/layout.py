@@ -1,0 +1,180 @@
+"""Which EAGLE-3 drafter layouts the serving engines' loaders accept, read from their loaders.
+
+Sources (the verdicts below follow these files line by line; tests/test_drafter_layout.py has one
+test per layout):
+
+- SGLang 0.5.9, ``sglang/srt/models/llama_eagle3.py`` (``LlamaForCausalLMEagle3``): refuses a config
+  with ``num_hidden_layers != 1`` (``ValueError``); its parameters are ``model.embed_tokens``,
+  ``model.fc`` (bias only with ``config.bias``), ``model.midlayer.*`` (q/k/v fused into qkv_proj
+  with input ``2 * hidden``), ``model.norm`` and ``lm_head`` (``[draft_vocab_size, hidden]``;
+  taken from the target when ``draft_vocab_size`` is unset; the embedding when
+  ``tie_word_embeddings``). ``load_weights`` looks a name up as given, else with ``model.`` in front,
+  and **silently ignores** any name it does not find (``layers.0.*``, ``fc.bias``, ...); ``t2d`` is
+  skipped; ``d2t`` becomes ``hot_token_id = d2t + arange``. A tensor of another shape fails
+  ``default_weight_loader``'s size assertion.
+- vLLM, ``vllm/model_executor/models/llama_eagle3.py`` (``Eagle3LlamaForCausalLM``, main at commit
+  00bd1493): any ``num_hidden_layers`` (``layers.0`` .. ``layers.N-1``); ``midlayer.`` is renamed
+  ``layers.0.``; every name but ``lm_head*`` and ``d2t`` gets ``model.`` in front, so a name that
+  already has it (``model.fc.weight``) has no parameter, and any name without a parameter fails
+  (``params_dict[name]``: ``KeyError``); ``t2d`` is skipped; ``d2t`` loads into
+  ``draft_id_to_target_id`` (zeros when absent: draft id ``i`` becomes target id ``i``);
+  ``embed_tokens`` is optional (shared with the target); ``fc`` never has a bias.
+
+Neither loader checks that every parameter was loaded: a missing tensor leaves a parameter at its
+initial value and the drafter proposes garbage. envforge therefore also reports absent tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envforge.drafter.weights import TensorInfo
+
+__all__ = ["ENGINES", "LayoutProblem", "loader_problems"]
+
+SGLANG, VLLM = "sglang-0.5.9", "vllm"
+#: The engines whose loaders the checks follow.
+ENGINES = (SGLANG, VLLM)
+
+_LAYER = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+          "input_layernorm.weight", "post_attention_layernorm.weight", "hidden_norm.weight")
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutProblem:
+    """One way a drafter does not load as trained in ``engines`` (a subset of :data:`ENGINES`)."""
+
+    kind: str
+    subject: str
+    expected: str
+    actual: str
+    fix: str
+    engines: tuple[str, ...]
+
+
+def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
+    v = config.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Expected shape of each tensor of layer 0 and the rest, by canonical (unprefixed) name."""
+    h = int(config["hidden_size"])
+    heads = _int(config, "num_attention_heads", 1) or 1
+    kv = _int(config, "num_key_value_heads", heads) or heads
+    hd = _int(config, "head_dim") or h // heads
+    inter = _int(config, "intermediate_size", 0) or 0
+    th = _int(config, "target_hidden_size") or h
+    draft = _int(config, "draft_vocab_size") or int(config["vocab_size"])
+    layer = {"self_attn.q_proj.weight": (heads * hd, 2 * h), "self_attn.k_proj.weight": (kv * hd, 2 * h),
+             "self_attn.v_proj.weight": (kv * hd, 2 * h), "self_attn.o_proj.weight": (h, heads * hd),
+             "mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h),
+             "mlp.down_proj.weight": (h, inter), "input_layernorm.weight": (h,),
+             "post_attention_layernorm.weight": (h,), "hidden_norm.weight": (h,)}
+    out = {f"midlayer.{k}": v for k, v in layer.items()}
+    out.update({"fc.weight": (h, 3 * th), "norm.weight": (h,), "lm_head.weight": (draft, h),
+                "embed_tokens.weight": (int(config["vocab_size"]), h), "d2t": (draft,)})
+    return out
+
+
+def _canonical(name: str) -> str:
+    """The name as SGLang finds it: a leading ``model.`` dropped (both spellings load there)."""
+    return name.removeprefix("model.")
+
+
+def _vllm_name(name: str) -> str:
+    return name.replace("midlayer.", "layers.0.")
+
+
+def _needs(config: Mapping[str, Any], engine: str) -> list[str]:
+    """Canonical names an engine needs from the drafter file (absent: an uninitialised parameter)."""
+    names = [f"midlayer.{k}" for k in _LAYER] + ["norm.weight"]
+    eagle = config.get("eagle_config")
+    aux = eagle.get("use_aux_hidden_state", True) if isinstance(eagle, Mapping) else True
+    if engine == SGLANG or aux:
+        names.append("fc.weight")
+    draft, vocab = _int(config, "draft_vocab_size"), _int(config, "vocab_size")
+    tied = config.get("tie_word_embeddings") is True
+    if engine == VLLM or (draft is not None and not tied):
+        names.append("lm_head.weight")  # SGLang takes the target's lm_head when draft_vocab_size is unset
+    if draft is not None and draft != vocab:
+        names.append("d2t")
+    return names
+
+
+_FIX_NAMES = "rename the tensors to the SpecForge layout (midlayer.*, fc, norm, lm_head, d2t, no 'model.' prefix)"
+
+
+def _sglang(config: Mapping[str, Any], by: Mapping[str, TensorInfo]) -> list[LayoutProblem]:
+    out = []
+    layers = _int(config, "num_hidden_layers", 32)  # transformers' LlamaConfig default
+    if layers != 1:
+        out.append(LayoutProblem("eagle3-layers", "num_hidden_layers", "1", str(layers),
+                                 "SGLang 0.5.9 raises 'EAGLE3 currently only supports 1 layer'; use a "
+                                 "one-layer drafter or vLLM", (SGLANG,)))
+    ignored = sorted(n for n in by if n.startswith("layers.") and _canonical(n) not in _shapes(config))
+    if ignored:
+        out.append(LayoutProblem("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
+                                 f"{len(ignored)} tensors under layers.* (e.g. {ignored[0]}), which SGLang "
+                                 "0.5.9 ignores without a word", _FIX_NAMES + " (vLLM accepts both)",
+                                 (SGLANG,)))
+    return out
+
+
+def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
+    out = []
+    prefixed = sorted(n for n in names if n.startswith("model.") and "d2t" not in n and "t2d" not in n)
+    if prefixed:
+        out.append(LayoutProblem("eagle3-names", "model.* tensor names", "names without 'model.' (vLLM adds it)",
+                                 f"{len(prefixed)} names like {prefixed[0]}: vLLM looks up "
+                                 f"model.{prefixed[0]} and fails (KeyError)", _FIX_NAMES + " (SGLang accepts both)",
+                                 (VLLM,)))
+    known = set(_shapes(config)) | {"t2d", "mask_hidden"}
+    layers = _int(config, "num_hidden_layers", 32) or 0
+    known |= {f"layers.{i}.{k}" for i in range(layers) for k in _LAYER} | {f"layers.0.{k}" for k in _LAYER}
+    unknown = sorted(n for n in names if not n.startswith("model.") and _vllm_name(n) not in
+                     {_vllm_name(k) for k in known})
+    if unknown:
+        out.append(LayoutProblem("eagle3-names", "tensors without a parameter", "only the parameters of "
+                                 "Eagle3LlamaForCausalLM", ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""),
+                                 "vLLM fails on a tensor it has no parameter for (fc never has a bias there); "
+                                 "drop them", (VLLM,)))
+    return out
+
+
+def _layer_tensor(by: Mapping[str, TensorInfo], name: str, engine: str) -> TensorInfo | None:
+    if engine == VLLM and name.startswith("midlayer."):
+        return by.get(name) or by.get(name.replace("midlayer.", "layers.0."))
+    return by.get(name)
+
+
+def loader_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> tuple[LayoutProblem, ...]:
+    """Every way ``tensors`` (with ``config``) would not load as trained in SGLang 0.5.9 or vLLM.
+
+    ``config`` must hold integer ``hidden_size`` and ``vocab_size`` (the caller checks). Problems
+    that both engines share are merged into one with both engines named.
+    """
+    names = [t.name for t in tensors]
+    by_sglang = {_canonical(t.name): t for t in tensors}
+    by_vllm = {t.name: t for t in tensors if not t.name.startswith("model.")}
+    shapes = _shapes(config)
+    found: dict[tuple[str, str, str, str, str], list[str]] = {}
+    for engine, by in ((SGLANG, by_sglang), (VLLM, by_vllm)):
+        for name in _needs(config, engine):
+            t = _layer_tensor(by, name, engine)
+            want = f"[{', '.join(map(str, shapes[name]))}]"
+            if t is None:
+                key = (f"eagle3-{name.split('.')[0]}", name, want, "absent",
+                       "the engine would run this parameter uninitialised; use a complete drafter")
+                found.setdefault(key, []).append(engine)
+        for name, shape in shapes.items():
+            t = _layer_tensor(by, name, engine)
+            if t is not None and t.shape != shape:
+                key = (f"eagle3-{name.split('.')[0]}", name, f"[{', '.join(map(str, shape))}]", t.describe(),
+                       "the loader's size assertion fails on this tensor; the drafter does not match its config")
+                found.setdefault(key, []).append(engine)
+    out = [LayoutProblem(*k, tuple(e)) for k, e in found.items()]
+    return tuple(out + _sglang(config, by_sglang) + _vllm(config, names))

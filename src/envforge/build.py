@@ -416,21 +416,39 @@ def _os_error(exc: OSError) -> EnvforgeError:
     return err
 
 
-def rollback(project: Project, name: str) -> RollbackResult:
-    """Point ``envs/<name>`` at the complete generation before the live one.
+def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:
+    """Point ``envs/<name>`` at the complete generation before the live one, or at generation
+    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again).
 
-    :raises InputError: no such environment, or no earlier generation.
+    :raises InputError: no such environment, no earlier generation, or ``to`` names no complete
+        generation (the message lists the ones there are).
     """
     link = project.env_path(name)
     if not link.is_symlink():
         raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
     with _exclusive(_gen_root(project, name)):
         live = (link.parent / os.readlink(link)).resolve()
-        earlier = [g for g in generations(project, name) if int(g.name[1:]) < int(live.name[1:])]
-        if not earlier:
-            raise InputError(f"{name} has no generation before {live.name} to roll back to")
-        _flip(link, earlier[-1])
-    return RollbackResult(link, live, earlier[-1])
+        done = generations(project, name)
+        if to is not None:
+            target = _named_generation(name, done, to)
+        else:
+            earlier = [g for g in done if int(g.name[1:]) < int(live.name[1:])]
+            if not earlier:
+                raise InputError(f"{name} has no generation before {live.name} to roll back to",
+                                 hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
+            target = earlier[-1]
+        _flip(link, target)
+    return RollbackResult(link, live, target)
+
+
+def _named_generation(name: str, done: Sequence[Path], to: str) -> Path:
+    number = to[1:] if to[:1] in ("g", "G") else to
+    found = [g for g in done if number.isdigit() and int(g.name[1:]) == int(number)]
+    if not found:
+        have = ", ".join(g.name for g in done) or "none"
+        raise InputError(f"{name} has no complete generation {to!r} (generations: {have})",
+                         hint="`envforge envs` lists every environment's generations")
+    return found[0]
 
 
 def current_generation(plan: BuildPlan) -> Path | None:

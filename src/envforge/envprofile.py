@@ -621,8 +621,8 @@ def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] |
         return None
     try:
         data = tomllib.loads(lock.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise InputError(f"{lock}: not valid TOML: {exc}",
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise InputError(f"{lock}: not valid TOML: {exc or 'nested too deeply'}",
                          hint="rebuild the environment (`envforge build` writes this copy of its lock)") from None
     tool = data.get("tool", {}).get("envforge", {})
     return tool.get("env-profile"), dict(tool.get("env", {}))

@@ -7,6 +7,8 @@ Exit statuses (shared/DESIGN.md, decision 6; the same four as uv):
 1     a check failed: findings, a stale lock, a drifted patch
 2     usage or input error: a bad recipe, lock, patchset, argument
 3     an external tool failed: uv, git, the environment's interpreter
+70    an internal error: a bug in envforge (BSD sysexits ``EX_SOFTWARE``); the traceback goes to
+      a log file whose path the one-line message names, never to the terminal
 ====  ==========================================================
 
 Every error carries a message that says what happened and where (file, key, line) and, in
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 __all__ = [
     "EXIT_CHECK_FAILED",
     "EXIT_INPUT_ERROR",
+    "EXIT_INTERNAL_ERROR",
     "EXIT_OK",
     "EXIT_TOOL_FAILED",
     "CheckFailed",
@@ -32,6 +35,7 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_INPUT_ERROR = 2
 EXIT_TOOL_FAILED = 3
+EXIT_INTERNAL_ERROR = 70
 
 
 class EnvforgeError(Exception):

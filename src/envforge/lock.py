@@ -428,12 +428,9 @@ def read_lock(path: Path) -> Lock:
 
     :raises LockError: missing, not TOML (with the line), or not a PEP 751 lock (with the key).
     """
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LockError(f"lock {path} does not exist", hint="create it with `envforge lock RECIPE`") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LockError(f"{path}: not valid TOML: {exc}") from None
+    from envforge.textfile import load_toml
+
+    data, _ = load_toml(path, what="lock", hint="create it with `envforge lock RECIPE`", error=LockError)
     if "lock-version" not in data or not isinstance(data.get("packages", []), list):
         raise LockError(f"{path}: not a PEP 751 lock (no lock-version, or packages is not an array)")
     packages = tuple(_package(path, i, p) for i, p in enumerate(data.get("packages", [])))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from packaging.utils import canonicalize_name
 
 from envforge.errors import InputError
 from envforge.platforms import platform_problem
+from envforge.textfile import SMALL_LIMIT, load_toml
 from envforge.schema import (
     Bool,
     Problem,
@@ -422,17 +422,11 @@ class Recipe:
 def load_recipe(path: Path) -> Recipe:
     """Read and validate a recipe file.
 
-    :raises RecipeError: unreadable file, TOML syntax error (with line), or schema problems, each
+    :raises RecipeError: unreadable file, larger than 1 MiB, not UTF-8, TOML syntax error (with
+        line), nesting too deep (:mod:`envforge.textfile`), or schema problems, each
         rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(f"cannot read recipe {path}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
     problems = validate(data, _RECIPE_SPEC, text) or _duplicates(data, text)
     if problems:
         raise RecipeError(format_problems("recipe", str(path), problems),

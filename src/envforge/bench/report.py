@@ -237,12 +237,15 @@ def read_report(path: Path) -> BenchReport:
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """
+    from envforge.textfile import decode_utf8, read_bytes
+
+    text = decode_utf8(read_bytes(path, what="bench report"), label=str(path))
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read bench report {path}: {exc.strerror}") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not a bench report: arrays or objects nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("data"), dict):
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r})",

@@ -2,8 +2,12 @@
 
 No logic lives here. Each command group has its own module (``cli/lock.py``, ``cli/build.py``, ...)
 with a ``register(subparsers)`` function; those modules import argparse only, and import the core
-inside their handlers, so ``envforge --help`` stays fast. :func:`main` is the one place where
-:class:`envforge.errors.EnvforgeError` becomes a red one-line message and an exit code.
+inside their handlers, so ``envforge --help`` stays fast. Groups (``envforge lock diff``,
+``envforge patches list``) are nested argparse subparsers (``cli/parser.py``). :func:`main` is the
+one place where :class:`envforge.errors.EnvforgeError` becomes a red one-line message and an exit
+code, where usage errors and unexpected internal errors (exit 70, the traceback in a log file,
+never on the terminal) are rendered, and where ``--json`` errors become the ``envforge.error/1``
+envelope on stdout (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -13,22 +17,18 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 from importlib import import_module
 
 from envforge import __version__
 from envforge.cli.output import Ui
-from envforge.errors import EXIT_INPUT_ERROR, EXIT_TOOL_FAILED, EnvforgeError
+from envforge.cli.parser import Parser, UsageError, deepest
+from envforge.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOOL_FAILED, EnvforgeError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 # Command-group modules, in the order their commands appear in --help.
-_GROUPS = ("lock", "build", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench")
-
-# ``envforge lock diff`` / ``envforge lock textconv`` are separate commands internally.
-_TWO_WORD = {("lock", "diff"): "lock-diff", ("lock", "textconv"): "lock-textconv",
-             ("bench", "compare"): "bench-compare", ("patches", "export"): "patches-export",
-             ("patches", "list"): "patches-list", ("env", "show"): "env-show"}
+_GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
+           "init", "completion")
 
 Handler = Callable[[argparse.Namespace, Ui], int]
 
@@ -48,59 +48,58 @@ def _raise_stopped(signum: int, _frame: object) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the full argument parser (every command group registered)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="envforge",
         description="Reproducible GPU inference stacks: lock, build, patch, verify, diff.",
+        epilog="`envforge COMMAND --help` for a command; exit codes and --json: docs/cli.md",
     )
     parser.add_argument("--version", action="version", version=f"envforge {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for group in _GROUPS:
         import_module(f"envforge.cli.{group}").register(sub)
-    _show_two_word_names(sub)
     return parser
 
 
-def _show_two_word_names(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Show ``lock-diff`` as ``lock diff`` in --help and usage lines (how users type it)."""
-    spoken = {internal: " ".join(words) for words, internal in _TWO_WORD.items()}
-    for action in sub._choices_actions:
-        if action.dest in spoken:
-            action.metavar = spoken[action.dest]
-    for name, parser in sub.choices.items():
-        if name in spoken:
-            parser.prog = f"envforge {spoken[name]}"
-
-
-def _join_two_word(argv: list[str]) -> list[str]:
-    if len(argv) >= 2 and (argv[0], argv[1]) in _TWO_WORD:
-        return [_TWO_WORD[(argv[0], argv[1])], *argv[2:]]
-    return argv
+def _wants_json(argv: Sequence[str]) -> bool:
+    """``--json`` (or ``--format json``) anywhere on the command line, even one that did not parse."""
+    words = list(argv)
+    return "--json" in words or "--format=json" in words or any(
+        a == "--format" and b == "json" for a, b in zip(words, words[1:]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI. Returns the exit status (0 ok, 1 check failed, 2 input error, 3 tool failed)."""
-    args_list = _join_two_word(list(sys.argv[1:] if argv is None else argv))
-    parser = build_parser()
-    args, extra = parser.parse_known_args(args_list)
-    if extra:  # report it with the subcommand's usage, not the top level's
-        sub = next((a for a in parser._subparsers._group_actions), None) if parser._subparsers else None
-        command = getattr(args, "command", None)
-        target = sub.choices.get(command, parser) if sub is not None and command else parser  # type: ignore[union-attr]
-        target.error(f"unrecognized arguments: {' '.join(extra)}")
+    """Run the CLI. Returns the exit status (0 ok, 1 check failed, 2 input error, 3 tool failed,
+    70 internal error, 128+N stopped by signal N); docs/cli.md."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    ui = Ui(json_mode=_wants_json(words))
+    try:
+        parser = build_parser()
+        if "_ARGCOMPLETE" in os.environ:  # shell completion (`envforge completion SHELL`)
+            import argcomplete
+
+            argcomplete.autocomplete(parser)
+        args, extra = parser.parse_known_args(words)
+        if extra:  # reported with the usage of the (sub)command that was given them
+            deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    except UsageError as exc:
+        ui.usage_error(exc.message, exc.usage)
+        return EXIT_INPUT_ERROR
+    except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
+        return _internal_error(ui, exc, words)
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
-        parser.print_help(sys.stderr)
+        ui.info(parser.format_help().rstrip())
         return EXIT_INPUT_ERROR
-    ui = Ui(json_mode=bool(getattr(args, "json", False)))
+    ui.json_mode = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _run(handler, args, ui)
+        return _run(handler, args, ui, words)
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
 
 
-def _run(handler: Handler, args: argparse.Namespace, ui: Ui) -> int:
+def _run(handler: Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -> int:
     """Call the handler; the one place errors become a message and an exit code."""
     try:
         return handler(args, ui)
@@ -108,15 +107,29 @@ def _run(handler: Handler, args: argparse.Namespace, ui: Ui) -> int:
         ui.error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        ui.error_text("interrupted")
+        ui.fail("interrupted", "interrupted", None, 130)
         return 130
     except _Stopped as exc:
-        ui.error_text(f"stopped by signal {signal.Signals(exc.signum).name}")
-        return 128 + exc.signum
+        code = 128 + exc.signum
+        ui.fail("stopped", f"stopped by signal {signal.Signals(exc.signum).name}", None, code)
+        return code
     except BrokenPipeError:  # `envforge lock diff ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except OSError as exc:  # a last resort: one line, never a traceback
+    except OSError as exc:  # an operating-system failure envforge did not anticipate: one line
         where = f" ({exc.filename})" if exc.filename else ""
-        ui.error_text(f"{exc.strerror or exc}{where}")
+        ui.fail("os-error", f"{exc.strerror or exc}{where}", None, EXIT_TOOL_FAILED)
         return EXIT_TOOL_FAILED
+    except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
+        return _internal_error(ui, exc, words)
+
+
+def _internal_error(ui: Ui, exc: BaseException, words: list[str]) -> int:
+    from envforge.crashlog import write_crash_log
+
+    log = write_crash_log(exc, ["envforge", *words], version=__version__)
+    summary = (str(exc).splitlines() or [""])[0][:200]
+    ui.fail("internal-error",
+            f"internal error (a bug in envforge): {type(exc).__name__}{': ' if summary else ''}{summary}",
+            "please report it with the log file", EXIT_INTERNAL_ERROR, log=str(log) if log else None)
+    return EXIT_INTERNAL_ERROR

@@ -23,17 +23,13 @@ def _levels(text: str) -> tuple[int, ...]:
     return values
 
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``bench`` and ``bench compare`` (internally ``bench-compare``)."""
-    p = sub.add_parser(
-        "bench", help="smoke benchmark: start each [verify.smoke] server, measure tok/s, TTFT, ITL",
-        description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
-                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
-                    "and accept length per concurrency level over repeats, stop it, and write a JSON report "
-                    "with the environment fingerprint (and a PNG plot). --url measures a running server.")
+def _bench_env(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path to a virtual environment "
                         "(default: the recipe's <recipe>-<variant>)")
+
+
+def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", help="recipe name or path (default: quickstart)")
     p.add_argument("--variant", help="recipe variant (default: the only one)")
     p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
@@ -53,10 +49,24 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--plot", type=Path, help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
     p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
-    p.set_defaults(handler=_bench)
 
-    c = sub.add_parser(
-        "bench-compare", help="compare two bench reports: B / A ratios with intervals",
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register the ``bench`` group: ``bench [ENV]`` and ``bench compare``."""
+    from envforge.cli.parser import group, group_parser
+
+    commands = group(
+        sub, "bench", help="smoke benchmark: start each [verify.smoke] server, measure tok/s, TTFT, ITL",
+        description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
+                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
+                    "and accept length per concurrency level over repeats, stop it, and write a JSON report "
+                    "with the environment fingerprint (and a PNG plot). --url measures a running server. "
+                    "ENV: an environment name under envs/ or a path to a virtual environment.",
+        bare=(_bench_env, _bench_options), bare_usage="[ENV] [--recipe R] [--url URL] [options]")
+    group_parser(sub, "bench").set_defaults(handler=_bench, env=None)
+
+    c = commands.add_parser(
+        "compare", help="compare two bench reports: B / A ratios with intervals",
         description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
                     "with a 95% interval. Refuses reports of different environment fingerprints.")
     c.add_argument("a", type=Path, metavar="A.json")

@@ -30,9 +30,14 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p = sub.add_parser("build", help="build envs/<recipe>-<variant> from its lock (a new generation)")
     _recipe_args(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--json", action="store_true", help="print the build (or the plan) as JSON")
     p.set_defaults(handler=run_build)
-    r = sub.add_parser("rollback", help="point envs/<name> back at the previous generation")
+    r = sub.add_parser("rollback", help="point envs/<name> back at the previous generation (or --to gN)",
+                       description="Point envs/ENV at the generation before the live one, or at generation "
+                                   "--to gN, older or newer (roll forward again). `envforge envs` lists them.")
     r.add_argument("env", help="environment name, e.g. quickstart-default")
+    r.add_argument("--to", metavar="GEN", help="the generation to make live, e.g. g0002 (default: the previous one)")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
     add_project_option(r)
     r.set_defaults(handler=run_rollback)
     u = sub.add_parser("up", help="the main job: check the lock, build, patch, verify (default recipe: quickstart)")
@@ -73,11 +78,22 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 
     _, plan = _plan(args)
     if args.dry_run:
+        if ui.json_mode:
+            ui.emit_json("build-plan", {"env": plan.link.name, "generation": plan.generation.name,
+                                        "lock": str(plan.lock), "plan": list(plan.describe())})
+            return 0
         for line in plan.describe():
             ui.result(line)
         return 0
     ui.progress(f"building {plan.link.name} ({plan.generation.name}) ...")
-    _render_build(ui, build.execute_build(plan, progress=ui.progress))
+    res = build.execute_build(plan, progress=ui.progress)
+    if ui.json_mode:
+        ui.emit_json("build", {
+            "env": res.link.name, "link": str(res.link), "generation": res.generation.name,
+            "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.steps],
+            "notes": list(res.notes)})
+        return 0
+    _render_build(ui, res)
     return 0
 
 
@@ -85,7 +101,11 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
     from envforge import build, project as proj
 
     project = proj.find_project(args.project or Path.cwd())
-    res = build.rollback(project, args.env)
+    res = build.rollback(project, args.env, to=args.to)
+    if ui.json_mode:
+        ui.emit_json("rollback", {"env": args.env, "link": str(res.link), "previous": res.previous.name,
+                                  "current": res.current.name})
+        return 0
     ui.result(f"{_shown(res.link)}: {res.previous.name} -> {res.current.name}")
     return 0
 

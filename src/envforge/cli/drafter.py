@@ -25,10 +25,11 @@ _KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``drafter`` and its sub-commands on the top-level subparsers."""
-    p = sub.add_parser("drafter", help="fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
-                       description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
-                                   "safetensors only, re-hashed after download.")
-    dsub = p.add_subparsers(dest="drafter_command", metavar="SUBCOMMAND")
+    from envforge.cli.parser import group
+
+    dsub = group(sub, "drafter", help="fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
+                 description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
+                             "safetensors only, re-hashed after download.")
     f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file")
     f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
     f.add_argument("--revision", required=True, help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
@@ -52,7 +53,6 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="the target's config.json, a directory holding it, or REPO@SHA")
     _common(k)
     k.set_defaults(handler=_check)
-    p.set_defaults(handler=lambda args, ui: _usage(p, ui))
 
 
 def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
@@ -63,11 +63,6 @@ def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
                        help="accept .bin/.pt pickle weights when no safetensors exist (can run code)")
     p.add_argument("--cache-dir", type=Path, default=None, help="cache for remote configs (default: huggingface_hub's)")
     p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-
-
-def _usage(p: argparse.ArgumentParser, ui: Ui) -> int:
-    ui.info(p.format_usage().rstrip())
-    return 2
 
 
 def _endpoint() -> str | None:

@@ -14,9 +14,13 @@ __all__ = ["register"]
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``env show`` (internally ``env-show``) on the top-level subparsers."""
-    p = sub.add_parser(
-        "env-show", help="show the env profile a process of an environment sees, and where each value comes from",
+    """Register ``env show`` in the ``env`` group."""
+    from envforge.cli.parser import group
+
+    commands = group(sub, "env", help="environments: list, show (the env profile a process sees)",
+                     description="Built environments under envs/ and the env profile their processes see.")
+    p = commands.add_parser(
+        "show", help="show the env profile a process of an environment sees, and where each value comes from",
         description="Start the environment's interpreter and report the env profile in effect: each "
                     "variable, its value, and whether it came from the profile or from your own environment.")
     p.add_argument("env", nargs="?", metavar="ENV",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.output import Ui
+from envforge.cli.parser import group, group_parser
 
 __all__ = ["add_project_option", "register"]
 
@@ -17,12 +18,12 @@ def add_project_option(p: argparse.ArgumentParser) -> None:
                    help="project root (default: the nearest directory above the working directory with recipes/)")
 
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``lock``."""
-    p = sub.add_parser("lock", help="resolve a recipe into PEP 751 locks (or --check them); "
-                                    "also: lock diff, lock textconv",
-                       description="Resolve a recipe's variants with uv into lockfiles/pylock.<recipe>-<variant>.toml.")
-    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
+def _lock_recipe(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", nargs="?", metavar="RECIPE",
+                   help="recipe name under recipes/ or a path (default: quickstart)")
+
+
+def _lock_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="one variant (default: every variant of the recipe)")
     p.add_argument("--check", action="store_true", help="never write; exit 1 and say why if a lock is stale")
     p.add_argument("--upgrade-package", action="append", default=[], metavar="P",
@@ -33,7 +34,15 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--env-profile", help="env profile to record (default: from the target interconnect)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     add_project_option(p)
-    p.set_defaults(handler=run_lock)
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register the ``lock`` group: ``envforge lock [RECIPE]`` (its subcommands: cli/lockdiff.py)."""
+    group(sub, "lock", help="resolve a recipe into PEP 751 locks (or --check them); also: lock diff, lock textconv",
+          description="Resolve a recipe's variants with uv into lockfiles/pylock.<recipe>-<variant>.toml. "
+                      "RECIPE: a recipe name under recipes/ or a path (default: quickstart).",
+          bare=(_lock_recipe, _lock_options), bare_usage="[RECIPE] [--variant V] [--check] [options]")
+    group_parser(sub, "lock").set_defaults(handler=run_lock, recipe=None)
 
 
 def run_lock(args: argparse.Namespace, ui: Ui) -> int:

@@ -21,9 +21,12 @@ _USAGE_HINT = ("use `envforge lock diff OLD NEW` (paths or REV:PATH), "
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``lock-diff`` and ``lock-textconv`` (typed as ``lock diff`` / ``lock textconv``)."""
-    p = sub.add_parser(
-        "lock-diff", help="compare two locks (files, git revisions, or a recipe's variants)",
+    """Register ``lock diff`` and ``lock textconv`` in the ``lock`` group."""
+    from envforge.cli.parser import group
+
+    commands = group(sub, "lock")
+    p = commands.add_parser(
+        "diff", help="compare two locks (files, git revisions, or a recipe's variants)",
         description="Compare locks: envforge lock diff OLD NEW | --git REV | RECIPE --variants. "
                     "OLD and NEW are lock paths or REV:PATH.")
     p.add_argument("sides", nargs="*", metavar="SIDE", help="OLD NEW, or RECIPE with --variants")
@@ -36,7 +39,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes")
     p.add_argument("--project", type=Path, help="project root for --variants (default: nearest with recipes/)")
     p.set_defaults(handler=_diff)
-    t = sub.add_parser("lock-textconv", help="readable text of a lock, for git diff (textconv)",
+    t = commands.add_parser("textconv", help="readable text of a lock, for git diff (textconv)",
                        description="Print a stable, readable form of one lockfile. Set up with "
                                    "`.gitattributes`: `pylock.*.toml diff=pylock` and "
                                    "`git config diff.pylock.textconv 'envforge lock textconv'`.")

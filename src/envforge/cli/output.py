@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from envforge import __version__
 from envforge.errors import EnvforgeError
 
-__all__ = ["JSON_ENVELOPE_VERSION", "Ui", "envelope"]
+__all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind"]
 
 JSON_ENVELOPE_VERSION = 1
 
@@ -29,6 +29,24 @@ def envelope(kind: str, data: Any) -> dict[str, Any]:
         "schema": f"envforge.{kind}/{JSON_ENVELOPE_VERSION}",
         "data": data,
     }
+
+
+# ``data.kind`` of the ``envforge.error/1`` envelope (docs/cli.md), with the exit code of each.
+ERROR_KINDS = {
+    "usage-error": 2,     # the command line did not parse (argparse)
+    "input-error": 2,     # a bad recipe, lock, patchset, report or argument value
+    "check-failed": 1,    # a check ran and failed (stale lock, index guard, drifted patch)
+    "tool-failed": 3,     # uv, git or an environment's interpreter failed
+    "os-error": 3,        # the operating system refused (disk full, permission denied)
+    "interrupted": 130,   # Ctrl-C
+    "stopped": None,      # SIGTERM / SIGHUP: 128 + the signal number
+    "internal-error": 70, # a bug in envforge; data.log names the file with the traceback
+}
+
+
+def error_kind(exc: EnvforgeError) -> str:
+    """The envelope ``kind`` of an envforge error, from its exit code."""
+    return {1: "check-failed", 2: "input-error", 3: "tool-failed"}.get(exc.exit_code, "input-error")
 
 
 class Ui:
@@ -65,11 +83,32 @@ class Ui:
         print(self._paint("33", f"warning: {text}"), file=self.err)
 
     def error(self, exc: EnvforgeError) -> None:
-        """Render an envforge error: red first line, then its details and hint."""
+        """Render an envforge error: red first line, then its details and hint (stderr); with
+        ``--json`` also the ``envforge.error/1`` envelope on stdout."""
         first, _, rest = str(exc).partition("\n")
         print(self._paint("31", f"error: {first}"), file=self.err)
         if rest:
             print(rest, file=self.err)
+        if self.json_mode:
+            message = str(exc) if exc.hint is None else str(exc).rsplit("\n  hint: ", 1)[0]
+            self._error_json(error_kind(exc), message, exc.hint, exc.exit_code, None)
+
+    def fail(self, kind: str, message: str, hint: str | None, exit_code: int, *, log: str | None = None) -> None:
+        """Render an error that is not an :class:`EnvforgeError` (see :data:`ERROR_KINDS`)."""
+        print(self._paint("31", f"error: {message}" + (f" (full log: {log})" if log else "")), file=self.err)
+        if self.json_mode:
+            self._error_json(kind, message, hint, exit_code, log)
+
+    def usage_error(self, message: str, usage: str) -> None:
+        """A command line that did not parse: the usage, then the message, as argparse prints them."""
+        print(usage, file=self.err)
+        print(self._paint("31", f"error: {message}"), file=self.err)
+        if self.json_mode:
+            self._error_json("usage-error", message, usage, 2, None)
+
+    def _error_json(self, kind: str, message: str, hint: str | None, exit_code: int, log: str | None) -> None:
+        self.emit_json("error", {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code,
+                                 "log": log})
 
     def error_text(self, text: str) -> None:
         """Render a plain error line."""

@@ -22,7 +22,9 @@ DEFAULT_ENV = "quickstart-default"
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``apply-patches``, ``patches-export`` and ``patches-list``."""
+    """Register ``apply-patches`` and the ``patches`` group (``export``, ``list``)."""
+    from envforge.cli.parser import group
+
     p = sub.add_parser("apply-patches", help="apply (or revert) patchsets on an environment",
                        description="Apply patchsets to ENV (default: quickstart-default) or to "
                                    "--site-packages DIR. Without PATCHSET names: the patchsets the "
@@ -31,14 +33,18 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("names", nargs="*", metavar="[ENV] PATCHSET", help="environment, then patchset ids")
     p.add_argument("--site-packages", type=Path, metavar="DIR", help="patch this directory instead of ENV")
     p.add_argument("--dry-run", action="store_true", help="print the unified diff, write nothing")
-    p.add_argument("--revert", action="store_true", help="restore the original files byte-exact")
+    p.add_argument("--revert", action="store_true",
+                   help="restore the original files byte-exact; without PATCHSET names this also "
+                        "removes the environment's env profile hook (.pth or sitecustomize block)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
                    help="how the env profile recorded in the environment's lock is installed (default: pth)")
     p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
     p.set_defaults(handler=_apply)
 
-    e = sub.add_parser("patches-export", help="write a patchset as a unified diff for upstream")
+    commands = group(sub, "patches", help="patchsets: list, export (apply with `envforge apply-patches`)",
+                     description="The project's patchsets. Apply or revert them with `envforge apply-patches`.")
+    e = commands.add_parser("export", help="write a patchset as a unified diff for upstream")
     e.add_argument("patchset", help="patchset id")
     e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code")
     e.add_argument("--env", metavar="ENV", help="environment instead of --site-packages")
@@ -46,7 +52,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     e.add_argument("--project", type=Path, metavar="DIR")
     e.set_defaults(handler=_export)
 
-    ls = sub.add_parser("patches-list", help="list the project's patchsets")
+    ls = commands.add_parser("list", help="list the project's patchsets")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--project", type=Path, metavar="DIR")
     ls.set_defaults(handler=_list)

@@ -108,12 +108,11 @@ class Drafter:
 
 def load_json(path: Path) -> dict[str, Any]:
     """Read a JSON object from ``path``; :class:`InputError` naming the file when it is not one."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    from envforge.textfile import SMALL_LIMIT, parse_json, read_bytes
+
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    data = parse_json(read_bytes(path, what="JSON file", limit=SMALL_LIMIT * 16), label=str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data

@@ -103,6 +103,9 @@ def parse_lock(text: str, *, label: str) -> Lock:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{label} is not valid TOML: {exc}",
                          hint="fix the file or regenerate it with `envforge lock`") from None
+    except RecursionError:
+        raise InputError(f"{label} is not a lock: arrays or tables nested too deeply",
+                         hint="fix the file or regenerate it with `envforge lock`") from None
     comments = tuple(line for line in _leading_comments(text))
     if "lock-version" in doc and "packages" in doc:
         return _read_pylock(doc, label, comments)

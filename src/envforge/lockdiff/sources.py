@@ -31,13 +31,11 @@ def read_lock_file(path: Path, *, label: str | None = None) -> Lock:
     :raises InputError: unreadable, not UTF-8, or not a lock (see :func:`model.parse_lock`).
     """
     shown = label or str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{shown}: no such file", hint=_SIDE_HINT) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{shown}: cannot read: {exc}") from None
-    return parse_lock(text, label=shown)
+    if not path.exists():
+        raise InputError(f"{shown}: no such file", hint=_SIDE_HINT)
+    from envforge.textfile import decode_utf8, read_bytes
+
+    return parse_lock(decode_utf8(read_bytes(path, what="lock"), label=shown), label=shown)
 
 
 def read_side(spec: str, *, base: Path) -> Lock:

@@ -725,8 +725,9 @@ def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
     if lock.is_file():
         try:
             data = tomllib.loads(lock.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise InputError(f"{lock}: not valid TOML: {exc}", hint="rebuild the environment") from None
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise InputError(f"{lock}: not valid TOML: {exc or 'nested too deeply'}",
+                             hint="rebuild the environment") from None
         listed = data.get("tool", {}).get("envforge", {}).get("patchsets")
         if isinstance(listed, list):
             return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,14 +147,11 @@ def load_patchset(path: Path) -> Patchset:
     :raises PatchsetError: unreadable, not TOML, schema problems (``file:line: key: message``),
         an unknown operation kind, or an ``id`` different from the file name's stem.
     """
-    try:
-        raw = path.read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise PatchsetError(f"cannot read patchset {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise PatchsetError(f"{path}: not valid TOML: {exc}") from None
-    text = raw.decode("utf-8")
+    from envforge.textfile import SMALL_LIMIT, decode_utf8, parse_toml, read_bytes
+
+    raw = read_bytes(path, what="patchset", limit=SMALL_LIMIT, error=PatchsetError)
+    text = decode_utf8(raw, label=str(path), error=PatchsetError)
+    data = parse_toml(text, label=str(path), error=PatchsetError)
     problems = validate(data, _SPEC, text)
     ops: list[Operation] = []
     if not problems:

@@ -1,0 +1,128 @@
+"""argparse pieces of the CLI: command groups and usage errors that do not exit.
+
+Command groups are real nested argparse subparsers (``envforge lock diff``, ``envforge patches
+list``): each group is a parser whose ``COMMAND`` positional is a subparsers action. A group may
+also run on its own with its own arguments (``envforge lock RECIPE`` next to ``envforge lock
+diff``, ``envforge bench [ENV]`` next to ``envforge bench compare``): the first word picks a
+subcommand when it names one, otherwise the words go to the group's *bare* parser. A group
+without a bare form prints its help when called bare.
+
+Usage errors raise :class:`UsageError` instead of exiting, so ``envforge.cli.main`` renders them
+like every other error (``--json`` included).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+__all__ = ["Parser", "UsageError", "deepest", "group", "group_parser"]
+
+Options = Callable[[argparse.ArgumentParser], None]
+
+
+class UsageError(Exception):
+    """A command line argparse could not parse (exit 2).
+
+    :param message: argparse's message, e.g. ``argument --format: invalid choice: 'x'``.
+    :param usage: the usage line(s) of the (sub)command that failed.
+    """
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors raise :class:`UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage().rstrip())
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if isinstance(action, _Commands) and action.bare is not None:
+            return  # not a subcommand: the words go to the group's bare form
+        super()._check_value(action, value)  # type: ignore[misc]
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The ``COMMAND`` positional of a group; words that name no subcommand go to ``bare``."""
+
+    bare: argparse.ArgumentParser | None = None
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        words: Sequence[str] = values
+        if self.bare is not None and words and words[0] not in self._name_parser_map:
+            for key, value in vars(self.bare.parse_args(list(words))).items():
+                setattr(namespace, key, value)
+            return
+        super().__call__(parser, namespace, values, option_string)
+
+
+def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None = None,
+          description: str | None = None, bare: tuple[Options, Options] | None = None,
+          bare_usage: str = "") -> "argparse._SubParsersAction[Any]":
+    """The subcommands of group ``name`` under ``sub``, created on first use.
+
+    Several CLI modules add to one group (``lock`` and ``lockdiff`` both to ``lock``); the first
+    call creates it with ``help``/``description``, later calls return the same action.
+
+    :param bare: ``(positionals, options)`` adders when the group runs on its own (``envforge lock
+        RECIPE``); the caller sets the bare handler with ``set_defaults`` on the returned action's
+        parent (see :func:`group_parser`). Without it, a bare call prints the group's help.
+    :param bare_usage: the bare form's arguments for the usage line, e.g. ``"[RECIPE] [options]"``.
+    """
+    existing = sub.choices.get(name)
+    if existing is not None:
+        return _commands_of(existing)
+    prog = f"{sub._prog_prefix} {name}"  # type: ignore[attr-defined]
+    usage = f"{prog} {bare_usage}\n       {prog} COMMAND ..." if bare else None
+    p = sub.add_parser(name, help=help, description=description, usage=usage)
+    commands = p.add_subparsers(dest=f"{name}_command", metavar="COMMAND", title="commands",
+                                action=_Commands, prog=prog)
+    if bare is None:
+        p.set_defaults(handler=_help_of(p))
+        return commands
+    positionals, options = bare
+    options(p)
+    loose = Parser(prog=prog, usage=usage, add_help=False)
+    positionals(loose)
+    options(loose)
+    for action in loose._actions:  # do not overwrite options given before the first word
+        if action.option_strings:
+            action.default = argparse.SUPPRESS
+    commands.bare = loose
+    return commands
+
+
+def group_parser(sub: "argparse._SubParsersAction[Any]", name: str) -> argparse.ArgumentParser:
+    """The parser of group ``name`` (for ``set_defaults`` of its bare form)."""
+    parser: argparse.ArgumentParser = sub.choices[name]
+    return parser
+
+
+def deepest(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the command ``args`` were parsed for, for its usage line in errors."""
+    while True:
+        action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, action.dest, None) if action is not None and action.dest else None
+        if action is None or chosen not in action.choices:
+            return parser
+        parser = action.choices[chosen]
+
+
+def _commands_of(parser: argparse.ArgumentParser) -> "argparse._SubParsersAction[Any]":
+    for action in parser._actions:
+        if isinstance(action, _Commands):
+            return action
+    raise ValueError(f"{parser.prog} is a command, not a group")  # a registration bug
+
+
+def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, Any], int]:
+    def show_help(_args: argparse.Namespace, ui: Any) -> int:
+        ui.info(parser.format_help().rstrip())
+        return 2
+    return show_help

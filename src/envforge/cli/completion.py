@@ -34,7 +34,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def _completion(args: argparse.Namespace, ui: Ui) -> int:
-    import argcomplete
+    from argcomplete.shell_integration import shellcode
 
-    ui.out.write(argcomplete.shellcode(["envforge"], shell=args.shell))
+    ui.out.write(shellcode(["envforge"], shell=args.shell))
     return 0

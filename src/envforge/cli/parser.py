@@ -44,7 +44,7 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if isinstance(action, _Commands) and action.bare is not None:
             return  # not a subcommand: the words go to the group's bare form
-        super()._check_value(action, value)  # type: ignore[misc]
+        super()._check_value(action, value)
 
 
 class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
@@ -78,11 +78,11 @@ def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None
     existing = sub.choices.get(name)
     if existing is not None:
         return _commands_of(existing)
-    prog = f"{sub._prog_prefix} {name}"  # type: ignore[attr-defined]
+    prog = f"{sub._prog_prefix} {name}"
     usage = f"{prog} {bare_usage}\n       {prog} COMMAND ..." if bare else None
     p = sub.add_parser(name, help=help, description=description, usage=usage)
-    commands = p.add_subparsers(dest=f"{name}_command", metavar="COMMAND", title="commands",
-                                action=_Commands, prog=prog)
+    commands: _Commands = p.add_subparsers(dest=f"{name}_command", metavar="COMMAND", title="commands",
+                                           action=_Commands, prog=prog)
     if bare is None:
         p.set_defaults(handler=_help_of(p))
         return commands

@@ -7,7 +7,7 @@ and stops. Limits (docs/cli.md, "Input limits"): :data:`SMALL_LIMIT` for hand-wr
 (recipes, patchsets, configs), :data:`LARGE_LIMIT` for generated ones (locks, reports).
 
 Decoding is strict UTF-8 (TOML 1.0 requires it); a UTF-8 byte-order mark is dropped, a UTF-16 or
-UTF-32 one is named. Nesting deeper than ``tomllib``/``json`` can recurse (about 300 levels of
+UTF-32 one is named. Nesting deeper than ``tomllib``/``json`` can recurse (a few hundred levels of
 TOML arrays on CPython 3.11) is an input error, not a ``RecursionError``.
 """
 

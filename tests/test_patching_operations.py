@@ -250,6 +250,120 @@ def test_delegating_methods_drifts(source: str, files: dict[str, str], detail: s
     assert (outcome.status, outcome.detail) == ("drifted", detail)
 
 
+KINDS_DELEGATE = '''\
+import functools, typing
+
+
+class Base:
+    @classmethod
+    def config_for(cls, config, *, strict=False):
+        return config
+
+    @staticmethod
+    def helper(a, b=2):
+        return a + b
+
+    @property
+    def start_layer(self):
+        return 0
+
+    @property
+    def finished(self):
+        return self._f
+
+    @finished.setter
+    def finished(self, value):
+        self._f = value
+
+    @finished.deleter
+    def finished(self):
+        del self._f
+
+    @functools.cached_property
+    def table(self):
+        return {}
+
+    async def encode(self, prompt, **kw):
+        return prompt
+
+    async def stream(self, obj, request=None):
+        yield obj
+
+    @typing.overload
+    def pick(self, x: int) -> int: ...
+    @typing.overload
+    def pick(self, x: str) -> str: ...
+    def pick(self, x):
+        return x
+
+    @abc.abstractmethod
+    def load(self, path):
+        pass
+
+    @torch.inference_mode()
+    def event_loop(self):
+        pass
+
+    @functools.lru_cache
+    def cached(self, n):
+        return n
+
+    @staticmethod
+    async def ping():
+        return 1
+
+
+class V3(Base):
+    pass
+'''
+
+
+def delegating(*methods: str) -> AddDelegatingMethods:
+    return AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model", methods=list(methods),
+                                signatures_from={"file": "d.py", "class": "V3"})
+
+
+@pytest.mark.parametrize(("method", "detail", "added"), [
+    ("config_for", "config_for (classmethod)",
+     "    @classmethod\n    def config_for(cls, config, *, strict=False):\n"
+     "        return V3.config_for(config, strict=strict)\n"),
+    ("helper", "helper (staticmethod)",
+     "    @staticmethod\n    def helper(a, b=2):\n        return V3.helper(a, b)\n"),
+    ("start_layer", "start_layer (property)",
+     "    @property\n    def start_layer(self):\n        return self.language_model.start_layer\n"),
+    ("finished", "finished (property+setter+deleter)",
+     "    @property\n    def finished(self):\n        return self.language_model.finished\n\n"
+     "    @finished.setter\n    def finished(self, value):\n        self.language_model.finished = value\n\n"
+     "    @finished.deleter\n    def finished(self):\n        del self.language_model.finished\n"),
+    ("table", "table (property)",
+     "    @property\n    def table(self):\n        return self.language_model.table\n"),
+    ("encode", "encode (async)",
+     "    async def encode(self, prompt, **kw):\n        return await self.language_model.encode(prompt, **kw)\n"),
+    ("stream", "stream (async-generator)",
+     "    async def stream(self, obj, request=None):\n"
+     "        async for item in self.language_model.stream(obj, request):\n            yield item\n"),
+    ("pick", "pick", "    def pick(self, x):\n        return self.language_model.pick(x)\n"),
+    ("load", "load", "    def load(self, path):\n        return self.language_model.load(path)\n"),
+])
+def test_delegating_methods_keep_the_delegates_kind(method: str, detail: str, added: str) -> None:
+    """Field case B29: a classmethod, staticmethod, property or async delegate keeps its kind."""
+    outcome, code = run(delegating(method), WRAPPER, {"d.py": KINDS_DELEGATE})
+    assert outcome.detail == f"added {detail} to Wrapper"
+    assert code == WRAPPER.replace("get_embed_and_head()\n\n\nEntry", f"get_embed_and_head()\n\n{added}\n\nEntry")
+
+
+@pytest.mark.parametrize(("method", "why"), [
+    ("event_loop", "is decorated with @torch.inference_mode() (a kind envforge cannot delegate)"),
+    ("cached", "is decorated with @functools.lru_cache (a kind envforge cannot delegate)"),
+    ("ping", "is an async staticmethod (a kind envforge cannot delegate)"),
+])
+def test_delegating_methods_refuse_a_kind_they_cannot_tell(method: str, why: str) -> None:
+    outcome, _ = run(delegating(method), WRAPPER, {"d.py": KINDS_DELEGATE})
+    assert (outcome.status, outcome.detail) == (
+        "drifted", f"delegate V3.{method} {why}; envforge delegates plain, async, classmethod, staticmethod "
+                   "and property methods only")
+
+
 LIST_SRC = """\
 def gen():
     flags = ctx.get_nvcc_flags_list(

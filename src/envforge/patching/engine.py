@@ -171,7 +171,9 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
     """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, outcome)], after)``.
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
-    ``already-applied``, else ``upstream-fixed``). Only the top-level statements the operations
+    ``already-applied``, else ``upstream-fixed``). An edited file must compile and introduce no
+    undefined name (:mod:`envforge.patching.soundness`); otherwise every operation that changed
+    it is ``drifted`` with the finding and ``after`` is ``before``. Only the top-level statements the operations
     name are parsed with libcst (:mod:`envforge.patching.source`). Never raises on the code it reads.
     """
     import ast
@@ -199,7 +201,19 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
             outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
         out.append((op, state, outcome))
-    return out, source.render(module)
+    after = source.render(module)
+    if after != before:
+        from envforge.patching.soundness import introduced_problems
+
+        problems = introduced_problems(path, before, after)
+        if problems:  # field case B29: never "applied" when the patched module cannot run
+            why = ("the patched file would not run: " + "; ".join(problems) + "; nothing written")
+            fix = ("change the operation so the patched module compiles and defines every name it uses "
+                   "(or narrow `versions` to exclude this release)")
+            out = [(op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
+                   for op, state, o in out]
+            return out, before
+    return out, after
 
 
 def _safe_run(op: Operation, module: Any, ctx: OpContext) -> Outcome:

@@ -322,10 +322,16 @@ class AddDictEntry(Operation):
 class AddDelegatingMethods(Operation):
     """Add to ``class_`` each of ``methods`` it lacks, as ``return self.<attribute>.<m>(...)`` with
     the signature (annotations dropped, defaults kept) of the same method on the delegate class
-    ``signatures_from = {file, class}`` (bases in that file are followed).
+    ``signatures_from = {file, class}`` (bases in that file are followed), keeping the method's
+    kind (field case B29): ``async def`` awaits (an async generator re-yields), ``@property``
+    (with its setter and deleter) reads, assigns and deletes ``self.<attribute>.<m>``,
+    ``@classmethod`` and ``@staticmethod`` call ``<class>.<m>(...)`` (no instance to delegate
+    through; the class name must be defined in the patched module, which the engine's check of
+    the patched module enforces).
 
     Holds when the class already defines every method. Drifts when the class is not defined
-    exactly once, never assigns ``self.<attribute>``, or the delegate lacks a method.
+    exactly once, never assigns ``self.<attribute>``, the delegate lacks a method, or the
+    delegate's method has another decorator (its kind is unknown: refused, never guessed).
     """
 
     kind: ClassVar[str] = "add-delegating-methods"
@@ -366,16 +372,24 @@ class AddDelegatingMethods(Operation):
         if source is None:
             return Outcome("drifted", f"delegate file {self.signatures_from['file']} is missing")
         tree = ast.parse(source)
+        delegate = self.signatures_from["class"]
         added = []
+        kinds = []
         for name in missing:
-            fn = syntax.find_method(tree, self.signatures_from["class"], name)
-            if fn is None:
-                return Outcome("drifted", f"delegate {self.signatures_from['class']} "
-                                          f"({self.signatures_from['file']}) has no method {name}")
-            stmt = cst.parse_statement(syntax.delegate_text(fn, self.attribute), config=module.config_for_parsing)
-            added.append(stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+            defs = syntax.method_definitions(tree, delegate, name)
+            if not defs:
+                return Outcome("drifted", f"delegate {delegate} ({self.signatures_from['file']}) has no method {name}")
+            kind, why = syntax.method_kind(defs)
+            if kind is None:
+                return Outcome("drifted", f"delegate {delegate}.{name} {why}; envforge delegates plain, async, "
+                                          f"classmethod, staticmethod and property methods only")
+            kinds.append(f"{name} ({kind})" if kind != "method" else name)
+            text = syntax.delegate_text(defs[-1] if not kind.startswith("property") else defs[0],
+                                        self.attribute, kind, delegate)
+            stmts = cst.parse_module(text, config=module.config_for_parsing).body
+            added += [st.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for st in stmts]
         body = cls.body.with_changes(body=(*cls.body.body, *added))
-        return Outcome("changed", f"added {', '.join(missing)} to {self.class_}",
+        return Outcome("changed", f"added {', '.join(kinds)} to {self.class_}",
                        syntax.replace(module, cls, cls, cls.with_changes(body=body)))
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "append_element", "assigned_name", "assigns_self_attr", "calls", "chains", "classes", "code",
-    "delegate_text", "find_method", "functions", "insert_after", "missing_import", "norm", "operands",
+    "delegate_text", "find_method", "functions", "method_definitions", "method_kind", "insert_after", "missing_import", "norm", "operands",
     "replace", "top_level",
 ]
 
@@ -205,8 +205,20 @@ def assigns_self_attr(cls: cst.ClassDef, attr: str) -> bool:
     return found
 
 
-def find_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef | None:
-    """``cls.name`` in ``tree``, following base classes defined in the same module."""
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def find_method(tree: ast.Module, cls: str, name: str) -> Def | None:
+    """``cls.name`` in ``tree`` (the definition Python binds: the last one of the first class in
+    the walk that defines it), following base classes defined in the same module."""
+    defs = method_definitions(tree, cls, name)
+    return defs[-1] if defs else None
+
+
+def method_definitions(tree: ast.Module, cls: str, name: str) -> list[Def]:
+    """Every ``def``/``async def`` named ``name`` in the body of the first class that has one,
+    walking ``cls`` then its bases defined in ``tree`` (breadth first), in file order: a property's
+    getter, setter and deleter, or ``typing.overload`` stubs and the implementation."""
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     seen: set[str] = set()
     todo = [cls]
@@ -215,15 +227,67 @@ def find_method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef | None
         if c is None or c.name in seen:
             continue
         seen.add(c.name)
-        for n in c.body:
-            if isinstance(n, ast.FunctionDef) and n.name == name:
-                return n
+        found = [n for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+        if found:
+            return found
         todo += [b.id for b in c.bases if isinstance(b, ast.Name)]
-    return None
+    return []
 
 
-def delegate_text(fn: ast.FunctionDef, attr: str) -> str:
-    """``def m(<params without annotations>): return self.<attr>.m(<the same arguments>)``."""
+_KINDS = {"classmethod": "classmethod", "staticmethod": "staticmethod", "property": "property",
+          "functools.cached_property": "property", "cached_property": "property"}
+_NO_KIND = ("abstractmethod", "abc.abstractmethod")  # marks, the function stays a plain method
+_OVERLOAD = ("overload", "typing.overload", "typing_extensions.overload")
+
+
+def _yields(fn: Def) -> bool:
+    """Whether ``fn``'s own body (not nested functions or classes) contains ``yield``."""
+    todo: list[ast.AST] = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo += ast.iter_child_nodes(node)
+    return False
+
+
+def method_kind(defs: list[Def]) -> tuple[str | None, str]:
+    """The kind of the method ``defs`` (from :func:`method_definitions`) define: ``(kind, "")``
+    with kind one of ``method``, ``async``, ``async-generator``, ``classmethod``,
+    ``staticmethod``, ``property`` (``property+setter``, ``property+setter+deleter``, ...), or
+    ``(None, why)`` when envforge cannot tell it (another decorator: its kind is unknown)."""
+    defs = [d for d in defs if not any(ast.unparse(x) in _OVERLOAD for x in d.decorator_list)] or defs[-1:]
+    first = defs[0]
+    decorators = [ast.unparse(d) for d in first.decorator_list]
+    kinds = [_KINDS[d] for d in decorators if d in _KINDS]
+    others = [d for d in decorators if d not in _KINDS and d not in _NO_KIND]
+    if others or len(kinds) > 1:
+        return None, f"is decorated with {', '.join('@' + d for d in decorators)} (a kind envforge cannot delegate)"
+    if kinds and kinds[0] == "property":
+        parts = ["property"]
+        for d in defs[1:]:
+            names = [ast.unparse(x) for x in d.decorator_list]
+            accessor = names[0].rpartition(".")[2] if len(names) == 1 else ""
+            if names != [f"{first.name}.{accessor}"] or accessor not in ("setter", "deleter"):
+                return None, f"redefines the property with {', '.join('@' + n for n in names) or 'a plain def'}"
+            parts.append(accessor)
+        return "+".join(parts), ""
+    if len(defs) > 1:
+        defs = defs[-1:]
+        first = defs[0]
+    if kinds:
+        if isinstance(first, ast.AsyncFunctionDef):
+            return None, f"is an async {kinds[0]} (a kind envforge cannot delegate)"
+        return kinds[0], ""
+    if isinstance(first, ast.AsyncFunctionDef):
+        return ("async-generator" if _yields(first) else "async"), ""
+    return "method", ""
+
+
+def _signature(fn: Def, skip_first: bool) -> tuple[list[str], list[str]]:
+    """``(params, call arguments)`` of ``fn``: parameters without annotations, defaults kept; the
+    call passes every parameter but the first when ``skip_first`` (``self``/``cls``)."""
     a = fn.args
     params: list[str] = []
     call: list[str] = []
@@ -231,7 +295,7 @@ def delegate_text(fn: ast.FunctionDef, attr: str) -> str:
     defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
     for i, (p, d) in enumerate(zip(positional, defaults, strict=True)):
         params.append(p.arg + (f"={ast.unparse(d)}" if d is not None else ""))
-        if i >= 1:
+        if i >= 1 or not skip_first:
             call.append(p.arg)
         if a.posonlyargs and i == len(a.posonlyargs) - 1:
             params.append("/")
@@ -246,8 +310,40 @@ def delegate_text(fn: ast.FunctionDef, attr: str) -> str:
     if a.kwarg:
         params.append(f"**{a.kwarg.arg}")
         call.append(f"**{a.kwarg.arg}")
-    return (f"def {fn.name}({', '.join(params)}):\n"
-            f"    return self.{attr}.{fn.name}({', '.join(call)})\n")
+    return params, call
+
+
+def delegate_text(fn: Def, attr: str, kind: str = "method", delegate_class: str = "") -> str:
+    """The source of a method delegating ``fn`` of kind ``kind`` (:func:`method_kind`):
+
+    * ``method``: ``def m(self, <params>): return self.<attr>.m(<args>)``,
+    * ``async``: ``async def m(...): return await self.<attr>.m(...)``,
+    * ``async-generator``: ``async def m(...): async for item in self.<attr>.m(...): yield item``,
+    * ``classmethod`` / ``staticmethod``: the decorator kept, calling ``<delegate_class>.m(...)``
+      (there is no instance to reach ``self.<attr>`` from),
+    * ``property[+setter][+deleter]``: ``@property def m(self): return self.<attr>.m`` and, when
+      the delegate has them, a setter assigning and a deleter deleting ``self.<attr>.m``.
+
+    Parameters lose their annotations and keep their defaults.
+    """
+    name = fn.name
+    if kind.startswith("property"):
+        out = f"@property\ndef {name}(self):\n    return self.{attr}.{name}\n"
+        if "setter" in kind:
+            out += f"\n@{name}.setter\ndef {name}(self, value):\n    self.{attr}.{name} = value\n"
+        if "deleter" in kind:
+            out += f"\n@{name}.deleter\ndef {name}(self):\n    del self.{attr}.{name}\n"
+        return out
+    params, call = _signature(fn, skip_first=kind != "staticmethod")
+    args = ", ".join(call)
+    head = f"def {name}({', '.join(params)}):\n"
+    if kind in ("classmethod", "staticmethod"):
+        return f"@{kind}\n{head}    return {delegate_class}.{name}({args})\n"
+    if kind == "async":
+        return f"async {head}    return await self.{attr}.{name}({args})\n"
+    if kind == "async-generator":
+        return f"async {head}    async for item in self.{attr}.{name}({args}):\n        yield item\n"
+    return f"{head}    return self.{attr}.{name}({args})\n"
 
 
 def calls(node: Any, name: str) -> list[cst.Call]:

@@ -174,7 +174,7 @@ _SMOKE_SERVER = Table({
 
 _SMOKE = Table({
     "model": Str(),
-    "api": Enum("sglang", "openai"),
+    "api": Enum("sglang", "openai", "vllm"),
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),
     "seed": Int(0),

@@ -120,13 +120,15 @@ def get_status(url: str, timeout_s: float = 5.0) -> int | str:
 
 
 def request_body(api: str, prompt: str, *, model: str, max_new_tokens: int, temperature: float) -> tuple[str, dict[str, Any]]:
-    """The path and JSON body of one streamed request for ``api`` (``"sglang"`` or ``"openai"``)."""
+    """The path and JSON body of one streamed request for ``api`` (``"sglang"``, ``"openai"`` or ``"vllm"``)."""
     if api == "sglang":
         params = {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": True}
         return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
-    return "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": max_new_tokens,
-                               "temperature": temperature, "stream": True,
-                               "stream_options": {"include_usage": True}}
+    body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": temperature,
+                            "stream": True, "stream_options": {"include_usage": True}}
+    if api == "vllm":  # vLLM's extra sampling parameter: exactly max_tokens tokens (vllm/sampling_params.py)
+        body["ignore_eos"] = True
+    return "/v1/completions", body
 
 
 def _sse_payloads(lines: Iterator[bytes]) -> Iterator[str]:

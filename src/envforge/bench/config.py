@@ -4,7 +4,9 @@
 
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args
-``api``            ``"sglang"`` (native ``/generate``) or ``"openai"`` (``/v1/completions``)
+``api``            ``"sglang"`` (native ``/generate``), ``"openai"`` (``/v1/completions``) or
+                   ``"vllm"`` (``/v1/completions`` with ``ignore_eos``, plus the speculative-decoding
+                   counters of ``GET /metrics`` around each repeat: :mod:`envforge.bench.metrics`)
 ``servers``        array of tables ``{name, args, env, speculative, model}``; ``args`` follow the
                    environment's interpreter (``["-m", "sglang.launch_server", ...]``) and may
                    use ``{model}``, ``{host}``, ``{port}``; ``model`` overrides the one below
@@ -51,7 +53,7 @@ __all__ = [
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
-_HEALTH = {"sglang": "/health_generate", "openai": "/health"}
+_HEALTH = {"sglang": "/health_generate", "openai": "/health", "vllm": "/health"}
 
 
 @dataclass(frozen=True, slots=True)

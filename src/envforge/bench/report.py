@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import LevelRun
+from envforge.bench.metrics import SpecDecodeStats, sum_stats
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
 from envforge.errors import InputError
 from envforge.fingerprint import Fingerprint
@@ -65,11 +66,16 @@ class RepeatResult:
     e2e_ms: float
     verify_steps: int | None
     decode_s: float
+    spec_decode: SpecDecodeStats | None = None  # vLLM: counter deltas of GET /metrics around the repeat
 
     def as_dict(self) -> dict[str, Any]:
-        return {"tok_s": _r(self.tok_s), "wall_s": _r(self.wall_s), "requests": self.requests,
-                "output_tokens": self.output_tokens, "ttft_ms": _r(self.ttft_ms), "itl_ms": _r(self.itl_ms),
-                "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps, "decode_s": _r(self.decode_s)}
+        d: dict[str, Any] = {"tok_s": _r(self.tok_s), "wall_s": _r(self.wall_s), "requests": self.requests,
+                             "output_tokens": self.output_tokens, "ttft_ms": _r(self.ttft_ms),
+                             "itl_ms": _r(self.itl_ms), "e2e_ms": _r(self.e2e_ms),
+                             "verify_steps": self.verify_steps, "decode_s": _r(self.decode_s)}
+        if self.spec_decode is not None:
+            d["spec_decode"] = self.spec_decode.as_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RepeatResult:
@@ -79,13 +85,25 @@ class RepeatResult:
         return cls(tok_s=float(d["tok_s"]), wall_s=float(d["wall_s"]), requests=int(d["requests"]),
                    output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), itl_ms=opt("itl_ms"),
                    e2e_ms=float(d["e2e_ms"]), verify_steps=None if steps is None else int(steps),
-                   decode_s=float(d.get("decode_s") or 0.0))
+                   decode_s=float(d.get("decode_s") or 0.0),
+                   spec_decode=SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
 
 
-def repeat_result(run: LevelRun) -> RepeatResult:
-    """Aggregate one :class:`LevelRun` (all requests must have succeeded)."""
+def repeat_result(run: LevelRun, spec: SpecDecodeStats | None = None) -> RepeatResult:
+    """Aggregate one :class:`LevelRun` (all requests must have succeeded).
+
+    ``spec``: vLLM's speculative-decoding counter deltas over the repeat (:mod:`envforge.bench.metrics`);
+    its drafts are the repeat's verify steps (steps with a proposed draft) and the decode time is
+    every request's.
+    """
     rs = run.results
     tokens = sum(r.output_tokens for r in rs)
+    if spec is not None:
+        return RepeatResult(
+            tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(rs),
+            output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
+            itl_ms=_median_ms([r.itl_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
+            verify_steps=spec.drafts, decode_s=sum(r.decode_s or 0.0 for r in rs), spec_decode=spec)
     steps = [r.verify_steps for r in rs if r.verify_steps is not None]
     return RepeatResult(
         tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(rs),
@@ -98,7 +116,8 @@ def repeat_result(run: LevelRun) -> RepeatResult:
 @dataclass(frozen=True, slots=True)
 class LevelResult:
     """One concurrency level over its repeats. ``accept_length`` = tokens / verify steps (speculative
-    servers that report verify steps); ``verify_cycle_ms`` = decode time / verify steps."""
+    servers that report verify steps), or for vLLM 1 + accepted / drafts of ``spec_decode`` (the
+    repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify steps."""
 
     concurrency: int
     repeats: tuple[RepeatResult, ...]
@@ -108,13 +127,18 @@ class LevelResult:
     e2e_ms: Summary | None
     accept_length: float | None
     verify_cycle_ms: float | None
+    spec_decode: SpecDecodeStats | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
             return None if x is None else x.as_dict()
-        return {"concurrency": self.concurrency, "tok_s": s(self.tok_s), "ttft_ms": s(self.ttft_ms),
-                "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms), "accept_length": _r(self.accept_length),
-                "verify_cycle_ms": _r(self.verify_cycle_ms), "repeats": [r.as_dict() for r in self.repeats]}
+        d: dict[str, Any] = {"concurrency": self.concurrency, "tok_s": s(self.tok_s), "ttft_ms": s(self.ttft_ms),
+                             "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms),
+                             "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
+        if self.spec_decode is not None:
+            d["spec_decode"] = self.spec_decode.as_dict()
+        d["repeats"] = [r.as_dict() for r in self.repeats]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LevelResult:
@@ -124,17 +148,33 @@ class LevelResult:
         assert tok is not None
         return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())), tok,
                    s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")), d.get("accept_length"),
-                   d.get("verify_cycle_ms"))
+                   d.get("verify_cycle_ms"),
+                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
 
 
-def level_result(concurrency: int, runs: Sequence[LevelRun]) -> LevelResult:
-    """Summaries over the repeats ``runs`` of one level (at least one)."""
-    reps = tuple(repeat_result(r) for r in runs)
+def level_result(concurrency: int, runs: Sequence[LevelRun],
+                 specs: Sequence[SpecDecodeStats] | None = None) -> LevelResult:
+    """Summaries over the repeats ``runs`` of one level (at least one); ``specs``: vLLM's counter
+    deltas, one per repeat (then the accept length is vLLM's 1 + accepted / drafts over the level,
+    None when no draft was proposed)."""
+    if specs is not None:
+        assert len(specs) == len(runs), "one counter window per repeat"
+        reps = tuple(repeat_result(r, s) for r, s in zip(runs, specs))
+    else:
+        reps = tuple(repeat_result(r) for r in runs)
     tok = summarize([r.tok_s for r in reps])
     assert tok is not None, "a level needs at least one repeat"
     tokens = sum(r.output_tokens for r in reps if r.verify_steps)
     steps = sum(r.verify_steps or 0 for r in reps)
     decode = sum(r.decode_s for r in reps if r.verify_steps)
+    spec = sum_stats(specs) if specs else None
+    if spec is not None:
+        return LevelResult(
+            concurrency=concurrency, repeats=reps, tok_s=tok,
+            ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
+            itl_ms=summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
+            e2e_ms=summarize([r.e2e_ms for r in reps]), accept_length=spec.mean_acceptance_length,
+            verify_cycle_ms=decode * 1000.0 / spec.drafts if spec.drafts else None, spec_decode=spec)
     return LevelResult(
         concurrency=concurrency, repeats=reps, tok_s=tok,
         ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),

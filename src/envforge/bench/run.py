@@ -19,6 +19,7 @@ from typing import Any
 
 from envforge.bench.client import Endpoint, LevelRun, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
+from envforge.bench.metrics import SpecDecodeStats, check_spec, describe, scrape
 from envforge.bench.report import BenchReport, LevelResult, ServerResult, break_even_rows, level_result
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.errors import ExternalToolError, InputError
@@ -64,7 +65,9 @@ class BenchPlan:
 
 
 def _measure(name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
-             server: RunningServer | None) -> tuple[LevelResult, ...]:
+             server: RunningServer | None, speculative: bool) -> tuple[tuple[LevelResult, ...], list[str]]:
+    warnings: list[str] = []
+
     def level(conc: int, count: int) -> LevelRun:
         prompts = [p.text for p in cfg.prompt_order(count)]
         run = run_level(endpoint, cfg.api, prompts, conc, model=model, max_new_tokens=cfg.max_new_tokens,
@@ -72,19 +75,39 @@ def _measure(name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progre
         _check(name, run, server)
         return run
 
+    def vllm_level(conc: int, count: int, where: str) -> tuple[LevelRun, SpecDecodeStats | None]:
+        # vLLM's speculative counters around the repeat (envforge.bench.metrics)
+        before = scrape(endpoint, server=name)
+        run = level(conc, count)
+        stats, w = check_spec(name, speculative, before, scrape(endpoint, server=name),
+                              output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
+                              source=endpoint.url + "/metrics", where=where)
+        for line in w:
+            progress(f"warning: {line}")
+        warnings.extend(w)
+        return run, stats
+
     if cfg.warmup:
         level(1, cfg.warmup)
     levels = []
     for conc in cfg.concurrency:
-        runs = []
+        runs, specs = [], []
         for rep in range(cfg.repeats):
-            run = level(conc, cfg.requests_at(conc))
+            if cfg.api == "vllm":
+                run, stats = vllm_level(conc, cfg.requests_at(conc), f"at concurrency {conc}, repeat {rep + 1}")
+                if stats is not None:
+                    specs.append(stats)
+            else:
+                run = level(conc, cfg.requests_at(conc))
             runs.append(run)
             tokens = sum(r.output_tokens for r in run.results)
             progress(f"{name}: concurrency {conc}, repeat {rep + 1}/{cfg.repeats}: "
                      f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s")
-        levels.append(level_result(conc, runs))
-    return tuple(levels)
+        result = level_result(conc, runs, specs or None)
+        if result.spec_decode is not None:
+            progress(f"{name}: concurrency {conc}: " + "; ".join(describe(result.spec_decode)))
+        levels.append(result)
+    return tuple(levels), warnings
 
 
 def _check(name: str, run: LevelRun, server: RunningServer | None) -> None:
@@ -118,8 +141,8 @@ def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[Serv
     progress(f"starting '{s.name}': {' '.join(launch.argv)} (log: {launch.log_path})")
     with running_server(launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
         progress(f"'{s.name}' ready after {load_s:.1f} s")
-        levels = _measure(s.name, model, endpoint, cfg, progress, server)
-    return ServerResult(s.name, s.speculative, endpoint.url, launch.argv, load_s, levels), warnings
+        levels, measured = _measure(s.name, model, endpoint, cfg, progress, server, s.speculative)
+    return ServerResult(s.name, s.speculative, endpoint.url, launch.argv, load_s, levels), warnings + measured
 
 
 def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
@@ -129,6 +152,8 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
     :raises envforge.bench.server.ServerTimeout: a server was not ready within ``load-timeout-s``.
     :raises ExternalToolError: a request failed.
+    :raises envforge.bench.metrics.MetricsError: ``api = "vllm"`` and ``/metrics`` failed, or its
+        speculative counters contradict the configuration (see :func:`~envforge.bench.metrics.check_spec`).
     Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning.
     """
     results: list[ServerResult] = []
@@ -138,7 +163,9 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
             endpoint = Endpoint.from_url(plan.url)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
-        levels = _measure(plan.url_name, plan.config.model, endpoint, plan.config, progress, None)
+        levels, measured = _measure(plan.url_name, plan.config.model, endpoint, plan.config, progress, None,
+                                    plan.url_speculative)
+        warnings.extend(measured)
         results.append(ServerResult(plan.url_name, plan.url_speculative, endpoint.url, None, None, levels))
     else:
         for s in plan.selected():

@@ -44,7 +44,7 @@ def test_json_envelope_and_junit_of_a_clean_environment(env: BuiltEnv, tmp_path:
     assert doc["schema"] == "envforge.verify/1"
     data = doc["data"]
     assert list(data) == ["report-schema", "environment", "levels", "clean", "exit-code", "fingerprint", "target",
-                          "findings", "checks", "notes", "measurements", "elapsed-s"]
+                          "findings", "accepted", "checks", "notes", "measurements", "elapsed-s"]
     assert (data["report-schema"], data["clean"], data["levels"], data["findings"]) == (1, True, ["static"], [])
     assert data["fingerprint"]["env_profile"] == "pcie"
     suite = ET.parse(junit).getroot()

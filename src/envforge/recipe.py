@@ -27,6 +27,7 @@ from envforge.platforms import platform_problem
 from envforge.textfile import SMALL_LIMIT, load_toml
 from envforge.schema import (
     Bool,
+    Date,
     Problem,
     Enum,
     Int,
@@ -189,6 +190,26 @@ _SMOKE = Table({
     "health": Str(),
 })
 
+def _kind_problem(v: str) -> str | None:
+    from envforge.verify.findings import KINDS, is_known_kind
+
+    if is_known_kind(v):
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(v, list(KINDS), n=1)
+    return (f"'{v}' is not a verify finding kind" + (f"; did you mean '{close[0]}'?" if close else "")
+            + " (docs/verify.md lists them)")
+
+
+def _subject_problem(v: str) -> str | None:
+    return None if v.strip() else "give the finding's subject exactly as verify prints it"
+
+
+# [[verify.accept]]: a known finding accepted after review (envforge.verify.acceptance).
+_ACCEPT = Table({"kind": Str(_kind_problem), "subject": Str(_subject_problem), "reason": Str(_reason_problem),
+                 "expires": Date()}, frozenset({"kind", "subject", "reason", "expires"}))
+
 _RECIPE_SPEC = Table({
     "recipe": Table({
         "name": Str(lock_name_problem),
@@ -213,7 +234,7 @@ _RECIPE_SPEC = Table({
     "build-from-source": _REASONS,
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(Str(), _env_problem), lock_name_problem),
-    "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str())}),
+    "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),
 }, frozenset({"recipe"}))
 
 

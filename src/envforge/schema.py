@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "Bool",
+    "Date",
     "Enum",
     "Int",
     "ListOf",
@@ -104,6 +105,15 @@ def Number() -> Scalar:  # noqa: N802
 def Bool() -> Scalar:  # noqa: N802
     """A boolean spec."""
     return Scalar(bool, "a boolean")
+
+
+def Date() -> Scalar:  # noqa: N802
+    """A TOML local date (``2027-03-31``, unquoted); a date-time or a string is refused."""
+    import datetime as dt
+
+    def check(v: Any) -> str | None:
+        return "expected a date like 2027-03-31 (no time part)" if isinstance(v, dt.datetime) else None
+    return Scalar(dt.date, "a date like 2027-03-31 (a TOML date, unquoted)", check)
 
 
 def Enum(*choices: str) -> Scalar:  # noqa: N802

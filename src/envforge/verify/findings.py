@@ -17,7 +17,8 @@ from typing import Any
 from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envforge.fingerprint import Fingerprint
 
-__all__ = ["KINDS", "LEVELS", "Check", "Finding", "VerifyReport"]
+__all__ = ["DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport",
+           "is_known_kind", "level_of"]
 
 #: Verify levels, in the order they run.
 LEVELS = ("static", "gpu", "drafter")
@@ -41,6 +42,12 @@ KINDS: Mapping[str, str] = {
     "env-profile": "the env profile does not reach a spawned child, or is not the locked one",
     "family-mismatch": "distributions of one family are at different versions (B05)",
     "cuda-major-mismatch": "a CUDA runtime wheel of the other CUDA major (B03)",
+    "file-conflict": "two distributions' RECORDs list one file; the installed bytes are one of them's",
+    "editable-install": "a distribution is an editable install (PEP 610): patchsets cannot act on site-packages (B21)",
+    # any level
+    "nothing-to-check": "a level was asked for but there is nothing for it to check (e.g. no [verify.drafter])",
+    "acceptance-expired": "a recipe [[verify.accept]] entry is past its expiry date; its finding fails again",
+    "acceptance-unmatched": "a recipe [[verify.accept]] entry matches no finding of a level that ran",
     # gpu
     "no-gpu": "the gpu level was asked for explicitly (--level gpu) on a machine without an NVIDIA GPU",
     "cuda-unavailable": "the environment's torch cannot use CUDA on a machine with NVIDIA GPUs",
@@ -55,6 +62,26 @@ KINDS: Mapping[str, str] = {
     "env-profile-slower": "an env profile makes an all-reduce size more than 20% slower than NCCL's default",
     "gpu-probe-failed": "the GPU probe could not run in the environment's interpreter",
 }
+
+
+#: Finding kinds of the drafter level come from :mod:`envforge.drafter` (``eagle3-fc``, ...).
+DRAFTER_KIND_PREFIXES = ("eagle3-", "target-", "drafter-", "vocab-")
+
+_GPU_KINDS = frozenset({"no-gpu", "cuda-unavailable", "gpu-count", "capability", "arch-list", "cuda-runtime",
+                        "driver-floor", "native-op", "allreduce-failed", "allreduce-timeout", "env-profile-slower",
+                        "gpu-probe-failed"})
+
+
+def is_known_kind(kind: str) -> bool:
+    """A key of :data:`KINDS`, or a drafter kind (one of :data:`DRAFTER_KIND_PREFIXES`)."""
+    return kind in KINDS or kind.startswith(DRAFTER_KIND_PREFIXES)
+
+
+def level_of(kind: str) -> str:
+    """The verify level that can produce findings of ``kind`` (``static`` for the level-less ones)."""
+    if kind.startswith(DRAFTER_KIND_PREFIXES):
+        return "drafter"
+    return "gpu" if kind in _GPU_KINDS else "static"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +99,20 @@ class Finding:
         """Keys in a fixed order (JSON-able)."""
         return {"kind": self.kind, "level": self.level, "subject": self.subject,
                 "expected": self.expected, "actual": self.actual, "fix": self.fix}
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedFinding:
+    """A finding a recipe ``[[verify.accept]]`` entry accepts: still reported, does not fail.
+    ``expires`` is the entry's date as ISO text (``2027-03-31``)."""
+
+    finding: Finding
+    reason: str
+    expires: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The finding's keys, then ``reason`` and ``expires``."""
+        return {**self.finding.as_dict(), "reason": self.reason, "expires": self.expires}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +135,8 @@ class VerifyReport:
 
     ``measurements`` holds the GPU level's figures (``allreduce``: per profile and size, latency in
     µs), ``notes`` informational lines (a B04 variant confirmed by file hash, a target taken from the
-    machine). ``elapsed_s`` is the wall time of the run in seconds as measured by the caller.
+    machine). ``findings`` fail the run; ``accepted`` are findings a recipe entry accepts (reported,
+    not failing). ``elapsed_s`` is the wall time of the run in seconds as measured by the caller.
     """
 
     environment: str
@@ -106,6 +148,7 @@ class VerifyReport:
     measurements: Mapping[str, Any] = field(default_factory=dict)
     target: Mapping[str, Any] = field(default_factory=dict)
     elapsed_s: float | None = None
+    accepted: tuple[AcceptedFinding, ...] = ()
 
     @property
     def clean(self) -> bool:

@@ -29,6 +29,7 @@ def as_json(report: VerifyReport) -> dict[str, Any]:
         "fingerprint": report.fingerprint.as_dict(),
         "target": dict(report.target),
         "findings": [f.as_dict() for f in report.findings],
+        "accepted": [a.as_dict() for a in report.accepted],
         "checks": [c.as_dict() for c in report.checks],
         "notes": list(report.notes),
         "measurements": dict(report.measurements),
@@ -44,6 +45,10 @@ def as_text(report: VerifyReport) -> list[str]:
         lines.append(f"    expected: {f.expected}")
         lines.append(f"    actual:   {f.actual}")
         lines.append(f"    fix:      {f.fix}")
+    for a in report.accepted:
+        f = a.finding
+        lines.append(f"accepted {f.kind}: {f.subject} (until {a.expires}: {a.reason})")
+        lines.append(f"    actual:   {f.actual}")
     for n in report.notes:
         lines.append(f"note: {n}")
     for c in report.checks:
@@ -58,6 +63,8 @@ def as_text(report: VerifyReport) -> list[str]:
                  f"driver {fp.driver}")
     ran = sum(1 for c in report.checks if c.status != "skipped")
     verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
+    if report.accepted:
+        verdict += f", {len(report.accepted)} accepted"
     lines.append(f"verify {','.join(report.levels)}: {verdict} ({ran} checks ran, "
                  f"{len(report.checks) - ran} skipped) in {report.elapsed_s} s")
     return lines
@@ -103,12 +110,13 @@ _CHECK_OF = {
     "platform": {"platform"}, "lock-current": {"stale-environment"}, "versions": {"version-mismatch", "local-label-mismatch",
                                                         "variant-unconfirmed", "missing", "unexpected"},
     "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
-    "record": {"missing-file", "tampered"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
-    "patch-states": {"patch-state", "patchset-changed"}, "env-profile": {"env-profile"},
+    "record": {"missing-file", "tampered", "file-conflict"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
+    "patch-states": {"patch-state", "patchset-changed", "editable-install"}, "env-profile": {"env-profile"},
     "gpu-info": {"gpu-probe-failed"}, "gpu": {"no-gpu"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
     "capability": {"capability"}, "arch-list": {"arch-list"}, "cuda-runtime": {"cuda-runtime"},
     "driver-floor": {"driver-floor"}, "native-ops": {"native-op"},
     "allreduce": {"allreduce-failed", "allreduce-timeout", "env-profile-slower"},
+    "accept": {"acceptance-expired", "acceptance-unmatched"}, "levels": {"nothing-to-check"},
 }
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from envforge.environment import Environment
 from envforge.errors import InputError
 from envforge.fingerprint import fingerprint_of
 from envforge.project import Project
+from envforge.verify.acceptance import acceptances_from, apply_acceptances
 from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport
 from envforge.verify.inventory import read_env_lock
 from envforge.verify.static import StaticInputs, installed_profile, run_static
@@ -31,7 +33,8 @@ class VerifyOptions:
     that verify owns, else ``static``; levels given here are asked for explicitly, so a machine
     without a GPU is a ``no-gpu`` finding when they include ``gpu``), ``deep`` hashing, the target taken from
     the machine, the process environment probes start from (``base_env``), uv's cache directory,
-    all-reduce settings for the GPU level, and a ``clock`` (``time.monotonic``-like) for elapsed time."""
+    all-reduce settings for the GPU level, a ``clock`` (``time.monotonic``-like) for elapsed time, and
+    ``today`` (a :class:`datetime.date`; None: the local date) for the expiry of accepted findings."""
 
     levels: tuple[str, ...] | None = None
     deep: bool = False
@@ -44,6 +47,7 @@ class VerifyOptions:
     hub_endpoint: str | None = None
     hub_cache: Path | None = None
     clock: Any = None
+    today: Any = None
 
 
 def _generation(sp: Path) -> Mapping[str, Any]:
@@ -118,11 +122,36 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
+    asked = options.levels if options.levels is not None else tuple(lv for lv in levels if lv != "gpu")
+    findings += _nothing_checked(asked, checks, findings)
     findings = _name_commands(findings, env, project, gen.get("recipe") or lock.envforge.get("recipe"),
                               gen.get("variant") or lock.envforge.get("variant"))
+    entries = acceptances_from(recipe)
+    failing, accepted = apply_acceptances(findings, entries, levels=levels,
+                                          today=options.today or datetime.date.today())
+    if entries:
+        bad = [f for f in failing if f.kind.startswith("acceptance-")]
+        checks.append(Check("accept", "static", "findings" if bad else "ok",
+                            f"{len(entries)} [[verify.accept]] entries, {len(accepted)} findings accepted"))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
-                        fingerprint=fp, findings=tuple(findings), checks=tuple(checks), notes=tuple(notes),
-                        measurements=measurements, target=target, elapsed_s=round(now() - start, 3))
+                        fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),
+                        measurements=measurements, target=target, elapsed_s=round(now() - start, 3),
+                        accepted=tuple(accepted))
+
+
+def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:
+    """A ``nothing-to-check`` finding per level asked for (``--level``, or the recipe's ``[verify]
+    levels`` except ``gpu``, which a CPU machine skips by design) whose checks were all skipped and
+    that found nothing: a run asked to prove something must not pass having proved nothing."""
+    out = []
+    for lv in asked:
+        if any(c.level == lv and c.status != "skipped" for c in checks) or any(f.level == lv for f in findings):
+            continue
+        why = "; ".join(c.detail for c in checks if c.level == lv) or "no check of this level applies"
+        out.append(Finding("nothing-to-check", f"--level {lv}", f"at least one {lv} check that runs", why,
+                           f"give the {lv} level something to check (for drafter: a [verify.drafter] table with "
+                           "repo and revision in the recipe), or do not ask for it", level=lv))
+    return out
 
 
 def _name_commands(findings: list[Finding], env: Environment, project: Project | None,

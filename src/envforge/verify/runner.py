@@ -130,8 +130,8 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     failing, accepted = apply_acceptances(findings, entries, levels=levels,
                                           today=options.today or datetime.date.today())
     if entries:
-        bad = [f for f in failing if f.kind.startswith("acceptance-")]
-        checks.append(Check("accept", "static", "findings" if bad else "ok",
+        lapsed = [f for f in failing if f.kind.startswith("acceptance-")]
+        checks.append(Check("accept", "static", "findings" if lapsed else "ok",
                             f"{len(entries)} [[verify.accept]] entries, {len(accepted)} findings accepted"))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
                         fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),

@@ -3,7 +3,9 @@
 
 ``make_wheel`` writes a real wheel (zip with METADATA, WHEEL, RECORD) the way pypa/installer's tests
 do; ``LocalIndex`` lays out ``simple/<project>/index.html`` pages with ``#sha256=`` fragments (PEP 503)
-and serves them.
+and serves them. Files added with an ``upload_time`` also get a PEP 691 JSON page carrying PEP 700's
+``upload-time`` (what uv's ``--exclude-newer`` reads), served to clients that ask for JSON. ``serve``
+can require HTTP basic authentication (a private index).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import base64
 import hashlib
 import html
 import http.server
+import json
 import threading
 import time
 import zipfile
@@ -69,13 +72,24 @@ class LocalIndex:
     root: Path
     url: str = ""
 
-    def add(self, wheel: Path) -> None:
-        """Copy ``wheel`` into ``files/`` and regenerate the project's simple page."""
+    def add(self, wheel: Path, *, upload_time: str | None = None) -> None:
+        """Copy ``wheel`` into ``files/`` and regenerate the project's simple page.
+
+        :param upload_time: RFC 3339 time (``2020-01-01T00:00:00Z``) published in the JSON page.
+        """
         files = self.root / "files"
         files.mkdir(parents=True, exist_ok=True)
         (files / wheel.name).write_bytes(wheel.read_bytes())
+        if upload_time is not None:
+            times = self._times()
+            times[wheel.name] = upload_time
+            (self.root / "upload-times.json").write_text(json.dumps(times, sort_keys=True))
         project = canonicalize_name(wheel.name.split("-")[0])
         self._write_page(project)
+
+    def _times(self) -> dict[str, str]:
+        path = self.root / "upload-times.json"
+        return dict(json.loads(path.read_text())) if path.is_file() else {}
 
     def _write_page(self, project: str) -> None:
         links = []
@@ -87,6 +101,15 @@ class LocalIndex:
         page = self.root / "simple" / project / "index.html"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+        times = self._times()
+        if times:  # PEP 691 JSON with PEP 700 upload-time
+            files = [{"filename": w.name, "url": f"../../files/{w.name}",
+                      "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
+                      **({"upload-time": times[w.name]} if w.name in times else {})}
+                     for w in sorted((self.root / "files").glob("*.whl"))
+                     if canonicalize_name(w.name.split("-")[0]) == project]
+            (page.parent / "index.json").write_text(json.dumps(
+                {"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": []}))
         projects = sorted(p.name for p in (self.root / "simple").iterdir() if p.is_dir())
         (self.root / "simple" / "index.html").write_text(
             "<!DOCTYPE html><html><body>\n"
@@ -95,23 +118,47 @@ class LocalIndex:
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     delay_s = 0.0
+    auth: str | None = None  # "Basic <base64>" the client must send
+    seen_auth: list[str] = []
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
 
     def do_GET(self) -> None:
+        if self.auth is not None:
+            given = self.headers.get("Authorization")
+            self.seen_auth.append(given or "")
+            if given != self.auth:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="envforge-test"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
         if self.delay_s and self.path.endswith(".whl"):
             time.sleep(self.delay_s)  # a slow mirror: lets a test kill a build in the middle of sync
+        json_page = self.translate_path(self.path.split("?")[0]) + "/index.json"
+        if "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "") and Path(json_page).is_file():
+            body = Path(json_page).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         super().do_GET()
 
 
 @contextmanager
-def serve(index: LocalIndex, *, delay_s: float = 0.0) -> Iterator[LocalIndex]:
+def serve(index: LocalIndex, *, delay_s: float = 0.0,
+          auth: tuple[str, str] | None = None) -> Iterator[LocalIndex]:
     """Serve ``index.root`` on 127.0.0.1 (a free port) while the block runs; sets ``index.url``.
 
-    ``delay_s`` delays every wheel download (a slow mirror).
+    ``delay_s`` delays every wheel download (a slow mirror). ``auth`` (user, password) requires
+    HTTP basic authentication on every request (401 otherwise), as a private index does.
     """
-    handler = partial(type("Handler", (_QuietHandler,), {"delay_s": delay_s}), directory=str(index.root))
+    header = None if auth is None else "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+    attrs = {"delay_s": delay_s, "auth": header, "seen_auth": []}
+    handler = partial(type("Handler", (_QuietHandler,), attrs), directory=str(index.root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

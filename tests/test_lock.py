@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from envforge.errors import CheckFailed
 from localindex import LocalIndex, make_wheel, serve
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
@@ -81,18 +82,35 @@ def test_guard_names_a_package_taken_from_an_index_not_allowed_for_it(tmp_path: 
     default, cuda = indexes
     proj = project(tmp_path, default, cuda,
                    packages='app = ">=0.1"\ntorch = { version = "==2.9.1+cu130", index = "cu130" }')
-    # An extra index sneaking in from the caller's uv settings: uv prefers it (first-index strategy)
-    # and takes the decoys, an old app and a years-old certifi, with no error of its own.
+    # An extra index from the caller's uv settings: uv would prefer it (first-index strategy) and
+    # take the decoys, an old app and a years-old certifi, with no error of its own. envforge
+    # refuses the variable before uv runs (B18) ...
     res = envforge(proj, "lock", "r", env={"UV_EXTRA_INDEX_URL": cuda.url})
-    assert res.returncode == 1
-    assert res.stderr.splitlines()[-4:] == [  # both decoys named, with the index they came from
-        "error: r-default: packages came from indexes not allowed for them:",
+    assert res.returncode == 2
+    assert "  UV_EXTRA_INDEX_URL: instead, add the index to the recipe and route packages to it" in res.stderr
+    assert not (proj / "lockfiles" / "pylock.r-default.toml").exists()
+    # ... and the guard, run on what real uv resolves with that extra index, names both decoys.
+    from envforge.lock import _guards
+    from envforge.recipe import load_recipe
+    from envforge.routing import uv_pyproject
+    from envforge.uv import uv_binary
+
+    variant = load_recipe(proj / "recipes" / "r.toml").resolve()
+    work = tmp_path / "uv"
+    work.mkdir()
+    (work / "pyproject.toml").write_text(uv_pyproject(variant))
+    subprocess.run([uv_binary(), "pip", "compile", "pyproject.toml", "--no-config", "--format", "pylock.toml",
+                    "--python-version", "3.12", "--default-index", default.url, "--extra-index-url", cuda.url,
+                    "-o", "pylock.toml"], cwd=work, check=True, capture_output=True)
+    with pytest.raises(CheckFailed) as exc:
+        _guards(tomllib.loads((work / "pylock.toml").read_text())["packages"], variant, ())
+    assert str(exc.value).splitlines() == [  # both decoys named, with the index they came from
+        "r-default: packages came from indexes not allowed for them:",
         f"  app 0.1 came from index 'cu130' ({cuda.url}); allowed: pypi",
         f"  certifi 2017.4.17 came from index 'cu130' ({cuda.url}); allowed: pypi",
         "  hint: route the package to its index in the recipe, or remove the extra index from your uv "
         "configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)",
     ]
-    assert not (proj / "lockfiles" / "pylock.r-default.toml").exists()
 
 
 def test_check_is_offline_and_names_the_changed_key(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]

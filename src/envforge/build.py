@@ -241,9 +241,22 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     if plan.offline:
         lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
         args += ["--offline"] + [a for d in plan.find_links for a in ("--find-links", str(d.resolve()))]
+    else:
+        args += _index_args(tool)
     run_uv([*args, str(lock)], progress=progress)
     count = sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))
     return f"{count} distributions from {plan.lock.name}"
+
+
+def _index_args(tool: Mapping[str, Any]) -> list[str]:
+    """``--index NAME=URL`` for each index the lock records: the lock's file URLs already say where
+    each file comes from, but uv attaches a private index's credentials (``UV_INDEX_<NAME>_USERNAME``
+    / ``_PASSWORD``, which envforge never writes anywhere) only to the indexes it is told about."""
+    out: list[str] = []
+    for idx in tool.get("indexes", []):
+        if isinstance(idx, Mapping) and isinstance(idx.get("name"), str) and isinstance(idx.get("url"), str):
+            out += ["--index", f"{idx['name']}={idx['url']}"]
+    return out
 
 
 def metadata_disagreements(sp: Path, lock: Path) -> list[str]:

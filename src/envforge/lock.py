@@ -148,11 +148,13 @@ def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path
             "--python-version", variant.python, "--python-platform", variant.target.platform, "-o", str(out)]
     default = next((i for i in variant.indexes if i.name == DEFAULT_INDEX.name), None)
     if default is not None:
-        args += ["--default-index", default.url]
+        args += ["--default-index", f"{default.name}={default.url}"]  # named: UV_INDEX_PYPI_PASSWORD applies
     if variant.overrides:
         args += ["--override", "overrides.txt"]
     if variant.resolution == "no-deps":
         args.append("--no-deps")
+    if variant.exclude_newer:  # recorded in [tool.envforge] inputs: a later re-lock resolves the same
+        args += ["--exclude-newer", variant.exclude_newer]
     for d in find_links:
         args += ["--find-links", str(d.resolve())]
     if offline:
@@ -500,7 +502,9 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     stored.pop("recipe-digest", None)
     expected.pop("recipe-digest", None)
     reasons += _diff_tables("", stored, expected)
-    return LockCheck(path, not reasons, tuple(reasons))
+    from envforge.routing import redact_userinfo
+
+    return LockCheck(path, not reasons, tuple(redact_userinfo(r) for r in reasons))
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:

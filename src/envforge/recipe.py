@@ -130,9 +130,47 @@ def _reason_problem(v: str) -> str | None:
 
 
 def _url_problem(v: str) -> str | None:
+    """An index URL: ``http(s)://host/path`` or ``file:///dir``, never with credentials in it.
+
+    A user or password in the URL would be written into the lock, printed by ``lock --check`` and
+    ``lock diff`` and copied into every environment (issue 18): refused without echoing the URL.
+    """
+    from urllib.parse import urlsplit
+
     if re.match(r"^(https?|file)://[^\s/]+(/\S*)?$|^file:///\S+$", v):
+        parts = urlsplit(v)
+        if "@" in parts.netloc:
+            shown = f"{parts.scheme}://<credentials>@{parts.netloc.rpartition('@')[2]}{parts.path}"
+            return (f"'{shown}' carries credentials in the URL, which would be written into the lock and "
+                    "printed; remove them and give them the way uv takes them: UV_INDEX_<NAME>_USERNAME and "
+                    "UV_INDEX_<NAME>_PASSWORD (NAME: the index's recipe name upper-cased, '-' as '_'), "
+                    "a ~/.netrc entry for the host, or a keyring (UV_KEYRING_PROVIDER=subprocess)")
         return None
+    if "@" in v:
+        return "not an index URL (and it looks like it carries credentials; give them as UV_INDEX_<NAME>_PASSWORD)"
     return f"'{v}' is not an index URL; use http(s)://host/path/simple (a PEP 503 index) or file:///dir"
+
+
+def _timestamp_problem(v: str) -> str | None:
+    """``exclude-newer``: an RFC 3339 timestamp with its zone, or a date (uv reads a date as its
+    midnight UTC). Relative spans ("1 week") are refused: a lock must mean the same later."""
+    from datetime import date, datetime
+
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        try:
+            date.fromisoformat(v)
+            return None
+        except ValueError:
+            pass
+    elif re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", v):
+        try:
+            datetime.fromisoformat(v.replace("Z", "+00:00"))
+            return None
+        except ValueError:
+            pass
+    return (f"'{v}' is not a fixed point in time; write an RFC 3339 timestamp with its zone, e.g. "
+            "\"2024-01-01T00:00:00Z\", or a date \"2024-01-01\" (a relative span would not give the same "
+            "lock later)")
 
 
 _INDEXES = MapOf(Str(_url_problem), lambda k: lock_name_problem(k))
@@ -218,6 +256,7 @@ _RECIPE_SPEC = Table({
         "patchsets": ListOf(Str()),
         "resolution": Enum("full", "no-deps"),
         "build-constraints": ListOf(_SPEC_REQ),
+        "exclude-newer": Str(_timestamp_problem),
     }, frozenset({"name", "python"})),
     "target": Table({
         "gpu": Str(),
@@ -315,6 +354,7 @@ class ResolvedVariant:
     cuda_exceptions: Mapping[str, str] = field(default_factory=dict)
     source_builds: Mapping[str, str] = field(default_factory=dict)
     build_constraints: tuple[str, ...] = ()
+    exclude_newer: str | None = None
 
     @property
     def lock_name(self) -> str:
@@ -339,6 +379,7 @@ class ResolvedVariant:
             **({"build-from-source": [f"{k}: {v}" for k, v in self.source_builds.items()]}
                if self.source_builds else {}),
             **({"build-constraints": list(self.build_constraints)} if self.build_constraints else {}),
+            **({"exclude-newer": self.exclude_newer} if self.exclude_newer else {}),
         }
 
     def digest(self) -> str:
@@ -388,6 +429,7 @@ class Recipe:
             cuda_exceptions=self._reasons("cuda-exceptions", vdata),
             source_builds=self._reasons("build-from-source", vdata),
             build_constraints=tuple(self.data["recipe"].get("build-constraints", ())),
+            exclude_newer=self.data["recipe"].get("exclude-newer"),
         )
 
     def _reasons(self, key: str, vdata: Mapping[str, Any]) -> dict[str, str]:

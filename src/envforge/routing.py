@@ -14,6 +14,7 @@ example, ``UV_EXTRA_INDEX_URL`` in the caller's environment).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 from envforge.recipe import Index, ResolvedVariant
 
 __all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
-           "index_violations", "uv_pyproject"]
+           "index_violations", "redact_userinfo", "uv_pyproject", "without_userinfo"]
 
 DEFAULT_INDEX = Index("pypi", "https://pypi.org/simple")
 FIND_LINKS = "find-links"
@@ -61,7 +62,23 @@ def effective_indexes(variant: ResolvedVariant) -> list[Index]:
 
 
 def _host(url: str) -> str:
-    return urlsplit(url).netloc.lower()
+    """``host[:port]`` of ``url``, lower-cased, without user or password (issue 18: uv strips a
+    password from the file URLs it records, so indexes and files compare without userinfo)."""
+    return urlsplit(url).netloc.rpartition("@")[2].lower()
+
+
+def redact_userinfo(text: str) -> str:
+    """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@`` (a lock
+    written before envforge refused credentials in recipe URLs must not print them)."""
+    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@", r"\1<credentials>@", text)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` with any ``user:password@`` removed from its authority; other parts unchanged."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
 def attribute(url: str | None, indexes: Sequence[Index], find_links: Sequence[Path] = ()) -> str:
@@ -76,7 +93,9 @@ def attribute(url: str | None, indexes: Sequence[Index], find_links: Sequence[Pa
         path = urlsplit(url).path if url.startswith("file:") else url
         if any(Path(path).resolve().is_relative_to(d.resolve()) for d in find_links):
             return FIND_LINKS
-    by_prefix = [i for i in indexes if url.startswith(i.url.rstrip("/").rsplit("/simple", 1)[0] + "/")]
+    url = without_userinfo(url)
+    by_prefix = [i for i in indexes
+                 if url.startswith(without_userinfo(i.url).rstrip("/").rsplit("/simple", 1)[0] + "/")]
     if by_prefix:
         return max(by_prefix, key=lambda i: len(i.url)).name
     host = _host(url)

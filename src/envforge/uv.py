@@ -5,6 +5,14 @@ uv comes from the ``uv`` distribution on PyPI (a dependency of envforge), found 
 where it matters (a user's ``uv.toml`` must not change a lock), Python downloads disabled (they
 cannot happen on air-gapped GPU boxes and should never happen silently), and a short retry budget
 so an unreachable index fails in seconds.
+
+uv reads ``UV_*`` variables even under ``--no-config`` (field case B18), so uv never gets the
+caller's environment as it is: :func:`uv_environment` keeps what only changes how uv fetches
+(transport, credentials, cache) and drops everything that could change what it resolves or
+installs (the list, with its source and uv version, is :mod:`envforge.uvsettings`). A resolving
+call (``uv pip compile``) with such a variable set is refused instead (:class:`UvSettingsRefused`,
+exit 2), naming each variable and the recipe key that says the same thing: the caller asked for
+something the lock would not record.
 """
 
 from __future__ import annotations
@@ -17,9 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envforge.errors import ExternalToolError
+from envforge.errors import ExternalToolError, InputError
+from envforge.uvsettings import REFUSED, UV_VERSION, classify
 
-__all__ = ["UvError", "UvResult", "run_uv", "uv_binary"]
+__all__ = ["UvError", "UvResult", "UvSettingsRefused", "refused_settings", "run_uv", "uv_binary",
+           "uv_environment"]
+
+# uv subcommands that resolve (their result depends on resolver settings); others install a lock,
+# make a venv or find a Python, which no refused variable may change either: those are dropped.
+_RESOLVING = (("pip", "compile"), ("pip", "install"), ("lock",))
 
 _TAIL_LINES = 25
 
@@ -28,6 +42,45 @@ Progress = Callable[[str], None]
 
 class UvError(ExternalToolError):
     """uv failed or could not start (exit 3). ``stderr_tail`` holds uv's last lines."""
+
+
+class UvSettingsRefused(InputError):
+    """The caller's environment sets uv variables that would change a resolution (exit 2)."""
+
+
+def refused_settings(environ: Mapping[str, str]) -> list[str]:
+    """Names in ``environ`` that would change what uv resolves (sorted; values never read)."""
+    return sorted(k for k in environ if classify(k) == "refused")
+
+
+def uv_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment uv runs with: ``environ`` without every variable :func:`classify` does not
+    pass, then envforge's own settings (no Python downloads, a short retry budget, no colour),
+    then ``extra``. Pure: ``environ`` is not changed."""
+    env = {k: v for k, v in environ.items() if classify(k) == "passed"}
+    env.update({
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_HTTP_RETRIES": env.get("UV_HTTP_RETRIES", "1"),
+        "UV_HTTP_TIMEOUT": env.get("UV_HTTP_TIMEOUT", "30"),
+        "NO_COLOR": "1",
+    })
+    env.update(extra or {})
+    return env
+
+
+def _refuse(args: Sequence[str], environ: Mapping[str, str]) -> None:
+    if not any(tuple(args[:len(cmd)]) == cmd for cmd in _RESOLVING):
+        return
+    names = refused_settings(environ)
+    if not names:
+        return
+    lines = [f"  {n}: instead, {REFUSED[n]}" for n in names]
+    raise UvSettingsRefused(
+        f"your environment sets {len(names)} uv variable{'s' if len(names) > 1 else ''} that would change "
+        f"what uv resolves, and the lock would not record {'them' if len(names) > 1 else 'it'}:\n"
+        + "\n".join(lines),
+        hint=f"unset {'them' if len(names) > 1 else 'it'} for envforge (`env {' '.join('-u ' + n for n in names)} "
+             f"envforge ...`) and say it in the recipe; see docs/recipes.md (uv {UV_VERSION} settings)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,18 +114,6 @@ def uv_binary() -> str:
     return found
 
 
-def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "UV_PYTHON_DOWNLOADS": "never",
-        "UV_HTTP_RETRIES": env.get("UV_HTTP_RETRIES", "1"),
-        "UV_HTTP_TIMEOUT": env.get("UV_HTTP_TIMEOUT", "30"),
-        "NO_COLOR": "1",
-    })
-    env.update(extra or {})
-    return env
-
-
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -90,14 +131,17 @@ def run_uv(
 ) -> UvResult:
     """Run ``uv <args>`` and return its output; stream stderr lines to ``progress`` when given.
 
-    :param env: extra environment variables on top of this process's and envforge's defaults.
+    :param env: extra environment variables on top of :func:`uv_environment` of this process's.
     :param timeout_s: wall-clock limit in seconds (None: no limit).
+    :raises UvSettingsRefused: a resolving call while the caller's environment sets a variable
+        that would change the resolution (each named, with the recipe key to use instead).
     :raises UvError: uv could not start, exited non-zero, or ran past ``timeout_s``; the message
         keeps argv, exit status and uv's last stderr lines.
     """
+    _refuse(args, os.environ)
     argv = [uv_binary(), *args]
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(argv, cwd=cwd, env=uv_environment(os.environ, env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
     except OSError as exc:
         raise UvError(f"cannot start uv: {exc.strerror}", tool="uv", argv=argv, returncode=None) from None

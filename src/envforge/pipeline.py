@@ -19,18 +19,27 @@ if TYPE_CHECKING:
     from envforge.verify import VerifyOptions
     from envforge.verify.findings import VerifyReport
 
-__all__ = ["MainJobResult", "run_main_job"]
+__all__ = ["REBUILD_REPAIRS", "MainJobResult", "run_main_job"]
+
+
+#: Finding kinds that mean the live generation's files were damaged after it was built: a fresh
+#: build from the same lock repairs them (others, like ``file-conflict`` or GPU findings, it would not).
+REBUILD_REPAIRS = frozenset({"missing", "unexpected", "version-mismatch", "local-label-mismatch", "missing-file",
+                             "tampered", "hardlinked", "stale-bytecode", "patch-state", "env-profile"})
 
 
 @dataclass(frozen=True)
 class MainJobResult:
     """What ``up`` did: the lock check; the build (None when the live generation was reused or the
-    lock is stale); the reused generation; the verify report (None when the lock is stale)."""
+    lock is stale); the reused generation; the verify report (None when the lock is stale);
+    ``damaged``: the failing report of a live generation built from this lock whose files were
+    damaged since (then ``build`` is the fresh generation that replaced it)."""
 
     lock: lock.LockCheck
     build: build.BuildResult | None
     reused: Path | None
     report: VerifyReport | None
+    damaged: VerifyReport | None = None
 
     @property
     def exit_code(self) -> int:
@@ -43,7 +52,10 @@ class MainJobResult:
 def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
                  progress: Callable[[str], None] | None = None) -> MainJobResult:
     """Check the lock against the recipe and patchsets; build a generation unless the live one was
-    built from these exact lock bytes (or ``rebuild``); verify it.
+    built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
+    fails verify with findings a rebuild repairs (:data:`REBUILD_REPAIRS`: files missing, edited,
+    installed or removed since), a fresh generation is built from the same lock and verified;
+    the damaged one stays for ``envforge rollback``.
 
     A stale lock stops the job before anything is built (exit 1, with the changed keys).
     ``progress`` receives one line as each stage starts (``[1/3] lock ...``) and the build's progress.
@@ -63,11 +75,20 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     reused = None if rebuild else build.current_generation(plan)
     if reused is not None:
         say(f"[2/3] build {plan.link.name}: up to date ({reused.name} was built from this lock; --rebuild to force)")
-        result = None
-    else:
-        say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+        say(f"[3/3] verify {plan.link.name}")
+        report = verify(Environment(plan.link), project, options)
+        damage = sorted({f.kind for f in report.findings if f.kind in REBUILD_REPAIRS})
+        if not damage:
+            return MainJobResult(check, None, reused, report)
+        say(f"  {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "
+            f"building {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
         result = build.execute_build(plan, progress=progress)
         say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
+        say(f"[3/3] verify {plan.link.name} again")
+        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), report)
+    say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+    result = build.execute_build(plan, progress=progress)
+    say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
     say(f"[3/3] verify {plan.link.name}")
     report = verify(Environment(plan.link), project, options)
     return MainJobResult(check, result, reused, report)

@@ -130,7 +130,8 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
                 "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.build.steps],
                 "notes": list(res.build.notes)},
             "reused": None if res.reused is None else res.reused.name,
-            "verify": None if res.report is None else as_json(res.report)})
+            "verify": None if res.report is None else as_json(res.report),
+            "damaged": None if res.damaged is None else as_json(res.damaged)})
         return res.exit_code
     for reason in res.lock.reasons:
         ui.info(f"  {reason}")

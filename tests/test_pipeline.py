@@ -1,0 +1,53 @@
+"""``envforge up`` (envforge.pipeline) on a live generation damaged after it was built: real
+quickstart build (real uv, the real sglang 0.5.9 and flashinfer-python 0.6.4 wheels), real damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ))
+
+
+@pytest.mark.slow
+def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for d in ("recipes", "patchsets", "lockfiles"):
+        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
+    first = envforge(proj, "up")
+    if first.returncode != 0 and "cannot reach" in first.stderr:
+        pytest.skip("the package index cannot be reached")
+    assert first.returncode == 0, first.stderr
+    sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
+    (sp / "sglang" / "version.py").unlink()                          # a file removed
+    (sp / "sglang" / "lang" / "api.py").write_text("raise SystemExit\n")  # a file edited
+    damaged = envforge(proj, "verify")
+    assert damaged.returncode == 1 and "missing-file: sglang 0.5.9: sglang/version.py" in damaged.stdout
+
+    again = envforge(proj, "up", "--json")
+    assert again.returncode == 0, again.stderr
+    assert ("[2/3] build quickstart-default: up to date (g0001 was built from this lock; --rebuild to force)\n"
+            "[3/3] verify quickstart-default\n"
+            "  g0001 fails verify (missing-file, tampered): its files changed since it was built; building g0002 "
+            "from the same lock (g0001 stays for rollback)\n") in again.stderr
+    assert "[3/3] verify quickstart-default again" in again.stderr
+    data = json.loads(again.stdout)["data"]
+    assert (data["build"]["generation"], data["reused"], data["verify"]["clean"]) == ("g0002", None, True)
+    assert sorted({f["kind"] for f in data["damaged"]["findings"]}) == ["missing-file", "tampered"]
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")
+    assert (proj / "envs" / ".generations" / "quickstart-default" / "g0001").is_dir()  # kept for rollback
+
+    third = envforge(proj, "up")  # intact now: reused, no third generation
+    assert third.returncode == 0
+    assert "up to date (g0002 was built from this lock; --rebuild to force)" in third.stderr

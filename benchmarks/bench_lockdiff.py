@@ -1,4 +1,4 @@
-"""Benchmark: ``envforge lock diff`` of two real ~170-package locks, whole process.
+"""Benchmark: ``envforge lock diff`` of two 235-entry locks, whole process.
 
 Reference (the floor for any Python tool): a bare ``python -c`` process that only parses both files
 with ``tomllib``. ``git diff --no-index`` of the same files is shown for scale. The three commands
@@ -6,7 +6,9 @@ run interleaved, ``--runs`` times each (default 7); the medians are printed with
 envforge / tomllib-floor. Target: ratio <= 2.0 (``--check`` exits 1 when it is above).
 
 Usage: ``python benchmarks/bench_lockdiff.py [--runs N] [--check] [OLD NEW]``; defaults are the
-cu128 locks for sglang 0.5.9 and 0.5.10 under tests/data/locks.
+generated real-world-sized pair under tests/data/lockdiff (``notebook-235-*.toml``, 235 entries
+each, written by make_cases.py there: every entry moves index path, six change otherwise). The
+real ~170-package kimi locks (tests/data/locks) can be passed as OLD NEW.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCKS = ROOT / "tests" / "data" / "locks"
-DEFAULT_OLD = LOCKS / "sglang-0.5.9" / "pylock.kimi-k25-sm120-cu128.toml"
-DEFAULT_NEW = LOCKS / "sglang-0.5.10" / "pylock.kimi-k25-sm120-cu128.toml"
+LOCKS = ROOT / "tests" / "data" / "lockdiff"
+DEFAULT_OLD = LOCKS / "notebook-235-old.toml"
+DEFAULT_NEW = LOCKS / "notebook-235-new.toml"
 FLOOR = "import sys, tomllib\nfor p in sys.argv[1:]:\n    tomllib.load(open(p, 'rb'))"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envforge.errors import InputError
-from envforge.lockdiff.classify import diff_locks
+from envforge.lockdiff.classify import LockDiff, diff_locks
 from envforge.lockdiff.model import Lock, parse_lock
 from envforge.lockdiff.render import diff_data, render_markdown, render_terminal, render_textconv
 
@@ -28,6 +28,11 @@ def load(path: Path, text: str | None = None, label: str | None = None) -> Lock:
     return parse_lock(path.read_text() if text is None else text, label=label or path.name)
 
 
+def term(diff: LockDiff, *, show_all: bool = False) -> str:
+    """The terminal rendering without wrapping (wrapping has its own tests)."""
+    return render_terminal(diff, show_all=show_all, width=None)
+
+
 def rows(text: str) -> list[str]:
     return [" ".join(line.split()) for line in text.splitlines()]
 
@@ -39,12 +44,12 @@ def cu128() -> Lock:
 
 @pytest.fixture(scope="module")
 def upgrade_rows(cu128: Lock) -> list[str]:
-    return rows(render_terminal(diff_locks(cu128, load(NEXT))))
+    return rows(term(diff_locks(cu128, load(NEXT))))
 
 
 @pytest.fixture(scope="module")
 def cuda_rows(cu128: Lock) -> list[str]:
-    return rows(render_terminal(diff_locks(cu128, load(CU130))))
+    return rows(term(diff_locks(cu128, load(CU130))))
 
 
 def edited(cu128_text: str, old: str, new: str) -> Lock:
@@ -85,7 +90,7 @@ def test_upgrade_levels_added_removed(upgrade_rows: list[str]) -> None:
 
 
 def test_downgrade(cu128: Lock) -> None:
-    out = rows(render_terminal(diff_locks(load(NEXT), cu128)))
+    out = rows(term(diff_locks(load(NEXT), cu128)))
     assert "downgraded sglang 0.5.10 -> 0.5.9 patch" in out
     assert "downgraded huggingface-hub 1.33.0 -> 0.36.2 major" in out
 
@@ -95,21 +100,25 @@ def test_marker_change_is_shown(upgrade_rows: list[str]) -> None:
 
 
 def test_cuda_move_local_labels_replacements_and_index(cuda_rows: list[str]) -> None:
-    assert cuda_rows[1] == ("169 -> 170 packages: 1 added, 15 replaced, 2 upgraded, 4 local label, "
-                            "7 lock settings")
-    for line in ("local label torch 2.9.1 -> 2.9.1+cu130 no label -> +cu130; index pypi -> pytorch-cu130",
+    assert cuda_rows[1] == ("169 -> 170 packages: 1 index move (3 packages), 1 added, 15 replaced, "
+                            "2 upgraded, 4 local label, 7 lock settings")
+    # the three torch packages move together: said once, not on each line
+    assert cuda_rows[2] == "3 packages moved index pypi -> pytorch-cu130 (torch, torchaudio, torchvision)"
+    for line in ("local label torch 2.9.1 -> 2.9.1+cu130 no label -> +cu130",
                  "local label sgl-kernel 0.3.21 -> 0.3.21+cu130 no label -> +cu130; "
                  "index pypi -> sgl-kernel-cu130",
-                 "replaced nvidia-cublas-cu12 12.8.4.1 -> nvidia-cublas 13.0.0.19 -cu12 -> unsuffixed",
-                 "replaced nvidia-nccl-cu12 2.27.5 -> nvidia-nccl-cu13 2.27.7 -cu12 -> -cu13",
+                 "replaced nvidia-cublas-cu12 12.8.4.1 -> nvidia-cublas 13.0.0.19 -cu12 -> unsuffixed; "
+                 "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
+                 "replaced nvidia-nccl-cu12 2.27.5 -> nvidia-nccl-cu13 2.27.7 -cu12 -> -cu13; "
+                 "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
                  "added flashinfer-jit-cache 0.6.4+cu130 index flashinfer-cu130",
                  "upgraded flashinfer-python 0.6.3 -> 0.6.4 patch"):
         assert line in cuda_rows
 
 
 def test_families_grouped_in_order(cu128: Lock) -> None:
-    text = render_terminal(diff_locks(cu128, load(CU130)))
-    headings = [line for line in text.splitlines()[2:] if not line.startswith(" ")]
+    text = term(diff_locks(cu128, load(CU130)))
+    headings = [line for line in text.splitlines()[3:] if not line.startswith(" ")]
     assert headings == ["torch family (3 local label)", "nvidia-* / cuda-* (15 replaced)",
                         "flashinfer-* (1 added, 2 upgraded)", "sglang (1 local label)",
                         "lock settings ([tool.envforge] and header)"]
@@ -119,7 +128,7 @@ def test_local_label_between_two_labels() -> None:
     text = CU130.read_text()
     old = parse_lock(text.replace("2.9.1+cu130", "2.9.1+cu128").replace("%2Bcu130", "%2Bcu128"),
                      label="a.toml")
-    out = rows(render_terminal(diff_locks(old, parse_lock(text, label="b.toml"))))
+    out = rows(term(diff_locks(old, parse_lock(text, label="b.toml"))))
     assert "local label torch 2.9.1+cu128 -> 2.9.1+cu130 +cu128 -> +cu130" in out
 
 
@@ -127,8 +136,9 @@ def test_index_change_same_version() -> None:
     text = CU128.read_text()
     new = edited(text, 'name = "idna"\nversion = "3.20"\n',
                  'name = "idna"\nversion = "3.20"\nindex = "https://mirror.example/simple"\n')
-    out = rows(render_terminal(diff_locks(load(CU128), new)))
-    assert "source idna 3.20 index pypi -> https://mirror.example/simple" in out
+    out = rows(term(diff_locks(load(CU128), new)))
+    # same files (same hashes) from another index: moved, not a rebuild
+    assert "moved idna 3.20 index pypi -> https://mirror.example/simple" in out
 
 
 def test_same_version_new_hashes_is_flagged() -> None:
@@ -139,7 +149,7 @@ def test_same_version_new_hashes_is_flagged() -> None:
     diff = diff_locks(load(CU128), new)
     (change,) = diff.packages
     assert (change.kind, change.flagged) == ("rehashed", True)
-    assert "! REHASHED aiosignal 1.4.0 same version, new hashes: aiosignal-1.4.0.tar.gz" in rows(render_terminal(diff))
+    assert "! REHASHED aiosignal 1.4.0 same version, new hashes: aiosignal-1.4.0.tar.gz" in rows(term(diff))
     assert "| ⚠️ REHASHED | `aiosignal` |" in render_markdown(diff)
 
 
@@ -148,20 +158,22 @@ def test_files_added_or_removed_same_version() -> None:
     sdist = re.search(r'(?m)^name = "aiosignal"\nversion = "1.4.0"\n(sdist = .*\n)', text)
     assert sdist
     new = edited(text, sdist.group(1), "")
-    out = rows(render_terminal(diff_locks(load(CU128), new)))
-    assert "files aiosignal 1.4.0 -aiosignal-1.4.0.tar.gz" in out
+    out = rows(term(diff_locks(load(CU128), new)))
+    assert "files aiosignal 1.4.0 sdist removed" in out
 
 
 def test_metadata_churn_hidden_unless_all() -> None:
     diff = diff_locks(load(UV_OLD), load(UV_NEW))
-    out = rows(render_terminal(diff))
+    out = rows(term(diff))
     assert out[1] == ("8 -> 9 packages: 1 added, 2 upgraded, 1 lock setting "
                       "(6 metadata-only hidden; --all shows them)")
-    assert "upgraded polars 1.32.3 -> 1.34.0 minor" in out
+    assert ("upgraded polars 1.32.3 -> 1.34.0 minor; wheels +any, +py3, -linux aarch64, -linux x86_64, "
+            "-macos arm64, -macos x86_64, -win amd64, -win arm64, -cp39-abi3; "
+            "dependencies +polars-runtime-32") in out
     assert "added polars-runtime-32 1.34.0" in out
     assert "options.exclude-newer: added 2025-10-15T00:00:00Z" in out
     assert not any(r.startswith("metadata") for r in out)
-    everything = rows(render_terminal(diff, show_all=True))
+    everything = rows(term(diff, show_all=True))
     assert "metadata colorama 0.4.6 upload-time of identical files" in everything
     assert "revision: 1 -> 5" in everything
 
@@ -172,13 +184,13 @@ def test_generator_comment_churn_is_metadata() -> None:
     b = parse_lock("# generated by uv at /tmp/b\n" + text, label="b")
     diff = diff_locks(a, b)
     assert not diff.has_changes() and diff.has_changes(show_all=True)
-    assert "comments: 1 lines -> 1 lines" in rows(render_terminal(diff, show_all=True))
+    assert "comments: 1 lines -> 1 lines" in rows(term(diff, show_all=True))
 
 
 def test_identical_locks_have_no_changes(cu128: Lock) -> None:
     diff = diff_locks(cu128, load(CU128))
     assert not diff.has_changes(show_all=True)
-    assert rows(render_terminal(diff))[1] == "169 -> 169 packages: no changes"
+    assert rows(term(diff))[1] == "169 -> 169 packages: no changes"
 
 
 def one_package(version: str) -> Lock:
@@ -196,7 +208,7 @@ def one_package(version: str) -> Lock:
     ("2.0", "1!1.0", "upgraded demo 2.0 -> 1!1.0 major"),
 ])
 def test_version_levels(old: str, new: str, line: str) -> None:
-    assert rows(render_terminal(diff_locks(one_package(old), one_package(new))))[3] == line
+    assert rows(term(diff_locks(one_package(old), one_package(new))))[3] == line
 
 
 # --- [tool.envforge] -------------------------------------------------------------------------
@@ -225,7 +237,7 @@ def test_envforge_patchsets_profile_target_env_reason() -> None:
     for a, b in edits:
         assert a in new, a
         new = new.replace(a, b, 1)
-    out = rows(render_terminal(diff_locks(load(CU130), parse_lock(new, label="new.toml"))))
+    out = rows(term(diff_locks(load(CU130), parse_lock(new, label="new.toml"))))
     assert out[2:] == [
         "lock settings ([tool.envforge] and header)",
         "env-profile: pcie -> nvlink",
@@ -284,10 +296,15 @@ def test_markdown_table(cu128: Lock) -> None:
     lines = md.splitlines()
     assert lines[0] == ("### Lock diff: `pylock.kimi-k25-sm120-cu128.toml` → "
                         "`pylock.kimi-k25-sm120-cu130.toml`")
-    assert ("| **torch family** | local label | `torch` | 2.9.1 → 2.9.1+cu130 | "
-            "no label → +cu130; index pypi → pytorch-cu130 |") in lines
+    assert "| **torch family** | local label | `torch` | 2.9.1 → 2.9.1+cu130 | no label → +cu130 |" in lines
+    assert "| **sglang** | local label | `sgl-kernel` | 0.3.21 → 0.3.21+cu130 | no label → +cu130<br>index " \
+           "pypi → sgl-kernel-cu130 |" in lines
+    assert lines[4:10] == ["- **3 packages** moved index `pypi → pytorch-cu130`",
+                           "  <details><summary>packages</summary>", "", "  torch, torchaudio, torchvision",
+                           "", "  </details>"]
     assert "| **nvidia-\\* / cuda-\\*** | replaced | `nvidia-cublas-cu12` | 12.8.4.1 → nvidia-cublas " \
-           "13.0.0.19 | -cu12 → unsuffixed |" in lines
+           "13.0.0.19 | -cu12 → unsuffixed<br>marker \"platform_machine == 'x86_64' and sys_platform == " \
+           "'linux'\" → (none) |" in lines
     assert "| `cuda` | 12.8 → 13.0.1 |" in lines
 
 
@@ -295,7 +312,11 @@ def test_json_data_is_serializable(cu128: Lock) -> None:
     data = diff_data(diff_locks(cu128, load(CU130)))
     assert data["summary"] == {"local": 4, "replaced": 15, "upgraded": 2, "added": 1}
     torch = next(c for c in data["changes"] if c["new_name"] == "torch")
-    assert torch["kind"] == "local" and torch["new_source"] == "https://download.pytorch.org/whl/cu130"
+    assert torch["kind"] == "local" and torch["new_source"] is None  # in the index move
+    assert data["index_moves"] == [{"old": "https://pypi.org/simple",
+                                    "new": "https://download.pytorch.org/whl/cu130",
+                                    "old_name": "pypi", "new_name": "pytorch-cu130",
+                                    "packages": ["torch", "torchaudio", "torchvision"]}]
     json.dumps(data)
 
 
@@ -323,7 +344,18 @@ def doc_examples() -> dict[str, str]:
     cu128, cu130 = load(CU128, label=f"{name}cu128.toml"), load(CU130, label=f"{name}cu130.toml")
     before, after = load(CU128, label=f"HEAD~1:{name}cu128.toml"), load(NEXT, label=f"{name}cu128.toml")
     uv = diff_locks(load(UV_OLD, label="uv.lock@82fd4d6"), load(UV_NEW, label="uv.lock"))
+    shapes = DATA / "lockdiff"
+
+    def pair(case: str, ext: str = ".toml") -> LockDiff:
+        return diff_locks(load(shapes / f"{case}-old{ext}", label=f"{case}-old{ext}"),
+                          load(shapes / f"{case}-new{ext}", label=f"{case}-new{ext}"))
+
+    moved = diff_data(pair("index-move"))
     return {
+        "json": "```json\n" + json.dumps(moved, indent=2) + "\n```",
+        "notebook-markdown": render_markdown(pair("notebook-235")),
+        "torch-terminal": "```text\n" + render_terminal(pair("torch-variants")) + "\n```",
+        "uv-torch-terminal": "```text\n" + render_terminal(pair("uv-torch", ".lock")) + "\n```",
         "cuda-markdown": render_markdown(diff_locks(cu128, cu130)),
         "upgrade-markdown": render_markdown(diff_locks(before, after)),
         "cuda-terminal": "```text\n" + render_terminal(diff_locks(cu128, cu130)) + "\n```",
@@ -349,7 +381,7 @@ def test_uv_lock_git_source_change() -> None:
                           'name = "sglang"\nversion = "0.5.9"\n'
                           f'source = {{ git = "https://github.com/sgl-project/sglang?rev=main#{commit}" }}\n',
                           label=f"uv.lock@{commit}")
-    out = rows(render_terminal(diff_locks(lock("aaaa"), lock("bbbb"))))
+    out = rows(term(diff_locks(lock("aaaa"), lock("bbbb"))))
     assert out[3] == ("source sglang 0.5.9 source git https://github.com/sgl-project/sglang?rev=main#aaaa"
                       " -> git https://github.com/sgl-project/sglang?rev=main#bbbb")
 

@@ -4,6 +4,7 @@ same recipe locked with sglang 0.5.10 (tests/data/locks/envforge-sglang-0.5.10, 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ def test_sglang_upgrade_between_envforge_locks() -> None:
     assert ["upgraded", "sglang", "0.5.9", "->", "0.5.10", "patch"] in lines
     assert ["upgraded", "flashinfer-python", "0.6.3", "->", "0.6.7.post2", "patch"] in lines
     assert res.stdout.splitlines()[1].startswith("169 -> 182 packages:")
-    settings = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().startswith("inputs packages:")]
+    joined = re.sub(r"\n {6,}", " ", res.stdout)  # a long setting is wrapped at 120 columns
+    settings = [ln.strip() for ln in joined.splitlines() if ln.strip().startswith("inputs packages:")]
     assert settings and "sglang==0.5.9" in settings[0] and "sglang==0.5.10" in settings[0]
 
 

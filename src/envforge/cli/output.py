@@ -18,15 +18,16 @@ __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind
 JSON_ENVELOPE_VERSION = 1
 
 
-def envelope(kind: str, data: Any) -> dict[str, Any]:
+def envelope(kind: str, data: Any, version: int = JSON_ENVELOPE_VERSION) -> dict[str, Any]:
     """Wrap a report in the versioned JSON envelope every ``--json`` output uses.
 
     Shape: ``{"envforge": "<version>", "schema": "envforge.<kind>/<n>", "data": {...}}``.
-    The ``schema`` string changes when the shape of ``data`` changes incompatibly.
+    The ``schema`` string changes when the shape of ``data`` changes incompatibly: ``version``
+    is that kind's own shape version (``n``).
     """
     return {
         "envforge": __version__,
-        "schema": f"envforge.{kind}/{JSON_ENVELOPE_VERSION}",
+        "schema": f"envforge.{kind}/{version}",
         "data": data,
     }
 
@@ -66,9 +67,10 @@ class Ui:
         """Write a result line (stdout)."""
         print(text, file=self.out)
 
-    def emit_json(self, kind: str, data: Any) -> None:
-        """Write ``data`` wrapped in :func:`envelope` to stdout, keys in a fixed order."""
-        print(json.dumps(envelope(kind, data), indent=2, sort_keys=False), file=self.out)
+    def emit_json(self, kind: str, data: Any, *, version: int = JSON_ENVELOPE_VERSION) -> None:
+        """Write ``data`` wrapped in :func:`envelope` (shape ``version``) to stdout, keys in a
+        fixed order."""
+        print(json.dumps(envelope(kind, data, version), indent=2, sort_keys=False), file=self.out)
 
     def info(self, text: str) -> None:
         """A human message (stderr)."""

@@ -21,22 +21,25 @@ __all__ = ["diff_git", "diff_sides", "diff_variants", "textconv"]
 
 
 def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
-    """Diff two sides, each a lock path (relative to ``base``) or ``REV:PATH``.
+    """Diff two sides, each a lock path (relative to ``base``) or ``REV:PATH``; index URLs are
+    named by the locks' ``[tool.envforge] indexes`` and their recipe's ``indexes``.
 
     :raises InputError: a side is missing, not a lock, or has merge-conflict markers.
     """
     from envforge.lockdiff.classify import diff_locks
-    from envforge.lockdiff.sources import read_side
+    from envforge.lockdiff.sources import read_side, recipe_index_names
 
-    return diff_locks(read_side(old, base=base), read_side(new, base=base))
+    a, b = read_side(old, base=base), read_side(new, base=base)
+    return diff_locks(a, b, names=recipe_index_names((a, b), base))
 
 
 def diff_git(rev: str, *, base: Path) -> tuple[LockDiff, ...]:
     """One diff per lockfile changed between ``rev`` and the working tree of the repo at ``base``."""
     from envforge.lockdiff.classify import diff_locks
-    from envforge.lockdiff.sources import changed_lockfiles
+    from envforge.lockdiff.sources import changed_lockfiles, recipe_index_names
 
-    return tuple(diff_locks(old, new) for old, new in changed_lockfiles(base, rev))
+    return tuple(diff_locks(old, new, names=recipe_index_names((old, new), base))
+                 for old, new in changed_lockfiles(base, rev))
 
 
 def diff_variants(recipe: str, *, lockfiles_dir: Path) -> VariantMatrix:

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from envforge.errors import InputError
 
-__all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "normalize_name", "parse_lock"]
+__all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "normalize_name", "parse_lock"]
 
 PYPI = "https://pypi.org/simple"
 _PYPI_FILE_HOSTS = ("https://files.pythonhosted.org/",)
@@ -60,8 +60,14 @@ class LockedPackage:
     """One locked package.
 
     ``name`` is normalized; ``version`` as written (``None`` for some direct sources);
-    ``source`` is an index URL (``https://pypi.org/simple`` for files on PyPI's file host) or
-    ``"git <url>@<commit>"``, ``"directory <path>"``, ``"archive <url>"``, ``"virtual <path>"``.
+    ``marker`` is the PEP 751 ``marker``, or for uv.lock the entry's ``resolution-markers`` joined
+    with `` or `` (``None`` when the entry applies everywhere); ``source`` is an index URL
+    (``https://pypi.org/simple`` for files on PyPI's file host) or ``"git <url>@<commit>"``,
+    ``"directory <path>"``, ``"archive <url>"``, ``"virtual <path>"``; ``dependencies`` are the
+    entry's dependency edges as sorted text (uv.lock ``dependencies``, ``optional-dependencies``
+    as ``[extra] name``, ``dev-dependencies`` as ``(group) name``; PEP 751
+    ``packages.dependencies``): ``name``, then `` ==version`` and `` @ source`` where the lock
+    names them (they pick one of several same-name entries), then `` ; marker``.
     """
 
     name: str
@@ -69,6 +75,7 @@ class LockedPackage:
     marker: str | None
     source: str
     artifacts: tuple[Artifact, ...]
+    dependencies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +84,14 @@ class Lock:
 
     ``label`` names it in messages (a path or ``REV:PATH``); ``kind`` is ``"pylock"`` or ``"uv.lock"``;
     ``header`` holds the top-level scalars (``lock-version``, ``created-by``, ``requires-python``,
-    ``revision``...) as text; ``comments`` the leading ``#`` lines (generator comments);
-    ``packages`` maps a key (the name, or ``"name ; marker"`` when a name appears more than once)
-    to the package, in key order; ``envforge`` is the ``[tool.envforge]`` table or ``{}``.
+    ``revision``, uv's ``options.*``...) as text; ``comments`` the leading ``#`` lines (generator
+    comments); ``packages`` maps a unique key to each entry, in key order: the name when the
+    name has one entry, else ``"name version ; marker"`` (plus `` @ source`` and then ``#n``
+    where that is still not unique), so no entry is ever dropped; ``envforge`` is the
+    ``[tool.envforge]`` table or ``{}``; ``lists`` holds the top-level arrays, one text per item
+    (pylock ``environments``, ``extras``, ``dependency-groups``, ``default-groups``; uv.lock
+    ``resolution-markers``, ``supported-markers``, ``required-markers``, ``conflicts`` as
+    ``"pkg[extra] / pkg[extra]"``, and ``manifest.*`` arrays).
     """
 
     label: str
@@ -88,6 +100,7 @@ class Lock:
     comments: tuple[str, ...]
     packages: Mapping[str, LockedPackage]
     envforge: Mapping[str, Any]
+    lists: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def parse_lock(text: str, *, label: str) -> Lock:
@@ -154,12 +167,17 @@ def _read_pylock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) 
     except _Malformed as exc:
         raise InputError(f"{label} is not a valid PEP 751 lock: {_pylock_reason(doc, exc)}",
                          hint="regenerate it with `envforge lock`") from None
-    header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python",
-                                           "environments", "extras", "dependency-groups",
-                                           "default-groups") if k in doc}
+    header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python")
+              if k in doc}
+    lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS
+             if isinstance(doc.get(k), list)}
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
-    return Lock(label, "pylock", header, comments, _keyed(packages), envforge)
+    return Lock(label, "pylock", header, comments, _keyed(packages), envforge, lists)
+
+
+_PYLOCK_LISTS = ("environments", "extras", "dependency-groups", "default-groups")
+_UV_LISTS = ("resolution-markers", "supported-markers", "required-markers")
 
 
 def _scalar(value: Any) -> str:
@@ -206,8 +224,10 @@ def _pylock_package(p: Any, path: str) -> LockedPackage:
         files.append(_pylock_file(p["sdist"], f"{path}.sdist"))
     if "archive" in p:
         files.append(_pylock_file(p["archive"], f"{path}.archive"))
+    deps = p.get("dependencies")
+    edges = tuple(sorted(_dep_text(d) for d in deps)) if isinstance(deps, list) else ()
     return LockedPackage(normalize_name(name), _text(p, "version", path), _text(p, "marker", path),
-                         _pylock_source(p, files), tuple(files))
+                         _pylock_source(p, files), tuple(files), edges)
 
 
 def _pylock_file(f: Any, path: str) -> Artifact:
@@ -254,12 +274,67 @@ def _read_uv_lock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...])
     except _Malformed as exc:
         raise InputError(f"{label} is not a valid uv.lock: {exc}",
                          hint="regenerate it with `uv lock`") from None
-    header = {k: _scalar(doc[k]) for k in ("version", "revision", "requires-python",
-                                           "resolution-markers") if k in doc}
+    header = {k: _scalar(doc[k]) for k in ("version", "revision", "requires-python") if k in doc}
     options = doc.get("options", {})
     if isinstance(options, Mapping):
         header.update((f"options.{k}", _scalar(v)) for k, v in options.items())
-    return Lock(label, "uv.lock", header, comments, _keyed(packages), {})
+    lists = {k: tuple(str(v) for v in doc[k]) for k in _UV_LISTS if isinstance(doc.get(k), list)}
+    if isinstance(doc.get("conflicts"), list):
+        lists["conflicts"] = tuple(_conflict_text(c) for c in doc["conflicts"])
+    manifest = doc.get("manifest")
+    if isinstance(manifest, Mapping):
+        lists.update(_manifest_lists(manifest, "manifest."))
+    return Lock(label, "uv.lock", header, comments, _keyed(packages), {}, lists)
+
+
+def _conflict_text(conflict: Any) -> str:
+    """A uv conflict set as ``"project[cpu] / project[cu124]"`` (groups as ``project:group``)."""
+    if not isinstance(conflict, list):
+        return str(conflict)
+    items = []
+    for item in conflict:
+        if not isinstance(item, Mapping):
+            items.append(str(item))
+            continue
+        who = str(item.get("package", ""))
+        if "extra" in item:
+            items.append(f"{who}[{item['extra']}]")
+        elif "group" in item:
+            items.append(f"{who}:{item['group']}")
+        else:
+            items.append(who)
+    return " / ".join(items)
+
+
+def _manifest_lists(table: Mapping[str, Any], prefix: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """uv.lock ``[manifest]`` arrays, one text per item (requirements as dependency text)."""
+    for key, value in table.items():
+        if isinstance(value, list):
+            yield f"{prefix}{key}", tuple(sorted(_dep_text(v) if isinstance(v, Mapping) else str(v)
+                                                 for v in value))
+        elif isinstance(value, Mapping):
+            yield from _manifest_lists(value, f"{prefix}{key}.")
+
+
+def _dep_text(dep: Any) -> str:
+    """A dependency edge as text: ``name[extras] ==version @ source ; marker`` (parts as given)."""
+    if not isinstance(dep, Mapping):
+        return str(dep)
+    text = str(dep.get("name", "?"))
+    extra = dep.get("extra") or dep.get("extras")
+    if isinstance(extra, list) and extra:
+        text += "[" + ",".join(str(e) for e in extra) + "]"
+    if dep.get("version"):
+        text += f" =={dep['version']}"
+    source = dep.get("source")
+    if isinstance(source, Mapping) and source:
+        kind, value = next(iter(source.items()))
+        text += f" @ {str(value).rstrip('/')}" if kind == "registry" else f" @ {kind} {value}"
+    if dep.get("specifier"):
+        text += f" {dep['specifier']}"
+    if dep.get("marker"):
+        text += f" ; {dep['marker']}"
+    return text
 
 
 def _uv_package(p: Any, path: str) -> LockedPackage:
@@ -270,8 +345,20 @@ def _uv_package(p: Any, path: str) -> LockedPackage:
     files = [_uv_file(w, f"{path}.wheels[{i}]") for i, w in enumerate(_seq(p, "wheels", path))]
     if isinstance(p.get("sdist"), Mapping):
         files.append(_uv_file(p["sdist"], f"{path}.sdist"))
-    return LockedPackage(normalize_name(name), _text(p, "version", path), None,
-                         _uv_source(p.get("source"), path), tuple(files))
+    markers = p.get("resolution-markers")
+    marker = " or ".join(str(m) for m in markers) if isinstance(markers, list) and markers else None
+    return LockedPackage(normalize_name(name), _text(p, "version", path), marker,
+                         _uv_source(p.get("source"), path), tuple(files), _uv_edges(p))
+
+
+def _uv_edges(p: Mapping[str, Any]) -> tuple[str, ...]:
+    edges = [_dep_text(d) for d in p.get("dependencies", ()) or ()]
+    for table, fmt in (("optional-dependencies", "[{}] "), ("dev-dependencies", "({}) ")):
+        groups = p.get(table)
+        if isinstance(groups, Mapping):
+            edges.extend(fmt.format(g) + _dep_text(d) for g, deps in groups.items()
+                         if isinstance(deps, list) for d in deps)
+    return tuple(sorted(edges))
 
 
 def _uv_file(f: Any, path: str) -> Artifact:
@@ -293,13 +380,33 @@ def _uv_source(source: Any, path: str) -> str:
     return f"{kind} {value}"
 
 
+def entry_key(p: LockedPackage, *, source: bool = False) -> str:
+    """``"name version ; marker"`` (``" @ source"`` added with ``source``): how an entry of a name
+    with several entries is named in keys and messages."""
+    key = f"{p.name} {p.version or '(no version)'}"
+    if source:
+        key += f" @ {p.source}"
+    return f"{key} ; {p.marker}" if p.marker else key
+
+
 def _keyed(packages: Sequence[LockedPackage]) -> dict[str, LockedPackage]:
-    """Key packages by name; a name locked more than once (per marker) gets ``name ; marker``."""
+    """Key packages by name; a name with several entries gets :func:`entry_key`, then the source,
+    then ``#n``, until unique. Every entry is kept (PEP 751 and uv.lock allow one name several
+    times: per marker, per extra, or per index)."""
     counts: dict[str, int] = {}
     for p in packages:
         counts[p.name] = counts.get(p.name, 0) + 1
     out: dict[str, LockedPackage] = {}
     for p in packages:
-        key = p.name if counts[p.name] == 1 else f"{p.name} ; {p.marker or p.version}"
+        if counts[p.name] == 1:
+            out[p.name] = p
+            continue
+        key = entry_key(p)
+        if key in out:
+            key = entry_key(p, source=True)
+        base, n = key, 1
+        while key in out:
+            n += 1
+            key = f"{base} #{n}"
         out[key] = p
     return dict(sorted(out.items()))

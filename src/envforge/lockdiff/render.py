@@ -6,6 +6,8 @@ terminal width), so outputs can be pasted into reviews and compared in tests.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from envforge.lockdiff.classify import (
     FAMILIES,
     FieldChange,
+    IndexMove,
     LockDiff,
     PackageChange,
     flatten_envforge,
@@ -20,26 +23,38 @@ from envforge.lockdiff.classify import (
 )
 from envforge.lockdiff.model import PYPI, Lock
 
-__all__ = ["diff_data", "render_markdown", "render_terminal", "render_textconv", "summary_line"]
+__all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
+           "source_text", "summary_line"]
 
+SCHEMA_VERSION = 2  # envforge.lockdiff/2: index_moves; markers, coverage, files, dependencies
+WIDTH = 120  # terminal lines are wrapped to this many characters (unbreakable words excepted)
 FAMILY_TITLES = {"torch": "torch family", "nvidia": "nvidia-* / cuda-*",
                  "flashinfer": "flashinfer-*", "sglang": "sglang", "other": "other"}
 KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
-              "source": "source", "rehashed": "REHASHED", "files": "files", "marker": "marker",
+              "rehashed": "REHASHED", "rebuilt": "rebuilt", "files": "files", "source": "source",
+              "moved": "moved", "marker": "marker", "dependencies": "dependencies",
               "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
+_LISTED_MOVE_NAMES = 10  # the terminal names the packages of a move up to this many
 
 
 def summary_line(diff: LockDiff, show_all: bool = False) -> str:
-    """``169 -> 170 packages: 15 replaced, 5 local label, ...`` plus the hidden count."""
+    """``169 -> 170 packages: 1 index move (3 packages), 15 replaced, ...`` plus the hidden
+    count. Counts are entries (every ``[[packages]]`` entry, several per name where the lock
+    has them)."""
     if diff.status != "changed":
         count = diff.new_count if diff.status == "added" else diff.old_count
         return f"lockfile {diff.status} ({count} packages)"
+    parts = []
+    if diff.index_moves:
+        n = len(diff.index_moves)
+        moved = sum(len(m.packages) for m in diff.index_moves)
+        parts.append(f"{n} index move{'s' if n > 1 else ''} ({moved} packages)")
     counts: dict[str, int] = {}
     for c in diff.visible_packages(show_all):
         counts[c.kind] = counts.get(c.kind, 0) + 1
-    parts = [f"{counts[k]} {KIND_WORDS[k]}" for k in _KIND_ORDER if k in counts]
+    parts += [f"{counts[k]} {KIND_WORDS[k]}" for k in _KIND_ORDER if k in counts]
     fields = len(diff.visible_fields(show_all))
     if fields:
         parts.append(f"{fields} lock setting{'s' if fields > 1 else ''}")
@@ -54,6 +69,27 @@ def _index(url: str | None, names: Mapping[str, str]) -> str:
     return names.get(url or "", url or "?")
 
 
+def source_text(old: str, new: str, names: Mapping[str, str], arrow: str = "->") -> str:
+    """``old -> new`` for two sources: index names where known; two unnamed URLs that share a
+    prefix or suffix of path segments are written once with the differing middle in braces
+    (``https://host/rhoai/{3.5 -> 3.6}/cuda13.0``)."""
+    a, b = _index(old, names), _index(new, names)
+    if a != old or b != new or not (_is_url(old) and _is_url(new)):
+        return f"{a} {arrow} {b}"
+    x, y = old.split("/"), new.split("/")
+    head = 0
+    while head < min(len(x), len(y)) and x[head] == y[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(x), len(y)) - head and x[-1 - tail] == y[-1 - tail]:
+        tail += 1
+    if head < 3:  # not even the host in common
+        return f"{old} {arrow} {new}"
+    mid_x, mid_y = "/".join(x[head:len(x) - tail]), "/".join(y[head:len(y) - tail])
+    suffix = "/" + "/".join(x[len(x) - tail:]) if tail else ""
+    return f"{'/'.join(x[:head])}/{{{mid_x or '(none)'} {arrow} {mid_y or '(none)'}}}{suffix}"
+
+
 def _versions(c: PackageChange, arrow: str) -> str:
     if c.kind == "added":
         return c.new_version or "?"
@@ -66,20 +102,50 @@ def _versions(c: PackageChange, arrow: str) -> str:
     return f"{c.old_version} {arrow} {c.new_version}"
 
 
-def _note(c: PackageChange, names: Mapping[str, str], arrow: str) -> str:
+def _marker(text: str | None) -> str:
+    return repr(text) if text else "(none)"
+
+
+def marker_text(old: str | None, new: str | None) -> str:
+    """A marker change: ``or``-lists show the clauses added and removed, others in full."""
+    a, b = (old or "").split(" or "), (new or "").split(" or ")
+    if old and new and len(a) > 1 and len(b) > 1:
+        parts = [f"+{c}" for c in b if c not in a] + [f"-{c}" for c in a if c not in b]
+        return "marker " + ", ".join(parts)
+    return f"marker {_marker(old)} -> {_marker(new)}"
+
+
+def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list[str]:
+    """The facts of one change beside its kind, in a fixed order: level, detail, marker,
+    source, wheel coverage, files, dependencies (``->`` replaced by ``arrow``)."""
     parts = [p for p in (c.level, c.detail) if p]
+    if c.kind in ("added", "removed"):
+        marker = c.new_marker if c.kind == "added" else c.old_marker
+        if marker:
+            parts.append(f"where {marker}")
+    elif c.marker_changed:
+        parts.append(marker_text(c.old_marker, c.new_marker))
     if c.old_source and c.new_source:
         what = "index" if _is_url(c.old_source) and _is_url(c.new_source) else "source"
-        parts.append(f"{what} {_index(c.old_source, names)} {arrow} {_index(c.new_source, names)}")
+        parts.append(f"{what} {source_text(c.old_source, c.new_source, names)}")
     elif c.kind in ("added", "removed"):
         source = c.new_source or c.old_source
         if source and source != PYPI:
             parts.append(f"index {_index(source, names)}")
-    return "; ".join(parts).replace(" -> ", f" {arrow} ")
+    wheels = [w for w in c.coverage if w[1:] != "sdist"]
+    if wheels:
+        parts.append("wheels " + ", ".join(wheels))
+    if "+sdist" in c.coverage or "-sdist" in c.coverage:
+        parts.append("sdist added" if "+sdist" in c.coverage else "sdist removed")
+    if c.files and not c.coverage:  # files are shown when coverage alone does not say it
+        parts.append("files " + ", ".join(c.files))
+    if c.dependencies:
+        parts.append("dependencies " + ", ".join(c.dependencies))
+    return [p.replace(" -> ", f" {arrow} ") for p in parts]
 
 
 def _is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
+    return source.startswith(("http://", "https://", "file://"))
 
 
 def _field_text(f: FieldChange, arrow: str) -> str:
@@ -106,24 +172,68 @@ def _grouped(changes: Sequence[PackageChange]) -> list[tuple[str, list[PackageCh
     return [(f, groups[f]) for f in FAMILIES if f in groups]
 
 
-def render_terminal(diff: LockDiff, *, show_all: bool = False) -> str:
-    """Plain text for a terminal: a title, a summary line, changes grouped by family in aligned
-    columns (kind, package, versions, note), then ``[tool.envforge]`` and header changes."""
+def _move_line(m: IndexMove, names: Mapping[str, str], arrow: str) -> str:
+    return f"{len(m.packages)} packages moved index {source_text(m.old, m.new, names, arrow)}"
+
+
+def _wrap(first: str, facts: Sequence[str], indent: int, width: int | None) -> list[str]:
+    """``first`` then the ``facts`` joined by ``"; "`` on one line when that fits in ``width``
+    (or ``width`` is None); else one fact a line, wrapped at ``width``. The first fact goes beside
+    ``first`` when it fits there or when the note column (``indent``) is at most ``width - 60``;
+    the others are indented by ``indent`` (6 when the note column is further right), their
+    continuation lines by two more. A long list fact (``dependencies +a, -b``) gets one item a
+    line."""
+    line = f"{first}{'; '.join(facts)}".rstrip()
+    if width is None or len(line) <= width or not facts:
+        return [line]
+    pad = indent if indent <= width - 60 else 6
+    out: list[str] = []
+    for i, fact in enumerate(facts):
+        lead = " " * pad
+        if i == 0 and (pad == indent or len(first) + len(fact) <= width):
+            lead = first
+        elif i == 0:
+            out.append(first.rstrip())
+        items = _ITEMS.split(fact) if len(lead) + len(fact) > width else [fact]
+        for j, item in enumerate(items):  # a long list (``+a, -b``): one item a line
+            start = lead if j == 0 else " " * (pad + 2)
+            out += textwrap.wrap(item, width=width, initial_indent=start,
+                                 subsequent_indent=" " * (len(start) - len(start.lstrip()) + 2
+                                                          if j else pad + 2),
+                                 break_long_words=False, break_on_hyphens=False)
+    return out
+
+
+_ITEMS = re.compile(r", (?=[+-]\S)")
+
+
+def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None = WIDTH) -> str:
+    """Plain text for a terminal: a title, a summary line, index moves (each once), changes
+    grouped by family in aligned columns (kind, package, versions, facts), then lock settings.
+    Lines longer than ``width`` (default :data:`WIDTH`) are wrapped with their continuation
+    indented; ``width=None`` keeps every change on one line."""
+    names = diff.index_names
     lines = [f"lock diff: {diff.old_label} -> {diff.new_label}", summary_line(diff, show_all)]
+    for m in diff.index_moves:
+        listed = (f" ({', '.join(m.packages)})" if len(m.packages) <= _LISTED_MOVE_NAMES
+                  else " (--format markdown or json lists them)")
+        lines += _wrap(_move_line(m, names, "->"), [listed], 4, width)
     changes = diff.visible_packages(show_all)
     width_kind = max((len(_kind_word(c)) for c in changes), default=0)
     width_name = max((len(c.old_name or c.name) for c in changes), default=0)
-    width_ver = max((len(_versions(c, "->")) for c in changes), default=0)
+    width_ver = min(max((len(_versions(c, "->")) for c in changes), default=0), 40)
     for family, group in _grouped(changes):
         lines.append(f"{FAMILY_TITLES[family]} ({_counts(group)})")
         for c in group:
-            row = (f"  {_kind_word(c):<{width_kind}}  {c.old_name or c.name:<{width_name}}  "
-                   f"{_versions(c, '->'):<{width_ver}}  {_note(c, diff.index_names, '->')}")
-            lines.append(row.rstrip())
+            first = (f"  {_kind_word(c):<{width_kind}}  {c.old_name or c.name:<{width_name}}  "
+                     f"{_versions(c, '->'):<{width_ver}}  ")
+            lines += _wrap(first, notes(c, names), len(first), width)
     fields = diff.visible_fields(show_all)
     if fields:
         lines.append("lock settings ([tool.envforge] and header)")
-        lines.extend(f"  {_field_text(f, '->')}" for f in fields)
+        for f in fields:
+            label, _, value = _field_text(f, "->").partition(": ")
+            lines += _wrap(f"  {label}: ", [value], 6, width)
     return "\n".join(lines)
 
 
@@ -143,11 +253,21 @@ def _md(text: str) -> str:
 
 
 def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
-    """Markdown for a PR comment: a heading, the summary, one table of package changes (family
-    shown on its first row) and one table of lock settings."""
+    """Markdown for a PR comment: a heading, the summary, one bullet per index move (its packages
+    in a ``<details>`` block), one table of package changes (family shown on its first row,
+    facts, and the items of a fact longer than 100 characters, separated by ``<br>``) and one
+    table of lock settings."""
     arrow = "→"
+    names = diff.index_names
     lines = [f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "",
              summary_line(diff, show_all).replace(" -> ", f" {arrow} "), ""]
+    for m in diff.index_moves:
+        lines += [f"- **{len(m.packages)} packages** moved index "
+                  f"`{source_text(m.old, m.new, names, arrow)}`",
+                  "  <details><summary>packages</summary>", "",
+                  *("  " + ln for ln in textwrap.wrap(", ".join(m.packages), width=100,
+                                                      break_on_hyphens=False)),
+                  "", "  </details>", ""]
     changes = diff.visible_packages(show_all)
     if changes:
         lines += ["| family | change | package | version | note |", "| --- | --- | --- | --- | --- |"]
@@ -155,8 +275,10 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
             for i, c in enumerate(group):
                 fam = f"**{_md(FAMILY_TITLES[family])}**" if i == 0 else ""
                 kind = f"⚠️ {KIND_WORDS[c.kind]}" if c.flagged else KIND_WORDS[c.kind]
+                note = "<br>".join(_md(item) for n in notes(c, names, arrow)
+                                   for item in (_ITEMS.split(n) if len(n) > 100 else [n]))
                 lines.append(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
-                             f"{_md(_versions(c, arrow))} | {_md(_note(c, diff.index_names, arrow))} |")
+                             f"{_md(_versions(c, arrow))} | {note} |")
         lines.append("")
     fields = diff.visible_fields(show_all)
     if fields:
@@ -169,8 +291,10 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
 
 
 def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
-    """JSON-ready dict of one diff: labels, status, package counts, summary counts by kind, the
-    shown changes (every dataclass field), shown lock-setting changes and the hidden count."""
+    """JSON-ready dict of one diff (schema ``envforge.lockdiff/2``, docs/lock-diff.md): labels,
+    status, entry counts, summary counts by kind, index moves (old, new, packages), the shown
+    changes (every :class:`PackageChange` field), shown lock-setting changes and the hidden
+    count."""
     changes = diff.visible_packages(show_all)
     summary: dict[str, int] = {}
     for c in changes:
@@ -181,19 +305,31 @@ def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
         "status": diff.status,
         "packages": {"old": diff.old_count, "new": diff.new_count},
         "summary": summary,
-        "changes": [asdict(c) for c in changes],
+        "index_moves": [{"old": m.old, "new": m.new,
+                         "old_name": diff.index_names.get(m.old),
+                         "new_name": diff.index_names.get(m.new),
+                         "packages": list(m.packages)} for m in diff.index_moves],
+        "changes": [_change_data(c) for c in changes],
         "settings": [asdict(f) for f in diff.visible_fields(show_all)],
         "hidden": 0 if show_all else diff.hidden_count(),
     }
 
 
+def _change_data(c: PackageChange) -> dict[str, Any]:
+    data = asdict(c)
+    for key in ("coverage", "files", "dependencies"):
+        data[key] = list(data[key])
+    return data
+
+
 def render_textconv(lock: Lock) -> str:
     """A stable line-per-fact text of one lock for ``git diff`` (textconv).
 
-    Lines: a title with the format and package count, the meaningful header keys, one line per
-    ``[tool.envforge]`` entry, then one line per package: ``name version`` plus the index name when
+    Lines: a title with the format and package count, the meaningful header keys, top-level
+    arrays one item a line, one line per ``[tool.envforge]`` entry, then one line per package: ``name version`` plus the index name when
     not PyPI, the marker when there is one, the file count and a 12-hex digest over the files'
-    names and hashes. Upload times and sizes are left out, so metadata-only churn shows no diff.
+    names and hashes (and one over the dependency edges where there are any). Upload times and
+    sizes are left out, so metadata-only churn shows no diff.
     """
     import hashlib
 
@@ -202,6 +338,9 @@ def render_textconv(lock: Lock) -> str:
     for key, value in lock.header.items():
         if key not in ("lock-version", "created-by", "version", "revision"):
             lines.append(f"{key} = {value}")
+    for key, items in lock.lists.items():
+        lines.append(f"{key} =")
+        lines.extend(f"  {item}" for item in items)
     if lock.envforge:
         lines.append("[tool.envforge]")
         lines.extend(f"{section}.{subject} = {value}" if section != "envforge"
@@ -218,5 +357,8 @@ def render_textconv(lock: Lock) -> str:
             parts.append(f"marker={p.marker!r}")
         digest = hashlib.sha256(repr([(a.filename, a.hashes) for a in p.artifacts]).encode())
         parts.append(f"files={len(p.artifacts)}:{digest.hexdigest()[:12]}")
+        if p.dependencies:
+            edges = hashlib.sha256("\n".join(p.dependencies).encode()).hexdigest()[:12]
+            parts.append(f"dependencies={len(p.dependencies)}:{edges}")
         lines.append("  ".join(parts))
     return "\n".join(lines)

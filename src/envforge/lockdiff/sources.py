@@ -7,13 +7,16 @@ root, or to ``base`` when it starts with ``./`` or ``../``.
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envforge.errors import ExternalToolError, InputError
 from envforge.lockdiff.model import Lock, parse_lock
 
-__all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "variant_locks"]
+__all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names",
+           "variant_locks"]
 
 _SIDE_HINT = ("a side is a lock path, REV:PATH (e.g. HEAD~1:lockfiles/pylock.NAME.toml), "
               "or use --git REV")
@@ -105,6 +108,34 @@ def variant_locks(lockfiles_dir: Path, recipe: str) -> tuple[tuple[str, Lock], .
         raise InputError(f"no lockfiles of recipe '{recipe}' in {lockfiles_dir}",
                          hint=f"create them with `envforge lock {recipe}` (one per variant)")
     return tuple(sorted(found, key=lambda item: item[0]))
+
+
+def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, str]:
+    """Index URL -> name from the recipes the locks name (``[tool.envforge] recipe``), read from
+    ``recipes/<recipe>.toml`` of the project at or above ``base``: the recipe's ``indexes`` and
+    every ``[variant.*] indexes``. A recipe that is missing or unreadable adds nothing (names are
+    for display only)."""
+    from envforge.project import find_project
+
+    recipes = {lock.envforge.get("recipe") for lock in locks if lock is not None}
+    names = [r for r in recipes if isinstance(r, str) and r]
+    if not names:
+        return {}
+    recipes_dir = find_project(base).recipes_dir
+    out: dict[str, str] = {}
+    for recipe in sorted(names):
+        try:
+            doc = tomllib.loads((recipes_dir / f"{recipe}.toml").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        variants = doc.get("variant")
+        tables = [doc.get("indexes"), *(v.get("indexes") for v in variants.values()
+                                        if isinstance(v, Mapping))] if isinstance(variants, Mapping) \
+            else [doc.get("indexes")]
+        for table in tables:
+            if isinstance(table, Mapping):
+                out.update((str(url).rstrip("/"), str(name)) for name, url in table.items())
+    return out
 
 
 def _decode(data: bytes, label: str) -> str:

@@ -1,0 +1,427 @@
+"""Lock diff on the shapes of real-world locks (tests/data/lockdiff, see make_cases.py there).
+
+Same-name entries (field cases B16, B16b), an index move said once, rebuilt vs moved files, wheel
+coverage lost per platform and Python, uv.lock with CPU and CUDA torch side by side (conflicts,
+resolution-markers, dependency edges). Expected outputs are literal: terminal text line by line
+(wrapped at 120 columns), markdown and JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envforge.lockdiff.classify import diff_locks, pair_entries, wheel_coverage
+from envforge.lockdiff.model import Artifact, Lock, LockedPackage, parse_lock
+from envforge.lockdiff.render import (
+    WIDTH,
+    diff_data,
+    render_markdown,
+    render_terminal,
+    render_textconv,
+    source_text,
+)
+
+DATA = Path(__file__).parent / "data" / "lockdiff"
+
+
+def load(name: str, text: str | None = None) -> Lock:
+    return parse_lock((DATA / name).read_text() if text is None else text, label=name)
+
+
+def diff(case: str):  # type: ignore[no-untyped-def]
+    ext = ".lock" if case.startswith("uv-") else ".toml"
+    return diff_locks(load(f"{case}-old{ext}"), load(f"{case}-new{ext}"))
+
+
+# --- same-name entries (B16, B16b) ------------------------------------------------------------
+
+def test_b16_marker_removed_from_kept_entry_other_entry_removed() -> None:
+    d = diff("b16-idna")
+    assert (d.old_count, d.new_count) == (2, 1)
+    assert render_terminal(d).split("\n") == [
+    'lock diff: b16-idna-old.toml -> b16-idna-new.toml',
+    '2 -> 1 packages: 1 removed, 1 marker',
+    'other (1 removed, 1 marker)',
+    '  marker   idna  3.10  marker "sys_platform == \'linux\'" -> (none)',
+    "  removed  idna  3.7   where sys_platform == 'win32'",
+    ]
+
+
+def test_b16b_markers_change_on_both_entries_paired_by_version() -> None:
+    assert render_terminal(diff("b16b-xxhash")).split("\n") == [
+    'lock diff: b16b-xxhash-old.toml -> b16b-xxhash-new.toml',
+    '2 -> 2 packages: 2 marker',
+    'other (2 marker)',
+    '  marker  xxhash  4.0.0  marker "platform_machine == \'s390x\'" -> "python_full_version == \'3.12.*\' and platform_machine',
+    '                           == \'s390x\'"',
+    '  marker  xxhash  4.0.1  marker "platform_machine != \'s390x\'" -> "python_full_version == \'3.12.*\' and platform_machine',
+    '                           != \'s390x\'"',
+    ]
+
+
+def test_b16b_version_and_marker_change_shows_both() -> None:
+    assert render_terminal(diff("b16b-foo")).split("\n") == [
+    'lock diff: b16b-foo-old.toml -> b16b-foo-new.toml',
+    '1 -> 1 packages: 1 upgraded',
+    'other (1 upgraded)',
+    '  upgraded  foo  1.0 -> 1.1  minor; marker "sys_platform == \'linux\'" -> "sys_platform == \'win32\'"',
+    ]
+
+
+def test_one_of_several_torch_entries_keeps_its_local_label_change() -> None:
+    d = diff("torch-variants")
+    assert render_terminal(d).split("\n") == [
+    'lock diff: torch-variants-old.toml -> torch-variants-new.toml',
+    '3 -> 3 packages: 1 local label, 1 marker',
+    'torch family (1 local label, 1 marker)',
+    '  marker       torch  2.9.1+cpu                   marker "sys_platform == \'win32\'" -> "sys_platform == \'win32\' and',
+    '                                                    platform_machine == \'AMD64\'"',
+    "  local label  torch  2.9.1+cu128 -> 2.9.1+cu130  +cu128 -> +cu130; where sys_platform == 'linux'",
+    '                                                  index https://download.pytorch.org/whl/{cu128 -> cu130}',
+    '                                                  wheels -linux aarch64',
+    ]
+    assert render_markdown(d).split("\n")[6:] == [
+        "| **torch family** | marker | `torch` | 2.9.1+cpu | marker \"sys_platform == 'win32'\" → "
+        "\"sys_platform == 'win32' and platform_machine == 'AMD64'\" |",
+        "|  | local label | `torch` | 2.9.1+cu128 → 2.9.1+cu130 | +cu128 → +cu130; where sys_platform == "
+        "'linux'<br>index https://download.pytorch.org/whl/{cu128 → cu130}<br>wheels -linux aarch64 |",
+    ]
+    (marker, local) = diff_data(d)["changes"]
+    assert local == {
+        "kind": "local", "family": "torch", "old_name": "torch", "new_name": "torch",
+        "old_version": "2.9.1+cu128", "new_version": "2.9.1+cu130", "level": None,
+        "old_source": "https://download.pytorch.org/whl/cu128",
+        "new_source": "https://download.pytorch.org/whl/cu130",
+        "old_marker": "sys_platform == 'linux'", "new_marker": "sys_platform == 'linux'",
+        "marker_changed": False, "coverage": ["-linux aarch64"], "files": [], "dependencies": [],
+        "detail": "+cu128 -> +cu130; where sys_platform == 'linux'", "flagged": False, "hidden": False}
+    assert (marker["kind"], marker["marker_changed"], marker["old_marker"], marker["new_marker"]) == (
+        "marker", True, "sys_platform == 'win32'", "sys_platform == 'win32' and platform_machine == 'AMD64'")
+
+
+def test_every_entry_is_kept_and_keyed_uniquely() -> None:
+    lock = load("torch-variants-old.toml")
+    assert list(lock.packages) == ["torch 2.9.1 ; sys_platform == 'darwin'",
+                                   "torch 2.9.1+cpu ; sys_platform == 'win32'",
+                                   "torch 2.9.1+cu128 ; sys_platform == 'linux'"]
+    # the same version from two indexes, and a literal duplicate: still every entry
+    text = (DATA / "b16-idna-new.toml").read_text()
+    twice = text + text.split("requires-python = \">=3.11\"\n", 1)[1].replace(
+        "https://files.pythonhosted.org/packages/76", "https://mirror.example/idna")
+    four = twice + 2 * text.split("requires-python = \">=3.11\"\n", 1)[1]
+    assert list(load("x.toml", four).packages) == [
+        "idna 3.10", "idna 3.10 @ https://mirror.example/idna", "idna 3.10 @ https://pypi.org/simple",
+        "idna 3.10 @ https://pypi.org/simple #2"]
+
+
+def entry(version: str, marker: str | None = None, source: str = "https://pypi.org/simple",
+          name: str = "demo") -> LockedPackage:
+    f = Artifact(f"{name}-{version}-py3-none-any.whl", None, (("sha256", version),), None, None)
+    return LockedPackage(name, version, marker, source, (f,))
+
+
+def test_pairing_prefers_markers_then_versions_and_sources() -> None:
+    a, b = entry("1.0", "sys_platform == 'linux'"), entry("2.0", "sys_platform == 'win32'")
+    c, d = entry("2.0", "sys_platform == 'linux'"), entry("3.0", "sys_platform == 'win32'")
+    assert pair_entries([a, b], [d, c]) == ([(a, c), (b, d)], [], [])
+    cpu, cu = entry("1.0+cpu", source="https://x/cpu"), entry("1.0+cu126", source="https://x/cu126")
+    cpu2, cu2 = entry("2.0+cpu", source="https://x/cpu"), entry("2.0+cu128", source="https://x/cu128")
+    assert pair_entries([cpu, cu], [cu2, cpu2]) == ([(cpu, cpu2), (cu, cu2)], [], [])
+    # more on one side: the best match is paired, the rest is left over
+    assert pair_entries([a], [d, c]) == ([(a, c)], [], [d])
+    assert pair_entries([a, b, c], [b]) == ([(b, b)], [a, c], [])
+    assert pair_entries([], [a]) == ([], [], [a])
+
+
+def test_pairing_many_entries_falls_back_to_greedy() -> None:
+    olds = [entry(f"{i}.0", f"python_version == '3.{i}'") for i in range(9)]
+    news = [entry(f"{i}.1", f"python_version == '3.{i}'") for i in reversed(range(9))]
+    pairs, gone, came = pair_entries(olds, news)
+    assert [(x.version, y.version) for x, y in pairs] == [(f"{i}.0", f"{i}.1") for i in range(9)]
+    assert (gone, came) == ([], [])
+
+
+# --- index moves, rebuilt vs moved, wheel coverage ---------------------------------------------
+
+def test_index_move_said_once_then_what_else_changed() -> None:
+    d = diff("index-move")
+    assert render_terminal(d).split("\n") == [
+    'lock diff: index-move-old.toml -> index-move-new.toml',
+    '5 -> 5 packages: 1 index move (5 packages), 1 upgraded, 1 rebuilt, 1 files',
+    '5 packages moved index https://packages.example.com/rhai/{3.5 -> 3.6}/cuda13.0/simple (certifi, idna, numpy, pyyaml,',
+    '      six)',
+    'other (1 upgraded, 1 rebuilt, 1 files)',
+    '  files     numpy   2.2.6           wheels -linux ppc64le, -linux s390x, -cp311',
+    '  upgraded  pyyaml  6.0.2 -> 6.0.3  patch',
+    '  rebuilt   six     1.17.0          1 file rebuilt, build tag 8 -> 1',
+    ]
+    md = render_markdown(d).split("\n")
+    assert md[4:10] == ["- **5 packages** moved index "
+                        "`https://packages.example.com/rhai/{3.5 → 3.6}/cuda13.0/simple`",
+                        "  <details><summary>packages</summary>", "",
+                        "  certifi, idna, numpy, pyyaml, six", "", "  </details>"]
+    assert md[13:] == ["| **other** | files | `numpy` | 2.2.6 | wheels -linux ppc64le, -linux s390x, -cp311 |",
+                       "|  | upgraded | `pyyaml` | 6.0.2 → 6.0.3 | patch |",
+                       "|  | rebuilt | `six` | 1.17.0 | 1 file rebuilt, build tag 8 → 1 |"]
+    data = diff_data(d)
+    assert data["index_moves"] == [{
+        "old": "https://packages.example.com/rhai/3.5/cuda13.0/simple",
+        "new": "https://packages.example.com/rhai/3.6/cuda13.0/simple",
+        "old_name": None, "new_name": None,
+        "packages": ["certifi", "idna", "numpy", "pyyaml", "six"]}]
+    assert data["summary"] == {"files": 1, "upgraded": 1, "rebuilt": 1}
+    numpy = data["changes"][0]
+    assert (numpy["coverage"], numpy["files"]) == (
+        ["-linux ppc64le", "-linux s390x", "-cp311"],
+        ["-numpy-2.2.6-cp311-cp311-manylinux_2_28_aarch64.whl",
+         "-numpy-2.2.6-cp311-cp311-manylinux_2_28_ppc64le.whl",
+         "-numpy-2.2.6-cp311-cp311-manylinux_2_28_s390x.whl",
+         "-numpy-2.2.6-cp311-cp311-manylinux_2_28_x86_64.whl",
+         "-numpy-2.2.6-cp312-cp312-manylinux_2_28_ppc64le.whl",
+         "-numpy-2.2.6-cp312-cp312-manylinux_2_28_s390x.whl"])
+
+
+def test_index_names_shorten_a_move() -> None:
+    old, new = load("index-move-old.toml"), load("index-move-new.toml")
+    d = diff_locks(old, new, names={"https://packages.example.com/rhai/3.5/cuda13.0/simple/": "rhai-3.5",
+                                    "https://packages.example.com/rhai/3.6/cuda13.0/simple": "rhai-3.6"})
+    assert render_terminal(d).split("\n")[2] == (
+        "5 packages moved index rhai-3.5 -> rhai-3.6 (certifi, idna, numpy, pyyaml, six)")
+    assert diff_data(d)["index_moves"][0]["old_name"] == "rhai-3.5"
+
+
+def test_only_moves_is_a_change_and_exit_code_trips(tmp_path: Path) -> None:
+    old = (DATA / "index-move-old.toml").read_text()
+    new = old.replace("/rhai/3.5/", "/rhai/3.6/")
+    d = diff_locks(load("a.toml", old), load("b.toml", new))
+    assert d.packages == () and d.has_changes()
+    assert render_terminal(d).split("\n")[1:] == [
+        "5 -> 5 packages: 1 index move (5 packages)",
+        "5 packages moved index https://packages.example.com/rhai/{3.5 -> 3.6}/cuda13.0/simple (certifi, idna, numpy, pyyaml,",
+        "      six)"]
+    (tmp_path / "a.toml").write_text(old)
+    (tmp_path / "b.toml").write_text(new)
+    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", "a.toml", "b.toml",
+                          "--exit-code", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 1
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "envforge.lockdiff/2"
+    assert doc["data"]["diffs"][0]["index_moves"][0]["packages"] == [
+        "certifi", "idna", "numpy", "pyyaml", "six"]
+    assert doc["data"]["diffs"][0]["changes"] == []
+
+
+def test_one_package_moved_alone_is_a_moved_line() -> None:
+    old = (DATA / "index-move-old.toml").read_text()
+    new = old.replace("/rhai/3.5/cuda13.0/simple\"\nwheels = [\n  { url = \"https://packages.example.com/rhai/3.5/cuda13.0/files/six",
+                      "/rhai/3.6/cuda13.0/simple\"\nwheels = [\n  { url = \"https://packages.example.com/rhai/3.6/cuda13.0/files/six")
+    assert new != old
+    assert render_terminal(diff_locks(load("a.toml", old), load("b.toml", new))).split("\n")[1:] == [
+        "5 -> 5 packages: 1 moved",
+        "other (1 moved)",
+        "  moved  six  1.17.0  index https://packages.example.com/rhai/{3.5 -> 3.6}/cuda13.0/simple"]
+
+
+def test_same_file_name_new_hashes_is_rehashed_not_rebuilt() -> None:
+    old = (DATA / "index-move-old.toml").read_text()
+    marker = "six-1.17.0-8-py2.py3-none-any.whl\", hashes = { sha256 = \""
+    start = old.index(marker) + len(marker)
+    new = old[:start] + "0" * 64 + old[start + 64:]
+    rows = render_terminal(diff_locks(load("a.toml", old), load("b.toml", new))).split("\n")
+    assert rows[1:] == ["5 -> 5 packages: 1 REHASHED", "other (1 REHASHED)",
+                        "  ! REHASHED  six  1.17.0  same version, new hashes: six-1.17.0-8-py2.py3-none-any.whl"]
+
+
+def test_url_moved_within_one_index_same_hashes_is_moved() -> None:
+    old = (DATA / "index-move-old.toml").read_text()
+    new = old.replace("cuda13.0/files/six", "cuda13.0/files/mirror/six")
+    rows = render_terminal(diff_locks(load("a.toml", old), load("b.toml", new))).split("\n")
+    assert rows[1:] == ["5 -> 5 packages: 1 moved", "other (1 moved)",
+                        "  moved  six  1.17.0  index https://packages.example.com/rhai/3.5/cuda13.0/files/{(none) -> mirror}"]
+
+
+@pytest.mark.parametrize(("filename", "covers"), [
+    ("torch-2.9.1-cp312-none-macosx_11_0_arm64.whl", {"macos arm64", "cp312"}),
+    ("numpy-2.2.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", {"linux x86_64", "cp311"}),
+    ("x-1.0-cp38-abi3-musllinux_1_2_aarch64.whl", {"musllinux aarch64", "cp38-abi3"}),
+    ("x-1.0-cp313-cp313t-win_arm64.whl", {"win arm64", "cp313"}),
+    ("x-1.0-cp312-cp312-win32.whl", {"win32", "cp312"}),
+    ("x-1.0-cp312-cp312-linux_s390x.whl", {"linux s390x", "cp312"}),
+    ("six-1.17.0-8-py2.py3-none-any.whl", {"any", "py2", "py3"}),
+    ("x-1.0-cp312-cp312-macosx_10_13_universal2.whl", {"macos universal2", "cp312"}),
+    ("x-1.0-pp310-pypy310_pp73-manylinux2014_ppc64le.whl", {"linux ppc64le", "pp310"}),
+    ("x-1.0.tar.gz", {"sdist"}),
+    ("not-a-wheel.whl", set()),
+])
+def test_wheel_coverage_from_wheel_tags(filename: str, covers: set[str]) -> None:
+    p = LockedPackage("x", "1.0", None, "s", (Artifact(filename, None, (), None, None),))
+    assert wheel_coverage(p) == covers
+
+
+@pytest.mark.parametrize(("old", "new", "text"), [
+    ("https://a.example/r/3.5/cu/simple", "https://a.example/r/3.6/cu/simple",
+     "https://a.example/r/{3.5 -> 3.6}/cu/simple"),
+    ("https://a.example/simple", "https://a.example/x/simple", "https://a.example/{(none) -> x}/simple"),
+    ("https://a.example/simple", "https://b.example/simple", "https://a.example/simple -> https://b.example/simple"),
+    ("https://pypi.org/simple", "https://a.example/x", "pypi -> https://a.example/x"),
+    ("git https://g/x@1", "git https://g/x@2", "git https://g/x@1 -> git https://g/x@2"),
+])
+def test_source_text(old: str, new: str, text: str) -> None:
+    assert source_text(old, new, {"https://pypi.org/simple": "pypi"}) == text
+
+
+def test_a_real_world_sized_lock() -> None:
+    d = diff("notebook-235")
+    rows = render_terminal(d).split("\n")
+    assert (d.old_count, d.new_count, len(d.index_moves[0].packages)) == (235, 235, 234)
+    assert rows[1:] == [
+        "235 -> 235 packages: 1 index move (234 packages), 1 added, 1 removed, 2 upgraded, 1 rebuilt, 1 files, 1 marker",
+        "234 packages moved index https://packages.example.com/rhai/{3.5 -> 3.6}/cuda13.0/simple (--format markdown or json lists",
+        "      them)",
+        "other (1 added, 1 removed, 2 upgraded, 1 rebuilt, 1 files, 1 marker)",
+        "  removed   bitsandbytes  5.3.2           index https://packages.example.com/rhai/3.5/cuda13.0/simple",
+        "  marker    debugpy       3.10.3          marker (none) -> \"sys_platform != 'win32'\"",
+        "  added     hf-transfer   0.1.9           index https://packages.example.com/rhai/3.6/cuda13.0/simple",
+        "  files     scikit-learn  3.5.0           wheels -linux ppc64le, -cp311",
+        "  rebuilt   six           1.10.0          1 file rebuilt, build tag 8 -> 1",
+        "  upgraded  tokenizers    3.6.4 -> 4.0.0  major",
+        "  upgraded  transformers  3.0.1 -> 4.0.0  major",
+    ]
+    assert all(len(line) <= WIDTH for line in render_terminal(d).split("\n"))
+    md = render_markdown(d)
+    assert max(len(line) for line in md.split("\n")) <= 200
+    data = diff_data(d)
+    assert len(data["index_moves"][0]["packages"]) == 234 and len(data["changes"]) == 7
+
+
+# --- uv.lock: CPU and CUDA torch side by side ---------------------------------------------------
+
+def test_uv_lock_torch_cpu_and_cuda_relocked() -> None:
+    d = diff("uv-torch")
+    assert render_terminal(d).split("\n") == [
+    'lock diff: uv-torch-old.lock -> uv-torch-new.lock',
+    '5 -> 5 packages: 3 upgraded, 1 dependencies, 11 lock settings',
+    'torch family (2 upgraded)',
+    '  upgraded      torch               2.7.1+cpu -> 2.8.0+cpu      minor',
+    '      marker "extra == \'extra-4-demo-cpu\' and extra != \'extra-4-demo-cu126\'" -> "extra == \'extra-4-demo-cpu\' and extra',
+    '        != \'extra-4-demo-cu128\'"',
+    '      wheels +cp312, -linux aarch64, -cp311',
+    '  upgraded      torch               2.7.1+cu126 -> 2.8.0+cu128  minor',
+    '      local label +cu126 -> +cu128',
+    "      marker +sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
+    "        +sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
+    "        -sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    "        -sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    '      index https://download.pytorch.org/whl/{cu126 -> cu128}',
+    '      wheels +cp312, -cp311',
+    "      dependencies +filelock ; extra == 'extra-4-demo-cu128'",
+    "        +nvidia-cublas-cu12 ; platform_machine == 'x86_64' and sys_platform == 'linux' and extra == 'extra-4-demo-cu128'",
+    "        -filelock ; extra == 'extra-4-demo-cu126'",
+    "        -nvidia-cublas-cu12 ; platform_machine == 'x86_64' and sys_platform == 'linux' and extra == 'extra-4-demo-cu126'",
+    'nvidia-* / cuda-* (1 upgraded)',
+    '  upgraded      nvidia-cublas-cu12  12.6.4.1 -> 12.8.4.1        minor',
+    'other (1 dependencies)',
+    '  dependencies  demo                0.1.0',
+    "      dependencies +[cpu] torch ==2.8.0+cpu @ https://download.pytorch.org/whl/cpu ; extra == 'extra-4-demo-cpu'",
+    "        +[cu128] torch ==2.8.0+cu128 @ https://download.pytorch.org/whl/cu128 ; extra == 'extra-4-demo-cu128'",
+    "        -[cpu] torch ==2.7.1+cpu @ https://download.pytorch.org/whl/cpu ; extra == 'extra-4-demo-cpu'",
+    "        -[cu126] torch ==2.7.1+cu126 @ https://download.pytorch.org/whl/cu126 ; extra == 'extra-4-demo-cu126'",
+    'lock settings ([tool.envforge] and header)',
+    '  requires-python: >=3.11 -> >=3.12',
+    '  conflicts: removed demo[cpu] / demo[cu126]',
+    '  conflicts: added demo[cpu] / demo[cu128]',
+    "  resolution-markers: removed extra != 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+    "  resolution-markers: removed extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+    "  resolution-markers: removed sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    "  resolution-markers: removed sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    "  resolution-markers: added extra != 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu128'",
+    "  resolution-markers: added extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu128'",
+    "  resolution-markers: added sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
+    "  resolution-markers: added sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
+    ]
+    assert all(len(line) <= WIDTH for line in render_terminal(d).split("\n"))
+    cuda = next(c for c in diff_data(d)["changes"] if c["old_version"] == "2.7.1+cu126")
+    assert cuda["dependencies"] == [
+        "+filelock ; extra == 'extra-4-demo-cu128'",
+        "+nvidia-cublas-cu12 ; platform_machine == 'x86_64' and sys_platform == 'linux' and extra == 'extra-4-demo-cu128'",
+        "-filelock ; extra == 'extra-4-demo-cu126'",
+        "-nvidia-cublas-cu12 ; platform_machine == 'x86_64' and sys_platform == 'linux' and extra == 'extra-4-demo-cu126'"]
+    settings = diff_data(d)["settings"]
+    assert settings[:3] == [
+        {"section": "header", "subject": "requires-python", "kind": "changed", "old": ">=3.11",
+         "new": ">=3.12", "note": None, "hidden": False},
+        {"section": "header", "subject": "conflicts", "kind": "removed", "old": "demo[cpu] / demo[cu126]",
+         "new": None, "note": None, "hidden": False},
+        {"section": "header", "subject": "conflicts", "kind": "added", "old": None,
+         "new": "demo[cpu] / demo[cu128]", "note": None, "hidden": False}]
+    md = render_markdown(d).split("\n")
+    assert md[8] == ("| **nvidia-\\* / cuda-\\*** | upgraded | `nvidia-cublas-cu12` | 12.6.4.1 → 12.8.4.1 | minor |")
+    assert "| `conflicts` | added demo[cpu] / demo[cu128] |" in md
+
+
+def test_uv_lock_model_keys_markers_and_edges() -> None:
+    lock = load("uv-torch-old.lock")
+    assert list(lock.packages) == [
+        "demo", "filelock", "nvidia-cublas-cu12",
+        "torch 2.7.1+cpu ; extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+        "torch 2.7.1+cu126 ; sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == "
+        "'extra-4-demo-cu126' or sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == "
+        "'extra-4-demo-cu126'"]
+    assert lock.lists["conflicts"] == ("demo[cpu] / demo[cu126]",)
+    assert lock.packages["demo"].dependencies == (
+        "[cpu] torch ==2.7.1+cpu @ https://download.pytorch.org/whl/cpu ; extra == 'extra-4-demo-cpu'",
+        "[cu126] torch ==2.7.1+cu126 @ https://download.pytorch.org/whl/cu126 ; extra == 'extra-4-demo-cu126'")
+    text = render_textconv(lock).split("\n")
+    assert text[:4] == ["# envforge lock textconv: uv.lock, 5 packages", "requires-python = >=3.11",
+                        "resolution-markers =",
+                        "  sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'"]
+    assert "conflicts =" in text and "  demo[cpu] / demo[cu126]" in text
+
+
+def test_dependency_edges_only_and_marker_spelling() -> None:
+    old = (DATA / "uv-torch-old.lock").read_text()
+    new = old.replace('{ name = "filelock", marker = "extra == \'extra-4-demo-cpu\'" }',
+                      '{ name = "filelock", marker = "extra == \'extra-4-demo-cpu\'" },\n'
+                      '    { name = "typing-extensions" }')
+    rows = render_terminal(diff_locks(load("a.lock", old), load("b.lock", new))).split("\n")
+    assert rows[1:] == ["5 -> 5 packages: 1 dependencies", "torch family (1 dependencies)",
+                        "  dependencies  torch  2.7.1+cpu  where extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+                        "                                  dependencies +typing-extensions"]
+    pylock = (DATA / "b16b-foo-old.toml").read_text()
+    respelt = pylock.replace("sys_platform == 'linux'", "sys_platform=='linux'")
+    assert not diff_locks(load("a.toml", pylock), load("b.toml", respelt)).has_changes(show_all=True)
+
+
+def test_pylock_top_level_arrays_item_by_item() -> None:
+    old = (DATA / "b16b-foo-old.toml").read_text().replace(
+        'created-by = "uv"\n', 'created-by = "uv"\nenvironments = ["sys_platform == \'linux\'"]\n')
+    new = old.replace("environments = [\"sys_platform == 'linux'\"]",
+                      "environments = [\"sys_platform == 'linux'\", \"sys_platform == 'darwin'\"]")
+    rows = render_terminal(diff_locks(load("a.toml", old), load("b.toml", new))).split("\n")
+    assert rows[1:] == ["1 -> 1 packages: 1 lock setting", "lock settings ([tool.envforge] and header)",
+                        "  environments: added sys_platform == 'darwin'"]
+
+
+def test_recipe_names_the_indexes(tmp_path: Path) -> None:
+    from envforge.lockdiff import diff_sides
+
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "nb.toml").write_text(
+        'indexes = { rhai-35 = "https://packages.example.com/rhai/3.5/cuda13.0/simple/" }\n'
+        '[recipe]\nname = "nb"\n'
+        '[variant.next]\nindexes = { rhai-36 = "https://packages.example.com/rhai/3.6/cuda13.0/simple" }\n')
+    for side in ("old", "new"):
+        lock = (DATA / f"index-move-{side}.toml").read_text() + '\n[tool.envforge]\nrecipe = "nb"\n'
+        (tmp_path / f"{side}.toml").write_text(lock)
+    d = diff_sides("old.toml", "new.toml", base=tmp_path)
+    assert render_terminal(d).split("\n")[2] == (
+        "5 packages moved index rhai-35 -> rhai-36 (certifi, idna, numpy, pyyaml, six)")
+    # no recipe of that name: URLs stay as they are
+    (tmp_path / "recipes" / "nb.toml").unlink()
+    assert "{3.5 -> 3.6}" in render_terminal(diff_sides("old.toml", "new.toml", base=tmp_path))

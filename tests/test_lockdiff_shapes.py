@@ -425,3 +425,18 @@ def test_recipe_names_the_indexes(tmp_path: Path) -> None:
     # no recipe of that name: URLs stay as they are
     (tmp_path / "recipes" / "nb.toml").unlink()
     assert "{3.5 -> 3.6}" in render_terminal(diff_sides("old.toml", "new.toml", base=tmp_path))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n'
+     'wheels = [{url = 5, hashes = {sha256 = "0"}}]\n',
+     "x.toml is not a valid PEP 751 lock: "),
+    ('lock-version = "1.0"\ncreated-by = "x"\n[tool]\nenvforge = 3\n[[packages]]\nname = "a"\n',
+     "x.toml is not a valid envforge lock: `tool.envforge` should be a table"),
+])
+def test_malformed_values_are_input_errors(text: str, message: str) -> None:
+    from envforge.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        parse_lock(text, label="x.toml")
+    assert err.value.message.startswith(message)

@@ -173,6 +173,9 @@ def _read_pylock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) 
              if isinstance(doc.get(k), list)}
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
+    if not isinstance(envforge, Mapping):
+        raise InputError(f"{label} is not a valid envforge lock: `tool.envforge` should be a table",
+                         hint="regenerate it with `envforge lock`")
     return Lock(label, "pylock", header, comments, _keyed(packages), envforge, lists)
 
 
@@ -238,9 +241,11 @@ def _pylock_file(f: Any, path: str) -> Artifact:
     if type(hashes) is not dict:
         raise _Malformed(f"`{path}.hashes` is missing")
     where = f.get("url") or f.get("path") or ""
-    name = f.get("name") or where.rsplit("/", 1)[-1].replace("%2B", "+")
-    if not isinstance(where, str) or not isinstance(name, str):
+    if not isinstance(where, str):
         raise _Malformed(f"`{path}.url` should be a string")
+    name = f.get("name") or where.rsplit("/", 1)[-1].replace("%2B", "+")
+    if not isinstance(name, str):
+        raise _Malformed(f"`{path}.name` should be a string")
     pairs = tuple(hashes.items()) if len(hashes) == 1 else tuple(sorted(hashes.items()))
     return Artifact(name, where or None, pairs, f.get("size"), f.get("upload-time"))
 

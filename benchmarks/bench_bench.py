@@ -20,11 +20,12 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from envforge.bench.client import Endpoint, send_request
+from envforge.bench.client import Endpoint, RequestOptions, send_request
 
 RUNS = 7
 REQUESTS = 40
 TOKENS = 256
+OPTS = RequestOptions(model="m", max_new_tokens=TOKENS, temperature=0.0)
 
 
 def serve(port: int) -> None:
@@ -43,8 +44,9 @@ def serve(port: int) -> None:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             for i in range(1, TOKENS + 1):
+                finish = {"type": "length", "length": TOKENS} if i == TOKENS else None
                 body = {"text": "x" * i, "output_ids": [1] * i,
-                        "meta_info": {"id": "r", "finish_reason": None, "completion_tokens": i}}
+                        "meta_info": {"id": "r", "finish_reason": finish, "completion_tokens": i}}
                 event = b"data: " + json.dumps(body).encode() + b"\n\n"
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n"))
@@ -71,7 +73,7 @@ def bare(url: str) -> None:
 
 
 def envforge_client(url: str) -> None:
-    r = send_request(Endpoint.from_url(url), "sglang", "p", model="m", max_new_tokens=TOKENS, temperature=0.0)
+    r = send_request(Endpoint.from_url(url), "sglang", "p", OPTS)
     assert r.ok and r.output_tokens == TOKENS, r.error
 
 

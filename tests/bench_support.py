@@ -47,8 +47,13 @@ def _words() -> list[str]:
     return sorted({w for p in prompts for w in p.text.split()})
 
 
-def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
-    """Write a tiny random-weight Llama (safetensors, config, word-level tokenizer) into ``out``."""
+def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0,
+                    stops_at_once: bool = False) -> Path:
+    """Write a tiny random-weight Llama (safetensors, config, word-level tokenizer) into ``out``.
+
+    ``stops_at_once``: the final norm's weights are zero, so every logit is 0 and greedy decoding
+    picks token 0, which the generation config names as end of sequence: a model that stops early
+    (field case B35)."""
     from safetensors.numpy import save_file
 
     out.mkdir(parents=True, exist_ok=True)
@@ -61,7 +66,7 @@ def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int =
 
     inter = 2 * hidden
     tensors = {"model.embed_tokens.weight": w(len(vocab), hidden), "lm_head.weight": w(len(vocab), hidden),
-               "model.norm.weight": np.ones(hidden, np.float32)}
+               "model.norm.weight": np.zeros(hidden, np.float32) if stops_at_once else np.ones(hidden, np.float32)}
     for i in range(layers):
         p = f"model.layers.{i}."
         tensors.update({p + "input_layernorm.weight": np.ones(hidden, np.float32),
@@ -78,7 +83,8 @@ def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int =
               "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "dtype": "float32"}
     (out / "config.json").write_text(json.dumps(config, indent=1))
     # No eos in the generation config: every request produces exactly max_tokens tokens.
-    (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 1}))
+    gen = {"bos_token_id": 1, "eos_token_id": 0} if stops_at_once else {"bos_token_id": 1}
+    (out / "generation_config.json").write_text(json.dumps(gen))
     added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": True} for i, t in enumerate(specials)]
     tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
@@ -98,10 +104,16 @@ def sse_events(name: str) -> list[bytes]:
 
 
 @contextmanager
-def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0) -> Iterator[str]:
+def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
+                  log: list[tuple[str, bytes]] | None = None) -> Iterator[str]:
     """A local HTTP server (127.0.0.1, ``port`` or a free one) that answers ``POST <path>`` by
     streaming the recorded events of ``routes[path]`` with ``gap_s`` seconds between them (chunked
-    encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL."""
+    encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL.
+
+    ``routes[path] = "keepalive:<file>"`` streams the file's first event, then only SSE comment
+    lines (``: ping``, what servers send to keep a connection open) every ``gap_s`` seconds, forever.
+    ``POST /flush_cache`` answers 200 (SGLang's route). ``log`` receives ``(path, body)`` of every POST.
+    """
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -115,7 +127,14 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0) 
             self.end_headers()
 
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if log is not None:
+                log.append((self.path, body))
+            if self.path == "/flush_cache" and self.path not in routes:
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.path not in routes:
                 self.send_response(404)
                 self.send_header("Content-Length", "0")
@@ -125,12 +144,26 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0) 
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for event in sse_events(routes[self.path]):
+            route = routes[self.path]
+            if route.startswith("keepalive:"):
+                self._keepalive(sse_events(route[len("keepalive:"):])[0])
+                return
+            for event in sse_events(route):
                 time.sleep(gap_s)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
             self.close_connection = True
+
+        def _keepalive(self, first: bytes) -> None:
+            self.close_connection = True
+            try:
+                for event in [first] + [b": ping\n\n"] * 100_000:  # bounded: about gap_s x 1e5 seconds
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                    time.sleep(gap_s)
+            except OSError:
+                return  # the client went away
 
     class Server(ThreadingHTTPServer):
         def handle_error(self, request: object, client_address: object) -> None:

@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.config import (
+    Prompt,
     ServerConfig,
+    SmokeConfig,
     inert_patch_warnings,
     load_prompts,
     shipped_prompts,
     smoke_config,
+    url_config,
 )
 from envforge.errors import InputError
 from envforge.recipe import RecipeError, load_recipe
@@ -126,3 +129,47 @@ def test_inert_patch_warning_when_activation_flag_is_missing() -> None:
     assert inert_patch_warnings(["--enable-flashinfer-allreduce-fusion"], pairs) == []
     assert inert_patch_warnings(["--mode=fast"], [("p", "--mode=fast")]) == []
     assert ServerConfig("x", ("{port}{port}",)).argv_tail(model="m", port=1) == ["11"]
+
+
+def test_shipped_kimi_recipe_activates_every_patchset_it_applies() -> None:
+    """bench must not warn about the recipe's own activation flags (sm120-torch-symm-mem, fusion)."""
+    from envforge.patching import load_patchsets
+    from envforge.recipe import load_recipe
+
+    root = Path(__file__).parent.parent
+    recipe = load_recipe(root / "recipes" / "kimi-k25-sm120.toml")
+    resolved = recipe.resolve("cu128")
+    cfg = smoke_config(resolved.verify, recipe.path)
+    activations = [(p.id, p.activation) for p in load_patchsets(root / "patchsets", recipe.patchsets)]
+    assert ("sm120-torch-symm-mem", "--enable-torch-symm-mem") in activations
+    for s in cfg.servers:
+        assert inert_patch_warnings(s.argv_tail(model=cfg.model, port=cfg.port), activations) == [], s.name
+
+
+def test_draw_gives_every_request_its_own_prompt() -> None:
+    prompts = tuple(Prompt(i, f"p{i}") for i in range(3))
+    cfg = SmokeConfig(model="m", api="openai", servers=(), prompts=prompts, prompts_digest="sha256:00", seed=0)
+    order = [p.text for p in cfg.prompt_order(3)]
+    assert cfg.draw(0, 7) == order + [f"[2] {t}" for t in order] + [f"[3] {order[0]}"]
+    assert cfg.draw(2, 2) == [order[2], f"[2] {order[0]}"]
+    assert len(set(cfg.draw(0, 100))) == 100
+
+
+def test_timeouts_and_new_keys_are_read(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.toml"
+    cfg = smoke_config({"smoke": {"model": "m", "api": "openai", "request-timeout-s": 30, "idle-timeout-s": 5,
+                                  "interleave": True}}, recipe)
+    assert (cfg.request_timeout_s, cfg.idle_timeout_s, cfg.interleave, cfg.flush_cache) == (30.0, 5.0, True, "")
+    assert smoke_config({"smoke": {"model": "m"}}, recipe).flush_cache == "/flush_cache"
+    assert cfg.as_dict()["request-timeout-s"] == 30.0 and cfg.as_dict()["flush-cache"] is None
+    with pytest.raises(InputError) as exc:
+        smoke_config({"smoke": {"model": "m", "idle-timeout-s": 0}}, recipe)
+    assert exc.value.message == f"{recipe}: verify.smoke.idle-timeout-s: must be > 0 seconds, got 0"
+
+
+def test_url_config_needs_a_model_for_openai() -> None:
+    with pytest.raises(InputError) as exc:
+        url_config(api="openai", model=None)
+    assert exc.value.message == "--url with --api openai needs the served model's name"
+    cfg = url_config(api="sglang", model=None)
+    assert (cfg.model, cfg.health, cfg.flush_cache, cfg.servers) == ("default", "/health_generate", "/flush_cache", ())

@@ -12,12 +12,17 @@ from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.report import (
     SCHEMA,
     BenchReport,
+    Failure,
+    LevelResult,
     ServerResult,
     break_even_rows,
     compare,
+    failures_of,
     level_result,
     read_report,
+    report_warnings,
 )
+from envforge.bench.stats import Summary
 from envforge.cli import main
 from envforge.cli.output import envelope
 from envforge.errors import InputError
@@ -35,7 +40,7 @@ def run(c: int, wall_s: float, n: int, *, tokens: int = 100, itl_s: float = 0.01
 
 def server(name: str, speculative: bool, walls: list[float], **kw: object) -> ServerResult:
     lv = level_result(1, [run(1, w, 2, **kw) for w in walls])  # type: ignore[arg-type]
-    return ServerResult(name, speculative, "http://127.0.0.1:30000", None, None, (lv,))
+    return ServerResult(name, speculative, "http://127.0.0.1:30000", None, None, (lv,), {})
 
 
 def report(fp: Fingerprint = FP, walls: list[float] = [2.0, 2.1, 1.9]) -> BenchReport:  # noqa: B006
@@ -87,15 +92,15 @@ def test_compare_same_environment_gives_ratios_with_intervals() -> None:
     assert rows["baseline"].ratio_low > 1.0 and rows["baseline"].verdict == "faster"
     assert compare(a, a).rows[0].verdict == "no clear change"
     assert compare(b, a).rows[0].verdict == "slower"
-    assert c.env_differences == () and c.only_in_a == () and c.only_in_b == ()
+    assert c.env_differences == () and c.only_in_a == () and c.only_in_b == () and c.not_compared == ()
 
 
 def test_compare_refuses_different_fingerprints_and_lists_them() -> None:
     other = replace(FP, lock_digest="sha256:cc", driver="590.10")
     with pytest.raises(InputError) as exc:
         compare(report(), report(fp=other))
-    assert exc.value.message == ("the reports come from different environments; their numbers are not comparable:\n"
-                                 "  lock_digest: sha256:aa != sha256:cc\n  driver: 580.65 != 590.10")
+    assert exc.value.message == ("the reports come from different or unknown environments; their numbers are not "
+                                 "comparable:\n  lock_digest: sha256:aa != sha256:cc\n  driver: 580.65 != 590.10")
     assert exc.value.hint == "compare anyway with --allow-different-env"
     allowed = compare(report(), report(fp=other), allow_different_env=True)
     assert allowed.env_differences == ("lock_digest: sha256:aa != sha256:cc", "driver: 580.65 != 590.10")
@@ -107,7 +112,8 @@ def test_cli_compare_refuses_then_allows(tmp_path: Path, capsys: pytest.CaptureF
     b.write_text(json.dumps(envelope("bench", report(fp=replace(FP, gpu="H200")).as_dict())))
     assert main(["bench", "compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err
-    assert "error: the reports come from different environments" in err and "gpu: RTX PRO 6000 != H200" in err
+    assert "error: the reports come from different or unknown environments" in err
+    assert "gpu: RTX PRO 6000 != H200" in err
     assert main(["bench", "compare", str(a), str(b), "--allow-different-env"]) == 0
     out, err = capsys.readouterr()
     assert "warning: different environments (allowed): gpu: RTX PRO 6000 != H200" in err
@@ -115,3 +121,168 @@ def test_cli_compare_refuses_then_allows(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["bench", "compare", str(a), str(a), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "envforge.bench-compare/1" and doc["data"]["rows"][0]["ratio"] == 1.0
+
+
+def ok(tokens: int = 100, **kw: object) -> RequestResult:
+    return RequestResult(ok=True, output_tokens=tokens, e2e_s=1.0, ttft_s=0.05, itl_s=0.01, decode_s=0.99,
+                         **kw)  # type: ignore[arg-type]
+
+
+def bad(message: str, status: int | None) -> RequestResult:
+    return RequestResult(ok=False, output_tokens=0, e2e_s=0.5, error=message, status=status, finish="abort")
+
+
+def test_failed_requests_leave_the_level_without_figures_and_are_listed() -> None:
+    runs = [LevelRun(4, (ok(), bad("aborted by the server: overloaded", 503)), 2.0), LevelRun(4, (ok(), ok()), 2.0)]
+    lv = level_result(4, runs)
+    assert lv.as_dict() == {
+        "concurrency": 4, "failed_requests": 1, "token_count": "server", "refused": None, "tok_s": None,
+        "ttft_ms": None, "itl_ms": None, "e2e_ms": None, "accept_length": None, "verify_cycle_ms": None,
+        "repeats": [
+            {"tok_s": 50.0, "wall_s": 2.0, "requests": 2, "failed": 1, "output_tokens": 100, "token_count": "server",
+             "ttft_ms": 50.0, "itl_ms": 10.0, "e2e_ms": 1000.0, "verify_steps": None, "decode_s": 0.0},
+            {"tok_s": 100.0, "wall_s": 2.0, "requests": 2, "failed": 0, "output_tokens": 200,
+             "token_count": "server", "ttft_ms": 50.0, "itl_ms": 10.0, "e2e_ms": 1000.0, "verify_steps": None,
+             "decode_s": 0.0}]}
+    (f,) = failures_of("eagle3", runs[0], 1)
+    assert f.as_dict() == {"server": "eagle3", "concurrency": 4, "repeat": 1, "status": 503,
+                           "message": "aborted by the server: overloaded"}
+    assert f.line() == "server 'eagle3', concurrency 4, repeat 1: aborted by the server: overloaded (status 503)"
+    assert Failure("s", 1, 0, "x", None).line() == "server 's', warm-up: x"
+    assert Failure.from_dict(f.as_dict()) == f
+
+
+def test_speculative_chunk_counts_refuse_tok_s_and_itl() -> None:
+    runs = [LevelRun(1, (ok(token_count="chunks"),), 1.0)]
+    spec = level_result(1, runs, speculative=True)
+    assert (spec.tok_s, spec.itl_ms, spec.token_count) == (None, None, "chunks")
+    assert spec.refused == ("tokens were counted as chunks (the server sent no usage) and one chunk of a "
+                            "speculative server carries a whole verify step: no tok/s or ITL")
+    assert spec.ttft_ms is not None and spec.ttft_ms.median == 50.0
+    plain = level_result(1, runs)
+    assert plain.refused is None and plain.tok_s is not None and plain.tok_s.median == 100.0
+    mixed = level_result(1, [LevelRun(1, (ok(), ok(token_count="chunks")), 1.0)])
+    assert mixed.token_count == "mixed"
+
+
+def test_report_json_keys_are_pinned() -> None:
+    base = ServerResult("baseline", False, "http://127.0.0.1:1", ("py", "-m", "x"), 1.234, (), {"NCCL_X": "1"},
+                        False, "flushed before each repeat (POST /flush_cache)")
+    r = BenchReport(FP, {"model": "m"}, (base,), (), ("w",), (Failure("baseline", 1, 2, "m", 200),),
+                    {"prompts": "p", "order": "sequential"})
+    assert r.as_dict() == {
+        "fingerprint": {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
+                        "env_profile_digest": "sha256:bb", "python": "3.12", "driver": "580.65",
+                        "gpu": "RTX PRO 6000", "gpu_count": 8, "compute_capability": "12.0",
+                        "effective_env_digest": None},
+        "config": {"model": "m"}, "method": {"prompts": "p", "order": "sequential"},
+        "servers": [{"name": "baseline", "speculative": False, "url": "http://127.0.0.1:1", "argv": ["py", "-m", "x"],
+                     "load_s": 1.23, "env": {"NCCL_X": "1"}, "ignore_eos": False,
+                     "cache": "flushed before each repeat (POST /flush_cache)", "levels": []}],
+        "break_even": [], "failures": [{"server": "baseline", "concurrency": 1, "repeat": 2, "status": 200,
+                                        "message": "m"}],
+        "warnings": ["w"]}
+    assert BenchReport.from_dict(r.as_dict()).as_dict() == r.as_dict()
+    (be,) = report().break_even
+    assert be.as_dict() == {"baseline": "baseline", "speculative": "eagle3", "concurrency": 1, "decode_step_ms": 12.2,
+                            "verify_cycle_ms": 30.0, "break_even_accept_length": 2.459, "accept_length": 2.5,
+                            "pays": True}
+
+
+def test_report_warnings_are_pinned() -> None:
+    url = ServerResult("url", True, "http://h:1", None, None, (level_result(1, [LevelRun(1, (ok(token_count="chunks"),),
+                                                                                         1.0)], speculative=True),),
+                       None, False)
+    started = ServerResult("baseline", False, "http://h:1", (), 1.0, (), {}, True)
+    assert report_warnings(Fingerprint(None, None, None, None), [url, started]) == [
+        "the environment fingerprint is empty (no envforge lock: a plain virtual environment, or --url without "
+        "ENV): these numbers are tied to no environment state, and `bench compare` never calls two such reports "
+        "the same environment",
+        "server 'url': not started by envforge; the variables it runs with are unknown",
+        "server 'url': output tokens counted as chunks (the server sent no usage); exact only when every chunk "
+        "holds one token",
+        "server 'url', concurrency 1: tokens were counted as chunks (the server sent no usage) and one chunk of a "
+        "speculative server carries a whole verify step: no tok/s or ITL",
+        "server 'url': the server rejected ignore_eos; output lengths are not forced, and a request that stops "
+        "early fails"]
+    assert report_warnings(FP, [started]) == []
+
+
+def with_env(r: BenchReport, env: dict[str, str] | None, fp: Fingerprint = FP) -> BenchReport:
+    return replace(r, fingerprint=fp, servers=tuple(replace(s, env=env) for s in r.servers))
+
+
+def test_compare_refuses_different_effective_variables_and_empty_fingerprints() -> None:
+    a = with_env(report(), {"NCCL_MAX_NCHANNELS": "2"})
+    b = with_env(report(), {"NCCL_MAX_NCHANNELS": "32", "NCCL_ALGO": "Ring"})
+    with pytest.raises(InputError) as exc:
+        compare(a, b)
+    assert exc.value.message == (
+        "the reports come from different or unknown environments; their numbers are not comparable:\n"
+        "  server 'baseline': NCCL_ALGO: (unset) != Ring\n"
+        "  server 'baseline': NCCL_MAX_NCHANNELS: 2 != 32\n"
+        "  server 'eagle3': NCCL_ALGO: (unset) != Ring\n"
+        "  server 'eagle3': NCCL_MAX_NCHANNELS: 2 != 32")
+    empty = Fingerprint(None, None, None, None)
+    e = with_env(report(), {}, empty)
+    with pytest.raises(InputError) as exc:
+        compare(e, e)
+    assert exc.value.message.splitlines()[1:] == [
+        "  report A: the environment fingerprint is empty (no envforge lock: a plain virtual environment, or --url "
+        "without ENV): these numbers are tied to no environment state, and `bench compare` never calls two such "
+        "reports the same environment",
+        "  report B: the environment fingerprint is empty (no envforge lock: a plain virtual environment, or --url "
+        "without ENV): these numbers are tied to no environment state, and `bench compare` never calls two such "
+        "reports the same environment"]
+    u = with_env(report(), None)
+    with pytest.raises(InputError) as exc:
+        compare(a, u)
+    assert exc.value.message.splitlines()[1:] == [
+        "  server 'baseline': the variables it ran with are unknown in B",
+        "  server 'eagle3': the variables it ran with are unknown in B"]
+    assert compare(a, a).env_differences == ()
+    allowed = compare(e, u, allow_different_env=True)
+    assert allowed.env_differences[-2:] == ("server 'baseline': the variables it ran with are unknown in B",
+                                            "server 'eagle3': the variables it ran with are unknown in B")
+    assert allowed.env_differences[1] == "lock_digest: None != sha256:aa"
+    assert allowed.rows[0].verdict == "no clear change"
+
+
+def summary(lo: float, med: float, hi: float) -> Summary:
+    return Summary(3, med, med, lo, hi, lo, hi)
+
+
+def one_level(tok: Summary | None, failed: int = 0) -> BenchReport:
+    lv = LevelResult(1, (), tok, None, None, None, None, None, failed)
+    return BenchReport(FP, {}, (ServerResult("s", False, "u", None, None, (lv,), {}),), ())
+
+
+@pytest.mark.parametrize(("a", "b", "verdict"), [
+    (summary(95, 100, 105), summary(113.5, 118, 122.5), "faster"),      # low 1.081 ... but min-change below
+    (summary(99, 100, 101), summary(112, 118, 124), "faster"),          # low 1.1089 > 1.10
+    (summary(99, 100, 101), summary(110, 118, 124), "no clear change"),  # low 1.0891: drift could do that
+    (summary(99, 100, 101), summary(80, 85, 89), "slower"),             # high 0.899 < 1/1.1 = 0.909
+    (summary(99, 100, 101), summary(80, 85, 91.8), "no clear change"),  # high 0.9273
+])
+def test_verdict_needs_the_whole_interval_beyond_the_drift_margin(a: Summary, b: Summary, verdict: str) -> None:
+    min_change = 0.0 if a.median == 100 and a.min == 95 else 0.10
+    (row,) = compare(one_level(a), one_level(b), min_change=min_change).rows
+    assert row.verdict == verdict
+
+
+def test_drift_like_the_field_is_no_clear_change() -> None:
+    """Two back-to-back runs of one server gave "1.18x [1.08, 1.28]": with the default margin, no change."""
+    c = compare(one_level(summary(97.5, 100, 102.5)), one_level(summary(110.7, 118, 125.3)))
+    (row,) = c.rows
+    assert (round(row.ratio_low, 3), round(row.ratio_high, 3), row.verdict) == (1.08, 1.285, "no clear change")
+    assert c.as_dict()["min_change"] == 0.1
+    assert compare(one_level(summary(97.5, 100, 102.5)), one_level(summary(110.7, 118, 125.3)),
+                   min_change=0.05).rows[0].verdict == "faster"
+
+
+def test_compare_skips_levels_without_figures_and_says_why() -> None:
+    c = compare(one_level(summary(99, 100, 101)), one_level(None, failed=2))
+    assert c.rows == () and c.not_compared == ("s @ 1: 2 failed requests in B",)
+    c = compare(one_level(None), one_level(summary(99, 100, 101)))
+    assert c.not_compared == ("s @ 1: no tok/s in A (refused)",)
+    assert c.as_dict()["not_compared"] == ["s @ 1: no tok/s in A (refused)"]

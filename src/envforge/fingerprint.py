@@ -3,8 +3,9 @@
 Two benchmark results from different states must never be silently compared (the field baseline
 drifted 82 -> 89 -> 92.6 tok/s because nobody recorded the state). A fingerprint holds the lock
 digest, the patch manifest digest, the env profile and its digest, the Python version, and, where a
-GPU probe ran, driver, GPU name, count and compute capability. Digests are defined in
-docs/architecture.md.
+GPU probe ran, driver, GPU name, count and compute capability; bench adds the digest of the
+effective ``NCCL_*``/``CUDA_*``/profile variables its servers started with (envforge.bench.variables).
+Digests are defined in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ class Fingerprint:
     gpu_count: int | None = None
     compute_capability: str | None = None
     platform: str | None = None  # the lock's target platform, e.g. aarch64-manylinux_2_34 (B27)
+    effective_env_digest: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No environment state is known (no envforge lock: a plain venv, or ``bench --url`` without
+        an environment): two such fingerprints are not "the same environment"."""
+        return self.lock_digest is None
 
     def as_dict(self) -> dict[str, Any]:
         """Keys in field order (JSON-able)."""

@@ -226,6 +226,10 @@ _SMOKE = Table({
     "port": Int(1),
     "requests": Int(1),
     "health": Str(),
+    "request-timeout-s": Number(),
+    "idle-timeout-s": Number(),
+    "interleave": Bool(),
+    "flush-cache": Str(),
 })
 
 def _kind_problem(v: str) -> str | None:

@@ -1,19 +1,29 @@
-"""The benchmark client: streaming requests over HTTP, timed per token chunk.
+"""The benchmark client: streaming requests over HTTP, timed per chunk, every request accounted for.
 
 Two APIs, both streamed as server-sent events (``data: <json>`` lines, optionally ending with
-``data: [DONE]``):
+``data: [DONE]``; SSE comment lines such as keep-alive pings are skipped):
 
 * ``sglang``: SGLang's native ``POST /generate`` with ``{"text", "sampling_params", "stream": true}``.
   Every chunk carries ``meta_info``; ``meta_info["completion_tokens"]`` is the cumulative output
-  token count and, when the server runs speculative decoding, the final chunk carries
-  ``meta_info["spec_verify_ct"]`` (verify forward passes) and ``spec_accept_length`` =
-  completion_tokens / spec_verify_ct (sglang ``srt/managers/tokenizer_manager.py``,
-  ``_calculate_spec_decoding_metrics``; the stream itself is written by
-  ``srt/entrypoints/http_server.py``, ``generate_request``). ``sampling_params.ignore_eos`` keeps the
-  output length fixed.
-* ``openai``: the OpenAI-compatible ``POST /v1/completions`` with ``"stream": true`` (SGLang, vLLM,
-  ``transformers serve``). Each chunk with non-empty ``choices[0].text`` counts as one token; a final
-  ``usage.completion_tokens``, when the server sends one, gives the exact total.
+  token count, ``meta_info["finish_reason"]`` is ``null`` until the last chunk, then
+  ``{"type": "length" | "stop" | "abort", ...}``; an abort carries ``message`` and ``status_code``
+  and is streamed like any chunk, followed by ``data: [DONE]``, under HTTP 200 (sglang 0.5.9,
+  ``srt/managers/tokenizer_manager.py``; field case B24). With speculative decoding the final chunk
+  carries ``meta_info["spec_verify_ct"]`` (verify forward passes; ``_calculate_spec_decoding_metrics``).
+  ``sampling_params.ignore_eos`` keeps the output length fixed.
+* ``openai``: the OpenAI-compatible ``POST /v1/completions`` with ``"stream": true`` and
+  ``stream_options.include_usage`` (SGLang, vLLM, ``transformers serve``). ``choices[0].finish_reason``
+  arrives on the last content chunk; the token count is ``usage.completion_tokens`` of the final
+  chunk. Without usage the client counts chunks with text and says so (``token_count == "chunks"``):
+  under speculative decoding one chunk carries a whole verify step (field case B23). ``ignore_eos``
+  is sent when the server accepts it (vLLM, SGLang); a server that rejects unknown fields answers
+  HTTP 400/422 naming it (``transformers serve``: 422 "Unexpected fields in the request").
+
+A request is **failed** (``ok=False``, ``error`` set, ``status`` the HTTP status or the abort's
+``status_code``) when: the HTTP status is not 200; a chunk is an ``error`` object; the finish reason
+is anything but ``length`` or ``stop`` (``abort`` included); the stream ends without a finish reason
+(closed early); the output is not exactly ``max_new_tokens`` tokens; no progress for ``idle_timeout_s``
+(keep-alive pings are no progress); no end after ``timeout_s``; or the run is cancelled.
 
 Per request: time to first token (TTFT), inter-token latency (decode time after the first chunk
 divided by the tokens that followed it), output tokens, end-to-end time, verify steps. HTTP is the
@@ -24,19 +34,27 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT_S",
+    "DEFAULT_REQUEST_TIMEOUT_S",
+    "Cancel",
     "Endpoint",
     "LevelRun",
+    "RequestOptions",
     "RequestResult",
+    "Stream",
     "TokenEvent",
     "get_status",
+    "post_status",
     "request_body",
     "run_level",
     "send_request",
@@ -44,7 +62,9 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
-REQUEST_TIMEOUT_S = 600.0
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+DEFAULT_IDLE_TIMEOUT_S = 120.0
+_OK_FINISH = ("length", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +77,10 @@ class Endpoint:
 
     @classmethod
     def from_url(cls, url: str) -> Endpoint:
-        """Parse ``http://host:port[/prefix]`` (only plain HTTP: the server is local or tunnelled)."""
+        """Parse ``http://host:port[/prefix]`` (only plain HTTP: the server is local or tunnelled).
+
+        :raises ValueError: another scheme or no host.
+        """
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"'{url}' is not an http://HOST:PORT URL")
@@ -72,6 +95,20 @@ class Endpoint:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """What every request of a run asks for: ``max_new_tokens`` exactly (``ignore_eos`` when the
+    server accepts it), at ``temperature``; ``timeout_s`` total and ``idle_timeout_s`` without
+    progress (seconds)."""
+
+    model: str
+    max_new_tokens: int
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+
+
+@dataclass(frozen=True, slots=True)
 class TokenEvent:
     """One streamed chunk: seconds since the request was sent, and the cumulative token count."""
 
@@ -81,7 +118,12 @@ class TokenEvent:
 
 @dataclass(frozen=True, slots=True)
 class RequestResult:
-    """One request. Times in seconds; ``itl_s`` per token after the first chunk."""
+    """One request. Times in seconds; ``itl_s`` per token after the first chunk.
+
+    ``status``: the HTTP status, or the ``status_code`` of a server abort. ``finish``: the finish
+    reason (``"length"``, ``"stop"``, ``"abort"``, ...) or None. ``token_count``: ``"server"`` when
+    the count is the server's (``usage`` / ``meta_info``), ``"chunks"`` when chunks were counted.
+    """
 
     ok: bool
     output_tokens: int
@@ -91,6 +133,10 @@ class RequestResult:
     decode_s: float | None = None
     verify_steps: int | None = None
     error: str | None = None
+    status: int | None = None
+    finish: str | None = None
+    token_count: str = "server"
+    chunks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +148,52 @@ class LevelRun:
     wall_s: float
 
 
+@dataclass
+class Cancel:
+    """Stops every request in flight at once: :meth:`trip` sets the flag and shuts down the sockets
+    of the registered connections, so threads blocked in a read return immediately."""
+
+    event: threading.Event = field(default_factory=threading.Event)
+    _conns: set[http.client.HTTPConnection] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conns.add(conn)
+
+    def unregister(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._conns.discard(conn)
+
+    def trip(self) -> None:
+        """Cancel: no new request starts, every open connection is shut down."""
+        self.event.set()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
 def get_status(url: str, timeout_s: float = 5.0) -> int | str:
     """GET ``url``: the HTTP status, or the connection error as text (``"connection refused"``)."""
+    return _status("GET", url, timeout_s)
+
+
+def post_status(url: str, timeout_s: float = 30.0) -> int | str:
+    """POST ``url`` with an empty body (e.g. SGLang's ``/flush_cache``): the status or the error."""
+    return _status("POST", url, timeout_s)
+
+
+def _status(method: str, url: str, timeout_s: float) -> int | str:
     ep = Endpoint.from_url(url)
     conn = ep.connection(timeout_s)
     try:
-        conn.request("GET", urlsplit(url).path or "/")
+        conn.request(method, urlsplit(url).path or "/", body=b"" if method == "POST" else None)
         resp = conn.getresponse()
         resp.read()
         return resp.status
@@ -119,113 +205,233 @@ def get_status(url: str, timeout_s: float = 5.0) -> int | str:
         conn.close()
 
 
-def request_body(api: str, prompt: str, *, model: str, max_new_tokens: int, temperature: float) -> tuple[str, dict[str, Any]]:
-    """The path and JSON body of one streamed request for ``api`` (``"sglang"``, ``"openai"`` or ``"vllm"``)."""
+def request_body(api: str, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
+    """The path and JSON body of one streamed request for ``api`` (``"sglang"``, ``"openai"`` or
+    ``"vllm"``: the OpenAI-compatible body; ``ignore_eos`` is vLLM's extra sampling parameter for
+    exactly ``max_tokens`` tokens, vllm/sampling_params.py)."""
     if api == "sglang":
-        params = {"max_new_tokens": max_new_tokens, "temperature": temperature, "ignore_eos": True}
+        params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature, "ignore_eos": True}
         return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
-    body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_new_tokens, "temperature": temperature,
-                            "stream": True, "stream_options": {"include_usage": True}}
-    if api == "vllm":  # vLLM's extra sampling parameter: exactly max_tokens tokens (vllm/sampling_params.py)
+    body: dict[str, Any] = {"model": opts.model, "prompt": prompt, "max_tokens": opts.max_new_tokens,
+                            "temperature": opts.temperature, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if opts.ignore_eos:
         body["ignore_eos"] = True
     return "/v1/completions", body
 
 
-def _sse_payloads(lines: Iterator[bytes]) -> Iterator[str]:
-    for raw in lines:
-        line = raw.decode("utf-8").strip()
-        if not line.startswith("data:"):
-            continue
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return
-        yield payload
-
-
-def _chunk_error(obj: Mapping[str, Any]) -> str | None:
+def _chunk_error(obj: Mapping[str, Any]) -> tuple[str, int | None] | None:
     err = obj.get("error")
     if err is None:
         return None
-    return str(err.get("message", err)) if isinstance(err, Mapping) else str(err)
+    if isinstance(err, Mapping):
+        code = err.get("code")
+        return str(err.get("message", err)), code if isinstance(code, int) else None
+    return str(err), None
 
 
-def timeline_of(api: str, chunks: Sequence[tuple[float, Mapping[str, Any]]]) -> tuple[list[TokenEvent], int, int | None]:
-    """Token timeline from parsed SSE chunks ``(seconds since send, json object)``.
+class Stream:
+    """The state of one response stream, fed chunk by chunk (parsed JSON objects).
 
-    :returns: events (one per chunk that added tokens), total output tokens, verify steps or None.
-    :raises ValueError: a chunk carries an ``error`` object.
+    :meth:`feed` returns whether the chunk made progress (new tokens, a finish reason or usage).
+    After the stream, ``events``, ``tokens``, ``verify``, ``finish``, ``abort`` (message, status) and
+    ``token_count`` describe it.
     """
-    events: list[TokenEvent] = []
-    tokens, verify, reported = 0, None, None
-    for t, obj in chunks:
+
+    __slots__ = ("api", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error")
+
+    def __init__(self, api: str) -> None:
+        self.api = api
+        self.events: list[TokenEvent] = []
+        self.tokens = 0
+        self.verify: int | None = None
+        self.finish: str | None = None
+        self.abort: tuple[str, int | None] | None = None
+        self.usage: int | None = None
+        self.chunks = 0
+        self.error: tuple[str, int | None] | None = None
+
+    def feed(self, t: float, obj: Mapping[str, Any]) -> bool:
         if (err := _chunk_error(obj)) is not None:
-            raise ValueError(err)
-        if api == "sglang":
-            meta = obj.get("meta_info") or {}
-            new = int(meta.get("completion_tokens", tokens))
-            if "spec_verify_ct" in meta:
-                verify = int(meta["spec_verify_ct"])
-        else:
-            first = (obj.get("choices") or [{}])[0]
-            text = first.get("text") or (first.get("delta") or {}).get("content")
-            new = tokens + 1 if text else tokens
-            if (obj.get("usage") or {}).get("completion_tokens") is not None:
-                reported = int(obj["usage"]["completion_tokens"])
-        if new > tokens:
-            events.append(TokenEvent(t, new))
-            tokens = new
-    return events, reported if reported is not None else tokens, verify
+            self.error = err
+            return True
+        before = (self.finish, self.usage)
+        new = self._sglang(obj) if self.api == "sglang" else self._openai(obj)
+        if new > self.tokens:
+            self.events.append(TokenEvent(t, new))
+            self.tokens = new
+            self.chunks += 1
+            return True
+        return (self.finish, self.usage) != before
+
+    def _sglang(self, obj: Mapping[str, Any]) -> int:
+        meta = obj.get("meta_info") or {}
+        if "spec_verify_ct" in meta:
+            self.verify = int(meta["spec_verify_ct"])
+        fin = meta.get("finish_reason")
+        if isinstance(fin, Mapping):
+            self.finish = str(fin.get("type"))
+            if self.finish == "abort":
+                code = fin.get("status_code")
+                self.abort = (str(fin.get("message") or "no message"), code if isinstance(code, int) else None)
+        elif fin is not None:
+            self.finish = str(fin)
+        self.usage = int(meta.get("completion_tokens", self.tokens))
+        return self.usage
+
+    def _openai(self, obj: Mapping[str, Any]) -> int:
+        usage = obj.get("usage")
+        if isinstance(usage, Mapping) and usage.get("completion_tokens") is not None:
+            self.usage = int(usage["completion_tokens"])
+        choices = obj.get("choices") or ()
+        if not choices:
+            return self.tokens
+        first = choices[0]
+        if first.get("finish_reason") is not None:
+            self.finish = str(first["finish_reason"])
+            if self.finish == "abort":
+                self.abort = ("aborted by the server", None)
+        text = first.get("text") or (first.get("delta") or {}).get("content")
+        return self.tokens + 1 if text else self.tokens
+
+    @property
+    def token_count(self) -> str:
+        return "server" if self.usage is not None else "chunks"
+
+    @property
+    def total(self) -> int:
+        return self.usage if self.usage is not None else self.tokens
 
 
-def _result(events: list[TokenEvent], tokens: int, verify: int | None, e2e: float) -> RequestResult:
+def timeline_of(api: str, chunks: Iterable[tuple[float, Mapping[str, Any]]]) -> Stream:
+    """The :class:`Stream` of parsed SSE chunks ``(seconds since send, json object)``."""
+    stream = Stream(api)
+    for t, obj in chunks:
+        stream.feed(t, obj)
+    return stream
+
+
+def _failure(stream: Stream, max_new_tokens: int) -> tuple[str, int | None] | None:
+    """Why a complete stream is a failed request (message, status), or None when it is not."""
+    if stream.error is not None:
+        return f"error chunk: {stream.error[0]}", stream.error[1]
+    if stream.abort is not None:
+        return f"aborted by the server: {stream.abort[0]}", stream.abort[1]
+    if stream.finish is None:
+        return f"the stream ended without a finish reason after {stream.total} tokens (closed early)", None
+    if stream.finish not in _OK_FINISH:
+        return f"finish reason '{stream.finish}' (only 'length' and 'stop' complete a request)", None
+    if stream.total != max_new_tokens:
+        counted = "" if stream.token_count == "server" else " (counted as chunks: the server sent no usage)"
+        return (f"{stream.total} of {max_new_tokens} tokens{counted} (finish reason '{stream.finish}'): "
+                f"a request must yield exactly max-new-tokens"), None
+    return None
+
+
+def _result(stream: Stream, e2e: float) -> RequestResult:
+    events, tokens = stream.events, stream.total
+    common = {"output_tokens": tokens, "e2e_s": e2e, "verify_steps": stream.verify, "status": 200,
+              "finish": stream.finish, "token_count": stream.token_count, "chunks": stream.chunks}
     if not events:
-        return RequestResult(ok=True, output_tokens=tokens, e2e_s=e2e, verify_steps=verify)
+        return RequestResult(ok=True, **common)  # type: ignore[arg-type]
     first, last = events[0], events[-1]
     decode = last.t_s - first.t_s
     after_first = tokens - first.tokens
     itl = decode / after_first if after_first > 0 else None
-    return RequestResult(ok=True, output_tokens=tokens, e2e_s=e2e, ttft_s=first.t_s, itl_s=itl,
-                         decode_s=decode, verify_steps=verify)
+    return RequestResult(ok=True, ttft_s=first.t_s, itl_s=itl, decode_s=decode, **common)  # type: ignore[arg-type]
 
 
-def send_request(endpoint: Endpoint, api: str, prompt: str, *, model: str, max_new_tokens: int,
-                 temperature: float, timeout_s: float = REQUEST_TIMEOUT_S, clock: Clock = time.perf_counter) -> RequestResult:
+def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stream: Stream | None = None) -> RequestResult:
+    return RequestResult(ok=False, output_tokens=stream.total if stream else 0, e2e_s=clock() - t0, error=error,
+                         status=status, finish=stream.finish if stream else None,
+                         token_count=stream.token_count if stream else "server",
+                         chunks=stream.chunks if stream else 0)
+
+
+def send_request(endpoint: Endpoint, api: str, prompt: str, opts: RequestOptions, *,
+                 cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> RequestResult:
     """Send one streamed request and time its chunks. Never raises for a failed request: the
-    returned :class:`RequestResult` has ``ok=False`` and ``error`` set (HTTP status and body start,
-    connection error, or the server's ``error`` chunk)."""
-    path, body = request_body(api, prompt, model=model, max_new_tokens=max_new_tokens, temperature=temperature)
-    conn = endpoint.connection(timeout_s)
+    returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see the module
+    docstring for what fails a request)."""
+    path, body = request_body(api, prompt, opts)
+    conn = endpoint.connection(min(opts.idle_timeout_s, opts.timeout_s))
     t0 = clock()
+    if cancel is not None:
+        if cancel.event.is_set():
+            return _failed(t0, clock, "cancelled")
+        cancel.register(conn)
+    stream = Stream(api)
     try:
         conn.request("POST", endpoint.prefix + path, body=json.dumps(body),
                      headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
         resp = conn.getresponse()
         if resp.status != 200:
             text = resp.read(300).decode("utf-8", "replace").strip()
-            return RequestResult(ok=False, output_tokens=0, e2e_s=clock() - t0,
-                                 error=f"HTTP {resp.status} from {path}: {text}")
-        chunks = [(clock() - t0, json.loads(p)) for p in _sse_payloads(iter(resp.readline, b""))]
+            return _failed(t0, clock, f"HTTP {resp.status} from {path}: {text}", resp.status)
+        why = _read_stream(resp, stream, opts, t0, clock)
         e2e = clock() - t0
-        events, tokens, verify = timeline_of(api, chunks)
-        return _result(events, tokens, verify, e2e)
+        if cancel is not None and cancel.event.is_set():
+            why = ("cancelled", None)
+        if why is None:
+            why = _failure(stream, opts.max_new_tokens)
+        if why is not None:
+            status = why[1] if why[1] is not None else None if why[0] == "cancelled" else 200
+            return _failed(t0, clock, why[0], status, stream)
+        return _result(stream, e2e)
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        return RequestResult(ok=False, output_tokens=0, e2e_s=clock() - t0,
-                             error=f"{type(exc).__name__}: {exc}")
+        if cancel is not None and cancel.event.is_set():
+            return _failed(t0, clock, "cancelled", None, stream)
+        if isinstance(exc, TimeoutError):
+            return _failed(t0, clock, f"no data for {min(opts.idle_timeout_s, opts.timeout_s):g} s "
+                                      "(idle timeout)", None, stream)
+        return _failed(t0, clock, f"{type(exc).__name__}: {exc}", None, stream)
     finally:
+        if cancel is not None:
+            cancel.unregister(conn)
         conn.close()
 
 
-def run_level(endpoint: Endpoint, api: str, prompts: Sequence[str], concurrency: int, *, model: str,
-              max_new_tokens: int, temperature: float, timeout_s: float = REQUEST_TIMEOUT_S,
-              clock: Clock = time.perf_counter) -> LevelRun:
-    """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order."""
+def _read_stream(resp: http.client.HTTPResponse, stream: Stream, opts: RequestOptions, t0: float,
+                 clock: Clock) -> tuple[str, int | None] | None:
+    """Feed ``stream`` line by line; a total or idle timeout is returned as a failure."""
+    last_progress = t0
+    for raw in iter(resp.readline, b""):
+        now = clock()
+        if raw.startswith(b"data:"):
+            payload = raw[5:].strip()
+            if payload == b"[DONE]":
+                return None
+            if stream.feed(now - t0, json.loads(payload)):
+                last_progress = now
+        if now - t0 > opts.timeout_s:
+            return f"no end after {opts.timeout_s:g} s (request timeout; {stream.total} tokens so far)", None
+        if now - last_progress > opts.idle_timeout_s:
+            return (f"no progress for {opts.idle_timeout_s:g} s (idle timeout; only keep-alive data after "
+                    f"{stream.total} tokens)"), None
+    return None
+
+
+def run_level(endpoint: Endpoint, api: str, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
+              cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> LevelRun:
+    """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
+
+    On any exception in the calling thread (Ctrl-C, a termination signal) every request in flight is
+    cancelled at once and the exception propagates without waiting for the streams to end.
+    """
+    cancel = cancel or Cancel()
+
     def one(p: str) -> tuple[float, RequestResult, float]:
         start = clock()
-        r = send_request(endpoint, api, p, model=model, max_new_tokens=max_new_tokens,
-                         temperature=temperature, timeout_s=timeout_s, clock=clock)
+        r = send_request(endpoint, api, p, opts, cancel=cancel, clock=clock)
         return start, r, clock()
 
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
         done = list(pool.map(one, prompts))
+    except BaseException:
+        cancel.trip()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
     return LevelRun(concurrency, tuple(d[1] for d in done), wall)

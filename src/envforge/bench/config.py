@@ -23,7 +23,19 @@
                    take over 10 minutes to load)
 ``port``           port the servers listen on, on 127.0.0.1 (default 30000)
 ``health``         readiness route (default ``/health_generate`` for sglang, ``/health`` else)
+``request-timeout-s`` seconds one request may take in total (default 600)
+``idle-timeout-s`` seconds a request may go without progress, keep-alive pings being none
+                   (default 120)
+``interleave``     started servers take turns per repeat (A B A B ...), each restarted for its
+                   turn, so drift hits all configurations alike (default false)
+``flush-cache``    route POSTed before each repeat to empty the server's prefix cache (default
+                   ``/flush_cache`` for sglang, none else; ``""`` for none)
 =================  =======================================================================
+
+Prompts: every request of a server's run gets a prompt no earlier request of that run had (warm-up
+included): the set is drawn in a fixed shuffled order (``seed``), and once it is used up the same
+order again with a distinct leading tag (``"[2] "``, ``"[3] "``, ...), so no request starts with a
+prefix a previous one cached (field case B34). Every server gets the same sequence.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from envforge.errors import InputError
 
 __all__ = [
@@ -48,12 +61,14 @@ __all__ = [
     "load_prompts",
     "shipped_prompts",
     "smoke_config",
+    "url_config",
 ]
 
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
 _HEALTH = {"sglang": "/health_generate", "openai": "/health", "vllm": "/health"}
+_FLUSH = {"sglang": "/flush_cache"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +120,10 @@ class SmokeConfig:
     load_timeout_s: int = DEFAULT_LOAD_TIMEOUT_S
     port: int = DEFAULT_PORT
     health: str = "/health_generate"
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    interleave: bool = False
+    flush_cache: str = ""
 
     def requests_at(self, concurrency: int) -> int:
         """Requests per repeat at ``concurrency``: ``requests`` (default 2x) but at least ``concurrency``."""
@@ -116,6 +135,15 @@ class SmokeConfig:
         random.Random(self.seed).shuffle(order)
         return [order[i % len(order)] for i in range(count)]
 
+    def draw(self, start: int, count: int) -> list[str]:
+        """The texts of requests ``start .. start + count - 1`` of a server's run: position ``i``
+        is prompt ``i % len(prompts)`` of the shuffled order, tagged ``"[k] "`` in its ``k``-th
+        pass over the set (``k >= 2``), so no two positions share a text or its first words."""
+        order = self.prompt_order(len(self.prompts))
+        n = len(order)
+        return [order[i % n].text if i < n else f"[{i // n + 1}] {order[i % n].text}"
+                for i in range(start, start + count)]
+
     def with_overrides(self, **changes: Any) -> SmokeConfig:
         """A copy with CLI overrides applied (``None`` values are ignored)."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -125,7 +153,9 @@ class SmokeConfig:
         return {"model": self.model, "api": self.api, "prompts-digest": self.prompts_digest,
                 "prompts": len(self.prompts), "seed": self.seed, "max-new-tokens": self.max_new_tokens,
                 "temperature": self.temperature, "concurrency": list(self.concurrency),
-                "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests}
+                "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
+                "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
+                "interleave": self.interleave, "flush-cache": self.flush_cache or None}
 
 
 def shipped_prompts() -> Path:
@@ -177,6 +207,9 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")),
                                  s.get("model")) for s in smoke.get("servers", ()))
     _check_servers(servers, where)
+    for key in ("request-timeout-s", "idle-timeout-s"):
+        if key in smoke and not smoke[key] > 0:
+            raise InputError(f"{where}.{key}: must be > 0 seconds, got {smoke[key]}")
     prompts_path = Path(smoke["prompts"]) if "prompts" in smoke else shipped_prompts()
     if not prompts_path.is_absolute():
         prompts_path = recipe_path.parent / prompts_path
@@ -189,8 +222,25 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         concurrency=tuple(smoke.get("concurrency", (1, 4, 16, 32))), repeats=smoke.get("repeats", 3),
         warmup=smoke.get("warmup", 2), requests=smoke.get("requests"),
         load_timeout_s=smoke.get("load-timeout-s", DEFAULT_LOAD_TIMEOUT_S),
-        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", _HEALTH[api]),
+        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", _HEALTH.get(api, "/health")),
+        request_timeout_s=float(smoke.get("request-timeout-s", DEFAULT_REQUEST_TIMEOUT_S)),
+        idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
+        interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", _FLUSH.get(api, "")),
     )
+
+
+def url_config(*, api: str, model: str | None) -> SmokeConfig:
+    """Settings for ``bench --url`` without a recipe's ``[verify.smoke]``: defaults, the shipped
+    prompt set, no server configurations; the CLI applies its flags with :meth:`SmokeConfig.with_overrides`.
+
+    :raises InputError: ``api = "openai"`` without a model (OpenAI-compatible servers need its name).
+    """
+    if model is None and api != "sglang":
+        raise InputError(f"--url with --api {api} needs the served model's name",
+                         hint="pass --model NAME (what GET /v1/models lists), or a recipe with [verify.smoke]")
+    prompts, digest = load_prompts(shipped_prompts())
+    return SmokeConfig(model=model or "default", api=api, servers=(), prompts=prompts, prompts_digest=digest,
+                       health=_HEALTH.get(api, "/health"), flush_cache=_FLUSH.get(api, ""))
 
 
 def _check_servers(servers: Sequence[ServerConfig], where: str) -> None:

@@ -36,10 +36,11 @@ def plot_report(report: BenchReport, path: Path, *, title: str | None = None) ->
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     for s in report.servers:
-        xs = [lv.concurrency for lv in s.levels]
-        ys = [lv.tok_s.median for lv in s.levels]
-        lo = [max(0.0, lv.tok_s.median - lv.tok_s.bounds()[0]) for lv in s.levels]
-        hi = [max(0.0, lv.tok_s.bounds()[1] - lv.tok_s.median) for lv in s.levels]
+        tok = [(lv.concurrency, lv.tok_s) for lv in s.levels if lv.tok_s is not None]  # failed levels: no point
+        xs = [c for c, _ in tok]
+        ys = [t.median for _, t in tok]
+        lo = [max(0.0, t.median - t.bounds()[0]) for _, t in tok]
+        hi = [max(0.0, t.bounds()[1] - t.median) for _, t in tok]
         label = f"{s.name} (speculative)" if s.speculative else s.name
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=4, label=label,
                     linestyle="--" if s.speculative else "-")

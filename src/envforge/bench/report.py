@@ -1,13 +1,20 @@
-"""Benchmark reports: per-level results with their spread, break-even, the environment fingerprint,
-and the comparison of two reports.
+"""Benchmark reports: per-level results with their spread, failures, break-even, the environment
+fingerprint, and the comparison of two reports.
 
-A report is JSON (``envforge.bench/1``) so two runs can be compared later. Comparing reports made
-in different environment states is refused unless asked for (``allow_different_env``): the field
-baseline drifted 82 -> 89 -> 92.6 tok/s because nobody recorded the state.
+A report is JSON (``envforge.bench/1``) so two runs can be compared later. Every request is
+accounted for: a level with a failed request gets no figures (its ``tok_s`` and latencies are
+``null`` and ``failed_requests`` says how many), and the report lists each failure. A speculative
+server whose token counts are chunk counts gets no tok/s and no ITL (``refused`` says why): one
+chunk carries a whole verify step (field case B23).
 
-Ratios are B / A of the median output tok/s. The ratio interval is the conservative combination of
-the two 95% intervals ``[B_low / A_high, B_high / A_low]`` (min/max when a side has one repeat); a
-change is called only when that interval excludes 1.
+Comparing reports is refused unless asked for (``allow_different_env``) when their fingerprints
+differ, when a server's effective variables differ, or when a fingerprint is empty (no envforge
+lock: two unknown environments are not "the same"). Ratios are B / A of the median output tok/s;
+the ratio interval is the conservative combination of the two 95% intervals
+``[B_low / A_high, B_high / A_low]`` (min/max when a side has one repeat). Repeats inside one run do
+not see run-to-run drift (two back-to-back runs of one server on a shared machine gave
+"1.18x [1.08, 1.28]"), so a change is called only when the whole interval lies beyond
+``1 + min_change`` (or below ``1 / (1 + min_change)``); otherwise the verdict is "no clear change".
 """
 
 from __future__ import annotations
@@ -26,22 +33,27 @@ from envforge.errors import InputError
 from envforge.fingerprint import Fingerprint
 
 __all__ = [
+    "DEFAULT_MIN_CHANGE",
     "SCHEMA",
     "BenchReport",
     "BreakEven",
     "Comparison",
     "ComparisonRow",
+    "Failure",
     "LevelResult",
     "RepeatResult",
     "ServerResult",
     "break_even_rows",
     "compare",
+    "failures_of",
     "level_result",
     "read_report",
     "repeat_result",
+    "report_warnings",
 ]
 
 SCHEMA = "envforge.bench/1"
+DEFAULT_MIN_CHANGE = 0.10
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
@@ -54,8 +66,42 @@ def _median_ms(values: Sequence[float | None]) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed request: server, concurrency level, repeat (1-based; 0 = warm-up), the message and
+    the status (HTTP status, or the ``status_code`` of a server abort; None for a connection error)."""
+
+    server: str
+    concurrency: int
+    repeat: int
+    message: str
+    status: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "concurrency": self.concurrency, "repeat": self.repeat,
+                "status": self.status, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Failure:
+        return cls(str(d["server"]), int(d["concurrency"]), int(d["repeat"]), str(d["message"]), d.get("status"))
+
+    def line(self) -> str:
+        """``server 'x', concurrency 4, repeat 2: <message> (status 503)``."""
+        where = "warm-up" if self.repeat == 0 else f"concurrency {self.concurrency}, repeat {self.repeat}"
+        status = f" (status {self.status})" if self.status is not None else ""
+        return f"server '{self.server}', {where}: {self.message}{status}"
+
+
+def failures_of(server: str, run: LevelRun, repeat: int) -> tuple[Failure, ...]:
+    """The failed requests of one repeat (``repeat`` 0 for the warm-up) as :class:`Failure` rows."""
+    return tuple(Failure(server, run.concurrency, repeat, r.error or "failed", r.status)
+                 for r in run.results if not r.ok)
+
+
+@dataclass(frozen=True, slots=True)
 class RepeatResult:
-    """One measured repeat at one level: output tok/s over the wall time; latencies are medians (ms)."""
+    """One measured repeat at one level: output tok/s over the wall time; latencies are medians (ms).
+    ``failed``: failed requests (their figures are left out of the level); ``token_count``:
+    ``"server"``, ``"chunks"`` or ``"mixed"`` (how its output tokens were counted)."""
 
     tok_s: float
     wall_s: float
@@ -66,13 +112,16 @@ class RepeatResult:
     e2e_ms: float
     verify_steps: int | None
     decode_s: float
+    failed: int = 0
+    token_count: str = "server"
     spec_decode: SpecDecodeStats | None = None  # vLLM: counter deltas of GET /metrics around the repeat
 
     def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"tok_s": _r(self.tok_s), "wall_s": _r(self.wall_s), "requests": self.requests,
-                             "output_tokens": self.output_tokens, "ttft_ms": _r(self.ttft_ms),
-                             "itl_ms": _r(self.itl_ms), "e2e_ms": _r(self.e2e_ms),
-                             "verify_steps": self.verify_steps, "decode_s": _r(self.decode_s)}
+        d: dict[str, Any] = {
+            "tok_s": _r(self.tok_s), "wall_s": _r(self.wall_s), "requests": self.requests, "failed": self.failed,
+            "output_tokens": self.output_tokens, "token_count": self.token_count, "ttft_ms": _r(self.ttft_ms),
+            "itl_ms": _r(self.itl_ms), "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps,
+            "decode_s": _r(self.decode_s)}
         if self.spec_decode is not None:
             d["spec_decode"] = self.spec_decode.as_dict()
         return d
@@ -85,56 +134,66 @@ class RepeatResult:
         return cls(tok_s=float(d["tok_s"]), wall_s=float(d["wall_s"]), requests=int(d["requests"]),
                    output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), itl_ms=opt("itl_ms"),
                    e2e_ms=float(d["e2e_ms"]), verify_steps=None if steps is None else int(steps),
-                   decode_s=float(d.get("decode_s") or 0.0),
+                   decode_s=float(d.get("decode_s") or 0.0), failed=int(d.get("failed") or 0),
+                   token_count=str(d.get("token_count") or "server"),
                    spec_decode=SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
 
 
+def _token_count(kinds: set[str]) -> str:
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "server"
+
+
 def repeat_result(run: LevelRun, spec: SpecDecodeStats | None = None) -> RepeatResult:
-    """Aggregate one :class:`LevelRun` (all requests must have succeeded).
+    """Aggregate one :class:`LevelRun` over its successful requests; ``failed`` counts the others.
 
     ``spec``: vLLM's speculative-decoding counter deltas over the repeat (:mod:`envforge.bench.metrics`);
     its drafts are the repeat's verify steps (steps with a proposed draft) and the decode time is
     every request's.
     """
-    rs = run.results
+    rs = [r for r in run.results if r.ok]
     tokens = sum(r.output_tokens for r in rs)
-    if spec is not None:
-        return RepeatResult(
-            tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(rs),
-            output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
-            itl_ms=_median_ms([r.itl_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
-            verify_steps=spec.drafts, decode_s=sum(r.decode_s or 0.0 for r in rs), spec_decode=spec)
     steps = [r.verify_steps for r in rs if r.verify_steps is not None]
+    verify = spec.drafts if spec is not None else sum(steps) if steps else None
+    decode = sum(r.decode_s or 0.0 for r in rs if spec is not None or r.verify_steps is not None)
     return RepeatResult(
-        tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(rs),
+        tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(run.results),
         output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
         itl_ms=_median_ms([r.itl_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
-        verify_steps=sum(steps) if steps else None,
-        decode_s=sum(r.decode_s or 0.0 for r in rs if r.verify_steps is not None))
+        verify_steps=verify, decode_s=decode, failed=len(run.results) - len(rs),
+        token_count=_token_count({r.token_count for r in rs}), spec_decode=spec)
 
 
 @dataclass(frozen=True, slots=True)
 class LevelResult:
     """One concurrency level over its repeats. ``accept_length`` = tokens / verify steps (speculative
     servers that report verify steps), or for vLLM 1 + accepted / drafts of ``spec_decode`` (the
-    repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify steps."""
+    repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify steps.
+
+    ``failed_requests`` > 0: no figure (``tok_s`` and every summary None). ``refused``: why tok/s
+    and ITL are None although every request succeeded (chunk-counted tokens on a speculative server).
+    """
 
     concurrency: int
     repeats: tuple[RepeatResult, ...]
-    tok_s: Summary
+    tok_s: Summary | None
     ttft_ms: Summary | None
     itl_ms: Summary | None
     e2e_ms: Summary | None
     accept_length: float | None
     verify_cycle_ms: float | None
+    failed_requests: int = 0
+    token_count: str = "server"
+    refused: str | None = None
     spec_decode: SpecDecodeStats | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
             return None if x is None else x.as_dict()
-        d: dict[str, Any] = {"concurrency": self.concurrency, "tok_s": s(self.tok_s), "ttft_ms": s(self.ttft_ms),
-                             "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms),
-                             "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
+        d: dict[str, Any] = {
+            "concurrency": self.concurrency, "failed_requests": self.failed_requests,
+            "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
+            "ttft_ms": s(self.ttft_ms), "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms),
+            "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
         if self.spec_decode is not None:
             d["spec_decode"] = self.spec_decode.as_dict()
         d["repeats"] = [r.as_dict() for r in self.repeats]
@@ -144,49 +203,63 @@ class LevelResult:
     def from_dict(cls, d: Mapping[str, Any]) -> LevelResult:
         def s(x: Any) -> Summary | None:
             return None if x is None else Summary.from_dict(x)
-        tok = s(d["tok_s"])
-        assert tok is not None
-        return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())), tok,
-                   s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")), d.get("accept_length"),
-                   d.get("verify_cycle_ms"),
+        return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())),
+                   s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")),
+                   d.get("accept_length"), d.get("verify_cycle_ms"), int(d.get("failed_requests") or 0),
+                   str(d.get("token_count") or "server"), d.get("refused"),
                    SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
 
 
-def level_result(concurrency: int, runs: Sequence[LevelRun],
-                 specs: Sequence[SpecDecodeStats] | None = None) -> LevelResult:
-    """Summaries over the repeats ``runs`` of one level (at least one); ``specs``: vLLM's counter
-    deltas, one per repeat (then the accept length is vLLM's 1 + accepted / drafts over the level,
-    None when no draft was proposed)."""
+REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
+                  "server carries a whole verify step: no tok/s or ITL")
+
+
+def level_result(concurrency: int, runs: Sequence[LevelRun], specs: Sequence[SpecDecodeStats] | None = None, *,
+                 speculative: bool = False) -> LevelResult:
+    """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
+
+    ``specs``: vLLM's counter deltas, one per repeat (then the accept length is vLLM's
+    1 + accepted / drafts over the level, None when no draft was proposed).
+    """
     if specs is not None:
         assert len(specs) == len(runs), "one counter window per repeat"
         reps = tuple(repeat_result(r, s) for r, s in zip(runs, specs))
     else:
         reps = tuple(repeat_result(r) for r in runs)
-    tok = summarize([r.tok_s for r in reps])
-    assert tok is not None, "a level needs at least one repeat"
+    failed = sum(r.failed for r in reps)
+    count = _token_count({r.token_count for r in reps})
+    if failed:
+        return LevelResult(concurrency, reps, None, None, None, None, None, None, failed, count)
+    refused = REFUSED_CHUNKS if speculative and count != "server" else None
     tokens = sum(r.output_tokens for r in reps if r.verify_steps)
     steps = sum(r.verify_steps or 0 for r in reps)
     decode = sum(r.decode_s for r in reps if r.verify_steps)
     spec = sum_stats(specs) if specs else None
     if spec is not None:
         return LevelResult(
-            concurrency=concurrency, repeats=reps, tok_s=tok,
+            concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
             ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
-            itl_ms=summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
+            itl_ms=None if refused else summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
             e2e_ms=summarize([r.e2e_ms for r in reps]), accept_length=spec.mean_acceptance_length,
-            verify_cycle_ms=decode * 1000.0 / spec.drafts if spec.drafts else None, spec_decode=spec)
+            verify_cycle_ms=decode * 1000.0 / spec.drafts if spec.drafts else None, token_count=count,
+            refused=refused, spec_decode=spec)
     return LevelResult(
-        concurrency=concurrency, repeats=reps, tok_s=tok,
+        concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
         ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
-        itl_ms=summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
+        itl_ms=None if refused else summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
         e2e_ms=summarize([r.e2e_ms for r in reps]),
         accept_length=tokens / steps if steps else None,
-        verify_cycle_ms=decode * 1000.0 / steps if steps else None)
+        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused)
 
 
 @dataclass(frozen=True, slots=True)
 class ServerResult:
-    """All levels of one server configuration; ``argv`` when envforge started it, ``url`` always."""
+    """All levels of one server configuration; ``argv`` when envforge started it, ``url`` always.
+
+    ``env``: the tracked variables it started with (None when envforge did not start it);
+    ``ignore_eos``: whether requests asked for a fixed length (False: the server rejected the field);
+    ``cache``: ``"flushed before each repeat"``, or why not.
+    """
 
     name: str
     speculative: bool
@@ -194,6 +267,9 @@ class ServerResult:
     argv: tuple[str, ...] | None
     load_s: float | None
     levels: tuple[LevelResult, ...]
+    env: Mapping[str, str] | None = None
+    ignore_eos: bool = True
+    cache: str = "not flushed"
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -201,13 +277,17 @@ class ServerResult:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "speculative": self.speculative, "url": self.url,
                 "argv": list(self.argv) if self.argv is not None else None, "load_s": _r(self.load_s, 2),
-                "levels": [lv.as_dict() for lv in self.levels]}
+                "env": dict(self.env) if self.env is not None else None, "ignore_eos": self.ignore_eos,
+                "cache": self.cache, "levels": [lv.as_dict() for lv in self.levels]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServerResult:
+        env = d.get("env")
         return cls(d["name"], bool(d.get("speculative")), d.get("url", ""),
                    tuple(d["argv"]) if d.get("argv") is not None else None, d.get("load_s"),
-                   tuple(LevelResult.from_dict(x) for x in d.get("levels", ())))
+                   tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
+                   {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
+                   bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +313,7 @@ class BreakEven:
 
 def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
     """Break-even rows: the first non-speculative server against each speculative one that reports
-    verify steps, at every concurrency level both measured."""
+    verify steps, at every concurrency level both measured without failures."""
     base = next((s for s in servers if not s.speculative), None)
     if base is None:
         return ()
@@ -249,27 +329,57 @@ def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
     return tuple(rows)
 
 
+EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
+                     "--url without ENV): these numbers are tied to no environment state, and `bench compare` "
+                     "never calls two such reports the same environment")
+
+
+def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -> list[str]:
+    """The warnings every report carries about its own trustworthiness, in a fixed order: an empty
+    fingerprint, unknown server variables, chunk-counted tokens, refused figures, unforced lengths."""
+    out = [EMPTY_FINGERPRINT] if fingerprint.empty else []
+    for s in servers:
+        if s.env is None:
+            out.append(f"server '{s.name}': not started by envforge; the variables it runs with are unknown")
+        counts = {lv.token_count for lv in s.levels}
+        if counts - {"server"}:
+            out.append(f"server '{s.name}': output tokens counted as chunks (the server sent no usage); exact "
+                       "only when every chunk holds one token")
+        for lv in s.levels:
+            if lv.refused:
+                out.append(f"server '{s.name}', concurrency {lv.concurrency}: {lv.refused}")
+        if not s.ignore_eos:
+            out.append(f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
+                       "request that stops early fails")
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class BenchReport:
-    """A whole run: fingerprint, settings, per-server results, break-even rows, warnings."""
+    """A whole run: fingerprint, settings, method, per-server results, break-even rows, failures,
+    warnings. ``method``: how prompts were drawn, the cache handled and configurations ordered."""
 
     fingerprint: Fingerprint
     config: Mapping[str, Any]
     servers: tuple[ServerResult, ...]
     break_even: tuple[BreakEven, ...]
     warnings: tuple[str, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    method: Mapping[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/1`` envelope)."""
         return {"fingerprint": self.fingerprint.as_dict(), "config": dict(self.config),
-                "servers": [s.as_dict() for s in self.servers],
-                "break_even": [b.as_dict() for b in self.break_even], "warnings": list(self.warnings)}
+                "method": dict(self.method or {}), "servers": [s.as_dict() for s in self.servers],
+                "break_even": [b.as_dict() for b in self.break_even],
+                "failures": [f.as_dict() for f in self.failures], "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
         servers = tuple(ServerResult.from_dict(s) for s in d.get("servers", ()))
         return cls(Fingerprint.from_dict(d.get("fingerprint") or {}), d.get("config") or {}, servers,
-                   break_even_rows(servers), tuple(d.get("warnings", ())))
+                   break_even_rows(servers), tuple(d.get("warnings", ())),
+                   tuple(Failure.from_dict(f) for f in d.get("failures", ())), d.get("method") or {})
 
 
 def read_report(path: Path) -> BenchReport:
@@ -292,7 +402,7 @@ def read_report(path: Path) -> BenchReport:
                          hint="write one with `envforge bench --output FILE`")
     try:
         return BenchReport.from_dict(doc["data"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(f"{path}: malformed bench report: {type(exc).__name__}: {exc}") from None
 
 
@@ -317,43 +427,76 @@ class ComparisonRow:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Rows for every (server, level) in both reports, plus what differs between them."""
+    """Rows for every (server, level) with figures in both reports, plus what differs between them
+    and which levels could not be compared (``not_compared``: ``"<server> @ <level>: <why>"``)."""
 
     rows: tuple[ComparisonRow, ...]
     env_differences: tuple[str, ...]
     config_differences: tuple[str, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
+    not_compared: tuple[str, ...] = ()
+    min_change: float = DEFAULT_MIN_CHANGE
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rows": [r.as_dict() for r in self.rows], "env_differences": list(self.env_differences),
+        return {"min_change": self.min_change, "rows": [r.as_dict() for r in self.rows],
+                "env_differences": list(self.env_differences),
                 "config_differences": list(self.config_differences), "only_in_a": list(self.only_in_a),
-                "only_in_b": list(self.only_in_b)}
+                "only_in_b": list(self.only_in_b), "not_compared": list(self.not_compared)}
 
 
-def _row(server: str, a: LevelResult, b: LevelResult) -> ComparisonRow:
-    (alo, ahi), (blo, bhi) = a.tok_s.bounds(), b.tok_s.bounds()
-    ratio = b.tok_s.median / a.tok_s.median if a.tok_s.median > 0 else float("inf")
+def _row(server: str, a: Summary, b: Summary, concurrency: int, min_change: float) -> ComparisonRow:
+    (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
+    ratio = b.median / a.median if a.median > 0 else float("inf")
     low = blo / ahi if ahi > 0 else float("inf")
     high = bhi / alo if alo > 0 else float("inf")
-    verdict = "faster" if low > 1.0 else "slower" if high < 1.0 else "no clear change"
-    return ComparisonRow(server, a.concurrency, a.tok_s.median, b.tok_s.median, ratio, low, high, verdict)
+    verdict = ("faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change)
+               else "no clear change")
+    return ComparisonRow(server, concurrency, a.median, b.median, ratio, low, high, verdict)
 
 
-def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False) -> Comparison:
-    """Compare report ``b`` against ``a`` (ratios B / A).
+def _env_differences(a: BenchReport, b: BenchReport) -> list[str]:
+    out = [f"report {side}: {EMPTY_FINGERPRINT}" for side, r in (("A", a), ("B", b)) if r.fingerprint.empty]
+    out += a.fingerprint.differences(b.fingerprint)
+    b_by_name = {s.name: s for s in b.servers}
+    for sa in a.servers:
+        sb = b_by_name.get(sa.name)
+        if sb is None:
+            continue
+        if sa.env is None or sb.env is None:
+            side = " and ".join(x for x, s in (("A", sa), ("B", sb)) if s.env is None)
+            out.append(f"server '{sa.name}': the variables it ran with are unknown in {side}")
+            continue
+        for k in sorted(set(sa.env) | set(sb.env)):
+            if sa.env.get(k) != sb.env.get(k):
+                out.append(f"server '{sa.name}': {k}: {sa.env.get(k, '(unset)')} != {sb.env.get(k, '(unset)')}")
+    return out
 
-    :raises InputError: the fingerprints differ and ``allow_different_env`` is false; the message
-        lists every differing field.
+
+def _why_no_figure(lv: LevelResult, side: str) -> str | None:
+    if lv.failed_requests:
+        return f"{lv.failed_requests} failed requests in {side}"
+    if lv.tok_s is None:
+        return f"no tok/s in {side} ({lv.refused or 'refused'})"
+    return None
+
+
+def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False,
+            min_change: float = DEFAULT_MIN_CHANGE) -> Comparison:
+    """Compare report ``b`` against ``a`` (ratios B / A); a change is called only beyond ``min_change``.
+
+    :raises InputError: the environments differ or are unknown (fingerprints, a server's effective
+        variables, an empty fingerprint) and ``allow_different_env`` is false; the message lists
+        every difference.
     """
-    env_diff = a.fingerprint.differences(b.fingerprint)
+    env_diff = _env_differences(a, b)
     if env_diff and not allow_different_env:
-        raise InputError("the reports come from different environments; their numbers are not comparable:\n"
-                         + "\n".join(f"  {line}" for line in env_diff),
+        raise InputError("the reports come from different or unknown environments; their numbers are not "
+                         "comparable:\n" + "\n".join(f"  {line}" for line in env_diff),
                          hint="compare anyway with --allow-different-env")
     cfg_diff = [f"{k}: {a.config.get(k)} != {b.config.get(k)}"
                 for k in sorted(set(a.config) | set(b.config)) if a.config.get(k) != b.config.get(k)]
-    rows, only_a, only_b = [], [], []
+    rows, only_a, skipped = [], [], []
     b_by_name = {s.name: s for s in b.servers}
     for sa in a.servers:
         sb = b_by_name.get(sa.name)
@@ -361,9 +504,14 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
             other = sb.level(lv.concurrency) if sb else None
             if other is None:
                 only_a.append(f"{sa.name} @ {lv.concurrency}")
-            else:
-                rows.append(_row(sa.name, lv, other))
-    a_keys = {(r.server, r.concurrency) for r in rows}
+                continue
+            why = _why_no_figure(lv, "A") or _why_no_figure(other, "B")
+            if why is not None or lv.tok_s is None or other.tok_s is None:
+                skipped.append(f"{sa.name} @ {lv.concurrency}: {why}")
+                continue
+            rows.append(_row(sa.name, lv.tok_s, other.tok_s, lv.concurrency, min_change))
+    a_keys = {(s.name, lv.concurrency) for s in a.servers for lv in s.levels}
     only_b = [f"{s.name} @ {lv.concurrency}" for s in b.servers for lv in s.levels
               if (s.name, lv.concurrency) not in a_keys]
-    return Comparison(tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b))
+    return Comparison(tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b),
+                      tuple(skipped), min_change)

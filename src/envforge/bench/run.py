@@ -3,26 +3,44 @@
 Per configuration: start it with the environment's interpreter (its env profile comes with it: the
 ``.pth`` hook runs at start-up) plus the configuration's ``env``, wait until ready, send
 ``warmup`` requests (excluded), then for each concurrency level ``repeats`` rounds of requests, and
-stop it. With ``url`` an already running server is measured instead and nothing is started or
-stopped. Any failed request fails the run: a number made of partial results is not one to trust.
+stop it. With ``interleave`` the configurations take turns instead: each round starts every
+configuration in recipe order for one repeat of every level (A B A B ...). With ``url`` an already
+running server is measured and nothing is started or stopped.
+
+Every request is accounted for: failed requests are recorded (server, level, repeat, message,
+status) and the levels they belong to get no figures; the caller decides the exit status from
+``BenchReport.failures``. Every request of a server's run has its own prompt (warm-up included,
+:meth:`SmokeConfig.draw`), and where the server offers a cache flush route it is called before each
+repeat. In ``api = "openai"`` the first request asks for ``ignore_eos``; a server that rejects the
+field (HTTP 400/422 naming it) is asked without it from then on, and the report says so.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envforge.bench.client import Endpoint, LevelRun, run_level
+from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.metrics import SpecDecodeStats, check_spec, describe, scrape
-from envforge.bench.report import BenchReport, LevelResult, ServerResult, break_even_rows, level_result
+from envforge.bench.report import (
+    BenchReport,
+    Failure,
+    ServerResult,
+    break_even_rows,
+    failures_of,
+    level_result,
+    report_warnings,
+)
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
-from envforge.errors import ExternalToolError, InputError
+from envforge.bench.variables import effective_env, env_digest, profile_overrides
+from envforge.errors import InputError
 from envforge.fingerprint import Fingerprint, fingerprint_of
 from envforge.probe import ProbeError, run_probe
 
@@ -34,7 +52,8 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class BenchPlan:
     """What to run: the settings, the interpreter (None with ``url``), the base environment of the
-    server processes, where server logs go, and which configurations (all when empty)."""
+    server processes (the caller's), where server logs go, which configurations (all when empty),
+    and the environment's env profile (name and variables) that the ``.pth`` hook applies."""
 
     config: SmokeConfig
     python: Path | None
@@ -46,6 +65,8 @@ class BenchPlan:
     url_speculative: bool = False
     only: tuple[str, ...] = ()
     activations: tuple[tuple[str, str | None], ...] = field(default_factory=tuple)
+    profile_name: str | None = None
+    profile_env: Mapping[str, str] = field(default_factory=dict)
 
     def selected(self) -> tuple[ServerConfig, ...]:
         """The server configurations to run, in recipe order.
@@ -64,70 +85,127 @@ class BenchPlan:
         return tuple(s for s in self.config.servers if not self.only or s.name in self.only)
 
 
-def _measure(name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
-             server: RunningServer | None, speculative: bool) -> tuple[tuple[LevelResult, ...], list[str]]:
-    warnings: list[str] = []
+class _Session:
+    """One server configuration's measurements, possibly over several starts (interleaving)."""
 
-    def level(conc: int, count: int) -> LevelRun:
-        prompts = [p.text for p in cfg.prompt_order(count)]
-        run = run_level(endpoint, cfg.api, prompts, conc, model=model, max_new_tokens=cfg.max_new_tokens,
-                        temperature=cfg.temperature)
-        _check(name, run, server)
+    def __init__(self, name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
+                 speculative: bool) -> None:
+        self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
+        self.speculative = speculative
+        self.specs: dict[int, list[SpecDecodeStats]] = {c: [] for c in cfg.concurrency}
+        self.warnings: list[str] = []
+        self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   ignore_eos=True, timeout_s=cfg.request_timeout_s,
+                                   idle_timeout_s=cfg.idle_timeout_s)
+        self.drawn = 0
+        self.probed = cfg.api != "openai"
+        self.flush = cfg.flush_cache
+        self.cache = "not flushed (no flush route)" if not self.flush else ""
+        self.runs: dict[int, list[LevelRun]] = {c: [] for c in cfg.concurrency}
+        self.failures: list[Failure] = []
+        self.server: RunningServer | None = None
+        self.load_s: float | None = None
+
+    def _send(self, conc: int, count: int) -> LevelRun:
+        prompts = self.cfg.draw(self.drawn, count)
+        self.drawn += count
+        run = run_level(self.endpoint, self.cfg.api, prompts, conc, self.opts)
+        self._check_alive(run)
         return run
 
-    def vllm_level(conc: int, count: int, where: str) -> tuple[LevelRun, SpecDecodeStats | None]:
-        # vLLM's speculative counters around the repeat (envforge.bench.metrics)
-        before = scrape(endpoint, server=name)
-        run = level(conc, count)
-        stats, w = check_spec(name, speculative, before, scrape(endpoint, server=name),
+    def _check_alive(self, run: LevelRun) -> None:
+        server = self.server
+        if server is None:
+            return
+        if any(not r.ok for r in run.results):
+            try:  # a dying server drops its connections a moment before it can be reaped
+                server.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                pass
+        if not server.alive():
+            raise server.crashed(f"while being measured at concurrency {run.concurrency}")
+
+    def _probe_ignore_eos(self) -> int:
+        """openai: one request with ignore_eos; a rejection of the field turns it off. Returns the
+        number of warm-up requests it used (1)."""
+        run = self._send(1, 1)
+        r = run.results[0]
+        if not r.ok and r.status in (400, 422) and "ignore_eos" in (r.error or ""):
+            self.opts = replace(self.opts, ignore_eos=False)
+            self.progress(f"warning: server '{self.name}' rejects ignore_eos (HTTP {r.status}); asking without it")
+            run = self._send(1, 1)
+        self.failures.extend(failures_of(self.name, run, 0))
+        self.probed = True
+        return 1
+
+    def warm_up(self) -> None:
+        used = 0 if self.probed else self._probe_ignore_eos()
+        if self.cfg.warmup > used:
+            self.failures.extend(failures_of(self.name, self._send(1, self.cfg.warmup - used), 0))
+
+    def _flush(self) -> None:
+        if not self.flush:
+            return
+        status = post_status(self.endpoint.url + self.flush)
+        if status == 200:
+            self.cache = f"flushed before each repeat (POST {self.flush})"
+            return
+        answer = f"HTTP {status}" if isinstance(status, int) else status
+        self.cache = f"not flushed: POST {self.flush} answered {answer}"
+        self.progress(f"warning: server '{self.name}': {self.cache}; prompts are distinct anyway")
+        self.flush = ""
+
+    def _vllm_repeat(self, conc: int, rep: int) -> LevelRun:
+        """vLLM's speculative counters around the repeat (envforge.bench.metrics)."""
+        before = scrape(self.endpoint, server=self.name)
+        run = self._send(conc, self.cfg.requests_at(conc))
+        stats, w = check_spec(self.name, self.speculative, before, scrape(self.endpoint, server=self.name),
                               output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                              source=endpoint.url + "/metrics", where=where)
+                              source=self.endpoint.url + "/metrics", where=f"at concurrency {conc}, repeat {rep}")
         for line in w:
-            progress(f"warning: {line}")
-        warnings.extend(w)
-        return run, stats
+            self.progress(f"warning: {line}")
+        self.warnings.extend(w)
+        if stats is not None:
+            self.specs[conc].append(stats)
+        return run
 
-    if cfg.warmup:
-        level(1, cfg.warmup)
-    levels = []
-    for conc in cfg.concurrency:
-        runs, specs = [], []
-        for rep in range(cfg.repeats):
-            if cfg.api == "vllm":
-                run, stats = vllm_level(conc, cfg.requests_at(conc), f"at concurrency {conc}, repeat {rep + 1}")
-                if stats is not None:
-                    specs.append(stats)
-            else:
-                run = level(conc, cfg.requests_at(conc))
-            runs.append(run)
-            tokens = sum(r.output_tokens for r in run.results)
-            progress(f"{name}: concurrency {conc}, repeat {rep + 1}/{cfg.repeats}: "
-                     f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s")
-        result = level_result(conc, runs, specs or None)
-        if result.spec_decode is not None:
-            progress(f"{name}: concurrency {conc}: " + "; ".join(describe(result.spec_decode)))
-        levels.append(result)
-    return tuple(levels), warnings
+    def repeat(self, conc: int) -> None:
+        self._flush()
+        rep = len(self.runs[conc]) + 1
+        if self.cfg.api == "vllm":
+            run = self._vllm_repeat(conc, rep)
+        else:
+            run = self._send(conc, self.cfg.requests_at(conc))
+        self.runs[conc].append(run)
+        self.failures.extend(failures_of(self.name, run, rep))
+        ok = [r for r in run.results if r.ok]
+        tokens = sum(r.output_tokens for r in ok)
+        failed = len(run.results) - len(ok)
+        tail = f", {failed} FAILED" if failed else ""
+        self.progress(f"{self.name}: concurrency {conc}, repeat {rep}/{self.cfg.repeats}: "
+                      f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
 
-
-def _check(name: str, run: LevelRun, server: RunningServer | None) -> None:
-    failed = [r for r in run.results if not r.ok]
-    if failed and server is not None:
-        try:  # a dying server drops its connections a moment before it can be reaped
-            server.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            pass
-    if server is not None and not server.alive():
-        raise server.crashed(f"while being measured at concurrency {run.concurrency}")
-    if failed:
-        raise ExternalToolError(
-            f"{len(failed)} of {len(run.results)} requests to server '{name}' failed at concurrency "
-            f"{run.concurrency}: {failed[0].error}", tool=name, argv=server.launch.argv if server else (),
-            returncode=None, stderr_tail=server.log_tail(10) if server else "",
-            hint="a run with failed requests gives no trustworthy number; check the server log")
+    def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None) -> ServerResult:
+        levels = []
+        for c, runs in self.runs.items():
+            if runs:
+                lv = level_result(c, runs, self.specs[c] or None, speculative=self.speculative)
+                if lv.spec_decode is not None:
+                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.spec_decode)))
+                levels.append(lv)
+        return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
+                            self.opts.ignore_eos, self.cache)
 
 
-def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[ServerResult, list[str]]:
+@dataclass(frozen=True, slots=True)
+class _Started:
+    config: ServerConfig
+    launch: ServerLaunch
+    env: dict[str, str]
+    session: _Session
+
+
+def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Started, list[str]]:
     cfg = plan.config
     assert plan.python is not None
     model = s.model or cfg.model
@@ -138,43 +216,82 @@ def _run_one(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[Serv
     endpoint = Endpoint(HOST, cfg.port)
     launch = ServerLaunch(s.name, (str(plan.python), *tail), {**plan.base_env, **s.env},
                           endpoint.url + cfg.health, plan.log_dir / f"{s.name}.log")
-    progress(f"starting '{s.name}': {' '.join(launch.argv)} (log: {launch.log_path})")
-    with running_server(launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
-        progress(f"'{s.name}' ready after {load_s:.1f} s")
-        levels, measured = _measure(s.name, model, endpoint, cfg, progress, server, s.speculative)
-    return ServerResult(s.name, s.speculative, endpoint.url, launch.argv, load_s, levels), warnings + measured
+    env = effective_env(plan.profile_env, plan.base_env, s.env)
+    return _Started(s, launch, env, _Session(s.name, model, endpoint, cfg, progress, s.speculative)), warnings
+
+
+@contextmanager
+def _started(st: _Started, cfg: SmokeConfig, progress: Progress) -> Iterator[None]:
+    progress(f"starting '{st.config.name}': {' '.join(st.launch.argv)} (log: {st.launch.log_path})")
+    with running_server(st.launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
+        progress(f"'{st.config.name}' ready after {load_s:.1f} s")
+        st.session.server = server
+        if st.session.load_s is None:
+            st.session.load_s = load_s
+        try:
+            yield
+        finally:
+            st.session.server = None
+
+
+def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult], list[Failure], list[str]]:
+    cfg = plan.config
+    prepared = [_prepare(plan, s, progress) for s in plan.selected()]
+    warnings = [w for _, ws in prepared for w in ws]
+    rounds = cfg.repeats if cfg.interleave else 1
+    for _ in range(rounds):
+        for st, _ws in prepared:
+            with _started(st, cfg, progress):
+                st.session.warm_up()
+                for conc in cfg.concurrency:
+                    for _rep in range(1 if cfg.interleave else cfg.repeats):
+                        st.session.repeat(conc)
+    results = [st.session.result(st.launch.argv, st.env) for st, _ in prepared]
+    failures = [f for st, _ in prepared for f in st.session.failures]
+    return results, failures, warnings + [w for st, _ in prepared for w in st.session.warnings]
 
 
 def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
-    """Run ``plan`` and return the report (fingerprint, settings, results, break-even, warnings).
+    """Run ``plan`` and return the report (fingerprint, settings, method, results, break-even,
+    failures, warnings). Failed requests do not raise: they are in ``report.failures``.
 
     :raises InputError: unknown server name, bad ``url``, or a port already in use.
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
     :raises envforge.bench.server.ServerTimeout: a server was not ready within ``load-timeout-s``.
-    :raises ExternalToolError: a request failed.
     :raises envforge.bench.metrics.MetricsError: ``api = "vllm"`` and ``/metrics`` failed, or its
         speculative counters contradict the configuration (see :func:`~envforge.bench.metrics.check_spec`).
-    Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning.
+    Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning,
+    also on Ctrl-C or a termination signal (requests in flight are cancelled at once).
     """
-    results: list[ServerResult] = []
+    cfg = plan.config
+    fingerprint = plan.fingerprint
     warnings: list[str] = []
     if plan.url is not None:
         try:
             endpoint = Endpoint.from_url(plan.url)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
-        levels, measured = _measure(plan.url_name, plan.config.model, endpoint, plan.config, progress, None,
-                                    plan.url_speculative)
-        warnings.extend(measured)
-        results.append(ServerResult(plan.url_name, plan.url_speculative, endpoint.url, None, None, levels))
+        session = _Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
+        session.warm_up()
+        for conc in cfg.concurrency:
+            for _ in range(cfg.repeats):
+                session.repeat(conc)
+        results, failures = [session.result(None, None)], list(session.failures)
+        warnings = list(session.warnings)
     else:
-        for s in plan.selected():
-            result, w = _run_one(plan, s, progress)
-            results.append(result)
-            warnings.extend(w)
-    return BenchReport(plan.fingerprint, plan.config.as_dict(), tuple(results),
-                       break_even_rows(results), tuple(warnings))
-
+        warnings = profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)
+        for w in warnings:
+            progress(f"warning: {w}")
+        fingerprint = replace(fingerprint, effective_env_digest=env_digest(
+            effective_env(plan.profile_env, plan.base_env)))
+        results, failures, more = _run_started(plan, progress)
+        warnings += more
+    warnings += report_warnings(fingerprint, results)
+    warnings += [f"failed request: {f.line()}" for f in failures]
+    method = {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
+              "order": "interleaved" if cfg.interleave and plan.url is None else "sequential"}
+    return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
+                       tuple(failures), method)
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

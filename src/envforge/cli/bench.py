@@ -23,6 +23,26 @@ def _levels(text: str) -> tuple[int, ...]:
     return values
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"'{text}': a timeout must be > 0 seconds")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"'{text}': use a fraction >= 0, e.g. 0.1 for 10%")
+    return value
+
+
 def _bench_env(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path to a virtual environment "
@@ -36,6 +56,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="measure the server already running at this URL; start nothing")
     p.add_argument("--name", default="url", help="name of the --url server in the report (default: url)")
     p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
+    p.add_argument("--api", choices=("sglang", "openai", "vllm"),
+                   help="--url without a recipe's [verify.smoke]: the server's API (default sglang)")
+    p.add_argument("--model", help="override the model (the served model's name for --api openai/vllm)")
     p.add_argument("--server", action="append", default=[], metavar="NAME",
                    help="run only this server configuration (repeatable)")
     p.add_argument("--concurrency", type=_levels, help="override the concurrency levels, e.g. 1,4,16")
@@ -45,6 +68,12 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, help="override the output tokens per request")
     p.add_argument("--port", type=int, help="override the port the servers listen on")
     p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="override the load timeout (default 1800 s)")
+    p.add_argument("--request-timeout", type=_seconds, metavar="SECONDS",
+                   help="seconds one request may take in total (default 600)")
+    p.add_argument("--idle-timeout", type=_seconds, metavar="SECONDS",
+                   help="seconds a request may go without progress; keep-alive pings are none (default 120)")
+    p.add_argument("--interleave", action="store_true", default=None,
+                   help="started servers take turns per repeat (A B A B), each restarted for its turn")
     p.add_argument("--output", type=Path, default=Path("bench.json"), help="report file (default: bench.json)")
     p.add_argument("--plot", type=Path, help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
@@ -68,11 +97,15 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c = commands.add_parser(
         "compare", help="compare two bench reports: B / A ratios with intervals",
         description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
-                    "with a 95% interval. Refuses reports of different environment fingerprints.")
+                    "with a 95% interval; a change is called only beyond --min-change. Refuses reports of "
+                    "different or unknown environments (fingerprints, effective variables).")
     c.add_argument("a", type=Path, metavar="A.json")
     c.add_argument("b", type=Path, metavar="B.json")
     c.add_argument("--allow-different-env", action="store_true",
                    help="compare even when the environment fingerprints differ (the differences are printed)")
+    c.add_argument("--min-change", type=_fraction, default=None, metavar="FRACTION",
+                   help="smallest change called faster/slower: the whole 95%% interval must lie beyond "
+                        "1 + FRACTION or below 1 / (1 + FRACTION) (default 0.10: run-to-run drift)")
     c.add_argument("--json", action="store_true", help="print a versioned JSON comparison on stdout")
     c.set_defaults(handler=_compare)
 
@@ -92,22 +125,48 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
-def _bench(args: argparse.Namespace, ui: Ui) -> int:
-    import os
-
-    from envforge.bench.config import smoke_config
-    from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
-    from envforge.environment import resolve_environment
-    from envforge.fingerprint import Fingerprint
+def _config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
+    for --url without one, from the flags."""
+    from envforge.bench.config import smoke_config, url_config
     from envforge.project import find_project
     from envforge.recipe import load_recipe
 
+    if args.url is not None and args.recipe is None and args.env is None:
+        return url_config(api=args.api or "sglang", model=args.model), None, None
     project = find_project(args.project or Path.cwd())
     recipe = load_recipe(project.recipe_path(args.recipe))
     resolved = recipe.resolve(args.variant)
-    config = smoke_config(resolved.verify, recipe.path).with_overrides(
+    if args.url is not None and not resolved.verify.get("smoke"):
+        return url_config(api=args.api or "sglang", model=args.model), project, resolved
+    return smoke_config(resolved.verify, recipe.path), project, resolved
+
+
+def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
+    if site_packages is None:
+        return None, {}
+    from envforge.envprofile import read_installed
+
+    installed = read_installed(site_packages)
+    return (installed.profile, dict(installed.env)) if installed else (None, {})
+
+
+def _bench(args: argparse.Namespace, ui: Ui) -> int:
+    import os
+
+    from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
+    from envforge.environment import resolve_environment
+    from envforge.fingerprint import Fingerprint
+
+    config, project, resolved = _config(args)
+    config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
-        max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout)
+        max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
+        request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave)
+    if args.api is not None and args.api != config.api:
+        from envforge.errors import InputError
+        raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
+                         hint="drop --api, or change api in the recipe")
     env = None
     if args.url is None or args.env is not None:
         env = resolve_environment(project, args.env, resolved.lock_name)
@@ -117,18 +176,35 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         fingerprint, note = machine_fingerprint(site_packages, env.python, dict(os.environ))
         if note:
             ui.warn(note)
+    profile_name, profile_env = _profile(site_packages)
     output: Path = args.output
     plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(os.environ),
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
-                     activations=_activations(site_packages, ui))
+                     activations=_activations(site_packages, ui), profile_name=profile_name,
+                     profile_env=profile_env)
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:
         ui.emit_json("bench", report.as_dict())
     else:
         _render(report, ui)
+    if report.failures:
+        _raise_failures(report, output)
     return 0
+
+
+def _raise_failures(report: BenchReport, output: Path) -> None:
+    from envforge.errors import ExternalToolError
+
+    fs = report.failures
+    shown = "\n".join(f"  {f.line()}" for f in fs[:10])
+    more = f"\n  ... and {len(fs) - 10} more (all in the report)" if len(fs) > 10 else ""
+    servers = sorted({f.server for f in fs})
+    raise ExternalToolError(
+        f"{len(fs)} failed request{'s' if len(fs) != 1 else ''} (server {', '.join(servers)}); levels with "
+        f"failures have no figures:\n{shown}{more}", tool="bench", argv=(), returncode=None,
+        hint=f"a run with failed requests gives no trustworthy number; the report lists them: {output}")
 
 
 def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
@@ -163,6 +239,10 @@ def _render(report: BenchReport, ui: Ui) -> None:
     for s in report.servers:
         for lv in s.levels:
             t = lv.tok_s
+            if t is None:
+                why = f"FAILED: {lv.failed_requests} requests" if lv.failed_requests else "refused: chunk counts"
+                ui.result(f"{s.name:<14} {lv.concurrency:>4} {why}")
+                continue
             ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "(1 repeat)"
             ui.result(f"{s.name:<14} {lv.concurrency:>4} {t.median:>9.1f} {ci:>19} "
                       f"{f'{t.min:.1f}..{t.max:.1f}':>17} {_fmt(lv.ttft_ms.median if lv.ttft_ms else None):>8} "
@@ -185,7 +265,11 @@ def _render(report: BenchReport, ui: Ui) -> None:
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.bench.report import compare, read_report
 
-    comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env)
+    from envforge.bench.report import DEFAULT_MIN_CHANGE
+
+    min_change = DEFAULT_MIN_CHANGE if args.min_change is None else args.min_change
+    comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env,
+                         min_change=min_change)
     if ui.json_mode:
         ui.emit_json("bench-compare", comparison.as_dict())
     else:
@@ -203,6 +287,10 @@ def _render_comparison(c: Comparison, a: Path, b: Path, ui: Ui) -> None:
     for r in c.rows:
         ui.result(f"{r.server:<14} {r.concurrency:>4} {r.a_tok_s:>9.1f} {r.b_tok_s:>9.1f} {r.ratio:>6.3f} "
                   f"{f'[{r.ratio_low:.3f}, {r.ratio_high:.3f}]':>16}  {r.verdict}")
+    ui.result(f"a change is called only when the whole interval lies beyond {1 + c.min_change:.2f} or below "
+              f"{1 / (1 + c.min_change):.3f} (--min-change {c.min_change:g})")
+    for x in c.not_compared:
+        ui.warn(f"not compared: {x}")
     for x in c.only_in_a:
         ui.info(f"only in A: {x}")
     for x in c.only_in_b:

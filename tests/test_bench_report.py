@@ -173,7 +173,7 @@ def test_report_json_keys_are_pinned() -> None:
     assert r.as_dict() == {
         "fingerprint": {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
                         "env_profile_digest": "sha256:bb", "python": "3.12", "driver": "580.65",
-                        "gpu": "RTX PRO 6000", "gpu_count": 8, "compute_capability": "12.0",
+                        "gpu": "RTX PRO 6000", "gpu_count": 8, "compute_capability": "12.0", "platform": None,
                         "effective_env_digest": None},
         "config": {"model": "m"}, "method": {"prompts": "p", "order": "sequential"},
         "servers": [{"name": "baseline", "speculative": False, "url": "http://127.0.0.1:1", "argv": ["py", "-m", "x"],

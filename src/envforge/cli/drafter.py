@@ -143,7 +143,7 @@ def _revision_dict(rev: HubRevision) -> dict[str, Any]:
 
 
 def _fetch_dict(r: FetchResult) -> dict[str, Any]:
-    return {**_revision_dict(r.revision), "dest": str(r.dest), "record": str(r.record),
+    return {**_revision_dict(r.revision), "dest": str(r.dest), "record": str(r.record), "offline": r.offline,
             "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in r.files]}
 
 
@@ -190,6 +190,12 @@ def _render_plan(rev: HubRevision, ui: Ui) -> None:
 
 
 def _render_fetch(r: FetchResult, ui: Ui) -> None:
+    if r.offline:
+        ui.result(f"offline (HF_HUB_OFFLINE is set): re-checked the recorded copy of {r.revision.spec} in {r.dest}")
+        for f in r.files:
+            ui.result(f"  {f.name}  {f.size:,} bytes  sha256 {f.sha256}  matches the fetch record")
+        ui.info("nothing was downloaded; the hub's metadata was checked when the copy was fetched")
+        return
     pin = "" if r.revision.pinned else f" (unpinned '{r.revision.requested}' resolved to this sha)"
     ui.result(f"fetched {r.revision.spec}{pin} into {r.dest}")
     for f in r.files:

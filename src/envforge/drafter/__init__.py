@@ -39,7 +39,15 @@ from envforge.drafter.compare import (
     compare_drafters,
     comparison_issues,
 )
-from envforge.drafter.hub import FetchResult, HubRevision, Progress, fetch, resolve_revision
+from envforge.drafter.hub import (
+    FetchResult,
+    HubRevision,
+    Progress,
+    fetch,
+    offline_mode,
+    recheck_offline,
+    resolve_revision,
+)
 from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
 from envforge.drafter.sources import byte_reader, open_drafter, read_config
 from envforge.errors import EnvforgeError
@@ -93,7 +101,11 @@ def fetch_drafter(repo: str, revision: str, dest: Path | None, *, root: Path,
                   endpoint: str | None = None, progress: Progress | None = None) -> FetchResult:
     """Resolve, select and download a drafter into ``dest`` (``None``: :func:`default_dest` under
     ``root``). See :func:`hub.resolve_revision` and :func:`hub.fetch` for the refusals
-    (:class:`InputError`) and integrity failures (:class:`CheckFailed`)."""
+    (:class:`InputError`) and integrity failures (:class:`CheckFailed`). In huggingface_hub's offline
+    mode (``HF_HUB_OFFLINE=1``) nothing is downloaded: :func:`hub.recheck_offline` re-hashes the
+    copy an earlier fetch recorded in ``dest`` (B32)."""
+    if offline_mode():
+        return recheck_offline(repo, revision, dest or root / repo.replace("/", "--") / revision)
     rev = resolve_revision(repo, revision, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
                            endpoint=endpoint)
     return fetch(rev, dest or default_dest(root, rev), endpoint=endpoint, progress=progress)

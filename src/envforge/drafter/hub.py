@@ -34,6 +34,8 @@ from envforge.errors import CheckFailed, ExternalToolError, InputError
 
 __all__ = [
     "RECORD_NAME",
+    "offline_mode",
+    "recheck_offline",
     "FetchResult",
     "FetchedFile",
     "HubRevision",
@@ -97,12 +99,14 @@ class FetchedFile:
 
 @dataclass(frozen=True, slots=True)
 class FetchResult:
-    """What :func:`fetch` wrote: the files under ``dest`` and the record ``dest/envforge-drafter.json``."""
+    """What :func:`fetch` wrote: the files under ``dest`` and the record ``dest/envforge-drafter.json``;
+    ``offline``: nothing was downloaded, the recorded copy was re-hashed (:func:`recheck_offline`)."""
 
     revision: HubRevision
     dest: Path
     files: tuple[FetchedFile, ...]
     record: Path
+    offline: bool = False
 
 
 def parse_repo_spec(spec: str) -> tuple[str, str] | None:
@@ -138,10 +142,15 @@ def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None)
     a transport error names the hub's host (``endpoint``, see :func:`endpoint_url`)."""
     from urllib.parse import urlsplit
 
-    from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
 
     try:
         yield
+    except OfflineModeIsEnabled:
+        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): {what} needs the hub",
+                         hint="check a drafter fetched earlier from its directory (`envforge drafter fetch REPO "
+                              "--revision SHA --dest DIR` re-hashes the recorded copy offline), or unset "
+                              "HF_HUB_OFFLINE") from None
     except RepositoryNotFoundError:
         raise InputError(f"repository {repo} not found on the hub",
                          hint="check the id; a private or gated repository needs HF_TOKEN in the "
@@ -297,6 +306,74 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     record = dest / RECORD_NAME
     atomic_write(record, _record(rev, tuple(done)).encode("utf-8"))  # a reader never sees half a record
     return FetchResult(rev, dest, tuple(done), record)
+
+
+def offline_mode() -> bool:
+    """huggingface_hub's offline mode (``HF_HUB_OFFLINE=1`` when it was imported): it then refuses
+    every HTTP request (``OfflineModeIsEnabled``)."""
+    from huggingface_hub import constants
+
+    return bool(constants.is_offline_mode())
+
+
+def _recorded_files(record: Path, repo: str, sha: str) -> tuple[dict[str, Any], list[tuple[str, int, str]]]:
+    meta = load_json(record)
+    files = meta.get("files")
+    rows = [(f.get("name"), f.get("size"), f.get("sha256")) for f in files if isinstance(f, dict)] \
+        if isinstance(files, list) else []
+    if not rows or not all(isinstance(n, str) and isinstance(z, int) and isinstance(h, str) for n, z, h in rows):
+        raise InputError(f"{record}: not a drafter fetch record (files: name, size, sha256)",
+                         hint="fetch the drafter again with the hub reachable")
+    if (meta.get("repo"), meta.get("revision")) != (repo, sha):
+        raise InputError(f"{record} records {meta.get('repo')}@{meta.get('revision')}, not {repo}@{sha}",
+                         hint="point --dest at the directory of that revision's fetch")
+    return meta, rows  # type: ignore[return-value]
+
+
+def _sha256_of(directory: Path, name: str) -> tuple[str, int]:
+    from envforge.drafter.weights import open_regular
+
+    fd, size = open_regular(directory / name, directory)
+    h = hashlib.sha256()
+    with open(fd, "rb", closefd=True) as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest(), size
+
+
+def recheck_offline(repo: str, revision: str, dest: Path) -> FetchResult:
+    """Offline (:func:`offline_mode`), re-hash the copy of ``repo@revision`` that an earlier fetch
+    recorded in ``dest`` (field case B32: huggingface_hub alone only says "failed talking to host").
+
+    Every file the record lists must be a regular file inside ``dest`` with the recorded size and
+    sha256 (the digests the hub's metadata confirmed at fetch time); nothing is downloaded or removed.
+
+    :raises InputError: ``revision`` is not a commit sha, or ``dest`` holds no record of that revision.
+    :raises CheckFailed: a file differs from the record, or a partial download is left in ``dest``.
+    """
+    hint = "fetch it once with the hub reachable (unset HF_HUB_OFFLINE), or pass --dest DIR of an earlier fetch"
+    if not _SHA.fullmatch(revision):
+        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and revision '{revision}' of "
+                         f"{repo} is not a commit sha: only a pinned, recorded copy can be checked offline", hint=hint)
+    record = dest / RECORD_NAME
+    if not record.is_file():
+        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and {dest} holds no recorded "
+                         f"copy of {repo}@{revision} (no {RECORD_NAME})", hint=hint)
+    meta, rows = _recorded_files(record, repo, revision)
+    check_partials(dest)
+    done = []
+    for name, size, sha256 in rows:
+        actual, actual_size = _sha256_of(dest, name)
+        if (actual, actual_size) != (sha256, size):
+            raise CheckFailed(f"{name} of {repo}@{revision} in {dest} differs from its fetch record: sha256 {actual} "
+                              f"({actual_size:,} bytes), recorded {sha256} ({size:,} bytes)",
+                              hint="the local copy changed since it was fetched; fetch it again with the hub "
+                                   "reachable (nothing was removed)")
+        done.append(FetchedFile(name, size, sha256))
+    rev = HubRevision(repo, str(meta.get("requested", revision)), revision, True,
+                      tuple(RemoteFile(f.name, f.size, f.sha256, None) for f in done),
+                      tuple(str(x) for x in meta.get("skipped", []) if isinstance(x, str)))
+    return FetchResult(rev, dest, tuple(done), record, offline=True)
 
 
 def _remote_json(rev: HubRevision, name: str, endpoint: str | None, cache_dir: Path | None) -> dict[str, Any]:

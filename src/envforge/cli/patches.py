@@ -52,6 +52,25 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     e.add_argument("--project", type=Path, metavar="DIR")
     e.set_defaults(handler=_export)
 
+    c = commands.add_parser("check", help="evaluate patchsets on released wheels (before an upgrade)",
+                            description="Evaluate PATCHSETs (default: every patchset of the project whose "
+                                        "distribution --against names) on the releases --against selects, read "
+                                        "from their wheels (downloaded into a cache; nothing is installed), and "
+                                        "print a patchset x release state matrix. Exit 1 when a cell is drifted "
+                                        "or unavailable.")
+    c.add_argument("patchsets", nargs="*", metavar="PATCHSET", help="patchset ids (default: all that apply)")
+    c.add_argument("--against", action="append", required=True, metavar="REQ",
+                   help="a release (sglang==0.5.23) or a range walking every release on the index "
+                        "('sglang>=0.5.8'); repeatable")
+    c.add_argument("--index-url", default=None, metavar="URL",
+                   help="simple index to list and download from (default: https://pypi.org/simple)")
+    c.add_argument("--cache", type=Path, metavar="DIR",
+                   help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
+    c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
+    c.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    c.add_argument("--project", type=Path, metavar="DIR")
+    c.set_defaults(handler=_check)
+
     ls = commands.add_parser("list", help="list the project's patchsets")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--project", type=Path, metavar="DIR")
@@ -146,6 +165,27 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
     else:
         ui.result(diff.rstrip("\n"))
     return 0
+
+
+def _check(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching import load_patchsets
+    from envforge.patching.compat import check_patchsets, parse_against
+    from envforge.patching.releases import DEFAULT_INDEX, default_cache
+
+    against = parse_against(args.against)
+    wanted = {r.name.lower().replace("_", "-") for r in against}
+    patchsets = load_patchsets(_project(args).patchsets_dir, args.patchsets or None)
+    if not args.patchsets:
+        patchsets = tuple(p for p in patchsets if p.distribution in wanted)
+    matrix = check_patchsets(patchsets, against, cache_dir=args.cache or default_cache() / "releases",
+                             index_url=args.index_url or DEFAULT_INDEX, progress=ui.progress)
+    if ui.json_mode:
+        ui.emit_json("patches-check", matrix.to_dict())
+    else:
+        ui.result((matrix.markdown() if args.format == "markdown" else matrix.text()).rstrip("\n"))
+        for line in ([] if args.format == "markdown" else matrix.problems()):
+            ui.error_text(line)
+    return 0 if matrix.ok else 1
 
 
 def _list(args: argparse.Namespace, ui: Ui) -> int:

@@ -1,0 +1,252 @@
+"""Patchsets against releases that are not installed: the state matrix ``envforge patches check``
+prints (patchset x release), computed on the released wheels' Python files (:mod:`.releases`).
+
+Each patchset is planned on each release exactly as on an environment (:func:`.engine.plan`), with
+its ``requires`` left out (they are about the environment it will be applied to, which does not
+exist here; they are listed in the JSON). A cell's state is its operations' states folded:
+
+``drifted``         an operation drifted: upgrading to this release breaks the patchset,
+``applied``         it would apply (at least one operation edits the released code),
+``upstream-fixed``  every operation already holds in the release: the patchset is obsolete there,
+``out-of-range``    the release is outside the patchset's ``versions``,
+``unavailable``     the release could not be fetched (the message says why).
+
+A cell is cached in ``<cache>/check/<key>.json``, the key being the sha256 of the engine's own
+source, the patchset digest, the version and the sha256 of every file the patchset reads: a warm
+run reads a few files per cell and parses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from envforge.errors import EnvforgeError, InputError
+from envforge.patching.engine import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED, plan
+from envforge.patching.patchset import Patchset
+from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
+
+__all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
+
+UNAVAILABLE = "unavailable"
+_FOLD = (DRIFTED, UNAVAILABLE, APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE)
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One patchset on one release: the folded ``state`` and each operation's
+    ``(file, operation, state, message)``."""
+
+    patchset: str
+    distribution: str
+    version: str
+    state: str
+    operations: tuple[tuple[str, str, str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompatMatrix:
+    """``patchsets`` (rows) x ``releases`` (columns, per distribution, oldest first)."""
+
+    patchsets: tuple[Patchset, ...]
+    releases: tuple[tuple[str, tuple[str, ...]], ...]  # (distribution, versions)
+    cells: tuple[Cell, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No cell drifted or unavailable."""
+        return all(c.state not in (DRIFTED, UNAVAILABLE) for c in self.cells)
+
+    def cell(self, patchset: str, version: str) -> Cell | None:
+        """The cell of ``patchset`` on its distribution's release ``version``."""
+        return next((c for c in self.cells if c.patchset == patchset and c.version == version), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``ok``, ``releases``, ``patchsets`` (with their requirements, which the
+        check leaves out), ``cells``."""
+        return {
+            "ok": self.ok,
+            "releases": {d: list(vs) for d, vs in self.releases},
+            "patchsets": [{"id": p.id, "distribution": p.distribution, "versions": p.versions,
+                           "digest": p.digest, "requires": [r.text for r in p.requires]} for p in self.patchsets],
+            "cells": [{"patchset": c.patchset, "distribution": c.distribution, "version": c.version,
+                       "state": c.state,
+                       "operations": [{"file": f, "operation": o, "state": s, "message": m}
+                                      for f, o, s, m in c.operations]} for c in self.cells],
+        }
+
+    def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
+        out = []
+        for dist, versions in self.releases:
+            rows = [p for p in self.patchsets if p.distribution == dist]
+            if not rows:
+                continue
+            body = [[v, *((c.state if (c := self.cell(p.id, v)) else "") for p in rows)] for v in versions]
+            out.append((dist, [dist, *(p.id for p in rows)], body))
+        return out
+
+    def problems(self) -> list[str]:
+        """One line per drifted or unavailable operation: ``<patchset> on <dist> <version>: <message>``."""
+        return [f"{c.patchset} on {c.distribution} {c.version}: {m}" for c in self.cells
+                if c.state in (DRIFTED, UNAVAILABLE) for _, _, s, m in c.operations if s in (DRIFTED, UNAVAILABLE)]
+
+    def markdown(self) -> str:
+        """GitHub-flavoured Markdown: one table per distribution (a row per release, a column per
+        patchset), then one bullet per drifted or unavailable operation."""
+        parts = []
+        for _, head, body in self._tables():
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(row) + " |" for row in body]
+            parts.append("\n".join(lines))
+        problems = self.problems()
+        if problems:
+            parts.append("\n".join(f"- {p}" for p in problems))
+        return "\n\n".join(parts) + "\n"
+
+    def text(self) -> str:
+        """Aligned plain-text tables, as :meth:`markdown` without the pipes."""
+        parts = []
+        for _, head, body in self._tables():
+            widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+            parts.append("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                                   for r in [head, *body]))
+        return "\n\n".join(parts) + "\n"
+
+
+def parse_against(texts: Sequence[str]) -> tuple[Requirement, ...]:
+    """``--against`` values as PEP 508 requirements (``sglang==0.5.23``, ``'sglang>=0.5.8'``).
+
+    :raises InputError: not a requirement, or one without a version specifier.
+    """
+    out = []
+    for text in texts:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise InputError(f"--against {text!r}: not a requirement: {exc}",
+                             hint="write DIST==VERSION or a range such as 'sglang>=0.5.8'") from None
+        if not req.specifier:
+            raise InputError(f"--against {text!r}: no version given",
+                             hint=f"write {req.name}==VERSION, or a range such as '{req.name}>=0.5.8'")
+        out.append(req)
+    return tuple(out)
+
+
+@cache
+def _engine_tag() -> str:
+    """sha256 of the patching engine's own source: a cached cell is reused only by the same code."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("engine.py", "operations.py", "syntax.py", "source.py", "soundness.py", "compat.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()
+
+
+def _inputs(ps: Patchset) -> list[str]:
+    """Files the patchset's operations read: their own and any ``signatures-from`` file."""
+    files = list(ps.files)
+    for op in ps.operations:
+        extra = getattr(op, "signatures_from", None)
+        if isinstance(extra, Mapping) and "file" in extra:
+            files.append(str(extra["file"]))
+    return list(dict.fromkeys(files))
+
+
+def _cell_key(ps: Patchset, version: str, tree: Path) -> str:
+    h = hashlib.sha256(f"{_engine_tag()}\0{ps.digest}\0{version}".encode())
+    for rel in _inputs(ps):
+        try:
+            digest = hashlib.sha256((tree / rel).read_bytes()).hexdigest()
+        except (FileNotFoundError, NotADirectoryError):
+            digest = "missing"
+        h.update(f"\0{rel}\0{digest}".encode())
+    return h.hexdigest()
+
+
+def _fold(states: Sequence[str]) -> str:
+    return next((s for s in _FOLD if s in states), UPSTREAM_FIXED)
+
+
+def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
+    key = _cell_key(ps, version, tree)
+    stored = cache_dir / "check" / f"{key}.json"
+    try:
+        data = json.loads(stored.read_text())
+        ops: tuple[tuple[str, str, str, str], ...] = tuple((str(f), str(o), str(s), str(m))
+                                                           for f, o, s, m in data["operations"])
+        return Cell(ps.id, ps.distribution, version, str(data["state"]), ops)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    report = plan(tree, [replace(ps, requires=())])
+    ops = tuple((r.file, r.operation, r.state, r.message) for r in report.results)
+    cell = Cell(ps.id, ps.distribution, version, _fold([r.state for r in report.results]), ops)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stored.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state": cell.state, "operations": [list(o) for o in ops]}))
+    tmp.replace(stored)
+    return cell
+
+
+def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement], *, cache_dir: Path,
+                    index_url: str = DEFAULT_INDEX, progress: Callable[[str], None] | None = None,
+                    jobs: int = 4) -> CompatMatrix:
+    """Evaluate every patchset on every release ``against`` selects for its distribution.
+
+    Releases are listed from ``index_url`` and fetched into ``cache_dir`` (``jobs`` downloads at
+    a time); a release that cannot be fetched gives ``unavailable`` cells, never a skipped one.
+
+    :raises InputError: a distribution of ``against`` that no patchset targets, an exact version
+        the index has no wheel of, or a range that selects no release.
+    :raises CheckFailed: the index cannot be read.
+    """
+    releases: list[tuple[str, tuple[str, ...]]] = []
+    listings: dict[str, IndexListing] = {}
+    targeted = {p.distribution for p in patchsets}
+    for req in against:
+        dist = canonicalize_name(req.name)
+        if dist not in targeted:
+            raise InputError(f"--against {req}: no patchset given targets {dist}",
+                             hint=f"the patchsets target {', '.join(sorted(targeted)) or 'nothing'}")
+        listing = listings.get(dist) or list_releases(dist, index_url)
+        listings[dist] = listing
+        versions = select_versions(listing, req.specifier)
+        if not versions:
+            raise InputError(f"--against {req}: no release with a wheel on {index_url} matches",
+                             hint=f"newest releases there: {', '.join(listing.versions[-6:]) or 'none'}")
+        known = dict(releases)
+        merged = tuple(sorted({*known.get(dist, ()), *versions}, key=lambda v: listing.versions.index(v)))
+        releases = [(d, vs) for d, vs in releases if d != dist] + [(dist, merged)]
+    work = [(dist, v) for dist, vs in releases for v in vs]
+
+    def fetch(item: tuple[str, str]) -> tuple[str, str, Path | str]:
+        dist, version = item
+        try:
+            tree: Path | str = fetch_release(listings[dist], version, cache_dir)
+        except EnvforgeError as exc:
+            tree = str(exc).splitlines()[0]
+        if progress:
+            progress(f"{dist} {version}: {'ready' if isinstance(tree, Path) else 'unavailable'}")
+        return dist, version, tree
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        trees = list(pool.map(fetch, work))
+    cells: list[Cell] = []
+    for name, version, tree in trees:
+        for ps in patchsets:
+            if ps.distribution != name:
+                continue
+            if isinstance(tree, str):
+                cells.append(Cell(ps.id, name, version, UNAVAILABLE, (("", "fetch", UNAVAILABLE, tree),)))
+            else:
+                cells.append(_evaluate(ps, version, tree, cache_dir))
+    rows = tuple(p for p in patchsets if any(p.distribution == d for d, _ in releases))
+    return CompatMatrix(rows, tuple(releases), tuple(cells))

@@ -440,3 +440,42 @@ def test_malformed_values_are_input_errors(text: str, message: str) -> None:
     with pytest.raises(InputError) as err:
         parse_lock(text, label="x.toml")
     assert err.value.message.startswith(message)
+
+
+# --- a cpu/cuda/rocm variant matrix -------------------------------------------------------------
+
+def test_variant_matrix_cpu_cuda_rocm() -> None:
+    from envforge.lockdiff import diff_variants
+    from envforge.lockdiff.matrix import render_matrix_terminal
+
+    m = diff_variants("demo", lockfiles_dir=DATA / "matrix")
+    assert render_matrix_terminal(m).split("\n") == [
+        "demo: 3 variants (cpu, cu128, rocm); 1 packages identical, 4 differ",
+        "package                  cpu                                       cu128                                       rocm",
+        "torch family",
+        "  torch                  2.9.1+cpu [pytorch-cpu]                   2.9.1+cu128 [pytorch-cu128]                 2.9.1+rocm6.4 [pytorch-rocm6.4]",
+        "nvidia-* / cuda-*",
+        "  nvidia-nccl-cu12       -                                         2.27.5                                      -",
+        "other",
+        "  numpy                  2.2.6                                     2.2.6                                       2.2.6 lacks linux aarch64",
+        "  pytorch-triton-rocm    -                                         -                                           3.5.1 [pytorch-rocm6.4]",
+        "lock settings",
+        "  index pytorch-cpu      url=https://download.pytorch.org/whl/cpu  -                                           -",
+        "  index pytorch-cu128    -                                         url=https://download.pytorch.org/whl/cu128  -",
+        "  index pytorch-rocm6.4  -                                         -                                           url=https://download.pytorch.org/whl/rocm6.4",
+    ]
+
+
+def test_variant_matrix_same_coverage_other_files_shows_digests(tmp_path: Path) -> None:
+    from envforge.lockdiff import diff_variants
+    from envforge.lockdiff.matrix import render_matrix_terminal
+
+    for variant in ("cpu", "cu128"):
+        text = (DATA / "matrix" / f"pylock.demo-{variant}.toml").read_text()
+        if variant == "cu128":  # numpy rebuilt: same wheel tags, other hashes
+            start = text.index('numpy-2.2.6-cp312-cp312-manylinux_2_28_aarch64.whl", hashes = { sha256 = "')
+            start = text.index('sha256 = "', start) + len('sha256 = "')
+            text = text[:start] + "0" * 64 + text[start + 64:]
+        (tmp_path / f"pylock.demo-{variant}.toml").write_text(text)
+    rows = render_matrix_terminal(diff_variants("demo", lockfiles_dir=tmp_path)).split("\n")
+    assert "  numpy                2.2.6 files:ca07d6                        2.2.6 files:23adec" in rows

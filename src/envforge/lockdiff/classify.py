@@ -55,7 +55,7 @@ from typing import Any
 from envforge.lockdiff.model import PYPI, Artifact, Lock, LockedPackage
 
 __all__ = ["CUDA_SUFFIX", "FAMILIES", "FieldChange", "IndexMove", "LockDiff", "PackageChange",
-           "diff_locks", "family_of", "flatten_envforge", "index_names", "pair_entries",
+           "coverage_key", "diff_locks", "family_of", "flatten_envforge", "index_names", "pair_entries",
            "wheel_coverage"]
 
 FAMILIES = ("torch", "nvidia", "flashinfer", "sglang", "other")
@@ -605,7 +605,8 @@ def wheel_coverage(p: LockedPackage) -> frozenset[str]:
     return frozenset(out)
 
 
-def _coverage_key(item: str) -> tuple[int, str]:
+def coverage_key(item: str) -> tuple[int, str]:
+    """Sort key of coverage items: platforms, then Python tags, then ``sdist``."""
     python = bool(re.match(r"^(cp|py|pp|ip|jy|graalpy)\d", item))
     return (2 if item == "sdist" else 1 if python else 0), item
 
@@ -615,8 +616,8 @@ def _coverage_change(old: LockedPackage, new: LockedPackage) -> tuple[str, ...]:
     if old.artifacts == new.artifacts:
         return ()
     a, b = wheel_coverage(old), wheel_coverage(new)
-    return tuple([f"+{x}" for x in sorted(b - a, key=_coverage_key)]
-                 + [f"-{x}" for x in sorted(a - b, key=_coverage_key)])
+    return tuple([f"+{x}" for x in sorted(b - a, key=coverage_key)]
+                 + [f"-{x}" for x in sorted(a - b, key=coverage_key)])
 
 
 def _header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:

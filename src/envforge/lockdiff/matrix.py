@@ -14,9 +14,11 @@ from typing import Any
 from envforge.lockdiff.classify import (
     CUDA_SUFFIX,
     FAMILIES,
+    coverage_key,
     family_of,
     flatten_envforge,
     index_names,
+    wheel_coverage,
 )
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.render import FAMILY_TITLES
@@ -28,8 +30,9 @@ __all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown"
 @dataclass(frozen=True, slots=True)
 class MatrixRow:
     """One differing row: ``group`` is a package family or ``settings``; ``cells`` has one text per
-    variant (``""`` where the variant lacks it): ``version``, `` [index]`` when not PyPI, and
-    `` files:<6 hex>`` when only the files differ."""
+    variant (``""`` where the variant lacks it): ``version``, `` [index]`` when not PyPI, and when
+    only the files differ `` lacks <platforms, Python tags>`` (what that variant's wheels do not
+    cover and another's do) or `` files:<6 hex>`` (same coverage, other files)."""
 
     group: str
     subject: str
@@ -59,7 +62,7 @@ def variant_matrix(recipe: str, locks: Sequence[tuple[str, Lock]]) -> VariantMat
             if len(digests) == 1:
                 identical += 1
                 continue
-            cells = tuple(f"{c} files:{_files_digest(p)[:6]}" for c, p in zip(cells, pkgs))
+            cells = _coverage_cells(cells, pkgs)
         rows.append(MatrixRow(family_of(key.split(" ")[0]), key, cells))
     rows.extend(_setting_rows([lock.envforge for _, lock in locks]))
     return VariantMatrix(recipe, tuple(v for v, _ in locks), tuple(lock.label for _, lock in locks),
@@ -91,6 +94,28 @@ def _cell(p: LockedPackage | None, names: Mapping[str, str], key: str) -> str:
     if p.name != key.split(" ")[0]:
         text += f" ({p.name[len(key):]})"
     return text if p.source == PYPI else f"{text} [{names.get(p.source, p.source)}]"
+
+
+def _coverage_cells(cells: Sequence[str], pkgs: Sequence[LockedPackage | None]) -> tuple[str, ...]:
+    """Cells of a row whose versions and indexes agree but whose files differ: what each
+    variant's files lack against the others (``lacks linux aarch64, cp311``, from the wheel tags,
+    :func:`classify.wheel_coverage`); the variants that lack nothing show a 6-hex digest of
+    their files' names and hashes only where those differ among them (a rebuild)."""
+    covers = [wheel_coverage(p) if p is not None else frozenset() for p in pkgs]
+    union: frozenset[str] = frozenset().union(*covers)
+    complete = {_files_digest(p) for p, have in zip(pkgs, covers) if p is not None and have == union}
+    out = []
+    for cell, p, have in zip(cells, pkgs, covers):
+        missing = sorted(union - have, key=coverage_key)
+        if p is None:
+            out.append(cell)
+        elif missing:
+            out.append(f"{cell} lacks {', '.join(missing)}")
+        elif len(complete) > 1:
+            out.append(f"{cell} files:{_files_digest(p)[:6]}")
+        else:
+            out.append(cell)
+    return tuple(out)
 
 
 def _files_digest(p: LockedPackage | None) -> str:

@@ -15,6 +15,9 @@ they are valid PEP 751 files). The shapes reproduce public lockfiles (none is co
 * ``uv-torch-*.lock``: a uv.lock with CPU and CUDA torch side by side (``conflicts`` between two
   extras, ``resolution-markers``, per-entry ``resolution-markers`` and dependency edges that name
   the entry by version and source), relocked from cu126 to cu128 with ``requires-python`` raised.
+* ``matrix/pylock.demo-{cpu,cu128,rocm}.toml``: one recipe's variant locks, as a cpu/cuda/rocm
+  pylock matrix: torch from three indexes, a package only one variant has, numpy without its
+  aarch64 wheel in the rocm variant.
 * ``notebook-235-*.toml``: a real-world-sized pair (235 entries, about 500 files: a CUDA notebook
   image's package set with made-up versions and hashes) where 229 entries only move index path and
   six change otherwise (one loses its ppc64le and cp311 wheels, one is rebuilt, ...); used by docs/lock-diff.md and benchmarks/bench_lockdiff.py.
@@ -229,12 +232,40 @@ def notebook(new: bool) -> str:
     return "\n".join(out)
 
 
+def matrix(variant: str) -> str:
+    """One variant lock of the recipe ``demo``: cpu, cu128 or rocm (torch from its own index)."""
+    pt = "https://download.pytorch.org/whl"
+    pypi = "https://files.pythonhosted.org/packages/aa"
+    local = {"cpu": "cpu", "cu128": "cu128", "rocm": "rocm6.4"}[variant]
+    out = [GENERATED + HEAD]
+    out.append(entry("idna", "3.10", [wheel(pypi, "idna-3.10-py3-none-any.whl")]))
+    arches = ["x86_64"] if variant == "rocm" else ["aarch64", "x86_64"]
+    out.append(entry("numpy", "2.2.6", [wheel(pypi, f"numpy-2.2.6-cp312-cp312-manylinux_2_28_{a}.whl")
+                                        for a in arches]))
+    if variant == "cu128":
+        out.append(entry("nvidia-nccl-cu12", "2.27.5",
+                         [wheel(pypi, "nvidia_nccl_cu12-2.27.5-py3-none-manylinux_2_18_x86_64.whl")]))
+    if variant == "rocm":
+        out.append(entry("pytorch-triton-rocm", "3.5.1",
+                         [wheel(f"{pt}/{local}", "pytorch_triton_rocm-3.5.1-cp312-cp312-linux_x86_64.whl")],
+                         index=f"{pt}/{local}"))
+    out.append(entry("torch", f"2.9.1+{local}",
+                     [wheel(f"{pt}/{local}", f"torch-2.9.1+{local}-cp312-cp312-manylinux_2_28_x86_64.whl")],
+                     index=f"{pt}/{local}"))
+    out.append(f'[tool.envforge]\nrecipe = "demo"\nvariant = "{variant}"\n'
+               f'indexes = [{{ name = "pytorch-{local}", url = "{pt}/{local}" }}]\n')
+    return "\n".join(out)
+
+
 def main() -> None:
     files = {"torch-variants-old.toml": torch_variants()[0], "torch-variants-new.toml": torch_variants()[1],
              "index-move-old.toml": index_move()[0], "index-move-new.toml": index_move()[1],
              "uv-torch-old.lock": uv_torch("cu126", "2.7.1", "3.11", "12.6.4.1"),
              "uv-torch-new.lock": uv_torch("cu128", "2.8.0", "3.12", "12.8.4.1"),
              "notebook-235-old.toml": notebook(False), "notebook-235-new.toml": notebook(True)}
+    for variant in ("cpu", "cu128", "rocm"):
+        files[f"matrix/pylock.demo-{variant}.toml"] = matrix(variant)
+    (HERE / "matrix").mkdir(exist_ok=True)
     for name, text in files.items():
         (HERE / name).write_text(text)
 

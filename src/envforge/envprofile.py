@@ -60,6 +60,7 @@ __all__ = [
     "check_reach",
     "hook_source",
     "install",
+    "profile_problems",
     "installed_problems",
     "pth_source",
     "read_installed",
@@ -276,6 +277,26 @@ def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
             raise InputError(f"env profile '{profile}': '{key}' is not a valid environment variable name")
         if not isinstance(value, str) or "\0" in value:
             raise InputError(f"env profile '{profile}': {key} must be a string without NUL characters")
+    found = profile_problems(env)
+    if found:
+        raise InputError(f"env profile '{profile}' cannot be installed:\n" + "\n".join("  " + f for f in found),
+                         hint="fix the recipe's [env.*] table, re-lock, and rebuild (see docs/env-profiles.md)")
+
+
+def profile_problems(env: Mapping[str, object]) -> tuple[str, ...]:
+    """``"NAME: what is wrong"`` for each variable of a profile NCCL, CUDA or the process would
+    misread (:func:`envforge.envvars.problems`), and for each variable read at process start
+    (``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``PYTHON*``: field case B31), which a start-up hook sets
+    for child processes only. Empty: nothing to say."""
+    from envforge.envvars import problems, startup_reader
+
+    out = []
+    for name, value in sorted(env.items()):
+        out += [f"{name}: {msg}" for msg in problems(name, value)]
+        if (reader := startup_reader(name)) is not None:
+            out.append(f"{name}: read by {reader} when a process starts, before this hook runs: "
+                       "child processes get it, the process itself runs without it")
+    return tuple(out)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -553,6 +574,10 @@ print(json.dumps({
 def show(python: Path, *, env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> ProfileView:
     """What a process started from ``python`` sees of the env profile, and where each value comes from.
 
+    ``warnings`` carry the hook's own warning lines and one line per variable of the installed
+    profile that NCCL, CUDA or the process would misread (:func:`profile_problems`), so an
+    environment built before a recipe was validated still says it.
+
     Starts ``python`` once through :func:`envforge.probe.run_probe` with the caller's environment
     ``env`` (default: this process's) and reads the hook's own record of what it applied.
 
@@ -568,6 +593,7 @@ def show(python: Path, *, env: Mapping[str, str] | None = None, timeout_s: float
         source = "profile" if name in applied else "caller" if value is not None else "unset"
         variables.append(ShownVariable(name, value, profile_value, source))
     warnings = tuple(line for line in result.stderr.splitlines() if line.startswith("envforge:"))
+    warnings += tuple(f"envforge: env profile: {line}" for line in profile_problems(data["env"]))
     site = Path(data["purelib"])
     return ProfileView(python=python, site_packages=site, installed=read_installed(site),
                        active=data["active"], mode=data["mode"], hook=data["hook"],

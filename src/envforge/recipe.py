@@ -22,6 +22,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from envforge.envvars import problems as env_value_problems, startup_reader
 from envforge.errors import InputError
 from envforge.platforms import platform_problem
 from envforge.textfile import SMALL_LIMIT, load_toml
@@ -103,6 +104,24 @@ def _python_problem(v: str) -> str | None:
 
 def _env_problem(k: str) -> str | None:
     return None if _ENV_VAR.match(k) else f"'{k}' is not a valid environment variable name"
+
+
+def _env_value(value: Any, path: str) -> list[Problem]:
+    """A variable's value for NCCL, CUDA and the process (envvars.py: names, NCCL's parsing, NUL)."""
+    return [Problem(path, msg) for msg in env_value_problems(path.rsplit(".", 1)[-1], value)]
+
+
+def _profile_value(value: Any, path: str) -> list[Problem]:
+    """An env profile value: as :func:`_env_value`, and never a variable read at process start (B31)."""
+    name = path.rsplit(".", 1)[-1]
+    out = _env_value(value, path)
+    if not out and (reader := startup_reader(name)) is not None:
+        out.append(Problem(path, (
+            f"is read by {reader} when a process starts, before the env profile's .pth hook runs: the hook "
+            "would give it to child processes only, while the process itself (the server) runs without it; "
+            "set it where the process is started (its launcher or job script; for benchmark servers, "
+            "[verify.smoke.servers] env)")))
+    return out
 
 
 _SPEC = Str(_specifier_problem)
@@ -207,7 +226,7 @@ _SMOKE_SERVER = Table({
     "name": Str(),
     "model": Str(),
     "args": ListOf(Str()),
-    "env": MapOf(Str(), _env_problem),
+    "env": MapOf(_env_value, _env_problem),
     "speculative": Bool(),
 }, frozenset({"name", "args"}))
 
@@ -276,7 +295,7 @@ _RECIPE_SPEC = Table({
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
     "variant": MapOf(_VARIANT, lock_name_problem),
-    "env": MapOf(MapOf(Str(), _env_problem), lock_name_problem),
+    "env": MapOf(MapOf(_profile_value, _env_problem), lock_name_problem),
     "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),
 }, frozenset({"recipe"}))
 

@@ -48,7 +48,8 @@ def _show(args: argparse.Namespace, ui: Ui) -> int:
         ui.emit_json("env-show", data)
     else:
         _render(view, env.path, ui, name)
-    return 1 if inert else 0
+    misread = any(w.startswith("envforge: env profile: ") for w in view.warnings)
+    return 1 if inert or misread else 0
 
 
 def _inert_warning(view: ProfileView, env_arg: str) -> str:

@@ -297,4 +297,18 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
         seen = reach.seen.get(key)
         found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",
                              "unset" if seen is None else seen, fix))
+    found += _misread(expected)
     c.add("env-profile", found, f"{len(expected)} variables")
+
+
+def _misread(env: Mapping[str, str]) -> list[Finding]:
+    """A profile variable NCCL, CUDA or the process would misread, or one read at process start
+    that the hook sets for children only (B19, B31): reaching the child is not enough."""
+    from envforge.envprofile import profile_problems
+
+    out = []
+    for line in profile_problems(env):
+        name, _, why = line.partition(": ")
+        out.append(Finding("env-profile", name, f"{name} as the profile means it", why,
+                           "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild"))
+    return out

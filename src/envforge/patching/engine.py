@@ -316,6 +316,14 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
                                         f"{found}; {ps.id} is written for {ps.distribution}{ps.versions}")
                         for op in ps.operations]
         return
+    from envforge.editable import editable_install
+
+    editable = editable_install(run.site_packages, ps.distribution)
+    if editable is not None:  # B21: the code is in a checkout, not in site-packages
+        run.results += [OperationResult(ps.id, op.file, op.describe(), DRIFTED,
+                                        editable_message(ps, op.file, editable, run.site_packages))
+                        for op in ps.operations]
+        return
     missing = [r for r in ps.requires if not _met(run, r)]
     if missing:
         run.unmet += [_unmet_message(run, ps, r) for r in missing]
@@ -385,6 +393,18 @@ def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
             f"now {digest}); `envforge apply-patches --revert` refuses it too. Next step: undo the edit, or "
             f"rebuild the environment (`envforge build`: a fresh generation, patched from its lock); to keep "
             f"the change, write it as a patchset")
+
+
+def editable_message(ps: Patchset, file: str, ed: Any, site_packages: Path) -> str:
+    """Why ``ps`` cannot act on an editable install ``ed`` (:class:`envforge.editable.EditableInstall`)
+    and the two ways forward: its diff applied in the checkout, or the released wheel (B21)."""
+    strip = 1 + len([p for p in ps.upstream_prefix.split("/") if p])
+    return (f"{ps.id}: {file}: {ed.distribution} {ed.version} is an editable install from {ed.project} "
+            f"(PEP 610 direct_url.json: dir_info.editable): its code is in that checkout, not in site-packages, "
+            f"so nothing was written. Next step: apply the patchset's diff in the checkout (`envforge patches "
+            f"export {ps.id} --site-packages {site_packages} -o {ps.id}.diff`, then `patch -p{strip} -d "
+            f"{ed.import_root(file)} < {ps.id}.diff`), or install the released wheel instead (`uv pip install "
+            f"--python <env>/bin/python {ed.distribution}=={ed.version}`) and run apply-patches again")
 
 
 def _drift(ps: Patchset, op: Operation, version: str, detail: str, fix: str = "") -> OperationResult:

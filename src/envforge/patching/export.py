@@ -26,7 +26,8 @@ __all__ = ["export_diff"]
 
 
 def export_diff(site_packages: Path, patchset: Patchset) -> str:
-    """The unified diff of ``patchset`` against the original files in ``site_packages``.
+    """The unified diff of ``patchset`` against the original files in ``site_packages`` (for an
+    editable install, the files of its checkout: :mod:`envforge.editable`).
 
     :raises CheckFailed: the distribution is missing or out of range, an operation drifted, or
         the released code already does everything (nothing to export).
@@ -38,10 +39,15 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
                           hint=f"point --site-packages at an environment with {patchset.distribution}"
                                f"{patchset.versions}")
     manifest = read_manifest(site_packages) or Manifest()
+    from envforge.editable import editable_install
+
+    editable = editable_install(site_packages, patchset.distribution)  # B21: read the checkout's files
 
     def original(path: str) -> bytes | None:
         rec = manifest.file(patchset.id, path)
         source = originals_dir(site_packages) / rec.original_sha256 if rec else site_packages / path
+        if rec is None and editable is not None and not source.exists():
+            source = editable.source_of(path) or source
         return source.read_bytes() if source.is_file() else None
 
     def read_text(path: str) -> str | None:

@@ -251,13 +251,36 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
                              exc.hint or "run `envforge apply-patches` and read its error"))
         c.add("patch-states", found)
         return
+    editable = _editable(inp.site_packages, patchsets, found)
     for r in report.results:
+        if r.patchset in editable:
+            continue
         if r.state in ("applied", "drifted"):
             actual = "not applied (apply would change the file)" if r.state == "applied" else f"drifted: {r.message}"
             found.append(Finding("patch-state", f"{r.patchset}: {r.file} ({r.operation})", "already-applied",
                                  actual, "run `envforge apply-patches`" if r.state == "applied"
                                  else "follow the next step the message gives"))
     c.add("patch-states", found, f"{len(report.results)} operations")
+
+
+def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[str]:
+    """An ``editable-install`` finding per distribution a locked patchset targets that is installed
+    editable (B21); returns the ids of those patchsets (their operations are not judged one by one)."""
+    from envforge.editable import editable_install
+    from envforge.patching.engine import editable_message
+
+    ids: set[str] = set()
+    for dist in sorted({ps.distribution for ps in patchsets}):
+        ed = editable_install(sp, dist)
+        if ed is None:
+            continue
+        mine = [ps for ps in patchsets if ps.distribution == dist]
+        ids |= {ps.id for ps in mine}
+        found.append(Finding("editable-install", f"{ed.distribution} {ed.version}",
+                             "installed from a wheel into site-packages, where patchsets act",
+                             f"an editable install from {ed.project} ({', '.join(ps.id for ps in mine)} not applied)",
+                             editable_message(mine[0], mine[0].files[0], ed, sp).split("Next step: ", 1)[1]))
+    return ids
 
 
 def installed_profile(sp: Path) -> Mapping[str, Any] | None:

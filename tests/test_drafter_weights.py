@@ -202,3 +202,29 @@ def test_fuzz_header_parser_raises_only_input_error(raw: bytes, data_size: int) 
         assert exc.message.startswith("f")
         return
     assert sum(t.nbytes for t in tensors) == data_size
+
+
+# -- fuzz: configs of any JSON shape give findings, never a traceback --------------------------------------
+
+_VALUE = st.none() | st.booleans() | st.integers(-3, 1 << 70) | st.floats() | st.text(max_size=4) | \
+    st.lists(st.integers(-3, 100) | st.text(max_size=2), max_size=4) | st.dictionaries(st.text(max_size=3), st.integers())
+_KEYS = ["hidden_size", "vocab_size", "draft_vocab_size", "target_hidden_size", "num_hidden_layers",
+         "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size", "tie_word_embeddings",
+         "eagle_config", "eagle_aux_hidden_state_layer_ids", "architectures", "text_config"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=st.dictionaries(st.sampled_from(_KEYS), _VALUE, max_size=10),
+       target=st.dictionaries(st.sampled_from(_KEYS), _VALUE, max_size=6),
+       shapes=st.lists(st.tuples(st.sampled_from(["d2t", "t2d", "fc.weight", "lm_head.weight", "norm.weight",
+                                                  "layers.7.mlp.up_proj.weight", "model.fc.weight", "x"]),
+                                 st.lists(st.integers(0, 9), max_size=3)), max_size=6, unique_by=lambda t: t[0]))
+def test_fuzz_drafter_checks_on_any_config_shape(config: dict[str, object], target: dict[str, object],
+                                                 shapes: list[tuple[str, list[int]]]) -> None:
+    from envforge.drafter.model import Drafter, eagle3_issues, target_issues
+    from envforge.drafter.weights import TensorInfo
+
+    tensors = tuple(TensorInfo(n, "I64", tuple(s), "m.safetensors", 8, 0) for n, s in shapes)
+    d = Drafter("d", None, None, config, tensors, ("m.safetensors",))
+    for issue in eagle3_issues(d) + target_issues(d, target, "t"):
+        assert issue.kind and issue.subject.startswith("d: ")

@@ -132,11 +132,17 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
                                  f"{len(prefixed)} names like {prefixed[0]}: vLLM looks up "
                                  f"model.{prefixed[0]} and fails (KeyError)", _FIX_NAMES + " (SGLang accepts both)",
                                  (VLLM,)))
-    known = set(_shapes(config)) | {"t2d", "mask_hidden"}
+    known = {_vllm_name(k) for k in _shapes(config)} | {"t2d", "mask_hidden"}
     layers = _int(config, "num_hidden_layers", 32) or 0
-    known |= {f"layers.{i}.{k}" for i in range(layers) for k in _LAYER} | {f"layers.0.{k}" for k in _LAYER}
-    unknown = sorted(n for n in names if not n.startswith("model.") and _vllm_name(n) not in
-                     {_vllm_name(k) for k in known})
+
+    def has_parameter(name: str) -> bool:
+        head, _, rest = _vllm_name(name).partition(".")
+        number, _, key = rest.partition(".")
+        if head == "layers" and number.isdigit():
+            return int(number) < max(layers, 1) and key in _LAYER
+        return _vllm_name(name) in known
+
+    unknown = sorted(n for n in names if not n.startswith("model.") and not has_parameter(n))
     if unknown:
         out.append(LayoutProblem("eagle3-names", "tensors without a parameter", "only the parameters of "
                                  "Eagle3LlamaForCausalLM", ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""),

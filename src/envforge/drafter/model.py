@@ -118,12 +118,17 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def aux_layer_ids(config: Mapping[str, Any]) -> list[int] | None:
-    """The auxiliary target layer ids the drafter reads, or ``None`` when the config names none."""
+def aux_layer_ids(config: Mapping[str, Any]) -> list[Any] | None:
+    """The auxiliary target layer ids the drafter reads, as written (any JSON value), or ``None``
+    when the config names none; :func:`eagle3_issues` judges them."""
     eagle = config.get("eagle_config")
     ids = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, Mapping) else None
     ids = ids if ids is not None else config.get("eagle_aux_hidden_state_layer_ids")
-    return [int(i) for i in ids] if isinstance(ids, list) else None
+    return ids if ids is None or isinstance(ids, list) else [ids]
+
+
+def _layer_ids_ok(ids: list[Any]) -> bool:
+    return len(ids) == 3 and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
 
 
 def _int(config: Mapping[str, Any], key: str) -> int | None:
@@ -162,7 +167,7 @@ def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
         checks.append(_issue(d, "eagle3-d2t", "d2t dtype", "I64 or I32", d2t.dtype,
                              "d2t holds integer offsets (target id = i + d2t[i])"))
     ids = aux_layer_ids(d.config)
-    if ids is not None and (len(ids) != 3 or min(ids) < 0):
+    if ids is not None and not _layer_ids_ok(ids):
         checks.append(_issue(d, "eagle3-aux-layers", "eagle_aux_hidden_state_layer_ids",
                              "three non-negative layer ids", ids,
                              "EAGLE-3 fuses exactly three target hidden states"))
@@ -181,7 +186,7 @@ def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tu
     t_hidden, t_vocab, t_layers = _int(t, "hidden_size"), _int(t, "vocab_size"), _int(t, "num_hidden_layers")
     d_hidden = _int(d.config, "target_hidden_size") or _int(d.config, "hidden_size")
     fc = d.tensor("fc.weight")
-    if t_hidden is not None and (d_hidden != t_hidden or (fc and fc.shape[-1] != 3 * t_hidden)):
+    if t_hidden is not None and (d_hidden != t_hidden or (fc and fc.shape[-1:] != (3 * t_hidden,))):
         actual = f"drafter hidden {d_hidden}" + (f", fc.weight {fc.describe()}" if fc else "")
         out.append(_issue(d, "target-hidden-size", f"hidden_size vs {target_name}", t_hidden, actual,
                           "this drafter was trained for a target with another hidden size"))
@@ -193,7 +198,7 @@ def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tu
                           "drafter and target must share one tokenizer"))
     ids = aux_layer_ids(d.config)
     if t_layers is not None and ids is not None:
-        bad = [i for i in ids if not 0 <= i <= t_layers - 2]
+        bad = [i for i in ids if isinstance(i, int) and not 0 <= i <= t_layers - 2]
         if bad:
             out.append(_issue(d, "target-layer-count", f"eagle_aux_hidden_state_layer_ids vs {target_name}",
                               f"ids in 0..{t_layers - 2} (target has {t_layers} layers)", ids,

@@ -7,7 +7,6 @@ ranged GETs), used to read the small ``d2t`` tensor for comparisons.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -107,7 +106,7 @@ def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | Non
     with hub_errors(f"hf_hub_download {pinned.spec} config.json", repo, rev, endpoint):
         local = hf_hub_download(repo, "config.json", revision=pinned.sha, cache_dir=cache_dir,
                                 endpoint=endpoint)
-    return json.loads(Path(local).read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return load_json(Path(local))
 
 
 def byte_reader(d: Drafter, *, endpoint: str | None = None) -> ByteReader:

@@ -32,6 +32,7 @@ KINDS: Mapping[str, str] = {
     "local-label-mismatch": "same public version, different local label (e.g. +cu128 vs +cu130)",
     "variant-unconfirmed": "metadata lacks the lock's local label (B04) and nothing confirms the file",
     "missing": "a distribution of the lock is not installed",
+    "nccl-library": "the process loaded another libnccl than the lock's wheel copy, or two copies (B31)",
     "unexpected": "a distribution is installed but not in the lock",
     "missing-file": "a file listed in a distribution's RECORD is absent",
     "tampered": "an installed file differs from its RECORD and no envforge patch explains it",

@@ -50,6 +50,7 @@ _DEFAULT = "nccl-default"
 class GpuInputs:
     """The env's ``python``, its lock, the recipe ``target`` (``compute-capability``, ``gpus``...),
     the env ``profiles`` to measure (name -> variables), the installed profile name, and limits.
+    ``site_packages``: the env's purelib, where the lock's libnccl lives (``nvidia/nccl/lib``).
     ``required``: the user asked for the gpu level explicitly (``--level gpu``), so a machine
     without a GPU is a finding (``no-gpu``), not a skip."""
 
@@ -63,6 +64,7 @@ class GpuInputs:
     step_timeout_s: float = 120.0
     installed_profile: str | None = None
     required: bool = False
+    site_packages: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +240,33 @@ def _software(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
                     driver, "upgrade the driver, or use a variant built for an older CUDA")] if low else []
         out.add("driver-floor", found,
                 f"driver {driver} >= {floor} for CUDA {runtime}")
-    out.add("nccl", [], f"NCCL {machine.get('nccl') or 'unknown'}")
+    libs = machine.get("nccl_libraries") or {}
+    loaded = list(libs.get("loaded", []))
+    out.add("nccl", nccl_library_findings(libs, inp.site_packages),
+            f"NCCL {machine.get('nccl') or 'unknown'}" + (f" loaded from {', '.join(loaded)}" if loaded else ""))
+
+
+def nccl_library_findings(libs: Mapping[str, Any], site_packages: Path | None) -> list[Finding]:
+    """Findings from the probe's ``nccl_libraries`` (``loaded``, ``candidates``: real paths).
+
+    Two copies mapped in one process is a finding; so is a process that loaded a libnccl other
+    than the environment's own wheel copy (``<site-packages>/nvidia/nccl/lib``) while that copy
+    exists (an ``LD_LIBRARY_PATH`` or system copy shadowing the locked one, field case B31). With
+    one candidate, or none loaded, there is nothing to say.
+    """
+    loaded = [str(p) for p in libs.get("loaded", [])]
+    candidates = [str(p) for p in libs.get("candidates", [])]
+    fix = ("remove the other copy from LD_LIBRARY_PATH (or the launcher's environment) so the process loads "
+           "the lock's wheel copy; `envforge env show` lists what the profile sets")
+    if len(loaded) > 1:
+        return [_f("nccl-library", "libnccl", "one libnccl in the process", "loaded: " + ", ".join(loaded), fix)]
+    own = None
+    if site_packages is not None:
+        lib = site_packages / "nvidia" / "nccl" / "lib"
+        own = next((c for c in candidates if Path(c).parent == lib.resolve()), None)
+    if loaded and own is not None and loaded[0] != own:
+        return [_f("nccl-library", "libnccl", f"{own} (the lock's nvidia-nccl wheel)", f"loaded {loaded[0]}", fix)]
+    return []
 
 
 def _ops(inp: GpuInputs, out: _Out) -> None:

@@ -87,6 +87,53 @@ def _err(exc):
     return "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
 
 
+def libraries(prefix):
+    """Which copy of a shared library (file name starting with ``prefix``, e.g. ``libnccl.so``) this
+    process has mapped, and every copy it could have loaded (field case B31: a wheel's libnccl
+    shadowed by ``LD_LIBRARY_PATH``, or two copies loaded at once).
+
+    ``loaded``: real paths in ``/proc/self/maps`` (what the dynamic loader really mapped), sorted;
+    ``candidates``: real paths of the files in ``LD_LIBRARY_PATH`` directories, in every
+    ``nvidia/*/lib`` directory on ``sys.path`` (the pip CUDA wheels) and in ``ldconfig -p``.
+    """
+    loaded = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if os.path.basename(path).startswith(prefix):
+                    real = os.path.realpath(path)
+                    if real not in loaded:
+                        loaded.append(real)
+    except OSError:
+        pass
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
+    for entry in sys.path:
+        nvidia = os.path.join(entry, "nvidia")
+        if os.path.isdir(nvidia):
+            dirs += sorted(os.path.join(nvidia, d, "lib") for d in os.listdir(nvidia))
+    found = []
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        found += [os.path.join(d, n) for n in names if n.startswith(prefix)]
+    try:
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
+        found += [ln.rsplit("=>", 1)[1].strip() for ln in cache.splitlines()
+                  if "=>" in ln and ln.strip().startswith(prefix)]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    candidates = []
+    for path in found:
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and real not in candidates:
+            candidates.append(real)
+    return {"loaded": sorted(loaded), "candidates": candidates}
+
+
 def info(cfg):
     out = {"python": sys.version.split()[0], "devices_present": os.path.exists("/dev/nvidiactl"),
            "driver": _driver(), "torch": None, "torch_error": None, "cuda_available": False,
@@ -115,6 +162,7 @@ def info(cfg):
                 out["nccl_error"] = _err(exc)
     except Exception as exc:  # noqa: BLE001
         out["torch_error"] = _err(exc)
+    out["nccl_libraries"] = libraries("libnccl.so")  # after torch loaded its NCCL (B31)
     return out
 
 

@@ -114,7 +114,7 @@ _CHECK_OF = {
     "patch-states": {"patch-state", "patchset-changed", "editable-install"}, "env-profile": {"env-profile"},
     "gpu-info": {"gpu-probe-failed"}, "gpu": {"no-gpu"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
     "capability": {"capability"}, "arch-list": {"arch-list"}, "cuda-runtime": {"cuda-runtime"},
-    "driver-floor": {"driver-floor"}, "native-ops": {"native-op"},
+    "driver-floor": {"driver-floor"}, "nccl": {"nccl-library"}, "native-ops": {"native-op"},
     "allreduce": {"allreduce-failed", "allreduce-timeout", "env-profile-slower"},
     "accept": {"acceptance-expired", "acceptance-unmatched"}, "levels": {"nothing-to-check"},
 }

@@ -109,7 +109,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(recipe, sp),
                               target_from_machine=options.target_from_machine, base_env=options.base_env,
                               sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
-                              installed_profile=(installed_profile(sp) or {}).get("profile"),
+                              installed_profile=(installed_profile(sp) or {}).get("profile"), site_packages=sp,
                               required=options.levels is not None))
         findings += g.findings
         checks += g.checks

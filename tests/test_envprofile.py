@@ -155,14 +155,19 @@ def test_written_files_are_0644_under_umask_022_so_other_users_pythons_read_the_
 def test_recorded_profile_names_a_broken_lock_copy(tmp_path: Path) -> None:
     lock = tmp_path / ".envforge" / "pylock.toml"
     lock.parent.mkdir()
-    lock.write_text('[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_BUFFSIZE = "131072" }\n')
+    lock.write_text('lock-version = "1.0"\ncreated-by = "t"\npackages = []\n'
+                    '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_BUFFSIZE = "131072" }\n')
     assert recorded_profile(tmp_path) == ("pcie", {"NCCL_BUFFSIZE": "131072"})
     lock.write_text("[tool.envforge\n")
     with pytest.raises(InputError) as exc:
         recorded_profile(tmp_path)
-    assert str(exc.value) == (f"{lock}: not valid TOML: Expected ']' at the end of a table declaration "
-                              "(at line 1, column 15)\n  hint: rebuild the environment (`envforge build` "
-                              "writes this copy of its lock)")
+    assert str(exc.value) == (f"{lock} is not valid TOML: Expected ']' at the end of a table declaration "
+                              "(at line 1, column 15)\n  hint: fix the file or regenerate it with `envforge lock`")
+    lock.write_text('[tool.envforge]\nenv-profile = "pcie"\n')
+    with pytest.raises(InputError) as exc:
+        recorded_profile(tmp_path)
+    assert exc.value.message == (f"{lock} is TOML but not a lock: it has neither `lock-version` and "
+                                 "`[[packages]]` (PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)")
 
 
 def test_reinstall_replaces_cleanly_and_empty_profile_installs_nothing(tmp_path: Path) -> None:
@@ -383,6 +388,7 @@ def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytes
         "the environment's lock records no env profile, so `envforge apply-patches` cannot re-install it: "
         "rebuild the environment (`envforge build`)\n")
     (site(env_dir) / ".envforge" / "pylock.toml").write_text(
+        'lock-version = "1.0"\ncreated-by = "t"\npackages = []\n'
         '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_MAX_NCHANNELS = "2" }\n')
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
     assert capsys.readouterr().err == head + (

@@ -146,12 +146,12 @@ def test_textconv_falls_back_to_raw_text(tmp_path: Path, capsys: pytest.CaptureF
     assert err.startswith(f"warning: {bad}:1: merge-conflict marker")
 
 
-def test_file_diff_never_imports_gitpython_or_validates_through_packaging_pylock() -> None:
+def test_file_diff_never_imports_gitpython_and_validates_through_packaging_pylock() -> None:
     code = ("import sys\nfrom envforge.cli import main\n"
             f"main(['lock', 'diff', {str(CU128)!r}, {str(NEXT)!r}])\n"
             "print(sorted(m for m in ('git', 'packaging.pylock') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert out.stdout.splitlines()[-1] == "[]"
+    assert out.stdout.splitlines()[-1] == "['packaging.pylock']"
 
 
 def test_json_all_includes_metadata_churn(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ from envforge.cli import main
 LOCK = """\
 lock-version = "1.0"
 created-by = "envforge"
+packages = []
 
 [tool.envforge]
 schema = 1

@@ -97,6 +97,10 @@ def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mappin
         if wheel is not None:
             lines += ["wheels = [", f"  {{ name = {json.dumps(wheel.name)}, path = {json.dumps(str(wheel))}, "
                       f"hashes = {{ sha256 = {json.dumps(sha256(wheel))} }} }},", "]"]
+        else:  # a package needs a source (PEP 751): a wheel URL nobody fetches in these tests
+            fname = f"{name.strip().replace('-', '_')}-{version}-py3-none-any.whl"
+            lines += ["wheels = [", f"  {{ url = \"https://files.example.invalid/{fname}\", "
+                      f"hashes = {{ sha256 = \"{'0' * 64}\" }} }},", "]"]
         lines.append("")
     lines.append("[tool.envforge]")
     lines += [f"{k} = {_toml_value(v)}" for k, v in envforge.items()]

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -244,7 +243,9 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     else:
         args += _index_args(tool)
     run_uv([*args, str(lock)], progress=progress)
-    count = sum(1 for _ in tomllib.loads(plan.lock.read_text()).get('packages', []))
+    from envforge.lock import read_lock
+
+    count = len(read_lock(plan.lock).packages)
     return f"{count} distributions from {plan.lock.name}"
 
 
@@ -267,14 +268,16 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     Only locked versions with a local label can disagree this way, so only those are read.
     Returns one line per disagreement naming both strings and the index.
     """
+    from envforge.lock import read_lock
+
     out = []
-    for entry in tomllib.loads(lock.read_text()).get("packages", []):
-        want = str(entry.get("version", ""))
-        dist = find_distribution(sp, entry["name"]) if "+" in want else None
+    for entry in read_lock(lock).packages:
+        want = entry.version or ""
+        dist = find_distribution(sp, entry.name) if "+" in want else None
         got = dist.version if dist is not None else None
         if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
-            out.append(f"{entry['name']}: the lock and the wheel file name say {want} (index "
-                       f"{entry.get('index', 'unknown')}), its installed METADATA says {got} (field case B04)")
+            out.append(f"{entry.name}: the lock and the wheel file name say {want} (index "
+                       f"{entry.index or 'unknown'}), its installed METADATA says {got} (field case B04)")
     return out
 
 

@@ -638,17 +638,13 @@ def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] |
     """The env profile the environment's lock records (``.envforge/pylock.toml``
     ``[tool.envforge]`` ``env-profile`` and ``env``), or None when the environment has no lock copy.
 
-    :raises InputError: the lock copy is not UTF-8 TOML (names the file).
+    :raises InputError: the lock copy is not a valid lock (names the file, key and reason:
+        :func:`envforge.lockreader.read_lock_file`).
     """
-    import tomllib
+    from envforge.lockreader import read_lock_file
 
     lock = site_packages / ".envforge" / "pylock.toml"
     if not lock.is_file():
         return None
-    try:
-        data = tomllib.loads(lock.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise InputError(f"{lock}: not valid TOML: {exc or 'nested too deeply'}",
-                         hint="rebuild the environment (`envforge build` writes this copy of its lock)") from None
-    tool = data.get("tool", {}).get("envforge", {})
+    tool = read_lock_file(lock).envforge
     return tool.get("env-profile"), dict(tool.get("env", {}))

@@ -20,7 +20,6 @@ import re
 import shutil
 import tempfile
 import tomllib
-from urllib.parse import unquote, urlparse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -405,38 +404,30 @@ def lock_variant(
     return LockResult(out, len(packages), changed)
 
 
-def _wheel_of(w: Mapping[str, Any]) -> LockedWheel:
-    url = w.get("url") or w.get("path")
-    name = w.get("name") or (Path(unquote(urlparse(url).path)).name if url else None)
-    return LockedWheel(name=name, url=url, sha256=(w.get("hashes") or {}).get("sha256"))
-
-
-def _package(path: Path, i: int, p: Any) -> LockedPackage:
-    if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
-        raise LockError(f"{path}: packages[{i}].name: missing or not a string (PEP 751)")
-    wheels = p.get("wheels", [])
-    if not isinstance(wheels, list) or not all(isinstance(w, Mapping) for w in wheels):
-        raise LockError(f"{path}: packages[{i}].wheels: not an array of tables (PEP 751)")
-    version = p.get("version")
-    return LockedPackage(name=canonicalize_name(p["name"]), version=str(version) if version is not None else None,
-                         marker=p.get("marker"), index=p.get("index"), wheels=tuple(_wheel_of(w) for w in wheels))
-
-
 def read_lock(path: Path) -> Lock:
-    """Read a PEP 751 lock: the keys envforge uses, checked with the key path in the message.
+    """Read a PEP 751 lock through :func:`envforge.lockreader.read_lock_file` (validated by
+    ``packaging.pylock``, same-name entries that can be active together refused) into the keys
+    envforge uses. Wheel names are packaging's ``PackageWheel.filename`` (name, else path, else url).
 
-    Read with :mod:`tomllib` only: ``lock`` wrote it deterministically, and importing
-    :mod:`packaging.pylock` would cost a fifth of a static verify.
-
-    :raises LockError: missing, not TOML (with the line), or not a PEP 751 lock (with the key).
+    :raises LockError: missing (with the hint to run ``envforge lock``).
+    :raises InputError: not UTF-8, not TOML (with the line), not a valid PEP 751 lock (key path and
+        packaging's reason), or a uv.lock (envforge builds and verifies from pylock files only).
     """
-    from envforge.textfile import load_toml
+    from envforge.lockreader import read_lock_file
 
-    data, _ = load_toml(path, what="lock", hint="create it with `envforge lock RECIPE`", error=LockError)
-    if "lock-version" not in data or not isinstance(data.get("packages", []), list):
-        raise LockError(f"{path}: not a PEP 751 lock (no lock-version, or packages is not an array)")
-    packages = tuple(_package(path, i, p) for i, p in enumerate(data.get("packages", [])))
-    return Lock(path=path, packages=packages, envforge=data.get("tool", {}).get("envforge", {}))
+    if not path.is_file():
+        raise LockError(f"lock {path} does not exist", hint="create it with `envforge lock RECIPE`")
+    doc = read_lock_file(path)
+    if doc.pylock is None:
+        raise LockError(f"{path} is a uv.lock; envforge builds and verifies from PEP 751 pylock files",
+                        hint="create one with `envforge lock RECIPE`")
+    packages = tuple(
+        LockedPackage(name=str(p.name), version=str(p.version) if p.version is not None else None,
+                      marker=str(p.marker) if p.marker is not None else None, index=p.index,
+                      wheels=tuple(LockedWheel(w.filename, w.url or w.path, w.hashes.get("sha256"))
+                                   for w in p.wheels or ()))
+        for p in doc.pylock.packages)
+    return Lock(path=path, packages=packages, envforge=doc.envforge)
 
 
 def _diff_list(key: str, old: Sequence[str], new: Sequence[str]) -> list[str]:

@@ -748,21 +748,15 @@ def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
     (``<site-packages>/.envforge/pylock.toml``, ``[tool.envforge].patchsets[].id``), else every
     patchset in ``patchsets_dir`` whose distribution is installed in ``site_packages``.
 
-    :raises InputError: the lock copy is not valid TOML; a patchset file is invalid.
+    :raises InputError: the lock copy is not a valid lock (:func:`envforge.lockreader.read_lock_file`);
+        a patchset file is invalid.
     """
-    import tomllib
-
-    from envforge.errors import InputError
+    from envforge.lockreader import read_lock_file
     from envforge.patching.patchset import load_patchsets
 
     lock = site_packages / ".envforge" / "pylock.toml"
     if lock.is_file():
-        try:
-            data = tomllib.loads(lock.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
-            raise InputError(f"{lock}: not valid TOML: {exc or 'nested too deeply'}",
-                             hint="rebuild the environment") from None
-        listed = data.get("tool", {}).get("envforge", {}).get("patchsets")
+        listed = read_lock_file(lock).envforge.get("patchsets")
         if isinstance(listed, list):
             return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)
     return tuple(ps.id for ps in load_patchsets(patchsets_dir)

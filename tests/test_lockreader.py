@@ -1,0 +1,361 @@
+"""The one lock reader (envforge.lockreader) against the reference: pypa/packaging's own tests.
+
+Where the cases come from: pypa/packaging's public test suite for ``packaging.pylock``,
+``tests/test_pylock.py`` (and its ``tests/pylock/pylock.spec-example.toml``, PEP 751's example) and
+``tests/test_pylock_select.py``, as of packaging 26.4 (the range pinned in pyproject.toml:
+``packaging>=26.4,<27``). Each of those tests feeds a dict (or a dataclass) to ``Pylock.from_dict``; here
+each becomes a whole lock file, so the cases run through every path envforge reads a lock with:
+:func:`read_lock_text`, ``envforge lock diff F F`` and ``envforge lock textconv F``. Cases the
+packaging suite tests on single dataclasses (file-name precedence, hash tables) are placed in a
+package of a whole lock. ``select``'s "several packages of one name selected" error is covered by
+envforge's stricter rule (two same-name entries that *can* be active together are refused).
+
+When the pinned packaging range moves, re-read those two files and bring these cases in step.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envforge.cli import main
+from envforge.lockreader import InvalidLock, read_lock_text
+from envforge.lockdiff.model import parse_lock
+
+HEAD = 'lock-version = "1.0"\ncreated-by = "pip"\n'
+F40 = "f" * 40
+H = f'hashes = {{ sha256 = "{F40}" }}'
+
+
+def pkg(body: str, name: str = "example") -> str:
+    return f'[[packages]]\nname = "{name}"\n{body}\n'
+
+
+def wheel(**keys: str) -> str:
+    if set(keys) == {"name"}:  # a file needs a path or url (PEP 751); packaging's name-only cases get a url
+        keys["url"] = f"https://example.com/files/{keys['name']}"
+    inner = ", ".join(f'{k} = "{v}"' for k, v in keys.items())
+    return f"wheels = [{{ {inner}, {H} }}]"
+
+
+def sdist(**keys: str) -> str:
+    if set(keys) == {"name"}:
+        keys["url"] = f"https://example.com/files/{keys['name']}"
+    inner = ", ".join(f'{k} = "{v}"' for k, v in keys.items())
+    return f"sdist = {{ {inner}, {H} }}"
+
+
+SPEC_EXAMPLE = (Path(__file__).parent / "data" / "pylock-conformance" / "pylock.spec-example.toml").read_text()
+
+# name -> whole lock text that packaging accepts; the expected (name, version, file names) read back.
+VALID: dict[str, tuple[str, list[tuple[str, str | None, tuple[str, ...]]]]] = {
+    "version-1.0": (HEAD + "packages = []\n", []),
+    "version-1.1": ('lock-version = "1.1"\ncreated-by = "pip"\npackages = []\n', []),
+    "basic-directory-package": (
+        HEAD + 'requires-python = ">=3.10"\nenvironments = [\'os_name == "posix"\']\n'
+        + pkg('version = "1.0"\nmarker = \'os_name == "posix"\'\nrequires-python = "!=3.10.1,>=3.10"\n'
+              'directory = { path = ".", editable = false }'), [("example", "1.0", ())]),
+    "vcs-package": (HEAD + pkg('vcs = { type = "git", url = "https://githhub/pypa/packaging", commit-id = "..." }',
+                               "packaging"), [("packaging", None, ())]),
+    "sdist-name": (HEAD + pkg(sdist(name="example-1.0.tar.gz")), [("example", None, ("example-1.0.tar.gz",))]),
+    "sdist-path-posix": (HEAD + pkg(sdist(path="./example-1.0.tar.gz")), [("example", None, ("example-1.0.tar.gz",))]),
+    "sdist-path-windows": (HEAD + pkg("sdist = { path = '.\\example-1.0.tar.gz', " + H + " }"),
+                           [("example", None, ("example-1.0.tar.gz",))]),
+    "sdist-url": (HEAD + pkg(sdist(url="https://example.com/example-1.0.tar.gz")),
+                  [("example", None, ("example-1.0.tar.gz",))]),
+    "sdist-name-over-path": (HEAD + pkg("sdist = { name = 'example-2.0.tar.gz', path = '.\\example-1.0.tar.gz', "
+                                        + H + " }"), [("example", None, ("example-2.0.tar.gz",))]),
+    "sdist-name-over-url": (HEAD + pkg(sdist(name="example-2.0.tar.gz", url="https://example.com/example-1.0.tar.gz")),
+                            [("example", None, ("example-2.0.tar.gz",))]),
+    "sdist-path-over-url": (HEAD + pkg(sdist(url="https://example.com/example-2.0.tar.gz", path="./example-1.0.tar.gz")),
+                            [("example", None, ("example-1.0.tar.gz",))]),
+    "wheel-name": (HEAD + pkg(wheel(name="example-1.0-py3-none-any.whl")),
+                   [("example", None, ("example-1.0-py3-none-any.whl",))]),
+    "wheel-path-posix": (HEAD + pkg(wheel(path="./example-1.0-py3-none-any.whl")),
+                         [("example", None, ("example-1.0-py3-none-any.whl",))]),
+    "wheel-path-windows": (HEAD + pkg("wheels = [{ path = '.\\example-1.0-py3-none-any.whl', " + H + " }]"),
+                           [("example", None, ("example-1.0-py3-none-any.whl",))]),
+    "wheel-url": (HEAD + pkg(wheel(url="https://example.com/example-1.0-py3-none-any.whl")),
+                  [("example", None, ("example-1.0-py3-none-any.whl",))]),
+    "wheel-name-over-path": (HEAD + pkg("wheels = [{ name = 'example-2.0-py3-none-any.whl', "
+                                        "path = '.\\example-1.0-py3-none-any.whl', " + H + " }]"),
+                             [("example", None, ("example-2.0-py3-none-any.whl",))]),
+    "wheel-name-over-url": (HEAD + pkg(wheel(name="example-2.0-py3-none-any.whl",
+                                             url="https://example.com/example-1.0-py3-none-any.whl")),
+                            [("example", None, ("example-2.0-py3-none-any.whl",))]),
+    "wheel-path-over-url": (HEAD + pkg(wheel(url="https://example.com/example-2.0-py3-none-any.whl",
+                                             path="./example-1.0-py3-none-any.whl")),
+                            [("example", None, ("example-1.0-py3-none-any.whl",))]),
+    "wheel-url-percent-encoded": (HEAD + pkg('version = "2.9.1+cu128"\n' + wheel(
+        url="https://download.pytorch.org/whl/cu128/torch-2.9.1%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl"), "torch"),
+        [("torch", "2.9.1+cu128", ("torch-2.9.1+cu128-cp312-cp312-manylinux_2_28_x86_64.whl",))]),
+    "extras-and-groups": (HEAD + 'extras = ["feat1", "feat2"]\ndependency-groups = ["dev", "docs"]\n'
+                          'default-groups = ["dev"]\npackages = []\n', []),
+    "tool-tables-and-upload-time": (
+        HEAD + pkg("sdist = { name = 'example-1.0.tar.gz', path = './example-1.0.tar.gz', "
+                   "upload-time = 2023-10-01T00:00:00Z, " + H + " }\n[packages.tool.pip]\nfoo = \"bar\"")
+        + '[tool.pip]\nversion = "25.2"\n', [("example", None, ("example-1.0.tar.gz",))]),
+    "validate-normalized-name": (HEAD + pkg('version = "1.0.0"\n' + wheel(
+        url="https://example.com/example_package-1.0.0-py3-none-any.whl"), "example-package"),
+        [("example-package", "1.0.0", ("example_package-1.0.0-py3-none-any.whl",))]),
+    "pep751-spec-example": (SPEC_EXAMPLE, [
+        ("attrs", "25.1.0", ("attrs-25.1.0-py3-none-any.whl",)),
+        ("cattrs", "24.1.2", ("cattrs-24.1.2-py3-none-any.whl",)),
+        ("numpy", "2.2.3", ("numpy-2.2.3-cp312-cp312-win_amd64.whl",
+                            "numpy-2.2.3-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"))]),
+    "archive-url": (HEAD + pkg('version = "1.0"\narchive = { url = "https://example.com/example-1.0.tar.gz", '
+                               + H + " }"), [("example", "1.0", ("example-1.0.tar.gz",))]),
+    "archive-path": (HEAD + pkg('archive = { path = "./dist/example-1.0.tar.gz", ' + H + " }"),
+                     [("example", None, ("example-1.0.tar.gz",))]),
+    "attestation-identities": (HEAD + pkg('version = "1.0"\ndirectory = { path = "." }\n'
+                                          'attestation-identities = [{ kind = "GitHub", value = "x" }]'),
+                               [("example", "1.0", ())]),
+    "size-and-index": (HEAD + pkg('version = "1.0"\nindex = "https://pypi.org/simple"\nwheels = [{ url = '
+                                  '"https://files.pythonhosted.org/example-1.0-py3-none-any.whl", size = 10, ' + H
+                                  + " }]"), [("example", "1.0", ("example-1.0-py3-none-any.whl",))]),
+    "wheel-and-sdist": (HEAD + pkg('version = "1.0"\n' + wheel(name="example-1.0-py3-none-any.whl") + "\n"
+                                   + sdist(name="example-1.0.tar.gz")),
+                        [("example", "1.0", ("example-1.0-py3-none-any.whl", "example-1.0.tar.gz"))]),
+    "wheel-build-tag": (HEAD + pkg('version = "1.17.0"\n' + wheel(name="six-1.17.0-1-py2.py3-none-any.whl"), "six"),
+                        [("six", "1.17.0", ("six-1.17.0-1-py2.py3-none-any.whl",))]),
+    # From test_pylock_select.py: several entries of one name whose markers exclude each other.
+    "select-platform-split": (
+        HEAD + pkg('version = "1.0"\nmarker = \'sys_platform == "linux"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'sys_platform == "win32"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))]),
+    "select-python-split": (
+        HEAD + pkg('version = "1.0"\nmarker = \'python_version < "3.12"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'python_version >= "3.12"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))]),
+    "select-machine-split-b16b": (
+        HEAD + pkg('version = "4.0.0"\nmarker = "platform_machine == \'s390x\'"\n'
+                   + wheel(name="xxhash-4.0.0-py3-none-any.whl"), "xxhash")
+        + pkg('version = "4.0.1"\nmarker = "platform_machine != \'s390x\'"\n'
+              + wheel(name="xxhash-4.0.1-py3-none-any.whl"), "xxhash"),
+        [("xxhash", "4.0.0", ("xxhash-4.0.0-py3-none-any.whl",)), ("xxhash", "4.0.1", ("xxhash-4.0.1-py3-none-any.whl",))]),
+    "select-extras-split": (
+        HEAD + 'extras = ["cpu", "cu128"]\n'
+        + pkg('version = "2.9.1"\nmarker = \'"cpu" in extras and "cu128" not in extras\'\n'
+              + wheel(name="torch-2.9.1-py3-none-any.whl"), "torch")
+        + pkg('version = "2.9.1+cu128"\nmarker = \'"cu128" in extras and "cpu" not in extras\'\n'
+              + wheel(name="torch-2.9.1+cu128-py3-none-any.whl"), "torch"),
+        [("torch", "2.9.1", ("torch-2.9.1-py3-none-any.whl",)),
+         ("torch", "2.9.1+cu128", ("torch-2.9.1+cu128-py3-none-any.whl",))]),
+    "select-dependency-groups-split": (
+        HEAD + 'dependency-groups = ["dev", "docs"]\n'
+        + pkg('version = "1.0"\nmarker = \'"dev" in dependency_groups and "docs" not in dependency_groups\'\n'
+              + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'"dev" not in dependency_groups\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))]),
+    "select-full-version-split": (
+        HEAD + pkg('version = "1.0"\nmarker = \'python_full_version < "3.12.4"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'python_full_version >= "3.12.4"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))]),
+    "select-implementation-split": (
+        HEAD + pkg('version = "1.0"\nmarker = \'implementation_name == "cpython"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'platform_python_implementation == "PyPy"\'\n'
+              + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))]),
+    "select-same-version-two-indexes": (
+        HEAD + pkg('version = "1.0"\nmarker = \'sys_platform == "darwin"\'\nindex = "https://a.example/simple"\n'
+                   + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.0"\nmarker = \'sys_platform != "darwin"\'\nindex = "https://b.example/simple"\n'
+              + wheel(name="example-1.0-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.0", ("example-1.0-py3-none-any.whl",))]),
+    "select-requires-python-package": (
+        HEAD + 'requires-python = ">=3.10"\n' + pkg('version = "1.0"\nrequires-python = ">=3.8"\n'
+                                                    + wheel(name="example-1.0-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",))]),
+}
+
+# name -> (whole lock text packaging rejects, the key path, packaging's reason).
+INVALID: dict[str, tuple[str, str | None, str]] = {
+    "version-0.9": ('lock-version = "0.9"\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                    "pylock version 0.9 is not supported (envforge reads lock-version 1.x)"),
+    "version-2": ('lock-version = "2"\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                  "pylock version 2 is not supported (envforge reads lock-version 1.x)"),
+    "version-2.0": ('lock-version = "2.0"\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                    "pylock version 2.0 is not supported (envforge reads lock-version 1.x)"),
+    "version-2.1": ('lock-version = "2.1"\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                    "pylock version 2.1 is not supported (envforge reads lock-version 1.x)"),
+    "version-2.x": ('lock-version = "2.x"\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                    "Invalid version: '2.x'"),
+    "version-float": ('lock-version = 1.0\ncreated-by = "pip"\npackages = []\n', "lock-version",
+                      "Unexpected type float (expected str)"),
+    "version-missing": ('created-by = "pip"\npackages = []\n', "lock-version", "Missing required value"),
+    "created-by-missing": ('lock-version = "1.0"\npackages = []\n', "created-by", "Missing required value"),
+    "created-by-int": ('lock-version = "1.0"\ncreated-by = 1\npackages = []\n', "created-by",
+                       "Unexpected type int (expected str)"),
+    "packages-missing": ('lock-version = "1.0"\ncreated-by = "uv"\n', "packages", "Missing required value"),
+    "package-without-source": (HEAD + pkg('version = "1.0"'), "packages[0]",
+                               "Exactly one of vcs, directory, archive must be set if sdist and wheels are not set"),
+    "package-dist-and-archive": (
+        HEAD + pkg('version = "1.0"\narchive = { path = "example.tar.gz", ' + H + " }\n"
+                   + sdist(path="example-1.0.tar.gz")), "packages[0]",
+        "None of vcs, directory, archive must be set if sdist or wheels are set"),
+    "package-archive-directory-vcs": (
+        HEAD + pkg('version = "1.0"\narchive = { path = "example.tar.gz", ' + H + " }\n"
+                   'vcs = { type = "git", url = "https://githhub/pypa/packaging", commit-id = "..." }\n'
+                   'directory = { path = ".", editable = false }'), "packages[0]",
+        "Exactly one of vcs, directory, archive must be set if sdist and wheels are not set"),
+    "archive-without-path-or-url": (HEAD + pkg("archive = { " + H + " }"), "packages[0].archive",
+                                    "path or url must be provided"),
+    "vcs-without-path-or-url": (HEAD + pkg('vcs = { type = "git", commit-id = "' + F40 + '" }'), "packages[0].vcs",
+                                "path or url must be provided"),
+    "wheel-without-path-or-url": (HEAD + pkg("wheels = [{ " + H + " }]"), "packages[0].wheels[0]",
+                                  "path or url must be provided"),
+    "sdist-without-path-or-url": (HEAD + pkg("sdist = { name = 'example-1.0.tar.gz', " + H + " }"),
+                                  "packages[0].sdist", "path or url must be provided"),
+    "wheel-filename-invalid": (HEAD + pkg(wheel(url="http://example.com/example-1.0.whl")), "packages[0].wheels[0]",
+                               "Invalid wheel filename 'example-1.0.whl'"),
+    "sdist-filename-invalid": (HEAD + pkg(sdist(path="./example.tar.gz")), "packages[0].sdist",
+                               "Invalid sdist filename 'example.tar.gz'"),
+    "sdist-windows-path-prefix-name": (HEAD + pkg("sdist = { path = '.\\bar-1.0.tar.gz', " + H + " }"),
+                                       "packages[0].sdist",
+                                       "Name in 'bar-1.0.tar.gz' is not consistent with package name 'example'"),
+    "wheel-without-hashes": (HEAD + pkg('wheels = [{ name = "example-1.0-py3-none-any.whl", '
+                                        'path = "./example-1.0-py3-none-any.whl" }]'),
+                             "packages[0].wheels[0].hashes", "Missing required value"),
+    "environments-invalid-marker": (HEAD + "environments = ['os_name == \"posix\"', 'invalid_marker == \"...\"']\n"
+                                    "packages = []\n", "environments[1]",
+                                    'Expected a marker variable or quoted string\n    invalid_marker == "..."\n    ^'),
+    "environments-int": (HEAD + "environments = ['os_name == \"posix\"', 1]\npackages = []\n", "environments[1]",
+                         "Unexpected type int (expected str)"),
+    "package-not-a-table": (HEAD + 'packages = ["example"]\n', "packages[0]", "Unexpected type str (expected Mapping)"),
+    "hash-value-not-string": (HEAD + pkg('wheels = [{ url = "https://example.com/example-1.0-py3-none-any.whl", '
+                                         f'hashes = {{ sha256 = "{F40}", md5 = 1 }} }}]'),
+                              "packages[0].wheels[0].hashes", "Hash values must be strings"),
+    "hashes-empty": (HEAD + pkg('wheels = [{ url = "https://example.com/example-1.0-py3-none-any.whl", hashes = {} }]'),
+                     "packages[0].wheels[0].hashes", "At least one hash must be provided"),
+    "hashes-a-string": (HEAD + pkg('wheels = [{ url = "https://example.com/example-1.0-py3-none-any.whl", '
+                                   'hashes = "sha256:..." }]'),
+                        "packages[0].wheels[0].hashes", "Unexpected type str (expected Mapping)"),
+    "name-not-normalized": (HEAD + pkg(wheel(name="example-1.0-py3-none-any.whl"), "Example"), "packages[0].name",
+                            "Name 'Example' is not normalized"),
+    "name-underscore": (HEAD + pkg('version = "1.0.0"\n' + wheel(
+        url="https://example.com/example_package-1.0.0-py3-none-any.whl"), "example_package"), "packages[0].name",
+        "Name 'example_package' is not normalized"),
+    "extras-not-normalized": (HEAD + 'extras = ["extra", "Feature"]\npackages = []\n', "extras[1]",
+                              "Name 'Feature' is not normalized"),
+    "dependency-groups-a-string": (HEAD + 'dependency-groups = "abc"\npackages = []\n', "dependency-groups",
+                                   "Unexpected type str (expected Sequence)"),
+    "attestation-kind-missing": (HEAD + pkg('version = "1.0"\ndirectory = { path = "." }\n'
+                                            'attestation-identities = [{ value = "some-value" }]'),
+                                 "packages[0].attestation-identities[0].kind", "Missing required value"),
+    "attestation-kind-int": (HEAD + pkg('version = "1.0"\ndirectory = { path = "." }\n'
+                                        'attestation-identities = [{ kind = 123, value = "some-value" }]'),
+                             "packages[0].attestation-identities[0].kind", "Unexpected type int (expected str)"),
+    "wheel-of-another-package": (HEAD + pkg(wheel(name="bar-1.0-py3-none-any.whl"), "foo"), "packages[0].wheels[0]",
+                                 "Name in 'bar-1.0-py3-none-any.whl' is not consistent with package name 'foo'"),
+    "wheel-version-mismatch": (HEAD + pkg('version = "1.1"\n' + wheel(name="example-1.0-py3-none-any.whl")),
+                               "packages[0].wheels[0]",
+                               "Version in 'example-1.0-py3-none-any.whl' is not consistent with package version '1.1'"),
+    "size-a-boolean": (HEAD + pkg('wheels = [{ url = "https://example.com/example-1.0-py3-none-any.whl", size = true, '
+                                  + H + " }]"), "packages[0].wheels[0].size", "Unexpected type bool (expected int)"),
+    "marker-invalid": (HEAD + pkg('marker = "os_name ==="\n' + wheel(name="example-1.0-py3-none-any.whl")),
+                       "packages[0].marker", 'Expected a marker variable or quoted string\n    os_name ===\n               ^'),
+    "requires-python-invalid": (HEAD + 'requires-python = "3.12"\npackages = []\n', "requires-python",
+                                "Invalid specifier: '3.12'"),
+    # envforge's stricter form of select's "Multiple packages with the name ... are selected" (field case B16).
+    "same-name-unmarked": (
+        HEAD + pkg('version = "3.7"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
+        + pkg('version = "3.10"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"), "packages[1]",
+        "packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active together; "
+        "several entries of one name must have markers that exclude each other"),
+    "same-name-identical-markers": (
+        HEAD + pkg('version = "3.7"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
+        + pkg('version = "3.10"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"),
+        "packages[1]",
+        "packages[0] (idna 3.7; marker sys_platform == \"linux\") and packages[1] (idna 3.10; marker "
+        "sys_platform == \"linux\") can be active together (e.g. sys_platform = 'linux'); several entries of one "
+        "name must have markers that exclude each other"),
+    "same-name-overlapping-markers": (
+        HEAD + pkg('version = "1.0"\nmarker = \'python_version >= "3.10"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'python_version < "3.13"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        "packages[1]",
+        "packages[0] (example 1.0; marker python_version >= \"3.10\") and packages[1] (example 1.1; marker "
+        "python_version < \"3.13\") can be active together (e.g. python_version = '3.10'); several entries of one "
+        "name must have markers that exclude each other"),
+    "same-name-one-unmarked": (
+        HEAD + pkg('version = "1.0"\nmarker = \'sys_platform == "win32"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\n' + wheel(name="example-1.1-py3-none-any.whl")), "packages[1]",
+        "packages[0] (example 1.0; marker sys_platform == \"win32\") and packages[1] (example 1.1; no marker) can be "
+        "active together; several entries of one name must have markers that exclude each other"),
+}
+
+
+def test_case_counts() -> None:
+    assert (len(VALID), len(INVALID)) == (38, 42)
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_lock_is_read_as_packaging_reads_it(name: str) -> None:
+    text, expected = VALID[name]
+    doc = read_lock_text(text, label=f"pylock.{name}.toml")
+    assert doc.pylock is not None
+    got = [(str(p.name), str(p.version) if p.version else None,
+            tuple(f.filename for f in [*(p.wheels or ()), *([p.sdist] if p.sdist else [])])
+            + (((p.archive.url or p.archive.path or "").rsplit("/", 1)[-1],) if p.archive else ()))
+           for p in doc.pylock.packages]
+    assert got == expected
+    model = parse_lock(text, label="x")
+    assert sorted((p.name, p.version, tuple(a.filename for a in p.artifacts)) for p in model.packages.values()) \
+        == sorted(expected)
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_invalid_lock_names_packagings_key_path_and_reason(name: str) -> None:
+    text, key, reason = INVALID[name]
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text, label="pylock.x.toml")
+    assert (err.value.key, err.value.reason) == (key, reason)
+    assert err.value.message == f"pylock.x.toml is not a valid PEP 751 lock at `{key}`: {reason}"
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_lock_diff_and_textconv_refuse_invalid_locks(name: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    text, key, reason = INVALID[name]
+    path = tmp_path / "pylock.case.toml"
+    path.write_text(text)
+    assert main(["lock", "diff", str(path), str(path)]) == 2
+    out, err = capsys.readouterr()
+    first = f"error: {path} is not a valid PEP 751 lock at `{key}`: {reason}".splitlines()[0]
+    assert (out, err.splitlines()[0]) == ("", first)
+    assert main(["lock", "textconv", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == text and err.startswith(f"warning: {path} is not a valid PEP 751 lock at `{key}`: ")
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_lock_diff_of_a_valid_lock_with_itself_is_clean(name: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pylock.case.toml"
+    path.write_text(VALID[name][0])
+    assert main(["lock", "diff", "--exit-code", str(path), str(path)]) == 0
+    capsys.readouterr()
+
+
+def test_lock_version_change_alone_is_refused_not_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = tmp_path / "pylock.a.toml", tmp_path / "pylock.b.toml"
+    old.write_text(VALID["pep751-spec-example"][0])
+    new.write_text(VALID["pep751-spec-example"][0].replace("lock-version = '1.0'", "lock-version = '2.0'"))
+    assert main(["lock", "diff", "--exit-code", str(old), str(new)]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"error: {new} is not a valid PEP 751 lock at `lock-version`: pylock version 2.0 is not supported "
+        "(envforge reads lock-version 1.x)")
+
+
+def test_no_traceback_on_any_case(tmp_path: Path) -> None:
+    """Every case through the real console entry point in one process: exit 0 or 2, never a traceback."""
+    files = []
+    for i, (text, _, _) in enumerate(INVALID.values()):
+        files.append(tmp_path / f"pylock.i{i}.toml")
+        files[-1].write_text(text)
+    code = ("import sys\nfrom envforge.cli import main\ncodes = [main(['lock', 'diff', p, p]) for p in sys.argv[1:]]\n"
+            "print(sorted(set(codes)))")
+    out = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == "[2]" and "Traceback" not in out.stderr

@@ -100,8 +100,8 @@ def read_lock_file(path: Path, *, label: str | None = None) -> LockDocument:
 def read_lock_text(text: str, *, label: str) -> LockDocument:
     """Validate ``text`` as a ``pylock.toml`` or a ``uv.lock`` and return it read.
 
-    Which format: a document with ``lock-version`` or ``packages`` is a pylock, one with ``version``
-    and ``[[package]]`` a uv.lock; anything else is refused, saying what it looks like.
+    Which format: a document with ``lock-version``, ``created-by`` or a ``[[packages]]`` array is a
+    pylock, one with ``version`` and ``[[package]]`` a uv.lock; anything else is refused, saying what it looks like.
 
     :param label: how messages name the file.
     :raises InvalidLock: conflict markers, invalid TOML, not a lock, rejected by ``packaging.pylock``
@@ -118,7 +118,7 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
         raise InvalidLock(f"{label} is not valid TOML: nested too deeply", reason="nested too deeply",
                           hint="regenerate it with `envforge lock`") from None
     comments = tuple(_leading_comments(text))
-    if "lock-version" in doc or ("packages" in doc and "package" not in doc):
+    if "lock-version" in doc or "created-by" in doc or isinstance(doc.get("packages"), list):
         return _pylock(doc, label, comments)
     if "version" in doc and "package" in doc:
         return _uv_lock(doc, label, comments)

@@ -227,9 +227,12 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
     recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
     the recorded ``build-constraints`` (B28)."""
+    from envforge.lock import read_lock
+
     python = plan.generation / "bin" / "python"
     lock = plan.lock
-    tool = tomllib.loads(plan.lock.read_text()).get("tool", {}).get("envforge", {})
+    locked = read_lock(plan.lock)
+    tool = locked.envforge
     args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
     if not tool.get("build-from-source"):
         args.append("--no-build")
@@ -243,9 +246,7 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
     else:
         args += _index_args(tool)
     run_uv([*args, str(lock)], progress=progress)
-    from envforge.lock import read_lock
-
-    count = len(read_lock(plan.lock).packages)
+    count = len(locked.packages)
     return f"{count} distributions from {plan.lock.name}"
 
 

@@ -34,7 +34,7 @@ from envforge.errors import InputError
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["InvalidLock", "LockDocument", "read_lock_file", "read_lock_text"]
+__all__ = ["InvalidLock", "LockDocument", "packages_digest", "read_lock_file", "read_lock_text"]
 
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
@@ -115,8 +115,8 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
         raise InvalidLock(f"{label} is not valid TOML: {exc}", reason=str(exc),
                           hint="fix the file or regenerate it with `envforge lock`") from None
     except RecursionError:
-        raise InvalidLock(f"{label} is not valid TOML: nested too deeply", reason="nested too deeply",
-                          hint="regenerate it with `envforge lock`") from None
+        raise InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply",
+                          reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`") from None
     comments = tuple(_leading_comments(text))
     if "lock-version" in doc or "created-by" in doc or isinstance(doc.get("packages"), list):
         return _pylock(doc, label, comments)
@@ -210,3 +210,25 @@ def _not_a_lock(doc: Mapping[str, Any], label: str) -> InvalidLock:
         "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)", reason="not a lock",
         hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) "
              "or a uv.lock")
+
+
+def packages_digest(packages: Sequence[Mapping[str, Any]]) -> str:
+    """``sha256:<hex>`` of the ``[[packages]]`` tables in a canonical form, independent of TOML layout.
+
+    Canonical form: the array as :mod:`tomllib` reads it, serialised as JSON with keys sorted, no
+    whitespace (``separators=(",", ":")``), non-ASCII kept as UTF-8, TOML date-times as ISO 8601
+    text (``datetime.isoformat()``). ``envforge lock`` records it in ``[tool.envforge]
+    packages-digest``; any added, removed, truncated or edited entry (a changed wheel hash) changes it.
+    """
+    import hashlib
+    import json
+
+    text = json.dumps(list(packages), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=_iso)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _iso(value: Any) -> str:
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    raise TypeError(f"{type(value).__name__} is not TOML data")

@@ -423,10 +423,10 @@ def read_lock(path: Path) -> Lock:
                         hint="create one with `envforge lock RECIPE`")
     packages = tuple(
         LockedPackage(name=str(p.name), version=str(p.version) if p.version is not None else None,
-                      marker=str(p.marker) if p.marker is not None else None, index=p.index,
+                      marker=raw.get("marker"), index=p.index,
                       wheels=tuple(LockedWheel(w.filename, w.url or w.path, w.hashes.get("sha256"))
                                    for w in p.wheels or ()))
-        for p in doc.pylock.packages)
+        for p, raw in zip(doc.pylock.packages, doc.packages, strict=True))
     return Lock(path=path, packages=packages, envforge=doc.envforge)
 
 

@@ -9,15 +9,14 @@ Sources of the formats: PEP 751 (https://peps.python.org/pep-0751/, keys ``lock-
 ``archive``); uv's lockfile (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile, keys
 ``version``, ``revision``, ``[[package]]`` with ``source``, ``sdist``, ``wheels`` and ``hash``).
 
-Reading is a plain walk over the ``tomllib`` document (fast: a lock diff should cost about what
-parsing costs). When that walk meets something malformed in a pylock file, ``packaging.pylock``
-validates the document to name the exact key path in the error.
+Every text is validated by :mod:`envforge.lockreader` (``packaging.pylock`` for pylock files, uv's
+documented shape for uv.lock, same-name entries that can be active together refused); a pylock is
+then read from packaging's validated model (its file names, names, versions and markers).
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,7 +28,6 @@ __all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "normalize_
 
 PYPI = "https://pypi.org/simple"
 _PYPI_FILE_HOSTS = ("https://files.pythonhosted.org/",)
-_CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _NAME_SEP = re.compile(r"-+")
 
 
@@ -106,76 +104,34 @@ class Lock:
 def parse_lock(text: str, *, label: str) -> Lock:
     """Read a pylock.toml or uv.lock text into a :class:`Lock`.
 
+    Validation is :func:`envforge.lockreader.read_lock_text` (``packaging.pylock`` for pylock files,
+    uv's documented shape for uv.lock, same-name entries that can be active together refused); a
+    pylock is then read from packaging's validated model, so file names, names and versions are
+    exactly what packaging reads.
+
     :param label: how messages name the file (a path, or ``REV:PATH``).
     :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
-        lock (says what it looks like), or a malformed lock (names the key path).
+        lock (says what it looks like), or an invalid lock (names the key path and the reason).
     """
-    _reject_conflicts(text, label)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{label} is not valid TOML: {exc}",
-                         hint="fix the file or regenerate it with `envforge lock`") from None
-    except RecursionError:
-        raise InputError(f"{label} is not a lock: arrays or tables nested too deeply",
-                         hint="fix the file or regenerate it with `envforge lock`") from None
-    comments = tuple(line for line in _leading_comments(text))
-    if "lock-version" in doc and "packages" in doc:
-        return _read_pylock(doc, label, comments)
-    if "version" in doc and "package" in doc:
-        return _read_uv_lock(doc, label, comments)
-    raise _not_a_lock(doc, label)
+    from envforge.lockreader import read_lock_text
 
-
-def _reject_conflicts(text: str, label: str) -> None:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if _CONFLICT.match(line):
-            raise InputError(
-                f"{label}:{number}: merge-conflict marker '{line[:7]}': the lockfile was merged "
-                "with unresolved conflicts",
-                hint="resolve the conflict in git (take one side, e.g. `git checkout --theirs -- "
-                     "FILE`), then re-run `envforge lock` to regenerate the lock")
-
-
-def _leading_comments(text: str) -> list[str]:
-    out = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        out.append(line)
-    return out
-
-
-def _not_a_lock(doc: Mapping[str, Any], label: str) -> InputError:
-    looks = ("an envforge recipe" if "recipe" in doc else "a pyproject.toml" if "project" in doc
-             else None)
-    what = f" (it looks like {looks})" if looks else ""
-    return InputError(
-        f"{label} is TOML but not a lock{what}: it has neither `lock-version` and `[[packages]]` "
-        "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)",
-        hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) "
-             "or a uv.lock")
+    doc = read_lock_text(text, label=label)
+    if doc.pylock is not None:
+        return _read_pylock(doc.pylock, doc.data, label, doc.comments, doc.envforge)
+    return _read_uv_lock(doc.data, label, doc.comments)
 
 
 class _Malformed(Exception):
     """Internal: the fast walk met something it cannot read (a key path and what is wrong)."""
 
 
-def _read_pylock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...]) -> Lock:
-    try:
-        packages = [_pylock_package(p, f"packages[{i}]") for i, p in enumerate(_seq(doc, "packages"))]
-    except _Malformed as exc:
-        raise InputError(f"{label} is not a valid PEP 751 lock: {_pylock_reason(doc, exc)}",
-                         hint="regenerate it with `envforge lock`") from None
+def _read_pylock(lock: Any, doc: Mapping[str, Any], label: str, comments: tuple[str, ...],
+                 envforge: Mapping[str, Any]) -> Lock:
+    packages = [_pylock_package(p, raw.get("marker")) for p, raw in zip(lock.packages, doc["packages"], strict=True)]
     header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python")
               if k in doc}
     lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS
              if isinstance(doc.get(k), list)}
-    tool = doc.get("tool", {})
-    envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
-    if not isinstance(envforge, Mapping):
-        raise InputError(f"{label} is not a valid envforge lock: `tool.envforge` should be a table",
-                         hint="regenerate it with `envforge lock`")
     return Lock(label, "pylock", header, comments, _keyed(packages), envforge, lists)
 
 
@@ -188,17 +144,6 @@ def _scalar(value: Any) -> str:
     if isinstance(value, list):
         return " | ".join(str(v) for v in value)
     return str(value)
-
-
-def _pylock_reason(doc: Mapping[str, Any], exc: _Malformed) -> str:
-    """The precise message from packaging.pylock when it has one, else ours."""
-    from packaging.pylock import Pylock, PylockValidationError
-
-    try:
-        Pylock.from_dict(doc)
-    except PylockValidationError as err:
-        return str(err)
-    return str(exc)
 
 
 def _seq(d: Mapping[str, Any], key: str, path: str = "") -> Sequence[Any]:
@@ -217,48 +162,38 @@ def _text(d: Mapping[str, Any], key: str, path: str, *, required: bool = False) 
     return value
 
 
-def _pylock_package(p: Any, path: str) -> LockedPackage:
-    if not isinstance(p, Mapping):
-        raise _Malformed(f"`{path}` should be a table")
-    name = _text(p, "name", path, required=True)
-    assert name is not None
-    files = [_pylock_file(w, f"{path}.wheels[{i}]") for i, w in enumerate(_seq(p, "wheels", path))]
-    if "sdist" in p:
-        files.append(_pylock_file(p["sdist"], f"{path}.sdist"))
-    if "archive" in p:
-        files.append(_pylock_file(p["archive"], f"{path}.archive"))
-    deps = p.get("dependencies")
-    edges = tuple(sorted(_dep_text(d) for d in deps)) if isinstance(deps, list) else ()
-    return LockedPackage(normalize_name(name), _text(p, "version", path), _text(p, "marker", path),
-                         _pylock_source(p, files), tuple(files), edges)
+def _pylock_package(p: Any, marker: str | None) -> LockedPackage:
+    """One package of packaging's validated :class:`packaging.pylock.Package`; ``marker`` is the
+    marker as written (packaging has parsed it; its own text would re-quote it)."""
+    files = [_pylock_file(w) for w in p.wheels or ()]
+    if p.sdist is not None:
+        files.append(_pylock_file(p.sdist))
+    if p.archive is not None:
+        where = p.archive.url or p.archive.path
+        files.append(Artifact(where.rsplit("/", 1)[-1], where, _hash_pairs(p.archive.hashes), p.archive.size,
+                              p.archive.upload_time))
+    edges = tuple(sorted(_dep_text(d) for d in p.dependencies)) if p.dependencies else ()
+    return LockedPackage(str(p.name), str(p.version) if p.version is not None else None,
+                         marker, _pylock_source(p, files), tuple(files), edges)
 
 
-def _pylock_file(f: Any, path: str) -> Artifact:
-    # Hot path (about 1,000 files a lock): plain type checks, no per-key helpers.
-    if type(f) is not dict:
-        raise _Malformed(f"`{path}` should be a table")
-    hashes = f.get("hashes")
-    if type(hashes) is not dict:
-        raise _Malformed(f"`{path}.hashes` is missing")
-    where = f.get("url") or f.get("path") or ""
-    if not isinstance(where, str):
-        raise _Malformed(f"`{path}.url` should be a string")
-    name = f.get("name") or where.rsplit("/", 1)[-1].replace("%2B", "+")
-    if not isinstance(name, str):
-        raise _Malformed(f"`{path}.name` should be a string")
-    pairs = tuple(hashes.items()) if len(hashes) == 1 else tuple(sorted(hashes.items()))
-    return Artifact(name, where or None, pairs, f.get("size"), f.get("upload-time"))
+def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(hashes.items()) if len(hashes) == 1 else tuple(sorted(hashes.items()))
 
 
-def _pylock_source(p: Mapping[str, Any], files: Sequence[Artifact]) -> str:
-    if isinstance(p.get("index"), str):
-        return str(p["index"]).rstrip("/")
-    if isinstance(p.get("vcs"), Mapping):
-        vcs = p["vcs"]
-        return f"{vcs.get('type', 'vcs')} {vcs.get('url') or vcs.get('path')}@{vcs.get('commit-id')}"
-    if isinstance(p.get("directory"), Mapping):
-        return f"directory {p['directory'].get('path')}"
-    if "archive" in p and files:
+def _pylock_file(f: Any) -> Artifact:
+    # Hot path (about 1,000 files a lock): packaging's own ``filename`` (name, else path, else url).
+    return Artifact(f.filename, f.url or f.path, _hash_pairs(f.hashes), f.size, f.upload_time)
+
+
+def _pylock_source(p: Any, files: Sequence[Artifact]) -> str:
+    if p.index is not None:
+        return str(p.index).rstrip("/")
+    if p.vcs is not None:
+        return f"{p.vcs.type} {p.vcs.url or p.vcs.path}@{p.vcs.commit_id}"
+    if p.directory is not None:
+        return f"directory {p.directory.path}"
+    if p.archive is not None and files:
         return f"archive {files[-1].url}"
     return _host_of(files)
 

@@ -239,6 +239,17 @@ def test_credentials_in_a_recipe_url_are_refused_without_echoing_them(tmp_path: 
     assert not (proj / "lockfiles").exists()
 
 
+def test_a_token_in_an_index_url_query_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(
+        '[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npriv = "https://pkgs.example/simple?private_token=tok-123"\n')
+    res = envforge(tmp_path, "lock", "r", "--check")
+    assert res.returncode == 2 and "tok-123" not in res.stdout + res.stderr
+    assert "recipes/r.toml:6: indexes.priv: an index URL has no query string or fragment, and one may carry a " \
+           "token that would be written into the lock and printed; remove it and give credentials as " \
+           "UV_INDEX_<NAME>_USERNAME / UV_INDEX_<NAME>_PASSWORD, a ~/.netrc entry or a keyring" in res.stderr
+
+
 @pytest.mark.slow
 def test_private_indexes_with_uv_credentials_never_leak(tmp_path: Path, private) -> None:  # type: ignore[no-untyped-def]
     pub, priv = private

@@ -164,6 +164,10 @@ def _url_problem(v: str) -> str | None:
                     "printed; remove them and give them the way uv takes them: UV_INDEX_<NAME>_USERNAME and "
                     "UV_INDEX_<NAME>_PASSWORD (NAME: the index's recipe name upper-cased, '-' as '_'), "
                     "a ~/.netrc entry for the host, or a keyring (UV_KEYRING_PROVIDER=subprocess)")
+        if parts.query or parts.fragment:
+            return ("an index URL has no query string or fragment, and one may carry a token that would be "
+                    "written into the lock and printed; remove it and give credentials as "
+                    "UV_INDEX_<NAME>_USERNAME / UV_INDEX_<NAME>_PASSWORD, a ~/.netrc entry or a keyring")
         return None
     if "@" in v:
         return "not an index URL (and it looks like it carries credentials; give them as UV_INDEX_<NAME>_PASSWORD)"

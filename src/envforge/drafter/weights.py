@@ -102,11 +102,11 @@ def _no_constant(name: str) -> Any:
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"key '{k}' appears twice")
-        out[k] = v
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"key '{dup}' appears twice")
     return out
 
 
@@ -122,10 +122,6 @@ def _decode(raw: bytes, where: str) -> dict[str, Any]:
     return data
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _numel(shape: list[int]) -> int:
     """Product of ``shape``, capped just above 2**64 (no file holds more; big products stay cheap)."""
     n = 1
@@ -134,28 +130,31 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def _entry(name: str, entry: Any, where: str) -> tuple[str, tuple[int, ...], int, int]:
-    def bad(why: str) -> InputError:
-        return _bad(where, f"tensor '{name}': {why}")
+_KEYS = frozenset({"dtype", "shape", "data_offsets"})
 
-    if not isinstance(entry, dict):
-        raise bad("its entry is not a JSON object")
+
+def _entry(name: str, entry: Any, where: str) -> tuple[str, tuple[int, ...], int, int]:
+    if type(entry) is not dict:
+        raise _bad(where, f"tensor '{name}': its entry is not a JSON object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in DTYPE_BITS:
-        raise bad(f"dtype {json.dumps(dtype)[:40]} is not a safetensors dtype ({', '.join(DTYPE_BITS)})")
-    if not isinstance(shape, list) or not all(_is_int(d) and 0 <= d < 1 << 64 for d in shape):
-        raise bad(f"shape {json.dumps(shape)[:60]} is not a list of integers in 0..2**64-1")
-    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) and o >= 0 for o in offsets)
-            or offsets[0] > offsets[1]):
-        raise bad(f"data_offsets {json.dumps(offsets)[:60]} is not [begin, end] with 0 <= begin <= end")
-    bits = _numel(shape) * DTYPE_BITS[dtype]
-    if bits % 8 or bits // 8 != offsets[1] - offsets[0]:
-        raise bad(f"{dtype} {shape} needs {bits / 8:g} bytes, data_offsets {offsets} hold "
-                       f"{offsets[1] - offsets[0]}")
-    extra = set(entry) - {"dtype", "shape", "data_offsets"}
-    if extra:
-        raise bad(f"unknown key(s) {', '.join(sorted(extra))}")
-    return dtype, tuple(shape), offsets[0], offsets[1]
+    bits = DTYPE_BITS.get(dtype) if type(dtype) is str else None
+    if bits is None:
+        raise _bad(where, f"tensor '{name}': dtype {json.dumps(dtype)[:40]} is not a safetensors dtype "
+                          f"({', '.join(DTYPE_BITS)})")
+    if type(shape) is not list or not all(type(d) is int and 0 <= d < 1 << 64 for d in shape):
+        raise _bad(where, f"tensor '{name}': shape {json.dumps(shape)[:60]} is not a list of integers in "
+                          "0..2**64-1")
+    if (type(offsets) is not list or len(offsets) != 2 or type(offsets[0]) is not int
+            or type(offsets[1]) is not int or not 0 <= offsets[0] <= offsets[1]):
+        raise _bad(where, f"tensor '{name}': data_offsets {json.dumps(offsets)[:60]} is not [begin, end] with "
+                          "0 <= begin <= end")
+    nbits = _numel(shape) * bits
+    if nbits % 8 or nbits // 8 != offsets[1] - offsets[0]:
+        raise _bad(where, f"tensor '{name}': {dtype} {shape} needs {nbits / 8:g} bytes, data_offsets {offsets} "
+                          f"hold {offsets[1] - offsets[0]}")
+    if len(entry) > 3 and not entry.keys() <= _KEYS:
+        raise _bad(where, f"tensor '{name}': unknown key(s) {', '.join(sorted(set(entry) - _KEYS))}")
+    return str(dtype), tuple(shape), offsets[0], offsets[1]
 
 
 def parse_header(raw: bytes, *, file: str, data_size: int, where: str | None = None) -> tuple[TensorInfo, ...]:

@@ -123,6 +123,8 @@ def test_nccl_integer_is_strtoll_base_0() -> None:
     ("NCCL_BUFFSIZE", True, "must be a string (environment values are text): write NCCL_BUFFSIZE = \"true\""),
     ("NCCL_CUDA_MEMCPY", "1", "NCCL 2.27.5 reads no variable NCCL_CUDA_MEMCPY (NCCL ignores unknown names without "
                               "a word); did you mean NCCL_SHM_USE_CUDA_MEMCPY?"),
+    ("NCCL_ASYNC_ERROR_HANDLING", "1", "NCCL does not read NCCL_ASYNC_ERROR_HANDLING; PyTorch reads it under "
+                                       "this deprecated name: write TORCH_NCCL_ASYNC_ERROR_HANDLING"),
     ("NCL_BUFFSIZE", "1", "no program reads NCL_BUFFSIZE; it looks like NCCL's NCCL_BUFFSIZE (NCCL ignores "
                           "unknown names)"),
 ])

@@ -35,7 +35,7 @@ import difflib
 import re
 from typing import Final
 
-__all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "nccl_integer",
+__all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer",
            "problems", "startup_reader"]
 
 NCCL_VERSION: Final = "2.27.5"
@@ -104,6 +104,11 @@ NCCL_REMOVED: Final[dict[str, str | None]] = {
     "NCCL_SINGLE_RING_THRESHOLD": None, "NCCL_CHECKS_DISABLE": None, "NCCL_LL128_THRESHOLD": "NCCL_PROTO",
 }
 NCCL_NAMES: Final[frozenset[str]] = NCCL_INT | frozenset(NCCL_STR)
+# PyTorch's ProcessGroupNCCL still reads these under their old names (with a deprecation warning);
+# NCCL itself does not (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: TORCH_NCCL_* first).
+TORCH_OLD_NAMES: Final[dict[str, str]] = {f"NCCL_{n}": f"TORCH_NCCL_{n}" for n in (
+    "ASYNC_ERROR_HANDLING", "BLOCKING_WAIT", "DESYNC_DEBUG", "ENABLE_TIMING", "ENABLE_MONITORING",
+    "HEARTBEAT_TIMEOUT_SEC", "DUMP_ON_TIMEOUT", "TRACE_BUFFER_SIZE", "AVOID_RECORD_STREAMS")}
 
 CUDA_NAMES: Final[frozenset[str]] = frozenset("CUDA_" + n for n in """
 VISIBLE_DEVICES DEVICE_ORDER MANAGED_FORCE_DEVICE_ALLOC CACHE_DISABLE CACHE_PATH CACHE_MAXSIZE
@@ -202,6 +207,9 @@ def _did_you_mean(name: str, known: frozenset[str]) -> str:
 
 def _name_problem(name: str) -> str | None:
     if name.startswith("NCCL_"):
+        if name in TORCH_OLD_NAMES:
+            return (f"NCCL does not read {name}; PyTorch reads it under this deprecated name: write "
+                    f"{TORCH_OLD_NAMES[name]}")
         if name in NCCL_REMOVED:
             new = NCCL_REMOVED[name]
             return (f"NCCL {NCCL_VERSION} no longer reads {name}" + (f"; use {new}" if new else "; remove it"))

@@ -46,11 +46,11 @@ def test_matrix_on_real_sglang_and_flashinfer_releases(project: Path, capsys: py
     code, out, _ = run(capsys, *args, "--format", "markdown")
     assert code == 0
     assert out == textwrap.dedent("""\
-        | sglang | kimik25-eagle3-delegation | sm120-flashinfer-allreduce-fusion | sm120-torch-symm-mem |
-        |---|---|---|---|
-        | 0.5.9 | applied | applied | applied |
-        | 0.5.10 | upstream-fixed | applied | applied |
-        | 0.5.23 | upstream-fixed | out-of-range | applied |
+        | sglang | kimik25-eagle3-delegation | sm120-flashinfer-allreduce-fusion | sm120-flashinfer-allreduce-fusion-layer-boundary | sm120-torch-symm-mem |
+        |---|---|---|---|---|
+        | 0.5.9 | applied | applied | out-of-range | applied |
+        | 0.5.10 | upstream-fixed | applied | out-of-range | applied |
+        | 0.5.23 | upstream-fixed | out-of-range | applied | applied |
 
         | flashinfer-python | flashinfer-sm120-trtllm-comm |
         |---|---|

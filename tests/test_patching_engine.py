@@ -492,3 +492,66 @@ def test_revert_names_a_missing_saved_original_and_writes_nothing(tmp_path: Path
         f"cannot revert a: the saved original of demo/t.py is missing ({saved}); nothing was changed\n"
         "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)")
     assert (sp / "demo" / "t.py").read_bytes() == patched and read_manifest(sp) is not None
+
+
+LAYER_BOUNDARY = "sm120-flashinfer-allreduce-fusion-layer-boundary"
+ADD_NORM = "sglang/srt/layers/layer_boundary/residual/add_norm.py"
+COMM_FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("version", "guard"), [("0.5.21", "apply_flashinfer_allreduce_fusion"),
+                                                ("0.5.22", "flashinfer_ar_fusion_applies"),
+                                                ("0.5.23", "flashinfer_ar_fusion_applies")])
+def test_fusion_guard_where_it_moved_from_0521(tmp_path: Path, version: str, guard: str) -> None:
+    """Issue 16.2: on every release from 0.5.21 to the newest the guard is in add_norm.py (renamed
+    in 0.5.22) and _resolve_backend refuses all but SM90/SM100; both gain SM120."""
+    sp = slim_tree(tmp_path / "sp", ("sglang", version), ("flashinfer-python", "0.6.17"))
+    pristine = {p: sha(sp / p) for p in (ADD_NORM, COMM_FUSION)}
+    sets = load_patchsets(PATCHSETS, [LAYER_BOUNDARY])
+    report = apply(sp, sets)
+    assert [(r.file, r.state, r.message) for r in report.results] == [
+        (ADD_NORM, "applied", f"added `_is_sm120_supported` to the guard in {guard}(); defined _is_sm120_supported"),
+        (COMM_FUSION, "applied", "added `get_platform().is_sm120` to the guard in _resolve_backend()")]
+    assert report.activations == ((LAYER_BOUNDARY, "--flashinfer-allreduce-fusion-backend=auto"),)
+    norm = ast.parse((sp / ADD_NORM).read_text())
+    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in ast.unparse(_function(norm, guard))
+    assert "_is_sm120_supported = _is_cuda and get_platform().is_sm120" in (sp / ADD_NORM).read_text().splitlines()
+    fusion = ast.unparse(_function(ast.parse((sp / COMM_FUSION).read_text()), "_resolve_backend"))
+    assert "not (get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)" in fusion
+    assert [r.state for r in apply(sp, sets).results] == ["already-applied", "already-applied"]
+    revert(sp)
+    assert {p: sha(sp / p) for p in pristine} == pristine
+    # the old patchset is out of range here, the new one out of range before 0.5.21
+    assert [r.state for r in plan(sp, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"])).results] == \
+        ["out-of-range"]
+
+
+@pytest.mark.slow
+def test_fusion_guard_upstream_fixed_and_drifted(tmp_path: Path) -> None:
+    """upstream-fixed: sglang 0.5.23 with SM120 in both guards, as an upstream fix would write it
+    (no release has it yet); drifted: the patchset widened to 0.5.20, which has no add_norm.py."""
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.23"), ("flashinfer-python", "0.6.17"))
+    for rel, old, new in ((ADD_NORM, "(_is_sm90_supported or _is_sm100_supported)",
+                           "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)"),
+                          (ADD_NORM, "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n",
+                           "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n"
+                           "_is_sm120_supported = _is_cuda and get_platform().is_sm120\n"),
+                          (COMM_FUSION, "get_platform().is_sm90 or get_platform().is_sm100)",
+                           "get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)")):
+        text = (sp / rel).read_text()
+        assert text.count(old) == 1
+        (sp / rel).write_text(text.replace(old, new))
+    (ps,) = load_patchsets(PATCHSETS, [LAYER_BOUNDARY])
+    assert [(r.state, r.message) for r in apply(sp, [ps]).results] == [
+        ("upstream-fixed", "`_is_sm120_supported` already in the guard"),
+        ("upstream-fixed", "`get_platform().is_sm120` already in the guard")]
+    old = slim_tree(tmp_path / "old", ("sglang", "0.5.20"), ("flashinfer-python", "0.6.17"))
+    widened = replace(ps, specifier=SpecifierSet(">=0.5.20"), _versions=">=0.5.20")
+    report = plan(old, [widened])
+    results = report.results
+    assert [r.state for r in results] == ["drifted", "applied"] and not report.ok and report.changes == ()
+    assert results[1].message.endswith("; not written: another operation of this patchset drifted")
+    assert results[0].message.startswith(
+        f"{LAYER_BOUNDARY}: {ADD_NORM}: file is missing; anchor `_is_sm90_supported or _is_sm100_supported` in "
+        "flashinfer_ar_fusion_applies() | apply_flashinfer_allreduce_fusion(); installed sglang 0.5.20")

@@ -38,7 +38,8 @@ def write(d: Path, name: str, text: str) -> Path:
 def test_field_patchsets_load_in_dependency_order() -> None:
     patchsets = load_patchsets(PATCHSETS)
     assert [p.id for p in patchsets] == ["flashinfer-sm120-trtllm-comm", "kimik25-eagle3-delegation",
-                                         "sm120-flashinfer-allreduce-fusion", "sm120-torch-symm-mem"]
+                                         "sm120-flashinfer-allreduce-fusion",
+                                         "sm120-flashinfer-allreduce-fusion-layer-boundary", "sm120-torch-symm-mem"]
     fusion = patchsets[2]
     assert fusion.digest == "sha256:" + hashlib.sha256(fusion.path.read_bytes()).hexdigest()
     assert fusion.activation == "--enable-flashinfer-allreduce-fusion"

@@ -155,43 +155,55 @@ class AddGuardOperand(Operation):
     or operand``); when ``define`` is given and its name is not yet assigned at module level, add
     that statement after the assignment of ``define_after``; add ``import`` when missing.
 
+    ``function`` may list alternatives (a function renamed upstream, e.g. sglang 0.5.21's
+    ``apply_flashinfer_allreduce_fusion`` is ``flashinfer_ar_fusion_applies`` from 0.5.22): exactly
+    one of them must be found, once.
+
     Holds when some chain in the function already has every anchor operand and ``operand``.
-    Drifts when the function is not found exactly once, the chain ``anchor`` (exact operands, in
+    Drifts when the function (one of the alternatives) is not found exactly once, the chain ``anchor`` (exact operands, in
     order) is not found exactly once, or ``define_after`` is not assigned exactly once.
     """
 
     kind: ClassVar[str] = "add-guard-operand"
     keys: ClassVar[Mapping[str, Any]] = {
-        "function": Str(), "anchor": Str(_expr_check), "operand": Str(_expr_check),
+        "function": OneOf(((str, lambda v, p: []), (list, ListOf(Str()))),
+                          "a function name or a list of alternative names"), "anchor": Str(_expr_check), "operand": Str(_expr_check),
         "define": Str(_stmt_check), "define-after": Str(), "import": Str(_stmt_check)}
     required: ClassVar[frozenset[str]] = frozenset({"function", "anchor", "operand"})
 
     file: str
-    function: str
+    function: str | list[str]
     anchor: str
     operand: str
     define: str | None = None
     define_after: str | None = None
     import_: str | None = None
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """``function`` as a tuple of alternatives."""
+        return (self.function,) if isinstance(self.function, str) else tuple(self.function)
+
     def describe(self) -> str:
-        return f"{self.kind} {self.function}: `{self.anchor}` + `{self.operand}`"
+        return f"{self.kind} {' | '.join(self.names)}: `{self.anchor}` + `{self.operand}`"
 
     def anchor_text(self) -> str:
-        return f"`{self.anchor}` in {self.function}()"
+        return f"`{self.anchor}` in {' | '.join(n + '()' for n in self.names)}"
 
     def wanted(self, tree: ast.Module) -> set[int] | None:
         defined = ast.parse(self.define).body[0].targets[0].id if self.define else ""  # type: ignore[attr-defined]
         names = tuple(n for n in (self.define_after, defined) if n)
-        return syntax.top_level(tree, functions=(self.function,), names=names, imports=bool(self.import_))
+        return syntax.top_level(tree, functions=self.names, names=names, imports=bool(self.import_))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
         import libcst as cst
 
-        funcs = syntax.functions(module, self.function)
+        funcs = [(name, f) for name in self.names for f in syntax.functions(module, name)]
         if len(funcs) != 1:
-            return Outcome("drifted", f"function {self.function} found {len(funcs)} times, expected 1")
-        top, func = funcs[0]
+            what = (f"function {self.names[0]}" if len(self.names) == 1 else
+                    f"functions {' | '.join(self.names)} (alternatives)")
+            return Outcome("drifted", f"{what} found {len(funcs)} times, expected 1")
+        where, (top, func) = funcs[0]
         anchor = cst.parse_expression(self.anchor)
         if not isinstance(anchor, cst.BooleanOperation):
             return Outcome("drifted", f"anchor `{self.anchor}` is not an `and`/`or` chain")
@@ -204,13 +216,13 @@ class AddGuardOperand(Operation):
             return Outcome("holds", f"`{self.operand}` already in the guard")
         found = [c for c, codes in chains if codes == want]
         if len(found) != 1:
-            return Outcome("drifted", f"anchor matched {len(found)} times in {self.function}(), expected 1")
+            return Outcome("drifted", f"anchor matched {len(found)} times in {where}(), expected 1")
         chain = found[0]
         new = cst.BooleanOperation(left=chain.with_changes(lpar=[], rpar=[]), operator=op_type(),
                                    right=cst.parse_expression(self.operand),
                                    lpar=chain.lpar, rpar=chain.rpar)
         out = syntax.replace(module, top, chain, new)
-        details = [f"added `{self.operand}` to the guard in {self.function}()"]
+        details = [f"added `{self.operand}` to the guard in {where}()"]
         return self._define_and_import(out, details)
 
     def _define_and_import(self, module: cst.Module, details: list[str]) -> Outcome:

@@ -69,3 +69,33 @@ def test_offline_without_a_recorded_copy_says_offline_not_network(hub: Hub, tmp_
     assert remote.returncode == 2
     assert remote.stderr.startswith(f"error: huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): model_info "
                                     f"test-org/drafter-a@{hub.a} needs the hub\n")
+
+
+def test_verify_drafter_level_offline_checks_the_recorded_copy(hub: Hub, tmp_path: Path) -> None:  # noqa: F811
+    import json
+
+    import pytest
+    import uv
+    from conftest import cached_wheel
+    from verify_envs import make_env
+
+    py312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+    if not Path(py312).exists():
+        pytest.skip("needs the pyenv Python 3.12.1")
+    root = tmp_path / "proj"
+    make_env(root, [cached_wheel("flashinfer-python", "0.6.4")], uv=uv.find_uv_bin(), python=py312,
+             patchsets=(), profile=None)
+    recipe = root / "recipes" / "quickstart.toml"
+    recipe.write_text(recipe.read_text() + f'\n[verify.drafter]\nrepo = "test-org/drafter-a"\nrevision = "{hub.a}"\n')
+    fetch_drafter("test-org/drafter-a", hub.a, None, root=root / "drafters", endpoint=hub.url)  # default dest
+    hub.server.reset_counters()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": hub.url}
+    proc = subprocess.run([sys.executable, "-m", "envforge", "verify", "--level", "drafter", "--json"], cwd=root,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert hub.server.requests == []
+    data = json.loads(proc.stdout)["data"]
+    assert data["findings"] == []
+    assert data["checks"] == [{"name": "drafter", "level": "drafter", "status": "ok",
+                               "detail": f"test-org/drafter-a@{hub.a} (offline, HF_HUB_OFFLINE: the copy recorded "
+                                         f"under {root / 'drafters'}, re-hashed)"}]

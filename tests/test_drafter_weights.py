@@ -228,3 +228,16 @@ def test_fuzz_drafter_checks_on_any_config_shape(config: dict[str, object], targ
     d = Drafter("d", None, None, config, tensors, ("m.safetensors",))
     for issue in eagle3_issues(d) + target_issues(d, target, "t"):
         assert issue.kind and issue.subject.startswith("d: ")
+
+
+def test_a_fifo_named_config_json_is_refused_without_blocking(drafter: Path) -> None:
+    config = drafter / "config.json"
+    config.unlink()
+    os.mkfifo(config)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "envforge", "drafter", "inspect", str(drafter)],
+                              capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("inspect blocked on the FIFO")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2, "", f"error: {config}: not a regular file\n  hint: point at the real config.json\n")

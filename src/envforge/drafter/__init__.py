@@ -49,7 +49,7 @@ from envforge.drafter.hub import (
     resolve_revision,
 )
 from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
-from envforge.drafter.sources import byte_reader, open_drafter, read_config
+from envforge.drafter.sources import byte_reader, open_drafter, open_local, read_config
 from envforge.errors import EnvforgeError
 
 __all__ = [
@@ -141,12 +141,24 @@ def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
 
 
 def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
-                   endpoint: str | None = None) -> tuple[DrafterIssue, ...]:
-    """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc)."""
-    spec = f"{settings['repo']}@{settings['revision']}"
+                   endpoint: str | None = None, local_root: Path | None = None) -> tuple[DrafterIssue, ...]:
+    """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc).
+
+    In huggingface_hub's offline mode (``HF_HUB_OFFLINE=1``, B32) the drafter is checked from the
+    copy ``envforge drafter fetch`` recorded under ``local_root`` (``<owner>--<name>/<sha>``, the
+    fetch's default destination) after re-hashing it against its record; without one, the
+    ``drafter-error`` says offline mode.
+    """
+    repo, revision = str(settings["repo"]), str(settings["revision"])
+    spec = f"{repo}@{revision}"
     try:
-        d = open_drafter(spec, allow_pickle=bool(settings.get("allow-pickle", False)),
-                         endpoint=endpoint, cache_dir=cache_dir)
+        if offline_mode() and local_root is not None:
+            dest = local_root / repo.replace("/", "--") / revision
+            recheck_offline(repo, revision, dest)
+            d = open_local(dest)
+        else:
+            d = open_drafter(spec, allow_pickle=bool(settings.get("allow-pickle", False)),
+                             endpoint=endpoint, cache_dir=cache_dir)
     except EnvforgeError as exc:
         return (_error_issue(spec, exc),)
     issues = list(eagle3_issues(d))

@@ -29,6 +29,7 @@ id is only captured when ``0 <= k <= num_hidden_layers - 2``.
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +113,8 @@ def load_json(path: Path) -> dict[str, Any]:
 
     if not path.exists():
         raise InputError(f"{path}: no such file")
+    if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read below for ever
+        raise InputError(f"{path}: not a regular file", hint="point at the real config.json")
     data = parse_json(read_bytes(path, what="JSON file", limit=SMALL_LIMIT * 16), label=str(path))
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object, found {type(data).__name__}")

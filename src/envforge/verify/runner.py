@@ -118,7 +118,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         gpu_data = g.machine
         target = dict(g.target)
     if "drafter" in levels:
-        found_d, check_d = _drafter(recipe, options)
+        found_d, check_d = _drafter(recipe, options, project.root / "drafters" if project else None)
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
@@ -192,18 +192,24 @@ def _recipe_levels(recipe: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(lv for lv in wanted if lv in LEVELS) or ("static",)
 
 
-def _drafter(recipe: Mapping[str, Any], options: VerifyOptions) -> tuple[list[Finding], Check]:
-    """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`."""
+def _drafter(recipe: Mapping[str, Any], options: VerifyOptions,
+             local_root: Path | None) -> tuple[list[Finding], Check]:
+    """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`
+    (offline: the copy fetched under ``local_root``, ``drafters/`` of the project)."""
     settings = recipe.get("verify", {}).get("drafter")
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
     from envforge.drafter import drafter_checks
+    from envforge.drafter.hub import offline_mode
 
-    issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint)
+    issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint,
+                            local_root=local_root)
     found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,
                      i.actual, i.fix, level="drafter") for i in issues]
+    offline = f" (offline, HF_HUB_OFFLINE: the copy recorded under {local_root}, re-hashed)" \
+        if offline_mode() and local_root is not None else ""
     return found, Check("drafter", "drafter", "findings" if found else "ok",
-                        f"{settings['repo']}@{settings['revision']}")
+                        f"{settings['repo']}@{settings['revision']}{offline}")
 
 
 def nvidia_proc_facts(proc: Path) -> dict[str, Any]:

@@ -156,3 +156,12 @@ def test_a_level_asked_for_with_nothing_to_check_is_a_finding(tmp_path: Path) ->
         "fix": "give the drafter level something to check (for drafter: a [verify.drafter] table with repo and "
                "revision in the recipe), or do not ask for it"}]
     assert as_text(report)[-1].startswith("verify drafter: 1 finding(s) (0 checks ran, 1 skipped)")
+
+
+def test_two_entries_accepting_one_finding_are_refused(tmp_path: Path) -> None:
+    entry = 'kind = "file-conflict"\nsubject = "x"\nreason = "r"\nexpires = 2027-01-01\n'
+    path = _recipe(tmp_path, entry + "\n[[verify.accept]]\n" + entry)
+    with pytest.raises(RecipeError) as exc:
+        load_recipe(path)
+    assert exc.value.message.splitlines()[1].strip() == (
+        f"{path}:8: verify.accept[1]: accepts file-conflict 'x' again (already verify.accept[0]); keep one entry")

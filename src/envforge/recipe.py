@@ -539,6 +539,13 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
                                    f"(both normalise to '{canon}'); keep one",
                                    line_of(text, f"{prefix}.{key}")))
             seen.setdefault(canon, key)
+    accepted: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
+        key = (entry["kind"], entry["subject"])
+        if key in accepted:
+            out.append(Problem(f"verify.accept[{i}]", f"accepts {key[0]} '{key[1]}' again (already "
+                               f"verify.accept[{accepted[key]}]); keep one entry", line_of(text, "verify.accept")))
+        accepted.setdefault(key, i)
     return out
 
 

@@ -160,6 +160,15 @@ def test_b18_exclude_newer_in_the_recipe_is_recorded_and_relocks_byte_identical(
     stale = envforge(proj, "lock", "r", "--check")
     assert (stale.returncode, stale.stdout) == (
         1, f"{lock}: stale\n  exclude-newer: locked '2024-01-01T00:00:00Z', recipe now '2025-01-01'\n")
+    # A re-lock records the new point in time (uv keeps the locked version unless asked to upgrade it:
+    # it is still allowed); lock diff shows the setting and the upgrade it then lets in.
+    old = tmp_path / "old" / "pylock.r-default.toml"
+    old.parent.mkdir()
+    old.write_bytes(first)
+    assert envforge(proj, "lock", "r", "--upgrade-package", "requests").returncode == 0
+    assert locked(proj) == {"requests": "2.32.3"}
+    diff = envforge(proj, "lock", "diff", str(old), str(lock))
+    assert "  inputs exclude-newer: 2024-01-01T00:00:00Z -> 2025-01-01" in diff.stdout.splitlines()
 
 
 @pytest.mark.parametrize("value, shown", [("1 week", "'1 week'"), ("2024-01-01T00:00:00", "'2024-01-01T00:00:00'"),

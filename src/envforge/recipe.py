@@ -541,11 +541,11 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
             seen.setdefault(canon, key)
     accepted: dict[tuple[str, str], int] = {}
     for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
-        key = (entry["kind"], entry["subject"])
-        if key in accepted:
-            out.append(Problem(f"verify.accept[{i}]", f"accepts {key[0]} '{key[1]}' again (already "
-                               f"verify.accept[{accepted[key]}]); keep one entry", line_of(text, "verify.accept")))
-        accepted.setdefault(key, i)
+        pair = (str(entry["kind"]), str(entry["subject"]))
+        if pair in accepted:
+            out.append(Problem(f"verify.accept[{i}]", f"accepts {pair[0]} '{pair[1]}' again (already "
+                               f"verify.accept[{accepted[pair]}]); keep one entry", line_of(text, "verify.accept")))
+        accepted.setdefault(pair, i)
     return out
 
 

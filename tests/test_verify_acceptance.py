@@ -24,7 +24,7 @@ from envforge.project import Project
 from envforge.recipe import RecipeError, load_recipe
 from envforge.verify import Finding, VerifyOptions, verify
 from envforge.verify.acceptance import Acceptance, apply_acceptances
-from envforge.verify.report import as_json, as_text
+from envforge.verify.report import as_json, as_junit, as_text
 
 PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,6 +139,13 @@ def test_the_real_build_backend_conflict_is_accepted_then_fails_when_expired(tmp
         True, [], ["upstream packaging bug, not ou"])
     assert as_text(report)[0].startswith("accepted file-conflict: build_backend.py (until 2027-05-31: upstream ")
     assert as_text(report)[-1].startswith("verify static: clean, 1 accepted (")
+    import xml.etree.ElementTree as ET
+
+    case = ET.fromstring(as_junit(report)).find("testcase[@name='accepted file-conflict: build_backend.py']")
+    assert case is not None and case.get("classname") == "verify.static"
+    skipped = case.find("skipped")
+    assert skipped is not None and skipped.get("message", "").startswith(
+        "accepted until 2027-05-31: upstream packaging bug, not ours")
     expired = run(dt.date(2027, 6, 1))
     assert [(f.kind, f.subject) for f in expired.findings] == [
         ("file-conflict", "build_backend.py"), ("acceptance-expired", "verify.accept[0]: file-conflict build_backend.py")]

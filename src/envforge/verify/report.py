@@ -85,7 +85,8 @@ def _allreduce_lines(ar: dict[str, Any]) -> list[str]:
 
 
 def as_junit(report: VerifyReport) -> bytes:
-    """JUnit XML: a ``testsuite`` named ``envforge verify``, a ``testcase`` per check."""
+    """JUnit XML: a ``testsuite`` named ``envforge verify``, a ``testcase`` per check, and a skipped
+    ``testcase`` per accepted finding (its message: the expiry and the reason)."""
     suite = ET.Element("testsuite", name="envforge verify", tests=str(len(report.checks)),
                        failures=str(sum(1 for c in report.checks if c.status == "findings")),
                        skipped=str(sum(1 for c in report.checks if c.status == "skipped")),
@@ -100,6 +101,12 @@ def as_junit(report: VerifyReport) -> bytes:
             fail.text = f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}"
         if c.status == "findings" and not found:
             ET.SubElement(case, "failure", message=c.detail or "findings", type="finding")
+    for a in report.accepted:  # reported, not failing: a skipped case CI systems list with its reason
+        f = a.finding
+        case = ET.SubElement(suite, "testcase", classname=f"verify.{f.level}", name=f"accepted {f.kind}: {f.subject}")
+        ET.SubElement(case, "skipped", message=f"accepted until {a.expires}: {a.reason}")
+    suite.set("tests", str(len(report.checks) + len(report.accepted)))
+    suite.set("skipped", str(sum(1 for c in report.checks if c.status == "skipped") + len(report.accepted)))
     ET.indent(suite)
     data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return data

@@ -195,15 +195,20 @@ def test_index_names_shorten_a_move() -> None:
     assert diff_data(d)["index_moves"][0]["old_name"] == "rhai-3.5"
 
 
-def test_only_moves_is_a_change_and_exit_code_trips(tmp_path: Path) -> None:
+def test_only_moves_is_a_change() -> None:
     old = (DATA / "index-move-old.toml").read_text()
     new = old.replace("/rhai/3.5/", "/rhai/3.6/")
     d = diff_locks(load("a.toml", old), load("b.toml", new))
-    assert d.packages == () and d.has_changes()
+    assert d.packages == () and d.fields == () and d.has_changes() and d.has_changes(show_all=True)
     assert render_terminal(d).split("\n")[1:] == [
         "5 -> 5 packages: 1 index move (5 packages)",
         "5 packages moved index https://packages.example.com/rhai/{3.5 -> 3.6}/cuda13.0/simple (certifi, idna, numpy, pyyaml,",
         "      six)"]
+
+
+def test_only_moves_trips_exit_code(tmp_path: Path) -> None:
+    old = (DATA / "index-move-old.toml").read_text()
+    new = old.replace("/rhai/3.5/", "/rhai/3.6/")
     (tmp_path / "a.toml").write_text(old)
     (tmp_path / "b.toml").write_text(new)
     res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", "a.toml", "b.toml",
@@ -479,3 +484,84 @@ def test_variant_matrix_same_coverage_other_files_shows_digests(tmp_path: Path) 
         (tmp_path / f"pylock.demo-{variant}.toml").write_text(text)
     rows = render_matrix_terminal(diff_variants("demo", lockfiles_dir=tmp_path)).split("\n")
     assert "  numpy                2.2.6 files:ca07d6                        2.2.6 files:23adec" in rows
+
+
+# --- pairing costs and helpers, pinned (their documented values) -------------------------------
+
+def test_pair_cost_weights() -> None:
+    from envforge.lockdiff.classify import _pair_cost
+
+    base = entry("1.0+cu128", "sys_platform == 'linux'", "https://x/a")
+    assert _pair_cost(base, base) == 0
+    assert _pair_cost(base, entry("1.0+cu128", "sys_platform == 'win32'", "https://x/a")) == 16
+    assert _pair_cost(base, entry("2.0+cu128", "sys_platform == 'linux'", "https://x/a")) == 8 + 1
+    assert _pair_cost(base, entry("1.0+cu130", "sys_platform == 'linux'", "https://x/a")) == 2 + 1
+    assert _pair_cost(base, entry("1.0+cu128", "sys_platform == 'linux'", "https://x/b")) == 4
+    other_files = LockedPackage("demo", "1.0+cu128", "sys_platform == 'linux'", "https://x/a", ())
+    assert _pair_cost(base, other_files) == 1
+    assert _pair_cost(entry("1.0+a+b"), entry("1.0+a+c")) == 2 + 1  # public part: before the first +
+    assert _pair_cost(entry("1.0"), LockedPackage("demo", None, None, "https://pypi.org/simple", ())) == 8 + 1
+
+
+def test_permutation_count_and_greedy() -> None:
+    from envforge.lockdiff.classify import _greedy, _permutations
+
+    assert [_permutations(7, 7), _permutations(9, 2), _permutations(5, 0), _permutations(8, 8)] == [
+        5040, 72, 1, 40320]
+    assert _greedy([[5, 1, 9], [2, 0, 7]]) == (0, 1)
+    assert _greedy([[3, 3], [3, 3]]) == (0, 1)
+
+
+def test_pairing_keeps_markers_over_a_local_label() -> None:
+    olds = [entry("1.0", "a == '1'"), entry("1.0", "a == '2'")]
+    news = [entry("1.0", "a == '2'"), entry("1.0+x", "a == '1'")]
+    pairs, _, _ = pair_entries(olds, news)
+    assert [(x.marker, y.marker) for x, y in pairs] == [("a == '1'", "a == '1'"), ("a == '2'", "a == '2'")]
+
+
+def test_lockfile_added_or_removed_is_a_change() -> None:
+    lock = load("b16-idna-old.toml")
+    added, removed = diff_locks(None, lock), diff_locks(lock, None)
+    assert (added.status, added.old_label, added.new_label, added.old_count, added.new_count) == (
+        "added", "(none)", "b16-idna-old.toml", 0, 2)
+    assert (removed.status, removed.old_label, removed.new_label, removed.old_count,
+            removed.new_count) == ("removed", "b16-idna-old.toml", "(none)", 2, 0)
+    assert added.has_changes() and removed.has_changes() and added.packages == ()
+
+
+def test_hidden_settings_count_only_with_all() -> None:
+    text = (DATA / "b16b-foo-old.toml").read_text()
+    d = diff_locks(load("a.toml", "# one\n" + text), load("b.toml", "# two\n" + text))
+    assert (d.has_changes(), d.has_changes(show_all=True), d.hidden_count()) == (False, True, 1)
+
+
+def test_metadata_what_changed() -> None:
+    from envforge.lockdiff.classify import _meta_what
+
+    a = Artifact("x.whl", None, (), 10, "2025-01-01")
+    assert _meta_what(a, Artifact("x.whl", None, (), 11, "2025-01-01")) == "size of identical files"
+    assert _meta_what(a, Artifact("x.whl", None, (), 11, "2025-01-02")) == (
+        "upload-time and size of identical files")
+
+
+def test_replaced_keeps_source_marker_and_coverage() -> None:
+    old = LockedPackage("nvidia-nccl-cu12", "2.27.5", "sys_platform == 'linux'", "https://pypi.org/simple",
+                        (Artifact("nvidia_nccl_cu12-2.27.5-py3-none-manylinux_2_18_aarch64.whl", None,
+                                  (("sha256", "a"),), None, None),
+                         Artifact("nvidia_nccl_cu12-2.27.5-py3-none-manylinux_2_18_x86_64.whl", None,
+                                  (("sha256", "b"),), None, None)))
+    new = LockedPackage("nvidia-nccl-cu13", "2.28.3", None, "https://mirror.example/simple",
+                        (Artifact("nvidia_nccl_cu13-2.28.3-py3-none-manylinux_2_18_x86_64.whl", None,
+                                  (("sha256", "c"),), None, None),))
+    a = Lock("a", "pylock", {}, (), {"nvidia-nccl-cu12": old}, {})
+    b = Lock("b", "pylock", {}, (), {"nvidia-nccl-cu13": new}, {})
+    (change,) = diff_locks(a, b).packages
+    assert (change.kind, change.old_source, change.new_source, change.old_marker, change.new_marker,
+            change.marker_changed, change.coverage, change.detail) == (
+        "replaced", "https://pypi.org/simple", "https://mirror.example/simple", "sys_platform == 'linux'",
+        None, True, ("-linux aarch64",), "-cu12 -> -cu13")
+    same = diff_locks(a, Lock("b", "pylock", {}, (), {"nvidia-nccl-cu13": LockedPackage(
+        "nvidia-nccl-cu13", "2.28.3", "sys_platform == 'linux'", "https://pypi.org/simple", old.artifacts)}, {}))
+    (change,) = same.packages
+    assert (change.old_source, change.new_source, change.marker_changed, change.coverage) == (
+        None, None, False, ())

@@ -109,14 +109,22 @@ def test_every_entry_is_kept_and_keyed_uniquely() -> None:
     assert list(lock.packages) == ["torch 2.9.1 ; sys_platform == 'darwin'",
                                    "torch 2.9.1+cpu ; sys_platform == 'win32'",
                                    "torch 2.9.1+cu128 ; sys_platform == 'linux'"]
-    # the same version from two indexes, and a literal duplicate: still every entry
-    text = (DATA / "b16-idna-new.toml").read_text()
-    twice = text + text.split("requires-python = \">=3.11\"\n", 1)[1].replace(
-        "https://files.pythonhosted.org/packages/76", "https://mirror.example/idna")
-    four = twice + 2 * text.split("requires-python = \">=3.11\"\n", 1)[1]
-    assert list(load("x.toml", four).packages) == [
-        "idna 3.10", "idna 3.10 @ https://mirror.example/idna", "idna 3.10 @ https://pypi.org/simple",
-        "idna 3.10 @ https://pypi.org/simple #2"]
+    # the same version from two indexes (one per platform): both kept, keyed by their markers
+    text = (DATA / "b16-idna-old.toml").read_text().replace('version = "3.7"', 'version = "3.10"').replace(
+        "packages/e5/idna-3.7", "mirror/idna-3.10")
+    assert list(load("x.toml", text).packages) == ["idna 3.10 ; sys_platform == 'linux'",
+                                                   "idna 3.10 ; sys_platform == 'win32'"]
+
+
+def test_keys_stay_unique_for_entries_the_reader_would_refuse() -> None:
+    from envforge.lockdiff.model import _keyed
+
+    a = entry("3.10", source="https://pypi.org/simple", name="idna")
+    b = entry("3.10", source="https://mirror.example/simple", name="idna")
+    assert list(_keyed([a, b, a, entry("1.0")])) == [
+        "demo", "idna 3.10", "idna 3.10 @ https://mirror.example/simple", "idna 3.10 @ https://pypi.org/simple"]
+    assert list(_keyed([a, a, a])) == ["idna 3.10", "idna 3.10 @ https://pypi.org/simple",
+                                       "idna 3.10 @ https://pypi.org/simple #2"]
 
 
 def entry(version: str, marker: str | None = None, source: str = "https://pypi.org/simple",
@@ -435,9 +443,10 @@ def test_recipe_names_the_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "message"), [
     ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n'
      'wheels = [{url = 5, hashes = {sha256 = "0"}}]\n',
-     "x.toml is not a valid PEP 751 lock: "),
-    ('lock-version = "1.0"\ncreated-by = "x"\n[tool]\nenvforge = 3\n[[packages]]\nname = "a"\n',
-     "x.toml is not a valid envforge lock: `tool.envforge` should be a table"),
+     "x.toml is not a valid PEP 751 lock at `packages[0].wheels[0].url`: Unexpected type int (expected str)"),
+    ('lock-version = "1.0"\ncreated-by = "x"\n[tool]\nenvforge = 3\n[[packages]]\nname = "a"\n'
+     'wheels = [{url = "https://x/a-1-py3-none-any.whl", hashes = {sha256 = "0"}}]\n',
+     "x.toml is not a valid envforge lock at `tool.envforge`: should be a table"),
 ])
 def test_malformed_values_are_input_errors(text: str, message: str) -> None:
     from envforge.errors import InputError

@@ -259,6 +259,38 @@ def test_a_token_in_an_index_url_query_is_refused_without_echoing_it(tmp_path: P
            "UV_INDEX_<NAME>_USERNAME / UV_INDEX_<NAME>_PASSWORD, a ~/.netrc entry or a keyring" in res.stderr
 
 
+def test_a_lock_written_before_the_refusal_never_prints_its_password(tmp_path: Path, releases: LocalIndex) -> None:
+    proj = requests_project(tmp_path, releases)
+    assert envforge(proj, "lock", "r").returncode == 0
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    clean = lock.read_text()
+    legacy = tmp_path / "legacy" / "pylock.r-default.toml"
+    legacy.parent.mkdir()
+    legacy.write_text(clean.replace("http://127.0.0.1", "http://alice:hunter2-PW@127.0.0.1"))
+    assert "hunter2-PW" in legacy.read_text()
+    outputs = [envforge(proj, "lock", "textconv", str(legacy)), envforge(proj, "lock", "diff", "--all", str(legacy), str(lock)),
+               envforge(proj, "lock", "diff", "--json", str(legacy), str(lock))]
+    lock.write_text(legacy.read_text())
+    outputs += [envforge(proj, "lock", "r", "--check"), envforge(proj, "lock", "r", "--check", "--json")]
+    for res in outputs:
+        assert res.returncode in (0, 1), res.stderr
+        assert "hunter2-PW" not in res.stdout + res.stderr
+    assert "http://<credentials>@127.0.0.1" in outputs[0].stdout
+
+
+def test_the_guard_compares_indexes_without_userinfo() -> None:
+    from envforge.recipe import Index
+    from envforge.routing import attribute, redact_userinfo, without_userinfo
+
+    idx = [Index("pypi", "https://pypi.org/simple"), Index("priv", "http://bob:pw@10.0.0.1:8080/simple")]
+    assert attribute("http://10.0.0.1:8080/files/x-1.0-py3-none-any.whl", idx) == "priv"
+    assert attribute("http://bob:pw@10.0.0.1:8080/packages/x.whl", idx) == "priv"
+    assert attribute("http://other:1/x.whl", idx) == "unknown (other:1)"
+    assert without_userinfo("http://bob:pw@h/simple") == "http://h/simple"
+    assert redact_userinfo("see http://bob:pw@h/simple and git+ssh://git@github.com/a") == (
+        "see http://<credentials>@h/simple and git+ssh://<credentials>@github.com/a")
+
+
 @pytest.mark.slow
 def test_private_indexes_with_uv_credentials_never_leak(tmp_path: Path, private) -> None:  # type: ignore[no-untyped-def]
     pub, priv = private

@@ -6,6 +6,7 @@ The library never prints; only the CLI writes, through :class:`Ui`.
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 from typing import Any, TextIO
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 from envforge import __version__
 from envforge.errors import EnvforgeError
 
-__all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind"]
+__all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
 
 JSON_ENVELOPE_VERSION = 1
 
@@ -50,8 +51,23 @@ def error_kind(exc: EnvforgeError) -> str:
     return {1: "check-failed", 2: "input-error", 3: "tool-failed"}.get(exc.exit_code, "input-error")
 
 
+# ``scheme://user:password@``: a password in a URL never reaches a terminal or a JSON document (issue 18).
+_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+:[^/@\s'\"]*@")
+
+
+def redact(text: str) -> str:
+    """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@``.
+
+    The last line of defence for locks written before envforge refused credentials in recipe URLs
+    (``lock diff``, ``lock textconv``, ``--check`` of such a lock); a user name alone
+    (``git+ssh://git@host``) is left as it is.
+    """
+    return _PASSWORD_IN_URL.sub(r"\1<credentials>@", text)
+
+
 class Ui:
-    """Where CLI output goes: ``out`` for results, ``err`` for human messages and progress."""
+    """Where CLI output goes: ``out`` for results, ``err`` for human messages and progress.
+    Every line passes through :func:`redact`."""
 
     def __init__(self, *, json_mode: bool = False, out: TextIO | None = None,
                  err: TextIO | None = None) -> None:
@@ -65,29 +81,29 @@ class Ui:
 
     def result(self, text: str) -> None:
         """Write a result line (stdout)."""
-        print(text, file=self.out)
+        print(redact(text), file=self.out)
 
     def emit_json(self, kind: str, data: Any, *, version: int = JSON_ENVELOPE_VERSION) -> None:
         """Write ``data`` wrapped in :func:`envelope` (shape ``version``) to stdout, keys in a
         fixed order."""
-        print(json.dumps(envelope(kind, data, version), indent=2, sort_keys=False), file=self.out)
+        print(redact(json.dumps(envelope(kind, data, version), indent=2, sort_keys=False)), file=self.out)
 
     def info(self, text: str) -> None:
         """A human message (stderr)."""
-        print(text, file=self.err)
+        print(redact(text), file=self.err)
 
     def progress(self, text: str) -> None:
         """A progress line for long work (stderr); silent in JSON mode only if stderr is not a tty."""
-        print(self._paint("2", text), file=self.err, flush=True)
+        print(self._paint("2", redact(text)), file=self.err, flush=True)
 
     def warn(self, text: str) -> None:
         """A warning (stderr)."""
-        print(self._paint("33", f"warning: {text}"), file=self.err)
+        print(self._paint("33", f"warning: {redact(text)}"), file=self.err)
 
     def error(self, exc: EnvforgeError) -> None:
         """Render an envforge error: red first line, then its details and hint (stderr); with
         ``--json`` also the ``envforge.error/1`` envelope on stdout."""
-        first, _, rest = str(exc).partition("\n")
+        first, _, rest = redact(str(exc)).partition("\n")
         print(self._paint("31", f"error: {first}"), file=self.err)
         if rest:
             print(rest, file=self.err)
@@ -97,7 +113,7 @@ class Ui:
 
     def fail(self, kind: str, message: str, hint: str | None, exit_code: int, *, log: str | None = None) -> None:
         """Render an error that is not an :class:`EnvforgeError` (see :data:`ERROR_KINDS`)."""
-        print(self._paint("31", f"error: {message}" + (f" (full log: {log})" if log else "")), file=self.err)
+        print(self._paint("31", redact(f"error: {message}" + (f" (full log: {log})" if log else ""))), file=self.err)
         if self.json_mode:
             self._error_json(kind, message, hint, exit_code, log)
 
@@ -114,4 +130,4 @@ class Ui:
 
     def error_text(self, text: str) -> None:
         """Render a plain error line."""
-        print(self._paint("31", f"error: {text}"), file=self.err)
+        print(self._paint("31", f"error: {redact(text)}"), file=self.err)

@@ -63,3 +63,10 @@ def site_packages_of(tmp_path: Path):  # type: ignore[no-untyped-def]
         return sp
 
     return make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_envforge_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Outside a project, envforge falls back to the user's default project (``ENVFORGE_HOME``):
+    point it at an empty directory so no test sees the developer's own."""
+    os.environ["ENVFORGE_HOME"] = str(tmp_path_factory.mktemp("envforge-home") / "default")

@@ -136,7 +136,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     doc["data"]["fingerprint"]["lock_digest"] = "sha256:00"
     (tmp_path / "b.json").write_text(json.dumps(doc))
     assert main(["bench", "compare", str(out), str(tmp_path / "b.json")]) == 2
-    assert "  lock_digest: None != sha256:00" in capsys.readouterr().err
+    assert "  lock_digest: unknown != sha256:00" in capsys.readouterr().err
 
 
 URL_RECIPE = '''

@@ -114,11 +114,19 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
         proc.wait()
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
-    # The next build cleans the leftover half-built generation away and succeeds.
+    # SIGKILL cannot clean up: the leftover is listed as incomplete, never as a generation, and
+    # `envforge gc` removes it.
+    listed = json.loads(envforge(proj, "envs", "--json").stdout)["data"]["environments"][0]
+    assert (listed["live"], [(g["name"], g["complete"], g["live"]) for g in listed["generations"]]) == \
+        ("g0001", [("g0001", True, True), ("g0002", False, False)])
+    assert envforge(proj, "rollback", "r-default", "--to", "g0002").returncode == 2
+    gc = json.loads(envforge(proj, "gc", "--json").stdout)["data"]
+    assert [(r["env"], r["generation"]) for r in gc["removed"]] == [("r-default", "g0002")] and not gen.exists()
+    # The next build succeeds.
     assert envforge(proj, "lock", "r").returncode == 0
     res = envforge(proj, "build", "r")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.endswith("-> g0003\n") and not gen.exists()
+    assert res.stdout.endswith("-> g0002\n")
 
 
 def test_b04_local_label_missing_from_metadata_is_reported_not_silent(tmp_path: Path, index: LocalIndex) -> None:
@@ -242,7 +250,12 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
         proc.send_signal(signal.SIGTERM)  # Slurm's scancel, timeout(1): not the whole group
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
-    assert "error: stopped by signal SIGTERM" in err
+    log = gen.with_name("g0002.log")
+    assert err.splitlines()[-1] == (
+        f"error: stopped by signal SIGTERM during build step 'sync' of r-default (g0002); the live environment "
+        f"was not changed, the half-built generation was removed; full log: {log}")
+    assert not gen.exists() and "Traceback" not in err
+    assert log.read_text().splitlines()[-1].startswith("stopped during build step 'sync' of r-default (g0002)")
     assert _processes_mentioning(str(gen)) == []  # uv, in its own session, was stopped too
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"

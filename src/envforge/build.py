@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import unquote
 
 from envforge.environment import STATE_DIR, site_packages
@@ -40,13 +40,13 @@ __all__ = [
     "RollbackResult",
     "StepResult",
     "current_generation",
+    "exclusive_generations",
     "execute_build",
     "generations",
     "plan_build",
     "rollback",
 ]
 
-KEEP_GENERATIONS = 3
 _GEN = re.compile(r"^g(\d{4,})$")
 Progress = Callable[[str], None]
 
@@ -54,10 +54,12 @@ Progress = Callable[[str], None]
 class BuildError(EnvforgeError):
     """A build step failed; the live environment is unchanged. Exit code is the cause's."""
 
-    def __init__(self, step: str, cause: EnvforgeError, generation: Path) -> None:
+    def __init__(self, step: str, cause: EnvforgeError, generation: Path, log: Path | None = None) -> None:
         super().__init__(f"build failed at step '{step}': {cause.message}\n"
                          f"  the live environment was not changed; the failed generation was removed "
-                         f"({generation.name})", hint=cause.hint)
+                         f"({generation.name})" + (f"\n  full log: {log}" if log is not None else ""),
+                         hint=cause.hint)
+        self.log = log
         self.exit_code = cause.exit_code
         self.step = step
         self.cause = cause
@@ -189,7 +191,11 @@ def _check_machine(lock: Path, python: Interpreter) -> None:
 
 
 @contextmanager
-def _exclusive(root: Path) -> Iterator[None]:
+def exclusive_generations(root: Path) -> Iterator[None]:
+    """Hold the build lock of one environment's generations directory (``root/.lock``, flock).
+
+    :raises InputError: another build (or ``gc``, ``rollback``) of it holds the lock.
+    """
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as fh:
         try:
@@ -358,26 +364,6 @@ def _flip(link: Path, target: Path) -> None:
     os.replace(tmp, link)  # atomic on POSIX: the link is either the old or the new generation
 
 
-def _prune(root: Path, live: Path) -> None:
-    """Keep the newest :data:`KEEP_GENERATIONS`; older ones are renamed into ``.trash/`` at once
-    and deleted by a detached ``rm -rf`` (a 169-package generation takes seconds to delete)."""
-    import subprocess
-
-    done = sorted((d for d in root.iterdir() if _GEN.match(d.name) and _generation_file(d)),
-                  key=lambda d: int(d.name[1:]))
-    trash = root / ".trash"
-    for old in done[:-KEEP_GENERATIONS]:
-        if old != live:
-            trash.mkdir(exist_ok=True)
-            os.replace(old, trash / old.name)
-    if trash.is_dir():
-        try:
-            subprocess.Popen(["rm", "-rf", str(trash)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
-            shutil.rmtree(trash, ignore_errors=True)
-
-
 def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
                   clock: Callable[[], float] = time.monotonic) -> BuildResult:
     """Run the plan: venv, sync, patches, env profile, manifest, then flip the link.
@@ -387,43 +373,65 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
         patches, 2 for bad input).
     """
     root = plan.generation.parent
-    with _exclusive(root):
+    with exclusive_generations(root):
         _remove_incomplete(root, keep=plan.generation)
-        if plan.generation.exists():  # planned before another build took this number
-            raise InputError(f"{plan.generation} already exists: the plan is stale", hint="plan the build again")
-        if plan.link.exists() and not plan.link.is_symlink():
-            raise InputError(f"{plan.link} exists and is not an envforge environment link",
-                             hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink")
-        steps: list[StepResult] = []
-        patch_states: tuple[tuple[str, str, str], ...] = ()
-        step = "venv"
-        try:
+        log_path = root / f"{plan.generation.name}.log"
+        with open(log_path, "w", encoding="utf-8") as log:
+            return _execute(plan, log_path, log, progress, clock)
+
+
+def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,
+             clock: Callable[[], float]) -> BuildResult:
+    """The body of :func:`execute_build`, under its lock; every line also goes to the build log."""
+    def say(line: str, *, log_only: bool = False) -> None:
+        log.write(line + "\n")
+        log.flush()
+        if progress is not None and not log_only:
+            progress(line)
+
+    say(f"build {plan.link.name} ({plan.generation.name}) from {plan.lock}", log_only=True)
+    if plan.generation.exists():  # planned before another build took this number
+        raise InputError(f"{plan.generation} already exists: the plan is stale", hint="plan the build again")
+    if plan.link.exists() and not plan.link.is_symlink():
+        raise InputError(f"{plan.link} exists and is not an envforge environment link",
+                         hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink")
+    steps: list[StepResult] = []
+    patch_states: tuple[tuple[str, str, str], ...] = ()
+    step = "venv"
+    try:
+        t = clock()
+        run_uv(["venv", "--quiet", "--no-config", "--python", str(plan.python.path), str(plan.generation)])
+        steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
+        say(steps[-1].line())
+        sp = site_packages(plan.generation)
+        for step, fn in (("sync", lambda: _sync(plan, say)),
+                         ("patches", lambda: _patch(plan, sp)),
+                         ("env-profile", lambda: _profile(plan, sp)),
+                         ("manifest", lambda: _manifest(plan, sp))):
             t = clock()
-            run_uv(["venv", "--quiet", "--no-config", "--python", str(plan.python.path), str(plan.generation)])
-            steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
-            if progress:
-                progress(steps[-1].line())
-            sp = site_packages(plan.generation)
-            for step, fn in (("sync", lambda: _sync(plan, progress)),
-                             ("patches", lambda: _patch(plan, sp)),
-                             ("env-profile", lambda: _profile(plan, sp)),
-                             ("manifest", lambda: _manifest(plan, sp))):
-                t = clock()
-                detail = fn()
-                if isinstance(detail, tuple):
-                    detail, patch_states = detail
-                steps.append(StepResult(step, clock() - t, detail))
-                if progress:
-                    progress(steps[-1].line())
-            notes = tuple(metadata_disagreements(sp, plan.lock))
-            step = "flip"
-            plan.link.parent.mkdir(parents=True, exist_ok=True)
-            _flip(plan.link, plan.generation)
-        except (EnvforgeError, OSError) as exc:
-            shutil.rmtree(plan.generation, ignore_errors=True)
-            cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
-            raise BuildError(step, cause, plan.generation) from None
-        _prune(root, plan.generation)
+            detail = fn()
+            if isinstance(detail, tuple):
+                detail, patch_states = detail
+            steps.append(StepResult(step, clock() - t, detail))
+            say(steps[-1].line())
+        notes = tuple(metadata_disagreements(sp, plan.lock))
+        step = "flip"
+        plan.link.parent.mkdir(parents=True, exist_ok=True)
+        _flip(plan.link, plan.generation)
+    except (EnvforgeError, OSError) as exc:
+        shutil.rmtree(plan.generation, ignore_errors=True)
+        cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
+        err = BuildError(step, cause, plan.generation, log_path)
+        say(f"error: {err}", log_only=True)
+        raise err from None
+    except BaseException as exc:  # Ctrl-C, SIGTERM, SIGHUP: no half-built generation stays
+        shutil.rmtree(plan.generation, ignore_errors=True)
+        note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
+                f"environment was not changed, the half-built generation was removed; full log: {log_path}")
+        say(f"stopped {note}", log_only=True)
+        exc.add_note(note)
+        raise
+    say(f"{plan.link.name} -> {plan.generation.name}", log_only=True)
     return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
 
 
@@ -443,7 +451,7 @@ def rollback(project: Project, name: str, to: str | None = None) -> RollbackResu
     link = project.env_path(name)
     if not link.is_symlink():
         raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
-    with _exclusive(_gen_root(project, name)):
+    with exclusive_generations(_gen_root(project, name)):
         live = (link.parent / os.readlink(link)).resolve()
         done = generations(project, name)
         if to is not None:

@@ -65,13 +65,27 @@ class Fingerprint:
         """Inverse of :meth:`as_dict`; unknown keys are ignored, missing ones are None."""
         return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
+    def describe(self) -> str:
+        """One human line, never a raw ``None``: ``lock sha256:…, patches none, profile pcie
+        sha256:…, no GPU, driver unknown`` (``gpu not probed`` when no GPU step ran)."""
+        profile = "none" if self.env_profile is None else f"{self.env_profile} {self.env_profile_digest or ''}".rstrip()
+        if self.gpu_count is None and self.gpu is None:
+            gpu = "gpu not probed"
+        elif not self.gpu_count:
+            gpu = "no GPU"
+        else:
+            gpu = f"gpu {self.gpu_count}x {self.gpu or 'unknown model'}"
+        return (f"lock {self.lock_digest or 'none'}, patches {self.patch_manifest_digest or 'none'}, "
+                f"profile {profile}, {gpu}, driver {self.driver or 'unknown'}")
+
     def differences(self, other: Fingerprint) -> list[str]:
-        """Human lines ``key: A != B`` for every field that differs, in field order."""
+        """Human lines ``key: A != B`` for every field that differs, in field order (``unknown``
+        for a missing value)."""
         out = []
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
             if a != b:
-                out.append(f"{f.name}: {a} != {b}")
+                out.append(f"{f.name}: {'unknown' if a is None else a} != {'unknown' if b is None else b}")
         return out
 
 

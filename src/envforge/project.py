@@ -8,12 +8,11 @@ nearest directory above the working directory that has ``recipes/``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from envforge.errors import InputError
 
-__all__ = ["DEFAULT_RECIPE", "Project", "find_project"]
+__all__ = ["DEFAULT_RECIPE", "Project", "enclosing_project", "find_project"]
 
 DEFAULT_RECIPE = "quickstart"
 
@@ -60,11 +59,9 @@ class Project:
             own = self.recipes_dir / f"{DEFAULT_RECIPE}.toml"
             if own.is_file():
                 return own
-            packaged = Path(str(resources.files("envforge") / "data" / "recipes" / f"{DEFAULT_RECIPE}.toml"))
-            if not packaged.is_file():  # an editable install ships no copy: the project's is the one
-                raise InputError(f"{self.root} is not an envforge project (no recipes/{DEFAULT_RECIPE}.toml)",
-                                 hint="run from an envforge project or pass --project DIR")
-            return packaged
+            from envforge.scaffold import embedded_root
+
+            return embedded_root() / "recipes" / f"{DEFAULT_RECIPE}.toml"
         as_path = Path(name_or_path)
         if as_path.suffix == ".toml" or "/" in name_or_path:
             if not as_path.is_file():
@@ -81,10 +78,25 @@ class Project:
         return candidate
 
 
-def find_project(start: Path) -> Project:
-    """The nearest directory at or above ``start`` that has ``recipes/``; ``start`` itself if none."""
+def enclosing_project(start: Path) -> Project | None:
+    """The nearest directory at or above ``start`` that has ``recipes/``, or None."""
     start = start.resolve()
     for d in (start, *start.parents):
         if (d / "recipes").is_dir():
             return Project(d)
-    return Project(start)
+    return None
+
+
+def find_project(start: Path) -> Project:
+    """The nearest directory at or above ``start`` that has ``recipes/``; else the default project
+    that ``envforge up`` made outside any project (:func:`envforge.scaffold.default_project_dir`,
+    from ``ENVFORGE_HOME`` / ``XDG_DATA_HOME``) when it exists; else ``start`` itself."""
+    import os
+
+    from envforge.scaffold import default_project_dir
+
+    found = enclosing_project(start)
+    if found is not None:
+        return found
+    default = default_project_dir(os.environ)
+    return Project(default) if (default / "recipes").is_dir() else Project(start.resolve())

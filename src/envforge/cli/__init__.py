@@ -106,12 +106,12 @@ def _run(handler: Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -
     except EnvforgeError as exc:
         ui.error(exc)
         return exc.exit_code
-    except KeyboardInterrupt:
-        ui.fail("interrupted", "interrupted", None, 130)
+    except KeyboardInterrupt as exc:
+        ui.fail("interrupted", _with_notes("interrupted", exc), None, 130)
         return 130
     except _Stopped as exc:
         code = 128 + exc.signum
-        ui.fail("stopped", f"stopped by signal {signal.Signals(exc.signum).name}", None, code)
+        ui.fail("stopped", _with_notes(f"stopped by signal {signal.Signals(exc.signum).name}", exc), None, code)
         return code
     except BrokenPipeError:  # `envforge lock diff ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -122,6 +122,11 @@ def _run(handler: Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -
         return EXIT_TOOL_FAILED
     except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
         return _internal_error(ui, exc, words)
+
+
+def _with_notes(message: str, exc: BaseException) -> str:
+    """``message`` and what the core noted on the way out (``build``: the step it was in)."""
+    return " ".join([message, *getattr(exc, "__notes__", ())])
 
 
 def _internal_error(ui: Ui, exc: BaseException, words: list[str]) -> int:

@@ -48,17 +48,39 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     u.set_defaults(handler=run_up)
 
 
-def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _plan(args: argparse.Namespace, ui: Ui | None = None):  # type: ignore[no-untyped-def]
     from envforge import build, project as proj
     from envforge.interpreter import find_python
     from envforge.recipe import load_recipe
 
-    project = proj.find_project(args.project or Path.cwd())
+    if ui is not None and args.project is None and proj.enclosing_project(Path.cwd()) is None:
+        project = _default_project(args, ui)
+    else:
+        project = proj.find_project(args.project or Path.cwd())
     recipe = load_recipe(project.recipe_path(args.recipe))
     variant = recipe.resolve(args.variant, env_profile=args.env_profile)
     python = find_python(variant.python, args.python)
     return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
                                       env_mode=args.env_mode)
+
+
+def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
+    """``envforge up`` outside a project: the embedded quickstart project in the user data directory."""
+    import os
+
+    from envforge.errors import InputError
+    from envforge.project import Project
+    from envforge.scaffold import default_project_dir, scaffold
+
+    root = default_project_dir(os.environ)
+    if args.recipe is not None and not (root / "recipes" / f"{args.recipe}.toml").is_file() and "/" not in args.recipe \
+            and not args.recipe.endswith(".toml"):
+        raise InputError(f"not inside an envforge project, and the default project {root} has no recipe "
+                         f"'{args.recipe}'", hint="`envforge init` makes a project in this directory")
+    made = scaffold(root, git_files=False)
+    ui.info(f"not inside an envforge project: using {root} (the embedded quickstart project"
+            f"{', created now' if made.created else ''}); `envforge init` makes a project here instead")
+    return Project(root)
 
 
 def _render_build(ui: Ui, result: Any) -> None:
@@ -118,7 +140,7 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.verify import VerifyOptions
     from envforge.verify.report import as_json, as_text
 
-    project, plan = _plan(args)
+    project, plan = _plan(args, ui)
     options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
     res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info)

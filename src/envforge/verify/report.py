@@ -58,9 +58,7 @@ def as_text(report: VerifyReport) -> list[str]:
     if ar:
         lines.extend(_allreduce_lines(ar))
     fp = report.fingerprint
-    lines.append(f"fingerprint: lock {fp.lock_digest}, patches {fp.patch_manifest_digest}, "
-                 f"profile {fp.env_profile} {fp.env_profile_digest}, gpu {fp.gpu_count or 0}x {fp.gpu}, "
-                 f"driver {fp.driver}")
+    lines.append(f"fingerprint: {fp.describe()}")
     ran = sum(1 for c in report.checks if c.status != "skipped")
     verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
     if report.accepted:

@@ -86,6 +86,14 @@ def test_every_group_and_subcommand_has_help(argv: list[str], usage: str) -> Non
     assert not any(name in res.stdout for name in HYPHENATED)
 
 
+def test_apply_patches_help_says_revert_removes_the_env_profile() -> None:
+    res = envforge("apply-patches", "--help")
+    assert res.returncode == 0
+    assert " ".join(res.stdout.split()).count(
+        "--revert restore the original files byte-exact; without PATCHSET names this also removes the "
+        "environment's env profile hook (.pth or sitecustomize block)") == 1
+
+
 def test_no_internal_hyphenated_name_in_any_help_or_usage() -> None:
     """Walk the whole parser tree: no command is named (or shown) by an internal joined name."""
     from envforge.cli import build_parser

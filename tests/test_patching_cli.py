@@ -146,3 +146,43 @@ def test_revert_after_the_patched_file_was_deleted_is_an_error_not_a_traceback(
         f"error: cannot revert kimik25-eagle3-delegation: sglang/srt/models/kimi_k25.py is missing ({kimi}): "
         "deleted after envforge patched it; nothing was changed\n"
         "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)\n")
+
+
+def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """On a patched environment `apply-patches --dry-run` has nothing left to do; `patches diff`
+    shows what was changed, from the saved originals."""
+    assert main(["patches", "diff", "--project", str(project)]) == 0
+    assert capsys.readouterr() == ("", "no patches applied (no .envforge/patches.json)\n")
+    assert main(["apply-patches", "--project", str(project)]) == 0
+    capsys.readouterr()
+    assert main(["apply-patches", "--dry-run", "--project", str(project)]) == 0
+    assert "dry run: 0 file(s) would change, nothing written" in capsys.readouterr().err
+    assert main(["patches", "diff", "--project", str(project)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    heads = [line for line in out.splitlines() if line.startswith("--- a/")]
+    assert heads == ["--- a/flashinfer/jit/comm.py",
+                     "--- a/sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+                     "--- a/sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+                     "--- a/sglang/srt/layers/communicator.py", "--- a/sglang/srt/models/kimi_k25.py"]
+    assert main(["patches", "diff", "--json", "--project", str(project)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "envforge.patches-diff/1"
+    files = doc["data"]["files"]
+    assert [list(f) for f in files] == [["path", "patchsets", "diff", "as_recorded"]] * len(files)
+    assert all(f["as_recorded"] and f["diff"].startswith(f"--- a/{f['path']}\n+++ b/{f['path']}\n") for f in files)
+    # a hand edit after patching: exit 1, named, and the diff shows the file as it is now
+    target = sp_of(project) / files[0]["path"]
+    target.write_text(target.read_text() + "# hand edit\n")
+    assert main(["patches", "diff", "--project", str(project)]) == 1
+    out, err = capsys.readouterr()
+    assert "+# hand edit" in out
+    assert err == (f"warning: {files[0]['path']} changed since envforge patched it (verify reports it as "
+                   "tampered); the diff shows it as it is now\n")
+    # a full revert restores the originals and removes the env profile hook, and says so
+    target.write_text(target.read_text().replace("# hand edit\n", ""))
+    assert main(["apply-patches", "--revert", "--project", str(project)]) == 0
+    capsys.readouterr()
+    assert main(["patches", "diff", "--project", str(project)]) == 0
+    assert capsys.readouterr().err == "no patches applied (no .envforge/patches.json)\n"

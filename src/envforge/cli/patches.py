@@ -42,7 +42,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
     p.set_defaults(handler=_apply)
 
-    commands = group(sub, "patches", help="patchsets: list, export (apply with `envforge apply-patches`)",
+    commands = group(sub, "patches", help="patchsets: list, export, check (before an upgrade), diff (apply with `envforge apply-patches`)",
                      description="The project's patchsets. Apply or revert them with `envforge apply-patches`.")
     e = commands.add_parser("export", help="write a patchset as a unified diff for upstream")
     e.add_argument("patchset", help="patchset id")
@@ -70,6 +70,17 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.add_argument("--json", action="store_true", help="print the matrix as JSON")
     c.add_argument("--project", type=Path, metavar="DIR")
     c.set_defaults(handler=_check)
+
+    d = commands.add_parser("diff", help="the applied diff of an environment against the saved originals",
+                            description="Show what envforge changed in ENV (default: quickstart-default) or "
+                                        "--site-packages DIR: each patched file against the original bytes "
+                                        "saved when it was patched. Exit 1 when a patched file changed since "
+                                        "envforge wrote it.")
+    d.add_argument("env", nargs="?", metavar="ENV", help="environment name under envs/ or a path")
+    d.add_argument("--site-packages", type=Path, metavar="DIR", help="this directory instead of ENV")
+    d.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
+    d.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    d.set_defaults(handler=_diff)
 
     ls = commands.add_parser("list", help="list the project's patchsets")
     ls.add_argument("--json", action="store_true")
@@ -125,7 +136,8 @@ def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
     if revert_it:
         if envprofile.read_installed(sp) is not None:
             envprofile.revert(sp)
-            ui.info("env profile hook removed")
+            ui.info("env profile hook removed too (a full --revert undoes everything envforge added; "
+                    "`envforge apply-patches` installs both again)")
         return
     recorded = envprofile.recorded_profile(sp)
     if recorded is not None and (recorded[0] or recorded[1]):
@@ -186,6 +198,24 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
         for line in ([] if args.format == "markdown" else matrix.problems()):
             ui.error_text(line)
     return 0 if matrix.ok else 1
+
+
+def _diff(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching.applied import applied_diff
+
+    files = applied_diff(_site_packages(_project(args), args.site_packages, args.env))
+    changed = [f.path for f in files if not f.as_recorded]
+    if ui.json_mode:
+        ui.emit_json("patches-diff", {"files": [{"path": f.path, "patchsets": list(f.patchsets), "diff": f.diff,
+                                                 "as_recorded": f.as_recorded} for f in files]})
+        return 1 if changed else 0
+    for f in files:
+        ui.result(f.diff.rstrip("\n"))
+    if not files:
+        ui.info("no patches applied (no .envforge/patches.json)")
+    for path in changed:
+        ui.warn(f"{path} changed since envforge patched it (verify reports it as tampered); the diff shows it as it is now")
+    return 1 if changed else 0
 
 
 def _list(args: argparse.Namespace, ui: Ui) -> int:

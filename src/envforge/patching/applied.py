@@ -1,0 +1,74 @@
+"""What envforge changed in an environment, read back: the applied diff against the originals.
+
+``envforge patches diff [ENV]`` compares each file the patch manifest lists with the original
+bytes saved under ``.envforge/originals/<sha256>`` when it was first patched (docs/architecture.md):
+the diff a reviewer or an upstream PR needs, for an environment that is already patched (where
+``apply-patches --dry-run`` rightly shows nothing left to do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from envforge.errors import InputError
+
+__all__ = ["AppliedFile", "applied_diff"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedFile:
+    """One patched file.
+
+    :ivar path: relative to site-packages.
+    :ivar patchsets: the patchsets that changed it, in the order they were stacked.
+    :ivar diff: unified diff original → current bytes (``a/<path>``, ``b/<path>``).
+    :ivar as_recorded: the current bytes are those envforge wrote (False: changed since, which
+        verify reports as tampered; the diff then shows the current bytes).
+    """
+
+    path: str
+    patchsets: tuple[str, ...]
+    diff: str
+    as_recorded: bool
+
+
+def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
+    """Every file of the patch manifest with its diff against the saved original, by path.
+
+    Empty when envforge never patched ``site_packages``.
+
+    :raises InputError: a malformed manifest, a missing saved original, or a patched file that
+        was deleted (each names the file and the next step).
+    """
+    import difflib
+
+    from envforge.patching.engine import inside
+    from envforge.patching.manifest import originals_dir, read_manifest, sha256_hex
+    from envforge.patching.source import lines_of
+
+    manifest = read_manifest(site_packages)
+    if manifest is None:
+        return ()
+    out = []
+    canonical = manifest.canonical()
+    for path in sorted({f.path for f in canonical.files}):
+        stack = [f for f in canonical.files if f.path == path]
+        original_file = originals_dir(site_packages) / stack[0].original_sha256
+        current_file = inside(site_packages, path)
+        try:
+            original = original_file.read_bytes()
+        except OSError:
+            raise InputError(f"the saved original of {path} is missing ({original_file})",
+                             hint="rebuild the environment (`envforge build`)") from None
+        try:
+            current = current_file.read_bytes()
+        except OSError:
+            raise InputError(f"patched file {current_file} is missing",
+                             hint="rebuild the environment (`envforge build`)") from None
+        before = lines_of(original.decode("utf-8", errors="replace"))
+        after = lines_of(current.decode("utf-8", errors="replace"))
+        diff = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
+        out.append(AppliedFile(path, tuple(f.patchset for f in stack), diff,
+                               sha256_hex(current) == stack[-1].new_sha256))
+    return tuple(out)

@@ -244,7 +244,7 @@ def test_compare_refuses_different_effective_variables_and_empty_fingerprints() 
     allowed = compare(e, u, allow_different_env=True)
     assert allowed.env_differences[-2:] == ("server 'baseline': the variables it ran with are unknown in B",
                                             "server 'eagle3': the variables it ran with are unknown in B")
-    assert allowed.env_differences[1] == "lock_digest: None != sha256:aa"
+    assert allowed.env_differences[1] == "lock_digest: unknown != sha256:aa"
     assert allowed.rows[0].verdict == "no clear change"
 
 

@@ -274,3 +274,52 @@ def test_up_stops_at_a_stale_lock_and_builds_nothing(tmp_path: Path, index: Loca
         "  run `envforge lock r --variant default` and review the change",
     ]
     assert not (proj / "envs").exists()
+
+
+def _run_on_a_terminal(argv: list[str], cwd: Path, timeout: float = 300) -> tuple[int, str]:
+    """Run ``argv`` with stdin/stdout/stderr on a real pseudo-terminal; return (status, output)."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_on_a_terminal_and_plain_lines_otherwise(tmp_path: Path) -> None:
+    """On a terminal uv draws its own progress (redrawn lines: bytes, packages); piped, plain
+    lines. The build log keeps plain lines either way."""
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "model-kernels", "1.0"))
+    with serve(idx, delay_s=2.0):  # a slow mirror: uv's progress is on screen for a while
+        proj = make_project(tmp_path / "p", idx)
+        assert envforge(proj, "lock", "r").returncode == 0
+        status, out = _run_on_a_terminal([*ENVFORGE, "build", "r"], proj)
+        assert status == 0, out
+        import re
+
+        assert "Preparing packages... (0/1)" in out  # uv's own display, redrawn in place: packages ...
+        assert re.search(r"model-kernels +-+ +[0-9.]+ (B|KiB)/[0-9.]+ KiB", out)  # ... bytes of each download
+        assert "[0/1] Installing wheels..." in out and "\x1b[2K" in out
+        log = proj / "envs" / ".generations" / "r-default" / "g0001.log"
+        text = log.read_text()
+        assert "\x1b" not in text and "\r" not in text
+        assert "  sync " in text and text.splitlines()[-1] == "r-default -> g0001"
+        piped = envforge(proj, "build", "r")
+        assert piped.returncode == 0 and "\r" not in piped.stderr and "\x1b" not in piped.stderr

@@ -229,7 +229,7 @@ def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
     return out
 
 
-def _sync(plan: BuildPlan, progress: Progress | None) -> str:
+def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None = None) -> str:
     """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
     recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
     the recorded ``build-constraints`` (B28)."""
@@ -251,7 +251,7 @@ def _sync(plan: BuildPlan, progress: Progress | None) -> str:
         args += ["--offline"] + [a for d in plan.find_links for a in ("--find-links", str(d.resolve()))]
     else:
         args += _index_args(tool)
-    run_uv([*args, str(lock)], progress=progress)
+    run_uv([*args, str(lock)], progress=progress, terminal=terminal)
     count = len(locked.packages)
     return f"{count} distributions from {plan.lock.name}"
 
@@ -365,8 +365,12 @@ def _flip(link: Path, target: Path) -> None:
 
 
 def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
-                  clock: Callable[[], float] = time.monotonic) -> BuildResult:
+                  clock: Callable[[], float] = time.monotonic, terminal: Progress | None = None) -> BuildResult:
     """Run the plan: venv, sync, patches, env profile, manifest, then flip the link.
+
+    Every line (steps, uv's output) also goes to the build log ``<generation>.log`` beside the
+    generation directory. With ``terminal`` (the caller's stderr is a terminal), uv draws its own
+    progress bars (bytes, packages) there instead of plain lines (:func:`envforge.uv.run_uv`).
 
     :raises BuildError: a step failed (its name, the cause and its hint); the new generation is
         removed and the live one is untouched. Exit code is the cause's (3 for uv, 1 for drifted
@@ -377,11 +381,11 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
         _remove_incomplete(root, keep=plan.generation)
         log_path = root / f"{plan.generation.name}.log"
         with open(log_path, "w", encoding="utf-8") as log:
-            return _execute(plan, log_path, log, progress, clock)
+            return _execute(plan, log_path, log, progress, clock, terminal)
 
 
 def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,
-             clock: Callable[[], float]) -> BuildResult:
+             clock: Callable[[], float], terminal: Progress | None) -> BuildResult:
     """The body of :func:`execute_build`, under its lock; every line also goes to the build log."""
     def say(line: str, *, log_only: bool = False) -> None:
         log.write(line + "\n")
@@ -404,7 +408,8 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
         say(steps[-1].line())
         sp = site_packages(plan.generation)
-        for step, fn in (("sync", lambda: _sync(plan, say)),
+        sync_lines: Progress = (lambda line: say(line, log_only=True)) if terminal is not None else say
+        for step, fn in (("sync", lambda: _sync(plan, sync_lines, terminal)),
                          ("patches", lambda: _patch(plan, sp)),
                          ("env-profile", lambda: _profile(plan, sp)),
                          ("manifest", lambda: _manifest(plan, sp))):

@@ -50,7 +50,8 @@ class MainJobResult:
 
 
 def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
-                 progress: Callable[[str], None] | None = None) -> MainJobResult:
+                 progress: Callable[[str], None] | None = None,
+                 terminal: Callable[[str], None] | None = None) -> MainJobResult:
     """Check the lock against the recipe and patchsets; build a generation unless the live one was
     built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
     fails verify with findings a rebuild repairs (:data:`REBUILD_REPAIRS`: files missing, edited,
@@ -82,12 +83,12 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
             return MainJobResult(check, None, reused, report)
         say(f"  {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "
             f"building {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
-        result = build.execute_build(plan, progress=progress)
+        result = build.execute_build(plan, progress=progress, terminal=terminal)
         say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
         say(f"[3/3] verify {plan.link.name} again")
         return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), report)
     say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
-    result = build.execute_build(plan, progress=progress)
+    result = build.execute_build(plan, progress=progress, terminal=terminal)
     say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
     say(f"[3/3] verify {plan.link.name}")
     report = verify(Environment(plan.link), project, options)

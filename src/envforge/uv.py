@@ -18,6 +18,7 @@ something the lock would not record.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -128,10 +129,15 @@ def run_uv(
     env: Mapping[str, str] | None = None,
     progress: Progress | None = None,
     timeout_s: float | None = None,
+    terminal: Callable[[str], None] | None = None,
 ) -> UvResult:
     """Run ``uv <args>`` and return its output; stream stderr lines to ``progress`` when given.
 
     :param env: extra environment variables on top of :func:`uv_environment` of this process's.
+    :param terminal: when given (the caller's stderr is a terminal), uv's stderr is a pseudo-terminal
+        so uv draws its own progress bars (bytes per download, packages prepared and installed);
+        its raw output goes to ``terminal`` as it comes, and ``progress`` still gets each line as
+        plain text (escape sequences and redrawn parts removed), e.g. for a log file.
     :param timeout_s: wall-clock limit in seconds (None: no limit).
     :raises UvSettingsRefused: a resolving call while the caller's environment sets a variable
         that would change the resolution (each named, with the recipe key to use instead).
@@ -140,13 +146,20 @@ def run_uv(
     """
     _refuse(args, os.environ)
     argv = [uv_binary(), *args]
+    master = slave = None
+    if terminal is not None:
+        master, slave = _pty()
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=uv_environment(os.environ, env), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=slave if slave is not None else subprocess.PIPE, text=True,
+                                start_new_session=True)
     except OSError as exc:
         raise UvError(f"cannot start uv: {exc.strerror}", tool="uv", argv=argv, returncode=None) from None
+    finally:
+        if slave is not None:
+            os.close(slave)
     err_lines: list[str] = []
-    assert proc.stderr is not None and proc.stdout is not None
+    assert proc.stdout is not None
     out_chunks: list[str] = []
     # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
@@ -155,10 +168,14 @@ def run_uv(
     if timer is not None:
         timer.start()
     try:
-        for line in proc.stderr:
-            err_lines.append(line.rstrip("\n"))
-            if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
-                progress(line.rstrip())
+        if master is not None and terminal is not None:
+            _relay_pty(master, terminal, err_lines, progress)
+        else:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err_lines.append(line.rstrip("\n"))
+                if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
+                    progress(line.rstrip())
         proc.wait()
     except BaseException:  # Ctrl-C, SIGTERM: uv runs in its own session, so stop it here
         _kill_group(proc)
@@ -178,3 +195,48 @@ def run_uv(
                       tool="uv", argv=argv, returncode=proc.returncode,
                       stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
     return UvResult(tuple(argv), out, stderr)
+
+
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>78]")
+
+
+def _pty() -> tuple[int, int]:
+    """A pseudo-terminal pair sized like this process's terminal (uv's bars fit the width)."""
+    import fcntl
+    import pty
+    import shutil
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    size = shutil.get_terminal_size((100, 24))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size.lines, size.columns, 0, 0))
+    return master, slave
+
+
+def _relay_pty(master: int, terminal: Callable[[str], None], err_lines: list[str],
+               progress: Progress | None) -> None:
+    """Copy uv's terminal output to ``terminal`` until uv closes it; keep its lines as plain text."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the pty is gone
+                break
+            if not chunk:
+                break
+            text = decoder.decode(chunk)
+            terminal(text)
+            *lines, pending = (pending + text).split("\n")
+            for raw in lines:
+                line = _ESCAPE.sub("", raw).rstrip("\r").split("\r")[-1].rstrip()
+                if line.strip():
+                    err_lines.append(line)
+                    if progress is not None:
+                        progress(line)
+    finally:
+        os.close(master)

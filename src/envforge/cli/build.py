@@ -108,7 +108,7 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
             ui.result(line)
         return 0
     ui.progress(f"building {plan.link.name} ({plan.generation.name}) ...")
-    res = build.execute_build(plan, progress=ui.progress)
+    res = build.execute_build(plan, progress=ui.progress, terminal=ui.terminal())
     if ui.json_mode:
         ui.emit_json("build", {
             "env": res.link.name, "link": str(res.link), "generation": res.generation.name,
@@ -143,7 +143,7 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
     project, plan = _plan(args, ui)
     options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
-    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info)
+    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal())
     if ui.json_mode:
         ui.emit_json("up", {
             "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons)},

@@ -73,7 +73,8 @@ def _render(view: ProfileView, env_path: Path, ui: Ui, env_arg: str) -> None:
         return
     recorded = view.installed.profile if view.installed else None
     where = view.hook or "no hook ran"
-    ui.result(f"env profile: {view.profile if view.active else recorded} ({view.mode or 'inactive'}: {where})")
+    name = (view.profile if view.active else recorded) or "default"
+    ui.result(f"env profile: {name} ({view.mode or 'inactive'}: {where})")
     width = max((len(v.name) for v in view.variables), default=0)
     for v in view.variables:
         shown = "(unset)" if v.value is None else v.value

@@ -9,6 +9,7 @@ import json
 import re
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from envforge import __version__
@@ -95,6 +96,17 @@ class Ui:
     def progress(self, text: str) -> None:
         """A progress line for long work (stderr); silent in JSON mode only if stderr is not a tty."""
         print(self._paint("2", redact(text)), file=self.err, flush=True)
+
+    def terminal(self) -> Callable[[str], None] | None:
+        """A raw writer to stderr when it is a terminal (and not ``--json``), for tools that draw
+        their own progress bars (uv); None otherwise: plain lines then."""
+        if self.json_mode or not self.err.isatty():
+            return None
+
+        def write(text: str) -> None:
+            self.err.write(text)
+            self.err.flush()
+        return write
 
     def warn(self, text: str) -> None:
         """A warning (stderr)."""

@@ -147,10 +147,11 @@ def test_values_their_readers_take_as_written(name: str, value: str) -> None:
 def test_start_up_readers() -> None:
     assert [startup_reader(n) for n in ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_AUDIT", "GLIBC_TUNABLES",
                                         "MALLOC_ARENA_MAX", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONBREAKPOINT",
-                                        "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")] == [
+                                        "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LC_ALL")] == [
         "the dynamic loader (ld.so)", "the dynamic loader (ld.so)", "the dynamic loader (ld.so)",
         "glibc (at process start)", "glibc (at process start)", "the Python interpreter (at start-up)",
-        "the Python interpreter (at start-up)", None, None, None, None]
+        "the Python interpreter (at start-up)", None, None, None, None,
+        "the Python interpreter (its locale and text encodings, at start-up)"]
 
 
 def test_nccl_list_is_pinned_to_its_version() -> None:

@@ -141,6 +141,8 @@ def startup_reader(name: str) -> str | None:
         return "glibc (at process start)"
     if name.startswith("PYTHON") and name not in _PYTHON_LAZY:
         return "the Python interpreter (at start-up)"
+    if name in ("LANG", "LC_ALL", "LC_CTYPE"):
+        return "the Python interpreter (its locale and text encodings, at start-up)"
     return None
 
 

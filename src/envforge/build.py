@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from envforge.environment import STATE_DIR, site_packages
 from envforge.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
-from envforge.installed import find_distribution, read_record
+from envforge.installed import find_distribution
 from envforge.interpreter import Interpreter
 from envforge.project import Project
 from envforge.recipe import ResolvedVariant
@@ -288,35 +288,17 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     return out
 
 
-def _detach(sp: Path, distributions: Sequence[str]) -> str:
-    """Give every file of ``distributions`` its own inode (uv may hardlink them to its cache, B09).
-
-    Reads each distribution's RECORD (PEP 376) and copies every file whose link count is above 1
-    to a temp file that replaces it.
-    """
-    count = 0
-    for name in distributions:
-        dist = find_distribution(sp, name)
-        for entry in read_record(dist) if dist is not None else ():
-            p = sp / entry.path
-            st = p.lstat() if p.is_file() and not p.is_symlink() else None
-            if st is not None and st.st_nlink > 1:
-                tmp = p.with_name(p.name + ".envforge-tmp")
-                shutil.copyfile(p, tmp)  # copyfile + chmod: half the time of copy2 here
-                os.chmod(tmp, st.st_mode)
-                os.replace(tmp, p)
-                count += 1
-    return f"{count} hardlinked files of {', '.join(sorted(distributions)) or 'no distributions'} copied"
-
-
 def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], ...]]:
     if not plan.variant.patchsets:
         return "no patchsets", ()
     from envforge import patching
 
+    from envforge.patching.memo import default_result_cache
+
     sets = patching.load_patchsets(plan.patchsets_dir, plan.variant.patchsets)
-    _detach(sp, sorted({p.distribution for p in sets}))
-    report = patching.apply(sp, sets)
+    # Only the patched files leave uv's cache: apply replaces them (temp file + os.replace, B09),
+    # every other file stays a hardlink (verify names them). Results come from the patch cache.
+    report = patching.apply(sp, sets, cache=default_result_cache())
     states = tuple((r.patchset, r.file, r.state) for r in report.results)
     if not report.ok:
         raise CheckFailed("patchsets could not be applied:\n" + "\n".join("  " + e for e in report.errors),

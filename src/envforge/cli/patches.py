@@ -108,6 +108,7 @@ def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
 def _apply(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.locking import environment_lock_path, exclusive
     from envforge.patching import apply, default_ids, load_patchsets, revert
+    from envforge.patching.memo import default_result_cache
 
     project = _project(args)
     names = list(args.names)
@@ -120,7 +121,8 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
             report = revert(sp, names or None, dry_run=args.dry_run)
         else:
             ids = names or list(default_ids(sp, project.patchsets_dir))
-            report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run)
+            report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run,
+                           cache=default_result_cache())
         for line in report.recovered:
             ui.info(line)
         _render(ui, report, dry_run=args.dry_run, prefixes={})

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from envforge.errors import EnvforgeError, InputError
 from envforge.patching.engine import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED, plan
+from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
 from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
 
@@ -39,6 +39,7 @@ __all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_agai
 
 UNAVAILABLE = "unavailable"
 _FOLD = (DRIFTED, UNAVAILABLE, APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE)
+_COMPAT_TAG = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,29 +142,9 @@ def parse_against(texts: Sequence[str]) -> tuple[Requirement, ...]:
     return tuple(out)
 
 
-@cache
-def _engine_tag() -> str:
-    """sha256 of the patching engine's own source: a cached cell is reused only by the same code."""
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for name in ("engine.py", "operations.py", "syntax.py", "source.py", "soundness.py", "compat.py"):
-        h.update((here / name).read_bytes())
-    return h.hexdigest()
-
-
-def _inputs(ps: Patchset) -> list[str]:
-    """Files the patchset's operations read: their own and any ``signatures-from`` file."""
-    files = list(ps.files)
-    for op in ps.operations:
-        extra = getattr(op, "signatures_from", None)
-        if isinstance(extra, Mapping) and "file" in extra:
-            files.append(str(extra["file"]))
-    return list(dict.fromkeys(files))
-
-
 def _cell_key(ps: Patchset, version: str, tree: Path) -> str:
-    h = hashlib.sha256(f"{_engine_tag()}\0{ps.digest}\0{version}".encode())
-    for rel in _inputs(ps):
+    h = hashlib.sha256(f"{engine_tag()}\0{_COMPAT_TAG}\0{ps.digest}\0{version}".encode())
+    for rel in patchset_inputs(ps):
         try:
             digest = hashlib.sha256((tree / rel).read_bytes()).hexdigest()
         except (FileNotFoundError, NotADirectoryError):

@@ -27,6 +27,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from envforge.patching.operations import OpContext, Operation, Outcome
+from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
 
 __all__ = [
@@ -229,6 +230,7 @@ class _Run:
 
     site_packages: Path
     manifest: Any
+    cache: Any = None  # memo.ResultCache | None
     contents: dict[str, bytes | None] = field(default_factory=dict)
     versions: dict[str, str | None] = field(default_factory=dict)
     holds: set[str] = field(default_factory=set)  # patchset ids whose effect holds after the run
@@ -277,15 +279,17 @@ def inside(site_packages: Path, path: str) -> Path:
     return target
 
 
-def plan(site_packages: Path, patchsets: Iterable[Patchset]) -> PatchReport:
-    """Compute every operation's state on ``site_packages`` without writing anything.
+def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None) -> PatchReport:
+    """Compute every operation's state on ``site_packages`` without writing anything. With
+    ``cache`` (:class:`envforge.patching.memo.ResultCache`), a file whose bytes, inputs, patchset
+    and engine were seen before takes its states and patched bytes from there (no parse).
 
     :raises InputError: the patch manifest is unreadable; a requirement cycle.
     """
     from envforge.patching.manifest import Manifest, read_manifest
 
     _refuse_interrupted(site_packages)
-    run = _Run(site_packages, read_manifest(site_packages) or Manifest())
+    run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache)
     for ps in order_patchsets(list(patchsets)):
         _plan_patchset(run, ps)
     return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
@@ -368,10 +372,22 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
         if edited:
             results += [OperationResult(ps.id, path, op.describe(), DRIFTED, edited) for op in ops]
             continue
-        outcomes, after = evaluate_file(ps, path, before, ctx, already=rec is not None)
-        results += [_drift(ps, op, version, o.detail, o.fix) if state == DRIFTED else
-                    OperationResult(ps.id, path, op.describe(), state, o.detail)
-                    for op, state, o in outcomes]
+        already = rec is not None
+        key = run.cache.key(ps, path, before, already, run.read) if run.cache is not None else ""
+        hit = run.cache.get(key, before) if run.cache is not None else None
+        if hit is not None and len(hit.operations) == len(ops):
+            found = [(op, state, detail, fix) for op, (state, detail, fix) in zip(ops, hit.operations, strict=True)]
+            after = hit.after
+        else:
+            outcomes, after = evaluate_file(ps, path, before, ctx, already=already)
+            found = [(op, state, o.detail, o.fix) for op, state, o in outcomes]
+            if run.cache is not None:
+                from envforge.patching.memo import CachedFile
+
+                run.cache.put(key, before, CachedFile(tuple((st, d, f) for _, st, d, f in found), after))
+        results += [_drift(ps, op, version, detail, fix) if state == DRIFTED else
+                    OperationResult(ps.id, path, op.describe(), state, detail)
+                    for op, state, detail, fix in found]
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
@@ -443,7 +459,8 @@ def _unmet_message(run: _Run, ps: Patchset, req: PatchsetRequirement) -> Unmet:
     return Unmet(ps.id, req.text, msg)
 
 
-def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False) -> PatchReport:
+def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False,
+          cache: ResultCache | None = None) -> PatchReport:
     """Plan, then write every patchset that neither drifted nor was refused (all its files or
     none). With ``dry_run`` nothing is written (the report's ``changes`` hold the diff).
 
@@ -454,7 +471,7 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
 
     recovered = () if dry_run else recover(site_packages)
     ordered = order_patchsets(list(patchsets))
-    report = replace(plan(site_packages, ordered), recovered=recovered)
+    report = replace(plan(site_packages, ordered, cache=cache), recovered=recovered)
     if dry_run:
         return report
     manifest = read_manifest(site_packages) or Manifest()

@@ -37,6 +37,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envforge.errors import CheckFailed, ExternalToolError, InputError
+from envforge.patching.memo import default_cache
 
 __all__ = ["DEFAULT_INDEX", "IndexListing", "default_cache", "fetch_release", "list_releases", "select_versions"]
 
@@ -56,14 +57,6 @@ class IndexListing:
     def versions(self) -> tuple[str, ...]:
         """Versions with a wheel, oldest first (PEP 440 order)."""
         return tuple(sorted(self.wheels, key=Version))
-
-
-def default_cache() -> Path:
-    """``$ENVFORGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envforge``, else ``~/.cache/envforge``."""
-    if os.environ.get("ENVFORGE_CACHE_DIR"):
-        return Path(os.environ["ENVFORGE_CACHE_DIR"])
-    base = Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "envforge"
 
 
 class _Links(html.parser.HTMLParser):

@@ -149,6 +149,40 @@ def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Findin
     return findings
 
 
+def shared_files_note(sp: Path, installed: Iterable[Installed], patched: Iterable[PatchedFile]) -> str | None:
+    """One line naming how many other files of the distributions envforge patched are hardlinks
+    (link count > 1: shared with uv's cache or another environment), or None when none are.
+
+    Only patched files leave uv's cache (issue 16.4; they are replaced, B09): the others are the
+    released bytes, shared. Not a finding: an in-place edit of one of them (``sed -i``) would
+    change the cache and every environment sharing it, and RECORD would call it tampered.
+    """
+    paths = {p.path for p in patched}
+    if not paths:
+        return None
+    counts: dict[str, int] = {}
+    for dist in installed:
+        entries = read_record(dist)
+        if not any(e.path in paths for e in entries):
+            continue
+        n = 0
+        for e in entries:
+            if e.path in paths:
+                continue
+            try:
+                st = os.lstat(sp / e.path)
+            except OSError:
+                continue
+            n += st.st_nlink > 1
+        if n:
+            counts[dist.name] = n
+    if not counts:
+        return None
+    listed = ", ".join(f"{n} of {name}" for name, n in sorted(counts.items()))
+    return (f"hardlinked (shared with uv's cache): {listed} other files of the patched distributions; "
+            "envforge replaced only the files it patched, so edit none of the others in place")
+
+
 def cached_bytecode(sp: Path, patched: Iterable[PatchedFile]) -> list[Path]:
     """Patched ``.py`` files that have any ``__pycache__/<stem>.*.pyc`` (only those need the probe)."""
     out = []

@@ -24,6 +24,7 @@ from envforge.verify.records import (
     cached_bytecode,
     check_patched_files,
     check_records,
+    shared_files_note,
     stale_bytecode,
 )
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
@@ -115,6 +116,9 @@ def run_static(inp: StaticInputs) -> StaticResult:
         c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
         c.add("patched-files", check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
               f"{len(patched)} patched files, {len(pycs)} with cached bytecode")
+        shared = shared_files_note(sp, installed.values(), patched)
+        if shared:
+            c.notes.append(shared)
         _patches(inp, c)
         _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))

@@ -574,3 +574,84 @@ def test_replaced_keeps_source_marker_and_coverage() -> None:
     (change,) = same.packages
     assert (change.old_source, change.new_source, change.marker_changed, change.coverage) == (
         None, None, False, ())
+
+
+def test_version_change_values() -> None:
+    from envforge.lockdiff.classify import _version_change
+
+    assert _version_change("1.0", "1.0") == (None, None, "")
+    assert _version_change("1.0", "1.0.0") == (None, None, "")  # equal as PEP 440 versions
+    assert _version_change("1.0", None) == ("downgraded", "major", "")
+    assert _version_change(None, "1.0") == ("upgraded", "major", "")
+    assert _version_change("abc", "def") == ("upgraded", None, "not PEP 440 versions")
+    assert _version_change("1.0.dev1", "1.0.dev2") == ("upgraded", "dev", "")
+    assert _version_change("1.0+cpu", "1.0") == ("local", None, "+cpu -> no label")
+
+
+def test_markers_differ_spelling_and_invalid() -> None:
+    from envforge.lockdiff.classify import _markers_differ
+
+    def m(marker: str | None) -> LockedPackage:
+        return entry("1.0", marker)
+
+    assert not _markers_differ(m("os_name=='nt'"), m("os_name == 'nt'"))
+    assert _markers_differ(m("os_name == 'nt'"), m("os_name == 'posix'"))
+    assert _markers_differ(m(None), m("os_name == 'nt'")) and _markers_differ(m("os_name == 'nt'"), m(None))
+    assert _markers_differ(m("not a marker"), m("not  a marker"))
+    assert not _markers_differ(m(None), m(None))
+
+
+def wheels_entry(*files: tuple[str, str], version: str = "1.17.0", size: int | None = None,
+                 when: str | None = None) -> LockedPackage:
+    return LockedPackage("six", version, None, "https://pypi.org/simple",
+                         tuple(Artifact(n, f"https://x/{n}", (("sha256", h),), size, when) for n, h in files))
+
+
+def one(a: LockedPackage, b: LockedPackage) -> str:
+    lock_a = Lock("a", "pylock", {}, (), {"six": a}, {})
+    lock_b = Lock("b", "pylock", {}, (), {"six": b}, {})
+    return "\n".join(render_terminal(diff_locks(lock_a, lock_b), show_all=True).split("\n")[2:])
+
+
+def test_rebuilt_and_rehashed_details() -> None:
+    w1, w2 = "six-1.17.0-py2-none-any.whl", "six-1.17.0-py3-none-any.whl"
+    assert one(wheels_entry((w1, "a"), (w2, "b")), wheels_entry((w1, "c"), (w2, "d"))) == (
+        "other (1 REHASHED)\n  ! REHASHED  six  1.17.0  same version, new hashes: six-1.17.0-py2-none-any.whl (+1 more)")
+    assert one(wheels_entry((w1, "a")), wheels_entry(("six-1.17.0-1-py2-none-any.whl", "c"))) == (
+        "other (1 rebuilt)\n  rebuilt  six  1.17.0  1 file rebuilt, build tag none -> 1")
+    assert one(wheels_entry(("six-1.17.0-8-py2-none-any.whl", "a"), ("six-1.17.0-2-py3-none-any.whl", "b")),
+               wheels_entry(("six-1.17.0-9-py2-none-any.whl", "c"), ("six-1.17.0-3-py3-none-any.whl", "d"))) == (
+        "other (1 rebuilt)\n  rebuilt  six  1.17.0  2 files rebuilt, build tag 2 -> 3, 8 -> 9")
+    # a rebuild beside a new platform wheel: both said
+    assert one(wheels_entry(("six-1.17.0-8-py2-none-any.whl", "a")),
+               wheels_entry(("six-1.17.0-9-py2-none-any.whl", "c"), ("six-1.17.0-cp312-cp312-win_amd64.whl", "e"))
+               ) == ("other (1 rebuilt)\n  rebuilt  six  1.17.0  1 file rebuilt, build tag 8 -> 9; "
+                     "wheels +win amd64, +cp312")
+
+
+def test_same_files_in_another_order() -> None:
+    w1, w2 = ("six-1.17.0-py2-none-any.whl", "a"), ("six-1.17.0-py3-none-any.whl", "b")
+    assert one(wheels_entry(w1, w2), wheels_entry(w2, w1)) == ""
+    assert one(wheels_entry(w1, w2), wheels_entry(w2, w1, when="2025-01-01")) == (
+        "other (1 metadata)\n  metadata  six  1.17.0  upload-time of identical files")
+    assert one(wheels_entry(w1, w2), wheels_entry(w1, w2, size=3)) == (
+        "other (1 metadata)\n  metadata  six  1.17.0  size of identical files")
+
+
+def test_coverage_order_and_file_order() -> None:
+    sdist = ("six-1.17.0.tar.gz", "s")
+    old = wheels_entry(("six-1.17.0-py3-none-any.whl", "a"), version="1.0")
+    new = wheels_entry(sdist, ("x.whl", "z"), ("six-1.17.0-cp312-cp312-manylinux_2_28_x86_64.whl", "b"),
+                       version="2.0")
+    assert one(old, new) == ("other (1 upgraded)\n  upgraded  six  1.0 -> 2.0  major; wheels +linux x86_64, "
+                             "+cp312, -any, -py3; sdist added")
+
+
+@pytest.mark.parametrize("scheme", ["http://", "https://", "file://"])
+def test_moves_between_url_indexes_of_every_scheme(scheme: str) -> None:
+    a = LockedPackage("six", "1.0", None, f"{scheme}a.example/simple", wheels_entry(("s.whl", "a")).artifacts)
+    b = LockedPackage("six", "1.0", None, f"{scheme}b.example/simple", a.artifacts)
+    assert one(a, b) == (f"other (1 moved)\n  moved  six  1.0  index {scheme}a.example/simple -> "
+                         f"{scheme}b.example/simple")
+    c = LockedPackage("six", "1.0", None, "directory ../six", a.artifacts)
+    assert one(a, c) == f"other (1 source)\n  source  six  1.0  source {scheme}a.example/simple -> directory ../six"

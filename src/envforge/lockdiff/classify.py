@@ -569,16 +569,17 @@ def _meta_what(a: Any, b: Any) -> str:
 
 
 _ARCH = re.compile(r"^(manylinux|musllinux|macosx)_\d+_\d+_(.+)$|^(manylinux\d+|linux)_(.+)$")
-_OS = {"manylinux": "linux", "linux": "linux", "musllinux": "musllinux", "macosx": "macos"}
+_OS = {"manylinux": "linux", "musllinux": "musllinux", "macosx": "macos"}
 
 
 def _platform(tag: str) -> str:
     """A wheel platform tag as ``os arch``: ``manylinux_2_28_aarch64`` -> ``linux aarch64``,
     ``macosx_11_0_arm64`` -> ``macos arm64``, ``win_amd64`` -> ``win amd64``."""
     match = _ARCH.match(tag)
+    if match and match.group(1):
+        return f"{_OS[match.group(1)]} {match.group(2)}"
     if match:
-        os_, arch = match.group(1) or match.group(3), match.group(2) or match.group(4)
-        return f"{_OS.get(os_, 'linux')} {arch}"
+        return f"linux {match.group(4)}"
     if tag.startswith("win_"):
         return "win " + tag[4:]
     return tag

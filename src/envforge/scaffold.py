@@ -67,24 +67,27 @@ def default_project_dir(environ: Mapping[str, str]) -> Path:
     return Path(data) / "envforge" / "default"
 
 
-def scaffold(root: Path, recipe: str = "quickstart", *, git_files: bool = True) -> ScaffoldResult:
+def scaffold(root: Path, recipe: str | None = "quickstart", *, git_files: bool = True) -> ScaffoldResult:
     """Write an envforge project into ``root``: the embedded ``recipe``, the patchsets it names,
     its committed locks, empty ``recipes/``, ``patchsets/``, ``lockfiles/`` directories and, with
     ``git_files``, ``.gitattributes`` and ``.gitignore`` (appended to when they exist and lack
-    the envforge lines). Existing files are kept, never overwritten.
+    the envforge lines). Existing files are kept, never overwritten. ``recipe=None``: the
+    directories and git files only (``init --from-env`` writes its own recipe).
 
     :raises InputError: ``recipe`` is not embedded (the message lists the embedded ones).
     """
     from envforge.recipe import load_recipe
 
     source = embedded_root()
-    recipe_file = source / "recipes" / f"{recipe}.toml"
-    if not recipe_file.is_file():
-        raise InputError(f"no embedded recipe named '{recipe}'",
-                         hint=f"embedded recipes: {', '.join(embedded_recipes())}")
-    names = load_recipe(recipe_file).patchsets
-    files = [recipe_file, *(source / "patchsets" / f"{n}.toml" for n in names),
-             *sorted((source / "lockfiles").glob(f"pylock.{recipe}-*.toml"))]
+    files: list[Path] = []
+    if recipe is not None:
+        recipe_file = source / "recipes" / f"{recipe}.toml"
+        if not recipe_file.is_file():
+            raise InputError(f"no embedded recipe named '{recipe}'",
+                             hint=f"embedded recipes: {', '.join(embedded_recipes())}")
+        names = load_recipe(recipe_file).patchsets
+        files = [recipe_file, *(source / "patchsets" / f"{n}.toml" for n in names),
+                 *sorted((source / "lockfiles").glob(f"pylock.{recipe}-*.toml"))]
     created: list[Path] = []
     kept: list[Path] = []
     for sub in ("recipes", "patchsets", "lockfiles"):

@@ -21,6 +21,12 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("dir", nargs="?", type=Path, default=None, metavar="DIR", help="project directory (default: .)")
     p.add_argument("--recipe", default="quickstart", metavar="NAME",
                    help="the embedded recipe to start from (default: quickstart)")
+    p.add_argument("--from-env", type=Path, metavar="PATH",
+                   help="adopt an existing virtual environment: a recipe pinning what is installed, its lock, "
+                        "and a report of the files that differ from their RECORD (hand edits)")
+    p.add_argument("--name", metavar="NAME", help="recipe name for --from-env (default: the environment's directory name)")
+    p.add_argument("--index-url", metavar="URL", help="the recipe's default index for --from-env (default: PyPI)")
+    p.add_argument("--no-lock", action="store_true", help="with --from-env: write the recipe only, lock later")
     p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
     p.set_defaults(handler=_init)
 
@@ -29,6 +35,8 @@ def _init(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.scaffold import scaffold
 
     root = (args.dir or Path.cwd()).resolve()
+    if args.from_env is not None:
+        return _from_env(args, root, ui)
     res = scaffold(root, args.recipe)
     if ui.json_mode:
         ui.emit_json("init", {"root": str(root), "recipe": args.recipe,
@@ -42,3 +50,47 @@ def _init(args: argparse.Namespace, ui: Ui) -> int:
     ui.info("next: `git config diff.pylock.textconv 'envforge lock textconv'` (once per clone), "
             f"then `envforge up {args.recipe}`" + ("" if args.dir is None else f" in {root}"))
     return 0
+
+
+def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
+    import json
+    import re
+
+    from envforge import lock
+    from envforge.adopt import PYPI, adopt_environment
+    from envforge.errors import InputError
+    from envforge.project import Project
+    from envforge.recipe import load_recipe
+    from envforge.scaffold import scaffold
+
+    env = args.from_env.resolve()
+    name = args.name or re.sub(r"[^A-Za-z0-9_-]+", "-", env.name).strip("-_").lower() or "adopted"
+    adoption = adopt_environment(env, name=name, index_url=args.index_url or PYPI)
+    project = Project(root)
+    recipe_path = project.recipes_dir / f"{name}.toml"
+    if recipe_path.exists():
+        raise InputError(f"{recipe_path} already exists", hint="pass --name NAME for another recipe name")
+    scaffold(root, None)
+    recipe_path.write_text(adoption.recipe_text, encoding="utf-8")
+    report_path = project.recipes_dir / f"{name}.adopted.json"
+    report_path.write_text(json.dumps(adoption.as_dict(), indent=2) + "\n", encoding="utf-8")
+    lock_path = None
+    if not args.no_lock:
+        variant = load_recipe(recipe_path).resolve(None)
+        lock_path = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, ()),
+                                      project.lock_path(variant.lock_name), progress=ui.progress).path
+    if ui.json_mode:
+        ui.emit_json("adopt", {**adoption.as_dict(), "recipe_file": str(recipe_path), "report_file": str(report_path),
+                               "lock_file": None if lock_path is None else str(lock_path)})
+    else:
+        pinned = len(adoption.distributions) - len(adoption.not_from_an_index)
+        ui.result(f"created {recipe_path.relative_to(root)}: {pinned} distributions pinned (python {adoption.python})")
+        if lock_path is not None:
+            ui.result(f"created {lock_path.relative_to(root)}")
+        ui.result(f"created {report_path.relative_to(root)}")
+        for d in adoption.not_from_an_index:
+            ui.warn(f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand")
+        for e in adoption.edits:
+            what = "missing" if e.actual_sha256 is None else "differs from its RECORD hash"
+            ui.warn(f"hand edit: {e.path} ({e.distribution}) {what}; capture it as a patchset (docs/patchsets.md)")
+    return 1 if adoption.edits or adoption.not_from_an_index else 0

@@ -93,6 +93,13 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
     listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(proj / "envs" / "team-default" / "bin" / "python"),
                              "--format", "json"], capture_output=True, text=True, check=True).stdout
     assert [(p["name"], p["version"]) for p in json.loads(listed)] == [("model-kernels", "1.0")]
+    # verify on the old environment, against the adopted lock, lists exactly how it differs
+    old = envforge(proj, "verify", str(env), "--lock", "lockfiles/pylock.team-default.toml", "--json")
+    assert old.returncode == 1, old.stderr
+    found = sorted((f["kind"], f["subject"]) for f in json.loads(old.stdout)["data"]["findings"])
+    assert found == [("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
+    new_env = envforge(proj, "verify", "team-default")
+    assert new_env.returncode == 0, new_env.stdout + new_env.stderr
 
 
 @pytest.mark.slow

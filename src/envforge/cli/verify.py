@@ -27,6 +27,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--step-timeout", type=float, default=120.0, metavar="S",
                    help="hard limit for each GPU probe step in seconds (default: 120)")
     p.add_argument("--project", metavar="DIR", help="project directory (default: nearest with recipes/)")
+    p.add_argument("--lock", metavar="FILE",
+                   help="verify against this lock instead of the one the environment records (an environment "
+                        "envforge did not build, adopted with `envforge init --from-env`)")
     p.set_defaults(handler=_verify)
 
 
@@ -56,7 +59,7 @@ def _verify(args: argparse.Namespace, ui: Any) -> int:
     report = verify(env, project, VerifyOptions(
         levels=levels, deep=args.deep, target_from_machine=args.target_from_machine,
         base_env=dict(os.environ), uv_cache=_uv_cache(os.environ), step_timeout_s=args.step_timeout,
-        hub_endpoint=os.environ.get("HF_ENDPOINT")))
+        hub_endpoint=os.environ.get("HF_ENDPOINT"), lock=Path(args.lock) if args.lock else None))
     if args.junit:
         Path(args.junit).write_bytes(as_junit(report))
     if ui.json_mode:

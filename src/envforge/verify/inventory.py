@@ -27,5 +27,7 @@ def read_env_lock(path: Path) -> EnvLock:
     """
     if not path.is_file():
         raise InputError(f"{path} does not exist: the environment records no lock",
-                         hint="rebuild it with `envforge build` (it copies the lock into .envforge/)")
+                         hint="rebuild it with `envforge build` (it copies the lock into .envforge/); for an "
+                              "environment envforge did not build: `envforge init --from-env ENV`, then "
+                              "`envforge verify ENV --lock LOCK`")
     return read_lock(path)

@@ -48,6 +48,7 @@ class VerifyOptions:
     hub_cache: Path | None = None
     clock: Any = None
     today: Any = None
+    lock: Path | None = None  # verify against this lock, not the environment's copy (an adopted env)
 
 
 def _generation(sp: Path) -> Mapping[str, Any]:
@@ -82,7 +83,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     now = options.clock or time.monotonic
     start = now()
     sp = env.site_packages
-    lock = read_env_lock(sp / ".envforge" / "pylock.toml")
+    lock = read_env_lock(options.lock or sp / ".envforge" / "pylock.toml")
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)

@@ -13,17 +13,21 @@ import pytest
 
 from envforge.bench.client import Endpoint, LevelRun, RequestResult
 from envforge.bench.metrics import (
+    EngineCounters,
+    EngineWindow,
     MetricsError,
     SpecCounters,
     SpecDecodeStats,
-    check_spec,
+    check_window,
     describe,
+    engine_delta,
     parse_metrics,
     scrape,
     spec_delta,
     sum_stats,
+    sum_windows,
 )
-from envforge.bench.report import level_result
+from envforge.bench.report import ServerResult, break_even_rows, level_result
 from envforge.errors import EXIT_TOOL_FAILED
 
 DATA = Path(__file__).parent / "data" / "bench" / "vllm"
@@ -35,20 +39,28 @@ def body(name: str) -> str:
 
 def test_parse_draft_model_bodies() -> None:
     # draft_model (draft = target, k = 3): 4 requests x 32 tokens at temperature 0
-    assert parse_metrics(body("draft-before.txt")) == SpecCounters(0.0, 0.0, 0.0, (0.0, 0.0, 0.0), 0.0)
-    assert parse_metrics(body("draft-after.txt")) == SpecCounters(32.0, 96.0, 96.0, (32.0, 32.0, 32.0), 128.0)
+    assert parse_metrics(body("draft-before.txt")) == EngineCounters(0.0, 0.0, 0.0, SpecCounters(0.0, 0.0, 0.0, (0.0, 0.0, 0.0)))
+    assert parse_metrics(body("draft-after.txt")) == EngineCounters(
+        128.0, 0.30160478000016155, 32.0, SpecCounters(32.0, 96.0, 96.0, (32.0, 32.0, 32.0)))
 
 
 def test_draft_model_delta_is_exactly_four() -> None:
-    stats = spec_delta(parse_metrics(body("draft-before.txt")), parse_metrics(body("draft-after.txt")))  # type: ignore[arg-type]
-    assert stats == SpecDecodeStats(32, 96, 96, (32, 32, 32), 128)
+    window = engine_delta(parse_metrics(body("draft-before.txt")), parse_metrics(body("draft-after.txt")), requests=4)
+    stats = window.spec
+    assert stats == SpecDecodeStats(32, 96, 96, (32, 32, 32))
     assert stats.mean_acceptance_length == 4.0
     assert stats.draft_acceptance_rate == 1.0
     assert stats.per_position_rates == (1.0, 1.0, 1.0)
-    assert stats.as_dict() == {
-        "source": "vllm /metrics", "drafts": 32, "draft_tokens": 96, "accepted": 96,
-        "per_position_accepted": [32, 32, 32], "generation_tokens": 128, "mean_acceptance_length": 4.0,
-        "draft_acceptance_rate": 1.0, "per_position_rates": [1.0, 1.0, 1.0]}
+    # 32 tokens = 1 prefill token + 8 verify steps, the last one cut to 3 tokens: 31 / 8 per step
+    assert window.tokens_per_step == 3.875
+    assert window.decode_step_ms == pytest.approx(9.42514937500505)
+    assert window.as_dict() == {
+        "source": "vllm /metrics", "requests": 4, "generation_tokens": 128, "decode_steps": 32,
+        "decode_s": 0.30160478, "decode_step_ms": 9.4251, "tokens_per_step": 3.875,
+        "spec_decode": {"drafts": 32, "draft_tokens": 96, "accepted": 96, "per_position_accepted": [32, 32, 32],
+                        "mean_acceptance_length": 4.0, "draft_acceptance_rate": 1.0,
+                        "per_position_rates": [1.0, 1.0, 1.0]}}
+    assert EngineWindow.from_dict(window.as_dict()).as_dict() == window.as_dict()
     assert SpecDecodeStats.from_dict(stats.as_dict()) == stats
     assert describe(stats) == ["mean acceptance length 4.000 (1 + 96 accepted / 32 drafts)",
                                "draft acceptance rate 1.000 (96 of 96 draft tokens)",
@@ -57,18 +69,27 @@ def test_draft_model_delta_is_exactly_four() -> None:
 
 def test_ngram_delta_partial_acceptance() -> None:
     # ngram (k = 3, prompt lookup 2..4): the same 4 requests; "hello world" has nothing to look up
-    before = parse_metrics(body("ngram-before.txt"))
-    after = parse_metrics(body("ngram-after.txt"))
-    assert before is not None and after is not None
-    stats = spec_delta(before, after)
-    assert stats == SpecDecodeStats(28, 79, 67, (25, 22, 20), 128)
+    window = engine_delta(parse_metrics(body("ngram-before.txt")), parse_metrics(body("ngram-after.txt")), requests=4)
+    stats = window.spec
+    assert stats == SpecDecodeStats(28, 79, 67, (25, 22, 20))
+    # 62 decode steps, only 28 of them with a draft: 124 decoded tokens are 2.0 per step, not 3.39
+    assert (window.decode_steps, window.generation_tokens, window.tokens_per_step) == (62, 128, 2.0)
     assert stats.mean_acceptance_length == 3.392857142857143  # 1 + 67 / 28
     assert stats.draft_acceptance_rate == 0.8481012658227848  # 67 / 79
     assert stats.as_dict()["per_position_rates"] == [0.8929, 0.7857, 0.7143]
 
 
 def test_plain_server_has_no_spec_counters() -> None:
-    assert parse_metrics(body("plain-after.txt")) is None
+    assert parse_metrics(body("plain-after.txt")) == EngineCounters(128.0, 0.2703200529995229, 124.0, None)
+    window = engine_delta(parse_metrics(body("plain-before.txt")), parse_metrics(body("plain-after.txt")), requests=4)
+    assert window == EngineWindow(4, 128, 124, 0.2703200529995229, None)
+    assert window.tokens_per_step == 1.0
+    assert window.decode_step_ms == pytest.approx(2.18)
+
+
+def test_body_without_vllm_metrics() -> None:
+    assert parse_metrics("# HELP python_info x\n# TYPE python_info gauge\npython_info 1.0\n") == \
+        EngineCounters(None, None, None, None)
 
 
 def test_samples_of_several_engines_are_summed() -> None:
@@ -76,7 +97,8 @@ def test_samples_of_several_engines_are_summed() -> None:
     extra = "\n".join(line.replace('engine="0"', 'engine="1"') for line in body("draft-after.txt").splitlines()
                       if line.startswith(("vllm:spec_decode", "vllm:generation_tokens_total")))
     merged = _insert_after_family_samples(body("draft-after.txt"), extra)
-    assert parse_metrics(merged) == SpecCounters(64.0, 192.0, 192.0, (64.0, 64.0, 64.0), 256.0)
+    assert parse_metrics(merged) == EngineCounters(
+        256.0, 0.30160478000016155, 32.0, SpecCounters(64.0, 192.0, 192.0, (64.0, 64.0, 64.0)))
 
 
 def _insert_after_family_samples(text: str, extra: str) -> str:
@@ -120,12 +142,19 @@ def test_per_position_gap_is_an_error() -> None:
                                  "[0, 2, 5] are not 0..k-1")
 
 
+def test_latency_sum_going_backwards_is_a_restart() -> None:
+    before = EngineCounters(128.0, 0.5, 32.0, None)
+    with pytest.raises(MetricsError) as exc:
+        engine_delta(before, parse_metrics(body("plain-after.txt")), requests=4)
+    assert exc.value.message == ("/metrics: vllm:inter_token_latency_seconds_sum went backwards (0.5 -> 0.27032): "
+                                 "the server restarted during the measurement")
+
+
 def test_counter_going_backwards_is_a_restart() -> None:
     after = parse_metrics(body("draft-after.txt"))
     before = parse_metrics(body("draft-before.txt"))
-    assert after is not None and before is not None
     with pytest.raises(MetricsError) as exc:
-        spec_delta(after, before)
+        engine_delta(after, before, requests=4)
     assert exc.value.message == ("/metrics: vllm:spec_decode_num_drafts_total went backwards (32 -> 0): the "
                                  "server restarted during the measurement")
 
@@ -155,88 +184,135 @@ def test_no_drafts_gives_no_acceptance_length_not_one() -> None:
                                "draft acceptance rate - (0 of 0 draft tokens)", "per-position acceptance -"]
 
 
-def test_sum_stats() -> None:
-    a = SpecDecodeStats(10, 30, 27, (10, 9, 8), 40)
-    b = SpecDecodeStats(5, 15, 15, (5, 5, 5), 20)
-    assert sum_stats([a, b]) == SpecDecodeStats(15, 45, 42, (15, 14, 13), 60)
-    assert sum_stats([a, SpecDecodeStats(1, 3, 0, (0, 0, 0))]) == SpecDecodeStats(11, 33, 27, (10, 9, 8), None)
+def test_sum_stats_and_windows() -> None:
+    a = SpecDecodeStats(10, 30, 27, (10, 9, 8))
+    b = SpecDecodeStats(5, 15, 15, (5, 5, 5))
+    assert sum_stats([a, b]) == SpecDecodeStats(15, 45, 42, (15, 14, 13))
+    assert sum_stats([a, SpecDecodeStats(1, 3, 0, (0, 0))]) == SpecDecodeStats(11, 33, 27, (10, 9, 8))
     assert sum_stats([]) is None
+    wa, wb = EngineWindow(2, 40, 12, 0.5, a), EngineWindow(1, 20, 5, 0.25, b)
+    assert sum_windows([wa, wb]) == EngineWindow(3, 60, 17, 0.75, SpecDecodeStats(15, 45, 42, (15, 14, 13)))
+    assert sum_windows([wa, EngineWindow(1, None, 5, 0.25, None)]) == EngineWindow(3, None, 17, 0.75, None)
+    assert sum_windows([]) is None
 
 
-def counters(name: str) -> SpecCounters | None:
+def counters(name: str) -> EngineCounters:
     return parse_metrics(body(name))
 
 
-def test_check_spec_speculative_server() -> None:
-    stats, warnings = check_spec("draft", True, counters("draft-before.txt"), counters("draft-after.txt"),
-                                 output_tokens=128, requests=4)
-    assert stats == SpecDecodeStats(32, 96, 96, (32, 32, 32), 128)
+def test_check_window_speculative_server() -> None:
+    window, warnings = check_window("draft", True, counters("draft-before.txt"), counters("draft-after.txt"),
+                                    output_tokens=128, requests=4)
+    assert window.spec == SpecDecodeStats(32, 96, 96, (32, 32, 32))
     assert warnings == []
 
 
-def test_check_spec_speculative_server_without_counters_is_an_error() -> None:
+def test_check_window_ngram_steps_without_draft_warn() -> None:
+    window, warnings = check_window("ngram", True, counters("ngram-before.txt"), counters("ngram-after.txt"),
+                                    output_tokens=128, requests=4, where="at concurrency 1, repeat 1")
+    assert window.tokens_per_step == 2.0
+    assert warnings == ["server 'ngram' at concurrency 1, repeat 1: 34 of 62 decode steps proposed no draft; the "
+                        "acceptance length counts drafted steps only, break-even uses the tokens per decode step"]
+
+
+def test_check_window_speculative_server_without_counters_is_an_error() -> None:
     with pytest.raises(MetricsError) as exc:
-        check_spec("draft", True, None, counters("plain-after.txt"), output_tokens=128, requests=4,
-                   source="http://127.0.0.1:8000/metrics", where="at concurrency 1, repeat 1")
+        check_window("draft", True, counters("plain-before.txt"), counters("plain-after.txt"), output_tokens=128,
+                     requests=4, source="http://127.0.0.1:8000/metrics", where="at concurrency 1, repeat 1")
     assert exc.value.message == ("server 'draft' is marked speculative but http://127.0.0.1:8000/metrics has "
                                  "no vllm:spec_decode_* counters at concurrency 1, repeat 1: it runs without "
                                  "speculative decoding")
     assert exc.value.hint is not None and "--speculative-config" in exc.value.hint
 
 
-def test_check_spec_baseline_with_counters_is_an_error() -> None:
+def test_check_window_baseline_with_counters_is_an_error() -> None:
     with pytest.raises(MetricsError) as exc:
-        check_spec("baseline", False, counters("draft-before.txt"), counters("draft-after.txt"),
-                   output_tokens=128, requests=4)
+        check_window("baseline", False, counters("draft-before.txt"), counters("draft-after.txt"),
+                     output_tokens=128, requests=4)
     assert exc.value.message == ("server 'baseline' is not marked speculative but /metrics has vLLM's "
                                  "speculative-decoding counters: it runs speculative decoding, so its decode "
                                  "step is no baseline")
 
 
-def test_check_spec_plain_baseline() -> None:
-    assert check_spec("baseline", False, None, None, output_tokens=128, requests=4) == (None, [])
+def test_check_window_plain_baseline() -> None:
+    window, warnings = check_window("baseline", False, counters("plain-before.txt"), counters("plain-after.txt"),
+                                    output_tokens=128, requests=4)
+    assert (window.spec, window.decode_steps, warnings) == (None, 124, [])
 
 
-def test_check_spec_counters_that_do_not_move_warn() -> None:
+def test_check_window_counters_that_do_not_move_warn() -> None:
     same = counters("draft-after.txt")
-    stats, warnings = check_spec("ngram", True, same, same, output_tokens=128, requests=4, where="at concurrency 2, repeat 1")
-    assert stats == SpecDecodeStats(0, 0, 0, (0, 0, 0), 0)
-    assert stats.mean_acceptance_length is None
+    window, warnings = check_window("ngram", True, same, same, output_tokens=128, requests=4,
+                                    where="at concurrency 2, repeat 1")
+    assert window.spec == SpecDecodeStats(0, 0, 0, (0, 0, 0))
+    assert window.spec.mean_acceptance_length is None
     assert warnings == [
         "server 'ngram' at concurrency 2, repeat 1: vLLM proposed no draft in 124 decoded tokens "
         "(vllm:spec_decode_num_drafts_total did not move); no acceptance length for this window",
         "server 'ngram' at concurrency 2, repeat 1: vLLM generated 0 tokens but bench received 128: other "
-        "clients use this server and its speculative counters include their requests"]
+        "clients use this server and its counters include their requests"]
 
 
-def test_check_spec_other_traffic_warns() -> None:
-    _, warnings = check_spec("draft", True, counters("draft-before.txt"), counters("draft-after.txt"),
-                             output_tokens=96, requests=3)
+def test_check_window_other_traffic_warns() -> None:
+    _, warnings = check_window("draft", True, counters("draft-before.txt"), counters("draft-after.txt"),
+                               output_tokens=96, requests=3)
     assert warnings == ["server 'draft': vLLM generated 128 tokens but bench received 96: other clients use this "
-                        "server and its speculative counters include their requests"]
+                        "server and its counters include their requests"]
 
 
-def test_level_result_takes_accept_length_from_the_counters() -> None:
-    # 2 repeats of 4 requests x 32 tokens; 31 decoded tokens in 8 verify steps of 12.5 ms each
+def test_check_window_without_latency_histogram_warns() -> None:
+    text = "\n".join(line for line in body("plain-after.txt").splitlines()
+                     if not line.startswith("vllm:inter_token_latency_seconds")) + "\n"
+    _, warnings = check_window("baseline", False, counters("plain-before.txt"), parse_metrics(text),
+                               output_tokens=128, requests=4)
+    assert warnings == ["server 'baseline': /metrics has no vllm:inter_token_latency_seconds histogram; the decode "
+                        "step comes from the stream's chunk timing"]
+
+
+def draft_window() -> EngineWindow:
+    return engine_delta(counters("draft-before.txt"), counters("draft-after.txt"), requests=4)
+
+
+def test_level_result_takes_accept_length_and_cycle_from_the_engine() -> None:
+    # 2 repeats of 4 requests x 32 tokens, each repeat one captured window (8 verify steps a request)
     r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
     runs = [LevelRun(1, (r, r, r, r), 0.8), LevelRun(1, (r, r, r, r), 0.8)]
-    spec = SpecDecodeStats(32, 96, 96, (32, 32, 32), 128)
-    lv = level_result(1, runs, [spec, spec])
+    lv = level_result(1, runs, [draft_window(), draft_window()])
     assert lv.accept_length == 4.0
-    assert lv.verify_cycle_ms == pytest.approx(12.5)
-    assert lv.spec_decode == SpecDecodeStats(64, 192, 192, (64, 64, 64), 256)
+    assert lv.verify_cycle_ms == pytest.approx(9.42514937500505)  # the engine's, not 0.4 s / 32 drafts
+    assert lv.vllm == EngineWindow(8, 256, 64, 0.6032095600003231, SpecDecodeStats(64, 192, 192, (64, 64, 64)))
     d = lv.as_dict()
-    assert d["accept_length"] == 4.0 and d["verify_cycle_ms"] == 12.5
-    assert d["spec_decode"]["mean_acceptance_length"] == 4.0
+    assert d["accept_length"] == 4.0 and d["verify_cycle_ms"] == 9.4251
+    assert d["vllm"]["spec_decode"]["mean_acceptance_length"] == 4.0
     assert [x["verify_steps"] for x in d["repeats"]] == [32, 32]
-    assert d["repeats"][0]["spec_decode"]["drafts"] == 32
+    assert d["repeats"][0]["vllm"]["spec_decode"]["drafts"] == 32
     assert type(lv).from_dict(d).as_dict() == d
 
 
 def test_level_result_without_drafts_has_no_accept_length() -> None:
     r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
-    lv = level_result(1, [LevelRun(1, (r,), 0.2)], [SpecDecodeStats(0, 0, 0, (0, 0, 0), 32)])
+    lv = level_result(1, [LevelRun(1, (r,), 0.2)], [EngineWindow(1, 32, 31, 0.1, SpecDecodeStats(0, 0, 0, (0, 0, 0)))])
     assert lv.accept_length is None and lv.verify_cycle_ms is None
+
+
+def test_break_even_from_engine_counters() -> None:
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
+    run = LevelRun(1, (r, r, r, r), 0.8)
+    plain = engine_delta(counters("plain-before.txt"), counters("plain-after.txt"), requests=4)
+    ngram = engine_delta(counters("ngram-before.txt"), counters("ngram-after.txt"), requests=4)
+    base = ServerResult("baseline", False, "u", None, None, (level_result(1, [run], [plain]),))
+    draft = ServerResult("draft", True, "u", None, None, (level_result(1, [run], [draft_window()]),))
+    ng = ServerResult("ngram", True, "u", None, None, (level_result(1, [run], [ngram]),))
+    rows = [b.as_dict() for b in break_even_rows([base, draft, ng])]
+    # engine step times: plain 0.27032 s / 124 steps, draft 0.30160 s / 32, ngram 0.30556 s / 62
+    assert rows == [
+        {"baseline": "baseline", "speculative": "draft", "concurrency": 1, "decode_step_ms": 2.18,
+         "verify_cycle_ms": 9.4251, "break_even_accept_length": 4.323, "accept_length": 4.0, "pays": False,
+         "tokens_per_cycle": 3.875},
+        # ngram's acceptance length 3.39 is above its break-even 2.26, but its 62 steps gave 2.0 tokens each
+        {"baseline": "baseline", "speculative": "ngram", "concurrency": 1, "decode_step_ms": 2.18,
+         "verify_cycle_ms": 4.9283, "break_even_accept_length": 2.261, "accept_length": 3.393, "pays": False,
+         "tokens_per_cycle": 2.0}]
 
 
 @contextmanager
@@ -267,7 +343,7 @@ def metrics_server(status: int, text: str) -> Iterator[Endpoint]:
 
 def test_scrape_over_http() -> None:
     with metrics_server(200, body("draft-after.txt")) as ep:
-        assert scrape(ep) == SpecCounters(32.0, 96.0, 96.0, (32.0, 32.0, 32.0), 128.0)
+        assert scrape(ep) == parse_metrics(body("draft-after.txt"))
 
 
 def test_scrape_http_error() -> None:

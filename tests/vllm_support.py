@@ -21,10 +21,12 @@ from __future__ import annotations
 import fcntl
 import glob
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 from collections.abc import Iterator
@@ -111,14 +113,31 @@ def make_vllm_model(venv: Path, out: Path) -> Path:
     return out
 
 
-def vllm_env(work: Path) -> dict[str, str]:
-    """Environment for ``vllm serve`` that keeps every file it writes under ``work`` (TMPDIR: IPC
-    sockets and ``vllm_dist_*`` files that vLLM never removes; VLLM_CACHE_ROOT: torch.compile cache)."""
-    for d in ("tmp", "cache", "hf-home"):
+@contextmanager
+def short_tmpdir() -> Iterator[Path]:
+    """A fresh directory with a short path (``/tmp/efv<random>``), removed afterwards.
+
+    vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>``; a Unix socket path may have at most 107 bytes
+    (``sizeof(sockaddr_un.sun_path)``), and pytest's ``tmp_path`` (``/tmp/pytest-of-root/pytest-178/
+    test_bench_vllm_draft_model_ac0/...``) is too long: ``zmq.error.ZMQError: ipc path ... is longer
+    than 107 characters``.
+    """
+    path = Path(tempfile.mkdtemp(prefix="efv", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def vllm_env(work: Path, tmpdir: Path) -> dict[str, str]:
+    """Environment for ``vllm serve`` that keeps the files it writes out of the home directory:
+    TMPDIR (``tmpdir``, short: see :func:`short_tmpdir`) gets the IPC sockets and ``vllm_dist_*``
+    files vLLM never removes, ``work`` the torch.compile cache (VLLM_CACHE_ROOT) and HF_HOME."""
+    for d in ("cache", "hf-home"):
         (work / d).mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
-               VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "cache"), TMPDIR=str(work / "tmp"),
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "cache"), TMPDIR=str(tmpdir),
                HF_HOME=str(work / "hf-home"))
     return env
 
@@ -147,7 +166,8 @@ class VllmServer:
 
 
 @contextmanager
-def vllm_server(venv: Path, args: list[str], work: Path, port: int, timeout_s: float = 240.0) -> Iterator[VllmServer]:
+def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int,
+                timeout_s: float = 240.0) -> Iterator[VllmServer]:
     """Start ``vllm serve``, wait until ``/health`` answers 200 while it lives, always stop it
     (SIGTERM to the group, then SIGKILL after 20 s)."""
     from envforge.bench.client import get_status
@@ -156,7 +176,7 @@ def vllm_server(venv: Path, args: list[str], work: Path, port: int, timeout_s: f
     t0 = time.monotonic()
     with log.open("ab") as fh:
         proc = subprocess.Popen([str(venv / "bin" / "vllm"), *args], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=vllm_env(work), start_new_session=True)
+                                stdin=subprocess.DEVNULL, env=vllm_env(work, tmpdir), start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         while get_status(url + "/health") != 200:
@@ -171,10 +191,24 @@ def vllm_server(venv: Path, args: list[str], work: Path, port: int, timeout_s: f
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that is free now, drawn below the kernel's ephemeral range
+    (``/proc/sys/net/ipv4/ip_local_port_range``, from 32768 here): a port the kernel handed out (bind
+    to port 0) can be given to another process's outgoing connection during vLLM's 20-60 s start-up,
+    and the server then dies with ``OSError: [Errno 98] Address already in use``."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(20000, max(20001, min(low, 32768)))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
 
 
 def processes_mentioning(text: str) -> list[int]:

@@ -12,12 +12,20 @@ that exist only while speculative decoding is on (``vllm/v1/spec_decode/metrics.
 ``vllm:spec_decode_num_accepted_tokens_per_pos_total`` accepted tokens at draft position ``position`` (0..k-1)
 =====================================================  =======================================================
 
-plus ``vllm:generation_tokens_total`` (all output tokens, every request). Between two scrapes:
+plus, with or without speculation, ``vllm:generation_tokens_total`` (output tokens of every request)
+and the histogram ``vllm:inter_token_latency_seconds``: one observation per request and decode step
+(drafted or not), the time between two outputs of the request as stamped by the engine core
+(``vllm/v1/metrics/stats.py``, ``IterationStats.update_from_output``), so it does not depend on how
+the API server batches SSE chunks. Between two scrapes:
 
 * mean acceptance length = 1 + Δaccepted / Δdrafts (the 1 is the token the target model adds to each
   verify step; vLLM's own ``SpecDecodingLogging`` uses the same formula);
 * draft acceptance rate = Δaccepted / Δdraft_tokens;
-* acceptance rate at position i = Δaccepted_per_pos[i] / Δdrafts.
+* acceptance rate at position i = Δaccepted_per_pos[i] / Δdrafts;
+* decode step (a verify cycle under speculation) = Δitl_sum / Δitl_count;
+* tokens per decode step = (Δgeneration_tokens - requests) / Δitl_count (each request's first token
+  comes from prefill). It equals the acceptance length only when every step proposed a draft; ngram
+  proposes nothing where it finds no match, and those steps count here but not in Δdrafts.
 
 Samples of one counter are summed over their label sets (several engines under data parallelism).
 The text is parsed with ``prometheus_client``'s parser, not with regular expressions. A scrape that
@@ -30,7 +38,7 @@ from __future__ import annotations
 
 import http.client
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -43,16 +51,22 @@ __all__ = [
     "DRAFTS",
     "DRAFT_TOKENS",
     "GENERATION_TOKENS",
+    "ITL_COUNT",
+    "ITL_SUM",
     "PER_POSITION",
+    "EngineCounters",
+    "EngineWindow",
     "MetricsError",
     "SpecCounters",
     "SpecDecodeStats",
-    "check_spec",
+    "check_window",
     "describe",
+    "engine_delta",
     "parse_metrics",
     "scrape",
     "spec_delta",
     "sum_stats",
+    "sum_windows",
 ]
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -60,6 +74,8 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
+ITL_SUM = "vllm:inter_token_latency_seconds_sum"
+ITL_COUNT = "vllm:inter_token_latency_seconds_count"
 _SPEC = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
 SCRAPE_TIMEOUT_S = 10.0
 
@@ -73,25 +89,32 @@ class MetricsError(ExternalToolError):
 
 @dataclass(frozen=True, slots=True)
 class SpecCounters:
-    """Counter values of one scrape (cumulative since the server started).
-
-    ``per_position[i]`` is the accepted-token count at draft position i (empty when the server
-    exports none); ``generation_tokens`` is None when ``vllm:generation_tokens_total`` is absent.
-    """
+    """Speculative-decoding counter values of one scrape (cumulative since the server started);
+    ``per_position[i]`` is the accepted-token count at draft position i (empty when not exported)."""
 
     drafts: float
     draft_tokens: float
     accepted: float
     per_position: tuple[float, ...] = ()
-    generation_tokens: float | None = None
 
 
-def parse_metrics(text: str, *, source: str = "/metrics") -> SpecCounters | None:
-    """The speculative-decoding counters in a Prometheus text body (``text/plain; version=0.0.4``).
+@dataclass(frozen=True, slots=True)
+class EngineCounters:
+    """The engine counters of one scrape: output tokens, the decode-step latency histogram's sum (s)
+    and count, each None when absent, and the speculative counters (None without speculation)."""
+
+    generation_tokens: float | None
+    decode_s: float | None
+    decode_steps: float | None
+    spec: SpecCounters | None
+
+
+def parse_metrics(text: str, *, source: str = "/metrics") -> EngineCounters:
+    """The engine counters in a Prometheus text body (``text/plain; version=0.0.4``).
 
     :param source: where the text came from, for messages (e.g. ``http://127.0.0.1:8000/metrics``).
-    :returns: the counters, or None when the body has none of them (the server runs no speculative
-        decoding: vLLM registers them only with a speculative config).
+    :returns: the counters; ``spec`` is None when the body has no speculative-decoding counter (the
+        server runs no speculative decoding: vLLM registers them only with a speculative config).
     :raises MetricsError: the body is not Prometheus text, only some of the three counters exist,
         or a per-position sample has no integer ``position`` label.
     """
@@ -107,14 +130,15 @@ def parse_metrics(text: str, *, source: str = "/metrics") -> SpecCounters | None
                         raise MetricsError(f"{source}: {PER_POSITION} sample without an integer 'position' "
                                            f"label: {sample.labels}") from None
                     positions[pos] = positions.get(pos, 0.0) + sample.value
-                elif sample.name in _SPEC or sample.name == GENERATION_TOKENS:
+                elif sample.name in _SPEC or sample.name in (GENERATION_TOKENS, ITL_SUM, ITL_COUNT):
                     sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     except ValueError as exc:
         raise MetricsError(f"{source} is not Prometheus text: {exc}",
                            hint="is this a vLLM server? api = \"vllm\" reads vLLM's GET /metrics") from None
+    engine = EngineCounters(sums.get(GENERATION_TOKENS), sums.get(ITL_SUM), sums.get(ITL_COUNT), None)
     present = [n for n in _SPEC if n in sums]
     if not present and not positions:
-        return None
+        return engine
     missing = [n for n in _SPEC if n not in sums]
     if missing:
         raise MetricsError(f"{source} has only some speculative-decoding counters: missing {', '.join(missing)}",
@@ -123,10 +147,10 @@ def parse_metrics(text: str, *, source: str = "/metrics") -> SpecCounters | None
     if positions and sorted(positions) != list(range(len(positions))):
         raise MetricsError(f"{source}: {PER_POSITION} positions {sorted(positions)} are not 0..k-1")
     per_pos = tuple(positions[i] for i in range(len(positions)))
-    return SpecCounters(sums[DRAFTS], sums[DRAFT_TOKENS], sums[ACCEPTED], per_pos, sums.get(GENERATION_TOKENS))
+    return replace(engine, spec=SpecCounters(sums[DRAFTS], sums[DRAFT_TOKENS], sums[ACCEPTED], per_pos))
 
 
-def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: str = "vllm") -> SpecCounters | None:
+def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: str = "vllm") -> EngineCounters:
     """``GET <endpoint>/metrics`` and :func:`parse_metrics` it.
 
     :raises MetricsError: connection error, timeout, or an HTTP status other than 200 (message names
@@ -163,7 +187,6 @@ class SpecDecodeStats:
     draft_tokens: int
     accepted: int
     per_position_accepted: tuple[int, ...] = ()
-    generation_tokens: int | None = None
 
     @property
     def mean_acceptance_length(self) -> float | None:
@@ -185,9 +208,8 @@ class SpecDecodeStats:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
         rates = self.per_position_rates
-        return {"source": "vllm /metrics", "drafts": self.drafts, "draft_tokens": self.draft_tokens,
+        return {"drafts": self.drafts, "draft_tokens": self.draft_tokens,
                 "accepted": self.accepted, "per_position_accepted": list(self.per_position_accepted),
-                "generation_tokens": self.generation_tokens,
                 "mean_acceptance_length": r(self.mean_acceptance_length),
                 "draft_acceptance_rate": r(self.draft_acceptance_rate),
                 "per_position_rates": None if rates is None else [round(x, 4) for x in rates]}
@@ -195,9 +217,8 @@ class SpecDecodeStats:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SpecDecodeStats:
         """Inverse of :meth:`as_dict` (the rates are recomputed from the counts)."""
-        gen = d.get("generation_tokens")
         return cls(int(d["drafts"]), int(d["draft_tokens"]), int(d["accepted"]),
-                   tuple(int(x) for x in d.get("per_position_accepted") or ()), None if gen is None else int(gen))
+                   tuple(int(x) for x in d.get("per_position_accepted") or ()))
 
 
 def _count(name: str, before: float, after: float, source: str) -> int:
@@ -224,10 +245,7 @@ def spec_delta(before: SpecCounters, after: SpecCounters, *, source: str = "/met
     b = before.per_position + (0.0,) * (n - len(before.per_position))
     a = after.per_position + (0.0,) * (n - len(after.per_position))
     per_pos = tuple(_count(f"{PER_POSITION}{{position=\"{i}\"}}", b[i], a[i], source) for i in range(n))
-    gen = None
-    if before.generation_tokens is not None and after.generation_tokens is not None:
-        gen = _count(GENERATION_TOKENS, before.generation_tokens, after.generation_tokens, source)
-    stats = SpecDecodeStats(drafts, draft_tokens, accepted, per_pos, gen)
+    stats = SpecDecodeStats(drafts, draft_tokens, accepted, per_pos)
     problems = []
     if accepted > draft_tokens:
         problems.append(f"{accepted} tokens accepted of {draft_tokens} drafted")
@@ -244,58 +262,146 @@ def spec_delta(before: SpecCounters, after: SpecCounters, *, source: str = "/met
 
 
 def sum_stats(windows: Iterable[SpecDecodeStats]) -> SpecDecodeStats | None:
-    """The sum of several windows' deltas (None for none); generation tokens only when every window has them."""
+    """The sum of several windows' deltas (None for none)."""
     ws = list(windows)
     if not ws:
         return None
     n = max(len(w.per_position_accepted) for w in ws)
     per_pos = tuple(sum(w.per_position_accepted[i] if i < len(w.per_position_accepted) else 0 for w in ws)
                     for i in range(n))
-    gens = [w.generation_tokens for w in ws]
     return SpecDecodeStats(sum(w.drafts for w in ws), sum(w.draft_tokens for w in ws), sum(w.accepted for w in ws),
-                           per_pos, None if any(g is None for g in gens) else sum(g for g in gens if g is not None))
+                           per_pos)
 
 
-def check_spec(server: str, speculative: bool, before: SpecCounters | None, after: SpecCounters | None, *,
-               output_tokens: int, requests: int, source: str = "/metrics",
-               where: str = "") -> tuple[SpecDecodeStats | None, list[str]]:
+@dataclass(frozen=True, slots=True)
+class EngineWindow:
+    """What the engine did in a window (one repeat, or a level's repeats summed).
+
+    ``requests``: requests bench sent; ``generation_tokens``: Δvllm:generation_tokens_total;
+    ``decode_steps`` / ``decode_s``: Δcount / Δsum of vllm:inter_token_latency_seconds (seconds);
+    None where the server exports no such metric. ``spec``: speculative deltas, None without.
+    """
+
+    requests: int
+    generation_tokens: int | None
+    decode_steps: int | None
+    decode_s: float | None
+    spec: SpecDecodeStats | None = None
+
+    @property
+    def decode_step_ms(self) -> float | None:
+        """Mean engine time per request and decode step (a verify cycle under speculation), ms."""
+        if self.decode_s is None or not self.decode_steps:
+            return None
+        return self.decode_s * 1000.0 / self.decode_steps
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """(generation tokens - requests) / decode steps: output tokens per decode step, every step counted."""
+        if self.generation_tokens is None or not self.decode_steps:
+            return None
+        return (self.generation_tokens - self.requests) / self.decode_steps
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able (``decode_s`` rounded to 9 decimals, derived values to 4)."""
+        def r(x: float | None, nd: int = 4) -> float | None:
+            return None if x is None else round(x, nd)
+        return {"source": "vllm /metrics", "requests": self.requests, "generation_tokens": self.generation_tokens,
+                "decode_steps": self.decode_steps, "decode_s": r(self.decode_s, 9),
+                "decode_step_ms": r(self.decode_step_ms), "tokens_per_step": r(self.tokens_per_step),
+                "spec_decode": None if self.spec is None else self.spec.as_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EngineWindow:
+        """Inverse of :meth:`as_dict` (derived values recomputed)."""
+        def opt(key: str) -> int | None:
+            return None if d.get(key) is None else int(d[key])
+        return cls(int(d["requests"]), opt("generation_tokens"), opt("decode_steps"),
+                   None if d.get("decode_s") is None else float(d["decode_s"]),
+                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
+
+
+def sum_windows(windows: Sequence[EngineWindow]) -> EngineWindow | None:
+    """Several windows summed (None for none); a count is None when any window lacks it."""
+    if not windows:
+        return None
+
+    def total(values: Sequence[Any]) -> Any:
+        return None if any(v is None for v in values) else sum(values)
+    specs = [w.spec for w in windows]
+    return EngineWindow(sum(w.requests for w in windows), total([w.generation_tokens for w in windows]),
+                        total([w.decode_steps for w in windows]), total([w.decode_s for w in windows]),
+                        None if any(s is None for s in specs) else sum_stats(s for s in specs if s is not None))
+
+
+def engine_delta(before: EngineCounters, after: EngineCounters, *, requests: int,
+                 source: str = "/metrics") -> EngineWindow:
+    """``after - before`` of every engine counter (:func:`spec_delta` for the speculative ones).
+
+    :raises MetricsError: a counter went backwards or the speculative deltas contradict each other.
+    """
+    def delta(name: str, b: float | None, a: float | None) -> int | None:
+        return None if a is None or b is None else _count(name, b, a, source)
+    spec = spec_delta(before.spec, after.spec, source=source) if before.spec and after.spec else None
+    decode_s = None
+    if after.decode_s is not None and before.decode_s is not None:
+        if after.decode_s < before.decode_s:
+            raise MetricsError(f"{source}: {ITL_SUM} went backwards ({before.decode_s:g} -> {after.decode_s:g}): "
+                               f"the server restarted during the measurement",
+                               hint="run the benchmark again against a stable server")
+        decode_s = after.decode_s - before.decode_s
+    return EngineWindow(requests, delta(GENERATION_TOKENS, before.generation_tokens, after.generation_tokens),
+                        delta(ITL_COUNT, before.decode_steps, after.decode_steps), decode_s, spec)
+
+
+def check_window(server: str, speculative: bool, before: EngineCounters, after: EngineCounters, *,
+                 output_tokens: int, requests: int, source: str = "/metrics",
+                 where: str = "") -> tuple[EngineWindow, list[str]]:
     """Judge one measured window of a vLLM server against what its configuration says.
 
     :param speculative: the configuration is marked speculative (``speculative = true`` / ``--speculative``).
     :param output_tokens: tokens bench received in the window; ``requests``: requests it sent.
     :param where: e.g. ``"at concurrency 4, repeat 2"``, for messages.
-    :returns: the deltas (None for a non-speculative server) and warnings: no draft proposed although
-        tokens were decoded (acceptance length then None, never 1.0), or vLLM generated another number
-        of tokens than bench received (other clients share the server; the counters include theirs).
+    :returns: the window and warnings: no draft proposed although tokens were decoded (acceptance
+        length then None, never 1.0); decode steps without a draft (the acceptance length then
+        overstates the tokens per verify cycle); vLLM generated another number of tokens than bench
+        received (other clients share the server; the counters include theirs); no decode-step
+        histogram (no engine-side step time).
     :raises MetricsError: a speculative server without the counters, a non-speculative one with them,
         or counters that went backwards or contradict each other.
     """
     at = f" {where}" if where else ""
-    if not speculative:
-        if before is not None or after is not None:
-            raise MetricsError(
-                f"server '{server}' is not marked speculative but {source} has vLLM's speculative-decoding "
-                f"counters: it runs speculative decoding, so its decode step is no baseline", tool=server,
-                hint="set speculative = true for it (--speculative with --url), or start it without "
-                     "--speculative-config")
-        return None, []
-    if before is None or after is None:
+    if not speculative and (before.spec is not None or after.spec is not None):
+        raise MetricsError(
+            f"server '{server}' is not marked speculative but {source} has vLLM's speculative-decoding "
+            f"counters: it runs speculative decoding, so its decode step is no baseline", tool=server,
+            hint="set speculative = true for it (--speculative with --url), or start it without "
+                 "--speculative-config")
+    if speculative and (before.spec is None or after.spec is None):
         raise MetricsError(
             f"server '{server}' is marked speculative but {source} has no vllm:spec_decode_* counters{at}: "
             f"it runs without speculative decoding", tool=server,
             hint="start it with --speculative-config (vLLM registers these counters only then), "
                  "or drop speculative = true / --speculative")
-    stats = spec_delta(before, after, source=source)
+    window = engine_delta(before, after, requests=requests, source=source)
     warnings = []
-    decoded = output_tokens - requests  # each request's first token comes from prefill, not a verify step
-    if stats.drafts == 0 and decoded > 0:
+    decoded = output_tokens - requests  # each request's first token comes from prefill, not a decode step
+    spec = window.spec
+    if spec is not None and spec.drafts == 0 and decoded > 0:
         warnings.append(f"server '{server}'{at}: vLLM proposed no draft in {decoded} decoded tokens "
                         f"(vllm:spec_decode_num_drafts_total did not move); no acceptance length for this window")
-    if stats.generation_tokens is not None and stats.generation_tokens != output_tokens:
-        warnings.append(f"server '{server}'{at}: vLLM generated {stats.generation_tokens} tokens but bench "
-                        f"received {output_tokens}: other clients use this server and its speculative counters "
+    elif spec is not None and window.decode_steps is not None and window.decode_steps > spec.drafts:
+        warnings.append(f"server '{server}'{at}: {window.decode_steps - spec.drafts} of {window.decode_steps} "
+                        f"decode steps proposed no draft; the acceptance length counts drafted steps only, "
+                        f"break-even uses the tokens per decode step")
+    if window.generation_tokens is not None and window.generation_tokens != output_tokens:
+        warnings.append(f"server '{server}'{at}: vLLM generated {window.generation_tokens} tokens but bench "
+                        f"received {output_tokens}: other clients use this server and its counters "
                         f"include their requests")
-    return stats, warnings
+    if window.decode_steps is None or window.decode_s is None:
+        warnings.append(f"server '{server}'{at}: {source} has no vllm:inter_token_latency_seconds histogram; "
+                        f"the decode step comes from the stream's chunk timing")
+    return window, warnings
 
 
 def describe(stats: SpecDecodeStats) -> Sequence[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import LevelRun
-from envforge.bench.metrics import SpecDecodeStats, sum_stats
+from envforge.bench.metrics import EngineWindow, sum_windows
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
 from envforge.errors import InputError
 from envforge.fingerprint import Fingerprint
@@ -114,7 +114,7 @@ class RepeatResult:
     decode_s: float
     failed: int = 0
     token_count: str = "server"
-    spec_decode: SpecDecodeStats | None = None  # vLLM: counter deltas of GET /metrics around the repeat
+    vllm: EngineWindow | None = None  # vLLM: counter deltas of GET /metrics around the repeat
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -122,8 +122,8 @@ class RepeatResult:
             "output_tokens": self.output_tokens, "token_count": self.token_count, "ttft_ms": _r(self.ttft_ms),
             "itl_ms": _r(self.itl_ms), "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps,
             "decode_s": _r(self.decode_s)}
-        if self.spec_decode is not None:
-            d["spec_decode"] = self.spec_decode.as_dict()
+        if self.vllm is not None:
+            d["vllm"] = self.vllm.as_dict()
         return d
 
     @classmethod
@@ -136,20 +136,21 @@ class RepeatResult:
                    e2e_ms=float(d["e2e_ms"]), verify_steps=None if steps is None else int(steps),
                    decode_s=float(d.get("decode_s") or 0.0), failed=int(d.get("failed") or 0),
                    token_count=str(d.get("token_count") or "server"),
-                   spec_decode=SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
+                   vllm=EngineWindow.from_dict(d["vllm"]) if d.get("vllm") else None)
 
 
 def _token_count(kinds: set[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "server"
 
 
-def repeat_result(run: LevelRun, spec: SpecDecodeStats | None = None) -> RepeatResult:
+def repeat_result(run: LevelRun, vllm: EngineWindow | None = None) -> RepeatResult:
     """Aggregate one :class:`LevelRun` over its successful requests; ``failed`` counts the others.
 
-    ``spec``: vLLM's speculative-decoding counter deltas over the repeat (:mod:`envforge.bench.metrics`);
-    its drafts are the repeat's verify steps (steps with a proposed draft) and the decode time is
-    every request's.
+    ``vllm``: vLLM's engine counter deltas over the repeat (:mod:`envforge.bench.metrics`); with
+    speculation its drafts are the repeat's verify steps (steps with a proposed draft) and the decode
+    time is every request's.
     """
+    spec = vllm.spec if vllm is not None else None
     rs = [r for r in run.results if r.ok]
     tokens = sum(r.output_tokens for r in rs)
     steps = [r.verify_steps for r in rs if r.verify_steps is not None]
@@ -160,14 +161,15 @@ def repeat_result(run: LevelRun, spec: SpecDecodeStats | None = None) -> RepeatR
         output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
         itl_ms=_median_ms([r.itl_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
         verify_steps=verify, decode_s=decode, failed=len(run.results) - len(rs),
-        token_count=_token_count({r.token_count for r in rs}), spec_decode=spec)
+        token_count=_token_count({r.token_count for r in rs}), vllm=vllm)
 
 
 @dataclass(frozen=True, slots=True)
 class LevelResult:
     """One concurrency level over its repeats. ``accept_length`` = tokens / verify steps (speculative
-    servers that report verify steps), or for vLLM 1 + accepted / drafts of ``spec_decode`` (the
-    repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify steps.
+    servers that report verify steps), or for vLLM 1 + accepted / drafts of ``vllm.spec`` (the
+    repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify steps, for vLLM the
+    engine's mean decode-step time (``vllm.decode_step_ms``, :mod:`envforge.bench.metrics`).
 
     ``failed_requests`` > 0: no figure (``tok_s`` and every summary None). ``refused``: why tok/s
     and ITL are None although every request succeeded (chunk-counted tokens on a speculative server).
@@ -184,7 +186,7 @@ class LevelResult:
     failed_requests: int = 0
     token_count: str = "server"
     refused: str | None = None
-    spec_decode: SpecDecodeStats | None = None
+    vllm: EngineWindow | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
@@ -194,8 +196,8 @@ class LevelResult:
             "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
             "ttft_ms": s(self.ttft_ms), "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms),
             "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
-        if self.spec_decode is not None:
-            d["spec_decode"] = self.spec_decode.as_dict()
+        if self.vllm is not None:
+            d["vllm"] = self.vllm.as_dict()
         d["repeats"] = [r.as_dict() for r in self.repeats]
         return d
 
@@ -207,23 +209,24 @@ class LevelResult:
                    s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")),
                    d.get("accept_length"), d.get("verify_cycle_ms"), int(d.get("failed_requests") or 0),
                    str(d.get("token_count") or "server"), d.get("refused"),
-                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
+                   EngineWindow.from_dict(d["vllm"]) if d.get("vllm") else None)
 
 
 REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
                   "server carries a whole verify step: no tok/s or ITL")
 
 
-def level_result(concurrency: int, runs: Sequence[LevelRun], specs: Sequence[SpecDecodeStats] | None = None, *,
+def level_result(concurrency: int, runs: Sequence[LevelRun], vllm: Sequence[EngineWindow] | None = None, *,
                  speculative: bool = False) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
 
-    ``specs``: vLLM's counter deltas, one per repeat (then the accept length is vLLM's
-    1 + accepted / drafts over the level, None when no draft was proposed).
+    ``vllm``: vLLM's engine counter deltas, one per repeat (then the accept length is vLLM's
+    1 + accepted / drafts over the level, None when no draft was proposed, and the verify cycle is
+    the engine's mean decode-step time).
     """
-    if specs is not None:
-        assert len(specs) == len(runs), "one counter window per repeat"
-        reps = tuple(repeat_result(r, s) for r, s in zip(runs, specs))
+    if vllm:
+        assert len(vllm) == len(runs), "one counter window per repeat"
+        reps = tuple(repeat_result(r, w) for r, w in zip(runs, vllm))
     else:
         reps = tuple(repeat_result(r) for r in runs)
     failed = sum(r.failed for r in reps)
@@ -234,15 +237,19 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], specs: Sequence[Spe
     tokens = sum(r.output_tokens for r in reps if r.verify_steps)
     steps = sum(r.verify_steps or 0 for r in reps)
     decode = sum(r.decode_s for r in reps if r.verify_steps)
-    spec = sum_stats(specs) if specs else None
-    if spec is not None:
+    engine = sum_windows(vllm) if vllm else None
+    if engine is not None:
+        spec = engine.spec
+        cycle = engine.decode_step_ms if engine.decode_step_ms is not None else (
+            decode * 1000.0 / steps if steps else None)
         return LevelResult(
             concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
             ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
             itl_ms=None if refused else summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
-            e2e_ms=summarize([r.e2e_ms for r in reps]), accept_length=spec.mean_acceptance_length,
-            verify_cycle_ms=decode * 1000.0 / spec.drafts if spec.drafts else None, token_count=count,
-            refused=refused, spec_decode=spec)
+            e2e_ms=summarize([r.e2e_ms for r in reps]),
+            accept_length=spec.mean_acceptance_length if spec else None,
+            verify_cycle_ms=cycle if spec and spec.drafts else None, token_count=count, refused=refused,
+            vllm=engine)
     return LevelResult(
         concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
         ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
@@ -293,7 +300,12 @@ class ServerResult:
 @dataclass(frozen=True, slots=True)
 class BreakEven:
     """At one level: the baseline decode step (ms), the speculative verify cycle (ms), the accept
-    length at which speculation pays (cycle / step), the measured accept length, and the verdict."""
+    length at which speculation pays (cycle / step), the measured accept length, and the verdict.
+
+    For vLLM (both servers with engine counters) the step and cycle are the engine's mean decode-step
+    times and the verdict compares ``tokens_per_cycle`` (output tokens per decode step, steps without
+    a draft included) with the break-even, not the acceptance length, which counts drafted steps only.
+    """
 
     baseline: str
     speculative: str
@@ -303,12 +315,16 @@ class BreakEven:
     break_even: float
     accept_length: float
     pays: bool
+    tokens_per_cycle: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "speculative": self.speculative, "concurrency": self.concurrency,
-                "decode_step_ms": _r(self.decode_step_ms), "verify_cycle_ms": _r(self.verify_cycle_ms),
-                "break_even_accept_length": _r(self.break_even, 3), "accept_length": _r(self.accept_length, 3),
-                "pays": self.pays}
+        d = {"baseline": self.baseline, "speculative": self.speculative, "concurrency": self.concurrency,
+             "decode_step_ms": _r(self.decode_step_ms), "verify_cycle_ms": _r(self.verify_cycle_ms),
+             "break_even_accept_length": _r(self.break_even, 3), "accept_length": _r(self.accept_length, 3),
+             "pays": self.pays}
+        if self.tokens_per_cycle is not None:
+            d["tokens_per_cycle"] = _r(self.tokens_per_cycle, 3)
+        return d
 
 
 def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
@@ -321,6 +337,14 @@ def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
     for spec in (s for s in servers if s.speculative):
         for lv in spec.levels:
             b = base.level(lv.concurrency)
+            if (b is not None and lv.accept_length is not None and lv.vllm is not None and b.vllm is not None
+                    and not b.failed_requests and not lv.failed_requests):
+                step, cycle, per = b.vllm.decode_step_ms, lv.vllm.decode_step_ms, lv.vllm.tokens_per_step
+                if step is not None and cycle is not None and per is not None:  # both from the engine
+                    be = break_even_accept_length(cycle, step)
+                    rows.append(BreakEven(base.name, spec.name, lv.concurrency, step, cycle, be, lv.accept_length,
+                                          per > be, per))
+                    continue
             if b is None or b.itl_ms is None or lv.verify_cycle_ms is None or lv.accept_length is None:
                 continue
             be = break_even_accept_length(lv.verify_cycle_ms, b.itl_ms.median)

@@ -28,7 +28,7 @@ from typing import Any
 
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
-from envforge.bench.metrics import SpecDecodeStats, check_spec, describe, scrape
+from envforge.bench.metrics import EngineWindow, check_window, describe, scrape
 from envforge.bench.report import (
     BenchReport,
     Failure,
@@ -92,7 +92,7 @@ class _Session:
                  speculative: bool) -> None:
         self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
         self.speculative = speculative
-        self.specs: dict[int, list[SpecDecodeStats]] = {c: [] for c in cfg.concurrency}
+        self.windows: dict[int, list[EngineWindow]] = {c: [] for c in cfg.concurrency}
         self.warnings: list[str] = []
         self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    ignore_eos=True, timeout_s=cfg.request_timeout_s,
@@ -156,17 +156,16 @@ class _Session:
         self.flush = ""
 
     def _vllm_repeat(self, conc: int, rep: int) -> LevelRun:
-        """vLLM's speculative counters around the repeat (envforge.bench.metrics)."""
+        """vLLM's engine counters around the repeat (envforge.bench.metrics)."""
         before = scrape(self.endpoint, server=self.name)
         run = self._send(conc, self.cfg.requests_at(conc))
-        stats, w = check_spec(self.name, self.speculative, before, scrape(self.endpoint, server=self.name),
-                              output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                              source=self.endpoint.url + "/metrics", where=f"at concurrency {conc}, repeat {rep}")
+        window, w = check_window(self.name, self.speculative, before, scrape(self.endpoint, server=self.name),
+                                 output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
+                                 source=self.endpoint.url + "/metrics", where=f"at concurrency {conc}, repeat {rep}")
         for line in w:
             self.progress(f"warning: {line}")
         self.warnings.extend(w)
-        if stats is not None:
-            self.specs[conc].append(stats)
+        self.windows[conc].append(window)
         return run
 
     def repeat(self, conc: int) -> None:
@@ -189,9 +188,9 @@ class _Session:
         levels = []
         for c, runs in self.runs.items():
             if runs:
-                lv = level_result(c, runs, self.specs[c] or None, speculative=self.speculative)
-                if lv.spec_decode is not None:
-                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.spec_decode)))
+                lv = level_result(c, runs, self.windows[c] or None, speculative=self.speculative)
+                if lv.vllm is not None and lv.vllm.spec is not None:
+                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.vllm.spec)))
                 levels.append(lv)
         return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
                             self.opts.ignore_eos, self.cache)
@@ -259,7 +258,7 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
     :raises envforge.bench.server.ServerTimeout: a server was not ready within ``load-timeout-s``.
     :raises envforge.bench.metrics.MetricsError: ``api = "vllm"`` and ``/metrics`` failed, or its
-        speculative counters contradict the configuration (see :func:`~envforge.bench.metrics.check_spec`).
+        speculative counters contradict the configuration (see :func:`~envforge.bench.metrics.check_window`).
     Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning,
     also on Ctrl-C or a termination signal (requests in flight are cancelled at once).
     """

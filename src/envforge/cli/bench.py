@@ -252,7 +252,9 @@ def _render(report: BenchReport, ui: Ui) -> None:
         verdict = "pays" if b.pays else "does not pay"
         ui.result(f"break-even at concurrency {b.concurrency}: {b.speculative} vs {b.baseline}: verify cycle "
                   f"{b.verify_cycle_ms:.1f} ms / decode step {b.decode_step_ms:.1f} ms = {b.break_even:.2f}; "
-                  f"measured accept length {b.accept_length:.2f}: speculation {verdict}")
+                  f"measured accept length {b.accept_length:.2f}"
+                  + ("" if b.tokens_per_cycle is None else f" ({b.tokens_per_cycle:.2f} tokens per verify cycle)")
+                  + f": speculation {verdict}")
     if any(s.speculative for s in report.servers) and not report.break_even:
         if all(s.speculative for s in report.servers):
             ui.result("break-even: needs a baseline (non-speculative) server measured in the same run")

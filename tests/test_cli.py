@@ -324,3 +324,17 @@ def test_fish_protocol_completes_subcommands(tmp_path: Path) -> None:
         "_ARGCOMPLETE_STDOUT_FILENAME": str(out)})
     assert res.returncode == 0
     assert "compare" in [w.split("\t")[0] for w in out.read_text().splitlines()]
+
+
+def test_guarantees_page_names_tests_that_exist() -> None:
+    """Every ``tests/FILE::TEST`` (and ``::TEST`` after it) on docs/guarantees.md is a real test."""
+    text = (ROOT / "docs" / "guarantees.md").read_text()
+    for row in text.splitlines():
+        current = None
+        for ref in re.findall(r"`(tests/[\w/]+\.py)?(?:::(\w+))?`", row):
+            path, name = ref
+            if path:
+                current = ROOT / path
+                assert current.is_file(), path
+            if name:
+                assert current is not None and f"def {name}(" in current.read_text(), (current, name)

@@ -51,3 +51,17 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
     third = envforge(proj, "up")  # intact now: reused, no third generation
     assert third.returncode == 0
     assert "up to date (g0002 was built from this lock; --rebuild to force)" in third.stderr
+
+
+def test_only_damage_a_rebuild_repairs_triggers_one() -> None:
+    from envforge.pipeline import repairable
+    from envforge.verify import Finding
+
+    hook_gone = Finding("env-profile", "hook", "profile pcie installed (.envforge/env-profile.json)",
+                        "no env profile installed", "reinstall")
+    misread = Finding("env-profile", "NCCL_BUFFSIZE", "NCCL_BUFFSIZE as the profile means it",
+                      "NCCL reads '128K' as 128 bytes", "fix the recipe's [env.*] table")
+    assert [repairable(f) for f in (hook_gone, misread)] == [True, False]
+    assert [repairable(Finding(k, "s", "e", "a", "f")) for k in ("tampered", "missing-file", "file-conflict",
+                                                                  "capability", "patchset-changed")] == [
+        True, True, False, False, False]

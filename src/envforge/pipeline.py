@@ -17,15 +17,25 @@ from envforge.project import Project
 
 if TYPE_CHECKING:
     from envforge.verify import VerifyOptions
-    from envforge.verify.findings import VerifyReport
+    from envforge.verify.findings import Finding, VerifyReport
 
-__all__ = ["REBUILD_REPAIRS", "MainJobResult", "run_main_job"]
+__all__ = ["REBUILD_REPAIRS", "MainJobResult", "repairable", "run_main_job"]
 
 
 #: Finding kinds that mean the live generation's files were damaged after it was built: a fresh
 #: build from the same lock repairs them (others, like ``file-conflict`` or GPU findings, it would not).
 REBUILD_REPAIRS = frozenset({"missing", "unexpected", "version-mismatch", "local-label-mismatch", "missing-file",
                              "tampered", "hardlinked", "stale-bytecode", "patch-state", "env-profile"})
+
+
+def repairable(finding: Finding) -> bool:
+    """A finding a fresh build from the same lock repairs: its kind is in :data:`REBUILD_REPAIRS`,
+    and it is not about the recipe itself. An ``env-profile`` finding on a variable NCCL or the
+    process would misread (verify ``static._misread``: ``expected`` is "<NAME> as the profile means
+    it") comes back in every build, so rebuilding for it would only pile up generations."""
+    if finding.kind == "env-profile" and finding.expected.endswith("as the profile means it"):
+        return False
+    return finding.kind in REBUILD_REPAIRS
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         say(f"[2/3] build {plan.link.name}: up to date ({reused.name} was built from this lock; --rebuild to force)")
         say(f"[3/3] verify {plan.link.name}")
         report = verify(Environment(plan.link), project, options)
-        damage = sorted({f.kind for f in report.findings if f.kind in REBUILD_REPAIRS})
+        damage = sorted({f.kind for f in report.findings if repairable(f)})
         if not damage:
             return MainJobResult(check, None, reused, report)
         say(f"  {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "

@@ -31,7 +31,9 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
     assert first.returncode == 0, first.stderr
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     (sp / "sglang" / "version.py").unlink()                          # a file removed
-    (sp / "sglang" / "lang" / "api.py").write_text("raise SystemExit\n")  # a file edited
+    edited = sp / "sglang" / "lang" / "api.py"  # a file edited as `sed -i` does: a new file replaces it
+    edited.unlink()  # (writing in place would write through uv's hardlink into the shared cache)
+    edited.write_text("raise SystemExit\n")
     damaged = envforge(proj, "verify")
     assert damaged.returncode == 1 and "missing-file: sglang 0.5.9: sglang/version.py" in damaged.stdout
 

@@ -382,3 +382,28 @@ args = ["{bench_support.__file__}", "{{port}}", "0.2", "/generate=keepalive:sgla
     assert code == 128 + signal.SIGTERM and "stopped by signal SIGTERM" in rest
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_interleave_starts_the_configurations_in_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--interleave: each round starts every configuration for one repeat of every level (A B A B)."""
+    import re
+    import sys
+
+    import bench_support
+
+    env = tmp_path / "envs" / "sg-default"
+    (env / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sg.toml").write_text(SG_RECIPE.format(port=free_port(), script=bench_support.__file__))
+    out = tmp_path / "i.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "sg", "--output", str(out), "--no-plot",
+                 "--interleave", "--concurrency", "1", "--repeats", "2", "--warmup", "0"])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert re.findall(r"starting '(\w+)'", stderr) == ["baseline", "eagle3", "baseline", "eagle3"]
+    data = json.loads(out.read_text())["data"]
+    assert data["method"]["order"] == "interleaved" and data["config"]["interleave"] is True
+    assert [len(s["levels"][0]["repeats"]) for s in data["servers"]] == [2, 2]
+    assert [f"repeat {i}/2" in stderr for i in (1, 2)] == [True, True]

@@ -14,12 +14,14 @@ from envforge.bench.report import (
     BenchReport,
     Failure,
     LevelResult,
+    RepeatResult,
     ServerResult,
     break_even_rows,
     compare,
     failures_of,
     level_result,
     read_report,
+    repeat_result,
     report_warnings,
 )
 from envforge.bench.stats import Summary
@@ -286,3 +288,171 @@ def test_compare_skips_levels_without_figures_and_says_why() -> None:
     c = compare(one_level(None), one_level(summary(99, 100, 101)))
     assert c.not_compared == ("s @ 1: no tok/s in A (refused)",)
     assert c.as_dict()["not_compared"] == ["s @ 1: no tok/s in A (refused)"]
+
+
+def test_level_result_with_vllm_counters_is_pinned() -> None:
+    from envforge.bench.metrics import EngineWindow, SpecDecodeStats
+
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    windows = [EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5))),
+               EngineWindow(1, 32, 12, 0.12, SpecDecodeStats(8, 24, 16, (8, 5, 3)))]
+    lv = level_result(1, [LevelRun(1, (r,), 0.25), LevelRun(1, (r,), 0.5)], windows)
+    d = lv.as_dict()
+    # accept 1 + 36 / 16; cycle = the engine's decode step 0.22 s / 22 steps; (64 - 2) / 22 tokens a step
+    assert (d["accept_length"], d["verify_cycle_ms"], d["failed_requests"], d["refused"]) == (3.25, 10.0, 0, None)
+    assert d["tok_s"] == {"n": 2, "median": 96.0, "mean": 96.0, "min": 64.0, "max": 128.0, "ci_low": 0.0,
+                          "ci_high": 502.5986}  # 96 + 12.7062 x 32
+    assert d["vllm"] == {"source": "vllm /metrics", "requests": 2, "generation_tokens": 64, "decode_steps": 22,
+                         "decode_s": 0.22, "decode_step_ms": 10.0, "tokens_per_step": 2.8182,
+                         "spec_decode": {"drafts": 16, "draft_tokens": 48, "accepted": 36,
+                                         "per_position_accepted": [16, 12, 8], "mean_acceptance_length": 3.25,
+                                         "draft_acceptance_rate": 0.75, "per_position_rates": [1.0, 0.75, 0.5]}}
+    assert d["repeats"][0] == {
+        "tok_s": 128.0, "wall_s": 0.25, "requests": 1, "failed": 0, "output_tokens": 32, "token_count": "server",
+        "ttft_ms": 50.0, "itl_ms": 4.0, "e2e_ms": 200.0, "verify_steps": 8, "decode_s": 0.1,
+        "vllm": {"source": "vllm /metrics", "requests": 1, "generation_tokens": 32, "decode_steps": 10,
+                 "decode_s": 0.1, "decode_step_ms": 10.0, "tokens_per_step": 3.1,
+                 "spec_decode": {"drafts": 8, "draft_tokens": 24, "accepted": 20, "per_position_accepted": [8, 7, 5],
+                                 "mean_acceptance_length": 3.5, "draft_acceptance_rate": 0.8333,
+                                 "per_position_rates": [1.0, 0.875, 0.625]}}}
+    assert LevelResult.from_dict(d).as_dict() == d
+    assert LevelResult.from_dict(d).vllm == EngineWindow(2, 64, 22, 0.22, SpecDecodeStats(16, 48, 36, (16, 12, 8)))
+
+
+def test_sglang_level_accept_length_and_cycle_only_from_requests_with_verify_steps() -> None:
+    spec = RequestResult(ok=True, output_tokens=30, e2e_s=1.0, ttft_s=0.1, itl_s=0.01, decode_s=0.3, verify_steps=10)
+    plain = RequestResult(ok=True, output_tokens=50, e2e_s=1.0, ttft_s=0.1, itl_s=0.01, decode_s=0.7)
+    lv = level_result(2, [LevelRun(2, (spec, plain), 1.0)])
+    assert (lv.accept_length, lv.verify_cycle_ms) == (8.0, 30.0)  # repeat: 80 tokens / 10 steps; 0.3 s / 10
+    rep = lv.repeats[0]
+    assert (rep.verify_steps, rep.decode_s, rep.output_tokens, rep.requests) == (10, 0.3, 80, 2)
+    none = level_result(2, [LevelRun(2, (plain,), 1.0)])
+    assert (none.accept_length, none.verify_cycle_ms, none.repeats[0].verify_steps) == (None, None, None)
+    empty = repeat_result(LevelRun(1, (), 0.0))
+    assert (empty.tok_s, empty.e2e_ms, empty.ttft_ms, empty.token_count) == (0.0, 0.0, None, "server")
+
+
+REPORT_DOC = {
+    "fingerprint": {"lock_digest": "sha256:aa", "gpu_count": 8},
+    "config": {"model": "m"}, "method": {"order": "interleaved"},
+    "servers": [{
+        "name": "eagle3", "speculative": True, "url": "http://h:1", "argv": ["py", "-m", "sglang"], "load_s": 61.5,
+        "env": {"NCCL_BUFFSIZE": 131072}, "ignore_eos": False, "cache": "not flushed: POST /flush_cache answered HTTP 404",
+        "levels": [{"concurrency": 4, "failed_requests": 2, "token_count": "chunks", "refused": "why",
+                    "tok_s": {"n": 2, "median": 10, "mean": 11, "min": 9, "max": 13, "ci_low": 1, "ci_high": 21},
+                    "ttft_ms": None, "itl_ms": None, "e2e_ms": None, "accept_length": 2.5, "verify_cycle_ms": 30,
+                    "repeats": [{"tok_s": 10, "wall_s": 2, "requests": 4, "failed": 2, "output_tokens": 20,
+                                 "token_count": "chunks", "ttft_ms": 5, "itl_ms": None, "e2e_ms": 7,
+                                 "verify_steps": 8, "decode_s": 1.5}]}]}],
+    "failures": [{"server": "eagle3", "concurrency": 4, "repeat": 1, "status": None, "message": "cancelled"}],
+    "warnings": ["w1", "w2"]}
+
+
+def test_report_from_dict_reads_every_key() -> None:
+    r = BenchReport.from_dict(REPORT_DOC)
+    assert r.fingerprint == Fingerprint("sha256:aa", None, None, None, gpu_count=8)
+    assert (r.config, r.method, r.warnings) == ({"model": "m"}, {"order": "interleaved"}, ("w1", "w2"))
+    assert r.failures == (Failure("eagle3", 4, 1, "cancelled", None),)
+    (s,) = r.servers
+    assert (s.name, s.speculative, s.url, s.argv, s.load_s, s.env, s.ignore_eos, s.cache) == (
+        "eagle3", True, "http://h:1", ("py", "-m", "sglang"), 61.5, {"NCCL_BUFFSIZE": "131072"}, False,
+        "not flushed: POST /flush_cache answered HTTP 404")
+    (lv,) = s.levels
+    assert lv == LevelResult(4, (RepeatResult(10.0, 2.0, 4, 20, 5.0, None, 7.0, 8, 1.5, 2, "chunks"),),
+                             Summary(2, 10.0, 11.0, 9.0, 13.0, 1.0, 21.0), None, None, None, 2.5, 30, 2, "chunks", "why")
+    assert s.level(4) is lv and s.level(8) is None
+    bare = BenchReport.from_dict({"servers": [{"name": "x", "levels": [{"concurrency": 1, "tok_s": None, "repeats": [
+        {"tok_s": 1, "wall_s": 1, "requests": 1, "output_tokens": 1, "e2e_ms": 1}]}]}]})
+    (bs,) = bare.servers
+    assert (bs.speculative, bs.url, bs.argv, bs.load_s, bs.env, bs.ignore_eos, bs.cache) == (
+        False, "", None, None, None, True, "not flushed")
+    (blv,) = bs.levels
+    assert (blv.failed_requests, blv.token_count, blv.refused, blv.vllm, blv.tok_s) == (0, "server", None, None,
+                                                                                             None)
+    assert blv.repeats == (RepeatResult(1.0, 1.0, 1, 1, None, None, 1.0, None, 0.0, 0, "server"),)
+    assert (bare.failures, bare.warnings, bare.method, bare.config) == ((), (), {}, {})
+    assert bare.fingerprint == Fingerprint(None, None, None, None)
+
+
+def test_comparison_json_is_pinned() -> None:
+    c = compare(one_level(summary(99, 100, 101)), one_level(summary(112, 118, 124)))
+    assert c.as_dict() == {
+        "min_change": 0.1,
+        "rows": [{"server": "s", "concurrency": 1, "a_tok_s": 100.0, "b_tok_s": 118.0, "ratio": 1.18,
+                  "ratio_low": 1.1089, "ratio_high": 1.2525, "verdict": "faster"}],
+        "env_differences": [], "config_differences": [], "only_in_a": [], "only_in_b": [], "not_compared": []}
+
+
+def test_compare_zero_and_one_repeat_edges() -> None:
+    zero = Summary(1, 0.0, 0.0, 0.0, 0.0, None, None)
+    (row,) = compare(one_level(zero), one_level(summary(1, 2, 3))).rows
+    assert (row.ratio, row.ratio_low, row.ratio_high, row.verdict) == (float("inf"), float("inf"), float("inf"),
+                                                                       "faster")
+    one = Summary(1, 100.0, 100.0, 100.0, 100.0, None, None)  # a single repeat: min..max bounds
+    (row,) = compare(one_level(one), one_level(Summary(1, 80.0, 80.0, 80.0, 80.0, None, None))).rows
+    assert (row.ratio, row.ratio_low, row.ratio_high, row.verdict) == (0.8, 0.8, 0.8, "slower")
+
+
+def test_compare_lists_settings_and_levels_present_on_one_side() -> None:
+    a = replace(report(), config={"model": "m", "repeats": 3})
+    b = replace(report(), config={"model": "m", "repeats": 5, "seed": 1},
+                servers=(replace(report().servers[0], levels=(replace(report().servers[0].levels[0], concurrency=4),)),))
+    c = compare(a, b)
+    assert c.config_differences == ("repeats: 3 != 5", "seed: None != 1")
+    assert c.only_in_a == ("baseline @ 1", "eagle3 @ 1") and c.only_in_b == ("baseline @ 4",)
+    assert c.rows == ()
+
+
+def test_env_differences_name_the_side_whose_variables_are_unknown() -> None:
+    known, unknown = with_env(report(), {"NCCL_X": "1"}), with_env(report(), None)
+    assert compare(unknown, known, allow_different_env=True).env_differences == (
+        "server 'baseline': the variables it ran with are unknown in A",
+        "server 'eagle3': the variables it ran with are unknown in A")
+    assert compare(unknown, unknown, allow_different_env=True).env_differences[0] == (
+        "server 'baseline': the variables it ran with are unknown in A and B")
+    fewer = replace(known, servers=known.servers[:1])
+    assert compare(known, fewer).env_differences == ()
+
+
+def test_read_report_malformed_and_nested(tmp_path: Path) -> None:
+    p = tmp_path / "m.json"
+    p.write_text(json.dumps({"schema": SCHEMA, "data": {"servers": [{"levels": []}]}}))
+    with pytest.raises(InputError) as exc:
+        read_report(p)
+    assert exc.value.message == f"{p}: malformed bench report: KeyError: 'name'"
+    p.write_text(json.dumps([1]))
+    with pytest.raises(InputError) as exc:
+        read_report(p)
+    assert exc.value.message == f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/1')"
+    assert exc.value.hint == "write one with `envforge bench --output FILE`"
+    p.write_text(json.dumps({"schema": SCHEMA, "data": []}))
+    with pytest.raises(InputError) as exc:
+        read_report(p)
+    assert exc.value.message == f"{p} is not an envforge bench report (schema 'envforge.bench/1', expected " \
+                                "'envforge.bench/1')"
+    p.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(InputError) as exc:
+        read_report(p)
+    assert exc.value.message in (f"{p}: not a bench report: arrays or objects nested too deeply",
+                                 f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/1')")
+    p.write_text('{"schema": "envforge.bench/1",\n "data": x}')
+    with pytest.raises(InputError) as exc:
+        read_report(p)
+    assert exc.value.message == f"{p}:2: not valid JSON: Expecting value"
+
+
+def test_break_even_needs_a_baseline_and_measured_levels() -> None:
+    base = server("baseline", False, [2.0])
+    spec = server("eagle3", True, [2.0], verify=40, decode_s=1.2)
+    assert break_even_rows([spec]) == ()
+    assert break_even_rows([base]) == ()
+    other = replace(spec, levels=(replace(spec.levels[0], concurrency=4),))
+    assert break_even_rows([base, other]) == ()
+    no_cycle = replace(spec, levels=(replace(spec.levels[0], verify_cycle_ms=None),))
+    assert break_even_rows([base, no_cycle]) == ()
+    slow = server("eagle3", True, [2.0], verify=40, decode_s=2.4)  # cycle 60 ms: break-even 4.92 > 2.5
+    (row,) = break_even_rows([base, slow, server("second", False, [2.0])])
+    assert (row.baseline, row.pays, round(row.break_even, 3)) == ("baseline", False, 4.918)
+    assert row.as_dict() == {"baseline": "baseline", "speculative": "eagle3", "concurrency": 1,
+                             "decode_step_ms": 12.2, "verify_cycle_ms": 60.0, "break_even_accept_length": 4.918,
+                             "accept_length": 2.5, "pays": False}

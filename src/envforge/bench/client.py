@@ -65,6 +65,7 @@ Clock = Callable[[], float]
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 DEFAULT_IDLE_TIMEOUT_S = 120.0
 _OK_FINISH = ("length", "stop")
+_BLANK = frozenset((b"\n", b"\r\n", b"\r"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,12 +270,14 @@ class Stream:
         if "spec_verify_ct" in meta:
             self.verify = int(meta["spec_verify_ct"])
         fin = meta.get("finish_reason")
-        if isinstance(fin, Mapping):
+        if fin is None:
+            pass
+        elif isinstance(fin, dict):
             self.finish = str(fin.get("type"))
             if self.finish == "abort":
                 code = fin.get("status_code")
                 self.abort = (str(fin.get("message") or "no message"), code if isinstance(code, int) else None)
-        elif fin is not None:
+        else:
             self.finish = str(fin)
         self.usage = int(meta.get("completion_tokens", self.tokens))
         return self.usage
@@ -395,7 +398,14 @@ def _read_stream(resp: http.client.HTTPResponse, stream: Stream, opts: RequestOp
                  clock: Clock) -> tuple[str, int | None] | None:
     """Feed ``stream`` line by line; a total or idle timeout is returned as a failure."""
     last_progress = t0
+    blank = False
     for raw in iter(resp.readline, b""):
+        if raw in _BLANK:  # the empty line after each event is skipped; a run of them is checked below
+            if not blank:
+                blank = True
+                continue
+        else:
+            blank = False
         now = clock()
         if raw.startswith(b"data:"):
             payload = raw[5:].strip()

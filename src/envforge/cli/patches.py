@@ -82,6 +82,31 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     d.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
     d.set_defaults(handler=_diff)
 
+    n = commands.add_parser("new", help="copy an installed distribution's Python files into an edit directory",
+                            description="Copy the released Python files of DIST (as installed in ENV, before "
+                                        "envforge's patches) into an edit directory; edit them, then turn the "
+                                        "edit into a patchset with `envforge patches commit DIR`.")
+    n.add_argument("distribution", metavar="DIST")
+    n.add_argument("--env", metavar="ENV", help="environment (default: quickstart-default)")
+    n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
+    n.add_argument("-o", "--output", type=Path, metavar="DIR", help="edit directory (default: ./DIST-VERSION-edit)")
+    n.add_argument("--project", type=Path, metavar="DIR")
+    n.set_defaults(handler=_new)
+
+    cm = commands.add_parser("commit", help="write patchsets/NAME.toml from an edit directory",
+                             description="Turn the edits in DIR (made by `envforge patches new`) into "
+                                         "patchsets/NAME.toml: each changed function, method or class becomes a "
+                                         "replace-definition operation keyed by its qualified name and the digest "
+                                         "of the original; a module-level edit becomes a replace-text operation "
+                                         "anchored by its neighbours.")
+    cm.add_argument("directory", type=Path, metavar="DIR")
+    cm.add_argument("--id", required=True, metavar="NAME", help="patchset id (the file name)")
+    cm.add_argument("--reason", required=True, help="why the patch is needed (recorded in the patchset)")
+    cm.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the edited release)")
+    cm.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
+    cm.add_argument("--project", type=Path, metavar="DIR")
+    cm.set_defaults(handler=_commit)
+
     ls = commands.add_parser("list", help="list the project's patchsets")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--project", type=Path, metavar="DIR")
@@ -218,6 +243,33 @@ def _diff(args: argparse.Namespace, ui: Ui) -> int:
     for path in changed:
         ui.warn(f"{path} changed since envforge patched it (verify reports it as tampered); the diff shows it as it is now")
     return 1 if changed else 0
+
+
+def _new(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.installed import find_distribution
+    from envforge.patching.capture import new_edit
+
+    project = _project(args)
+    sp = _site_packages(project, args.site_packages, args.env)
+    dist = find_distribution(sp, args.distribution)
+    dest = args.output or Path.cwd() / (f"{dist.name}-{dist.version}-edit" if dist else "edit")
+    made = new_edit(sp, args.distribution, dest)
+    ui.result(str(made.path))
+    ui.info(f"{made.files} Python files of {made.distribution} {made.version} copied (as released); edit them, "
+            f"then: envforge patches commit {made.path} --id NAME --reason \"...\"")
+    return 0
+
+
+def _commit(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.patching.capture import commit_edit
+
+    project = _project(args)
+    captured = commit_edit(args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions,
+                           force=args.force)
+    ui.result(str(captured.path))
+    for line in captured.operations:
+        ui.info(f"  {line}")
+    return 0
 
 
 def _list(args: argparse.Namespace, ui: Ui) -> int:

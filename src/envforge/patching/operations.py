@@ -41,6 +41,11 @@ __all__ = [
     "OpContext",
     "Operation",
     "Outcome",
+    "ReplaceDefinition",
+    "ReplaceText",
+    "definition_code",
+    "definition_digest",
+    "definitions",
 ]
 
 Status = Literal["changed", "holds", "drifted"]
@@ -527,6 +532,132 @@ def _import_class(spec: str, directory: Path) -> Any:
         sys.path.remove(str(directory))
 
 
+def definitions(module: Any) -> dict[str, list[Any]]:
+    """Every function and class definition of ``module`` (a libcst Module) by qualified name
+    (``f``, ``Class``, ``Class.method``, ``Outer.Inner.f``; functions nested in functions are part
+    of their function), each with the list of nodes defining it (normally one)."""
+    import libcst as cst
+
+    out: dict[str, list[Any]] = {}
+
+    def walk(body: Any, prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                name = prefix + stmt.name.value
+                out.setdefault(name, []).append(stmt)
+                if isinstance(stmt, cst.ClassDef):
+                    walk(stmt.body.body, name + ".")
+
+    walk(module.body, "")
+    return out
+
+
+def definition_code(node: Any) -> str:
+    """The code of a definition without the blank lines and comments above it, at column 0
+    (libcst renders an indented block relative to its header): the same text wherever the
+    definition moves in the file."""
+    import libcst as cst
+
+    return cst.Module([]).code_for_node(node.with_changes(leading_lines=()))
+
+
+def definition_digest(node: Any) -> str:
+    """``sha256:<hex>`` of :func:`definition_code`."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(definition_code(node).encode("utf-8")).hexdigest()
+
+
+def _digest_check(value: Any) -> str | None:
+    import re
+
+    return None if re.fullmatch(r"sha256:[0-9a-f]{64}", value) else f"'{value}' is not 'sha256:<64 hex digits>'"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceDefinition(Operation):
+    """Replace the definition ``definition`` (``f``, ``Class``, ``Class.method``) with ``code``,
+    when the installed definition is the one the patchset was written against: its digest
+    (:func:`definition_digest`, blank lines and comments above it left out, so moving it in the
+    file does not matter) must be ``original_digest``. Written by ``envforge patches commit``.
+
+    Holds when the definition already is ``code``. Drifts when the definition is not found
+    exactly once, or is neither the original nor ``code`` (changed upstream: read it again).
+    """
+
+    kind: ClassVar[str] = "replace-definition"
+    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(_digest_check),
+                                         "code": Str(_stmt_check)}
+    required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest", "code"})
+
+    file: str
+    definition: str
+    original_digest: str
+    code: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.definition}"
+
+    def anchor_text(self) -> str:
+        return f"definition {self.definition} with digest {self.original_digest}"
+
+    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
+        import libcst as cst
+
+        found = definitions(module).get(self.definition, [])
+        if len(found) != 1:
+            return Outcome("drifted", f"definition {self.definition} found {len(found)} times, expected 1")
+        node = found[0]
+        new = cst.parse_module(self.code).body
+        if len(new) != 1 or type(new[0]) is not type(node):
+            return Outcome("drifted", f"`code` is not one {type(node).__name__} statement", fix="write one definition in `code`")
+        new_node = new[0].with_changes(leading_lines=node.leading_lines)
+        if definition_code(node) == definition_code(new_node):
+            return Outcome("holds", f"{self.definition} is already the patched definition")
+        digest = definition_digest(node)
+        if digest != self.original_digest:
+            return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
+                                      f"written against {self.original_digest}")
+        return Outcome("changed", f"replaced {self.definition}", syntax.replace_node(module, node, new_node))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceText(Operation):
+    """Replace the text ``before`` (with the context lines it carries: it must occur exactly once)
+    with ``after``: an edit outside any definition, written by ``envforge patches commit``.
+
+    Holds when ``after`` occurs exactly once and ``before`` does not. Drifts otherwise.
+    """
+
+    kind: ClassVar[str] = "replace-text"
+    keys: ClassVar[Mapping[str, Any]] = {"before": Str(), "after": Str()}
+    required: ClassVar[frozenset[str]] = frozenset({"before", "after"})
+
+    file: str
+    before: str
+    after: str
+
+    def describe(self) -> str:
+        first = next((line for line in self.before.splitlines() if line.strip()), "")
+        return f"{self.kind} at `{first.strip()[:60]}`"
+
+    def anchor_text(self) -> str:
+        return f"the text {self.before!r}"
+
+    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
+        import libcst as cst
+
+        code = module.code
+        n_before, n_after = code.count(self.before), code.count(self.after)
+        if n_before == 0 and n_after == 1:
+            return Outcome("holds", "the text is already the patched text")
+        if n_before != 1:
+            return Outcome("drifted", f"the anchored text found {n_before} times, expected 1")
+        return Outcome("changed", "replaced the anchored text",
+                       cst.parse_module(code.replace(self.before, self.after, 1)))
+
+
 OPERATIONS: dict[str, type[Operation]] = {
-    c.kind: c for c in (AddGuardOperand, AddDictEntry, AddDelegatingMethods, AddListElement, Codemod)
+    c.kind: c for c in (AddGuardOperand, AddDictEntry, AddDelegatingMethods, AddListElement, Codemod,
+                        ReplaceDefinition, ReplaceText)
 }

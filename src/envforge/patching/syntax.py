@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "append_element", "assigned_name", "assigns_self_attr", "calls", "chains", "classes", "code",
     "delegate_text", "find_method", "functions", "method_definitions", "method_kind", "insert_after", "missing_import", "norm", "operands",
-    "replace", "top_level",
+    "replace", "replace_node", "top_level",
 ]
 
 def norm(code: str) -> str:
@@ -147,6 +147,18 @@ def replace(module: cst.Module, within: Any, target: Any, new: Any) -> cst.Modul
 
     body = tuple(s.visit(Swap()) if s is within else s for s in module.body)
     return module.with_changes(body=body)
+
+
+def replace_node(module: cst.Module, target: Any, new: Any) -> cst.Module:
+    """``module`` with the node ``target`` (by identity, anywhere) replaced by ``new``."""
+    import libcst as cst
+
+    class _Swap(cst.CSTTransformer):
+        def on_leave(self, original: Any, updated: Any) -> Any:
+            return new if original is target else updated
+
+    out: cst.Module = module.visit(_Swap())
+    return out
 
 
 def missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | None, str]:

@@ -102,6 +102,7 @@ def test_captured_edit_round_trip_on_sglang_059(project: Path, tmp_path: Path,
     assert [r.state for r in report.results] == ["upstream-fixed"] * 3 and report.changes == ()
 
 
+@pytest.mark.network
 def test_captured_definitions_follow_their_code_not_their_lines(project: Path, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """0.5.8 has the same definitions two lines higher: applied; 0.5.10 changed the guard function:

@@ -3,5 +3,6 @@
 Modules follow the data flow: :mod:`~envforge.bench.config` (``[verify.smoke]`` and the prompt set)
 -> :mod:`~envforge.bench.server` (lifecycle) -> :mod:`~envforge.bench.client` (HTTP, timing) ->
 :mod:`~envforge.bench.stats` / :mod:`~envforge.bench.report` (spread, break-even, JSON, compare) ->
-:mod:`~envforge.bench.plot` (PNG). :mod:`~envforge.bench.run` ties them together.
+:mod:`~envforge.bench.plot` (PNG). :mod:`~envforge.bench.metrics` reads vLLM's ``GET /metrics``
+counters around each repeat (``api = "vllm"``). :mod:`~envforge.bench.run` ties them together.
 """

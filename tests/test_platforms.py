@@ -283,4 +283,4 @@ def test_fingerprint_carries_the_lock_platform(tmp_path: Path) -> None:
     (tmp_path / ".envforge" / "pylock.toml").write_bytes(
         (root / "lockfiles" / "pylock.kimi-k25-sm120-cu130-aarch64.toml").read_bytes())
     assert fingerprint_of(tmp_path).platform == "aarch64-manylinux_2_34"
-    assert list(Fingerprint(None, None, None, None).as_dict())[-1] == "platform"
+    assert "platform" in Fingerprint(None, None, None, None).as_dict()

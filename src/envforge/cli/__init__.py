@@ -28,7 +28,7 @@ __all__ = ["build_parser", "main"]
 
 # Command-group modules, in the order their commands appear in --help.
 _GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
-           "init", "completion")
+           "fleet", "init", "completion")
 
 Handler = Callable[[argparse.Namespace, Ui], int]
 

@@ -1,0 +1,68 @@
+"""fleet verify on an already-running 4-node local Ray cluster vs one local verify (same machine, same run).
+
+Target (issue 17): ``envforge fleet verify`` ≤ one local ``envforge verify`` + 3 s. Both are timed as a
+user runs them (the CLI in a subprocess, median of ``--runs``); the cluster is four real raylets on
+127.0.0.1 sharing one project (``ray.cluster_utils.Cluster``), started before timing.
+
+    python benchmarks/bench_fleet.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ray
+import ray._private.services
+
+ray._private.services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if res.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    from ray.cluster_utils import Cluster
+
+    with tempfile.TemporaryDirectory() as tmp:
+        proj = Path(tmp) / "proj"
+        proj.mkdir()
+        for d in ("recipes", "patchsets", "lockfiles"):
+            shutil.copytree(ROOT / d, proj / d)
+        envforge = [sys.executable, "-m", "envforge"]
+        subprocess.run([*envforge, "build", "quickstart"], cwd=proj, check=True, capture_output=True)
+        node = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
+        c = Cluster(initialize_head=True, head_node_args=dict(node))
+        for _ in range(3):
+            c.add_node(**node)
+        c.wait_for_nodes()
+        try:
+            local = [timed([*envforge, "verify", "quickstart-default", "--level", "static"], proj)
+                     for _ in range(args.runs)]
+            fleet = [timed([*envforge, "fleet", "verify", "quickstart-default", "--level", "static",
+                            "--ray", c.address, "--project", str(proj)], proj) for _ in range(args.runs)]
+        finally:
+            c.shutdown()
+    lm, fm = statistics.median(local), statistics.median(fleet)
+    print(f"local verify   median {lm:.2f} s  runs {[round(x, 2) for x in local]}")
+    print(f"fleet verify   median {fm:.2f} s  runs {[round(x, 2) for x in fleet]} (4 nodes)")
+    print(f"fleet - local  {fm - lm:+.2f} s  (target <= +3.00 s); ratio {fm / lm:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

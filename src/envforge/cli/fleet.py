@@ -1,0 +1,144 @@
+"""CLI for the fleet: ``envforge fleet verify|build|allreduce ... --ray ADDRESS`` (``envforge[fleet]``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envforge.cli.output import Ui
+    from envforge.fleet import FleetReport
+
+__all__ = ["register"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register the ``envforge fleet`` group: ``verify``, ``build``, ``allreduce``."""
+    from envforge.cli.parser import group
+
+    fleet = group(sub, "fleet", help="verify or build the same stack on every node of a Ray cluster",
+                  description="One Ray task per alive node (node affinity); exit 1 when a node differs "
+                              "from the majority, has findings, failed or did not answer.")
+
+    v = fleet.add_parser("verify", help="verify ENV on every node and compare the fingerprints")
+    v.add_argument("env", metavar="ENV", help="environment name under envs/ on every node, e.g. kimi-k25-sm120-cu128")
+    v.add_argument("--level", default=None, metavar="LEVELS",
+                   help="comma-separated verify levels on each node (default: the recipe's); with gpu, "
+                        "an all-reduce across all nodes follows")
+    _common(v)
+    v.set_defaults(handler=_verify)
+
+    b = fleet.add_parser("build", help="build the committed lock on every node")
+    b.add_argument("recipe", metavar="RECIPE")
+    b.add_argument("--variant", default=None)
+    b.add_argument("--offline", action="store_true", help="install from --find-links only (a path every node reads)")
+    b.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR")
+    _common(b, timeout=3600.0)
+    b.set_defaults(handler=_build)
+
+    a = fleet.add_parser("allreduce", help="one all-reduce group across all nodes (torch.distributed)")
+    a.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    a.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="variables set in every rank, e.g. an env profile's NCCL_* values")
+    a.add_argument("--port", type=int, default=29517, help="rendezvous port on the first node")
+    _common(a, timeout=300.0)
+    a.set_defaults(handler=_allreduce)
+
+
+def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
+    p.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
+    p.add_argument("--timeout", type=float, default=timeout, metavar="S",
+                   help=f"seconds to wait for every node (default: {timeout:g}); later nodes are findings")
+    p.add_argument("--project", type=Path, default=None,
+                   help="project directory, the same path on every node (default: nearest with recipes/)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from envforge.project import find_project
+
+    return (args.project or find_project(Path.cwd()).root).resolve()
+
+
+def _verify(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.fleet import fleet_allreduce, fleet_verify
+
+    levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
+    report = fleet_verify(args.ray, args.env, _root(args), levels=levels, timeout_s=args.timeout)
+    code = _render(report, ui)
+    if "gpu" in levels:
+        code = max(code, _render(fleet_allreduce(args.ray, timeout_s=args.timeout), ui))
+    return code
+
+
+def _build(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.fleet import fleet_build
+
+    report = fleet_build(args.ray, args.recipe, args.variant, _root(args), find_links=args.find_links,
+                         offline=args.offline, timeout_s=args.timeout)
+    return _render(report, ui)
+
+
+def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.errors import InputError
+    from envforge.fleet import fleet_allreduce
+
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"--env {item!r}: expected NAME=VALUE")
+        env[name] = value
+    report = fleet_allreduce(args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout)
+    return _render(report, ui)
+
+
+def _render(report: FleetReport, ui: Ui) -> int:
+    if ui.json_mode:
+        ui.emit_json("fleet", report.as_dict())
+        return report.exit_code
+    for line in render_text(report):
+        ui.result(line)
+    return report.exit_code
+
+
+def render_text(report: FleetReport) -> list[str]:
+    """The node x fingerprint matrix (verify), flips (build) or per-size latencies (allreduce)."""
+    lines = []
+    for n in report.nodes:
+        head = f"{n.host} {n.node_id[:8]} {n.status}"
+        if n.error:
+            lines.append(f"{head}: {n.error}")
+            continue
+        if report.action == "verify":
+            fp = n.fingerprint
+            lines.append(f"{head}: lock {_short(fp.get('lock_digest'))} patches {_short(fp.get('patch_manifest_digest'))} "
+                         f"profile {fp.get('env_profile') or 'none'} {_short(fp.get('env_profile_digest'))} "
+                         f"python {fp.get('python') or 'unknown'} {fp.get('platform') or ''} "
+                         f"gpu {fp.get('gpu') or 'none'} x{fp.get('gpu_count') or 0} "
+                         f"driver {fp.get('driver') or 'unknown'}; {len(n.findings)} finding(s)")
+            lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
+            if n.node_id in report.differs:
+                keys = report.differs[n.node_id]
+                lines.append("    differs from the majority: " + ", ".join(
+                    f"{k} {_show(n.fingerprint.get(k))} (majority {_show(report.majority.get(k))})" for k in keys))
+        elif report.action == "build":
+            d = n.detail
+            lines.append(f"{head}: {d.get('before') or 'none'} -> {d.get('after') or 'none'}"
+                         f"{' (flipped)' if d.get('flipped') else ' (not flipped)'}")
+        else:
+            sizes = ", ".join(f"{s['bytes']} B {s['median-us']} µs" for s in n.detail.get("sizes", []))
+            lines.append(f"{head}: rank {n.detail.get('rank')}: {sizes}")
+    bad = [n for n in report.nodes if n.status != "ok"]
+    lines.append(f"fleet {report.action}: {len(report.nodes)} node(s), {len(bad)} not ok, "
+                 f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s")
+    return lines
+
+
+def _short(digest: Any) -> str:
+    return str(digest).split(":", 1)[-1][:8] if digest else "none"
+
+
+def _show(v: Any) -> str:
+    return _short(v) if isinstance(v, str) and v.startswith("sha256:") else str(v)

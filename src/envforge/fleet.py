@@ -1,0 +1,387 @@
+"""The fleet: the same stack on N nodes, verified and built through Ray (``envforge[fleet]``).
+
+Fan-out is Ray's, not ours: :func:`fleet_verify` and :func:`fleet_build` start one Ray task per alive
+node, pinned to it with ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` (Ray's documented
+node-affinity scheduling), and each task runs envforge's own core (``verify``, ``build``) on that node,
+against that node's copy of the project. The driver's work is O(nodes): it compares the fingerprints
+the tasks return and calls out every node that differs from the majority.
+
+Where the project lives on a node: the path given to the driver (every node has the checkout at the
+same path, as on a cluster with a shared layout), unless that node's Ray processes have
+``ENVFORGE_FLEET_ROOT`` in their environment (``ray start ... `` under ``env ENVFORGE_FLEET_ROOT=DIR``;
+the tests give each local "node" its own directory this way).
+
+A node that dies, whose task fails, or that does not answer within ``timeout_s`` is a finding of the
+report, never a hang. Cross-node all-reduce (:func:`fleet_allreduce`) uses torch.distributed's own TCP
+rendezvous on the first node; the backend is ``nccl`` on GPUs and ``gloo`` where there are none.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envforge.errors import ExternalToolError, InputError
+
+__all__ = [
+    "COMPARED",
+    "FleetNode",
+    "FleetReport",
+    "fleet_allreduce",
+    "fleet_build",
+    "fleet_verify",
+    "majority_differences",
+]
+
+ROOT_VARIABLE = "ENVFORGE_FLEET_ROOT"
+
+#: What must be identical on every node (keys of a node's ``fingerprint`` dict, in report order).
+COMPARED = ("lock_digest", "patch_manifest_digest", "env_profile", "env_profile_digest", "env_profile_values",
+            "python", "platform", "driver", "gpu", "gpu_count", "compute_capability")
+
+
+@dataclass(frozen=True, slots=True)
+class FleetNode:
+    """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
+    node died), ``timeout`` (no answer within the limit). ``fingerprint`` holds the keys of
+    :data:`COMPARED`; ``findings`` the node's verify findings as dicts; ``elapsed_s`` in seconds."""
+
+    node_id: str
+    host: str
+    status: str
+    fingerprint: Mapping[str, Any] = field(default_factory=dict)
+    findings: tuple[Mapping[str, str], ...] = ()
+    elapsed_s: float | None = None
+    error: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able, keys in a fixed order."""
+        return {"node-id": self.node_id, "host": self.host, "status": self.status,
+                "fingerprint": dict(self.fingerprint), "findings": [dict(f) for f in self.findings],
+                "elapsed-s": self.elapsed_s, "error": self.error, "detail": dict(self.detail)}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReport:
+    """Every node's answer, the majority value of each compared key, and who differs from it.
+
+    ``differs`` maps a node id to the compared keys where it differs from the majority.
+    ``exit_code``: 0 when every node answered, is clean and agrees; 1 otherwise.
+    """
+
+    action: str
+    nodes: tuple[FleetNode, ...]
+    majority: Mapping[str, Any]
+    differs: Mapping[str, tuple[str, ...]]
+    elapsed_s: float
+
+    @property
+    def exit_code(self) -> int:
+        bad = any(n.status != "ok" for n in self.nodes) or bool(self.differs)
+        return 1 if bad or not self.nodes else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able, keys in a fixed order (schema ``envforge.fleet/1``, docs/fleet.md)."""
+        return {"action": self.action, "nodes": [n.as_dict() for n in self.nodes],
+                "majority": dict(self.majority), "differs": {k: list(v) for k, v in self.differs.items()},
+                "exit-code": self.exit_code, "elapsed-s": round(self.elapsed_s, 3)}
+
+
+def majority_differences(nodes: Sequence[FleetNode]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """The most common value of each :data:`COMPARED` key among nodes that answered, and per node
+    the keys where it differs. Ties go to the value seen first (node order)."""
+    answered = [n for n in nodes if n.fingerprint]
+    majority: dict[str, Any] = {}
+    for key in COMPARED:
+        values = [_hashable(n.fingerprint.get(key)) for n in answered]
+        if values:
+            majority[key] = _unhash(Counter(values).most_common(1)[0][0])
+    differs = {}
+    for n in answered:
+        keys = tuple(k for k in COMPARED if _hashable(n.fingerprint.get(k)) != _hashable(majority.get(k)))
+        if keys:
+            differs[n.node_id] = keys
+    return majority, differs
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+
+
+def _unhash(v: Any) -> Any:
+    return dict(v) if isinstance(v, tuple) else v
+
+
+# ---- Ray plumbing ---------------------------------------------------------------------------------
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("the fleet commands need Ray, which is not installed",
+                         hint="pip install 'envforge[fleet]'") from None
+    return ray
+
+
+def _connect(address: str) -> Any:
+    ray = _ray()
+    if not ray.is_initialized():
+        _reachable(address)
+        host = address.rpartition(":")[0].strip("[]")
+        local: dict[str, Any] = {}
+        if host in ("127.0.0.1", "localhost"):
+            # A cluster on loopback (``ray start --head --node-ip-address 127.0.0.1``). Ray rewrites a
+            # loopback bootstrap address to the address of the machine's outbound interface
+            # (ray._private.services.canonicalize_bootstrap_address, Ray 2.x), where such a cluster does
+            # not listen; keep this driver on loopback instead.
+            import ray._private.services as services
+
+            services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
+            local = {"_node_ip_address": "127.0.0.1"}
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False, **local)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {exc}", tool="ray",
+                                    argv=["ray.init", address], returncode=None,
+                                    hint="start one with `ray start --head` (and `ray start --address HEAD:6379` "
+                                         "on each node), then pass --ray HEAD:6379 or --ray auto on a node") from None
+    return ray
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, not after Ray's minutes of retries, when ``HOST:PORT`` does not answer."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or address.startswith(("ray://", "auto")):
+        return  # ``auto`` and client addresses: Ray finds and reports them itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}",
+                                tool="ray", argv=["ray.init", address], returncode=None,
+                                hint="start one with `ray start --head` (and `ray start --address HEAD:6379` on "
+                                     "each node), then pass --ray HEAD:6379, or --ray auto on a node") from None
+
+
+def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
+    return sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n.get("NodeManagerAddress", ""))
+
+
+def _fan_out(ray: Any, fn: Callable[..., Any], args: Sequence[Any], timeout_s: float,
+             action: str) -> list[FleetNode]:
+    """Run ``fn(*args)`` once on every alive node (pinned); collect answers, failures and timeouts."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    remote = ray.remote(num_cpus=0, max_retries=0)(fn)
+    nodes = _alive_nodes(ray)
+    refs = {remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+                           name=f"envforge-{action}").remote(*args): n for n in nodes}
+    done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    out = []
+    for ref in done:
+        node = refs[ref]
+        try:
+            out.append(_node_answer(node, ray.get(ref)))
+        except Exception as exc:  # RayTaskError, NodeDiedError, WorkerCrashedError: a finding, not a crash
+            out.append(FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
+                                 error=_one_line(exc)))
+    for ref in pending:
+        ray.cancel(ref, force=True)
+        node = refs[ref]
+        out.append(FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "timeout",
+                             error=f"no answer within {timeout_s:g} s (the task was cancelled)"))
+    return sorted(out, key=lambda n: (n.host, n.node_id))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    last = [ln for ln in text if ln.strip()][-1:] or [type(exc).__name__]
+    return f"{type(exc).__name__}: {last[0].strip()}"[:500]
+
+
+def _node_answer(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
+    if data.get("error"):
+        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
+                         fingerprint=data.get("fingerprint", {}), error=data["error"],
+                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
+    findings = tuple(data.get("findings", ()))
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if findings else "ok",
+                     fingerprint=data.get("fingerprint", {}), findings=findings,
+                     elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
+
+
+# ---- the tasks (run on the nodes) -----------------------------------------------------------------
+
+def _node_root(default: str) -> Path:
+    return Path(os.environ.get(ROOT_VARIABLE) or default)
+
+
+def _verify_task(env_name: str, root: str, levels: tuple[str, ...]) -> dict[str, Any]:
+    """On one node: envforge's verify of ``env_name`` in this node's project; JSON-able answer."""
+    import json
+
+    from envforge.environment import resolve_environment
+    from envforge.errors import EnvforgeError
+    from envforge.project import Project
+    from envforge.verify import VerifyOptions, verify
+
+    start = time.monotonic()
+    try:
+        project = Project(_node_root(root))
+        env = resolve_environment(project, env_name, env_name)
+        report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
+    except EnvforgeError as exc:
+        return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3)}
+    fp = report.fingerprint.as_dict()
+    profile = env.site_packages / ".envforge" / "env-profile.json"
+    fp["env_profile_values"] = json.loads(profile.read_text()).get("env", {}) if profile.is_file() else {}
+    return {"fingerprint": {k: fp.get(k) for k in COMPARED},
+            "findings": [f.as_dict() for f in report.findings],
+            "elapsed-s": round(time.monotonic() - start, 3)}
+
+
+def _build_task(recipe: str, variant: str | None, root: str, find_links: tuple[str, ...],
+                offline: bool) -> dict[str, Any]:
+    """On one node: envforge's build of the committed lock; the live generation before and after."""
+    from envforge.build import execute_build, plan_build
+    from envforge.errors import EnvforgeError
+    from envforge.interpreter import find_python
+    from envforge.project import Project
+    from envforge.recipe import load_recipe
+
+    start = time.monotonic()
+    project = Project(_node_root(root))
+    before = after = None
+    try:
+        resolved = load_recipe(project.recipe_path(recipe)).resolve(variant)
+        link = project.env_path(resolved.lock_name)
+        before = _live(link)
+        plan = plan_build(project, resolved, find_python(resolved.python),
+                          find_links=[Path(p) for p in find_links], offline=offline)
+        execute_build(plan)
+        after = _live(link)
+    except EnvforgeError as exc:
+        return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3),
+                "detail": {"before": before, "after": before, "flipped": False}}
+    return {"fingerprint": {}, "findings": [], "elapsed-s": round(time.monotonic() - start, 3),
+            "detail": {"before": before, "after": after, "flipped": before != after}}
+
+
+def _live(link: Path) -> str | None:
+    """The generation ``envs/<name>`` points to (``g0003``), or None when there is none yet."""
+    return link.resolve().name if link.is_symlink() else None
+
+
+def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str, sizes: tuple[int, ...],
+                    env: Mapping[str, str], repeats: int) -> dict[str, Any]:
+    """On one node: join the torch.distributed group (TCP rendezvous on ``master:port``) and time
+    all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked."""
+    os.environ.update(env)
+    import statistics
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
+                            timeout=__import__("datetime").timedelta(seconds=60))
+    device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    out = []
+    try:
+        for size in sizes:
+            t = torch.ones(size // 4, dtype=torch.float32, device=device)
+            dist.all_reduce(t)  # warm-up (and the connection set-up)
+            times = []
+            for _ in range(repeats):
+                t.fill_(1.0)
+                if backend == "nccl":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                dist.all_reduce(t)
+                if backend == "nccl":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            ok = bool(torch.all(t == float(world)).item())
+            med = statistics.median(times)
+            out.append({"bytes": size, "median-us": round(med * 1e6, 1),
+                        "bus-gbps": round(2 * (world - 1) / world * size / med / 1e9, 3), "sum-ok": ok})
+    finally:
+        dist.destroy_process_group()
+    return {"rank": rank, "sizes": out}
+
+
+# ---- the driver ----------------------------------------------------------------------------------
+
+def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (),
+                 timeout_s: float = 600.0) -> FleetReport:
+    """Verify ``env_name`` on every alive node of the Ray cluster at ``address`` (``auto`` on a node).
+
+    :raises InputError: Ray is not installed (``pip install 'envforge[fleet]'``).
+    :raises ExternalToolError: the cluster cannot be reached.
+    """
+    start = time.monotonic()
+    ray = _connect(address)
+    nodes = _fan_out(ray, _verify_task, (env_name, str(root), tuple(levels)), timeout_s, "verify")
+    majority, differs = majority_differences(nodes)
+    return FleetReport("verify", tuple(nodes), majority, differs, time.monotonic() - start)
+
+
+def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, find_links: Sequence[Path] = (),
+                offline: bool = False, timeout_s: float = 3600.0) -> FleetReport:
+    """Build the committed lock of ``recipe``/``variant`` on every alive node. A node whose build
+    fails keeps its previous generation live (``build``'s own guarantee); ``detail.flipped`` says
+    which nodes flipped to a new generation.
+
+    :raises InputError: Ray is not installed.
+    :raises ExternalToolError: the cluster cannot be reached.
+    """
+    start = time.monotonic()
+    ray = _connect(address)
+    nodes = _fan_out(ray, _build_task, (recipe, variant, str(root), tuple(str(p) for p in find_links), offline),
+                     timeout_s, "build")
+    return FleetReport("build", tuple(nodes), {}, {}, time.monotonic() - start)
+
+
+def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int] = (43008, 1 << 20, 16 << 20),
+                    env: Mapping[str, str] | None = None, port: int = 29517, repeats: int = 20,
+                    timeout_s: float = 300.0) -> FleetReport:
+    """One all-reduce group across every alive node (rank 0 on the first node by address), timing
+    ``sizes`` (bytes; default the verify-step sizes 43 KB, 1 MiB, 16 MiB) with ``env`` (e.g. an env
+    profile's NCCL variables) set in each task. Each node's ``detail`` holds per-size median latency
+    (µs), bus bandwidth (GB/s, 2(n-1)/n × bytes / time, NCCL's busBw) and whether the sum was right.
+    A rank that fails or hangs past ``timeout_s`` is a node with status ``failed``/``timeout``.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    start = time.monotonic()
+    ray = _connect(address)
+    nodes = _alive_nodes(ray)
+    master = nodes[0]["NodeManagerAddress"]
+    remote = ray.remote(num_cpus=0, max_retries=0)(_allreduce_task)
+    refs = {remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+        i, len(nodes), master, port, backend, tuple(sizes), dict(env or {}), repeats): n for i, n in enumerate(nodes)}
+    done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    out = []
+    for ref in done:
+        n = refs[ref]
+        try:
+            data = ray.get(ref)
+            bad = [s for s in data["sizes"] if not s["sum-ok"]]
+            out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "findings" if bad else "ok",
+                                 findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"}
+                                                for s in bad), detail=data))
+        except Exception as exc:
+            out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "failed", error=_one_line(exc)))
+    for ref in pending:
+        ray.cancel(ref, force=True)
+        n = refs[ref]
+        out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "timeout",
+                             error=f"no answer within {timeout_s:g} s (the task was cancelled)"))
+    return FleetReport("allreduce", tuple(sorted(out, key=lambda x: x.detail.get("rank", 1 << 30))), {}, {},
+                       time.monotonic() - start)

@@ -84,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         ui.usage_error(exc.message, exc.usage)
         return EXIT_INPUT_ERROR
+    except KeyboardInterrupt:
+        ui.fail("interrupted", "interrupted", None, 130)
+        return 130
     except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
         return _internal_error(ui, exc, words)
     handler: Handler | None = getattr(args, "handler", None)

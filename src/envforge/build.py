@@ -4,8 +4,11 @@
 A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with its hashes, patches,
 env profile hook, manifest) and flips the link with one ``os.replace`` only after every step
 succeeded (shared/DESIGN.md, decision 3). A failed or killed build never touches the live
-generation; its leftovers are removed by the next build. ``rollback`` flips back to the previous
-complete generation.
+generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
+SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``.
+Builds never delete old generations (``gc``, :mod:`envforge.inventory`, does, when asked). Every
+build writes its log to ``gNNNN.log`` beside its directory. ``rollback`` flips back to the
+previous complete generation, or to any one (``to``).
 
 Plan first, then execute: :func:`plan_build` is pure (no writes), :func:`execute_build` does it.
 """

@@ -86,6 +86,9 @@ def test_failed_build_leaves_the_live_environment_and_names_the_step(tmp_path: P
     assert "error: build failed at step 'sync': uv pip sync failed with exit status" in res.stderr
     assert "the live environment was not changed; the failed generation was removed (g0002)" in res.stderr
     assert "Hash mismatch" in res.stderr
+    log = proj / "envs" / ".generations" / "r-default" / "g0002.log"
+    assert f"\n  full log: {log}\n" in res.stderr  # the failed build's log outlives its generation
+    assert "error: build failed at step 'sync'" in log.read_text() and "Hash mismatch" in log.read_text()
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert not (proj / "envs" / ".generations" / "r-default" / "g0002").exists()
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"

@@ -121,7 +121,7 @@ def main() -> None:
         pairs = [big_build_pair(work) for _ in range(args.runs)]
         a, b = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
         print(f"kimi cu128 build {a:.1f} s, uv venv + pip sync {b:.1f} s: {a / b:.2f}x "
-              f"(envforge includes 4 patchsets, B09 detach and the env hook; median of {args.runs})")
+              f"(envforge includes 4 patchsets (only the patched files leave uv's cache) and the env hook; median of {args.runs})")
     rows: dict[str, list[float]] = {k: [] for k in ("lock", "uv compile", "build", "uv venv+sync",
                                                      "build+patches", "--help", "python -c pass")}
     build_pair(work)  # warm the uv cache and the locks

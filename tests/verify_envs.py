@@ -15,11 +15,14 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from envforge.lockreader import packages_digest
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART_PATCHSETS = ("flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion",
@@ -102,7 +105,10 @@ def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mappin
             lines += ["wheels = [", f"  {{ url = \"https://files.example.invalid/{fname}\", "
                       f"hashes = {{ sha256 = \"{'0' * 64}\" }} }},", "]"]
         lines.append("")
+    packages_text = "\n".join(lines) + "\n"
+    digest = packages_digest(tomllib.loads(packages_text).get("packages", []))
     lines.append("[tool.envforge]")
+    lines.append(f"packages-digest = {json.dumps(digest)}")  # as `envforge lock` records it
     lines += [f"{k} = {_toml_value(v)}" for k, v in envforge.items()]
     return "\n".join(lines) + "\n"
 

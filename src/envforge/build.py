@@ -156,11 +156,18 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
 
     :raises InputError: the lock does not exist (run ``envforge lock`` first).
+    :raises envforge.lock.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
+        or edited entry, cut short, no ``[tool.envforge]``, a recipe package missing): never a
+        smaller environment.
+    :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.
     """
+    from envforge.lock import guard_lock
+
     lock = project.lock_path(variant.lock_name)
     if not lock.is_file():
         raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
                          hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
+    guard_lock(lock, variant, find_links)
     _check_machine(lock, python)
     root = _gen_root(project, variant.lock_name)
     numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
@@ -236,11 +243,11 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
     """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
     recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
     the recorded ``build-constraints`` (B28)."""
-    from envforge.lock import read_lock
+    from envforge.lock import guard_lock
 
     python = plan.generation / "bin" / "python"
     lock = plan.lock
-    locked = read_lock(plan.lock)
+    locked = guard_lock(plan.lock, plan.variant, plan.find_links)  # again: the file may have changed since the plan
     tool = locked.envforge
     args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
     if not tool.get("build-from-source"):

@@ -39,12 +39,16 @@ __all__ = [
     "LOCK_SCHEMA",
     "LockCheck",
     "LockError",
+    "LockIntegrityError",
     "LockResult",
     "Lock",
     "LockedPackage",
     "LockedWheel",
     "PatchsetRef",
+    "check_integrity",
     "check_lock",
+    "guard_lock",
+    "integrity_problems",
     "patchset_refs",
     "expected_tool_table",
     "lock_variant",
@@ -58,6 +62,18 @@ Progress = Callable[[str], None]
 
 class LockError(InputError):
     """A lock cannot be made or read (exit 2): unsatisfiable, unreachable index, bad file."""
+
+
+class LockIntegrityError(LockError):
+    """The lock is not what ``envforge lock`` wrote (exit 2): no ``[tool.envforge]`` table (or cut
+    before it), no or another ``packages-digest`` than its packages hash to (an entry added, removed
+    or edited by hand, e.g. a changed wheel hash), or a recipe package missing. ``problems`` holds
+    one line per problem."""
+
+    def __init__(self, path: Path, problems: Sequence[str], *, hint: str) -> None:
+        super().__init__(f"{path} is not the lock `envforge lock` wrote:\n"
+                         + "\n".join("  " + p for p in problems), hint=hint)
+        self.problems = tuple(problems)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +106,15 @@ class LockedPackage:
 
 @dataclass(frozen=True, slots=True)
 class Lock:
-    """A lock as read back: its path, packages and the ``[tool.envforge]`` table."""
+    """A lock as read back: its path, packages and the ``[tool.envforge]`` table; ``digest`` is the
+    :func:`envforge.lockreader.packages_digest` of the ``[[packages]]`` tables as they are in the
+    file (``tables``), to compare with the ``packages-digest`` ``envforge lock`` recorded."""
 
     path: Path
     packages: tuple[LockedPackage, ...]
     envforge: Mapping[str, Any]
+    digest: str = ""
+    tables: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,7 +447,67 @@ def read_lock(path: Path) -> Lock:
                       wheels=tuple(LockedWheel(w.filename, w.url or w.path, w.hashes.get("sha256"))
                                    for w in p.wheels or ()))
         for p, raw in zip(doc.pylock.packages, doc.packages, strict=True))
-    return Lock(path=path, packages=packages, envforge=doc.envforge)
+    from envforge.lockreader import packages_digest
+
+    return Lock(path=path, packages=packages, envforge=doc.envforge, digest=packages_digest(doc.packages),
+                tables=tuple(doc.packages))
+
+
+def integrity_problems(lock: Lock, variant: ResolvedVariant | None = None) -> list[str]:
+    """What makes ``lock`` other than what ``envforge lock`` wrote; ``[]`` when it is intact.
+
+    Checks: the ``[tool.envforge]`` table exists (``lock`` writes it last, so a file cut short lacks
+    it); its ``packages-digest`` equals the digest of the file's ``[[packages]]``; with ``variant``,
+    every package the recipe names is locked.
+    """
+    if not lock.envforge:
+        return ["it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end"]
+    out = []
+    recorded = lock.envforge.get("packages-digest")
+    if recorded is None:
+        out.append("[tool.envforge] records no packages-digest (a lock from before envforge recorded it, "
+                   "or the key was removed by hand)")
+    elif recorded != lock.digest:
+        out.append(f"its [[packages]] are not the ones `envforge lock` wrote: packages-digest {recorded}, "
+                   f"the file's packages hash to {lock.digest} (an entry added, removed, cut off or "
+                   "edited by hand, e.g. a changed wheel hash)")
+    if variant is not None:
+        names = {p.name for p in lock.packages}
+        out += [f"recipe package {p.name} is not in the lock" for p in variant.packages
+                if canonicalize_name(p.name) not in names]
+    return out
+
+
+def check_integrity(lock: Lock, variant: ResolvedVariant | None = None) -> None:
+    """Raise unless ``lock`` is what ``envforge lock`` wrote (see :func:`integrity_problems`).
+
+    :raises LockIntegrityError: one line per problem, with the command that regenerates the lock.
+    """
+    problems = integrity_problems(lock, variant)
+    if problems:
+        cmd = (f"envforge lock {variant.recipe} --variant {variant.variant}" if variant is not None
+               else "envforge lock RECIPE --variant VARIANT")
+        raise LockIntegrityError(lock.path, problems,
+                                 hint=f"regenerate it with `{cmd}` and review the diff; never edit a lock by hand")
+
+
+def guard_lock(path: Path, variant: ResolvedVariant, find_links: Sequence[Path] = ()) -> Lock:
+    """Read the lock at ``path`` for a build of ``variant``: intact (:func:`check_integrity`), and
+    every package from an index the recipe allows for it (the index guard ``lock`` runs, again).
+
+    :raises LockIntegrityError: see :func:`check_integrity`.
+    :raises CheckFailed: a package comes from an index not allowed for it.
+    """
+    lock = read_lock(path)
+    check_integrity(lock, variant)
+    problems = [v.describe() for v in index_violations(lock.tables, variant, find_links)]
+    if problems:
+        from envforge.routing import redact_userinfo
+
+        raise CheckFailed(f"{path}: packages come from indexes not allowed for them:\n"
+                          + "\n".join("  " + redact_userinfo(p) for p in problems),
+                          hint=f"regenerate the lock with `envforge lock {variant.recipe} --variant {variant.variant}`")
+    return lock
 
 
 def _diff_list(key: str, old: Sequence[str], new: Sequence[str]) -> list[str]:
@@ -481,11 +561,15 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     A missing lock is stale (reason ``no lock yet: run envforge lock``), not an error.
 
     :raises LockError: the lock is unreadable.
+    :raises LockIntegrityError: the lock is not what ``envforge lock`` wrote (:func:`check_integrity`).
     """
     if not path.is_file():
         return LockCheck(path, False, (f"no lock yet: run `envforge lock {variant.recipe} --variant {variant.variant}`",))
-    stored = dict(read_lock(path).envforge)
+    lock = read_lock(path)
+    check_integrity(lock, variant)
+    stored = dict(lock.envforge)
     stored.pop("indexes", None)
+    stored.pop("packages-digest", None)
     expected = expected_tool_table(variant, patchsets)
     expected_inputs = expected.pop("inputs")
     stored_inputs = stored.pop("inputs", {})

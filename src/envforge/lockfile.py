@@ -3,7 +3,9 @@
 Layout follows uv's own output (one ``[[packages]]`` table per distribution, files as inline tables,
 one per line) so diffs stay small, with keys in a fixed order. ``tomlkit`` renders TOML values.
 Sources: PEP 751 (https://peps.python.org/pep-0751/) for the keys; ``packages.index`` is the PEP 503
-base URL the files were found at.
+base URL the files were found at. ``[tool.envforge] packages-digest`` records what was written
+(:func:`envforge.lockreader.packages_digest`), so a hand-added, edited or truncated package table is
+detected at ``lock --check``, build and verify.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 import tomlkit
 
+from envforge.lockreader import packages_digest
 from envforge.recipe import ResolvedVariant
 from envforge.routing import DEFAULT_INDEX, attribute_packages
 
-__all__ = ["render"]
+__all__ = ["render", "restamp"]
 
 _PKG_KEYS = ("name", "version", "marker", "requires-python", "index", "dependencies", "vcs", "directory",
              "archive", "sdist", "wheels")
@@ -70,7 +75,7 @@ def _array_of_tables(rows: Sequence[Mapping[str, Any]]) -> Any:
     return arr
 
 
-def _tool_table(tool: Mapping[str, Any], indexes: Sequence[Mapping[str, Any]]) -> Any:
+def _tool_table(tool: Mapping[str, Any], indexes: Sequence[Mapping[str, Any]], digest: str) -> Any:
     t = tomlkit.table()
     for k, v in tool.items():
         if k in ("target", "inputs", "env"):
@@ -83,6 +88,7 @@ def _tool_table(tool: Mapping[str, Any], indexes: Sequence[Mapping[str, Any]]) -
         else:
             t[k] = v
         if k == "recipe-digest":
+            t["packages-digest"] = digest
             t["indexes"] = _array_of_tables(indexes)
     return t
 
@@ -119,9 +125,28 @@ def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, 
         served.setdefault(idx, []).append(name)
     indexes = [{"name": n, "url": urls.get(n, n), **({"packages": served[n]} if n != DEFAULT_INDEX.name else {})}
                for n in sorted(served)]
+    digest = packages_digest(tomllib.loads(tomlkit.dumps(doc))["packages"])
     tool_doc = tomlkit.table(is_super_table=True)
-    tool_doc["envforge"] = _tool_table(tool, indexes)
+    tool_doc["envforge"] = _tool_table(tool, indexes, digest)
     doc["tool"] = tool_doc
+    return tomlkit.dumps(doc)
+
+
+def restamp(text: str) -> str:
+    """``text`` (a lock ``envforge lock`` wrote) with its ``[tool.envforge]`` table rewritten by the
+    same code as :func:`render`, so it records the ``packages-digest`` of the packages it holds.
+
+    For locks written before the digest existed: the ``[[packages]]`` bytes are kept as they are.
+    Only for locks envforge wrote and a maintainer has reviewed; a hand-edited lock must be
+    re-locked instead.
+
+    :raises KeyError: the text has no ``[tool.envforge]`` table.
+    """
+    doc = tomlkit.parse(text)
+    plain = tomllib.loads(text)
+    tool = {k: v for k, v in plain["tool"]["envforge"].items() if k not in ("indexes", "packages-digest")}
+    doc["tool"]["envforge"] = _tool_table(tool, plain["tool"]["envforge"].get("indexes", []),  # type: ignore[index]
+                                          packages_digest(plain["packages"]))
     return tomlkit.dumps(doc)
 
 

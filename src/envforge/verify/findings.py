@@ -28,6 +28,8 @@ KINDS: Mapping[str, str] = {
     # static
     "platform": "this machine cannot run the lock's platform (another architecture or OS, an older glibc)",
     "stale-environment": "the project's lock changed since this environment was built",
+    "lock-integrity": "a lock is not what `envforge lock` wrote (packages-digest, [tool.envforge]): hand-edited or cut short",
+    "missing-lock": "the project's lock for this environment does not exist",
     "version-mismatch": "an installed distribution's version differs from the lock",
     "local-label-mismatch": "same public version, different local label (e.g. +cu128 vs +cu130)",
     "variant-unconfirmed": "metadata lacks the lock's local label (B04) and nothing confirms the file",

@@ -112,8 +112,9 @@ def as_junit(report: VerifyReport) -> bytes:
 
 #: Which check produces which finding kinds (for JUnit grouping).
 _CHECK_OF = {
-    "platform": {"platform"}, "lock-current": {"stale-environment"}, "versions": {"version-mismatch", "local-label-mismatch",
-                                                        "variant-unconfirmed", "missing", "unexpected"},
+    "platform": {"platform"}, "lock-integrity": {"lock-integrity"},
+    "lock-current": {"stale-environment", "missing-lock"},
+    "versions": {"version-mismatch", "local-label-mismatch", "variant-unconfirmed", "missing", "unexpected"},
     "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
     "record": {"missing-file", "tampered", "file-conflict"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
     "patch-states": {"patch-state", "patchset-changed", "editable-install"}, "env-profile": {"env-profile"},

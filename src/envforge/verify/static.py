@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import EnvforgeError
+from envforge.errors import EnvforgeError, InputError
 from envforge.fingerprint import file_digest
 from envforge.probe import run_probe
 from envforge.verify.findings import Check, Finding
@@ -170,14 +170,35 @@ def _venv_version(python: Path) -> str | None:
 
 
 def _stale(inp: StaticInputs, c: _Collector) -> None:
-    if inp.project_lock is None or not inp.project_lock.is_file():
-        c.skip("lock-current", "the project's lock for this environment is not known or absent")
+    """The env's lock copy and the project's lock are both what ``envforge lock`` wrote
+    (``packages-digest``), the project's lock exists, and the env was built from it."""
+    from envforge.lock import integrity_problems, read_lock
+
+    fix = "regenerate the lock with `envforge lock` (review the diff), then rebuild with `envforge build`"
+    found = [Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)
+             for p in integrity_problems(inp.lock)]
+    if inp.project_lock is None:
+        c.add("lock-integrity", found)
+        c.skip("lock-current", "the environment records no project (verify it from its project to compare locks)")
         return
+    if not inp.project_lock.is_file():
+        c.add("lock-integrity", found)
+        c.add("lock-current", [Finding("missing-lock", str(inp.project_lock), "the project's lock for this environment",
+                                       "no such file", "restore it (`git checkout -- FILE`) or regenerate it with "
+                                                       "`envforge lock`")])
+        return
+    try:
+        project = read_lock(inp.project_lock)
+        found += [Finding("lock-integrity", str(inp.project_lock), "the lock `envforge lock` wrote", p, fix)
+                  for p in integrity_problems(project)]
+    except InputError as exc:
+        found.append(Finding("lock-integrity", str(inp.project_lock), "a valid lock", exc.message, fix))
+    c.add("lock-integrity", found)
     have, want = file_digest(inp.lock.path), file_digest(inp.project_lock)
-    found = [] if have == want else [Finding(
+    stale = [] if have == want else [Finding(
         "stale-environment", str(inp.project_lock), f"the environment built from {want}",
         f"built from {have}", "rebuild: `envforge build` (the environment predates the current lock)")]
-    c.add("lock-current", found)
+    c.add("lock-current", stale)
 
 
 def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:

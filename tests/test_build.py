@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from envforge.interpreter import PythonNotFound, find_python
+from envforge.lockfile import restamp
 from localindex import LocalIndex, make_wheel, serve
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
@@ -80,7 +81,9 @@ def test_failed_build_leaves_the_live_environment_and_names_the_step(tmp_path: P
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     text = lock.read_text()
     digest = text.split('sha256 = "')[1].split('"')[0]
-    lock.write_text(text.replace(digest, "0" * 64))  # a tampered lock: the hash cannot match
+    # A lock envforge wrote whose file then changed on the index: the digest is re-recorded, the
+    # hash cannot match the file uv downloads.
+    lock.write_text(restamp(text.replace(digest, "0" * 64)))
     res = envforge(proj, "build", "r")
     assert res.returncode == 3
     assert "error: build failed at step 'sync': uv pip sync failed with exit status" in res.stderr
@@ -130,6 +133,47 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
     res = envforge(proj, "build", "r")
     assert res.returncode == 0, res.stderr
     assert res.stdout.endswith("-> g0002\n")
+
+
+def test_hand_edited_lock_builds_nothing(tmp_path: Path, index: LocalIndex) -> None:
+    """Issue 18.3: a [[packages]] entry added by hand (a real wheel, its correct hash) or a lock cut
+    before a package never builds: exit 2 before a generation is made, the live one untouched."""
+    proj = make_project(tmp_path / "p", index)
+    envforge(proj, "lock", "r")
+    assert envforge(proj, "build", "r").returncode == 0
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    text = lock.read_text()
+    wheel = make_wheel(tmp_path / "w", "extra-pkg", "1.0")
+    import hashlib
+
+    entry = (f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", hashes = '
+             f'{{ sha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}" }} }}]\n\n')
+    cases = ((text.replace("[tool.envforge]", entry + "[tool.envforge]", 1), "is not the lock `envforge lock` wrote:"),
+             (text[:text.index("[[packages]]")] + "[tool.envforge]", "is not a valid PEP 751 lock at `packages`:"),
+             (text[:text.index("[tool.envforge]")], "is not the lock `envforge lock` wrote:"))
+    for bad, says in cases:
+        lock.write_text(bad)
+        res = envforge(proj, "build", "r")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith(f"error: {lock} {says}"), res.stderr
+        assert sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").iterdir()
+                      if p.name.startswith("g")) == ["g0001"]
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__name__)") == "model_kernels"
+
+
+def test_index_guard_runs_at_build(tmp_path: Path, index: LocalIndex) -> None:
+    """A lock (digest re-recorded, as a tool would) whose file URL points at an index the recipe does
+    not allow is refused at build, before uv runs, as `lock` refuses it."""
+    proj = make_project(tmp_path / "p", index)
+    envforge(proj, "lock", "r")
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    lock.write_text(restamp(lock.read_text().replace(index.url.rsplit("/simple", 1)[0], "http://mirror.invalid")))
+    res = envforge(proj, "build", "r")
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.splitlines()[:2] == [
+        f"error: {lock}: packages come from indexes not allowed for them:",
+        "  model-kernels 1.0 came from unknown (mirror.invalid); allowed: pypi"]
+    assert not (proj / "envs" / "r-default").exists()
 
 
 def test_b04_local_label_missing_from_metadata_is_reported_not_silent(tmp_path: Path, index: LocalIndex) -> None:

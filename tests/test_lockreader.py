@@ -269,8 +269,8 @@ INVALID: dict[str, tuple[str, str | None, str]] = {
         HEAD + pkg('version = "3.7"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
         + pkg('version = "3.10"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"),
         "packages[1]",
-        "packages[0] (idna 3.7; marker sys_platform == \"linux\") and packages[1] (idna 3.10; marker "
-        "sys_platform == \"linux\") can be active together (e.g. sys_platform = 'linux'); several entries of one "
+        "packages[0] (idna 3.7; marker sys_platform == 'linux') and packages[1] (idna 3.10; marker "
+        "sys_platform == 'linux') can be active together (e.g. sys_platform = 'linux'); several entries of one "
         "name must have markers that exclude each other"),
     "same-name-overlapping-markers": (
         HEAD + pkg('version = "1.0"\nmarker = \'python_version >= "3.10"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))

@@ -4,6 +4,7 @@ the repo's patchsets applied, the pcie env profile installed), each broken in on
 from __future__ import annotations
 
 import hashlib
+import re
 import os
 import shutil
 import subprocess
@@ -368,3 +369,28 @@ def test_two_wheels_installing_one_file_is_a_conflict_not_a_tamper(tmp_path: Pat
     assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
         ("file-conflict", "shared_helper.py", "one distribution owns each installed file",
          f"claimed by pkga 1.0, pkgb 1.0; the installed bytes are {winner}'s")]
+
+
+def test_missing_project_lock_is_a_finding_not_a_skipped_check(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    project_lock = env.path.parent.parent / "lockfiles" / f"pylock.{env.path.name}.toml"
+    assert project_lock.is_file()
+    project_lock.unlink()
+    report = run(env)
+    assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
+        ("missing-lock", str(project_lock), "no such file")]
+    assert {c.name: c.status for c in report.checks}["lock-current"] == "findings"
+
+
+def test_hand_edited_lock_copy_is_a_lock_integrity_finding(tmp_path: Path) -> None:
+    env = build(tmp_path)
+    copy = env.site_packages / ".envforge" / "pylock.toml"
+    text = copy.read_text()
+    first = re.search(r'sha256 = "([0-9a-f]{64})"', text)
+    assert first
+    copy.write_text(text.replace(first.group(1), "0" * 64))
+    report = run(env)
+    kinds = [(f.kind, f.subject) for f in report.findings]
+    assert kinds[:2] == [("lock-integrity", str(copy)),
+                         ("stale-environment", str(env.path.parent.parent / "lockfiles" / f"pylock.{env.path.name}.toml"))]
+    assert report.findings[0].actual.startswith("its [[packages]] are not the ones `envforge lock` wrote: ")

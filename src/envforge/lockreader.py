@@ -137,8 +137,8 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> LockD
     except PylockValidationError as exc:
         raise InvalidLock.at(label, "PEP 751 lock", exc.message, key=exc.context,
                           hint=_REGENERATE["pylock"]) from None
-    entries = [(str(p.name), str(p.version) if p.version else None, [str(p.marker)] if p.marker else None)
-               for p in lock.packages]
+    entries = [(str(p.name), str(p.version) if p.version else None, [raw["marker"]] if p.marker else None)
+               for p, raw in zip(lock.packages, doc["packages"], strict=True)]  # markers as written
     _refuse_overlap(entries, label, "PEP 751 lock", "packages", "pylock")
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}

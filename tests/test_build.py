@@ -107,7 +107,9 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     slow = LocalIndex(index.root)
     with serve(slow, delay_s=60):  # the same files from a mirror that stalls on every wheel
-        lock.write_text(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0]))
+        # The recipe and its lock (digest re-recorded) name the mirror, so the index guard allows it.
+        recipe.write_text(recipe.read_text().replace(index.url, slow.url))
+        lock.write_text(restamp(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])))
         proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         gen = proj / "envs" / ".generations" / "r-default" / "g0002"
@@ -118,6 +120,7 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
         time.sleep(1.0)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    recipe.write_text(recipe.read_text().replace(slow.url, index.url))
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
     # SIGKILL cannot clean up: the leftover is listed as incomplete, never as a generation, and
@@ -284,8 +287,10 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     slow = LocalIndex(index.root)
     with serve(slow, delay_s=60):
-        lock.write_text(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])
-                        .replace('version = "1.0"', 'version = "1.0"'))
+        # The recipe and its lock (digest re-recorded) name the mirror, so the index guard allows it.
+        recipe = proj / "recipes" / "r.toml"
+        recipe.write_text(recipe.read_text().replace(index.url, slow.url))
+        lock.write_text(restamp(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])))
         proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         gen = proj / "envs" / ".generations" / "r-default" / "g0002"

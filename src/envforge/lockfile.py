@@ -145,7 +145,7 @@ def restamp(text: str) -> str:
     doc = tomlkit.parse(text)
     plain = tomllib.loads(text)
     tool = {k: v for k, v in plain["tool"]["envforge"].items() if k not in ("indexes", "packages-digest")}
-    doc["tool"]["envforge"] = _tool_table(tool, plain["tool"]["envforge"].get("indexes", []),  # type: ignore[index]
+    doc["tool"]["envforge"] = _tool_table(tool, plain["tool"]["envforge"].get("indexes", []),
                                           packages_digest(plain["packages"]))
     return tomlkit.dumps(doc)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -160,7 +161,7 @@ def test_hand_edited_lock_builds_nothing(tmp_path: Path, index: LocalIndex) -> N
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith(f"error: {lock} {says}"), res.stderr
         assert sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").iterdir()
-                      if p.name.startswith("g")) == ["g0001"]
+                      if re.fullmatch(r"g\d+", p.name)) == ["g0001"]
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__name__)") == "model_kernels"
 
 

@@ -42,7 +42,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
     p.set_defaults(handler=_apply)
 
-    commands = group(sub, "patches", help="patchsets: list, export, check (before an upgrade), diff (apply with `envforge apply-patches`)",
+    commands = group(sub, "patches", help="patchsets: list, export, check (before an upgrade), diff, new + commit (a hand edit as a patchset)",
                      description="The project's patchsets. Apply or revert them with `envforge apply-patches`.")
     e = commands.add_parser("export", help="write a patchset as a unified diff for upstream")
     e.add_argument("patchset", help="patchset id")

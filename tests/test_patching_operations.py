@@ -471,3 +471,31 @@ def test_form_feed_and_crlf_keep_line_numbers_aligned() -> None:
     crlf = GUARD_SRC.replace("\n", "\r\n")
     _, code = run(GUARD, crlf)
     assert "(_sm90 or _sm100 or _sm120)\r\n" in code and "\r\n_sm120 = _is_cuda and is_sm120()\r\n" in code
+
+
+def test_guard_operand_function_alternatives() -> None:
+    op, problems = Operation.from_table(_table(kind="add-guard-operand", function=["g", "f"], anchor="a or b",
+                                               operand="c"), "operation[0]", "")
+    assert problems == [] and isinstance(op, AddGuardOperand) and op.names == ("g", "f")
+    assert op.describe() == "add-guard-operand g | f: `a or b` + `c`"
+    assert op.anchor_text() == "`a or b` in g() | f()"
+    outcome, code = run(op, "def f():\n    return a or b\n")
+    assert (outcome.status, outcome.detail, code) == ("changed", "added `c` to the guard in f()",
+                                                      "def f():\n    return a or b or c\n")
+    both = run(op, "def f():\n    return a or b\n\n\ndef g():\n    return a or b\n")[0]
+    assert (both.status, both.detail) == ("drifted", "functions g | f (alternatives) found 2 times, expected 1")
+    _, problems = Operation.from_table(_table(kind="add-guard-operand", function=[1], anchor="a or b",
+                                              operand="c"), "operation[1]", "")
+    assert [p.path for p in problems] == ["operation[1].function[0]"]
+    _, problems = Operation.from_table(_table(kind="add-guard-operand", function=1, anchor="a or b",
+                                              operand="c"), "operation[2]", "")
+    assert [(p.path, p.message) for p in problems] == [
+        ("operation[2].function", "expected a function name or a list of alternative names, got an integer (1)")]
+
+
+def test_pip_is_told_the_tags_of_a_wheel_built_for_another_python() -> None:
+    from envforge.patching.releases import _pip_tags
+
+    assert _pip_tags(("sglang-0.5.9-py3-none-any.whl",)) == []
+    assert _pip_tags(("sglang-0.5.23-cp399-cp399-manylinux_2_34_aarch64.whl",)) == [
+        "--python-version", "3.99", "--implementation", "cp", "--abi", "cp399", "--platform", "manylinux_2_34_aarch64"]

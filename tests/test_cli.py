@@ -315,6 +315,31 @@ def test_bash_completes_groups_subcommands_and_options(line: str, expected: list
     assert sorted(w for w in words_out if not w.startswith("-") or line.endswith("-e")) == expected, res.stderr
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize("line, expected", [
+    ("envforge lock ", ["diff", "kimi", "quickstart", "textconv"]),
+    ("envforge lock q", ["quickstart"]),
+    ("envforge build k", ["kimi"]),
+    ("envforge rollback ", ["kimi-default", "quickstart-default"]),
+    ("envforge bench q", ["quickstart-default"]),
+    ("envforge verify k", ["kimi-default"]),
+])
+def test_bash_completes_recipes_and_environments(tmp_path: Path, line: str, expected: list[str]) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "envs").mkdir()
+    for name in ("quickstart", "kimi"):
+        (tmp_path / "recipes" / f"{name}.toml").write_text("")
+        (tmp_path / "envs" / f"{name}-default").symlink_to(tmp_path)
+    words = line.split(" ")
+    script = (f'source <("{ENVFORGE}" completion bash)\n'
+              f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+              f'COMP_LINE="{line}"; COMP_POINT={len(line)}\n'
+              '_python_argcomplete envforge; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PATH": f"{ENVFORGE.parent}:{os.environ['PATH']}"})
+    assert sorted(w.strip() for w in res.stdout.splitlines() if w.strip() and not w.startswith("-")) == expected
+
+
 def test_fish_protocol_completes_subcommands(tmp_path: Path) -> None:
     """What the fish function sets before calling envforge (argcomplete's fish protocol)."""
     out = tmp_path / "out"

@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "_ARGCOMPLETE" in os.environ:  # shell completion (`envforge completion SHELL`)
             import argcomplete
 
+            from envforge.cli.completion import add_completers
+
+            add_completers(parser)
             argcomplete.autocomplete(parser)
         args, extra = parser.parse_known_args(words)
         if extra:  # reported with the usage of the (sub)command that was given them

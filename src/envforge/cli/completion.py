@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
 
-__all__ = ["register"]
+__all__ = ["add_completers", "register"]
 
 _HOW = {
     "bash": 'eval "$(envforge completion bash)"            # in ~/.bashrc',
@@ -38,3 +38,36 @@ def _completion(args: argparse.Namespace, ui: Ui) -> int:
 
     ui.out.write(shellcode(["envforge"], shell=args.shell))
     return 0
+
+
+def _recipes(**_: Any) -> list[str]:
+    from pathlib import Path
+
+    from envforge.project import find_project
+
+    return sorted(p.stem for p in find_project(Path.cwd()).recipes_dir.glob("*.toml"))
+
+
+def _envs(**_: Any) -> list[str]:
+    from pathlib import Path
+
+    from envforge.project import find_project
+
+    envs = find_project(Path.cwd()).envs_dir
+    return sorted(p.name for p in envs.iterdir() if p.is_symlink()) if envs.is_dir() else []
+
+
+def add_completers(parser: argparse.ArgumentParser) -> None:
+    """Complete RECIPE with the project's recipe names and ENV with its environments (argcomplete
+    ``completer`` attributes, set only while completing)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_completers(sub)
+            bare = getattr(action, "bare", None)
+            if bare is not None:  # `envforge lock <TAB>`: its subcommands and the recipes
+                words = _recipes if any(a.dest == "recipe" and not a.option_strings for a in bare._actions) else _envs
+                names = sorted(action.choices)
+                action.completer = lambda **kw: [*names, *words(**kw)]  # type: ignore[attr-defined]
+        elif not action.option_strings and action.dest in ("recipe", "env", "names"):
+            action.completer = _recipes if action.dest == "recipe" else _envs  # type: ignore[attr-defined]

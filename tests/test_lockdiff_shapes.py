@@ -655,3 +655,61 @@ def test_moves_between_url_indexes_of_every_scheme(scheme: str) -> None:
                          f"{scheme}b.example/simple")
     c = LockedPackage("six", "1.0", None, "directory ../six", a.artifacts)
     assert one(a, c) == f"other (1 source)\n  source  six  1.0  source {scheme}a.example/simple -> directory ../six"
+
+
+def test_top_level_array_reordered_or_on_one_side() -> None:
+    from envforge.lockdiff.classify import FieldChange
+
+    def lock(lists: dict[str, tuple[str, ...]]) -> Lock:
+        return Lock("x", "uv.lock", {}, (), {}, {}, lists)
+
+    d = diff_locks(lock({"conflicts": ("a / b", "c / d")}), lock({"conflicts": ("c / d", "a / b")}))
+    assert d.fields == (FieldChange("header", "conflicts", "changed", "order", "order", hidden=True),)
+    d = diff_locks(lock({}), lock({"supported-markers": ("sys_platform == 'linux'",)}))
+    assert d.fields == (FieldChange("header", "supported-markers", "added", None, "sys_platform == 'linux'"),)
+    d = diff_locks(lock({"required-markers": ("os_name == 'nt'",), "z": ("1",)}), lock({"z": ("1",)}))
+    assert d.fields == (FieldChange("header", "required-markers", "removed", "os_name == 'nt'", None),)
+
+
+def test_index_names_from_lock_and_extra() -> None:
+    from envforge.lockdiff.classify import index_names
+
+    a = Lock("a", "pylock", {}, (), {}, {"indexes": [{"name": "cu130", "url": "https://x/cu130/"},
+                                                    {"url": "https://x/nameless"}, {"name": "no-url"}, "junk"]})
+    b = Lock("b", "pylock", {}, (), {}, {})
+    assert index_names(a, b, extra={"https://x/cpu/": "cpu"}) == {
+        "https://pypi.org/simple": "pypi", "https://x/cpu": "cpu", "https://x/cu130": "cu130"}
+    assert index_names(b) == {"https://pypi.org/simple": "pypi"}
+
+
+def test_two_index_moves_ordered_by_size_then_url() -> None:
+    def pkgs(index: str, names: list[str]) -> dict[str, LockedPackage]:
+        return {n: LockedPackage(n, "1.0", None, index, (Artifact(f"{n}-1.0-py3-none-any.whl", None,
+                                                                  (("sha256", n),), None, None),))
+                for n in names}
+
+    old = {**pkgs("https://a/one", ["p1", "p2"]), **pkgs("https://a/two", ["q1", "q2", "q3"]),
+           **pkgs("https://a/zero", ["r1", "r2"])}
+    new = {**pkgs("https://b/one", ["p1", "p2"]), **pkgs("https://b/two", ["q1", "q2", "q3"]),
+           **pkgs("https://b/zero", ["r1", "r2"])}
+    d = diff_locks(Lock("a", "pylock", {}, (), old, {}), Lock("b", "pylock", {}, (), new, {}))
+    assert [(m.old, m.new, m.packages) for m in d.index_moves] == [
+        ("https://a/two", "https://b/two", ("q1", "q2", "q3")),
+        ("https://a/one", "https://b/one", ("p1", "p2")),
+        ("https://a/zero", "https://b/zero", ("r1", "r2"))]
+    assert d.packages == ()
+
+
+def test_unsuffixed_to_suffixed_is_a_replacement() -> None:
+    a = Lock("a", "pylock", {}, (), {"nvidia-nvtx": entry("13.0", name="nvidia-nvtx")}, {})
+    b = Lock("b", "pylock", {}, (), {"nvidia-nvtx-cu12": entry("12.8", name="nvidia-nvtx-cu12")}, {})
+    (change,) = diff_locks(a, b).packages
+    assert (change.kind, change.old_name, change.new_name, change.detail) == (
+        "replaced", "nvidia-nvtx", "nvidia-nvtx-cu12", "unsuffixed -> -cu12")
+
+
+def test_rehashed_file_beside_a_lost_wheel_reports_both() -> None:
+    w1, w2 = "six-1.17.0-py3-none-any.whl", "six-1.17.0-cp312-cp312-win_amd64.whl"
+    assert one(wheels_entry((w1, "a"), (w2, "b")), wheels_entry((w1, "c"))) == (
+        "other (1 REHASHED)\n  ! REHASHED  six  1.17.0  same version, new hashes: six-1.17.0-py3-none-any.whl; "
+        "wheels -win amd64, -cp312")

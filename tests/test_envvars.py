@@ -225,3 +225,64 @@ def test_verify_findings_for_a_misread_profile() -> None:
          "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild"),
     ]
     assert profile_problems({"NCCL_MAX_NCHANNELS": "2"}) == ()
+
+
+SECRET_RECIPE = '''[recipe]
+name = "r"
+python = "3.12"
+
+[env.default]
+HF_TOKEN = "hf_S3CRETvalue"
+MIRROR = "https://S3CRETtok@hub.example.invalid/models"
+WANDB_API_KEY = "S3CRETkey"
+TOKENIZERS_PARALLELISM = "false"
+HF_HUB_DISABLE_IMPLICIT_TOKEN = "1"
+HF_TOKEN_PATH = "/run/secrets/hf"
+
+[verify.smoke]
+model = "m"
+
+[[verify.smoke.servers]]
+name = "a"
+args = []
+env = { AWS_SECRET_ACCESS_KEY = "S3CRETaws" }
+'''
+
+
+def _refusal(path: str, line: int, key: str, name: str, what: str) -> str:
+    return (f"  {path}:{line}: {key}: {what}; a recipe is committed and its variables are written into the lock "
+            f"and every environment and printed, so a credential never belongs here: export {name} in the shell or "
+            "job that starts the server (the env profile never overrides a variable the caller set) and remove it "
+            "from the recipe")
+
+
+@pytest.mark.parametrize("command", [("lock", "r"), ("lock", "r", "--check"), ("build", "r"), ("up", "r")])
+def test_a_credential_in_a_recipe_variable_is_refused_and_never_shown(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Issue 18.1's whole kind: a secret in an env-profile or server value was written into the lock
+    ([tool.envforge.env]), the .pth hook and env-profile.json, and printed by `env show` and
+    `lock --check` ("recipe now 'hf_...'"). Refused at recipe load, without echoing the value."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(SECRET_RECIPE)
+    res = envforge(tmp_path, *command)
+    assert res.returncode == 2, res.stderr
+    path = f"{tmp_path}/recipes/r.toml"
+    name_says = "its name says it holds a credential"
+    lines = res.stderr.splitlines()
+    start = lines.index(f"error: recipe {path} is invalid (4 problems):")
+    assert lines[start + 1:start + 5] == [
+        _refusal(path, 6, "env.default.HF_TOKEN", "HF_TOKEN", name_says),
+        _refusal(path, 7, "env.default.MIRROR", "MIRROR", "its value has a URL with credentials in it"),
+        _refusal(path, 8, "env.default.WANDB_API_KEY", "WANDB_API_KEY", name_says),
+        _refusal(path, 19, "verify.smoke.servers[0].env.AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY", name_says),
+    ]
+    assert "S3CRET" not in res.stdout + res.stderr
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "r.toml"]
+    assert not any(b"S3CRET" in p.read_bytes() for p in written)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("TOKENIZERS_PARALLELISM", "false"), ("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"), ("HF_TOKEN_PATH", "/run/x"),
+    ("NCCL_IB_PKEY", "0"), ("KEYBOARD", "us"), ("NCCL_SOCKET_IFNAME", "eth0"), ("GIT_URL", "ssh://host/x"),
+])
+def test_names_that_only_look_like_credentials_pass(name: str, value: str) -> None:
+    assert problems(name, value) == []

@@ -35,7 +35,7 @@ import difflib
 import re
 from typing import Final
 
-__all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer",
+__all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer", "secret_problem",
            "problems", "startup_reader"]
 
 NCCL_VERSION: Final = "2.27.5"
@@ -230,6 +230,35 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
+# A name that says its value is a credential: a word TOKEN, SECRET, PASSWORD, CREDENTIAL(S), or a
+# KEY of an API or access (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY); TOKENIZERS_PARALLELISM is not.
+_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|(API|ACCESS|PRIVATE)_?KEY)(_|$)")
+# A name for where a credential lives (HF_TOKEN_PATH), and values that are switches, not secrets.
+_SECRET_LOCATION = re.compile(r"_(PATH|FILE|DIR)$")
+_SWITCH = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+
+
+def secret_problem(name: str, value: str) -> str | None:
+    """Why ``name = value`` must not be in a recipe, or ``None``: the value is a credential.
+
+    A recipe is committed, and its env profiles are copied into the lock (``[tool.envforge.env]``),
+    into every environment (the ``.pth`` hook) and printed by ``env show`` and ``lock --check``
+    (issue 18: no secret in any written file or output). Refused: a name that says it holds a
+    credential (:data:`_SECRET_NAME`, unless it names a path or the value is an on/off switch) and
+    any value with a URL carrying userinfo (``https://TOKEN@host``, ``https://user:pw@host``).
+    The message never repeats the value.
+    """
+    secret_name = (_SECRET_NAME.search(name.upper()) is not None and not _SECRET_LOCATION.search(name.upper())
+                   and value.strip().lower() not in _SWITCH)
+    if not secret_name and not _URL_USERINFO.search(value):
+        return None
+    what = "its name says it holds a credential" if secret_name else "its value has a URL with credentials in it"
+    return (f"{what}; a recipe is committed and its variables are written into the lock and every environment "
+            f"and printed, so a credential never belongs here: export {name} in the shell or job that starts "
+            "the server (the env profile never overrides a variable the caller set) and remove it from the recipe")
+
+
 def problems(name: str, value: object) -> list[str]:
     """What is wrong with setting ``name`` to ``value`` for NCCL, CUDA and the process; empty: fine.
 
@@ -244,6 +273,8 @@ def problems(name: str, value: object) -> list[str]:
     if "\0" in value:
         return ["contains a NUL character, which no process environment can hold (execve ends the value "
                 "there); remove it"]
+    if (secret := secret_problem(name, value)) is not None:
+        return [secret]
     found = [p for p in [_name_problem(name)] if p]
     if found or not name.startswith("NCCL_"):
         return found

@@ -219,3 +219,22 @@ def test_manifest_digest_does_not_depend_on_the_order_patchsets_were_applied(tmp
     assert [p["id"] for p in data["patchsets"]] == ["flashinfer-sm120-trtllm-comm", "kimik25-eagle3-delegation", SYMM]
     assert [f["path"] for f in data["files"]] == ["flashinfer/jit/comm.py", SIZES, MULTIMEM,
                                                   "sglang/srt/models/kimi_k25.py"]
+
+
+def test_kill_inside_an_apply_of_two_patchsets_rolls_both_back(project: Path, tmp_path: Path) -> None:
+    """One journaled write per run: the files of both patchsets, or none of them."""
+    sp = sp_of(project)
+    comm = "flashinfer/jit/comm.py"
+    pristine = {p: sha(sp / p) for p in (comm, SIZES, MULTIMEM)}
+    killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp),
+                         "flashinfer-sm120-trtllm-comm", SYMM)
+    assert [p for p in pristine if sha(sp / p) != pristine[p]] == [comm]
+    record = json.loads(intent_path(sp).read_text())
+    assert (record["patchsets"], [f["path"] for f in record["files"]]) == (
+        ["flashinfer-sm120-trtllm-comm", SYMM], [comm, SIZES, MULTIMEM])
+    proc = envforge(project, "apply-patches", "--site-packages", str(sp), "--revert")
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert ("rolled back an interrupted `apply-patches` of flashinfer-sm120-trtllm-comm, sm120-torch-symm-mem: "
+            "1 file(s) restored to their bytes before it") in err
+    assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()

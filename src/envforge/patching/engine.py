@@ -461,8 +461,9 @@ def _unmet_message(run: _Run, ps: Patchset, req: PatchsetRequirement) -> Unmet:
 
 def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False,
           cache: ResultCache | None = None) -> PatchReport:
-    """Plan, then write every patchset that neither drifted nor was refused (all its files or
-    none). With ``dry_run`` nothing is written (the report's ``changes`` hold the diff).
+    """Plan, then write every patchset that neither drifted nor was refused, in one journaled
+    write (:func:`_journaled`: all their files or none, across crashes). With ``dry_run`` nothing
+    is written (the report's ``changes`` hold the diff).
 
     :raises InputError: unreadable manifest; :raises OSError: a file could not be written (the
         files of that patchset already replaced are restored first).
@@ -481,14 +482,13 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
     manifest = read_manifest(site_packages) or Manifest()
     versions = {ps.distribution: installed_version(site_packages, ps.distribution) for ps in ordered}
     by_id = {ps.id: ps for ps in ordered}
-    done = set()
-    for c in report.changes:
-        if c.patchset in done:
-            continue
-        done.add(c.patchset)
-        ps = by_id[c.patchset]
-        mine = [x for x in report.changes if x.patchset == ps.id]
-        manifest = _write_patchset(site_packages, ps, mine, manifest, versions[ps.distribution] or "")
+    ids = list(dict.fromkeys(c.patchset for c in report.changes))
+    for pid in ids:
+        ps = by_id[pid]
+        mine = [x for x in report.changes if x.patchset == pid]
+        manifest = _record_patchset(ps, mine, manifest, versions[ps.distribution] or "")
+    # one journaled write for every patchset of this run: fewer fsyncs, and all files or none
+    _journaled(site_packages, "apply", ids, report.changes, manifest)
     return replace(report, written=True)
 
 
@@ -506,8 +506,8 @@ def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport,
         write_manifest(sp, Manifest(records, manifest.files))
 
 
-def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manifest: Any,
-                    version: str) -> Any:
+def _record_patchset(ps: Patchset, changes: Sequence[FileChange], manifest: Any, version: str) -> Any:
+    """``manifest`` with ``ps`` recorded as applied and its ``changes`` as patched files."""
     from envforge.patching.manifest import AppliedPatchset, Manifest, PatchedFile, sha256_hex
 
     files = list(manifest.files)
@@ -518,9 +518,7 @@ def _write_patchset(sp: Path, ps: Patchset, changes: Sequence[FileChange], manif
         files = [entry if f is rec else f for f in files] if rec else [*files, entry]
     record = AppliedPatchset(ps.id, ps.digest, ps.distribution, version, ps.activation)
     others = [p for p in manifest.patchsets if p.id != ps.id]
-    new = Manifest((*others, record), tuple(files))
-    _journaled(sp, "apply", (ps.id,), changes, new)
-    return new
+    return Manifest((*others, record), tuple(files))
 
 
 def _journaled(sp: Path, action: str, ids: Sequence[str], changes: Sequence[FileChange], new: Any) -> None:
@@ -545,11 +543,16 @@ def _journaled(sp: Path, action: str, ids: Sequence[str], changes: Sequence[File
     originals = originals_dir(sp)
     originals.mkdir(parents=True, exist_ok=True)
     saved: list[Path] = []
-    for c in changes:
+    for c in changes:  # every intermediate too: a stacked patchset's original is the one below it
         blob = originals / sha256_hex(c.before)
         if not blob.exists():
             atomic_write(blob, c.before)
             saved.append(blob)
+    collapsed: dict[str, FileChange] = {}  # one write per path: first before, last after
+    for c in changes:
+        first = collapsed.get(c.path)
+        collapsed[c.path] = c if first is None else FileChange(first.patchset, c.path, first.before, c.after)
+    changes = list(collapsed.values())
     after = sha256_hex(new.to_json().encode("utf-8")) if new.patchsets or new.files else "absent"
     write_intent(sp, Intent(action, tuple(ids), after,
                             tuple(IntentFile(c.path, sha256_hex(c.before), sha256_hex(c.after)) for c in changes)))

@@ -316,7 +316,7 @@ def test_break_even_from_engine_counters() -> None:
 
 
 @contextmanager
-def metrics_server(status: int, text: str) -> Iterator[Endpoint]:
+def metrics_server(status: int, text: str | bytes) -> Iterator[Endpoint]:
     """A stdlib HTTP server answering GET /metrics with a captured body (the scrape's transport; the
     body is the real server's)."""
 
@@ -325,7 +325,7 @@ def metrics_server(status: int, text: str) -> Iterator[Endpoint]:
             pass
 
         def do_GET(self) -> None:
-            data = text.encode()
+            data = text if isinstance(text, bytes) else text.encode()
             self.send_response(status if self.path == "/metrics" else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
@@ -363,3 +363,133 @@ def test_scrape_connection_refused() -> None:
         scrape(Endpoint("127.0.0.1", port), server="draft")
     assert exc.value.message.startswith(f"cannot read the speculative-decoding counters of server 'draft' from "
                                         f"http://127.0.0.1:{port}/metrics: ConnectionRefusedError")
+
+
+# --- messages, hints and edge cases pinned literally (mutation testing of metrics.py) ---
+
+def test_error_hints_and_tools() -> None:
+    with pytest.raises(MetricsError) as exc:
+        parse_metrics("<html>\n")
+    assert (exc.value.tool, exc.value.hint) == ("vllm", "is this a vLLM server? api = \"vllm\" reads vLLM's GET /metrics")
+    with pytest.raises(MetricsError) as exc:
+        parse_metrics("\n".join(line for line in body("draft-after.txt").splitlines()
+                                if "spec_decode_num_draft" not in line) + "\n")
+    assert exc.value.message == ("/metrics has only some speculative-decoding counters: missing "
+                                 "vllm:spec_decode_num_drafts_total, vllm:spec_decode_num_draft_tokens_total")
+    assert exc.value.hint == ("vLLM exports drafts, draft tokens and accepted tokens together; "
+                              "is this vLLM >= 0.10 (V1 engine)?")
+    with pytest.raises(MetricsError) as exc:
+        check_window("draft", True, counters("plain-before.txt"), counters("plain-after.txt"), output_tokens=1,
+                     requests=1)
+    assert (exc.value.tool, exc.value.hint) == ("draft", "start it with --speculative-config (vLLM registers these "
+                                                "counters only then), or drop speculative = true / --speculative")
+    with pytest.raises(MetricsError) as exc:
+        check_window("base", False, counters("plain-before.txt"), counters("draft-after.txt"), output_tokens=1,
+                     requests=1)
+    assert (exc.value.tool, exc.value.hint) == ("base", "set speculative = true for it (--speculative with --url), "
+                                                "or start it without --speculative-config")
+    with pytest.raises(MetricsError) as exc:
+        check_window("draft", True, counters("draft-before.txt"), counters("plain-after.txt"), output_tokens=1,
+                     requests=1)
+    assert exc.value.tool == "draft"
+
+
+def test_only_per_position_samples_are_incomplete() -> None:
+    text = "\n".join(line for line in body("draft-after.txt").splitlines()
+                     if not line.startswith(("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                                             "vllm:spec_decode_num_accepted_tokens_total",
+                                             "vllm:spec_decode_num_accepted_tokens_created"))) + "\n"
+    with pytest.raises(MetricsError, match="missing vllm:spec_decode_num_drafts_total, "
+                                           "vllm:spec_decode_num_draft_tokens_total, "
+                                           "vllm:spec_decode_num_accepted_tokens_total"):
+        parse_metrics(text)
+
+
+def test_spec_counters_without_per_position_samples() -> None:
+    text = "\n".join(line for line in body("draft-after.txt").splitlines() if "per_pos" not in line) + "\n"
+    assert parse_metrics(text).spec == SpecCounters(32.0, 96.0, 96.0, ())
+
+
+def test_positions_that_appear_later_count_from_zero() -> None:
+    window = engine_delta(EngineCounters(None, None, None, SpecCounters(0, 0, 0, ())),
+                          EngineCounters(None, None, None, SpecCounters(2, 6, 3, (2, 1))), requests=1)
+    assert window.spec == SpecDecodeStats(2, 6, 3, (2, 1))
+    assert window.as_dict() == {"source": "vllm /metrics", "requests": 1, "generation_tokens": None,
+                                "decode_steps": None, "decode_s": None, "decode_step_ms": None,
+                                "tokens_per_step": None, "spec_decode": {
+                                    "drafts": 2, "draft_tokens": 6, "accepted": 3, "per_position_accepted": [2, 1],
+                                    "mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.5,
+                                    "per_position_rates": [1.0, 0.5]}}
+    assert EngineWindow.from_dict(window.as_dict()) == window
+    assert EngineWindow.from_dict({"requests": 2, "generation_tokens": 9, "decode_steps": 7, "decode_s": 0.5}) == \
+        EngineWindow(2, 9, 7, 0.5, None)
+
+
+@pytest.mark.parametrize(("before", "name"), [
+    (EngineCounters(0, 0, 0, SpecCounters(0, 7, 0, (0, 0))), "vllm:spec_decode_num_draft_tokens_total"),
+    (EngineCounters(0, 0, 0, SpecCounters(0, 0, 7, (0, 0))), "vllm:spec_decode_num_accepted_tokens_total"),
+    (EngineCounters(0, 0, 0, SpecCounters(0, 0, 0, (0, 7))),
+     'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"}'),
+    (EngineCounters(7, 0, 0, SpecCounters(0, 0, 0, (0, 0))), "vllm:generation_tokens_total"),
+    (EngineCounters(0, 0, 7, SpecCounters(0, 0, 0, (0, 0))), "vllm:inter_token_latency_seconds_count"),
+])
+def test_each_counter_going_backwards_is_named(before: EngineCounters, name: str) -> None:
+    after = EngineCounters(5, 1.0, 5, SpecCounters(1, 2, 2, (1, 1)))
+    with pytest.raises(MetricsError) as exc:
+        engine_delta(before, after, requests=1, source="http://h:1/metrics")
+    assert exc.value.message.startswith(f"http://h:1/metrics: {name} went backwards (7 -> ")
+    assert exc.value.hint == "run the benchmark again against a stable server"
+
+
+def test_latency_sum_delta_and_hint() -> None:
+    window = engine_delta(EngineCounters(10, 0.25, 8, None), EngineCounters(18, 0.75, 15, None), requests=1)
+    assert window == EngineWindow(1, 8, 7, 0.5, None)
+    with pytest.raises(MetricsError) as exc:
+        engine_delta(EngineCounters(10, 0.75, 8, None), EngineCounters(18, 0.25, 15, None), requests=1)
+    assert exc.value.hint == "run the benchmark again against a stable server"
+
+
+def test_several_contradictions_are_all_named() -> None:
+    with pytest.raises(MetricsError) as exc:
+        spec_delta(SpecCounters(0, 0, 0, (0,)), SpecCounters(0, 0, 2, (1,)), source="s")
+    assert exc.value.message == ("s: the speculative-decoding counters contradict each other: 2 tokens accepted of 0 "
+                                 "drafted; per-position accepted tokens sum to 1, not 2; a position accepted more "
+                                 "tokens (1) than there were drafts (0)")
+
+
+def test_check_window_boundaries_and_sources() -> None:
+    same = counters("draft-after.txt")
+    # every token came from prefill (max 1 token): no decode step, so no missing-draft warning
+    assert check_window("d", True, same, same, output_tokens=0, requests=0) == (
+        EngineWindow(0, 0, 0, 0.0, SpecDecodeStats(0, 0, 0, (0, 0, 0))), [])
+    _, warnings = check_window("d", True, same, same, output_tokens=1, requests=0)
+    assert warnings[0] == ("server 'd': vLLM proposed no draft in 1 decoded tokens "
+                           "(vllm:spec_decode_num_drafts_total did not move); no acceptance length for this window")
+    with pytest.raises(MetricsError) as exc:
+        check_window("d", True, counters("draft-after.txt"), counters("draft-before.txt"), output_tokens=0,
+                     requests=0, source="http://h:2/metrics")
+    assert exc.value.message.startswith("http://h:2/metrics: vllm:spec_decode_num_drafts_total went backwards")
+
+
+def test_check_window_without_step_count_warns() -> None:
+    a, b = EngineCounters(0, 0.0, None, None), EngineCounters(4, 0.5, None, None)
+    assert check_window("p", False, a, b, output_tokens=4, requests=1)[1] == [
+        "server 'p': /metrics has no vllm:inter_token_latency_seconds histogram; the decode step comes from the "
+        "stream's chunk timing"]
+
+
+def test_scrape_non_utf8_and_long_error_bodies() -> None:
+    with metrics_server(503, "x" * 300) as ep:
+        with pytest.raises(MetricsError) as exc:
+            scrape(ep)
+    assert exc.value.message == f"GET {ep.url}/metrics answered HTTP 503 (server 'vllm'): " + "x" * 200
+    assert exc.value.tool == "vllm"
+    assert exc.value.hint == ("api = \"vllm\" needs vLLM's Prometheus endpoint; it is on unless the server was "
+                              "started with --disable-log-stats")
+    raw = b"# HELP python_info caf\xe9 (Latin-1, not UTF-8)\n" + body("draft-after.txt").encode()
+    with metrics_server(200, raw) as ep:
+        assert scrape(ep) == parse_metrics(body("draft-after.txt"))
+    with metrics_server(200, "<html>\n") as ep:
+        with pytest.raises(MetricsError) as exc:
+            scrape(ep, server="s")
+    assert exc.value.message == f"{ep.url}/metrics is not Prometheus text: invalid metric name:<html>"

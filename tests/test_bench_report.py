@@ -10,6 +10,7 @@ import pytest
 
 from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.report import (
+    REFUSED_CHUNKS,
     SCHEMA,
     BenchReport,
     Failure,
@@ -456,3 +457,56 @@ def test_break_even_needs_a_baseline_and_measured_levels() -> None:
     assert row.as_dict() == {"baseline": "baseline", "speculative": "eagle3", "concurrency": 1,
                              "decode_step_ms": 12.2, "verify_cycle_ms": 60.0, "break_even_accept_length": 4.918,
                              "accept_length": 2.5, "pays": False}
+
+
+def vllm_server(name: str, speculative: bool, window: object, failed: bool = False) -> ServerResult:
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    results = (r, bad("aborted by the server: x", 503)) if failed else (r,)
+    lv = level_result(1, [LevelRun(1, results, 0.25)], [window])  # type: ignore[list-item]
+    return ServerResult(name, speculative, "u", None, None, (lv,), {})
+
+
+def test_vllm_break_even_uses_engine_step_times_and_tokens_per_step() -> None:
+    from envforge.bench.metrics import EngineWindow, SpecDecodeStats
+
+    base = vllm_server("plain", False, EngineWindow(1, 32, 31, 0.124))  # 4 ms a step
+    # 32 tokens in 10 steps of 10 ms: 3.1 tokens a step against break-even 10 / 4 = 2.5
+    spec = vllm_server("draft", True, EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5))))
+    (row,) = break_even_rows([spec, base])
+    assert row.as_dict() == {"baseline": "plain", "speculative": "draft", "concurrency": 1, "decode_step_ms": 4.0,
+                             "verify_cycle_ms": 10.0, "break_even_accept_length": 2.5, "accept_length": 3.5,
+                             "pays": True, "tokens_per_cycle": 3.1}
+    slow = vllm_server("draft", True, EngineWindow(1, 32, 10, 0.14, SpecDecodeStats(8, 24, 20, (8, 7, 5))))
+    (row,) = break_even_rows([base, slow])  # 14 ms a step: break-even 3.5 > 3.1 tokens a step
+    assert (row.pays, round(row.break_even, 3), row.tokens_per_cycle) == (False, 3.5, 3.1)
+    # no engine step time on one side: the ITL-based row (baseline ITL 4 ms; cycle = 0.1 s / 8 drafts)
+    no_step = vllm_server("plain", False, EngineWindow(1, 32, None, None))
+    (row,) = break_even_rows([no_step, spec])
+    assert row.as_dict() == {"baseline": "plain", "speculative": "draft", "concurrency": 1, "decode_step_ms": 4.0,
+                             "verify_cycle_ms": 10.0, "break_even_accept_length": 2.5, "accept_length": 3.5,
+                             "pays": True}
+    assert break_even_rows([vllm_server("plain", False, EngineWindow(1, 32, 31, 0.124), failed=True), spec]) == ()
+    no_tokens = vllm_server("draft", True, EngineWindow(1, None, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5))))
+    (row,) = break_even_rows([base, no_tokens])
+    assert row.tokens_per_cycle is None and row.decode_step_ms == 4.0 and "tokens_per_cycle" not in row.as_dict()
+
+
+def test_vllm_levels_without_drafts_or_engine_step_time() -> None:
+    from envforge.bench.metrics import EngineWindow, SpecDecodeStats
+
+    (plain,) = vllm_server("plain", False, EngineWindow(1, 32, 31, 0.124)).levels
+    assert (plain.accept_length, plain.verify_cycle_ms, plain.vllm) == (None, None, EngineWindow(1, 32, 31, 0.124))
+    assert plain.tok_s is not None and plain.tok_s.median == 128.0 and plain.itl_ms is not None
+    (idle,) = vllm_server("d", True, EngineWindow(1, 32, 31, 0.124, SpecDecodeStats(0, 0, 0, (0, 0, 0)))).levels
+    assert (idle.accept_length, idle.verify_cycle_ms, idle.repeats[0].verify_steps) == (None, None, 0)
+    (no_step,) = vllm_server("d", True, EngineWindow(1, 32, None, None, SpecDecodeStats(8, 24, 20, (8, 7, 5)))).levels
+    assert (no_step.accept_length, no_step.verify_cycle_ms) == (3.5, 12.5)  # 0.1 s of decode / 8 drafts
+    (failed,) = vllm_server("d", True, EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5))),
+                            failed=True).levels
+    assert (failed.tok_s, failed.accept_length, failed.vllm, failed.failed_requests) == (None, None, None, 1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1,
+                      token_count="chunks")
+    refused = level_result(1, [LevelRun(1, (r,), 0.25)], [EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20))],
+                           speculative=True)
+    assert (refused.tok_s, refused.itl_ms, refused.accept_length, refused.refused) == (None, None, 3.5, REFUSED_CHUNKS)
+    assert refused.ttft_ms is not None and refused.e2e_ms is not None and refused.token_count == "chunks"

@@ -111,7 +111,8 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
     encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL.
 
     ``routes[path] = "keepalive:<file>"`` streams the file's first event, then only SSE comment
-    lines (``: ping``, what servers send to keep a connection open) every ``gap_s`` seconds, forever.
+    lines (``: ping``, what servers send to keep a connection open) every ``gap_s`` seconds, forever;
+    ``"blanks:<file>"`` the same with bare empty lines.
     ``POST /flush_cache`` answers 200 (SGLang's route). ``log`` receives ``(path, body)`` of every POST.
     """
 
@@ -145,8 +146,9 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             route = routes[self.path]
-            if route.startswith("keepalive:"):
-                self._keepalive(sse_events(route[len("keepalive:"):])[0])
+            if route.startswith(("keepalive:", "blanks:")):
+                kind, name = route.split(":", 1)
+                self._keepalive(sse_events(name)[0], b": ping\n\n" if kind == "keepalive" else b"\n")
                 return
             for event in sse_events(route):
                 time.sleep(gap_s)
@@ -155,10 +157,10 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
             self.wfile.write(b"0\r\n\r\n")
             self.close_connection = True
 
-        def _keepalive(self, first: bytes) -> None:
+        def _keepalive(self, first: bytes, ping: bytes) -> None:
             self.close_connection = True
             try:
-                for event in [first] + [b": ping\n\n"] * 100_000:  # bounded: about gap_s x 1e5 seconds
+                for event in [first] + [ping] * 100_000:  # bounded: about gap_s x 1e5 seconds
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                     self.wfile.flush()
                     time.sleep(gap_s)

@@ -147,6 +147,9 @@ def test_keepalive_only_stream_fails_on_the_idle_timeout() -> None:
         t = send_request(Endpoint.from_url(url), "sglang", "p", opts(8, timeout_s=0.4, idle_timeout_s=30))
         total = time.monotonic() - start
     assert not r.ok and r.error == "no progress for 0.5 s (idle timeout; only keep-alive data after 1 tokens)"
+    with replay_server({"/generate": "blanks:sglang_generate_stream.sse"}, gap_s=0.05) as url:
+        b = send_request(Endpoint.from_url(url), "sglang", "p", opts(8, idle_timeout_s=0.5))
+    assert b.error == "no progress for 0.5 s (idle timeout; only keep-alive data after 1 tokens)"
     assert not t.ok and t.error == "no end after 0.4 s (request timeout; 1 tokens so far)"
     assert idle < 3 and total < 3
 

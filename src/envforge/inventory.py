@@ -22,7 +22,8 @@ from typing import Any
 from envforge.errors import InputError
 from envforge.project import Project
 
-__all__ = ["EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "list_environments"]
+__all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
+           "list_environments"]
 
 _GEN = re.compile(r"^g(\d{4,})$")
 
@@ -35,7 +36,12 @@ class GenerationInfo:
     :ivar complete: has its manifest (``generation.json``); False for a killed build's leftovers.
     :ivar live: the environment link points at it.
     :ivar recipe, variant, lock_digest: from ``generation.json`` (None when incomplete).
-    :ivar size_bytes: disk usage (allocated blocks, each inode counted once).
+    :ivar size_bytes: allocated bytes under the directory, each inode counted once (``own_bytes +
+        shared_bytes``).
+    :ivar own_bytes: bytes of inodes every link of which lies inside this generation: what removing
+        it frees.
+    :ivar shared_bytes: bytes of files hardlinked from elsewhere too (uv's cache, another
+        generation); removing the generation does not free them.
     :ivar built_at: POSIX time the manifest was written (the directory's mtime when incomplete).
     :ivar log: the build log (``<name>.log`` beside the directory), or None.
     """
@@ -48,6 +54,8 @@ class GenerationInfo:
     variant: str | None
     lock_digest: str | None
     size_bytes: int
+    own_bytes: int
+    shared_bytes: int
     built_at: float
     log: Path | None
 
@@ -55,7 +63,8 @@ class GenerationInfo:
         """JSON shape of ``envforge envs --json`` (docs/cli.md)."""
         return {"name": self.name, "path": str(self.path), "complete": self.complete, "live": self.live,
                 "recipe": self.recipe, "variant": self.variant, "lock_digest": self.lock_digest,
-                "size_bytes": self.size_bytes, "built_at": round(self.built_at, 3),
+                "size_bytes": self.size_bytes, "own_bytes": self.own_bytes, "shared_bytes": self.shared_bytes,
+                "built_at": round(self.built_at, 3),
                 "log": None if self.log is None else str(self.log)}
 
 
@@ -79,14 +88,14 @@ class EnvInfo:
 
 @dataclass(frozen=True, slots=True)
 class GcResult:
-    """``gc``: what was removed (``(env, generation, bytes)``), what was kept, and why not more."""
+    """``gc``: what was removed (``(env, generation, own bytes, shared bytes)``, as in
+    :class:`GenerationInfo`), what was kept, and the bytes
+    actually freed: files of the removed generations none of whose links survive elsewhere (a file
+    hardlinked into uv's cache or a kept generation stays on disk and is not counted)."""
 
-    removed: tuple[tuple[str, str, int], ...]
+    removed: tuple[tuple[str, str, int, int], ...]
     kept: tuple[tuple[str, str], ...]
-
-    @property
-    def freed_bytes(self) -> int:
-        return sum(size for _, _, size in self.removed)
+    freed_bytes: int
 
 
 def _generation_file(gen: Path) -> Path | None:
@@ -94,11 +103,38 @@ def _generation_file(gen: Path) -> Path | None:
     return found[0] if found else None
 
 
-def disk_usage(path: Path) -> int:
-    """Bytes allocated under ``path`` (``st_blocks * 512``), each inode once, symlinks not followed."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    stack = [path]
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """Allocated bytes (``st_blocks * 512``) under some directories, each inode counted once.
+
+    :ivar own_bytes: inodes all of whose links (``st_nlink``) were seen under those directories,
+        plus directories and symlinks: what removing them frees.
+    :ivar shared_bytes: files with links elsewhere too (builds hardlink files from uv's cache);
+        they stay on disk when the directories are removed.
+    """
+
+    own_bytes: int
+    shared_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.own_bytes + self.shared_bytes
+
+
+def disk_usage(*paths: Path) -> DiskUsage:
+    """Own and shared allocated bytes under ``paths`` together, symlinks not followed.
+
+    A regular file's inode is *own* when the walk saw as many links to it as its ``st_nlink``,
+    i.e. no path outside ``paths`` keeps it alive; unreadable entries are skipped.
+    """
+    seen: dict[tuple[int, int], list[int]] = {}  # inode -> [blocks bytes, nlink, links seen]
+    for root in paths:  # the directories themselves are freed too
+        try:
+            st = root.lstat()
+        except OSError:
+            continue
+        seen[(st.st_dev, st.st_ino)] = [st.st_blocks * 512, 1, 1]
+    stack = list(paths)
     while stack:
         try:
             entries = list(os.scandir(stack.pop()))
@@ -109,13 +145,18 @@ def disk_usage(path: Path) -> int:
                 st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (st.st_dev, st.st_ino) in seen:
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                seen[key][2] += 1
                 continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-            if stat.S_ISDIR(st.st_mode):
+            is_dir = stat.S_ISDIR(st.st_mode)
+            links = st.st_nlink if stat.S_ISREG(st.st_mode) else 1
+            seen[key] = [st.st_blocks * 512, links, 1]
+            if is_dir:
                 stack.append(Path(e.path))
-    return total
+    own = sum(size for size, links, found in seen.values() if found >= links)
+    shared = sum(size for size, links, found in seen.values() if found < links)
+    return DiskUsage(own_bytes=own, shared_bytes=shared)
 
 
 def _generation(gen: Path, live: Path | None) -> GenerationInfo:
@@ -127,10 +168,11 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
         except (OSError, ValueError, RecursionError):
             record = {}
     log = gen.with_name(gen.name + ".log")
+    usage = disk_usage(gen)
     return GenerationInfo(
         name=gen.name, path=gen, complete=manifest is not None, live=live is not None and gen == live,
         recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
-        size_bytes=disk_usage(gen), built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
+        size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes, built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
 
 
 def _live(link: Path) -> Path | None:
@@ -180,8 +222,9 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
 
     if keep < 1:
         raise InputError(f"--keep {keep}: keep at least 1 generation (the live one is always kept)")
-    removed: list[tuple[str, str, int]] = []
+    removed: list[tuple[str, str, int, int]] = []
     kept: list[tuple[str, str]] = []
+    freed = 0
     for env in list_environments(project, names):
         root = project.envs_dir / ".generations" / env.name
         if not root.is_dir():
@@ -189,16 +232,16 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
         with exclusive_generations(root):
             complete = [g for g in env.generations if g.complete]
             newest = {g.name for g in complete[-keep:]}
-            for g in env.generations:
-                if g.live or g.name in newest:
-                    kept.append((env.name, g.name))
-                    continue
+            doomed = [g for g in env.generations if not (g.live or g.name in newest)]
+            kept += [(env.name, g.name) for g in env.generations if g not in doomed]
+            freed += disk_usage(*(g.path for g in doomed)).own_bytes if doomed else 0  # links among them
+            for g in doomed:
                 shutil.rmtree(g.path, ignore_errors=True)
                 if g.log is not None:
                     g.log.unlink(missing_ok=True)
-                removed.append((env.name, g.name, g.size_bytes))
+                removed.append((env.name, g.name, g.own_bytes, g.shared_bytes))
             for orphan in root.glob("g*.log"):  # logs of failed builds, whose generation was removed
                 if _GEN.match(orphan.stem) and not orphan.with_suffix("").exists():
                     orphan.unlink(missing_ok=True)
             shutil.rmtree(root / ".trash", ignore_errors=True)  # left by earlier envforge versions
-    return GcResult(tuple(removed), tuple(kept))
+    return GcResult(tuple(removed), tuple(kept), freed)

@@ -40,7 +40,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 _LIST = ("Every environment under envs/: its generations (oldest first), which one is live (*), the recipe and "
-         "variant each was built from, its lock digest, disk usage and age. `incomplete` marks what a killed "
+         "variant each was built from, its lock digest, its own bytes (what removing it frees; files hardlinked from uv's cache are shown apart as shared) and age. `incomplete` marks what a killed "
          "build left (never live; `envforge gc` removes it).")
 
 
@@ -69,7 +69,7 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
             mark = "*" if g.live else " "
             what = (f"{g.recipe}/{g.variant}  {(g.lock_digest or 'lock unknown')[:19]}" if g.complete
                     else "incomplete (a killed build; `envforge gc` removes it)")
-            ui.result(f"  {mark} {g.name}  {what}  {_size(g.size_bytes)}  {_age(now - g.built_at)}")
+            ui.result(f"  {mark} {g.name}  {what}  {_usage(g.own_bytes, g.shared_bytes)}  {_age(now - g.built_at)}")
     return 0
 
 
@@ -78,15 +78,22 @@ def _gc(args: argparse.Namespace, ui: Ui) -> int:
 
     res = collect_garbage(_project(args), keep=args.keep, names=args.names)
     if ui.json_mode:
-        ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "size_bytes": n} for e, g, n in res.removed],
+        ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
+                                        for e, g, own, shared in res.removed],
                             "kept": [{"env": e, "generation": g} for e, g in res.kept],
                             "freed_bytes": res.freed_bytes})
         return 0
-    for env, gen, size in res.removed:
-        ui.result(f"removed {env}/{gen}  {_size(size)}")
+    for env, gen, own, shared in res.removed:
+        ui.result(f"removed {env}/{gen}  {_usage(own, shared)}")
     ui.info(f"gc: removed {len(res.removed)} generation(s), freed {_size(res.freed_bytes)}; "
-            f"kept {len(res.kept)}")
+            f"kept {len(res.kept)}" + ("" if not any(r[3] for r in res.removed) else
+                                        "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"))
     return 0
+
+
+def _usage(own: int, shared: int) -> str:
+    """``1.3 MiB own (+73.0 MiB shared with uv's cache)``; only the own part when nothing is shared."""
+    return f"{_size(own)} own" + (f" (+{_size(shared)} shared with uv's cache)" if shared else "")
 
 
 def _size(n: int) -> str:

@@ -146,12 +146,15 @@ def test_textconv_falls_back_to_raw_text(tmp_path: Path, capsys: pytest.CaptureF
     assert err.startswith(f"warning: {bad}:1: merge-conflict marker")
 
 
-def test_file_diff_never_imports_gitpython_and_validates_through_packaging_pylock() -> None:
+def test_file_diff_never_imports_gitpython_and_validates_through_packaging_pylock_once(tmp_path: Path) -> None:
     code = ("import sys\nfrom envforge.cli import main\n"
             f"main(['lock', 'diff', {str(CU128)!r}, {str(NEXT)!r}])\n"
             "print(sorted(m for m in ('git', 'packaging.pylock') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert out.stdout.splitlines()[-1] == "['packaging.pylock']"
+    env = {**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path)}
+    env.pop("ENVFORGE_NO_LOCK_CACHE", None)
+    seen = [subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                           env=env).stdout.splitlines()[-1] for _ in range(2)]
+    assert seen == ["['packaging.pylock']", "[]"]  # validated the first time; the same bytes are not re-validated
 
 
 def test_json_all_includes_metadata_churn(capsys: pytest.CaptureFixture[str]) -> None:

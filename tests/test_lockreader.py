@@ -292,7 +292,8 @@ def test_case_counts() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
-def test_valid_lock_is_read_as_packaging_reads_it(name: str) -> None:
+def test_valid_lock_is_read_as_packaging_reads_it(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_NO_LOCK_CACHE", "1")
     text, expected = VALID[name]
     doc = read_lock_text(text, label=f"pylock.{name}.toml")
     assert doc.pylock is not None
@@ -359,3 +360,29 @@ def test_no_traceback_on_any_case(tmp_path: Path) -> None:
             "print(sorted(set(codes)))")
     out = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "[2]" and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_validated_once_then_read_the_same_way(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second read of the same bytes skips packaging's validation (a cache entry) and reads
+    every entry exactly as the first, packaging-validated read did."""
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path))
+    text = VALID[name][0]
+    cold = read_lock_text(text, label="x")
+    warm = read_lock_text(text, label="x")
+    assert (cold.pylock is not None, warm.pylock) == (True, None)
+    assert warm.entries == cold.entries
+    assert len(list((tmp_path / "valid-locks").iterdir())) == 1
+
+
+def test_a_changed_byte_is_validated_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path))
+    text = VALID["pep751-spec-example"][0]
+    read_lock_text(text, label="x")
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text.replace("name = 'cattrs'", "name = 'Cattrs'"), label="x")
+    assert (err.value.key, err.value.reason) == ("packages[1].name", "Name 'Cattrs' is not normalized")
+    for bad, _, _ in INVALID.values():
+        with pytest.raises(InvalidLock):
+            read_lock_text(bad, label="x")
+    assert len(list((tmp_path / "valid-locks").iterdir())) == 1  # invalid texts are never remembered

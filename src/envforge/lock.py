@@ -438,15 +438,13 @@ def read_lock(path: Path) -> Lock:
     if not path.is_file():
         raise LockError(f"lock {path} does not exist", hint="create it with `envforge lock RECIPE`")
     doc = read_lock_file(path)
-    if doc.pylock is None:
+    if doc.kind != "pylock":
         raise LockError(f"{path} is a uv.lock; envforge builds and verifies from PEP 751 pylock files",
                         hint="create one with `envforge lock RECIPE`")
     packages = tuple(
-        LockedPackage(name=str(p.name), version=str(p.version) if p.version is not None else None,
-                      marker=raw.get("marker"), index=p.index,
-                      wheels=tuple(LockedWheel(w.filename, w.url or w.path, w.hashes.get("sha256"))
-                                   for w in p.wheels or ()))
-        for p, raw in zip(doc.pylock.packages, doc.packages, strict=True))
+        LockedPackage(name=e.name, version=e.version, marker=e.marker, index=e.index,
+                      wheels=tuple(LockedWheel(w.filename, w.where, w.hashes.get("sha256")) for w in e.wheels))
+        for e in doc.entries)
     from envforge.lockreader import packages_digest
 
     return Lock(path=path, packages=packages, envforge=doc.envforge, digest=packages_digest(doc.packages),

@@ -18,6 +18,13 @@ the env profile and patch defaults of an environment, bench fingerprints) goes t
    (:mod:`envforge.markerspace` decides overlap).
 
 ``packaging.pylock`` is imported lazily (about 16 ms) so commands that read no lock do not pay it.
+Validation runs once per file content: after a text passed every check above, the fact is kept
+under envforge's cache directory as ``valid-locks/<sha256 of reader version, packaging version and
+the text>``; reading the same bytes again skips ``Pylock.from_dict`` (about half a ``tomllib``
+parse) and reads the tables the way packaging does (:class:`LockEntry`; tests compare both ways on
+every case). Any change to the bytes, to packaging's version or to the reader's is a new key.
+``ENVFORGE_NO_LOCK_CACHE=1`` turns it off. Whoever can write the cache directory can make an
+invalid lock pass validation, as they can corrupt uv's cache beside it.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ from envforge.errors import InputError
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["InvalidLock", "LockDocument", "packages_digest", "read_lock_file", "read_lock_text"]
+__all__ = ["InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "read_lock_file",
+           "read_lock_text"]
 
+_READER = "envforge.lockreader/1"  # bump when what the reader accepts changes: old cache entries stop counting
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
                "uv.lock": "regenerate it with `uv lock`"}
@@ -58,13 +67,47 @@ class InvalidLock(InputError):
 
 
 @dataclass(frozen=True, slots=True)
+class LockedFile:
+    """One file of a pylock package: ``filename`` as packaging reads it (``name``, else the path's
+    last component with ``/`` or ``\\`` separators, else the url's, percent-decoded; an archive:
+    the last component of its url or path), ``where`` its url or else path, ``hashes`` (algorithm
+    -> hex), ``size`` in bytes, ``upload_time`` a ``datetime`` or ``None``."""
+
+    filename: str
+    where: str | None
+    hashes: Mapping[str, str]
+    size: int | None
+    upload_time: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LockEntry:
+    """One ``[[packages]]`` entry of a valid pylock, as packaging reads it: normalised ``name``,
+    ``version`` as ``str(packaging.version.Version)``, ``marker`` as written, ``index``, files,
+    and the direct sources and dependencies as the validated tables."""
+
+    name: str
+    version: str | None
+    marker: str | None
+    index: str | None
+    wheels: tuple[LockedFile, ...]
+    sdist: LockedFile | None
+    archive: LockedFile | None
+    vcs: Mapping[str, Any] | None
+    directory: Mapping[str, Any] | None
+    dependencies: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class LockDocument:
     """One lock file, validated.
 
     ``label`` names it in messages (a path or ``REV:PATH``); ``kind`` is ``"pylock"`` or ``"uv.lock"``;
     ``data`` is the TOML document as :mod:`tomllib` read it; ``pylock`` is packaging's validated
     :class:`packaging.pylock.Pylock` (``None`` for uv.lock); ``envforge`` is the ``[tool.envforge]``
-    table (``{}`` when absent or for uv.lock); ``comments`` are the file's leading ``#`` lines.
+    table (``{}`` when absent or for uv.lock); ``comments`` are the file's leading ``#`` lines;
+    ``entries`` the pylock's packages as packaging reads them (:class:`LockEntry`). ``pylock`` is
+    ``None`` also when this exact text was validated before (see :func:`read_lock_text`).
     """
 
     label: str
@@ -73,6 +116,7 @@ class LockDocument:
     pylock: Pylock | None
     envforge: Mapping[str, Any]
     comments: tuple[str, ...]
+    entries: tuple[LockEntry, ...] = ()
 
     @property
     def packages(self) -> Sequence[Mapping[str, Any]]:
@@ -119,33 +163,113 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
                           reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`") from None
     comments = tuple(_leading_comments(text))
     if "lock-version" in doc or "created-by" in doc or isinstance(doc.get("packages"), list):
-        return _pylock(doc, label, comments)
+        return _pylock(doc, label, comments, text)
     if "version" in doc and "package" in doc:
         return _uv_lock(doc, label, comments)
     raise _not_a_lock(doc, label)
 
 
-def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> LockDocument:
+def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:
+    tool = doc.get("tool", {})
+    envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
+    marker = _validated_marker(text)
+    if marker is not None and marker.is_file() and isinstance(envforge, Mapping):
+        return LockDocument(label, "pylock", doc, None, envforge, comments,
+                            tuple(_entry_of_table(p) for p in doc["packages"]))
     from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
 
     try:
         lock = Pylock.from_dict(doc)
     except PylockUnsupportedVersionError as exc:
         raise InvalidLock.at(label, "PEP 751 lock", f"{exc.message} (envforge reads lock-version 1.x)",
-                          key="lock-version", hint="use a tool that writes lock-version 1.x, e.g. "
-                                                   "`envforge lock` or `uv export --format pylock.toml`") from None
+                             key="lock-version", hint="use a tool that writes lock-version 1.x, e.g. "
+                                                      "`envforge lock` or `uv export --format pylock.toml`") from None
     except PylockValidationError as exc:
         raise InvalidLock.at(label, "PEP 751 lock", exc.message, key=exc.context,
-                          hint=_REGENERATE["pylock"]) from None
-    entries = [(str(p.name), str(p.version) if p.version else None, [raw["marker"]] if p.marker else None)
-               for p, raw in zip(lock.packages, doc["packages"], strict=True)]  # markers as written
-    _refuse_overlap(entries, label, "PEP 751 lock", "packages", "pylock")
-    tool = doc.get("tool", {})
-    envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
+                             hint=_REGENERATE["pylock"]) from None
+    entries = tuple(_entry_of_package(p, raw) for p, raw in zip(lock.packages, doc["packages"], strict=True))
+    _refuse_overlap([(e.name, e.version, [e.marker] if e.marker else None) for e in entries],
+                    label, "PEP 751 lock", "packages", "pylock")
     if not isinstance(envforge, Mapping):
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
-                          hint=_REGENERATE["pylock"])
-    return LockDocument(label, "pylock", doc, lock, envforge, comments)
+                             hint=_REGENERATE["pylock"])
+    if marker is not None:
+        _remember(marker)
+    return LockDocument(label, "pylock", doc, lock, envforge, comments, entries)
+
+
+def _file_of(f: Any, filename: str) -> LockedFile:
+    return LockedFile(filename, f.url or f.path, f.hashes, f.size, f.upload_time)
+
+
+def _entry_of_package(p: Any, raw: Mapping[str, Any]) -> LockEntry:
+    """A :class:`LockEntry` from packaging's validated ``Package`` (``raw``: its table)."""
+    archive = p.archive
+    return LockEntry(
+        str(p.name), str(p.version) if p.version is not None else None, raw.get("marker"), p.index,
+        tuple(_file_of(w, w.filename) for w in p.wheels or ()),
+        _file_of(p.sdist, p.sdist.filename) if p.sdist is not None else None,
+        _file_of(archive, (archive.url or archive.path).rsplit("/", 1)[-1]) if archive is not None else None,
+        raw.get("vcs"), raw.get("directory"), tuple(p.dependencies or ()))
+
+
+def _table_file(f: Mapping[str, Any], filename: str) -> LockedFile:
+    return LockedFile(filename, f.get("url") or f.get("path"), f["hashes"], f.get("size"), f.get("upload-time"))
+
+
+def _table_filename(f: Mapping[str, Any]) -> str:
+    """``PackageWheel.filename`` / ``PackageSdist.filename`` of packaging 26.4 for a validated table."""
+    from urllib.parse import unquote, urlparse
+
+    if f.get("name"):
+        return str(f["name"])
+    if f.get("path"):
+        return str(f["path"]).rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
+    return unquote(urlparse(str(f["url"])).path.rsplit("/", 1)[-1])
+
+
+def _entry_of_table(p: Mapping[str, Any]) -> LockEntry:
+    """A :class:`LockEntry` from a table packaging validated before (same text, same packaging)."""
+    version = p.get("version")
+    if version is not None:
+        from packaging.version import Version
+
+        version = str(Version(version))
+    archive = p.get("archive")
+    return LockEntry(
+        p["name"], version, p.get("marker"), p.get("index"),
+        tuple(_table_file(w, _table_filename(w)) for w in p.get("wheels") or ()),
+        _table_file(p["sdist"], _table_filename(p["sdist"])) if p.get("sdist") else None,
+        _table_file(archive, str(archive.get("url") or archive.get("path")).rsplit("/", 1)[-1]) if archive else None,
+        p.get("vcs"), p.get("directory"), tuple(p.get("dependencies") or ()))
+
+
+def _validated_marker(text: str) -> Path | None:
+    """Where the fact "this exact text passed this reader under this packaging version" is kept:
+    ``$ENVFORGE_CACHE_DIR`` (else ``$XDG_CACHE_HOME/envforge``, ``~/.cache/envforge``)
+    ``/valid-locks/<sha256>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set."""
+    import hashlib
+    import os
+
+    if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
+        return None
+    import packaging
+
+    if os.environ.get("ENVFORGE_CACHE_DIR"):
+        base = Path(os.environ["ENVFORGE_CACHE_DIR"])
+    else:
+        base = (Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME")
+                else Path.home() / ".cache") / "envforge"
+    key = hashlib.sha256(f"{_READER}\0{packaging.__version__}\0".encode() + text.encode("utf-8")).hexdigest()
+    return base / "valid-locks" / key
+
+
+def _remember(marker: Path) -> None:
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass  # a read-only cache only costs the next read a validation
 
 
 def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> LockDocument:

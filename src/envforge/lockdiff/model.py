@@ -116,8 +116,8 @@ def parse_lock(text: str, *, label: str) -> Lock:
     from envforge.lockreader import read_lock_text
 
     doc = read_lock_text(text, label=label)
-    if doc.pylock is not None:
-        return _read_pylock(doc.pylock, doc.data, label, doc.comments, doc.envforge)
+    if doc.kind == "pylock":
+        return _read_pylock(doc.entries, doc.data, label, doc.comments, doc.envforge)
     return _read_uv_lock(doc.data, label, doc.comments)
 
 
@@ -125,9 +125,9 @@ class _Malformed(Exception):
     """Internal: the fast walk met something it cannot read (a key path and what is wrong)."""
 
 
-def _read_pylock(lock: Any, doc: Mapping[str, Any], label: str, comments: tuple[str, ...],
+def _read_pylock(entries: Sequence[Any], doc: Mapping[str, Any], label: str, comments: tuple[str, ...],
                  envforge: Mapping[str, Any]) -> Lock:
-    packages = [_pylock_package(p, raw.get("marker")) for p, raw in zip(lock.packages, doc["packages"], strict=True)]
+    packages = [_pylock_package(e) for e in entries]
     header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python")
               if k in doc}
     lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS
@@ -162,19 +162,11 @@ def _text(d: Mapping[str, Any], key: str, path: str, *, required: bool = False) 
     return value
 
 
-def _pylock_package(p: Any, marker: str | None) -> LockedPackage:
-    """One package of packaging's validated :class:`packaging.pylock.Package`; ``marker`` is the
-    marker as written (packaging has parsed it; its own text would re-quote it)."""
-    files = [_pylock_file(w) for w in p.wheels or ()]
-    if p.sdist is not None:
-        files.append(_pylock_file(p.sdist))
-    if p.archive is not None:
-        where = p.archive.url or p.archive.path
-        files.append(Artifact(where.rsplit("/", 1)[-1], where, _hash_pairs(p.archive.hashes), p.archive.size,
-                              p.archive.upload_time))
-    edges = tuple(sorted(_dep_text(d) for d in p.dependencies)) if p.dependencies else ()
-    return LockedPackage(str(p.name), str(p.version) if p.version is not None else None,
-                         marker, _pylock_source(p, files), tuple(files), edges)
+def _pylock_package(e: Any) -> LockedPackage:
+    """One package of a validated pylock (:class:`envforge.lockreader.LockEntry`: packaging's reading)."""
+    files = [_pylock_file(f) for f in (*e.wheels, *(x for x in (e.sdist, e.archive) if x is not None))]
+    edges = tuple(sorted(_dep_text(d) for d in e.dependencies)) if e.dependencies else ()
+    return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges)
 
 
 def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -182,18 +174,18 @@ def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def _pylock_file(f: Any) -> Artifact:
-    # Hot path (about 1,000 files a lock): packaging's own ``filename`` (name, else path, else url).
-    return Artifact(f.filename, f.url or f.path, _hash_pairs(f.hashes), f.size, f.upload_time)
+    # Hot path (about 1,000 files a lock): the reader's file, named as packaging names it.
+    return Artifact(f.filename, f.where, _hash_pairs(f.hashes), f.size, f.upload_time)
 
 
-def _pylock_source(p: Any, files: Sequence[Artifact]) -> str:
-    if p.index is not None:
-        return str(p.index).rstrip("/")
-    if p.vcs is not None:
-        return f"{p.vcs.type} {p.vcs.url or p.vcs.path}@{p.vcs.commit_id}"
-    if p.directory is not None:
-        return f"directory {p.directory.path}"
-    if p.archive is not None and files:
+def _pylock_source(e: Any, files: Sequence[Artifact]) -> str:
+    if e.index is not None:
+        return str(e.index).rstrip("/")
+    if e.vcs is not None:
+        return f"{e.vcs.get('type', 'vcs')} {e.vcs.get('url') or e.vcs.get('path')}@{e.vcs.get('commit-id')}"
+    if e.directory is not None:
+        return f"directory {e.directory.get('path')}"
+    if e.archive is not None and files:
         return f"archive {files[-1].url}"
     return _host_of(files)
 

@@ -114,3 +114,41 @@ def test_wheel_in_a_fresh_venv_runs_up_in_an_empty_directory(tmp_path: Path) -> 
     assert init.returncode == 0 and "created recipes/quickstart.toml" in init.stdout
     check = subprocess.run([envforge, "lock", "--check"], cwd=empty, capture_output=True, text=True, env=env)
     assert check.returncode == 0, check.stderr
+
+
+def test_init_next_steps_work_in_a_directory_that_is_not_a_git_repository(tmp_path: Path) -> None:
+    """A fresh user runs the printed next steps literally: outside a repository `git config` fails
+    ("fatal: not in a git directory"), so init says `git init` first; in a repository without the
+    textconv it names `git config`; once configured only `envforge up` is left."""
+    import shlex
+
+    envforge = Path(sys.executable).with_name("envforge")
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    (tmp_path / "home").mkdir()
+    proj = tmp_path / "p"
+    proj.mkdir()
+
+    def init() -> str:
+        res = subprocess.run([str(envforge), "init"], cwd=proj, capture_output=True, text=True, env=env, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stderr.splitlines()[-1]
+
+    line = init()
+    assert line == ("next: `envforge up quickstart`; to review lock changes with `git diff`, make it a git "
+                    "repository first: `git init`, then `git config diff.pylock.textconv 'envforge lock textconv'`")
+    fails = subprocess.run(shlex.split("git config diff.pylock.textconv 'envforge lock textconv'"), cwd=proj,
+                           capture_output=True, text=True, env=env)
+    assert fails.returncode != 0  # why the old hint was wrong here
+    for cmd in ("git init -q", "git config diff.pylock.textconv 'envforge lock textconv'"):
+        assert subprocess.run(shlex.split(cmd), cwd=proj, env=env).returncode == 0
+    assert init() == "next: `envforge up quickstart`"
+    subprocess.run(["git", "config", "--unset", "diff.pylock.textconv"], cwd=proj, env=env, check=True)
+    assert init() == ("next: `git config diff.pylock.textconv 'envforge lock textconv'` (once per clone), "
+                      "then `envforge up quickstart`")
+    res = subprocess.run([str(envforge), "init", str(tmp_path / "q")], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=60)
+    q = (tmp_path / "q").resolve()
+    assert res.stderr.splitlines()[-1] == (
+        f"next: `envforge up quickstart` in {q}; to review lock changes with `git diff`, make it a git repository "
+        f"first: `git init`, then `git config diff.pylock.textconv 'envforge lock textconv'` in {q}")

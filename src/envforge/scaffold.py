@@ -20,8 +20,10 @@ from pathlib import Path
 
 from envforge.errors import InputError
 
-__all__ = ["GITATTRIBUTES", "GITIGNORE", "ScaffoldResult", "default_project_dir", "embedded_recipes",
-           "embedded_root", "scaffold"]
+__all__ = ["GITATTRIBUTES", "GITIGNORE", "TEXTCONV_COMMAND", "ScaffoldResult", "default_project_dir",
+           "embedded_recipes", "embedded_root", "git_state", "scaffold"]
+
+TEXTCONV_COMMAND = "git config diff.pylock.textconv 'envforge lock textconv'"
 
 GITATTRIBUTES = ("# envforge: `git diff` shows lock changes as a reviewer reads them; once per clone run\n"
                  "#   git config diff.pylock.textconv 'envforge lock textconv'\n"
@@ -109,3 +111,22 @@ def scaffold(root: Path, recipe: str | None = "quickstart", *, git_files: bool =
             dest.write_text(old + ("\n" if old and not old.endswith("\n") else "") + text, encoding="utf-8")
             created.append(dest)
     return ScaffoldResult(root, tuple(created), tuple(kept))
+
+
+def git_state(root: Path) -> str:
+    """Where ``root`` stands for the lock textconv, which ``git config`` can only set inside a
+    repository: ``"no-repo"`` (not inside a git work tree, or no git executable), ``"unset"`` (in
+    a repository without ``diff.pylock.textconv``) or ``"set"``. Reads only (gitpython)."""
+    try:
+        import git
+    except ImportError:  # gitpython raises ImportError when no git executable is found
+        return "no-repo"
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return "no-repo"
+    try:
+        value = repo.config_reader().get_value('diff "pylock"', "textconv", default="")
+    except Exception:  # an unreadable config: say the step is still to do
+        value = ""
+    return "set" if value else "unset"

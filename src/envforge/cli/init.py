@@ -47,9 +47,24 @@ def _init(args: argparse.Namespace, ui: Ui) -> int:
         ui.result(f"created {p.relative_to(root)}")
     for p in res.kept:
         ui.info(f"kept    {p.relative_to(root)} (already there)")
-    ui.info("next: `git config diff.pylock.textconv 'envforge lock textconv'` (once per clone), "
-            f"then `envforge up {args.recipe}`" + ("" if args.dir is None else f" in {root}"))
+    ui.info(_next_steps(root, args.recipe, args.dir is not None))
     return 0
+
+
+def _next_steps(root: Path, recipe: str, elsewhere: bool) -> str:
+    """The ``next:`` line: commands that work in ``root`` as it is (``git config`` fails outside a
+    repository, so a directory that is not one gets ``git init`` first)."""
+    from envforge.scaffold import TEXTCONV_COMMAND, git_state
+
+    where = f" in {root}" if elsewhere else ""
+    up = f"`envforge up {recipe}`{where}"
+    state = git_state(root)
+    if state == "set":
+        return f"next: {up}"
+    if state == "unset":
+        return f"next: `{TEXTCONV_COMMAND}` (once per clone), then {up}"
+    return (f"next: {up}; to review lock changes with `git diff`, make it a git repository first: "
+            f"`git init`, then `{TEXTCONV_COMMAND}`{where}")
 
 
 def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:

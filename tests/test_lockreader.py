@@ -386,3 +386,57 @@ def test_a_changed_byte_is_validated_again(tmp_path: Path, monkeypatch: pytest.M
         with pytest.raises(InvalidLock):
             read_lock_text(bad, label="x")
     assert len(list((tmp_path / "valid-locks").iterdir())) == 1  # invalid texts are never remembered
+
+
+# --- file names read without a second urlparse (lockreader.file_name), equal to packaging's property ---
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from packaging.pylock import PackageWheel  # noqa: E402
+
+from envforge.lockreader import file_name  # noqa: E402
+
+
+def _wheel(name: str | None, path: str | None, url: str | None) -> PackageWheel:
+    return PackageWheel(name=name, upload_time=None, url=url, path=path, size=None, hashes={"sha256": F40})
+
+
+@pytest.mark.parametrize(("name", "path", "url", "expected"), [
+    (None, None, "https://download.pytorch.org/whl/cu130/torch-2.9.1%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+     "torch-2.9.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"),  # %2B decoded
+    (None, None, "https://files.pythonhosted.org/packages/ab/cd/six-1.17.0-py2.py3-none-any.whl",
+     "six-1.17.0-py2.py3-none-any.whl"),
+    (None, None, "https://h.example/simple/six-1.17.0-py2.py3-none-any.whl#sha256=00", "six-1.17.0-py2.py3-none-any.whl"),
+    (None, None, "https://h.example/six-1.17.0-py2.py3-none-any.whl?x=/y", "six-1.17.0-py2.py3-none-any.whl"),
+    (None, None, "https://h.example/a;b/six-1.17.0-py2.py3-none-any.whl;v=1", "six-1.17.0-py2.py3-none-any.whl"),
+    (None, None, "https://h.example", ""), (None, None, "https://h.example/", ""),
+    ("given-1.0-py3-none-any.whl", "./p-1.0-py3-none-any.whl", "https://h.example/x.whl", "given-1.0-py3-none-any.whl"),
+    (None, ".\\dist\\p-1.0-py3-none-any.whl", "https://h.example/x.whl", "p-1.0-py3-none-any.whl"),
+    (None, "dist/", "https://h.example/x-1.0-py3-none-any.whl", "x-1.0-py3-none-any.whl"),  # empty path name: url's
+])
+def test_file_name_is_packagings(name: str | None, path: str | None, url: str | None, expected: str) -> None:
+    assert file_name(name, path, url) == expected
+    try:
+        assert _wheel(name, path, url).filename == expected
+    except Exception:
+        assert expected == ""  # packaging raises "Cannot determine wheel filename" where file_name gives ""
+
+
+_PARTS = st.sampled_from(["https://", "http://", "file://", "HTTPS://", "h+x.y-z://", "https:", "//", "", "h.example",
+                          "[::1]", "u:p@h", "/", "a", "b.whl", "%2B", "%", "?", "#", ";", "=", " ", "\t", "\\", "é",
+                          ".", "..", ":", "@", "~", "+"])
+_TEXT = st.lists(_PARTS, max_size=10).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.none() | _TEXT, st.none() | _TEXT, st.none() | _TEXT)
+def test_file_name_agrees_with_packaging_on_any_file(name: str | None, path: str | None, url: str | None) -> None:
+    try:
+        expected = _wheel(name, path, url).filename
+    except Exception:  # packaging finds no name (or cannot parse the url): file_name gives "" or raises too
+        try:
+            assert file_name(name, path, url) == ""
+        except ValueError:
+            pass
+        return
+    assert file_name(name, path, url) == expected

@@ -198,6 +198,43 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     return LockDocument(label, "pylock", doc, lock, envforge, comments, entries)
 
 
+# A URL whose file name packaging's ``filename`` (``unquote(urlparse(url).path.rsplit("/", 1)[-1])``)
+# reads as its text after the last "/": scheme, "//", a host, then a path; printable ASCII with no
+# space and none of ``?#;`` (query, fragment, params: what urlparse splits off), ``%`` (what unquote
+# decodes), ``[]\\`` (IPv6 hosts, backslashes). Any other URL goes through urlparse as packaging's does.
+_PLAIN_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[!-~]*/[!-~]*")
+_NOT_PLAIN = frozenset("?#;%[]\\")
+
+
+def file_name(name: str | None, path: str | None, url: str | None) -> str:
+    """The file name packaging 26.4 gives a validated wheel or sdist (``PackageWheel.filename``):
+    ``name``, else the last component of ``path`` (``/`` or ``\\`` separated), else of the url's
+    path, percent-decoded; ``""`` when none gives one (packaging raises there; a validated file
+    always has one).
+
+    ``Pylock.from_dict`` computes it once to check it against the package name but does not keep
+    it, and packaging's property parses the URL with ``urlparse`` again (about a sixth of reading a
+    lock). For the plain URL every index serves (``https://host/path/name.whl``) the name is the
+    text after the last ``/``, which is what ``urlparse`` + ``unquote`` give there (see
+    ``_PLAIN_URL``); every other URL goes through them. Tests compare it with packaging's property
+    on generated URLs.
+    """
+    if name:
+        return name
+    last = path.rsplit("/", 1)[-1].rsplit("\\", 1)[-1] if path else ""
+    if last:  # packaging: a path ending in a separator gives no name, so the url's is taken
+        return last
+    if not url:
+        return ""
+    if url.isascii() and _NOT_PLAIN.isdisjoint(url) and _PLAIN_URL.fullmatch(url):
+        last = url.rsplit("/", 1)[-1]
+        if last:
+            return last
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(url).path.rsplit("/", 1)[-1])
+
+
 def _file_of(f: Any, filename: str) -> LockedFile:
     return LockedFile(filename, f.url or f.path, f.hashes, f.size, f.upload_time)
 
@@ -207,8 +244,8 @@ def _entry_of_package(p: Any, raw: Mapping[str, Any]) -> LockEntry:
     archive = p.archive
     return LockEntry(
         str(p.name), str(p.version) if p.version is not None else None, raw.get("marker"), p.index,
-        tuple(_file_of(w, w.filename) for w in p.wheels or ()),
-        _file_of(p.sdist, p.sdist.filename) if p.sdist is not None else None,
+        tuple(_file_of(w, file_name(w.name, w.path, w.url)) for w in p.wheels or ()),
+        _file_of(p.sdist, file_name(p.sdist.name, p.sdist.path, p.sdist.url)) if p.sdist is not None else None,
         _file_of(archive, (archive.url or archive.path).rsplit("/", 1)[-1]) if archive is not None else None,
         raw.get("vcs"), raw.get("directory"), tuple(p.dependencies or ()))
 
@@ -219,13 +256,7 @@ def _table_file(f: Mapping[str, Any], filename: str) -> LockedFile:
 
 def _table_filename(f: Mapping[str, Any]) -> str:
     """``PackageWheel.filename`` / ``PackageSdist.filename`` of packaging 26.4 for a validated table."""
-    from urllib.parse import unquote, urlparse
-
-    if f.get("name"):
-        return str(f["name"])
-    if f.get("path"):
-        return str(f["path"]).rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
-    return unquote(urlparse(str(f["url"])).path.rsplit("/", 1)[-1])
+    return file_name(f.get("name"), f.get("path"), f.get("url"))
 
 
 def _entry_of_table(p: Mapping[str, Any]) -> LockEntry:

@@ -152,3 +152,38 @@ def test_init_next_steps_work_in_a_directory_that_is_not_a_git_repository(tmp_pa
     assert res.stderr.splitlines()[-1] == (
         f"next: `envforge up quickstart` in {q}; to review lock changes with `git diff`, make it a git repository "
         f"first: `git init`, then `git config diff.pylock.textconv 'envforge lock textconv'` in {q}")
+
+
+def test_commands_outside_a_project_say_so_or_name_the_default_home(tmp_path: Path) -> None:
+    """Outside any project: no project is the error (exit 2, `init`/`up` as the fix), never a missing
+    patchsets/ of the working directory; once `up` made the default home, every command that falls
+    back to it names it on stderr first."""
+    envforge = str(Path(sys.executable).with_name("envforge"))
+    env = {k: v for k, v in os.environ.items() if k not in ("ENVFORGE_HOME", "XDG_DATA_HOME")}
+    env["HOME"] = str(tmp_path / "home")
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    home = tmp_path / "home" / ".local" / "share" / "envforge" / "default"
+    commands = (["lock", "--check"], ["envs"], ["gc"], ["verify"], ["patches", "list"], ["rollback", "x"],
+                ["env", "show"])
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([envforge, *args], cwd=nowhere, capture_output=True, text=True, env=env, timeout=120)
+
+    for args in commands:
+        res = run(*args)
+        assert (res.returncode, res.stdout, res.stderr) == (2, "", (
+            f"error: not inside an envforge project: no recipes/ directory in {nowhere} or above, and no default "
+            f"project at {home}\n  hint: `envforge init` makes a project here; `envforge up` builds the quickstart "
+            "in the default project\n")), args
+
+    scaffold(home, git_files=False)  # what `envforge up` outside a project writes first
+    note = (f"not inside an envforge project: using the default project {home} (made by `envforge up`); "
+            "`envforge init` makes a project here instead")
+    for args in commands:
+        assert run(*args).stderr.splitlines()[0] == note, args
+    check = run("lock", "--check")
+    assert (check.returncode, check.stdout) == (0, f"{home / 'lockfiles' / 'pylock.quickstart-default.toml'}: up to date\n")
+    envs = run("envs")
+    assert (envs.returncode, envs.stderr) == (0, note + "\nno environments yet: `envforge up` or `envforge build "
+                                                        "RECIPE` makes one\n")

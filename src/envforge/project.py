@@ -7,12 +7,13 @@ nearest directory above the working directory that has ``recipes/``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.errors import InputError
 
-__all__ = ["DEFAULT_RECIPE", "Project", "enclosing_project", "find_project"]
+__all__ = ["DEFAULT_RECIPE", "Located", "Project", "enclosing_project", "find_project", "locate_project"]
 
 DEFAULT_RECIPE = "quickstart"
 
@@ -100,3 +101,34 @@ def find_project(start: Path) -> Project:
         return found
     default = default_project_dir(os.environ)
     return Project(default) if (default / "recipes").is_dir() else Project(start.resolve())
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Which project a command outside ``--project`` acts on: ``how`` is ``"enclosing"`` (the
+    nearest directory at or above the start with ``recipes/``) or ``"default-home"`` (the project
+    ``envforge up`` made outside any project, :func:`envforge.scaffold.default_project_dir`)."""
+
+    project: Project
+    how: str
+
+
+def locate_project(start: Path, environ: Mapping[str, str]) -> Located:
+    """The project a command run in ``start`` acts on: the enclosing one, else the default home
+    when it exists (``recipes/`` in it).
+
+    :raises InputError: neither: no project here, with ``envforge init`` / ``envforge up`` as the fix
+        (never a message about a missing sub-directory of a directory that is not a project).
+    """
+    from envforge.scaffold import default_project_dir
+
+    found = enclosing_project(start)
+    if found is not None:
+        return Located(found, "enclosing")
+    home = default_project_dir(environ)
+    if (home / "recipes").is_dir():
+        return Located(Project(home), "default-home")
+    raise InputError(f"not inside an envforge project: no recipes/ directory in {start.resolve()} or above, "
+                     f"and no default project at {home}",
+                     hint="`envforge init` makes a project here; `envforge up` builds the quickstart in the "
+                          "default project")

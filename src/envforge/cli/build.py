@@ -120,9 +120,10 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import build, project as proj
+    from envforge import build
+    from envforge.cli.lock import project_of
 
-    project = proj.find_project(args.project or Path.cwd())
+    project = project_of(args, ui)
     res = build.rollback(project, args.env, to=args.to)
     if ui.json_mode:
         ui.emit_json("rollback", {"env": args.env, "link": str(res.link), "previous": res.previous.name,

@@ -44,10 +44,10 @@ _LIST = ("Every environment under envs/: its generations (oldest first), which o
          "build left (never live; `envforge gc` removes it).")
 
 
-def _project(args: argparse.Namespace) -> Any:
-    from envforge.project import find_project
+def _project(args: argparse.Namespace, ui: Ui) -> Any:
+    from envforge.cli.lock import project_of
 
-    return find_project(args.project or Path.cwd())
+    return project_of(args, ui)
 
 
 def _list(args: argparse.Namespace, ui: Ui) -> int:
@@ -55,7 +55,7 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
 
     from envforge.inventory import list_environments
 
-    envs = list_environments(_project(args), args.names)
+    envs = list_environments(_project(args, ui), args.names)
     if ui.json_mode:
         ui.emit_json("envs", {"environments": [e.as_dict() for e in envs]})
         return 0
@@ -76,7 +76,7 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
 def _gc(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.inventory import collect_garbage
 
-    res = collect_garbage(_project(args), keep=args.keep, names=args.names)
+    res = collect_garbage(_project(args, ui), keep=args.keep, names=args.names)
     if ui.json_mode:
         ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
                                         for e, g, own, shared in res.removed],

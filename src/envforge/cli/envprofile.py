@@ -34,10 +34,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 def _show(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.environment import resolve_environment
     from envforge.envprofile import show
-    from envforge.project import DEFAULT_RECIPE, find_project
+    from envforge.cli.lock import project_of
+    from envforge.project import DEFAULT_RECIPE
     from envforge.recipe import DEFAULT_VARIANT
 
-    project = find_project(args.project or Path.cwd())
+    project = project_of(args, ui, required=not (args.env and "/" in args.env))
     name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
     env = resolve_environment(project, name, name)
     view = show(env.python)

@@ -9,13 +9,39 @@ from typing import Any
 from envforge.cli.output import Ui
 from envforge.cli.parser import group, group_parser
 
-__all__ = ["add_project_option", "register"]
+__all__ = ["add_project_option", "project_of", "register"]
 
 
 def add_project_option(p: argparse.ArgumentParser) -> None:
     """``--project DIR``: the project root (default: nearest directory above cwd with recipes/)."""
     p.add_argument("--project", type=Path, default=None,
                    help="project root (default: the nearest directory above the working directory with recipes/)")
+
+
+def project_of(args: argparse.Namespace, ui: Ui, *, required: bool = True) -> Any:
+    """The project a command acts on: ``--project DIR``, else the enclosing project, else the
+    default home that ``envforge up`` made, which is then named on stderr (as ``up`` does).
+    ``required=False`` (an environment given by path): no project is the working directory.
+
+    :raises InputError: no project anywhere (the message says so and hints ``init`` / ``up``).
+    """
+    import os
+
+    from envforge.errors import InputError
+    from envforge.project import Project, locate_project
+
+    if getattr(args, "project", None) is not None:
+        return Project(Path(args.project).resolve())
+    try:
+        located = locate_project(Path.cwd(), os.environ)
+    except InputError:
+        if required:
+            raise
+        return Project(Path.cwd().resolve())
+    if located.how == "default-home":
+        ui.info(f"not inside an envforge project: using the default project {located.project.root} "
+                "(made by `envforge up`); `envforge init` makes a project here instead")
+    return located.project
 
 
 def _lock_recipe(p: argparse.ArgumentParser) -> None:
@@ -46,10 +72,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def run_lock(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import lock, project as proj
+    from envforge import lock
     from envforge.recipe import load_recipe
 
-    project = proj.find_project(args.project or Path.cwd())
+    project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     variants = [args.variant] if args.variant else list(recipe.variants)
     refs = lock.patchset_refs(project.patchsets_dir, recipe.patchsets)

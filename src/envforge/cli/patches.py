@@ -113,10 +113,14 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     ls.set_defaults(handler=_list)
 
 
-def _project(args: argparse.Namespace) -> Project:
-    from envforge.project import Project, find_project
+def _project(args: argparse.Namespace, ui: Ui) -> Project:
+    """The project (cli.lock.project_of); optional when the environment is given by path."""
+    from envforge.cli.lock import project_of
 
-    return Project(args.project.resolve()) if args.project else find_project(Path.cwd())
+    env = getattr(args, "env", None)
+    by_path = getattr(args, "site_packages", None) is not None or (env is not None and "/" in env)
+    project: Project = project_of(args, ui, required=not by_path)
+    return project
 
 
 def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
@@ -135,7 +139,7 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching import apply, default_ids, load_patchsets, revert
     from envforge.patching.memo import default_result_cache
 
-    project = _project(args)
+    project = _project(args, ui)
     names = list(args.names)
     known = {p.stem for p in project.patchsets_dir.glob("*.toml")}
     env = None if args.site_packages or not names or names[0] in known else names.pop(0)
@@ -195,7 +199,7 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
 def _export(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching import export_diff, load_patchsets
 
-    project = _project(args)
+    project = _project(args, ui)
     (ps,) = load_patchsets(project.patchsets_dir, [args.patchset])
     diff = export_diff(_site_packages(project, args.site_packages, args.env), ps)
     if args.output:
@@ -213,7 +217,7 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
 
     against = parse_against(args.against)
     wanted = {r.name.lower().replace("_", "-") for r in against}
-    patchsets = load_patchsets(_project(args).patchsets_dir, args.patchsets or None)
+    patchsets = load_patchsets(_project(args, ui).patchsets_dir, args.patchsets or None)
     if not args.patchsets:
         patchsets = tuple(p for p in patchsets if p.distribution in wanted)
     matrix = check_patchsets(patchsets, against, cache_dir=args.cache or default_cache() / "releases",
@@ -230,7 +234,7 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
 def _diff(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching.applied import applied_diff
 
-    files = applied_diff(_site_packages(_project(args), args.site_packages, args.env))
+    files = applied_diff(_site_packages(_project(args, ui), args.site_packages, args.env))
     changed = [f.path for f in files if not f.as_recorded]
     if ui.json_mode:
         ui.emit_json("patches-diff", {"files": [{"path": f.path, "patchsets": list(f.patchsets), "diff": f.diff,
@@ -249,7 +253,7 @@ def _new(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.installed import find_distribution
     from envforge.patching.capture import new_edit
 
-    project = _project(args)
+    project = _project(args, ui)
     sp = _site_packages(project, args.site_packages, args.env)
     dist = find_distribution(sp, args.distribution)
     dest = args.output or Path.cwd() / (f"{dist.name}-{dist.version}-edit" if dist else "edit")
@@ -263,7 +267,7 @@ def _new(args: argparse.Namespace, ui: Ui) -> int:
 def _commit(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching.capture import commit_edit
 
-    project = _project(args)
+    project = _project(args, ui)
     captured = commit_edit(args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions,
                            force=args.force)
     ui.result(str(captured.path))
@@ -275,7 +279,7 @@ def _commit(args: argparse.Namespace, ui: Ui) -> int:
 def _list(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.patching import load_patchsets
 
-    patchsets = load_patchsets(_project(args).patchsets_dir)
+    patchsets = load_patchsets(_project(args, ui).patchsets_dir)
     rows: list[dict[str, Any]] = [
         {"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
          "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,

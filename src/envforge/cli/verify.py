@@ -47,11 +47,12 @@ def _verify(args: argparse.Namespace, ui: Any) -> int:
     from pathlib import Path
 
     from envforge.environment import resolve_environment
-    from envforge.project import DEFAULT_RECIPE, Project, find_project
+    from envforge.cli.lock import project_of
+    from envforge.project import DEFAULT_RECIPE
     from envforge.verify import VerifyOptions, verify
     from envforge.verify.report import as_json, as_junit, as_text
 
-    project = Project(Path(args.project)) if args.project else find_project(Path.cwd())
+    project = project_of(args, ui, required=not (args.env and "/" in args.env))
     env = resolve_environment(project, args.env, f"{DEFAULT_RECIPE}-default")
     levels = tuple(lv.strip() for lv in args.level.split(",") if lv.strip()) if args.level else None
     if levels and "gpu" in levels:

@@ -266,7 +266,10 @@ def test_a_lock_written_before_the_refusal_never_prints_its_password(tmp_path: P
     clean = lock.read_text()
     legacy = tmp_path / "legacy" / "pylock.r-default.toml"
     legacy.parent.mkdir()
-    legacy.write_text(clean.replace("http://127.0.0.1", "http://alice:hunter2-PW@127.0.0.1"))
+    from envforge.lockfile import restamp
+
+    # as an envforge of that time wrote it: credentials in the URLs, its packages-digest recorded
+    legacy.write_text(restamp(clean.replace("http://127.0.0.1", "http://alice:hunter2-PW@127.0.0.1")))
     assert "hunter2-PW" in legacy.read_text()
     outputs = [envforge(proj, "lock", "textconv", str(legacy)), envforge(proj, "lock", "diff", "--all", str(legacy), str(lock)),
                envforge(proj, "lock", "diff", "--json", str(legacy), str(lock))]

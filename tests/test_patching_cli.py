@@ -145,7 +145,8 @@ def test_revert_after_the_patched_file_was_deleted_is_an_error_not_a_traceback(
     assert capsys.readouterr().err == (
         f"error: cannot revert kimik25-eagle3-delegation: sglang/srt/models/kimi_k25.py is missing ({kimi}): "
         "deleted after envforge patched it; nothing was changed\n"
-        "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)\n")
+        "  hint: this environment was not built by envforge: reinstall the patched distributions "
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again\n")
 
 
 def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path,

@@ -195,7 +195,9 @@ def test_revert_refuses_a_tampered_file(sp059: Path) -> None:
         revert(sp059)
     assert str(exc.value) == (
         f"{KIMI} changed since envforge patched it: sha256 {sha(sp059 / KIMI)}, expected {patched} (patched) "
-        f"or {manifest.files[0].original_sha256} (original)\n  hint: reinstall sglang instead of reverting")
+        f"or {manifest.files[0].original_sha256} (original)\n  hint: this environment was not built by envforge: reinstall the patched distributions "
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` "
+        "again")
 
 
 def test_hardlinked_target_is_replaced_not_edited(sp059: Path, tmp_path: Path) -> None:
@@ -373,8 +375,8 @@ def test_a_hand_edit_to_a_patched_file_drifts(sp059: Path) -> None:
     assert report.errors == (
         f"sm120-flashinfer-allreduce-fusion: {GUARD}: changed since envforge patched it (manifest sha256 "
         f"{patched}, now {sha(sp059 / GUARD)}); `envforge apply-patches --revert` refuses it too. Next step: "
-        "undo the edit, or rebuild the environment (`envforge build`: a fresh generation, patched from its "
-        "lock); to keep the change, write it as a patchset",)
+        "undo the edit, or this environment was not built by envforge: reinstall the patched distributions "
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again; to keep the change, write it as a patchset",)
     assert {r.state for r in report.results if r.file != GUARD} == {"already-applied"}
 
 
@@ -490,7 +492,8 @@ def test_revert_names_a_missing_saved_original_and_writes_nothing(tmp_path: Path
         revert(sp)
     assert str(exc.value) == (
         f"cannot revert a: the saved original of demo/t.py is missing ({saved}); nothing was changed\n"
-        "  hint: rebuild the environment (`envforge build`: a fresh generation, patched from its lock)")
+        "  hint: this environment was not built by envforge: reinstall the patched distributions "
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again")
     assert (sp / "demo" / "t.py").read_bytes() == patched and read_manifest(sp) is not None
 
 

@@ -87,8 +87,9 @@ def test_edited_file_is_tampered(tmp_path: Path) -> None:
     report = run(env)
     assert report.findings == (Finding(
         "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
-        f"sha256 {sha(target)}", "revert the edit (`envforge build quickstart --variant default` makes a fresh "
-        "generation), or express the change as a patchset and run `envforge apply-patches quickstart-default`"),)
+        f"sha256 {sha(target)}", "undo the edit, or rebuild the environment: `envforge build quickstart --variant "
+        "default` (a fresh generation, patched from its lock); to keep the change, write it as a patchset, relock "
+        "and rebuild"),)
     assert report.exit_code == 1
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.errors import InputError
+from envforge.patching.manifest import rebuild_hint
 
 __all__ = ["AppliedFile", "applied_diff"]
 
@@ -60,12 +61,12 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
             original = original_file.read_bytes()
         except OSError:
             raise InputError(f"the saved original of {path} is missing ({original_file})",
-                             hint="rebuild the environment (`envforge build`)") from None
+                             hint=rebuild_hint(site_packages)) from None
         try:
             current = current_file.read_bytes()
         except OSError:
             raise InputError(f"patched file {current_file} is missing",
-                             hint="rebuild the environment (`envforge build`)") from None
+                             hint=rebuild_hint(site_packages)) from None
         before = lines_of(original.decode("utf-8", errors="replace"))
         after = lines_of(current.decode("utf-8", errors="replace"))
         diff = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))

@@ -27,6 +27,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from envforge.patching.operations import OpContext, Operation, Outcome
+from envforge.patching.manifest import rebuild_hint
 from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
 
@@ -407,8 +408,7 @@ def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
         return None  # reinstalled at another version: the file is a fresh original
     return (f"{ps.id}: {path}: changed since envforge patched it (manifest sha256 {entries[-1].new_sha256}, "
             f"now {digest}); `envforge apply-patches --revert` refuses it too. Next step: undo the edit, or "
-            f"rebuild the environment (`envforge build`: a fresh generation, patched from its lock); to keep "
-            f"the change, write it as a patchset")
+            f"{rebuild_hint(run.site_packages)}; to keep the change, write it as a patchset")
 
 
 def editable_message(ps: Patchset, file: str, ed: Any, site_packages: Path) -> str:
@@ -616,7 +616,7 @@ def recover(site_packages: Path) -> tuple[str, ...]:
             why = (f"{f.path} is {current}, neither {f.before_sha256} (before) nor {f.after_sha256} (after)"
                    if current != f.after_sha256 else f"the saved bytes of {f.path} ({blob}) are missing")
             raise CheckFailed(f"cannot roll back {what}: {why}; nothing was changed (record {intent_path(site_packages)})",
-                              hint="rebuild the environment (`envforge build`: a fresh generation, patched from its lock)")
+                              hint=rebuild_hint(site_packages))
         todo.append((target, blob.read_bytes()))
     for target, data in todo:
         atomic_write(target, data, mode=os.stat(target).st_mode & 0o7777)
@@ -713,7 +713,7 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         if digest != f.new_sha256:
             raise CheckFailed(f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
                               f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
-                              hint=f"reinstall {f.path.split('/')[0]} instead of reverting")
+                              hint=rebuild_hint(site_packages))
         state[f.path] = _read_for_revert(site_packages, f, original=True)
         results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
                                        f"restored original (sha256 {f.original_sha256})"))
@@ -746,8 +746,7 @@ def _read_for_revert(sp: Path, f: Any, *, original: bool = False) -> bytes:
         what = (f"the saved original of {f.path} is missing ({path})" if original else
                 f"{f.path} is missing ({path}): deleted after envforge patched it")
         raise CheckFailed(f"cannot revert {f.patchset}: {what}; nothing was changed",
-                          hint="rebuild the environment (`envforge build`: a fresh generation, patched "
-                               "from its lock)") from None
+                          hint=rebuild_hint(sp)) from None
 
 
 def _prune_originals(sp: Path, keep: set[str]) -> None:

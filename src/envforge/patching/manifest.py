@@ -22,6 +22,7 @@ from typing import Any
 from envforge.errors import InputError
 
 __all__ = [
+    "rebuild_hint",
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
     "AppliedPatchset",
@@ -282,7 +283,7 @@ def read_intent(site_packages: Path) -> Intent | None:
         return None
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read patch intent record {path}: {exc}",
-                         hint="rebuild the environment (`envforge build`)") from None
+                         hint=rebuild_hint(site_packages)) from None
     try:
         if data["schema"] != INTENT_SCHEMA:
             raise KeyError("schema")
@@ -290,12 +291,12 @@ def read_intent(site_packages: Path) -> Intent | None:
         intent = Intent(str(data["action"]), tuple(map(str, data["patchsets"])), str(data["manifest_after"]), files)
     except (KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed patch intent record: {exc}",
-                         hint="rebuild the environment (`envforge build`)") from None
+                         hint=rebuild_hint(site_packages)) from None
     for f in files:
         bad = next((d for d in (f.before_sha256, f.after_sha256) if not _HEX64.fullmatch(str(d))), None)
         if bad is not None:
             raise InputError(f"{path}: malformed patch intent record: {f.path}: {bad!r} is not a hex sha256",
-                             hint="rebuild the environment (`envforge build`)")
+                             hint=rebuild_hint(site_packages))
     return intent
 
 
@@ -313,3 +314,24 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def rebuild_hint(site_packages: Path) -> str:
+    """The next step for a patched file that changed under envforge (drifted, tampered, missing) or
+    a state record it cannot read: a command that works for this environment.
+
+    An environment envforge built has ``.envforge/generation.json`` (written by the build) naming
+    its recipe and variant: rebuild that (``envforge build RECIPE --variant V``, or ``envforge up
+    --rebuild`` for the default ``quickstart``). Any other environment: reinstall the distributions
+    with uv, then apply the patchsets again. Never ``apply-patches`` on the drifted file (it refuses).
+    """
+    try:
+        data = json.loads((site_packages / STATE_DIR / "generation.json").read_text(encoding="utf-8"))
+        recipe, variant = str(data["recipe"]), str(data["variant"])
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return ("this environment was not built by envforge: reinstall the patched distributions "
+                "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "
+                "`envforge apply-patches` again")
+    up = " (or `envforge up --rebuild`)" if (recipe, variant) == ("quickstart", "default") else ""
+    return (f"rebuild the environment: `envforge build {recipe} --variant {variant}`{up} "
+            f"(a fresh generation, patched from its lock)")

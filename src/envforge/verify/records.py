@@ -127,8 +127,8 @@ def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile |
     else:
         expected = f"sha256 {p.new_sha256} (patched by envforge, patchset {p.patchset})"
     return Finding("tampered", f"{dist.name} {dist.version}: {entry.path}", expected, f"sha256 {digest}",
-                   "revert the edit (`envforge build` makes a fresh generation), or express the change as "
-                   "a patchset and run `envforge apply-patches`")
+                   "undo the edit, or rebuild the environment: `envforge build` (a fresh generation, patched "
+                   "from its lock); to keep the change, write it as a patchset, relock and rebuild")
 
 
 def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Finding]:

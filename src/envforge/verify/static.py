@@ -284,7 +284,8 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
             actual = "not applied (apply would change the file)" if r.state == "applied" else f"drifted: {r.message}"
             found.append(Finding("patch-state", f"{r.patchset}: {r.file} ({r.operation})", "already-applied",
                                  actual, "run `envforge apply-patches`" if r.state == "applied"
-                                 else "follow the next step the message gives"))
+                                 else "undo the edit, or rebuild the environment: `envforge build` (a fresh "
+                                      "generation, patched from its lock)"))
     c.add("patch-states", found, f"{len(report.results)} operations")
 
 

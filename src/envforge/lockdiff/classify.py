@@ -616,6 +616,8 @@ def _coverage_change(old: LockedPackage, new: LockedPackage) -> tuple[str, ...]:
     """Coverage gained (``+``) then lost (``-``): platforms, then Python tags, then sdist."""
     if old.artifacts == new.artifacts:
         return ()
+    if {f.filename for f in old.artifacts} == {f.filename for f in new.artifacts}:
+        return ()  # coverage is read from the file names alone: same names (e.g. moved files), same coverage
     a, b = wheel_coverage(old), wheel_coverage(new)
     return tuple([f"+{x}" for x in sorted(b - a, key=coverage_key)]
                  + [f"-{x}" for x in sorted(a - b, key=coverage_key)])

@@ -235,8 +235,8 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     assert "verify static: clean" in res.stdout
     second = envforge(proj, "up")  # nothing changed: verify again, no new generation
     assert second.returncode == 0
-    assert ("[2/3] build quickstart-default: up to date (g0001 was built from this lock; --rebuild to force)"
-            in second.stderr)
+    assert ("[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
+            "verifying before trusting it" in second.stderr)
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     manifest = json.loads((sp / ".envforge" / "patches.json").read_text())
     patched = [sp / f["path"] for f in manifest["files"]]

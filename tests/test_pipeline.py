@@ -39,10 +39,12 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
 
     again = envforge(proj, "up", "--json")
     assert again.returncode == 0, again.stderr
-    assert ("[2/3] build quickstart-default: up to date (g0001 was built from this lock; --rebuild to force)\n"
+    assert ("[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
+            "verifying before trusting it\n"
             "[3/3] verify quickstart-default\n"
-            "  g0001 fails verify (missing-file, tampered): its files changed since it was built; building g0002 "
-            "from the same lock (g0001 stays for rollback)\n") in again.stderr
+            "  damaged: g0001 fails verify (missing-file, tampered): its files changed since it was built; "
+            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    assert "up to date" not in again.stderr.split("[2/3]", 1)[1]  # never about the generation it replaces
     assert "[3/3] verify quickstart-default again" in again.stderr
     data = json.loads(again.stdout)["data"]
     assert (data["build"]["generation"], data["reused"], data["verify"]["clean"]) == ("g0002", None, True)
@@ -52,7 +54,8 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
 
     third = envforge(proj, "up")  # intact now: reused, no third generation
     assert third.returncode == 0
-    assert "up to date (g0002 was built from this lock; --rebuild to force)" in third.stderr
+    assert ("[2/3] build quickstart-default: reusing g0002 (built from this lock; --rebuild to force a new one); "
+            "verifying before trusting it\n") in third.stderr
 
 
 def test_only_damage_a_rebuild_repairs_triggers_one() -> None:

@@ -85,14 +85,15 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         return MainJobResult(check, None, None, None)
     reused = None if rebuild else build.current_generation(plan)
     if reused is not None:
-        say(f"[2/3] build {plan.link.name}: up to date ({reused.name} was built from this lock; --rebuild to force)")
+        say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
+            f"one); verifying before trusting it")
         say(f"[3/3] verify {plan.link.name}")
         report = verify(Environment(plan.link), project, options)
         damage = sorted({f.kind for f in report.findings if repairable(f)})
         if not damage:
             return MainJobResult(check, None, reused, report)
-        say(f"  {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "
-            f"building {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+        say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "
+            f"rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
         result = build.execute_build(plan, progress=progress, terminal=terminal)
         say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
         say(f"[3/3] verify {plan.link.name} again")

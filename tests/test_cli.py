@@ -253,10 +253,12 @@ def test_bad_recipe_bytes_are_exit_2_with_file_and_reason(tmp_path: Path, conten
 
 
 def test_lock_diff_of_dev_zero_stops_at_the_size_limit() -> None:
-    """``lock diff /dev/zero x`` used to read until the kernel killed it; now it reads 64 MiB + 1."""
+    """``lock diff /dev/zero x`` used to read until the kernel killed it; then it read 64 MiB + 1 and
+    called a device "larger than 64 MiB"; now the file type is checked before any byte is read."""
     res = envforge("lock", "diff", "/dev/zero", "/dev/zero", timeout=60)
     assert res.returncode == 2
-    assert res.stderr.splitlines()[0] == "error: lock /dev/zero is larger than 64 MiB: not a lock envforge reads"
+    assert res.stderr == ("error: lock /dev/zero is not a regular file (a character device)\n"
+                          "  hint: pass the path of a lock file\n")
     assert_no_traceback(res)
 
 

@@ -2,8 +2,8 @@
 
 Every recipe, lock, patchset and report envforge reads comes through here, so a hostile or broken
 file is one :class:`envforge.errors.InputError` (exit 2) naming the file and the reason, never a
-traceback and never unbounded memory: ``envforge lock diff /dev/zero x`` reads ``limit + 1`` bytes
-and stops. Limits (docs/cli.md, "Input limits"): :data:`SMALL_LIMIT` for hand-written files
+traceback and never unbounded memory: ``envforge lock diff /dev/zero x`` is refused before a byte
+is read (a device is not a file), and a pipe is read to ``limit + 1`` bytes at most. Limits (docs/cli.md, "Input limits"): :data:`SMALL_LIMIT` for hand-written files
 (recipes, patchsets, configs), :data:`LARGE_LIMIT` for generated ones (locks, reports).
 
 Decoding is strict UTF-8 (TOML 1.0 requires it); a UTF-8 byte-order mark is dropped, a UTF-16 or
@@ -14,6 +14,8 @@ TOML arrays on CPython 3.11) is an input error, not a ``RecursionError``.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -34,12 +36,21 @@ def read_bytes(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | N
                error: type[InputError] = InputError) -> bytes:
     """The bytes of ``path``, at most ``limit`` of them.
 
-    Reads ``limit + 1`` bytes at most, so a device or an endless pipe costs nothing.
+    The file type is checked first (``stat``, symlinks followed): a character or block device or a
+    socket is refused as not a regular file. A pipe (``<(git show ...)``, a FIFO) is read, ``limit +
+    1`` bytes at most, so an endless one costs nothing.
 
     :param what: how messages name the file's role, e.g. ``"recipe"``, ``"lock"``.
     :param error: the :class:`InputError` subclass to raise (``RecipeError``, ``LockError``, ...).
-    :raises InputError: missing, a directory, unreadable, or larger than ``limit`` bytes.
+    :raises InputError: missing, a directory, a device or socket, unreadable, or larger than
+        ``limit`` bytes.
     """
+    try:
+        kind = _special_kind(os.stat(path).st_mode)
+    except OSError:
+        kind = None  # open() below names what is wrong
+    if kind is not None:
+        raise error(f"{what} {path} is not a regular file ({kind})", hint=f"pass the path of a {what} file")
     try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
@@ -53,6 +64,15 @@ def read_bytes(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | N
         raise error(f"{what} {path} is larger than {_size(limit)}: not a {what} envforge reads",
                          hint=f"check the path; envforge reads {what} files up to {_size(limit)}")
     return data
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a non-file, non-pipe, non-directory ``st_mode`` is, or None for those envforge reads."""
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None
 
 
 def decode_utf8(data: bytes, *, label: str, error: type[InputError] = InputError) -> str:

@@ -142,7 +142,7 @@ def _connect(address: str) -> Any:
             # not listen; keep this driver on loopback instead.
             import ray._private.services as services
 
-            services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
+            services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"  # type: ignore[attr-defined]
             local = {"_node_ip_address": "127.0.0.1"}
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False, **local)

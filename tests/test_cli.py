@@ -365,3 +365,40 @@ def test_guarantees_page_names_tests_that_exist() -> None:
                 assert current.is_file(), path
             if name:
                 assert current is not None and f"def {name}(" in current.read_text(), (current, name)
+
+
+def test_command_groups_are_the_modules_that_register_each_command() -> None:
+    """``envforge COMMAND`` builds only the CLI modules that register COMMAND: the map is what they register."""
+    from importlib import import_module
+
+    from envforge.cli import _COMMAND_GROUPS, _GROUPS
+
+    registered: dict[str, list[str]] = {}
+    for group in _GROUPS:
+        sub = argparse.ArgumentParser(prog="envforge").add_subparsers(dest="command")
+        import_module(f"envforge.cli.{group}").register(sub)
+        for command in sub.choices:
+            registered.setdefault(command, []).append(group)
+    assert {c: tuple(g) for c, g in registered.items()} == _COMMAND_GROUPS
+
+
+@pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",
+                                     "patches", "verify", "drafter", "bench", "fleet", "init", "completion"])
+def test_one_command_parser_is_the_full_parser_for_that_command(command: str) -> None:
+    """Every help text and usage under COMMAND is the same in the parser built for COMMAND alone."""
+    from envforge.cli import build_parser
+
+    def helps(parser: Any) -> dict[str, str]:
+        out = {parser.prog: parser.format_help()}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    out.update(helps(sub))
+        return out
+
+    def under(parser: Any) -> Any:
+        return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+
+    full, alone = helps(under(build_parser())), helps(under(build_parser(command)))
+    assert alone == full
+    assert f"envforge {command}" in alone

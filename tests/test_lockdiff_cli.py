@@ -167,3 +167,43 @@ def test_json_all_includes_metadata_churn(capsys: pytest.CaptureFixture[str]) ->
     diff = json.loads(out)["data"]["diffs"][0]
     assert (diff["hidden"], diff["summary"]["metadata"]) == (0, 5)
     assert [s["subject"] for s in diff["settings"]] == ["options.exclude-newer", "revision"]
+
+
+def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_git_diff_with_nothing_changed_prints_nothing_on_stdout(repo: Path) -> None:
+    git(repo, "checkout", "-q", "--", LOCK)  # the working tree is main again
+    for args in ((), ("--format", "markdown")):
+        res = envforge(repo, "lock", "diff", "--git", "main", *args)
+        assert (res.returncode, res.stdout, res.stderr) == (0, "", "no lockfile changed since main\n")
+    res = envforge(repo, "lock", "diff", "--git", "main", "--exit-code")
+    assert (res.returncode, res.stdout) == (0, "")
+
+
+def test_variants_matrix_wraps_long_settings_cells_on_a_terminal_only(tmp_path: Path) -> None:
+    """The repository's kimi-k25-sm120 locks: a 71-character digest and the cuda-exceptions list used
+    to set 270-423 character columns; the terminal matrix wraps cells at 48 characters (continuation
+    lines), markdown and JSON keep every value whole."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "lockfiles").mkdir()
+    for lock in sorted((Path(__file__).parents[1] / "lockfiles").glob("pylock.kimi-k25-sm120-*.toml")):
+        shutil.copy(lock, tmp_path / "lockfiles")
+    res = envforge(tmp_path, "lock", "diff", "kimi-k25-sm120", "--variants")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    data = json.loads(envforge(tmp_path, "lock", "diff", "kimi-k25-sm120", "--variants", "--json").stdout)["data"]
+    variants = len(data["variants"])
+    assert variants >= 2 and max(map(len, lines)) <= 30 + variants * (48 + 2)
+    (row,) = [r for r in data["rows"] if r["subject"] == "packages-digest"]
+    cell = row["cells"][0]
+    assert len(cell) == 71 and cell.startswith("sha256:")
+    at = next(i for i, line in enumerate(lines) if line.startswith("  packages-digest "))
+    assert [line[32:].split("  ")[0] for line in lines[at:at + 2]] == [cell[:48], cell[48:]]
+    assert lines[at + 1][:32].strip() == "" and lines[at + 2].startswith("  ")  # continuation, then the next row
+    exceptions = [r for r in data["rows"] if r["subject"] == "cuda-exceptions"]
+    assert exceptions and max(len(c) for c in exceptions[0]["cells"]) > 100  # wrapped on the terminal
+    markdown = envforge(tmp_path, "lock", "diff", "kimi-k25-sm120", "--variants", "--format", "markdown").stdout
+    assert f"| `packages-digest` | {cell} | " in markdown

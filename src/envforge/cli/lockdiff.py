@@ -81,6 +81,8 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: "Ui") -> None:
         ui.emit_json("lockdiff", {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]},
                      version=render.SCHEMA_VERSION)
         return
+    if not diffs:  # `--git REV` with no lockfile changed: said on stderr; nothing on stdout
+        return
     draw = render.render_markdown if fmt == "markdown" else render.render_terminal
     ui.result("\n\n".join(draw(d, show_all=show_all) for d in diffs))
 

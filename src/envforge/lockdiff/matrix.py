@@ -7,6 +7,7 @@ column per variant; packages identical in every variant are counted, not listed.
 from __future__ import annotations
 
 import hashlib
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -141,22 +142,35 @@ def _title(group: str) -> str:
     return "lock settings" if group == "settings" else FAMILY_TITLES[group]
 
 
+#: Widest variant column of the terminal matrix, in characters: longer cells (a settings value
+#: such as ``cuda-exceptions`` or a 71-character digest) wrap onto continuation lines, so one value
+#: never sets the width of the whole table. Markdown and JSON keep every value on one line.
+CELL_WIDTH = 48
+
+
+def _wrap(text: str) -> list[str]:
+    """``text`` in lines of at most :data:`CELL_WIDTH` (at spaces, else inside a long word)."""
+    return textwrap.wrap(text, CELL_WIDTH, break_long_words=True, break_on_hyphens=False) or [text]
+
+
 def render_matrix_terminal(m: VariantMatrix) -> str:
-    """Aligned columns: package, then one column per variant; groups as headings."""
+    """Aligned columns: package, then one column per variant (at most :data:`CELL_WIDTH` wide; a
+    longer cell wraps onto continuation lines); groups as headings."""
     head = (f"{m.recipe}: {len(m.variants)} variants ({', '.join(m.variants)}); "
             f"{m.identical} packages identical, "
             f"{sum(r.group != 'settings' for r in m.rows)} differ")
+    rows = [(r, [_wrap(c or "-") for c in r.cells]) for r in m.rows]
     width = [max([len(r.subject) for r in m.rows] + [len("package")]) + 2]
-    width += [max([len(r.cells[i]) for r in m.rows] + [len(v)]) for i, v in enumerate(m.variants)]
+    width += [max([len(line) for _, cells in rows for line in cells[i]] + [len(v)]) for i, v in enumerate(m.variants)]
     lines = [head, "  ".join(f"{t:<{w}}" for t, w in zip(["package", *m.variants], width)).rstrip()]
     group = None
-    for r in m.rows:
+    for r, cells in rows:
         if r.group != group:
             group = r.group
             lines.append(_title(group))
-        cells = [c or "-" for c in r.cells]
-        lines.append("  ".join(f"{t:<{w}}" for t, w in zip([f"  {r.subject}", *cells], width))
-                     .rstrip())
+        for k in range(max(len(c) for c in cells)):
+            first = [f"  {r.subject}" if k == 0 else "", *(c[k] if k < len(c) else "" for c in cells)]
+            lines.append("  ".join(f"{t:<{w}}" for t, w in zip(first, width)).rstrip())
     return "\n".join(lines)
 
 

@@ -464,7 +464,10 @@ def test_revert_refuses_a_hand_edited_manifest_path(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         revert(sp)
     assert str(exc.value).startswith(f"{path}: malformed patch manifest: ../victim.py: '../../")
-    assert str(exc.value).endswith("' is not a hex sha256\n  hint: reinstall the environment")
+    assert str(exc.value).endswith(
+        "' is not a hex sha256\n  hint: this environment was not built by envforge: reinstall the patched "
+        "distributions (`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "
+        "`envforge apply-patches` again")
 
 
 def test_written_state_files_are_0644_under_umask_022_and_patched_files_keep_their_mode(tmp_path: Path) -> None:

@@ -55,6 +55,13 @@ def test_drifted_patched_file_gets_the_same_working_fix_everywhere(tmp_path: Pat
     assert fixes["patch-state"] == expected
     assert not [f for f in fixes.values() if "apply-patches" in f]
 
+    manifest_file = env.site_packages / ".envforge" / "patches.json"
+    saved = manifest_file.read_bytes()
+    manifest_file.write_text("{not json")  # the record itself damaged: the same rebuild
+    broken = envforge(proj, "apply-patches", "quickstart-default", "--revert")
+    assert broken.returncode == 2 and broken.stderr.splitlines()[-1] == f"  hint: restore it from a backup, or {REBUILD}"
+    manifest_file.write_bytes(saved)
+
     (env.site_packages / ".envforge" / "generation.json").unlink()  # a venv envforge did not build
     revert = envforge(proj, "apply-patches", "quickstart-default", "--revert")
     assert revert.returncode == 1 and revert.stderr.splitlines()[-1] == f"  hint: {NOT_BUILT}"

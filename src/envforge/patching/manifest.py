@@ -147,7 +147,7 @@ def read_manifest(site_packages: Path) -> Manifest | None:
         return None
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read patch manifest {path}: {exc}",
-                         hint="restore it from a backup, or reinstall the environment") from None
+                         hint=f"restore it from a backup, or {rebuild_hint(site_packages)}") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
         raise InputError(f"{path}: unknown patch manifest schema {schema!r}",
@@ -157,12 +157,12 @@ def read_manifest(site_packages: Path) -> Manifest | None:
                             tuple(PatchedFile(**f) for f in data["files"]))
     except (KeyError, TypeError) as exc:
         raise InputError(f"{path}: malformed patch manifest: {exc}",
-                         hint="reinstall the environment") from None
+                         hint=rebuild_hint(site_packages)) from None
     for f in manifest.files:  # originals/<sha256> is a path: a hand-edited digest must not escape
         bad = next((d for d in (f.original_sha256, f.new_sha256) if not _HEX64.fullmatch(str(d))), None)
         if bad is not None:
             raise InputError(f"{path}: malformed patch manifest: {f.path}: {bad!r} is not a hex sha256",
-                             hint="reinstall the environment") from None
+                             hint=rebuild_hint(site_packages)) from None
     return manifest
 
 

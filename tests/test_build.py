@@ -376,3 +376,31 @@ def test_progress_on_a_terminal_and_plain_lines_otherwise(tmp_path: Path) -> Non
         assert "  sync " in text and text.splitlines()[-1] == "r-default -> g0001"
         piped = envforge(proj, "build", "r")
         assert piped.returncode == 0 and "\r" not in piped.stderr and "\x1b" not in piped.stderr
+
+
+def test_build_refuses_a_profile_the_lock_does_not_record(tmp_path: Path) -> None:
+    """A recipe profile edited since the lock (or --env-profile naming another profile) was built,
+    then verify failed on the new generation (it holds the env to the lock's profile) and its fix,
+    `envforge build`, did the same again. Now refused before anything is written."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for d in ("recipes", "patchsets", "lockfiles"):
+        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
+    recipe = proj / "recipes" / "quickstart.toml"
+    recipe.write_text(recipe.read_text().replace('NCCL_BUFFSIZE = "131072"', 'NCCL_BUFFSIZE = "262144"'))
+    lock = proj / "lockfiles" / "pylock.quickstart-default.toml"
+    no_uv = {"ENVFORGE_UV": "/bin/false"}
+    edited = envforge(proj, "build", env=no_uv)
+    assert (edited.returncode, edited.stderr) == (2, (
+        f"error: {lock}: the env profile to install is not the one the lock records:\n"
+        "  env.NCCL_BUFFSIZE: locked '131072', building '262144'\n"
+        "  hint: record it first: `envforge lock quickstart --variant default --env-profile pcie` "
+        "(or `envforge up`, which locks then builds)\n"))
+    other = envforge(proj, "build", "--env-profile", "nvlink", env=no_uv)
+    assert other.returncode == 2
+    assert other.stderr.splitlines()[1:4] == [
+        "  env-profile: locked 'pcie', building 'nvlink'",
+        "  env.NCCL_BUFFSIZE: locked '131072', building (absent)",
+        "  env.NCCL_MAX_NCHANNELS: locked '2', building (absent)",
+    ]
+    assert not (proj / "envs").exists()

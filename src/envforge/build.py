@@ -169,11 +169,49 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
                          hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
     guard_lock(lock, variant, find_links)
     _check_machine(lock, python)
+    _check_profile(lock, variant)
     root = _gen_root(project, variant.lock_name)
     numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
     gen = root / f"g{max(numbers, default=0) + 1:04d}"
     return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
                      project.patchsets_dir, tuple(find_links), offline, env_mode)
+
+
+def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
+    """Refuse, before anything is written, to install an env profile the lock does not record.
+
+    A generation keeps a copy of its lock, and verify, ``env show`` and ``apply-patches`` hold the
+    environment to the profile recorded there (``[tool.envforge] env-profile`` and ``env``). A
+    recipe profile edited since the lock, or ``--env-profile`` naming another profile, would give
+    a generation that fails verify at once, and verify's fix (build again) would do it again.
+
+    :raises InputError: the profile name or a variable differs; each difference is named.
+    """
+    from envforge.lock import read_lock
+
+    tool = read_lock(lock).envforge
+    locked_env = tool.get("env", {}) if isinstance(tool.get("env", {}), Mapping) else {}
+    diffs = []
+    if tool.get("env-profile") != variant.env_profile:
+        diffs.append(f"env-profile: locked {tool.get('env-profile')!r}, building {variant.env_profile!r}")
+    for name in sorted(set(locked_env) | set(variant.env)):
+        if locked_env.get(name) != variant.env.get(name):
+            diffs.append(f"env.{name}: locked {_shown(name, locked_env.get(name))}, "
+                         f"building {_shown(name, variant.env.get(name))}")
+    if diffs:
+        raise InputError(f"{lock}: the env profile to install is not the one the lock records:\n"
+                         + "\n".join(f"  {d}" for d in diffs),
+                         hint=f"record it first: `envforge lock {variant.recipe} --variant {variant.variant}"
+                              + (f" --env-profile {variant.env_profile}`" if variant.env_profile else "`")
+                              + " (or `envforge up`, which locks then builds)")
+
+
+def _shown(name: str, value: object) -> str:
+    from envforge.envvars import secret_problem
+
+    if value is None:
+        return "(absent)"
+    return "<redacted>" if secret_problem(name, str(value)) else repr(value)
 
 
 def _check_machine(lock: Path, python: Interpreter) -> None:

@@ -165,7 +165,7 @@ def test_commands_outside_a_project_say_so_or_name_the_default_home(tmp_path: Pa
     nowhere.mkdir()
     home = tmp_path / "home" / ".local" / "share" / "envforge" / "default"
     commands = (["lock", "--check"], ["envs"], ["gc"], ["verify"], ["patches", "list"], ["rollback", "x"],
-                ["env", "show"])
+                ["env", "show"], ["build", "--dry-run"], ["lock", "diff", "quickstart", "--variants"])
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([envforge, *args], cwd=nowhere, capture_output=True, text=True, env=env, timeout=120)

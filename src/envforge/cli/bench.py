@@ -125,16 +125,16 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
-def _config(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
     for --url without one, from the flags."""
     from envforge.bench.config import smoke_config, url_config
-    from envforge.project import find_project
+    from envforge.cli.lock import project_of
     from envforge.recipe import load_recipe
 
     if args.url is not None and args.recipe is None and args.env is None:
         return url_config(api=args.api or "sglang", model=args.model), None, None
-    project = find_project(args.project or Path.cwd())
+    project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     resolved = recipe.resolve(args.variant)
     if args.url is not None and not resolved.verify.get("smoke"):
@@ -158,7 +158,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.environment import resolve_environment
     from envforge.fingerprint import Fingerprint
 
-    config, project, resolved = _config(args)
+    config, project, resolved = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,

@@ -48,15 +48,18 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     u.set_defaults(handler=run_up)
 
 
-def _plan(args: argparse.Namespace, ui: Ui | None = None):  # type: ignore[no-untyped-def]
+def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignore[no-untyped-def]
+    """(project, BuildPlan); ``up`` outside a project makes the default home, ``build`` uses it
+    only when it exists and names it (cli.lock.project_of)."""
     from envforge import build, project as proj
+    from envforge.cli.lock import project_of
     from envforge.interpreter import find_python
     from envforge.recipe import load_recipe
 
-    if ui is not None and args.project is None and proj.enclosing_project(Path.cwd()) is None:
+    if up and args.project is None and proj.enclosing_project(Path.cwd()) is None:
         project = _default_project(args, ui)
     else:
-        project = proj.find_project(args.project or Path.cwd())
+        project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     variant = recipe.resolve(args.variant, env_profile=args.env_profile)
     python = find_python(variant.python, args.python)
@@ -98,7 +101,7 @@ def _shown(path: Path) -> Path:
 def run_build(args: argparse.Namespace, ui: Ui) -> int:
     from envforge import build
 
-    _, plan = _plan(args)
+    _, plan = _plan(args, ui)
     if args.dry_run:
         if ui.json_mode:
             ui.emit_json("build-plan", {"env": plan.link.name, "generation": plan.generation.name,
@@ -141,7 +144,7 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.verify import VerifyOptions
     from envforge.verify.report import as_json, as_text
 
-    project, plan = _plan(args, ui)
+    project, plan = _plan(args, ui, up=True)
     options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
     res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal())

@@ -54,7 +54,7 @@ def _diff(args: argparse.Namespace, ui: "Ui") -> int:
     if args.variants:
         if len(args.sides) != 1 or args.git:
             raise InputError("--variants takes exactly one RECIPE", hint=_USAGE_HINT)
-        return _variants(args.sides[0], args.project, fmt, ui)
+        return _variants(args.sides[0], args, fmt, ui)
     if args.git:
         if args.sides:
             raise InputError("--git REV takes no lock paths", hint=_USAGE_HINT)
@@ -87,11 +87,11 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: "Ui") -> None:
     ui.result("\n\n".join(draw(d, show_all=show_all) for d in diffs))
 
 
-def _variants(recipe: str, project: Path | None, fmt: str, ui: "Ui") -> int:
+def _variants(recipe: str, args: argparse.Namespace, fmt: str, ui: "Ui") -> int:
+    from envforge.cli.lock import project_of
     from envforge.lockdiff import diff_variants, matrix
-    from envforge.project import find_project
 
-    proj = find_project(project or Path.cwd())
+    proj = project_of(args, ui)
     m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
     unlocked = _unlocked_variants(proj.recipes_dir / f"{recipe}.toml", m.variants)
     if unlocked:

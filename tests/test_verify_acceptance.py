@@ -172,3 +172,23 @@ def test_two_entries_accepting_one_finding_are_refused(tmp_path: Path) -> None:
         load_recipe(path)
     assert exc.value.message.splitlines()[1].strip() == (
         f"{path}:8: verify.accept[1]: accepts file-conflict 'x' again (already verify.accept[0]); keep one entry")
+
+
+@pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
+@pytest.mark.parametrize("expires", ['"2027-03-31"', "2027-03-31T00:00:00Z", "00:00:00"])
+def test_an_invalid_recipe_is_an_error_not_a_clean_verify(tmp_path: Path, expires: str) -> None:
+    """verify read the recipe for its levels and [[verify.accept]] and, when the recipe was invalid
+    (here an expiry in a weird format), silently used none: `envforge verify` said "clean" without
+    the drafter level the recipe asks for and without the entry's unmatched finding."""
+    env = make_env(tmp_path / "proj", [cached_wheel("flashinfer-python", "0.6.4")], uv=uv.find_uv_bin(),
+                   python=PY312, patchsets=(), profile=None)
+    recipe = tmp_path / "proj" / "recipes" / "quickstart.toml"
+    recipe.write_text(recipe.read_text() + '\n[verify]\nlevels = ["static", "drafter"]\n\n[[verify.accept]]\n'
+                      f'kind = "file-conflict"\nsubject = "build_backend.py"\nreason = "r"\nexpires = {expires}\n')
+    with pytest.raises(RecipeError) as exc:
+        verify(Environment(env.path), Project(tmp_path / "proj"), VerifyOptions())
+    assert ":44: verify.accept[0].expires: expected a date like 2027-03-31 (" in exc.value.message
+    res = subprocess.run([sys.executable, "-m", "envforge", "verify", str(env.path)], cwd=tmp_path / "proj",
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith(f"error: recipe {recipe} is invalid (1 problem):")
+    assert "clean" not in res.stdout and "Traceback" not in res.stderr

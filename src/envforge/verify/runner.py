@@ -177,14 +177,24 @@ def _name_commands(findings: list[Finding], env: Environment, project: Project |
 
 
 def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The parsed recipe the generation was built from (its ``[verify]`` levels, drafter and
+    ``[[verify.accept]]`` entries), or ``{}`` when there is no project or the file is gone.
+
+    :raises InputError: the recipe exists but is invalid. Verify never drops the levels and
+        acceptances a recipe asks for because one of its keys is wrong: it would say "clean"
+        without running the checks the recipe requires.
+    """
     if project is None or not gen.get("recipe"):
         return {}
     from envforge.recipe import load_recipe
 
     try:
-        return load_recipe(project.recipe_path(str(gen["recipe"]))).data
-    except InputError:
+        path = project.recipe_path(str(gen["recipe"]))
+    except InputError:  # the recipe was removed or renamed since the build
         return {}
+    if not path.is_file():
+        return {}
+    return load_recipe(path).data
 
 
 def _recipe_levels(recipe: Mapping[str, Any]) -> tuple[str, ...]:

@@ -55,17 +55,18 @@ def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
 
 
-def _root(args: argparse.Namespace) -> Path:
-    from envforge.project import find_project
+def _root(args: argparse.Namespace, ui: Ui) -> Path:
+    from envforge.cli.lock import project_of
 
-    return (args.project or find_project(Path.cwd()).root).resolve()
+    root: Path = project_of(args, ui).root
+    return root.resolve()
 
 
 def _verify(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet import fleet_allreduce, fleet_verify
 
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
-    report = fleet_verify(args.ray, args.env, _root(args), levels=levels, timeout_s=args.timeout)
+    report = fleet_verify(args.ray, args.env, _root(args, ui), levels=levels, timeout_s=args.timeout)
     code = _render(report, ui)
     if "gpu" in levels:
         code = max(code, _render(fleet_allreduce(args.ray, timeout_s=args.timeout), ui))
@@ -75,7 +76,7 @@ def _verify(args: argparse.Namespace, ui: Ui) -> int:
 def _build(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet import fleet_build
 
-    report = fleet_build(args.ray, args.recipe, args.variant, _root(args), find_links=args.find_links,
+    report = fleet_build(args.ray, args.recipe, args.variant, _root(args, ui), find_links=args.find_links,
                          offline=args.offline, timeout_s=args.timeout)
     return _render(report, ui)
 

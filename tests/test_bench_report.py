@@ -510,3 +510,46 @@ def test_vllm_levels_without_drafts_or_engine_step_time() -> None:
                            speculative=True)
     assert (refused.tok_s, refused.itl_ms, refused.accept_length, refused.refused) == (None, None, 3.5, REFUSED_CHUNKS)
     assert refused.ttft_ms is not None and refused.e2e_ms is not None and refused.token_count == "chunks"
+
+
+def test_read_report_refuses_wrong_types_where_compare_would_crash(tmp_path: Path) -> None:
+    """Found by mutating a real report's fields (envforge bench --url against a closed port): a server
+    name that is a list crashed `bench compare` (exit 70, TypeError: unhashable type); a "NaN" or
+    1e999 tok/s was read as a number. Each is now exit 2 naming the file and the key."""
+    base = {"schema": SCHEMA, "data": {"servers": [{"name": "a", "levels": [{"concurrency": 1, "repeats": [
+        {"tok_s": 1.0, "wall_s": 1.0, "requests": 1, "output_tokens": 1, "e2e_ms": 1.0}]}]}]}}
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(base))
+    assert read_report(p).servers[0].levels[0].repeats[0].tok_s == 1.0
+    cases = [
+        (("name",), ["a"], "TypeError: 'name' must be a string, got list"),
+        (("name",), {"x": 1}, "TypeError: 'name' must be a string, got dict"),
+        (("url",), 5, "TypeError: 'url' must be a string, got int"),
+        (("argv",), "sglang --x", "TypeError: 'argv' must be a list of strings or null"),
+        (("load_s",), "slow", "TypeError: 'load_s' must be a number or null, got str"),
+        (("levels", 0, "accept_length"), [], "TypeError: 'accept_length' must be a number or null, got list"),
+        (("levels", 0, "refused"), 1, "TypeError: 'refused' must be a string, got int"),
+        (("levels", 0, "repeats", 0, "tok_s"), "NaN", "TypeError: 'tok_s' must be a number or null, got str"),
+        (("levels", 0, "repeats", 0, "tok_s"), float("inf"), "ValueError: 'tok_s' must be finite, got inf"),
+        (("levels", 0, "repeats", 0, "e2e_ms"), None, "TypeError: 'e2e_ms' must be a number, got null"),
+        (("levels", 0, "repeats", 0, "ttft_ms"), True, "TypeError: 'ttft_ms' must be a number or null, got bool"),
+    ]
+    for path, value, reason in cases:
+        doc = json.loads(json.dumps(base))
+        node = doc["data"]["servers"][0]
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        p.write_text(json.dumps(doc))
+        with pytest.raises(InputError) as exc:
+            read_report(p)
+        assert exc.value.message == f"{p}: malformed bench report: {reason}", path
+    for key, value, reason in [("servers", {}, "TypeError: 'servers' must be an array"),
+                               ("config", [], "TypeError: 'config' must be an object"),
+                               ("warnings", [1], "TypeError: 'warnings' must be an array of strings")]:
+        doc = json.loads(json.dumps(base))
+        doc["data"][key] = value
+        p.write_text(json.dumps(doc))
+        with pytest.raises(InputError) as exc:
+            read_report(p)
+        assert exc.value.message == f"{p}: malformed bench report: {reason}"

@@ -20,6 +20,7 @@ not see run-to-run drift (two back-to-back runs of one server on a shared machin
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,29 @@ __all__ = [
 
 SCHEMA = "envforge.bench/1"
 DEFAULT_MIN_CHANGE = 0.10
+
+
+def _text(d: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    """``d[key]`` when it is a string (``default`` when absent and given); else ``TypeError``
+    naming the key, which :func:`read_report` turns into an input error naming the file."""
+    if key not in d and default is None:
+        raise KeyError(key)
+    value = d.get(key, default)
+    if not isinstance(value, str):
+        raise TypeError(f"'{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _number(d: Mapping[str, Any], key: str) -> float | None:
+    """``d[key]`` when it is a finite number or absent/null (``None``); else ``TypeError``/``ValueError``."""
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"'{key}' must be a number or null, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"'{key}' must be finite, got {value}")
+    return float(value)
 
 
 def _r(x: float | None, nd: int = 4) -> float | None:
@@ -129,11 +153,16 @@ class RepeatResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RepeatResult:
         def opt(key: str) -> float | None:
-            return None if d.get(key) is None else float(d[key])
+            return _number(d, key)
         steps = d.get("verify_steps")
-        return cls(tok_s=float(d["tok_s"]), wall_s=float(d["wall_s"]), requests=int(d["requests"]),
+        def req(key: str) -> float:
+            value = _number(d, key)
+            if value is None:
+                raise TypeError(f"'{key}' must be a number, got null")
+            return value
+        return cls(tok_s=req("tok_s"), wall_s=req("wall_s"), requests=int(d["requests"]),
                    output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), itl_ms=opt("itl_ms"),
-                   e2e_ms=float(d["e2e_ms"]), verify_steps=None if steps is None else int(steps),
+                   e2e_ms=req("e2e_ms"), verify_steps=None if steps is None else int(steps),
                    decode_s=float(d.get("decode_s") or 0.0), failed=int(d.get("failed") or 0),
                    token_count=str(d.get("token_count") or "server"),
                    vllm=EngineWindow.from_dict(d["vllm"]) if d.get("vllm") else None)
@@ -207,8 +236,8 @@ class LevelResult:
             return None if x is None else Summary.from_dict(x)
         return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())),
                    s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")),
-                   d.get("accept_length"), d.get("verify_cycle_ms"), int(d.get("failed_requests") or 0),
-                   str(d.get("token_count") or "server"), d.get("refused"),
+                   _number(d, "accept_length"), _number(d, "verify_cycle_ms"), int(d.get("failed_requests") or 0),
+                   str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
                    EngineWindow.from_dict(d["vllm"]) if d.get("vllm") else None)
 
 
@@ -290,8 +319,11 @@ class ServerResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServerResult:
         env = d.get("env")
-        return cls(d["name"], bool(d.get("speculative")), d.get("url", ""),
-                   tuple(d["argv"]) if d.get("argv") is not None else None, d.get("load_s"),
+        argv = d.get("argv")
+        if argv is not None and (not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)):
+            raise TypeError("'argv' must be a list of strings or null")
+        return cls(_text(d, "name"), bool(d.get("speculative")), _text(d, "url", ""),
+                   tuple(argv) if argv is not None else None, _number(d, "load_s"),
                    tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
                    {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
                    bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"))
@@ -400,10 +432,16 @@ class BenchReport:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
-        servers = tuple(ServerResult.from_dict(s) for s in d.get("servers", ()))
+        for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),
+                          ("method", dict), ("fingerprint", dict)):
+            if d.get(key) is not None and not isinstance(d[key], kind):
+                raise TypeError(f"'{key}' must be a{'n array' if kind is list else 'n object'}")
+        if not all(isinstance(w, str) for w in d.get("warnings") or ()):
+            raise TypeError("'warnings' must be an array of strings")
+        servers = tuple(ServerResult.from_dict(s) for s in d.get("servers") or ())
         return cls(Fingerprint.from_dict(d.get("fingerprint") or {}), d.get("config") or {}, servers,
-                   break_even_rows(servers), tuple(d.get("warnings", ())),
-                   tuple(Failure.from_dict(f) for f in d.get("failures", ())), d.get("method") or {})
+                   break_even_rows(servers), tuple(d.get("warnings") or ()),
+                   tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {})
 
 
 def read_report(path: Path) -> BenchReport:

@@ -395,3 +395,31 @@ def test_hand_edited_lock_copy_is_a_lock_integrity_finding(tmp_path: Path) -> No
     assert kinds[:2] == [("lock-integrity", str(copy)),
                          ("stale-environment", str(env.path.parent.parent / "lockfiles" / f"pylock.{env.path.name}.toml"))]
     assert report.findings[0].actual.startswith("its [[packages]] are not the ones `envforge lock` wrote: ")
+
+
+def test_an_in_place_edit_through_uv_cache_names_the_cache_clean(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`envforge up` on an environment edited in place (`echo >> file`): the file is a hardlink of uv's
+    cache, so the edit changed the cache; up rebuilt, the rebuild installed the edited bytes again,
+    and the finding's fix (`envforge build`) did the same forever. The fix now names `uv cache clean`,
+    and after it a fresh install verifies clean. A private uv cache: the shared one is never edited."""
+    cache = tmp_path / "uv-cache"
+    monkeypatch.setenv("UV_CACHE_DIR", str(cache))
+    env = build(tmp_path, wheels=[cached_wheel("sglang", "0.5.9")], patchsets=(), profile=None)
+    target = env.site_packages / "sglang" / "version.py"
+    before = record_hash(env, "sglang/version.py")
+    assert target.stat().st_nlink > 1  # uv linked it from the private cache
+    with target.open("ab") as fh:  # in place, through the hardlink
+        fh.write(b"# local edit\n")
+    report = run(env)
+    assert report.findings == (Finding(
+        "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
+        f"sha256 {sha(target)}", f"the file is a hardlink shared with uv's cache ({target.stat().st_nlink} links), so "
+        "the edit changed uv's cached copy too and a rebuild installs the edited bytes again: run `uv cache clean "
+        "sglang` first, then rebuild: `envforge build quickstart --variant default` (a fresh generation, patched "
+        "from its lock); edit installed files by replacing them, never in place"),)
+    again = build(tmp_path / "again", wheels=[cached_wheel("sglang", "0.5.9")], patchsets=(), profile=None)
+    assert [f.kind for f in run(again).findings] == ["tampered"]  # what a rebuild gives: the edit again
+    subprocess.run([UV, "cache", "clean", "sglang"], check=True, capture_output=True)
+    fresh = build(tmp_path / "fresh", wheels=[cached_wheel("sglang", "0.5.9")], patchsets=(), profile=None)
+    assert run(fresh).findings == ()

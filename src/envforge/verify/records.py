@@ -88,7 +88,7 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
     findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
                         "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
     owners = _owners(records)
-    for (dist, entry, _, _), digest in zip(todo, digests, strict=True):
+    for (dist, entry, path, _), digest in zip(todo, digests, strict=True):
         if digest == entry.sha256:
             continue
         p = patched.get(os.path.normpath(entry.path))
@@ -99,7 +99,7 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
         if winner is not None:
             findings.append(_conflict(entry.path, claims, winner))
         else:
-            findings.append(_tampered(dist, entry, digest, p))
+            findings.append(_tampered(dist, entry, digest, p, _links(path)))
     return findings, len(todo), sum(t[3] for t in todo)
 
 
@@ -121,7 +121,24 @@ def _conflict(path: str, claims: list[tuple[Installed, RecordEntry]], winner: In
                    "report it upstream; check that nothing imports it expecting the other copy")
 
 
-def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None) -> Finding:
+def _links(path: Path) -> int:
+    try:
+        return path.stat().st_nlink
+    except OSError:
+        return 1
+
+
+def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None, links: int = 1) -> Finding:
+    """A file whose bytes are not its RECORD's (or its patch's). With ``links`` > 1 the file is a
+    hardlink of uv's cache (uv links what it installs; field case B09): an in-place edit changed
+    the cached copy too, so a rebuild installs the edited bytes again and the fix says so."""
+    if links > 1:
+        return Finding("tampered", f"{dist.name} {dist.version}: {entry.path}",
+                       f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})", f"sha256 {digest}",
+                       f"the file is a hardlink shared with uv's cache ({links} links), so the edit changed uv's "
+                       "cached copy too and a rebuild installs the edited bytes again: run "
+                       f"`uv cache clean {dist.name}` first, then rebuild: `envforge build` (a fresh generation, "
+                       "patched from its lock); edit installed files by replacing them, never in place")
     if p is None:
         expected = f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})"
     else:

@@ -70,3 +70,28 @@ def test_only_damage_a_rebuild_repairs_triggers_one() -> None:
     assert [repairable(Finding(k, "s", "e", "a", "f")) for k in ("tampered", "missing-file", "file-conflict",
                                                                   "capability", "patchset-changed")] == [
         True, True, False, False, False]
+
+
+@pytest.mark.slow
+def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> None:
+    """`envforge up` on a live generation whose bin/python was removed: verify could not start the
+    interpreter and up stopped with exit 3 ("is the environment built? run `envforge build`"),
+    though a rebuild repairs it. Now up says so and rebuilds from the same lock."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for d in ("recipes", "patchsets", "lockfiles"):
+        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
+    first = envforge(proj, "up")
+    if first.returncode != 0 and "cannot reach" in first.stderr:
+        pytest.skip("the package index cannot be reached")
+    assert first.returncode == 0, first.stderr
+    python = proj / "envs" / "quickstart-default" / "bin" / "python"
+    python.unlink()
+    again = envforge(proj, "up", "--json")
+    assert again.returncode == 0, again.stderr
+    assert (f"  damaged: g0001 cannot run its interpreter (cannot start {python}: No such file or directory); "
+            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    data = json.loads(again.stdout)["data"]
+    assert (data["build"]["generation"], data["reused"], data["verify"]["clean"], data["damaged"]) == (
+        "g0002", None, True, None)
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")

@@ -88,16 +88,25 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
             f"one); verifying before trusting it")
         say(f"[3/3] verify {plan.link.name}")
-        report = verify(Environment(plan.link), project, options)
-        damage = sorted({f.kind for f in report.findings if repairable(f)})
-        if not damage:
-            return MainJobResult(check, None, reused, report)
-        say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was built; "
-            f"rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+        from envforge.probe import ProbeError
+
+        damaged: VerifyReport | None
+        try:
+            damaged = verify(Environment(plan.link), project, options)
+        except ProbeError as exc:  # its interpreter is gone or cannot start: damage a rebuild repairs
+            damaged = None
+            say(f"  damaged: {reused.name} cannot run its interpreter ({exc.message}); rebuilding as "
+                f"{plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+        else:
+            damage = sorted({f.kind for f in damaged.findings if repairable(f)})
+            if not damage:
+                return MainJobResult(check, None, reused, damaged)
+            say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was "
+                f"built; rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
         result = build.execute_build(plan, progress=progress, terminal=terminal)
         say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
         say(f"[3/3] verify {plan.link.name} again")
-        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), report)
+        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), damaged)
     say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
     result = build.execute_build(plan, progress=progress, terminal=terminal)
     say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")

@@ -402,3 +402,34 @@ def test_one_command_parser_is_the_full_parser_for_that_command(command: str) ->
     full, alone = helps(under(build_parser())), helps(under(build_parser(command)))
     assert alone == full
     assert f"envforge {command}" in alone
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("https://ghp_T0KEN@github.com/x", "https://<credentials>@github.com/x"),
+    ("url=https://user:pw@pypi.example/simple", "url=https://<credentials>@pypi.example/simple"),
+    ("added https://hf_T0KEN@huggingface.co/r and http://a@b/c", "added https://<credentials>@huggingface.co/r and "
+     "http://<credentials>@b/c"),
+    ("git+ssh://git@github.com/o/r.git", "git+ssh://git@github.com/o/r.git"),
+    ("ssh://git@host/r", "ssh://git@host/r"),
+    ("mail me at a@b.c, see https://pypi.org/simple", "mail me at a@b.c, see https://pypi.org/simple"),
+])
+def test_redact_hides_a_token_given_as_the_user_name(text: str, shown: str) -> None:
+    from envforge.cli.output import redact
+
+    assert redact(text) == shown
+
+
+def test_lock_textconv_and_diff_never_print_a_token_user_name(tmp_path: Path) -> None:
+    """A lock written before recipes refused credentials, with `https://TOKEN@host` (no password):
+    `lock textconv` (what `git diff` shows) and `lock diff` printed the token."""
+    src = (Path(__file__).resolve().parents[1] / "lockfiles" / "pylock.quickstart-default.toml").read_text()
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(src)
+    new.write_text(src.replace('url = "https://pypi.org/simple"}', 'url = "https://T0KSECRET@pypi.org/simple"}'))
+    assert "T0KSECRET" in new.read_text()
+    for argv in (("lock", "textconv", str(new)), ("lock", "diff", str(old), str(new)),
+                 ("lock", "diff", "--json", str(old), str(new))):
+        res = envforge(*argv, cwd=tmp_path)
+        assert res.returncode in (0, 1), (argv, res.stderr)
+        assert "T0KSECRET" not in res.stdout + res.stderr, argv
+        assert "https://<credentials>@pypi.org/simple" in res.stdout, argv

@@ -54,16 +54,20 @@ def error_kind(exc: EnvforgeError) -> str:
 
 # ``scheme://user:password@``: a password in a URL never reaches a terminal or a JSON document (issue 18).
 _PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+:[^/@\s'\"]*@")
+# ``https://TOKEN@host``: a token as the user name (GitHub, Hugging Face, GitLab deploy tokens) is a
+# credential too; only ssh-style URLs (``git+ssh://git@host``) carry a user name that is not one.
+_USER_IN_URL = re.compile(r"\b((?![A-Za-z0-9+.-]*ssh)[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\":]+@")
 
 
 def redact(text: str) -> str:
     """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@``.
 
     The last line of defence for locks written before envforge refused credentials in recipe URLs
-    (``lock diff``, ``lock textconv``, ``--check`` of such a lock); a user name alone
-    (``git+ssh://git@host``) is left as it is.
+    (``lock diff``, ``lock textconv``, ``--check`` of such a lock). A user name alone is a credential
+    in ``https://TOKEN@host`` (a token as the user name) and is redacted too, except in ssh-style
+    URLs (``git+ssh://git@host``), where it is left as it is.
     """
-    return _PASSWORD_IN_URL.sub(r"\1<credentials>@", text)
+    return _USER_IN_URL.sub(r"\1<credentials>@", _PASSWORD_IN_URL.sub(r"\1<credentials>@", text))
 
 
 class Ui:

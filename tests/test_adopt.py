@@ -80,16 +80,18 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
     assert recipe.splitlines()[2:] == [
         f"# not from an index, not pinned here: side-car 0.3 (url {d['distributions'][1]['url']})",
         "", "[recipe]", 'name = "team"', f'description = "adopted from {env}"', 'python = "3.12"',
-        'resolution = "no-deps"', "", "[indexes]", f'pypi = "{idx.url}"', "", "[packages]",
+        'resolution = "no-deps"', 'patchsets = ["adopted-model-kernels"]', "", "[indexes]", f'pypi = "{idx.url}"', "", "[packages]",
         'model-kernels = "==1.0"']
     assert json.loads((proj / "recipes" / "team.adopted.json").read_text())["hand_edits"] == d["hand_edits"]
     assert (proj / "lockfiles" / "pylock.team-default.toml").is_file()
-    # the next build reproduces the index part, with the released (unedited) file
+    assert d["captured"] == [{"distribution": "model-kernels", "patchset": "adopted-model-kernels",
+                              "captured": [edited], "operations": [f"replace-text {edited}"], "not_captured": []}]
+    # the next build reproduces the index part and, through the captured patchset, the hand edit
     built = envforge(proj, "build", "team")
     assert built.returncode == 0, built.stderr
     (new,) = (proj / "envs" / "team-default").glob("lib/python3*/site-packages")
-    assert (new / edited).read_text() != (next(env.glob("lib/python3*/site-packages")) / edited).read_text()
-    assert "PATCHED_BY_SED" not in (new / edited).read_text()
+    assert (new / edited).read_text() == (next(env.glob("lib/python3*/site-packages")) / edited).read_text()
+    assert (new / edited).read_text() == "__version__ = '1.0'\nPATCHED_BY_SED = True\n"
     listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(proj / "envs" / "team-default" / "bin" / "python"),
                              "--format", "json"], capture_output=True, text=True, check=True).stdout
     assert [(p["name"], p["version"]) for p in json.loads(listed)] == [("model-kernels", "1.0")]
@@ -97,7 +99,9 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
     old = envforge(proj, "verify", str(env), "--lock", "lockfiles/pylock.team-default.toml", "--json")
     assert old.returncode == 1, old.stderr
     found = sorted((f["kind"], f["subject"]) for f in json.loads(old.stdout)["data"]["findings"])
-    assert found == [("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
+    assert found == [("patch-state", "adopted-model-kernels: model_kernels/__init__.py (replace-text at "
+                                     "`__version__ = '1.0'`)"),
+                     ("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
     new_env = envforge(proj, "verify", "team-default")
     assert new_env.returncode == 0, new_env.stdout + new_env.stderr
 
@@ -111,11 +115,12 @@ def test_adopt_human_output_and_refusals(setup) -> None:  # type: ignore[no-unty
     res = envforge(proj, "init", "--from-env", str(env), "--index-url", idx.url, "--no-lock")
     assert res.returncode == 1
     assert res.stdout.splitlines() == ["created recipes/handmade.toml: 1 distributions pinned (python 3.12)",
-                                       "created recipes/handmade.adopted.json"]
+                                       "created recipes/handmade.adopted.json",
+                                       "created patchsets/adopted-model-kernels.toml: captured "
+                                       f"{edited} (1 operations; review it, `envforge build` applies it)"]
     err = res.stderr.splitlines()
     assert err[0].startswith("warning: side-car 0.3 was installed from url file://")
-    assert err[1] == (f"warning: hand edit: {edited} (model-kernels) differs from its RECORD hash; capture it as "
-                      "a patchset (docs/patchsets.md)")
+    assert len(err) == 1
     again = envforge(proj, "init", "--from-env", str(env), "--no-lock")
     assert again.returncode == 2 and again.stderr.startswith(f"error: {proj / 'recipes' / 'handmade.toml'} already exists")
     notenv = envforge(proj, "init", "--from-env", str(tmp))
@@ -139,3 +144,76 @@ def test_torch_builds_are_routed_to_the_pytorch_index(tmp_path: Path) -> None:
         'torchvision = {version = "==0.24.1+cpu", index = "pytorch-cpu"}\n')
     with pytest.raises(InputError, match="^--name 'a.b': "):
         adopt_environment(env, name="a.b")
+
+
+def replace_file(path: Path, old: str, new: str) -> None:
+    """A hand edit as an editor saving a new file does (never in place: uv may hardlink its cache)."""
+    text = path.read_text()
+    assert text.count(old) == 1
+    tmp = path.with_name(path.name + ".swp")
+    tmp.write_text(text.replace(old, new))
+    os.replace(tmp, path)
+
+
+@pytest.mark.slow
+def test_hand_edits_of_a_real_wheel_become_a_patchset_the_next_build_applies(tmp_path: Path) -> None:
+    from conftest import cached_wheel
+    from envforge.interpreter import find_python
+
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(cached_wheel("sglang", "0.5.9"))
+    uv, env = uv_binary(), tmp_path / "team"
+    subprocess.run([uv, "venv", "--quiet", "--python", str(find_python("3.12", None).path), str(env)], check=True,
+                   timeout=120, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    cache = {**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path / "cache")}
+    with serve(idx):
+        subprocess.run([uv, "pip", "install", "--quiet", "--no-deps", "--python", str(env / "bin" / "python"),
+                        "--index-url", idx.url, "sglang==0.5.9"], check=True, timeout=300)
+        (sp,) = env.glob("lib/python3*/site-packages")
+        replace_file(sp / "sglang" / "utils.py", "def info_once(message: str):\n    logger.info(message)",
+                     "def info_once(message: str):\n    logger.warning(message)")
+        replace_file(sp / "sglang" / "README.md", "SGLang", "SGLang (team fork)")
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        res = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--index-url", idx.url], cwd=proj,
+                             capture_output=True, text=True, timeout=300, env=cache)
+        assert res.returncode == 1, res.stderr
+        assert res.stdout.splitlines() == [
+            "created recipes/team.toml: 1 distributions pinned (python 3.12)",
+            "created lockfiles/pylock.team-default.toml", "created recipes/team.adopted.json",
+            "created patchsets/adopted-sglang.toml: captured sglang/utils.py (1 operations; review it, "
+            "`envforge build` applies it)"]
+        assert [x for x in res.stderr.splitlines() if x.startswith("warning")] == ["warning: hand edit: sglang/README.md (sglang) not captured: "
+                                           "not a .py file: capture edits Python files only"]
+        patchset = (proj / "patchsets" / "adopted-sglang.toml").read_text()
+        assert 'id = "adopted-sglang"\ndistribution = "sglang"\nversions = "==0.5.9"\n' in patchset
+        assert f'reason = "captured from hand edits in {env} by envforge init --from-env"' in patchset
+        assert 'kind = "replace-definition"\nfile = "sglang/utils.py"\ndefinition = "info_once"' in patchset
+        assert 'patchsets = ["adopted-sglang"]' in (proj / "recipes" / "team.toml").read_text()
+        report = json.loads((proj / "recipes" / "team.adopted.json").read_text())["captured"]
+        assert report == [{"distribution": "sglang", "patchset": "adopted-sglang", "captured": ["sglang/utils.py"],
+                           "operations": ["replace-definition sglang/utils.py info_once"],
+                           "not_captured": [{"path": "sglang/README.md",
+                                             "reason": "not a .py file: capture edits Python files only"}]}]
+        built = subprocess.run([*ENVFORGE, "build", "team"], cwd=proj, capture_output=True, text=True,
+                               timeout=300, env=cache)
+        assert built.returncode == 0, built.stderr
+    (new,) = (proj / "envs" / "team-default").glob("lib/python3*/site-packages")
+    assert (new / "sglang" / "utils.py").read_bytes() == (sp / "sglang" / "utils.py").read_bytes()
+    assert "team fork" not in (new / "sglang" / "README.md").read_text()
+    clean = subprocess.run([*ENVFORGE, "verify", "team-default"], cwd=proj, capture_output=True, text=True,
+                           timeout=300, env=cache)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    # offline (the index is gone, the release cache empty): the edit is reported, not captured
+    other = tmp_path / "other"
+    other.mkdir()
+    off = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--index-url", idx.url, "--no-lock", "--json"],
+                         cwd=other, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path / "cache2")})
+    assert off.returncode == 1, off.stderr
+    (entry,) = json.loads(off.stdout)["data"]["captured"]
+    assert entry["patchset"] is None and entry["captured"] == [] and entry["operations"] == []
+    assert [n["path"] for n in entry["not_captured"]] == ["sglang/README.md", "sglang/utils.py"]
+    assert entry["not_captured"][1]["reason"].startswith(f"original wheel unavailable: cannot read the package index at {idx.url}")
+    assert not (other / "patchsets" / "adopted-sglang.toml").exists()
+    assert "patchsets" not in (other / "recipes" / "team.toml").read_text()

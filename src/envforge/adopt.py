@@ -24,7 +24,8 @@ from typing import Any
 
 from envforge.errors import InputError
 
-__all__ = ["Adoption", "AdoptedDistribution", "HandEdit", "PYPI", "PYTORCH_INDEX", "adopt_environment"]
+__all__ = ["Adoption", "AdoptedDistribution", "Capture", "HandEdit", "PYPI", "PYTORCH_INDEX", "adopt_environment",
+           "capture_hand_edits", "with_patchsets"]
 
 PYPI = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{tag}"
@@ -201,4 +202,108 @@ def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str],
             pin.update({"version": f"=={d.version}", "index": d.index})
             packages[d.name] = pin
     doc["packages"] = packages
+    return tomlkit.dumps(doc)
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """The hand edits of one distribution turned into ``patchset`` (None: none could be).
+
+    :ivar captured: paths (relative to site-packages) the patchset reproduces.
+    :ivar not_captured: ``(path, reason)`` for each hand edit it does not.
+    :ivar operations: one line per operation (``replace-definition FILE NAME``, ``replace-text FILE``).
+    """
+
+    distribution: str
+    patchset: Path | None
+    captured: tuple[str, ...]
+    not_captured: tuple[tuple[str, str], ...]
+    operations: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON shape of one entry of the report's ``captured`` list."""
+        return {"distribution": self.distribution, "patchset": None if self.patchset is None else self.patchset.stem,
+                "captured": list(self.captured), "operations": list(self.operations),
+                "not_captured": [{"path": p, "reason": r} for p, r in self.not_captured]}
+
+
+class _Skip(Exception):
+    pass
+
+
+def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> tuple[Capture, ...]:
+    """Offer the hand edits of ``adoption`` as captured patchsets: per distribution with edited
+    ``.py`` files, ``<patchsets_dir>/adopted-<dist>.toml``, written by the same capture as
+    ``envforge patches commit`` (:func:`envforge.patching.capture.commit_edit`) from the released
+    files (the same release's wheel, fetched from the distribution's index into ``cache`` by
+    :func:`envforge.patching.releases.fetch_release`, as ``patches check`` does) and the edited ones.
+
+    Not captured, with the reason: non-``.py`` files, deleted files, distributions not installed
+    from an index, a wheel that cannot be fetched (offline, not on the index), an edit the capture
+    cannot express. Returns one :class:`Capture` per distribution with hand edits, sorted by name.
+    """
+    import shutil
+    import tempfile
+
+    from envforge.environment import site_packages
+    from envforge.errors import EnvforgeError
+    from envforge.patching.capture import commit_edit, new_edit
+    from envforge.patching.releases import fetch_release, list_releases
+
+    sp = site_packages(adoption.env)
+    dists = {d.name: d for d in adoption.distributions}
+    indexes = dict(adoption.indexes)
+    by_dist: dict[str, list[HandEdit]] = {}
+    for e in adoption.edits:
+        by_dist.setdefault(e.distribution, []).append(e)
+    out = []
+    for name in sorted(by_dist):
+        edits, d = by_dist[name], dists[name]
+        skipped = [(e.path, "deleted: a patchset changes files, it does not delete them") for e in edits
+                   if e.actual_sha256 is None]
+        skipped += [(e.path, "not a .py file: capture edits Python files only") for e in edits
+                    if e.actual_sha256 is not None and not e.path.endswith(".py")]
+        py = [e.path for e in edits if e.actual_sha256 is not None and e.path.endswith(".py")]
+        reason = None
+        if py and d.source != "index":
+            reason = f"{name} {d.version} was installed from {d.source} {d.url}, not from an index"
+        patchset, ops = None, ()
+        if py and reason is None:
+            with tempfile.TemporaryDirectory(prefix="envforge-adopt-") as tmp:
+                try:
+                    listing = list_releases(name, indexes[d.index or "pypi"])
+                    released = fetch_release(listing, d.version, cache)
+                except EnvforgeError as exc:
+                    reason = f"original wheel unavailable: {exc}"
+                try:
+                    if reason is not None:
+                        raise _Skip
+                    work = Path(tmp) / "edit"
+                    new_edit(released, name, work)
+                    for path in py:
+                        if not (work / path).is_file():
+                            raise InputError(f"{path} is not in the released {name} {d.version}")
+                        shutil.copyfile(sp / path, work / path)
+                    done = commit_edit(work, patchsets_dir, f"adopted-{name}",
+                                       f"captured from hand edits in {adoption.env} by envforge init --from-env")
+                    patchset, ops = done.path, done.operations
+                except _Skip:
+                    pass
+                except EnvforgeError as exc:
+                    reason = f"cannot be captured: {exc}"
+        if reason is not None:
+            skipped += [(p, reason) for p in py]
+            py = []
+        out.append(Capture(name, patchset, tuple(py), tuple(sorted(skipped)), tuple(ops)))
+    return tuple(out)
+
+
+def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:
+    """``recipe_text`` with ``ids`` listed in ``[recipe].patchsets`` (tomlkit keeps the rest)."""
+    import tomlkit
+
+    if not ids:
+        return recipe_text
+    doc = tomlkit.parse(recipe_text)
+    doc["recipe"]["patchsets"] = list(ids)  # type: ignore[index]
     return tomlkit.dumps(doc)

@@ -72,10 +72,11 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
     import re
 
     from envforge import lock
-    from envforge.adopt import PYPI, adopt_environment
+    from envforge.adopt import PYPI, adopt_environment, capture_hand_edits, with_patchsets
     from envforge.errors import InputError
     from envforge.project import Project
     from envforge.recipe import load_recipe
+    from envforge.patching.releases import default_cache
     from envforge.scaffold import scaffold
 
     env = args.from_env.resolve()
@@ -86,16 +87,19 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
     if recipe_path.exists():
         raise InputError(f"{recipe_path} already exists", hint="pass --name NAME for another recipe name")
     scaffold(root, None)
-    recipe_path.write_text(adoption.recipe_text, encoding="utf-8")
+    captures = capture_hand_edits(adoption, project.patchsets_dir, default_cache() / "releases")
+    ids = tuple(c.patchset.stem for c in captures if c.patchset is not None)
+    recipe_path.write_text(with_patchsets(adoption.recipe_text, ids), encoding="utf-8")
+    report = {**adoption.as_dict(), "captured": [c.as_dict() for c in captures]}
     report_path = project.recipes_dir / f"{name}.adopted.json"
-    report_path.write_text(json.dumps(adoption.as_dict(), indent=2) + "\n", encoding="utf-8")
+    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     lock_path = None
     if not args.no_lock:
         variant = load_recipe(recipe_path).resolve(None)
-        lock_path = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, ()),
+        lock_path = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, variant.patchsets),
                                       project.lock_path(variant.lock_name), progress=ui.progress).path
     if ui.json_mode:
-        ui.emit_json("adopt", {**adoption.as_dict(), "recipe_file": str(recipe_path), "report_file": str(report_path),
+        ui.emit_json("adopt", {**report, "recipe_file": str(recipe_path), "report_file": str(report_path),
                                "lock_file": None if lock_path is None else str(lock_path)})
     else:
         pinned = len(adoption.distributions) - len(adoption.not_from_an_index)
@@ -105,7 +109,10 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
         ui.result(f"created {report_path.relative_to(root)}")
         for d in adoption.not_from_an_index:
             ui.warn(f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand")
-        for e in adoption.edits:
-            what = "missing" if e.actual_sha256 is None else "differs from its RECORD hash"
-            ui.warn(f"hand edit: {e.path} ({e.distribution}) {what}; capture it as a patchset (docs/patchsets.md)")
+        for c in captures:
+            if c.patchset is not None:
+                ui.result(f"created {c.patchset.relative_to(root)}: captured {', '.join(c.captured)} "
+                          f"({len(c.operations)} operations; review it, `envforge build` applies it)")
+            for path, why in c.not_captured:
+                ui.warn(f"hand edit: {path} ({c.distribution}) not captured: {why}")
     return 1 if adoption.edits or adoption.not_from_an_index else 0

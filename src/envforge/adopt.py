@@ -6,7 +6,7 @@ recipe that pins every distribution to its exact version (local labels included)
 ``resolution = "no-deps"``, so that ``envforge lock`` + ``envforge build`` reproduce the same set,
 plus what cannot come from an index (direct URL, VCS and editable installs, named with their URL)
 and every file whose bytes differ from its RECORD hash: the hand edits (``sed`` on site-packages),
-which a reviewer turns into patchsets.
+which :func:`capture_hand_edits` offers as captured patchsets (``patchsets/adopted-<dist>.toml``).
 
 Where each distribution came from: pip and uv do not record the index of an index install (PEP
 610 covers direct URLs only). The recipe names one index (``--index-url``, default PyPI) and routes
@@ -227,10 +227,6 @@ class Capture:
                 "not_captured": [{"path": p, "reason": r} for p, r in self.not_captured]}
 
 
-class _Skip(Exception):
-    pass
-
-
 def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> tuple[Capture, ...]:
     """Offer the hand edits of ``adoption`` as captured patchsets: per distribution with edited
     ``.py`` files, ``<patchsets_dir>/adopted-<dist>.toml``, written by the same capture as
@@ -267,17 +263,17 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
         reason = None
         if py and d.source != "index":
             reason = f"{name} {d.version} was installed from {d.source} {d.url}, not from an index"
-        patchset, ops = None, ()
+        patchset: Path | None = None
+        ops: tuple[str, ...] = ()
+        released: Path | None = None
         if py and reason is None:
+            try:
+                released = fetch_release(list_releases(name, indexes[d.index or "pypi"]), d.version, cache)
+            except EnvforgeError as exc:
+                reason = f"original wheel unavailable: {exc}"
+        if released is not None:
             with tempfile.TemporaryDirectory(prefix="envforge-adopt-") as tmp:
                 try:
-                    listing = list_releases(name, indexes[d.index or "pypi"])
-                    released = fetch_release(listing, d.version, cache)
-                except EnvforgeError as exc:
-                    reason = f"original wheel unavailable: {exc}"
-                try:
-                    if reason is not None:
-                        raise _Skip
                     work = Path(tmp) / "edit"
                     new_edit(released, name, work)
                     for path in py:
@@ -287,8 +283,6 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
                     done = commit_edit(work, patchsets_dir, f"adopted-{name}",
                                        f"captured from hand edits in {adoption.env} by envforge init --from-env")
                     patchset, ops = done.path, done.operations
-                except _Skip:
-                    pass
                 except EnvforgeError as exc:
                     reason = f"cannot be captured: {exc}"
         if reason is not None:
@@ -305,5 +299,5 @@ def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:
     if not ids:
         return recipe_text
     doc = tomlkit.parse(recipe_text)
-    doc["recipe"]["patchsets"] = list(ids)  # type: ignore[index]
+    doc["recipe"]["patchsets"] = list(ids)
     return tomlkit.dumps(doc)

@@ -217,3 +217,36 @@ def test_hand_edits_of_a_real_wheel_become_a_patchset_the_next_build_applies(tmp
     assert entry["not_captured"][1]["reason"].startswith(f"original wheel unavailable: cannot read the package index at {idx.url}")
     assert not (other / "patchsets" / "adopted-sglang.toml").exists()
     assert "patchsets" not in (other / "recipes" / "team.toml").read_text()
+
+
+def test_edits_that_cannot_be_captured_are_reported_with_the_reason(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    from envforge.adopt import capture_hand_edits
+
+    def rec(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    (env / "lib").mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    files = {"side/__init__.py": b"X = 1\n", "side/data.json": b"{}\n", "side/gone.py": b"Y = 2\n"}
+    di = sp / "side-0.3.dist-info"
+    di.mkdir(parents=True)
+    for path, data in files.items():
+        (sp / path).parent.mkdir(parents=True, exist_ok=True)
+        (sp / path).write_bytes(data + b"# edited\n")
+    (sp / "side" / "gone.py").unlink()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: side\nVersion: 0.3\n\n")
+    (di / "RECORD").write_text("".join(f"{p},{rec(d)},{len(d)}\n" for p, d in files.items()))
+    (di / "direct_url.json").write_text('{"url": "file:///w/side-0.3-py3-none-any.whl", "archive_info": {}}')
+    adoption = adopt_environment(env, name="v")
+    (c,) = capture_hand_edits(adoption, tmp_path / "patchsets", tmp_path / "cache")
+    assert c.as_dict() == {"distribution": "side", "patchset": None, "captured": [], "operations": [], "not_captured": [
+        {"path": "side/__init__.py",
+         "reason": "side 0.3 was installed from url file:///w/side-0.3-py3-none-any.whl, not from an index"},
+        {"path": "side/data.json", "reason": "not a .py file: capture edits Python files only"},
+        {"path": "side/gone.py", "reason": "deleted: a patchset changes files, it does not delete them"}]}
+    assert not (tmp_path / "patchsets").exists() and not (tmp_path / "cache").exists()

@@ -23,7 +23,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="the embedded recipe to start from (default: quickstart)")
     p.add_argument("--from-env", type=Path, metavar="PATH",
                    help="adopt an existing virtual environment: a recipe pinning what is installed, its lock, "
-                        "and a report of the files that differ from their RECORD (hand edits)")
+                        "a report of the files that differ from their RECORD (hand edits), and the hand-edited .py files "
+                        "captured as patchsets/adopted-DIST.toml")
     p.add_argument("--name", metavar="NAME", help="recipe name for --from-env (default: the environment's directory name)")
     p.add_argument("--index-url", metavar="URL", help="the recipe's default index for --from-env (default: PyPI)")
     p.add_argument("--no-lock", action="store_true", help="with --from-env: write the recipe only, lock later")

@@ -250,3 +250,32 @@ def test_edits_that_cannot_be_captured_are_reported_with_the_reason(tmp_path: Pa
         {"path": "side/data.json", "reason": "not a .py file: capture edits Python files only"},
         {"path": "side/gone.py", "reason": "deleted: a patchset changes files, it does not delete them"}]}
     assert not (tmp_path / "patchsets").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.slow
+def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_path: Path) -> None:
+    """commit_edit keeps definitions and module statements; a comment added next to a changed
+    function is not in any operation, so the patchset would not give the edited bytes."""
+    import shutil
+
+    from conftest import cached_wheel, unpacked_wheel
+    from envforge.adopt import capture_hand_edits
+
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    shutil.copytree(unpacked_wheel("sglang", "0.5.9"), sp, ignore=shutil.ignore_patterns(".complete"))
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    replace_file(sp / "sglang" / "utils.py", "def info_once(message: str):\n    logger.info(message)",
+                 "def info_once(message: str):\n    logger.warning(message)  # team note")
+    replace_file(sp / "sglang" / "utils.py", "logger = logging.getLogger(__name__)\n\n\ndef execute_once",
+                 "logger = logging.getLogger(__name__)\n\n\n# team note\ndef execute_once")
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(cached_wheel("sglang", "0.5.9"))
+    with serve(idx):
+        adoption = adopt_environment(env, name="v", index_url=idx.url)
+        (c,) = capture_hand_edits(adoption, tmp_path / "patchsets", tmp_path / "cache")
+    assert c.as_dict() == {"distribution": "sglang", "patchset": None, "captured": [], "operations": [],
+                           "not_captured": [{"path": "sglang/utils.py", "reason": (
+                               "cannot be captured: applying the captured patchset to the released file does not "
+                               "give the edited bytes (sglang/utils.py)")}]}
+    assert list((tmp_path / "patchsets").iterdir()) == []

@@ -236,7 +236,9 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
 
     Not captured, with the reason: non-``.py`` files, deleted files, distributions not installed
     from an index, a wheel that cannot be fetched (offline, not on the index), an edit the capture
-    cannot express. Returns one :class:`Capture` per distribution with hand edits, sorted by name.
+    cannot express, or whose patchset applied to the released files does not give the edited
+    bytes (checked with :func:`envforge.patching.engine.plan`, nothing written). Returns one
+    :class:`Capture` per distribution with hand edits, sorted by name.
     """
     import shutil
     import tempfile
@@ -282,6 +284,7 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
                         shutil.copyfile(sp / path, work / path)
                     done = commit_edit(work, patchsets_dir, f"adopted-{name}",
                                        f"captured from hand edits in {adoption.env} by envforge init --from-env")
+                    _check_reproduces(done.path, released, {p: (sp / p).read_bytes() for p in py})
                     patchset, ops = done.path, done.operations
                 except EnvforgeError as exc:
                     reason = f"cannot be captured: {exc}"
@@ -290,6 +293,21 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
             py = []
         out.append(Capture(name, patchset, tuple(py), tuple(sorted(skipped)), tuple(ops)))
     return tuple(out)
+
+
+def _check_reproduces(patchset: Path, released: Path, edited: dict[str, bytes]) -> None:
+    """Plan ``patchset`` on the released tree (nothing written) and require the edited bytes of
+    every file in ``edited``; else delete the patchset and raise :class:`InputError`."""
+    from envforge.patching.engine import plan
+    from envforge.patching.patchset import load_patchset
+
+    report = plan(released, [load_patchset(patchset)])
+    after = {c.path: c.after for c in report.changes}
+    wrong = sorted(p for p, data in edited.items() if after.get(p) != data)
+    if wrong or not report.ok:
+        patchset.unlink()
+        raise InputError(f"applying the captured patchset to the released file does not give the edited bytes "
+                         f"({', '.join(wrong) or 'an operation drifted'})")
 
 
 def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:

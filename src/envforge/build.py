@@ -3,7 +3,7 @@
 ``envs/<recipe>-<variant>`` is a relative symlink to ``envs/.generations/<recipe>-<variant>/gNNNN``.
 A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with its hashes, patches,
 env profile hook, manifest) and flips the link with one ``os.replace`` only after every step
-succeeded (shared/DESIGN.md, decision 3). A failed or killed build never touches the live
+succeeded (docs/design.md, decision 3). A failed or killed build never touches the live
 generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
 SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``.
 Builds never delete old generations (``gc``, :mod:`envforge.inventory`, does, when asked). Every

@@ -6,7 +6,7 @@ puts it into an environment's site-packages so that *every* interpreter start ap
 server, its ``multiprocessing`` spawn children, ``subprocess`` children, ``python -I`` and
 ``PYTHONNOUSERSITE=1`` runs alike.
 
-Two modes (field case B11, shared/DESIGN.md decision 5):
+Two modes (field case B11, docs/design.md decision 5):
 
 ``pth`` (default)
     ``envforge-env.pth`` holds one ``import`` line (``site`` executes such lines, see the

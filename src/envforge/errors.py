@@ -1,6 +1,6 @@
 """The one error hierarchy of envforge, and the exit codes it maps to.
 
-Exit statuses (shared/DESIGN.md, decision 6; the same four as uv):
+Exit statuses (docs/design.md, decision 6; the same four as uv):
 
 ====  ==========================================================
 0     success, clean

@@ -256,7 +256,7 @@ def inert_patch_warnings(server_args: Sequence[str], activations: Iterable[tuple
 
     A patchset may name the launch flag that activates it (e.g. sglang 0.5.9 enables flashinfer
     all-reduce fusion by itself only on SM90/SM100, so on SM120 the ``sm120-flashinfer-allreduce-fusion``
-    patch does nothing without ``--enable-flashinfer-allreduce-fusion``; shared/DESIGN.md decision 4).
+    patch does nothing without ``--enable-flashinfer-allreduce-fusion``; docs/design.md decision 4).
 
     :param server_args: the server's argv after the interpreter.
     :param activations: ``(patchset id, activation flag or None)`` pairs, e.g. from

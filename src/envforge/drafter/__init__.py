@@ -1,4 +1,4 @@
-"""EAGLE-3 drafters through huggingface_hub: fetch, inspect, compare, check (shared/DESIGN.md, 7).
+"""EAGLE-3 drafters through huggingface_hub: fetch, inspect, compare, check (docs/design.md, 7).
 
 Data flow::
 

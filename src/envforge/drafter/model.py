@@ -55,7 +55,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 @dataclass(frozen=True, slots=True)
 class DrafterIssue:
-    """One finding about a drafter, in verify's shape (shared/DESIGN.md decision 6).
+    """One finding about a drafter, in verify's shape (docs/design.md decision 6).
 
     ``kind`` is a stable id (``eagle3-d2t``, ``target-hidden-size``, ``vocab-mapping``, ...);
     ``subject`` names the drafter and tensor or key; ``expected`` / ``actual`` are short values;

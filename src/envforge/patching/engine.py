@@ -2,7 +2,7 @@
 
 :func:`plan` is pure: it reads the installed files, the installed versions (``*.dist-info``) and the
 patch manifest, runs every operation on an in-memory tree and returns a :class:`PatchReport` with
-one state per operation (shared/DESIGN.md decision 4):
+one state per operation (docs/design.md decision 4):
 
 ``applied``         the edit is (or, in a plan or dry run, would be) made,
 ``already-applied`` envforge made it before (manifest) and it still holds: re-running writes nothing,

@@ -5,7 +5,7 @@ target say (``kind``, ``subject``, ``expected``, ``actual``, ``fix``). A :class:
 check ran, was skipped (with the reason) or produced findings, so a clean report says what it proved.
 :class:`VerifyReport` carries every finding at once, the environment fingerprint
 (:mod:`envforge.fingerprint`) and the GPU measurements; its :attr:`VerifyReport.exit_code` is 0 when
-clean and 1 when there are findings (shared/DESIGN.md, decision 6).
+clean and 1 when there are findings (docs/design.md, decision 6).
 """
 
 from __future__ import annotations

@@ -63,6 +63,56 @@ def test_an_unmatched_acceptance_is_a_finding_only_when_its_level_ran() -> None:
         "the accepted problem is gone (or the subject is misspelt): remove the entry from the recipe")], [])
 
 
+PINNED = Acceptance("file-conflict", "build_backend.py", "upstream packaging bug", dt.date(2027, 5, 31), 0,
+                    between=("torch-c-dlpack-ext 0.1.5", "flashinfer-python 0.6.3"))
+
+
+def _conflict(names: str, winner: str = "torch-c-dlpack-ext") -> Finding:
+    return Finding("file-conflict", "build_backend.py", "one distribution owns each installed file",
+                   f"claimed by {names}; the installed bytes are {winner}'s", "report it upstream")
+
+
+@pytest.mark.parametrize("winner", ["torch-c-dlpack-ext", "flashinfer-python"])
+def test_a_pinned_acceptance_accepts_its_claimants_whichever_copy_won(winner: str) -> None:
+    f = _conflict("flashinfer-python 0.6.3, torch-c-dlpack-ext 0.1.5", winner)
+    failing, accepted = apply_acceptances([f], [PINNED], today=dt.date(2026, 12, 1), levels=("static",))
+    assert (failing, [a.finding for a in accepted]) == ([], [f])
+
+
+@pytest.mark.parametrize(("names", "now"), [
+    ("flashinfer-python 0.6.4, torch-c-dlpack-ext 0.1.5", "flashinfer-python 0.6.4 and torch-c-dlpack-ext 0.1.5"),
+    ("other-dist 1.0, torch-c-dlpack-ext 0.1.5", "other-dist 1.0 and torch-c-dlpack-ext 0.1.5"),
+    ("flashinfer-python 0.6.3, other-dist 1.0, torch-c-dlpack-ext 0.1.5",
+     "flashinfer-python 0.6.3, other-dist 1.0 and torch-c-dlpack-ext 0.1.5"),
+])
+def test_a_pinned_acceptance_does_not_accept_a_new_conflict_on_the_same_path(names: str, now: str) -> None:
+    f = _conflict(names)
+    failing, accepted = apply_acceptances([f], [PINNED], today=dt.date(2026, 12, 1), levels=("static",))
+    assert accepted == []
+    assert failing == [f, Finding(
+        "acceptance-unmatched", "verify.accept[0]: file-conflict build_backend.py",
+        "the file-conflict finding with subject 'build_backend.py' this entry pins",
+        f"accepted only between flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5; now between {now}",
+        "this is not the finding that was reviewed: review it, then fix it or update the entry")]
+
+
+def test_an_acceptance_pinned_by_actual_accepts_only_that_text() -> None:
+    pinned = Acceptance("capability", "GPU 0", "an H200 box for now", dt.date(2027, 1, 1), 3, actual="9.0")
+    same = Finding("capability", "GPU 0", "12.0", "9.0", "use the target's GPU", level="gpu")
+    other = Finding("capability", "GPU 0", "12.0", "8.0", "use the target's GPU", level="gpu")
+    assert apply_acceptances([same], [pinned], today=dt.date(2026, 12, 1), levels=("gpu",))[0] == []
+    failing, accepted = apply_acceptances([other], [pinned], today=dt.date(2026, 12, 1), levels=("gpu",))
+    assert accepted == []
+    assert [(f.kind, f.actual) for f in failing] == [
+        ("capability", "8.0"), ("acceptance-unmatched", "accepted only with actual '9.0'; now '8.0'")]
+
+
+def test_an_unpinned_acceptance_still_matches_by_kind_and_subject_only() -> None:
+    f = _conflict("other-dist 1.0, torch-c-dlpack-ext 0.1.5")
+    failing, accepted = apply_acceptances([f], [ACCEPT], today=dt.date(2026, 12, 1), levels=("static",))
+    assert (failing, [a.finding for a in accepted]) == ([], [f])
+
+
 def _recipe(tmp_path: Path, entry: str) -> Path:
     path = tmp_path / "r.toml"
     path.write_text('[recipe]\nname = "r"\npython = "3.12"\n\n[verify]\nlevels = ["static"]\n\n'
@@ -81,6 +131,18 @@ def _recipe(tmp_path: Path, entry: str) -> Path:
     ('kind = "file-conflict"\nsubject = "x"\nexpires = 2027-01-01T10:00:00\n',
      ["r.toml:11: verify.accept[0].expires: expected a date like 2027-03-31 (no time part)",
       "r.toml:8: verify.accept[0].reason: missing required key"]),
+    ('kind = "file-conflict"\nsubject = "x"\nreason = "r"\nexpires = 2027-01-01\nbetween = ["a 1", "b"]\n',
+     ["r.toml:13: verify.accept[0].between[1]: 'b' is not '<distribution> <version>' as verify prints it "
+      '(e.g. "flashinfer-python 0.6.3")']),
+    ('kind = "file-conflict"\nsubject = "x"\nreason = "r"\nexpires = 2027-01-01\nbetween = ["a 1", "a 1"]\n',
+     ['r.toml:13: verify.accept[0].between: list the two (or more) different distributions the finding names, '
+      'e.g. ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"]']),
+    ('kind = "tampered"\nsubject = "x"\nreason = "r"\nexpires = 2027-01-01\nbetween = ["a 1", "b 2"]\n',
+     ['r.toml:13: verify.accept[0].between: applies only to kind "file-conflict" (this entry is tampered); '
+      "pin other kinds with actual"]),
+    ('kind = "tampered"\nsubject = "x"\nreason = "r"\nexpires = 2027-01-01\nactual = " "\n',
+     ["r.toml:13: verify.accept[0].actual: give the finding's actual text exactly as verify prints it, or leave "
+      "the key out"]),
 ])
 def test_acceptances_are_validated_at_recipe_load(tmp_path: Path, entry: str, problems: list[str]) -> None:
     path = _recipe(tmp_path, entry)
@@ -92,8 +154,8 @@ def test_acceptances_are_validated_at_recipe_load(tmp_path: Path, entry: str, pr
 
 def test_the_shipped_kimi_recipe_accepts_the_real_conflict() -> None:
     entries = load_recipe(ROOT / "recipes" / "kimi-k25-sm120.toml").data["verify"]["accept"]
-    assert [(e["kind"], e["subject"], e["expires"]) for e in entries] == [
-        ("file-conflict", "build_backend.py", dt.date(2027, 5, 31))]
+    assert [(e["kind"], e["subject"], e["expires"], e["between"]) for e in entries] == [
+        ("file-conflict", "build_backend.py", dt.date(2027, 5, 31), ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"])]
     assert entries[0]["reason"].startswith("upstream packaging bug, not ours: flashinfer-python 0.6.3 and "
                                            "torch-c-dlpack-ext 0.1.5 both install a top-level build_backend.py")
 
@@ -146,6 +208,14 @@ def test_the_real_build_backend_conflict_is_accepted_then_fails_when_expired(tmp
     skipped = case.find("skipped")
     assert skipped is not None and skipped.get("message", "").startswith(
         "accepted until 2027-05-31: upstream packaging bug, not ours")
+    recipe.write_text(recipe.read_text().replace('"flashinfer-python 0.6.3"', '"flashinfer-python 0.6.2"'))
+    moved = run(dt.date(2026, 12, 1))
+    assert (moved.exit_code, moved.accepted) == (1, ())
+    assert [(f.kind, f.actual) for f in moved.findings] == [
+        ("file-conflict", moved.findings[0].actual),
+        ("acceptance-unmatched", "accepted only between flashinfer-python 0.6.2 and torch-c-dlpack-ext 0.1.5; now "
+                                 "between flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5")]
+    recipe.write_text(recipe.read_text().replace('"flashinfer-python 0.6.2"', '"flashinfer-python 0.6.3"'))
     expired = run(dt.date(2027, 6, 1))
     assert [(f.kind, f.subject) for f in expired.findings] == [
         ("file-conflict", "build_backend.py"), ("acceptance-expired", "verify.accept[0]: file-conflict build_backend.py")]

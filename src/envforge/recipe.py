@@ -271,9 +271,27 @@ def _subject_problem(v: str) -> str | None:
     return None if v.strip() else "give the finding's subject exactly as verify prints it"
 
 
-# [[verify.accept]]: a known finding accepted after review (envforge.verify.acceptance).
+def _claimant_problem(v: str) -> str | None:
+    from packaging.version import InvalidVersion, Version
+
+    parts = v.split(" ")
+    try:
+        ok = len(parts) == 2 and bool(parts[0]) and bool(Version(parts[1]))
+    except InvalidVersion:
+        ok = False
+    return None if ok else (f"'{v}' is not '<distribution> <version>' as verify prints it "
+                            "(e.g. \"flashinfer-python 0.6.3\")")
+
+
+def _actual_problem(v: str) -> str | None:
+    return None if v.strip() else "give the finding's actual text exactly as verify prints it, or leave the key out"
+
+
+# [[verify.accept]]: a known finding accepted after review (envforge.verify.acceptance). ``between``
+# (file-conflict only) and ``actual`` pin the finding beyond kind and subject.
 _ACCEPT = Table({"kind": Str(_kind_problem), "subject": Str(_subject_problem), "reason": Str(_reason_problem),
-                 "expires": Date()}, frozenset({"kind", "subject", "reason", "expires"}))
+                 "expires": Date(), "between": ListOf(Str(_claimant_problem)), "actual": Str(_actual_problem)},
+                frozenset({"kind", "subject", "reason", "expires"}))
 
 _RECIPE_SPEC = Table({
     "recipe": Table({
@@ -546,6 +564,17 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
             out.append(Problem(f"verify.accept[{i}]", f"accepts {pair[0]} '{pair[1]}' again (already "
                                f"verify.accept[{accepted[pair]}]); keep one entry", line_of(text, "verify.accept")))
         accepted.setdefault(pair, i)
+        between = entry.get("between")
+        if between is None:
+            continue
+        where = line_of(text, "verify.accept.between")
+        if pair[0] != "file-conflict":
+            out.append(Problem(f"verify.accept[{i}].between", f"applies only to kind \"file-conflict\" (this entry "
+                               f"is {pair[0]}); pin other kinds with actual", where))
+        elif len(between) < 2 or len(set(between)) != len(between):
+            out.append(Problem(f"verify.accept[{i}].between", "list the two (or more) different distributions the "
+                               "finding names, e.g. [\"flashinfer-python 0.6.3\", \"torch-c-dlpack-ext 0.1.5\"]",
+                               where))
     return out
 
 

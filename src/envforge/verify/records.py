@@ -121,6 +121,14 @@ def _conflict(path: str, claims: list[tuple[Installed, RecordEntry]], winner: In
                    "report it upstream; check that nothing imports it expecting the other copy")
 
 
+def conflict_claimants(actual: str) -> tuple[str, ...]:
+    """The ``"<name> <version>"`` claimants a ``file-conflict`` finding's ``actual`` text names (as
+    :func:`_conflict` writes it: ``claimed by a 1, b 2; ...``), sorted; ``()`` for any other text."""
+    if not actual.startswith("claimed by ") or ";" not in actual:
+        return ()
+    return tuple(sorted(actual[len("claimed by "):].split(";", 1)[0].split(", ")))
+
+
 def _links(path: Path) -> int:
     try:
         return path.stat().st_nlink

@@ -215,6 +215,8 @@ def test_the_real_build_backend_conflict_is_accepted_then_fails_when_expired(tmp
         ("file-conflict", moved.findings[0].actual),
         ("acceptance-unmatched", "accepted only between flashinfer-python 0.6.2 and torch-c-dlpack-ext 0.1.5; now "
                                  "between flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5")]
+    assert ("    actual:   accepted only between flashinfer-python 0.6.2 and torch-c-dlpack-ext 0.1.5; now between "
+            "flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5") in as_text(moved)
     recipe.write_text(recipe.read_text().replace('"flashinfer-python 0.6.2"', '"flashinfer-python 0.6.3"'))
     expired = run(dt.date(2027, 6, 1))
     assert [(f.kind, f.subject) for f in expired.findings] == [

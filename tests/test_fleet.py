@@ -187,3 +187,14 @@ def test_cli_without_a_cluster_is_a_clear_error(tmp_path: Path) -> None:
     assert res.returncode == 3, res.stderr
     assert "error: cannot connect to the Ray cluster at 127.0.0.1:1" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_an_allreduce_on_one_node_is_not_ok() -> None:
+    from envforge.fleet import FleetReport, _single_node
+
+    node = _single_node({"NodeID": "abc", "NodeManagerAddress": "127.0.0.1"})
+    report = FleetReport("allreduce", (node,), {}, {}, 0.1)
+    assert node.status == "failed"
+    assert node.error == ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
+                          "(add nodes with `ray start --address HEAD:PORT`)")
+    assert report.exit_code == 1

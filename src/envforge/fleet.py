@@ -316,6 +316,13 @@ def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str,
     return {"rank": rank, "sizes": out}
 
 
+def _single_node(node: Mapping[str, Any]) -> FleetNode:
+    """The answer for a cluster of one node: an all-reduce across nodes needs two or more."""
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
+                     error="only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
+                           "(add nodes with `ray start --address HEAD:PORT`)")
+
+
 # ---- the driver ----------------------------------------------------------------------------------
 
 def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (),
@@ -362,6 +369,9 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     start = time.monotonic()
     ray = _connect(address)
     nodes = _alive_nodes(ray)
+    if len(nodes) < 2:  # one rank crosses no node boundary: never report that as "ok"
+        return FleetReport("allreduce", tuple(_single_node(n) for n in nodes), {}, {},
+                           time.monotonic() - start)
     master = nodes[0]["NodeManagerAddress"]
     remote = ray.remote(num_cpus=0, max_retries=0)(_allreduce_task)
     refs = {remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from bench_support import make_tiny_model, replay_server, server_python, venv_of
+from vllm_support import free_port, processes_mentioning
 
 from envforge.cli import main
 
@@ -51,25 +52,6 @@ args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "
         "--device", "cpu"]
 env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Pids whose command line contains ``text`` (read from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if text.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
 
 
 @pytest.mark.slow

@@ -93,8 +93,10 @@ def test_b19_every_command_names_each_misread_variable_with_file_key_and_line(tm
 def test_the_shipped_recipes_are_valid() -> None:
     from envforge.recipe import load_recipe
 
-    for recipe in sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.toml")):
-        load_recipe(recipe)
+    recipes = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.toml"))
+    assert {p.name for p in recipes} >= {"kimi-k25-sm120.toml", "quickstart.toml"}
+    for recipe in recipes:
+        assert load_recipe(recipe).name == recipe.stem  # raises RecipeError when invalid
 
 
 def test_nccl_integer_is_strtoll_base_0() -> None:

@@ -19,8 +19,8 @@ def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, env=dict(os.environ))
 
 
-@pytest.mark.slow
-def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path) -> None:
+def _built_quickstart(tmp_path: Path) -> Path:
+    """A copy of the project with the quickstart environment built by `envforge up`."""
     proj = tmp_path / "proj"
     proj.mkdir()
     for d in ("recipes", "patchsets", "lockfiles"):
@@ -29,6 +29,12 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
     if first.returncode != 0 and "cannot reach" in first.stderr:
         pytest.skip("the package index cannot be reached")
     assert first.returncode == 0, first.stderr
+    return proj
+
+
+@pytest.mark.slow
+def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path) -> None:
+    proj = _built_quickstart(tmp_path)
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     (sp / "sglang" / "version.py").unlink()                          # a file removed
     edited = sp / "sglang" / "lang" / "api.py"  # a file edited as `sed -i` does: a new file replaces it
@@ -77,14 +83,7 @@ def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> N
     """`envforge up` on a live generation whose bin/python was removed: verify could not start the
     interpreter and up stopped with exit 3 ("is the environment built? run `envforge build`"),
     though a rebuild repairs it. Now up says so and rebuilds from the same lock."""
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    for d in ("recipes", "patchsets", "lockfiles"):
-        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
-    first = envforge(proj, "up")
-    if first.returncode != 0 and "cannot reach" in first.stderr:
-        pytest.skip("the package index cannot be reached")
-    assert first.returncode == 0, first.stderr
+    proj = _built_quickstart(tmp_path)
     python = proj / "envs" / "quickstart-default" / "bin" / "python"
     python.unlink()
     again = envforge(proj, "up", "--json")

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 from importlib import import_module
 
 from envforge import __version__
@@ -24,7 +25,7 @@ from envforge.cli.output import Ui
 from envforge.cli.parser import Parser, UsageError, deepest
 from envforge.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOOL_FAILED, EnvforgeError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run"]
 
 # Command-group modules, in the order their commands appear in --help.
 _GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
@@ -144,6 +145,25 @@ def _run(handler: Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -
         return EXIT_TOOL_FAILED
     except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
         return _internal_error(ui, exc, words)
+
+
+def run() -> NoReturn:
+    """The program (the ``envforge`` console script, ``python -m envforge``): :func:`main`, then exit
+    with its status. After a command that connected to a Ray cluster (``envforge fleet``), stdout and
+    stderr are flushed and the process exits at once (``os._exit``), skipping Ray's driver shutdown at
+    interpreter exit (about 0.6 s: it disconnects a driver that is leaving anyway; the cluster ends
+    the job when the connection closes, as for any driver that exits). :func:`main` called in-process
+    never exits."""
+    code = main()
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe or stream: nothing more can be written
+                pass
+        os._exit(code)
+    sys.exit(code)
 
 
 def _with_notes(message: str, exc: BaseException) -> str:

@@ -130,6 +130,89 @@ def test_fleet_verify_names_the_odd_nodes_and_a_killed_one(cluster: tuple[object
     assert "NCCL_MAX_NCHANNELS': '32'" in text
 
 
+def _agents(expected: list[str] | None = None) -> list[str]:
+    """The envforge agents in the connected cluster, sorted; with ``expected``, polled for up to 30 s
+    until they are those (a stopped agent's name is freed a moment later)."""
+    from envforge.fleet_agent import NAMESPACE
+
+    deadline = time.monotonic() + 30
+    while True:
+        names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                       if a["namespace"] == NAMESPACE)
+        if expected is None or names == expected or time.monotonic() > deadline:
+            return names
+        time.sleep(0.2)
+
+
+def _cli_verify(address: str, *extra: str) -> tuple[int, dict[str, dict[str, object]]]:
+    """``envforge fleet verify`` as a user runs it (its own process, its own Ray job): exit status and
+    each node's JSON answer by node id."""
+    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static",
+                          "--ray", address, "--project", str(ROOT), "--json", *extra],
+                         capture_output=True, text=True, timeout=300)
+    data = json.loads(res.stdout)["data"]  # the whole report arrived: the fast exit flushed it
+    assert data["exit-code"] == res.returncode, res.stderr
+    return res.returncode, {n["node-id"]: n for n in data["nodes"]}
+
+
+def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_and_stopped(
+        cluster: tuple[object, dict[str, str]]) -> None:
+    from envforge.fleet import _connect
+
+    c, ids = cluster
+    ray.shutdown()
+    _connect(c.address)  # type: ignore[attr-defined]  (this process lists the agents)
+    for victim in [n for n in c.worker_nodes if n.node_id == ids["n4"]]:  # type: ignore[attr-defined]
+        c.remove_node(victim, allow_graceful=False)  # type: ignore[attr-defined]  (its interpreter hangs)
+    deadline = time.monotonic() + 90  # until Ray's health check has marked it dead
+    while any(n["NodeID"] == ids["n4"] and n["Alive"] for n in ray.nodes()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    live = [ids[k] for k in ("n0", "n1", "n2", "n3")]
+    expected = {ids["n0"]: "ok", ids["n1"]: "ok", ids["n2"]: "findings", ids["n3"]: "findings"}
+    code, first = _cli_verify(c.address)  # type: ignore[attr-defined]
+    assert code == 1 and {k: v["status"] for k, v in first.items()} == expected
+    code, again = _cli_verify(c.address)  # type: ignore[attr-defined]  (a new job: the same agents answer)
+    assert code == 1 and {k: v["status"] for k, v in again.items()} == expected
+    for node in live:
+        was, now = first[node]["detail"]["agent"], again[node]["detail"]["agent"]  # type: ignore[index]
+        assert now["pid"] == was["pid"] and now["calls"] == was["calls"] + 1 and now["replaced-because"] == []
+    assert _agents() == sorted(f"agent-{n}" for n in live)  # one per live node
+
+    pid = again[ids["n1"]]["detail"]["agent"]["pid"]  # type: ignore[index]
+    os.kill(pid, 9)  # an agent that died between two calls: the next call starts a new one
+    survivors = sorted(f"agent-{n}" for n in live if n != ids["n1"])
+    assert _agents(survivors) == survivors  # Ray freed the dead agent's name
+    report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=120)  # type: ignore[attr-defined]
+    by = {n.node_id: n for n in report.nodes}
+    assert {k: n.status for k, n in by.items()} == expected
+    assert by[ids["n1"]].detail["agent"]["pid"] != pid and by[ids["n1"]].detail["agent"]["calls"] == 1
+    assert "; agents: 3 reused, 1 started" in render_text(report)[-1]
+
+    import envforge.verify.static as changed_module  # every agent loaded it
+
+    path = Path(changed_module.__file__)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # as an upgrade of envforge would
+    try:
+        code, replaced = _cli_verify(c.address)  # type: ignore[attr-defined]
+    finally:  # (back as it was: a change too, for these new agents; they are stopped next)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert code == 1 and {k: v["status"] for k, v in replaced.items()} == expected
+    for node in live:
+        agent = replaced[node]["detail"]["agent"]  # type: ignore[index]
+        assert agent["pid"] != by[node].detail["agent"]["pid"]
+        assert agent["calls"] == 1 and agent["replaced-because"] == [str(path)]
+
+    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "stop", "--ray", c.address],  # type: ignore[attr-defined]
+                         capture_output=True, text=True, timeout=120)
+    assert (res.returncode, res.stdout) == (0, "stopped 4 envforge agent(s)\n"), res.stderr
+    assert _agents([]) == []
+    code, plain = _cli_verify(c.address, "--no-agent")  # type: ignore[attr-defined]
+    assert code == 1 and {k: v["status"] for k, v in plain.items()} == expected
+    assert all(v["detail"] == {} for v in plain.values())
+    assert _agents() == []  # --no-agent started none
+
+
 def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]) -> None:
     from ray.cluster_utils import Cluster
 
@@ -144,8 +227,17 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]
         assert time.monotonic() - start < 60
         assert sorted(n.status for n in report.nodes) == ["ok", "timeout"]
         late = next(n for n in report.nodes if n.status == "timeout")
-        assert late.error == "no answer within 20 s (the task was cancelled)"
+        assert late.error == "no answer within 20 s (its agent was stopped)"
         assert report.exit_code == 1
+        kept = [f"agent-{n.node_id}" for n in report.nodes if n.status == "ok"]
+        assert _agents(kept) == kept  # the late node's agent was stopped
+        start = time.monotonic()  # the same without agents: the task is cancelled
+        report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=10, agent=False)
+        assert time.monotonic() - start < 40
+        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"]
+        assert next(n for n in report.nodes if n.status == "timeout").error == \
+            "no answer within 10 s (the task was cancelled)"
+        assert all("agent" not in n.detail for n in report.nodes)
     finally:
         ray.shutdown()
         c.shutdown()

@@ -34,6 +34,7 @@ __all__ = [
     "FleetReport",
     "fleet_allreduce",
     "fleet_build",
+    "fleet_stop_agents",
     "fleet_verify",
     "majority_differences",
 ]
@@ -190,14 +191,67 @@ def _fan_out(ray: Any, fn: Callable[..., Any], args: Sequence[Any], timeout_s: f
         try:
             out.append(_node_answer(node, ray.get(ref)))
         except Exception as exc:  # RayTaskError, NodeDiedError, WorkerCrashedError: a finding, not a crash
-            out.append(FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
-                                 error=_one_line(exc)))
+            out.append(_failed(node, exc))
     for ref in pending:
         ray.cancel(ref, force=True)
-        node = refs[ref]
-        out.append(FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "timeout",
-                             error=f"no answer within {timeout_s:g} s (the task was cancelled)"))
+        out.append(_late(refs[ref], timeout_s, "the task was cancelled"))
     return sorted(out, key=lambda n: (n.host, n.node_id))
+
+
+def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[FleetNode]:
+    """``_verify_task(*args)`` on every alive node through that node's agent (:mod:`envforge.fleet_agent`):
+    started where there is none, replaced once when its code changed on disk, stopped when it does not
+    answer within ``timeout_s`` (so the next call starts a new one), a ``failed`` node when it died."""
+    from envforge.fleet_agent import STALE, agent_for
+
+    deadline = time.monotonic() + timeout_s
+    calls: dict[Any, tuple[Mapping[str, Any], Any, tuple[str, ...] | None]] = {}  # ref: node, agent, replaced
+    out = []
+    for node in _alive_nodes(ray):
+        try:
+            agent = agent_for(ray, node["NodeID"])
+            calls[agent.verify.remote(*args)] = (node, agent, None)
+        except Exception as exc:  # Ray refused to create it: a finding, not a crash
+            out.append(_failed(node, exc))
+    while calls and (left := deadline - time.monotonic()) > 0:
+        done, _ = ray.wait(list(calls), num_returns=1, timeout=left)
+        for ref in done:
+            node, agent, replaced = calls.pop(ref)
+            try:
+                data = ray.get(ref)
+                if STALE in data and replaced is None:  # its code changed: a new agent imports the new code
+                    _stop(ray, agent)
+                    fresh = agent_for(ray, node["NodeID"], fresh=True)
+                    calls[fresh.verify.remote(*args)] = (node, fresh, tuple(data[STALE]))
+                    continue
+            except Exception as exc:  # RayActorError (the agent or its node died), RayTaskError
+                out.append(_failed(node, exc))
+                continue
+            if STALE in data:
+                out.append(_failed(node, RuntimeError(f"a new agent found its code changed too: {data[STALE][0]}")))
+                continue
+            agent_detail = {**data.pop("agent", {}), "replaced-because": list(replaced or ())}
+            out.append(_node_answer(node, {**data, "detail": {"agent": agent_detail}}))
+    for node, agent, _ in calls.values():
+        _stop(ray, agent)
+        out.append(_late(node, timeout_s, "its agent was stopped"))
+    return sorted(out, key=lambda n: (n.host, n.node_id))
+
+
+def _stop(ray: Any, agent: Any) -> None:
+    try:
+        ray.kill(agent, no_restart=True)
+    except Exception:  # noqa: BLE001  (already dead: nothing to stop)
+        pass
+
+
+def _failed(node: Mapping[str, Any], exc: BaseException) -> FleetNode:
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=_one_line(exc))
+
+
+def _late(node: Mapping[str, Any], timeout_s: float, what: str) -> FleetNode:
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "timeout",
+                     error=f"no answer within {timeout_s:g} s ({what})")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -326,17 +380,33 @@ def _single_node(node: Mapping[str, Any]) -> FleetNode:
 # ---- the driver ----------------------------------------------------------------------------------
 
 def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (),
-                 timeout_s: float = 600.0) -> FleetReport:
-    """Verify ``env_name`` on every alive node of the Ray cluster at ``address`` (``auto`` on a node).
+                 timeout_s: float = 600.0, agent: bool = True) -> FleetReport:
+    """Verify ``env_name`` on every alive node of the Ray cluster at ``address`` (``auto`` on a node),
+    through each node's long-lived agent (:mod:`envforge.fleet_agent`; the first call on a cluster
+    starts them), or with ``agent=False`` in a fresh Ray task per node. Each node's ``detail`` holds
+    ``agent`` (pid, calls, age-s, replaced-because) when an agent answered.
 
     :raises InputError: Ray is not installed (``pip install 'envforge[fleet]'``).
     :raises ExternalToolError: the cluster cannot be reached.
     """
     start = time.monotonic()
     ray = _connect(address)
-    nodes = _fan_out(ray, _verify_task, (env_name, str(root), tuple(levels)), timeout_s, "verify")
+    args = (env_name, str(root), tuple(levels))
+    nodes = _agent_fan_out(ray, args, timeout_s) if agent else _fan_out(ray, _verify_task, args, timeout_s, "verify")
     majority, differs = majority_differences(nodes)
     return FleetReport("verify", tuple(nodes), majority, differs, time.monotonic() - start)
+
+
+def fleet_stop_agents(address: str) -> list[str]:
+    """Stop every envforge agent (:mod:`envforge.fleet_agent`) in the Ray cluster at ``address``; the
+    next ``fleet verify`` starts new ones. Returns the actor names stopped, sorted.
+
+    :raises InputError: Ray is not installed.
+    :raises ExternalToolError: the cluster cannot be reached.
+    """
+    from envforge.fleet_agent import stop_agents
+
+    return stop_agents(_connect(address))
 
 
 def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, find_links: Sequence[Path] = (),
@@ -387,11 +457,9 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
                                  findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"}
                                                 for s in bad), detail=data))
         except Exception as exc:
-            out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "failed", error=_one_line(exc)))
+            out.append(_failed(n, exc))
     for ref in pending:
         ray.cancel(ref, force=True)
-        n = refs[ref]
-        out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "timeout",
-                             error=f"no answer within {timeout_s:g} s (the task was cancelled)"))
+        out.append(_late(refs[ref], timeout_s, "the task was cancelled"))
     return FleetReport("allreduce", tuple(sorted(out, key=lambda x: x.detail.get("rank", 1 << 30))), {}, {},
                        time.monotonic() - start)

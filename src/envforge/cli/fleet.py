@@ -1,4 +1,4 @@
-"""CLI for the fleet: ``envforge fleet verify|build|allreduce ... --ray ADDRESS`` (``envforge[fleet]``)."""
+"""CLI for the fleet: ``envforge fleet verify|build|allreduce|agent stop ... --ray ADDRESS`` (``envforge[fleet]``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["register"]
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register the ``envforge fleet`` group: ``verify``, ``build``, ``allreduce``."""
+    """Register the ``envforge fleet`` group: ``verify``, ``build``, ``allreduce``, ``agent stop``."""
     from envforge.cli.parser import group
 
     fleet = group(sub, "fleet", help="verify or build the same stack on every node of a Ray cluster",
@@ -26,6 +26,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     v.add_argument("--level", default=None, metavar="LEVELS",
                    help="comma-separated verify levels on each node (default: the recipe's); with gpu, "
                         "an all-reduce across all nodes follows")
+    v.add_argument("--no-agent", action="store_true",
+                   help="verify in a fresh Ray task per node instead of each node's long-lived envforge agent")
     _common(v)
     v.set_defaults(handler=_verify)
 
@@ -44,6 +46,13 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     a.add_argument("--port", type=int, default=29517, help="rendezvous port on the first node")
     _common(a, timeout=300.0)
     a.set_defaults(handler=_allreduce)
+
+    agent = group(fleet, "agent", help="the long-lived envforge agent on each node (fleet verify's)",
+                  description="fleet verify starts one agent per node (a detached Ray actor) and reuses it.")
+    st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
+    st.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
+    st.add_argument("--json", action="store_true", help="print the names stopped as JSON")
+    st.set_defaults(handler=_agent_stop)
 
 
 def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
@@ -66,7 +75,8 @@ def _verify(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet import fleet_allreduce, fleet_verify
 
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
-    report = fleet_verify(args.ray, args.env, _root(args, ui), levels=levels, timeout_s=args.timeout)
+    report = fleet_verify(args.ray, args.env, _root(args, ui), levels=levels, timeout_s=args.timeout,
+                          agent=not args.no_agent)
     code = _render(report, ui)
     if "gpu" in levels:
         code = max(code, _render(fleet_allreduce(args.ray, timeout_s=args.timeout), ui))
@@ -93,6 +103,17 @@ def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
         env[name] = value
     report = fleet_allreduce(args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout)
     return _render(report, ui)
+
+
+def _agent_stop(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.fleet import fleet_stop_agents
+
+    stopped = fleet_stop_agents(args.ray)
+    if ui.json_mode:
+        ui.emit_json("fleet-agents", {"stopped": stopped})
+    else:
+        ui.result(f"stopped {len(stopped)} envforge agent(s)")
+    return 0
 
 
 def _render(report: FleetReport, ui: Ui) -> int:
@@ -133,8 +154,20 @@ def render_text(report: FleetReport) -> list[str]:
             lines.append(f"{head}: rank {n.detail.get('rank')}: {sizes}")
     bad = [n for n in report.nodes if n.status != "ok"]
     lines.append(f"fleet {report.action}: {len(report.nodes)} node(s), {len(bad)} not ok, "
-                 f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s")
+                 f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}")
     return lines
+
+
+def _agents(report: FleetReport) -> str:
+    """``; agents: 3 reused, 1 started (1 replaced: code changed)`` when agents answered; an agent
+    that served its first call was started by this run."""
+    agents = [n.detail["agent"] for n in report.nodes if "agent" in n.detail]
+    if not agents:
+        return ""
+    started = sum(1 for a in agents if a.get("calls") == 1)
+    replaced = sum(1 for a in agents if a.get("replaced-because"))
+    why = f" ({replaced} replaced: code changed)" if replaced else ""
+    return f"; agents: {len(agents) - started} reused, {started} started{why}"
 
 
 def _short(digest: Any) -> str:

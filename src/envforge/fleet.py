@@ -221,7 +221,7 @@ def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[Flee
                 data = ray.get(ref)
                 if STALE in data and replaced is None:  # its code changed: a new agent imports the new code
                     _stop(ray, agent)
-                    fresh = agent_for(ray, node["NodeID"], fresh=True)
+                    fresh = agent_for(ray, node["NodeID"], replacing=agent)
                     calls[fresh.verify.remote(*args)] = (node, fresh, tuple(data[STALE]))
                     continue
             except Exception as exc:  # RayActorError (the agent or its node died), RayTaskError

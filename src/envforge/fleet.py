@@ -1,9 +1,10 @@
 """The fleet: the same stack on N nodes, verified and built through Ray (``envforge[fleet]``).
 
-Fan-out is Ray's, not ours: :func:`fleet_verify` and :func:`fleet_build` start one Ray task per alive
-node, pinned to it with ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` (Ray's documented
-node-affinity scheduling), and each task runs envforge's own core (``verify``, ``build``) on that node,
-against that node's copy of the project. The driver's work is O(nodes): it compares the fingerprints
+Fan-out is Ray's, not ours: :func:`fleet_build` starts one Ray task per alive node, pinned to it with
+``NodeAffinitySchedulingStrategy(node_id, soft=False)`` (Ray's documented node-affinity scheduling), and
+:func:`fleet_verify` calls each node's long-lived envforge agent, pinned the same way
+(:mod:`envforge.fleet_agent`; a fresh task per node with ``agent=False``); each runs envforge's own core
+(``verify``, ``build``) on that node, against that node's copy of the project. The driver's work is O(nodes): it compares the fingerprints
 the tasks return and calls out every node that differs from the majority.
 
 Where the project lives on a node: the path given to the driver (every node has the checkout at the

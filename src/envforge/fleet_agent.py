@@ -84,9 +84,10 @@ class NodeAgent:
     """The actor: :meth:`verify` runs :func:`envforge.fleet._verify_task` in this long-lived process."""
 
     def __init__(self) -> None:
-        import envforge.fleet
-        import envforge.verify  # noqa: F401  (what a verify call imports, stamped from the start)
+        from importlib import import_module
 
+        for name in ("envforge.fleet", "envforge.verify"):  # what a verify call imports: stamped from the start
+            import_module(name)
         self._stamp = code_stamp()
         self._started = time.time()
         self._calls = 0

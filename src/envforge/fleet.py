@@ -4,8 +4,9 @@ Fan-out is Ray's, not ours: :func:`fleet_build` starts one Ray task per alive no
 ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` (Ray's documented node-affinity scheduling), and
 :func:`fleet_verify` calls each node's long-lived envforge agent, pinned the same way
 (:mod:`envforge.fleet_agent`; a fresh task per node with ``agent=False``); each runs envforge's own core
-(``verify``, ``build``) on that node, against that node's copy of the project. The driver's work is O(nodes): it compares the fingerprints
-the tasks return and calls out every node that differs from the majority.
+(``verify``, ``build``) on that node, against that node's copy of the project. The driver's work is
+O(nodes): it compares the fingerprints the nodes return and calls out every node that differs from the
+majority.
 
 Where the project lives on a node: the path given to the driver (every node has the checkout at the
 same path, as on a cluster with a shared layout), unless that node's Ray processes have

@@ -440,3 +440,144 @@ def test_file_name_agrees_with_packaging_on_any_file(name: str | None, path: str
             pass
         return
     assert file_name(name, path, url) == expected
+
+
+# --- TOML parsing (lockreader.parse_toml): rtoml, tomllib deciding what rtoml refuses ---
+
+import datetime as _dt  # noqa: E402
+import pickle  # noqa: E402
+import tomllib  # noqa: E402
+
+import rtoml  # noqa: E402
+import tomlkit  # noqa: E402
+
+from envforge.lockreader import parse_toml  # noqa: E402
+
+_REPO = Path(__file__).parents[1]
+_TOML_FILES = sorted({*Path(__file__).parent.rglob("*.toml"), *Path(__file__).parent.rglob("*.lock"),
+                      *(_REPO / "lockfiles").glob("*.toml"), *(_REPO / "recipes").glob("*.toml"),
+                      *(_REPO / "patchsets").rglob("*.toml"), _REPO / "pyproject.toml"})
+
+
+def _typed(value: object) -> object:
+    """``value`` with every leaf's exact type (and a date-time's tzinfo type and offset) made visible,
+    so two documents compare equal only when they hold the same types, not just equal values."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, (_dt.datetime, _dt.time)):
+        return (type(value), value.isoformat(), type(value.tzinfo))
+    if isinstance(value, float) and value != value:
+        return (float, "nan")
+    return (type(value), value)
+
+
+_CORPUS = {**{str(p.relative_to(_REPO)): p.read_text(encoding="utf-8") for p in _TOML_FILES},
+           **{f"valid:{k}": v[0] for k, v in VALID.items()}, **{f"invalid:{k}": v[0] for k, v in INVALID.items()}}
+
+
+def test_parse_toml_corpus_is_not_empty() -> None:
+    assert sum(1 for k in _CORPUS if not k.startswith(("valid:", "invalid:"))) >= 40
+    assert {"tests/data/lockdiff/notebook-235-old.toml", "tests/data/lockdiff/notebook-235-new.toml",
+            "lockfiles/pylock.kimi-k25-sm120-cu128.toml"} <= set(_CORPUS)
+
+
+@pytest.mark.parametrize("name", sorted(_CORPUS))
+def test_parse_toml_reads_every_test_document_as_tomllib_does(name: str) -> None:
+    text = _CORPUS[name]
+    try:
+        expected = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        with pytest.raises(InvalidLock, match=r"^x is not valid TOML: ") as err:
+            parse_toml(text, "x")
+        assert err.value.reason == str(exc)
+        return
+    assert _typed(parse_toml(text, "x")) == _typed(expected)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a = 1979-05-27T07:32:00Z", _dt.datetime(1979, 5, 27, 7, 32, tzinfo=_dt.timezone.utc)),
+    ("a = 1979-05-27T07:32:00-07:00", _dt.datetime(1979, 5, 27, 7, 32, tzinfo=_dt.timezone(_dt.timedelta(hours=-7)))),
+    ("a = 1979-05-27T07:32:00+05:30",
+     _dt.datetime(1979, 5, 27, 7, 32, tzinfo=_dt.timezone(_dt.timedelta(hours=5, minutes=30)))),
+    ("a = 1979-05-27T07:32:00.999999+00:00", _dt.datetime(1979, 5, 27, 7, 32, 0, 999999, tzinfo=_dt.timezone.utc)),
+    ("a = 1979-05-27T07:32:00", _dt.datetime(1979, 5, 27, 7, 32)),
+])
+def test_offset_datetimes_get_tomllibs_timezone(text: str, expected: _dt.datetime) -> None:
+    value = parse_toml(text, "x")["a"]
+    assert value == expected and type(value.tzinfo) is type(expected.tzinfo)  # noqa: E721
+    assert value.utcoffset() == expected.utcoffset() and value.tzname() == expected.tzname()
+    assert pickle.loads(pickle.dumps(value)) == expected  # rtoml's own TzInfo cannot be pickled
+    assert "TzInfo" in repr(rtoml.loads(text)["a"]) or expected.tzinfo is None  # so the conversion is needed
+
+
+def test_nesting_rtoml_refuses_is_read_by_tomllib() -> None:
+    deep = "a = " + "[" * 120 + "1" + "]" * 120 + "\n"
+    with pytest.raises(ValueError, match="recursion"):
+        rtoml.loads(deep)
+    assert parse_toml(deep, "x") == tomllib.loads(deep)
+
+
+def test_nesting_too_deep_for_tomllib_is_an_invalid_lock() -> None:
+    with pytest.raises(InvalidLock) as err:
+        parse_toml("a = " + "[" * 100_000 + "]" * 100_000, "x")
+    assert (err.value.message, err.value.reason) == ("x is not a lock: arrays or tables nested too deeply",
+                                                     "nested too deeply")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a = 1\nb = [1,\n", "x is not valid TOML: Invalid value (at end of document)"),
+    ("a = 0x_1\n", "x is not valid TOML: Expected newline or end of document after a statement (at line 1, column 6)"),
+    ("a = 1\na = 2\n", "x is not valid TOML: Cannot overwrite a value (at line 2, column 6)"),
+])
+def test_invalid_toml_is_named_with_tomllibs_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(ValueError):
+        rtoml.loads(text)
+    with pytest.raises(InvalidLock) as err:
+        parse_toml(text, "x")
+    assert err.value.message == message
+
+
+def test_without_rtoml_tomllib_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "rtoml", None)  # `import rtoml` raises ImportError
+    text = 'a = 1979-05-27T07:32:00-07:00\nb = [1, "x"]\n'
+    assert _typed(parse_toml(text, "x")) == _typed(tomllib.loads(text))
+
+
+_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=6)
+_OFFSETS = st.integers(-23 * 60 - 59, 23 * 60 + 59).map(lambda m: _dt.timezone(_dt.timedelta(minutes=m)))
+_LEAVES = (st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
+           | st.integers(-(2 ** 63), 2 ** 63 - 1) | st.booleans() | st.floats(allow_nan=False)
+           | st.datetimes(timezones=st.none() | _OFFSETS) | st.dates() | st.times())
+_VALUES = st.recursive(_LEAVES, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+                       max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=6))
+def test_parse_toml_agrees_with_tomllib_on_generated_documents(doc: dict) -> None:
+    text = tomlkit.dumps(doc)
+    assert _typed(parse_toml(text, "x")) == _typed(tomllib.loads(text))
+
+
+_EDITS = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["", "[", "]", "{", "}", "=", ",", '"', "'", "\n",
+                                                                     "#", ".", " ", "-", ":", "T", "Z", "\\", "0"])),
+                  min_size=1, max_size=3)
+_SEED = (Path(__file__).parent / "data" / "pylock-conformance" / "pylock.spec-example.toml").read_text()
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(_EDITS)
+def test_parse_toml_accepts_exactly_what_tomllib_accepts_on_damaged_locks(edits: list[tuple[int, str]]) -> None:
+    text = _SEED
+    for at, insert in edits:  # insert a character, or delete one where the insert is ""
+        at %= len(text) + 1
+        text = text[:at] + insert + text[at + (0 if insert else 1):]
+    try:
+        expected = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        with pytest.raises(InvalidLock):
+            parse_toml(text, "x")
+        return
+    assert _typed(parse_toml(text, "x")) == _typed(expected)

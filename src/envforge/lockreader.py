@@ -4,7 +4,8 @@ Every place envforge reads a lock (``lock --check``, build, verify, ``lock diff`
 the env profile and patch defaults of an environment, bench fingerprints) goes through
 :func:`read_lock_text` / :func:`read_lock_file`, so a lock is validated once, the same way, everywhere:
 
-1. the text: no merge-conflict markers (names the line), valid TOML (names the line);
+1. the text: no merge-conflict markers (names the line), valid TOML (names the line; parsed by
+   :func:`parse_toml`: rtoml, with tomllib deciding what rtoml refuses);
 2. ``pylock.toml``: :meth:`packaging.pylock.Pylock.from_dict` validates the whole document (PEP 751:
    ``lock-version`` major 1, ``created-by``, names normalised, exactly one source per package, file
    names that parse and agree with the package name and version, non-empty hash tables of strings,
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from datetime import datetime, timezone
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +43,8 @@ from envforge.errors import InputError
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "read_lock_file",
-           "read_lock_text"]
+__all__ = ["InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "parse_toml",
+           "read_lock_file", "read_lock_text"]
 
 _READER = "envforge.lockreader/1"  # bump when what the reader accepts changes: old cache entries stop counting
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
@@ -153,20 +155,69 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
         be active together.
     """
     _reject_conflicts(text, label)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidLock(f"{label} is not valid TOML: {exc}", reason=str(exc),
-                          hint="fix the file or regenerate it with `envforge lock`") from None
-    except RecursionError:
-        raise InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply",
-                          reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`") from None
+    doc = parse_toml(text, label)
     comments = tuple(_leading_comments(text))
     if "lock-version" in doc or "created-by" in doc or isinstance(doc.get("packages"), list):
         return _pylock(doc, label, comments, text)
     if "version" in doc and "package" in doc:
         return _uv_lock(doc, label, comments)
     raise _not_a_lock(doc, label)
+
+
+def parse_toml(text: str, label: str) -> dict[str, Any]:
+    """The TOML document ``text``, with the types :mod:`tomllib` gives (dicts, lists, str, int,
+    float, bool, ``datetime`` objects; an offset date-time's ``tzinfo`` a :class:`datetime.timezone`).
+
+    Parsed by ``rtoml`` (the Rust ``toml`` crate, the TOML 1.0 parser uv itself reads locks with;
+    about a sixth of ``tomllib``'s time on a 235-entry lock, which pays for packaging's validation:
+    docs/lock-diff.md, Speed). Where rtoml refuses the text (invalid TOML, or nesting deeper than
+    its limit of about 80 levels), or is not installed, :mod:`tomllib` decides: its message names
+    the line and column, and a text it accepts is read by it, so no text is refused that tomllib
+    reads. Tests compare both parsers' documents (types and time zones included) on every lock of
+    the test suite and on generated documents.
+
+    :raises InvalidLock: not valid TOML (tomllib's message), or nested too deeply for tomllib.
+    """
+    try:
+        from rtoml import loads as fast_loads
+    except ImportError:  # pragma: no cover - a dependency; kept readable without it
+        fast_loads = None
+    if fast_loads is not None:
+        try:
+            return _with_timezones(fast_loads(text))
+        except ValueError:  # rtoml.TomlParsingError: let tomllib decide, and say why
+            pass
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidLock(f"{label} is not valid TOML: {exc}", reason=str(exc),
+                          hint="fix the file or regenerate it with `envforge lock`") from None
+    except RecursionError:
+        raise InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply",
+                          reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`") from None
+
+
+def _with_timezones(value: Any) -> Any:
+    """``value`` (rtoml's document, changed in place) with every offset date-time's ``tzinfo`` a
+    :class:`datetime.timezone`, as tomllib gives it (rtoml's own ``TzInfo`` cannot be pickled or
+    copied to another process). About 1 ms for a 235-entry lock."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(item) in _WALKED:
+                value[key] = _with_timezones(item)
+        return value
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            if type(item) in _WALKED:
+                value[i] = _with_timezones(item)
+        return value
+    if value.tzinfo is None:
+        return value
+    offset = value.utcoffset()
+    return value.replace(tzinfo=timezone.utc if not offset else timezone(offset))
+
+
+_WALKED = (dict, list, datetime)
 
 
 def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:

@@ -449,6 +449,7 @@ import pickle  # noqa: E402
 import tomllib  # noqa: E402
 
 import rtoml  # noqa: E402
+import tomli  # noqa: E402
 import tomlkit  # noqa: E402
 
 from envforge.lockreader import parse_toml  # noqa: E402
@@ -562,22 +563,45 @@ def test_parse_toml_agrees_with_tomllib_on_generated_documents(doc: dict) -> Non
 
 
 _EDITS = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["", "[", "]", "{", "}", "=", ",", '"', "'", "\n",
-                                                                     "#", ".", " ", "-", ":", "T", "Z", "\\", "0"])),
+                                                                     "#", ".", " ", "-", ":", "T", "Z", "\\", "0",
+                                                                     ", }", "\\e", "\\x4", ":00"])),
                   min_size=1, max_size=3)
 _SEED = (Path(__file__).parent / "data" / "pylock-conformance" / "pylock.spec-example.toml").read_text()
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@settings(max_examples=600, deadline=None, derandomize=True, database=None)
 @given(_EDITS)
-def test_parse_toml_accepts_exactly_what_tomllib_accepts_on_damaged_locks(edits: list[tuple[int, str]]) -> None:
+def test_parse_toml_accepts_exactly_toml_1_1_on_damaged_locks(edits: list[tuple[int, str]]) -> None:
+    """Whatever tomllib (TOML 1.0) reads is read the same; beyond it, exactly what tomli >= 2.3 (the
+    TOML 1.1 reference, tomllib's upstream) reads, with the same document; nothing else."""
     text = _SEED
     for at, insert in edits:  # insert a character, or delete one where the insert is ""
         at %= len(text) + 1
         text = text[:at] + insert + text[at + (0 if insert else 1):]
     try:
-        expected = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+        expected = tomli.loads(text)
+    except tomli.TOMLDecodeError:
         with pytest.raises(InvalidLock):
             parse_toml(text, "x")
         return
+    assert _typed(parse_toml(text, "x")) == _typed(expected)
+    try:
+        assert _typed(tomllib.loads(text)) == _typed(expected)
+    except tomllib.TOMLDecodeError:
+        pass  # TOML 1.1 only: read as uv and tomli read it (see test_toml_1_1_is_read)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a = {b = 1,\n c = 2}\n", {"a": {"b": 1, "c": 2}}),  # an inline table over several lines
+    ("a = {b = 1, }\n", {"a": {"b": 1}}),                 # a trailing comma in an inline table
+    ('a = "\\e\\x41"\n', {"a": "\x1bA"}),               # \e and \xHH escapes
+    ("a = 07:32\n", {"a": _dt.time(7, 32)}),               # a time without seconds
+    ("a = 1979-05-27T07:32Z\n", {"a": _dt.datetime(1979, 5, 27, 7, 32, tzinfo=_dt.timezone.utc)}),
+])
+def test_toml_1_1_is_read(text: str, expected: dict) -> None:
+    """TOML 1.1 syntax (toml.io changelog) is read as uv (the Rust toml crate) and tomli >= 2.3 read it;
+    Python 3.11-3.14's tomllib reads TOML 1.0 only and refuses these."""
+    with pytest.raises(tomllib.TOMLDecodeError):
+        tomllib.loads(text)
+    assert _typed(tomli.loads(text)) == _typed(expected)
     assert _typed(parse_toml(text, "x")) == _typed(expected)

@@ -31,7 +31,6 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 from __future__ import annotations
 
 import re
-import tomllib
 from datetime import datetime, timezone
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -168,13 +167,16 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
     """The TOML document ``text``, with the types :mod:`tomllib` gives (dicts, lists, str, int,
     float, bool, ``datetime`` objects; an offset date-time's ``tzinfo`` a :class:`datetime.timezone`).
 
-    Parsed by ``rtoml`` (the Rust ``toml`` crate, the TOML 1.0 parser uv itself reads locks with;
-    about a sixth of ``tomllib``'s time on a 235-entry lock, which pays for packaging's validation:
-    docs/lock-diff.md, Speed). Where rtoml refuses the text (invalid TOML, or nesting deeper than
-    its limit of about 80 levels), or is not installed, :mod:`tomllib` decides: its message names
-    the line and column, and a text it accepts is read by it, so no text is refused that tomllib
-    reads. Tests compare both parsers' documents (types and time zones included) on every lock of
-    the test suite and on generated documents.
+    Parsed by ``rtoml`` (the Rust ``toml`` crate, the parser uv itself reads locks with; about a
+    sixth of ``tomllib``'s time on a 235-entry lock, which pays for packaging's validation:
+    docs/lock-diff.md, Speed). It reads TOML 1.1, as uv and ``tomli`` >= 2.3 (tomllib's upstream)
+    do; Python 3.11-3.14's ``tomllib`` reads 1.0 only, so an inline table over several lines or
+    with a trailing comma, ``\e``/``\xHH`` escapes and times without seconds are read here and
+    refused by tomllib. Where rtoml refuses the text (invalid TOML, or nesting deeper than its
+    limit of about 80 levels), or is not installed, :mod:`tomllib` decides: its message names the
+    line and column, and a text it accepts is read by it, so no text tomllib reads is refused.
+    Tests compare the documents (types and time zones included) with tomllib's and tomli's on every
+    document of the test suite, on generated documents and on damaged locks.
 
     :raises InvalidLock: not valid TOML (tomllib's message), or nested too deeply for tomllib.
     """
@@ -184,9 +186,13 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         fast_loads = None
     if fast_loads is not None:
         try:
-            return _with_timezones(fast_loads(text))
+            doc = fast_loads(text)
         except ValueError:  # rtoml.TomlParsingError: let tomllib decide, and say why
             pass
+        else:
+            return _with_timezones(doc) if _OFFSET_TIME.search(text) else doc
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -218,6 +224,9 @@ def _with_timezones(value: Any) -> Any:
 
 
 _WALKED = (dict, list, datetime)
+# Every TOML offset date-time ends in seconds (fraction optional) then ``Z`` or ``+HH:MM``/``-HH:MM``
+# (TOML 1.0, RFC 3339 ``time-offset``): a text without this has none, and the walk is skipped.
+_OFFSET_TIME = re.compile(r"\d:\d\d(?:\.\d+)?[Zz+-]")
 
 
 def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:

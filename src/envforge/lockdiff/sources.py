@@ -7,7 +7,6 @@ root, or to ``base`` when it starts with ``./`` or ``../``.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -115,12 +114,14 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
     ``recipes/<recipe>.toml`` of the project at or above ``base``: the recipe's ``indexes`` and
     every ``[variant.*] indexes``. A recipe that is missing or unreadable adds nothing (names are
     for display only)."""
-    from envforge.project import find_project
-
     recipes = {lock.envforge.get("recipe") for lock in locks if lock is not None}
     names = [r for r in recipes if isinstance(r, str) and r]
     if not names:
         return {}
+    import tomllib
+
+    from envforge.project import find_project
+
     recipes_dir = find_project(base).recipes_dir
     out: dict[str, str] = {}
     for recipe in sorted(names):

@@ -171,7 +171,7 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
     sixth of ``tomllib``'s time on a 235-entry lock, which pays for packaging's validation:
     docs/lock-diff.md, Speed). It reads TOML 1.1, as uv and ``tomli`` >= 2.3 (tomllib's upstream)
     do; Python 3.11-3.14's ``tomllib`` reads 1.0 only, so an inline table over several lines or
-    with a trailing comma, ``\e``/``\xHH`` escapes and times without seconds are read here and
+    with a trailing comma, ``\\e``/``\\xHH`` escapes and times without seconds are read here and
     refused by tomllib. Where rtoml refuses the text (invalid TOML, or nesting deeper than its
     limit of about 80 levels), or is not installed, :mod:`tomllib` decides: its message names the
     line and column, and a text it accepts is read by it, so no text tomllib reads is refused.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +105,8 @@ def parse_toml(text: str, *, label: str, error: type[InputError] = InputError) -
 
     :raises InputError: TOML syntax (with line and column), or nesting too deep for the parser.
     """
+    import tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -190,7 +190,7 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         except ValueError:  # rtoml.TomlParsingError: let tomllib decide, and say why
             pass
         else:
-            return _with_timezones(doc) if _OFFSET_TIME.search(text) else doc
+            return _with_timezones(doc)
     import tomllib
 
     try:
@@ -224,9 +224,6 @@ def _with_timezones(value: Any) -> Any:
 
 
 _WALKED = (dict, list, datetime)
-# Every TOML offset date-time ends in seconds (fraction optional) then ``Z`` or ``+HH:MM``/``-HH:MM``
-# (TOML 1.0, RFC 3339 ``time-offset``): a text without this has none, and the walk is skipped.
-_OFFSET_TIME = re.compile(r"\d:\d\d(?:\.\d+)?[Zz+-]")
 
 
 def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:

@@ -17,7 +17,8 @@ same interleaved runs: ``python -c pass`` (interpreter start), the floor plus ``
 packaging.pylock``, and the floor plus ``Pylock.from_dict`` of both documents (the validation
 floor: what any tool pays that validates both files with packaging). ``envforge lock diff`` is
 measured twice: with a cold validation cache (``ENVFORGE_NO_LOCK_CACHE=1``: every file validated
-by packaging, the first read of a lock) and with a warm one (the same bytes read before). CPU is
+by packaging, the first read of a lock) and with a warm one (the same bytes read before). Figures
+and their analysis: docs/lock-diff.md, "Speed". CPU is
 user + system time of the child from ``resource.getrusage`` (microseconds; ``os.times`` counts
 10 ms ticks).
 """

@@ -219,8 +219,7 @@ def _with_timezones(value: Any) -> Any:
         return value
     if value.tzinfo is None:
         return value
-    offset = value.utcoffset()
-    return value.replace(tzinfo=timezone.utc if not offset else timezone(offset))
+    return value.replace(tzinfo=timezone(value.utcoffset()))  # a zero offset gives timezone.utc, as tomllib
 
 
 _WALKED = (dict, list, datetime)

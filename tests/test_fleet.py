@@ -155,18 +155,25 @@ def _cli_verify(address: str, *extra: str) -> tuple[int, dict[str, dict[str, obj
     return res.returncode, {n["node-id"]: n for n in data["nodes"]}
 
 
-def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_and_stopped(
-        cluster: tuple[object, dict[str, str]]) -> None:
+def _without_n4(c: object, ids: dict[str, str]) -> None:
+    """Connect this process to the cluster (it lists the agents) and make sure n4 (whose interpreter
+    hangs) is dead: killed and marked dead by Ray's health check (up to 90 s; at once when the first
+    test already killed it)."""
     from envforge.fleet import _connect
 
-    c, ids = cluster
     ray.shutdown()
-    _connect(c.address)  # type: ignore[attr-defined]  (this process lists the agents)
+    _connect(c.address)  # type: ignore[attr-defined]
     for victim in [n for n in c.worker_nodes if n.node_id == ids["n4"]]:  # type: ignore[attr-defined]
-        c.remove_node(victim, allow_graceful=False)  # type: ignore[attr-defined]  (its interpreter hangs)
-    deadline = time.monotonic() + 90  # until Ray's health check has marked it dead
+        c.remove_node(victim, allow_graceful=False)  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 90
     while any(n["NodeID"] == ids["n4"] and n["Alive"] for n in ray.nodes()) and time.monotonic() < deadline:
         time.sleep(0.5)
+
+
+def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_and_stopped(
+        cluster: tuple[object, dict[str, str]]) -> None:
+    c, ids = cluster
+    _without_n4(c, ids)
     live = [ids[k] for k in ("n0", "n1", "n2", "n3")]
     expected = {ids["n0"]: "ok", ids["n1"]: "ok", ids["n2"]: "findings", ids["n3"]: "findings"}
     code, first = _cli_verify(c.address)  # type: ignore[attr-defined]
@@ -211,6 +218,64 @@ def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_an
     assert code == 1 and {k: v["status"] for k, v in plain.items()} == expected
     assert all(v["detail"] == {} for v in plain.values())
     assert _agents() == []  # --no-agent started none
+
+
+def _cli_agent_start(address: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "start", "--ray", address, *extra],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_is_reported(
+        cluster: tuple[object, dict[str, str]], roots: dict[str, Path]) -> None:
+    c, ids = cluster
+    _without_n4(c, ids)
+    from envforge.fleet_agent import stop_agents
+
+    stop_agents(ray)  # (none when the test before ran: it ends with them stopped)
+    _agents([])
+    n5 = c.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
+                    env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])})
+    c.wait_for_nodes()  # type: ignore[attr-defined]
+    live = sorted([ids[k] for k in ("n0", "n1", "n2", "n3")] + [n5.node_id])
+
+    res = _cli_agent_start(c.address, "--json")  # type: ignore[attr-defined]
+    assert res.returncode == 0, res.stderr
+    first = {n["node-id"]: n for n in json.loads(res.stdout)["data"]["nodes"]}
+    assert sorted(first) == live
+    assert {k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"])
+            for k, v in first.items()} == {k: ("ok", "started", 1) for k in live}
+    assert _agents() == [f"agent-{k}" for k in live]
+
+    res = _cli_agent_start(c.address)  # type: ignore[attr-defined]  (twice: nothing new starts)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    for k in live:
+        line = next(ln for ln in lines if ln.startswith(f"127.0.0.1 {k[:8]} "))
+        assert line.startswith(f"127.0.0.1 {k[:8]} ok: agent already running (up "), line
+        assert line.endswith(f" s), pid {first[k]['detail']['agent']['pid']}"), line
+    assert lines[-1].startswith("fleet agent-start: 5 node(s), 0 not ok, 0 differ from the majority in ")
+    assert lines[-1].endswith(" s; agents: 5 reused, 0 started"), lines[-1]
+
+    code, verified = _cli_verify(c.address)  # type: ignore[attr-defined]  (every agent answers: a later call)
+    assert code == 1
+    assert {k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"])  # type: ignore[index]
+            for k, v in verified.items()} == {
+        ids["n0"]: ("ok", "running", 3), ids["n1"]: ("ok", "running", 3), ids["n2"]: ("findings", "running", 3),
+        ids["n3"]: ("findings", "running", 3), n5.node_id: ("ok", "running", 3)}
+    assert all(v["detail"]["agent"]["pid"] == first[k]["detail"]["agent"]["pid"]  # type: ignore[index]
+               for k, v in verified.items())
+
+    c.remove_node(n5, allow_graceful=False)  # type: ignore[attr-defined]  (a node that dies after its agent started)
+    start = time.monotonic()
+    res = _cli_agent_start(c.address, "--json", "--timeout", "20")  # type: ignore[attr-defined]
+    assert time.monotonic() - start < 60
+    assert res.returncode == 1, res.stderr
+    after = {n["node-id"]: n for n in json.loads(res.stdout)["data"]["nodes"]}
+    gone = after.pop(n5.node_id)  # (Ray's health check marks it dead only seconds later)
+    assert gone["status"] in ("failed", "timeout") and gone["error"], gone
+    assert {k: (v["status"], v["detail"]["agent"]["state"]) for k, v in after.items()} == {
+        k: ("ok", "running") for k in live if k != n5.node_id}
+    stop_agents(ray)
 
 
 def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]) -> None:

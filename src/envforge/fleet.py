@@ -36,6 +36,7 @@ __all__ = [
     "FleetReport",
     "fleet_allreduce",
     "fleet_build",
+    "fleet_start_agents",
     "fleet_stop_agents",
     "fleet_verify",
     "majority_differences",
@@ -200,10 +201,13 @@ def _fan_out(ray: Any, fn: Callable[..., Any], args: Sequence[Any], timeout_s: f
     return sorted(out, key=lambda n: (n.host, n.node_id))
 
 
-def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[FleetNode]:
-    """``_verify_task(*args)`` on every alive node through that node's agent (:mod:`envforge.fleet_agent`):
-    started where there is none, replaced once when its code changed on disk, stopped when it does not
-    answer within ``timeout_s`` (so the next call starts a new one), a ``failed`` node when it died."""
+def _agent_fan_out(ray: Any, method: str, args: Sequence[Any], timeout_s: float) -> list[FleetNode]:
+    """The agent ``method`` (``verify``: ``_verify_task(*args)``; ``start``: the stamp check only) on
+    every alive node through that node's agent (:mod:`envforge.fleet_agent`): started where there is
+    none, replaced once when its code changed on disk, stopped when it does not answer within
+    ``timeout_s`` (so the next call starts a new one), a ``failed`` node when it died. Each answer's
+    ``detail.agent`` holds pid, calls, age-s, replaced-because and ``state``: ``started`` (by this
+    call), ``running`` (it was) or ``replaced`` (code changed)."""
     from envforge.fleet_agent import STALE, agent_for
 
     deadline = time.monotonic() + timeout_s
@@ -212,7 +216,7 @@ def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[Flee
     for node in _alive_nodes(ray):
         try:
             agent = agent_for(ray, node["NodeID"])
-            calls[agent.verify.remote(*args)] = (node, agent, None)
+            calls[getattr(agent, method).remote(*args)] = (node, agent, None)
         except Exception as exc:  # Ray refused to create it: a finding, not a crash
             out.append(_failed(node, exc))
     while calls and (left := deadline - time.monotonic()) > 0:
@@ -224,7 +228,7 @@ def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[Flee
                 if STALE in data and replaced is None:  # its code changed: a new agent imports the new code
                     _stop(ray, agent)
                     fresh = agent_for(ray, node["NodeID"], replacing=agent)
-                    calls[fresh.verify.remote(*args)] = (node, fresh, tuple(data[STALE]))
+                    calls[getattr(fresh, method).remote(*args)] = (node, fresh, tuple(data[STALE]))
                     continue
             except Exception as exc:  # RayActorError (the agent or its node died), RayTaskError
                 out.append(_failed(node, exc))
@@ -233,6 +237,7 @@ def _agent_fan_out(ray: Any, args: Sequence[Any], timeout_s: float) -> list[Flee
                 out.append(_failed(node, RuntimeError(f"a new agent found its code changed too: {data[STALE][0]}")))
                 continue
             agent_detail = {**data.pop("agent", {}), "replaced-because": list(replaced or ())}
+            agent_detail["state"] = "replaced" if replaced else "started" if agent_detail.get("calls") == 1 else "running"
             out.append(_node_answer(node, {**data, "detail": {"agent": agent_detail}}))
     for node, agent, _ in calls.values():
         _stop(ray, agent)
@@ -394,9 +399,27 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     start = time.monotonic()
     ray = _connect(address)
     args = (env_name, str(root), tuple(levels))
-    nodes = _agent_fan_out(ray, args, timeout_s) if agent else _fan_out(ray, _verify_task, args, timeout_s, "verify")
+    nodes = _agent_fan_out(ray, "verify", args, timeout_s) if agent else _fan_out(ray, _verify_task, args, timeout_s, "verify")
     majority, differs = majority_differences(nodes)
     return FleetReport("verify", tuple(nodes), majority, differs, time.monotonic() - start)
+
+
+def fleet_start_agents(address: str, root: Path | None = None, *, timeout_s: float = 120.0) -> FleetReport:
+    """Start the envforge agent (:mod:`envforge.fleet_agent`) on every alive node of the Ray cluster
+    at ``address`` where there is none, keep the running ones, replace those whose code changed on
+    disk; verify nothing. Each node's ``detail.agent.state`` says which (``started``, ``running``,
+    ``replaced``); a node whose agent cannot start or died is ``failed``, one that does not answer
+    within ``timeout_s`` seconds is ``timeout`` (its agent stopped). With ``root`` (or
+    ``ENVFORGE_FLEET_ROOT`` on the node), a node where that directory holds no ``recipes/`` has a
+    ``no-project`` finding. Action ``agent-start``; exit code 1 when any node is not ``ok``.
+
+    :raises InputError: Ray is not installed.
+    :raises ExternalToolError: the cluster cannot be reached.
+    """
+    start = time.monotonic()
+    ray = _connect(address)
+    nodes = _agent_fan_out(ray, "start", (str(root) if root else "",), timeout_s)
+    return FleetReport("agent-start", tuple(nodes), {}, {}, time.monotonic() - start)
 
 
 def fleet_stop_agents(address: str) -> list[str]:

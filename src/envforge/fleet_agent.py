@@ -81,7 +81,9 @@ def changed(recorded: Mapping[str, tuple[int, int]]) -> list[str]:
 
 
 class NodeAgent:
-    """The actor: :meth:`verify` runs :func:`envforge.fleet._verify_task` in this long-lived process."""
+    """The actor: :meth:`verify` runs :func:`envforge.fleet._verify_task` in this long-lived process;
+    :meth:`start` only answers (``fleet agent start``). ``calls`` counts every call answered (of either
+    method), so an agent whose ``calls`` is 1 was started by the call it answered."""
 
     def __init__(self) -> None:
         from importlib import import_module
@@ -106,6 +108,20 @@ class NodeAgent:
         if set(sys.modules) != before:  # modules first imported by this call: stamp them now
             self._stamp.update({p: s for p, s in code_stamp().items() if p not in self._stamp})
         return {**answer, "agent": self._info()}
+
+    def start(self, root: str) -> dict[str, Any]:
+        """Nothing but the stamp check: ``{"findings": [...], "agent": ...}`` or ``{STALE: [changed
+        paths], "agent": ...}``. Where the node has a project path (``ENVFORGE_FLEET_ROOT``, else a
+        non-empty ``root``) without ``recipes/``, one ``no-project`` finding names it."""
+        from envforge.fleet import ROOT_VARIABLE
+
+        gone = changed(self._stamp)
+        if gone:
+            return {STALE: gone[:5], "agent": self._info()}
+        self._calls += 1
+        path = os.environ.get(ROOT_VARIABLE) or root
+        missing = bool(path) and not os.path.isdir(os.path.join(path, "recipes"))
+        return {"findings": [{"kind": "no-project", "subject": path}] if missing else [], "agent": self._info()}
 
     def _info(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "calls": self._calls, "age-s": round(time.time() - self._started, 1)}

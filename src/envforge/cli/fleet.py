@@ -1,4 +1,5 @@
-"""CLI for the fleet: ``envforge fleet verify|build|allreduce|agent stop ... --ray ADDRESS`` (``envforge[fleet]``)."""
+"""CLI for the fleet: ``envforge fleet verify|build|allreduce|agent start|agent stop ... --ray ADDRESS``
+(``envforge[fleet]``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ __all__ = ["register"]
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register the ``envforge fleet`` group: ``verify``, ``build``, ``allreduce``, ``agent stop``."""
+    """Register the ``envforge fleet`` group: ``verify``, ``build``, ``allreduce``, ``agent start|stop``."""
     from envforge.cli.parser import group
 
     fleet = group(sub, "fleet", help="verify or build the same stack on every node of a Ray cluster",
@@ -49,6 +50,16 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
     agent = group(fleet, "agent", help="the long-lived envforge agent on each node (fleet verify's)",
                   description="fleet verify starts one agent per node (a detached Ray actor) and reuses it.")
+    up = agent.add_parser("start", help="start (or keep) the agent on every node, verifying nothing: "
+                                        "run it once after the cluster starts")
+    up.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
+    up.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                    help="seconds to wait for every node (default: 120); later nodes are findings")
+    up.add_argument("--project", type=Path, default=None,
+                    help="project directory (the same path on every node): a node where it holds no recipes/ "
+                         "is a finding (default: not checked, but where ENVFORGE_FLEET_ROOT is set)")
+    up.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+    up.set_defaults(handler=_agent_start)
     st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
     st.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
     st.add_argument("--json", action="store_true", help="print the names stopped as JSON")
@@ -105,6 +116,13 @@ def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
     return _render(report, ui)
 
 
+def _agent_start(args: argparse.Namespace, ui: Ui) -> int:
+    from envforge.fleet import fleet_start_agents
+
+    root = args.project.resolve() if args.project else None
+    return _render(fleet_start_agents(args.ray, root, timeout_s=args.timeout), ui)
+
+
 def _agent_stop(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet import fleet_stop_agents
 
@@ -145,6 +163,12 @@ def render_text(report: FleetReport) -> list[str]:
                 keys = report.differs[n.node_id]
                 lines.append("    differs from the majority: " + ", ".join(
                     f"{k} {_show(n.fingerprint.get(k))} (majority {_show(report.majority.get(k))})" for k in keys))
+        elif report.action == "agent-start":
+            a = n.detail.get("agent", {})
+            what = {"started": "agent started", "running": f"agent already running (up {a.get('age-s')} s)",
+                    "replaced": "agent replaced (code changed: " + ", ".join(a.get("replaced-because", [])) + ")"}
+            lines.append(f"{head}: {what.get(a.get('state'), 'agent ?')}, pid {a.get('pid')}")
+            lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
         elif report.action == "build":
             d = n.detail
             lines.append(f"{head}: {d.get('before') or 'none'} -> {d.get('after') or 'none'}"
@@ -159,15 +183,15 @@ def render_text(report: FleetReport) -> list[str]:
 
 
 def _agents(report: FleetReport) -> str:
-    """``; agents: 3 reused, 1 started (1 replaced: code changed)`` when agents answered; an agent
-    that served its first call was started by this run."""
-    agents = [n.detail["agent"] for n in report.nodes if "agent" in n.detail]
-    if not agents:
+    """``; agents: 3 reused, 1 started (1 replaced: code changed)`` when agents answered (a replaced
+    agent was started by this run too)."""
+    states = [n.detail["agent"].get("state") for n in report.nodes if "agent" in n.detail]
+    if not states:
         return ""
-    started = sum(1 for a in agents if a.get("calls") == 1)
-    replaced = sum(1 for a in agents if a.get("replaced-because"))
+    reused = states.count("running")
+    replaced = states.count("replaced")
     why = f" ({replaced} replaced: code changed)" if replaced else ""
-    return f"; agents: {len(agents) - started} reused, {started} started{why}"
+    return f"; agents: {reused} reused, {len(states) - reused} started{why}"
 
 
 def _short(digest: Any) -> str:

@@ -2,10 +2,11 @@
 
 Target (issue 17): ``envforge fleet verify`` ≤ one local ``envforge verify`` + 3 s. Everything is timed as
 a user runs it (the CLI in a subprocess, median of ``--runs``); the cluster is four real raylets on
-127.0.0.1 sharing one project (``ray.cluster_utils.Cluster``), started before timing. Three fleet
+127.0.0.1 sharing one project (``ray.cluster_utils.Cluster``), started before timing. The fleet
 figures: the **first call** (no agents on the cluster: ``fleet agent stop`` before each run, untimed, so
-the call starts four agents), **later calls** (the agents answer), and ``--no-agent`` (a fresh Ray task
-per node, every call).
+the call starts four agents); **``fleet agent start``** on a cluster without agents (the operator's step
+after starting the cluster; ``fleet agent stop`` before each run, untimed) and the **verify right after
+it**; **later calls** (the agents answer); and ``--no-agent`` (a fresh Ray task per node, every call).
 
     python benchmarks/bench_fleet.py [--runs 5]
 """
@@ -60,22 +61,27 @@ def main() -> None:
                      for _ in range(args.runs)]
             fleet = [*envforge, "fleet", "verify", "quickstart-default", "--level", "static",
                      "--ray", c.address, "--project", str(proj)]
-            first = []
+            stop = [*envforge, "fleet", "agent", "stop", "--ray", c.address]
+            first, start, after_start = [], [], []
             for _ in range(args.runs):
-                subprocess.run([*envforge, "fleet", "agent", "stop", "--ray", c.address], check=True,
-                               capture_output=True)
+                subprocess.run(stop, check=True, capture_output=True)
                 first.append(timed(fleet, proj))
+            for _ in range(args.runs):
+                subprocess.run(stop, check=True, capture_output=True)
+                start.append(timed([*envforge, "fleet", "agent", "start", "--ray", c.address], proj))
+                after_start.append(timed(fleet, proj))
             later = [timed(fleet, proj) for _ in range(args.runs)]
             plain = [timed([*fleet, "--no-agent"], proj) for _ in range(args.runs)]
         finally:
             c.shutdown()
     lm = statistics.median(local)
     print(f"load average before / after: {load} / {Path('/proc/loadavg').read_text().split()[:3]}")
-    print(f"local verify                 median {lm:.2f} s  runs {[round(x, 2) for x in local]}")
-    for name, runs in (("fleet verify, first call", first), ("fleet verify, later calls", later),
+    print(f"{'local verify':30} median {lm:.2f} s  runs {[round(x, 2) for x in local]}")
+    for name, runs in (("fleet verify, first call", first), ("fleet agent start (no agents)", start),
+                       ("fleet verify after start", after_start), ("fleet verify, later calls", later),
                        ("fleet verify --no-agent", plain)):
         m = statistics.median(runs)
-        print(f"{name:28} median {m:.2f} s  runs {[round(x, 2) for x in runs]} (4 nodes)  "
+        print(f"{name:30} median {m:.2f} s  runs {[round(x, 2) for x in runs]} (4 nodes)  "
               f"{m - lm:+.2f} s vs local (target <= +3.00 s)")
 
 

@@ -391,7 +391,7 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     """Verify ``env_name`` on every alive node of the Ray cluster at ``address`` (``auto`` on a node),
     through each node's long-lived agent (:mod:`envforge.fleet_agent`; the first call on a cluster
     starts them), or with ``agent=False`` in a fresh Ray task per node. Each node's ``detail`` holds
-    ``agent`` (pid, calls, age-s, replaced-because) when an agent answered.
+    ``agent`` (pid, calls, age-s, replaced-because, state) when an agent answered.
 
     :raises InputError: Ray is not installed (``pip install 'envforge[fleet]'``).
     :raises ExternalToolError: the cluster cannot be reached.

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NAMESPACE", "STALE", "NodeAgent", "agent_for", "code_stamp", "stop_agents"]
+__all__ = ["NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "code_stamp", "stop_agents"]
 
 #: The Ray namespace of every envforge agent.
 NAMESPACE = "envforge"

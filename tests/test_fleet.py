@@ -290,7 +290,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]
         start = time.monotonic()
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=20)
         assert time.monotonic() - start < 60
-        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"]
+        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"], render_text(report)
         late = next(n for n in report.nodes if n.status == "timeout")
         assert late.error == "no answer within 20 s (its agent was stopped)"
         assert report.exit_code == 1
@@ -299,7 +299,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]
         start = time.monotonic()  # the same without agents: the task is cancelled
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=10, agent=False)
         assert time.monotonic() - start < 40
-        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"]
+        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"], render_text(report)
         assert next(n for n in report.nodes if n.status == "timeout").error == \
             "no answer within 10 s (the task was cancelled)"
         assert all("agent" not in n.detail for n in report.nodes)

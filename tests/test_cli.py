@@ -419,6 +419,33 @@ def test_redact_hides_a_token_given_as_the_user_name(text: str, shown: str) -> N
     assert redact(text) == shown
 
 
+@pytest.mark.parametrize(("text", "shown"), [
+    ("1abc://u:p@h", "1abc://<credentials>@h"),              # leading digits kept, scheme from the letter
+    ("xhttps://tok@h/", "xhttps://<credentials>@h/"),
+    ("_https://tok@h", "_https://<credentials>@h"),          # after an underscore too
+    ("https://a:b:c@h", "https://<credentials>@h"),          # the password may hold ":"
+    ("s = 'https://u:p@h' and 'http://t@h'", "s = 'https://<credentials>@h' and 'http://<credentials>@h'"),
+    ("x" * 50 + "://u:p@h", "x" * 50 + "://<credentials>@h"),
+])
+def test_redact_edge_cases(text: str, shown: str) -> None:
+    from envforge.cli.output import redact
+
+    assert redact(text) == shown
+
+
+def test_redaction_is_linear_in_the_text() -> None:
+    """A 5 MB lock value made a lock diff run for hours: the URL patterns backtracked quadratically on
+    long runs of scheme characters without "://". A hang guard (a subprocess with a generous
+    timeout; linear time is well under a second per text here), not a timing assertion."""
+    code = ("from envforge.cli.output import redact\nfrom envforge.routing import redact_userinfo\n"
+            "n = 1_000_000\n"
+            "texts = ['x' * n, 'a1' * n, 'a.b' * n, 'a://' + 'x:' * n, 'a://' * n, 'h://' + 'u' * n + ':' + 'p' * n]\n"
+            "for t in texts:\n    assert redact(t) == t and redact_userinfo(t) == t\n"
+            "print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr[-2000:]
+
+
 def test_lock_textconv_and_diff_never_print_a_token_user_name(tmp_path: Path) -> None:
     """A lock written before recipes refused credentials, with `https://TOKEN@host` (no password):
     `lock textconv` (what `git diff` shows) and `lock diff` printed the token."""

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envforge.recipe import Index, ResolvedVariant
+from envforge.urls import SCHEME
 
 __all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
            "index_violations", "redact_userinfo", "uv_pyproject", "without_userinfo"]
@@ -70,7 +71,7 @@ def _host(url: str) -> str:
 def redact_userinfo(text: str) -> str:
     """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@`` (a lock
     written before envforge refused credentials in recipe URLs must not print them)."""
-    return re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@", r"\1<credentials>@", text)
+    return re.sub(SCHEME + r"[^/@\s'\"]+@", r"\1<credentials>@", text)  # linear: see SCHEME
 
 
 def without_userinfo(url: str) -> str:

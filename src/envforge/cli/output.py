@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from envforge import __version__
 from envforge.errors import EnvforgeError
+from envforge.urls import SCHEME
 
 __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
 
@@ -53,10 +54,12 @@ def error_kind(exc: EnvforgeError) -> str:
 
 
 # ``scheme://user:password@``: a password in a URL never reaches a terminal or a JSON document (issue 18).
-_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+:[^/@\s'\"]*@")
+# The user part stops at the first ":" (RFC 3986 userinfo), so the password's end is found once.
+_PASSWORD_IN_URL = re.compile(SCHEME + r"[^/@\s'\":]+:[^/@\s'\"]*@")
 # ``https://TOKEN@host``: a token as the user name (GitHub, Hugging Face, GitLab deploy tokens) is a
 # credential too; only ssh-style URLs (``git+ssh://git@host``) carry a user name that is not one.
-_USER_IN_URL = re.compile(r"\b((?![A-Za-z0-9+.-]*ssh)[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\":]+@")
+_USER_IN_URL = re.compile(r"(?<![A-Za-z0-9+.-])((?![A-Za-z0-9+.-]*ssh)[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://)"
+                          r"[^/@\s'\":]+@")  # SCHEME (envforge.urls) with "not an ssh scheme" inside
 
 
 def redact(text: str) -> str:

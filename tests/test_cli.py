@@ -438,9 +438,12 @@ def test_redaction_is_linear_in_the_text() -> None:
     long runs of scheme characters without "://". A hang guard (a subprocess with a generous
     timeout; linear time is well under a second per text here), not a timing assertion."""
     code = ("from envforge.cli.output import redact\nfrom envforge.routing import redact_userinfo\n"
+            "from envforge.crashlog import mask_userinfo\nfrom envforge.envvars import secret_problem\n"
             "n = 1_000_000\n"
             "texts = ['x' * n, 'a1' * n, 'a.b' * n, 'a://' + 'x:' * n, 'a://' * n, 'h://' + 'u' * n + ':' + 'p' * n]\n"
-            "for t in texts:\n    assert redact(t) == t and redact_userinfo(t) == t\n"
+            "for t in texts:\n"
+            "    assert redact(t) == t and redact_userinfo(t) == t and mask_userinfo(t) == t\n"
+            "    assert secret_problem('NCCL_DEBUG', t) is None\n"
             "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr[-2000:]

@@ -17,9 +17,11 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from envforge.urls import SCHEME
+
 __all__ = ["crash_log_dir", "mask_userinfo", "write_crash_log"]
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_USERINFO = re.compile(SCHEME + r"[^/\s@]+@")  # linear in the text (envforge.urls)
 
 
 def mask_userinfo(text: str) -> str:

@@ -35,6 +35,8 @@ import difflib
 import re
 from typing import Final
 
+from envforge.urls import SCHEME
+
 __all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer", "secret_problem",
            "problems", "startup_reader"]
 
@@ -236,7 +238,7 @@ _SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|(API
 # A name for where a credential lives (HF_TOKEN_PATH), and values that are switches, not secrets.
 _SECRET_LOCATION = re.compile(r"_(PATH|FILE|DIR)$")
 _SWITCH = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
-_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@\s]+@")
+_URL_USERINFO = re.compile(SCHEME + r"[^/@\s]+@")  # linear in the value (envforge.urls)
 
 
 def secret_problem(name: str, value: str) -> str | None:

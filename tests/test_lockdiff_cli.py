@@ -207,3 +207,29 @@ def test_variants_matrix_wraps_long_settings_cells_on_a_terminal_only(tmp_path: 
     assert exceptions and max(len(c) for c in exceptions[0]["cells"]) > 100  # wrapped on the terminal
     markdown = envforge(tmp_path, "lock", "diff", "kimi-k25-sm120", "--variants", "--format", "markdown").stdout
     assert f"| `packages-digest` | {cell} | " in markdown
+
+
+def test_a_locks_control_characters_are_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An escape sequence or a newline in a lock's value never reaches the terminal or git diff raw:
+    a newline would make textconv print a package line that is not in the lock."""
+    base = ('lock-version = "1.0"\ncreated-by = "t"\n\n[[packages]]\nname = "six"\nversion = "1.16.0"\n'
+            'wheels = [{ url = "https://h.example/six-1.16.0-py2.py3-none-any.whl", hashes = { sha256 = "'
+            + "a" * 64 + '" } }]\n\n[tool.envforge]\n')
+    old, new = tmp_path / "pylock.old.toml", tmp_path / "pylock.new.toml"
+    old.write_text(base + 'recipe = "t"\n')
+    new.write_text(base + 'recipe = "t\\u001b[31mRED\\nsix  9.9.9  files=1:000000000000\\r"\n')
+    for argv in (["lock", "diff", str(old), str(new)], ["lock", "diff", str(old), str(new), "--format", "markdown"],
+                 ["lock", "textconv", str(new)]):
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and "\x1b" not in out + err and "\r" not in out
+        assert "\\x1b[31mRED\\nsix  9.9.9  files=1:000000000000" in out  # a trailing \\r may be trimmed
+        assert not any(line.startswith("six  9.9.9") for line in out.splitlines())
+
+
+@pytest.mark.parametrize("what", ["/dev/zero", "dir"])
+def test_textconv_without_a_raw_text_to_show_is_exit_2(what: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = Path(what) if what.startswith("/") else tmp_path
+    code, out, err = run(capsys, "lock", "textconv", str(path))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: lock {path} is ") and "Traceback" not in err

@@ -513,18 +513,20 @@ def test_offset_datetimes_get_tomllibs_timezone(text: str, expected: _dt.datetim
     assert "TzInfo" in repr(rtoml.loads(text)["a"]) or expected.tzinfo is None  # so the conversion is needed
 
 
-def test_nesting_rtoml_refuses_is_read_by_tomllib() -> None:
+def test_nesting_rtoml_refuses_is_refused_after_tomllib_read_it() -> None:
     deep = "a = " + "[" * 120 + "1" + "]" * 120 + "\n"
     with pytest.raises(ValueError, match="recursion"):
         rtoml.loads(deep)
-    assert parse_toml(deep, "x") == tomllib.loads(deep)
+    assert tomllib.loads(deep)  # tomllib reads it; envforge does not read a lock nested that deep
+    with pytest.raises(InvalidLock, match="nested too deeply"):
+        parse_toml(deep, "x")
 
 
 def test_nesting_too_deep_for_tomllib_is_an_invalid_lock() -> None:
     with pytest.raises(InvalidLock) as err:
         parse_toml("a = " + "[" * 100_000 + "]" * 100_000, "x")
-    assert (err.value.message, err.value.reason) == ("x is not a lock: arrays or tables nested too deeply",
-                                                     "nested too deeply")
+    assert (err.value.message, err.value.reason) == (
+        "x is not a lock: arrays or tables nested too deeply (more than 64 levels)", "nested too deeply")
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -606,3 +608,42 @@ def test_toml_1_1_is_read(text: str, expected: dict) -> None:
         tomllib.loads(text)
     assert _typed(tomli.loads(text)) == _typed(expected)
     assert _typed(parse_toml(text, "x")) == _typed(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "[tool.envforge" + ".a" * 1000 + "]\nx = 1\n",         # rtoml refuses (its limit), tomllib reads it: still refused
+    "[tool.envforge" + ".a" * 70 + "]\nx = 1\n",           # rtoml reads it: refused by the depth check
+    "a = " + "[" * 64 + "]" * 64 + "\n",                    # the document and 64 arrays: 65 levels
+])
+def test_nesting_deeper_than_64_levels_is_refused(text: str) -> None:
+    with pytest.raises(InvalidLock) as err:
+        parse_toml(text, "x")
+    assert (err.value.message, err.value.reason) == (
+        "x is not a lock: arrays or tables nested too deeply (more than 64 levels)", "nested too deeply")
+
+
+def test_nesting_of_64_levels_is_read() -> None:
+    assert parse_toml("a = " + "[" * 63 + "]" * 63 + "\n", "x") == tomllib.loads("a = " + "[" * 63 + "]" * 63)
+
+
+def test_deep_dotted_keys_are_exit_2_in_lock_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lock = tmp_path / "pylock.deep.toml"
+    lock.write_text(HEAD + "packages = []\n[tool.envforge" + ".a" * 1000 + "]\nx = 1\n")
+    for argv in (["lock", "diff", str(lock), str(lock)], ["lock", "textconv", str(lock)]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code in (0, 2) and "Traceback" not in err and "internal error" not in err
+        assert "nested too deeply (more than 64 levels)" in err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # TOML 1.1 syntax on line 1 (tomllib stops there) and a real error further on: rtoml names the real one
+    ("a = {b = 1,\n c = 2}\nx = 1\n\n\nbroken = [1, 2\n", "unclosed array, expected `]` at line 6 column 15"),
+    ('a = "\\e"\nb = 1\nb = 2\n', "duplicate key at line 3 column 1"),
+    # the error first: tomllib's message, as for every other TOML file envforge reads
+    ("broken = [1, 2\na = {b = 1,\n c = 2}\n", "Unclosed array (at line 2, column 1)"),
+])
+def test_the_first_real_error_is_named(text: str, message: str) -> None:
+    with pytest.raises(InvalidLock) as err:
+        parse_toml(text, "x")
+    assert (err.value.message, err.value.reason) == (f"x is not valid TOML: {message}", message)

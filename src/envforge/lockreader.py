@@ -184,38 +184,81 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         from rtoml import loads as fast_loads
     except ImportError:  # pragma: no cover - a dependency; kept readable without it
         fast_loads = None
+    refused: str | None = None
     if fast_loads is not None:
         try:
             doc = fast_loads(text)
-        except ValueError:  # rtoml.TomlParsingError: let tomllib decide, and say why
-            pass
+        except ValueError as exc:  # rtoml.TomlParsingError: let tomllib decide, and say why
+            refused = str(exc)
         else:
-            return _with_timezones(doc)
+            return _with_timezones(doc, label)
     import tomllib
 
     try:
-        return tomllib.loads(text)
+        return _checked_depth(tomllib.loads(text), label)
     except tomllib.TOMLDecodeError as exc:
-        raise InvalidLock(f"{label} is not valid TOML: {exc}", reason=str(exc),
+        message = _first_error(str(exc), refused)
+        raise InvalidLock(f"{label} is not valid TOML: {message}", reason=message,
                           hint="fix the file or regenerate it with `envforge lock`") from None
     except RecursionError:
-        raise InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply",
-                          reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`") from None
+        raise _too_deep(label) from None
 
 
-def _with_timezones(value: Any) -> Any:
+#: Most levels of tables and arrays a lock may nest (a real lock uses 4 or 5: packages, a wheel, its
+#: hashes). Deeper documents are refused, so nothing that walks a lock can exceed Python's recursion limit.
+MAX_DEPTH = 64
+_LINE = re.compile(r"at line (\d+),? column (\d+)")
+
+
+def _first_error(tomllib_message: str, rtoml_message: str | None) -> str:
+    """The message that names the first real error: tomllib's (TOML 1.0), unless rtoml (TOML 1.1)
+    refused the text further on: tomllib then stopped at TOML 1.1 syntax before it (an inline table
+    over several lines), and rtoml's message names the error (``unclosed array ... at line 20``)."""
+    ours, theirs = _LINE.search(tomllib_message), _LINE.search(rtoml_message or "")
+    if rtoml_message and ours and theirs and int(theirs.group(1)) > int(ours.group(1)):
+        return " ".join(rtoml_message.split())
+    return tomllib_message
+
+
+def _too_deep(label: str) -> InvalidLock:
+    return InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply (more than {MAX_DEPTH} levels)",
+                       reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`")
+
+
+def _checked_depth(doc: dict[str, Any], label: str) -> dict[str, Any]:
+    """``doc``, or :class:`InvalidLock` when its tables and arrays nest deeper than :data:`MAX_DEPTH`
+    (dotted keys such as ``[tool.envforge.a.a.a...]`` included). Iterative: never recurses itself."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(label)
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((item, depth + 1) for item in children if isinstance(item, (dict, list)))
+    return doc
+
+
+def _with_timezones(value: Any, label: str, depth: int = 1) -> Any:
     """``value`` (rtoml's document, changed in place) with every offset date-time's ``tzinfo`` a
     :class:`datetime.timezone`, as tomllib gives it (rtoml's own ``TzInfo`` cannot be pickled or
-    copied to another process). About 1 ms for a 235-entry lock."""
+    copied to another process), checked to nest at most :data:`MAX_DEPTH` levels. About 1 ms for a
+    235-entry lock.
+
+    :raises InvalidLock: nested deeper than :data:`MAX_DEPTH`.
+    """
     if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            raise _too_deep(label)
         for key, item in value.items():
             if type(item) in _WALKED:
-                value[key] = _with_timezones(item)
+                value[key] = _with_timezones(item, label, depth + 1)
         return value
     if isinstance(value, list):
+        if depth > MAX_DEPTH:
+            raise _too_deep(label)
         for i, item in enumerate(value):
             if type(item) in _WALKED:
-                value[i] = _with_timezones(item)
+                value[i] = _with_timezones(item, label, depth + 1)
         return value
     if value.tzinfo is None:
         return value

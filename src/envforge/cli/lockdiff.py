@@ -119,10 +119,14 @@ def _textconv(args: argparse.Namespace, ui: "Ui") -> int:
     from envforge.errors import InputError
     from envforge.lockdiff import textconv
 
+    from envforge.textfile import read_bytes
+
     try:
         ui.result(textconv(args.file))
     except InputError as exc:
-        # git shows whatever textconv prints: fall back to the raw text so `git diff` still works.
+        # git shows whatever textconv prints: fall back to the raw text so `git diff` still works,
+        # read with the same limits (a regular file, at most 64 MiB); with no raw text, exit 2.
+        raw = read_bytes(args.file, what="lock")
         ui.warn(f"{exc.message}; showing the raw file")
-        ui.out.write(args.file.read_text(encoding="utf-8", errors="replace"))
+        ui.out.write(raw.decode("utf-8", errors="replace"))
     return 0

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from envforge import __version__
 from envforge.errors import EnvforgeError
+from envforge.printable import escape_controls
 from envforge.urls import SCHEME
 
 __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
@@ -73,6 +74,12 @@ def redact(text: str) -> str:
     return _USER_IN_URL.sub(r"\1<credentials>@", _PASSWORD_IN_URL.sub(r"\1<credentials>@", text))
 
 
+def _shown(text: str) -> str:
+    """What a human sees of ``text``: credentials redacted, control and bidirectional characters
+    escaped except newlines and tabs (:func:`envforge.printable.escape_controls`)."""
+    return redact(escape_controls(text, keep="\n\t"))
+
+
 class Ui:
     """Where CLI output goes: ``out`` for results, ``err`` for human messages and progress.
     Every line passes through :func:`redact`."""
@@ -89,7 +96,7 @@ class Ui:
 
     def result(self, text: str) -> None:
         """Write a result line (stdout)."""
-        print(redact(text), file=self.out)
+        print(_shown(text), file=self.out)
 
     def emit_json(self, kind: str, data: Any, *, version: int = JSON_ENVELOPE_VERSION) -> None:
         """Write ``data`` wrapped in :func:`envelope` (shape ``version``) to stdout, keys in a
@@ -98,11 +105,11 @@ class Ui:
 
     def info(self, text: str) -> None:
         """A human message (stderr)."""
-        print(redact(text), file=self.err)
+        print(_shown(text), file=self.err)
 
     def progress(self, text: str) -> None:
         """A progress line for long work (stderr); silent in JSON mode only if stderr is not a tty."""
-        print(self._paint("2", redact(text)), file=self.err, flush=True)
+        print(self._paint("2", _shown(text)), file=self.err, flush=True)
 
     def terminal(self) -> Callable[[str], None] | None:
         """A raw writer to stderr when it is a terminal (and not ``--json``), for tools that draw
@@ -117,12 +124,12 @@ class Ui:
 
     def warn(self, text: str) -> None:
         """A warning (stderr)."""
-        print(self._paint("33", f"warning: {redact(text)}"), file=self.err)
+        print(self._paint("33", f"warning: {_shown(text)}"), file=self.err)
 
     def error(self, exc: EnvforgeError) -> None:
         """Render an envforge error: red first line, then its details and hint (stderr); with
         ``--json`` also the ``envforge.error/1`` envelope on stdout."""
-        first, _, rest = redact(str(exc)).partition("\n")
+        first, _, rest = _shown(str(exc)).partition("\n")
         print(self._paint("31", f"error: {first}"), file=self.err)
         if rest:
             print(rest, file=self.err)
@@ -132,7 +139,7 @@ class Ui:
 
     def fail(self, kind: str, message: str, hint: str | None, exit_code: int, *, log: str | None = None) -> None:
         """Render an error that is not an :class:`EnvforgeError` (see :data:`ERROR_KINDS`)."""
-        print(self._paint("31", redact(f"error: {message}" + (f" (full log: {log})" if log else ""))), file=self.err)
+        print(self._paint("31", _shown(f"error: {message}" + (f" (full log: {log})" if log else ""))), file=self.err)
         if self.json_mode:
             self._error_json(kind, message, hint, exit_code, log)
 
@@ -149,4 +156,4 @@ class Ui:
 
     def error_text(self, text: str) -> None:
         """Render a plain error line."""
-        print(self._paint("31", f"error: {redact(text)}"), file=self.err)
+        print(self._paint("31", f"error: {_shown(text)}"), file=self.err)

@@ -23,6 +23,7 @@ from envforge.lockdiff.classify import (
 )
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.render import FAMILY_TITLES
+from envforge.printable import escape_controls
 
 __all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown",
            "render_matrix_terminal", "variant_matrix"]
@@ -171,7 +172,7 @@ def render_matrix_terminal(m: VariantMatrix) -> str:
         for k in range(max(len(c) for c in cells)):
             first = [f"  {r.subject}" if k == 0 else "", *(c[k] if k < len(c) else "" for c in cells)]
             lines.append("  ".join(f"{t:<{w}}" for t, w in zip(first, width)).rstrip())
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds
 
 
 def render_matrix_markdown(m: VariantMatrix) -> str:
@@ -188,7 +189,7 @@ def render_matrix_markdown(m: VariantMatrix) -> str:
             lines.append(f"| **{title}** |" + " |" * len(m.variants))
         cells = [c.replace("|", "\\|") or "—" for c in r.cells]
         lines.append(f"| `{r.subject}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds
 
 
 def matrix_data(m: VariantMatrix) -> dict[str, Any]:

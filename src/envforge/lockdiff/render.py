@@ -22,6 +22,7 @@ from envforge.lockdiff.classify import (
     index_names,
 )
 from envforge.lockdiff.model import PYPI, Lock
+from envforge.printable import escape_controls
 
 __all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
            "source_text", "summary_line"]
@@ -234,7 +235,7 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
         for f in fields:
             label, _, value = _field_text(f, "->").partition(": ")
             lines += _wrap(f"  {label}: ", [value], 6, width)
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds
 
 
 def _counts(group: Sequence[PackageChange]) -> str:
@@ -287,7 +288,7 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
             subject, _, rest = _field_text(f, arrow).partition(": ")
             lines.append(f"| `{_md(subject)}` | {_md(rest)} |")
         lines.append("")
-    return "\n".join(lines).rstrip("\n")
+    return "\n".join(escape_controls(line) for line in lines).rstrip("\n")
 
 
 def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
@@ -361,4 +362,4 @@ def render_textconv(lock: Lock) -> str:
             edges = hashlib.sha256("\n".join(p.dependencies).encode()).hexdigest()[:12]
             parts.append(f"dependencies={len(p.dependencies)}:{edges}")
         lines.append("  ".join(parts))
-    return "\n".join(lines)
+    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds

@@ -10,6 +10,10 @@ signs, which are not part of the scheme but are kept in the text as they were.
 
 from __future__ import annotations
 
-__all__ = ["SCHEME"]
+__all__ = ["SCHEME", "SCHEME_BODY", "SCHEME_START"]
 
-SCHEME = r"(?<![A-Za-z0-9+.-])([0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://)"
+#: Where a run of scheme characters starts (nothing of the run before it).
+SCHEME_START = r"(?<![A-Za-z0-9+.-])"
+#: The run's leading digits or signs, the scheme and ``://`` (no group).
+SCHEME_BODY = r"[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://"
+SCHEME = SCHEME_START + "(" + SCHEME_BODY + ")"

@@ -118,7 +118,6 @@ def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
 def _textconv(args: argparse.Namespace, ui: "Ui") -> int:
     from envforge.errors import InputError
     from envforge.lockdiff import textconv
-
     from envforge.textfile import read_bytes
 
     try:

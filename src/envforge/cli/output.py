@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from envforge import __version__
 from envforge.errors import EnvforgeError
 from envforge.printable import escape_controls
-from envforge.urls import SCHEME
+from envforge.urls import SCHEME, SCHEME_BODY, SCHEME_START
 
 __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
 
@@ -59,8 +59,7 @@ def error_kind(exc: EnvforgeError) -> str:
 _PASSWORD_IN_URL = re.compile(SCHEME + r"[^/@\s'\":]+:[^/@\s'\"]*@")
 # ``https://TOKEN@host``: a token as the user name (GitHub, Hugging Face, GitLab deploy tokens) is a
 # credential too; only ssh-style URLs (``git+ssh://git@host``) carry a user name that is not one.
-_USER_IN_URL = re.compile(r"(?<![A-Za-z0-9+.-])((?![A-Za-z0-9+.-]*ssh)[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://)"
-                          r"[^/@\s'\":]+@")  # SCHEME (envforge.urls) with "not an ssh scheme" inside
+_USER_IN_URL = re.compile(SCHEME_START + r"((?![A-Za-z0-9+.-]*ssh)" + SCHEME_BODY + r")[^/@\s'\":]+@")
 
 
 def redact(text: str) -> str:
@@ -82,7 +81,7 @@ def _shown(text: str) -> str:
 
 class Ui:
     """Where CLI output goes: ``out`` for results, ``err`` for human messages and progress.
-    Every line passes through :func:`redact`."""
+    Every line passes through :func:`redact`, and human text has control characters escaped."""
 
     def __init__(self, *, json_mode: bool = False, out: TextIO | None = None,
                  err: TextIO | None = None) -> None:

@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
+from httpserve import QuietServer
 
 DATA = Path(__file__).parent / "data" / "bench"
 SERVE_MODULES = ("torch", "transformers", "fastapi", "uvicorn")
@@ -167,11 +168,7 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
             except OSError:
                 return  # the client went away
 
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # clients closing idle connections are not errors here
-
-    server = Server(("127.0.0.1", port), Handler)
+    server = QuietServer(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

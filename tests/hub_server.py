@@ -26,9 +26,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from httpserve import QuietServer
 
 __all__ = ["HubServer", "Request", "eagle3_config", "eagle3_files", "eagle3_tensors", "git_blob_sha1",
            "running_hub", "write_drafter"]
@@ -241,8 +243,7 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 def running_hub(hub: HubServer | None = None) -> Iterator[HubServer]:
     """Serve ``hub`` on 127.0.0.1 (a free port) in a thread; ``hub.url`` is the endpoint."""
     hub = hub or HubServer()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(hub))
-    server.daemon_threads = True
+    server = QuietServer(("127.0.0.1", 0), _handler_for(hub))
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

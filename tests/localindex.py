@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from httpserve import QuietServer
 from packaging.utils import canonicalize_name
 
 
@@ -159,7 +160,7 @@ def serve(index: LocalIndex, *, delay_s: float = 0.0,
     header = None if auth is None else "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
     attrs = {"delay_s": delay_s, "auth": header, "seen_auth": []}
     handler = partial(type("Handler", (_QuietHandler,), attrs), directory=str(index.root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     index.url = f"http://127.0.0.1:{server.server_address[1]}/simple"

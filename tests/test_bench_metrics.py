@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from httpserve import QuietServer
 
 from envforge.bench.client import Endpoint, LevelRun, RequestResult
 from envforge.bench.metrics import (
@@ -332,7 +333,7 @@ def metrics_server(status: int, text: str | bytes) -> Iterator[Endpoint]:
             self.end_headers()
             self.wfile.write(data)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield Endpoint("127.0.0.1", server.server_address[1])

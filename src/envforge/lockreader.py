@@ -31,8 +31,8 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +180,7 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
 
     :raises InvalidLock: not valid TOML (tomllib's message), or nested too deeply for tomllib.
     """
+    fast_loads: Callable[[str], Any] | None
     try:
         from rtoml import loads as fast_loads
     except ImportError:  # pragma: no cover - a dependency; kept readable without it
@@ -191,11 +192,13 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         except ValueError as exc:  # rtoml.TomlParsingError: let tomllib decide, and say why
             refused = str(exc)
         else:
-            return _with_timezones(doc, label)
+            checked: dict[str, Any] = _with_timezones(doc, label)
+            return checked
     import tomllib
 
     try:
-        return _with_timezones(tomllib.loads(text), label)  # the same depth check
+        parsed: dict[str, Any] = _with_timezones(tomllib.loads(text), label)  # the same depth check
+        return parsed
     except tomllib.TOMLDecodeError as exc:
         message = _first_error(str(exc), refused)
         raise InvalidLock(f"{label} is not valid TOML: {message}", reason=message,

@@ -423,3 +423,22 @@ def test_an_in_place_edit_through_uv_cache_names_the_cache_clean(tmp_path: Path,
     subprocess.run([UV, "cache", "clean", "sglang"], check=True, capture_output=True)
     fresh = build(tmp_path / "fresh", wheels=[cached_wheel("sglang", "0.5.9")], patchsets=(), profile=None)
     assert run(fresh).findings == ()
+
+
+def test_a_deadline_holds_for_both_probe_threads(tmp_path: Path) -> None:
+    """Both probes run in threads; a caller's deadline (a fleet node's) ends them, so an interpreter
+    that never answers costs the deadline, not each probe's own 60 s limit."""
+    import time
+
+    from envforge.probe import ProbeTimeout, deadline
+
+    env = build(tmp_path)
+    python = env.path / "bin" / "python"
+    python.unlink()  # (a symlink to the base interpreter)
+    python.write_text("#!/bin/sh\nsleep 300\n")
+    python.chmod(0o755)
+    start = time.monotonic()
+    with deadline(2.0), pytest.raises(ProbeTimeout) as late:
+        run(env)
+    assert time.monotonic() - start < 20
+    assert late.value.deadline_s == 2.0

@@ -4,6 +4,10 @@ A probe is a small Python script run by the target environment's interpreter; it
 object as the last line of its standard output. The runner starts it in its own process group
 (``start_new_session``), enforces a hard timeout, and on timeout kills the whole group so no child
 (an NCCL worker, a spawned process) is left behind (field case B12).
+
+A caller with a time limit of its own (a fleet node's verify, which its driver stops at ``--timeout``)
+wraps its work in :func:`deadline`: every probe started inside ends by then, so the caller answers
+before its own limit, and stopping the caller from outside never orphans a probe's process group.
 """
 
 from __future__ import annotations
@@ -12,16 +16,21 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.errors import ExternalToolError
 
-__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "env_python", "run_probe"]
+__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe"]
 
 _TAIL_LINES = 20
+#: (time.monotonic() by which every probe must have ended, the caller's limit in s) or None.
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("envforge_probe_deadline", default=None)
 
 
 class ProbeError(ExternalToolError):
@@ -29,7 +38,37 @@ class ProbeError(ExternalToolError):
 
 
 class ProbeTimeout(ProbeError):
-    """The probe ran past its timeout; its whole process group was killed."""
+    """The probe ran past its timeout (or its caller's :func:`deadline`); its whole process group was
+    killed. ``deadline_s`` is the caller's limit in seconds when that is what ended it, else None."""
+
+    deadline_s: float | None = None
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Within the block, every probe ends at most ``seconds`` from now: its
+    timeout is cut to what is left, and a probe that would start with nothing left is not started.
+    Nested blocks keep the earlier end. Either way :class:`ProbeTimeout` with ``deadline_s`` set.
+
+    The deadline is a context variable: it holds in this thread, and in threads that run work in a
+    copy of this context (``pool.submit(contextvars.copy_context().run, fn, ...)``, as
+    :mod:`envforge.verify.static` does); a thread started without that copy does not see it.
+    """
+    end = time.monotonic() + seconds
+    outer = _DEADLINE.get()
+    token = _DEADLINE.set(outer if outer is not None and outer[0] <= end else (end, seconds))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _deadline_timeout(limit: float, argv: Sequence[str], pid: int | None = None, stderr: str = "") -> ProbeTimeout:
+    what = "was not started" if pid is None else f"was killed (process group {pid})"
+    exc = ProbeTimeout(f"probe ran past its caller's {limit:.3g} s limit and {what}", tool="python",
+                       argv=list(argv[:2]) + ["<probe>"], returncode=None, stderr_tail=_tail(stderr))
+    exc.deadline_s = limit
+    return exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +111,24 @@ def run_probe(
     :param python: the environment's interpreter.
     :param args: extra ``sys.argv`` entries for the script.
     :param env: the full environment for the child (default: inherit this process's).
-    :param timeout_s: hard limit in seconds; on expiry the process group is killed.
+    :param timeout_s: hard limit in seconds; on expiry the process group is killed. Inside a
+        :func:`deadline` block, cut to what is left of it.
     :param interpreter_flags: flags before ``-c`` (e.g. ``["-I"]``, ``["-S"]``).
     :param clock: a ``time.monotonic``-like callable (injected for tests); default ``time.monotonic``.
-    :raises ProbeTimeout: ran past ``timeout_s``.
+    :raises ProbeTimeout: ran past ``timeout_s`` or the caller's :func:`deadline` (``deadline_s`` set;
+        raised without starting the probe when nothing is left of it).
     :raises ProbeError: could not start, non-zero exit, or no JSON on the last stdout line.
     """
-    import time
-
     now = clock or time.monotonic
     argv = [str(python), *interpreter_flags, "-c", script, *args]
+    limit, cut = timeout_s, _DEADLINE.get()
+    left = None if cut is None else cut[0] - time.monotonic()
+    if cut is not None and left is not None and left < limit:
+        if left <= 0:
+            raise _deadline_timeout(cut[1], argv)
+        limit = left
+    else:
+        cut = None  # the probe's own limit ends first: its own message
     start = now()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -90,10 +137,12 @@ def run_probe(
         raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
                          returncode=None, hint="is the environment built? run `envforge build`") from None
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
+        if cut is not None:
+            raise _deadline_timeout(cut[1], argv, proc.pid, err) from None
         raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group {proc.pid})",
                            tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
                            stderr_tail=_tail(err)) from None

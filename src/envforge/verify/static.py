@@ -84,11 +84,14 @@ def run_static(inp: StaticInputs) -> StaticResult:
     """Run every static check and return all findings at once.
 
     The probes in the environment's interpreter (env profile reach, marker environment) run in a
-    thread while the file checks run here, so the wall time is the longer of the two.
+    thread while the file checks run here, so the wall time is the longer of the two. The threads run
+    in a copy of the caller's context, so a :func:`envforge.probe.deadline` around this call holds
+    for them too.
 
     :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
     from concurrent.futures import ThreadPoolExecutor
+    from contextvars import copy_context
 
     c = _Collector()
     if _wrong_machine(inp, c):  # one finding, not a pile of mismatches from an interpreter that cannot run
@@ -98,11 +101,11 @@ def run_static(inp: StaticInputs) -> StaticResult:
     profile = installed_profile(sp)
     expected_env = _expected_env(inp.lock, profile)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        reach = pool.submit(_reach, inp, expected_env)
+        reach = pool.submit(copy_context().run, _reach, inp, expected_env)
         patched = patch_manifest(sp)
         pycs = [str(p) for p in cached_bytecode(sp, patched)]
         asked = pycs or any(p.marker for p in inp.lock.packages)
-        env_probe = pool.submit(_env_probe, inp, pycs) if asked else None
+        env_probe = pool.submit(copy_context().run, _env_probe, inp, pycs) if asked else None
         installed = installed_distributions(sp)
         _stale(inp, c)
         probe: Mapping[str, Any] = env_probe.result() if env_probe else {"python": _venv_version(inp.python)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,14 @@ import ray._private.services  # noqa: E402
 ray._private.services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
 
 from envforge.cli.fleet import render_text  # noqa: E402
-from envforge.fleet import FleetNode, fleet_allreduce, fleet_build, fleet_verify, majority_differences  # noqa: E402
+from envforge.fleet import (  # noqa: E402
+    FleetNode,
+    fleet_allreduce,
+    fleet_build,
+    fleet_verify,
+    majority_differences,
+    node_budget,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "quickstart-default"
@@ -98,6 +106,18 @@ def test_majority_and_differences_from_literal_fingerprints() -> None:
     assert majority["lock_digest"] == "sha256:aa"
     assert majority["env_profile_values"] == {"NCCL_BUFFSIZE": "131072"}
     assert differs == {"c": ("env_profile_values",)}
+
+
+def test_node_budget_ends_before_the_driver_gives_up() -> None:
+    # (timeout_s, the driver's deadline, this node's clock) -> seconds the node may spend
+    assert node_budget(600, 1600, 1000) == 585  # margin 5 % of 600, at most 15 s
+    assert node_budget(100, 1100, 1000) == 95
+    assert node_budget(20, 1020, 1000) == 18  # margin at least 2 s
+    assert node_budget(20, 1010, 1000) == 8  # what is left by this node's clock
+    assert node_budget(20, 1020, 900) == 18  # a node clock 100 s behind: the plain limit
+    assert node_budget(20, 1020, 1100) == 18  # one 80 s ahead: the plain limit
+    assert node_budget(20, 1020, 1020) == 18  # nothing left by its clock: as a skew, the plain limit
+    assert node_budget(1, 1001, 1000) == 0  # never below 0
 
 
 def test_fleet_verify_names_the_odd_nodes_and_a_killed_one(cluster: tuple[object, dict[str, str]]) -> None:
@@ -221,6 +241,31 @@ def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_an
     assert _agents() == []  # --no-agent started none
 
 
+def test_an_agent_of_another_envforge_is_replaced(cluster: tuple[object, dict[str, str]]) -> None:
+    c, ids = cluster
+    _without_n4(c, ids)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from envforge.fleet_agent import NAMESPACE, agent_name, stop_agents
+
+    class OlderAgent:  # an agent an older envforge started: verify takes three arguments
+        def verify(self, env_name: str, root: str, levels: tuple[str, ...]) -> dict[str, object]:
+            return {"findings": []}
+
+    stop_agents(ray)
+    old = ray.remote(num_cpus=0)(OlderAgent).options(
+        name=agent_name(ids["n0"]), namespace=NAMESPACE, lifetime="detached",
+        scheduling_strategy=NodeAffinitySchedulingStrategy(ids["n0"], soft=False)).remote()
+    ray.get(old.verify.remote(ENV, "", ()))  # it runs
+    report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=120)  # type: ignore[attr-defined]
+    n0 = next(n for n in report.nodes if n.node_id == ids["n0"])
+    assert (n0.status, n0.detail["agent"]["state"], n0.detail["agent"]["calls"]) == ("ok", "replaced", 1), n0
+    (because,) = n0.detail["agent"]["replaced-because"]
+    assert because.startswith("its methods differ from this envforge's (TypeError: "), because
+    assert sorted(n.status for n in report.nodes) == ["findings", "findings", "ok", "ok"], render_text(report)
+    stop_agents(ray)
+
+
 def _cli_agent_start(address: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "start", "--ray", address, *extra],
                           capture_output=True, text=True, timeout=300)
@@ -279,32 +324,79 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
     stop_agents(ray)
 
 
-def test_fleet_verify_times_out_a_node_instead_of_hanging(roots: dict[str, Path]) -> None:
+def _sleepers() -> set[int]:
+    """Pids of every ``sleep 300`` on this machine (what n4's interpreter runs)."""
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == b"sleep\x00300\x00":
+                pids.add(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _holding_the_env_lock(root: Path) -> subprocess.Popen[str]:
+    """A process holding ``root``'s environment lock, with an interrupted apply-patches recorded: the
+    node's verify waits for the lock to roll it back (a verify stuck outside any probe, as behind an
+    apply-patches that never ends)."""
+    from envforge.locking import environment_lock_path
+
+    sp = next((root / "envs" / ENV).resolve().glob("lib/python3*/site-packages"))
+    (sp / ".envforge" / "patch-intent.json").write_text("{}")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)",
+                               str(environment_lock_path(sp))], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(roots: dict[str, Path]) -> None:
     from ray.cluster_utils import Cluster
 
+    from envforge.fleet_agent import NAMESPACE
+
+    stuck = roots["n0"].parent / "n5"  # a node whose verify waits on the environment lock
+    shutil.copytree(roots["n0"], stuck, symlinks=True)
+    holder = _holding_the_env_lock(stuck)
+    before = _sleepers()
     ray.shutdown()
     args = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
     c = Cluster(initialize_head=True, head_node_args={**args, "env_vars": {"ENVFORGE_FLEET_ROOT": str(roots["n1"])}})
-    c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])})
+    hung = c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])}).node_id
+    waits = c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(stuck)}).node_id
     c.wait_for_nodes()
     try:
         start = time.monotonic()
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=20)
         assert time.monotonic() - start < 60
-        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"], render_text(report)
-        late = next(n for n in report.nodes if n.status == "timeout")
-        assert late.error == "no answer within 20 s (its agent was stopped)"
+        by = {n.node_id: n for n in report.nodes}
+        assert sorted(n.status for n in report.nodes) == ["ok", "timeout", "timeout"], render_text(report)
+        # n4 answered itself: its probe's process group was killed before the driver's limit.
+        assert by[hung].status == "timeout" and re.fullmatch(
+            r"verify did not finish within the 20 s limit: probe ran past its caller's [\d.]+ s limit and "
+            r"was killed \(process group \d+\)", by[hung].error or ""), by[hung]
+        assert by[hung].detail["agent"]["state"] == "started"
+        assert by[waits].error == "no answer within 20 s (its agent was stopped)"
         assert report.exit_code == 1
-        kept = [f"agent-{n.node_id}" for n in report.nodes if n.status == "ok"]
-        assert _agents(kept) == kept  # the late node's agent was stopped
-        start = time.monotonic()  # the same without agents: the task is cancelled
+        kept = sorted(f"agent-{n}" for n in by if n != waits)
+        assert _agents(kept) == kept  # only the agent that gave no answer was stopped
+        assert _sleepers() - before == set()  # no probe of n4 outlived the call
+        start = time.monotonic()  # the same without agents: the silent node's task is cancelled
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=10, agent=False)
         assert time.monotonic() - start < 40
-        assert sorted(n.status for n in report.nodes) == ["ok", "timeout"], render_text(report)
-        assert next(n for n in report.nodes if n.status == "timeout").error == \
-            "no answer within 10 s (the task was cancelled)"
+        by = {n.node_id: n for n in report.nodes}
+        assert sorted(n.status for n in report.nodes) == ["ok", "timeout", "timeout"], render_text(report)
+        assert re.fullmatch(r"verify did not finish within the 10 s limit: probe ran past its caller's "
+                            r"[\d.]+ s limit and was killed \(process group \d+\)", by[hung].error or ""), by[hung]
+        assert by[waits].error == "no answer within 10 s (the task was cancelled)"
         assert all("agent" not in n.detail for n in report.nodes)
+        assert _sleepers() - before == set()
+        assert [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["namespace"] == NAMESPACE] == kept
     finally:
+        holder.kill()
+        holder.wait()
         ray.shutdown()
         c.shutdown()
 

@@ -14,7 +14,10 @@ same path, as on a cluster with a shared layout), unless that node's Ray process
 the tests give each local "node" its own directory this way).
 
 A node that dies, whose task fails, or that does not answer within ``timeout_s`` is a finding of the
-report, never a hang. Cross-node all-reduce (:func:`fleet_allreduce`) uses torch.distributed's own TCP
+report, never a hang. A node's verify runs under a :func:`envforge.probe.deadline` that ends a little
+before the driver's (:func:`node_budget`): a node stuck in a probe (an interpreter that never answers)
+kills the probe's process group and answers ``timeout`` itself, so no probe outlives the call; the
+driver stops an agent, or cancels a task, only when the node gave no answer at all. Cross-node all-reduce (:func:`fleet_allreduce`) uses torch.distributed's own TCP
 rendezvous on the first node; the backend is ``nccl`` on GPUs and ``gloo`` where there are none.
 """
 
@@ -49,10 +52,23 @@ COMPARED = ("lock_digest", "patch_manifest_digest", "env_profile", "env_profile_
             "python", "platform", "driver", "gpu", "gpu_count", "compute_capability")
 
 
+def node_budget(timeout_s: float, deadline_wall: float, now_wall: float) -> float:
+    """Seconds a node may spend in its verify so its answer reaches the driver before the driver's
+    ``timeout_s`` ends at ``deadline_wall`` (``time.time()`` on the driver): what is left by this
+    node's clock (``now_wall``), or ``timeout_s`` where the clocks disagree by more than that (a
+    node whose clock is behind or far ahead), less a margin for the answer's way back of 5 % of
+    ``timeout_s``, between 2 s and 15 s. Never below 0.
+    """
+    left = deadline_wall - now_wall
+    if not 0 < left <= timeout_s:
+        left = timeout_s
+    return max(0.0, left - min(15.0, max(2.0, 0.05 * timeout_s)))
+
+
 @dataclass(frozen=True, slots=True)
 class FleetNode:
     """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
-    node died), ``timeout`` (no answer within the limit). ``fingerprint`` holds the keys of
+    node died), ``timeout`` (no answer within the limit, or the node's verify ran past it). ``fingerprint`` holds the keys of
     :data:`COMPARED`; ``findings`` the node's verify findings as dicts; ``elapsed_s`` in seconds."""
 
     node_id: str
@@ -211,12 +227,18 @@ def _agent_fan_out(ray: Any, method: str, args: Sequence[Any], timeout_s: float)
     from envforge.fleet_agent import STALE, agent_for
 
     deadline = time.monotonic() + timeout_s
-    calls: dict[Any, tuple[Mapping[str, Any], Any, tuple[str, ...] | None]] = {}  # ref: node, agent, replaced
+    calls: dict[Any, tuple[dict[str, Any], Any, tuple[str, ...] | None]] = {}  # ref: node, agent, replaced
     out = []
     for node in _alive_nodes(ray):
         try:
             agent = agent_for(ray, node["NodeID"])
-            calls[getattr(agent, method).remote(*args)] = (node, agent, None)
+            try:
+                calls[getattr(agent, method).remote(*args)] = (node, agent, None)
+            except (AttributeError, TypeError) as exc:  # an agent of another envforge: its methods differ
+                _stop(ray, agent)
+                fresh = agent_for(ray, node["NodeID"], replacing=agent)
+                calls[getattr(fresh, method).remote(*args)] = (
+                    node, fresh, (f"its methods differ from this envforge's ({_one_line(exc)})",))
         except Exception as exc:  # Ray refused to create it: a finding, not a crash
             out.append(_failed(node, exc))
     while calls and (left := deadline - time.monotonic()) > 0:
@@ -269,7 +291,8 @@ def _one_line(exc: BaseException) -> str:
 
 def _node_answer(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
     if data.get("error"):
-        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
+        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"),
+                         "timeout" if data.get("timed-out") else "failed",
                          fingerprint=data.get("fingerprint", {}), error=data["error"],
                          elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
     findings = tuple(data.get("findings", ()))
@@ -284,20 +307,32 @@ def _node_root(default: str) -> Path:
     return Path(os.environ.get(ROOT_VARIABLE) or default)
 
 
-def _verify_task(env_name: str, root: str, levels: tuple[str, ...]) -> dict[str, Any]:
-    """On one node: envforge's verify of ``env_name`` in this node's project; JSON-able answer."""
+def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
+                 limit: tuple[float, float] | None = None) -> dict[str, Any]:
+    """On one node: envforge's verify of ``env_name`` in this node's project; JSON-able answer.
+    ``limit``: (the driver's deadline as ``time.time()``, its timeout in s); every probe of the
+    verify ends within :func:`node_budget` of it, and one that ran past it makes the answer an
+    ``error`` with ``timed-out``."""
     import json
+    from contextlib import nullcontext
 
     from envforge.environment import resolve_environment
     from envforge.errors import EnvforgeError
+    from envforge.probe import ProbeTimeout, deadline
     from envforge.project import Project
     from envforge.verify import VerifyOptions, verify
 
     start = time.monotonic()
+    budget = None if limit is None else node_budget(limit[1], limit[0], time.time())
     try:
-        project = Project(_node_root(root))
-        env = resolve_environment(project, env_name, env_name)
-        report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
+        with nullcontext() if budget is None else deadline(budget):
+            project = Project(_node_root(root))
+            env = resolve_environment(project, env_name, env_name)
+            report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
+    except ProbeTimeout as exc:
+        late = limit is not None and exc.deadline_s is not None
+        message = f"verify did not finish within the {limit[1]:g} s limit: {exc.message}" if limit and late else exc.message
+        return {"error": message, "timed-out": late, "elapsed-s": round(time.monotonic() - start, 3)}
     except EnvforgeError as exc:
         return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3)}
     fp = report.fingerprint.as_dict()
@@ -398,7 +433,7 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     """
     start = time.monotonic()
     ray = _connect(address)
-    args = (env_name, str(root), tuple(levels))
+    args = (env_name, str(root), tuple(levels), (time.time() + timeout_s, timeout_s))
     nodes = _agent_fan_out(ray, "verify", args, timeout_s) if agent else _fan_out(ray, _verify_task, args, timeout_s, "verify")
     majority, differs = majority_differences(nodes)
     return FleetReport("verify", tuple(nodes), majority, differs, time.monotonic() - start)

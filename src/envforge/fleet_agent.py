@@ -101,9 +101,10 @@ class NodeAgent:
         self._started = time.time()
         self._calls = 0
 
-    def verify(self, env_name: str, root: str, levels: tuple[str, ...]) -> dict[str, Any]:
-        """The answer of ``_verify_task(env_name, root, levels)`` plus ``agent`` (pid, calls so far
-        including this one, seconds since start), or ``{STALE: [changed paths], "agent": ...}``."""
+    def verify(self, env_name: str, root: str, levels: tuple[str, ...],
+               limit: tuple[float, float] | None = None) -> dict[str, Any]:
+        """The answer of ``_verify_task(env_name, root, levels, limit)`` plus ``agent`` (pid, calls so
+        far including this one, seconds since start), or ``{STALE: [changed paths], "agent": ...}``."""
         from envforge.fleet import _verify_task
 
         gone = changed(self._stamp)
@@ -111,7 +112,7 @@ class NodeAgent:
             return {STALE: gone[:5], "agent": self._info()}
         before = set(sys.modules)
         self._calls += 1
-        answer = _verify_task(env_name, root, levels)
+        answer = _verify_task(env_name, root, levels, limit)
         if set(sys.modules) != before:  # modules first imported by this call: stamp them now
             self._stamp.update({p: s for p, s in code_stamp().items() if p not in self._stamp})
         return {**answer, "agent": self._info()}

@@ -335,3 +335,53 @@ def test_private_indexes_with_uv_credentials_never_leak(tmp_path: Path, private)
     leaked = subprocess.run(["grep", "-rlF", "-e", SECRETS[0], "-e", SECRETS[1], str(proj)],
                             capture_output=True, text=True)
     assert leaked.stdout == "" and leaked.returncode == 1  # no file in the project or its environments
+
+
+# --------------------------------------------------------------------------------------------
+# Time limits: uv's own, and the caller's deadline (envforge.deadline)
+
+def _stuck_uv(tmp_path: Path) -> tuple[Path, Path]:
+    """A uv that never answers: a shell that records the pid of its ``sleep`` child and waits."""
+    pid_file = tmp_path / "sleep.pid"
+    script = tmp_path / "uv"
+    script.write_text(f"#!/bin/sh\nsleep 301 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(0o755)
+    return script, pid_file
+
+
+def _gone(pid_file: Path) -> bool:
+    import time
+
+    pid = int(pid_file.read_text())
+    for _ in range(100):
+        stat = Path(f"/proc/{pid}/stat")
+        if not stat.exists() or stat.read_text().split(") ")[1].startswith("Z"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_uv_stopped_by_its_own_timeout_or_the_callers_deadline(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from envforge.deadline import deadline
+    from envforge.uv import UvError
+
+    script, pid_file = _stuck_uv(tmp_path)
+    monkeypatch.setenv("ENVFORGE_UV", str(script))
+    with pytest.raises(UvError) as own:
+        run_uv(["venv", "x"], timeout_s=1.0)
+    assert (own.value.message, own.value.deadline_s) == ("uv ran past 1 s and was stopped", None)
+    assert _gone(pid_file)  # the whole process group
+    pid_file.unlink()
+    with deadline(1.5), pytest.raises(UvError) as late:
+        run_uv(["venv", "x"], timeout_s=60)
+    assert (late.value.message, late.value.deadline_s) == (
+        "uv venv ran past its caller's 1.5 s limit and was stopped", 1.5)
+    assert late.value.exit_code == 3
+    assert _gone(pid_file)
+    pid_file.unlink()
+    with deadline(0.0), pytest.raises(UvError) as never:
+        run_uv(["pip", "install", "x"])
+    assert (never.value.message, never.value.deadline_s) == (
+        "uv pip ran past its caller's 0 s limit and was not started", 0.0)
+    assert not pid_file.exists()

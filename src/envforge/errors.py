@@ -79,9 +79,13 @@ class ExternalToolError(EnvforgeError):
     :param argv: the full command line that was run.
     :param returncode: its exit status, or ``None`` when it could not start or timed out.
     :param stderr_tail: the last lines of its standard error.
+
+    ``deadline_s`` is the caller's limit in seconds when that, not the tool's own timeout, is what
+    stopped it (:mod:`envforge.deadline`), else None.
     """
 
     exit_code = EXIT_TOOL_FAILED
+    deadline_s: float | None = None
 
     def __init__(
         self,

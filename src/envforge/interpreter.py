@@ -52,7 +52,9 @@ def _via_uv(wanted: str) -> Path | None:
                            if not p.rstrip("/").endswith(".pyenv/shims"))
     try:
         res = run_uv(["python", "find", "--no-config", wanted], env={"PATH": path}, timeout_s=60)
-    except UvError:
+    except UvError as exc:
+        if exc.deadline_s is not None:  # the caller's time is up: not "no interpreter"
+            raise
         return None
     found = res.stdout.strip()
     return Path(found) if found else None

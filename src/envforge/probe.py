@@ -6,8 +6,9 @@ object as the last line of its standard output. The runner starts it in its own 
 (an NCCL worker, a spawned process) is left behind (field case B12).
 
 A caller with a time limit of its own (a fleet node's verify, which its driver stops at ``--timeout``)
-wraps its work in :func:`deadline`: every probe started inside ends by then, so the caller answers
-before its own limit, and stopping the caller from outside never orphans a probe's process group.
+wraps its work in :func:`envforge.deadline.deadline` (also importable from here): every probe started
+inside ends by then, so the caller answers before its own limit, and stopping the caller from outside
+never orphans a probe's process group.
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.deadline import cut, deadline
 from envforge.errors import ExternalToolError
 
 __all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe"]
 
 _TAIL_LINES = 20
-#: (time.monotonic() by which every probe must have ended, the caller's limit in s) or None.
-_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("envforge_probe_deadline", default=None)
 
 
 class ProbeError(ExternalToolError):
@@ -38,29 +36,8 @@ class ProbeError(ExternalToolError):
 
 
 class ProbeTimeout(ProbeError):
-    """The probe ran past its timeout (or its caller's :func:`deadline`); its whole process group was
-    killed. ``deadline_s`` is the caller's limit in seconds when that is what ended it, else None."""
-
-    deadline_s: float | None = None
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Within the block, every probe ends at most ``seconds`` from now: its
-    timeout is cut to what is left, and a probe that would start with nothing left is not started.
-    Nested blocks keep the earlier end. Either way :class:`ProbeTimeout` with ``deadline_s`` set.
-
-    The deadline is a context variable: it holds in this thread, and in threads that run work in a
-    copy of this context (``pool.submit(contextvars.copy_context().run, fn, ...)``, as
-    :mod:`envforge.verify.static` does); a thread started without that copy does not see it.
-    """
-    end = time.monotonic() + seconds
-    outer = _DEADLINE.get()
-    token = _DEADLINE.set(outer if outer is not None and outer[0] <= end else (end, seconds))
-    try:
-        yield
-    finally:
-        _DEADLINE.reset(token)
+    """The probe ran past its timeout (or its caller's :func:`envforge.deadline.deadline`, then
+    ``deadline_s`` is set); its whole process group was killed."""
 
 
 def _deadline_timeout(limit: float, argv: Sequence[str], pid: int | None = None, stderr: str = "") -> ProbeTimeout:
@@ -112,23 +89,18 @@ def run_probe(
     :param args: extra ``sys.argv`` entries for the script.
     :param env: the full environment for the child (default: inherit this process's).
     :param timeout_s: hard limit in seconds; on expiry the process group is killed. Inside a
-        :func:`deadline` block, cut to what is left of it.
+        :func:`envforge.deadline.deadline` block, cut to what is left of it.
     :param interpreter_flags: flags before ``-c`` (e.g. ``["-I"]``, ``["-S"]``).
     :param clock: a ``time.monotonic``-like callable (injected for tests); default ``time.monotonic``.
-    :raises ProbeTimeout: ran past ``timeout_s`` or the caller's :func:`deadline` (``deadline_s`` set;
-        raised without starting the probe when nothing is left of it).
+    :raises ProbeTimeout: ran past ``timeout_s`` or the caller's deadline (``deadline_s`` set; raised
+        without starting the probe when nothing is left of it).
     :raises ProbeError: could not start, non-zero exit, or no JSON on the last stdout line.
     """
     now = clock or time.monotonic
     argv = [str(python), *interpreter_flags, "-c", script, *args]
-    limit, cut = timeout_s, _DEADLINE.get()
-    left = None if cut is None else cut[0] - time.monotonic()
-    if cut is not None and left is not None and left < limit:
-        if left <= 0:
-            raise _deadline_timeout(cut[1], argv)
-        limit = left
-    else:
-        cut = None  # the probe's own limit ends first: its own message
+    limit = cut(timeout_s)
+    if limit.limit_s is not None and limit.expired:
+        raise _deadline_timeout(limit.limit_s, argv)
     start = now()
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -137,12 +109,12 @@ def run_probe(
         raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
                          returncode=None, hint="is the environment built? run `envforge build`") from None
     try:
-        out, err = proc.communicate(timeout=limit)
+        out, err = proc.communicate(timeout=limit.timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         out, err = proc.communicate()
-        if cut is not None:
-            raise _deadline_timeout(cut[1], argv, proc.pid, err) from None
+        if limit.limit_s is not None:
+            raise _deadline_timeout(limit.limit_s, argv, proc.pid, err) from None
         raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group {proc.pid})",
                            tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
                            stderr_tail=_tail(err)) from None

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envforge.deadline import Cut, cut
 from envforge.errors import ExternalToolError, InputError
 from envforge.uvsettings import REFUSED, UV_VERSION, classify
 
@@ -122,6 +123,14 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         pass
 
 
+def _past_deadline(limit: Cut, argv: Sequence[str], what: str, stderr_tail: str = "") -> UvError:
+    """The error of a uv run that the caller's deadline ended."""
+    err = UvError(f"uv {argv[1] if len(argv) > 1 else ''} ran past its caller's {limit.limit_s:.3g} s limit "
+                  f"and {what}", tool="uv", argv=argv, returncode=None, stderr_tail=stderr_tail)
+    err.deadline_s = limit.limit_s
+    return err
+
+
 def run_uv(
     args: Sequence[str],
     *,
@@ -138,14 +147,19 @@ def run_uv(
         so uv draws its own progress bars (bytes per download, packages prepared and installed);
         its raw output goes to ``terminal`` as it comes, and ``progress`` still gets each line as
         plain text (escape sequences and redrawn parts removed), e.g. for a log file.
-    :param timeout_s: wall-clock limit in seconds (None: no limit).
+    :param timeout_s: wall-clock limit in seconds (None: no limit). Inside a
+        :func:`envforge.deadline.deadline` block, cut to what is left of it.
     :raises UvSettingsRefused: a resolving call while the caller's environment sets a variable
         that would change the resolution (each named, with the recipe key to use instead).
-    :raises UvError: uv could not start, exited non-zero, or ran past ``timeout_s``; the message
-        keeps argv, exit status and uv's last stderr lines.
+    :raises UvError: uv could not start, exited non-zero, or ran past ``timeout_s`` or the caller's
+        deadline (then ``deadline_s`` is set; uv is not started when nothing is left of it); the
+        message keeps argv, exit status and uv's last stderr lines.
     """
     _refuse(args, os.environ)
     argv = [uv_binary(), *args]
+    limit = cut(timeout_s)
+    if limit.expired:
+        raise _past_deadline(limit, argv, "was not started")
     master = slave = None
     if terminal is not None:
         master, slave = _pty()
@@ -164,7 +178,7 @@ def run_uv(
     # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    timer = threading.Timer(timeout_s, _kill_group, (proc,)) if timeout_s is not None else None
+    timer = threading.Timer(limit.timeout_s, _kill_group, (proc,)) if limit.timeout_s is not None else None
     if timer is not None:
         timer.start()
     try:
@@ -185,6 +199,8 @@ def run_uv(
             timer.cancel()
     reader.join()
     if timer is not None and timer.finished.is_set() and proc.returncode is not None and proc.returncode < 0:
+        if limit.limit_s is not None:
+            raise _past_deadline(limit, argv, "was stopped", "\n".join(err_lines[-_TAIL_LINES:]))
         raise UvError(f"uv ran past {timeout_s:g} s and was stopped", tool="uv", argv=argv, returncode=None,
                       stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
     out = "".join(out_chunks)

@@ -409,21 +409,35 @@ def test_fleet_build_reports_which_nodes_flipped_and_allreduce_spans_nodes(roots
     shutil.copytree(roots["n1"], broken, symlinks=True)
     lock = broken / "lockfiles" / "pylock.quickstart-default.toml"
     lock.write_text(lock.read_text().replace("sha256 = \"", "sha256 = \"0", 1))  # a wheel hash that cannot match
+    stalled = roots["n1"].parent / "stalled"  # a node whose uv never answers
+    shutil.copytree(roots["n1"], stalled, symlinks=True)
+    stuck_uv = stalled / "stuck-uv"
+    stuck_uv.write_text(f"#!/bin/sh\nsleep 302 &\necho $! > {stalled / 'sleep.pid'}\nwait\n")
+    stuck_uv.chmod(0o755)
     args = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
     c = Cluster(initialize_head=True, head_node_args={**args, "env_vars": {"ENVFORGE_FLEET_ROOT": str(roots["n1"])}})
     c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(broken)})
+    c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(stalled), "ENVFORGE_UV": str(stuck_uv)})
     c.wait_for_nodes()
     try:
-        report = fleet_build(c.address, "quickstart", None, Path("/nonexistent"), timeout_s=600)
+        report = fleet_build(c.address, "quickstart", None, Path("/nonexistent"), timeout_s=45)
         by_status = {n.status: n for n in report.nodes}
-        assert set(by_status) == {"ok", "failed"}, render_text(report)
+        assert set(by_status) == {"ok", "failed", "timeout"}, render_text(report)
         assert by_status["ok"].detail == {"before": "g0001", "after": "g0002", "flipped": True}
         assert by_status["failed"].detail == {"before": "g0001", "after": "g0001", "flipped": False}
         assert (broken / "envs" / ENV).resolve().name == "g0001"  # the failed node keeps its live generation
+        # The stalled node stopped its own uv (process group killed) and answered before the driver's limit.
+        late = by_status["timeout"]
+        assert late.detail == {"before": "g0001", "after": "g0001", "flipped": False}
+        assert re.match(r"build did not finish within the 45 s limit: build failed at step '[\w-]+': uv \w+ ran "
+                        r"past its caller's [\d.]+ s limit and was stopped\n", late.error or ""), late
+        assert (stalled / "envs" / ENV).resolve().name == "g0001"
+        assert not Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").exists() or \
+            Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").read_bytes() == b""  # gone (or a zombie)
         ar = fleet_allreduce(c.address, backend="gloo", sizes=(43008, 1 << 20), repeats=3, port=29533,
                              env={"NCCL_MAX_NCHANNELS": "2"}, timeout_s=120)
-        assert [n.status for n in ar.nodes] == ["ok", "ok"], render_text(ar)
-        assert [n.detail["rank"] for n in ar.nodes] == [0, 1]
+        assert [n.status for n in ar.nodes] == ["ok", "ok", "ok"], render_text(ar)
+        assert [n.detail["rank"] for n in ar.nodes] == [0, 1, 2]
         assert all(s["sum-ok"] and s["median-us"] > 0 for n in ar.nodes for s in n.detail["sizes"])
     finally:
         ray.shutdown()

@@ -27,11 +27,12 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import ExternalToolError, InputError
+from envforge.errors import EnvforgeError, ExternalToolError, InputError
 
 __all__ = [
     "COMPARED",
@@ -307,6 +308,25 @@ def _node_root(default: str) -> Path:
     return Path(os.environ.get(ROOT_VARIABLE) or default)
 
 
+def _node_deadline(limit: tuple[float, float] | None) -> AbstractContextManager[None]:
+    """:func:`envforge.deadline.deadline` of the node's :func:`node_budget` of ``limit`` (the driver's
+    deadline as ``time.time()``, its timeout in s); no deadline when ``limit`` is None."""
+    from contextlib import nullcontext
+
+    from envforge.deadline import deadline
+
+    return nullcontext() if limit is None else deadline(node_budget(limit[1], limit[0], time.time()))
+
+
+def _node_error(action: str, exc: EnvforgeError, limit: tuple[float, float] | None) -> dict[str, Any]:
+    """A task's ``error`` answer; ``timed-out`` (status ``timeout``) when the node's deadline stopped a
+    probe or uv run (``deadline_s`` on the error, or on the cause of a build error)."""
+    stopped = [getattr(e, "deadline_s", None) for e in (exc, getattr(exc, "cause", None))]
+    if limit is None or stopped == [None, None]:
+        return {"error": exc.message}
+    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", "timed-out": True}
+
+
 def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
                  limit: tuple[float, float] | None = None) -> dict[str, Any]:
     """On one node: envforge's verify of ``env_name`` in this node's project; JSON-able answer.
@@ -314,27 +334,20 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
     verify ends within :func:`node_budget` of it, and one that ran past it makes the answer an
     ``error`` with ``timed-out``."""
     import json
-    from contextlib import nullcontext
 
     from envforge.environment import resolve_environment
     from envforge.errors import EnvforgeError
-    from envforge.probe import ProbeTimeout, deadline
     from envforge.project import Project
     from envforge.verify import VerifyOptions, verify
 
     start = time.monotonic()
-    budget = None if limit is None else node_budget(limit[1], limit[0], time.time())
     try:
-        with nullcontext() if budget is None else deadline(budget):
+        with _node_deadline(limit):
             project = Project(_node_root(root))
             env = resolve_environment(project, env_name, env_name)
             report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
-    except ProbeTimeout as exc:
-        late = limit is not None and exc.deadline_s is not None
-        message = f"verify did not finish within the {limit[1]:g} s limit: {exc.message}" if limit and late else exc.message
-        return {"error": message, "timed-out": late, "elapsed-s": round(time.monotonic() - start, 3)}
     except EnvforgeError as exc:
-        return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3)}
+        return {**_node_error("verify", exc, limit), "elapsed-s": round(time.monotonic() - start, 3)}
     fp = report.fingerprint.as_dict()
     profile = env.site_packages / ".envforge" / "env-profile.json"
     fp["env_profile_values"] = json.loads(profile.read_text()).get("env", {}) if profile.is_file() else {}
@@ -344,8 +357,11 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
 
 
 def _build_task(recipe: str, variant: str | None, root: str, find_links: tuple[str, ...],
-                offline: bool) -> dict[str, Any]:
-    """On one node: envforge's build of the committed lock; the live generation before and after."""
+                offline: bool, limit: tuple[float, float] | None = None) -> dict[str, Any]:
+    """On one node: envforge's build of the committed lock; the live generation before and after.
+    ``limit`` as for :func:`_verify_task`: a uv run still going at the node's deadline is stopped
+    (process group killed), the build fails as any failed build does (the live generation kept),
+    and the answer is ``timed-out``."""
     from envforge.build import execute_build, plan_build
     from envforge.errors import EnvforgeError
     from envforge.interpreter import find_python
@@ -356,15 +372,16 @@ def _build_task(recipe: str, variant: str | None, root: str, find_links: tuple[s
     project = Project(_node_root(root))
     before = after = None
     try:
-        resolved = load_recipe(project.recipe_path(recipe)).resolve(variant)
-        link = project.env_path(resolved.lock_name)
-        before = _live(link)
-        plan = plan_build(project, resolved, find_python(resolved.python),
-                          find_links=[Path(p) for p in find_links], offline=offline)
-        execute_build(plan)
-        after = _live(link)
+        with _node_deadline(limit):
+            resolved = load_recipe(project.recipe_path(recipe)).resolve(variant)
+            link = project.env_path(resolved.lock_name)
+            before = _live(link)
+            plan = plan_build(project, resolved, find_python(resolved.python),
+                              find_links=[Path(p) for p in find_links], offline=offline)
+            execute_build(plan)
+            after = _live(link)
     except EnvforgeError as exc:
-        return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3),
+        return {**_node_error("build", exc, limit), "elapsed-s": round(time.monotonic() - start, 3),
                 "detail": {"before": before, "after": before, "flipped": False}}
     return {"fingerprint": {}, "findings": [], "elapsed-s": round(time.monotonic() - start, 3),
             "detail": {"before": before, "after": after, "flipped": before != after}}
@@ -473,15 +490,16 @@ def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, f
                 offline: bool = False, timeout_s: float = 3600.0) -> FleetReport:
     """Build the committed lock of ``recipe``/``variant`` on every alive node. A node whose build
     fails keeps its previous generation live (``build``'s own guarantee); ``detail.flipped`` says
-    which nodes flipped to a new generation.
+    which nodes flipped to a new generation. A node's uv runs end before ``timeout_s`` (the node's
+    deadline, :func:`node_budget`): one stopped there is a ``timeout`` node, not flipped.
 
     :raises InputError: Ray is not installed.
     :raises ExternalToolError: the cluster cannot be reached.
     """
     start = time.monotonic()
     ray = _connect(address)
-    nodes = _fan_out(ray, _build_task, (recipe, variant, str(root), tuple(str(p) for p in find_links), offline),
-                     timeout_s, "build")
+    args = (recipe, variant, str(root), tuple(str(p) for p in find_links), offline, (time.time() + timeout_s, timeout_s))
+    nodes = _fan_out(ray, _build_task, args, timeout_s, "build")
     return FleetReport("build", tuple(nodes), {}, {}, time.monotonic() - start)
 
 

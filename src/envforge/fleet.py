@@ -14,10 +14,11 @@ same path, as on a cluster with a shared layout), unless that node's Ray process
 the tests give each local "node" its own directory this way).
 
 A node that dies, whose task fails, or that does not answer within ``timeout_s`` is a finding of the
-report, never a hang. A node's verify runs under a :func:`envforge.probe.deadline` that ends a little
-before the driver's (:func:`node_budget`): a node stuck in a probe (an interpreter that never answers)
-kills the probe's process group and answers ``timeout`` itself, so no probe outlives the call; the
-driver stops an agent, or cancels a task, only when the node gave no answer at all. Cross-node all-reduce (:func:`fleet_allreduce`) uses torch.distributed's own TCP
+report, never a hang. A node's verify or build runs under an :func:`envforge.deadline.deadline` that
+ends a little before the driver's (:func:`node_budget`): a node stuck in a probe (an interpreter that
+never answers) or a uv run kills its process group and answers ``timeout`` itself, so nothing it
+started outlives the call; the driver stops an agent, or cancels a task, only when the node gave no
+answer at all. Cross-node all-reduce (:func:`fleet_allreduce`) uses torch.distributed's own TCP
 rendezvous on the first node; the backend is ``nccl`` on GPUs and ``gloo`` where there are none.
 """
 
@@ -54,7 +55,7 @@ COMPARED = ("lock_digest", "patch_manifest_digest", "env_profile", "env_profile_
 
 
 def node_budget(timeout_s: float, deadline_wall: float, now_wall: float) -> float:
-    """Seconds a node may spend in its verify so its answer reaches the driver before the driver's
+    """Seconds a node may spend in its verify or build so its answer reaches the driver before the driver's
     ``timeout_s`` ends at ``deadline_wall`` (``time.time()`` on the driver): what is left by this
     node's clock (``now_wall``), or ``timeout_s`` where the clocks disagree by more than that (a
     node whose clock is behind or far ahead), less a margin for the answer's way back of 5 % of
@@ -69,8 +70,9 @@ def node_budget(timeout_s: float, deadline_wall: float, now_wall: float) -> floa
 @dataclass(frozen=True, slots=True)
 class FleetNode:
     """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
-    node died), ``timeout`` (no answer within the limit, or the node's verify ran past it). ``fingerprint`` holds the keys of
-    :data:`COMPARED`; ``findings`` the node's verify findings as dicts; ``elapsed_s`` in seconds."""
+    node died), ``timeout`` (no answer within the limit, or the node's own deadline stopped it).
+    ``fingerprint`` holds the keys of :data:`COMPARED`; ``findings`` the node's verify findings as
+    dicts; ``elapsed_s`` in seconds."""
 
     node_id: str
     host: str

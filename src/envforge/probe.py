@@ -2,8 +2,9 @@
 
 A probe is a small Python script run by the target environment's interpreter; it prints one JSON
 object as the last line of its standard output. The runner starts it in its own process group
-(``start_new_session``), enforces a hard timeout, and on timeout kills the whole group so no child
-(an NCCL worker, a spawned process) is left behind (field case B12).
+(:func:`envforge.lifeline.spawned`), enforces a hard timeout, and on timeout kills the whole group so
+no child (an NCCL worker, a spawned process) is left behind (field case B12); the lifeline kills the
+group too when the runner's own process dies first (SIGKILL, a fleet agent stopped by Ray).
 
 A caller with a time limit of its own (a fleet node's verify, which its driver stops at ``--timeout``)
 wraps its work in :func:`envforge.deadline.deadline` (also importable from here): every probe started
@@ -14,8 +15,6 @@ never orphans a probe's process group.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from typing import Any
 
 from envforge.deadline import cut, deadline
 from envforge.errors import ExternalToolError
+from envforge.lifeline import kill_group, spawned
 
 __all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe"]
 
@@ -62,13 +62,6 @@ def env_python(env: Path) -> Path:
     return env / "bin" / "python"
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def _tail(text: str) -> str:
     return "\n".join(text.strip().splitlines()[-_TAIL_LINES:])
 
@@ -103,23 +96,23 @@ def run_probe(
         raise _deadline_timeout(limit.limit_s, argv)
     start = now()
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=dict(env) if env is not None else None, start_new_session=True)
+        # Under the lifeline: the group is killed when the block ends (nothing left behind, even
+        # children that outlived the probe), and when this process dies before that.
+        with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=dict(env) if env is not None else None) as proc:
+            try:
+                out, err = proc.communicate(timeout=limit.timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                out, err = proc.communicate()
+                if limit.limit_s is not None:
+                    raise _deadline_timeout(limit.limit_s, argv, proc.pid, err) from None
+                raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
+                                   f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
+                                   stderr_tail=_tail(err)) from None
     except OSError as exc:
         raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
                          returncode=None, hint="is the environment built? run `envforge build`") from None
-    try:
-        out, err = proc.communicate(timeout=limit.timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        if limit.limit_s is not None:
-            raise _deadline_timeout(limit.limit_s, argv, proc.pid, err) from None
-        raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group {proc.pid})",
-                           tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
-                           stderr_tail=_tail(err)) from None
-    finally:
-        _kill_group(proc)  # leave nothing behind, even children that outlived the probe
     elapsed = now() - start
     if proc.returncode != 0:
         raise ProbeError(f"probe exited with status {proc.returncode}", tool="python",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from envforge.deadline import Cut, cut
 from envforge.errors import ExternalToolError, InputError
+from envforge.lifeline import kill_group, spawned
 from envforge.uvsettings import REFUSED, UV_VERSION, classify
 
 __all__ = ["UvError", "UvResult", "UvSettingsRefused", "refused_settings", "run_uv", "uv_binary",
@@ -116,13 +116,6 @@ def uv_binary() -> str:
     return found
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def _past_deadline(limit: Cut, argv: Sequence[str], what: str, stderr_tail: str = "") -> UvError:
     """The error of a uv run that the caller's deadline ended."""
     err = UvError(f"uv {argv[1] if len(argv) > 1 else ''} ran past its caller's {limit.limit_s:.3g} s limit "
@@ -163,22 +156,36 @@ def run_uv(
     master = slave = None
     if terminal is not None:
         master, slave = _pty()
+    started = False
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=uv_environment(os.environ, env), stdout=subprocess.PIPE,
-                                stderr=slave if slave is not None else subprocess.PIPE, text=True,
-                                start_new_session=True)
+        # Under the lifeline: uv's process group is killed when the block ends (Ctrl-C, SIGTERM,
+        # an error here included), and when this process dies first, even by SIGKILL.
+        with spawned(argv, cwd=cwd, env=uv_environment(os.environ, env), stdout=subprocess.PIPE,
+                     stderr=slave if slave is not None else subprocess.PIPE, text=True) as proc:
+            started = True
+            if slave is not None:
+                os.close(slave)
+                slave = None
+            return _finish(proc, argv, args, limit, timeout_s, master, terminal, progress)
     except OSError as exc:
+        if started:
+            raise
         raise UvError(f"cannot start uv: {exc.strerror}", tool="uv", argv=argv, returncode=None) from None
     finally:
         if slave is not None:
             os.close(slave)
+
+
+def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], limit: Cut, timeout_s: float | None,
+            master: int | None, terminal: Callable[[str], None] | None, progress: Progress | None) -> UvResult:
+    """Stream uv's output until it exits (or its limit kills it) and make the result or the error."""
     err_lines: list[str] = []
     assert proc.stdout is not None
     out_chunks: list[str] = []
     # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    timer = threading.Timer(limit.timeout_s, _kill_group, (proc,)) if limit.timeout_s is not None else None
+    timer = threading.Timer(limit.timeout_s, kill_group, (proc,)) if limit.timeout_s is not None else None
     if timer is not None:
         timer.start()
     try:
@@ -191,10 +198,7 @@ def run_uv(
                 if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
                     progress(line.rstrip())
         proc.wait()
-    except BaseException:  # Ctrl-C, SIGTERM: uv runs in its own session, so stop it here
-        _kill_group(proc)
-        raise
-    finally:
+    finally:  # (on Ctrl-C or SIGTERM, the caller's lifeline block kills uv's group)
         if timer is not None:
             timer.cancel()
     reader.join()

@@ -42,6 +42,9 @@ from envforge.fleet import (  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "quickstart-default"
+#: How long n4's interpreter sleeps: 300 s and a number of this run's own, so that another test run
+#: on the machine (its own n4) is not taken for a probe this one left behind.
+HANG_S = 300 + os.getpid() % 600
 pytestmark = pytest.mark.slow
 
 
@@ -73,7 +76,7 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (sp3 / ".envforge" / "env-profile.json").write_text(json.dumps(prof))
     python4 = (out["n4"] / "envs" / ENV).resolve() / "bin" / "python"
     python4.unlink()
-    python4.write_text("#!/bin/sh\nsleep 300\n")  # a node whose interpreter never answers
+    python4.write_text(f"#!/bin/sh\nsleep {HANG_S}\n")  # a node whose interpreter never answers
     python4.chmod(0o755)
     return out
 
@@ -325,11 +328,11 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
 
 
 def _sleepers() -> set[int]:
-    """Pids of every ``sleep 300`` on this machine (what n4's interpreter runs)."""
+    """Pids of every ``sleep HANG_S`` on this machine (what n4's interpreter runs)."""
     pids = set()
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == b"sleep\x00300\x00":
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes() == f"sleep\x00{HANG_S}\x00".encode():
                 pids.add(int(proc.name))
         except OSError:
             continue
@@ -394,6 +397,41 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
         assert _sleepers() - before == set()
         assert sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                       if a["namespace"] == NAMESPACE) == kept  # --no-agent stopped none
+
+        # Two drivers at once: the second's call runs beside the first's stuck one (a threaded
+        # agent), so each node answers each call itself, and neither stops the other's agent.
+        holder.kill()  # (the lock is free and no apply-patches interrupted now: every node answers)
+        holder.wait()
+        for intent in stuck.glob("envs/*/lib/python3*/site-packages/.envforge/patch-intent.json"):
+            intent.unlink()
+        first = subprocess.Popen([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static",
+                                  "--ray", c.address, "--project", str(ROOT), "--json", "--timeout", "30"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+        code, second = _cli_verify(c.address, "--timeout", "15")
+        out, err = first.communicate(timeout=120)
+        earlier = {n["node-id"]: n for n in json.loads(out)["data"]["nodes"]}
+        for answers, limit in ((second, 15), (earlier, 30)):
+            assert answers[hung]["status"] == "timeout", answers[hung]
+            assert answers[hung]["error"].startswith(f"verify did not finish within the {limit} s limit: probe ran past")
+            assert {k: v["status"] for k, v in answers.items() if k != hung} == {
+                n: "ok" for n in answers if n != hung}, answers
+        assert _sleepers() - before == set()
+
+        # An agent stopped while its probe runs (`fleet agent stop`, or Ray killing it): the probe's
+        # process group dies with it (the lifeline), and the call reports the node failed.
+        from envforge.fleet_agent import stop_agents
+
+        stopper = threading.Timer(6.0, stop_agents, (ray,))
+        stopper.start()
+        report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=60)
+        stopper.join()
+        late = next(n for n in report.nodes if n.node_id == hung)
+        assert late.status == "failed" and "ActorDiedError" in (late.error or ""), late
+        deadline = time.monotonic() + 15
+        while _sleepers() - before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _sleepers() - before == set()
     finally:
         holder.kill()
         holder.wait()

@@ -2,8 +2,9 @@
 worker on every node at every call (Ray starts new workers for every job, and each CLI call is a job).
 
 An agent is a named, detached Ray actor (namespace :data:`NAMESPACE`, name ``agent-<node id>``) pinned
-to its node with ``NodeAffinitySchedulingStrategy(node_id, soft=False)``, ``num_cpus=0`` and
-``max_restarts=0``. Its process is started by the node's raylet exactly as a task's worker is (the same
+to its node with ``NodeAffinitySchedulingStrategy(node_id, soft=False)``, ``num_cpus=0``,
+``max_restarts=0`` and ``max_concurrency`` :data:`CONCURRENCY` (calls from several drivers run side by
+side). Its process is started by the node's raylet exactly as a task's worker is (the same
 Python, the same environment variables but ``RAY_JOB_ID``), and each call runs the very function a fresh
 task runs (:func:`envforge.fleet._verify_task`), which reads the node's environment, project and
 ``ENVFORGE_FLEET_ROOT`` anew every time.
@@ -28,12 +29,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "code_stamp", "stop_agents"]
+__all__ = ["CONCURRENCY", "NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "code_stamp", "stop_agents"]
 
 #: The Ray namespace of every envforge agent.
 NAMESPACE = "envforge"
 #: The key of an agent's answer when its code changed on disk since it started.
 STALE = "stale"
+
+#: Calls an agent runs at once (Ray's ``max_concurrency``; a threaded actor).
+CONCURRENCY = 8
 
 Stamp = dict[str, tuple[int, int]]
 
@@ -90,13 +94,20 @@ def changed(recorded: Mapping[str, tuple[int, int]]) -> list[str]:
 class NodeAgent:
     """The actor: :meth:`verify` runs :func:`envforge.fleet._verify_task` in this long-lived process;
     :meth:`start` only answers (``fleet agent start``). ``calls`` counts every call answered (of either
-    method), so an agent whose ``calls`` is 1 was started by the call it answered."""
+    method), so an agent whose ``calls`` is 1 was started by the call it answered.
+
+    A threaded actor (:data:`CONCURRENCY` calls at once, each in its own thread with its own
+    deadline): a call from a second driver runs beside one still going (a verify stuck in a probe
+    until its node deadline, or one whose driver was interrupted) instead of queueing behind it and
+    timing out."""
 
     def __init__(self) -> None:
+        import threading
         from importlib import import_module
 
         for name in PRELOAD:  # stamped from the start, and not paid by the first verify call
             import_module(name)
+        self._lock = threading.Lock()
         self._stamp = code_stamp()
         self._started = time.time()
         self._calls = 0
@@ -107,15 +118,18 @@ class NodeAgent:
         far including this one, seconds since start), or ``{STALE: [changed paths], "agent": ...}``."""
         from envforge.fleet import _verify_task
 
-        gone = changed(self._stamp)
-        if gone:
-            return {STALE: gone[:5], "agent": self._info()}
-        before = set(sys.modules)
-        self._calls += 1
+        with self._lock:
+            gone = changed(self._stamp)
+            if gone:
+                return {STALE: gone[:5], "agent": self._info()}
+            before = set(sys.modules)
+            self._calls += 1
+            calls = self._calls
         answer = _verify_task(env_name, root, levels, limit)
-        if set(sys.modules) != before:  # modules first imported by this call: stamp them now
-            self._stamp.update({p: s for p, s in code_stamp().items() if p not in self._stamp})
-        return {**answer, "agent": self._info()}
+        with self._lock:
+            if set(sys.modules) != before:  # modules first imported by this call: stamp them now
+                self._stamp.update({p: s for p, s in code_stamp().items() if p not in self._stamp})
+        return {**answer, "agent": self._info(calls)}
 
     def start(self, root: str) -> dict[str, Any]:
         """Nothing but the stamp check: ``{"findings": [...], "agent": ...}`` or ``{STALE: [changed
@@ -123,16 +137,21 @@ class NodeAgent:
         non-empty ``root``) without ``recipes/``, one ``no-project`` finding names it."""
         from envforge.fleet import ROOT_VARIABLE
 
-        gone = changed(self._stamp)
-        if gone:
-            return {STALE: gone[:5], "agent": self._info()}
-        self._calls += 1
+        with self._lock:
+            gone = changed(self._stamp)
+            if gone:
+                return {STALE: gone[:5], "agent": self._info()}
+            self._calls += 1
+            calls = self._calls
         path = os.environ.get(ROOT_VARIABLE) or root
         missing = bool(path) and not os.path.isdir(os.path.join(path, "recipes"))
-        return {"findings": [{"kind": "no-project", "subject": path}] if missing else [], "agent": self._info()}
+        return {"findings": [{"kind": "no-project", "subject": path}] if missing else [],
+                "agent": self._info(calls)}
 
-    def _info(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "calls": self._calls, "age-s": round(time.time() - self._started, 1)}
+    def _info(self, calls: int | None = None) -> dict[str, Any]:
+        """pid, calls (``calls``: this call's number; default: all so far), seconds since start."""
+        return {"pid": os.getpid(), "calls": self._calls if calls is None else calls,
+                "age-s": round(time.time() - self._started, 1)}
 
 
 # ---- the driver side --------------------------------------------------------------------------------
@@ -151,7 +170,7 @@ def agent_for(ray: Any, node_id: str, *, replacing: Any = None) -> Any:
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0)(NodeAgent)
+    cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=CONCURRENCY)(NodeAgent)
     opts = {"name": agent_name(node_id), "namespace": NAMESPACE, "lifetime": "detached", "get_if_exists": True,
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
     deadline = time.monotonic() + 5.0

@@ -313,10 +313,10 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
     ``limit``: (the driver's deadline as ``time.time()``, its timeout in s); every probe of the
     verify ends within :func:`node_budget` of it, and one that ran past it makes the answer an
     ``error`` with ``timed-out``."""
-    import json
     from contextlib import nullcontext
 
     from envforge.environment import resolve_environment
+    from envforge.envprofile import read_installed
     from envforge.errors import EnvforgeError
     from envforge.probe import ProbeTimeout, deadline
     from envforge.project import Project
@@ -329,6 +329,7 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
             project = Project(_node_root(root))
             env = resolve_environment(project, env_name, env_name)
             report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
+        installed = read_installed(env.site_packages)  # the record verify read: a regular file only
     except ProbeTimeout as exc:
         late = limit is not None and exc.deadline_s is not None
         message = f"verify did not finish within the {limit[1]:g} s limit: {exc.message}" if limit and late else exc.message
@@ -336,8 +337,7 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
     except EnvforgeError as exc:
         return {"error": exc.message, "elapsed-s": round(time.monotonic() - start, 3)}
     fp = report.fingerprint.as_dict()
-    profile = env.site_packages / ".envforge" / "env-profile.json"
-    fp["env_profile_values"] = json.loads(profile.read_text()).get("env", {}) if profile.is_file() else {}
+    fp["env_profile_values"] = dict(installed.env) if installed is not None else {}
     return {"fingerprint": {k: fp.get(k) for k in COMPARED},
             "findings": [f.as_dict() for f in report.findings],
             "elapsed-s": round(time.monotonic() - start, 3)}

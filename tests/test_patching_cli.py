@@ -187,3 +187,51 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
     capsys.readouterr()
     assert main(["patches", "diff", "--project", str(project)]) == 0
     assert capsys.readouterr().err == "no patches applied (no .envforge/patches.json)\n"
+
+
+# --- envforge's own patch state damaged, through the real script: exit 2 at once, never a hang -------
+
+REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
+           "(a fresh generation, patched from its lock)")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
+    from verify_envs import build_quickstart
+
+    return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "directory", "oversized"])
+@pytest.mark.parametrize("name, what, hint", [
+    ("patches.json", "patch manifest", f"restore it from a backup, or {REBUILD}"),
+    ("patch-intent.json", "patch intent record", REBUILD),
+])
+@pytest.mark.parametrize("revert", [False, True])
+def test_damaged_patch_state_is_exit_2_naming_it(quickstart: Path, name: str, what: str, hint: str, how: str,
+                                                 revert: bool) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from verify_envs import DAMAGE_KIND, damaged
+
+    sp = next((quickstart / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
+    path = sp / ".envforge" / name
+    if name == "patch-intent.json":  # left only by a killed apply: stand one in to damage
+        path.write_text("{}")
+    try:
+        with damaged(path, how):
+            res = subprocess.run([sys.executable, "-m", "envforge", "apply-patches", "quickstart-default",
+                                  *(["--revert"] if revert else [])], cwd=quickstart, capture_output=True,
+                                 text=True, timeout=60, env=dict(os.environ))
+    finally:
+        if name == "patch-intent.json":
+            path.unlink()
+    reason = ("is larger than 64 MiB: envforge never writes one that large" if how == "oversized"
+              else f"is not a regular file ({DAMAGE_KIND[how]})")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
+    assert "Traceback" not in res.stderr

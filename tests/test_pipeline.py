@@ -94,3 +94,38 @@ def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> N
     assert (data["build"]["generation"], data["reused"], data["verify"]["clean"], data["damaged"]) == (
         "g0002", None, True, None)
     assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
+    from verify_envs import build_quickstart
+
+    return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "directory", "oversized"])
+def test_up_on_a_damaged_generation_record_is_exit_2_naming_it(quickstart: Path, how: str) -> None:
+    """`up` reads the live generation's generation.json to decide whether to reuse it: a FIFO there
+    must not block it; one error line and a working hint, nothing built. `envs` lists it."""
+    from verify_envs import DAMAGE_KIND, damaged
+
+    proj = quickstart
+    gen = proj / "envs" / ".generations" / "quickstart-default" / "g0001"
+    path = next(gen.glob("lib/python3*/site-packages")) / ".envforge" / "generation.json"
+    with damaged(path, how, limit=1 << 20):
+        res = subprocess.run([sys.executable, "-m", "envforge", "up"], cwd=proj, capture_output=True, text=True,
+                             timeout=60, env=dict(os.environ))
+        listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True,
+                                text=True, timeout=60, env=dict(os.environ))
+    reason = ("is larger than 1 MiB: envforge never writes one that large" if how == "oversized"
+              else f"is not a regular file ({DAMAGE_KIND[how]})")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.splitlines()[-2:] == [
+        f"error: generation record {path} {reason}",
+        "  hint: build a new generation: `envforge up quickstart --variant default --rebuild` (g0001 stays for rollback)"]
+    assert "Traceback" not in res.stderr
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0001")  # nothing built or flipped
+    # `envforge envs` lists it (its record unknown) instead of blocking on it
+    assert listed.returncode == 0 and "* g0001" in listed.stdout and "Traceback" not in listed.stderr

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from envforge.errors import EnvforgeError, InputError
 from envforge.textfile import (LARGE_LIMIT, SMALL_LIMIT, decode_utf8, load_json, load_toml, parse_json,
-                               parse_toml, read_bytes)
+                               parse_toml, read_bytes, read_state)
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = [ROOT / "recipes" / "quickstart.toml", ROOT / "recipes" / "kimi-k25-sm120.toml"]
@@ -116,6 +116,140 @@ def test_load_toml_and_json_round(tmp_path: Path) -> None:
     j = tmp_path / "a.json"
     j.write_text('{"a": [1]}')
     assert load_json(j, what="report") == {"a": [1]}
+
+
+# --- read_state: envforge's own state files, regular files only -----------------------------------
+
+class _Hung(Exception):
+    pass
+
+
+@pytest.fixture
+def no_hang() -> Any:
+    """Fail (not hang) a test whose read blocks: SIGALRM after 10 s interrupts a blocking open()."""
+    import signal
+
+    def hung(signum: int, frame: Any) -> None:
+        raise _Hung("the read blocked for 10 s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+HINT = "rebuild the environment: `envforge build quickstart --variant default`"
+
+
+def test_read_state_reads_a_regular_file_up_to_its_limit(tmp_path: Path) -> None:
+    f = tmp_path / "patches.json"
+    f.write_bytes(b"x" * 11)
+    assert read_state(f, what="patch manifest", limit=11) == b"x" * 11
+    with pytest.raises(InputError) as exc:
+        read_state(f, what="patch manifest", limit=10, hint=HINT)
+    assert (exc.value.message, exc.value.hint) == (
+        f"patch manifest {f} is larger than 10 bytes: envforge never writes one that large", HINT)
+    link = tmp_path / "link.json"
+    link.symlink_to(f)  # a symlink is followed: the target is judged
+    assert read_state(link, what="patch manifest") == b"x" * 11
+
+
+def test_read_state_oversized_is_refused_by_its_size(tmp_path: Path, no_hang: None) -> None:
+    f = tmp_path / "pylock.toml"
+    with open(f, "wb") as fh:  # sparse: 64 MiB + 1 byte on no disk at all
+        fh.truncate(LARGE_LIMIT + 1)
+    with pytest.raises(InputError) as exc:
+        read_state(f, what="lock", hint=HINT)
+    assert str(exc.value) == f"lock {f} is larger than 64 MiB: envforge never writes one that large\n  hint: {HINT}"
+
+
+def test_read_state_refuses_a_fifo_without_opening_it(tmp_path: Path, no_hang: None) -> None:
+    """No writer ever comes: open() would block for ever; read_state never opens it."""
+    fifo = tmp_path / "patches.json"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as exc:
+        read_state(fifo, what="patch manifest", hint=HINT)
+    assert (exc.value.message, exc.value.hint) == (f"patch manifest {fifo} is not a regular file (a FIFO)", HINT)
+    link = tmp_path / "env-profile.json"
+    link.symlink_to(fifo)
+    with pytest.raises(InputError, match=rf"^env profile record {link} is not a regular file \(a FIFO\)$"):
+        read_state(link, what="env profile record")
+
+
+def test_read_state_refuses_a_fifo_swapped_in_after_the_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            no_hang: None) -> None:
+    """The stat saw a regular file, a FIFO is there by the open: opened non-blocking, refused by fstat."""
+    regular = tmp_path / "regular"
+    regular.write_bytes(b"{}")
+    fifo = tmp_path / "generation.json"
+    os.mkfifo(fifo)
+    real_stat = os.stat
+    monkeypatch.setattr("envforge.textfile.os.stat",
+                        lambda p, *a, **k: real_stat(regular) if Path(p) == fifo else real_stat(p, *a, **k))
+    with pytest.raises(InputError, match=rf"^generation record {fifo} is not a regular file \(a FIFO\)$"):
+        read_state(fifo, what="generation record")
+
+
+def test_read_state_refuses_devices_directories_and_sockets(tmp_path: Path, no_hang: None) -> None:
+    zero = tmp_path / "pylock.toml"
+    zero.symlink_to("/dev/zero")  # would read until memory runs out
+    with pytest.raises(InputError) as exc:
+        read_state(zero, what="lock", hint=HINT)
+    assert (exc.value.message, exc.value.hint) == (f"lock {zero} is not a regular file (a character device)", HINT)
+    directory = tmp_path / "generation.json"
+    directory.mkdir()
+    with pytest.raises(InputError, match=rf"^generation record {directory} is not a regular file \(a directory\)$"):
+        read_state(directory, what="generation record")
+    import socket
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as short:  # AF_UNIX paths are limited to ~107 bytes
+        sock_path = Path(short) / "s.json"
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(sock_path))
+            with pytest.raises(InputError, match=rf"^cache entry {sock_path} is not a regular file \(a socket\)$"):
+                read_state(sock_path, what="cache entry")
+
+
+def test_read_state_missing_is_file_not_found(tmp_path: Path) -> None:
+    """Absent stays FileNotFoundError (the caller says what absent means); a dangling symlink is absent."""
+    with pytest.raises(FileNotFoundError):
+        read_state(tmp_path / "patches.json", what="patch manifest")
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError):
+        read_state(dangling, what="patch manifest")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match=rf"^cannot read patch manifest {tmp_path}/file/patches.json: Not a directory$"):
+        read_state(tmp_path / "file" / "patches.json", what="patch manifest")
+
+
+def test_read_state_hint_callable_and_error_class(tmp_path: Path, no_hang: None) -> None:
+    from envforge.lock import LockError
+
+    calls: list[int] = []
+
+    def hint() -> str:
+        calls.append(1)
+        return HINT
+
+    f = tmp_path / "generation.json"
+    f.write_text("{}")
+    assert read_state(f, what="generation record", hint=hint) == b"{}" and calls == []  # only for an error
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(LockError) as exc:
+        read_state(tmp_path / "fifo", what="lock", hint=hint, error=LockError)
+    assert exc.value.hint == HINT and calls == [1]
+
+
+def test_read_state_unreadable_names_the_reason(tmp_path: Path) -> None:
+    f = tmp_path / "patches.json"
+    f.write_text("{}")
+    f.chmod(0)
+    if os.geteuid() != 0:  # root reads anything
+        with pytest.raises(InputError, match=rf"^cannot read patch manifest {f}: Permission denied$"):
+            read_state(f, what="patch manifest")
 
 
 # --- fuzz: recipes, locks and patchsets end in a result or an EnvforgeError -----------------------

@@ -442,3 +442,50 @@ def test_a_deadline_holds_for_both_probe_threads(tmp_path: Path) -> None:
         run(env)
     assert time.monotonic() - start < 20
     assert late.value.deadline_s == 2.0
+
+
+# --- envforge's own state files damaged: exit 2 at once, the file named, a hint; never a hang -----
+
+REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
+           "(a fresh generation, patched from its lock)")
+STATE_FILES = {  # file: (how messages name it, its size limit, the hint)
+    "patches.json": ("patch manifest", "64 MiB", f"restore it from a backup, or {REBUILD}"),
+    "env-profile.json": ("env profile record", "1 MiB", REBUILD),
+    "generation.json": ("generation record", "1 MiB",
+                        "rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
+                        "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)"),
+    "pylock.toml": ("lock", "64 MiB",
+                    "rebuild it with `envforge build` (it copies the lock into .envforge/); for an environment "
+                    "envforge did not build: `envforge init --from-env ENV`, then `envforge verify ENV --lock LOCK`"),
+}
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
+    from verify_envs import build_quickstart
+
+    return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "directory", "oversized"])
+@pytest.mark.parametrize("name", list(STATE_FILES))
+def test_damaged_state_file_is_exit_2_naming_it(quickstart: Path, name: str, how: str) -> None:
+    """A FIFO made `verify --level static` hang for ever, /dev/zero read until memory ran out, and a
+    FIFO lock copy was reported as not existing: each is now one error line and a hint, at once."""
+    import sys
+
+    from verify_envs import DAMAGE_KIND, damaged
+
+    what, size, hint = STATE_FILES[name]
+    sp = next((quickstart / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
+    path = sp / ".envforge" / name
+    with damaged(path, how, limit=(1 << 20) if size == "1 MiB" else (64 << 20)):
+        res = subprocess.run([sys.executable, "-m", "envforge", "verify", "quickstart-default", "--level", "static"],
+                             cwd=quickstart, capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    reason = (f"is larger than {size}: envforge never writes one that large" if how == "oversized"
+              else f"is not a regular file ({DAMAGE_KIND[how]})")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
+    assert "Traceback" not in res.stderr

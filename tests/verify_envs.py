@@ -186,3 +186,55 @@ def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str,
 def _patchset_ref(root: Path, pid: str) -> dict[str, str]:
     path = root / "patchsets" / f"{pid}.toml"
     return {"id": pid, "digest": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+# --- damaged state files (envforge's own, under <site-packages>/.envforge/) -------------------------
+
+DAMAGE = ("fifo", "dev-zero", "directory", "oversized")
+DAMAGE_KIND = {"fifo": "a FIFO", "dev-zero": "a character device", "directory": "a directory"}
+
+
+def build_quickstart(dest: Path, timeout: float = 600) -> Path:
+    """``envforge build quickstart`` in a copy of the repository's project at ``dest``; returns ``dest``.
+
+    :raises RuntimeError: the build failed (its stderr).
+    """
+    import sys
+
+    dest.mkdir(parents=True)
+    for d in ("recipes", "patchsets", "lockfiles"):
+        shutil.copytree(REPO / d, dest / d)
+    res = subprocess.run([sys.executable, "-m", "envforge", "build", "quickstart"], cwd=dest, capture_output=True,
+                         text=True, timeout=timeout, env=dict(os.environ))
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr)
+    return dest
+
+
+class damaged:
+    """Context manager: ``path`` replaced by a FIFO (no writer ever), a symlink to /dev/zero, a
+    directory, or a sparse file one byte over ``limit``; the original put back on exit."""
+
+    def __init__(self, path: Path, how: str, limit: int = 64 << 20) -> None:
+        self.path, self.how, self.limit = path, how, limit
+        self.saved = path.with_name(path.name + ".saved-by-test")
+
+    def __enter__(self) -> Path:
+        os.replace(self.path, self.saved)
+        if self.how == "fifo":
+            os.mkfifo(self.path)
+        elif self.how == "dev-zero":
+            self.path.symlink_to("/dev/zero")
+        elif self.how == "directory":
+            self.path.mkdir()
+        else:
+            with open(self.path, "wb") as fh:
+                fh.truncate(self.limit + 1)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        if self.path.is_dir() and not self.path.is_symlink():
+            self.path.rmdir()
+        else:
+            self.path.unlink()
+        os.replace(self.saved, self.path)

@@ -516,18 +516,36 @@ def current_generation(plan: BuildPlan) -> Path | None:
 
     The lock records the patchset digests and the env profile, so the same lock bytes mean the
     same packages, patches and profile: ``envforge up`` then verifies instead of rebuilding.
+
+    :raises InputError: the live generation's ``generation.json`` is damaged (:func:`describe_generation`).
     """
     import hashlib
 
     if not plan.link.is_symlink():
         return None
     live = (plan.link.parent / os.readlink(plan.link)).resolve()
-    record = describe_generation(live)
+    v = plan.variant
+    record = describe_generation(live, hint=f"build a new generation: `envforge up {v.recipe} --variant "
+                                            f"{v.variant} --rebuild` ({live.name} stays for rollback)")
     digest = "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest()
     return live if record.get("lock-digest") == digest else None
 
 
-def describe_generation(gen: Path) -> Mapping[str, Any]:
-    """The ``generation.json`` of a generation directory ({} when missing)."""
+def describe_generation(gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
+                        ) -> Mapping[str, Any]:
+    """The ``generation.json`` of a generation directory ({} when missing).
+
+    :param hint: the next step an error gives.
+    :raises InputError: the record is not a regular file (a FIFO, a device, a directory), larger
+        than 1 MiB, or not JSON; the message names it.
+    """
+    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+
     f = _generation_file(gen)
-    return json.loads(f.read_text()) if f else {}
+    if f is None:
+        return {}
+    try:
+        data: Any = parse_json(read_state(f, what="generation record", limit=SMALL_LIMIT, hint=hint), label=str(f))
+    except FileNotFoundError:  # removed since the glob
+        return {}
+    return data if isinstance(data, Mapping) else {}

@@ -315,10 +315,29 @@ def _drop_bytecode(site_packages: Path, stem: str) -> None:
 
 
 def _check_foreign(path: Path, ours: bytes) -> None:
-    """Refuse to overwrite a file envforge did not write (``ours``: the start of envforge's bytes)."""
-    if path.exists() and not path.read_bytes().startswith(ours):
+    """Refuse to overwrite a file envforge did not write (``ours``: the start of envforge's bytes).
+
+    :raises InputError: ``path`` holds other bytes, or is not a regular file (a FIFO, a directory, ...).
+    """
+    try:
+        data = _read_hook(path)
+    except FileNotFoundError:
+        return
+    if not data.startswith(ours):
         raise InputError(f"{path} exists and was not written by envforge; refusing to overwrite it",
                          hint="move it away, or use the sitecustomize mode")
+
+
+def _read_hook(path: Path) -> bytes:
+    """The bytes of a hook file (``.pth``, hook module, ``sitecustomize.py``), at most 1 MiB.
+
+    :raises FileNotFoundError: it does not exist.
+    :raises InputError: not a regular file (a FIFO would block the read for ever), or larger.
+    """
+    from envforge.textfile import SMALL_LIMIT, read_state
+
+    return read_state(path, what="env profile hook", limit=SMALL_LIMIT,
+                      hint="move it away, then reinstall the profile: `envforge apply-patches`")
 
 
 def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *, mode: str = "pth",
@@ -388,9 +407,10 @@ def _strip_block(text: str) -> tuple[str, bool]:
 def _install_block(site_packages: Path, profile: str | None,
                    env: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, Any]]:
     path = site_packages / SITECUSTOMIZE
-    created = not path.exists()
     try:
-        original = "" if created else path.read_bytes().decode("utf-8")
+        original, created = _read_hook(path).decode("utf-8"), False
+    except FileNotFoundError:
+        original, created = "", True
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; envforge will not merge a block into it",
                          hint="use the .pth mode (the default)") from None
@@ -472,10 +492,12 @@ def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[s
     path = site_packages / SITECUSTOMIZE
     extra = record.sitecustomize or {}
     _drop_bytecode(site_packages, "sitecustomize")
-    if not path.exists():
+    try:
+        data = _read_hook(path)
+    except FileNotFoundError:
         notes.append(f"{path} no longer exists; nothing to take out")
         return
-    text, found = _strip_block(path.read_bytes().decode("utf-8", errors="surrogateescape"))
+    text, found = _strip_block(data.decode("utf-8", errors="surrogateescape"))
     if not found:
         notes.append(f"{path} has no envforge block any more; left as it is")
         return
@@ -496,14 +518,19 @@ def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[s
 def read_installed(site_packages: Path) -> InstalledProfile | None:
     """The installed profile's record, or ``None`` when no profile is installed.
 
-    :raises InputError: the record exists but is not a valid schema-1 record (names the file).
+    :raises InputError: the record exists but is not a regular file, is larger than 1 MiB, or is not
+        a valid schema-1 record (names the file).
     """
+    from envforge.patching.manifest import rebuild_hint
+    from envforge.textfile import SMALL_LIMIT, read_state
+
     path = site_packages / RECORD
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_state(path, what="env profile record", limit=SMALL_LIMIT,
+                                     hint=lambda: rebuild_hint(site_packages)))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise InputError(f"{path}: not a readable env profile record: {exc}",
                          hint="remove the hook files by hand, then re-install the profile") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("mode") not in MODES:
@@ -519,8 +546,9 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
 def installed_problems(site_packages: Path) -> tuple[str, ...]:
     """Differences between the recorded profile and the hook files on disk (for verify); empty: intact.
 
-    Each entry names the file and what is wrong: missing, or not the bytes envforge writes for
-    the recorded profile (edited by hand, or written by another envforge).
+    Each entry names the file and what is wrong: missing, not a regular file (a FIFO, a directory:
+    never opened) or larger than 1 MiB, or not the bytes envforge writes for the recorded profile
+    (edited by hand, or written by another envforge). Line ends are compared as text reads them.
 
     :raises InputError: the record is unreadable.
     """
@@ -534,11 +562,17 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
     problems = []
     for name, text in expected.items():
         path = site_packages / name
-        if not path.is_file():
+        try:
+            found = _read_hook(path).decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+        except FileNotFoundError:
             problems.append(f"{path}: missing (the env profile '{record.profile}' is recorded as installed)")
-        elif record.mode == "sitecustomize" and text not in path.read_text(errors="replace"):
+            continue
+        except InputError as exc:  # a FIFO, a directory, too large: named, never read
+            problems.append(exc.message)
+            continue
+        if record.mode == "sitecustomize" and text not in found:
             problems.append(f"{path}: the envforge block is missing or was edited")
-        elif record.mode == "pth" and path.read_text(errors="replace") != text:
+        elif record.mode == "pth" and found != text:
             problems.append(f"{path}: not the bytes envforge writes for env profile '{record.profile}'")
     return tuple(problems)
 
@@ -548,7 +582,7 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
 
 
 _SHOW_PROBE = r"""
-import json, os, sys, sysconfig
+import json, os, stat, sys, sysconfig
 purelib = sysconfig.get_paths()["purelib"]
 mod, mode, p = sys.modules.get("_envforge_env"), "pth", ""
 if mod is None:
@@ -557,8 +591,11 @@ if mod is None:
         mod = None
 env = dict(getattr(mod, p + "ENV", {}) or {})
 try:
-    with open(os.path.join(purelib, ".envforge", "env-profile.json")) as fh:
-        recorded = dict(json.load(fh).get("env", {}))
+    record = os.path.join(purelib, ".envforge", "env-profile.json")
+    if not stat.S_ISREG(os.stat(record).st_mode):  # a FIFO would block open() for ever
+        raise OSError(record + ": not a regular file")
+    with open(record) as fh:
+        recorded = dict(json.loads(fh.read(1 << 20)).get("env", {}))
 except Exception:
     recorded = {}
 keys = sorted(set(env) | set(recorded))

@@ -12,18 +12,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of"]
 
 
-def file_digest(path: Path) -> str | None:
-    """``sha256:<hex>`` of a file's bytes, or None when it does not exist."""
+def file_digest(path: Path, *, what: str = "file", hint: str | Callable[[], str] | None = None) -> str | None:
+    """``sha256:<hex>`` of a file's bytes, or None when it does not exist.
+
+    Read through :func:`envforge.textfile.read_state` (64 MiB at most): every file digested here is
+    one envforge wrote (a lock, the patch manifest).
+
+    :param what: how an error names the file, e.g. ``"patch manifest"``.
+    :param hint: the next step an error gives (see :func:`~envforge.textfile.read_state`).
+    :raises InputError: not a regular file (a FIFO, a device, a directory), unreadable, or too large.
+    """
+    from envforge.textfile import read_state
+
     try:
-        return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        return "sha256:" + hashlib.sha256(read_state(path, what=what, hint=hint)).hexdigest()
     except FileNotFoundError:
         return None
 
@@ -95,15 +106,27 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
     Reads ``.envforge/pylock.toml``, ``.envforge/patches.json`` and ``.envforge/env-profile.json``
     (docs/architecture.md). ``gpu`` is the GPU probe's JSON (keys ``driver``, ``name``, ``count``,
     ``capability``, ``python``) when one ran.
+
+    :raises InputError: one of those files is not a regular file (a FIFO, a device, a directory),
+        is too large, or (the profile record) is not JSON; the message names it.
     """
+    from envforge.patching.manifest import rebuild_hint
+    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+
     state = site_packages / ".envforge"
+    hint = partial(rebuild_hint, site_packages)
     profile: Mapping[str, Any] = {}
-    if (state / "env-profile.json").is_file():
-        profile = json.loads((state / "env-profile.json").read_text())
+    try:
+        raw = read_state(state / "env-profile.json", what="env profile record", limit=SMALL_LIMIT, hint=hint)
+    except FileNotFoundError:
+        pass
+    else:
+        found = parse_json(raw, label=str(state / "env-profile.json"))
+        profile = found if isinstance(found, Mapping) else {}
     g = gpu or {}
     return Fingerprint(
-        lock_digest=file_digest(state / "pylock.toml"),
-        patch_manifest_digest=file_digest(state / "patches.json"),
+        lock_digest=file_digest(state / "pylock.toml", what="lock copy", hint=hint),
+        patch_manifest_digest=file_digest(state / "patches.json", what="patch manifest", hint=hint),
         env_profile=profile.get("profile"),
         env_profile_digest=env_profile_digest(profile["env"]) if "env" in profile else None,
         python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),

@@ -335,9 +335,9 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
     ``limit``: (the driver's deadline as ``time.time()``, its timeout in s); every probe of the
     verify ends within :func:`node_budget` of it, and one that ran past it makes the answer an
     ``error`` with ``timed-out``."""
-    import json
 
     from envforge.environment import resolve_environment
+    from envforge.envprofile import read_installed
     from envforge.errors import EnvforgeError
     from envforge.project import Project
     from envforge.verify import VerifyOptions, verify
@@ -348,11 +348,11 @@ def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
             project = Project(_node_root(root))
             env = resolve_environment(project, env_name, env_name)
             report = verify(env, project, VerifyOptions(levels=levels or None, base_env=dict(os.environ)))
+            installed = read_installed(env.site_packages)  # the record verify read: a regular file only
     except EnvforgeError as exc:
         return {**_node_error("verify", exc, limit), "elapsed-s": round(time.monotonic() - start, 3)}
     fp = report.fingerprint.as_dict()
-    profile = env.site_packages / ".envforge" / "env-profile.json"
-    fp["env_profile_values"] = json.loads(profile.read_text()).get("env", {}) if profile.is_file() else {}
+    fp["env_profile_values"] = dict(installed.env) if installed is not None else {}
     return {"fingerprint": {k: fp.get(k) for k in COMPARED},
             "findings": [f.as_dict() for f in report.findings],
             "elapsed-s": round(time.monotonic() - start, 3)}

@@ -21,6 +21,7 @@ from typing import Any
 
 from envforge.errors import InputError
 from envforge.project import Project
+from envforge.textfile import SMALL_LIMIT, read_state
 
 __all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
            "list_environments"]
@@ -163,9 +164,10 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
     manifest = _generation_file(gen)
     record: dict[str, Any] = {}
     if manifest is not None:
-        try:
-            record = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+        try:  # a damaged record (a FIFO, a directory, not JSON) shows as unknown, never blocks the listing
+            found = json.loads(read_state(manifest, what="generation record", limit=SMALL_LIMIT).decode("utf-8"))
+            record = found if isinstance(found, dict) else {}
+        except (OSError, ValueError, RecursionError, InputError):
             record = {}
     log = gen.with_name(gen.name + ".log")
     usage = disk_usage(gen)

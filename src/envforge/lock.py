@@ -424,20 +424,30 @@ def lock_variant(
     return LockResult(out, len(packages), changed)
 
 
-def read_lock(path: Path) -> Lock:
+def read_lock(path: Path, *, state_hint: str | None = None) -> Lock:
     """Read a PEP 751 lock through :func:`envforge.lockreader.read_lock_file` (validated by
     ``packaging.pylock``, same-name entries that can be active together refused) into the keys
     envforge uses. Wheel names are packaging's ``PackageWheel.filename`` (name, else path, else url).
 
-    :raises LockError: missing (with the hint to run ``envforge lock``).
+    :param state_hint: given when ``path`` is an environment's own copy (``.envforge/pylock.toml``):
+        read as envforge state (a regular file only; a FIFO or device is named, never opened), and
+        the hint of every error, the missing copy's included.
+    :raises LockError: missing (with the hint to run ``envforge lock``, or ``state_hint``).
     :raises InputError: not UTF-8, not TOML (with the line), not a valid PEP 751 lock (key path and
-        packaging's reason), or a uv.lock (envforge builds and verifies from pylock files only).
+        packaging's reason), or a uv.lock (envforge builds and verifies from pylock files only);
+        with ``state_hint``, not a regular file.
     """
     from envforge.lockreader import read_lock_file
 
-    if not path.is_file():
+    if state_hint is not None:
+        try:
+            doc = read_lock_file(path, state_hint=state_hint)
+        except FileNotFoundError:
+            raise LockError(f"lock {path} does not exist", hint=state_hint) from None
+    elif not path.is_file():
         raise LockError(f"lock {path} does not exist", hint="create it with `envforge lock RECIPE`")
-    doc = read_lock_file(path)
+    else:
+        doc = read_lock_file(path)
     if doc.kind != "pylock":
         raise LockError(f"{path} is a uv.lock; envforge builds and verifies from PEP 751 pylock files",
                         hint="create one with `envforge lock RECIPE`")

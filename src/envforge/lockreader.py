@@ -127,17 +127,25 @@ class LockDocument:
         return value if isinstance(value, list) else []
 
 
-def read_lock_file(path: Path, *, label: str | None = None) -> LockDocument:
+def read_lock_file(path: Path, *, label: str | None = None, state_hint: str | None = None) -> LockDocument:
     """Read and validate the lock at ``path`` (see :func:`read_lock_text`).
 
+    :param state_hint: given when ``path`` is envforge's own copy (``<site-packages>/.envforge/pylock.toml``):
+        it is then read as a state file (:func:`envforge.textfile.read_state`: a regular file only,
+        never a pipe), and this is the hint of its errors.
+    :raises FileNotFoundError: with ``state_hint``, the copy does not exist.
     :raises InputError: missing (with the hint to run ``envforge lock``), unreadable, larger than
-        :data:`envforge.textfile.LARGE_LIMIT`, not UTF-8 (:mod:`envforge.textfile`).
+        :data:`envforge.textfile.LARGE_LIMIT`, not UTF-8 (:mod:`envforge.textfile`); with
+        ``state_hint``, not a regular file (a FIFO, a device, a directory).
     :raises InvalidLock: not a valid lock (key path and reason).
     """
-    from envforge.textfile import decode_utf8, read_bytes
+    from envforge.textfile import decode_utf8, read_bytes, read_state
 
     shown = label or str(path)
-    data = read_bytes(path, what="lock", hint="create it with `envforge lock RECIPE`")
+    if state_hint is not None:
+        data = read_state(path, what="lock", hint=state_hint)
+    else:
+        data = read_bytes(path, what="lock", hint="create it with `envforge lock RECIPE`")
     text = decode_utf8(data, label=shown)
     return read_lock_text(text, label=shown)
 

@@ -6,6 +6,12 @@ traceback and never unbounded memory: ``envforge lock diff /dev/zero x`` is refu
 is read (a device is not a file), and a pipe is read to ``limit + 1`` bytes at most. Limits (docs/cli.md, "Input limits"): :data:`SMALL_LIMIT` for hand-written files
 (recipes, patchsets, configs), :data:`LARGE_LIMIT` for generated ones (locks, reports).
 
+envforge's own state files (``<site-packages>/.envforge/patches.json``, ``generation.json``, the lock
+copy, caches, ...) are read with :func:`read_state` instead: envforge wrote each of them as a regular
+file, so anything else in its place (a FIFO, a device, a socket, a directory) is damage, named and
+refused before it is opened, and a missing one stays :class:`FileNotFoundError` for the caller to
+decide what absent means.
+
 Decoding is strict UTF-8 (TOML 1.0 requires it); a UTF-8 byte-order mark is dropped, a UTF-16 or
 UTF-32 one is named. Nesting deeper than ``tomllib``/``json`` can recurse (a few hundred levels of
 TOML arrays on CPython 3.11) is an input error, not a ``RecursionError``.
@@ -16,13 +22,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from envforge.errors import InputError
 
 __all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "load_json", "load_toml", "parse_json", "parse_toml",
-           "read_bytes", "read_text"]
+           "read_bytes", "read_state", "read_text"]
 
 SMALL_LIMIT = 1 << 20   # 1 MiB: recipes, patchsets, model configs
 LARGE_LIMIT = 64 << 20  # 64 MiB: locks (a 170-package lock is ~200 KB), bench reports
@@ -72,6 +79,70 @@ def _special_kind(mode: int) -> str | None:
         if test(mode):
             return name
     return None
+
+
+def read_state(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | Callable[[], str] | None = None,
+               error: type[InputError] = InputError) -> bytes:
+    """The bytes of ``path``, a state file envforge wrote itself and reads back, at most ``limit`` bytes.
+
+    Unlike :func:`read_bytes` (whose paths come from the user and may be pipes), only a regular file
+    is read: the type is checked with ``os.stat`` (symlinks followed: the target is judged) before
+    anything is opened, since ``open()`` on a FIFO blocks until a writer comes; the file is then
+    opened non-blocking and checked again (``fstat``), so one swapped in between is refused too.
+    A file larger than ``limit`` is refused by its size before it is read, and the read itself
+    stops at ``limit + 1`` bytes (a file that grew meanwhile).
+
+    :param what: how messages name the file, e.g. ``"patch manifest"``.
+    :param limit: the most bytes a file of this kind can have.
+    :param hint: the next step for every refusal (usually how to rebuild the environment); a
+        callable is called only when an error is raised (a hint that itself reads state).
+    :param error: the :class:`InputError` subclass to raise.
+    :raises FileNotFoundError: ``path`` does not exist (nor does a symlink's target): the caller
+        says what an absent file means (no patches, not built by envforge, ...).
+    :raises InputError: not a regular file (a FIFO, a character or block device, a socket, a
+        directory: the message names which), unreadable (the OS's reason), or larger than ``limit`` bytes.
+    """
+    def refuse(message: str) -> InputError:
+        return error(message, hint=hint() if callable(hint) else hint)
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise refuse(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if (kind := _state_kind(st.st_mode)) is not None:
+        raise refuse(f"{what} {path} is not a regular file ({kind})")
+    if st.st_size > limit:
+        raise refuse(f"{what} {path} is larger than {_size(limit)}: envforge never writes one that large")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:  # removed since the stat: absent
+        raise
+    except OSError as exc:
+        raise refuse(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with open(fd, "rb", closefd=True) as fh:
+        if (kind := _state_kind(os.fstat(fd).st_mode)) is not None:  # replaced since the stat
+            raise refuse(f"{what} {path} is not a regular file ({kind})")
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise refuse(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise refuse(f"{what} {path} is larger than {_size(limit)}: envforge never writes one that large")
+    return data
+
+
+def _state_kind(mode: int) -> str | None:
+    """What a non-regular ``st_mode`` is (``"a FIFO"``, ``"a directory"``, ...), or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return _special_kind(mode) or f"file type {stat.S_IFMT(mode):#o}"
 
 
 def decode_utf8(data: bytes, *, label: str, error: type[InputError] = InputError) -> str:

@@ -34,6 +34,7 @@ from envforge.errors import CheckFailed, ExternalToolError, InputError
 
 __all__ = [
     "RECORD_NAME",
+    "read_record",
     "offline_mode",
     "recheck_offline",
     "FetchResult",
@@ -316,8 +317,24 @@ def offline_mode() -> bool:
     return bool(constants.is_offline_mode())
 
 
+def read_record(record: Path) -> dict[str, Any]:
+    """The fetch record ``envforge-drafter.json`` that :func:`fetch` wrote.
+
+    :raises FileNotFoundError: there is none.
+    :raises InputError: not a regular file (a FIFO, a directory: named, never opened), larger than
+        1 MiB, or not a JSON object.
+    """
+    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+
+    hint = "fetch the drafter again: `envforge drafter fetch REPO --revision SHA --dest DIR`"
+    data = parse_json(read_state(record, what="drafter fetch record", limit=SMALL_LIMIT, hint=hint), label=str(record))
+    if not isinstance(data, dict):
+        raise InputError(f"{record}: expected a JSON object, found {type(data).__name__}", hint=hint)
+    return data
+
+
 def _recorded_files(record: Path, repo: str, sha: str) -> tuple[dict[str, Any], list[tuple[str, int, str]]]:
-    meta = load_json(record)
+    meta = read_record(record)
     files = meta.get("files")
     rows = [(f.get("name"), f.get("size"), f.get("sha256")) for f in files if isinstance(f, dict)] \
         if isinstance(files, list) else []
@@ -356,7 +373,7 @@ def recheck_offline(repo: str, revision: str, dest: Path) -> FetchResult:
         raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and revision '{revision}' of "
                          f"{repo} is not a commit sha: only a pinned, recorded copy can be checked offline", hint=hint)
     record = dest / RECORD_NAME
-    if not record.is_file():
+    if not record.exists():  # a FIFO or a directory in its place is named by read_record
         raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and {dest} holds no recorded "
                          f"copy of {repo}@{revision} (no {RECORD_NAME})", hint=hint)
     meta, rows = _recorded_files(record, repo, revision)

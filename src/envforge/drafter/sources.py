@@ -16,6 +16,7 @@ from envforge.drafter.hub import (
     hub_errors,
     open_remote,
     parse_repo_spec,
+    read_record,
     read_remote_range,
     resolve_revision,
 )
@@ -38,7 +39,10 @@ def open_local(path: Path) -> Drafter:
     directory = path if path.is_dir() else path.parent
     check_partials(directory)
     record = directory / RECORD_NAME
-    meta = load_json(record) if record.is_file() else {}
+    try:
+        meta = read_record(record)
+    except FileNotFoundError:
+        meta = {}
     weights = [path] if path.is_file() else _weights(directory, meta)
     tensors: list[TensorInfo] = []
     for w in weights:

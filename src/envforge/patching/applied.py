@@ -39,14 +39,16 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
 
     Empty when envforge never patched ``site_packages``.
 
-    :raises InputError: a malformed manifest, a missing saved original, or a patched file that
-        was deleted (each names the file and the next step).
+    :raises InputError: a malformed manifest, a missing saved original (or one that is not a
+        regular file, or larger than 64 MiB), or a patched file that was deleted (each names the
+        file and the next step).
     """
     import difflib
 
     from envforge.patching.engine import inside
     from envforge.patching.manifest import originals_dir, read_manifest, sha256_hex
     from envforge.patching.source import lines_of
+    from envforge.textfile import read_state
 
     manifest = read_manifest(site_packages)
     if manifest is None:
@@ -57,9 +59,9 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
         stack = [f for f in canonical.files if f.path == path]
         original_file = originals_dir(site_packages) / stack[0].original_sha256
         current_file = inside(site_packages, path)
-        try:
-            original = original_file.read_bytes()
-        except OSError:
+        try:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
+            original = read_state(original_file, what="saved original", hint=lambda: rebuild_hint(site_packages))
+        except FileNotFoundError:
             raise InputError(f"the saved original of {path} is missing ({original_file})",
                              hint=rebuild_hint(site_packages)) from None
         try:

@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from envforge.errors import InputError
+from envforge.textfile import SMALL_LIMIT, read_state
 
 __all__ = ["CapturedPatchset", "EditDir", "commit_edit", "new_edit"]
 
 RECORD_NAME = ".envforge-edit.json"
 STORE = ".envforge-edit"
+_NEW_EDIT = "make one with `envforge patches new DIST`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,14 +91,20 @@ def new_edit(site_packages: Path, distribution: str, dest: Path) -> EditDir:
 
 
 def _read_edit(directory: Path) -> dict[str, Any]:
+    """The record ``patches new`` wrote in ``directory``.
+
+    :raises InputError: missing, not a regular file (a FIFO, a directory: named, never opened),
+        larger than 1 MiB, not JSON, or not of schema 1.
+    """
+    hint = _NEW_EDIT
     try:
-        data: dict[str, Any] = json.loads((directory / RECORD_NAME).read_text(encoding="utf-8"))
+        raw = read_state(directory / RECORD_NAME, what="edit record", limit=SMALL_LIMIT, hint=hint)
+        data: dict[str, Any] = json.loads(raw.decode("utf-8"))
         if data.get("schema") != 1 or not isinstance(data.get("files"), dict):
             raise ValueError("unknown schema")
         return data
     except (OSError, ValueError) as exc:
-        raise InputError(f"{directory}: not an edit directory ({RECORD_NAME}: {exc})",
-                         hint="make one with `envforge patches new DIST`") from None
+        raise InputError(f"{directory}: not an edit directory ({RECORD_NAME}: {exc})", hint=hint) from None
 
 
 def _top_items(module: Any) -> list[tuple[str, Any]]:
@@ -208,7 +216,11 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
     ops: list[dict[str, str]] = []
     lines: list[str] = []
     for path, digest in sorted(edit["files"].items()):
-        original = (directory / STORE / "originals" / digest).read_bytes()
+        try:
+            original = read_state(directory / STORE / "originals" / digest, what="saved original", hint=_NEW_EDIT)
+        except FileNotFoundError:
+            raise InputError(f"{directory}: the saved original of {path} is missing "
+                             f"({directory / STORE / 'originals' / digest})", hint=_NEW_EDIT) from None
         try:
             edited = (directory / path).read_bytes()
         except FileNotFoundError:

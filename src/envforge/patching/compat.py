@@ -34,6 +34,7 @@ from envforge.patching.engine import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FI
 from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
 from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
+from envforge.textfile import SMALL_LIMIT, read_state
 
 __all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
 
@@ -160,12 +161,12 @@ def _fold(states: Sequence[str]) -> str:
 def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
     key = _cell_key(ps, version, tree)
     stored = cache_dir / "check" / f"{key}.json"
-    try:
-        data = json.loads(stored.read_text())
+    try:  # a damaged entry (a FIFO, a directory, not JSON) is a miss: computed again, never blocks
+        data = json.loads(read_state(stored, what="patches check cache entry", limit=SMALL_LIMIT).decode("utf-8"))
         ops: tuple[tuple[str, str, str, str], ...] = tuple((str(f), str(o), str(s), str(m))
                                                            for f, o, s, m in data["operations"])
         return Cell(ps.id, ps.distribution, version, str(data["state"]), ops)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, InputError):
         pass
     report = plan(tree, [replace(ps, requires=())])
     ops = tuple((r.file, r.operation, r.state, r.message) for r in report.results)

@@ -30,6 +30,7 @@ from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.manifest import rebuild_hint
 from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
+from envforge.textfile import read_state
 
 __all__ = [
     "ALREADY_APPLIED",
@@ -578,7 +579,8 @@ def recover(site_packages: Path) -> tuple[str, ...]:
 
     :raises CheckFailed: a named file is neither its ``before`` nor its ``after`` bytes (changed
         by hand since the crash), or a saved ``before`` is missing: nothing is written then.
-    :raises InputError: the record is malformed or names a path outside ``site_packages``.
+    :raises InputError: the record is malformed or names a path outside ``site_packages``, or a
+        state file (the record, the manifest, a saved ``before``) is not a regular file or too large.
     """
     from envforge.errors import CheckFailed
     from envforge.patching.manifest import (
@@ -612,12 +614,18 @@ def recover(site_packages: Path) -> tuple[str, ...]:
         if current == f.before_sha256:
             continue
         blob = originals_dir(site_packages) / f.before_sha256
-        if current != f.after_sha256 or not blob.is_file():
+        saved = None
+        if current == f.after_sha256:
+            try:  # a FIFO or a directory in its place is refused by name, never opened
+                saved = read_state(blob, what="saved original", hint=lambda: rebuild_hint(site_packages))
+            except FileNotFoundError:
+                pass
+        if saved is None:
             why = (f"{f.path} is {current}, neither {f.before_sha256} (before) nor {f.after_sha256} (after)"
                    if current != f.after_sha256 else f"the saved bytes of {f.path} ({blob}) are missing")
             raise CheckFailed(f"cannot roll back {what}: {why}; nothing was changed (record {intent_path(site_packages)})",
                               hint=rebuild_hint(site_packages))
-        todo.append((target, blob.read_bytes()))
+        todo.append((target, saved))
     for target, data in todo:
         atomic_write(target, data, mode=os.stat(target).st_mode & 0o7777)
         remove_bytecode(target)
@@ -735,12 +743,16 @@ def _read_for_revert(sp: Path, f: Any, *, original: bool = False) -> bytes:
 
     :raises CheckFailed: the file (or ``.envforge/originals/<sha256>``) is gone: revert cannot
         restore it, a rebuild can.
+    :raises InputError: the saved original is not a regular file (a FIFO, a directory), unreadable
+        or larger than 64 MiB.
     """
     from envforge.errors import CheckFailed
     from envforge.patching.manifest import originals_dir
 
     path = originals_dir(sp) / f.original_sha256 if original else inside(sp, f.path)
     try:
+        if original:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
+            return read_state(path, what="saved original", hint=lambda: rebuild_hint(sp))
         return path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
         what = (f"the saved original of {f.path} is missing ({path})" if original else

@@ -18,9 +18,10 @@ from envforge.patching.engine import (
     installed_version,
     unified_diff,
 )
-from envforge.patching.manifest import Manifest, originals_dir, read_manifest
+from envforge.patching.manifest import Manifest, originals_dir, read_manifest, rebuild_hint
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
+from envforge.textfile import read_state
 
 __all__ = ["export_diff"]
 
@@ -31,6 +32,8 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
 
     :raises CheckFailed: the distribution is missing or out of range, an operation drifted, or
         the released code already does everything (nothing to export).
+    :raises InputError: a saved original (``.envforge/originals/<sha256>``) is not a regular file
+        or is larger than 64 MiB.
     """
     version = installed_version(site_packages, patchset.distribution)
     if version is None or not patchset.specifier.contains(version, prereleases=True):
@@ -45,8 +48,14 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
 
     def original(path: str) -> bytes | None:
         rec = manifest.file(patchset.id, path)
-        source = originals_dir(site_packages) / rec.original_sha256 if rec else site_packages / path
-        if rec is None and editable is not None and not source.exists():
+        if rec is not None:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
+            try:
+                return read_state(originals_dir(site_packages) / rec.original_sha256, what="saved original",
+                                  hint=lambda: rebuild_hint(site_packages))
+            except FileNotFoundError:
+                return None
+        source = site_packages / path
+        if editable is not None and not source.exists():
             source = editable.source_of(path) or source
         return source.read_bytes() if source.is_file() else None
 

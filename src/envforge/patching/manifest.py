@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.errors import InputError
+from envforge.textfile import SMALL_LIMIT, read_state
 
 __all__ = [
     "rebuild_hint",
@@ -142,10 +143,12 @@ def read_manifest(site_packages: Path) -> Manifest | None:
     """
     path = manifest_path(site_packages)
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_state(path, what="patch manifest",
+                         hint=lambda: f"restore it from a backup, or {rebuild_hint(site_packages)}")
+        data: Any = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise InputError(f"cannot read patch manifest {path}: {exc}",
                          hint=f"restore it from a backup, or {rebuild_hint(site_packages)}") from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
@@ -254,9 +257,13 @@ def intent_path(site_packages: Path) -> Path:
 
 
 def manifest_sha256(site_packages: Path) -> str:
-    """Hex sha256 of the manifest file's bytes, or ``"absent"``."""
+    """Hex sha256 of the manifest file's bytes, or ``"absent"``.
+
+    :raises InputError: the manifest is not a regular file, unreadable or too large (:func:`read_state`).
+    """
     try:
-        return sha256_hex(manifest_path(site_packages).read_bytes())
+        return sha256_hex(read_state(manifest_path(site_packages), what="patch manifest",
+                                     hint=lambda: rebuild_hint(site_packages)))
     except FileNotFoundError:
         return "absent"
 
@@ -278,10 +285,11 @@ def read_intent(site_packages: Path) -> Intent | None:
     """
     path = intent_path(site_packages)
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_state(path, what="patch intent record", hint=lambda: rebuild_hint(site_packages))
+        data: Any = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise InputError(f"cannot read patch intent record {path}: {exc}",
                          hint=rebuild_hint(site_packages)) from None
     try:
@@ -324,10 +332,17 @@ def rebuild_hint(site_packages: Path) -> str:
     its recipe and variant: rebuild that (``envforge build RECIPE --variant V``, or ``envforge up
     --rebuild`` for the default ``quickstart``). Any other environment: reinstall the distributions
     with uv, then apply the patchsets again. Never ``apply-patches`` on the drifted file (it refuses).
+    A ``generation.json`` that is not a regular file (or too large) is read as damage: rebuild, the
+    recipe and variant left to the user. Never raises, never blocks (the record is read only as a
+    regular file, 1 MiB at most).
     """
+    record = site_packages / STATE_DIR / "generation.json"
     try:
-        data = json.loads((site_packages / STATE_DIR / "generation.json").read_text(encoding="utf-8"))
+        data = json.loads(read_state(record, what="generation record", limit=SMALL_LIMIT).decode("utf-8"))
         recipe, variant = str(data["recipe"]), str(data["variant"])
+    except InputError:  # a FIFO, a directory, too large: built by envforge, its record damaged
+        return ("rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
+                "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)")
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return ("this environment was not built by envforge: reinstall the patched distributions "
                 "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "

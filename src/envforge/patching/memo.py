@@ -89,14 +89,20 @@ class ResultCache:
         return h.hexdigest()
 
     def get(self, key: str, before: bytes) -> CachedFile | None:
-        """The entry ``key``, or None (missing or unreadable)."""
+        """The entry ``key``, or None (missing, unreadable, or damaged: not a regular file, e.g. a
+        FIFO, which is never opened; larger than a patched file can be)."""
+        from envforge.errors import InputError
+        from envforge.textfile import SMALL_LIMIT, read_state
+
         try:
-            data = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
+            raw = read_state(self.directory / f"{key}.json", what="patch-result cache entry", limit=SMALL_LIMIT)
+            data = json.loads(raw.decode("utf-8"))
             ops = tuple((str(s), str(d), str(f)) for s, d, f in data["operations"])
-            after = (self.directory / f"{key}.after").read_bytes() if data["changed"] else before
+            after = (read_state(self.directory / f"{key}.after", what="patch-result cache entry")
+                     if data["changed"] else before)
             if data["changed"] and hashlib.sha256(after).hexdigest() != data["after_sha256"]:
                 return None
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, InputError):
             return None
         return CachedFile(ops, after)
 

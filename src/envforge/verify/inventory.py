@@ -8,6 +8,7 @@ importing anything from the environment.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from envforge.errors import InputError
@@ -19,15 +20,29 @@ __all__ = ["EnvLock", "Installed", "LockedPackage", "LockedWheel", "direct_url",
            "read_env_lock"]
 
 
-def read_env_lock(path: Path) -> EnvLock:
-    """Read the lock an environment was built from (``.envforge/pylock.toml``).
+_NO_LOCK_HINT = ("rebuild it with `envforge build` (it copies the lock into .envforge/); for an "
+                 "environment envforge did not build: `envforge init --from-env ENV`, then "
+                 "`envforge verify ENV --lock LOCK`")
 
-    :raises InputError: missing (the environment records no lock), not TOML, or without the keys
-        verify reads (the message names the key).
+
+def read_env_lock(path: Path, *, given: bool = False) -> EnvLock:
+    """Read the lock an environment was built from (``.envforge/pylock.toml``), or the one the user
+    named (``given``: ``verify --lock LOCK``).
+
+    The environment's copy is envforge's own state (:func:`envforge.textfile.read_state`): a FIFO,
+    device or directory in its place is named, never opened.
+
+    :raises InputError: missing (the environment records no lock), not a regular file (the copy),
+        not TOML, or without the keys verify reads (the message names the key).
     """
-    if not path.is_file():
-        raise InputError(f"{path} does not exist: the environment records no lock",
-                         hint="rebuild it with `envforge build` (it copies the lock into .envforge/); for an "
-                              "environment envforge did not build: `envforge init --from-env ENV`, then "
-                              "`envforge verify ENV --lock LOCK`")
-    return read_lock(path)
+    if given:
+        if not path.is_file():
+            raise InputError(f"{path} does not exist: the environment records no lock", hint=_NO_LOCK_HINT)
+        return read_lock(path)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: the environment records no lock", hint=_NO_LOCK_HINT) from None
+    except OSError:
+        pass  # read_lock names what is wrong
+    return read_lock(path, state_hint=_NO_LOCK_HINT)

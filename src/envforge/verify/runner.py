@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import datetime
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,11 +51,21 @@ class VerifyOptions:
 
 
 def _generation(sp: Path) -> Mapping[str, Any]:
+    """``.envforge/generation.json`` (what the build recorded), or {} when there is none.
+
+    :raises InputError: not a regular file (a FIFO, a device, a directory), larger than 1 MiB, or
+        not JSON; the message names the file, the hint how to rebuild.
+    """
+    from envforge.patching.manifest import rebuild_hint
+    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+
     path = sp / ".envforge" / "generation.json"
-    if not path.is_file():
+    try:
+        raw = read_state(path, what="generation record", limit=SMALL_LIMIT, hint=lambda: rebuild_hint(sp))
+    except FileNotFoundError:
         return {}
-    data: Mapping[str, Any] = json.loads(path.read_text())
-    return data
+    data: Any = parse_json(raw, label=str(path))
+    return data if isinstance(data, Mapping) else {}
 
 
 def _project_lock(project: Project | None, gen: Mapping[str, Any], lock_tool: Mapping[str, Any]) -> Path | None:
@@ -83,7 +92,8 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     now = options.clock or time.monotonic
     start = now()
     sp = env.site_packages
-    lock = read_env_lock(options.lock or sp / ".envforge" / "pylock.toml")
+    lock = (read_env_lock(options.lock, given=True) if options.lock
+            else read_env_lock(sp / ".envforge" / "pylock.toml"))
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)

@@ -244,9 +244,17 @@ def patch_manifest(sp: Path) -> list[PatchedFile]:
 
 
 def _manifest_json(path: Path) -> list[PatchedFile]:
-    if not path.is_file():
+    """The manifest's files read without :mod:`envforge.patching` ([] when there is none).
+
+    :raises InputError: not a regular file, larger than 64 MiB, or not JSON (the message names it).
+    """
+    from envforge.textfile import parse_json, read_state
+
+    try:
+        raw = read_state(path, what="patch manifest", hint="rebuild the environment with `envforge build`")
+    except FileNotFoundError:
         return []
-    data = json.loads(path.read_text())
+    data = parse_json(raw, label=str(path))
     return [PatchedFile(f["path"], _hex(f["original_sha256"]), _hex(f["new_sha256"]), f.get("patchset", "?"))
             for f in data.get("files", [])]
 

@@ -206,3 +206,28 @@ def test_committed_kimi_cu128_lock_is_fresh_and_complete() -> None:
     assert (versions["sglang"], versions["torch"], versions["sgl-kernel"], versions["flashinfer-python"]) == (
         "0.5.9", "2.9.1", "0.3.21", "0.6.3")
     assert not [n for n in versions if n.endswith("-cu13")]
+
+
+def test_read_lock_names_what_a_path_is_and_reads_a_pipe(tmp_path: Path) -> None:
+    import threading
+
+    from envforge.errors import InputError
+    from envforge.lock import LockError, read_lock
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "lockfiles" / "pylock.quickstart-default.toml").read_bytes()
+    with pytest.raises(LockError) as missing:
+        read_lock(tmp_path / "nope.toml")
+    assert missing.value.message == f"lock {tmp_path / 'nope.toml'} does not exist"
+    with pytest.raises(InputError) as directory:
+        read_lock(tmp_path)
+    assert directory.value.message == f"lock {tmp_path} is a directory, not a file"
+    with pytest.raises(InputError) as device:
+        read_lock(Path("/dev/null"))
+    assert device.value.message == "lock /dev/null is not a regular file (a character device)"
+    fifo = tmp_path / "lock.fifo"  # as `--lock <(git show REV:LOCK)` passes it
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(text), daemon=True)
+    writer.start()
+    assert read_lock(fifo).packages == read_lock(root / "lockfiles" / "pylock.quickstart-default.toml").packages
+    writer.join(timeout=10)

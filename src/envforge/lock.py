@@ -444,7 +444,7 @@ def read_lock(path: Path, *, state_hint: str | None = None) -> Lock:
             doc = read_lock_file(path, state_hint=state_hint)
         except FileNotFoundError:
             raise LockError(f"lock {path} does not exist", hint=state_hint) from None
-    elif not path.is_file():
+    elif not path.exists():  # (a pipe, `--lock <(git show REV:LOCK)`, is read; a directory or device named)
         raise LockError(f"lock {path} does not exist", hint="create it with `envforge lock RECIPE`")
     else:
         doc = read_lock_file(path)

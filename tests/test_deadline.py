@@ -55,3 +55,12 @@ def test_threads_see_it_only_with_the_context() -> None:
 def test_a_deadline_with_nothing_in_it_is_expired_at_once(seconds: float) -> None:
     with deadline(seconds):
         assert cut(60.0).expired
+
+
+def test_an_own_limit_equal_to_what_is_left_speaks_for_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    import envforge.deadline as module
+
+    monkeypatch.setattr(module.time, "monotonic", lambda: 100.0)  # a frozen clock: exactly 5 s left
+    with deadline(5.0):
+        assert cut(5.0) == Cut(5.0, None)
+        assert cut(5.000001) == Cut(5.0, 5.0)

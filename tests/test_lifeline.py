@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import envforge
 from envforge.lifeline import spawned
+
+#: The parent processes below import this very envforge (a worktree's, a mutation run's copy).
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(envforge.__file__).parents[1]),
+                                                    os.environ.get("PYTHONPATH", "")])}
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:
@@ -68,7 +73,7 @@ def test_a_sigkilled_parent_takes_the_group_with_it(tmp_path: Path) -> None:
         with spawned({argv!r}):
             print("started", flush=True)
             time.sleep(600)
-        """)], stdout=subprocess.PIPE, text=True)
+        """)], stdout=subprocess.PIPE, text=True, env=ENV)
     assert parent.stdout is not None and parent.stdout.readline() == "started\n"
     grandchild = _wait_for(pid_file)
     os.kill(parent.pid, signal.SIGKILL)  # no finally, no handler: only the kernel closes the pipe
@@ -85,7 +90,7 @@ def test_a_sigkilled_probe_runner_leaves_no_probe(tmp_path: Path) -> None:
         from pathlib import Path
         from envforge.probe import run_probe
         run_probe(Path(sys.executable), {script!r}, timeout_s=600)
-        """)])
+        """)], env=ENV)
     grandchild = _wait_for(pid_file)
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=10)
@@ -93,13 +98,18 @@ def test_a_sigkilled_probe_runner_leaves_no_probe(tmp_path: Path) -> None:
 
 
 def test_what_cannot_start_raises_as_popen_does(tmp_path: Path) -> None:
+    import errno
+
     with pytest.raises(FileNotFoundError) as missing, spawned([str(tmp_path / "nope")]):
         pass
-    assert missing.value.filename == str(tmp_path / "nope")
+    assert (missing.value.errno, missing.value.strerror, missing.value.filename) == (
+        errno.ENOENT, "No such file or directory", str(tmp_path / "nope"))  # what probe and uv messages show
     plain = tmp_path / "plain"
     plain.write_text("#!/bin/sh\n")
-    with pytest.raises(PermissionError), spawned([str(plain)]):
+    with pytest.raises(PermissionError) as denied, spawned([str(plain)]):
         pass
+    assert (denied.value.errno, denied.value.strerror, denied.value.filename) == (
+        errno.EACCES, "Permission denied", str(plain))
     with pytest.raises(PermissionError), spawned([str(tmp_path)]):
         pass
     with pytest.raises(FileNotFoundError), spawned(["envforge-no-such-program-on-path"]):

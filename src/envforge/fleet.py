@@ -153,6 +153,14 @@ def _ray() -> Any:
 
 
 def _connect(address: str) -> Any:
+    """Ray, initialised as a driver of the cluster at ``address`` (``HOST:PORT`` or ``auto``), unless
+    it already is. Ray's own output stays off this process's stdout and stderr: workers' logs are not
+    forwarded (``log_to_driver=False``) and the cluster's error messages (a raylet that died, a worker
+    killed), which Ray prints to stdout, are not printed (every node's fate is in the report).
+
+    :raises ExternalToolError: nothing at ``address`` answers as a Ray GCS (:func:`_reachable`, within
+        seconds), or ``ray.init`` fails.
+    """
     ray = _ray()
     if not ray.is_initialized():
         _reachable(address)
@@ -167,6 +175,7 @@ def _connect(address: str) -> Any:
 
             services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"  # type: ignore[attr-defined]
             local = {"_node_ip_address": "127.0.0.1"}
+        _quiet_ray_errors()
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False, **local)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -177,20 +186,91 @@ def _connect(address: str) -> Any:
     return ray
 
 
+def _quiet_ray_errors() -> None:
+    """Keep the cluster's error messages off this driver's stdout. Ray's driver prints every error the
+    cluster publishes (``ray._private.worker.listen_error_messages``: a dead raylet's last 20 log lines,
+    a killed worker) to ``sys.stdout``, even with ``log_to_driver=False``, which would break ``--json``;
+    its ``_worker_logs_enabled`` switch (Ray 2.x; what a breakpoint sets) turns that printing off. The
+    fleet report says what happened to every node."""
+    import ray._private.worker as worker
+
+    if hasattr(worker, "_worker_logs_enabled"):
+        worker._worker_logs_enabled = False
+
+
+#: An HTTP/2 client's connection preface (RFC 9113, 3.4): the magic, then an empty SETTINGS frame
+#: (length 0, type 4, flags 0, stream 0).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+_NO_CLUSTER_HINT = ("start one with `ray start --head` (and `ray start --address HEAD:6379` on each node), then "
+                    "pass --ray HEAD:6379, or --ray auto on a node")
+
+
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail in seconds, not after Ray's minutes of retries, when ``HOST:PORT`` does not answer."""
+    """Fail within ``timeout_s`` seconds (all steps together), not after Ray's retries with its C++
+    warnings on stderr, when no Ray GCS answers at ``HOST:PORT``: a TCP connection, then an HTTP/2
+    preface (gRPC's transport: a GCS answers with a SETTINGS frame; something silent or not speaking
+    HTTP/2 does not), then one GCS call (``check_alive``) from a client that gives a random cluster ID,
+    which a GCS answers at once with ``WrongClusterID`` and a proxy or another gRPC service with
+    another error. ``auto`` is left to Ray. The HTTP/2 step is skipped under ``RAY_USE_TLS``; the GCS
+    call where this Ray has no such client (``ray._raylet.GcsClient``, Ray 2.x).
+
+    :raises ExternalToolError: the connection is refused or times out, or what answers is not a GCS.
+    """
     import socket
 
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or address.startswith(("ray://", "auto")):
-        return  # ``auto`` and client addresses: Ray finds and reports them itself
+        return  # ``auto``: Ray finds and reports it itself
+    deadline = time.monotonic() + timeout_s
+    what = ""
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
+                what = f"something listens there, but gave no HTTP/2 answer (as a Ray GCS does) within {timeout_s:g} s"
+                conn.settimeout(max(0.1, deadline - time.monotonic()))
+                conn.sendall(_H2_PREFACE)
+                frame = conn.recv(9)
+                if len(frame) < 4 or frame[3] != 4:  # the server's preface starts with a SETTINGS frame (type 4)
+                    raise ExternalToolError(
+                        f"cannot connect to the Ray cluster at {address}: something listens there, but it is not "
+                        f"a Ray GCS (it does not speak gRPC's HTTP/2)", tool="ray", argv=["ray.init", address],
+                        returncode=None, hint=_NO_CLUSTER_HINT)
     except OSError as exc:
-        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}",
+        if isinstance(exc, TimeoutError):
+            reason = what or f"no TCP connection within {timeout_s:g} s"
+        else:
+            reason = exc.strerror or str(exc)
+        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {reason}",
                                 tool="ray", argv=["ray.init", address], returncode=None,
-                                hint="start one with `ray start --head` (and `ray start --address HEAD:6379` on "
-                                     "each node), then pass --ray HEAD:6379, or --ray auto on a node") from None
+                                hint=_NO_CLUSTER_HINT) from None
+    _gcs_answers(address, max(0.5, deadline - time.monotonic()))
+
+
+def _gcs_answers(address: str, timeout_s: float) -> None:
+    """One GCS call (``check_alive``, ``timeout_s`` seconds) from a client giving a random cluster ID:
+    a GCS refuses it at once (``AuthenticationError``: ``WrongClusterID``), which proves it is one;
+    any other error means what answers is no GCS (a proxy, another gRPC service).
+
+    :raises ExternalToolError: what answers at ``address`` is not a Ray GCS.
+    """
+    try:
+        from importlib import import_module
+
+        client = import_module("ray._raylet").GcsClient(address=address, cluster_id=os.urandom(28).hex())
+    except (ImportError, TypeError, AttributeError):  # another Ray: leave it to ray.init
+        return
+    try:
+        client.check_alive([], timeout=timeout_s)
+    except Exception as exc:  # noqa: BLE001  (ray.exceptions.RpcError and its kinds)
+        text = str(exc)
+        if type(exc).__name__ == "AuthenticationError" or "ClusterID" in text:
+            return  # a GCS: it checked our (random) cluster ID
+        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: what answers there is not a Ray "
+                                f"GCS ({_one_line(exc)})", tool="ray", argv=["ray.init", address],
+                                returncode=None, hint=_NO_CLUSTER_HINT) from None
+    finally:
+        del client
 
 
 def _alive_nodes(ray: Any) -> list[dict[str, Any]]:

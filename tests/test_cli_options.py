@@ -7,17 +7,25 @@ any handler runs, so nothing here starts Ray, uv or a server."""
 from __future__ import annotations
 
 import argparse
+import json
+
 import pytest
 
 from envforge.cli import build_parser, main
-from envforge.cli.parser import PORT, integer, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
 
+FLEET_S = "must be a finite number of seconds from 5 to 1,000,000,000"
 STEP_S = "must be a finite number of seconds from 1 to 1,000,000,000"
 ANY_S = "must be a positive finite number of seconds (at most 1,000,000,000)"
 PORT_RANGE = "must be a TCP port from 1 to 65535"
 
 # (the command line up to the option, the option, what the error says it must be)
 OPTIONS = [
+    (["fleet", "verify", "quickstart-default", "--ray", "auto"], "--timeout", FLEET_S),
+    (["fleet", "verify", "quickstart-default", "--ray", "auto", "--no-agent"], "--timeout", FLEET_S),
+    (["fleet", "build", "quickstart", "--ray", "auto"], "--timeout", FLEET_S),
+    (["fleet", "allreduce", "--ray", "auto"], "--timeout", FLEET_S),
+    (["fleet", "agent", "start", "--ray", "auto"], "--timeout", FLEET_S),
     (["verify"], "--step-timeout", STEP_S),
     (["bench"], "--request-timeout", ANY_S),
     (["bench"], "--idle-timeout", ANY_S),
@@ -33,7 +41,18 @@ def test_every_time_option_refuses_what_is_not_a_finite_positive_number_of_secon
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {option}: {must}, got {value!r}"
 
 
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_time_option_error_with_json_is_one_usage_error_envelope(value: str,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "verify", "quickstart-default", "--ray", "auto", "--timeout", value, "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "envforge.error/1"
+    assert (doc["data"]["kind"], doc["data"]["message"], doc["data"]["exit_code"]) == (
+        "usage-error", f"argument --timeout: {FLEET_S}, got {value!r}", 2)
+
+
 INTEGERS = [
+    (["fleet", "allreduce", "--ray", "auto"], "--port", PORT_RANGE, ["0", "-1", "70000", "65536", "nan", "1.5", ""]),
     (["bench"], "--port", PORT_RANGE, ["0", "65536", "inf"]),
     (["bench"], "--repeats", "must be an integer >= 1", ["0", "-3", "nan", "2.5"]),
     (["bench"], "--requests", "must be an integer >= 1", ["0", "inf"]),
@@ -53,6 +72,16 @@ def test_every_integer_option_refuses_values_out_of_its_range(argv: list[str], o
 
 
 def test_valid_values_still_parse_large_ones_included() -> None:
+    fleet = build_parser("fleet")
+    args = fleet.parse_args(["fleet", "verify", "e", "--ray", "auto", "--timeout", "1e9"])
+    assert args.timeout == 1e9 == MAX_SECONDS
+    assert fleet.parse_args(["fleet", "verify", "e", "--ray", "auto", "--timeout", "5"]).timeout == 5.0
+    assert fleet.parse_args(["fleet", "verify", "e", "--ray", "auto"]).timeout == 600.0  # the defaults are untouched
+    assert fleet.parse_args(["fleet", "build", "r", "--ray", "auto"]).timeout == 3600.0
+    assert fleet.parse_args(["fleet", "agent", "start", "--ray", "auto"]).timeout == 120.0
+    assert fleet.parse_args(["fleet", "allreduce", "--ray", "auto"]).port == 29517
+    assert fleet.parse_args(["fleet", "allreduce", "--ray", "auto", "--port", "1"]).port == 1
+    assert fleet.parse_args(["fleet", "allreduce", "--ray", "auto", "--port", "65535"]).port == 65535
     verify = build_parser("verify")
     assert verify.parse_args(["verify", "--step-timeout", "1"]).step_timeout == 1.0
     assert verify.parse_args(["verify"]).step_timeout == 120.0

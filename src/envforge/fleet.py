@@ -72,7 +72,8 @@ class FleetNode:
     """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
     node died), ``timeout`` (no answer within the limit, or the node's own deadline stopped it).
     ``fingerprint`` holds the keys of :data:`COMPARED`; ``findings`` the node's verify findings as
-    dicts; ``elapsed_s`` in seconds."""
+    dicts; ``elapsed_s`` in seconds; ``hint`` the next step the node's error named (an envforge
+    error's hint, e.g. the environments that exist there), or None."""
 
     node_id: str
     host: str
@@ -82,12 +83,13 @@ class FleetNode:
     elapsed_s: float | None = None
     error: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    hint: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
         return {"node-id": self.node_id, "host": self.host, "status": self.status,
                 "fingerprint": dict(self.fingerprint), "findings": [dict(f) for f in self.findings],
-                "elapsed-s": self.elapsed_s, "error": self.error, "detail": dict(self.detail)}
+                "elapsed-s": self.elapsed_s, "error": self.error, "hint": self.hint, "detail": dict(self.detail)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +379,7 @@ def _node_answer(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
         return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"),
                          "timeout" if data.get("timed-out") else "failed",
                          fingerprint=data.get("fingerprint", {}), error=data["error"],
-                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
+                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}), hint=data.get("hint"))
     findings = tuple(data.get("findings", ()))
     return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if findings else "ok",
                      fingerprint=data.get("fingerprint", {}), findings=findings,
@@ -401,12 +403,16 @@ def _node_deadline(limit: tuple[float, float] | None) -> AbstractContextManager[
 
 
 def _node_error(action: str, exc: EnvforgeError, limit: tuple[float, float] | None) -> dict[str, Any]:
-    """A task's ``error`` answer; ``timed-out`` (status ``timeout``) when the node's deadline stopped a
-    probe or uv run (``deadline_s`` on the error, or on the cause of a build error)."""
+    """A task's ``error`` answer, with the error's ``hint`` when it has one (the fix the local command
+    would print, e.g. the environments that exist on the node); ``timed-out`` (status ``timeout``)
+    when the node's deadline stopped a probe or uv run (``deadline_s`` on the error, or on the cause
+    of a build error)."""
+    hint = {"hint": exc.hint} if exc.hint else {}
     stopped = [getattr(e, "deadline_s", None) for e in (exc, getattr(exc, "cause", None))]
     if limit is None or stopped == [None, None]:
-        return {"error": exc.message}
-    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", "timed-out": True}
+        return {"error": exc.message, **hint}
+    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", **hint,
+            "timed-out": True}
 
 
 def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
@@ -477,12 +483,23 @@ def _live(link: Path) -> str | None:
 def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str, sizes: tuple[int, ...],
                     env: Mapping[str, str], repeats: int) -> dict[str, Any]:
     """On one node: join the torch.distributed group (TCP rendezvous on ``master:port``) and time
-    all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked."""
+    all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked. torch is
+    imported in the Python of Ray's workers (not an envforge environment's): where it is missing the
+    answer is ``{"rank", "error", "hint"}`` saying so, not a traceback."""
     os.environ.update(env)
     import statistics
+    import sys
 
-    import torch
-    import torch.distributed as dist
+    try:
+        import torch
+        import torch.distributed as dist
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "torch":
+            raise
+        return {"rank": rank, "error": f"torch is not installed in the Python of this node's Ray workers "
+                                       f"({sys.executable}): the all-reduce runs there",
+                "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
+                        "envforge[fleet]: pick the build for the node's CUDA), then run it again"}
 
     dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=60))
@@ -509,6 +526,19 @@ def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str,
     finally:
         dist.destroy_process_group()
     return {"rank": rank, "sizes": out}
+
+
+def _allreduce_node(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
+    """One rank's answer of :func:`_allreduce_task` as a node of the report: ``failed`` with the
+    error and hint when it could not take part (no torch), ``findings`` (``allreduce-failed`` per
+    size) when a sum was wrong, else ``ok``; ``detail`` holds the rank (and the sizes)."""
+    if data.get("error"):
+        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=data["error"],
+                         hint=data.get("hint"), detail={"rank": data.get("rank")})
+    bad = [s for s in data["sizes"] if not s["sum-ok"]]
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if bad else "ok",
+                     findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"} for s in bad),
+                     detail=dict(data))
 
 
 def _single_node(node: Mapping[str, Any]) -> FleetNode:
@@ -592,7 +622,11 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     ``sizes`` (bytes; default the verify-step sizes 43 KB, 1 MiB, 16 MiB) with ``env`` (e.g. an env
     profile's NCCL variables) set in each task. Each node's ``detail`` holds per-size median latency
     (µs), bus bandwidth (GB/s, 2(n-1)/n × bytes / time, NCCL's busBw) and whether the sum was right.
-    A rank that fails or hangs past ``timeout_s`` is a node with status ``failed``/``timeout``.
+    A rank that fails or hangs past ``timeout_s`` seconds is a node with status ``failed``/``timeout``;
+    one whose Ray workers' Python has no torch is ``failed`` with a ``hint``.
+
+    :raises InputError: Ray is not installed.
+    :raises ExternalToolError: the cluster cannot be reached.
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -611,11 +645,7 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     for ref in done:
         n = refs[ref]
         try:
-            data = ray.get(ref)
-            bad = [s for s in data["sizes"] if not s["sum-ok"]]
-            out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "findings" if bad else "ok",
-                                 findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"}
-                                                for s in bad), detail=data))
+            out.append(_allreduce_node(n, ray.get(ref)))
         except Exception as exc:
             out.append(_failed(n, exc))
     for ref in pending:

@@ -500,3 +500,36 @@ def test_an_allreduce_on_one_node_is_not_ok() -> None:
     assert node.error == ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
                           "(add nodes with `ray start --address HEAD:PORT`)")
     assert report.exit_code == 1
+
+
+def test_cli_output_is_envforges_only_when_a_node_dies_and_node_hints_arrive(
+        cluster: tuple[object, dict[str, str]], roots: dict[str, Path]) -> None:
+    """A node that dies during `envforge fleet verify --json` (its interpreter hangs, then its raylet
+    is killed): stdout is exactly the one JSON document and stderr is empty, where Ray printed the dead
+    raylet's last 20 log lines (about 45 lines) to stdout; then a name no node has: each node's
+    `failed` line carries the local command's hint."""
+    c, ids = cluster
+    _without_n4(c, ids)
+    doomed = c.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
+                        env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])})  # n4's hanging interpreter
+    c.wait_for_nodes()  # type: ignore[attr-defined]
+    proc = subprocess.Popen([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static", "--ray",
+                             c.address, "--project", str(ROOT), "--json", "--timeout", "120"],  # type: ignore[attr-defined]
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(10)  # its verify is inside the never-answering interpreter by now
+    c.remove_node(doomed, allow_graceful=False)  # type: ignore[attr-defined]
+    out, err = proc.communicate(timeout=200)
+    assert err == "" and out.startswith("{"), err + out[:2000]
+    data = json.loads(out)["data"]
+    by = {n["node-id"]: n for n in data["nodes"]}
+    assert by[doomed.node_id]["status"] in ("failed", "timeout"), by[doomed.node_id]
+    assert proc.returncode == data["exit-code"] == 1 and data["allreduce"] is None
+
+    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", "nosuch", "--ray", c.address,  # type: ignore[attr-defined]
+                          "--project", str(ROOT), "--no-agent"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    lines = res.stdout.splitlines()
+    failed = [i for i, ln in enumerate(lines) if " failed: no environment 'nosuch' in " in ln]
+    assert len(failed) == 4, res.stdout  # n0..n3 (n4 and the doomed node are dead)
+    for i in failed:
+        assert lines[i + 1] == f"    hint: build it with `envforge build`; existing: {ENV}", res.stdout

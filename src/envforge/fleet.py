@@ -72,7 +72,8 @@ class FleetNode:
     """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
     node died), ``timeout`` (no answer within the limit, or the node's own deadline stopped it).
     ``fingerprint`` holds the keys of :data:`COMPARED`; ``findings`` the node's verify findings as
-    dicts; ``elapsed_s`` in seconds."""
+    dicts; ``elapsed_s`` in seconds; ``hint`` the next step the node's error named (an envforge
+    error's hint, e.g. the environments that exist there), or None."""
 
     node_id: str
     host: str
@@ -82,12 +83,13 @@ class FleetNode:
     elapsed_s: float | None = None
     error: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    hint: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
         return {"node-id": self.node_id, "host": self.host, "status": self.status,
                 "fingerprint": dict(self.fingerprint), "findings": [dict(f) for f in self.findings],
-                "elapsed-s": self.elapsed_s, "error": self.error, "detail": dict(self.detail)}
+                "elapsed-s": self.elapsed_s, "error": self.error, "hint": self.hint, "detail": dict(self.detail)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,14 @@ def _ray() -> Any:
 
 
 def _connect(address: str) -> Any:
+    """Ray, initialised as a driver of the cluster at ``address`` (``HOST:PORT`` or ``auto``), unless
+    it already is. Ray's own output stays off this process's stdout and stderr: workers' logs are not
+    forwarded (``log_to_driver=False``) and the cluster's error messages (a raylet that died, a worker
+    killed), which Ray prints to stdout, are not printed (every node's fate is in the report).
+
+    :raises ExternalToolError: nothing at ``address`` answers as a Ray GCS (:func:`_reachable`, within
+        seconds), or ``ray.init`` fails.
+    """
     ray = _ray()
     if not ray.is_initialized():
         _reachable(address)
@@ -167,6 +177,7 @@ def _connect(address: str) -> Any:
 
             services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"  # type: ignore[attr-defined]
             local = {"_node_ip_address": "127.0.0.1"}
+        _quiet_ray_errors()
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False, **local)
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -177,20 +188,91 @@ def _connect(address: str) -> Any:
     return ray
 
 
+def _quiet_ray_errors() -> None:
+    """Keep the cluster's error messages off this driver's stdout. Ray's driver prints every error the
+    cluster publishes (``ray._private.worker.listen_error_messages``: a dead raylet's last 20 log lines,
+    a killed worker) to ``sys.stdout``, even with ``log_to_driver=False``, which would break ``--json``;
+    its ``_worker_logs_enabled`` switch (Ray 2.x; what a breakpoint sets) turns that printing off. The
+    fleet report says what happened to every node."""
+    import ray._private.worker as worker
+
+    if hasattr(worker, "_worker_logs_enabled"):
+        worker._worker_logs_enabled = False
+
+
+#: An HTTP/2 client's connection preface (RFC 9113, 3.4): the magic, then an empty SETTINGS frame
+#: (length 0, type 4, flags 0, stream 0).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+_NO_CLUSTER_HINT = ("start one with `ray start --head` (and `ray start --address HEAD:6379` on each node), then "
+                    "pass --ray HEAD:6379, or --ray auto on a node")
+
+
 def _reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail in seconds, not after Ray's minutes of retries, when ``HOST:PORT`` does not answer."""
+    """Fail within ``timeout_s`` seconds (all steps together), not after Ray's retries with its C++
+    warnings on stderr, when no Ray GCS answers at ``HOST:PORT``: a TCP connection, then an HTTP/2
+    preface (gRPC's transport: a GCS answers with a SETTINGS frame; something silent or not speaking
+    HTTP/2 does not), then one GCS call (``check_alive``) from a client that gives a random cluster ID,
+    which a GCS answers at once with ``WrongClusterID`` and a proxy or another gRPC service with
+    another error. ``auto`` is left to Ray. The HTTP/2 step is skipped under ``RAY_USE_TLS``; the GCS
+    call where this Ray has no such client (``ray._raylet.GcsClient``, Ray 2.x).
+
+    :raises ExternalToolError: the connection is refused or times out, or what answers is not a GCS.
+    """
     import socket
 
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or address.startswith(("ray://", "auto")):
-        return  # ``auto`` and client addresses: Ray finds and reports them itself
+        return  # ``auto``: Ray finds and reports it itself
+    deadline = time.monotonic() + timeout_s
+    what = ""
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            if os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true"):
+                what = f"something listens there, but gave no HTTP/2 answer (as a Ray GCS does) within {timeout_s:g} s"
+                conn.settimeout(max(0.1, deadline - time.monotonic()))
+                conn.sendall(_H2_PREFACE)
+                frame = conn.recv(9)
+                if len(frame) < 4 or frame[3] != 4:  # the server's preface starts with a SETTINGS frame (type 4)
+                    raise ExternalToolError(
+                        f"cannot connect to the Ray cluster at {address}: something listens there, but it is not "
+                        f"a Ray GCS (it does not speak gRPC's HTTP/2)", tool="ray", argv=["ray.init", address],
+                        returncode=None, hint=_NO_CLUSTER_HINT)
     except OSError as exc:
-        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {exc.strerror or exc}",
+        if isinstance(exc, TimeoutError):
+            reason = what or f"no TCP connection within {timeout_s:g} s"
+        else:
+            reason = exc.strerror or str(exc)
+        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {reason}",
                                 tool="ray", argv=["ray.init", address], returncode=None,
-                                hint="start one with `ray start --head` (and `ray start --address HEAD:6379` on "
-                                     "each node), then pass --ray HEAD:6379, or --ray auto on a node") from None
+                                hint=_NO_CLUSTER_HINT) from None
+    _gcs_answers(address, max(0.5, deadline - time.monotonic()))
+
+
+def _gcs_answers(address: str, timeout_s: float) -> None:
+    """One GCS call (``check_alive``, ``timeout_s`` seconds) from a client giving a random cluster ID:
+    a GCS refuses it at once (``AuthenticationError``: ``WrongClusterID``), which proves it is one;
+    any other error means what answers is no GCS (a proxy, another gRPC service).
+
+    :raises ExternalToolError: what answers at ``address`` is not a Ray GCS.
+    """
+    try:
+        from importlib import import_module
+
+        client = import_module("ray._raylet").GcsClient(address=address, cluster_id=os.urandom(28).hex())
+    except (ImportError, TypeError, AttributeError):  # another Ray: leave it to ray.init
+        return
+    try:
+        client.check_alive([], timeout=timeout_s)
+    except Exception as exc:  # noqa: BLE001  (ray.exceptions.RpcError and its kinds)
+        text = str(exc)
+        if type(exc).__name__ == "AuthenticationError" or "ClusterID" in text:
+            return  # a GCS: it checked our (random) cluster ID
+        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: what answers there is not a Ray "
+                                f"GCS ({_one_line(exc)})", tool="ray", argv=["ray.init", address],
+                                returncode=None, hint=_NO_CLUSTER_HINT) from None
+    finally:
+        del client
 
 
 def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
@@ -297,7 +379,7 @@ def _node_answer(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
         return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"),
                          "timeout" if data.get("timed-out") else "failed",
                          fingerprint=data.get("fingerprint", {}), error=data["error"],
-                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
+                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}), hint=data.get("hint"))
     findings = tuple(data.get("findings", ()))
     return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if findings else "ok",
                      fingerprint=data.get("fingerprint", {}), findings=findings,
@@ -321,12 +403,16 @@ def _node_deadline(limit: tuple[float, float] | None) -> AbstractContextManager[
 
 
 def _node_error(action: str, exc: EnvforgeError, limit: tuple[float, float] | None) -> dict[str, Any]:
-    """A task's ``error`` answer; ``timed-out`` (status ``timeout``) when the node's deadline stopped a
-    probe or uv run (``deadline_s`` on the error, or on the cause of a build error)."""
+    """A task's ``error`` answer, with the error's ``hint`` when it has one (the fix the local command
+    would print, e.g. the environments that exist on the node); ``timed-out`` (status ``timeout``)
+    when the node's deadline stopped a probe or uv run (``deadline_s`` on the error, or on the cause
+    of a build error)."""
+    hint = {"hint": exc.hint} if exc.hint else {}
     stopped = [getattr(e, "deadline_s", None) for e in (exc, getattr(exc, "cause", None))]
     if limit is None or stopped == [None, None]:
-        return {"error": exc.message}
-    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", "timed-out": True}
+        return {"error": exc.message, **hint}
+    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", **hint,
+            "timed-out": True}
 
 
 def _verify_task(env_name: str, root: str, levels: tuple[str, ...],
@@ -397,12 +483,23 @@ def _live(link: Path) -> str | None:
 def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str, sizes: tuple[int, ...],
                     env: Mapping[str, str], repeats: int) -> dict[str, Any]:
     """On one node: join the torch.distributed group (TCP rendezvous on ``master:port``) and time
-    all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked."""
+    all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked. torch is
+    imported in the Python of Ray's workers (not an envforge environment's): where it is missing the
+    answer is ``{"rank", "error", "hint"}`` saying so, not a traceback."""
     os.environ.update(env)
     import statistics
+    import sys
 
-    import torch
-    import torch.distributed as dist
+    try:
+        import torch
+        import torch.distributed as dist
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "torch":
+            raise
+        return {"rank": rank, "error": f"torch is not installed in the Python of this node's Ray workers "
+                                       f"({sys.executable}): the all-reduce runs there",
+                "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
+                        "envforge[fleet]: pick the build for the node's CUDA), then run it again"}
 
     dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=60))
@@ -429,6 +526,19 @@ def _allreduce_task(rank: int, world: int, master: str, port: int, backend: str,
     finally:
         dist.destroy_process_group()
     return {"rank": rank, "sizes": out}
+
+
+def _allreduce_node(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
+    """One rank's answer of :func:`_allreduce_task` as a node of the report: ``failed`` with the
+    error and hint when it could not take part (no torch), ``findings`` (``allreduce-failed`` per
+    size) when a sum was wrong, else ``ok``; ``detail`` holds the rank (and the sizes)."""
+    if data.get("error"):
+        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=data["error"],
+                         hint=data.get("hint"), detail={"rank": data.get("rank")})
+    bad = [s for s in data["sizes"] if not s["sum-ok"]]
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if bad else "ok",
+                     findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"} for s in bad),
+                     detail=dict(data))
 
 
 def _single_node(node: Mapping[str, Any]) -> FleetNode:
@@ -512,7 +622,11 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     ``sizes`` (bytes; default the verify-step sizes 43 KB, 1 MiB, 16 MiB) with ``env`` (e.g. an env
     profile's NCCL variables) set in each task. Each node's ``detail`` holds per-size median latency
     (µs), bus bandwidth (GB/s, 2(n-1)/n × bytes / time, NCCL's busBw) and whether the sum was right.
-    A rank that fails or hangs past ``timeout_s`` is a node with status ``failed``/``timeout``.
+    A rank that fails or hangs past ``timeout_s`` seconds is a node with status ``failed``/``timeout``;
+    one whose Ray workers' Python has no torch is ``failed`` with a ``hint``.
+
+    :raises InputError: Ray is not installed.
+    :raises ExternalToolError: the cluster cannot be reached.
     """
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -531,11 +645,7 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     for ref in done:
         n = refs[ref]
         try:
-            data = ray.get(ref)
-            bad = [s for s in data["sizes"] if not s["sum-ok"]]
-            out.append(FleetNode(n["NodeID"], n["NodeManagerAddress"], "findings" if bad else "ok",
-                                 findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"}
-                                                for s in bad), detail=data))
+            out.append(_allreduce_node(n, ray.get(ref)))
         except Exception as exc:
             out.append(_failed(n, exc))
     for ref in pending:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
+
 if TYPE_CHECKING:
     from envforge.bench.report import BenchReport, Comparison
     from envforge.cli.output import Ui
@@ -21,16 +23,6 @@ def _levels(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"'{text}': concurrency levels must be >= 1")
     return values
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"'{text}': a timeout must be > 0 seconds")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -62,15 +54,15 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", action="append", default=[], metavar="NAME",
                    help="run only this server configuration (repeatable)")
     p.add_argument("--concurrency", type=_levels, help="override the concurrency levels, e.g. 1,4,16")
-    p.add_argument("--repeats", type=int, help="override the repeats per level")
-    p.add_argument("--requests", type=int, help="override the requests per level and repeat")
-    p.add_argument("--warmup", type=int, help="override the warm-up requests")
-    p.add_argument("--max-new-tokens", type=int, help="override the output tokens per request")
-    p.add_argument("--port", type=int, help="override the port the servers listen on")
-    p.add_argument("--load-timeout", type=int, metavar="SECONDS", help="override the load timeout (default 1800 s)")
-    p.add_argument("--request-timeout", type=_seconds, metavar="SECONDS",
+    p.add_argument("--repeats", type=integer(1), help="override the repeats per level")
+    p.add_argument("--requests", type=integer(1), help="override the requests per level and repeat")
+    p.add_argument("--warmup", type=integer(0), help="override the warm-up requests")
+    p.add_argument("--max-new-tokens", type=integer(1), help="override the output tokens per request")
+    p.add_argument("--port", type=PORT, help="override the port the servers listen on")
+    p.add_argument("--load-timeout", type=integer(1, int(MAX_SECONDS)), metavar="SECONDS", help="override the load timeout (default 1800 s)")
+    p.add_argument("--request-timeout", type=seconds(), metavar="SECONDS",
                    help="seconds one request may take in total (default 600)")
-    p.add_argument("--idle-timeout", type=_seconds, metavar="SECONDS",
+    p.add_argument("--idle-timeout", type=seconds(), metavar="SECONDS",
                    help="seconds a request may go without progress; keep-alive pings are none (default 120)")
     p.add_argument("--interleave", action="store_true", default=None,
                    help="started servers take turns per repeat (A B A B), each restarted for its turn")

@@ -1,17 +1,78 @@
 """CLI for the fleet: ``envforge fleet verify|build|allreduce|agent start|agent stop ... --ray ADDRESS``
-(``envforge[fleet]``)."""
+(``envforge[fleet]``).
+
+What the driver can check is checked here, before anything reaches a node, with the local commands'
+wording and exit 2: ``--ray`` (:func:`ray_address`), ``--timeout`` and ``--port`` (the shared
+:func:`envforge.cli.parser.seconds` / :data:`~envforge.cli.parser.PORT`), verify levels, the
+environment name (:func:`env_name`), and a recipe and variant where the driver has the project.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from envforge.cli.parser import PORT, seconds
 
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
     from envforge.fleet import FleetReport
 
-__all__ = ["register"]
+__all__ = ["MIN_TIMEOUT_S", "env_name", "ray_address", "register", "render_text", "verify_data"]
+
+#: The shortest ``--timeout`` of a fleet command, in seconds: each node keeps at least 2 s of it for
+#: its answer's way back (:func:`envforge.fleet.node_budget`), so less leaves a node next to nothing.
+MIN_TIMEOUT_S = 5.0
+
+#: The all-reduce after ``fleet verify --level gpu`` gets what is left of ``--timeout``, at least this
+#: many seconds.
+MIN_ALLREDUCE_S = 1.0
+
+_HOST = re.compile(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?")
+
+_RAY_FORM = "must be HOST:PORT (the GCS address `ray start --head` prints, e.g. 10.0.0.1:6379) or auto, " \
+            "PORT from 1 to 65535"
+
+
+def ray_address(text: str) -> str:
+    """An argparse ``type=`` for ``--ray``: ``auto``, or ``HOST:PORT`` with a host name, an IPv4
+    address or a bracketed IPv6 address, and a port from 1 to 65535. Returned unchanged.
+
+    :raises argparse.ArgumentTypeError: anything else (``garbage``, ``''``, a URL such as
+        ``http://127.0.0.1:8265``, ``127.0.0.1:99999``): a usage error naming ``--ray`` (exit 2).
+    """
+    if text == "auto":
+        return text
+    host, sep, port = text.rpartition(":")
+    if sep and _HOST.fullmatch(host) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535:
+        return text
+    raise argparse.ArgumentTypeError(f"{_RAY_FORM}, got {text!r}")
+
+
+def env_name(name: str) -> str:
+    """``name`` when it can name an environment under ``envs/`` on the nodes: not empty, not a path
+    (a ``/`` makes an environment argument a path for the local commands,
+    :func:`envforge.environment.resolve_environment`; a fleet takes names only) and a valid
+    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.lock_name_problem`, what names
+    ``envs/``).
+
+    :raises InputError: the name is empty, a path, or no valid name (exit 2).
+    """
+    from envforge.errors import InputError
+    from envforge.recipe import lock_name_problem
+
+    hint = "give the name of the environment under envs/ on every node, e.g. quickstart-default (`envforge envs` lists them)"
+    if not name:
+        raise InputError("fleet verify needs an environment name, got ''", hint=hint)
+    if "/" in name:
+        raise InputError(f"'{name}' is a path: fleet verify takes the name of an environment under envs/ of each "
+                         "node's project, not a path", hint=hint)
+    problem = lock_name_problem(name)
+    if problem:
+        raise InputError(f"not an environment name: {problem}", hint=hint)
+    return name
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
@@ -25,8 +86,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     v = fleet.add_parser("verify", help="verify ENV on every node and compare the fingerprints")
     v.add_argument("env", metavar="ENV", help="environment name under envs/ on every node, e.g. kimi-k25-sm120-cu128")
     v.add_argument("--level", default=None, metavar="LEVELS",
-                   help="comma-separated verify levels on each node (default: the recipe's); with gpu, "
-                        "an all-reduce across all nodes follows")
+                   help="comma-separated verify levels on each node: static, gpu, drafter (default: the recipe's); "
+                        "with gpu, an all-reduce across all nodes follows within what is left of --timeout")
     v.add_argument("--no-agent", action="store_true",
                    help="verify in a fresh Ray task per node instead of each node's long-lived envforge agent")
     _common(v)
@@ -44,7 +105,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     a.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
     a.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="variables set in every rank, e.g. an env profile's NCCL_* values")
-    a.add_argument("--port", type=int, default=29517, help="rendezvous port on the first node")
+    a.add_argument("--port", type=PORT, default=29517, help="rendezvous port on the first node (1-65535; default: 29517)")
     _common(a, timeout=300.0)
     a.set_defaults(handler=_allreduce)
 
@@ -52,24 +113,29 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                   description="fleet verify starts one agent per node (a detached Ray actor) and reuses it.")
     up = agent.add_parser("start", help="start (or keep) the agent on every node, verifying nothing: "
                                         "run it once after the cluster starts")
-    up.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
-    up.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                    help="seconds to wait for every node (default: 120); later nodes are findings")
+    up.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
+                    help="Ray cluster address (HOST:PORT) or auto")
+    up.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=120.0, metavar="S",
+                    help=f"seconds to wait for every node ({MIN_TIMEOUT_S:g} or more; default: 120); later nodes "
+                         "are findings")
     up.add_argument("--project", type=Path, default=None,
                     help="project directory (the same path on every node): a node where it holds no recipes/ "
                          "is a finding (default: not checked, but where ENVFORGE_FLEET_ROOT is set)")
     up.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
     up.set_defaults(handler=_agent_start)
     st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
-    st.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
+    st.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
+                    help="Ray cluster address (HOST:PORT) or auto")
     st.add_argument("--json", action="store_true", help="print the names stopped as JSON")
     st.set_defaults(handler=_agent_stop)
 
 
 def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
-    p.add_argument("--ray", required=True, metavar="ADDRESS", help="Ray cluster address (HOST:PORT) or auto")
-    p.add_argument("--timeout", type=float, default=timeout, metavar="S",
-                   help=f"seconds to wait for every node (default: {timeout:g}); later nodes are findings")
+    p.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
+                   help="Ray cluster address (HOST:PORT) or auto")
+    p.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=timeout, metavar="S",
+                   help=f"seconds to wait for every node ({MIN_TIMEOUT_S:g} or more; default: {timeout:g}); later "
+                        "nodes are findings")
     p.add_argument("--project", type=Path, default=None,
                    help="project directory, the same path on every node (default: nearest with recipes/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
@@ -83,23 +149,67 @@ def _root(args: argparse.Namespace, ui: Ui) -> Path:
 
 
 def _verify(args: argparse.Namespace, ui: Ui) -> int:
+    """Verify on every node; with level gpu, the all-reduce after it gets what is left of ``--timeout``
+    (at least :data:`MIN_ALLREDUCE_S`). One report: with ``--json`` one envelope (:func:`verify_data`)."""
+    import time
+
     from envforge.fleet import fleet_allreduce, fleet_verify
+    from envforge.verify.findings import check_levels
 
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
-    report = fleet_verify(args.ray, args.env, _root(args, ui), levels=levels, timeout_s=args.timeout,
-                          agent=not args.no_agent)
-    code = _render(report, ui)
+    check_levels(levels)
+    env_name(args.env)
+    root = _root(args, ui)
+    start = time.monotonic()
+    report = fleet_verify(args.ray, args.env, root, levels=levels, timeout_s=args.timeout, agent=not args.no_agent)
+    allreduce = None
     if "gpu" in levels:
-        code = max(code, _render(fleet_allreduce(args.ray, timeout_s=args.timeout), ui))
+        left = round(args.timeout - (time.monotonic() - start), 1)
+        allreduce = fleet_allreduce(args.ray, timeout_s=max(MIN_ALLREDUCE_S, left))
+    data = verify_data(report, allreduce)
+    if ui.json_mode:
+        ui.emit_json("fleet", data)
+    else:
+        for line in render_text(report) + (render_text(allreduce) if allreduce is not None else []):
+            ui.result(line)
+    code: int = data["exit-code"]
     return code
+
+
+def verify_data(report: FleetReport, allreduce: FleetReport | None) -> dict[str, Any]:
+    """``fleet verify``'s JSON ``data``: the verify report's (:meth:`FleetReport.as_dict`) with
+    ``allreduce``, the all-reduce report's (``--level gpu``) or None, and ``exit-code`` the command's
+    exit status: the larger of both reports' (docs/fleet.md)."""
+    data = report.as_dict()
+    data["allreduce"] = allreduce.as_dict() if allreduce is not None else None
+    data["exit-code"] = max(report.exit_code, allreduce.exit_code if allreduce is not None else 0)
+    return data
 
 
 def _build(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet import fleet_build
 
-    report = fleet_build(args.ray, args.recipe, args.variant, _root(args, ui), find_links=args.find_links,
+    root = _root(args, ui)
+    _check_recipe(root, args.recipe, args.variant)
+    report = fleet_build(args.ray, args.recipe, args.variant, root, find_links=args.find_links,
                          offline=args.offline, timeout_s=args.timeout)
     return _render(report, ui)
+
+
+def _check_recipe(root: Path, recipe: str, variant: str | None) -> None:
+    """Where the driver has the project (``recipes/`` under ``root``), the recipe and variant must
+    exist there, as for ``envforge build``; a recipe given as a path is checked where the driver can
+    read it. Without the project here the nodes check them (their errors carry the hint).
+
+    :raises InputError: no such recipe or variant (or an invalid recipe), exit 2.
+    """
+    from envforge.project import Project
+    from envforge.recipe import load_recipe
+
+    project = Project(root)
+    as_path = recipe.endswith(".toml") or "/" in recipe
+    if (as_path and Path(recipe).is_file()) or (not as_path and project.recipes_dir.is_dir()):
+        load_recipe(project.recipe_path(recipe)).resolve(variant)
 
 
 def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
@@ -149,7 +259,11 @@ def render_text(report: FleetReport) -> list[str]:
     for n in report.nodes:
         head = f"{n.host} {n.node_id[:8]} {n.status}"
         if n.error:
+            if report.action == "build" and "before" in n.detail:  # what stayed live, then why
+                head += f": {_generations(n.detail)}"
             lines.append(f"{head}: {n.error}")
+            if n.hint:
+                lines.append(f"    hint: {n.hint}")
             continue
         if report.action == "verify":
             fp = n.fingerprint
@@ -170,9 +284,7 @@ def render_text(report: FleetReport) -> list[str]:
             lines.append(f"{head}: {what.get(a.get('state'), 'agent ?')}, pid {a.get('pid')}")
             lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
         elif report.action == "build":
-            d = n.detail
-            lines.append(f"{head}: {d.get('before') or 'none'} -> {d.get('after') or 'none'}"
-                         f"{' (flipped)' if d.get('flipped') else ' (not flipped)'}")
+            lines.append(f"{head}: {_generations(n.detail)}")
         else:
             sizes = ", ".join(f"{s['bytes']} B {s['median-us']} µs" for s in n.detail.get("sizes", []))
             lines.append(f"{head}: rank {n.detail.get('rank')}: {sizes}")
@@ -180,6 +292,12 @@ def render_text(report: FleetReport) -> list[str]:
     lines.append(f"fleet {report.action}: {len(report.nodes)} node(s), {len(bad)} not ok, "
                  f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}")
     return lines
+
+
+def _generations(d: Any) -> str:
+    """``g0001 -> g0002 (flipped)`` or ``g0001 -> g0001 (not flipped)`` from a build node's detail."""
+    return (f"{d.get('before') or 'none'} -> {d.get('after') or 'none'}"
+            f"{' (flipped)' if d.get('flipped') else ' (not flipped)'}")
 
 
 def _agents(report: FleetReport) -> str:

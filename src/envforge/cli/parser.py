@@ -8,16 +8,24 @@ subcommand when it names one, otherwise the words go to the group's *bare* parse
 without a bare form prints its help when called bare.
 
 Usage errors raise :class:`UsageError` instead of exiting, so ``envforge.cli.main`` renders them
-like every other error (``--json`` included).
+like every other error (``--json`` included). Numeric options are read by the shared ``type=``
+functions :func:`seconds` and :func:`integer`, so every command refuses NaN, infinities, negative,
+zero and out-of-range values the same way: exit 2, ``argument --timeout: must be ...``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ["Parser", "UsageError", "deepest", "group", "group_parser"]
+__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "seconds"]
+
+#: The most seconds a time option takes (about 31 years). Past about 1e10 s a socket or lock timeout
+#: overflows (``timestamp out of range for platform time_t``) and Ray's waits overflow their
+#: milliseconds, so a larger value would crash instead of waiting.
+MAX_SECONDS = 1e9
 
 Options = Callable[[argparse.ArgumentParser], None]
 
@@ -126,3 +134,55 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, A
         ui.info(parser.format_help().rstrip())
         return 2
     return show_help
+
+
+def seconds(minimum: float = 0.0, maximum: float = MAX_SECONDS) -> Callable[[str], float]:
+    """An argparse ``type=``: a finite number of seconds above 0, at least ``minimum`` and at most
+    ``maximum`` (both in seconds; default :data:`MAX_SECONDS`).
+
+    The returned function raises :class:`argparse.ArgumentTypeError` (argparse makes it a usage
+    error naming the option: ``argument --timeout: must be a finite number of seconds from 5 to
+    1,000,000,000, got 'nan'``; without ``minimum``: ``must be a positive finite number of seconds
+    (at most 1,000,000,000)``) for text that is no number, NaN, an infinity, 0 or below, or outside
+    the range.
+    """
+    what = (f"a finite number of seconds from {minimum:g} to {maximum:,.0f}" if minimum > 0
+            else f"a positive finite number of seconds (at most {maximum:,.0f})")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0 and minimum <= value <= maximum):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def integer(minimum: int, maximum: int | None = None, *, noun: str = "an integer") -> Callable[[str], int]:
+    """An argparse ``type=``: a decimal integer ``>= minimum`` (and ``<= maximum`` when given).
+
+    The returned function raises :class:`argparse.ArgumentTypeError` (a usage error naming the
+    option: ``argument --port: must be a TCP port from 1 to 65535, got '70000'``) for anything else:
+    ``1.5``, ``nan``, ``inf``, a value out of range.
+    """
+    limits = f"from {minimum} to {maximum}" if maximum is not None else f">= {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {noun} {limits}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {noun} {limits}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: A TCP port (``--port``): 1 to 65535.
+PORT = integer(1, 65535, noun="a TCP port")

@@ -10,18 +10,29 @@ clean and 1 when there are findings (docs/design.md, decision 6).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK
+from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envforge.fingerprint import Fingerprint
 
 __all__ = ["DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport",
-           "is_known_kind", "level_of"]
+           "check_levels", "is_known_kind", "level_of"]
 
 #: Verify levels, in the order they run.
 LEVELS = ("static", "gpu", "drafter")
+
+
+def check_levels(levels: Iterable[str]) -> None:
+    """Refuse levels that are not in :data:`LEVELS` (``verify``, and ``fleet verify`` on its driver).
+
+    :raises InputError: ``unknown verify level bogus`` with the known levels as the hint (exit 2).
+    """
+    bad = [lv for lv in levels if lv not in LEVELS]
+    if bad:
+        raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
+
 
 #: Every finding kind and what it means (docs/verify.md lists them with their fixes).
 KINDS: Mapping[str, str] = {

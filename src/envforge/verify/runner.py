@@ -19,7 +19,7 @@ from envforge.errors import InputError
 from envforge.fingerprint import fingerprint_of
 from envforge.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
-from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport
+from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport, check_levels
 from envforge.verify.inventory import read_env_lock
 from envforge.verify.static import StaticInputs, installed_profile, run_static
 
@@ -84,9 +84,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     :raises InputError: unknown level, or the environment has no recorded lock (exit 2).
     :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
-    bad = [lv for lv in options.levels or () if lv not in LEVELS]
-    if bad:
-        raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
+    check_levels(options.levels or ())
     import time
 
     now = options.clock or time.monotonic

@@ -28,7 +28,6 @@ id is only captured when ``0 <= k <= num_hidden_layers - 2``.
 
 from __future__ import annotations
 
-import json
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass

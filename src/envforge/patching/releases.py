@@ -22,7 +22,6 @@ from __future__ import annotations
 import html.parser
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -26,6 +26,13 @@ from envforge.lockreader import InvalidLock, read_lock_text
 from envforge.lockdiff.model import parse_lock
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "pip"\n'
+
+
+@pytest.fixture(autouse=True)
+def own_lock_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test remembers validated locks in a cache of its own, never in the user's: a broken reader
+    (a mutation test's mutant) that remembers an invalid lock there would make later runs accept it."""
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path_factory.mktemp("lock-cache")))
 F40 = "f" * 40
 H = f'hashes = {{ sha256 = "{F40}" }}'
 
@@ -647,3 +654,226 @@ def test_the_first_real_error_is_named(text: str, message: str) -> None:
     with pytest.raises(InvalidLock) as err:
         parse_toml(text, "x")
     assert (err.value.message, err.value.reason) == (f"x is not valid TOML: {message}", message)
+
+
+# --- read_lock_file, uv.lock, not-a-lock, packages_digest, the validation cache's place -----------------------
+
+def test_read_lock_file_names_the_path_or_the_label(tmp_path: Path) -> None:
+    from envforge.errors import InputError
+    from envforge.lockreader import read_lock_file
+
+    path = tmp_path / "pylock.x.toml"
+    path.write_text("# made by hand\n" + HEAD + "packages = []\n")
+    doc = read_lock_file(path)
+    assert (doc.label, doc.kind, doc.comments, doc.entries, dict(doc.envforge)) == (
+        str(path), "pylock", ("# made by hand",), (), {})
+    assert read_lock_file(path, label="HEAD:pylock.x.toml").label == "HEAD:pylock.x.toml"
+    (tmp_path / "bad.toml").write_text("<<<<<<< ours\n")
+    with pytest.raises(InvalidLock) as bad:
+        read_lock_file(tmp_path / "bad.toml", label="REV:bad.toml")
+    assert bad.value.message.startswith("REV:bad.toml:1: merge-conflict marker '<<<<<<<'")
+    with pytest.raises(InputError) as missing:
+        read_lock_file(tmp_path / "none.toml", label="ignored")
+    assert (str(missing.value.message), missing.value.hint) == (
+        f"lock {tmp_path / 'none.toml'} does not exist", "create it with `envforge lock RECIPE`")
+    (tmp_path / "latin1.toml").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(InputError) as latin1:
+        read_lock_file(tmp_path / "latin1.toml")
+    assert latin1.value.message == f"{tmp_path / 'latin1.toml'}:1: byte 0xe9 at offset 5 is not UTF-8"
+    with pytest.raises(InputError) as labelled:
+        read_lock_file(tmp_path / "latin1.toml", label="REV:latin1.toml")
+    assert labelled.value.message == "REV:latin1.toml:1: byte 0xe9 at offset 5 is not UTF-8"
+
+
+UV_LOCK = (Path(__file__).parent / "data" / "uv-locks" / "test-pkg-relock.uv.lock").read_text()
+UV_TWO_A = ('version = 1\n[[package]]\nname = "a"\nversion = "1"\nsource = { registry = "https://x/simple" }\n'
+            "resolution-markers = [\"sys_platform == 'linux'\", \"sys_platform == 'win32'\"]\n"
+            '[[package]]\nname = "a"\nversion = "2"\nsource = { registry = "https://x/simple" }\n')
+
+
+def test_a_uv_lock_is_read_with_its_comments_and_no_envforge_table() -> None:
+    doc = read_lock_text("# one\n# two\n" + UV_LOCK + '\n[tool.envforge]\nx = 1\n', label="u")
+    assert (doc.label, doc.kind, doc.pylock, dict(doc.envforge), doc.comments, doc.entries, len(doc.packages)) == (
+        "u", "uv.lock", None, {}, ("# one", "# two"), (), 9)
+    assert doc.packages[0]["name"] == "colorama"
+
+
+def test_a_uv_lock_of_the_wrong_shape_or_with_overlapping_entries_is_refused() -> None:
+    with pytest.raises(InvalidLock) as shape:
+        read_lock_text(UV_LOCK.replace("version = 1\n", 'version = "one"\n', 1), label="u")
+    assert (shape.value.message, shape.value.key, shape.value.reason, shape.value.hint) == (
+        "u is not a valid uv.lock at `version`: should be an integer, got a string", "version",
+        "should be an integer, got a string", "regenerate it with `uv lock`")
+    with pytest.raises(InvalidLock) as overlap:
+        read_lock_text(UV_TWO_A, label="u")
+    reason = ("package[0] (a 1; marker sys_platform == 'linux' | sys_platform == 'win32') and package[1] (a 2; "
+              "no marker) can be active together; several entries of one name must have markers that exclude "
+              "each other")
+    assert (overlap.value.message, overlap.value.key, overlap.value.reason, overlap.value.hint) == (
+        f"u is not a valid uv.lock at `package[1]`: {reason}", "package[1]", reason,
+        "remove one of the two entries, or give them markers that cannot both be true; then regenerate it "
+        "with `uv lock`")
+
+
+def test_entries_without_a_version_are_named_so() -> None:
+    both = pkg('directory = { path = "." }')
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(HEAD + both + both, label="p")
+    assert err.value.reason == ("packages[0] (example (no version); no marker) and packages[1] (example (no "
+                                "version); no marker) can be active together; several entries of one name must "
+                                "have markers that exclude each other")
+    assert err.value.hint == ("remove one of the two entries, or give them markers that cannot both be true; then "
+                              "regenerate it with `envforge lock` (or the tool named in its created-by)")
+
+
+_NOT_A_LOCK = ("it has neither `lock-version` and `[[packages]]` (PEP 751 pylock.toml) nor `version` and "
+               "`[[package]]` (uv.lock)")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[recipe]\nname = "r"\n', f"r.toml is TOML but not a lock (it looks like an envforge recipe): {_NOT_A_LOCK}"),
+    ('[project]\nname = "p"\n', f"r.toml is TOML but not a lock (it looks like a pyproject.toml): {_NOT_A_LOCK}"),
+    ('recipe = 1\nproject = 2\n', f"r.toml is TOML but not a lock (it looks like an envforge recipe): {_NOT_A_LOCK}"),
+    ('version = 1\n', f"r.toml is TOML but not a lock: {_NOT_A_LOCK}"),
+    ('package = []\n', f"r.toml is TOML but not a lock: {_NOT_A_LOCK}"),
+    ('packages = {}\n', f"r.toml is TOML but not a lock: {_NOT_A_LOCK}"),
+    ("", f"r.toml is TOML but not a lock: {_NOT_A_LOCK}"),
+])
+def test_toml_that_is_not_a_lock_says_what_it_looks_like(text: str, message: str) -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text, label="r.toml")
+    assert (err.value.message, err.value.reason, err.value.key, err.value.hint) == (
+        message, "not a lock", None, "pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by "
+                                     "`envforge lock`) or a uv.lock")
+
+
+def test_packages_digest_is_the_sha256_of_the_canonical_json() -> None:
+    import hashlib
+
+    from envforge.lockreader import packages_digest
+
+    packages = [{"name": "b", "version": "1", "extra": {"z": 1, "a": [True, None, 1.5]}},
+                {"name": "é", "upload-time": _dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=_dt.timezone.utc),
+                 "day": _dt.date(2025, 1, 2), "at": _dt.time(3, 4)}]
+    canonical = ('[{"extra":{"a":[true,null,1.5],"z":1},"name":"b","version":"1"},'
+                 '{"at":"03:04:00","day":"2025-01-02","name":"é","upload-time":"2025-01-02T03:04:05+00:00"}]')
+    assert packages_digest(packages) == "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    assert packages_digest([]) == "sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+    assert packages_digest(()) == packages_digest([])
+    with pytest.raises(TypeError) as err:
+        packages_digest([{"x": {1, 2}}])
+    assert str(err.value) == "set is not TOML data"
+
+
+def test_nesting_too_deep_says_how_to_fix_it() -> None:
+    with pytest.raises(InvalidLock) as err:
+        parse_toml("a = " + "[" * 70 + "]" * 70, "x")
+    assert err.value.hint == "fix the file or regenerate it with `envforge lock`"
+    assert err.value.key is None
+
+
+def test_an_archive_is_named_by_the_last_component_of_its_url_or_path(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path))
+    for where, expected in [('url = "https://h/a/b/c/example-1.0.tar.gz"', "example-1.0.tar.gz"),
+                            ('path = "dist/sub/example-1.0.zip"', "example-1.0.zip")]:
+        text = HEAD + pkg(f'version = "1.0"\narchive = {{ {where}, {H} }}')
+        cold, warm = read_lock_text(text, label="x"), read_lock_text(text, label="x")
+        assert (cold.pylock is not None, warm.pylock) == (True, None)
+        assert cold.entries[0].archive.filename == expected  # type: ignore[union-attr]
+        assert warm.entries[0].archive.filename == expected  # type: ignore[union-attr]
+
+
+def test_the_validation_cache_lives_under_the_users_cache_directory(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    import packaging
+
+    monkeypatch.delenv("ENVFORGE_CACHE_DIR", raising=False)
+    monkeypatch.delenv("ENVFORGE_NO_LOCK_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    text = HEAD + "packages = []\n"
+    key = hashlib.sha256(f"envforge.lockreader/1\0{packaging.__version__}\0{text}".encode()).hexdigest()
+    read_lock_text(text, label="x")  # the directories are made as needed
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()] == [
+        Path("home/.cache/envforge/valid-locks") / key]
+    assert read_lock_text(text, label="x").pylock is None
+    read_lock_text(text.replace("pip", "uv"), label="x")  # the directory exists already
+    assert len(list((tmp_path / "home/.cache/envforge/valid-locks").iterdir())) == 2
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    read_lock_text(text, label="x")
+    assert [p.relative_to(tmp_path / "xdg") for p in (tmp_path / "xdg").rglob("*") if p.is_file()] == [
+        Path("envforge/valid-locks") / key]
+
+
+def test_the_envforge_table_is_read_and_must_be_a_table() -> None:
+    for _ in range(2):  # validated, then from the cache
+        assert read_lock_text(HEAD + 'packages = []\n[tool.envforge]\nrecipe = "r"\n', label="x").envforge == {
+            "recipe": "r"}
+    assert read_lock_text(HEAD + 'packages = []\n[tool]\nother = 1\n', label="x").envforge == {}
+    for _ in range(2):
+        with pytest.raises(InvalidLock) as err:
+            read_lock_text(HEAD + "packages = []\n[tool]\nenvforge = 1\n", label="x")
+        assert (err.value.message, err.value.key, err.value.reason, err.value.hint) == (
+            "x is not a valid envforge lock at `tool.envforge`: should be a table", "tool.envforge",
+            "should be a table", "regenerate it with `envforge lock` (or the tool named in its created-by)")
+
+
+def test_an_unsupported_lock_version_says_which_tools_write_1x() -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text('lock-version = "2.0"\ncreated-by = "pip"\npackages = []\n', label="x")
+    assert (err.value.message, err.value.key, err.value.hint) == (
+        "x is not a valid PEP 751 lock at `lock-version`: pylock version 2.0 is not supported (envforge reads "
+        "lock-version 1.x)", "lock-version",
+        "use a tool that writes lock-version 1.x, e.g. `envforge lock` or `uv export --format pylock.toml`")
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ('lock-version = "1.0"\n', "created-by"), ('created-by = "pip"\n', "lock-version"),
+    ("packages = []\n", "lock-version"),
+])
+def test_any_one_pylock_key_makes_it_a_pylock(text: str, key: str) -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text, label="x")
+    assert (err.value.message, err.value.hint) == (
+        f"x is not a valid PEP 751 lock at `{key}`: Missing required value",
+        "regenerate it with `envforge lock` (or the tool named in its created-by)")
+
+
+def test_a_conflict_marker_says_how_to_resolve_it() -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text("a = 1\n=======\n", label="x")
+    assert (err.value.message, err.value.key, err.value.reason, err.value.hint) == (
+        "x:2: merge-conflict marker '=======': the lockfile was merged with unresolved conflicts", None,
+        "merge-conflict marker on line 2", "resolve the conflict in git (take one side, e.g. `git checkout "
+                                           "--theirs -- FILE`), then re-run `envforge lock` to regenerate the lock")
+
+
+def test_an_archive_path_without_a_directory_is_its_own_name() -> None:
+    text = HEAD + pkg(f'version = "1.0"\narchive = {{ path = "example-1.0.zip", {H} }}')
+    assert [read_lock_text(text, label="x").entries[0].archive.filename  # type: ignore[union-attr]
+            for _ in range(2)] == ["example-1.0.zip", "example-1.0.zip"]
+
+
+def test_no_lock_cache_turns_the_cache_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ENVFORGE_NO_LOCK_CACHE", "1")
+    text = HEAD + "packages = []\n"
+    assert [read_lock_text(text, label="x").pylock is not None for _ in range(2)] == [True, True]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_invalid_toml_in_a_lock_names_the_lock_and_the_fix() -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text("a = 1\na = 2\n", label="pylock.x.toml")
+    assert (err.value.message, err.value.hint) == (
+        "pylock.x.toml is not valid TOML: Cannot overwrite a value (at line 2, column 6)",
+        "fix the file or regenerate it with `envforge lock`")
+
+
+def test_a_tool_value_that_is_not_a_table_is_packagings_error() -> None:
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(HEAD + "packages = []\ntool = 1\n", label="x")
+    assert (err.value.key, err.value.reason) == ("tool", "Unexpected type int (expected Mapping)")

@@ -205,16 +205,19 @@ def test_a_timed_out_probe_keeps_its_stderr() -> None:
 
 @pytest.fixture
 def frozen(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
-    """The probe module's clock stands still at 1000 s, and the first wait for the probe times out at
+    """The probe's and the deadline's clock stand still at 1000 s, and the first wait for the probe times out at
     once (the group is then killed as on a real timeout). Returns the timeouts the waits were given.
     The probe must lead its own process group, the first wait must have a limit and the group must be
     dead after it: otherwise the test fails at once (and kills the probe) instead of hanging."""
     import subprocess
     import types
 
+    import envforge.deadline
     import envforge.probe
 
-    monkeypatch.setattr(envforge.probe, "time", types.SimpleNamespace(monotonic=lambda: 1000.0))
+    still = types.SimpleNamespace(monotonic=lambda: 1000.0)
+    monkeypatch.setattr(envforge.probe, "time", still)
+    monkeypatch.setattr(envforge.deadline, "time", still)  # (where the deadline's clock is read)
     real = subprocess.Popen.communicate
     waits: list[float | None] = []
 

@@ -157,6 +157,15 @@ def test_build_refuses_a_lock_for_another_python(tmp_path: Path, pure_index: Loc
                                  "(/usr/bin/python3.13)")
     with pytest.raises(InputError):
         _check_machine(lock, Interpreter(Path("/x"), "3.120.0", "test"))
+    # The recipe's python changed since the lock: the lock is stale, not the interpreter missing.
+    recipe = proj / "recipes" / "r.toml"
+    recipe.write_text(recipe.read_text().replace('python = "3.12"', 'python = "3.11"'))
+    build = envforge(proj, "build", "r")
+    assert build.returncode == 2, build.stderr
+    assert build.stderr == (f"error: {lock}: the lock is for Python 3.12, the recipe now asks for 3.11: the lock is "
+                            "stale\n  hint: relock: `envforge lock r --variant default` (with `--check` it shows "
+                            "what changed)\n")
+    assert not (proj / "envs").exists()
 
 
 # ---- real metadata: CUDA variants that resolve no CUDA, platforms, exceptions, sdists ----------------

@@ -168,7 +168,7 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
         raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
                          hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
     guard_lock(lock, variant, find_links)
-    _check_machine(lock, python)
+    _check_machine(lock, python, variant)
     _check_profile(lock, variant)
     root = _gen_root(project, variant.lock_name)
     numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
@@ -214,12 +214,13 @@ def _shown(name: str, value: object) -> str:
     return "<redacted>" if secret_problem(name, str(value)) else repr(value)
 
 
-def _check_machine(lock: Path, python: Interpreter) -> None:
+def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | None = None) -> None:
     """Refuse, before anything is written, a lock made for another platform or Python (B27).
 
     :raises InputError: the lock's platform (``[tool.envforge] inputs.platform``) cannot run here
         (another architecture or OS, or a newer glibc than this machine's), or its Python
-        (``inputs.python``) is not the interpreter's.
+        (``inputs.python``) is not the interpreter's: named a stale lock where the recipe's
+        ``python`` (``variant``) changed since the lock, else a missing interpreter.
     """
     from envforge.lock import read_lock
     from envforge.platforms import host_problem, platform_problem
@@ -233,6 +234,11 @@ def _check_machine(lock: Path, python: Interpreter) -> None:
                              hint="build this lock on a machine of its platform; lock another variant "
                                   "for this machine (a variant's `platform` key)")
     if isinstance(want_py, str) and not (python.version == want_py or python.version.startswith(want_py + ".")):
+        if variant is not None and variant.python != want_py:  # the recipe moved on: the lock is stale
+            raise InputError(f"{lock}: the lock is for Python {want_py}, the recipe now asks for {variant.python}: "
+                             "the lock is stale",
+                             hint=f"relock: `envforge lock {variant.recipe} --variant {variant.variant}` "
+                                  "(with `--check` it shows what changed)")
         raise InputError(f"{lock}: the lock is for Python {want_py}, the interpreter found is "
                          f"{python.version} ({python.path})",
                          hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python")

@@ -1,7 +1,7 @@
 """Remote inspect of a drafter vs a full download of the same repository, bytes and time.
 
 Serves one EAGLE-3-shaped drafter (K2-sized vocabularies, about 100 MB of safetensors weights by
-default) from the local hub-compatible server of the tests (``tests/hub_server.py``, 127.0.0.1:
+default) from the local hub-compatible server of the tests (``tests/support/hub_server.py``, 127.0.0.1:
 the real hub is never contacted), then, interleaved, ``--runs`` (>= 5) times each:
 
 - reference: ``fetch_drafter`` into a fresh directory (``hf_hub_download`` + re-hash), then

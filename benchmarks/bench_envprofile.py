@@ -21,7 +21,7 @@ from pathlib import Path
 
 import uv
 
-from envforge.envprofile import install
+from envforge.env.profile import install
 
 PCIE = {"NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"}
 

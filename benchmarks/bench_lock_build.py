@@ -46,8 +46,8 @@ def uv() -> str:
 
 
 def lock_pair(work: Path) -> tuple[float, float]:
-    from envforge.recipe import load_recipe
-    from envforge.routing import uv_pyproject
+    from envforge.recipe.model import load_recipe
+    from envforge.lock.routing import uv_pyproject
 
     proj = work / "lockproj"
     shutil.rmtree(proj, ignore_errors=True)
@@ -85,7 +85,7 @@ def build_pair(work: Path) -> tuple[float, float, float]:
 
 def bare_build(venv: Path, lock: Path) -> float:
     """Seconds for bare ``uv venv`` + ``uv pip sync`` of ``lock`` into a fresh ``venv``."""
-    from envforge.interpreter import find_python
+    from envforge.uv.interpreter import find_python
 
     shutil.rmtree(venv, ignore_errors=True)
     py = str(find_python("3.12").path)

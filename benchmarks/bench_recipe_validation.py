@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from envforge import recipe
-from envforge.envvars import NCCL_INT
+from envforge.recipe import model as recipe
+from envforge.recipe.envvars import NCCL_INT
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@
 
 The environment is real: sglang 0.5.9 and flashinfer-python 0.6.4 wheels from the test cache
 (tests/conftest.py), installed with uv without dependencies, patched with the repo's patchsets and
-given the pcie env profile (tests/verify_envs.py, the same builder the tests use).
+given the pcie env profile (tests/support/verify_envs.py, the same builder the tests use).
 
 ``--make-env ROOT --wheels W...`` only builds such an environment (used on the GPU machine, where
 uv is absent: ``--installer pip --extra-site <the image's site-packages>``).

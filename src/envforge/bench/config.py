@@ -1,6 +1,6 @@
 """Smoke benchmark settings, read from a recipe's ``[verify.smoke]`` table, and the prompt set.
 
-``[verify.smoke]`` keys (shapes validated by :mod:`envforge.recipe`; meaning checked here):
+``[verify.smoke]`` keys (shapes validated by :mod:`envforge.recipe.model`; meaning checked here):
 
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = [
     "DEFAULT_LOAD_TIMEOUT_S",

@@ -44,7 +44,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from envforge.bench.client import Endpoint
-from envforge.errors import ExternalToolError
+from envforge.core.errors import ExternalToolError
 
 __all__ = [
     "ACCEPTED",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.report import BenchReport
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = ["plot_report"]
 

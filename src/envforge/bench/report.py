@@ -30,8 +30,8 @@ from typing import Any
 from envforge.bench.client import LevelRun
 from envforge.bench.metrics import EngineWindow, sum_windows
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
-from envforge.errors import InputError
-from envforge.fingerprint import Fingerprint
+from envforge.core.errors import InputError
+from envforge.env.fingerprint import Fingerprint
 
 __all__ = [
     "DEFAULT_MIN_CHANGE",
@@ -449,7 +449,7 @@ def read_report(path: Path) -> BenchReport:
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """
-    from envforge.textfile import decode_utf8, read_bytes
+    from envforge.core.textfile import decode_utf8, read_bytes
 
     text = decode_utf8(read_bytes(path, what="bench report"), label=str(path))
     try:

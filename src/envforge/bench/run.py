@@ -40,9 +40,9 @@ from envforge.bench.report import (
 )
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.bench.variables import effective_env, env_digest, profile_overrides
-from envforge.errors import InputError
-from envforge.fingerprint import Fingerprint, fingerprint_of
-from envforge.probe import ProbeError, run_probe
+from envforge.core.errors import InputError
+from envforge.env.fingerprint import Fingerprint, fingerprint_of
+from envforge.core.probe import ProbeError, run_probe
 
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.bench.client import Endpoint, get_status
-from envforge.errors import ExternalToolError, InputError
+from envforge.core.errors import ExternalToolError, InputError
 
 __all__ = [
     "RunningServer",

@@ -2,7 +2,7 @@
 
 A started server's environment is the caller's environment plus the server configuration's ``env``
 (recipe ``[[verify.smoke.servers]] env``); the environment's env profile is applied at interpreter
-start by the ``.pth`` hook with ``setdefault`` (:mod:`envforge.envprofile`), so a variable the
+start by the ``.pth`` hook with ``setdefault`` (:mod:`envforge.env.profile`), so a variable the
 caller exported wins over the profile, by design. Container images export ``NCCL_*`` defaults
 (Megatron-Bridge issue 3350), so two runs of one environment can differ in exactly the settings the
 profile exists for. This module computes the effective values and says where the caller overrode

@@ -4,7 +4,7 @@ No logic lives here. Each command group has its own module (``cli/lock.py``, ``c
 with a ``register(subparsers)`` function; those modules import argparse only, and import the core
 inside their handlers, so ``envforge --help`` stays fast. Groups (``envforge lock diff``,
 ``envforge patches list``) are nested argparse subparsers (``cli/parser.py``). :func:`main` is the
-one place where :class:`envforge.errors.EnvforgeError` becomes a red one-line message and an exit
+one place where :class:`envforge.core.errors.EnvforgeError` becomes a red one-line message and an exit
 code, where usage errors and unexpected internal errors (exit 70, the traceback in a log file,
 never on the terminal) are rendered, and where ``--json`` errors become the ``envforge.error/1``
 envelope on stdout (docs/cli.md).
@@ -23,7 +23,7 @@ from importlib import import_module
 from envforge import __version__
 from envforge.cli.output import Ui
 from envforge.cli.parser import Parser, UsageError, deepest
-from envforge.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOOL_FAILED, EnvforgeError
+from envforge.core.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOOL_FAILED, EnvforgeError
 
 __all__ = ["build_parser", "main", "run"]
 
@@ -32,7 +32,7 @@ _GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "
            "fleet", "init", "completion")
 
 # Top-level command -> the CLI modules of _GROUPS that register it (several add to one group: see
-# cli/parser.group), so `envforge COMMAND ...` builds only those. tests/test_cli.py checks this
+# cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
 # against what every module registers.
 _COMMAND_GROUPS = {
     "lock": ("lock", "lockdiff"), "build": ("build",), "rollback": ("build",), "up": ("build",),
@@ -172,7 +172,7 @@ def _with_notes(message: str, exc: BaseException) -> str:
 
 
 def _internal_error(ui: Ui, exc: BaseException, words: list[str]) -> int:
-    from envforge.crashlog import write_crash_log
+    from envforge.cli.crashlog import write_crash_log
 
     log = write_crash_log(exc, ["envforge", *words], version=__version__)
     summary = (str(exc).splitlines() or [""])[0][:200]

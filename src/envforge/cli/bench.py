@@ -106,7 +106,7 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     """(patchset id, activation flag) of the patchsets applied in the environment (its manifest)."""
     if site_packages is None:
         return ()
-    from envforge.errors import EnvforgeError
+    from envforge.core.errors import EnvforgeError
     from envforge.patching import read_manifest
 
     try:
@@ -122,7 +122,7 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     for --url without one, from the flags."""
     from envforge.bench.config import smoke_config, url_config
     from envforge.cli.lock import project_of
-    from envforge.recipe import load_recipe
+    from envforge.recipe.model import load_recipe
 
     if args.url is not None and args.recipe is None and args.env is None:
         return url_config(api=args.api or "sglang", model=args.model), None, None
@@ -137,7 +137,7 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
 def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
     if site_packages is None:
         return None, {}
-    from envforge.envprofile import read_installed
+    from envforge.env.profile import read_installed
 
     installed = read_installed(site_packages)
     return (installed.profile, dict(installed.env)) if installed else (None, {})
@@ -147,8 +147,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     import os
 
     from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
-    from envforge.environment import resolve_environment
-    from envforge.fingerprint import Fingerprint
+    from envforge.env.layout import resolve_environment
+    from envforge.env.fingerprint import Fingerprint
 
     config, project, resolved = _config(args, ui)
     config = config.with_overrides(
@@ -156,7 +156,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave)
     if args.api is not None and args.api != config.api:
-        from envforge.errors import InputError
+        from envforge.core.errors import InputError
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")
     env = None
@@ -187,7 +187,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _raise_failures(report: BenchReport, output: Path) -> None:
-    from envforge.errors import ExternalToolError
+    from envforge.core.errors import ExternalToolError
 
     fs = report.failures
     shown = "\n".join(f"  {f.line()}" for f in fs[:10])
@@ -210,7 +210,7 @@ def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) 
     if args.no_plot:
         return
     from envforge.bench.plot import plot_report
-    from envforge.errors import InputError
+    from envforge.core.errors import InputError
 
     try:
         ui.info(f"plot: {plot_report(report, args.plot or output.with_suffix('.png'))}")

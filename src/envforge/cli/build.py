@@ -51,10 +51,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignore[no-untyped-def]
     """(project, BuildPlan); ``up`` outside a project makes the default home, ``build`` uses it
     only when it exists and names it (cli.lock.project_of)."""
-    from envforge import build, project as proj
+    from envforge.env import build
+    from envforge.recipe import project as proj
     from envforge.cli.lock import project_of
-    from envforge.interpreter import find_python
-    from envforge.recipe import load_recipe
+    from envforge.uv.interpreter import find_python
+    from envforge.recipe.model import load_recipe
 
     if up and args.project is None and proj.enclosing_project(Path.cwd()) is None:
         project = _default_project(args, ui)
@@ -71,9 +72,9 @@ def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
     """``envforge up`` outside a project: the embedded quickstart project in the user data directory."""
     import os
 
-    from envforge.errors import InputError
-    from envforge.project import Project
-    from envforge.scaffold import default_project_dir, scaffold
+    from envforge.core.errors import InputError
+    from envforge.recipe.project import Project
+    from envforge.recipe.scaffold import default_project_dir, scaffold
 
     root = default_project_dir(os.environ)
     if args.recipe is not None and not (root / "recipes" / f"{args.recipe}.toml").is_file() and "/" not in args.recipe \
@@ -99,8 +100,7 @@ def _shown(path: Path) -> Path:
 
 
 def run_build(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import build
-
+    from envforge.env import build
     _, plan = _plan(args, ui)
     if args.dry_run:
         if ui.json_mode:
@@ -123,7 +123,7 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import build
+    from envforge.env import build
     from envforge.cli.lock import project_of
 
     project = project_of(args, ui)
@@ -140,7 +140,7 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
     import os
 
     from envforge.cli.verify import _uv_cache
-    from envforge.pipeline import run_main_job
+    from envforge.workflows.up import run_main_job
     from envforge.verify import VerifyOptions
     from envforge.verify.report import as_json, as_text
 

@@ -43,7 +43,7 @@ def _completion(args: argparse.Namespace, ui: Ui) -> int:
 def _recipes(**_: Any) -> list[str]:
     from pathlib import Path
 
-    from envforge.project import find_project
+    from envforge.recipe.project import find_project
 
     return sorted(p.stem for p in find_project(Path.cwd()).recipes_dir.glob("*.toml"))
 
@@ -51,7 +51,7 @@ def _recipes(**_: Any) -> list[str]:
 def _envs(**_: Any) -> list[str]:
     from pathlib import Path
 
-    from envforge.project import find_project
+    from envforge.recipe.project import find_project
 
     envs = find_project(Path.cwd()).envs_dir
     return sorted(p.name for p in envs.iterdir() if p.is_symlink()) if envs.is_dir() else []

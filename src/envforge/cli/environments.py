@@ -52,7 +52,7 @@ def _project(args: argparse.Namespace, ui: Ui) -> Any:
 def _list(args: argparse.Namespace, ui: Ui) -> int:
     import time
 
-    from envforge.inventory import list_environments
+    from envforge.env.inventory import list_environments
 
     envs = list_environments(_project(args, ui), args.names)
     if ui.json_mode:
@@ -73,7 +73,7 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _gc(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.inventory import collect_garbage
+    from envforge.env.inventory import collect_garbage
 
     res = collect_garbage(_project(args, ui), keep=args.keep, names=args.names)
     if ui.json_mode:

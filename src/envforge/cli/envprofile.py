@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
-    from envforge.envprofile import ProfileView
+    from envforge.env.profile import ProfileView
 
 __all__ = ["register"]
 
@@ -32,11 +32,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def _show(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.environment import resolve_environment
-    from envforge.envprofile import show
+    from envforge.env.layout import resolve_environment
+    from envforge.env.profile import show
     from envforge.cli.lock import project_of
-    from envforge.project import DEFAULT_RECIPE
-    from envforge.recipe import DEFAULT_VARIANT
+    from envforge.recipe.project import DEFAULT_RECIPE
+    from envforge.recipe.model import DEFAULT_VARIANT
 
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
     name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
@@ -56,7 +56,7 @@ def _show(args: argparse.Namespace, ui: Ui) -> int:
 def _inert_warning(view: ProfileView, env_arg: str) -> str:
     """What to say when a profile is recorded as installed but no hook ran: how to re-install it
     (``apply-patches ENV`` installs the profile the environment's lock records)."""
-    from envforge.envprofile import recorded_profile
+    from envforge.env.profile import recorded_profile
 
     recorded = view.installed.profile if view.installed else None
     head = f"profile '{recorded}' is installed in {view.site_packages} but no hook ran at start-up; "

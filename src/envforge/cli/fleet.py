@@ -18,12 +18,12 @@ from envforge.cli.parser import PORT, seconds
 
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
-    from envforge.fleet import FleetReport
+    from envforge.fleet.driver import FleetReport
 
 __all__ = ["MIN_TIMEOUT_S", "env_name", "ray_address", "register", "render_text", "verify_data"]
 
 #: The shortest ``--timeout`` of a fleet command, in seconds: each node keeps at least 2 s of it for
-#: its answer's way back (:func:`envforge.fleet.node_budget`), so less leaves a node next to nothing.
+#: its answer's way back (:func:`envforge.fleet.driver.node_budget`), so less leaves a node next to nothing.
 MIN_TIMEOUT_S = 5.0
 
 #: The all-reduce after ``fleet verify --level gpu`` gets what is left of ``--timeout``, at least this
@@ -54,14 +54,14 @@ def ray_address(text: str) -> str:
 def env_name(name: str) -> str:
     """``name`` when it can name an environment under ``envs/`` on the nodes: not empty, not a path
     (a ``/`` makes an environment argument a path for the local commands,
-    :func:`envforge.environment.resolve_environment`; a fleet takes names only) and a valid
-    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.lock_name_problem`, what names
+    :func:`envforge.env.layout.resolve_environment`; a fleet takes names only) and a valid
+    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.model.lock_name_problem`, what names
     ``envs/``).
 
     :raises InputError: the name is empty, a path, or no valid name (exit 2).
     """
-    from envforge.errors import InputError
-    from envforge.recipe import lock_name_problem
+    from envforge.core.errors import InputError
+    from envforge.recipe.model import lock_name_problem
 
     hint = "give the name of the environment under envs/ on every node, e.g. quickstart-default (`envforge envs` lists them)"
     if not name:
@@ -153,7 +153,7 @@ def _verify(args: argparse.Namespace, ui: Ui) -> int:
     (at least :data:`MIN_ALLREDUCE_S`). One report: with ``--json`` one envelope (:func:`verify_data`)."""
     import time
 
-    from envforge.fleet import fleet_allreduce, fleet_verify
+    from envforge.fleet.driver import fleet_allreduce, fleet_verify
     from envforge.verify.findings import check_levels
 
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
@@ -187,7 +187,7 @@ def verify_data(report: FleetReport, allreduce: FleetReport | None) -> dict[str,
 
 
 def _build(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.fleet import fleet_build
+    from envforge.fleet.driver import fleet_build
 
     root = _root(args, ui)
     _check_recipe(root, args.recipe, args.variant)
@@ -203,8 +203,8 @@ def _check_recipe(root: Path, recipe: str, variant: str | None) -> None:
 
     :raises InputError: no such recipe or variant (or an invalid recipe), exit 2.
     """
-    from envforge.project import Project
-    from envforge.recipe import load_recipe
+    from envforge.recipe.project import Project
+    from envforge.recipe.model import load_recipe
 
     project = Project(root)
     as_path = recipe.endswith(".toml") or "/" in recipe
@@ -213,8 +213,8 @@ def _check_recipe(root: Path, recipe: str, variant: str | None) -> None:
 
 
 def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.errors import InputError
-    from envforge.fleet import fleet_allreduce
+    from envforge.core.errors import InputError
+    from envforge.fleet.driver import fleet_allreduce
 
     env = {}
     for item in args.env:
@@ -227,14 +227,14 @@ def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _agent_start(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.fleet import fleet_start_agents
+    from envforge.fleet.driver import fleet_start_agents
 
     root = args.project.resolve() if args.project else None
     return _render(fleet_start_agents(args.ray, root, timeout_s=args.timeout), ui)
 
 
 def _agent_stop(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.fleet import fleet_stop_agents
+    from envforge.fleet.driver import fleet_stop_agents
 
     stopped = fleet_stop_agents(args.ray)
     if ui.json_mode:

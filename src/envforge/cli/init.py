@@ -33,7 +33,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def _init(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.scaffold import scaffold
+    from envforge.recipe.scaffold import scaffold
 
     root = (args.dir or Path.cwd()).resolve()
     if args.from_env is not None:
@@ -55,7 +55,7 @@ def _init(args: argparse.Namespace, ui: Ui) -> int:
 def _next_steps(root: Path, recipe: str, elsewhere: bool) -> str:
     """The ``next:`` line: commands that work in ``root`` as it is (``git config`` fails outside a
     repository, so a directory that is not one gets ``git init`` first)."""
-    from envforge.scaffold import TEXTCONV_COMMAND, git_state
+    from envforge.recipe.scaffold import TEXTCONV_COMMAND, git_state
 
     where = f" in {root}" if elsewhere else ""
     up = f"`envforge up {recipe}`{where}"
@@ -72,13 +72,13 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
     import json
     import re
 
-    from envforge import lock
-    from envforge.adopt import PYPI, adopt_environment, capture_hand_edits, with_patchsets
-    from envforge.errors import InputError
-    from envforge.project import Project
-    from envforge.recipe import load_recipe
+    from envforge.lock import resolve as lock
+    from envforge.workflows.adopt import PYPI, adopt_environment, capture_hand_edits, with_patchsets
+    from envforge.core.errors import InputError
+    from envforge.recipe.project import Project
+    from envforge.recipe.model import load_recipe
     from envforge.patching.releases import default_cache
-    from envforge.scaffold import scaffold
+    from envforge.recipe.scaffold import scaffold
 
     env = args.from_env.resolve()
     name = args.name or re.sub(r"[^A-Za-z0-9_-]+", "-", env.name).strip("-_").lower() or "adopted"

@@ -27,8 +27,8 @@ def project_of(args: argparse.Namespace, ui: Ui, *, required: bool = True) -> An
     """
     import os
 
-    from envforge.errors import InputError
-    from envforge.project import Project, locate_project
+    from envforge.core.errors import InputError
+    from envforge.recipe.project import Project, locate_project
 
     if getattr(args, "project", None) is not None:
         return Project(Path(args.project).resolve())
@@ -72,8 +72,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def run_lock(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge import lock
-    from envforge.recipe import load_recipe
+    from envforge.lock import resolve as lock
+    from envforge.recipe.model import load_recipe
 
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))

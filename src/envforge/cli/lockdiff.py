@@ -48,7 +48,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 
 
 def _diff(args: argparse.Namespace, ui: "Ui") -> int:
-    from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+    from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 
     fmt = "json" if args.json else args.format
     if args.variants:
@@ -110,15 +110,15 @@ def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
     """Variants the recipe defines that have no lock (empty when the recipe file is not there)."""
     if not recipe_file.is_file():
         return []
-    from envforge.recipe import load_recipe
+    from envforge.recipe.model import load_recipe
 
     return [v for v in load_recipe(recipe_file).variants if v not in locked]
 
 
 def _textconv(args: argparse.Namespace, ui: "Ui") -> int:
-    from envforge.errors import InputError
+    from envforge.core.errors import InputError
     from envforge.lockdiff import textconv
-    from envforge.textfile import read_bytes
+    from envforge.core.textfile import read_bytes
 
     try:
         ui.result(textconv(args.file))

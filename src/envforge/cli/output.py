@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from envforge import __version__
-from envforge.errors import EnvforgeError
-from envforge.printable import escape_controls
-from envforge.urls import SCHEME, SCHEME_BODY, SCHEME_START
+from envforge.core.errors import EnvforgeError
+from envforge.core.printable import escape_controls
+from envforge.core.urls import SCHEME, SCHEME_BODY, SCHEME_START
 
 __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
 
@@ -75,7 +75,7 @@ def redact(text: str) -> str:
 
 def _shown(text: str) -> str:
     """What a human sees of ``text``: credentials redacted, control and bidirectional characters
-    escaped except newlines and tabs (:func:`envforge.printable.escape_controls`)."""
+    escaped except newlines and tabs (:func:`envforge.core.printable.escape_controls`)."""
     return redact(escape_controls(text, keep="\n\t"))
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
     from envforge.patching import PatchReport
-    from envforge.project import Project
+    from envforge.recipe.project import Project
 
 __all__ = ["register"]
 
@@ -124,8 +124,8 @@ def _project(args: argparse.Namespace, ui: Ui) -> Project:
 
 
 def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
-    from envforge.environment import resolve_environment
-    from envforge.errors import InputError
+    from envforge.env.layout import resolve_environment
+    from envforge.core.errors import InputError
 
     if sp is not None:
         if not sp.is_dir():
@@ -135,7 +135,7 @@ def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
 
 
 def _apply(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.locking import environment_lock_path, exclusive
+    from envforge.core.mutex import environment_lock_path, exclusive
     from envforge.patching import apply, default_ids, load_patchsets, revert
     from envforge.patching.memo import default_result_cache
 
@@ -162,8 +162,7 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
 
 def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
     """The env profile travels with the patches: installed from the env's lock, removed by --revert."""
-    from envforge import envprofile
-
+    from envforge.env import profile as envprofile
     if revert_it:
         if envprofile.read_installed(sp) is not None:
             envprofile.revert(sp)
@@ -250,7 +249,7 @@ def _diff(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _new(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.installed import find_distribution
+    from envforge.installed.distributions import find_distribution
     from envforge.patching.capture import new_edit
 
     project = _project(args, ui)

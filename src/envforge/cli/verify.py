@@ -48,9 +48,9 @@ def _verify(args: argparse.Namespace, ui: Any) -> int:
     import os
     from pathlib import Path
 
-    from envforge.environment import resolve_environment
+    from envforge.env.layout import resolve_environment
     from envforge.cli.lock import project_of
-    from envforge.project import DEFAULT_RECIPE
+    from envforge.recipe.project import DEFAULT_RECIPE
     from envforge.verify import VerifyOptions, verify
     from envforge.verify.report import as_json, as_junit, as_text
 

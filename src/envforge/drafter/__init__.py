@@ -21,7 +21,7 @@ no weights downloaded); ``cache_dir`` is where the small JSON configs are cached
 cache when ``None``). Every finding is a :class:`DrafterIssue` (kind, subject, expected, actual,
 fix); an error that stops one check (repo not found, revision not pinned) becomes one issue of
 kind ``drafter-error`` and the other checks still run. Tests use a local hub-compatible server
-(``tests/hub_server.py``); the real hub is never contacted by the test suite.
+(``tests/support/hub_server.py``); the real hub is never contacted by the test suite.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from envforge.drafter.hub import (
 )
 from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
 from envforge.drafter.sources import byte_reader, open_drafter, open_local, read_config
-from envforge.errors import EnvforgeError
+from envforge.core.errors import EnvforgeError
 
 __all__ = [
     "CheckReport",

@@ -16,7 +16,7 @@ from typing import Any
 
 from envforge.drafter.model import Drafter, DrafterIssue
 from envforge.drafter.weights import ByteReader
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = [
     "ConfigDiff",

@@ -30,7 +30,7 @@ from typing import Any
 
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
 from envforge.drafter.weights import TensorInfo, read_weight_file
-from envforge.errors import CheckFailed, ExternalToolError, InputError
+from envforge.core.errors import CheckFailed, ExternalToolError, InputError
 
 __all__ = [
     "RECORD_NAME",
@@ -324,7 +324,7 @@ def read_record(record: Path) -> dict[str, Any]:
     :raises InputError: not a regular file (a FIFO, a directory: named, never opened), larger than
         1 MiB, or not a JSON object.
     """
-    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 
     hint = "fetch the drafter again: `envforge drafter fetch REPO --revision SHA --dest DIR`"
     data = parse_json(read_state(record, what="drafter fetch record", limit=SMALL_LIMIT, hint=hint), label=str(record))

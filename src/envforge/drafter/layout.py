@@ -1,6 +1,6 @@
 """Which EAGLE-3 drafter layouts the serving engines' loaders accept, read from their loaders.
 
-Sources (the verdicts below follow these files line by line; tests/test_drafter_layout.py has one
+Sources (the verdicts below follow these files line by line; tests/drafter/test_layout.py has one
 test per layout):
 
 - SGLang 0.5.9, ``sglang/srt/models/llama_eagle3.py`` (``LlamaForCausalLMEagle3``): refuses a config

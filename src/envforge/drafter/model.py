@@ -36,7 +36,7 @@ from typing import Any
 
 from envforge.drafter.layout import loader_problems
 from envforge.drafter.weights import TensorInfo
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = [
     "Drafter",
@@ -108,7 +108,7 @@ class Drafter:
 
 def load_json(path: Path) -> dict[str, Any]:
     """Read a JSON object from ``path``; :class:`InputError` naming the file when it is not one."""
-    from envforge.textfile import SMALL_LIMIT, parse_json, read_bytes
+    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_bytes
 
     if not path.exists():
         raise InputError(f"{path}: no such file")

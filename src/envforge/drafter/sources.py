@@ -22,7 +22,7 @@ from envforge.drafter.hub import (
 )
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
 from envforge.drafter.weights import ByteReader, TensorInfo, WeightFile, local_reader, open_regular, read_weight_file
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = ["byte_reader", "local_weight_file", "open_drafter", "open_local", "read_config"]
 

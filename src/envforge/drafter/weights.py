@@ -15,7 +15,7 @@ about a file the engine's loader would refuse:
 - the tensors, sorted by ``begin``, tile the data buffer exactly: no gap, no overlap, and the last
   ``end`` is the buffer's length (``file size - 8 - N``). A file cut short (field case B14) fails here.
 
-Every error is an :class:`~envforge.errors.InputError` naming the file and the rule (exit 2).
+Every error is an :class:`~envforge.core.errors.InputError` naming the file and the rule (exit 2).
 Reads go through a :data:`ByteReader` that must return exactly the bytes asked for; local files are
 opened only when they are regular files (a FIFO or a device named ``model.safetensors`` is refused
 before any read can block) and only inside the drafter directory (a symlink leading elsewhere is
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = [
     "DTYPE_BITS",
@@ -57,7 +57,7 @@ DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, 
 
 ByteReader = Callable[[str, int, int], bytes]
 """``read(file, start, length) -> bytes``: exactly ``length`` bytes of ``file`` from ``start``, or an
-:class:`~envforge.errors.EnvforgeError`."""
+:class:`~envforge.core.errors.EnvforgeError`."""
 
 
 @dataclass(frozen=True, slots=True)

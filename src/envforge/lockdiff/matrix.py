@@ -23,7 +23,7 @@ from envforge.lockdiff.classify import (
 )
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.render import FAMILY_TITLES
-from envforge.printable import escape_controls
+from envforge.core.printable import escape_controls
 
 __all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown",
            "render_matrix_terminal", "variant_matrix"]

@@ -9,7 +9,7 @@ Sources of the formats: PEP 751 (https://peps.python.org/pep-0751/, keys ``lock-
 ``archive``); uv's lockfile (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile, keys
 ``version``, ``revision``, ``[[package]]`` with ``source``, ``sdist``, ``wheels`` and ``hash``).
 
-Every text is validated by :mod:`envforge.lockreader` (``packaging.pylock`` for pylock files, uv's
+Every text is validated by :mod:`envforge.lock.read` (``packaging.pylock`` for pylock files, uv's
 documented shape for uv.lock, same-name entries that can be active together refused); a pylock is
 then read from packaging's validated model (its file names, names, versions and markers).
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 
 __all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "normalize_name", "parse_lock"]
 
@@ -104,7 +104,7 @@ class Lock:
 def parse_lock(text: str, *, label: str) -> Lock:
     """Read a pylock.toml or uv.lock text into a :class:`Lock`.
 
-    Validation is :func:`envforge.lockreader.read_lock_text` (``packaging.pylock`` for pylock files,
+    Validation is :func:`envforge.lock.read.read_lock_text` (``packaging.pylock`` for pylock files,
     uv's documented shape for uv.lock, same-name entries that can be active together refused); a
     pylock is then read from packaging's validated model, so file names, names and versions are
     exactly what packaging reads.
@@ -113,7 +113,7 @@ def parse_lock(text: str, *, label: str) -> Lock:
     :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
         lock (says what it looks like), or an invalid lock (names the key path and the reason).
     """
-    from envforge.lockreader import read_lock_text
+    from envforge.lock.read import read_lock_text
 
     doc = read_lock_text(text, label=label)
     if doc.kind == "pylock":
@@ -163,7 +163,7 @@ def _text(d: Mapping[str, Any], key: str, path: str, *, required: bool = False) 
 
 
 def _pylock_package(e: Any) -> LockedPackage:
-    """One package of a validated pylock (:class:`envforge.lockreader.LockEntry`: packaging's reading)."""
+    """One package of a validated pylock (:class:`envforge.lock.read.LockEntry`: packaging's reading)."""
     files = [_pylock_file(f) for f in (*e.wheels, *(x for x in (e.sdist, e.archive) if x is not None))]
     edges = tuple(sorted(_dep_text(d) for d in e.dependencies)) if e.dependencies else ()
     return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges)

@@ -22,7 +22,7 @@ from envforge.lockdiff.classify import (
     index_names,
 )
 from envforge.lockdiff.model import PYPI, Lock
-from envforge.printable import escape_controls
+from envforge.core.printable import escape_controls
 
 __all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
            "source_text", "summary_line"]

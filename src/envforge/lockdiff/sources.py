@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from envforge.errors import ExternalToolError, InputError
+from envforge.core.errors import ExternalToolError, InputError
 from envforge.lockdiff.model import Lock, parse_lock
 
 __all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names",
@@ -35,7 +35,7 @@ def read_lock_file(path: Path, *, label: str | None = None) -> Lock:
     shown = label or str(path)
     if not path.exists():
         raise InputError(f"{shown}: no such file", hint=_SIDE_HINT)
-    from envforge.textfile import decode_utf8, read_bytes
+    from envforge.core.textfile import decode_utf8, read_bytes
 
     return parse_lock(decode_utf8(read_bytes(path, what="lock"), label=shown), label=shown)
 
@@ -120,7 +120,7 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
         return {}
     import tomllib
 
-    from envforge.project import find_project
+    from envforge.recipe.project import find_project
 
     recipes_dir = find_project(base).recipes_dir
     out: dict[str, str] = {}

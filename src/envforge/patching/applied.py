@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from envforge.errors import InputError
+from envforge.core.errors import InputError
 from envforge.patching.manifest import rebuild_hint
 
 __all__ = ["AppliedFile", "applied_diff"]
@@ -48,7 +48,7 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
     from envforge.patching.engine import inside
     from envforge.patching.manifest import originals_dir, read_manifest, sha256_hex
     from envforge.patching.source import lines_of
-    from envforge.textfile import read_state
+    from envforge.core.textfile import read_state
 
     manifest = read_manifest(site_packages)
     if manifest is None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import InputError
-from envforge.textfile import SMALL_LIMIT, read_state
+from envforge.core.errors import InputError
+from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = ["CapturedPatchset", "EditDir", "commit_edit", "new_edit"]
 
@@ -56,7 +56,7 @@ def new_edit(site_packages: Path, distribution: str, dest: Path) -> EditDir:
 
     :raises InputError: not installed; ``dest`` exists and is not empty.
     """
-    from envforge.installed import find_distribution, read_record
+    from envforge.installed.distributions import find_distribution, read_record
     from envforge.patching.manifest import originals_dir, read_manifest
 
     dist = find_distribution(site_packages, distribution)

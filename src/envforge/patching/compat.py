@@ -29,12 +29,12 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from envforge.errors import EnvforgeError, InputError
+from envforge.core.errors import EnvforgeError, InputError
 from envforge.patching.engine import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED, plan
 from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
 from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
-from envforge.textfile import SMALL_LIMIT, read_state
+from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
 

@@ -30,7 +30,7 @@ from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.manifest import rebuild_hint
 from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
-from envforge.textfile import read_state
+from envforge.core.textfile import read_state
 
 __all__ = [
     "ALREADY_APPLIED",
@@ -268,7 +268,7 @@ def inside(site_packages: Path, path: str) -> Path:
 
     :raises InputError: ``path`` is absolute, has ``..`` parts, or resolves outside ``site_packages``.
     """
-    from envforge.errors import InputError
+    from envforge.core.errors import InputError
 
     target = site_packages / path
     root = site_packages.resolve()
@@ -301,7 +301,7 @@ def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCac
 def _refuse_interrupted(site_packages: Path) -> None:
     """:raises CheckFailed: an intent record is there (a write was interrupted): the files may be
     half written, so no state read from them would be true."""
-    from envforge.errors import CheckFailed
+    from envforge.core.errors import CheckFailed
     from envforge.patching.manifest import intent_path, read_intent
 
     intent = read_intent(site_packages)
@@ -322,7 +322,7 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
                                         f"{found}; {ps.id} is written for {ps.distribution}{ps.versions}")
                         for op in ps.operations]
         return
-    from envforge.editable import editable_install
+    from envforge.installed.editable import editable_install
 
     editable = editable_install(run.site_packages, ps.distribution)
     if editable is not None:  # B21: the code is in a checkout, not in site-packages
@@ -413,7 +413,7 @@ def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
 
 
 def editable_message(ps: Patchset, file: str, ed: Any, site_packages: Path) -> str:
-    """Why ``ps`` cannot act on an editable install ``ed`` (:class:`envforge.editable.EditableInstall`)
+    """Why ``ps`` cannot act on an editable install ``ed`` (:class:`envforge.installed.editable.EditableInstall`)
     and the two ways forward: its diff applied in the checkout, or the released wheel (B21)."""
     strip = 1 + len([p for p in ps.upstream_prefix.split("/") if p])
     return (f"{ps.id}: {file}: {ed.distribution} {ed.version} is an editable install from {ed.project} "
@@ -575,14 +575,14 @@ def recover(site_packages: Path) -> tuple[str, ...]:
     When the manifest on disk is the one the write was to end with, the write completed and the
     record is removed. Otherwise every file it names is put back to its ``before`` bytes (the
     manifest on disk still describes that state) and stale bytecode is removed. The caller holds
-    the environment lock (:mod:`envforge.locking`). No record: ``()``.
+    the environment lock (:mod:`envforge.core.mutex`). No record: ``()``.
 
     :raises CheckFailed: a named file is neither its ``before`` nor its ``after`` bytes (changed
         by hand since the crash), or a saved ``before`` is missing: nothing is written then.
     :raises InputError: the record is malformed or names a path outside ``site_packages``, or a
         state file (the record, the manifest, a saved ``before``) is not a regular file or too large.
     """
-    from envforge.errors import CheckFailed
+    from envforge.core.errors import CheckFailed
     from envforge.patching.manifest import (
         Manifest,
         atomic_write,
@@ -637,7 +637,7 @@ def recover(site_packages: Path) -> tuple[str, ...]:
 
 
 def _hold_for_tests(done: int) -> None:
-    """Fault-injection point for the crash tests (tests/test_patching_faults.py): with
+    """Fault-injection point for the crash tests (tests/patching/test_faults.py): with
     ``ENVFORGE_TEST_HOLD_AFTER_REPLACE=<marker>`` set, after the first file of a journaled write
     is replaced, create ``<marker>`` and sleep (at most 60 s) so the test can SIGKILL the process
     inside the window between the first ``os.replace`` and the manifest write."""
@@ -654,7 +654,7 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
 
     :raises InputError: a file cannot be written (e.g. a read-only system site-packages).
     """
-    from envforge.errors import InputError
+    from envforge.core.errors import InputError
     from envforge.patching.manifest import atomic_write
 
     done: list[FileChange] = []
@@ -695,7 +695,7 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         file or its saved original is missing (nothing is written then).
     :raises InputError: the manifest names a path outside ``site_packages`` (:func:`inside`).
     """
-    from envforge.errors import CheckFailed
+    from envforge.core.errors import CheckFailed
     from envforge.patching.manifest import Manifest, read_manifest, sha256_hex, write_manifest
 
     recovered = () if dry_run else recover(site_packages)
@@ -746,7 +746,7 @@ def _read_for_revert(sp: Path, f: Any, *, original: bool = False) -> bytes:
     :raises InputError: the saved original is not a regular file (a FIFO, a directory), unreadable
         or larger than 64 MiB.
     """
-    from envforge.errors import CheckFailed
+    from envforge.core.errors import CheckFailed
     from envforge.patching.manifest import originals_dir
 
     path = originals_dir(sp) / f.original_sha256 if original else inside(sp, f.path)
@@ -779,10 +779,10 @@ def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
     (``<site-packages>/.envforge/pylock.toml``, ``[tool.envforge].patchsets[].id``), else every
     patchset in ``patchsets_dir`` whose distribution is installed in ``site_packages``.
 
-    :raises InputError: the lock copy is not a valid lock (:func:`envforge.lockreader.read_lock_file`);
+    :raises InputError: the lock copy is not a valid lock (:func:`envforge.lock.read.read_lock_file`);
         a patchset file is invalid.
     """
-    from envforge.lockreader import read_lock_file
+    from envforge.lock.read import read_lock_file
     from envforge.patching.patchset import load_patchsets
 
     lock = site_packages / ".envforge" / "pylock.toml"

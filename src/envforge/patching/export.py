@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envforge.errors import CheckFailed
+from envforge.core.errors import CheckFailed
 from envforge.patching.engine import (
     DRIFTED,
     FileChange,
@@ -21,14 +21,14 @@ from envforge.patching.engine import (
 from envforge.patching.manifest import Manifest, originals_dir, read_manifest, rebuild_hint
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
-from envforge.textfile import read_state
+from envforge.core.textfile import read_state
 
 __all__ = ["export_diff"]
 
 
 def export_diff(site_packages: Path, patchset: Patchset) -> str:
     """The unified diff of ``patchset`` against the original files in ``site_packages`` (for an
-    editable install, the files of its checkout: :mod:`envforge.editable`).
+    editable install, the files of its checkout: :mod:`envforge.installed.editable`).
 
     :raises CheckFailed: the distribution is missing or out of range, an operation drifted, or
         the released code already does everything (nothing to export).
@@ -42,7 +42,7 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
                           hint=f"point --site-packages at an environment with {patchset.distribution}"
                                f"{patchset.versions}")
     manifest = read_manifest(site_packages) or Manifest()
-    from envforge.editable import editable_install
+    from envforge.installed.editable import editable_install
 
     editable = editable_install(site_packages, patchset.distribution)  # B21: read the checkout's files
 

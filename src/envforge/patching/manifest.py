@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import InputError
-from envforge.textfile import SMALL_LIMIT, read_state
+from envforge.core.errors import InputError
+from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = [
     "rebuild_hint",

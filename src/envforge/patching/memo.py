@@ -91,8 +91,8 @@ class ResultCache:
     def get(self, key: str, before: bytes) -> CachedFile | None:
         """The entry ``key``, or None (missing, unreadable, or damaged: not a regular file, e.g. a
         FIFO, which is never opened; larger than a patched file can be)."""
-        from envforge.errors import InputError
-        from envforge.textfile import SMALL_LIMIT, read_state
+        from envforge.core.errors import InputError
+        from envforge.core.textfile import SMALL_LIMIT, read_state
 
         try:
             raw = read_state(self.directory / f"{key}.json", what="patch-result cache entry", limit=SMALL_LIMIT)

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from envforge.patching import syntax
-from envforge.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, line_of
+from envforge.core.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, line_of
 
 if TYPE_CHECKING:
     import libcst as cst

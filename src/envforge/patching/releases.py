@@ -35,7 +35,7 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envforge.errors import CheckFailed, ExternalToolError, InputError
+from envforge.core.errors import CheckFailed, ExternalToolError, InputError
 from envforge.patching.memo import default_cache
 
 __all__ = ["DEFAULT_INDEX", "IndexListing", "default_cache", "fetch_release", "list_releases", "select_versions"]

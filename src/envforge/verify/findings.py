@@ -4,7 +4,7 @@ A :class:`Finding` is one way the environment is not what its lock, patchsets, e
 target say (``kind``, ``subject``, ``expected``, ``actual``, ``fix``). A :class:`Check` records that a
 check ran, was skipped (with the reason) or produced findings, so a clean report says what it proved.
 :class:`VerifyReport` carries every finding at once, the environment fingerprint
-(:mod:`envforge.fingerprint`) and the GPU measurements; its :attr:`VerifyReport.exit_code` is 0 when
+(:mod:`envforge.env.fingerprint`) and the GPU measurements; its :attr:`VerifyReport.exit_code` is 0 when
 clean and 1 when there are findings (docs/design.md, decision 6).
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envforge.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
-from envforge.fingerprint import Fingerprint
+from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from envforge.env.fingerprint import Fingerprint
 
 __all__ = ["DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport",
            "check_levels", "is_known_kind", "level_of"]

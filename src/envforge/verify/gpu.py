@@ -1,7 +1,7 @@
 """GPU verify: the machine against the recipe target and the environment, through probes.
 
 Every step is its own probe (``gpu_probe.py``) in the environment's interpreter under a hard
-timeout (:func:`envforge.probe.run_probe` kills the whole process group), so a hung NCCL call
+timeout (:func:`envforge.core.probe.run_probe` kills the whole process group), so a hung NCCL call
 becomes an ``allreduce-timeout`` finding, never a hung verify (field case B12).
 
 Driver floors are NVIDIA's "CUDA Toolkit and Corresponding Driver Versions" table (Linux x86_64,
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envforge.probe import ProbeError, ProbeTimeout, run_probe
+from envforge.core.probe import ProbeError, ProbeTimeout, run_probe
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock
 from envforge.verify.static import probe_script

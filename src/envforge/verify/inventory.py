@@ -1,7 +1,7 @@
 """What the lock says and what is installed: the two inventories static verify compares.
 
 The lock is the PEP 751 ``pylock.toml`` copied into ``<site-packages>/.envforge/`` at build time
-(docs/architecture.md), read by :func:`envforge.lock.read_lock`. Installed distributions are the
+(docs/architecture.md), read by :func:`envforge.lock.resolve.read_lock`. Installed distributions are the
 ``*.dist-info`` directories of the environment's own site-packages (PEP 376 / PEP 627), read without
 importing anything from the environment.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envforge.errors import InputError
-from envforge.installed import Installed, direct_url, installed_distributions
-from envforge.lock import Lock as EnvLock
-from envforge.lock import LockedPackage, LockedWheel, read_lock
+from envforge.core.errors import InputError
+from envforge.installed.distributions import Installed, direct_url, installed_distributions
+from envforge.lock.resolve import Lock as EnvLock
+from envforge.lock.resolve import LockedPackage, LockedWheel, read_lock
 
 __all__ = ["EnvLock", "Installed", "LockedPackage", "LockedWheel", "direct_url", "installed_distributions",
            "read_env_lock"]
@@ -29,7 +29,7 @@ def read_env_lock(path: Path, *, given: bool = False) -> EnvLock:
     """Read the lock an environment was built from (``.envforge/pylock.toml``), or the one the user
     named (``given``: ``verify --lock LOCK``).
 
-    The environment's copy is envforge's own state (:func:`envforge.textfile.read_state`): a FIFO,
+    The environment's copy is envforge's own state (:func:`envforge.core.textfile.read_state`): a FIFO,
     device or directory in its place is named, never opened.
 
     :raises InputError: missing (the environment records no lock), not a regular file (the copy),

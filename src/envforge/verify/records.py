@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.installed import Installed, RecordEntry, read_record
+from envforge.installed.distributions import Installed, RecordEntry, read_record
 from envforge.verify.findings import Finding
 
 __all__ = ["PatchedFile", "RecordEntry", "cached_bytecode", "check_patched_files", "check_records", "read_record",

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envforge.environment import Environment
-from envforge.errors import InputError
-from envforge.fingerprint import fingerprint_of
-from envforge.project import Project
+from envforge.env.layout import Environment
+from envforge.core.errors import InputError
+from envforge.env.fingerprint import fingerprint_of
+from envforge.recipe.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
 from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport, check_levels
 from envforge.verify.inventory import read_env_lock
@@ -57,7 +57,7 @@ def _generation(sp: Path) -> Mapping[str, Any]:
         not JSON; the message names the file, the hint how to rebuild.
     """
     from envforge.patching.manifest import rebuild_hint
-    from envforge.textfile import SMALL_LIMIT, parse_json, read_state
+    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 
     path = sp / ".envforge" / "generation.json"
     try:
@@ -82,7 +82,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     """Verify ``env`` at ``options.levels``; every finding at once.
 
     :raises InputError: unknown level, or the environment has no recorded lock (exit 2).
-    :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
+    :raises envforge.core.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
     check_levels(options.levels or ())
     import time
@@ -194,7 +194,7 @@ def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str
     """
     if project is None or not gen.get("recipe"):
         return {}
-    from envforge.recipe import load_recipe
+    from envforge.recipe.model import load_recipe
 
     try:
         path = project.recipe_path(str(gen["recipe"]))

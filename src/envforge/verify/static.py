@@ -14,9 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envforge.errors import EnvforgeError, InputError
-from envforge.fingerprint import file_digest
-from envforge.probe import run_probe
+from envforge.core.errors import EnvforgeError, InputError
+from envforge.env.fingerprint import file_digest
+from envforge.core.probe import run_probe
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.records import (
@@ -85,10 +85,10 @@ def run_static(inp: StaticInputs) -> StaticResult:
 
     The probes in the environment's interpreter (env profile reach, marker environment) run in a
     thread while the file checks run here, so the wall time is the longer of the two. The threads run
-    in a copy of the caller's context, so a :func:`envforge.probe.deadline` around this call holds
+    in a copy of the caller's context, so a :func:`envforge.core.probe.deadline` around this call holds
     for them too.
 
-    :raises envforge.probe.ProbeError: the environment's interpreter cannot run (exit 3).
+    :raises envforge.core.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
     from concurrent.futures import ThreadPoolExecutor
     from contextvars import copy_context
@@ -134,7 +134,7 @@ def _recover_interrupted(sp: Path, c: _Collector) -> None:
     if not (sp / STATE / "patch-intent.json").exists():
         return
     from envforge import patching
-    from envforge.locking import environment_lock_path, exclusive
+    from envforge.core.mutex import environment_lock_path, exclusive
 
     try:
         with exclusive(environment_lock_path(sp)):
@@ -147,7 +147,7 @@ def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
     """envprofile's spawn-child check with the profile variables removed from the caller's env."""
     if not expected:
         return None
-    from envforge.envprofile import check_reach
+    from envforge.env.profile import check_reach
 
     caller = {k: v for k, v in (inp.base_env or {}).items() if k not in expected}
     return check_reach(inp.python, expected, caller_env=caller)
@@ -175,7 +175,7 @@ def _venv_version(python: Path) -> str | None:
 def _stale(inp: StaticInputs, c: _Collector) -> None:
     """The env's lock copy and the project's lock are both what ``envforge lock`` wrote
     (``packages-digest``), the project's lock exists, and the env was built from it."""
-    from envforge.lock import integrity_problems, read_lock
+    from envforge.lock.resolve import integrity_problems, read_lock
 
     fix = "regenerate the lock with `envforge lock` (review the diff), then rebuild with `envforge build`"
     found = [Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)
@@ -206,7 +206,7 @@ def _stale(inp: StaticInputs, c: _Collector) -> None:
 
 def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:
     """The lock's platform (``[tool.envforge] inputs.platform``) cannot run on this machine (B27)."""
-    from envforge.platforms import host_problem, platform_problem
+    from envforge.recipe.platforms import host_problem, platform_problem
 
     plat = inp.lock.envforge.get("inputs", {}).get("platform")
     if not isinstance(plat, str):
@@ -248,7 +248,7 @@ def _manifest_json(path: Path) -> list[PatchedFile]:
 
     :raises InputError: not a regular file, larger than 64 MiB, or not JSON (the message names it).
     """
-    from envforge.textfile import parse_json, read_state
+    from envforge.core.textfile import parse_json, read_state
 
     try:
         raw = read_state(path, what="patch manifest", hint="rebuild the environment with `envforge build`")
@@ -272,7 +272,6 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
         c.skip("patch-states", f"no patchsets directory ({inp.patchsets_dir})")
         return
     from envforge import patching
-
     ids = [p["id"] for p in wanted]
     found: list[Finding] = []
     try:
@@ -303,7 +302,7 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
 def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[str]:
     """An ``editable-install`` finding per distribution a locked patchset targets that is installed
     editable (B21); returns the ids of those patchsets (their operations are not judged one by one)."""
-    from envforge.editable import editable_install
+    from envforge.installed.editable import editable_install
     from envforge.patching.engine import editable_message
 
     ids: set[str] = set()
@@ -322,7 +321,7 @@ def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[s
 
 def installed_profile(sp: Path) -> Mapping[str, Any] | None:
     """The installed env profile record (``.envforge/env-profile.json``) as a mapping, or None."""
-    from envforge.envprofile import read_installed
+    from envforge.env.profile import read_installed
 
     record = read_installed(sp)
     return record.as_dict() if record is not None else None
@@ -336,7 +335,7 @@ def _expected_env(lock: EnvLock, profile: Mapping[str, Any] | None) -> dict[str,
 
 def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str],
              reach: Any, c: _Collector) -> None:
-    from envforge.envprofile import installed_problems
+    from envforge.env.profile import installed_problems
 
     if not expected:
         c.skip("env-profile", "the lock sets no env profile variables")
@@ -364,7 +363,7 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
 def _misread(env: Mapping[str, str]) -> list[Finding]:
     """A profile variable NCCL, CUDA or the process would misread, or one read at process start
     that the hook sets for children only (B19, B31): reaching the child is not enough."""
-    from envforge.envprofile import profile_problems
+    from envforge.env.profile import profile_problems
 
     out = []
     for line in profile_problems(env):

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 from packaging.markers import Marker
 from packaging.version import InvalidVersion, Version
 
-from envforge.cuda import cuda_major, cuda_mismatches
+from envforge.recipe.cuda import cuda_major, cuda_mismatches
 from envforge.verify.findings import Finding
 from envforge.verify.inventory import EnvLock, Installed, LockedPackage, direct_url
 from envforge.verify.records import read_record
@@ -35,7 +35,7 @@ _FIX_RELOCK = "rebuild the environment from its lock: `envforge build`"
 
 
 def cuda_major_of(name: str, version: str) -> int | None:
-    """The CUDA major a distribution is built for, or None (the curated map of :mod:`envforge.cuda`)."""
+    """The CUDA major a distribution is built for, or None (the curated map of :mod:`envforge.recipe.cuda`)."""
     found = cuda_major(name, version)
     return found[0] if found else None
 
@@ -186,7 +186,7 @@ def _public(version: str) -> str:
 
 
 def check_cuda_major(installed: Iterable[Installed], cuda: str) -> list[Finding]:
-    """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03; :mod:`envforge.cuda`)."""
+    """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03; :mod:`envforge.recipe.cuda`)."""
     want = int(cuda.split(".")[0])
     return [Finding(
         "cuda-major-mismatch", f"{m.name} {m.version}", f"CUDA {want} wheels (variant cuda {cuda})",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 A = "https://packages.example.com/rhai/3.5/cuda13.0/simple"
 B = "https://packages.example.com/rhai/3.6/cuda13.0/simple"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 SRC = HERE / "sources"
 RECIPE = "kimi-k25-sm120"
 

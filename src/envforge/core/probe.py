@@ -1,0 +1,128 @@
+"""The probe runner: the only code that starts an environment's own interpreter.
+
+A probe is a small Python script run by the target environment's interpreter; it prints one JSON
+object as the last line of its standard output. The runner starts it in its own process group
+(:func:`envforge.core.lifeline.spawned`), enforces a hard timeout, and on timeout kills the whole group so
+no child (an NCCL worker, a spawned process) is left behind (field case B12); the lifeline kills the
+group too when the runner's own process dies first (SIGKILL, a fleet agent stopped by Ray).
+
+A caller with a time limit of its own (a fleet node's verify, which its driver stops at ``--timeout``)
+wraps its work in :func:`envforge.core.deadline.deadline` (also importable from here): every probe started
+inside ends by then, so the caller answers before its own limit, and stopping the caller from outside
+never orphans a probe's process group.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.core.deadline import cut, deadline
+from envforge.core.errors import ExternalToolError
+from envforge.core.lifeline import kill_group, spawned
+
+__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe"]
+
+_TAIL_LINES = 20
+
+
+class ProbeError(ExternalToolError):
+    """The probe could not start, exited non-zero, or printed no JSON (exit 3)."""
+
+
+class ProbeTimeout(ProbeError):
+    """The probe ran past its timeout (or its caller's :func:`envforge.core.deadline.deadline`, then
+    ``deadline_s`` is set); its whole process group was killed."""
+
+
+def _deadline_timeout(limit: float, argv: Sequence[str], pid: int | None = None, stderr: str = "") -> ProbeTimeout:
+    what = "was not started" if pid is None else f"was killed (process group {pid})"
+    exc = ProbeTimeout(f"probe ran past its caller's {limit:.3g} s limit and {what}", tool="python",
+                       argv=list(argv[:2]) + ["<probe>"], returncode=None, stderr_tail=_tail(stderr))
+    exc.deadline_s = limit
+    return exc
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What a probe printed: ``data`` is the parsed JSON of its last stdout line; ``elapsed_s`` seconds."""
+
+    data: Any
+    stderr: str
+    elapsed_s: float
+
+
+def env_python(env: Path) -> Path:
+    """The interpreter of a virtual environment (``<env>/bin/python``); ``env`` may be a symlink."""
+    return env / "bin" / "python"
+
+
+def _tail(text: str) -> str:
+    return "\n".join(text.strip().splitlines()[-_TAIL_LINES:])
+
+
+def run_probe(
+    python: Path,
+    script: str,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+    interpreter_flags: Sequence[str] = (),
+    clock: Any = None,
+) -> ProbeResult:
+    """Run ``script`` (Python source) with ``python`` and parse the JSON object it prints last.
+
+    :param python: the environment's interpreter.
+    :param args: extra ``sys.argv`` entries for the script.
+    :param env: the full environment for the child (default: inherit this process's).
+    :param timeout_s: hard limit in seconds; on expiry the process group is killed. Inside a
+        :func:`envforge.core.deadline.deadline` block, cut to what is left of it.
+    :param interpreter_flags: flags before ``-c`` (e.g. ``["-I"]``, ``["-S"]``).
+    :param clock: a ``time.monotonic``-like callable (injected for tests); default ``time.monotonic``.
+    :raises ProbeTimeout: ran past ``timeout_s`` or the caller's deadline (``deadline_s`` set; raised
+        without starting the probe when nothing is left of it).
+    :raises ProbeError: could not start, non-zero exit, or no JSON on the last stdout line.
+    """
+    now = clock or time.monotonic
+    argv = [str(python), *interpreter_flags, "-c", script, *args]
+    limit = cut(timeout_s)
+    if limit.limit_s is not None and limit.expired:
+        raise _deadline_timeout(limit.limit_s, argv)
+    start = now()
+    try:
+        # Under the lifeline: the group is killed when the block ends (nothing left behind, even
+        # children that outlived the probe), and when this process dies before that.
+        with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=dict(env) if env is not None else None) as proc:
+            try:
+                out, err = proc.communicate(timeout=limit.timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                out, err = proc.communicate()
+                if limit.limit_s is not None:
+                    raise _deadline_timeout(limit.limit_s, argv, proc.pid, err) from None
+                raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
+                                   f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
+                                   stderr_tail=_tail(err)) from None
+    except OSError as exc:
+        raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
+                         returncode=None, hint="is the environment built? run `envforge build`") from None
+    elapsed = now() - start
+    if proc.returncode != 0:
+        raise ProbeError(f"probe exited with status {proc.returncode}", tool="python",
+                         argv=argv[:2] + ["<probe>"], returncode=proc.returncode, stderr_tail=_tail(err))
+    lines = out.strip().splitlines()
+    try:
+        data = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        data = None
+    if data is None:
+        raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],
+                         returncode=proc.returncode, stderr_tail=_tail(out + "\n" + err))
+    return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)

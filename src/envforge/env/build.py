@@ -1,0 +1,555 @@
+"""``envforge build`` and ``envforge rollback``: environments as generations behind a symlink.
+
+``envs/<recipe>-<variant>`` is a relative symlink to ``envs/.generations/<recipe>-<variant>/gNNNN``.
+A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with its hashes, patches,
+env profile hook, manifest) and flips the link with one ``os.replace`` only after every step
+succeeded (docs/design.md, decision 3). A failed or killed build never touches the live
+generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
+SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``.
+Builds never delete old generations (``gc``, :mod:`envforge.env.inventory`, does, when asked). Every
+build writes its log to ``gNNNN.log`` beside its directory. ``rollback`` flips back to the
+previous complete generation, or to any one (``to``).
+
+Plan first, then execute: :func:`plan_build` is pure (no writes), :func:`execute_build` does it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import unquote
+
+from envforge.env.layout import STATE_DIR, site_packages
+from envforge.core.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
+from envforge.installed.distributions import find_distribution
+from envforge.uv.interpreter import Interpreter
+from envforge.recipe.project import Project
+from envforge.recipe.model import ResolvedVariant
+from envforge.uv.run import run_uv
+
+__all__ = [
+    "BuildError",
+    "BuildPlan",
+    "BuildResult",
+    "RollbackResult",
+    "StepResult",
+    "current_generation",
+    "exclusive_generations",
+    "execute_build",
+    "generations",
+    "plan_build",
+    "rollback",
+]
+
+_GEN = re.compile(r"^g(\d{4,})$")
+Progress = Callable[[str], None]
+
+
+class BuildError(EnvforgeError):
+    """A build step failed; the live environment is unchanged. Exit code is the cause's."""
+
+    def __init__(self, step: str, cause: EnvforgeError, generation: Path, log: Path | None = None) -> None:
+        super().__init__(f"build failed at step '{step}': {cause.message}\n"
+                         f"  the live environment was not changed; the failed generation was removed "
+                         f"({generation.name})" + (f"\n  full log: {log}" if log is not None else ""),
+                         hint=cause.hint)
+        self.log = log
+        self.exit_code = cause.exit_code
+        self.step = step
+        self.cause = cause
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        tail = getattr(self.cause, "stderr_tail", "")
+        return base + ("\n  uv said:\n" + "\n".join("    " + ln for ln in tail.splitlines()) if tail else "")
+
+
+@dataclass(frozen=True, slots=True)
+class BuildPlan:
+    """What a build will do: the link, the new generation directory, the lock, the interpreter."""
+
+    variant: ResolvedVariant
+    link: Path
+    generation: Path
+    lock: Path
+    python: Interpreter
+    patchsets_dir: Path
+    find_links: tuple[Path, ...] = ()
+    offline: bool = False
+    env_mode: str = "pth"
+
+    def describe(self) -> list[str]:
+        """Human lines for ``--dry-run``."""
+        return [
+            f"environment  {self.link} -> {self.generation.relative_to(self.link.parent)}",
+            f"python       {self.python.path} ({self.python.version}, via {self.python.source})",
+            f"lock         {self.lock}",
+            f"install      uv pip sync (hashes from the lock){' offline from ' + ', '.join(map(str, self.find_links)) if self.offline else ''}",
+            f"patchsets    {', '.join(self.variant.patchsets) or 'none'}",
+            f"env profile  {self.variant.env_profile or 'none'} ({len(self.variant.env)} variables)",
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One build step: ``name``, wall time in seconds, and a one-line ``detail``."""
+
+    name: str
+    seconds: float
+    detail: str
+
+    def line(self) -> str:
+        """``  sync            0.3 s  2 distributions from ...`` (the build's progress line)."""
+        return f"  {self.name:<12} {self.seconds:6.1f} s  {self.detail}"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A finished build: the live link, the generation it points to, the steps, patch states."""
+
+    link: Path
+    generation: Path
+    steps: tuple[StepResult, ...]
+    patch_states: tuple[tuple[str, str, str], ...] = field(default=())  # (patchset, file, state)
+    notes: tuple[str, ...] = field(default=())  # things the user must know, e.g. B04 disagreements
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """``rollback``: the link and the generations it pointed to before and after."""
+
+    link: Path
+    previous: Path
+    current: Path
+
+
+def _gen_root(project: Project, name: str) -> Path:
+    return project.envs_dir / ".generations" / name
+
+
+def generations(project: Project, name: str) -> list[Path]:
+    """Complete generations of environment ``name``, oldest first (``gNNNN`` with a manifest)."""
+    root = _gen_root(project, name)
+    if not root.is_dir():
+        return []
+    gens = [d for d in root.iterdir() if _GEN.match(d.name)]
+    done = [d for d in gens if _generation_file(d) is not None]
+    return sorted(done, key=lambda d: int(d.name[1:]))
+
+
+def _generation_file(gen: Path) -> Path | None:
+    found = list(gen.glob(f"lib/python3*/site-packages/{STATE_DIR}/generation.json"))
+    return found[0] if found else None
+
+
+def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
+               find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth") -> BuildPlan:
+    """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
+
+    :raises InputError: the lock does not exist (run ``envforge lock`` first).
+    :raises envforge.lock.resolve.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
+        or edited entry, cut short, no ``[tool.envforge]``, a recipe package missing): never a
+        smaller environment.
+    :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.
+    """
+    from envforge.lock.resolve import guard_lock
+
+    lock = project.lock_path(variant.lock_name)
+    if not lock.is_file():
+        raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
+                         hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
+    guard_lock(lock, variant, find_links)
+    _check_machine(lock, python, variant)
+    _check_profile(lock, variant)
+    root = _gen_root(project, variant.lock_name)
+    numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
+    gen = root / f"g{max(numbers, default=0) + 1:04d}"
+    return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
+                     project.patchsets_dir, tuple(find_links), offline, env_mode)
+
+
+def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
+    """Refuse, before anything is written, to install an env profile the lock does not record.
+
+    A generation keeps a copy of its lock, and verify, ``env show`` and ``apply-patches`` hold the
+    environment to the profile recorded there (``[tool.envforge] env-profile`` and ``env``). A
+    recipe profile edited since the lock, or ``--env-profile`` naming another profile, would give
+    a generation that fails verify at once, and verify's fix (build again) would do it again.
+
+    :raises InputError: the profile name or a variable differs; each difference is named.
+    """
+    from envforge.lock.resolve import read_lock
+
+    tool = read_lock(lock).envforge
+    locked_env = tool.get("env", {}) if isinstance(tool.get("env", {}), Mapping) else {}
+    diffs = []
+    if tool.get("env-profile") != variant.env_profile:
+        diffs.append(f"env-profile: locked {tool.get('env-profile')!r}, building {variant.env_profile!r}")
+    for name in sorted(set(locked_env) | set(variant.env)):
+        if locked_env.get(name) != variant.env.get(name):
+            diffs.append(f"env.{name}: locked {_shown(name, locked_env.get(name))}, "
+                         f"building {_shown(name, variant.env.get(name))}")
+    if diffs:
+        raise InputError(f"{lock}: the env profile to install is not the one the lock records:\n"
+                         + "\n".join(f"  {d}" for d in diffs),
+                         hint=f"record it first: `envforge lock {variant.recipe} --variant {variant.variant}"
+                              + (f" --env-profile {variant.env_profile}`" if variant.env_profile else "`")
+                              + " (or `envforge up`, which locks then builds)")
+
+
+def _shown(name: str, value: object) -> str:
+    from envforge.recipe.envvars import secret_problem
+
+    if value is None:
+        return "(absent)"
+    return "<redacted>" if secret_problem(name, str(value)) else repr(value)
+
+
+def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | None = None) -> None:
+    """Refuse, before anything is written, a lock made for another platform or Python (B27).
+
+    :raises InputError: the lock's platform (``[tool.envforge] inputs.platform``) cannot run here
+        (another architecture or OS, or a newer glibc than this machine's), or its Python
+        (``inputs.python``) is not the interpreter's: named a stale lock where the recipe's
+        ``python`` (``variant``) changed since the lock, else a missing interpreter.
+    """
+    from envforge.lock.resolve import read_lock
+    from envforge.recipe.platforms import host_problem, platform_problem
+
+    inputs = read_lock(lock).envforge.get("inputs", {})
+    plat, want_py = inputs.get("platform"), inputs.get("python")
+    if isinstance(plat, str):
+        why = platform_problem(plat) or host_problem(plat)
+        if why is not None:
+            raise InputError(f"{lock}: cannot build here: {why}",
+                             hint="build this lock on a machine of its platform; lock another variant "
+                                  "for this machine (a variant's `platform` key)")
+    if isinstance(want_py, str) and not (python.version == want_py or python.version.startswith(want_py + ".")):
+        if variant is not None and variant.python != want_py:  # the recipe moved on: the lock is stale
+            raise InputError(f"{lock}: the lock is for Python {want_py}, the recipe now asks for {variant.python}: "
+                             "the lock is stale",
+                             hint=f"relock: `envforge lock {variant.recipe} --variant {variant.variant}` "
+                                  "(with `--check` it shows what changed)")
+        raise InputError(f"{lock}: the lock is for Python {want_py}, the interpreter found is "
+                         f"{python.version} ({python.path})",
+                         hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python")
+
+
+@contextmanager
+def exclusive_generations(root: Path) -> Iterator[None]:
+    """Hold the build lock of one environment's generations directory (``root/.lock``, flock).
+
+    :raises InputError: another build (or ``gc``, ``rollback``) of it holds the lock.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another envforge build of {root.name} is running (lock {root / '.lock'})") from None
+        yield
+
+
+def _remove_incomplete(root: Path, keep: Path) -> None:
+    for d in root.iterdir():
+        if _GEN.match(d.name) and d != keep and _generation_file(d) is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
+    """A copy of ``lock`` whose wheel and sdist entries point (``path``) at files in the wheelhouses."""
+    import tomlkit
+
+    doc = tomlkit.parse(lock.read_text())
+    files = {p.name: p.resolve() for d in find_links for p in d.iterdir() if p.is_file()}
+    for pkg in doc.get("packages", []):
+        entries = list(pkg.get("wheels", [])) + ([pkg["sdist"]] if "sdist" in pkg else [])
+        for entry in entries:
+            fname = unquote(Path(str(entry.get("url") or entry.get("path", ""))).name)
+            if fname in files:
+                entry.pop("url", None)
+                entry["path"] = str(files[fname])
+    out = dest / "pylock.offline.toml"
+    out.write_text(tomlkit.dumps(doc))
+    return out
+
+
+def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None = None) -> str:
+    """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
+    recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
+    the recorded ``build-constraints`` (B28)."""
+    from envforge.lock.resolve import guard_lock
+
+    python = plan.generation / "bin" / "python"
+    lock = plan.lock
+    locked = guard_lock(plan.lock, plan.variant, plan.find_links)  # again: the file may have changed since the plan
+    tool = locked.envforge
+    args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
+    if not tool.get("build-from-source"):
+        args.append("--no-build")
+    if tool.get("build-constraints"):
+        constraints = plan.generation / "build-constraints.txt"
+        constraints.write_text("".join(f"{c}\n" for c in tool["build-constraints"]))
+        args += ["--build-constraints", str(constraints)]
+    if plan.offline:
+        lock = _offline_lock(plan.lock, plan.find_links, plan.generation)
+        args += ["--offline"] + [a for d in plan.find_links for a in ("--find-links", str(d.resolve()))]
+    else:
+        args += _index_args(tool)
+    run_uv([*args, str(lock)], progress=progress, terminal=terminal)
+    count = len(locked.packages)
+    return f"{count} distributions from {plan.lock.name}"
+
+
+def _index_args(tool: Mapping[str, Any]) -> list[str]:
+    """``--index NAME=URL`` for each index the lock records: the lock's file URLs already say where
+    each file comes from, but uv attaches a private index's credentials (``UV_INDEX_<NAME>_USERNAME``
+    / ``_PASSWORD``, which envforge never writes anywhere) only to the indexes it is told about."""
+    out: list[str] = []
+    for idx in tool.get("indexes", []):
+        if isinstance(idx, Mapping) and isinstance(idx.get("name"), str) and isinstance(idx.get("url"), str):
+            out += ["--index", f"{idx['name']}={idx['url']}"]
+    return out
+
+
+def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
+    """Installed distributions whose METADATA version lacks the lock's local label (field case B04).
+
+    sgl-kernel cu130 wheels were named ``...+cu130-...whl`` while their METADATA said the plain
+    version (sglang issues 14327, 20953). uv installs them; envforge reports it, never silently.
+    Only locked versions with a local label can disagree this way, so only those are read.
+    Returns one line per disagreement naming both strings and the index.
+    """
+    from envforge.lock.resolve import read_lock
+
+    out = []
+    for entry in read_lock(lock).packages:
+        want = entry.version or ""
+        dist = find_distribution(sp, entry.name) if "+" in want else None
+        got = dist.version if dist is not None else None
+        if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
+            out.append(f"{entry.name}: the lock and the wheel file name say {want} (index "
+                       f"{entry.index or 'unknown'}), its installed METADATA says {got} (field case B04)")
+    return out
+
+
+def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], ...]]:
+    if not plan.variant.patchsets:
+        return "no patchsets", ()
+    from envforge import patching
+    from envforge.patching.memo import default_result_cache
+
+    sets = patching.load_patchsets(plan.patchsets_dir, plan.variant.patchsets)
+    # Only the patched files leave uv's cache: apply replaces them (temp file + os.replace, B09),
+    # every other file stays a hardlink (verify names them). Results come from the patch cache.
+    report = patching.apply(sp, sets, cache=default_result_cache())
+    states = tuple((r.patchset, r.file, r.state) for r in report.results)
+    if not report.ok:
+        raise CheckFailed("patchsets could not be applied:\n" + "\n".join("  " + e for e in report.errors),
+                          hint="see `envforge apply-patches --dry-run` on the environment for details")
+    counts: dict[str, int] = {}
+    for _, _, state in states:
+        counts[state] = counts.get(state, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items())), states
+
+
+def _profile(plan: BuildPlan, sp: Path) -> str:
+    if not plan.variant.env and plan.variant.env_profile is None:
+        return "no env profile"
+    from envforge.env import profile as envprofile
+    envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
+                       python=plan.generation / "bin" / "python")
+    hook = ".pth hook" if plan.env_mode == "pth" else "sitecustomize block"
+    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables ({hook})"
+
+
+def _manifest(plan: BuildPlan, sp: Path) -> str:
+    state = sp / STATE_DIR
+    state.mkdir(exist_ok=True)
+    shutil.copyfile(plan.lock, state / "pylock.toml")
+    import hashlib
+
+    record = {
+        "schema": 1, "recipe": plan.variant.recipe, "variant": plan.variant.variant,
+        "lock": str(plan.lock), "lock-digest": "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest(),
+        "generation": plan.generation.name, "python": plan.python.version,
+        "env-profile": plan.variant.env_profile,
+    }
+    tmp = state / "generation.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, state / "generation.json")
+    return f"{STATE_DIR}/generation.json"
+
+
+def _flip(link: Path, target: Path) -> None:
+    tmp = link.with_name(f".{link.name}.new-link")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(target, link.parent), tmp)
+    os.replace(tmp, link)  # atomic on POSIX: the link is either the old or the new generation
+
+
+def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
+                  clock: Callable[[], float] = time.monotonic, terminal: Progress | None = None) -> BuildResult:
+    """Run the plan: venv, sync, patches, env profile, manifest, then flip the link.
+
+    Every line (steps, uv's output) also goes to the build log ``<generation>.log`` beside the
+    generation directory. With ``terminal`` (the caller's stderr is a terminal), uv draws its own
+    progress bars (bytes, packages) there instead of plain lines (:func:`envforge.uv.run.run_uv`).
+
+    :raises BuildError: a step failed (its name, the cause and its hint); the new generation is
+        removed and the live one is untouched. Exit code is the cause's (3 for uv, 1 for drifted
+        patches, 2 for bad input).
+    """
+    root = plan.generation.parent
+    with exclusive_generations(root):
+        _remove_incomplete(root, keep=plan.generation)
+        log_path = root / f"{plan.generation.name}.log"
+        with open(log_path, "w", encoding="utf-8") as log:
+            return _execute(plan, log_path, log, progress, clock, terminal)
+
+
+def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,
+             clock: Callable[[], float], terminal: Progress | None) -> BuildResult:
+    """The body of :func:`execute_build`, under its lock; every line also goes to the build log."""
+    def say(line: str, *, log_only: bool = False) -> None:
+        log.write(line + "\n")
+        log.flush()
+        if progress is not None and not log_only:
+            progress(line)
+
+    say(f"build {plan.link.name} ({plan.generation.name}) from {plan.lock}", log_only=True)
+    if plan.generation.exists():  # planned before another build took this number
+        raise InputError(f"{plan.generation} already exists: the plan is stale", hint="plan the build again")
+    if plan.link.exists() and not plan.link.is_symlink():
+        raise InputError(f"{plan.link} exists and is not an envforge environment link",
+                         hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink")
+    steps: list[StepResult] = []
+    patch_states: tuple[tuple[str, str, str], ...] = ()
+    step = "venv"
+    try:
+        t = clock()
+        run_uv(["venv", "--quiet", "--no-config", "--python", str(plan.python.path), str(plan.generation)])
+        steps.append(StepResult("venv", clock() - t, f"python {plan.python.version}"))
+        say(steps[-1].line())
+        sp = site_packages(plan.generation)
+        sync_lines: Progress = (lambda line: say(line, log_only=True)) if terminal is not None else say
+        for step, fn in (("sync", lambda: _sync(plan, sync_lines, terminal)),
+                         ("patches", lambda: _patch(plan, sp)),
+                         ("env-profile", lambda: _profile(plan, sp)),
+                         ("manifest", lambda: _manifest(plan, sp))):
+            t = clock()
+            detail = fn()
+            if isinstance(detail, tuple):
+                detail, patch_states = detail
+            steps.append(StepResult(step, clock() - t, detail))
+            say(steps[-1].line())
+        notes = tuple(metadata_disagreements(sp, plan.lock))
+        step = "flip"
+        plan.link.parent.mkdir(parents=True, exist_ok=True)
+        _flip(plan.link, plan.generation)
+    except (EnvforgeError, OSError) as exc:
+        shutil.rmtree(plan.generation, ignore_errors=True)
+        cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
+        err = BuildError(step, cause, plan.generation, log_path)
+        say(f"error: {err}", log_only=True)
+        raise err from None
+    except BaseException as exc:  # Ctrl-C, SIGTERM, SIGHUP: no half-built generation stays
+        shutil.rmtree(plan.generation, ignore_errors=True)
+        note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
+                f"environment was not changed, the half-built generation was removed; full log: {log_path}")
+        say(f"stopped {note}", log_only=True)
+        exc.add_note(note)
+        raise
+    say(f"{plan.link.name} -> {plan.generation.name}", log_only=True)
+    return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
+
+
+def _os_error(exc: OSError) -> EnvforgeError:
+    err = EnvforgeError(f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}")
+    err.exit_code = EXIT_TOOL_FAILED
+    return err
+
+
+def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:
+    """Point ``envs/<name>`` at the complete generation before the live one, or at generation
+    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again).
+
+    :raises InputError: no such environment, no earlier generation, or ``to`` names no complete
+        generation (the message lists the ones there are).
+    """
+    link = project.env_path(name)
+    if not link.is_symlink():
+        raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
+    with exclusive_generations(_gen_root(project, name)):
+        live = (link.parent / os.readlink(link)).resolve()
+        done = generations(project, name)
+        if to is not None:
+            target = _named_generation(name, done, to)
+        else:
+            earlier = [g for g in done if int(g.name[1:]) < int(live.name[1:])]
+            if not earlier:
+                raise InputError(f"{name} has no generation before {live.name} to roll back to",
+                                 hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
+            target = earlier[-1]
+        _flip(link, target)
+    return RollbackResult(link, live, target)
+
+
+def _named_generation(name: str, done: Sequence[Path], to: str) -> Path:
+    number = to[1:] if to[:1] in ("g", "G") else to
+    found = [g for g in done if number.isdigit() and int(g.name[1:]) == int(number)]
+    if not found:
+        have = ", ".join(g.name for g in done) or "none"
+        raise InputError(f"{name} has no complete generation {to!r} (generations: {have})",
+                         hint="`envforge envs` lists every environment's generations")
+    return found[0]
+
+
+def current_generation(plan: BuildPlan) -> Path | None:
+    """The live generation when it was built from exactly the plan's lock (same sha256), else None.
+
+    The lock records the patchset digests and the env profile, so the same lock bytes mean the
+    same packages, patches and profile: ``envforge up`` then verifies instead of rebuilding.
+
+    :raises InputError: the live generation's ``generation.json`` is damaged (:func:`describe_generation`).
+    """
+    import hashlib
+
+    if not plan.link.is_symlink():
+        return None
+    live = (plan.link.parent / os.readlink(plan.link)).resolve()
+    v = plan.variant
+    record = describe_generation(live, hint=f"build a new generation: `envforge up {v.recipe} --variant "
+                                            f"{v.variant} --rebuild` ({live.name} stays for rollback)")
+    digest = "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest()
+    return live if record.get("lock-digest") == digest else None
+
+
+def describe_generation(gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
+                        ) -> Mapping[str, Any]:
+    """The ``generation.json`` of a generation directory ({} when missing).
+
+    :param hint: the next step an error gives.
+    :raises InputError: the record is not a regular file (a FIFO, a device, a directory), larger
+        than 1 MiB, or not JSON; the message names it.
+    """
+    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+
+    f = _generation_file(gen)
+    if f is None:
+        return {}
+    try:
+        data: Any = parse_json(read_state(f, what="generation record", limit=SMALL_LIMIT, hint=hint), label=str(f))
+    except FileNotFoundError:  # removed since the glob
+        return {}
+    return data if isinstance(data, Mapping) else {}

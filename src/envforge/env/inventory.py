@@ -1,0 +1,249 @@
+"""What is on disk under ``envs/``: every environment, its generations, which one is live, and
+explicit garbage collection (``envforge envs``, ``envforge gc``).
+
+A generation is *complete* when its ``.envforge/generation.json`` exists (build writes it last,
+just before the link flip); a generation directory without it is what a killed build left behind
+(*incomplete*: never live, never listed as a generation to roll back to, removed by ``gc`` and by
+the next build). Nothing is pruned silently: ``gc`` removes what it is told to and reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.core.errors import InputError
+from envforge.recipe.project import Project
+from envforge.core.textfile import SMALL_LIMIT, read_state
+
+__all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
+           "list_environments"]
+
+_GEN = re.compile(r"^g(\d{4,})$")
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationInfo:
+    """One generation directory.
+
+    :ivar name: ``g0001``...
+    :ivar complete: has its manifest (``generation.json``); False for a killed build's leftovers.
+    :ivar live: the environment link points at it.
+    :ivar recipe, variant, lock_digest: from ``generation.json`` (None when incomplete).
+    :ivar size_bytes: allocated bytes under the directory, each inode counted once (``own_bytes +
+        shared_bytes``).
+    :ivar own_bytes: bytes of inodes every link of which lies inside this generation: what removing
+        it frees.
+    :ivar shared_bytes: bytes of files hardlinked from elsewhere too (uv's cache, another
+        generation); removing the generation does not free them.
+    :ivar built_at: POSIX time the manifest was written (the directory's mtime when incomplete).
+    :ivar log: the build log (``<name>.log`` beside the directory), or None.
+    """
+
+    name: str
+    path: Path
+    complete: bool
+    live: bool
+    recipe: str | None
+    variant: str | None
+    lock_digest: str | None
+    size_bytes: int
+    own_bytes: int
+    shared_bytes: int
+    built_at: float
+    log: Path | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON shape of ``envforge envs --json`` (docs/cli.md)."""
+        return {"name": self.name, "path": str(self.path), "complete": self.complete, "live": self.live,
+                "recipe": self.recipe, "variant": self.variant, "lock_digest": self.lock_digest,
+                "size_bytes": self.size_bytes, "own_bytes": self.own_bytes, "shared_bytes": self.shared_bytes,
+                "built_at": round(self.built_at, 3),
+                "log": None if self.log is None else str(self.log)}
+
+
+@dataclass(frozen=True, slots=True)
+class EnvInfo:
+    """One environment: ``envs/<name>`` and its generations, oldest first.
+
+    :ivar live: the generation the link points at, or None (no link, or a dangling one).
+    """
+
+    name: str
+    link: Path
+    live: str | None
+    generations: tuple[GenerationInfo, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON shape of ``envforge envs --json``."""
+        return {"name": self.name, "link": str(self.link), "live": self.live,
+                "generations": [g.as_dict() for g in self.generations]}
+
+
+@dataclass(frozen=True, slots=True)
+class GcResult:
+    """``gc``: what was removed (``(env, generation, own bytes, shared bytes)``, as in
+    :class:`GenerationInfo`), what was kept, and the bytes
+    actually freed: files of the removed generations none of whose links survive elsewhere (a file
+    hardlinked into uv's cache or a kept generation stays on disk and is not counted)."""
+
+    removed: tuple[tuple[str, str, int, int], ...]
+    kept: tuple[tuple[str, str], ...]
+    freed_bytes: int
+
+
+def _generation_file(gen: Path) -> Path | None:
+    found = sorted(gen.glob("lib/python3*/site-packages/.envforge/generation.json"))
+    return found[0] if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """Allocated bytes (``st_blocks * 512``) under some directories, each inode counted once.
+
+    :ivar own_bytes: inodes all of whose links (``st_nlink``) were seen under those directories,
+        plus directories and symlinks: what removing them frees.
+    :ivar shared_bytes: files with links elsewhere too (builds hardlink files from uv's cache);
+        they stay on disk when the directories are removed.
+    """
+
+    own_bytes: int
+    shared_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.own_bytes + self.shared_bytes
+
+
+def disk_usage(*paths: Path) -> DiskUsage:
+    """Own and shared allocated bytes under ``paths`` together, symlinks not followed.
+
+    A regular file's inode is *own* when the walk saw as many links to it as its ``st_nlink``,
+    i.e. no path outside ``paths`` keeps it alive; unreadable entries are skipped.
+    """
+    seen: dict[tuple[int, int], list[int]] = {}  # inode -> [blocks bytes, nlink, links seen]
+    for root in paths:  # the directories themselves are freed too
+        try:
+            st = root.lstat()
+        except OSError:
+            continue
+        seen[(st.st_dev, st.st_ino)] = [st.st_blocks * 512, 1, 1]
+    stack = list(paths)
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                seen[key][2] += 1
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            links = st.st_nlink if stat.S_ISREG(st.st_mode) else 1
+            seen[key] = [st.st_blocks * 512, links, 1]
+            if is_dir:
+                stack.append(Path(e.path))
+    own = sum(size for size, links, found in seen.values() if found >= links)
+    shared = sum(size for size, links, found in seen.values() if found < links)
+    return DiskUsage(own_bytes=own, shared_bytes=shared)
+
+
+def _generation(gen: Path, live: Path | None) -> GenerationInfo:
+    manifest = _generation_file(gen)
+    record: dict[str, Any] = {}
+    if manifest is not None:
+        try:  # a damaged record (a FIFO, a directory, not JSON) shows as unknown, never blocks the listing
+            found = json.loads(read_state(manifest, what="generation record", limit=SMALL_LIMIT).decode("utf-8"))
+            record = found if isinstance(found, dict) else {}
+        except (OSError, ValueError, RecursionError, InputError):
+            record = {}
+    log = gen.with_name(gen.name + ".log")
+    usage = disk_usage(gen)
+    return GenerationInfo(
+        name=gen.name, path=gen, complete=manifest is not None, live=live is not None and gen == live,
+        recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
+        size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes, built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
+
+
+def _live(link: Path) -> Path | None:
+    if not link.is_symlink():
+        return None
+    target = (link.parent / os.readlink(link)).resolve()
+    return target if target.is_dir() else None
+
+
+def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvInfo, ...]:
+    """Every environment of ``project`` (or only ``names``), sorted by name.
+
+    An environment is a name with a link under ``envs/`` or a directory under
+    ``envs/.generations/``. Reads only.
+
+    :raises InputError: a name in ``names`` has neither.
+    """
+    root = project.envs_dir / ".generations"
+    found = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+    if project.envs_dir.is_dir():
+        found |= {p.name for p in project.envs_dir.iterdir() if p.is_symlink()}
+    for name in names:
+        if name not in found:
+            raise InputError(f"no environment named '{name}' in {project.envs_dir}",
+                             hint=f"environments: {', '.join(sorted(found)) or 'none'}")
+    out = []
+    for name in sorted(names or found):
+        link = project.env_path(name)
+        live = _live(link)
+        gens = sorted((d for d in (root / name).iterdir() if _GEN.match(d.name) and d.is_dir())
+                      if (root / name).is_dir() else [], key=lambda d: int(d.name[1:]))
+        out.append(EnvInfo(name, link, live.name if live is not None else None,
+                           tuple(_generation(g, live) for g in gens)))
+    return tuple(out)
+
+
+def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -> GcResult:
+    """Remove old generations: keep the live one and the ``keep`` newest complete ones per
+    environment; remove every incomplete one (a killed build's leftovers) and their logs.
+
+    Takes each environment's build lock, so a running build is never touched (its environment is
+    then skipped with an error naming the lock).
+
+    :raises InputError: ``keep`` < 1, an unknown name, or a build of that environment is running.
+    """
+    from envforge.env.build import exclusive_generations
+
+    if keep < 1:
+        raise InputError(f"--keep {keep}: keep at least 1 generation (the live one is always kept)")
+    removed: list[tuple[str, str, int, int]] = []
+    kept: list[tuple[str, str]] = []
+    freed = 0
+    for env in list_environments(project, names):
+        root = project.envs_dir / ".generations" / env.name
+        if not root.is_dir():
+            continue
+        with exclusive_generations(root):
+            complete = [g for g in env.generations if g.complete]
+            newest = {g.name for g in complete[-keep:]}
+            doomed = [g for g in env.generations if not (g.live or g.name in newest)]
+            kept += [(env.name, g.name) for g in env.generations if g not in doomed]
+            freed += disk_usage(*(g.path for g in doomed)).own_bytes if doomed else 0  # links among them
+            for g in doomed:
+                shutil.rmtree(g.path, ignore_errors=True)
+                if g.log is not None:
+                    g.log.unlink(missing_ok=True)
+                removed.append((env.name, g.name, g.own_bytes, g.shared_bytes))
+            for orphan in root.glob("g*.log"):  # logs of failed builds, whose generation was removed
+                if _GEN.match(orphan.stem) and not orphan.with_suffix("").exists():
+                    orphan.unlink(missing_ok=True)
+            shutil.rmtree(root / ".trash", ignore_errors=True)  # left by earlier envforge versions
+    return GcResult(tuple(removed), tuple(kept), freed)

@@ -1,0 +1,69 @@
+"""A built environment on disk: its interpreter, site-packages and envforge state directory.
+
+See docs/architecture.md: everything envforge writes inside an environment lives in
+``<site-packages>/.envforge/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from envforge.core.errors import InputError
+from envforge.recipe.project import Project
+
+__all__ = ["STATE_DIR", "Environment", "resolve_environment", "site_packages"]
+
+STATE_DIR = ".envforge"
+
+
+def site_packages(env_dir: Path) -> Path:
+    """The purelib directory of the virtual environment ``env_dir`` (``lib/python3.X/site-packages``).
+
+    :raises InputError: ``env_dir`` is not a virtual environment with exactly one site-packages.
+    """
+    found = sorted(env_dir.glob("lib/python3*/site-packages"))
+    if len(found) != 1:
+        raise InputError(f"{env_dir} is not a virtual environment (no lib/python3.X/site-packages)",
+                         hint="build it with `envforge build RECIPE`, or pass --site-packages DIR")
+    return found[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """A virtual environment: ``path`` as named (may be the ``envs/<name>`` symlink)."""
+
+    path: Path
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def site_packages(self) -> Path:
+        return site_packages(self.path)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.site_packages / STATE_DIR
+
+
+def resolve_environment(project: Project, name_or_path: str | None, default: str) -> Environment:
+    """An environment argument: a path to a venv, or a name under ``envs/`` (default ``default``).
+
+    :raises InputError: no such environment, with the names that exist.
+    """
+    arg = name_or_path or default
+    as_path = Path(arg)
+    if "/" in arg and as_path.exists():
+        return Environment(as_path)
+    candidate = project.env_path(arg)
+    if candidate.exists():
+        return Environment(candidate)
+    if not project.recipes_dir.is_dir() and not project.envs_dir.is_dir():
+        raise InputError(f"{project.root} is not an envforge project (no recipes/ or envs/ directory)",
+                         hint="run from an envforge project, pass --project DIR, or give a path to an environment")
+    known = sorted(p.name for p in project.envs_dir.iterdir() if not p.name.startswith(".")) \
+        if project.envs_dir.is_dir() else []
+    raise InputError(f"no environment '{arg}' in {project.envs_dir}",
+                     hint=f"build it with `envforge build`; existing: {', '.join(known) or 'none'}")

@@ -1,0 +1,1 @@
+"""Jobs that span stages: ``up`` (lock check, build, verify) and adoption of a hand-built environment."""

@@ -1,0 +1,117 @@
+"""The main job, ``envforge up``: lock check, build (or reuse), verify, as one core function.
+
+The CLI parses, calls :func:`run_main_job` and renders the :class:`MainJobResult`; nothing of the
+sequence lives in the CLI, so ``envforge up --json`` carries the same result as the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envforge.env import build
+
+from envforge.lock import resolve as lock
+from envforge.core.errors import EXIT_CHECK_FAILED
+from envforge.recipe.project import Project
+
+if TYPE_CHECKING:
+    from envforge.verify import VerifyOptions
+    from envforge.verify.findings import Finding, VerifyReport
+
+__all__ = ["REBUILD_REPAIRS", "MainJobResult", "repairable", "run_main_job"]
+
+
+#: Finding kinds that mean the live generation's files were damaged after it was built: a fresh
+#: build from the same lock repairs them (others, like ``file-conflict`` or GPU findings, it would not).
+REBUILD_REPAIRS = frozenset({"missing", "unexpected", "version-mismatch", "local-label-mismatch", "missing-file",
+                             "tampered", "hardlinked", "stale-bytecode", "patch-state", "env-profile"})
+
+
+def repairable(finding: Finding) -> bool:
+    """A finding a fresh build from the same lock repairs: its kind is in :data:`REBUILD_REPAIRS`,
+    and it is not about the recipe itself. An ``env-profile`` finding on a variable NCCL or the
+    process would misread (verify ``static._misread``: ``expected`` is "<NAME> as the profile means
+    it") comes back in every build, so rebuilding for it would only pile up generations."""
+    if finding.kind == "env-profile" and finding.expected.endswith("as the profile means it"):
+        return False
+    return finding.kind in REBUILD_REPAIRS
+
+
+@dataclass(frozen=True)
+class MainJobResult:
+    """What ``up`` did: the lock check; the build (None when the live generation was reused or the
+    lock is stale); the reused generation; the verify report (None when the lock is stale);
+    ``damaged``: the failing report of a live generation built from this lock whose files were
+    damaged since (then ``build`` is the fresh generation that replaced it)."""
+
+    lock: lock.LockCheck
+    build: build.BuildResult | None
+    reused: Path | None
+    report: VerifyReport | None
+    damaged: VerifyReport | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """1 for a stale lock, else verify's (0 clean, 1 findings)."""
+        if not self.lock.fresh or self.report is None:
+            return EXIT_CHECK_FAILED
+        return int(self.report.exit_code)
+
+
+def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
+                 progress: Callable[[str], None] | None = None,
+                 terminal: Callable[[str], None] | None = None) -> MainJobResult:
+    """Check the lock against the recipe and patchsets; build a generation unless the live one was
+    built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
+    fails verify with findings a rebuild repairs (:data:`REBUILD_REPAIRS`: files missing, edited,
+    installed or removed since), a fresh generation is built from the same lock and verified;
+    the damaged one stays for ``envforge rollback``.
+
+    A stale lock stops the job before anything is built (exit 1, with the changed keys).
+    ``progress`` receives one line as each stage starts (``[1/3] lock ...``) and the build's progress.
+
+    :raises BuildError: a build step failed (the live environment is unchanged).
+    :raises EnvforgeError: bad recipe, patchsets or lock.
+    """
+    from envforge.env.layout import Environment
+    from envforge.verify import verify
+
+    say = progress or (lambda _line: None)
+    refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
+    check = lock.check_lock(plan.variant, refs, plan.lock)
+    say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
+    if not check.fresh:
+        return MainJobResult(check, None, None, None)
+    reused = None if rebuild else build.current_generation(plan)
+    if reused is not None:
+        say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
+            f"one); verifying before trusting it")
+        say(f"[3/3] verify {plan.link.name}")
+        from envforge.core.probe import ProbeError
+
+        damaged: VerifyReport | None
+        try:
+            damaged = verify(Environment(plan.link), project, options)
+        except ProbeError as exc:  # its interpreter is gone or cannot start: damage a rebuild repairs
+            damaged = None
+            say(f"  damaged: {reused.name} cannot run its interpreter ({exc.message}); rebuilding as "
+                f"{plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+        else:
+            damage = sorted({f.kind for f in damaged.findings if repairable(f)})
+            if not damage:
+                return MainJobResult(check, None, reused, damaged)
+            say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was "
+                f"built; rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+        result = build.execute_build(plan, progress=progress, terminal=terminal)
+        say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
+        say(f"[3/3] verify {plan.link.name} again")
+        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), damaged)
+    say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
+    result = build.execute_build(plan, progress=progress, terminal=terminal)
+    say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
+    say(f"[3/3] verify {plan.link.name}")
+    report = verify(Environment(plan.link), project, options)
+    return MainJobResult(check, result, reused, report)

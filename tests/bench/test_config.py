@@ -1,0 +1,175 @@
+"""``[verify.smoke]`` settings, the prompt set, and the inert-patch warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envforge.bench.config import (
+    Prompt,
+    ServerConfig,
+    SmokeConfig,
+    inert_patch_warnings,
+    load_prompts,
+    shipped_prompts,
+    smoke_config,
+    url_config,
+)
+from envforge.core.errors import InputError
+from envforge.recipe.model import RecipeError, load_recipe
+
+SGLANG = '''
+[recipe]
+name = "r"
+python = "3.12"
+
+[verify.smoke]
+model = "moonshotai/Kimi-K2.5"
+concurrency = [1, 32]
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["-m", "sglang.launch_server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}", "--tp", "8"]
+
+[[verify.smoke.servers]]
+name = "eagle3"
+speculative = true
+args = ["-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}",
+        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "3", "--tp", "8"]
+env = { SGLANG_ENABLE_SPEC_V2 = "1" }
+'''
+
+
+def config_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "r.toml"
+    path.write_text(text)
+    recipe = load_recipe(path)
+    return smoke_config(recipe.resolve().verify, path)
+
+
+def test_defaults_and_servers(tmp_path: Path) -> None:
+    cfg = config_of(tmp_path, SGLANG)
+    assert (cfg.api, cfg.seed, cfg.max_new_tokens, cfg.temperature, cfg.repeats, cfg.warmup) == \
+        ("sglang", 0, 128, 0.0, 3, 2)
+    assert (cfg.concurrency, cfg.load_timeout_s, cfg.port, cfg.health) == ((1, 32), 1800, 30000, "/health_generate")
+    assert [s.name for s in cfg.servers] == ["baseline", "eagle3"]
+    assert cfg.servers[1].speculative and cfg.servers[1].env == {"SGLANG_ENABLE_SPEC_V2": "1"}
+    assert cfg.servers[0].argv_tail(model="M", port=31000) == [
+        "-m", "sglang.launch_server", "--model-path", "M", "--host", "127.0.0.1", "--port", "31000", "--tp", "8"]
+    assert len(cfg.prompts) == 32 and cfg.prompts_digest.startswith("sha256:")
+    assert cfg.servers[0].model is None
+
+
+def test_a_server_may_serve_another_checkpoint(tmp_path: Path) -> None:
+    cfg = config_of(tmp_path, SGLANG.replace('name = "eagle3"', 'name = "eagle3"\nmodel = "/models/other"'))
+    assert cfg.servers[1].model == "/models/other"
+
+
+def test_requests_and_prompt_order(tmp_path: Path) -> None:
+    cfg = config_of(tmp_path, SGLANG)
+    assert cfg.requests_at(1) == 2 and cfg.requests_at(32) == 64
+    assert cfg.with_overrides(requests=8, repeats=None).requests_at(32) == 32
+    order = cfg.prompt_order(40)
+    assert order == cfg.prompt_order(40) and len({p.id for p in order[:32]}) == 32
+    assert order != cfg.with_overrides(seed=1).prompt_order(40)
+
+
+def test_openai_api_health_default_and_relative_prompts(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('{"prompt": "one"}\n\n{"prompt": "two"}\n')
+    cfg = config_of(tmp_path, SGLANG.replace('concurrency = [1, 32]', 'api = "openai"\nprompts = "p.jsonl"'))
+    assert cfg.health == "/health" and [p.text for p in cfg.prompts] == ["one", "two"]
+
+
+def test_missing_smoke_model_and_duplicate_names(tmp_path: Path) -> None:
+    head = SGLANG.split("[verify.smoke]")[0]
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, head)
+    assert exc.value.message == f"{tmp_path / 'r.toml'}: the recipe has no [verify.smoke] table"
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, SGLANG.replace('model = "moonshotai/Kimi-K2.5"', ""))
+    assert exc.value.message == f"{tmp_path / 'r.toml'}: verify.smoke: 'model' is required"
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, SGLANG.replace('name = "eagle3"', 'name = "baseline"'))
+    assert exc.value.message == (f"{tmp_path / 'r.toml'}: verify.smoke.servers[1].name: 'baseline' is used twice; "
+                                 "names must be unique")
+
+
+def test_unknown_smoke_key_is_a_recipe_error(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="verify.smoke.repeat"):
+        config_of(tmp_path, SGLANG.replace("concurrency = [1, 32]", "repeat = 3"))
+
+
+def test_prompt_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"text": "no"}\n')
+    with pytest.raises(InputError) as exc:
+        load_prompts(bad)
+    assert exc.value.message == f'{bad}:2: expected an object {{"prompt": "<non-empty text>"}}'
+    bad.write_text("{\n")
+    with pytest.raises(InputError, match=r"bad.jsonl:1: not valid JSON: "):
+        load_prompts(bad)
+    bad.write_text("\n")
+    with pytest.raises(InputError, match=r"bad.jsonl: the prompt set is empty$"):
+        load_prompts(bad)
+
+
+def test_shipped_prompt_set_is_valid() -> None:
+    prompts, digest = load_prompts(shipped_prompts())
+    assert len(prompts) == 32 and len(digest) == len("sha256:") + 64
+
+
+def test_inert_patch_warning_when_activation_flag_is_missing() -> None:
+    pairs = [("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
+             ("sm120-torch-symm-mem", None)]
+    assert inert_patch_warnings(["--tp", "8"], pairs) == [
+        "patchset 'sm120-flashinfer-allreduce-fusion' is applied but inert: the launch arguments lack "
+        "--enable-flashinfer-allreduce-fusion"]
+    assert inert_patch_warnings(["--enable-flashinfer-allreduce-fusion"], pairs) == []
+    assert inert_patch_warnings(["--mode=fast"], [("p", "--mode=fast")]) == []
+    assert ServerConfig("x", ("{port}{port}",)).argv_tail(model="m", port=1) == ["11"]
+
+
+def test_shipped_kimi_recipe_activates_every_patchset_it_applies() -> None:
+    """bench must not warn about the recipe's own activation flags (sm120-torch-symm-mem, fusion)."""
+    from envforge.patching import load_patchsets
+    from envforge.recipe.model import load_recipe
+
+    root = Path(__file__).parents[2]
+    recipe = load_recipe(root / "recipes" / "kimi-k25-sm120.toml")
+    resolved = recipe.resolve("cu128")
+    cfg = smoke_config(resolved.verify, recipe.path)
+    activations = [(p.id, p.activation) for p in load_patchsets(root / "patchsets", recipe.patchsets)]
+    assert ("sm120-torch-symm-mem", "--enable-torch-symm-mem") in activations
+    for s in cfg.servers:
+        assert inert_patch_warnings(s.argv_tail(model=cfg.model, port=cfg.port), activations) == [], s.name
+
+
+def test_draw_gives_every_request_its_own_prompt() -> None:
+    prompts = tuple(Prompt(i, f"p{i}") for i in range(3))
+    cfg = SmokeConfig(model="m", api="openai", servers=(), prompts=prompts, prompts_digest="sha256:00", seed=0)
+    order = [p.text for p in cfg.prompt_order(3)]
+    assert cfg.draw(0, 7) == order + [f"[2] {t}" for t in order] + [f"[3] {order[0]}"]
+    assert cfg.draw(2, 2) == [order[2], f"[2] {order[0]}"]
+    assert len(set(cfg.draw(0, 100))) == 100
+
+
+def test_timeouts_and_new_keys_are_read(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.toml"
+    cfg = smoke_config({"smoke": {"model": "m", "api": "openai", "request-timeout-s": 30, "idle-timeout-s": 5,
+                                  "interleave": True}}, recipe)
+    assert (cfg.request_timeout_s, cfg.idle_timeout_s, cfg.interleave, cfg.flush_cache) == (30.0, 5.0, True, "")
+    assert smoke_config({"smoke": {"model": "m"}}, recipe).flush_cache == "/flush_cache"
+    assert cfg.as_dict()["request-timeout-s"] == 30.0 and cfg.as_dict()["flush-cache"] is None
+    with pytest.raises(InputError) as exc:
+        smoke_config({"smoke": {"model": "m", "idle-timeout-s": 0}}, recipe)
+    assert exc.value.message == f"{recipe}: verify.smoke.idle-timeout-s: must be > 0 seconds, got 0"
+
+
+def test_url_config_needs_a_model_for_openai() -> None:
+    with pytest.raises(InputError) as exc:
+        url_config(api="openai", model=None)
+    assert exc.value.message == "--url with --api openai needs the served model's name"
+    cfg = url_config(api="sglang", model=None)
+    assert (cfg.model, cfg.health, cfg.flush_cache, cfg.servers) == ("default", "/health_generate", "/flush_cache", ())

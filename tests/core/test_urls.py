@@ -1,0 +1,70 @@
+"""envforge.core.urls: the URL scheme patterns every credential redaction is built from."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from envforge.core.urls import SCHEME, SCHEME_BODY, SCHEME_START
+
+
+@pytest.mark.parametrize(("text", "found", "start"), [
+    ("https://pypi.org/simple", "https://", 0),
+    ("see http://a@b and more", "http://", 4),
+    ("git+ssh://git@github.com/o/r.git", "git+ssh://", 0),
+    ("x.y-z+w9://host", "x.y-z+w9://", 0),
+    ("1abc://u:p@h", "1abc://", 0),            # leading digits are kept in group 1
+    ("+.-a://h", "+.-a://", 0),                 # and leading signs
+    ("_https://tok@h", "https://", 1),          # an underscore is not a scheme character
+    ("'https://t@h'", "https://", 1),
+    ("url=HTTPS://h", "HTTPS://", 4),
+    ("ftp:/not, then s3://bucket", "s3://", 15),
+])
+def test_scheme_finds_the_whole_run_and_its_scheme(text: str, found: str, start: int) -> None:
+    match = re.search(SCHEME, text)
+    assert match is not None
+    assert (match.group(1), match.start(), match.end()) == (found, start, start + len(found))
+
+
+@pytest.mark.parametrize("text", [
+    "no url here", "123://digits only", "://no scheme", "https:/one slash", "https//no colon",
+    "https :// spaced", "a_b",
+])
+def test_scheme_needs_a_letter_then_colon_slash_slash(text: str) -> None:
+    assert re.search(SCHEME, text) is None
+
+
+def test_scheme_is_tried_only_where_a_run_starts() -> None:
+    # Searching from inside a run finds nothing in it: the look-behind sees the run's earlier characters.
+    pattern = re.compile(SCHEME)
+    assert pattern.search("ab://h", 1) is None
+    assert pattern.search("Ab://h", 1) is None
+    assert pattern.search("9ab://h", 1) is None
+    assert pattern.search("+ab://h", 1) is None
+    assert pattern.search(".ab://h", 1) is None
+    assert pattern.search("-ab://h", 1) is None
+    assert pattern.search(" ab://h", 1).span(1) == (1, 6)  # type: ignore[union-attr]
+    assert re.compile(SCHEME_START + "b").search("ab") is None
+    assert re.compile(SCHEME_START + "b").search("_b").span() == (1, 2)  # type: ignore[union-attr]
+    assert re.compile(SCHEME_START + "b").search("b").span() == (0, 1)  # type: ignore[union-attr]
+
+
+def test_every_url_of_a_text_is_found() -> None:
+    text = "a http://x, b ftp://y; c=git+https://u@z/r (svn+ssh://w)"
+    assert re.findall(SCHEME, text) == ["http://", "ftp://", "git+https://", "svn+ssh://"]
+
+
+def test_scheme_body_has_no_group_and_scheme_has_one() -> None:
+    assert re.compile(SCHEME_BODY).groups == 0
+    assert re.compile(SCHEME).groups == 1
+    assert re.fullmatch(SCHEME_BODY, "12+.-git+ssh.x-y://") is not None
+    assert re.fullmatch(SCHEME_BODY, "12://") is None
+    assert re.fullmatch(SCHEME_BODY, "a_b://") is None
+    assert re.fullmatch(SCHEME_BODY, "a:/") is None
+
+
+def test_substitution_keeps_the_run_as_written() -> None:
+    # As the redactors use it: group 1 is put back, so leading digits or signs stay in the text.
+    assert re.sub(SCHEME + r"[^/@\s]+@", r"\1<credentials>@", "9x+y://tok@h and _a://u:p@h/x") == (
+        "9x+y://<credentials>@h and _a://<credentials>@h/x")

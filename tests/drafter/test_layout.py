@@ -1,0 +1,140 @@
+"""`drafter inspect` agrees with the serving engines' EAGLE-3 loaders, one test per layout.
+
+The verdicts follow SGLang 0.5.9's ``sglang/srt/models/llama_eagle3.py`` and vLLM's
+``vllm/model_executor/models/llama_eagle3.py`` (read in src/envforge/drafter/layout.py): SGLang
+looks names up with or without ``model.`` and ignores unknown ones; vLLM renames ``midlayer.`` to
+``layers.0.``, prefixes ``model.`` itself and fails on a name it has no parameter for; both skip
+``t2d``; SGLang refuses ``num_hidden_layers != 1``. Real safetensors files, the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.support.hub_server import eagle3_config, eagle3_tensors, write_drafter
+
+from envforge.cli import main
+
+BOTH = ["sglang-0.5.9", "vllm"]
+
+
+def inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: dict[str, Any],
+            tensors: dict[str, Any]) -> tuple[int, dict[str, bool], list[tuple[str, str, str, str, list[str]]]]:
+    d = write_drafter(tmp_path / "d", config, tensors)
+    code = main(["drafter", "inspect", str(d), "--json"])
+    data = json.loads(capsys.readouterr().out)["data"]
+    issues = [(i["kind"], i["subject"].removeprefix(f"{d}: "), i["expected"], i["actual"], i["engines"])
+              for i in data["issues"]]
+    return code, data["loads"], issues
+
+
+def rename(tensors: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    return {k.replace(old, new, 1) if k.startswith(old) else k: v for k, v in tensors.items()}
+
+
+def test_specforge_layout_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    assert inspect(tmp_path, capsys, cfg, eagle3_tensors(cfg)) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+
+
+def test_model_prefixed_names_load_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = {("model." + k if k not in ("d2t", "t2d", "lm_head.weight") else k): v
+               for k, v in eagle3_tensors(cfg).items()}
+    code, loads, issues = inspect(tmp_path, capsys, cfg, tensors)
+    assert (code, loads) == (1, {"sglang-0.5.9": True, "vllm": False})
+    names = [i for i in issues if i[0] == "eagle3-names"]
+    assert names == [("eagle3-names", "model.* tensor names", "names without 'model.' (vLLM adds it)",
+                      "12 names like model.fc.weight: vLLM looks up model.model.fc.weight and fails (KeyError)",
+                      ["vllm"])]
+    assert all(i[4] == ["vllm"] for i in issues)
+
+
+def test_layers_0_names_load_in_vllm_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    code, loads, issues = inspect(tmp_path, capsys, cfg, rename(eagle3_tensors(cfg), "midlayer.", "layers.0."))
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm": True})
+    assert issues[0] == ("eagle3-midlayer", "midlayer.self_attn.q_proj.weight", "[64, 128]", "absent",
+                         ["sglang-0.5.9"])
+    assert issues[-1] == ("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
+                          "10 tensors under layers.* (e.g. layers.0.hidden_norm.weight), which SGLang 0.5.9 "
+                          "ignores without a word", ["sglang-0.5.9"])
+    assert len(issues) == 11
+
+
+def test_without_t2d_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = eagle3_tensors(cfg)
+    del tensors["t2d"]
+    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+
+
+def test_full_vocabulary_without_d2t_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config(vocab=512, draft_vocab=512)
+    del cfg["draft_vocab_size"]
+    tensors = eagle3_tensors({**cfg, "draft_vocab_size": 512}, np.arange(512))
+    del tensors["d2t"], tensors["t2d"]
+    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+
+
+def test_reduced_vocabulary_without_d2t_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = eagle3_tensors(cfg)
+    del tensors["d2t"]
+    code, loads, issues = inspect(tmp_path, capsys, cfg, tensors)
+    assert (code, loads, issues) == (1, {"sglang-0.5.9": False, "vllm": False},
+                                     [("eagle3-d2t", "d2t", "[512]", "absent", BOTH)])
+
+
+def test_fc_for_another_target_width_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = eagle3_tensors(cfg)
+    tensors["fc.weight"] = np.zeros((64, 3 * 96), dtype=np.float16)
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False},
+                                                       [("eagle3-fc", "fc.weight", "[64, 192]", "F16 [64, 288]", BOTH)])
+
+
+def test_fc_bias_loads_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = {**eagle3_tensors(cfg), "fc.bias": np.zeros(64, dtype=np.float16)}
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm": False}, [
+        ("eagle3-names", "tensors without a parameter", "only the parameters of Eagle3LlamaForCausalLM", "fc.bias",
+         ["vllm"])])
+
+
+def test_no_lm_head_and_no_draft_vocab_loads_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config(vocab=512, draft_vocab=512)
+    tensors = eagle3_tensors(cfg, np.arange(512))
+    del cfg["draft_vocab_size"], tensors["lm_head.weight"]  # SGLang takes the target's lm_head
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm": False},
+                                                       [("eagle3-lm_head", "lm_head.weight", "[512, 64]", "absent",
+                                                         ["vllm"])])
+
+
+def test_two_decoder_layers_load_in_vllm_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = {**eagle3_config(), "num_hidden_layers": 2}
+    base = rename(eagle3_tensors(cfg), "midlayer.", "layers.0.")
+    second = {k.replace("layers.0.", "layers.1."): v for k, v in base.items() if k.startswith("layers.0.")}
+    code, loads, issues = inspect(tmp_path, capsys, cfg, {**base, **second})
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm": True})
+    assert ("eagle3-layers", "num_hidden_layers", "1", "2", ["sglang-0.5.9"]) in issues
+    assert {i[4] == ["sglang-0.5.9"] for i in issues} == {True}
+
+
+def test_missing_final_norm_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = eagle3_tensors(cfg)
+    del tensors["norm.weight"]
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False},
+                                                       [("eagle3-norm", "norm.weight", "[64]", "absent", BOTH)])
+
+
+def test_embed_tokens_of_the_wrong_shape_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    tensors = {**eagle3_tensors(cfg), "embed_tokens.weight": np.zeros((512, 64), dtype=np.float16)}
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False}, [
+        ("eagle3-embed_tokens", "embed_tokens.weight", "[4096, 64]", "F16 [512, 64]", BOTH)])

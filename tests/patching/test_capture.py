@@ -1,0 +1,150 @@
+"""``envforge patches new`` / ``patches commit``: a hand edit of real sglang code becomes a patchset
+that applies, re-applies, reverts, exports and is checked against other releases (issue 16.3)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from tests.conftest import CACHE, cached_wheel
+from tests.support.patching_trees import slim_tree
+
+from envforge.cli import main
+from envforge.patching import load_patchsets, plan
+
+COMM = "sglang/srt/layers/communicator.py"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def edit_guard(path: Path) -> None:
+    """The field's SM120 edit, by hand: a method body, a function body, a module-level line."""
+    text = path.read_text()
+    for old, new in (("        (_is_sm90_supported or _is_sm100_supported)\n        and _is_flashinfer_available",
+                      "        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n"
+                      "        and _is_flashinfer_available"),
+                     ("_is_sm100_supported = _is_cuda and is_sm100_supported()\n",
+                      "_is_sm100_supported = _is_cuda and is_sm100_supported()\n"
+                      "_is_sm120_supported = _is_cuda and torch.cuda.get_device_capability()[0] == 12\n"),
+                     ("        )(context=context, **kwargs)\n", "        )(context=context, **kwargs)  # captured\n")):
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    path.write_text(text)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "recipes").mkdir(parents=True)
+    (root / "patchsets").mkdir()
+    return root
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_captured_edit_round_trip_on_sglang_059(project: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    released = sha(sp / COMM)
+    edit = tmp_path / "edit"
+    code, out, err = cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit),
+                         "--project", str(project))
+    assert (code, out) == (0, f"{edit}\n")
+    assert err.startswith("6 Python files of sglang 0.5.9 copied (as released); edit them, then: envforge patches "
+                          f"commit {edit} --id NAME --reason")
+    assert sha(edit / COMM) == released
+    edit_guard(edit / COMM)
+    code, out, err = cli(capsys, "patches", "commit", str(edit), "--id", "sm120-captured", "--reason", "SM120 guard",
+                         "--versions", ">=0.5.8,<0.5.21", "--project", str(project))
+    target = project / "patchsets" / "sm120-captured.toml"
+    assert (code, out) == (0, f"{target}\n")
+    assert err.splitlines() == [f"  replace-definition {COMM} CommunicateSummableTensorPairFn.execute",
+                                f"  replace-definition {COMM} apply_flashinfer_allreduce_fusion",
+                                f"  replace-text {COMM}"]
+    data = tomllib.loads(target.read_text())
+    assert data["patchset"] == {"id": "sm120-captured", "distribution": "sglang", "versions": ">=0.5.8,<0.5.21",
+                                "reason": "SM120 guard"}
+    ops = data["operation"]
+    assert [(o["kind"], o.get("definition")) for o in ops] == [
+        ("replace-definition", "CommunicateSummableTensorPairFn.execute"),
+        ("replace-definition", "apply_flashinfer_allreduce_fusion"), ("replace-text", None)]
+    assert ops[1]["code"].startswith("def apply_flashinfer_allreduce_fusion(batch_size: int):\n    return (\n")
+    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in ops[1]["code"]
+    assert ops[2]["before"] == ('_is_sm100_supported = _is_cuda and is_sm100_supported()\n'
+                                '_use_aiter = get_bool_env_var("SGLANG_USE_AITER") and is_hip()\n')
+
+    # applies to a fresh copy of the release: byte-identical to the hand edit; re-applies; reverts
+    args = ("--site-packages", str(sp), "sm120-captured", "--project", str(project))
+    code, out, _ = cli(capsys, "apply-patches", *args)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["applied"] * 3
+    assert (sp / COMM).read_bytes() == (edit / COMM).read_bytes()
+    code, out, _ = cli(capsys, "apply-patches", *args)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["already-applied"] * 3
+    code, out, _ = cli(capsys, "patches", "export", "sm120-captured", "--site-packages",
+                       str(slim_tree(tmp_path / "plain", ("sglang", "0.5.9"))), "--project", str(project))
+    assert code == 0 and out.startswith(f"--- a/{COMM}\n+++ b/{COMM}\n")
+    assert "+_is_sm120_supported = _is_cuda and torch.cuda.get_device_capability()[0] == 12\n" in out
+    code, _, _ = cli(capsys, "apply-patches", "--site-packages", str(sp), "--revert", "--project", str(project))
+    assert code == 0 and sha(sp / COMM) == released
+    # a release that already has the edit (as an upstream fix would): upstream-fixed, nothing written
+    fixed = slim_tree(tmp_path / "fixed", ("sglang", "0.5.9"))
+    shutil.copyfile(edit / COMM, fixed / COMM)
+    report = plan(fixed, load_patchsets(project / "patchsets"))
+    assert [r.state for r in report.results] == ["upstream-fixed"] * 3 and report.changes == ()
+
+
+@pytest.mark.network
+def test_captured_definitions_follow_their_code_not_their_lines(project: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """0.5.8 has the same definitions two lines higher: applied; 0.5.10 changed the guard function:
+    drifted, naming both digests."""
+    cached_wheel("sglang", "0.5.8")
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit = tmp_path / "edit"
+    assert cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit),
+               "--project", str(project))[0] == 0
+    edit_guard(edit / COMM)
+    assert cli(capsys, "patches", "commit", str(edit), "--id", "sm120-captured", "--reason", "r",
+               "--versions", ">=0.5.8,<0.5.21", "--project", str(project))[0] == 0
+    sets = load_patchsets(project / "patchsets")
+    old = slim_tree(tmp_path / "old", ("sglang", "0.5.8"))
+    assert [r.state for r in plan(old, sets).results] == ["applied"] * 3
+    code, out, err = cli(capsys, "patches", "check", "--against", "sglang==0.5.8", "--against", "sglang==0.5.10",
+                         "--cache", str(CACHE), "--project", str(project))
+    assert code == 1
+    assert out == "sglang  sm120-captured\n0.5.8   applied\n0.5.10  drifted\n"
+    assert ("error: sm120-captured on sglang 0.5.10: sm120-captured: sglang/srt/layers/communicator.py: "
+            "apply_flashinfer_allreduce_fusion changed upstream: digest sha256:280d0d26ad7038d6a68df4f7eafaae21"
+            "f674e2863c5f915e7a41ad838270e8c0, the patch was written against sha256:") in err
+
+
+def test_commit_refuses_what_it_cannot_express(project: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit = tmp_path / "edit"
+    cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--project", str(project))
+    base = ("patches", "commit", str(edit), "--id", "x", "--reason", "r", "--project", str(project))
+    code, _, err = cli(capsys, *base)
+    assert (code, err.splitlines()[0]) == (2, f"error: {edit}: no file differs from the released sglang 0.5.9")
+    text = (edit / COMM).read_text()
+    (edit / COMM).write_text(text.replace("def apply_flashinfer_allreduce_fusion(", "def renamed_fusion(", 1))
+    code, _, err = cli(capsys, *base)
+    assert (code, err.splitlines()[0]) == (2, f"error: {COMM}: definition apply_flashinfer_allreduce_fusion was "
+                                              "removed or renamed; a patchset replaces definitions, it does not "
+                                              "delete them")
+    code, _, err = cli(capsys, "patches", "commit", str(tmp_path), "--id", "x", "--reason", "r",
+                       "--project", str(project))
+    assert code == 2 and "not an edit directory (.envforge-edit.json" in err
+    code, _, err = cli(capsys, "patches", "new", "nope", "--site-packages", str(sp), "-o", str(tmp_path / "e2"),
+                       "--project", str(project))
+    assert code == 2 and f"error: nope is not installed in {sp}" in err
+    shutil.rmtree(edit)

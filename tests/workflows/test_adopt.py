@@ -1,0 +1,281 @@
+"""``envforge init --from-env``: adopt a hand-built environment (installed with the real uv from a
+local index on 127.0.0.1, then edited by hand), lock it, rebuild it, and compare."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envforge.workflows.adopt import PYTORCH_INDEX, adopt_environment
+from envforge.core.errors import InputError
+from envforge.uv.run import uv_binary
+from tests.support.localindex import LocalIndex, make_wheel, serve
+
+ENVFORGE = [sys.executable, "-m", "envforge"]
+
+
+def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def hand_built_env(tmp: Path, index: LocalIndex, wheel: Path) -> Path:
+    """What a team has: a uv venv, one package from the index, one wheel installed by path."""
+    uv = uv_binary()
+    env = tmp / "handmade"
+    from envforge.uv.interpreter import find_python
+
+    python = str(find_python("3.12", None).path)
+    subprocess.run([uv, "venv", "--quiet", "--python", python, str(env)], check=True, timeout=120,
+                   env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    py = str(env / "bin" / "python")
+    # --link-mode copy: the shared uv cache stays out of reach of the hand edits below
+    subprocess.run([uv, "pip", "install", "--quiet", "--link-mode", "copy", "--python", py, "--index-url", index.url,
+                    "model-kernels==1.0"], check=True, timeout=300)
+    subprocess.run([uv, "pip", "install", "--quiet", "--link-mode", "copy", "--python", py, str(wheel)], check=True,
+                   timeout=300)
+    return env
+
+
+@pytest.fixture
+def setup(tmp_path: Path):  # type: ignore[no-untyped-def]
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "model-kernels", "1.0"))
+    local = make_wheel(tmp_path / "local", "side-car", "0.3")
+    with serve(idx):
+        yield tmp_path, idx, hand_built_env(tmp_path, idx, local)
+
+
+def edit_a_file(env: Path) -> str:
+    """As ``sed -i`` does: a new file renamed over the old one (an in-place write would also change
+    the copy in uv's cache, which uv hardlinked into the environment: field case B09)."""
+    (target,) = env.glob("lib/python3*/site-packages/model_kernels/__init__.py")
+    tmp = target.with_name("sedAbc123")
+    tmp.write_text(target.read_text() + "PATCHED_BY_SED = True\n")
+    os.replace(tmp, target)
+    return "model_kernels/__init__.py"
+
+
+@pytest.mark.slow
+def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignore[no-untyped-def]
+    tmp, idx, env = setup
+    edited = edit_a_file(env)
+    proj = tmp / "proj"
+    proj.mkdir()
+    res = envforge(proj, "init", "--from-env", str(env), "--name", "team", "--index-url", idx.url, "--json")
+    assert res.returncode == 1, res.stderr  # findings: a hand edit and a wheel from a path
+    data = json.loads(res.stdout)
+    assert data["schema"] == "envforge.adopt/1"
+    d = data["data"]
+    assert [(x["name"], x["version"], x["source"], x["index"], x["installer"]) for x in d["distributions"]] == [
+        ("model-kernels", "1.0", "index", None, "uv"), ("side-car", "0.3", "url", None, "uv")]
+    assert d["distributions"][1]["url"].startswith("file://") and d["python"] == "3.12"
+    assert [(e["distribution"], e["path"], e["actual_sha256"] is not None) for e in d["hand_edits"]] == [
+        ("model-kernels", edited, True)]
+    recipe = (proj / "recipes" / "team.toml").read_text()
+    assert recipe.splitlines()[2:] == [
+        f"# not from an index, not pinned here: side-car 0.3 (url {d['distributions'][1]['url']})",
+        "", "[recipe]", 'name = "team"', f'description = "adopted from {env}"', 'python = "3.12"',
+        'resolution = "no-deps"', 'patchsets = ["adopted-model-kernels"]', "", "[indexes]", f'pypi = "{idx.url}"', "", "[packages]",
+        'model-kernels = "==1.0"']
+    assert json.loads((proj / "recipes" / "team.adopted.json").read_text())["hand_edits"] == d["hand_edits"]
+    assert (proj / "lockfiles" / "pylock.team-default.toml").is_file()
+    assert d["captured"] == [{"distribution": "model-kernels", "patchset": "adopted-model-kernels",
+                              "captured": [edited], "operations": [f"replace-text {edited}"], "not_captured": []}]
+    # the next build reproduces the index part and, through the captured patchset, the hand edit
+    built = envforge(proj, "build", "team")
+    assert built.returncode == 0, built.stderr
+    (new,) = (proj / "envs" / "team-default").glob("lib/python3*/site-packages")
+    assert (new / edited).read_text() == (next(env.glob("lib/python3*/site-packages")) / edited).read_text()
+    assert (new / edited).read_text() == "__version__ = '1.0'\nPATCHED_BY_SED = True\n"
+    listed = subprocess.run([uv_binary(), "pip", "list", "--python", str(proj / "envs" / "team-default" / "bin" / "python"),
+                             "--format", "json"], capture_output=True, text=True, check=True).stdout
+    assert [(p["name"], p["version"]) for p in json.loads(listed)] == [("model-kernels", "1.0")]
+    # verify on the old environment, against the adopted lock, lists exactly how it differs
+    old = envforge(proj, "verify", str(env), "--lock", "lockfiles/pylock.team-default.toml", "--json")
+    assert old.returncode == 1, old.stderr
+    found = sorted((f["kind"], f["subject"]) for f in json.loads(old.stdout)["data"]["findings"])
+    assert found == [("patch-state", "adopted-model-kernels: model_kernels/__init__.py (replace-text at "
+                                     "`__version__ = '1.0'`)"),
+                     ("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
+    new_env = envforge(proj, "verify", "team-default")
+    assert new_env.returncode == 0, new_env.stdout + new_env.stderr
+
+
+@pytest.mark.slow
+def test_adopt_human_output_and_refusals(setup) -> None:  # type: ignore[no-untyped-def]
+    tmp, idx, env = setup
+    edited = edit_a_file(env)
+    proj = tmp / "proj"
+    proj.mkdir()
+    res = envforge(proj, "init", "--from-env", str(env), "--index-url", idx.url, "--no-lock")
+    assert res.returncode == 1
+    assert res.stdout.splitlines() == ["created recipes/handmade.toml: 1 distributions pinned (python 3.12)",
+                                       "created recipes/handmade.adopted.json",
+                                       "created patchsets/adopted-model-kernels.toml: captured "
+                                       f"{edited} (1 operations; review it, `envforge build` applies it)"]
+    err = res.stderr.splitlines()
+    assert err[0].startswith("warning: side-car 0.3 was installed from url file://")
+    assert len(err) == 1
+    again = envforge(proj, "init", "--from-env", str(env), "--no-lock")
+    assert again.returncode == 2 and again.stderr.startswith(f"error: {proj / 'recipes' / 'handmade.toml'} already exists")
+    notenv = envforge(proj, "init", "--from-env", str(tmp))
+    assert notenv.returncode == 2 and notenv.stderr.startswith(f"error: {tmp} is not a virtual environment (no pyvenv.cfg)")
+
+
+def test_torch_builds_are_routed_to_the_pytorch_index(tmp_path: Path) -> None:
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    for name, version in (("torch", "2.9.1+cu128"), ("numpy", "2.3.0"), ("torchvision", "0.24.1+cpu")):
+        di = sp / f"{name}-{version}.dist-info"
+        di.mkdir(parents=True)
+        (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+        (di / "RECORD").write_text("")
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    a = adopt_environment(env, name="gpu")
+    assert a.indexes == (("pypi", "https://pypi.org/simple"), ("pytorch-cu128", PYTORCH_INDEX.format(tag="cu128")),
+                         ("pytorch-cpu", "https://download.pytorch.org/whl/cpu"))
+    assert a.recipe_text.split("[packages]\n")[1] == (
+        'numpy = "==2.3.0"\ntorch = {version = "==2.9.1+cu128", index = "pytorch-cu128"}\n'
+        'torchvision = {version = "==0.24.1+cpu", index = "pytorch-cpu"}\n')
+    with pytest.raises(InputError, match="^--name 'a.b': "):
+        adopt_environment(env, name="a.b")
+
+
+def replace_file(path: Path, old: str, new: str) -> None:
+    """A hand edit as an editor saving a new file does (never in place: uv may hardlink its cache)."""
+    text = path.read_text()
+    assert text.count(old) == 1
+    tmp = path.with_name(path.name + ".swp")
+    tmp.write_text(text.replace(old, new))
+    os.replace(tmp, path)
+
+
+@pytest.mark.slow
+def test_hand_edits_of_a_real_wheel_become_a_patchset_the_next_build_applies(tmp_path: Path) -> None:
+    from tests.conftest import cached_wheel
+    from envforge.uv.interpreter import find_python
+
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(cached_wheel("sglang", "0.5.9"))
+    uv, env = uv_binary(), tmp_path / "team"
+    subprocess.run([uv, "venv", "--quiet", "--python", str(find_python("3.12", None).path), str(env)], check=True,
+                   timeout=120, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+    cache = {**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path / "cache")}
+    with serve(idx):
+        subprocess.run([uv, "pip", "install", "--quiet", "--no-deps", "--python", str(env / "bin" / "python"),
+                        "--index-url", idx.url, "sglang==0.5.9"], check=True, timeout=300)
+        (sp,) = env.glob("lib/python3*/site-packages")
+        replace_file(sp / "sglang" / "utils.py", "def info_once(message: str):\n    logger.info(message)",
+                     "def info_once(message: str):\n    logger.warning(message)")
+        replace_file(sp / "sglang" / "README.md", "SGLang", "SGLang (team fork)")
+        proj = tmp_path / "proj"
+        proj.mkdir()
+        res = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--index-url", idx.url], cwd=proj,
+                             capture_output=True, text=True, timeout=300, env=cache)
+        assert res.returncode == 1, res.stderr
+        assert res.stdout.splitlines() == [
+            "created recipes/team.toml: 1 distributions pinned (python 3.12)",
+            "created lockfiles/pylock.team-default.toml", "created recipes/team.adopted.json",
+            "created patchsets/adopted-sglang.toml: captured sglang/utils.py (1 operations; review it, "
+            "`envforge build` applies it)"]
+        assert [x for x in res.stderr.splitlines() if x.startswith("warning")] == ["warning: hand edit: sglang/README.md (sglang) not captured: "
+                                           "not a .py file: capture edits Python files only"]
+        patchset = (proj / "patchsets" / "adopted-sglang.toml").read_text()
+        assert 'id = "adopted-sglang"\ndistribution = "sglang"\nversions = "==0.5.9"\n' in patchset
+        assert f'reason = "captured from hand edits in {env} by envforge init --from-env"' in patchset
+        assert 'kind = "replace-definition"\nfile = "sglang/utils.py"\ndefinition = "info_once"' in patchset
+        assert 'patchsets = ["adopted-sglang"]' in (proj / "recipes" / "team.toml").read_text()
+        report = json.loads((proj / "recipes" / "team.adopted.json").read_text())["captured"]
+        assert report == [{"distribution": "sglang", "patchset": "adopted-sglang", "captured": ["sglang/utils.py"],
+                           "operations": ["replace-definition sglang/utils.py info_once"],
+                           "not_captured": [{"path": "sglang/README.md",
+                                             "reason": "not a .py file: capture edits Python files only"}]}]
+        built = subprocess.run([*ENVFORGE, "build", "team"], cwd=proj, capture_output=True, text=True,
+                               timeout=300, env=cache)
+        assert built.returncode == 0, built.stderr
+    (new,) = (proj / "envs" / "team-default").glob("lib/python3*/site-packages")
+    assert (new / "sglang" / "utils.py").read_bytes() == (sp / "sglang" / "utils.py").read_bytes()
+    assert "team fork" not in (new / "sglang" / "README.md").read_text()
+    clean = subprocess.run([*ENVFORGE, "verify", "team-default"], cwd=proj, capture_output=True, text=True,
+                           timeout=300, env=cache)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    # offline (the index is gone, the release cache empty): the edit is reported, not captured
+    other = tmp_path / "other"
+    other.mkdir()
+    off = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--index-url", idx.url, "--no-lock", "--json"],
+                         cwd=other, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path / "cache2")})
+    assert off.returncode == 1, off.stderr
+    (entry,) = json.loads(off.stdout)["data"]["captured"]
+    assert entry["patchset"] is None and entry["captured"] == [] and entry["operations"] == []
+    assert [n["path"] for n in entry["not_captured"]] == ["sglang/README.md", "sglang/utils.py"]
+    assert entry["not_captured"][1]["reason"].startswith(f"original wheel unavailable: cannot read the package index at {idx.url}")
+    assert not (other / "patchsets" / "adopted-sglang.toml").exists()
+    assert "patchsets" not in (other / "recipes" / "team.toml").read_text()
+
+
+def test_edits_that_cannot_be_captured_are_reported_with_the_reason(tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    from envforge.workflows.adopt import capture_hand_edits
+
+    def rec(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    (env / "lib").mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    files = {"side/__init__.py": b"X = 1\n", "side/data.json": b"{}\n", "side/gone.py": b"Y = 2\n"}
+    di = sp / "side-0.3.dist-info"
+    di.mkdir(parents=True)
+    for path, data in files.items():
+        (sp / path).parent.mkdir(parents=True, exist_ok=True)
+        (sp / path).write_bytes(data + b"# edited\n")
+    (sp / "side" / "gone.py").unlink()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: side\nVersion: 0.3\n\n")
+    (di / "RECORD").write_text("".join(f"{p},{rec(d)},{len(d)}\n" for p, d in files.items()))
+    (di / "direct_url.json").write_text('{"url": "file:///w/side-0.3-py3-none-any.whl", "archive_info": {}}')
+    adoption = adopt_environment(env, name="v")
+    (c,) = capture_hand_edits(adoption, tmp_path / "patchsets", tmp_path / "cache")
+    assert c.as_dict() == {"distribution": "side", "patchset": None, "captured": [], "operations": [], "not_captured": [
+        {"path": "side/__init__.py",
+         "reason": "side 0.3 was installed from url file:///w/side-0.3-py3-none-any.whl, not from an index"},
+        {"path": "side/data.json", "reason": "not a .py file: capture edits Python files only"},
+        {"path": "side/gone.py", "reason": "deleted: a patchset changes files, it does not delete them"}]}
+    assert not (tmp_path / "patchsets").exists() and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.slow
+def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_path: Path) -> None:
+    """commit_edit keeps definitions and module statements; a comment added next to a changed
+    function is not in any operation, so the patchset would not give the edited bytes."""
+    import shutil
+
+    from tests.conftest import cached_wheel, unpacked_wheel
+    from envforge.workflows.adopt import capture_hand_edits
+
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    shutil.copytree(unpacked_wheel("sglang", "0.5.9"), sp, ignore=shutil.ignore_patterns(".complete"))
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    replace_file(sp / "sglang" / "utils.py", "def info_once(message: str):\n    logger.info(message)",
+                 "def info_once(message: str):\n    logger.warning(message)  # team note")
+    replace_file(sp / "sglang" / "utils.py", "logger = logging.getLogger(__name__)\n\n\ndef execute_once",
+                 "logger = logging.getLogger(__name__)\n\n\n# team note\ndef execute_once")
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(cached_wheel("sglang", "0.5.9"))
+    with serve(idx):
+        adoption = adopt_environment(env, name="v", index_url=idx.url)
+        (c,) = capture_hand_edits(adoption, tmp_path / "patchsets", tmp_path / "cache")
+    assert c.as_dict() == {"distribution": "sglang", "patchset": None, "captured": [], "operations": [],
+                           "not_captured": [{"path": "sglang/utils.py", "reason": (
+                               "cannot be captured: applying the captured patchset to the released file does not "
+                               "give the edited bytes (sglang/utils.py)")}]}
+    assert list((tmp_path / "patchsets").iterdir()) == []

@@ -1,0 +1,131 @@
+"""``envforge up`` (envforge.workflows.up) on a live generation damaged after it was built: real
+quickstart build (real uv, the real sglang 0.5.9 and flashinfer-python 0.6.4 wheels), real damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ))
+
+
+def _built_quickstart(tmp_path: Path) -> Path:
+    """A copy of the project with the quickstart environment built by `envforge up`."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for d in ("recipes", "patchsets", "lockfiles"):
+        subprocess.run(["cp", "-rL", str(ROOT / d), str(proj / d)], check=True)
+    first = envforge(proj, "up")
+    if first.returncode != 0 and "cannot reach" in first.stderr:
+        pytest.skip("the package index cannot be reached")
+    assert first.returncode == 0, first.stderr
+    return proj
+
+
+@pytest.mark.slow
+def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path) -> None:
+    proj = _built_quickstart(tmp_path)
+    sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
+    (sp / "sglang" / "version.py").unlink()                          # a file removed
+    edited = sp / "sglang" / "lang" / "api.py"  # a file edited as `sed -i` does: a new file replaces it
+    edited.unlink()  # (writing in place would write through uv's hardlink into the shared cache)
+    edited.write_text("raise SystemExit\n")
+    damaged = envforge(proj, "verify")
+    assert damaged.returncode == 1 and "missing-file: sglang 0.5.9: sglang/version.py" in damaged.stdout
+
+    again = envforge(proj, "up", "--json")
+    assert again.returncode == 0, again.stderr
+    assert ("[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
+            "verifying before trusting it\n"
+            "[3/3] verify quickstart-default\n"
+            "  damaged: g0001 fails verify (missing-file, tampered): its files changed since it was built; "
+            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    assert "up to date" not in again.stderr.split("[2/3]", 1)[1]  # never about the generation it replaces
+    assert "[3/3] verify quickstart-default again" in again.stderr
+    data = json.loads(again.stdout)["data"]
+    assert (data["build"]["generation"], data["reused"], data["verify"]["clean"]) == ("g0002", None, True)
+    assert sorted({f["kind"] for f in data["damaged"]["findings"]}) == ["missing-file", "tampered"]
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")
+    assert (proj / "envs" / ".generations" / "quickstart-default" / "g0001").is_dir()  # kept for rollback
+
+    third = envforge(proj, "up")  # intact now: reused, no third generation
+    assert third.returncode == 0
+    assert ("[2/3] build quickstart-default: reusing g0002 (built from this lock; --rebuild to force a new one); "
+            "verifying before trusting it\n") in third.stderr
+
+
+def test_only_damage_a_rebuild_repairs_triggers_one() -> None:
+    from envforge.workflows.up import repairable
+    from envforge.verify import Finding
+
+    hook_gone = Finding("env-profile", "hook", "profile pcie installed (.envforge/env-profile.json)",
+                        "no env profile installed", "reinstall")
+    misread = Finding("env-profile", "NCCL_BUFFSIZE", "NCCL_BUFFSIZE as the profile means it",
+                      "NCCL reads '128K' as 128 bytes", "fix the recipe's [env.*] table")
+    assert [repairable(f) for f in (hook_gone, misread)] == [True, False]
+    assert [repairable(Finding(k, "s", "e", "a", "f")) for k in ("tampered", "missing-file", "file-conflict",
+                                                                  "capability", "patchset-changed")] == [
+        True, True, False, False, False]
+
+
+@pytest.mark.slow
+def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> None:
+    """`envforge up` on a live generation whose bin/python was removed: verify could not start the
+    interpreter and up stopped with exit 3 ("is the environment built? run `envforge build`"),
+    though a rebuild repairs it. Now up says so and rebuilds from the same lock."""
+    proj = _built_quickstart(tmp_path)
+    python = proj / "envs" / "quickstart-default" / "bin" / "python"
+    python.unlink()
+    again = envforge(proj, "up", "--json")
+    assert again.returncode == 0, again.stderr
+    assert (f"  damaged: g0001 cannot run its interpreter (cannot start {python}: No such file or directory); "
+            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    data = json.loads(again.stdout)["data"]
+    assert (data["build"]["generation"], data["reused"], data["verify"]["clean"], data["damaged"]) == (
+        "g0002", None, True, None)
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
+    from tests.support.verify_envs import build_quickstart
+
+    return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["fifo", "dev-zero", "directory", "oversized"])
+def test_up_on_a_damaged_generation_record_is_exit_2_naming_it(quickstart: Path, how: str) -> None:
+    """`up` reads the live generation's generation.json to decide whether to reuse it: a FIFO there
+    must not block it; one error line and a working hint, nothing built. `envs` lists it."""
+    from tests.support.verify_envs import DAMAGE_KIND, damaged
+
+    proj = quickstart
+    gen = proj / "envs" / ".generations" / "quickstart-default" / "g0001"
+    path = next(gen.glob("lib/python3*/site-packages")) / ".envforge" / "generation.json"
+    with damaged(path, how, limit=1 << 20):
+        res = subprocess.run([sys.executable, "-m", "envforge", "up"], cwd=proj, capture_output=True, text=True,
+                             timeout=60, env=dict(os.environ))
+        listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True,
+                                text=True, timeout=60, env=dict(os.environ))
+    reason = ("is larger than 1 MiB: envforge never writes one that large" if how == "oversized"
+              else f"is not a regular file ({DAMAGE_KIND[how]})")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr.splitlines()[-2:] == [
+        f"error: generation record {path} {reason}",
+        "  hint: build a new generation: `envforge up quickstart --variant default --rebuild` (g0001 stays for rollback)"]
+    assert "Traceback" not in res.stderr
+    assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0001")  # nothing built or flipped
+    # `envforge envs` lists it (its record unknown) instead of blocking on it
+    assert listed.returncode == 0 and "* g0001" in listed.stdout and "Traceback" not in listed.stderr

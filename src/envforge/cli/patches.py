@@ -136,7 +136,8 @@ def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
 
 def _apply(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.core.mutex import environment_lock_path, exclusive
-    from envforge.patching import apply, default_ids, load_patchsets, revert
+    from envforge.env.layout import default_patchset_ids
+    from envforge.patching import apply, load_patchsets, revert
     from envforge.patching.memo import default_result_cache
 
     project = _project(args, ui)
@@ -149,7 +150,7 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
         if args.revert:
             report = revert(sp, names or None, dry_run=args.dry_run)
         else:
-            ids = names or list(default_ids(sp, project.patchsets_dir))
+            ids = names or list(default_patchset_ids(sp, project.patchsets_dir))
             report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run,
                            cache=default_result_cache())
         for line in report.recovered:

@@ -294,7 +294,7 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     """
     from huggingface_hub import hf_hub_download
 
-    from envforge.patching.manifest import atomic_write  # temp file + os.replace, mode 0666 & ~umask
+    from envforge.core.fs import atomic_write  # temp file + os.replace, mode 0666 & ~umask
 
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):

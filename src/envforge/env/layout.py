@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
+from envforge.patching.engine import installed_version
+from envforge.lock.read import read_lock_file
+from envforge.patching.patchset import load_patchsets
 from envforge.recipe.project import Project
 
-__all__ = ["STATE_DIR", "Environment", "resolve_environment", "site_packages"]
+__all__ = ["STATE_DIR", "Environment", "default_patchset_ids", "resolve_environment", "site_packages"]
 
 STATE_DIR = ".envforge"
 
@@ -67,3 +70,20 @@ def resolve_environment(project: Project, name_or_path: str | None, default: str
         if project.envs_dir.is_dir() else []
     raise InputError(f"no environment '{arg}' in {project.envs_dir}",
                      hint=f"build it with `envforge build`; existing: {', '.join(known) or 'none'}")
+
+
+def default_patchset_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
+    """The patchsets an environment gets when none are named: those its build lock lists
+    (``<site-packages>/.envforge/pylock.toml``, ``[tool.envforge].patchsets[].id``), else every
+    patchset in ``patchsets_dir`` whose distribution is installed in ``site_packages``.
+
+    :raises InputError: the lock copy is not a valid lock (:func:`envforge.lock.read.read_lock_file`);
+        a patchset file is invalid.
+    """
+    lock = site_packages / STATE_DIR / "pylock.toml"
+    if lock.is_file():
+        listed = read_lock_file(lock).envforge.get("patchsets")
+        if isinstance(listed, list):
+            return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)
+    return tuple(ps.id for ps in load_patchsets(patchsets_dir)
+                 if installed_version(site_packages, ps.distribution) is not None)

@@ -303,7 +303,7 @@ def _write(path: Path, data: bytes) -> None:
     """Write through a temp file and ``os.replace`` (never a half-written hook), keeping an
     existing file's mode, else ``0o666 & ~umask``: a 0600 ``.pth`` on a shared ``envs/`` would be
     skipped silently by other users' Pythons."""
-    from envforge.patching.manifest import atomic_write
+    from envforge.core.fs import atomic_write
 
     atomic_write(path, data)
 

@@ -45,7 +45,6 @@ __all__ = [
     "PatchReport",
     "Unmet",
     "apply",
-    "default_ids",
     "evaluate_file",
     "inside",
     "installed_version",
@@ -772,23 +771,3 @@ def _prune_originals(sp: Path, keep: set[str]) -> None:
             p.unlink()
     if not any(d.iterdir()):
         d.rmdir()
-
-
-def default_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
-    """The patchsets an environment gets when none are named: those its build lock lists
-    (``<site-packages>/.envforge/pylock.toml``, ``[tool.envforge].patchsets[].id``), else every
-    patchset in ``patchsets_dir`` whose distribution is installed in ``site_packages``.
-
-    :raises InputError: the lock copy is not a valid lock (:func:`envforge.lock.read.read_lock_file`);
-        a patchset file is invalid.
-    """
-    from envforge.lock.read import read_lock_file
-    from envforge.patching.patchset import load_patchsets
-
-    lock = site_packages / ".envforge" / "pylock.toml"
-    if lock.is_file():
-        listed = read_lock_file(lock).envforge.get("patchsets")
-        if isinstance(listed, list):
-            return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)
-    return tuple(ps.id for ps in load_patchsets(patchsets_dir)
-                 if installed_version(site_packages, ps.distribution) is not None)

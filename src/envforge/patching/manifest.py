@@ -10,16 +10,15 @@ timestamps: same state, same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write, current_umask, file_mode, sha256_hex
 from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = [
@@ -121,11 +120,6 @@ class Manifest:
         return json.dumps(data, indent=2) + "\n"
 
 
-def sha256_hex(data: bytes) -> str:
-    """Hex sha256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
 def manifest_path(site_packages: Path) -> Path:
     """``<site-packages>/.envforge/patches.json``."""
     return site_packages / STATE_DIR / MANIFEST_NAME
@@ -180,48 +174,6 @@ def write_manifest(site_packages: Path, manifest: Manifest) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, manifest.to_json().encode("utf-8"))
-
-
-def current_umask() -> int:
-    """This process's umask, read from ``/proc/self/status`` (Linux >= 4.7, ``Umask:`` line) so no
-    thread sees it changed; elsewhere set and restored with ``os.umask`` (racy only if another
-    thread creates a file in between)."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
-
-
-def file_mode(path: Path) -> int:
-    """The permission bits a rewrite of ``path`` should get: those of the existing file, else what
-    ``open()`` would give a new one (``0o666 & ~umask``, e.g. 0644 under umask 022).
-    ``tempfile.mkstemp`` creates 0600, which would hide a ``.pth`` from other users' Pythons."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        return 0o666 & ~current_umask()
-
-
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to a temp file next to ``path`` and ``os.replace`` it (field case B09: a
-    hardlinked ``path`` is replaced, never edited in place, so its twins keep their bytes).
-    ``mode`` (permission bits) defaults to :func:`file_mode` (the existing file's, else 0666 & ~umask)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".envforge-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, file_mode(path) if mode is None else mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass(frozen=True, slots=True)

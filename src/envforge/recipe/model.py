@@ -256,7 +256,7 @@ _SMOKE = Table({
 })
 
 def _kind_problem(v: str) -> str | None:
-    from envforge.verify.findings import KINDS, is_known_kind
+    from envforge.core.kinds import KINDS, is_known_kind
 
     if is_known_kind(v):
         return None

@@ -11,15 +11,13 @@ dies (SIGKILL included), so a killed writer never leaves the lock held (flock(2)
 from __future__ import annotations
 
 import fcntl
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from envforge.core.state import GENERATIONS_DIR, MUTEX_NAME, StateDir, is_generation_name
+
 __all__ = ["environment_lock_path", "exclusive"]
-
-_GENERATION = re.compile(r"^g\d{4,}$")
-
 
 def environment_lock_path(site_packages: Path) -> Path:
     """The lock file of the environment ``site_packages`` belongs to.
@@ -30,10 +28,10 @@ def environment_lock_path(site_packages: Path) -> Path:
     """
     real = site_packages.resolve()
     gen = real.parent.parent.parent
-    if _GENERATION.match(gen.name) and gen.parent.parent.name == ".generations" \
+    if is_generation_name(gen.name) and gen.parent.parent.name == GENERATIONS_DIR \
             and real.parent.parent.name == "lib":
-        return gen.parent / ".lock"
-    return real / ".envforge" / ".lock"
+        return gen.parent / MUTEX_NAME
+    return StateDir(real).mutex
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from envforge.core.state import GENERATIONS_DIR, MUTEX_NAME, StateDir, is_genera
 
 __all__ = ["environment_lock_path", "exclusive"]
 
+
 def environment_lock_path(site_packages: Path) -> Path:
     """The lock file of the environment ``site_packages`` belongs to.
 

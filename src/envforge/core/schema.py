@@ -11,6 +11,7 @@ that owns the input.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -38,7 +39,6 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input: ``path`` is the dotted key path, ``line`` 1-based or None."""
-
     path: str
     message: str
     line: int | None = None
@@ -71,7 +71,6 @@ Check = Callable[[Any, str], list[Problem]]
 @dataclass(frozen=True)
 class Scalar:
     """A scalar of one Python type; ``check`` may add a meaning check returning a message or None."""
-
     py_type: type | tuple[type, ...]
     noun: str
     check: Callable[[Any], str | None] | None = None
@@ -109,8 +108,6 @@ def Bool() -> Scalar:  # noqa: N802
 
 def Date() -> Scalar:  # noqa: N802
     """A TOML local date (``2027-03-31``, unquoted); a date-time or a string is refused."""
-    import datetime as dt
-
     def check(v: Any) -> str | None:
         return "expected a date like 2027-03-31 (no time part)" if isinstance(v, dt.datetime) else None
     return Scalar(dt.date, "a date like 2027-03-31 (a TOML date, unquoted)", check)
@@ -126,7 +123,6 @@ def Enum(*choices: str) -> Scalar:  # noqa: N802
 @dataclass(frozen=True)
 class ListOf:
     """An array whose items all match ``item``."""
-
     item: Check
 
     def __call__(self, value: Any, path: str) -> list[Problem]:
@@ -141,7 +137,6 @@ class ListOf:
 @dataclass(frozen=True)
 class MapOf:
     """A table with free keys (names), each value matching ``value``; ``key_check`` checks names."""
-
     value: Check
     key_check: Callable[[str], str | None] | None = None
 
@@ -160,7 +155,6 @@ class MapOf:
 @dataclass(frozen=True)
 class OneOf:
     """The first alternative whose top-level type matches decides (e.g. a string or a table)."""
-
     alternatives: Sequence[tuple[type, Check]]
     noun: str
 
@@ -174,7 +168,6 @@ class OneOf:
 @dataclass(frozen=True)
 class Table:
     """A table with a fixed set of keys; unknown keys are problems with a did-you-mean."""
-
     keys: Mapping[str, Check]
     required: frozenset[str] = field(default_factory=frozenset)
 

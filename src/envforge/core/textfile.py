@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,6 @@ def parse_toml(text: str, *, label: str, error: type[InputError] = InputError) -
 
     :raises InputError: TOML syntax (with line and column), or nesting too deep for the parser.
     """
-    import tomllib
-
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -8,15 +8,16 @@ different target tokens (the field team found 31,748 of 32,000); the comparison 
 
 from __future__ import annotations
 
+import json
 import sys
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envforge.core.errors import InputError
 from envforge.drafter.model import Drafter, DrafterIssue
 from envforge.drafter.weights import ByteReader
-from envforge.core.errors import InputError
 
 __all__ = [
     "ConfigDiff",
@@ -38,7 +39,6 @@ _INT_CODES = {"I64": "q", "I32": "i"}
 @dataclass(frozen=True, slots=True)
 class TensorDiff:
     """A tensor that differs: ``a`` / ``b`` are ``"I64 [32000]"`` or ``"absent"``."""
-
     name: str
     a: str
     b: str
@@ -47,7 +47,6 @@ class TensorDiff:
 @dataclass(frozen=True, slots=True)
 class ConfigDiff:
     """A ``config.json`` key whose values differ; ``a`` / ``b`` are JSON text or ``"absent"``."""
-
     key: str
     a: str
     b: str
@@ -61,7 +60,6 @@ class VocabComparison:
     mapping to the same / a different target token; ``a_tokens`` / ``b_tokens``: distinct target
     tokens each draft vocabulary covers; ``overlap``: target tokens in both sets.
     """
-
     positions: int
     same: int
     different: int
@@ -73,7 +71,6 @@ class VocabComparison:
 @dataclass(frozen=True, slots=True)
 class DrafterComparison:
     """Result of :func:`compare_drafters`; ``vocab`` is ``None`` when either side lacks ``d2t``."""
-
     a: str
     b: str
     tensors: tuple[TensorDiff, ...]
@@ -122,8 +119,6 @@ def _tensor_diffs(a: Drafter, b: Drafter) -> tuple[TensorDiff, ...]:
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value, sort_keys=True)
 
 

@@ -19,7 +19,6 @@ reads, prints or records it. ``endpoint=None`` means huggingface_hub's ``HF_ENDP
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -27,10 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
-from envforge.drafter.weights import TensorInfo, read_weight_file
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
+from envforge.core.fs import atomic_write
+from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
+from envforge.drafter.weights import TensorInfo, open_regular, read_weight_file
 
 __all__ = [
     "RECORD_NAME",
@@ -61,7 +63,6 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
     """A file of a hub revision: ``size`` in bytes, ``sha256`` (LFS files) or ``blob_id`` (git sha1)."""
-
     name: str
     size: int
     sha256: str | None
@@ -75,7 +76,6 @@ class HubRevision:
     ``requested`` is the revision as given, ``sha`` the commit it resolved to, ``pinned`` whether
     the request was that sha; ``files`` the selected files; ``skipped`` the names left out.
     """
-
     repo: str
     requested: str
     sha: str
@@ -92,7 +92,6 @@ class HubRevision:
 @dataclass(frozen=True, slots=True)
 class FetchedFile:
     """A downloaded file, re-hashed: repo-relative ``name``, ``size`` in bytes, ``sha256`` hex."""
-
     name: str
     size: int
     sha256: str
@@ -102,7 +101,6 @@ class FetchedFile:
 class FetchResult:
     """What :func:`fetch` wrote: the files under ``dest`` and the record ``dest/envforge-drafter.json``;
     ``offline``: nothing was downloaded, the recorded copy was re-hashed (:func:`recheck_offline`)."""
-
     revision: HubRevision
     dest: Path
     files: tuple[FetchedFile, ...]
@@ -117,22 +115,17 @@ def parse_repo_spec(spec: str) -> tuple[str, str] | None:
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
-    from huggingface_hub.errors import SafetensorsParsingError
+    import httpx2  # lazy: huggingface_hub's HTTP client, loaded only when the hub is used
+    from huggingface_hub.errors import SafetensorsParsingError  # lazy: as above
 
-    errors: list[type[BaseException]] = [OSError, SafetensorsParsingError]
-    for module in ("httpx2", "httpx"):  # huggingface_hub's HTTP client, depending on its version
-        try:
-            errors.append(importlib.import_module(module).HTTPError)
-        except (ImportError, AttributeError):
-            continue
-    return tuple(errors)
+    return (OSError, SafetensorsParsingError, httpx2.HTTPError)
 
 
 def endpoint_url(endpoint: str | None) -> str:
     """The hub URL in use: ``endpoint``, else huggingface_hub's (``HF_ENDPOINT`` or huggingface.co)."""
     if endpoint:
         return endpoint.rstrip("/")
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
     return str(constants.ENDPOINT)
 
@@ -141,9 +134,11 @@ def endpoint_url(endpoint: str | None) -> str:
 def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None) -> Iterator[None]:
     """Turn huggingface_hub errors into envforge errors (input error for a missing repo or revision);
     a transport error names the hub's host (``endpoint``, see :func:`endpoint_url`)."""
-    from urllib.parse import urlsplit
-
-    from huggingface_hub.errors import OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (  # lazy: huggingface_hub is heavy; loaded only when the hub is used
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
         yield
@@ -168,7 +163,7 @@ def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None)
 
 
 def _api(endpoint: str | None) -> Any:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
     return HfApi(endpoint=endpoint)
 
@@ -292,9 +287,8 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
         removed), or a ``*.incomplete`` partial download is left under ``dest``.
     :raises ExternalToolError: a download failed.
     """
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
-    from envforge.core.fs import atomic_write  # temp file + os.replace, mode 0666 & ~umask
 
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):
@@ -312,7 +306,7 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
 def offline_mode() -> bool:
     """huggingface_hub's offline mode (``HF_HUB_OFFLINE=1`` when it was imported): it then refuses
     every HTTP request (``OfflineModeIsEnabled``)."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
     return bool(constants.is_offline_mode())
 
@@ -324,8 +318,6 @@ def read_record(record: Path) -> dict[str, Any]:
     :raises InputError: not a regular file (a FIFO, a directory: named, never opened), larger than
         1 MiB, or not a JSON object.
     """
-    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-
     hint = "fetch the drafter again: `envforge drafter fetch REPO --revision SHA --dest DIR`"
     data = parse_json(read_state(record, what="drafter fetch record", limit=SMALL_LIMIT, hint=hint), label=str(record))
     if not isinstance(data, dict):
@@ -348,8 +340,6 @@ def _recorded_files(record: Path, repo: str, sha: str) -> tuple[dict[str, Any], 
 
 
 def _sha256_of(directory: Path, name: str) -> tuple[str, int]:
-    from envforge.drafter.weights import open_regular
-
     fd, size = open_regular(directory / name, directory)
     h = hashlib.sha256()
     with open(fd, "rb", closefd=True) as f:
@@ -394,7 +384,7 @@ def recheck_offline(repo: str, revision: str, dest: Path) -> FetchResult:
 
 
 def _remote_json(rev: HubRevision, name: str, endpoint: str | None, cache_dir: Path | None) -> dict[str, Any]:
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
     f = next((f for f in rev.files if f.name == name), None)
     if f is None:
@@ -435,7 +425,11 @@ def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *
 
     :raises ExternalToolError: the request failed or the server returned a different length.
     """
-    from huggingface_hub import get_session, hf_hub_url, hf_raise_for_status
+    from huggingface_hub import (  # lazy: huggingface_hub is heavy; loaded only when the hub is used
+        get_session,
+        hf_hub_url,
+        hf_raise_for_status,
+    )
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # lazy export
 
     url = hf_hub_url(repo, name, revision=sha, endpoint=endpoint)

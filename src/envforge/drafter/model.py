@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.core.errors import InputError
+from envforge.core.textfile import SMALL_LIMIT, parse_json, read_bytes
 from envforge.drafter.layout import loader_problems
 from envforge.drafter.weights import TensorInfo
-from envforge.core.errors import InputError
 
 __all__ = [
     "Drafter",
@@ -61,7 +62,6 @@ class DrafterIssue:
     ``fix`` says what to do; ``engines`` the serving engines whose loaders the issue concerns
     (:data:`envforge.drafter.layout.ENGINES`; empty when it is not about loading).
     """
-
     kind: str
     subject: str
     expected: str
@@ -78,7 +78,6 @@ class Drafter:
     drafters and for fetched ones (from the fetch record); ``config`` is ``config.json``;
     ``files`` the weight files read; ``pickle_files`` weights that were not read (pickle).
     """
-
     source: str
     repo: str | None
     revision: str | None
@@ -108,8 +107,6 @@ class Drafter:
 
 def load_json(path: Path) -> dict[str, Any]:
     """Read a JSON object from ``path``; :class:`InputError` naming the file when it is not one."""
-    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_bytes
-
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read below for ever

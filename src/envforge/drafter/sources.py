@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from envforge.core.errors import InputError
 from envforge.drafter.hub import (
     RECORD_NAME,
     check_partials,
@@ -22,7 +23,6 @@ from envforge.drafter.hub import (
 )
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
 from envforge.drafter.weights import ByteReader, TensorInfo, WeightFile, local_reader, open_regular, read_weight_file
-from envforge.core.errors import InputError
 
 __all__ = ["byte_reader", "local_weight_file", "open_drafter", "open_local", "read_config"]
 
@@ -103,7 +103,7 @@ def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | Non
         return load_json(path / "config.json")
     if path.exists() or parse_repo_spec(spec) is None:
         return load_json(path)
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
     repo, rev = parse_repo_spec(spec) or ("", "")
     pinned = resolve_revision(repo, rev, allow_pickle=True, endpoint=endpoint)

@@ -13,6 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envforge.lockdiff.classify import diff_locks
+from envforge.lockdiff.matrix import variant_matrix
+from envforge.lockdiff.render import render_textconv
+from envforge.lockdiff.sources import changed_lockfiles, read_lock_file, read_side, recipe_index_names, variant_locks
+
 if TYPE_CHECKING:  # submodules are imported by the functions below: each path pays for its own
     from envforge.lockdiff.classify import LockDiff
     from envforge.lockdiff.matrix import VariantMatrix
@@ -26,27 +31,18 @@ def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
 
     :raises InputError: a side is missing, not a lock, or has merge-conflict markers.
     """
-    from envforge.lockdiff.classify import diff_locks
-    from envforge.lockdiff.sources import read_side, recipe_index_names
-
     a, b = read_side(old, base=base), read_side(new, base=base)
     return diff_locks(a, b, names=recipe_index_names((a, b), base))
 
 
 def diff_git(rev: str, *, base: Path) -> tuple[LockDiff, ...]:
     """One diff per lockfile changed between ``rev`` and the working tree of the repo at ``base``."""
-    from envforge.lockdiff.classify import diff_locks
-    from envforge.lockdiff.sources import changed_lockfiles, recipe_index_names
-
     return tuple(diff_locks(old, new, names=recipe_index_names((old, new), base))
                  for old, new in changed_lockfiles(base, rev))
 
 
 def diff_variants(recipe: str, *, lockfiles_dir: Path) -> VariantMatrix:
     """The variant matrix of ``recipe`` from ``lockfiles_dir/pylock.<recipe>-*.toml``."""
-    from envforge.lockdiff.matrix import variant_matrix
-    from envforge.lockdiff.sources import variant_locks
-
     return variant_matrix(recipe, variant_locks(lockfiles_dir, recipe))
 
 
@@ -55,7 +51,4 @@ def textconv(path: Path) -> str:
 
     :raises InputError: not a lock (the CLI falls back to the raw text so git still shows a diff).
     """
-    from envforge.lockdiff.render import render_textconv
-    from envforge.lockdiff.sources import read_lock_file
-
     return render_textconv(read_lock_file(path))

@@ -52,6 +52,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.markers import InvalidMarker, Marker
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
 from envforge.lockdiff.model import PYPI, Artifact, Lock, LockedPackage
 
 __all__ = ["CUDA_SUFFIX", "FAMILIES", "FieldChange", "IndexMove", "LockDiff", "PackageChange",
@@ -85,7 +89,6 @@ class PackageChange:
     of an entry of a name with several entries); ``flagged`` marks what should not happen
     without a reason; ``hidden`` marks metadata-only churn.
     """
-
     kind: str
     family: str
     old_name: str | None
@@ -118,7 +121,6 @@ class IndexMove:
     ``old``/``new`` are the index URLs (or folders); ``packages`` the names of every entry that
     moved that way, sorted (also those with other changes, listed as their own changes).
     """
-
     old: str
     new: str
     packages: tuple[str, ...]
@@ -134,7 +136,6 @@ class FieldChange:
     reasons); ``note``: an override's reason. Array items (``resolution-markers``,
     ``conflicts``...) are one change each, added or removed.
     """
-
     section: str
     subject: str
     kind: str
@@ -152,7 +153,6 @@ class LockDiff:
     counts are numbers of entries (every ``[[packages]]`` / ``[[package]]`` entry);
     ``index_names`` maps index URLs to names for display; ``index_moves`` are the moves said once.
     """
-
     old_label: str
     new_label: str
     status: str
@@ -459,7 +459,6 @@ def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
         return False
     if a.marker is None or b.marker is None:
         return True
-    from packaging.markers import InvalidMarker, Marker
 
     try:
         return str(Marker(a.marker)) != str(Marker(b.marker))
@@ -478,7 +477,6 @@ def _version_change(old: str | None, new: str | None) -> tuple[str | None, str |
     """(kind, level, detail) for two versions; kind None when they are equal."""
     if old == new:
         return None, None, ""
-    from packaging.version import InvalidVersion, Version
 
     try:
         a, b = Version(old or "0"), Version(new or "0")
@@ -516,7 +514,6 @@ def _wheel_identity(f: Artifact) -> tuple[str, str]:
     name of anything else (build tag ``""``)."""
     if not f.filename.endswith(".whl"):
         return f.filename, ""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     try:
         _, _, build, tags = parse_wheel_filename(f.filename)
@@ -589,8 +586,6 @@ def wheel_coverage(p: LockedPackage) -> frozenset[str]:
     """What an entry's files cover: platforms (``linux x86_64``, ``win amd64``, ``any``...),
     Python tags (``cp312``, ``cp39-abi3``, ``py3``) and ``sdist``, from the wheel file names
     (PEP 427 / PEP 425, read by ``packaging.utils.parse_wheel_filename``)."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     out: set[str] = set()
     for f in p.artifacts:
         if not f.filename.endswith(".whl"):

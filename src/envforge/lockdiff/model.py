@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.lock.read import read_lock_text
 
 __all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "normalize_name", "parse_lock"]
 
@@ -45,7 +46,6 @@ class Artifact:
     ``upload_time`` as TOML gave it: a ``datetime`` (pylock) or ISO 8601 text (uv.lock), ``None``
     when absent. Only compared for equality.
     """
-
     filename: str
     url: str | None
     hashes: tuple[tuple[str, str], ...]
@@ -67,7 +67,6 @@ class LockedPackage:
     ``packages.dependencies``): ``name``, then `` ==version`` and `` @ source`` where the lock
     names them (they pick one of several same-name entries), then `` ; marker``.
     """
-
     name: str
     version: str | None
     marker: str | None
@@ -91,7 +90,6 @@ class Lock:
     ``resolution-markers``, ``supported-markers``, ``required-markers``, ``conflicts`` as
     ``"pkg[extra] / pkg[extra]"``, and ``manifest.*`` arrays).
     """
-
     label: str
     kind: str
     header: Mapping[str, str]
@@ -113,8 +111,6 @@ def parse_lock(text: str, *, label: str) -> Lock:
     :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
         lock (says what it looks like), or an invalid lock (names the key path and the reason).
     """
-    from envforge.lock.read import read_lock_text
-
     doc = read_lock_text(text, label=label)
     if doc.kind == "pylock":
         return _read_pylock(doc.entries, doc.data, label, doc.comments, doc.envforge)

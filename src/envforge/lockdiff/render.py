@@ -6,12 +6,14 @@ terminal width), so outputs can be pasted into reviews and compared in tests.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from envforge.core.printable import escape_controls
 from envforge.lockdiff.classify import (
     FAMILIES,
     FieldChange,
@@ -22,7 +24,6 @@ from envforge.lockdiff.classify import (
     index_names,
 )
 from envforge.lockdiff.model import PYPI, Lock
-from envforge.core.printable import escape_controls
 
 __all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
            "source_text", "summary_line"]
@@ -332,8 +333,6 @@ def render_textconv(lock: Lock) -> str:
     names and hashes (and one over the dependency edges where there are any). Upload times and
     sizes are left out, so metadata-only churn shows no diff.
     """
-    import hashlib
-
     names = index_names(lock)
     lines = [f"# envforge lock textconv: {lock.kind}, {len(lock.packages)} packages"]
     for key, value in lock.header.items():

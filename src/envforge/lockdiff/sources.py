@@ -7,12 +7,15 @@ root, or to ``base`` when it starts with ``./`` or ``../``.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envforge.core.errors import ExternalToolError, InputError
+from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.lockdiff.model import Lock, parse_lock
+from envforge.recipe.project import find_project
 
 __all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names",
            "variant_locks"]
@@ -35,7 +38,6 @@ def read_lock_file(path: Path, *, label: str | None = None) -> Lock:
     shown = label or str(path)
     if not path.exists():
         raise InputError(f"{shown}: no such file", hint=_SIDE_HINT)
-    from envforge.core.textfile import decode_utf8, read_bytes
 
     return parse_lock(decode_utf8(read_bytes(path, what="lock"), label=shown), label=shown)
 
@@ -118,9 +120,7 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
     names = [r for r in recipes if isinstance(r, str) and r]
     if not names:
         return {}
-    import tomllib
 
-    from envforge.recipe.project import find_project
 
     recipes_dir = find_project(base).recipes_dir
     out: dict[str, str] = {}
@@ -148,7 +148,7 @@ def _decode(data: bytes, label: str) -> str:
 
 def _repo(base: Path) -> Any:
     try:
-        import git
+        import git  # lazy: gitpython is heavy; loaded only for git revisions
     except ImportError as exc:  # gitpython raises ImportError when no git executable is found
         raise ExternalToolError("git is needed to read lockfiles from revisions", tool="git",
                                 argv=["git"], returncode=None, stderr_tail=str(exc),
@@ -161,7 +161,7 @@ def _repo(base: Path) -> Any:
 
 
 def _commit(repo: Any, rev: str) -> Any:
-    import git
+    import git  # lazy: gitpython is heavy; loaded only for git revisions
 
     try:
         return repo.commit(rev)

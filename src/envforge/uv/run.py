@@ -17,9 +17,15 @@ something the lock would not record.
 
 from __future__ import annotations
 
+import codecs
+import fcntl
 import os
+import pty
 import re
+import shutil
+import struct
 import subprocess
+import termios
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -88,7 +94,6 @@ def _refuse(args: Sequence[str], environ: Mapping[str, str]) -> None:
 @dataclass(frozen=True, slots=True)
 class UvResult:
     """A finished uv call: its argv, standard output and standard error (text)."""
-
     argv: tuple[str, ...]
     stdout: str
     stderr: str
@@ -102,14 +107,13 @@ def uv_binary() -> str:
     if env := os.environ.get("ENVFORGE_UV"):
         return env
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # lazy: uv's wheel module only to find its binary
 
         return str(find_uv_bin())
     except (ImportError, FileNotFoundError):
         pass
-    from shutil import which
 
-    found = which("uv")
+    found = shutil.which("uv")
     if found is None:
         raise UvError("uv is not installed", tool="uv", argv=["uv"], returncode=None,
                       hint="pip install uv (it is a dependency of envforge)")
@@ -222,12 +226,6 @@ _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>78]")
 
 def _pty() -> tuple[int, int]:
     """A pseudo-terminal pair sized like this process's terminal (uv's bars fit the width)."""
-    import fcntl
-    import pty
-    import shutil
-    import struct
-    import termios
-
     master, slave = pty.openpty()
     size = shutil.get_terminal_size((100, 24))
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size.lines, size.columns, 0, 0))
@@ -237,8 +235,6 @@ def _pty() -> tuple[int, int]:
 def _relay_pty(master: int, terminal: Callable[[str], None], err_lines: list[str],
                progress: Progress | None) -> None:
     """Copy uv's terminal output to ``terminal`` until uv closes it; keep its lines as plain text."""
-    import codecs
-
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
     try:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from envforge.core.errors import InputError
-from envforge.lockdiff.classify import LockDiff, diff_locks
+from envforge.lockdiff.changes import LockDiff
+from envforge.lockdiff.classify import diff_locks
 from envforge.lockdiff.model import Lock, parse_lock
 from envforge.lockdiff.render import diff_data, render_markdown, render_terminal, render_textconv
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from envforge.lockdiff.classify import diff_locks, pair_entries, wheel_coverage
+from envforge.lockdiff.classify import diff_locks
+from envforge.lockdiff.pairing import pair_entries
+from envforge.lockdiff.wheels import wheel_coverage
 from envforge.lockdiff.model import Artifact, Lock, LockedPackage, parse_lock
 from envforge.lockdiff.render import (
     WIDTH,
@@ -498,7 +500,7 @@ def test_variant_matrix_same_coverage_other_files_shows_digests(tmp_path: Path) 
 # --- pairing costs and helpers, pinned (their documented values) -------------------------------
 
 def test_pair_cost_weights() -> None:
-    from envforge.lockdiff.classify import _pair_cost
+    from envforge.lockdiff.pairing import _pair_cost
 
     base = entry("1.0+cu128", "sys_platform == 'linux'", "https://x/a")
     assert _pair_cost(base, base) == 0
@@ -513,7 +515,7 @@ def test_pair_cost_weights() -> None:
 
 
 def test_permutation_count_and_greedy() -> None:
-    from envforge.lockdiff.classify import _greedy, _permutations
+    from envforge.lockdiff.pairing import _greedy, _permutations
 
     assert [_permutations(7, 7), _permutations(9, 2), _permutations(5, 0), _permutations(8, 8)] == [
         5040, 72, 1, 40320]
@@ -545,7 +547,7 @@ def test_hidden_settings_count_only_with_all() -> None:
 
 
 def test_metadata_what_changed() -> None:
-    from envforge.lockdiff.classify import _meta_what
+    from envforge.lockdiff.wheels import _meta_what
 
     a = Artifact("x.whl", None, (), 10, "2025-01-01")
     assert _meta_what(a, Artifact("x.whl", None, (), 11, "2025-01-01")) == "size of identical files"
@@ -658,7 +660,7 @@ def test_moves_between_url_indexes_of_every_scheme(scheme: str) -> None:
 
 
 def test_top_level_array_reordered_or_on_one_side() -> None:
-    from envforge.lockdiff.classify import FieldChange
+    from envforge.lockdiff.changes import FieldChange
 
     def lock(lists: dict[str, tuple[str, ...]]) -> Lock:
         return Lock("x", "uv.lock", {}, (), {}, {}, lists)
@@ -672,7 +674,7 @@ def test_top_level_array_reordered_or_on_one_side() -> None:
 
 
 def test_index_names_from_lock_and_extra() -> None:
-    from envforge.lockdiff.classify import index_names
+    from envforge.lockdiff.changes import index_names
 
     a = Lock("a", "pylock", {}, (), {}, {"indexes": [{"name": "cu130", "url": "https://x/cu130/"},
                                                     {"url": "https://x/nameless"}, {"name": "no-url"}, "junk"]})

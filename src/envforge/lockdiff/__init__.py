@@ -19,7 +19,7 @@ from envforge.lockdiff.render import render_textconv
 from envforge.lockdiff.sources import changed_lockfiles, read_lock_file, read_side, recipe_index_names, variant_locks
 
 if TYPE_CHECKING:  # submodules are imported by the functions below: each path pays for its own
-    from envforge.lockdiff.classify import LockDiff
+    from envforge.lockdiff.changes import LockDiff
     from envforge.lockdiff.matrix import VariantMatrix
 
 __all__ = ["diff_git", "diff_sides", "diff_variants", "textconv"]

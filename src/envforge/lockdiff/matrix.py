@@ -12,18 +12,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from envforge.lockdiff.classify import (
-    CUDA_SUFFIX,
-    FAMILIES,
-    coverage_key,
-    family_of,
-    flatten_envforge,
-    index_names,
-    wheel_coverage,
-)
+from envforge.core.printable import escape_controls
+from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, family_of, index_names
+from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.render import FAMILY_TITLES
-from envforge.core.printable import escape_controls
+from envforge.lockdiff.wheels import coverage_key, wheel_coverage
 
 __all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown",
            "render_matrix_terminal", "variant_matrix"]

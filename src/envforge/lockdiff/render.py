@@ -14,15 +14,8 @@ from dataclasses import asdict
 from typing import Any
 
 from envforge.core.printable import escape_controls
-from envforge.lockdiff.classify import (
-    FAMILIES,
-    FieldChange,
-    IndexMove,
-    LockDiff,
-    PackageChange,
-    flatten_envforge,
-    index_names,
-)
+from envforge.lockdiff.changes import FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, index_names
+from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock
 
 __all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",

@@ -1,0 +1,66 @@
+"""The architecture contracts of docs/architecture.md, kept by CI.
+
+- import-linter (``.importlinter``): the stage packages import only from the stages below them, and the
+  independence contracts (bench and verify; lockdiff, patching and drafter) hold; no cycle between stages.
+- deptry (``[tool.deptry]`` in pyproject.toml): no undeclared import and no unused dependency.
+- No module over 500 lines; no top-level modules besides ``__init__`` and ``__main__``.
+- Function-level imports only for start-up time of heavy optional dependencies, each marked ``# lazy: ...``.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "envforge"
+MAX_LINES = 500
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
+    return found
+
+
+def test_import_contracts_are_kept() -> None:
+    proc = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " 0 broken." in proc.stdout
+
+
+def test_dependencies_are_declared_and_used() -> None:
+    proc = subprocess.run([_tool("deptry"), "src"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if "data" not in p.relative_to(SRC).parts)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    long = {str(p.relative_to(SRC)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_the_top_level_holds_only_the_entry_points() -> None:
+    assert sorted(p.name for p in SRC.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+def test_function_level_imports_are_only_the_marked_lazy_ones() -> None:
+    found = []
+    for path in _modules():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and \
+                            "# lazy:" not in lines[node.lineno - 1] + lines[node.end_lineno - 1]:
+                        found.append(f"{path.relative_to(SRC)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert sorted(set(found)) == []

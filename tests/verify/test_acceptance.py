@@ -19,11 +19,14 @@ import uv
 from tests.conftest import CACHE, cached_wheel
 from tests.support.verify_envs import make_env
 
+from envforge.core.kinds import LEVELS, REGISTRY, level_of
 from envforge.env.layout import Environment
 from envforge.recipe.project import Project
 from envforge.recipe.model import RecipeError, load_recipe
 from envforge.verify import Finding, VerifyOptions, verify
 from envforge.verify.acceptance import Acceptance, apply_acceptances
+from envforge.verify.findings import AcceptedFinding
+from envforge.verify.gpu import nccl_library_findings
 from envforge.verify.report import as_json, as_junit, as_text
 
 PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
@@ -61,6 +64,47 @@ def test_an_unmatched_acceptance_is_a_finding_only_when_its_level_ran() -> None:
         "acceptance-unmatched", "verify.accept[0]: file-conflict build_backend.py",
         "a file-conflict finding with subject 'build_backend.py'", "no such finding",
         "the accepted problem is gone (or the subject is misspelt): remove the entry from the recipe")], [])
+
+
+SYSTEM_NCCL = Acceptance("nccl-library", "libnccl", "the cluster's tuned system NCCL, on purpose",
+                         dt.date(2027, 1, 1), 0)
+
+
+def test_an_acceptance_of_a_gpu_kind_is_not_held_to_a_static_run() -> None:
+    """The bug: nccl-library is produced by the gpu level but was registered as static, so a recipe that
+    accepts a deliberate system NCCL made every plain (static) `envforge verify` and `envforge up` exit 1."""
+    assert apply_acceptances([], [SYSTEM_NCCL], today=dt.date(2026, 12, 1), levels=("static",)) == ([], [])
+
+
+def test_an_acceptance_of_nccl_library_accepts_the_gpu_levels_finding() -> None:
+    found = nccl_library_findings({"loaded": ["/usr/lib/libnccl.so.2"],
+                                   "candidates": ["/usr/lib/libnccl.so.2", "/sp/nvidia/nccl/lib/libnccl.so.2"]},
+                                  Path("/sp"))
+    assert [(f.kind, f.level, f.subject) for f in found] == [("nccl-library", "gpu", "libnccl")]
+    failing, accepted = apply_acceptances(found, [SYSTEM_NCCL], today=dt.date(2026, 12, 1), levels=("static", "gpu"))
+    assert (failing, [a.finding for a in accepted]) == ([], found)
+    failing, accepted = apply_acceptances([], [SYSTEM_NCCL], today=dt.date(2026, 12, 1), levels=("static", "gpu"))
+    assert (failing, accepted) == ([Finding(
+        "acceptance-unmatched", "verify.accept[0]: nccl-library libnccl", "a nccl-library finding with subject "
+        "'libnccl'", "no such finding",
+        "the accepted problem is gone (or the subject is misspelt): remove the entry from the recipe", "gpu")], [])
+
+
+@pytest.mark.parametrize("kind", [*REGISTRY, "eagle3-d2t", "target-hidden-size"])
+def test_an_acceptance_is_held_to_a_run_exactly_when_its_kinds_level_ran(kind: str) -> None:
+    """Every registered kind (and drafter kinds): at its own level an entry accepts its finding, and is
+    acceptance-unmatched without one; a run without that level does not consult it."""
+    level = level_of(kind)
+    entry = Acceptance(kind, "subject", "reviewed", dt.date(2027, 1, 1), 3)
+    found = Finding(kind, "subject", "expected", "actual", "fix", level)
+    today = dt.date(2026, 12, 1)
+    failing, accepted = apply_acceptances([found], [entry], today=today, levels=(level,))
+    assert (failing, accepted) == ([], [AcceptedFinding(found, "reviewed", "2027-01-01")])
+    failing, _ = apply_acceptances([], [entry], today=today, levels=(level,))
+    assert [(f.kind, f.level, f.subject) for f in failing] == [
+        ("acceptance-unmatched", level, f"verify.accept[3]: {kind} subject")]
+    others = tuple(lv for lv in LEVELS if lv != level)
+    assert apply_acceptances([], [entry], today=today, levels=others) == ([], [])
 
 
 PINNED = Acceptance("file-conflict", "build_backend.py", "upstream packaging bug", dt.date(2027, 5, 31), 0,

@@ -14,8 +14,10 @@ from tests.support.verify_envs import BuiltEnv, make_env
 
 from envforge.cli import main
 from envforge.cli.output import Ui
-from envforge.verify.findings import KINDS
-from envforge.verify.report import _CHECK_OF
+from envforge.core.kinds import REGISTRY
+from envforge.env.fingerprint import Fingerprint
+from envforge.verify.findings import Check, Finding, VerifyReport
+from envforge.verify.report import as_junit
 
 PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
@@ -98,9 +100,33 @@ def test_broken_interpreter_exits_3(env: BuiltEnv, monkeypatch: pytest.MonkeyPat
     assert "Fatal Python error: init_fs_encoding" in err
 
 
-def test_every_kind_is_grouped_under_one_check() -> None:
-    grouped = [k for kinds in _CHECK_OF.values() for k in kinds]
-    assert sorted(set(grouped)) == sorted(KINDS)
+def test_every_kind_is_grouped_under_a_check() -> None:
+    """Every kind has a check whose JUnit case lists it, but the one of a level none of whose checks ran."""
+    assert [k for k, v in REGISTRY.items() if not v.checks] == ["nothing-to-check"]
+
+
+def test_junit_lists_each_finding_under_the_checks_of_its_kind_and_level() -> None:
+    """The registry's checks group the failures: nccl-library under the gpu level's nccl case (not a static one),
+    missing-file under both record and patched-files, every drafter-level finding under the drafter case."""
+    fp = Fingerprint(lock_digest=None, patch_manifest_digest=None, env_profile=None, env_profile_digest=None)
+    report = VerifyReport(
+        environment="env", levels=("static", "gpu", "drafter"), fingerprint=fp, elapsed_s=0.5,
+        findings=(Finding("nccl-library", "libnccl", "one libnccl in the process", "loaded: /a, /b", "fix", "gpu"),
+                  Finding("missing-file", "sglang 0.5.9: sglang/version.py", "present", "absent", "rebuild"),
+                  Finding("eagle3-d2t", "d: d2t", "x", "y", "z", "drafter"),
+                  Finding("nothing-to-check", "--level drafter", "a check", "none ran", "give it one", "drafter")),
+        checks=(Check("record", "static", "findings"), Check("patched-files", "static", "findings"),
+                Check("env-profile", "static", "ok"), Check("nccl", "gpu", "findings"),
+                Check("drafter", "drafter", "findings")))
+    suite = ET.fromstring(as_junit(report))
+    failures = {f"{c.get('classname')}/{c.get('name')}": [f.get("message") for f in c.findall("failure")]
+                for c in suite.findall("testcase")}
+    assert failures == {
+        "verify.static/record": ["missing-file: sglang 0.5.9: sglang/version.py"],
+        "verify.static/patched-files": ["missing-file: sglang 0.5.9: sglang/version.py"],
+        "verify.static/env-profile": [],
+        "verify.gpu/nccl": ["nccl-library: libnccl"],
+        "verify.drafter/drafter": ["eagle3-d2t: d: d2t", "nothing-to-check: --level drafter"]}
 
 
 def test_drafter_level_runs_the_recipes_drafter_table(env: BuiltEnv, tmp_path: Path) -> None:

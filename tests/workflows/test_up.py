@@ -7,9 +7,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tests.support.verify_envs import DAMAGE_KIND, build_quickstart, damaged
+
+from envforge.core.kinds import REGISTRY
+from envforge.verify import Finding
+from envforge.verify.static import _misread
+from envforge.workflows.up import repairable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,17 +72,29 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
 
 
 def test_only_damage_a_rebuild_repairs_triggers_one() -> None:
-    from envforge.workflows.up import repairable
-    from envforge.verify import Finding
-
     hook_gone = Finding("env-profile", "hook", "profile pcie installed (.envforge/env-profile.json)",
                         "no env profile installed", "reinstall")
-    misread = Finding("env-profile", "NCCL_BUFFSIZE", "NCCL_BUFFSIZE as the profile means it",
-                      "NCCL reads '128K' as 128 bytes", "fix the recipe's [env.*] table")
+    misread, = _misread({"NCCL_BUFFSIZE": "128K"})  # about the recipe: every build from this lock has it
+    assert (misread.kind, misread.from_recipe, hook_gone.from_recipe) == ("env-profile", True, False)
     assert [repairable(f) for f in (hook_gone, misread)] == [True, False]
+    # the structured reason, not the text: the same words without it are damage a rebuild repairs
+    assert repairable(replace(misread, from_recipe=False)) is True
+    assert repairable(replace(hook_gone, from_recipe=True)) is False
     assert [repairable(Finding(k, "s", "e", "a", "f")) for k in ("tampered", "missing-file", "file-conflict",
                                                                   "capability", "patchset-changed")] == [
         True, True, False, False, False]
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRY))
+def test_a_rebuild_is_for_the_kinds_the_registry_says_it_repairs(kind: str) -> None:
+    level = REGISTRY[kind].level
+    assert repairable(Finding(kind, "s", "e", "a", "f", level)) is REGISTRY[kind].rebuild_repairs
+    assert repairable(Finding(kind, "s", "e", "a", "f", level, from_recipe=True)) is False
+
+
+def test_drafter_and_unknown_kinds_are_not_repaired_by_a_rebuild() -> None:
+    assert [repairable(Finding(k, "s", "e", "a", "f", "drafter")) for k in ("eagle3-d2t", "no-such-kind")] == [
+        False, False]
 
 
 @pytest.mark.slow
@@ -99,8 +118,6 @@ def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> N
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
-    from tests.support.verify_envs import build_quickstart
-
     return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
 
 
@@ -109,8 +126,6 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_up_on_a_damaged_generation_record_is_exit_2_naming_it(quickstart: Path, how: str) -> None:
     """`up` reads the live generation's generation.json to decide whether to reuse it: a FIFO there
     must not block it; one error line and a working hint, nothing built. `envs` lists it."""
-    from tests.support.verify_envs import DAMAGE_KIND, damaged
-
     proj = quickstart
     gen = proj / "envs" / ".generations" / "quickstart-default" / "g0001"
     path = next(gen.glob("lib/python3*/site-packages")) / ".envforge" / "generation.json"

@@ -1,4 +1,10 @@
-"""The finding kinds of ``envforge verify``: what each means and the level that produces it.
+"""The finding kinds of ``envforge verify``: one registry from which verify, its report, acceptance and ``up`` derive.
+
+Each kind is one :class:`Kind` entry of :data:`REGISTRY`: what it means, the verify level that
+produces it, the checks whose JUnit case lists it, and whether a fresh build from the same lock
+repairs it. Drafter kinds (``eagle3-fc``, ``target-hidden-size``, ...) come from
+:mod:`envforge.drafter` and are known by prefix (:data:`DRAFTER_KIND_PREFIXES`), all as :data:`DRAFTER`.
+Adding a kind is one entry here (and its row in docs/verify.md).
 
 Read by the recipe (``[[verify.accept]] kind`` is checked at load), verify, its report and ``up``.
 """
@@ -6,10 +12,12 @@ Read by the recipe (``[[verify.accept]] kind`` is checked at load), verify, its 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from envforge.core.errors import InputError
 
-__all__ = ["DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "check_levels", "is_known_kind", "level_of"]
+__all__ = ["DRAFTER", "DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "LEVEL_WIDE_CHECKS", "REGISTRY", "Kind",
+           "belongs_to", "check_levels", "is_known_kind", "kind_of", "level_of", "rebuild_repairs"]
 
 #: Verify levels, in the order they run.
 LEVELS = ("static", "gpu", "drafter")
@@ -25,65 +33,139 @@ def check_levels(levels: Iterable[str]) -> None:
         raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
 
 
-#: Every finding kind and what it means (docs/verify.md lists them with their fixes).
-KINDS: Mapping[str, str] = {
-    # static
-    "platform": "this machine cannot run the lock's platform (another architecture or OS, an older glibc)",
-    "stale-environment": "the project's lock changed since this environment was built",
-    "lock-integrity": "a lock is not what `envforge lock` wrote (packages-digest, [tool.envforge]): hand-edited or cut short",
-    "missing-lock": "the project's lock for this environment does not exist",
-    "version-mismatch": "an installed distribution's version differs from the lock",
-    "local-label-mismatch": "same public version, different local label (e.g. +cu128 vs +cu130)",
-    "variant-unconfirmed": "metadata lacks the lock's local label (B04) and nothing confirms the file",
-    "missing": "a distribution of the lock is not installed",
-    "nccl-library": "the process loaded another libnccl than the lock's wheel copy, or two copies (B31)",
-    "unexpected": "a distribution is installed but not in the lock",
-    "missing-file": "a file listed in a distribution's RECORD is absent",
-    "tampered": "an installed file differs from its RECORD and no envforge patch explains it",
-    "hardlinked": "a patched file shares its inode with another path (uv cache, B09)",
-    "stale-bytecode": "bytecode of a patched module may hide the patch (B10)",
-    "patch-state": "a patchset operation is not in its expected state",
-    "patchset-changed": "a patchset file differs from the digest the lock recorded",
-    "env-profile": "the env profile does not reach a spawned child, or is not the locked one",
-    "family-mismatch": "distributions of one family are at different versions (B05)",
-    "cuda-major-mismatch": "a CUDA runtime wheel of the other CUDA major (B03)",
-    "file-conflict": "two distributions' RECORDs list one file; the installed bytes are one of them's",
-    "editable-install": "a distribution is an editable install (PEP 610): patchsets cannot act on site-packages (B21)",
-    # any level
-    "nothing-to-check": "a level was asked for but there is nothing for it to check (e.g. no [verify.drafter])",
-    "acceptance-expired": "a recipe [[verify.accept]] entry is past its expiry date; its finding fails again",
-    "acceptance-unmatched": "a recipe [[verify.accept]] entry matches no finding of a level that ran",
-    # gpu
-    "no-gpu": "the gpu level was asked for explicitly (--level gpu) on a machine without an NVIDIA GPU",
-    "cuda-unavailable": "the environment's torch cannot use CUDA on a machine with NVIDIA GPUs",
-    "gpu-count": "the number of visible GPUs differs from the recipe target",
-    "capability": "a GPU's compute capability differs from the recipe target",
-    "arch-list": "the installed torch has no kernels for a GPU's (or the target's) architecture",
-    "cuda-runtime": "torch's CUDA runtime differs from the variant's CUDA version",
-    "driver-floor": "the driver is older than the CUDA runtime needs",
-    "native-op": "a small operation of a native package failed",
-    "allreduce-failed": "the all-reduce test failed or gave a wrong sum",
-    "allreduce-timeout": "the all-reduce test hung and was killed (B12)",
-    "env-profile-slower": "an env profile makes an all-reduce size more than 20% slower than NCCL's default",
-    "gpu-probe-failed": "the GPU probe could not run in the environment's interpreter",
-}
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One finding kind.
 
+    ``meaning``: one line (docs/verify.md lists the kinds with their fixes). ``level``: the verify
+    level (one of :data:`LEVELS`) that produces it; an ``[[verify.accept]]`` entry of the kind is
+    held to a run only when that level ran. ``checks``: the names of the checks
+    (:class:`envforge.verify.findings.Check`) whose JUnit test case lists its findings.
+    ``rebuild_repairs``: the kind means the live generation's files were damaged after it was built,
+    so a fresh build from the same lock repairs it (``envforge up`` rebuilds for it).
+    ``any_level``: produced at whichever level it concerns (``level`` is then where an acceptance
+    of it is held, ``static``).
+    """
+
+    meaning: str
+    level: str
+    checks: tuple[str, ...]
+    rebuild_repairs: bool = False
+    any_level: bool = False
+
+
+def _static(meaning: str, *checks: str, rebuild_repairs: bool = False) -> Kind:
+    return Kind(meaning, "static", checks, rebuild_repairs)
+
+
+def _gpu(meaning: str, *checks: str) -> Kind:
+    return Kind(meaning, "gpu", checks)
+
+
+def _any(meaning: str, *checks: str) -> Kind:
+    return Kind(meaning, "static", checks, any_level=True)
+
+
+#: Every finding kind but the drafter ones (:data:`DRAFTER`).
+REGISTRY: Mapping[str, Kind] = {
+    # static
+    "platform": _static("this machine cannot run the lock's platform (another architecture or OS, an older glibc)",
+                        "platform"),
+    "stale-environment": _static("the project's lock changed since this environment was built", "lock-current"),
+    "lock-integrity": _static("a lock is not what `envforge lock` wrote (packages-digest, [tool.envforge]): "
+                              "hand-edited or cut short", "lock-integrity"),
+    "missing-lock": _static("the project's lock for this environment does not exist", "lock-current"),
+    "version-mismatch": _static("an installed distribution's version differs from the lock", "versions",
+                                rebuild_repairs=True),
+    "local-label-mismatch": _static("same public version, different local label (e.g. +cu128 vs +cu130)",
+                                    "versions", rebuild_repairs=True),
+    "variant-unconfirmed": _static("metadata lacks the lock's local label (B04) and nothing confirms the file",
+                                   "versions"),
+    "missing": _static("a distribution of the lock is not installed", "versions", rebuild_repairs=True),
+    "unexpected": _static("a distribution is installed but not in the lock", "versions", rebuild_repairs=True),
+    "missing-file": _static("a file listed in a distribution's RECORD is absent", "record", "patched-files",
+                            rebuild_repairs=True),
+    "tampered": _static("an installed file differs from its RECORD and no envforge patch explains it", "record",
+                        rebuild_repairs=True),
+    "hardlinked": _static("a patched file shares its inode with another path (uv cache, B09)", "patched-files",
+                          rebuild_repairs=True),
+    "stale-bytecode": _static("bytecode of a patched module may hide the patch (B10)", "patched-files",
+                              rebuild_repairs=True),
+    "patch-state": _static("a patchset operation is not in its expected state", "patch-states",
+                           rebuild_repairs=True),
+    "patchset-changed": _static("a patchset file differs from the digest the lock recorded", "patch-states"),
+    "env-profile": _static("the env profile does not reach a spawned child, or is not the locked one",
+                           "env-profile", rebuild_repairs=True),
+    "family-mismatch": _static("distributions of one family are at different versions (B05)", "families"),
+    "cuda-major-mismatch": _static("a CUDA runtime wheel of the other CUDA major (B03)", "cuda-major"),
+    "file-conflict": _static("two distributions' RECORDs list one file; the installed bytes are one of them's",
+                             "record"),
+    "editable-install": _static("a distribution is an editable install (PEP 610): patchsets cannot act on "
+                                "site-packages (B21)", "patch-states"),
+    # any level (a level all of whose checks were skipped has no check of its own to list it)
+    "nothing-to-check": _any("a level was asked for but there is nothing for it to check (e.g. no [verify.drafter])"),
+    "acceptance-expired": _any("a recipe [[verify.accept]] entry is past its expiry date; its finding fails again",
+                               "accept"),
+    "acceptance-unmatched": _any("a recipe [[verify.accept]] entry matches no finding of a level that ran", "accept"),
+    # gpu
+    "no-gpu": _gpu("the gpu level was asked for explicitly (--level gpu) on a machine without an NVIDIA GPU", "gpu"),
+    "cuda-unavailable": _gpu("the environment's torch cannot use CUDA on a machine with NVIDIA GPUs", "cuda"),
+    "gpu-count": _gpu("the number of visible GPUs differs from the recipe target", "gpu-count"),
+    "capability": _gpu("a GPU's compute capability differs from the recipe target", "capability"),
+    "arch-list": _gpu("the installed torch has no kernels for a GPU's (or the target's) architecture", "arch-list"),
+    "cuda-runtime": _gpu("torch's CUDA runtime differs from the variant's CUDA version", "cuda-runtime"),
+    "driver-floor": _gpu("the driver is older than the CUDA runtime needs", "driver-floor"),
+    "nccl-library": _gpu("the process loaded another libnccl than the lock's wheel copy, or two copies (B31)", "nccl"),
+    "native-op": _gpu("a small operation of a native package failed", "native-ops"),
+    "allreduce-failed": _gpu("the all-reduce test failed or gave a wrong sum", "allreduce"),
+    "allreduce-timeout": _gpu("the all-reduce test hung and was killed (B12)", "allreduce"),
+    "env-profile-slower": _gpu("an env profile makes an all-reduce size more than 20% slower than NCCL's default",
+                               "allreduce"),
+    "gpu-probe-failed": _gpu("the GPU probe could not run in the environment's interpreter", "gpu-info"),
+}
 
 #: Finding kinds of the drafter level come from :mod:`envforge.drafter` (``eagle3-fc``, ...).
 DRAFTER_KIND_PREFIXES = ("eagle3-", "target-", "drafter-", "vocab-")
 
-_GPU_KINDS = frozenset({"no-gpu", "cuda-unavailable", "gpu-count", "capability", "arch-list", "cuda-runtime",
-                        "driver-floor", "native-op", "allreduce-failed", "allreduce-timeout", "env-profile-slower",
-                        "gpu-probe-failed"})
+#: Every drafter kind (one of :data:`DRAFTER_KIND_PREFIXES`).
+DRAFTER = Kind("an issue of the recipe's [verify.drafter] checks (docs/drafters.md)", "drafter", ("drafter",))
+
+#: Checks whose JUnit case lists every finding of their level: the drafter level has one check.
+LEVEL_WIDE_CHECKS = frozenset({"drafter"})
+
+#: Every registered kind and what it means (the recipe loader's did-you-mean reads the keys).
+KINDS: Mapping[str, str] = {name: k.meaning for name, k in REGISTRY.items()}
+
+
+def kind_of(kind: str) -> Kind | None:
+    """The :class:`Kind` of ``kind``: its :data:`REGISTRY` entry, :data:`DRAFTER` for a drafter
+    kind, None for an unknown one."""
+    found = REGISTRY.get(kind)
+    if found is None and kind.startswith(DRAFTER_KIND_PREFIXES):
+        return DRAFTER
+    return found
 
 
 def is_known_kind(kind: str) -> bool:
-    """A key of :data:`KINDS`, or a drafter kind (one of :data:`DRAFTER_KIND_PREFIXES`)."""
-    return kind in KINDS or kind.startswith(DRAFTER_KIND_PREFIXES)
+    """A key of :data:`REGISTRY`, or a drafter kind (one of :data:`DRAFTER_KIND_PREFIXES`)."""
+    return kind_of(kind) is not None
 
 
 def level_of(kind: str) -> str:
-    """The verify level that can produce findings of ``kind`` (``static`` for the level-less ones)."""
-    if kind.startswith(DRAFTER_KIND_PREFIXES):
-        return "drafter"
-    return "gpu" if kind in _GPU_KINDS else "static"
+    """The verify level that produces findings of ``kind`` (``static`` for the any-level ones and
+    for an unknown kind)."""
+    k = kind_of(kind)
+    return k.level if k is not None else "static"
+
+
+def rebuild_repairs(kind: str) -> bool:
+    """Whether a fresh build from the same lock repairs a finding of ``kind`` (False when unknown)."""
+    k = kind_of(kind)
+    return k is not None and k.rebuild_repairs
+
+
+def belongs_to(kind: str, check: str) -> bool:
+    """Whether the JUnit case of ``check`` lists a finding of ``kind`` (of the check's level):
+    ``check`` is one of the kind's checks, or one of :data:`LEVEL_WIDE_CHECKS`."""
+    k = kind_of(kind)
+    return check in LEVEL_WIDE_CHECKS or (k is not None and check in k.checks)

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envforge.verify.findings import AcceptedFinding, Finding, level_of
+from envforge.core.kinds import level_of
+from envforge.verify.findings import AcceptedFinding, Finding
 from envforge.verify.records import conflict_claimants
 
 __all__ = ["Acceptance", "acceptances_from", "apply_acceptances"]

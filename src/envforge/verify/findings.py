@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK
-from envforge.core.kinds import DRAFTER_KIND_PREFIXES, KINDS, LEVELS, check_levels, is_known_kind, level_of
+from envforge.core.kinds import KINDS, LEVELS, check_levels, is_known_kind, level_of
 from envforge.env.fingerprint import Fingerprint
 
-__all__ = ["DRAFTER_KIND_PREFIXES", "KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport",
-           "check_levels", "is_known_kind", "level_of"]
+__all__ = ["KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport", "check_levels",
+           "is_known_kind", "level_of"]
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One discrepancy. ``kind`` is a key of :data:`KINDS`; ``level`` the verify level that found it."""
+    """One discrepancy. ``kind`` is a known kind (:func:`envforge.core.kinds.is_known_kind`);
+    ``level`` the verify level that found it. ``from_recipe``: the finding is about the recipe itself
+    (e.g. an ``[env.*]`` variable NCCL would misread), so every build from the same lock has it again
+    and ``envforge up`` does not rebuild for it; not part of the JSON (:meth:`as_dict`)."""
 
     kind: str
     subject: str
@@ -31,6 +34,7 @@ class Finding:
     actual: str
     fix: str
     level: str = "static"
+    from_recipe: bool = False
 
     def as_dict(self) -> dict[str, str]:
         """Keys in a fixed order (JSON-able)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from envforge.core.kinds import belongs_to
 from envforge.verify.findings import VerifyReport
 
 __all__ = ["REPORT_SCHEMA", "as_json", "as_junit", "as_text"]
@@ -93,7 +94,7 @@ def as_junit(report: VerifyReport) -> bytes:
         case = ET.SubElement(suite, "testcase", classname=f"verify.{c.level}", name=c.name)
         if c.status == "skipped":
             ET.SubElement(case, "skipped", message=c.detail)
-        found = [f for f in report.findings if f.level == c.level and _belongs(f.kind, c.name)]
+        found = [f for f in report.findings if f.level == c.level and belongs_to(f.kind, c.name)]
         for f in found:
             fail = ET.SubElement(case, "failure", message=f"{f.kind}: {f.subject}", type=f.kind)
             fail.text = f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}"
@@ -109,22 +110,3 @@ def as_junit(report: VerifyReport) -> bytes:
     data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return data
 
-
-#: Which check produces which finding kinds (for JUnit grouping).
-_CHECK_OF = {
-    "platform": {"platform"}, "lock-integrity": {"lock-integrity"},
-    "lock-current": {"stale-environment", "missing-lock"},
-    "versions": {"version-mismatch", "local-label-mismatch", "variant-unconfirmed", "missing", "unexpected"},
-    "families": {"family-mismatch"}, "cuda-major": {"cuda-major-mismatch"},
-    "record": {"missing-file", "tampered", "file-conflict"}, "patched-files": {"hardlinked", "stale-bytecode", "missing-file"},
-    "patch-states": {"patch-state", "patchset-changed", "editable-install"}, "env-profile": {"env-profile"},
-    "gpu-info": {"gpu-probe-failed"}, "gpu": {"no-gpu"}, "cuda": {"cuda-unavailable"}, "gpu-count": {"gpu-count"},
-    "capability": {"capability"}, "arch-list": {"arch-list"}, "cuda-runtime": {"cuda-runtime"},
-    "driver-floor": {"driver-floor"}, "nccl": {"nccl-library"}, "native-ops": {"native-op"},
-    "allreduce": {"allreduce-failed", "allreduce-timeout", "env-profile-slower"},
-    "accept": {"acceptance-expired", "acceptance-unmatched"}, "levels": {"nothing-to-check"},
-}
-
-
-def _belongs(kind: str, check: str) -> bool:
-    return check == "drafter" or kind in _CHECK_OF.get(check, set())

@@ -9,17 +9,25 @@
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envforge.env.layout import Environment
 from envforge.core.errors import InputError
+from envforge.core.kinds import LEVELS, check_levels
+from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.drafter import drafter_checks
+from envforge.drafter.hub import offline_mode
 from envforge.env.fingerprint import fingerprint_of
+from envforge.env.layout import Environment
+from envforge.patching.manifest import rebuild_hint
+from envforge.recipe.model import load_recipe
 from envforge.recipe.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
-from envforge.verify.findings import LEVELS, Check, Finding, VerifyReport, check_levels
+from envforge.verify.findings import Check, Finding, VerifyReport
+from envforge.verify.gpu import GpuInputs, run_gpu
 from envforge.verify.inventory import read_env_lock
 from envforge.verify.static import StaticInputs, installed_profile, run_static
 
@@ -56,9 +64,6 @@ def _generation(sp: Path) -> Mapping[str, Any]:
     :raises InputError: not a regular file (a FIFO, a device, a directory), larger than 1 MiB, or
         not JSON; the message names the file, the hint how to rebuild.
     """
-    from envforge.patching.manifest import rebuild_hint
-    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-
     path = sp / ".envforge" / "generation.json"
     try:
         raw = read_state(path, what="generation record", limit=SMALL_LIMIT, hint=lambda: rebuild_hint(sp))
@@ -85,8 +90,6 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     :raises envforge.core.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
     check_levels(options.levels or ())
-    import time
-
     now = options.clock or time.monotonic
     start = now()
     sp = env.site_packages
@@ -113,8 +116,6 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     measurements: dict[str, Any] = {}
     target = dict(lock.envforge.get("target", {}))
     if "gpu" in levels:
-        from envforge.verify.gpu import GpuInputs, run_gpu
-
         g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(recipe, sp),
                               target_from_machine=options.target_from_machine, base_env=options.base_env,
                               sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
@@ -168,8 +169,6 @@ def _name_commands(findings: list[Finding], env: Environment, project: Project |
     """Complete the envforge commands in the findings' fixes for this environment: the checks write
     `` `envforge apply-patches` ``, `` `envforge build` `` and `` `envforge lock` ``, which act on the
     default environment; the user needs ``apply-patches <env>`` and ``build <recipe> --variant <v>``."""
-    from dataclasses import replace
-
     named = project is not None and env.path.parent.absolute() == project.envs_dir.absolute()
     target = env.path.name if named else str(env.path)
     rv = f" {recipe} --variant {variant}" if recipe and variant else ""
@@ -194,8 +193,6 @@ def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str
     """
     if project is None or not gen.get("recipe"):
         return {}
-    from envforge.recipe.model import load_recipe
-
     try:
         path = project.recipe_path(str(gen["recipe"]))
     except InputError:  # the recipe was removed or renamed since the build
@@ -218,9 +215,6 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions,
     settings = recipe.get("verify", {}).get("drafter")
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
-    from envforge.drafter import drafter_checks
-    from envforge.drafter.hub import offline_mode
-
     issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint,
                             local_root=local_root)
     found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.env.fingerprint import file_digest
+from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.probe import run_probe
+from envforge.env.fingerprint import file_digest
+from envforge.env.profile import check_reach, installed_problems, profile_problems, read_installed
+from envforge.installed.editable import editable_install
+from envforge.lock.resolve import integrity_problems, read_lock
+from envforge.patching.engine import editable_message
+from envforge.recipe.platforms import host_problem, platform_problem
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.records import (
@@ -90,9 +99,6 @@ def run_static(inp: StaticInputs) -> StaticResult:
 
     :raises envforge.core.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
-    from concurrent.futures import ThreadPoolExecutor
-    from contextvars import copy_context
-
     c = _Collector()
     if _wrong_machine(inp, c):  # one finding, not a pile of mismatches from an interpreter that cannot run
         return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), None, (0, 0))
@@ -133,9 +139,6 @@ def _recover_interrupted(sp: Path, c: _Collector) -> None:
     did becomes a note; when it cannot, the patch-states check reports why."""
     if not (sp / STATE / "patch-intent.json").exists():
         return
-    from envforge import patching
-    from envforge.core.mutex import environment_lock_path, exclusive
-
     try:
         with exclusive(environment_lock_path(sp)):
             c.notes.extend(patching.recover(sp))
@@ -147,8 +150,6 @@ def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
     """envprofile's spawn-child check with the profile variables removed from the caller's env."""
     if not expected:
         return None
-    from envforge.env.profile import check_reach
-
     caller = {k: v for k, v in (inp.base_env or {}).items() if k not in expected}
     return check_reach(inp.python, expected, caller_env=caller)
 
@@ -175,8 +176,6 @@ def _venv_version(python: Path) -> str | None:
 def _stale(inp: StaticInputs, c: _Collector) -> None:
     """The env's lock copy and the project's lock are both what ``envforge lock`` wrote
     (``packages-digest``), the project's lock exists, and the env was built from it."""
-    from envforge.lock.resolve import integrity_problems, read_lock
-
     fix = "regenerate the lock with `envforge lock` (review the diff), then rebuild with `envforge build`"
     found = [Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)
              for p in integrity_problems(inp.lock)]
@@ -206,8 +205,6 @@ def _stale(inp: StaticInputs, c: _Collector) -> None:
 
 def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:
     """The lock's platform (``[tool.envforge] inputs.platform``) cannot run on this machine (B27)."""
-    from envforge.recipe.platforms import host_problem, platform_problem
-
     plat = inp.lock.envforge.get("inputs", {}).get("platform")
     if not isinstance(plat, str):
         c.skip("platform", "the lock names no platform ([tool.envforge] inputs.platform)")
@@ -232,31 +229,11 @@ def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector) -> N
 
 def patch_manifest(sp: Path) -> list[PatchedFile]:
     """Files envforge patched, from the patch manifest (``.envforge/patches.json``); [] when none."""
-    try:
-        from envforge import patching
-    except ImportError:
-        return _manifest_json(sp / STATE / "patches.json")
     manifest = patching.read_manifest(sp)
     if manifest is None:
         return []
     return [PatchedFile(str(f.path), _hex(f.original_sha256), _hex(f.new_sha256), str(f.patchset))
             for f in manifest.files]
-
-
-def _manifest_json(path: Path) -> list[PatchedFile]:
-    """The manifest's files read without :mod:`envforge.patching` ([] when there is none).
-
-    :raises InputError: not a regular file, larger than 64 MiB, or not JSON (the message names it).
-    """
-    from envforge.core.textfile import parse_json, read_state
-
-    try:
-        raw = read_state(path, what="patch manifest", hint="rebuild the environment with `envforge build`")
-    except FileNotFoundError:
-        return []
-    data = parse_json(raw, label=str(path))
-    return [PatchedFile(f["path"], _hex(f["original_sha256"]), _hex(f["new_sha256"]), f.get("patchset", "?"))
-            for f in data.get("files", [])]
 
 
 def _hex(digest: str) -> str:
@@ -271,7 +248,6 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
     if inp.patchsets_dir is None or not inp.patchsets_dir.is_dir():
         c.skip("patch-states", f"no patchsets directory ({inp.patchsets_dir})")
         return
-    from envforge import patching
     ids = [p["id"] for p in wanted]
     found: list[Finding] = []
     try:
@@ -302,9 +278,6 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
 def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[str]:
     """An ``editable-install`` finding per distribution a locked patchset targets that is installed
     editable (B21); returns the ids of those patchsets (their operations are not judged one by one)."""
-    from envforge.installed.editable import editable_install
-    from envforge.patching.engine import editable_message
-
     ids: set[str] = set()
     for dist in sorted({ps.distribution for ps in patchsets}):
         ed = editable_install(sp, dist)
@@ -321,8 +294,6 @@ def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[s
 
 def installed_profile(sp: Path) -> Mapping[str, Any] | None:
     """The installed env profile record (``.envforge/env-profile.json``) as a mapping, or None."""
-    from envforge.env.profile import read_installed
-
     record = read_installed(sp)
     return record.as_dict() if record is not None else None
 
@@ -335,8 +306,6 @@ def _expected_env(lock: EnvLock, profile: Mapping[str, Any] | None) -> dict[str,
 
 def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str],
              reach: Any, c: _Collector) -> None:
-    from envforge.env.profile import installed_problems
-
     if not expected:
         c.skip("env-profile", "the lock sets no env profile variables")
         return
@@ -362,12 +331,12 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
 
 def _misread(env: Mapping[str, str]) -> list[Finding]:
     """A profile variable NCCL, CUDA or the process would misread, or one read at process start
-    that the hook sets for children only (B19, B31): reaching the child is not enough."""
-    from envforge.env.profile import profile_problems
-
+    that the hook sets for children only (B19, B31): reaching the child is not enough. The
+    findings are about the recipe (``from_recipe``): a rebuild from the same lock has them again."""
     out = []
     for line in profile_problems(env):
         name, _, why = line.partition(": ")
         out.append(Finding("env-profile", name, f"{name} as the profile means it", why,
-                           "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild"))
+                           "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild",
+                           from_recipe=True))
     return out

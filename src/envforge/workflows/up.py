@@ -9,35 +9,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from envforge.env import build
-
-from envforge.lock import resolve as lock
 from envforge.core.errors import EXIT_CHECK_FAILED
+from envforge.core.kinds import rebuild_repairs
+from envforge.core.probe import ProbeError
+from envforge.env import build
+from envforge.env.layout import Environment
+from envforge.lock import resolve as lock
 from envforge.recipe.project import Project
+from envforge.verify import VerifyOptions, verify
+from envforge.verify.findings import Finding, VerifyReport
 
-if TYPE_CHECKING:
-    from envforge.verify import VerifyOptions
-    from envforge.verify.findings import Finding, VerifyReport
-
-__all__ = ["REBUILD_REPAIRS", "MainJobResult", "repairable", "run_main_job"]
-
-
-#: Finding kinds that mean the live generation's files were damaged after it was built: a fresh
-#: build from the same lock repairs them (others, like ``file-conflict`` or GPU findings, it would not).
-REBUILD_REPAIRS = frozenset({"missing", "unexpected", "version-mismatch", "local-label-mismatch", "missing-file",
-                             "tampered", "hardlinked", "stale-bytecode", "patch-state", "env-profile"})
+__all__ = ["MainJobResult", "repairable", "run_main_job"]
 
 
 def repairable(finding: Finding) -> bool:
-    """A finding a fresh build from the same lock repairs: its kind is in :data:`REBUILD_REPAIRS`,
-    and it is not about the recipe itself. An ``env-profile`` finding on a variable NCCL or the
-    process would misread (verify ``static._misread``: ``expected`` is "<NAME> as the profile means
-    it") comes back in every build, so rebuilding for it would only pile up generations."""
-    if finding.kind == "env-profile" and finding.expected.endswith("as the profile means it"):
-        return False
-    return finding.kind in REBUILD_REPAIRS
+    """A finding a fresh build from the same lock repairs: its kind's registry entry says so
+    (:attr:`envforge.core.kinds.Kind.rebuild_repairs`: files missing, edited, installed or removed
+    since the build) and it is not about the recipe itself (:attr:`Finding.from_recipe`: an
+    ``env-profile`` finding on a variable NCCL or the process would misread comes back in every
+    build, so rebuilding for it would only pile up generations)."""
+    return rebuild_repairs(finding.kind) and not finding.from_recipe
 
 
 @dataclass(frozen=True)
@@ -66,7 +58,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
                  terminal: Callable[[str], None] | None = None) -> MainJobResult:
     """Check the lock against the recipe and patchsets; build a generation unless the live one was
     built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
-    fails verify with findings a rebuild repairs (:data:`REBUILD_REPAIRS`: files missing, edited,
+    fails verify with findings a rebuild repairs (:func:`repairable`: files missing, edited,
     installed or removed since), a fresh generation is built from the same lock and verified;
     the damaged one stays for ``envforge rollback``.
 
@@ -76,9 +68,6 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     :raises BuildError: a build step failed (the live environment is unchanged).
     :raises EnvforgeError: bad recipe, patchsets or lock.
     """
-    from envforge.env.layout import Environment
-    from envforge.verify import verify
-
     say = progress or (lambda _line: None)
     refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
     check = lock.check_lock(plan.variant, refs, plan.lock)
@@ -90,8 +79,6 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
             f"one); verifying before trusting it")
         say(f"[3/3] verify {plan.link.name}")
-        from envforge.core.probe import ProbeError
-
         damaged: VerifyReport | None
         try:
             damaged = verify(Environment(plan.link), project, options)

@@ -1,6 +1,6 @@
 """The fleet all-reduce's NCCL path on two GPUs as two "nodes" (one GPU and one process each).
 
-Runs :func:`envforge.fleet.driver._allreduce_task` — the code each Ray task runs in ``envforge fleet
+Runs :func:`envforge.fleet.tasks.allreduce_task` — the code each Ray task runs in ``envforge fleet
 allreduce`` — directly in two processes with ``CUDA_VISIBLE_DEVICES`` 0 and 1 and a TCP rendezvous on
 127.0.0.1, as ranks on two hosts would. Ray itself is not used here: its wheel (about 70 MB) is larger
 than what the lent GPU machine can be given. Configurations:
@@ -22,9 +22,9 @@ import sys
 
 CHILD = """
 import json, sys
-from envforge.fleet.driver import _allreduce_task
+from envforge.fleet.tasks import allreduce_task
 rank, port, env = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
-print(json.dumps(_allreduce_task(rank, 2, "127.0.0.1", port, "nccl", (43008, 1 << 20, 16 << 20), env, 20)))
+print(json.dumps(allreduce_task(rank, 2, "127.0.0.1", port, "nccl", (43008, 1 << 20, 16 << 20), env, 20)))
 """
 
 CONFIGS = {

@@ -20,7 +20,8 @@ import pytest
 
 from envforge.cli import main
 from envforge.cli.fleet import render_text, verify_data
-from envforge.fleet.driver import FleetNode, FleetReport, _allreduce_task, _node_answer, _node_error
+from envforge.fleet.report import FleetNode, FleetReport, allreduce_node, node_answer
+from envforge.fleet.tasks import allreduce_task, node_error
 from envforge.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,11 +114,11 @@ NODE = {"NodeID": "aaaaaaaabbbb", "NodeManagerAddress": "10.0.0.1"}
 def test_a_node_error_carries_its_hint_into_the_report() -> None:
     err = InputError("no environment 'nosuch' in /p/envs",
                      hint="build it with `envforge build`; existing: quickstart-default")
-    answer = {**_node_error("verify", err, None), "elapsed-s": 0.01}
+    answer = {**node_error("verify", err, None), "elapsed-s": 0.01}
     assert answer == {"error": "no environment 'nosuch' in /p/envs",
                       "hint": "build it with `envforge build`; existing: quickstart-default", "elapsed-s": 0.01}
-    assert _node_error("verify", InputError("no hint"), None) == {"error": "no hint"}
-    node = _node_answer(NODE, answer)
+    assert node_error("verify", InputError("no hint"), None) == {"error": "no hint"}
+    node = node_answer(NODE, answer)
     report = FleetReport("verify", (node,), {}, {}, 0.5)
     assert node.as_dict() == {"node-id": "aaaaaaaabbbb", "host": "10.0.0.1", "status": "failed", "fingerprint": {},
                               "findings": [], "elapsed-s": 0.01, "error": "no environment 'nosuch' in /p/envs",
@@ -207,7 +208,7 @@ def test_the_json_shape_is_the_documented_one() -> None:
 def test_the_allreduce_task_without_torch_answers_an_error_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ModuleNotFoundError (name 'torch')
     monkeypatch.setitem(sys.modules, "torch.distributed", None)
-    answer = _allreduce_task(1, 2, "127.0.0.1", 29517, "gloo", (43008,), {}, 3)
+    answer = allreduce_task(1, 2, "127.0.0.1", 29517, "gloo", (43008,), {}, 3)
     assert answer == {
         "rank": 1,
         "error": f"torch is not installed in the Python of this node's Ray workers ({sys.executable}): "
@@ -217,9 +218,7 @@ def test_the_allreduce_task_without_torch_answers_an_error_with_a_hint(monkeypat
 
 
 def test_a_rank_without_torch_is_a_failed_node_with_the_hint() -> None:
-    from envforge.fleet.driver import _allreduce_node
-
-    node = _allreduce_node(NODE, {"rank": 1, "error": "torch is not installed", "hint": "install torch"})
+    node = allreduce_node(NODE, {"rank": 1, "error": "torch is not installed", "hint": "install torch"})
     assert (node.status, node.error, node.hint, dict(node.detail)) == (
         "failed", "torch is not installed", "install torch", {"rank": 1})
     report = FleetReport("allreduce", (node,), {}, {}, 0.25)
@@ -227,7 +226,7 @@ def test_a_rank_without_torch_is_a_failed_node_with_the_hint() -> None:
                                    "fleet allreduce: 1 node(s), 1 not ok, 0 differ from the majority in 0.2 s"]
     sizes = [{"bytes": 43008, "median-us": 40.0, "bus-gbps": 1.0, "sum-ok": True},
              {"bytes": 1048576, "median-us": 90.0, "bus-gbps": 11.6, "sum-ok": False}]
-    wrong = _allreduce_node(NODE, {"rank": 0, "sizes": sizes})
+    wrong = allreduce_node(NODE, {"rank": 0, "sizes": sizes})
     assert (wrong.status, wrong.findings) == ("findings", ({"kind": "allreduce-failed", "subject": "1048576 bytes"},))
 
 
@@ -236,13 +235,13 @@ def test_a_rank_without_torch_is_a_failed_node_with_the_hint() -> None:
 def test_the_clusters_error_messages_are_not_printed_by_the_driver(monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     worker = pytest.importorskip("ray._private.worker")
-    from envforge.fleet.driver import _quiet_ray_errors
+    from envforge.fleet.driver import quiet_ray_errors
 
     monkeypatch.setattr(worker, "_worker_logs_enabled", True)  # (restored after the test)
     worker.print_to_stdstream({"lines": ["Raylet is terminated."], "pid": "raylet", "is_err": False},
                               ignore_prefix=False)
     assert "Raylet is terminated." in capsys.readouterr().out  # what Ray does: a dying raylet on stdout
-    _quiet_ray_errors()
+    quiet_ray_errors()
     worker.print_to_stdstream({"lines": ["Raylet is terminated."], "pid": "raylet", "is_err": False},
                               ignore_prefix=False)
     worker.print_to_stdstream({"lines": ["a worker's stderr"], "pid": 42, "is_err": True}, ignore_prefix=False)

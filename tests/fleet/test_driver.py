@@ -31,14 +31,10 @@ import ray._private.services  # noqa: E402
 ray._private.services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
 
 from envforge.cli.fleet import render_text  # noqa: E402
-from envforge.fleet.driver import (  # noqa: E402
-    FleetNode,
-    fleet_allreduce,
-    fleet_build,
-    fleet_verify,
-    majority_differences,
-    node_budget,
-)
+from envforge.fleet.agent import NAMESPACE, agent_name, stop_agents  # noqa: E402
+from envforge.fleet.driver import connect, fleet_allreduce, fleet_build, fleet_verify  # noqa: E402
+from envforge.fleet.report import FleetNode, FleetReport, majority_differences, single_node  # noqa: E402
+from envforge.fleet.tasks import node_budget  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "quickstart-default"
@@ -157,8 +153,6 @@ def _agents(expected: list[str] | None = None) -> list[str]:
     """The envforge agents in the connected cluster, sorted; with ``expected``, polled for up to 120 s
     until they are those (a stopped agent's name is freed when Ray's GCS has processed its death: a
     moment later, but more than 30 s once in a full CI run on this loaded 2-core machine)."""
-    from envforge.fleet.agent import NAMESPACE
-
     deadline = time.monotonic() + 120
     while True:
         names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
@@ -183,10 +177,8 @@ def _without_n4(c: object, ids: dict[str, str]) -> None:
     """Connect this process to the cluster (it lists the agents) and make sure n4 (whose interpreter
     hangs) is dead: killed and marked dead by Ray's health check (up to 90 s; at once when the first
     test already killed it)."""
-    from envforge.fleet.driver import _connect
-
     ray.shutdown()
-    _connect(c.address)  # type: ignore[attr-defined]
+    connect(c.address)  # type: ignore[attr-defined]
     for victim in [n for n in c.worker_nodes if n.node_id == ids["n4"]]:  # type: ignore[attr-defined]
         c.remove_node(victim, allow_graceful=False)  # type: ignore[attr-defined]
     deadline = time.monotonic() + 90
@@ -249,8 +241,6 @@ def test_an_agent_of_another_envforge_is_replaced(cluster: tuple[object, dict[st
     _without_n4(c, ids)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from envforge.fleet.agent import NAMESPACE, agent_name, stop_agents
-
     class OlderAgent:  # an agent an older envforge started: verify takes three arguments
         def verify(self, env_name: str, root: str, levels: tuple[str, ...]) -> dict[str, object]:
             return {"findings": []}
@@ -278,8 +268,6 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
         cluster: tuple[object, dict[str, str]], roots: dict[str, Path]) -> None:
     c, ids = cluster
     _without_n4(c, ids)
-    from envforge.fleet.agent import stop_agents
-
     stop_agents(ray)  # (none when the test before ran: it ends with them stopped)
     _agents([])
     n5 = c.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
@@ -357,8 +345,6 @@ def _holding_the_env_lock(root: Path) -> subprocess.Popen[str]:
 def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(roots: dict[str, Path]) -> None:
     from ray.cluster_utils import Cluster
 
-    from envforge.fleet.agent import NAMESPACE
-
     stuck = roots["n0"].parent / "n5"  # a node whose verify waits on the environment lock
     shutil.copytree(roots["n0"], stuck, symlinks=True)
     holder = _holding_the_env_lock(stuck)
@@ -420,8 +406,6 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
 
         # An agent stopped while its probe runs (`fleet agent stop`, or Ray killing it): the probe's
         # process group dies with it (the lifeline), and the call reports the node failed.
-        from envforge.fleet.agent import stop_agents
-
         stopper = threading.Timer(6.0, stop_agents, (ray,))
         stopper.start()
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=60)
@@ -492,9 +476,7 @@ def test_cli_without_a_cluster_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_an_allreduce_on_one_node_is_not_ok() -> None:
-    from envforge.fleet.driver import FleetReport, _single_node
-
-    node = _single_node({"NodeID": "abc", "NodeManagerAddress": "127.0.0.1"})
+    node = single_node({"NodeID": "abc", "NodeManagerAddress": "127.0.0.1"})
     report = FleetReport("allreduce", (node,), {}, {}, 0.1)
     assert node.status == "failed"
     assert node.error == ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "

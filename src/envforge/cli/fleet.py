@@ -18,12 +18,12 @@ from envforge.cli.parser import PORT, seconds
 
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
-    from envforge.fleet.driver import FleetReport
+    from envforge.fleet.report import FleetReport
 
 __all__ = ["MIN_TIMEOUT_S", "env_name", "ray_address", "register", "render_text", "verify_data"]
 
 #: The shortest ``--timeout`` of a fleet command, in seconds: each node keeps at least 2 s of it for
-#: its answer's way back (:func:`envforge.fleet.driver.node_budget`), so less leaves a node next to nothing.
+#: its answer's way back (:func:`envforge.fleet.tasks.node_budget`), so less leaves a node next to nothing.
 MIN_TIMEOUT_S = 5.0
 
 #: The all-reduce after ``fleet verify --level gpu`` gets what is left of ``--timeout``, at least this

@@ -6,18 +6,23 @@ to its node with ``NodeAffinitySchedulingStrategy(node_id, soft=False)``, ``num_
 ``max_restarts=0`` and ``max_concurrency`` :data:`CONCURRENCY` (calls from several drivers run side by
 side). Its process is started by the node's raylet exactly as a task's worker is (the same
 Python, the same environment variables but ``RAY_JOB_ID``), and each call runs the very function a fresh
-task runs (:func:`envforge.fleet.driver._verify_task`), which reads the node's environment, project and
-``ENVFORGE_FLEET_ROOT`` anew every time.
+task runs (:func:`envforge.fleet.tasks.verify_task`), which reads the node's environment, project and
+``ENVFORGE_FLEET_ROOT`` anew every time. This module imports :mod:`envforge.fleet.tasks` only, never the
+driver (``.importlinter`` keeps it so): an agent process loads the node side of the fleet and nothing else.
 
 **Never stale.** When it starts, the agent records a stamp (:func:`code_stamp`): the modification time
 (ns) and size of every module file it has loaded (envforge and its dependencies; Ray's own excepted: a
 new Ray means a restarted cluster) and the modification time of every site-packages directory and of
-every directory of the envforge package (an install, an uninstall or a new module changes them). Before
+every directory of the envforge package (an install, an uninstall or a new module changes them). The
+fleet's own code it runs is :mod:`envforge.fleet.agent` and :mod:`envforge.fleet.tasks` (loaded, so
+stamped, from the start); the driver and the report are never loaded in an agent, and a change there
+replaces no agent. Before
 each call it compares the stamp with the files; on any difference it answers :data:`STALE` without
 verifying, and the driver stops it and starts a new agent, which imports the node's current code.
 Modules first imported during a call are added to the stamp right after that call.
 
-The driver side (:func:`agent_for`, :func:`stop_agents`) needs Ray; this module imports it only there.
+The driver side (:func:`agent_for`, :func:`stop_agents`) takes the connected Ray module as an argument;
+this module imports Ray only for its scheduling strategy there.
 """
 
 from __future__ import annotations
@@ -25,11 +30,17 @@ from __future__ import annotations
 import os
 import site
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from importlib import import_module
 from typing import Any
 
-__all__ = ["CONCURRENCY", "NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "code_stamp", "stop_agents"]
+import envforge
+from envforge.fleet.tasks import ROOT_VARIABLE, verify_task
+
+__all__ = ["CONCURRENCY", "NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "agent_name", "changed",
+           "code_stamp", "stop_agents"]
 
 #: The Ray namespace of every envforge agent.
 NAMESPACE = "envforge"
@@ -45,8 +56,9 @@ Stamp = dict[str, tuple[int, int]]
 #: quickstart verify in a fresh interpreter is importing the last six); the agent imports them when it
 #: starts (``fleet agent start``), so the first verify call does not. Modules missing here are only slower
 #: to import in the first call, and stamped after it.
-PRELOAD = ("envforge.fleet.driver", "envforge.verify", "envforge.env.layout", "envforge.recipe.project", "envforge.installed.editable",
-           "envforge.env.profile", "envforge.lock.read", "envforge.patching.engine", "packaging.requirements")
+PRELOAD = ("envforge.fleet.tasks", "envforge.verify", "envforge.env.layout", "envforge.recipe.project",
+           "envforge.installed.editable", "envforge.env.profile", "envforge.lock.read", "envforge.patching.engine",
+           "packaging.requirements")
 
 
 def _stat(path: str) -> tuple[int, int]:
@@ -67,8 +79,6 @@ def _module_files(exclude: str) -> set[str]:
 
 
 def _watched_dirs() -> set[str]:
-    import envforge
-
     dirs = {d for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)}
     for top in envforge.__path__:
         for here, sub, _ in os.walk(top):
@@ -92,7 +102,7 @@ def changed(recorded: Mapping[str, tuple[int, int]]) -> list[str]:
 
 
 class NodeAgent:
-    """The actor: :meth:`verify` runs :func:`envforge.fleet.driver._verify_task` in this long-lived process;
+    """The actor: :meth:`verify` runs :func:`envforge.fleet.tasks.verify_task` in this long-lived process;
     :meth:`start` only answers (``fleet agent start``). ``calls`` counts every call answered (of either
     method), so an agent whose ``calls`` is 1 was started by the call it answered.
 
@@ -102,9 +112,6 @@ class NodeAgent:
     timing out."""
 
     def __init__(self) -> None:
-        import threading
-        from importlib import import_module
-
         for name in PRELOAD:  # stamped from the start, and not paid by the first verify call
             import_module(name)
         self._lock = threading.Lock()
@@ -114,10 +121,8 @@ class NodeAgent:
 
     def verify(self, env_name: str, root: str, levels: tuple[str, ...],
                limit: tuple[float, float] | None = None) -> dict[str, Any]:
-        """The answer of ``_verify_task(env_name, root, levels, limit)`` plus ``agent`` (pid, calls so
+        """The answer of ``verify_task(env_name, root, levels, limit)`` plus ``agent`` (pid, calls so
         far including this one, seconds since start), or ``{STALE: [changed paths], "agent": ...}``."""
-        from envforge.fleet.driver import _verify_task
-
         with self._lock:
             gone = changed(self._stamp)
             if gone:
@@ -125,7 +130,7 @@ class NodeAgent:
             before = set(sys.modules)
             self._calls += 1
             calls = self._calls
-        answer = _verify_task(env_name, root, levels, limit)
+        answer = verify_task(env_name, root, levels, limit)
         with self._lock:
             if set(sys.modules) != before:  # modules first imported by this call: stamp them now
                 self._stamp.update({p: s for p, s in code_stamp().items() if p not in self._stamp})
@@ -135,8 +140,6 @@ class NodeAgent:
         """Nothing but the stamp check: ``{"findings": [...], "agent": ...}`` or ``{STALE: [changed
         paths], "agent": ...}``. Where the node has a project path (``ENVFORGE_FLEET_ROOT``, else a
         non-empty ``root``) without ``recipes/``, one ``no-project`` finding names it."""
-        from envforge.fleet.driver import ROOT_VARIABLE
-
         with self._lock:
             gone = changed(self._stamp)
             if gone:
@@ -168,6 +171,7 @@ def agent_for(ray: Any, node_id: str, *, replacing: Any = None) -> Any:
 
     :raises TimeoutError: the stopped agent still held the name after 5 s.
     """
+    # lazy: ray is an optional extra
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=CONCURRENCY)(NodeAgent)

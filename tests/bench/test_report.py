@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from tests.support.bench_reports import FP, ok, report
 
-from envforge.bench.client import LevelRun
-from envforge.bench.report import SCHEMA, SCHEMA_VERSION, BenchReport, read_report, report_warnings
+from envforge.bench.client import LevelRun, RequestResult
+from envforge.bench.metrics import EngineWindow, SpecDecodeStats
+from envforge.bench.report import SCHEMA, SCHEMA_VERSION, BenchReport, read_report, report_warnings, upgrade_v1
 from envforge.bench.result import Failure, LevelResult, RepeatResult, ServerResult, level_result
 from envforge.bench.stats import Summary
+from envforge.cli import main
 from envforge.cli.output import envelope
 from envforge.core.errors import InputError
 from envforge.env.fingerprint import Fingerprint
@@ -191,3 +194,111 @@ def test_read_report_refuses_wrong_types_where_compare_would_crash(tmp_path: Pat
         with pytest.raises(InputError) as exc:
             read_report(p)
         assert exc.value.message == f"{p}: malformed bench report: {reason}"
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "bench"
+V2_LEVEL_KEYS = ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "ttft_ms", "itl_ms", "e2e_ms",
+                 "accept_length", "verify_cycle_ms", "engine", "repeats"]
+V2_REPEAT_KEYS = ["tok_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms", "itl_ms",
+                  "e2e_ms", "verify_steps", "decode_s", "engine"]
+COUNTER_KEYS = ["source", "requests", "generation_tokens", "decode_steps", "decode_s", "decode_step_ms",
+                "tokens_per_step", "spec_decode"]
+
+
+def v1_as_v2(tmp_path: Path, name: str) -> Path:
+    """The committed ``/1`` report ``name`` read and written again as envforge bench writes today."""
+    out = tmp_path / f"{name}.v2.json"
+    out.write_text(json.dumps(envelope("bench", read_report(DOCS / name).as_dict(), SCHEMA_VERSION)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["vllm-cpu-draft-model.json", "cpu-demo.json", "cpu-demo-b.json"])
+def test_committed_v1_reports_read_as_their_v2_shape(name: str) -> None:
+    doc = json.loads((DOCS / name).read_text())
+    assert doc["schema"] == "envforge.bench/1"
+    assert read_report(DOCS / name).as_dict() == upgrade_v1(doc["data"])
+
+
+def test_v1_vllm_counters_become_the_engine_key(tmp_path: Path) -> None:
+    doc = json.loads((DOCS / "vllm-cpu-draft-model.json").read_text())
+    r = read_report(DOCS / "vllm-cpu-draft-model.json")
+    draft = r.servers[1].level(1)
+    assert draft is not None and draft.counters is not None
+    assert (draft.counters.engine, draft.counters.requests, draft.counters.decode_steps, draft.accept_length) == (
+        "vllm", 6, 96, 4.0)
+    assert draft.counters.spec == SpecDecodeStats(96, 288, 288, (96, 96, 96))
+    assert [b.as_dict() for b in r.break_even] == doc["data"]["break_even"]
+    saved = json.loads(v1_as_v2(tmp_path, "vllm-cpu-draft-model.json").read_text())
+    assert saved["schema"] == "envforge.bench/2"
+    lv = saved["data"]["servers"][1]["levels"][0]
+    assert list(lv) == V2_LEVEL_KEYS and list(lv["repeats"][0]) == V2_REPEAT_KEYS
+    assert lv["engine"] == {"name": "vllm", "counters": doc["data"]["servers"][1]["levels"][0]["vllm"]}
+    assert list(lv["engine"]["counters"]) == COUNTER_KEYS
+    assert lv["repeats"][0]["engine"]["counters"]["spec_decode"]["drafts"] == 32
+    assert read_report(tmp_path / "vllm-cpu-draft-model.json.v2.json").as_dict() == saved["data"]
+
+
+def test_v2_schema_keys_are_pinned() -> None:
+    window = EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5)))
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    lv = level_result(1, [LevelRun(1, (r,), 0.25)], [window], speculative=True)
+    plain = level_result(1, [LevelRun(1, (r,), 0.25)])
+    rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, (lv, replace(plain, concurrency=2)),
+                                                         {}),), ())
+    doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
+    assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/2"
+    assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "warnings"]
+    (s,) = doc["data"]["servers"]
+    assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "ignore_eos", "cache", "levels"]
+    counted, uncounted = s["levels"]
+    assert list(counted) == V2_LEVEL_KEYS and list(counted["repeats"][0]) == V2_REPEAT_KEYS
+    assert "engine" not in uncounted and "engine" not in uncounted["repeats"][0] and "vllm" not in uncounted
+    assert counted["repeats"][0]["engine"] == {"name": "vllm", "counters": {
+        "source": "vllm /metrics", "requests": 1, "generation_tokens": 32, "decode_steps": 10, "decode_s": 0.1,
+        "decode_step_ms": 10.0, "tokens_per_step": 3.1,
+        "spec_decode": {"drafts": 8, "draft_tokens": 24, "accepted": 20, "per_position_accepted": [8, 7, 5],
+                        "mean_acceptance_length": 3.5, "draft_acceptance_rate": 0.8333,
+                        "per_position_rates": [1.0, 0.875, 0.625]}}}
+    assert BenchReport.from_dict(doc["data"]).as_dict() == doc["data"]
+
+
+def test_upgrade_v1_moves_only_the_vllm_key() -> None:
+    assert upgrade_v1({"servers": [{"name": "s", "levels": [
+        {"concurrency": 1, "vllm": {"requests": 1}, "repeats": [{"tok_s": 1, "vllm": {"requests": 1}}, {"tok_s": 2}]},
+        {"concurrency": 2, "vllm": None}, {"concurrency": 4, "vllm": {}}]}], "warnings": ["w"]}) == {
+        "servers": [{"name": "s", "levels": [
+            {"concurrency": 1, "engine": {"name": "vllm", "counters": {"requests": 1}},
+             "repeats": [{"tok_s": 1, "engine": {"name": "vllm", "counters": {"requests": 1}}}, {"tok_s": 2}]},
+            {"concurrency": 2}, {"concurrency": 4}]}], "warnings": ["w"]}
+    assert upgrade_v1({"servers": {}}) == {"servers": {}}
+    assert upgrade_v1({"servers": [1, {"levels": "x"}]}) == {"servers": [1, {"levels": "x"}]}
+
+
+def test_v2_engine_key_is_checked(tmp_path: Path) -> None:
+    rep = {"tok_s": 1.0, "wall_s": 1.0, "requests": 1, "output_tokens": 1, "e2e_ms": 1.0}
+    p = tmp_path / "r.json"
+    for engine, reason in [({"name": "trtllm", "counters": {"requests": 1}},
+                            "ValueError: engine 'trtllm' is not one of sglang, openai, vllm"),
+                           ({"name": "vllm"}, 'TypeError: \'engine\' must be an object {"name": ..., "counters": {...}}'),
+                           ({"name": 1, "counters": {}}, "TypeError: 'name' must be a string, got int")]:
+        p.write_text(json.dumps({"schema": SCHEMA, "data": {"servers": [{"name": "a", "levels": [
+            {"concurrency": 1, "repeats": [{**rep, "engine": engine}]}]}]}}))
+        with pytest.raises(InputError) as exc:
+            read_report(p)
+        assert exc.value.message == f"{p}: malformed bench report: {reason}"
+    p.write_text(json.dumps({"schema": SCHEMA, "data": {"servers": [{"name": "a", "levels": [
+        {"concurrency": 1, "vllm": {"requests": 1}, "repeats": [rep]}]}]}}))
+    assert read_report(p).servers[0].levels[0].counters is None  # a /2 report's "vllm" key means nothing
+
+
+def test_cli_compares_a_v1_and_a_v2_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v1, v2 = DOCS / "vllm-cpu-draft-model.json", v1_as_v2(tmp_path, "vllm-cpu-draft-model.json")
+    assert main(["bench", "compare", str(v1), str(v2), "--allow-different-env", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["data"]["rows"]
+    assert [(r["server"], r["concurrency"], r["ratio"], r["verdict"]) for r in rows] == [
+        (s, c, 1.0, "no clear change") for s in ("baseline", "draft-model", "ngram") for c in (1, 2, 4)]
+    assert main(["bench", "compare", str(DOCS / "cpu-demo.json"), str(DOCS / "cpu-demo-b.json"),
+                 "--allow-different-env", "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)["data"]
+    assert [(r["server"], r["concurrency"]) for r in c["rows"]] == [("baseline", n) for n in (1, 2, 4, 8)]
+    assert main(["bench", "compare", str(v1), str(v2)]) == 2  # empty fingerprints: refused, as for /2 pairs

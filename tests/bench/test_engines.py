@@ -56,7 +56,8 @@ def test_engines_without_counters_say_so() -> None:
 def test_unknown_engine_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         engine("trtllm")
-    assert (exc.value.message, exc.value.hint) == ("unknown bench engine 'trtllm'", "api is one of sglang, openai, vllm")
+    assert (exc.value.message, exc.value.hint) == ("unknown bench engine 'trtllm'",
+                                                   "api is one of sglang, openai, vllm")
     with pytest.raises(InputError) as exc:
         url_config(api="trtllm", model="m")
     assert exc.value.message == "unknown bench engine 'trtllm'"

@@ -243,8 +243,8 @@ def test_v2_schema_keys_are_pinned() -> None:
     r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
     lv = level_result(1, [LevelRun(1, (r,), 0.25)], [window], speculative=True)
     plain = level_result(1, [LevelRun(1, (r,), 0.25)])
-    rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, (lv, replace(plain, concurrency=2)),
-                                                         {}),), ())
+    levels = (lv, replace(plain, concurrency=2))
+    rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, levels, {}),), ())
     doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
     assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/2"
     assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "warnings"]
@@ -279,7 +279,8 @@ def test_v2_engine_key_is_checked(tmp_path: Path) -> None:
     p = tmp_path / "r.json"
     for engine, reason in [({"name": "trtllm", "counters": {"requests": 1}},
                             "ValueError: engine 'trtllm' is not one of sglang, openai, vllm"),
-                           ({"name": "vllm"}, 'TypeError: \'engine\' must be an object {"name": ..., "counters": {...}}'),
+                           ({"name": "vllm"},
+                            'TypeError: \'engine\' must be an object {"name": ..., "counters": {...}}'),
                            ({"name": 1, "counters": {}}, "TypeError: 'name' must be a string, got int")]:
         p.write_text(json.dumps({"schema": SCHEMA, "data": {"servers": [{"name": "a", "levels": [
             {"concurrency": 1, "repeats": [{**rep, "engine": engine}]}]}]}}))

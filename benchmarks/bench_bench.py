@@ -21,6 +21,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from envforge.bench.client import Endpoint, RequestOptions, send_request
+from envforge.bench.engines import engine
 
 RUNS = 7
 REQUESTS = 40
@@ -73,7 +74,7 @@ def bare(url: str) -> None:
 
 
 def envforge_client(url: str) -> None:
-    r = send_request(Endpoint.from_url(url), "sglang", "p", OPTS)
+    r = send_request(Endpoint.from_url(url), engine("sglang"), "p", OPTS)
     assert r.ok and r.output_tokens == TOKENS, r.error
 
 

@@ -13,11 +13,13 @@ from envforge.bench.client import (
     Endpoint,
     RequestOptions,
     TokenEvent,
-    request_body,
     run_level,
     send_request,
     timeline_of,
 )
+from envforge.bench.engines import engine
+
+SGLANG, OPENAI = engine("sglang"), engine("openai")
 
 
 def chunks(name: str, step_s: float = 0.1) -> list[tuple[float, dict[str, object]]]:
@@ -36,13 +38,13 @@ def opts(n: int, **kw: object) -> RequestOptions:
 
 
 def test_sglang_native_stream_counts_cumulative_completion_tokens() -> None:
-    st = timeline_of("sglang", chunks("sglang_generate_stream.sse"))
+    st = timeline_of(SGLANG, chunks("sglang_generate_stream.sse"))
     assert (st.total, st.verify, st.finish, st.token_count, st.abort) == (8, None, "length", "server", None)
     assert st.events[0] == TokenEvent(0.1, 1) and st.events[-1] == TokenEvent(0.8, 8)
 
 
 def test_sglang_eagle3_stream_gives_verify_steps_and_accept_length() -> None:
-    st = timeline_of("sglang", chunks("sglang_generate_stream_eagle3.sse"))
+    st = timeline_of(SGLANG, chunks("sglang_generate_stream_eagle3.sse"))
     assert (st.total, st.verify) == (12, 4)
     assert [e.tokens for e in st.events] == [1, 4, 7, 9, 12]
     last = chunks("sglang_generate_stream_eagle3.sse")[-1][1]
@@ -51,30 +53,30 @@ def test_sglang_eagle3_stream_gives_verify_steps_and_accept_length() -> None:
 
 def test_sglang_abort_chunk_is_recorded_with_message_and_status() -> None:
     """Documented shape (B24, sglang 0.5.9): abort as an ordinary chunk, then [DONE], HTTP 200."""
-    st = timeline_of("sglang", chunks("sglang_generate_stream_abort.sse"))
+    st = timeline_of(SGLANG, chunks("sglang_generate_stream_abort.sse"))
     assert st.finish == "abort"
     assert st.abort == ("The server is overloaded; request aborted by the scheduler.", 503)
 
 
 def test_openai_stream_takes_usage_total_and_finish_reason() -> None:
-    st = timeline_of("openai", chunks("openai_completions_stream.sse"))
+    st = timeline_of(OPENAI, chunks("openai_completions_stream.sse"))
     assert (len(st.events), st.total, st.verify, st.finish, st.token_count) == (5, 5, None, "length", "server")
 
 
 def test_openai_stream_without_usage_counts_chunks_and_says_so() -> None:
-    st = timeline_of("openai", chunks("openai_completions_stream_spec_no_usage.sse"))
+    st = timeline_of(OPENAI, chunks("openai_completions_stream_spec_no_usage.sse"))
     assert (st.total, st.token_count, st.finish) == (3, "chunks", "length")  # 8 real tokens in 3 chunks
 
 
 def test_request_bodies() -> None:
-    assert request_body("sglang", "hi", OPTS) == (
+    assert SGLANG.request("hi", OPTS) == (
         "/generate", {"text": "hi", "stream": True,
                       "sampling_params": {"max_new_tokens": 8, "temperature": 0.0, "ignore_eos": True}})
-    path, body = request_body("openai", "hi", OPTS)
+    path, body = OPENAI.request("hi", OPTS)
     assert path == "/v1/completions"
     assert body == {"model": "m", "prompt": "hi", "max_tokens": 8, "temperature": 0.0, "stream": True,
                     "stream_options": {"include_usage": True}, "ignore_eos": True}
-    assert "ignore_eos" not in request_body("openai", "hi", opts(8, ignore_eos=False))[1]
+    assert "ignore_eos" not in OPENAI.request("hi", opts(8, ignore_eos=False))[1]
 
 
 def test_endpoint_from_url() -> None:
@@ -86,7 +88,7 @@ def test_endpoint_from_url() -> None:
 
 def test_send_request_over_http_times_each_chunk() -> None:
     with replay_server({"/generate": "sglang_generate_stream_eagle3.sse"}, gap_s=0.02) as url:
-        r = send_request(Endpoint.from_url(url), "sglang", "p", opts(12))
+        r = send_request(Endpoint.from_url(url), SGLANG, "p", opts(12))
     assert r.ok and r.error is None and (r.status, r.finish, r.token_count, r.chunks) == (200, "length", "server", 5)
     assert (r.output_tokens, r.verify_steps) == (12, 4)
     assert r.ttft_s is not None and r.itl_s is not None and r.decode_s is not None
@@ -102,12 +104,12 @@ def test_every_failed_request_is_accounted_for() -> None:
               "/v1/completions": "openai_completions_stream_spec_no_usage.sse"}
     with replay_server(routes) as url:
         ep = Endpoint.from_url(url)
-        abort = send_request(ep, "sglang", "p", opts(30))
-        early = send_request(Endpoint.from_url(url + "/early"), "sglang", "p", opts(30))
-        err = send_request(Endpoint.from_url(url + "/err"), "sglang", "p", opts(4))
-        short = send_request(Endpoint.from_url(url + "/ok"), "sglang", "p", opts(30))
-        chunky = send_request(ep, "openai", "p", opts(8))
-        missing = send_request(Endpoint.from_url(url + "/nope"), "openai", "p", opts(4))
+        abort = send_request(ep, SGLANG, "p", opts(30))
+        early = send_request(Endpoint.from_url(url + "/early"), SGLANG, "p", opts(30))
+        err = send_request(Endpoint.from_url(url + "/err"), SGLANG, "p", opts(4))
+        short = send_request(Endpoint.from_url(url + "/ok"), SGLANG, "p", opts(30))
+        chunky = send_request(ep, OPENAI, "p", opts(8))
+        missing = send_request(Endpoint.from_url(url + "/nope"), OPENAI, "p", opts(4))
     assert (abort.ok, abort.status, abort.finish) == (False, 503, "abort")
     assert abort.error == "aborted by the server: The server is overloaded; request aborted by the scheduler."
     assert (early.ok, early.status, early.output_tokens) == (False, 200, 3)
@@ -121,7 +123,7 @@ def test_every_failed_request_is_accounted_for() -> None:
                             "a request must yield exactly max-new-tokens")
     assert (missing.ok, missing.status, missing.error) == (False, 404, "HTTP 404 from /v1/completions: ")
     port = int(url.rsplit(":", 1)[1])  # closed now
-    refused = send_request(Endpoint("127.0.0.1", port), "sglang", "p", OPTS)
+    refused = send_request(Endpoint("127.0.0.1", port), SGLANG, "p", OPTS)
     assert not refused.ok and refused.error is not None and refused.error.startswith("ConnectionRefusedError")
 
 
@@ -129,7 +131,7 @@ def test_finish_reasons_other_than_length_or_stop_fail() -> None:
     body = [(0.1, {"choices": [{"text": "a", "finish_reason": None}]}),
             (0.2, {"choices": [{"text": "", "finish_reason": "content_filter"}]}),
             (0.2, {"choices": [], "usage": {"completion_tokens": 1}})]
-    st = timeline_of("openai", body)
+    st = timeline_of(OPENAI, body)
     assert st.finish == "content_filter" and st.total == 1
     from envforge.bench.client import _failure
     assert _failure(st, 1) == ("finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
@@ -141,14 +143,14 @@ def test_keepalive_only_stream_fails_on_the_idle_timeout() -> None:
     """Stand-in: a server that sends one token, then only SSE keep-alive comments (': ping')."""
     with replay_server({"/generate": "keepalive:sglang_generate_stream.sse"}, gap_s=0.05) as url:
         start = time.monotonic()
-        r = send_request(Endpoint.from_url(url), "sglang", "p", opts(8, idle_timeout_s=0.5))
+        r = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8, idle_timeout_s=0.5))
         idle = time.monotonic() - start
         start = time.monotonic()
-        t = send_request(Endpoint.from_url(url), "sglang", "p", opts(8, timeout_s=0.4, idle_timeout_s=30))
+        t = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8, timeout_s=0.4, idle_timeout_s=30))
         total = time.monotonic() - start
     assert not r.ok and r.error == "no progress for 0.5 s (idle timeout; only keep-alive data after 1 tokens)"
     with replay_server({"/generate": "blanks:sglang_generate_stream.sse"}, gap_s=0.05) as url:
-        b = send_request(Endpoint.from_url(url), "sglang", "p", opts(8, idle_timeout_s=0.5))
+        b = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8, idle_timeout_s=0.5))
     assert b.error == "no progress for 0.5 s (idle timeout; only keep-alive data after 1 tokens)"
     assert not t.ok and t.error == "no end after 0.4 s (request timeout; 1 tokens so far)"
     assert idle < 3 and total < 3
@@ -159,7 +161,7 @@ def test_silent_server_fails_on_the_socket_idle_timeout() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()  # accepts the connection (backlog) and never answers
-        r = send_request(Endpoint("127.0.0.1", s.getsockname()[1]), "sglang", "p", opts(8, idle_timeout_s=0.3))
+        r = send_request(Endpoint("127.0.0.1", s.getsockname()[1]), SGLANG, "p", opts(8, idle_timeout_s=0.3))
     assert not r.ok and r.error == "no data for 0.3 s (idle timeout)"
 
 
@@ -171,16 +173,16 @@ def test_cancel_stops_requests_in_flight_at_once() -> None:
     with replay_server({"/generate": "keepalive:sglang_generate_stream.sse"}, gap_s=0.05) as url:
         threading.Timer(0.3, cancel.trip).start()
         start = time.monotonic()
-        run = run_level(Endpoint.from_url(url), "sglang", ["a", "b"], 2, opts(8), cancel=cancel)
+        run = run_level(Endpoint.from_url(url), SGLANG, ["a", "b"], 2, opts(8), cancel=cancel)
         assert time.monotonic() - start < 3
-        late = send_request(Endpoint.from_url(url), "sglang", "p", opts(8), cancel=cancel)
+        late = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8), cancel=cancel)
     assert [r.error for r in run.results] == ["cancelled", "cancelled"]
     assert late.error == "cancelled"
 
 
 def test_run_level_keeps_prompt_order_and_measures_wall_time() -> None:
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.005) as url:
-        run = run_level(Endpoint.from_url(url), "openai", [f"p{i}" for i in range(6)], 3, opts(5))
+        run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(6)], 3, opts(5))
     assert run.concurrency == 3 and len(run.results) == 6
     assert all(r.ok and r.output_tokens == 5 for r in run.results)
     assert run.wall_s >= max(r.e2e_s for r in run.results)

@@ -28,7 +28,7 @@ from envforge.bench.metrics import (
     sum_stats,
     sum_windows,
 )
-from envforge.bench.report import ServerResult, break_even_rows, level_result
+from envforge.bench.result import ServerResult, break_even_rows, level_result
 from envforge.core.errors import EXIT_TOOL_FAILED
 
 DATA = Path(__file__).parents[1] / "data" / "bench" / "vllm"
@@ -281,12 +281,13 @@ def test_level_result_takes_accept_length_and_cycle_from_the_engine() -> None:
     lv = level_result(1, runs, [draft_window(), draft_window()])
     assert lv.accept_length == 4.0
     assert lv.verify_cycle_ms == pytest.approx(9.42514937500505)  # the engine's, not 0.4 s / 32 drafts
-    assert lv.vllm == EngineWindow(8, 256, 64, 0.6032095600003231, SpecDecodeStats(64, 192, 192, (64, 64, 64)))
+    assert lv.counters == EngineWindow(8, 256, 64, 0.6032095600003231, SpecDecodeStats(64, 192, 192, (64, 64, 64)))
     d = lv.as_dict()
     assert d["accept_length"] == 4.0 and d["verify_cycle_ms"] == 9.4251
-    assert d["vllm"]["spec_decode"]["mean_acceptance_length"] == 4.0
+    assert d["engine"]["name"] == "vllm"
+    assert d["engine"]["counters"]["spec_decode"]["mean_acceptance_length"] == 4.0
     assert [x["verify_steps"] for x in d["repeats"]] == [32, 32]
-    assert d["repeats"][0]["vllm"]["spec_decode"]["drafts"] == 32
+    assert d["repeats"][0]["engine"]["counters"]["spec_decode"]["drafts"] == 32
     assert type(lv).from_dict(d).as_dict() == d
 
 

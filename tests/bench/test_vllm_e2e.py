@@ -89,7 +89,9 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
         print(f"bench against vLLM (2 servers started and stopped) took {time.monotonic() - t0:.1f} s")
         assert code == 0, captured.err[-3000:]
         assert any(p.name.startswith("vllm_dist_") for p in tmpdir.iterdir())  # vLLM's leftovers went here
-    data = json.loads(out.read_text())["data"]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "envforge.bench/2"
+    data = doc["data"]
     assert data["config"]["api"] == "vllm"
     assert data["warnings"] == [EMPTY_FINGERPRINT]  # a plain venv: no envforge lock
     assert data["failures"] == []
@@ -97,14 +99,17 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
     assert (base["name"], base["speculative"], draft["name"], draft["speculative"]) == \
         ("baseline", False, "draft-model", True)
     for lv in base["levels"]:
-        assert lv["accept_length"] is None and lv["vllm"]["spec_decode"] is None
+        assert lv["engine"]["name"] == "vllm"
+        counters = lv["engine"]["counters"]
+        assert lv["accept_length"] is None and counters["spec_decode"] is None
         # 2 repeats x 2 requests x 32 tokens (ignore_eos), 31 decode steps each after the prefill token
-        assert (lv["vllm"]["requests"], lv["vllm"]["generation_tokens"], lv["vllm"]["decode_steps"]) == (4, 128, 124)
+        assert (counters["requests"], counters["generation_tokens"], counters["decode_steps"]) == (4, 128, 124)
         assert [r["output_tokens"] for r in lv["repeats"]] == [64, 64]
     for lv in draft["levels"]:
         # a request's 32 tokens = 1 prefill token + 8 verify steps of 4 (the last one cut to 3)
         assert lv["accept_length"] == 4.0
-        engine = lv["vllm"]
+        assert lv["engine"]["name"] == "vllm"
+        engine = lv["engine"]["counters"]
         assert (engine["requests"], engine["generation_tokens"], engine["decode_steps"], engine["tokens_per_step"]) \
             == (4, 128, 32, 3.875)
         assert engine["spec_decode"] == {
@@ -117,7 +122,7 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
     assert [(b["concurrency"], b["baseline"], b["speculative"], b["accept_length"], b["tokens_per_cycle"])
             for b in rows] == [(1, "baseline", "draft-model", 4.0, 3.875), (2, "baseline", "draft-model", 4.0, 3.875)]
     for b, lv, blv in zip(rows, draft["levels"], base["levels"]):
-        assert b["decode_step_ms"] == blv["vllm"]["decode_step_ms"] and b["verify_cycle_ms"] == lv["verify_cycle_ms"]
+        assert b["decode_step_ms"] == blv["engine"]["counters"]["decode_step_ms"] and b["verify_cycle_ms"] == lv["verify_cycle_ms"]
         assert b["break_even_accept_length"] > 1.0
         assert b["break_even_accept_length"] == pytest.approx(b["verify_cycle_ms"] / b["decode_step_ms"], abs=2e-3)
         assert b["pays"] == (3.875 > b["break_even_accept_length"])

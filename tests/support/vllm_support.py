@@ -38,6 +38,8 @@ import pytest
 
 from tests.conftest import CACHE
 
+from envforge.bench.client import get_status
+
 VLLM_VERSION = "0.32.0"
 ADDONS = ("torchvision", "torchaudio", "torchcodec")
 MODEL_SCRIPT = Path(__file__).parent / "vllm_model.py"
@@ -169,8 +171,6 @@ def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int
                 timeout_s: float = 240.0) -> Iterator[VllmServer]:
     """Start ``vllm serve``, wait until ``/health`` answers 200 while it lives, always stop it
     (SIGTERM to the group, then SIGKILL after 20 s)."""
-    from envforge.bench.client import get_status
-
     log = work / f"vllm-{port}.log"
     t0 = time.monotonic()
     with log.open("ab") as fh:

@@ -1,23 +1,10 @@
 """The benchmark client: streaming requests over HTTP, timed per chunk, every request accounted for.
 
-Two APIs, both streamed as server-sent events (``data: <json>`` lines, optionally ending with
-``data: [DONE]``; SSE comment lines such as keep-alive pings are skipped):
-
-* ``sglang``: SGLang's native ``POST /generate`` with ``{"text", "sampling_params", "stream": true}``.
-  Every chunk carries ``meta_info``; ``meta_info["completion_tokens"]`` is the cumulative output
-  token count, ``meta_info["finish_reason"]`` is ``null`` until the last chunk, then
-  ``{"type": "length" | "stop" | "abort", ...}``; an abort carries ``message`` and ``status_code``
-  and is streamed like any chunk, followed by ``data: [DONE]``, under HTTP 200 (sglang 0.5.9,
-  ``srt/managers/tokenizer_manager.py``; field case B24). With speculative decoding the final chunk
-  carries ``meta_info["spec_verify_ct"]`` (verify forward passes; ``_calculate_spec_decoding_metrics``).
-  ``sampling_params.ignore_eos`` keeps the output length fixed.
-* ``openai``: the OpenAI-compatible ``POST /v1/completions`` with ``"stream": true`` and
-  ``stream_options.include_usage`` (SGLang, vLLM, ``transformers serve``). ``choices[0].finish_reason``
-  arrives on the last content chunk; the token count is ``usage.completion_tokens`` of the final
-  chunk. Without usage the client counts chunks with text and says so (``token_count == "chunks"``):
-  under speculative decoding one chunk carries a whole verify step (field case B23). ``ignore_eos``
-  is sent when the server accepts it (vLLM, SGLang); a server that rejects unknown fields answers
-  HTTP 400/422 naming it (``transformers serve``: 422 "Unexpected fields in the request").
+Every engine streams server-sent events (``data: <json>`` lines, optionally ending with
+``data: [DONE]``; SSE comment lines such as keep-alive pings are skipped). What a request body looks
+like and what a chunk means is the engine's (:mod:`envforge.bench.engines`: ``sglang``'s native
+``/generate``, the OpenAI-compatible ``/v1/completions`` of ``openai`` and ``vllm``); this module
+sends, times and judges.
 
 A request is **failed** (``ok=False``, ``error`` set, ``status`` the HTTP status or the abort's
 ``status_code``) when: the HTTP status is not 200; a chunk is an ``error`` object; the finish reason
@@ -41,7 +28,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:  # the engines build on this module's Stream and RequestOptions
+    from envforge.bench.engines.base import Engine
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT_S",
@@ -55,7 +46,6 @@ __all__ = [
     "TokenEvent",
     "get_status",
     "post_status",
-    "request_body",
     "run_level",
     "send_request",
     "timeline_of",
@@ -206,21 +196,6 @@ def _status(method: str, url: str, timeout_s: float) -> int | str:
         conn.close()
 
 
-def request_body(api: str, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
-    """The path and JSON body of one streamed request for ``api`` (``"sglang"``, ``"openai"`` or
-    ``"vllm"``: the OpenAI-compatible body; ``ignore_eos`` is vLLM's extra sampling parameter for
-    exactly ``max_tokens`` tokens, vllm/sampling_params.py)."""
-    if api == "sglang":
-        params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature, "ignore_eos": True}
-        return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
-    body: dict[str, Any] = {"model": opts.model, "prompt": prompt, "max_tokens": opts.max_new_tokens,
-                            "temperature": opts.temperature, "stream": True,
-                            "stream_options": {"include_usage": True}}
-    if opts.ignore_eos:
-        body["ignore_eos"] = True
-    return "/v1/completions", body
-
-
 def _chunk_error(obj: Mapping[str, Any]) -> tuple[str, int | None] | None:
     err = obj.get("error")
     if err is None:
@@ -234,15 +209,16 @@ def _chunk_error(obj: Mapping[str, Any]) -> tuple[str, int | None] | None:
 class Stream:
     """The state of one response stream, fed chunk by chunk (parsed JSON objects).
 
-    :meth:`feed` returns whether the chunk made progress (new tokens, a finish reason or usage).
+    :meth:`feed` returns whether the chunk made progress (new tokens, a finish reason or usage); the
+    ``engine`` parses each chunk (:meth:`~envforge.bench.engines.base.Engine.parse`).
     After the stream, ``events``, ``tokens``, ``verify``, ``finish``, ``abort`` (message, status) and
     ``token_count`` describe it.
     """
 
-    __slots__ = ("api", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error")
+    __slots__ = ("engine", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error")
 
-    def __init__(self, api: str) -> None:
-        self.api = api
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self.events: list[TokenEvent] = []
         self.tokens = 0
         self.verify: int | None = None
@@ -253,49 +229,18 @@ class Stream:
         self.error: tuple[str, int | None] | None = None
 
     def feed(self, t: float, obj: Mapping[str, Any]) -> bool:
+        """Take one chunk received ``t`` seconds after the send; True when it made progress."""
         if (err := _chunk_error(obj)) is not None:
             self.error = err
             return True
         before = (self.finish, self.usage)
-        new = self._sglang(obj) if self.api == "sglang" else self._openai(obj)
+        new = self.engine.parse(self, obj)
         if new > self.tokens:
             self.events.append(TokenEvent(t, new))
             self.tokens = new
             self.chunks += 1
             return True
         return (self.finish, self.usage) != before
-
-    def _sglang(self, obj: Mapping[str, Any]) -> int:
-        meta = obj.get("meta_info") or {}
-        if "spec_verify_ct" in meta:
-            self.verify = int(meta["spec_verify_ct"])
-        fin = meta.get("finish_reason")
-        if fin is None:
-            pass
-        elif isinstance(fin, dict):
-            self.finish = str(fin.get("type"))
-            if self.finish == "abort":
-                code = fin.get("status_code")
-                self.abort = (str(fin.get("message") or "no message"), code if isinstance(code, int) else None)
-        else:
-            self.finish = str(fin)
-        self.usage = int(meta.get("completion_tokens", self.tokens))
-        return self.usage
-
-    def _openai(self, obj: Mapping[str, Any]) -> int:
-        usage = obj.get("usage")
-        if isinstance(usage, Mapping) and usage.get("completion_tokens") is not None:
-            self.usage = int(usage["completion_tokens"])
-        choices = obj.get("choices") or ()
-        if not choices:
-            return self.tokens
-        first = choices[0]
-        if first.get("finish_reason") is not None:
-            self.finish = str(first["finish_reason"])
-            if self.finish == "abort":
-                self.abort = ("aborted by the server", None)
-        text = first.get("text") or (first.get("delta") or {}).get("content")
-        return self.tokens + 1 if text else self.tokens
 
     @property
     def token_count(self) -> str:
@@ -306,9 +251,9 @@ class Stream:
         return self.usage if self.usage is not None else self.tokens
 
 
-def timeline_of(api: str, chunks: Iterable[tuple[float, Mapping[str, Any]]]) -> Stream:
+def timeline_of(engine: Engine, chunks: Iterable[tuple[float, Mapping[str, Any]]]) -> Stream:
     """The :class:`Stream` of parsed SSE chunks ``(seconds since send, json object)``."""
-    stream = Stream(api)
+    stream = Stream(engine)
     for t, obj in chunks:
         stream.feed(t, obj)
     return stream
@@ -351,19 +296,19 @@ def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stre
                          chunks=stream.chunks if stream else 0)
 
 
-def send_request(endpoint: Endpoint, api: str, prompt: str, opts: RequestOptions, *,
+def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestOptions, *,
                  cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> RequestResult:
     """Send one streamed request and time its chunks. Never raises for a failed request: the
     returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see the module
     docstring for what fails a request)."""
-    path, body = request_body(api, prompt, opts)
+    path, body = engine.request(prompt, opts)
     conn = endpoint.connection(min(opts.idle_timeout_s, opts.timeout_s))
     t0 = clock()
     if cancel is not None:
         if cancel.event.is_set():
             return _failed(t0, clock, "cancelled")
         cancel.register(conn)
-    stream = Stream(api)
+    stream = Stream(engine)
     try:
         conn.request("POST", endpoint.prefix + path, body=json.dumps(body),
                      headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
@@ -421,7 +366,7 @@ def _read_stream(resp: http.client.HTTPResponse, stream: Stream, opts: RequestOp
     return None
 
 
-def run_level(endpoint: Endpoint, api: str, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
+def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
               cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> LevelRun:
     """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
 
@@ -432,7 +377,7 @@ def run_level(endpoint: Endpoint, api: str, prompts: Sequence[str], concurrency:
 
     def one(p: str) -> tuple[float, RequestResult, float]:
         start = clock()
-        r = send_request(endpoint, api, p, opts, cancel=cancel, clock=clock)
+        r = send_request(endpoint, engine, p, opts, cancel=cancel, clock=clock)
         return start, r, clock()
 
     pool = ThreadPoolExecutor(max_workers=concurrency)

@@ -4,9 +4,10 @@
 
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args
-``api``            ``"sglang"`` (native ``/generate``), ``"openai"`` (``/v1/completions``) or
-                   ``"vllm"`` (``/v1/completions`` with ``ignore_eos``, plus the speculative-decoding
-                   counters of ``GET /metrics`` around each repeat: :mod:`envforge.bench.metrics`)
+``api``            the engine (:mod:`envforge.bench.engines`): ``"sglang"`` (native ``/generate``),
+                   ``"openai"`` (``/v1/completions``) or ``"vllm"`` (``/v1/completions`` with
+                   ``ignore_eos``, plus the speculative-decoding counters of ``GET /metrics`` around
+                   each repeat: :mod:`envforge.bench.metrics`)
 ``servers``        array of tables ``{name, args, env, speculative, model}``; ``args`` follow the
                    environment's interpreter (``["-m", "sglang.launch_server", ...]``) and may
                    use ``{model}``, ``{host}``, ``{port}``; ``model`` overrides the one below
@@ -22,14 +23,15 @@
 ``load-timeout-s`` seconds a server may take to become ready (default 1800: big checkpoints
                    take over 10 minutes to load)
 ``port``           port the servers listen on, on 127.0.0.1 (default 30000)
-``health``         readiness route (default ``/health_generate`` for sglang, ``/health`` else)
+``health``         readiness route (default: the engine's, ``/health_generate`` for sglang,
+                   ``/health`` else)
 ``request-timeout-s`` seconds one request may take in total (default 600)
 ``idle-timeout-s`` seconds a request may go without progress, keep-alive pings being none
                    (default 120)
 ``interleave``     started servers take turns per repeat (A B A B ...), each restarted for its
                    turn, so drift hits all configurations alike (default false)
-``flush-cache``    route POSTed before each repeat to empty the server's prefix cache (default
-                   ``/flush_cache`` for sglang, none else; ``""`` for none)
+``flush-cache``    route POSTed before each repeat to empty the server's prefix cache (default:
+                   the engine's, ``/flush_cache`` for sglang, none else; ``""`` for none)
 =================  =======================================================================
 
 Prompts: every request of a server's run gets a prompt no earlier request of that run had (warm-up
@@ -50,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from envforge.bench.engines import Engine, engine
 from envforge.core.errors import InputError
 
 __all__ = [
@@ -67,8 +70,6 @@ __all__ = [
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
-_HEALTH = {"sglang": "/health_generate", "openai": "/health", "vllm": "/health"}
-_FLUSH = {"sglang": "/flush_cache"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,12 @@ class SmokeConfig:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     interleave: bool = False
     flush_cache: str = ""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine named by ``api`` (:func:`envforge.bench.engines.engine`; raises
+        :class:`InputError` for an unknown name)."""
+        return engine(self.api)
 
     def requests_at(self, concurrency: int) -> int:
         """Requests per repeat at ``concurrency``: ``requests`` (default 2x) but at least ``concurrency``."""
@@ -194,8 +201,8 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
 
     A relative ``prompts`` path is taken relative to the recipe file.
 
-    :raises InputError: no ``[verify.smoke]``, no ``model``, duplicate server names, or a bad
-        prompt set. (No servers is allowed: ``--url`` measures a running one.)
+    :raises InputError: no ``[verify.smoke]``, no ``model``, an unknown ``api``, duplicate server
+        names, or a bad prompt set. (No servers is allowed: ``--url`` measures a running one.)
     """
     smoke = verify.get("smoke")
     where = f"{recipe_path}: verify.smoke"
@@ -215,6 +222,10 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         prompts_path = recipe_path.parent / prompts_path
     prompts, digest = load_prompts(prompts_path)
     api = smoke.get("api", "sglang")
+    try:
+        eng = engine(api)
+    except InputError as exc:
+        raise InputError(f"{where}.api: {exc.message}", hint=exc.hint) from None
     return SmokeConfig(
         model=smoke["model"], api=api, servers=servers, prompts=prompts, prompts_digest=digest,
         seed=smoke.get("seed", 0), max_new_tokens=smoke.get("max-new-tokens", 128),
@@ -222,10 +233,10 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         concurrency=tuple(smoke.get("concurrency", (1, 4, 16, 32))), repeats=smoke.get("repeats", 3),
         warmup=smoke.get("warmup", 2), requests=smoke.get("requests"),
         load_timeout_s=smoke.get("load-timeout-s", DEFAULT_LOAD_TIMEOUT_S),
-        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", _HEALTH.get(api, "/health")),
+        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", eng.health),
         request_timeout_s=float(smoke.get("request-timeout-s", DEFAULT_REQUEST_TIMEOUT_S)),
         idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
-        interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", _FLUSH.get(api, "")),
+        interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", eng.flush),
     )
 
 
@@ -233,14 +244,16 @@ def url_config(*, api: str, model: str | None) -> SmokeConfig:
     """Settings for ``bench --url`` without a recipe's ``[verify.smoke]``: defaults, the shipped
     prompt set, no server configurations; the CLI applies its flags with :meth:`SmokeConfig.with_overrides`.
 
-    :raises InputError: ``api = "openai"`` without a model (OpenAI-compatible servers need its name).
+    :raises InputError: an unknown ``api``, or no model for an engine whose requests name it
+        (``openai``, ``vllm``).
     """
-    if model is None and api != "sglang":
+    eng = engine(api)
+    if model is None and eng.needs_model:
         raise InputError(f"--url with --api {api} needs the served model's name",
                          hint="pass --model NAME (what GET /v1/models lists), or a recipe with [verify.smoke]")
     prompts, digest = load_prompts(shipped_prompts())
     return SmokeConfig(model=model or "default", api=api, servers=(), prompts=prompts, prompts_digest=digest,
-                       health=_HEALTH.get(api, "/health"), flush_cache=_FLUSH.get(api, ""))
+                       health=eng.health, flush_cache=eng.flush)
 
 
 def _check_servers(servers: Sequence[ServerConfig], where: str) -> None:

@@ -280,6 +280,7 @@ class EngineWindow:
     ``requests``: requests bench sent; ``generation_tokens``: Δvllm:generation_tokens_total;
     ``decode_steps`` / ``decode_s``: Δcount / Δsum of vllm:inter_token_latency_seconds (seconds);
     None where the server exports no such metric. ``spec``: speculative deltas, None without.
+    ``engine``: the registry name of the engine whose counters these are (:mod:`envforge.bench.engines`).
     """
 
     requests: int
@@ -287,6 +288,7 @@ class EngineWindow:
     decode_steps: int | None
     decode_s: float | None
     spec: SpecDecodeStats | None = None
+    engine: str = "vllm"
 
     @property
     def decode_step_ms(self) -> float | None:
@@ -303,7 +305,8 @@ class EngineWindow:
         return (self.generation_tokens - self.requests) / self.decode_steps
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-able (``decode_s`` rounded to 9 decimals, derived values to 4)."""
+        """JSON-able (``decode_s`` rounded to 9 decimals, derived values to 4); ``engine`` is not in
+        it: a report stores it beside (``{"name": engine, "counters": as_dict()}``)."""
         def r(x: float | None, nd: int = 4) -> float | None:
             return None if x is None else round(x, nd)
         return {"source": "vllm /metrics", "requests": self.requests, "generation_tokens": self.generation_tokens,
@@ -312,17 +315,18 @@ class EngineWindow:
                 "spec_decode": None if self.spec is None else self.spec.as_dict()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> EngineWindow:
-        """Inverse of :meth:`as_dict` (derived values recomputed)."""
+    def from_dict(cls, d: Mapping[str, Any], *, engine: str = "vllm") -> EngineWindow:
+        """Inverse of :meth:`as_dict` (derived values recomputed) for the counters of ``engine``."""
         def opt(key: str) -> int | None:
             return None if d.get(key) is None else int(d[key])
         return cls(int(d["requests"]), opt("generation_tokens"), opt("decode_steps"),
                    None if d.get("decode_s") is None else float(d["decode_s"]),
-                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None)
+                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None, engine)
 
 
 def sum_windows(windows: Sequence[EngineWindow]) -> EngineWindow | None:
-    """Several windows summed (None for none); a count is None when any window lacks it."""
+    """Several windows of one engine summed (None for none); a count is None when any window lacks
+    it; the sum's ``engine`` is the first window's."""
     if not windows:
         return None
 
@@ -331,7 +335,8 @@ def sum_windows(windows: Sequence[EngineWindow]) -> EngineWindow | None:
     specs = [w.spec for w in windows]
     return EngineWindow(sum(w.requests for w in windows), total([w.generation_tokens for w in windows]),
                         total([w.decode_steps for w in windows]), total([w.decode_s for w in windows]),
-                        None if any(s is None for s in specs) else sum_stats(s for s in specs if s is not None))
+                        None if any(s is None for s in specs) else sum_stats(s for s in specs if s is not None),
+                        windows[0].engine)
 
 
 def engine_delta(before: EngineCounters, after: EngineCounters, *, requests: int,

@@ -18,12 +18,12 @@ __all__ = ["plot_report"]
 
 def _pyplot() -> Any:
     try:
-        import matplotlib
+        import matplotlib  # lazy: an optional extra, and slow to import
     except ImportError:
         raise InputError("plotting needs matplotlib, which is not installed",
                          hint="pip install 'envforge[plot]' (or pass --no-plot)") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after matplotlib.use("Agg")
 
     return plt
 

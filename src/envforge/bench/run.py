@@ -11,8 +11,9 @@ Every request is accounted for: failed requests are recorded (server, level, rep
 status) and the levels they belong to get no figures; the caller decides the exit status from
 ``BenchReport.failures``. Every request of a server's run has its own prompt (warm-up included,
 :meth:`SmokeConfig.draw`), and where the server offers a cache flush route it is called before each
-repeat. In ``api = "openai"`` the first request asks for ``ignore_eos``; a server that rejects the
-field (HTTP 400/422 naming it) is asked without it from then on, and the report says so.
+repeat. For an engine that probes ``ignore_eos`` (``api = "openai"``) the first request asks for it;
+a server that rejects the field (HTTP 400/422 naming it) is asked without it from then on, and the
+report says so. An engine with counters (``api = "vllm"``) has them read around each repeat.
 """
 
 from __future__ import annotations
@@ -28,21 +29,14 @@ from typing import Any
 
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
-from envforge.bench.metrics import EngineWindow, check_window, describe, scrape
-from envforge.bench.report import (
-    BenchReport,
-    Failure,
-    ServerResult,
-    break_even_rows,
-    failures_of,
-    level_result,
-    report_warnings,
-)
+from envforge.bench.metrics import EngineWindow, describe
+from envforge.bench.report import BenchReport, report_warnings
+from envforge.bench.result import Failure, ServerResult, break_even_rows, failures_of, level_result
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.bench.variables import effective_env, env_digest, profile_overrides
 from envforge.core.errors import InputError
-from envforge.env.fingerprint import Fingerprint, fingerprint_of
 from envforge.core.probe import ProbeError, run_probe
+from envforge.env.fingerprint import Fingerprint, fingerprint_of
 
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
@@ -91,6 +85,7 @@ class _Session:
     def __init__(self, name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
                  speculative: bool) -> None:
         self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
+        self.engine = cfg.engine
         self.speculative = speculative
         self.windows: dict[int, list[EngineWindow]] = {c: [] for c in cfg.concurrency}
         self.warnings: list[str] = []
@@ -98,7 +93,7 @@ class _Session:
                                    ignore_eos=True, timeout_s=cfg.request_timeout_s,
                                    idle_timeout_s=cfg.idle_timeout_s)
         self.drawn = 0
-        self.probed = cfg.api != "openai"
+        self.probed = not self.engine.probes_ignore_eos
         self.flush = cfg.flush_cache
         self.cache = "not flushed (no flush route)" if not self.flush else ""
         self.runs: dict[int, list[LevelRun]] = {c: [] for c in cfg.concurrency}
@@ -109,7 +104,7 @@ class _Session:
     def _send(self, conc: int, count: int) -> LevelRun:
         prompts = self.cfg.draw(self.drawn, count)
         self.drawn += count
-        run = run_level(self.endpoint, self.cfg.api, prompts, conc, self.opts)
+        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts)
         self._check_alive(run)
         return run
 
@@ -126,8 +121,8 @@ class _Session:
             raise server.crashed(f"while being measured at concurrency {run.concurrency}")
 
     def _probe_ignore_eos(self) -> int:
-        """openai: one request with ignore_eos; a rejection of the field turns it off. Returns the
-        number of warm-up requests it used (1)."""
+        """One request with ignore_eos; a rejection of the field turns it off. Returns the number of
+        warm-up requests it used (1)."""
         run = self._send(1, 1)
         r = run.results[0]
         if not r.ok and r.status in (400, 422) and "ignore_eos" in (r.error or ""):
@@ -155,13 +150,15 @@ class _Session:
         self.progress(f"warning: server '{self.name}': {self.cache}; prompts are distinct anyway")
         self.flush = ""
 
-    def _vllm_repeat(self, conc: int, rep: int) -> LevelRun:
-        """vLLM's engine counters around the repeat (envforge.bench.metrics)."""
-        before = scrape(self.endpoint, server=self.name)
+    def _counted_repeat(self, conc: int, rep: int) -> LevelRun:
+        """The engine's counters read before and after the repeat, their window judged."""
+        eng = self.engine
+        before = eng.read_counters(self.endpoint, server=self.name)
         run = self._send(conc, self.cfg.requests_at(conc))
-        window, w = check_window(self.name, self.speculative, before, scrape(self.endpoint, server=self.name),
-                                 output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                                 source=self.endpoint.url + "/metrics", where=f"at concurrency {conc}, repeat {rep}")
+        after = eng.read_counters(self.endpoint, server=self.name)
+        window, w = eng.window(self.name, self.speculative, before, after,
+                               output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
+                               source=eng.counters_url(self.endpoint), where=f"at concurrency {conc}, repeat {rep}")
         for line in w:
             self.progress(f"warning: {line}")
         self.warnings.extend(w)
@@ -171,8 +168,8 @@ class _Session:
     def repeat(self, conc: int) -> None:
         self._flush()
         rep = len(self.runs[conc]) + 1
-        if self.cfg.api == "vllm":
-            run = self._vllm_repeat(conc, rep)
+        if self.engine.has_counters:
+            run = self._counted_repeat(conc, rep)
         else:
             run = self._send(conc, self.cfg.requests_at(conc))
         self.runs[conc].append(run)
@@ -189,8 +186,8 @@ class _Session:
         for c, runs in self.runs.items():
             if runs:
                 lv = level_result(c, runs, self.windows[c] or None, speculative=self.speculative)
-                if lv.vllm is not None and lv.vllm.spec is not None:
-                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.vllm.spec)))
+                if lv.counters is not None and lv.counters.spec is not None:
+                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)
         return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
                             self.opts.ignore_eos, self.cache)
@@ -257,8 +254,9 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     :raises InputError: unknown server name, bad ``url``, or a port already in use.
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
     :raises envforge.bench.server.ServerTimeout: a server was not ready within ``load-timeout-s``.
-    :raises envforge.bench.metrics.MetricsError: ``api = "vllm"`` and ``/metrics`` failed, or its
-        speculative counters contradict the configuration (see :func:`~envforge.bench.metrics.check_window`).
+    :raises envforge.bench.metrics.MetricsError: an engine with counters (``api = "vllm"``) and
+        ``/metrics`` failed, or its speculative counters contradict the configuration (see
+        :func:`~envforge.bench.metrics.check_window`).
     Every server envforge started is stopped (SIGTERM, then SIGKILL of its group) before returning,
     also on Ctrl-C or a termination signal (requests in flight are cancelled at once).
     """

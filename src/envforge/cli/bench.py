@@ -6,10 +6,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envforge.bench.engines import ENGINES
 from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
 
 if TYPE_CHECKING:
-    from envforge.bench.report import BenchReport, Comparison
+    from envforge.bench.compare import Comparison
+    from envforge.bench.report import BenchReport
     from envforge.cli.output import Ui
 
 __all__ = ["register"]
@@ -48,7 +50,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="measure the server already running at this URL; start nothing")
     p.add_argument("--name", default="url", help="name of the --url server in the report (default: url)")
     p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
-    p.add_argument("--api", choices=("sglang", "openai", "vllm"),
+    p.add_argument("--api", choices=ENGINES,
                    help="--url without a recipe's [verify.smoke]: the server's API (default sglang)")
     p.add_argument("--model", help="override the model (the served model's name for --api openai/vllm)")
     p.add_argument("--server", action="append", default=[], metavar="NAME",
@@ -178,7 +180,9 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:
-        ui.emit_json("bench", report.as_dict())
+        from envforge.bench.report import SCHEMA_VERSION
+
+        ui.emit_json("bench", report.as_dict(), version=SCHEMA_VERSION)
     else:
         _render(report, ui)
     if report.failures:
@@ -202,10 +206,12 @@ def _raise_failures(report: BenchReport, output: Path) -> None:
 def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
     import json
 
+    from envforge.bench.report import SCHEMA_VERSION
     from envforge.cli.output import envelope
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(envelope("bench", report.as_dict()), indent=2) + "\n", encoding="utf-8")
+    output.write_text(json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n",
+                      encoding="utf-8")
     ui.info(f"report: {output}")
     if args.no_plot:
         return
@@ -257,9 +263,8 @@ def _render(report: BenchReport, ui: Ui) -> None:
 
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.bench.report import compare, read_report
-
-    from envforge.bench.report import DEFAULT_MIN_CHANGE
+    from envforge.bench.compare import DEFAULT_MIN_CHANGE, compare
+    from envforge.bench.report import read_report
 
     min_change = DEFAULT_MIN_CHANGE if args.min_change is None else args.min_change
     comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env,

@@ -1,0 +1,141 @@
+"""The comparison of two benchmark reports: B / A ratios of median tok/s with their intervals.
+
+Comparing reports is refused unless asked for (``allow_different_env``) when their fingerprints
+differ, when a server's effective variables differ, or when a fingerprint is empty (no envforge
+lock: two unknown environments are not "the same"). Ratios are B / A of the median output tok/s;
+the ratio interval is the conservative combination of the two 95% intervals
+``[B_low / A_high, B_high / A_low]`` (min/max when a side has one repeat). Repeats inside one run do
+not see run-to-run drift (two back-to-back runs of one server on a shared machine gave
+"1.18x [1.08, 1.28]"), so a change is called only when the whole interval lies beyond
+``1 + min_change`` (or below ``1 / (1 + min_change)``); otherwise the verdict is "no clear change".
+Reports of either schema compare (:func:`envforge.bench.report.read_report` reads both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from envforge.bench.report import EMPTY_FINGERPRINT, BenchReport
+from envforge.bench.result import LevelResult
+from envforge.bench.stats import Summary
+from envforge.core.errors import InputError
+
+__all__ = ["DEFAULT_MIN_CHANGE", "Comparison", "ComparisonRow", "compare"]
+
+DEFAULT_MIN_CHANGE = 0.10
+
+
+def _r(x: float) -> float:
+    return round(x, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonRow:
+    """B / A at one server and level: medians (tok/s), ratio, its interval, and the verdict."""
+
+    server: str
+    concurrency: int
+    a_tok_s: float
+    b_tok_s: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    verdict: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "concurrency": self.concurrency, "a_tok_s": _r(self.a_tok_s),
+                "b_tok_s": _r(self.b_tok_s), "ratio": _r(self.ratio), "ratio_low": _r(self.ratio_low),
+                "ratio_high": _r(self.ratio_high), "verdict": self.verdict}
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Rows for every (server, level) with figures in both reports, plus what differs between them
+    and which levels could not be compared (``not_compared``: ``"<server> @ <level>: <why>"``)."""
+
+    rows: tuple[ComparisonRow, ...]
+    env_differences: tuple[str, ...]
+    config_differences: tuple[str, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+    not_compared: tuple[str, ...] = ()
+    min_change: float = DEFAULT_MIN_CHANGE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"min_change": self.min_change, "rows": [r.as_dict() for r in self.rows],
+                "env_differences": list(self.env_differences),
+                "config_differences": list(self.config_differences), "only_in_a": list(self.only_in_a),
+                "only_in_b": list(self.only_in_b), "not_compared": list(self.not_compared)}
+
+
+def _row(server: str, a: Summary, b: Summary, concurrency: int, min_change: float) -> ComparisonRow:
+    (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
+    ratio = b.median / a.median if a.median > 0 else float("inf")
+    low = blo / ahi if ahi > 0 else float("inf")
+    high = bhi / alo if alo > 0 else float("inf")
+    verdict = ("faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change)
+               else "no clear change")
+    return ComparisonRow(server, concurrency, a.median, b.median, ratio, low, high, verdict)
+
+
+def _env_differences(a: BenchReport, b: BenchReport) -> list[str]:
+    out = [f"report {side}: {EMPTY_FINGERPRINT}" for side, r in (("A", a), ("B", b)) if r.fingerprint.empty]
+    out += a.fingerprint.differences(b.fingerprint)
+    b_by_name = {s.name: s for s in b.servers}
+    for sa in a.servers:
+        sb = b_by_name.get(sa.name)
+        if sb is None:
+            continue
+        if sa.env is None or sb.env is None:
+            side = " and ".join(x for x, s in (("A", sa), ("B", sb)) if s.env is None)
+            out.append(f"server '{sa.name}': the variables it ran with are unknown in {side}")
+            continue
+        for k in sorted(set(sa.env) | set(sb.env)):
+            if sa.env.get(k) != sb.env.get(k):
+                out.append(f"server '{sa.name}': {k}: {sa.env.get(k, '(unset)')} != {sb.env.get(k, '(unset)')}")
+    return out
+
+
+def _why_no_figure(lv: LevelResult, side: str) -> str | None:
+    if lv.failed_requests:
+        return f"{lv.failed_requests} failed requests in {side}"
+    if lv.tok_s is None:
+        return f"no tok/s in {side} ({lv.refused or 'refused'})"
+    return None
+
+
+def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False,
+            min_change: float = DEFAULT_MIN_CHANGE) -> Comparison:
+    """Compare report ``b`` against ``a`` (ratios B / A); a change is called only beyond ``min_change``.
+
+    :raises InputError: the environments differ or are unknown (fingerprints, a server's effective
+        variables, an empty fingerprint) and ``allow_different_env`` is false; the message lists
+        every difference.
+    """
+    env_diff = _env_differences(a, b)
+    if env_diff and not allow_different_env:
+        raise InputError("the reports come from different or unknown environments; their numbers are not "
+                         "comparable:\n" + "\n".join(f"  {line}" for line in env_diff),
+                         hint="compare anyway with --allow-different-env")
+    cfg_diff = [f"{k}: {a.config.get(k)} != {b.config.get(k)}"
+                for k in sorted(set(a.config) | set(b.config)) if a.config.get(k) != b.config.get(k)]
+    rows, only_a, skipped = [], [], []
+    b_by_name = {s.name: s for s in b.servers}
+    for sa in a.servers:
+        sb = b_by_name.get(sa.name)
+        for lv in sa.levels:
+            other = sb.level(lv.concurrency) if sb else None
+            if other is None:
+                only_a.append(f"{sa.name} @ {lv.concurrency}")
+                continue
+            why = _why_no_figure(lv, "A") or _why_no_figure(other, "B")
+            if why is not None or lv.tok_s is None or other.tok_s is None:
+                skipped.append(f"{sa.name} @ {lv.concurrency}: {why}")
+                continue
+            rows.append(_row(sa.name, lv.tok_s, other.tok_s, lv.concurrency, min_change))
+    a_keys = {(s.name, lv.concurrency) for s in a.servers for lv in s.levels}
+    only_b = [f"{s.name} @ {lv.concurrency}" for s in b.servers for lv in s.levels
+              if (s.name, lv.concurrency) not in a_keys]
+    return Comparison(tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b),
+                      tuple(skipped), min_change)

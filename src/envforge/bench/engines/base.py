@@ -1,0 +1,79 @@
+"""What a bench engine is: how one serving engine is asked for a streamed completion and read back.
+
+An :class:`Engine` is the only place that knows an engine's wire format and routes: the request
+body, the parser of one streamed chunk, the readiness and cache-flush routes, whether the
+``ignore_eos`` probe applies, and optionally a counters window read from the engine's metrics
+endpoint around each measured repeat. Everything else in :mod:`envforge.bench` takes an
+:class:`Engine` from the registry (:func:`envforge.bench.engines.engine`) and never compares names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # annotations only: the registry stays light, the CLI reads it at start-up
+    from envforge.bench.client import Endpoint, RequestOptions, Stream
+    from envforge.bench.metrics import EngineWindow
+
+__all__ = ["Engine"]
+
+
+class Engine(ABC):
+    """One serving engine's protocol (stateless: one instance serves every request).
+
+    Class attributes a subclass sets:
+
+    ``name``: the registry name, ``api`` in ``[verify.smoke]`` and ``--api`` (e.g. ``"sglang"``).
+    ``health``: the default readiness route (GET answers 200 when the server can generate).
+    ``flush``: the default route POSTed before each repeat to empty the prefix cache (``""``: none).
+    ``needs_model``: requests name the served model (``bench --url`` then needs ``--model``).
+    ``probes_ignore_eos``: the first request asks for ``ignore_eos`` and, when the server rejects the
+    field (HTTP 400/422 naming it), later requests ask without it (servers that may reject it).
+    ``has_counters``: :meth:`read_counters` and :meth:`window` measure each repeat engine-side.
+    """
+
+    name: ClassVar[str]
+    health: ClassVar[str] = "/health"
+    flush: ClassVar[str] = ""
+    needs_model: ClassVar[bool] = True
+    probes_ignore_eos: ClassVar[bool] = False
+    has_counters: ClassVar[bool] = False
+
+    @abstractmethod
+    def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
+        """The path and JSON body of one streamed request for ``prompt``: exactly
+        ``opts.max_new_tokens`` output tokens (``ignore_eos`` where ``opts.ignore_eos``) at
+        ``opts.temperature``."""
+
+    @abstractmethod
+    def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:
+        """Read one parsed SSE chunk (not an ``error`` chunk: the client handles those) into
+        ``stream`` (its ``finish``, ``abort``, ``usage`` and ``verify``) and return the cumulative
+        output token count after it (``stream.tokens`` when the chunk adds none)."""
+
+    def read_counters(self, endpoint: Endpoint, *, server: str) -> Any:
+        """One snapshot of the engine's cumulative counters (``has_counters`` engines only).
+
+        :raises envforge.core.errors.ExternalToolError: the counters could not be read.
+        """
+        raise NotImplementedError(f"engine '{self.name}' has no counters")
+
+    def window(self, server: str, speculative: bool, before: Any, after: Any, *, output_tokens: int,
+               requests: int, source: str, where: str) -> tuple[EngineWindow, list[str]]:
+        """The counters' deltas between two snapshots of one measured repeat, judged against the
+        configuration (``speculative``) and what bench received (``output_tokens`` of ``requests``);
+        returns the window (its ``engine`` is :attr:`name`) and warnings.
+
+        :raises envforge.core.errors.ExternalToolError: the counters contradict the configuration
+            or each other.
+        """
+        raise NotImplementedError(f"engine '{self.name}' has no counters")
+
+    def counters_url(self, endpoint: Endpoint) -> str:
+        """Where :meth:`read_counters` reads, for messages (default ``<endpoint>/metrics``)."""
+        return endpoint.url + "/metrics"
+
+    def __repr__(self) -> str:
+        return f"<engine {self.name}>"

@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from scipy.stats import t as student_t
-
 __all__ = ["Summary", "break_even_accept_length", "summarize", "t_quantile_975"]
 
 def t_quantile_975(df: float) -> float:
@@ -25,6 +23,8 @@ def t_quantile_975(df: float) -> float:
     """
     if df < 1:
         raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    from scipy.stats import t as student_t  # lazy: scipy is heavy; loaded only when an interval is computed
+
     return float(student_t.ppf(0.975, df))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = ["Summary", "break_even_accept_length", "summarize", "t_quantile_975"]
 
+
 def t_quantile_975(df: float) -> float:
     """Upper 0.975 quantile of Student's t with ``df`` degrees of freedom (``df >= 1``; fractional
     for Welch's approximation), from :func:`scipy.stats.t.ppf`.

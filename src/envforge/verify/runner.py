@@ -16,6 +16,7 @@ from typing import Any
 
 from envforge.env.layout import Environment
 from envforge.core.errors import InputError
+from envforge.core.state import StateDir
 from envforge.env.fingerprint import fingerprint_of
 from envforge.recipe.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
@@ -59,7 +60,7 @@ def _generation(sp: Path) -> Mapping[str, Any]:
     from envforge.patching.manifest import rebuild_hint
     from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 
-    path = sp / ".envforge" / "generation.json"
+    path = StateDir(sp).generation_record
     try:
         raw = read_state(path, what="generation record", limit=SMALL_LIMIT, hint=lambda: rebuild_hint(sp))
     except FileNotFoundError:
@@ -91,7 +92,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     start = now()
     sp = env.site_packages
     lock = (read_env_lock(options.lock, given=True) if options.lock
-            else read_env_lock(sp / ".envforge" / "pylock.toml"))
+            else read_env_lock(StateDir(sp).lock_copy))
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)

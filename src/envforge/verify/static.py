@@ -17,6 +17,7 @@ from typing import Any
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.env.fingerprint import file_digest
 from envforge.core.probe import run_probe
+from envforge.core.state import StateDir
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.records import (
@@ -30,9 +31,6 @@ from envforge.verify.records import (
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
-
-STATE = ".envforge"
-
 
 @dataclass(frozen=True, slots=True)
 class StaticInputs:
@@ -131,7 +129,7 @@ def _recover_interrupted(sp: Path, c: _Collector) -> None:
     """Roll back a patch write interrupted by a crash (its intent record), under the environment
     lock, before reading any file: the files would otherwise be half patched (issue 18). What it
     did becomes a note; when it cannot, the patch-states check reports why."""
-    if not (sp / STATE / "patch-intent.json").exists():
+    if not StateDir(sp).patch_intent.exists():
         return
     from envforge import patching
     from envforge.core.mutex import environment_lock_path, exclusive
@@ -235,7 +233,7 @@ def patch_manifest(sp: Path) -> list[PatchedFile]:
     try:
         from envforge import patching
     except ImportError:
-        return _manifest_json(sp / STATE / "patches.json")
+        return _manifest_json(StateDir(sp).patch_manifest)
     manifest = patching.read_manifest(sp)
     if manifest is None:
         return []

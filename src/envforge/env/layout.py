@@ -39,10 +39,12 @@ class Environment:
 
     @property
     def python(self) -> Path:
+        """``<path>/bin/python``."""
         return self.path / "bin" / "python"
 
     @property
     def site_packages(self) -> Path:
+        """The purelib directory (:func:`site_packages`; raises its InputError)."""
         return site_packages(self.path)
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import os
@@ -10,9 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from envforge.env.build import _manifest
 from envforge.uv.interpreter import PythonNotFound, find_python
 from envforge.lock.write import restamp
 from tests.support.localindex import LocalIndex, make_wheel, serve
@@ -148,8 +152,6 @@ def test_hand_edited_lock_builds_nothing(tmp_path: Path, index: LocalIndex) -> N
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     text = lock.read_text()
     wheel = make_wheel(tmp_path / "w", "extra-pkg", "1.0")
-    import hashlib
-
     entry = (f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", hashes = '
              f'{{ sha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}" }} }}]\n\n')
     cases = ((text.replace("[tool.envforge]", entry + "[tool.envforge]", 1), "is not the lock `envforge lock` wrote:"),
@@ -404,3 +406,26 @@ def test_build_refuses_a_profile_the_lock_does_not_record(tmp_path: Path) -> Non
         "  env.NCCL_MAX_NCHANNELS: locked '2', building (absent)",
     ]
     assert not (proj / "envs").exists()
+
+
+def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: Path) -> None:
+    """The manifest step, without uv: the lock copy is the lock's bytes, the record names its digest."""
+    lock = tmp_path / "pylock.demo-cpu.toml"
+    lock.write_bytes(b'lock-version = "1.0"\n')
+    gen = tmp_path / "envs" / ".generations" / "demo-cpu" / "g0002"
+    sp = gen / "lib" / "python3.12" / "site-packages"
+    sp.mkdir(parents=True)
+    plan: Any = SimpleNamespace(lock=lock, generation=gen, python=SimpleNamespace(version="3.12.1"),
+                                variant=SimpleNamespace(recipe="demo", variant="cpu", env_profile="pcie"))
+    old = os.umask(0o022)
+    try:
+        assert _manifest(plan, sp) == ".envforge/generation.json"
+    finally:
+        os.umask(old)
+    assert (sp / ".envforge" / "pylock.toml").read_bytes() == b'lock-version = "1.0"\n'
+    assert json.loads((sp / ".envforge" / "generation.json").read_text()) == {
+        "schema": 1, "recipe": "demo", "variant": "cpu", "lock": str(lock),
+        "lock-digest": "sha256:" + hashlib.sha256(b'lock-version = "1.0"\n').hexdigest(),
+        "generation": "g0002", "python": "3.12.1", "env-profile": "pcie"}
+    assert sorted(p.name for p in (sp / ".envforge").iterdir()) == ["generation.json", "pylock.toml"]
+    assert {oct(p.stat().st_mode & 0o7777) for p in (sp / ".envforge").iterdir()} == {"0o644"}

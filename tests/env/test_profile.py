@@ -36,6 +36,7 @@ from envforge.env.profile import (
     show,
 )
 from envforge.core.errors import InputError
+from envforge.env.profile import view
 from envforge.recipe.model import RecipeError, load_recipe
 
 PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
@@ -425,3 +426,8 @@ def test_recipe_profile_by_interconnect_or_by_name_reaches_the_env(env_dir: Path
     assert [(v.name, v.value, v.source) for v in view.variables] == [
         ("ENVFORGE_PROFILE_PROBE", "1", "profile"), ("NCCL_BUFFSIZE", "131072", "profile"),
         ("NCCL_MAX_NCHANNELS", "2", "profile")]
+
+
+def test_the_show_probe_reads_the_record_where_install_writes_it() -> None:
+    assert "    record = os.path.join(purelib, *('.envforge', 'env-profile.json'))\n" in view._SHOW_PROBE
+    assert "RECORD_PARTS" not in view._SHOW_PROBE

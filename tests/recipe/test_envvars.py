@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import uv
 
-from envforge.env.profile import PTH_FILE, RECORD, hook_source, pth_source, profile_problems
+from envforge.env.profile import PTH_FILE, hook_source, pth_source, profile_problems
 from envforge.recipe.envvars import NCCL_INT, NCCL_VERSION, nccl_integer, problems, startup_reader
 from envforge.verify.static import _misread
 
@@ -184,9 +184,9 @@ def _install_unchecked(sp: Path, env: dict[str, str]) -> None:
     (sp / "_envforge_env.py").write_text(hook_source("pcie", env))
     (sp / PTH_FILE).write_text(pth_source())
     (sp / ".envforge").mkdir(exist_ok=True)
-    (sp / RECORD).write_text(json.dumps({"schema": 1, "profile": "pcie", "mode": "pth", "env": env,
-                                         "files": [PTH_FILE, "_envforge_env.py"], "absent-before": [],
-                                         "sitecustomize": None}))
+    (sp / ".envforge/env-profile.json").write_text(json.dumps({
+        "schema": 1, "profile": "pcie", "mode": "pth", "env": env, "files": [PTH_FILE, "_envforge_env.py"],
+        "absent-before": [], "sitecustomize": None}))
 
 
 def test_env_show_flags_a_misread_and_a_start_up_variable(tmp_path: Path) -> None:

@@ -123,11 +123,11 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.env import build
+    from envforge.env.generations import rollback
     from envforge.cli.lock import project_of
 
     project = project_of(args, ui)
-    res = build.rollback(project, args.env, to=args.to)
+    res = rollback(project, args.env, to=args.to)
     if ui.json_mode:
         ui.emit_json("rollback", {"env": args.env, "link": str(res.link), "previous": res.previous.name,
                                   "current": res.current.name})

@@ -2,7 +2,7 @@
 
 A write goes to a temp file in the same directory, is fsynced and ``os.replace``d over the target, so a
 reader sees the old bytes or the new ones and a hardlinked target (uv's cache, field case B09) is
-replaced, never edited in place.
+replaced, never edited in place. A symlink is replaced the same way (:func:`replace_symlink`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write", "current_umask", "file_mode", "sha256_hex"]
+__all__ = ["atomic_write", "current_umask", "file_mode", "replace_symlink", "sha256_hex"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -60,3 +60,17 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def replace_symlink(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` with one ``os.replace`` of a new relative symlink: a reader sees
+    the old target or the new one, never no link (rename(2) is atomic on POSIX).
+
+    The new link is made as ``.<name>.new-link`` beside ``link`` (a leftover of a killed run is
+    removed first); it reads ``os.path.relpath(target, link.parent)``, so the tree can move.
+    """
+    tmp = link.with_name(f".{link.name}.new-link")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(target, link.parent), tmp)
+    os.replace(tmp, link)

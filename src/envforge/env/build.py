@@ -1,4 +1,4 @@
-"""``envforge build`` and ``envforge rollback``: environments as generations behind a symlink.
+"""``envforge build``: a new generation of an environment, made in full, then the link flipped to it.
 
 ``envs/<recipe>-<variant>`` is a relative symlink to ``envs/.generations/<recipe>-<variant>/gNNNN``.
 A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with its hashes, patches,
@@ -7,50 +7,52 @@ succeeded (docs/design.md, decision 3). A failed or killed build never touches t
 generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
 SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``.
 Builds never delete old generations (``gc``, :mod:`envforge.env.inventory`, does, when asked). Every
-build writes its log to ``gNNNN.log`` beside its directory. ``rollback`` flips back to the
-previous complete generation, or to any one (``to``).
+build writes its log to ``gNNNN.log`` beside its directory. Naming, listing and ``rollback`` are
+:mod:`envforge.env.generations`.
 
 Plan first, then execute: :func:`plan_build` is pure (no writes), :func:`execute_build` does it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import re
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote
 
-from envforge.env.layout import STATE_DIR, site_packages
+import tomlkit
+
+from envforge import patching
 from envforge.core.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
+from envforge.core.fs import atomic_write, replace_symlink, sha256_hex
+from envforge.core.state import StateDir
+from envforge.env import profile as envprofile
+from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
+from envforge.env.layout import site_packages
 from envforge.installed.distributions import find_distribution
-from envforge.uv.interpreter import Interpreter
-from envforge.recipe.project import Project
+from envforge.lock.resolve import guard_lock, read_lock
+from envforge.patching.memo import default_result_cache
+from envforge.recipe.envvars import secret_problem
 from envforge.recipe.model import ResolvedVariant
+from envforge.recipe.platforms import host_problem, platform_problem
+from envforge.recipe.project import Project
+from envforge.uv.interpreter import Interpreter
 from envforge.uv.run import run_uv
 
 __all__ = [
     "BuildError",
     "BuildPlan",
     "BuildResult",
-    "RollbackResult",
     "StepResult",
-    "current_generation",
-    "exclusive_generations",
     "execute_build",
-    "generations",
+    "metadata_disagreements",
     "plan_build",
-    "rollback",
 ]
 
-_GEN = re.compile(r"^g(\d{4,})$")
 Progress = Callable[[str], None]
 
 
@@ -123,34 +125,6 @@ class BuildResult:
     notes: tuple[str, ...] = field(default=())  # things the user must know, e.g. B04 disagreements
 
 
-@dataclass(frozen=True, slots=True)
-class RollbackResult:
-    """``rollback``: the link and the generations it pointed to before and after."""
-
-    link: Path
-    previous: Path
-    current: Path
-
-
-def _gen_root(project: Project, name: str) -> Path:
-    return project.envs_dir / ".generations" / name
-
-
-def generations(project: Project, name: str) -> list[Path]:
-    """Complete generations of environment ``name``, oldest first (``gNNNN`` with a manifest)."""
-    root = _gen_root(project, name)
-    if not root.is_dir():
-        return []
-    gens = [d for d in root.iterdir() if _GEN.match(d.name)]
-    done = [d for d in gens if _generation_file(d) is not None]
-    return sorted(done, key=lambda d: int(d.name[1:]))
-
-
-def _generation_file(gen: Path) -> Path | None:
-    found = list(gen.glob(f"lib/python3*/site-packages/{STATE_DIR}/generation.json"))
-    return found[0] if found else None
-
-
 def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
                find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth") -> BuildPlan:
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
@@ -161,8 +135,6 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
         smaller environment.
     :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.
     """
-    from envforge.lock.resolve import guard_lock
-
     lock = project.lock_path(variant.lock_name)
     if not lock.is_file():
         raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
@@ -170,9 +142,7 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     guard_lock(lock, variant, find_links)
     _check_machine(lock, python, variant)
     _check_profile(lock, variant)
-    root = _gen_root(project, variant.lock_name)
-    numbers = [int(m.group(1)) for d in (root.iterdir() if root.is_dir() else []) if (m := _GEN.match(d.name))]
-    gen = root / f"g{max(numbers, default=0) + 1:04d}"
+    gen = next_generation(generation_root(project, variant.lock_name))
     return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
                      project.patchsets_dir, tuple(find_links), offline, env_mode)
 
@@ -187,8 +157,6 @@ def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
 
     :raises InputError: the profile name or a variable differs; each difference is named.
     """
-    from envforge.lock.resolve import read_lock
-
     tool = read_lock(lock).envforge
     locked_env = tool.get("env", {}) if isinstance(tool.get("env", {}), Mapping) else {}
     diffs = []
@@ -207,8 +175,6 @@ def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
 
 
 def _shown(name: str, value: object) -> str:
-    from envforge.recipe.envvars import secret_problem
-
     if value is None:
         return "(absent)"
     return "<redacted>" if secret_problem(name, str(value)) else repr(value)
@@ -222,9 +188,6 @@ def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | N
         (``inputs.python``) is not the interpreter's: named a stale lock where the recipe's
         ``python`` (``variant``) changed since the lock, else a missing interpreter.
     """
-    from envforge.lock.resolve import read_lock
-    from envforge.recipe.platforms import host_problem, platform_problem
-
     inputs = read_lock(lock).envforge.get("inputs", {})
     plat, want_py = inputs.get("platform"), inputs.get("python")
     if isinstance(plat, str):
@@ -244,31 +207,8 @@ def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | N
                          hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python")
 
 
-@contextmanager
-def exclusive_generations(root: Path) -> Iterator[None]:
-    """Hold the build lock of one environment's generations directory (``root/.lock``, flock).
-
-    :raises InputError: another build (or ``gc``, ``rollback``) of it holds the lock.
-    """
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InputError(f"another envforge build of {root.name} is running (lock {root / '.lock'})") from None
-        yield
-
-
-def _remove_incomplete(root: Path, keep: Path) -> None:
-    for d in root.iterdir():
-        if _GEN.match(d.name) and d != keep and _generation_file(d) is None:
-            shutil.rmtree(d, ignore_errors=True)
-
-
 def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
     """A copy of ``lock`` whose wheel and sdist entries point (``path``) at files in the wheelhouses."""
-    import tomlkit
-
     doc = tomlkit.parse(lock.read_text())
     files = {p.name: p.resolve() for d in find_links for p in d.iterdir() if p.is_file()}
     for pkg in doc.get("packages", []):
@@ -287,8 +227,6 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
     """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
     recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
     the recorded ``build-constraints`` (B28)."""
-    from envforge.lock.resolve import guard_lock
-
     python = plan.generation / "bin" / "python"
     lock = plan.lock
     locked = guard_lock(plan.lock, plan.variant, plan.find_links)  # again: the file may have changed since the plan
@@ -329,8 +267,6 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     Only locked versions with a local label can disagree this way, so only those are read.
     Returns one line per disagreement naming both strings and the index.
     """
-    from envforge.lock.resolve import read_lock
-
     out = []
     for entry in read_lock(lock).packages:
         want = entry.version or ""
@@ -345,9 +281,6 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
 def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], ...]]:
     if not plan.variant.patchsets:
         return "no patchsets", ()
-    from envforge import patching
-    from envforge.patching.memo import default_result_cache
-
     sets = patching.load_patchsets(plan.patchsets_dir, plan.variant.patchsets)
     # Only the patched files leave uv's cache: apply replaces them (temp file + os.replace, B09),
     # every other file stays a hardlink (verify names them). Results come from the patch cache.
@@ -365,7 +298,6 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
 def _profile(plan: BuildPlan, sp: Path) -> str:
     if not plan.variant.env and plan.variant.env_profile is None:
         return "no env profile"
-    from envforge.env import profile as envprofile
     envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
                        python=plan.generation / "bin" / "python")
     hook = ".pth hook" if plan.env_mode == "pth" else "sitecustomize block"
@@ -373,29 +305,19 @@ def _profile(plan: BuildPlan, sp: Path) -> str:
 
 
 def _manifest(plan: BuildPlan, sp: Path) -> str:
-    state = sp / STATE_DIR
-    state.mkdir(exist_ok=True)
-    shutil.copyfile(plan.lock, state / "pylock.toml")
-    import hashlib
-
+    """Copy the lock into the generation and write its record, last: the generation is complete."""
+    state = StateDir(sp)
+    state.path.mkdir(exist_ok=True)
+    lock = plan.lock.read_bytes()
+    atomic_write(state.lock_copy, lock)
     record = {
         "schema": 1, "recipe": plan.variant.recipe, "variant": plan.variant.variant,
-        "lock": str(plan.lock), "lock-digest": "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest(),
+        "lock": str(plan.lock), "lock-digest": "sha256:" + sha256_hex(lock),
         "generation": plan.generation.name, "python": plan.python.version,
         "env-profile": plan.variant.env_profile,
     }
-    tmp = state / "generation.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, state / "generation.json")
-    return f"{STATE_DIR}/generation.json"
-
-
-def _flip(link: Path, target: Path) -> None:
-    tmp = link.with_name(f".{link.name}.new-link")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(os.path.relpath(target, link.parent), tmp)
-    os.replace(tmp, link)  # atomic on POSIX: the link is either the old or the new generation
+    atomic_write(state.generation_record, (json.dumps(record, indent=2) + "\n").encode())
+    return state.generation_record.relative_to(sp).as_posix()
 
 
 def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
@@ -412,7 +334,7 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
     """
     root = plan.generation.parent
     with exclusive_generations(root):
-        _remove_incomplete(root, keep=plan.generation)
+        remove_incomplete(root, keep=plan.generation)
         log_path = root / f"{plan.generation.name}.log"
         with open(log_path, "w", encoding="utf-8") as log:
             return _execute(plan, log_path, log, progress, clock, terminal)
@@ -456,7 +378,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         notes = tuple(metadata_disagreements(sp, plan.lock))
         step = "flip"
         plan.link.parent.mkdir(parents=True, exist_ok=True)
-        _flip(plan.link, plan.generation)
+        replace_symlink(plan.link, plan.generation)  # the link is either the old or the new generation
     except (EnvforgeError, OSError) as exc:
         shutil.rmtree(plan.generation, ignore_errors=True)
         cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
@@ -478,78 +400,3 @@ def _os_error(exc: OSError) -> EnvforgeError:
     err = EnvforgeError(f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}")
     err.exit_code = EXIT_TOOL_FAILED
     return err
-
-
-def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:
-    """Point ``envs/<name>`` at the complete generation before the live one, or at generation
-    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again).
-
-    :raises InputError: no such environment, no earlier generation, or ``to`` names no complete
-        generation (the message lists the ones there are).
-    """
-    link = project.env_path(name)
-    if not link.is_symlink():
-        raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
-    with exclusive_generations(_gen_root(project, name)):
-        live = (link.parent / os.readlink(link)).resolve()
-        done = generations(project, name)
-        if to is not None:
-            target = _named_generation(name, done, to)
-        else:
-            earlier = [g for g in done if int(g.name[1:]) < int(live.name[1:])]
-            if not earlier:
-                raise InputError(f"{name} has no generation before {live.name} to roll back to",
-                                 hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
-            target = earlier[-1]
-        _flip(link, target)
-    return RollbackResult(link, live, target)
-
-
-def _named_generation(name: str, done: Sequence[Path], to: str) -> Path:
-    number = to[1:] if to[:1] in ("g", "G") else to
-    found = [g for g in done if number.isdigit() and int(g.name[1:]) == int(number)]
-    if not found:
-        have = ", ".join(g.name for g in done) or "none"
-        raise InputError(f"{name} has no complete generation {to!r} (generations: {have})",
-                         hint="`envforge envs` lists every environment's generations")
-    return found[0]
-
-
-def current_generation(plan: BuildPlan) -> Path | None:
-    """The live generation when it was built from exactly the plan's lock (same sha256), else None.
-
-    The lock records the patchset digests and the env profile, so the same lock bytes mean the
-    same packages, patches and profile: ``envforge up`` then verifies instead of rebuilding.
-
-    :raises InputError: the live generation's ``generation.json`` is damaged (:func:`describe_generation`).
-    """
-    import hashlib
-
-    if not plan.link.is_symlink():
-        return None
-    live = (plan.link.parent / os.readlink(plan.link)).resolve()
-    v = plan.variant
-    record = describe_generation(live, hint=f"build a new generation: `envforge up {v.recipe} --variant "
-                                            f"{v.variant} --rebuild` ({live.name} stays for rollback)")
-    digest = "sha256:" + hashlib.sha256(plan.lock.read_bytes()).hexdigest()
-    return live if record.get("lock-digest") == digest else None
-
-
-def describe_generation(gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
-                        ) -> Mapping[str, Any]:
-    """The ``generation.json`` of a generation directory ({} when missing).
-
-    :param hint: the next step an error gives.
-    :raises InputError: the record is not a regular file (a FIFO, a device, a directory), larger
-        than 1 MiB, or not JSON; the message names it.
-    """
-    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-
-    f = _generation_file(gen)
-    if f is None:
-        return {}
-    try:
-        data: Any = parse_json(read_state(f, what="generation record", limit=SMALL_LIMIT, hint=hint), label=str(f))
-    except FileNotFoundError:  # removed since the glob
-        return {}
-    return data if isinstance(data, Mapping) else {}

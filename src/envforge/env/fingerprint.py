@@ -10,13 +10,19 @@ Digests are defined in docs/architecture.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from envforge.core.errors import InputError
+from envforge.core.fs import sha256_hex
+from envforge.core.state import StateDir
+from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.lock.resolve import read_lock
+from envforge.patching.manifest import rebuild_hint
 
 __all__ = ["Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of"]
 
@@ -31,10 +37,8 @@ def file_digest(path: Path, *, what: str = "file", hint: str | Callable[[], str]
     :param hint: the next step an error gives (see :func:`~envforge.core.textfile.read_state`).
     :raises InputError: not a regular file (a FIFO, a device, a directory), unreadable, or too large.
     """
-    from envforge.core.textfile import read_state
-
     try:
-        return "sha256:" + hashlib.sha256(read_state(path, what=what, hint=hint)).hexdigest()
+        return "sha256:" + sha256_hex(read_state(path, what=what, hint=hint))
     except FileNotFoundError:
         return None
 
@@ -42,7 +46,7 @@ def file_digest(path: Path, *, what: str = "file", hint: str | Callable[[], str]
 def env_profile_digest(env: Mapping[str, str]) -> str:
     """``sha256:<hex>`` of the canonical JSON of an env profile mapping."""
     blob = json.dumps(dict(env), sort_keys=True, separators=(",", ":")).encode()
-    return "sha256:" + hashlib.sha256(blob).hexdigest()
+    return "sha256:" + sha256_hex(blob)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,28 +114,25 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
     :raises InputError: one of those files is not a regular file (a FIFO, a device, a directory),
         is too large, or (the profile record) is not JSON; the message names it.
     """
-    from envforge.patching.manifest import rebuild_hint
-    from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-
-    state = site_packages / ".envforge"
+    state = StateDir(site_packages)
     hint = partial(rebuild_hint, site_packages)
     profile: Mapping[str, Any] = {}
     try:
-        raw = read_state(state / "env-profile.json", what="env profile record", limit=SMALL_LIMIT, hint=hint)
+        raw = read_state(state.profile_record, what="env profile record", limit=SMALL_LIMIT, hint=hint)
     except FileNotFoundError:
         pass
     else:
-        found = parse_json(raw, label=str(state / "env-profile.json"))
+        found = parse_json(raw, label=str(state.profile_record))
         profile = found if isinstance(found, Mapping) else {}
     g = gpu or {}
     return Fingerprint(
-        lock_digest=file_digest(state / "pylock.toml", what="lock copy", hint=hint),
-        patch_manifest_digest=file_digest(state / "patches.json", what="patch manifest", hint=hint),
+        lock_digest=file_digest(state.lock_copy, what="lock copy", hint=hint),
+        patch_manifest_digest=file_digest(state.patch_manifest, what="patch manifest", hint=hint),
         env_profile=profile.get("profile"),
         env_profile_digest=env_profile_digest(profile["env"]) if "env" in profile else None,
         python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
         gpu_count=g.get("count"), compute_capability=g.get("capability"),
-        platform=_lock_platform(state / "pylock.toml"),
+        platform=_lock_platform(state.lock_copy),
     )
 
 
@@ -139,9 +140,6 @@ def _lock_platform(lock: Path) -> str | None:
     """``[tool.envforge] inputs.platform`` of the environment's lock copy, or None."""
     if not lock.is_file():
         return None
-    from envforge.core.errors import InputError
-    from envforge.lock.resolve import read_lock
-
     try:
         plat = read_lock(lock).envforge.get("inputs", {}).get("platform")
     except InputError:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import stat
 from collections.abc import Sequence
@@ -20,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.recipe.project import Project
+from envforge.core.state import GENERATIONS_DIR, generation_number, is_generation_name
 from envforge.core.textfile import SMALL_LIMIT, read_state
+from envforge.env.generations import exclusive_generations, generation_record, generation_root
+from envforge.recipe.project import Project
 
 __all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
            "list_environments"]
-
-_GEN = re.compile(r"^g(\d{4,})$")
-
 
 @dataclass(frozen=True, slots=True)
 class GenerationInfo:
@@ -99,11 +97,6 @@ class GcResult:
     freed_bytes: int
 
 
-def _generation_file(gen: Path) -> Path | None:
-    found = sorted(gen.glob("lib/python3*/site-packages/.envforge/generation.json"))
-    return found[0] if found else None
-
-
 @dataclass(frozen=True, slots=True)
 class DiskUsage:
     """Allocated bytes (``st_blocks * 512``) under some directories, each inode counted once.
@@ -161,7 +154,7 @@ def disk_usage(*paths: Path) -> DiskUsage:
 
 
 def _generation(gen: Path, live: Path | None) -> GenerationInfo:
-    manifest = _generation_file(gen)
+    manifest = generation_record(gen)
     record: dict[str, Any] = {}
     if manifest is not None:
         try:  # a damaged record (a FIFO, a directory, not JSON) shows as unknown, never blocks the listing
@@ -174,7 +167,8 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
     return GenerationInfo(
         name=gen.name, path=gen, complete=manifest is not None, live=live is not None and gen == live,
         recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
-        size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes, built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
+        size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes,
+        built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
 
 
 def _live(link: Path) -> Path | None:
@@ -192,7 +186,7 @@ def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvI
 
     :raises InputError: a name in ``names`` has neither.
     """
-    root = project.envs_dir / ".generations"
+    root = project.envs_dir / GENERATIONS_DIR
     found = {p.name for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
     if project.envs_dir.is_dir():
         found |= {p.name for p in project.envs_dir.iterdir() if p.is_symlink()}
@@ -204,8 +198,8 @@ def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvI
     for name in sorted(names or found):
         link = project.env_path(name)
         live = _live(link)
-        gens = sorted((d for d in (root / name).iterdir() if _GEN.match(d.name) and d.is_dir())
-                      if (root / name).is_dir() else [], key=lambda d: int(d.name[1:]))
+        gens = sorted((d for d in (root / name).iterdir() if is_generation_name(d.name) and d.is_dir())
+                      if (root / name).is_dir() else [], key=lambda d: generation_number(d.name) or 0)
         out.append(EnvInfo(name, link, live.name if live is not None else None,
                            tuple(_generation(g, live) for g in gens)))
     return tuple(out)
@@ -220,15 +214,13 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
 
     :raises InputError: ``keep`` < 1, an unknown name, or a build of that environment is running.
     """
-    from envforge.env.build import exclusive_generations
-
     if keep < 1:
         raise InputError(f"--keep {keep}: keep at least 1 generation (the live one is always kept)")
     removed: list[tuple[str, str, int, int]] = []
     kept: list[tuple[str, str]] = []
     freed = 0
     for env in list_environments(project, names):
-        root = project.envs_dir / ".generations" / env.name
+        root = generation_root(project, env.name)
         if not root.is_dir():
             continue
         with exclusive_generations(root):
@@ -243,7 +235,7 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
                     g.log.unlink(missing_ok=True)
                 removed.append((env.name, g.name, g.own_bytes, g.shared_bytes))
             for orphan in root.glob("g*.log"):  # logs of failed builds, whose generation was removed
-                if _GEN.match(orphan.stem) and not orphan.with_suffix("").exists():
+                if is_generation_name(orphan.stem) and not orphan.with_suffix("").exists():
                     orphan.unlink(missing_ok=True)
             shutil.rmtree(root / ".trash", ignore_errors=True)  # left by earlier envforge versions
     return GcResult(tuple(removed), tuple(kept), freed)

@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
-from envforge.patching.engine import installed_version
+from envforge.core.state import StateDir
 from envforge.lock.read import read_lock_file
+from envforge.patching.engine import installed_version
 from envforge.patching.patchset import load_patchsets
 from envforge.recipe.project import Project
 
-__all__ = ["STATE_DIR", "Environment", "default_patchset_ids", "resolve_environment", "site_packages"]
-
-STATE_DIR = ".envforge"
+__all__ = ["Environment", "default_patchset_ids", "resolve_environment", "site_packages"]
 
 
 def site_packages(env_dir: Path) -> Path:
@@ -40,15 +39,18 @@ class Environment:
 
     @property
     def python(self) -> Path:
+        """``<path>/bin/python``."""
         return self.path / "bin" / "python"
 
     @property
     def site_packages(self) -> Path:
+        """The purelib directory (:func:`site_packages`; raises its InputError)."""
         return site_packages(self.path)
 
     @property
-    def state_dir(self) -> Path:
-        return self.site_packages / STATE_DIR
+    def state_dir(self) -> StateDir:
+        """The environment's ``.envforge/`` state (:class:`envforge.core.state.StateDir`)."""
+        return StateDir(self.site_packages)
 
 
 def resolve_environment(project: Project, name_or_path: str | None, default: str) -> Environment:
@@ -80,7 +82,7 @@ def default_patchset_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str,
     :raises InputError: the lock copy is not a valid lock (:func:`envforge.lock.read.read_lock_file`);
         a patchset file is invalid.
     """
-    lock = site_packages / STATE_DIR / "pylock.toml"
+    lock = StateDir(site_packages).lock_copy
     if lock.is_file():
         listed = read_lock_file(lock).envforge.get("patchsets")
         if isinstance(listed, list):

@@ -20,6 +20,7 @@ from envforge.core.kinds import LEVELS, check_levels
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter import drafter_checks
 from envforge.drafter.hub import offline_mode
+from envforge.core.state import StateDir
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
 from envforge.patching.manifest import rebuild_hint
@@ -64,7 +65,7 @@ def _generation(sp: Path) -> Mapping[str, Any]:
     :raises InputError: not a regular file (a FIFO, a device, a directory), larger than 1 MiB, or
         not JSON; the message names the file, the hint how to rebuild.
     """
-    path = sp / ".envforge" / "generation.json"
+    path = StateDir(sp).generation_record
     try:
         raw = read_state(path, what="generation record", limit=SMALL_LIMIT, hint=lambda: rebuild_hint(sp))
     except FileNotFoundError:
@@ -94,7 +95,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     start = now()
     sp = env.site_packages
     lock = (read_env_lock(options.lock, given=True) if options.lock
-            else read_env_lock(sp / ".envforge" / "pylock.toml"))
+            else read_env_lock(StateDir(sp).lock_copy))
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)

@@ -26,6 +26,7 @@ from envforge.installed.editable import editable_install
 from envforge.lock.resolve import integrity_problems, read_lock
 from envforge.patching.engine import editable_message
 from envforge.recipe.platforms import host_problem, platform_problem
+from envforge.core.state import StateDir
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.records import (
@@ -39,9 +40,6 @@ from envforge.verify.records import (
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
-
-STATE = ".envforge"
-
 
 @dataclass(frozen=True, slots=True)
 class StaticInputs:
@@ -137,7 +135,7 @@ def _recover_interrupted(sp: Path, c: _Collector) -> None:
     """Roll back a patch write interrupted by a crash (its intent record), under the environment
     lock, before reading any file: the files would otherwise be half patched (issue 18). What it
     did becomes a note; when it cannot, the patch-states check reports why."""
-    if not (sp / STATE / "patch-intent.json").exists():
+    if not StateDir(sp).patch_intent.exists():
         return
     try:
         with exclusive(environment_lock_path(sp)):

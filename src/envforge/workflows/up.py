@@ -14,6 +14,7 @@ from envforge.core.errors import EXIT_CHECK_FAILED
 from envforge.core.kinds import rebuild_repairs
 from envforge.core.probe import ProbeError
 from envforge.env import build
+from envforge.env.generations import current_generation
 from envforge.env.layout import Environment
 from envforge.lock import resolve as lock
 from envforge.recipe.project import Project
@@ -74,7 +75,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
     if not check.fresh:
         return MainJobResult(check, None, None, None)
-    reused = None if rebuild else build.current_generation(plan)
+    reused = None if rebuild else current_generation(plan.link, plan.lock, plan.variant)
     if reused is not None:
         say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
             f"one); verifying before trusting it")

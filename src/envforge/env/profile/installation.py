@@ -1,94 +1,66 @@
-"""Env profiles: environment variables (NCCL and friends) that reach every process of an environment.
+"""Installing an env profile into a site-packages, recording it, reverting it, checking it.
 
-A profile is a recipe table ``[env.<name>]`` (``recipe.py`` picks it: ``--env-profile``, the
-variant's ``env-profile``, or the target interconnect, over ``[env.default]``). :func:`install`
-puts it into an environment's site-packages so that *every* interpreter start applies it: the
-server, its ``multiprocessing`` spawn children, ``subprocess`` children, ``python -I`` and
-``PYTHONNOUSERSITE=1`` runs alike.
-
-Two modes (field case B11, docs/design.md decision 5):
-
-``pth`` (default)
-    ``envforge-env.pth`` holds one ``import`` line (``site`` executes such lines, see the
-    :mod:`site` documentation) that imports ``_envforge_env.py``, a module envforge writes with the
-    values embedded. Every site-packages directory processes its ``.pth`` files, whichever
-    ``sitecustomize`` the interpreter imports.
-``sitecustomize``
-    A marked block in ``<site-packages>/sitecustomize.py``, merged into an existing file without
-    clobbering it. Only the first ``sitecustomize`` on ``sys.path`` is imported and Debian/Ubuntu
-    Pythons ship one in ``/usr/lib/python3.X``, so install asks the target interpreter which one it
-    imports and refuses with :class:`SitecustomizeShadowed` when another file wins.
-
-In both modes the hook sets each variable only when it is absent (``os.environ.setdefault``
-semantics: a value the caller exports wins), prints nothing, and never fails the interpreter start:
-a broken or missing hook module gives one warning line on stderr. ``python -S`` skips the ``site``
-module and with it every ``.pth`` file and ``sitecustomize``: the one documented limitation.
-
-What was written is recorded in ``<site-packages>/.envforge/env-profile.json``
-(docs/architecture.md) so :func:`revert` removes exactly that, leaving the rest byte-identical.
+:func:`install` writes the hook (:mod:`envforge.env.profile.source`) in one of two modes and records
+what it wrote in ``<site-packages>/.envforge/env-profile.json`` (docs/architecture.md), so
+:func:`revert` removes exactly that and leaves the rest byte-identical. Every hook file and the
+record are written with :func:`envforge.core.fs.atomic_write` (never a half-written hook), keeping
+an existing file's mode, else ``0o666 & ~umask``: a 0600 ``.pth`` on a shared ``envs/`` would be
+skipped silently by other users' Pythons.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import CheckFailed, InputError
+from envforge.core.fs import atomic_write, sha256_hex
 from envforge.core.probe import env_python, run_probe
+from envforge.core.state import STATE_DIR, StateDir
+from envforge.core.textfile import SMALL_LIMIT, read_state
+from envforge.env.profile.source import (
+    HOOK_HEADER,
+    HOOK_MODULE,
+    MODES,
+    PTH_FILE,
+    SITECUSTOMIZE,
+    block_source,
+    hook_source,
+    profile_problems,
+    pth_source,
+    strip_block,
+)
+from envforge.lock.read import read_lock_file
+from envforge.patching.manifest import rebuild_hint
 
 __all__ = [
-    "BLOCK_BEGIN",
-    "BLOCK_END",
-    "HOOK_MODULE",
-    "MODES",
-    "PTH_FILE",
-    "RECORD",
+    "SCHEMA",
     "InstalledProfile",
     "ProfileInstall",
     "ProfileRevert",
-    "ProfileView",
-    "ReachReport",
-    "ShownVariable",
     "SitecustomizeShadowed",
-    "block_source",
-    "check_reach",
-    "hook_source",
     "install",
-    "profile_problems",
     "installed_problems",
-    "pth_source",
     "read_installed",
+    "recorded_profile",
     "revert",
-    "show",
 ]
 
+#: The schema of ``env-profile.json``.
 SCHEMA = 1
-MODES = ("pth", "sitecustomize")
-PTH_FILE = "envforge-env.pth"
-HOOK_MODULE = "_envforge_env"
-SITECUSTOMIZE = "sitecustomize.py"
-RECORD = ".envforge/env-profile.json"
-BLOCK_BEGIN = "# >>> envforge env profile >>> (written by envforge; `--revert` removes this block)"
-BLOCK_END = "# <<< envforge env profile <<<"
-_HOOK_HEADER = "# Written by envforge: env profile"
 # Directories envforge may cause to exist; removed on revert when empty and absent before install.
-_TRACKED_DIRS = (".envforge", "__pycache__")
+_TRACKED_DIRS = (STATE_DIR, "__pycache__")
 _ENV_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
 class SitecustomizeShadowed(CheckFailed):
     """Another ``sitecustomize`` earlier on ``sys.path`` would be imported instead of envforge's (exit 1)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Value types
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,136 +108,6 @@ class ProfileRevert:
     notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ShownVariable:
-    """One profile variable as a child process sees it.
-
-    ``source`` is ``"profile"`` (the hook set it), ``"caller"`` (the caller exported it, the
-    profile's value was not applied) or ``"unset"`` (absent: the hook did not run).
-    """
-
-    name: str
-    value: str | None
-    profile_value: str
-    source: str
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileView:
-    """What :func:`show` found: the record in site-packages and what the interpreter really did.
-
-    ``active`` is true when a hook ran at start-up; ``hook`` is the file it ran from; ``warnings``
-    are the hook's stderr lines (``envforge: ...``).
-    """
-
-    python: Path
-    site_packages: Path
-    installed: InstalledProfile | None
-    active: bool
-    mode: str | None
-    hook: str | None
-    profile: str | None
-    variables: tuple[ShownVariable, ...]
-    warnings: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able, keys in a fixed order."""
-        return {"python": str(self.python), "site-packages": str(self.site_packages),
-                "installed": self.installed.as_dict() if self.installed else None,
-                "active": self.active, "mode": self.mode, "hook": self.hook, "profile": self.profile,
-                "variables": [{"name": v.name, "value": v.value, "profile-value": v.profile_value,
-                               "source": v.source} for v in self.variables],
-                "warnings": list(self.warnings)}
-
-
-@dataclass(frozen=True, slots=True)
-class ReachReport:
-    """Whether a ``multiprocessing`` spawn child sees the profile (see :func:`check_reach`).
-
-    ``expected`` per variable: the caller's value where the caller exported one, else the
-    profile's; ``seen``: what the spawn child read (``None``: unset).
-    """
-
-    python: Path
-    flags: tuple[str, ...]
-    expected: Mapping[str, str]
-    seen: Mapping[str, str | None] = field(default_factory=dict)
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        """Variables the child saw with another value than expected, or not at all."""
-        return tuple(k for k, v in self.expected.items() if self.seen.get(k) != v)
-
-    @property
-    def ok(self) -> bool:
-        return not self.missing
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able, keys in a fixed order."""
-        return {"python": str(self.python), "flags": list(self.flags), "ok": self.ok,
-                "expected": dict(self.expected), "seen": dict(self.seen), "missing": list(self.missing)}
-
-
-# ---------------------------------------------------------------------------------------------
-# Generated sources (deterministic: same profile and env, same bytes)
-
-
-def _body(prefix: str, profile: str | None, env: Mapping[str, str]) -> list[str]:
-    """The hook code; ``prefix`` namespaces its names (``""`` in the module, ``_ENVFORGE_`` in a block)."""
-    p = prefix
-    lines = [f"{p}PROFILE = {profile!r}", f"{p}ENV = {{"]
-    lines += [f"    {k!r}: {v!r}," for k, v in sorted(env.items())]
-    lines += [
-        "}",
-        f"{p}APPLIED = ()",
-        f"{p}KEPT = ()",
-        "try:",
-        "    import os as _envforge_os",
-        f"    {p}APPLIED = tuple(k for k in {p}ENV if k not in _envforge_os.environ)",
-        f"    {p}KEPT = tuple(k for k in {p}ENV if k not in {p}APPLIED)",
-        f"    for _envforge_k in {p}APPLIED:",
-        f"        _envforge_os.environ[_envforge_k] = {p}ENV[_envforge_k]",
-        "except Exception as _envforge_exc:",
-        "    import sys as _envforge_sys",
-        "    if _envforge_sys.stderr is not None:",
-        "        _envforge_sys.stderr.write('envforge: env profile %r not applied: %s: %s\\n' % (",
-        f"            {p}PROFILE, type(_envforge_exc).__name__, str(_envforge_exc).partition('\\n')[0]))",
-    ]
-    return lines
-
-
-def hook_source(profile: str | None, env: Mapping[str, str]) -> str:
-    """Source of ``_envforge_env.py`` (pth mode): ``PROFILE``, ``ENV``, ``APPLIED``, ``KEPT``."""
-    head = [f"{_HOOK_HEADER} {profile!r}. Do not edit: `envforge build` and `envforge apply-patches`",
-            f"# rewrite it, `--revert` removes it. Imported at interpreter start by {PTH_FILE}; sets each",
-            "# variable only when the caller has not (setdefault semantics). See docs/env-profiles.md."]
-    return "\n".join([*head, *_body("", profile, env)]) + "\n"
-
-
-def block_source(profile: str | None, env: Mapping[str, str]) -> str:
-    """The marked block merged into ``sitecustomize.py`` (sitecustomize mode), ending in a newline."""
-    return "\n".join([BLOCK_BEGIN, *_body("_ENVFORGE_", profile, env), BLOCK_END]) + "\n"
-
-
-def pth_source() -> str:
-    """The one line of ``envforge-env.pth``: import the hook; on failure, one warning line, no traceback.
-
-    CPython 3.12 processes a venv's site-packages twice at start-up (``site.venv()`` and
-    ``site.main()`` both call ``addsitepackages``), so the line is idempotent: a failed import is
-    remembered as ``sys.modules['_envforge_env'] = None`` and warned about once.
-    """
-    code = (f"if '{HOOK_MODULE}' not in sys.modules:\n try:\n  import {HOOK_MODULE}\n except Exception as e:\n"
-            f"  sys.modules['{HOOK_MODULE}'] = None\n"
-            "  sys.stderr is None or sys.stderr.write('envforge: env profile hook not loaded (%s: %s); "
-            "its variables are not set: run `envforge apply-patches` to repair or `--revert` to remove "
-            f"{PTH_FILE}\\n' % (type(e).__name__, str(e).partition('\\n')[0]))")
-    return f"import sys; exec({code!r})\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Install / revert
-
-
 def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
     if mode not in MODES:
         raise InputError(f"env profile mode '{mode}' is not one of: {', '.join(MODES)}",
@@ -281,31 +123,6 @@ def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
     if found:
         raise InputError(f"env profile '{profile}' cannot be installed:\n" + "\n".join("  " + f for f in found),
                          hint="fix the recipe's [env.*] table, re-lock, and rebuild (see docs/env-profiles.md)")
-
-
-def profile_problems(env: Mapping[str, object]) -> tuple[str, ...]:
-    """``"NAME: what is wrong"`` for each variable of a profile NCCL, CUDA or the process would
-    misread (:func:`envforge.recipe.envvars.problems`), and for each variable read at process start
-    (``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``PYTHON*``: field case B31), which a start-up hook sets
-    for child processes only. Empty: nothing to say."""
-    from envforge.recipe.envvars import problems, startup_reader
-
-    out = []
-    for name, value in sorted(env.items()):
-        out += [f"{name}: {msg}" for msg in problems(name, value)]
-        if (reader := startup_reader(name)) is not None:
-            out.append(f"{name}: read by {reader} when a process starts, before this hook runs: "
-                       "child processes get it, the process itself runs without it")
-    return tuple(out)
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Write through a temp file and ``os.replace`` (never a half-written hook), keeping an
-    existing file's mode, else ``0o666 & ~umask``: a 0600 ``.pth`` on a shared ``envs/`` would be
-    skipped silently by other users' Pythons."""
-    from envforge.core.fs import atomic_write
-
-    atomic_write(path, data)
 
 
 def _drop_bytecode(site_packages: Path, stem: str) -> None:
@@ -334,8 +151,6 @@ def _read_hook(path: Path) -> bytes:
     :raises FileNotFoundError: it does not exist.
     :raises InputError: not a regular file (a FIFO would block the read for ever), or larger.
     """
-    from envforge.core.textfile import SMALL_LIMIT, read_state
-
     return read_state(path, what="env profile hook", limit=SMALL_LIMIT,
                       hint="move it away, then reinstall the profile: `envforge apply-patches`")
 
@@ -371,8 +186,9 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     else:
         files, extra = _install_block(site_packages, profile, env)
     record = InstalledProfile(profile, mode, env, files, absent, extra)
-    (site_packages / ".envforge").mkdir(exist_ok=True)
-    _write(site_packages / RECORD, (json.dumps(record.as_dict(), indent=2) + "\n").encode())
+    state = StateDir(site_packages)
+    state.path.mkdir(exist_ok=True)
+    atomic_write(state.profile_record, (json.dumps(record.as_dict(), indent=2) + "\n").encode())
     return ProfileInstall(site_packages, profile, mode, env, files)
 
 
@@ -387,21 +203,12 @@ def _venv_python(site_packages: Path) -> Path:
 
 def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
     module = f"{HOOK_MODULE}.py"
-    _check_foreign(site_packages / module, _HOOK_HEADER.encode())
+    _check_foreign(site_packages / module, HOOK_HEADER.encode())
     _check_foreign(site_packages / PTH_FILE, pth_source().encode())
-    _write(site_packages / module, hook_source(profile, env).encode())
+    atomic_write(site_packages / module, hook_source(profile, env).encode())
     _drop_bytecode(site_packages, HOOK_MODULE)
-    _write(site_packages / PTH_FILE, pth_source().encode())
+    atomic_write(site_packages / PTH_FILE, pth_source().encode())
     return (PTH_FILE, module)
-
-
-def _strip_block(text: str) -> tuple[str, bool]:
-    """``text`` without envforge's marked block (and the block's own line ends); found or not."""
-    start = text.find(BLOCK_BEGIN + "\n")
-    end = text.find(BLOCK_END + "\n", start)
-    if start < 0 or end < 0:
-        return text, False
-    return text[:start] + text[end + len(BLOCK_END) + 1:], True
 
 
 def _install_block(site_packages: Path, profile: str | None,
@@ -414,12 +221,12 @@ def _install_block(site_packages: Path, profile: str | None,
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; envforge will not merge a block into it",
                          hint="use the .pth mode (the default)") from None
-    original, _ = _strip_block(original)  # a stale block from a lost record
+    original, _ = strip_block(original)  # a stale block from a lost record
     separator = "\n" if original and not original.endswith("\n") else ""
-    _write(path, (original + separator + block_source(profile, env)).encode())
+    atomic_write(path, (original + separator + block_source(profile, env)).encode())
     _drop_bytecode(site_packages, "sitecustomize")
     extra = {"created": created, "separator": separator,
-             "original-sha256": hashlib.sha256(original.encode()).hexdigest()}
+             "original-sha256": sha256_hex(original.encode())}
     return (SITECUSTOMIZE,), extra
 
 
@@ -480,7 +287,7 @@ def revert(site_packages: Path) -> ProfileRevert:
                 (site_packages / name).unlink()
                 removed.append(name)
         _drop_bytecode(site_packages, HOOK_MODULE)
-    (site_packages / RECORD).unlink()
+    StateDir(site_packages).profile_record.unlink()
     for d in record.absent_before:
         if (site_packages / d).is_dir() and not any((site_packages / d).iterdir()):
             (site_packages / d).rmdir()
@@ -497,7 +304,7 @@ def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[s
     except FileNotFoundError:
         notes.append(f"{path} no longer exists; nothing to take out")
         return
-    text, found = _strip_block(data.decode("utf-8", errors="surrogateescape"))
+    text, found = strip_block(data.decode("utf-8", errors="surrogateescape"))
     if not found:
         notes.append(f"{path} has no envforge block any more; left as it is")
         return
@@ -509,9 +316,9 @@ def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[s
         removed.append(SITECUSTOMIZE)
         return
     data = text.encode("utf-8", errors="surrogateescape")
-    if hashlib.sha256(data).hexdigest() != extra.get("original-sha256"):
+    if sha256_hex(data) != extra.get("original-sha256"):
         notes.append(f"{path} was edited after install; only the envforge block was taken out")
-    _write(path, data)
+    atomic_write(path, data)
     restored.append(SITECUSTOMIZE)
 
 
@@ -521,10 +328,7 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
     :raises InputError: the record exists but is not a regular file, is larger than 1 MiB, or is not
         a valid schema-1 record (names the file).
     """
-    from envforge.patching.manifest import rebuild_hint
-    from envforge.core.textfile import SMALL_LIMIT, read_state
-
-    path = site_packages / RECORD
+    path = StateDir(site_packages).profile_record
     try:
         data = json.loads(read_state(path, what="env profile record", limit=SMALL_LIMIT,
                                      hint=lambda: rebuild_hint(site_packages)))
@@ -577,100 +381,6 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
     return tuple(problems)
 
 
-# ---------------------------------------------------------------------------------------------
-# What processes see (through the probe runner: the only code that starts the env's interpreter)
-
-
-_SHOW_PROBE = r"""
-import json, os, stat, sys, sysconfig
-purelib = sysconfig.get_paths()["purelib"]
-mod, mode, p = sys.modules.get("_envforge_env"), "pth", ""
-if mod is None:
-    mod, mode, p = sys.modules.get("sitecustomize"), "sitecustomize", "_ENVFORGE_"
-    if mod is not None and not hasattr(mod, "_ENVFORGE_ENV"):
-        mod = None
-env = dict(getattr(mod, p + "ENV", {}) or {})
-try:
-    record = os.path.join(purelib, ".envforge", "env-profile.json")
-    if not stat.S_ISREG(os.stat(record).st_mode):  # a FIFO would block open() for ever
-        raise OSError(record + ": not a regular file")
-    with open(record) as fh:
-        recorded = dict(json.loads(fh.read(1 << 20)).get("env", {}))
-except Exception:
-    recorded = {}
-keys = sorted(set(env) | set(recorded))
-print(json.dumps({
-    "purelib": purelib, "active": mod is not None, "mode": mode if mod is not None else None,
-    "hook": getattr(mod, "__file__", None), "profile": getattr(mod, p + "PROFILE", None),
-    "env": {**recorded, **env}, "applied": list(getattr(mod, p + "APPLIED", ())),
-    "environ": {k: os.environ.get(k) for k in keys},
-}))
-"""
-
-
-def show(python: Path, *, env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> ProfileView:
-    """What a process started from ``python`` sees of the env profile, and where each value comes from.
-
-    ``warnings`` carry the hook's own warning lines and one line per variable of the installed
-    profile that NCCL, CUDA or the process would misread (:func:`profile_problems`), so an
-    environment built before a recipe was validated still says it.
-
-    Starts ``python`` once through :func:`envforge.core.probe.run_probe` with the caller's environment
-    ``env`` (default: this process's) and reads the hook's own record of what it applied.
-
-    :raises envforge.core.probe.ProbeError: the interpreter could not run the probe.
-    :raises InputError: the env's profile record is unreadable.
-    """
-    result = run_probe(python, _SHOW_PROBE, env=env, timeout_s=timeout_s)
-    data = result.data
-    applied = set(data["applied"])
-    variables = []
-    for name, profile_value in sorted(data["env"].items()):
-        value = data["environ"].get(name)
-        source = "profile" if name in applied else "caller" if value is not None else "unset"
-        variables.append(ShownVariable(name, value, profile_value, source))
-    warnings = tuple(line for line in result.stderr.splitlines() if line.startswith("envforge:"))
-    warnings += tuple(f"envforge: env profile: {line}" for line in profile_problems(data["env"]))
-    site = Path(data["purelib"])
-    return ProfileView(python=python, site_packages=site, installed=read_installed(site),
-                       active=data["active"], mode=data["mode"], hook=data["hook"],
-                       profile=data["profile"], variables=tuple(variables), warnings=warnings)
-
-
-_REACH_PROBE = r"""
-import json, multiprocessing, os, sys
-keys = json.loads(sys.argv[1])
-mod, p = sys.modules.get("_envforge_env"), ""
-if mod is None:
-    mod, p = sys.modules.get("sitecustomize"), "_ENVFORGE_"
-kept = {k: os.environ.get(k) for k in getattr(mod, p + "KEPT", ()) if k in keys}
-for k in getattr(mod, p + "APPLIED", ()):
-    os.environ.pop(k, None)  # the child must apply these itself, not inherit them
-with multiprocessing.get_context("spawn").Pool(1) as pool:
-    seen = pool.map(os.getenv, keys)
-print(json.dumps({"kept": kept, "seen": dict(zip(keys, seen))}))
-"""
-
-
-def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = (),
-                caller_env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> ReachReport:
-    """Does a ``multiprocessing`` spawn child of ``python`` see the profile ``env`` (name -> value)?
-
-    The probe removes the variables its own hook applied before spawning, so the child passes only
-    if its own start-up applies the profile; variables the caller exported are expected with the
-    caller's value. ``flags`` are interpreter flags (``("-I",)``); the spawn child inherits them.
-
-    :param caller_env: the probe's environment (default: this process's).
-    :raises envforge.core.probe.ProbeError: the interpreter could not run the probe.
-    """
-    keys = sorted(env)
-    result = run_probe(python, _REACH_PROBE, args=[json.dumps(keys)], env=caller_env,
-                       timeout_s=timeout_s, interpreter_flags=flags)
-    kept = result.data["kept"]
-    expected = {k: kept[k] if kept.get(k) is not None else env[k] for k in keys}
-    return ReachReport(python, tuple(flags), expected, dict(result.data["seen"]))
-
-
 def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] | None:
     """The env profile the environment's lock records (``.envforge/pylock.toml``
     ``[tool.envforge]`` ``env-profile`` and ``env``), or None when the environment has no lock copy.
@@ -678,9 +388,7 @@ def recorded_profile(site_packages: Path) -> tuple[str | None, dict[str, str]] |
     :raises InputError: the lock copy is not a valid lock (names the file, key and reason:
         :func:`envforge.lock.read.read_lock_file`).
     """
-    from envforge.lock.read import read_lock_file
-
-    lock = site_packages / ".envforge" / "pylock.toml"
+    lock = StateDir(site_packages).lock_copy
     if not lock.is_file():
         return None
     tool = read_lock_file(lock).envforge

@@ -1,0 +1,172 @@
+"""An environment's generations: ``envs/.generations/<env>/gNNNN`` behind the ``envs/<env>`` link.
+
+A generation is *complete* when its ``.envforge/generation.json`` exists (the build writes it last,
+just before the link flip); one without it is what a killed build left behind. This module names
+generations (:mod:`envforge.core.state` spells the names), lists them, reads their records, holds
+their build lock, and rolls the link back (or forward) to another complete one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envforge.core.errors import InputError
+from envforge.core.fs import replace_symlink, sha256_hex
+from envforge.core.state import GENERATIONS_DIR, MUTEX_NAME, StateDir, generation_name, generation_number
+from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.recipe.model import ResolvedVariant
+from envforge.recipe.project import Project
+
+__all__ = [
+    "RollbackResult",
+    "current_generation",
+    "describe_generation",
+    "exclusive_generations",
+    "generation_record",
+    "generation_root",
+    "generations",
+    "next_generation",
+    "remove_incomplete",
+    "rollback",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackResult:
+    """``rollback``: the link and the generations it pointed to before and after."""
+
+    link: Path
+    previous: Path
+    current: Path
+
+
+def generation_root(project: Project, name: str) -> Path:
+    """``envs/.generations/<name>``: the directory of environment ``name``'s generations and logs."""
+    return project.envs_dir / GENERATIONS_DIR / name
+
+
+def generation_record(gen: Path) -> Path | None:
+    """The ``generation.json`` of generation directory ``gen``, or None (an incomplete generation)."""
+    for sp in sorted(gen.glob("lib/python3*/site-packages")):
+        record = StateDir(sp).generation_record
+        if record.exists():
+            return record
+    return None
+
+
+def generations(project: Project, name: str) -> list[Path]:
+    """Complete generations of environment ``name``, oldest first (``gNNNN`` with a record)."""
+    root = generation_root(project, name)
+    if not root.is_dir():
+        return []
+    done = [d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d) is not None]
+    return sorted(done, key=lambda d: generation_number(d.name) or 0)
+
+
+def next_generation(root: Path) -> Path:
+    """The directory the next build under ``root`` makes: one past the highest ``gNNNN`` there,
+    complete or not (``g0001`` when there is none)."""
+    numbers = [n for d in (root.iterdir() if root.is_dir() else []) if (n := generation_number(d.name)) is not None]
+    return root / generation_name(max(numbers, default=0) + 1)
+
+
+@contextmanager
+def exclusive_generations(root: Path) -> Iterator[None]:
+    """Hold the build lock of one environment's generations directory (``root/.lock``, flock).
+
+    :raises InputError: another build (or ``gc``, ``rollback``) of it holds the lock.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / MUTEX_NAME
+    with open(lock, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"another envforge build of {root.name} is running (lock {lock})") from None
+        yield
+
+
+def remove_incomplete(root: Path, keep: Path) -> None:
+    """Remove every incomplete generation under ``root`` but ``keep`` (a killed build's leftovers)."""
+    for d in root.iterdir():
+        if generation_number(d.name) is not None and d != keep and generation_record(d) is None:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:
+    """Point ``envs/<name>`` at the complete generation before the live one, or at generation
+    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again).
+
+    :raises InputError: no such environment, no earlier generation, or ``to`` names no complete
+        generation (the message lists the ones there are).
+    """
+    link = project.env_path(name)
+    if not link.is_symlink():
+        raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
+    with exclusive_generations(generation_root(project, name)):
+        live = (link.parent / os.readlink(link)).resolve()
+        done = generations(project, name)
+        if to is not None:
+            target = _named_generation(name, done, to)
+        else:
+            live_number = generation_number(live.name) or 0
+            earlier = [g for g in done if (generation_number(g.name) or 0) < live_number]
+            if not earlier:
+                raise InputError(f"{name} has no generation before {live.name} to roll back to",
+                                 hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
+            target = earlier[-1]
+        replace_symlink(link, target)
+    return RollbackResult(link, live, target)
+
+
+def _named_generation(name: str, done: Sequence[Path], to: str) -> Path:
+    number = to[1:] if to[:1] in ("g", "G") else to
+    found = [g for g in done if number.isdigit() and generation_number(g.name) == int(number)]
+    if not found:
+        have = ", ".join(g.name for g in done) or "none"
+        raise InputError(f"{name} has no complete generation {to!r} (generations: {have})",
+                         hint="`envforge envs` lists every environment's generations")
+    return found[0]
+
+
+def current_generation(link: Path, lock: Path, variant: ResolvedVariant) -> Path | None:
+    """The generation ``link`` points at when it was built from exactly ``lock`` (same sha256),
+    else None (no link, or another lock).
+
+    The lock records the patchset digests and the env profile, so the same lock bytes mean the
+    same packages, patches and profile: ``envforge up`` then verifies instead of rebuilding.
+
+    :param variant: what the lock is of (names the rebuild command an error gives).
+    :raises InputError: the live generation's ``generation.json`` is damaged (:func:`describe_generation`).
+    """
+    if not link.is_symlink():
+        return None
+    live = (link.parent / os.readlink(link)).resolve()
+    record = describe_generation(live, hint=f"build a new generation: `envforge up {variant.recipe} --variant "
+                                            f"{variant.variant} --rebuild` ({live.name} stays for rollback)")
+    return live if record.get("lock-digest") == "sha256:" + sha256_hex(lock.read_bytes()) else None
+
+
+def describe_generation(gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
+                        ) -> Mapping[str, Any]:
+    """The ``generation.json`` of a generation directory ({} when missing).
+
+    :param hint: the next step an error gives.
+    :raises InputError: the record is not a regular file (a FIFO, a device, a directory), larger
+        than 1 MiB, or not JSON; the message names it.
+    """
+    f = generation_record(gen)
+    if f is None:
+        return {}
+    try:
+        data: Any = parse_json(read_state(f, what="generation record", limit=SMALL_LIMIT, hint=hint), label=str(f))
+    except FileNotFoundError:  # removed since the glob
+        return {}
+    return data if isinstance(data, Mapping) else {}

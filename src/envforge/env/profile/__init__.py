@@ -1,0 +1,85 @@
+"""Env profiles: environment variables (NCCL and friends) that reach every process of an environment.
+
+A profile is a recipe table ``[env.<name>]`` (``recipe.py`` picks it: ``--env-profile``, the
+variant's ``env-profile``, or the target interconnect, over ``[env.default]``). :func:`install`
+puts it into an environment's site-packages so that *every* interpreter start applies it: the
+server, its ``multiprocessing`` spawn children, ``subprocess`` children, ``python -I`` and
+``PYTHONNOUSERSITE=1`` runs alike.
+
+Two modes (field case B11, docs/design.md decision 5):
+
+``pth`` (default)
+    ``envforge-env.pth`` holds one ``import`` line (``site`` executes such lines, see the
+    :mod:`site` documentation) that imports ``_envforge_env.py``, a module envforge writes with the
+    values embedded. Every site-packages directory processes its ``.pth`` files, whichever
+    ``sitecustomize`` the interpreter imports.
+``sitecustomize``
+    A marked block in ``<site-packages>/sitecustomize.py``, merged into an existing file without
+    clobbering it. Only the first ``sitecustomize`` on ``sys.path`` is imported and Debian/Ubuntu
+    Pythons ship one in ``/usr/lib/python3.X``, so install asks the target interpreter which one it
+    imports and refuses with :class:`SitecustomizeShadowed` when another file wins.
+
+In both modes the hook sets each variable only when it is absent (``os.environ.setdefault``
+semantics: a value the caller exports wins), prints nothing, and never fails the interpreter start:
+a broken or missing hook module gives one warning line on stderr. ``python -S`` skips the ``site``
+module and with it every ``.pth`` file and ``sitecustomize``: the one documented limitation.
+
+What was written is recorded in ``<site-packages>/.envforge/env-profile.json``
+(docs/architecture.md) so :func:`revert` removes exactly that, leaving the rest byte-identical.
+
+The package, by concept: :mod:`.source` is the hook's text (pure: same profile, same bytes) and what
+a profile may hold; :mod:`.installation` writes, records, reverts and checks it in a site-packages;
+:mod:`.view` asks the environment's interpreter what its processes see.
+"""
+
+from __future__ import annotations
+
+from envforge.env.profile.installation import (
+    InstalledProfile,
+    ProfileInstall,
+    ProfileRevert,
+    SitecustomizeShadowed,
+    install,
+    installed_problems,
+    read_installed,
+    recorded_profile,
+    revert,
+)
+from envforge.env.profile.source import (
+    BLOCK_BEGIN,
+    BLOCK_END,
+    HOOK_MODULE,
+    MODES,
+    PTH_FILE,
+    block_source,
+    hook_source,
+    profile_problems,
+    pth_source,
+)
+from envforge.env.profile.view import ProfileView, ReachReport, ShownVariable, check_reach, show
+
+__all__ = [
+    "BLOCK_BEGIN",
+    "BLOCK_END",
+    "HOOK_MODULE",
+    "MODES",
+    "PTH_FILE",
+    "InstalledProfile",
+    "ProfileInstall",
+    "ProfileRevert",
+    "ProfileView",
+    "ReachReport",
+    "ShownVariable",
+    "SitecustomizeShadowed",
+    "block_source",
+    "check_reach",
+    "hook_source",
+    "install",
+    "installed_problems",
+    "profile_problems",
+    "pth_source",
+    "read_installed",
+    "recorded_profile",
+    "revert",
+    "show",
+]

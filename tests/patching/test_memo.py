@@ -12,7 +12,7 @@ import pytest
 from tests.support.patching_trees import PATCHSETS, SGLANG_PATCHSETS, slim_tree
 
 from envforge.installed.distributions import installed_distributions
-from envforge.patching import apply, engine, load_patchsets, plan
+from envforge.patching import apply, load_patchsets, plan, planning
 from envforge.patching.memo import ResultCache
 from envforge.verify.records import PatchedFile, shared_files_note
 
@@ -34,7 +34,7 @@ def test_a_second_environment_takes_states_and_bytes_from_the_cache(tmp_path: Pa
     def no_parsing(*args: object, **kwargs: object) -> object:
         raise AssertionError("a cache hit must not evaluate the file")
 
-    monkeypatch.setattr(engine, "evaluate_file", no_parsing)
+    monkeypatch.setattr(planning, "evaluate_file", no_parsing)
     second = slim_tree(tmp_path / "two", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.17"))
     warm = apply(second, load_patchsets(PATCHSETS, SGLANG_PATCHSETS), cache=cache)
     assert [(r.patchset, r.file, r.state, r.message) for r in warm.results] == \

@@ -303,7 +303,7 @@ def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[s
     """An ``editable-install`` finding per distribution a locked patchset targets that is installed
     editable (B21); returns the ids of those patchsets (their operations are not judged one by one)."""
     from envforge.installed.editable import editable_install
-    from envforge.patching.engine import editable_message
+    from envforge.patching.planning import editable_message
 
     ids: set[str] = set()
     for dist in sorted({ps.distribution for ps in patchsets}):

@@ -11,6 +11,7 @@ crash or an OOM kill would.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
@@ -24,8 +25,10 @@ import pytest
 from tests.support.patching_trees import PATCHSETS, slim_tree
 
 from envforge.core.errors import CheckFailed
+from envforge.core.mutex import environment_lock_path
 from envforge.patching import apply, load_patchsets, plan, read_manifest
 from envforge.patching.manifest import intent_path, manifest_path
+from envforge.verify import static
 
 SIZES = "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
 MULTIMEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
@@ -170,8 +173,6 @@ def test_kill_inside_a_revert_then_revert_again(project: Path, tmp_path: Path) -
 
 def test_verify_rolls_back_an_interrupted_apply(project: Path, tmp_path: Path) -> None:
     """verify's static run recovers first (under the lock), so the record check sees whole states."""
-    from envforge.verify import static
-
     sp = sp_of(project)
     pristine = sha(sp / SIZES)
     killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
@@ -218,10 +219,6 @@ def test_two_concurrent_applies_serialise(project: Path) -> None:
 
 def test_build_refuses_while_apply_patches_holds_the_environment_lock(project: Path, tmp_path: Path) -> None:
     """apply-patches takes the very file ``envforge build`` locks (envs/.generations/<name>/.lock)."""
-    import fcntl
-
-    from envforge.core.mutex import environment_lock_path
-
     sp = sp_of(project)
     lock = environment_lock_path(sp)
     assert lock == project / "envs" / ".generations" / "quickstart-default" / ".lock"

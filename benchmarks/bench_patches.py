@@ -30,6 +30,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "src"))
 
+from conftest import unpacked_wheel  # noqa: E402 - tests/ and src/ are put on sys.path just above
+
+from envforge.patching import apply, load_patchsets, revert  # noqa: E402
+
 SGLANG = ["sm120-flashinfer-allreduce-fusion", "sm120-torch-symm-mem", "kimik25-eagle3-delegation"]
 
 
@@ -43,8 +47,6 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 
 def _site_packages(root: Path) -> Path:
-    from conftest import unpacked_wheel
-
     sp = root / "site-packages"
     for dist in (("sglang", "0.5.9"), ("flashinfer-python", "0.6.4")):
         shutil.copytree(unpacked_wheel(*dist), sp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
@@ -55,8 +57,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    from envforge.patching import apply, load_patchsets, revert
-
     with tempfile.TemporaryDirectory(prefix="bench-patches-") as tmp:
         sp = _site_packages(Path(tmp))
         apply(sp, load_patchsets(REPO / "patchsets", ["flashinfer-sm120-trtllm-comm"]))

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from tests.support.patching_trees import PATCHSETS, slim_tree
+from tests.support.verify_envs import DAMAGE_KIND, build_quickstart, damaged
 
 from envforge.cli import main
 
@@ -198,8 +202,6 @@ REBUILD = ("rebuild the environment: `envforge build quickstart --variant defaul
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project with ``envs/quickstart-default`` built by the real ``envforge build quickstart``."""
-    from tests.support.verify_envs import build_quickstart
-
     return build_quickstart(tmp_path_factory.mktemp("state").resolve() / "proj")
 
 
@@ -212,12 +214,6 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("revert", [False, True])
 def test_damaged_patch_state_is_exit_2_naming_it(quickstart: Path, name: str, what: str, hint: str, how: str,
                                                  revert: bool) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from tests.support.verify_envs import DAMAGE_KIND, damaged
-
     sp = next((quickstart / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     path = sp / ".envforge" / name
     if name == "patch-intent.json":  # left only by a killed apply: stand one in to damage

@@ -407,8 +407,6 @@ def test_revert_dry_run_and_read_only_target(tmp_path: Path) -> None:
 def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second file of sm120-torch-symm-mem cannot be written (as in a read-only directory):
     the first, already replaced, is put back and nothing is recorded."""
-    import envforge.patching.manifest as manifest_module
-
     before = {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)}
     real_replace = os.replace
 
@@ -417,7 +415,7 @@ def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeyp
             raise PermissionError(13, "Permission denied")
         real_replace(src, dst)
 
-    monkeypatch.setattr(manifest_module.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)
     with pytest.raises(InputError) as exc:
         apply(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))
     assert str(exc.value) == (

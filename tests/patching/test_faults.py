@@ -2,16 +2,18 @@
 ``os.replace`` and the manifest write, two ``apply-patches`` processes at once, and a patch-manifest
 digest that must not depend on the order patchsets were applied.
 
-The kill window is reached with the engine's fault-injection point
-(``ENVFORGE_TEST_HOLD_AFTER_REPLACE``: after the first file is replaced the process writes a marker
-and sleeps); the test then kills it with SIGKILL from outside, as a crash or an OOM kill would.
+The kill window is reached from outside the production code: the process under test is
+``python -c`` :data:`HOLD_AFTER_FIRST_REPLACE`, which wraps the journaled write's ``atomic_write``
+(:mod:`envforge.patching.journal`) so that, once the first file of site-packages is replaced, the
+process writes a marker and sleeps, then runs the real CLI; the test kills it with SIGKILL, as a
+crash or an OOM kill would.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -23,8 +25,10 @@ import pytest
 from tests.support.patching_trees import PATCHSETS, slim_tree
 
 from envforge.core.errors import CheckFailed
+from envforge.core.mutex import environment_lock_path
 from envforge.patching import apply, load_patchsets, plan, read_manifest
 from envforge.patching.manifest import intent_path, manifest_path
+from envforge.verify import static
 
 SIZES = "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
 MULTIMEM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
@@ -51,13 +55,42 @@ def sp_of(project: Path) -> Path:
     return project / "envs" / ".generations" / "quickstart-default" / "g0001" / "lib" / "python3.12" / "site-packages"
 
 
+#: ``python -c`` program: ``HOLD_AFTER_FIRST_REPLACE MARKER ARGS...`` runs ``envforge ARGS...`` with
+#: the journal's ``atomic_write`` wrapped: after the first file outside ``.envforge/`` (a file of
+#: site-packages, not a saved original or the intent record) is replaced, the pid goes to MARKER and
+#: the process sleeps (60 s at most), inside the window between the first ``os.replace`` and the
+#: manifest write. A moved seam fails loudly: the process exits (AttributeError, or no hold) before
+#: the marker exists, and :func:`wait_for` fails with its output.
+HOLD_AFTER_FIRST_REPLACE = """
+import os, sys, time
+from pathlib import Path
+from envforge.patching import journal
+from envforge.cli import run
+
+marker = Path(sys.argv[1])
+real = journal.atomic_write
+replaced = []
+
+def holding(path, data, **kwargs):
+    real(path, data, **kwargs)
+    if ".envforge" not in Path(path).parts:
+        replaced.append(path)
+        if len(replaced) == 1:
+            marker.write_text(str(os.getpid()))
+            time.sleep(60)
+
+journal.atomic_write = holding
+sys.argv = ["envforge", *sys.argv[2:]]
+run()
+"""
+
+
 def envforge(project: Path, *args: str, hold: Path | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ)
-    env.pop("ENVFORGE_TEST_HOLD_AFTER_REPLACE", None)
-    if hold is not None:
-        env["ENVFORGE_TEST_HOLD_AFTER_REPLACE"] = str(hold)
-    return subprocess.Popen([sys.executable, "-m", "envforge", *args, "--project", str(project)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """``envforge ARGS --project PROJECT`` in a fresh process; with ``hold``, held in the kill window
+    (:data:`HOLD_AFTER_FIRST_REPLACE`, marker ``hold``)."""
+    program = ["-m", "envforge"] if hold is None else ["-c", HOLD_AFTER_FIRST_REPLACE, str(hold)]
+    return subprocess.Popen([sys.executable, *program, *args, "--project", str(project)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
@@ -140,8 +173,6 @@ def test_kill_inside_a_revert_then_revert_again(project: Path, tmp_path: Path) -
 
 def test_verify_rolls_back_an_interrupted_apply(project: Path, tmp_path: Path) -> None:
     """verify's static run recovers first (under the lock), so the record check sees whole states."""
-    from envforge.verify import static
-
     sp = sp_of(project)
     pristine = sha(sp / SIZES)
     killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
@@ -188,10 +219,6 @@ def test_two_concurrent_applies_serialise(project: Path) -> None:
 
 def test_build_refuses_while_apply_patches_holds_the_environment_lock(project: Path, tmp_path: Path) -> None:
     """apply-patches takes the very file ``envforge build`` locks (envs/.generations/<name>/.lock)."""
-    import fcntl
-
-    from envforge.core.mutex import environment_lock_path
-
     sp = sp_of(project)
     lock = environment_lock_path(sp)
     assert lock == project / "envs" / ".generations" / "quickstart-default" / ".lock"

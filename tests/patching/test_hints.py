@@ -15,6 +15,8 @@ import uv
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import make_env
 
+from envforge.patching import read_manifest
+
 PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
@@ -29,8 +31,6 @@ def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_drifted_patched_file_gets_the_same_working_fix_everywhere(tmp_path: Path) -> None:
-    from envforge.patching import read_manifest
-
     env = make_env(tmp_path / "proj", [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")],
                    uv=uv.find_uv_bin(), python=PY312)
     proj = tmp_path / "proj"

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write, current_umask
 from envforge.patching.manifest import (
     AppliedPatchset,
     Manifest,
     PatchedFile,
-    atomic_write,
-    current_umask,
     manifest_path,
     read_manifest,
     write_manifest,

@@ -12,8 +12,9 @@ import pytest
 from tests.support.patching_trees import PATCHSETS, SGLANG_PATCHSETS, slim_tree
 
 from envforge.installed.distributions import installed_distributions
-from envforge.patching import apply, engine, load_patchsets, plan
-from envforge.patching.memo import ResultCache
+from envforge.patching import apply, load_patchsets, plan, planning
+from envforge.patching import memo
+from envforge.patching.memo import CachedFile, ResultCache
 from envforge.verify.records import PatchedFile, shared_files_note
 
 KIMI = "sglang/srt/models/kimi_k25.py"
@@ -34,7 +35,7 @@ def test_a_second_environment_takes_states_and_bytes_from_the_cache(tmp_path: Pa
     def no_parsing(*args: object, **kwargs: object) -> object:
         raise AssertionError("a cache hit must not evaluate the file")
 
-    monkeypatch.setattr(engine, "evaluate_file", no_parsing)
+    monkeypatch.setattr(planning, "evaluate_file", no_parsing)
     second = slim_tree(tmp_path / "two", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.17"))
     warm = apply(second, load_patchsets(PATCHSETS, SGLANG_PATCHSETS), cache=cache)
     assert [(r.patchset, r.file, r.state, r.message) for r in warm.results] == \
@@ -83,3 +84,25 @@ def test_verify_names_the_other_hardlinked_files_of_a_patched_distribution(tmp_p
         "hardlinked (shared with uv's cache): 2 of sglang other files of the patched distributions; envforge "
         "replaced only the files it patched, so edit none of the others in place")
     assert shared_files_note(sp, installed_distributions(sp).values(), []) is None
+
+
+def test_an_entry_is_written_whole_with_the_mode_open_would_give(tmp_path: Path) -> None:
+    """Entries go through core.fs.atomic_write: no temp file left, 0644 under umask 022 (not mkstemp's 0600)."""
+    cache = ResultCache(tmp_path / "cache")
+    old = os.umask(0o022)
+    try:
+        cache.put("k", b"before\n", CachedFile((("applied", "added x", ""),), b"after\n"))
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in cache.directory.iterdir()) == ["k.after", "k.json"]
+    assert {p.name: p.stat().st_mode & 0o777 for p in cache.directory.iterdir()} == {"k.after": 0o644, "k.json": 0o644}
+    assert cache.get("k", b"before\n") == CachedFile((("applied", "added x", ""),), b"after\n")
+
+
+def test_the_engine_tag_hashes_every_module_that_decides_a_result() -> None:
+    here = Path(memo.__file__).parent
+    assert memo.ENGINE_SOURCES == ("states.py", "planning.py", "operations/__init__.py", "operations/base.py",
+                                   "operations/edits.py", "operations/replacements.py", "syntax.py", "source.py",
+                                   "soundness.py", "memo.py")
+    assert all((here / name).is_file() for name in memo.ENGINE_SOURCES)
+    assert len(memo.engine_tag()) == 64

@@ -20,6 +20,7 @@ from envforge.patching.operations import (
     Operation,
     Outcome,
 )
+from envforge.patching.releases import _pip_tags
 from envforge.patching.source import Source, parse_source
 
 
@@ -494,8 +495,6 @@ def test_guard_operand_function_alternatives() -> None:
 
 
 def test_pip_is_told_the_tags_of_a_wheel_built_for_another_python() -> None:
-    from envforge.patching.releases import _pip_tags
-
     assert _pip_tags(("sglang-0.5.9-py3-none-any.whl",)) == []
     assert _pip_tags(("sglang-0.5.23-cp399-cp399-manylinux_2_34_aarch64.whl",)) == [
         "--python-version", "3.99", "--implementation", "cp", "--abi", "cp399", "--platform", "manylinux_2_34_aarch64"]

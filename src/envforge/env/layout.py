@@ -12,7 +12,7 @@ from pathlib import Path
 from envforge.core.errors import InputError
 from envforge.core.state import StateDir
 from envforge.lock.read import read_lock_file
-from envforge.patching.engine import installed_version
+from envforge.patching.planning import installed_version
 from envforge.patching.patchset import load_patchsets
 from envforge.recipe.project import Project
 

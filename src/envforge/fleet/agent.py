@@ -57,8 +57,8 @@ Stamp = dict[str, tuple[int, int]]
 #: starts (``fleet agent start``), so the first verify call does not. Modules missing here are only slower
 #: to import in the first call, and stamped after it.
 PRELOAD = ("envforge.fleet.tasks", "envforge.verify", "envforge.env.layout", "envforge.recipe.project",
-           "envforge.installed.editable", "envforge.env.profile", "envforge.lock.read", "envforge.patching.engine",
-           "packaging.requirements")
+           "envforge.installed.editable", "envforge.env.profile", "envforge.lock.read", "envforge.patching.planning",
+           "envforge.patching.journal", "packaging.requirements")
 
 
 def _stat(path: str) -> tuple[int, int]:

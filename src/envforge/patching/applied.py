@@ -8,11 +8,16 @@ the diff a reviewer or an upstream PR needs, for an environment that is already 
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
-from envforge.patching.manifest import rebuild_hint
+from envforge.core.fs import sha256_hex
+from envforge.core.textfile import read_state
+from envforge.patching.manifest import originals_dir, read_manifest, rebuild_hint
+from envforge.patching.planning import inside
+from envforge.patching.source import lines_of
 
 __all__ = ["AppliedFile", "applied_diff"]
 
@@ -43,13 +48,6 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
         regular file, or larger than 64 MiB), or a patched file that was deleted (each names the
         file and the next step).
     """
-    import difflib
-
-    from envforge.patching.engine import inside
-    from envforge.patching.manifest import originals_dir, read_manifest, sha256_hex
-    from envforge.patching.source import lines_of
-    from envforge.core.textfile import read_state
-
     manifest = read_manifest(site_packages)
     if manifest is None:
         return ()

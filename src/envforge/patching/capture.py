@@ -25,6 +25,10 @@ from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.core.textfile import SMALL_LIMIT, read_state
+from envforge.installed.distributions import find_distribution, read_record
+from envforge.patching.manifest import originals_dir, read_manifest
+from envforge.patching.operations import definition_code, definition_digest, definitions
+from envforge.patching.patchset import load_patchset
 
 __all__ = ["CapturedPatchset", "EditDir", "commit_edit", "new_edit"]
 
@@ -56,8 +60,6 @@ def new_edit(site_packages: Path, distribution: str, dest: Path) -> EditDir:
 
     :raises InputError: not installed; ``dest`` exists and is not empty.
     """
-    from envforge.installed.distributions import find_distribution, read_record
-    from envforge.patching.manifest import originals_dir, read_manifest
 
     dist = find_distribution(site_packages, distribution)
     if dist is None:
@@ -109,7 +111,7 @@ def _read_edit(directory: Path) -> dict[str, Any]:
 
 def _top_items(module: Any) -> list[tuple[str, Any]]:
     """Top-level statements as ``(key, node)``: ``def:<name>`` for definitions, else ``stmt``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
     return [(f"def:{s.name.value}" if isinstance(s, (cst.FunctionDef, cst.ClassDef)) else "stmt", s)
             for s in module.body]
@@ -117,9 +119,8 @@ def _top_items(module: Any) -> list[tuple[str, Any]]:
 
 def _changed_definitions(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
     """``(qualified name, old node, new node)`` of the innermost changed definitions."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
-    from envforge.patching.operations import definition_code, definitions
 
     before, after = definitions(old), definitions(new)
     missing = [n for n in before if n not in after]
@@ -150,7 +151,7 @@ def _changed_definitions(old: Any, new: Any, path: str) -> list[tuple[str, Any, 
 
 
 def _swap(tree: Any, target: Any, new: Any) -> Any:
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
     class _T(cst.CSTTransformer):
         def on_leave(self, original: Any, updated: Any) -> Any:
@@ -162,7 +163,7 @@ def _swap(tree: Any, target: Any, new: Any) -> Any:
 def _text_edit(old: Any, new: Any, path: str) -> tuple[str, str] | None:
     """``(before, after)`` covering the module-level statements outside definitions that differ,
     with one neighbouring statement of context on each side; None when they are the same."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
     empty = cst.Module([])
     a, b = _top_items(old), _top_items(new)
@@ -206,8 +207,8 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
         (a removed definition, an unanchorable module-level edit, a file that does not parse);
         the patchset file exists (unless ``force``).
     """
-    import libcst as cst
-    import tomlkit
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
+    import tomlkit  # lazy: ~0.06 s to import; only `patches commit` writes TOML
 
     edit = _read_edit(directory)
     target = patchsets_dir / f"{pid}.toml"
@@ -231,7 +232,6 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
             old, new = cst.parse_module(original), cst.parse_module(edited)
         except cst.ParserSyntaxError as exc:
             raise InputError(f"{directory / path}: does not parse: {exc.message} (line {exc.raw_line})") from None
-        from envforge.patching.operations import definition_code, definition_digest
 
         for name, old_node, new_node in _changed_definitions(old, new, path):
             ops.append({"kind": "replace-definition", "file": path, "definition": name,
@@ -262,7 +262,6 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
     doc.add("operation", aot)
     patchsets_dir.mkdir(parents=True, exist_ok=True)
     target.write_text(tomlkit.dumps(doc), encoding="utf-8")
-    from envforge.patching.patchset import load_patchset
 
     load_patchset(target)  # what we wrote must load (schema, TOML round trip)
     return CapturedPatchset(target, tuple(lines))

@@ -1,7 +1,7 @@
 """Patchsets against releases that are not installed: the state matrix ``envforge patches check``
 prints (patchset x release), computed on the released wheels' Python files (:mod:`.releases`).
 
-Each patchset is planned on each release exactly as on an environment (:func:`.engine.plan`), with
+Each patchset is planned on each release exactly as on an environment (:func:`.planning.plan`), with
 its ``requires`` left out (they are about the environment it will be applied to, which does not
 exist here; they are listed in the JSON). A cell's state is its operations' states folded:
 
@@ -30,11 +30,19 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.patching.engine import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED, plan
+from envforge.core.fs import atomic_write
+from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
-from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
-from envforge.core.textfile import SMALL_LIMIT, read_state
+from envforge.patching.planning import plan
+from envforge.patching.releases import (
+    DEFAULT_INDEX,
+    IndexListing,
+    fetch_release,
+    list_releases,
+    select_versions,
+)
+from envforge.patching.states import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED
 
 __all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
 
@@ -172,9 +180,7 @@ def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
     ops = tuple((r.file, r.operation, r.state, r.message) for r in report.results)
     cell = Cell(ps.id, ps.distribution, version, _fold([r.state for r in report.results]), ops)
     stored.parent.mkdir(parents=True, exist_ok=True)
-    tmp = stored.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state": cell.state, "operations": [list(o) for o in ops]}))
-    tmp.replace(stored)
+    atomic_write(stored, json.dumps({"state": cell.state, "operations": [list(o) for o in ops]}).encode("utf-8"))
     return cell
 
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from envforge.core.errors import CheckFailed
-from envforge.patching.engine import (
-    DRIFTED,
-    FileChange,
-    evaluate_file,
-    installed_version,
-    unified_diff,
+from envforge.core.textfile import read_state
+from envforge.installed.editable import editable_install
+from envforge.patching.manifest import (
+    Manifest,
+    originals_dir,
+    read_manifest,
+    rebuild_hint,
 )
-from envforge.patching.manifest import Manifest, originals_dir, read_manifest, rebuild_hint
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
-from envforge.core.textfile import read_state
+from envforge.patching.planning import evaluate_file, installed_version
+from envforge.patching.states import DRIFTED, FileChange, unified_diff
 
 __all__ = ["export_diff"]
 
@@ -42,8 +43,6 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
                           hint=f"point --site-packages at an environment with {patchset.distribution}"
                                f"{patchset.versions}")
     manifest = read_manifest(site_packages) or Manifest()
-    from envforge.installed.editable import editable_install
-
     editable = editable_install(site_packages, patchset.distribution)  # B21: read the checkout's files
 
     def original(path: str) -> bytes | None:

@@ -18,37 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.core.fs import atomic_write, current_umask, file_mode, sha256_hex
+from envforge.core.fs import atomic_write, sha256_hex
+from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = [
-    "rebuild_hint",
-    "MANIFEST_NAME",
+    "INTENT_SCHEMA",
     "MANIFEST_SCHEMA",
     "AppliedPatchset",
-    "Manifest",
-    "PatchedFile",
-    "atomic_write",
-    "current_umask",
-    "file_mode",
-    "manifest_path",
-    "originals_dir",
-    "read_manifest",
-    "sha256_hex",
-    "write_manifest",
     "Intent",
     "IntentFile",
+    "Manifest",
+    "PatchedFile",
     "clear_intent",
     "intent_path",
+    "manifest_path",
     "manifest_sha256",
+    "originals_dir",
     "read_intent",
+    "read_manifest",
+    "rebuild_hint",
     "write_intent",
+    "write_manifest",
 ]
 
-STATE_DIR = ".envforge"
-MANIFEST_NAME = "patches.json"
 MANIFEST_SCHEMA = 1
-INTENT_NAME = "patch-intent.json"
 INTENT_SCHEMA = 1
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -121,13 +115,14 @@ class Manifest:
 
 
 def manifest_path(site_packages: Path) -> Path:
-    """``<site-packages>/.envforge/patches.json``."""
-    return site_packages / STATE_DIR / MANIFEST_NAME
+    """``<site-packages>/.envforge/patches.json`` (:attr:`envforge.core.state.StateDir.patch_manifest`)."""
+    return StateDir(site_packages).patch_manifest
 
 
 def originals_dir(site_packages: Path) -> Path:
-    """``<site-packages>/.envforge/originals``: original bytes named by their hex sha256."""
-    return site_packages / STATE_DIR / "originals"
+    """``<site-packages>/.envforge/originals``: original bytes named by their hex sha256
+    (:attr:`envforge.core.state.StateDir.originals`)."""
+    return StateDir(site_packages).originals
 
 
 def read_manifest(site_packages: Path) -> Manifest | None:
@@ -194,7 +189,7 @@ class Intent:
     manifest is written, so a process killed in between leaves a record of every file it may have
     replaced. ``manifest_after`` is the hex sha256 of the manifest bytes the write ends with
     (``"absent"`` when the manifest is removed): when the manifest on disk has it, the write
-    completed; otherwise every file is rolled back to ``before`` (:func:`envforge.patching.engine.recover`).
+    completed; otherwise every file is rolled back to ``before`` (:func:`envforge.patching.journal.recover`).
     """
 
     action: str  # "apply" or "revert"
@@ -204,8 +199,8 @@ class Intent:
 
 
 def intent_path(site_packages: Path) -> Path:
-    """``<site-packages>/.envforge/patch-intent.json``."""
-    return site_packages / STATE_DIR / INTENT_NAME
+    """``<site-packages>/.envforge/patch-intent.json`` (:attr:`envforge.core.state.StateDir.patch_intent`)."""
+    return StateDir(site_packages).patch_intent
 
 
 def manifest_sha256(site_packages: Path) -> str:
@@ -288,7 +283,7 @@ def rebuild_hint(site_packages: Path) -> str:
     recipe and variant left to the user. Never raises, never blocks (the record is read only as a
     regular file, 1 MiB at most).
     """
-    record = site_packages / STATE_DIR / "generation.json"
+    record = StateDir(site_packages).generation_record
     try:
         data = json.loads(read_state(record, what="generation record", limit=SMALL_LIMIT).decode("utf-8"))
         recipe, variant = str(data["recipe"]), str(data["variant"])

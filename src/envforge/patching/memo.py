@@ -14,15 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write
+from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.patching.patchset import Patchset
 
-__all__ = ["CachedFile", "ResultCache", "default_cache", "default_result_cache", "engine_tag", "patchset_inputs"]
+__all__ = ["ENGINE_SOURCES", "CachedFile", "ResultCache", "default_cache", "default_result_cache", "engine_tag",
+           "patchset_inputs"]
 
 
 def default_cache() -> Path:
@@ -39,13 +42,18 @@ def default_result_cache() -> ResultCache:
     return ResultCache(default_cache() / "patch-results")
 
 
+#: The modules whose code decides a patch result (states and bytes), relative to this package.
+ENGINE_SOURCES = ("states.py", "planning.py", "operations/__init__.py", "operations/base.py", "operations/edits.py",
+                  "operations/replacements.py", "syntax.py", "source.py", "soundness.py", "memo.py")
+
+
 @cache
 def engine_tag() -> str:
-    """sha256 of the patching engine's source (engine, operations, syntax, source, soundness, memo):
-    an entry is reused only by the code that computed it."""
+    """sha256 of the patching engine's source (:data:`ENGINE_SOURCES`: states, planning, operations,
+    syntax, source, soundness, memo): an entry is reused only by the code that computed it."""
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("engine.py", "operations.py", "syntax.py", "source.py", "soundness.py", "memo.py"):
+    for name in ENGINE_SOURCES:
         h.update((here / name).read_bytes())
     return h.hexdigest()
 
@@ -91,9 +99,6 @@ class ResultCache:
     def get(self, key: str, before: bytes) -> CachedFile | None:
         """The entry ``key``, or None (missing, unreadable, or damaged: not a regular file, e.g. a
         FIFO, which is never opened; larger than a patched file can be)."""
-        from envforge.core.errors import InputError
-        from envforge.core.textfile import SMALL_LIMIT, read_state
-
         try:
             raw = read_state(self.directory / f"{key}.json", what="patch-result cache entry", limit=SMALL_LIMIT)
             data = json.loads(raw.decode("utf-8"))
@@ -114,18 +119,7 @@ class ResultCache:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             if changed:
-                _write(self.directory / f"{key}.after", entry.after)
-            _write(self.directory / f"{key}.json", json.dumps(record).encode("utf-8"))
+                atomic_write(self.directory / f"{key}.after", entry.after)
+            atomic_write(self.directory / f"{key}.json", json.dumps(record).encode("utf-8"))
         except OSError:
             return
-
-
-def _write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -23,8 +23,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envforge.core.errors import InputError
-from envforge.patching.operations import Operation
 from envforge.core.schema import ListOf, Problem, Str, Table, format_problems, validate
+from envforge.core.textfile import SMALL_LIMIT, decode_utf8, parse_toml, read_bytes
+from envforge.patching.operations import Operation
 
 __all__ = [
     "Alternative",
@@ -147,8 +148,6 @@ def load_patchset(path: Path) -> Patchset:
     :raises PatchsetError: unreadable, not TOML, schema problems (``file:line: key: message``),
         an unknown operation kind, or an ``id`` different from the file name's stem.
     """
-    from envforge.core.textfile import SMALL_LIMIT, decode_utf8, parse_toml, read_bytes
-
     raw = read_bytes(path, what="patchset", limit=SMALL_LIMIT, error=PatchsetError)
     text = decode_utf8(raw, label=str(path), error=PatchsetError)
     data = parse_toml(text, label=str(path), error=PatchsetError)

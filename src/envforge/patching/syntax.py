@@ -10,7 +10,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
 __all__ = [
     "append_element", "assigned_name", "assigns_self_attr", "calls", "chains", "classes", "code",
@@ -26,7 +26,7 @@ def norm(code: str) -> str:
 def functions(module: cst.Module, dotted: str) -> list[tuple[Any, cst.FunctionDef]]:
     """``(top-level statement, definition)`` of module-level function ``name`` or method
     ``Class.name``, for every definition found."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     *outer, name = dotted.split(".")
     scopes: list[tuple[Any, Any]] = [(None, module)]
@@ -37,7 +37,7 @@ def functions(module: cst.Module, dotted: str) -> list[tuple[Any, cst.FunctionDe
 
 
 def classes(module: cst.Module, name: str) -> list[cst.ClassDef]:
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     return [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
 
@@ -63,7 +63,7 @@ def top_level(tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple
 
 def assigned_name(stmt: Any) -> tuple[str | None, Any]:
     """``(name, value)`` when ``stmt`` is ``name = value`` / ``name: T = value``; else ``(None, None)``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None, None
@@ -89,7 +89,7 @@ def append_element(elements: Any, new: Any, lead: Any) -> list[Any]:
 
     ``lead`` is the whitespace after the opening bracket (used as separator for one element).
     """
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     if not elements:
         return [new]
@@ -107,7 +107,7 @@ def append_element(elements: Any, new: Any, lead: Any) -> list[Any]:
 
 def chains(node: Any, op_type: type) -> list[cst.BooleanOperation]:
     """Maximal ``a or b or c`` chains (``op_type`` is ``libcst.Or`` or ``libcst.And``) under ``node``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     inner: set[int] = set()
     roots: list[cst.BooleanOperation] = []
@@ -129,7 +129,7 @@ def chains(node: Any, op_type: type) -> list[cst.BooleanOperation]:
 
 def operands(n: Any, op_type: type, root: bool = True) -> list[Any]:
     """The operands of the chain ``n`` (parentheses of the root itself are ignored)."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, op_type) and (root or not n.lpar):
         return [*operands(n.left, op_type, False), *operands(n.right, op_type, False)]
@@ -139,7 +139,7 @@ def operands(n: Any, op_type: type, root: bool = True) -> list[Any]:
 def replace(module: cst.Module, within: Any, target: Any, new: Any) -> cst.Module:
     """``module`` with node ``target`` (by identity, inside the top-level statement ``within``)
     replaced by ``new``; only ``within`` is visited, which keeps large files fast."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     class Swap(cst.CSTTransformer):
         def on_leave(self, original: Any, updated: Any) -> Any:
@@ -151,7 +151,7 @@ def replace(module: cst.Module, within: Any, target: Any, new: Any) -> cst.Modul
 
 def replace_node(module: cst.Module, target: Any, new: Any) -> cst.Module:
     """``module`` with the node ``target`` (by identity, anywhere) replaced by ``new``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     class _Swap(cst.CSTTransformer):
         def on_leave(self, original: Any, updated: Any) -> Any:
@@ -164,7 +164,7 @@ def replace_node(module: cst.Module, target: Any, new: Any) -> cst.Module:
 def missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | None, str]:
     """Add ``from M import N`` (merged into the one existing ``from M import (...)`` when there is
     one); returns ``(new module or None when N is already imported, detail)``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     tree = ast.parse(statement).body[0]
     assert isinstance(tree, ast.ImportFrom) and tree.module is not None
@@ -193,7 +193,7 @@ def missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | Non
 
 def assigns_self_attr(cls: cst.ClassDef, attr: str) -> bool:
     """Whether some method of ``cls`` assigns ``self.<attr>`` (plain or annotated assignment)."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     def is_target(t: Any) -> bool:
         return (isinstance(t, cst.Attribute) and t.attr.value == attr
@@ -360,7 +360,7 @@ def delegate_text(fn: Def, attr: str, kind: str = "method", delegate_class: str 
 
 def calls(node: Any, name: str) -> list[cst.Call]:
     """Calls under ``node`` whose callee is ``name`` or ``<anything>.name``."""
-    import libcst as cst
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     found: list[cst.Call] = []
 

@@ -24,7 +24,7 @@ from envforge.env.fingerprint import file_digest
 from envforge.env.profile import check_reach, installed_problems, profile_problems, read_installed
 from envforge.installed.editable import editable_install
 from envforge.lock.resolve import integrity_problems, read_lock
-from envforge.patching.engine import editable_message
+from envforge.patching.planning import editable_message
 from envforge.recipe.platforms import host_problem, platform_problem
 from envforge.core.state import StateDir
 from envforge.verify.findings import Check, Finding

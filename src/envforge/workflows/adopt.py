@@ -237,7 +237,7 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
     Not captured, with the reason: non-``.py`` files, deleted files, distributions not installed
     from an index, a wheel that cannot be fetched (offline, not on the index), an edit the capture
     cannot express, or whose patchset applied to the released files does not give the edited
-    bytes (checked with :func:`envforge.patching.engine.plan`, nothing written). Returns one
+    bytes (checked with :func:`envforge.patching.planning.plan`, nothing written). Returns one
     :class:`Capture` per distribution with hand edits, sorted by name.
     """
     import shutil
@@ -298,7 +298,7 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
 def _check_reproduces(patchset: Path, released: Path, edited: dict[str, bytes]) -> None:
     """Plan ``patchset`` on the released tree (nothing written) and require the edited bytes of
     every file in ``edited``; else delete the patchset and raise :class:`InputError`."""
-    from envforge.patching.engine import plan
+    from envforge.patching.planning import plan
     from envforge.patching.patchset import load_patchset
 
     report = plan(released, [load_patchset(patchset)])

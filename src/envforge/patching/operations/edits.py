@@ -1,157 +1,32 @@
-"""Generic libcst edits a patchset is made of, one class per kind.
+"""The anchored edits: each adds one thing (an operand to a guard, an entry to a dict literal,
+delegating methods to a class, an element to a list literal) where it finds its anchor exactly once.
 
-Every operation works on one parsed file (a ``libcst.Module``) and ends in one :class:`Outcome`:
-
-* ``changed``: the edit was made (``module`` is the new tree),
-* ``holds``: its post-condition already holds (nothing to do),
-* ``drifted``: the anchor it needs is missing or ambiguous (zero or several matches), or the
-  patchset's value does not fit the code (a ``str`` key for an ``int``-keyed dict); ``fix`` then
-  says what to change in the patchset.
-
-An operation never raises on the code it reads (libcst codemod habit: success / skip / failure);
-the engine maps ``holds`` to ``already-applied`` or ``upstream-fixed``. libcst is imported inside
-the methods so loading patchsets (``patches list``) stays fast.
-
-Kinds: ``add-guard-operand``, ``add-dict-entry``, ``add-delegating-methods``, ``add-list-element``
-and the escape hatch ``codemod`` (a ``libcst.codemod.Codemod`` class named by import path).
+Kinds: ``add-guard-operand``, ``add-dict-entry``, ``add-delegating-methods``, ``add-list-element``.
+libcst is imported inside the methods so loading patchsets (``patches list``) stays fast.
 """
 
 from __future__ import annotations
 
 import ast
-import keyword
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from envforge.patching import syntax
-from envforge.core.schema import Enum, ListOf, MapOf, OneOf, Problem, Str, Table, line_of
+import envforge.patching.syntax as syntax
+from envforge.core.schema import ListOf, OneOf, Str, Table
+from envforge.patching.operations.base import (
+    OpContext,
+    Operation,
+    Outcome,
+    expr_check,
+    relpath_check,
+    stmt_check,
+)
 
 if TYPE_CHECKING:
     import libcst as cst
 
-__all__ = [
-    "OPERATIONS",
-    "AddDelegatingMethods",
-    "AddDictEntry",
-    "AddGuardOperand",
-    "AddListElement",
-    "Codemod",
-    "OpContext",
-    "Operation",
-    "Outcome",
-    "ReplaceDefinition",
-    "ReplaceText",
-    "definition_code",
-    "definition_digest",
-    "definitions",
-]
-
-Status = Literal["changed", "holds", "drifted"]
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What an operation did to one module: ``status``, a one-line ``detail``, the new module;
-    ``fix`` (drifted only, optional) is the change to make in the patchset, when the patchset and
-    not the installed code is wrong."""
-
-    status: Status
-    detail: str
-    module: Any = None  # libcst.Module when status == "changed"
-    fix: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class OpContext:
-    """What an operation may read besides its own file: other files of the same site-packages
-    (``read_text(relative_path) -> str | None``) and the patchset's directory (for codemods)."""
-
-    read_text: Callable[[str], str | None]
-    patchset_dir: Path
-
-
-def _expr_check(value: Any) -> str | None:
-    try:
-        ast.parse(value.strip(), mode="eval")
-    except SyntaxError as exc:
-        return f"not a Python expression: {exc.msg}"
-    return None
-
-
-def _stmt_check(value: Any) -> str | None:
-    try:
-        ast.parse(value, mode="exec")
-    except SyntaxError as exc:
-        return f"not a Python statement: {exc.msg}"
-    return None
-
-
-def _relpath_check(value: Any) -> str | None:
-    """A path a patchset names must stay inside site-packages: relative, POSIX, no ``..``."""
-    parts = PurePosixPath(value).parts
-    if (not value or value.startswith("/") or "\\" in value or PureWindowsPath(value).drive
-            or ".." in parts):
-        return (f"'{value}' must be a relative POSIX path inside site-packages "
-                f"(no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'")
-    return None
-
-
-def _field(key: str) -> str:
-    """Dataclass field of a TOML key: ``define-after`` -> ``define_after``, ``import`` -> ``import_``."""
-    name = key.replace("-", "_")
-    return name + "_" if keyword.iskeyword(name) else name
-
-
-class Operation:
-    """Base of every operation: ``file`` (relative to site-packages) plus the kind's settings."""
-
-    __slots__ = ()
-    kind: ClassVar[str]
-    keys: ClassVar[Mapping[str, Any]]
-    required: ClassVar[frozenset[str]]
-    file: str
-
-    @classmethod
-    def from_table(cls, table: Any, path: str, text: str) -> tuple[Operation | None, list[Problem]]:
-        """Build the operation ``table["kind"]`` names; returns ``(op, [])`` or ``(None, problems)``.
-
-        ``path`` prefixes the key paths (``operation[2]``); ``text`` is this operation's own
-        ``[[operation]]`` section, so line numbers are relative to its header line (1).
-        """
-        if not isinstance(table, Mapping):
-            return None, [Problem(path, "expected a table")]
-        kind = table.get("kind")
-        found = Enum(*OPERATIONS)(kind, "kind") if kind is not None else [Problem("kind", "missing required key")]
-        if found or not isinstance(kind, str):
-            return None, [Problem(f"{path}.kind", found[0].message, line_of(text, "operation.kind"))]
-        sub = OPERATIONS[kind]
-        spec = Table({"kind": Str(), "file": Str(_relpath_check), **sub.keys}, required=sub.required | {"file"})
-        problems = [Problem(f"{path}.{p.path}", p.message, line_of(text, f"operation.{p.path}"))
-                    for p in spec(table, "")]
-        if problems:
-            return None, problems
-        args = {_field(k): v for k, v in table.items() if k != "kind"}
-        return sub(**args), []
-
-    def describe(self) -> str:
-        """One line: the kind and what it adds where."""
-        raise NotImplementedError
-
-    def wanted(self, tree: ast.Module) -> set[int] | None:
-        """Indices of the top-level statements of ``tree`` (the file read by ``ast``) that
-        :meth:`run` may look at: every candidate, so a match count is the same as on the whole
-        file. None means the whole file."""
-        return None
-
-    def anchor_text(self) -> str:
-        """The code this operation must find exactly once (for drift messages)."""
-        raise NotImplementedError
-
-    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        """Edit ``module``; never raises on the code it reads."""
-        raise NotImplementedError
+__all__ = ["AddDelegatingMethods", "AddDictEntry", "AddGuardOperand", "AddListElement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +47,8 @@ class AddGuardOperand(Operation):
     kind: ClassVar[str] = "add-guard-operand"
     keys: ClassVar[Mapping[str, Any]] = {
         "function": OneOf(((str, lambda v, p: []), (list, ListOf(Str()))),
-                          "a function name or a list of alternative names"), "anchor": Str(_expr_check), "operand": Str(_expr_check),
-        "define": Str(_stmt_check), "define-after": Str(), "import": Str(_stmt_check)}
+                          "a function name or a list of alternative names"), "anchor": Str(expr_check), "operand": Str(expr_check),
+        "define": Str(stmt_check), "define-after": Str(), "import": Str(stmt_check)}
     required: ClassVar[frozenset[str]] = frozenset({"function", "anchor", "operand"})
 
     file: str
@@ -201,7 +76,7 @@ class AddGuardOperand(Operation):
         return syntax.top_level(tree, functions=self.names, names=names, imports=bool(self.import_))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
         funcs = [(name, f) for name in self.names for f in syntax.functions(module, name)]
         if len(funcs) != 1:
@@ -231,7 +106,7 @@ class AddGuardOperand(Operation):
         return self._define_and_import(out, details)
 
     def _define_and_import(self, module: cst.Module, details: list[str]) -> Outcome:
-        import libcst as cst
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
         if self.define:
             name = ast.parse(self.define).body[0].targets[0].id  # type: ignore[attr-defined]
@@ -290,7 +165,7 @@ class AddDictEntry(Operation):
     kind: ClassVar[str] = "add-dict-entry"
     keys: ClassVar[Mapping[str, Any]] = {
         "target": Str(), "key": OneOf(((int, lambda v, p: []), (str, lambda v, p: [])), "an integer or a string"),
-        "value": Str(_expr_check)}
+        "value": Str(expr_check)}
     required: ClassVar[frozenset[str]] = frozenset({"target", "key", "value"})
 
     file: str
@@ -308,7 +183,7 @@ class AddDictEntry(Operation):
         return syntax.top_level(tree, names=(self.target,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
         *cls, name = self.target.split(".")
         scopes = [(None, module)] if not cls else [(c, c.body) for c in syntax.classes(module, cls[0])]
@@ -354,7 +229,7 @@ class AddDelegatingMethods(Operation):
     kind: ClassVar[str] = "add-delegating-methods"
     keys: ClassVar[Mapping[str, Any]] = {
         "class": Str(), "attribute": Str(), "methods": ListOf(Str()),
-        "signatures-from": Table({"file": Str(_relpath_check), "class": Str()}, required=frozenset({"file", "class"}))}
+        "signatures-from": Table({"file": Str(relpath_check), "class": Str()}, required=frozenset({"file", "class"}))}
     required: ClassVar[frozenset[str]] = frozenset({"class", "attribute", "methods", "signatures-from"})
 
     file: str
@@ -373,7 +248,7 @@ class AddDelegatingMethods(Operation):
         return syntax.top_level(tree, names=(f"{self.class_}.*",))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
         classes = syntax.classes(module, self.class_)
         if len(classes) != 1:
@@ -422,8 +297,8 @@ class AddListElement(Operation):
 
     kind: ClassVar[str] = "add-list-element"
     keys: ClassVar[Mapping[str, Any]] = {
-        "function": Str(), "call": Str(), "keyword": Str(), "element": Str(_expr_check),
-        "anchor": Str(_expr_check)}
+        "function": Str(), "call": Str(), "keyword": Str(), "element": Str(expr_check),
+        "anchor": Str(expr_check)}
     required: ClassVar[frozenset[str]] = frozenset({"function", "call", "keyword", "element"})
 
     file: str
@@ -443,7 +318,7 @@ class AddListElement(Operation):
         return syntax.top_level(tree, functions=(self.function,))
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
         funcs = syntax.functions(module, self.function)
         if len(funcs) != 1:
@@ -471,193 +346,3 @@ class AddListElement(Operation):
         elements = syntax.append_element(list(lst.elements), new, lst.lbracket.whitespace_after)
         return Outcome("changed", f"added {self.element} to {self.keyword}",
                        syntax.replace(module, top, lst, lst.with_changes(elements=elements)))
-
-
-@dataclass(frozen=True, slots=True)
-class Codemod(Operation):
-    """Escape hatch: run ``codemod = "module:Class"``, a ``libcst.codemod.Codemod`` subclass
-    constructed as ``Class(CodemodContext(), **args)``; the module is imported with the
-    patchset's directory first on ``sys.path``.
-
-    Unchanged output or ``SkipFile`` holds; any exception from the codemod drifts (with its
-    message); changed output is the edit.
-    """
-
-    kind: ClassVar[str] = "codemod"
-    keys: ClassVar[Mapping[str, Any]] = {"codemod": Str(), "args": MapOf(lambda v, p: [])}
-    required: ClassVar[frozenset[str]] = frozenset({"codemod"})
-
-    file: str
-    codemod: str
-    args: Mapping[str, Any] | None = None
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.codemod}"
-
-    def anchor_text(self) -> str:
-        return f"what {self.codemod} looks for"
-
-    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
-        from libcst.codemod import (
-            CodemodContext,
-            TransformFailure,
-            TransformSuccess,
-            transform_module,
-        )
-
-        try:
-            cls = _import_class(self.codemod, ctx.patchset_dir)
-            instance = cls(CodemodContext(), **dict(self.args or {}))
-        except Exception as exc:  # noqa: BLE001 - reported as a drift, never raised
-            return Outcome("drifted", f"cannot load codemod {self.codemod}: {exc}")
-        result = transform_module(instance, module.code)
-        if isinstance(result, TransformFailure):
-            return Outcome("drifted", f"codemod {self.codemod} failed: {result.error}")
-        if not isinstance(result, TransformSuccess) or result.code == module.code:
-            return Outcome("holds", f"codemod {self.codemod} left the file unchanged")
-        return Outcome("changed", f"codemod {self.codemod} edited the file",
-                       cst.parse_module(result.code))
-
-
-def _import_class(spec: str, directory: Path) -> Any:
-    import importlib
-    import sys
-
-    mod_name, _, cls_name = spec.partition(":")
-    sys.path.insert(0, str(directory))
-    try:
-        return getattr(importlib.import_module(mod_name), cls_name)
-    finally:
-        sys.path.remove(str(directory))
-
-
-def definitions(module: Any) -> dict[str, list[Any]]:
-    """Every function and class definition of ``module`` (a libcst Module) by qualified name
-    (``f``, ``Class``, ``Class.method``, ``Outer.Inner.f``; functions nested in functions are part
-    of their function), each with the list of nodes defining it (normally one)."""
-    import libcst as cst
-
-    out: dict[str, list[Any]] = {}
-
-    def walk(body: Any, prefix: str) -> None:
-        for stmt in body:
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                name = prefix + stmt.name.value
-                out.setdefault(name, []).append(stmt)
-                if isinstance(stmt, cst.ClassDef):
-                    walk(stmt.body.body, name + ".")
-
-    walk(module.body, "")
-    return out
-
-
-def definition_code(node: Any) -> str:
-    """The code of a definition without the blank lines and comments above it, at column 0
-    (libcst renders an indented block relative to its header): the same text wherever the
-    definition moves in the file."""
-    import libcst as cst
-
-    return cst.Module([]).code_for_node(node.with_changes(leading_lines=()))
-
-
-def definition_digest(node: Any) -> str:
-    """``sha256:<hex>`` of :func:`definition_code`."""
-    import hashlib
-
-    return "sha256:" + hashlib.sha256(definition_code(node).encode("utf-8")).hexdigest()
-
-
-def _digest_check(value: Any) -> str | None:
-    import re
-
-    return None if re.fullmatch(r"sha256:[0-9a-f]{64}", value) else f"'{value}' is not 'sha256:<64 hex digits>'"
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceDefinition(Operation):
-    """Replace the definition ``definition`` (``f``, ``Class``, ``Class.method``) with ``code``,
-    when the installed definition is the one the patchset was written against: its digest
-    (:func:`definition_digest`, blank lines and comments above it left out, so moving it in the
-    file does not matter) must be ``original_digest``. Written by ``envforge patches commit``.
-
-    Holds when the definition already is ``code``. Drifts when the definition is not found
-    exactly once, or is neither the original nor ``code`` (changed upstream: read it again).
-    """
-
-    kind: ClassVar[str] = "replace-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(_digest_check),
-                                         "code": Str(_stmt_check)}
-    required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest", "code"})
-
-    file: str
-    definition: str
-    original_digest: str
-    code: str
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.definition}"
-
-    def anchor_text(self) -> str:
-        return f"definition {self.definition} with digest {self.original_digest}"
-
-    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
-
-        found = definitions(module).get(self.definition, [])
-        if len(found) != 1:
-            return Outcome("drifted", f"definition {self.definition} found {len(found)} times, expected 1")
-        node = found[0]
-        new = cst.parse_module(self.code).body
-        if len(new) != 1 or type(new[0]) is not type(node):
-            return Outcome("drifted", f"`code` is not one {type(node).__name__} statement", fix="write one definition in `code`")
-        new_node = new[0].with_changes(leading_lines=node.leading_lines)
-        if definition_code(node) == definition_code(new_node):
-            return Outcome("holds", f"{self.definition} is already the patched definition")
-        digest = definition_digest(node)
-        if digest != self.original_digest:
-            return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
-                                      f"written against {self.original_digest}")
-        return Outcome("changed", f"replaced {self.definition}", syntax.replace_node(module, node, new_node))
-
-
-@dataclass(frozen=True, slots=True)
-class ReplaceText(Operation):
-    """Replace the text ``before`` (with the context lines it carries: it must occur exactly once)
-    with ``after``: an edit outside any definition, written by ``envforge patches commit``.
-
-    Holds when ``after`` occurs exactly once and ``before`` does not. Drifts otherwise.
-    """
-
-    kind: ClassVar[str] = "replace-text"
-    keys: ClassVar[Mapping[str, Any]] = {"before": Str(), "after": Str()}
-    required: ClassVar[frozenset[str]] = frozenset({"before", "after"})
-
-    file: str
-    before: str
-    after: str
-
-    def describe(self) -> str:
-        first = next((line for line in self.before.splitlines() if line.strip()), "")
-        return f"{self.kind} at `{first.strip()[:60]}`"
-
-    def anchor_text(self) -> str:
-        return f"the text {self.before!r}"
-
-    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst
-
-        code = module.code
-        n_before, n_after = code.count(self.before), code.count(self.after)
-        if n_before == 0 and n_after == 1:
-            return Outcome("holds", "the text is already the patched text")
-        if n_before != 1:
-            return Outcome("drifted", f"the anchored text found {n_before} times, expected 1")
-        return Outcome("changed", "replaced the anchored text",
-                       cst.parse_module(code.replace(self.before, self.after, 1)))
-
-
-OPERATIONS: dict[str, type[Operation]] = {
-    c.kind: c for c in (AddGuardOperand, AddDictEntry, AddDelegatingMethods, AddListElement, Codemod,
-                        ReplaceDefinition, ReplaceText)
-}

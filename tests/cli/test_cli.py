@@ -368,7 +368,8 @@ def test_guarantees_page_names_tests_that_exist() -> None:
 
 
 def test_command_groups_are_the_modules_that_register_each_command() -> None:
-    """``envforge COMMAND`` builds only the CLI modules that register COMMAND: the map is what they register."""
+    """``envforge COMMAND`` builds only the registration modules that register COMMAND: the map is
+    what they register."""
     from importlib import import_module
 
     from envforge.cli import _COMMAND_GROUPS, _GROUPS
@@ -376,7 +377,7 @@ def test_command_groups_are_the_modules_that_register_each_command() -> None:
     registered: dict[str, list[str]] = {}
     for group in _GROUPS:
         sub = argparse.ArgumentParser(prog="envforge").add_subparsers(dest="command")
-        import_module(f"envforge.cli.{group}").register(sub)
+        import_module(f"envforge.cli.commands.{group}").register(sub)
         for command in sub.choices:
             registered.setdefault(command, []).append(group)
     assert {c: tuple(g) for c, g in registered.items()} == _COMMAND_GROUPS

@@ -1,9 +1,11 @@
-"""Benchmark: ``envforge --help`` and ``envforge lock --help``, whole process.
+"""Benchmark: ``envforge --help`` and other commands that only parse, whole process.
 
 Reference measured in the same run: a bare ``python -c pass`` (the interpreter's own start-up,
 the floor for any Python CLI). The commands run interleaved, ``--runs`` times each (default 15);
 medians are printed with the ratio envforge / floor. Budget (issue 15): ``envforge --help``
-<= 0.3 s; ``--check`` exits 1 when the median is above it.
+<= 0.3 s; ``--check`` exits 1 when the median is above it. Run it with compiled bytecode (a first
+run writes ``__pycache__``; under ``PYTHONDONTWRITEBYTECODE=1`` every run compiles the sources and
+measures that instead).
 
 Usage: ``python benchmarks/bench_cli_help.py [--runs N] [--check]``
 """
@@ -27,6 +29,8 @@ def commands() -> dict[str, list[str]]:
     envforge = [str(script)] if script.is_file() else [sys.executable, "-m", "envforge"]
     return {"envforge --help": [*envforge, "--help"],
             "envforge lock --help": [*envforge, "lock", "--help"],
+            "envforge lock diff --help": [*envforge, "lock", "diff", "--help"],
+            "envforge verify --help": [*envforge, "verify", "--help"],
             "envforge completion bash": [*envforge, "completion", "bash"],
             "python -c pass (floor)": [sys.executable, "-c", "pass"]}
 

@@ -8,16 +8,22 @@ files (exit 2 with file and reason), size limits, and shell completion through r
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from envforge.cli import _COMMAND_GROUPS, _GROUPS, _listing, build_parser, handler_of, main
+from envforge.cli.commands import SUMMARIES
+from envforge.cli.output import redact
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "cli.md"
@@ -96,8 +102,6 @@ def test_apply_patches_help_says_revert_removes_the_env_profile() -> None:
 
 def test_no_internal_hyphenated_name_in_any_help_or_usage() -> None:
     """Walk the whole parser tree: no command is named (or shown) by an internal joined name."""
-    from envforge.cli import build_parser
-
     seen = []
 
     def walk(parser: Any) -> None:
@@ -368,26 +372,152 @@ def test_guarantees_page_names_tests_that_exist() -> None:
 
 
 def test_command_groups_are_the_modules_that_register_each_command() -> None:
-    """``envforge COMMAND`` builds only the CLI modules that register COMMAND: the map is what they register."""
-    from importlib import import_module
-
-    from envforge.cli import _COMMAND_GROUPS, _GROUPS
-
+    """``envforge COMMAND`` builds only the registration modules that register COMMAND: the map is
+    what they register."""
     registered: dict[str, list[str]] = {}
     for group in _GROUPS:
         sub = argparse.ArgumentParser(prog="envforge").add_subparsers(dest="command")
-        import_module(f"envforge.cli.{group}").register(sub)
+        import_module(f"envforge.cli.commands.{group}").register(sub)
         for command in sub.choices:
             registered.setdefault(command, []).append(group)
     assert {c: tuple(g) for c, g in registered.items()} == _COMMAND_GROUPS
+
+
+HANDLERS = {
+    "envforge lock": "envforge.cli.lock:run_lock",
+    "envforge lock diff": "envforge.cli.lockdiff:run_diff",
+    "envforge lock textconv": "envforge.cli.lockdiff:run_textconv",
+    "envforge build": "envforge.cli.build:run_build",
+    "envforge rollback": "envforge.cli.build:run_rollback",
+    "envforge up": "envforge.cli.build:run_up",
+    "envforge env list": "envforge.cli.environments:run_list",
+    "envforge env show": "envforge.cli.envprofile:run_show",
+    "envforge envs": "envforge.cli.environments:run_list",
+    "envforge gc": "envforge.cli.environments:run_gc",
+    "envforge apply-patches": "envforge.cli.patches:_apply",
+    "envforge patches export": "envforge.cli.patches:_export",
+    "envforge patches check": "envforge.cli.patches:_check",
+    "envforge patches diff": "envforge.cli.patches:_diff",
+    "envforge patches new": "envforge.cli.patches:_new",
+    "envforge patches commit": "envforge.cli.patches:_commit",
+    "envforge patches list": "envforge.cli.patches:_list",
+    "envforge verify": "envforge.cli.verify:run_verify",
+    "envforge drafter fetch": "envforge.cli.drafter:run_fetch",
+    "envforge drafter inspect": "envforge.cli.drafter:run_inspect",
+    "envforge drafter compare": "envforge.cli.drafter:run_compare",
+    "envforge drafter check": "envforge.cli.drafter:run_check",
+    "envforge bench": "envforge.cli.bench:_bench",
+    "envforge bench compare": "envforge.cli.bench:_compare",
+    "envforge fleet verify": "envforge.cli.fleet:_verify",
+    "envforge fleet build": "envforge.cli.fleet:_build",
+    "envforge fleet allreduce": "envforge.cli.fleet:_allreduce",
+    "envforge fleet agent start": "envforge.cli.fleet:_agent_start",
+    "envforge fleet agent stop": "envforge.cli.fleet:_agent_stop",
+    "envforge init": "envforge.cli.init:run_init",
+    "envforge completion": "envforge.cli.completion:run_completion",
+}
+
+
+def test_every_command_names_its_handler_by_a_reference_that_resolves() -> None:
+    """Registration sets ``handler`` to ``"envforge.cli.MODULE:FUNCTION"`` (imported only when the
+    command runs); every reference names a function of that handler module."""
+    found: dict[str, Any] = {}
+
+    def walk(parser: Any) -> None:
+        if "handler" in parser._defaults:
+            found[parser.prog] = parser._defaults["handler"]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    walk(sub)
+
+    walk(build_parser())
+    references = {prog: ref for prog, ref in found.items() if isinstance(ref, str)}
+    assert references == HANDLERS
+    assert set(found) - set(references) == {"envforge patches", "envforge env", "envforge drafter", "envforge fleet",
+                                             "envforge fleet agent"}  # groups without a bare form: their help
+    for ref in references.values():
+        function = handler_of(ref)
+        assert inspect.isfunction(function) and f"{function.__module__}:{function.__name__}" == ref
+
+
+def test_a_function_handler_is_its_own_reference() -> None:
+    def show(args: Any, ui: Any) -> int:
+        return 2
+
+    assert handler_of(show) is show
+
+
+def test_the_listing_is_the_full_parsers_top_level() -> None:
+    """``envforge --help`` (no command first) builds its listing from ``commands.SUMMARIES`` alone:
+    the same help, usage and choices as the parser with every command registered."""
+    full, listing = build_parser(), _listing()
+    assert listing.format_help() == full.format_help()
+    assert listing.format_usage() == full.format_usage() == "usage: envforge [-h] [--version] COMMAND ...\n"
+    assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches", "patches",
+                               "verify", "drafter", "bench", "fleet", "init", "completion"]
+
+
+@pytest.mark.parametrize("argv, rc, stderr", [
+    (["bogus"], 2, "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
+                   "'up', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', "
+                   "'init', 'completion')"),
+    (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
+    (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),
+])
+def test_words_before_the_command_are_parsed_with_the_full_parser(argv: list[str], rc: int, stderr: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == rc
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == stderr
+    if argv[0] != "bogus":  # the usage of the subcommand that was given them, not of a listing stub
+        assert err.startswith("usage: envforge lock diff [-h]")
+
+
+IMPORTS = """
+import sys
+from envforge.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(code, " ".join(sorted(m for m in sys.modules if m.startswith("envforge"))))
+"""
+
+_BASE = ["envforge", "envforge.cli", "envforge.cli.commands", "envforge.cli.output", "envforge.cli.parser",
+         "envforge.core", "envforge.core.errors", "envforge.core.printable", "envforge.core.urls"]
+
+
+@pytest.mark.parametrize("argv, modules", [
+    (["--help"], []),
+    ([], []),
+    (["lock", "diff", "--help"], ["envforge.cli.commands.lock", "envforge.cli.commands.lockdiff",
+                                  "envforge.cli.options"]),
+    (["verify", "--help"], ["envforge.cli.commands.verify"]),
+])
+def test_help_imports_no_handler_and_no_stage_above_core(argv: list[str], modules: list[str]) -> None:
+    """``--help`` registers commands (``cli/commands``) and imports no handler module (``cli/<group>.py``)
+    and no stage package above ``envforge.core``."""
+    res = subprocess.run([sys.executable, "-c", IMPORTS, *argv], capture_output=True, text=True, timeout=60)
+    code, names = res.stdout.splitlines()[-1].split(" ", 1)  # after the help text
+    assert code == ("2" if not argv else "0")
+    assert names.split() == sorted(_BASE + modules)
+
+
+def test_a_command_imports_only_its_handler_module() -> None:
+    res = subprocess.run([sys.executable, "-c", IMPORTS, "lock", "diff", "/nonexistent", "b"], capture_output=True,
+                         text=True, timeout=60)
+    code, names = res.stdout.splitlines()[-1].split(" ", 1)
+    assert code == "2"
+    handlers = [n for n in names.split() if n.startswith("envforge.cli.") and not n.startswith("envforge.cli.commands")]
+    assert handlers == ["envforge.cli.lockdiff", "envforge.cli.options", "envforge.cli.output", "envforge.cli.parser",
+                        "envforge.cli.project"]
 
 
 @pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",
                                      "patches", "verify", "drafter", "bench", "fleet", "init", "completion"])
 def test_one_command_parser_is_the_full_parser_for_that_command(command: str) -> None:
     """Every help text and usage under COMMAND is the same in the parser built for COMMAND alone."""
-    from envforge.cli import build_parser
-
     def helps(parser: Any) -> dict[str, str]:
         out = {parser.prog: parser.format_help()}
         for action in parser._actions:
@@ -414,8 +544,6 @@ def test_one_command_parser_is_the_full_parser_for_that_command(command: str) ->
     ("mail me at a@b.c, see https://pypi.org/simple", "mail me at a@b.c, see https://pypi.org/simple"),
 ])
 def test_redact_hides_a_token_given_as_the_user_name(text: str, shown: str) -> None:
-    from envforge.cli.output import redact
-
     assert redact(text) == shown
 
 
@@ -428,8 +556,6 @@ def test_redact_hides_a_token_given_as_the_user_name(text: str, shown: str) -> N
     ("x" * 50 + "://u:p@h", "x" * 50 + "://<credentials>@h"),
 ])
 def test_redact_edge_cases(text: str, shown: str) -> None:
-    from envforge.cli.output import redact
-
     assert redact(text) == shown
 
 

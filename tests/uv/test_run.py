@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.uv.run import UvSettingsRefused, refused_settings, run_uv, uv_environment
+from envforge.uv.run import UvError, UvSettingsRefused, cache_dir, refused_settings, run_uv, uv_environment
 from envforge.uv.settings import REFUSED, UV_VERSION, classify
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
@@ -385,3 +385,15 @@ def test_uv_stopped_by_its_own_timeout_or_the_callers_deadline(tmp_path: Path,
     assert (never.value.message, never.value.deadline_s) == (
         "uv pip ran past its caller's 0 s limit and was not started", 0.0)
     assert not pid_file.exists()
+
+
+def test_cache_dir_is_what_uv_reports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``cache_dir()`` runs ``uv cache dir``: ``$UV_CACHE_DIR``, else ``$XDG_CACHE_HOME/uv``."""
+    monkeypatch.delenv("UV_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "uv"
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c"
+    monkeypatch.setenv("ENVFORGE_UV", "/bin/false")
+    with pytest.raises(UvError, match=r"^uv cache dir failed with exit status 1$"):
+        cache_dir()

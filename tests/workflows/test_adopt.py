@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.workflows.adopt import PYTORCH_INDEX, adopt_environment
+from envforge.workflows.adopt import PYTORCH_INDEX, adopt_environment, recipe_name_of
 from envforge.core.errors import InputError
 from envforge.uv.run import uv_binary
 from tests.support.localindex import LocalIndex, make_wheel, serve
@@ -279,3 +279,9 @@ def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_p
                                "cannot be captured: applying the captured patchset to the released file does not "
                                "give the edited bytes (sglang/utils.py)")}]}
     assert list((tmp_path / "patchsets").iterdir()) == []
+
+
+@pytest.mark.parametrize("directory, name", [("My Env.3", "my-env-3"), ("venv_prod-", "venv_prod"),
+                                             ("...", "adopted"), (".venv", "venv")])
+def test_the_default_recipe_name_is_the_environments_directory_name(directory: str, name: str) -> None:
+    assert recipe_name_of(Path("/x") / directory) == name

@@ -1,8 +1,11 @@
 """The ``envforge`` command line: parse, call one core function, render, return an exit code.
 
-No logic lives here. Each command group has its own module (``cli/lock.py``, ``cli/build.py``, ...)
-with a ``register(subparsers)`` function; those modules import argparse only, and import the core
-inside their handlers, so ``envforge --help`` stays fast. Groups (``envforge lock diff``,
+No logic lives here. Registration and handlers are apart, so ``envforge --help`` stays fast:
+``cli/commands/<group>.py`` registers a command group on argparse (importing argparse and
+``cli/parser.py`` only) and names each command's handler by reference, ``"envforge.cli.lock:run_lock"``;
+``cli/<group>.py`` holds the handlers, which import the core at their top. :func:`main` builds
+only the registration modules of the command given (``_COMMAND_GROUPS``), and imports the one
+handler module of the command that runs (:func:`handler_of`). Groups (``envforge lock diff``,
 ``envforge patches list``) are nested argparse subparsers (``cli/parser.py``). :func:`main` is the
 one place where :class:`envforge.core.errors.EnvforgeError` becomes a red one-line message and an exit
 code, where usage errors and unexpected internal errors (exit 70, the traceback in a log file,
@@ -17,21 +20,22 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
 from importlib import import_module
+from typing import Any, NoReturn
 
 from envforge import __version__
+from envforge.cli.commands import SUMMARIES
 from envforge.cli.output import Ui
 from envforge.cli.parser import Parser, UsageError, deepest
 from envforge.core.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOOL_FAILED, EnvforgeError
 
-__all__ = ["build_parser", "main", "run"]
+__all__ = ["build_parser", "handler_of", "main", "run"]
 
-# Command-group modules, in the order their commands appear in --help.
+# Registration modules (envforge.cli.commands.<group>), in the order their commands appear in --help.
 _GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
            "fleet", "init", "completion")
 
-# Top-level command -> the CLI modules of _GROUPS that register it (several add to one group: see
+# Top-level command -> the registration modules of _GROUPS that register it (several add to one group: see
 # cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
 # against what every module registers.
 _COMMAND_GROUPS = {
@@ -42,6 +46,12 @@ _COMMAND_GROUPS = {
 }
 
 Handler = Callable[[argparse.Namespace, Ui], int]
+
+# Paths that run rarely load their module when they run, like a command's handler (_load):
+# while the shell asks for completions (argcomplete's variables set), what answers it; after an
+# internal error, what writes the log (traceback and tempfile are about 8 ms of start-up).
+_COMPLETE = "envforge.cli.completers:complete"
+_CRASH_LOG = "envforge.cli.crashlog:write_crash_log"
 
 
 class _Stopped(BaseException):
@@ -63,17 +73,53 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     the same parser for every word line that starts with ``command``, in about half the time (the
     other modules are neither imported nor registered: about 10 ms of a ``lock diff``)."""
     modules = _COMMAND_GROUPS[command] if command is not None else _GROUPS
+    parser, sub = _top()
+    for group in _GROUPS:
+        if group in modules:
+            import_module(f"envforge.cli.commands.{group}").register(sub)
+    return parser
+
+
+def _top() -> tuple[Parser, "argparse._SubParsersAction[Any]"]:
+    """The top-level parser, and its ``COMMAND`` subparsers action with no command yet."""
     parser = Parser(
         prog="envforge",
         description="Reproducible GPU inference stacks: lock, build, patch, verify, diff.",
         epilog="`envforge COMMAND --help` for a command; exit codes and --json: docs/cli.md",
     )
     parser.add_argument("--version", action="version", version=f"envforge {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    for group in _GROUPS:
-        if group in modules:
-            import_module(f"envforge.cli.{group}").register(sub)
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+
+def _listing() -> Parser:
+    """The top-level parser for a command line that names no command first (``envforge --help``,
+    ``envforge``, ``envforge bogus``): every command by name and help (``commands.SUMMARIES``),
+    none of their arguments registered, so it shows and refuses the same as :func:`build_parser`
+    at the top level in a fraction of the time (tests/cli/test_cli.py compares them). A command
+    word found later (``envforge --json lock ...``) is parsed again with the full parser."""
+    parser, sub = _top()
+    for name, summary in SUMMARIES.items():
+        sub.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+def handler_of(reference: str | Handler) -> Handler:
+    """The handler a ``"module:function"`` reference names (its module imported now, :func:`_load`),
+    or ``reference`` itself when it is a function already (a group's help).
+
+    :raises ImportError, AttributeError: no such module or function (a registration bug: exit 70).
+    """
+    if not isinstance(reference, str):
+        return reference
+    function: Handler = _load(reference)
+    return function
+
+
+def _load(reference: str) -> Any:
+    """The object ``"module:name"`` names, importing ``module`` now (``importlib``: a reference,
+    not an import statement, so the module costs nothing until the path that needs it runs)."""
+    module, _, name = reference.partition(":")
+    return getattr(import_module(module), name)
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
@@ -90,15 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ui = Ui(json_mode=_wants_json(words))
     try:
         completing = "_ARGCOMPLETE" in os.environ
-        parser = build_parser(words[0] if words and words[0] in _COMMAND_GROUPS and not completing else None)
-        if completing:  # shell completion (`envforge completion SHELL`)
-            import argcomplete
-
-            from envforge.cli.completion import add_completers
-
-            add_completers(parser)
-            argcomplete.autocomplete(parser)
+        if completing:  # shell completion (`envforge completion SHELL`): answers and ends the process
+            _load(_COMPLETE)(build_parser())
+        parser = build_parser(words[0]) if words and words[0] in _COMMAND_GROUPS else _listing()
         args, extra = parser.parse_known_args(words)
+        if words and words[0] not in _COMMAND_GROUPS and args.command is not None:
+            parser = build_parser()
+            args, extra = parser.parse_known_args(words)
         if extra:  # reported with the usage of the (sub)command that was given them
             deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     except UsageError as exc:
@@ -109,9 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a bug in envforge: one line and a log, never a traceback
         return _internal_error(ui, exc, words)
-    handler: Handler | None = getattr(args, "handler", None)
+    handler: str | Handler | None = getattr(args, "handler", None)
     if handler is None:
-        ui.info(build_parser().format_help().rstrip())  # every command listed
+        ui.info(_listing().format_help().rstrip())  # every command listed
         return EXIT_INPUT_ERROR
     ui.json_mode = bool(getattr(args, "json", False)) or getattr(args, "format", None) == "json"
     previous = {sig: signal.signal(sig, _raise_stopped) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -122,10 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, old)
 
 
-def _run(handler: Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -> int:
-    """Call the handler; the one place errors become a message and an exit code."""
+def _run(handler: str | Handler, args: argparse.Namespace, ui: Ui, words: list[str]) -> int:
+    """Import and call the handler; the one place errors become a message and an exit code."""
     try:
-        return handler(args, ui)
+        return handler_of(handler)(args, ui)
     except EnvforgeError as exc:
         ui.error(exc)
         return exc.exit_code
@@ -172,9 +216,7 @@ def _with_notes(message: str, exc: BaseException) -> str:
 
 
 def _internal_error(ui: Ui, exc: BaseException, words: list[str]) -> int:
-    from envforge.cli.crashlog import write_crash_log
-
-    log = write_crash_log(exc, ["envforge", *words], version=__version__)
+    log = _load(_CRASH_LOG)(exc, ["envforge", *words], version=__version__)
     summary = (str(exc).splitlines() or [""])[0][:200]
     ui.fail("internal-error",
             f"internal error (a bug in envforge): {type(exc).__name__}{': ' if summary else ''}{summary}",

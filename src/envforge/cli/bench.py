@@ -1,116 +1,35 @@
-"""CLI for smoke benchmarks: ``envforge bench [ENV]`` and ``envforge bench compare A.json B.json``."""
+"""CLI for smoke benchmarks: ``envforge bench [ENV]`` and ``envforge bench compare A.json B.json``
+(registration: :mod:`envforge.cli.commands.bench`)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from envforge.bench.engines import ENGINES
-from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
+from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
+from envforge.bench.config import smoke_config, url_config
+from envforge.bench.plot import plot_report
+from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
+from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
+from envforge.cli.output import Ui, envelope
+from envforge.cli.project import project_of
+from envforge.core.errors import EnvforgeError, ExternalToolError, InputError
+from envforge.env.fingerprint import Fingerprint
+from envforge.env.layout import resolve_environment
+from envforge.env.profile import read_installed
+from envforge.patching import read_manifest
+from envforge.recipe.model import load_recipe
 
-if TYPE_CHECKING:
-    from envforge.bench.compare import Comparison
-    from envforge.bench.report import BenchReport
-    from envforge.cli.output import Ui
-
-__all__ = ["register"]
-
-
-def _levels(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers, e.g. 1,4,16") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': concurrency levels must be >= 1")
-    return values
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
-    if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"'{text}': use a fraction >= 0, e.g. 0.1 for 10%")
-    return value
-
-
-def _bench_env(p: argparse.ArgumentParser) -> None:
-    p.add_argument("env", nargs="?", metavar="ENV",
-                   help="environment name under envs/ or a path to a virtual environment "
-                        "(default: the recipe's <recipe>-<variant>)")
-
-
-def _bench_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", help="recipe name or path (default: quickstart)")
-    p.add_argument("--variant", help="recipe variant (default: the only one)")
-    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
-    p.add_argument("--url", help="measure the server already running at this URL; start nothing")
-    p.add_argument("--name", default="url", help="name of the --url server in the report (default: url)")
-    p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
-    p.add_argument("--api", choices=ENGINES,
-                   help="--url without a recipe's [verify.smoke]: the server's API (default sglang)")
-    p.add_argument("--model", help="override the model (the served model's name for --api openai/vllm)")
-    p.add_argument("--server", action="append", default=[], metavar="NAME",
-                   help="run only this server configuration (repeatable)")
-    p.add_argument("--concurrency", type=_levels, help="override the concurrency levels, e.g. 1,4,16")
-    p.add_argument("--repeats", type=integer(1), help="override the repeats per level")
-    p.add_argument("--requests", type=integer(1), help="override the requests per level and repeat")
-    p.add_argument("--warmup", type=integer(0), help="override the warm-up requests")
-    p.add_argument("--max-new-tokens", type=integer(1), help="override the output tokens per request")
-    p.add_argument("--port", type=PORT, help="override the port the servers listen on")
-    p.add_argument("--load-timeout", type=integer(1, int(MAX_SECONDS)), metavar="SECONDS", help="override the load timeout (default 1800 s)")
-    p.add_argument("--request-timeout", type=seconds(), metavar="SECONDS",
-                   help="seconds one request may take in total (default 600)")
-    p.add_argument("--idle-timeout", type=seconds(), metavar="SECONDS",
-                   help="seconds a request may go without progress; keep-alive pings are none (default 120)")
-    p.add_argument("--interleave", action="store_true", default=None,
-                   help="started servers take turns per repeat (A B A B), each restarted for its turn")
-    p.add_argument("--output", type=Path, default=Path("bench.json"), help="report file (default: bench.json)")
-    p.add_argument("--plot", type=Path, help="PNG plot file (default: the report name with .png)")
-    p.add_argument("--no-plot", action="store_true", help="write no plot")
-    p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
-
-
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register the ``bench`` group: ``bench [ENV]`` and ``bench compare``."""
-    from envforge.cli.parser import group, group_parser
-
-    commands = group(
-        sub, "bench", help="smoke benchmark: start each [verify.smoke] server, measure tok/s, TTFT, ITL",
-        description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
-                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
-                    "and accept length per concurrency level over repeats, stop it, and write a JSON report "
-                    "with the environment fingerprint (and a PNG plot). --url measures a running server. "
-                    "ENV: an environment name under envs/ or a path to a virtual environment.",
-        bare=(_bench_env, _bench_options), bare_usage="[ENV] [--recipe R] [--url URL] [options]")
-    group_parser(sub, "bench").set_defaults(handler=_bench, env=None)
-
-    c = commands.add_parser(
-        "compare", help="compare two bench reports: B / A ratios with intervals",
-        description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
-                    "with a 95% interval; a change is called only beyond --min-change. Refuses reports of "
-                    "different or unknown environments (fingerprints, effective variables).")
-    c.add_argument("a", type=Path, metavar="A.json")
-    c.add_argument("b", type=Path, metavar="B.json")
-    c.add_argument("--allow-different-env", action="store_true",
-                   help="compare even when the environment fingerprints differ (the differences are printed)")
-    c.add_argument("--min-change", type=_fraction, default=None, metavar="FRACTION",
-                   help="smallest change called faster/slower: the whole 95%% interval must lie beyond "
-                        "1 + FRACTION or below 1 / (1 + FRACTION) (default 0.10: run-to-run drift)")
-    c.add_argument("--json", action="store_true", help="print a versioned JSON comparison on stdout")
-    c.set_defaults(handler=_compare)
+__all__: list[str] = []
 
 
 def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | None], ...]:
     """(patchset id, activation flag) of the patchsets applied in the environment (its manifest)."""
     if site_packages is None:
         return ()
-    from envforge.core.errors import EnvforgeError
-    from envforge.patching import read_manifest
-
     try:
         manifest = read_manifest(site_packages)
     except EnvforgeError as exc:
@@ -122,10 +41,6 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
 def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
     for --url without one, from the flags."""
-    from envforge.bench.config import smoke_config, url_config
-    from envforge.cli.lock import project_of
-    from envforge.recipe.model import load_recipe
-
     if args.url is not None and args.recipe is None and args.env is None:
         return url_config(api=args.api or "sglang", model=args.model), None, None
     project = project_of(args, ui)
@@ -139,26 +54,17 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
 def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
     if site_packages is None:
         return None, {}
-    from envforge.env.profile import read_installed
-
     installed = read_installed(site_packages)
     return (installed.profile, dict(installed.env)) if installed else (None, {})
 
 
 def _bench(args: argparse.Namespace, ui: Ui) -> int:
-    import os
-
-    from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
-    from envforge.env.layout import resolve_environment
-    from envforge.env.fingerprint import Fingerprint
-
     config, project, resolved = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave)
     if args.api is not None and args.api != config.api:
-        from envforge.core.errors import InputError
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")
     env = None
@@ -180,8 +86,6 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:
-        from envforge.bench.report import SCHEMA_VERSION
-
         ui.emit_json("bench", report.as_dict(), version=SCHEMA_VERSION)
     else:
         _render(report, ui)
@@ -191,8 +95,6 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _raise_failures(report: BenchReport, output: Path) -> None:
-    from envforge.core.errors import ExternalToolError
-
     fs = report.failures
     shown = "\n".join(f"  {f.line()}" for f in fs[:10])
     more = f"\n  ... and {len(fs) - 10} more (all in the report)" if len(fs) > 10 else ""
@@ -204,20 +106,12 @@ def _raise_failures(report: BenchReport, output: Path) -> None:
 
 
 def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
-    import json
-
-    from envforge.bench.report import SCHEMA_VERSION
-    from envforge.cli.output import envelope
-
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n",
                       encoding="utf-8")
     ui.info(f"report: {output}")
     if args.no_plot:
         return
-    from envforge.bench.plot import plot_report
-    from envforge.core.errors import InputError
-
     try:
         ui.info(f"plot: {plot_report(report, args.plot or output.with_suffix('.png'))}")
     except InputError as exc:
@@ -263,9 +157,6 @@ def _render(report: BenchReport, ui: Ui) -> None:
 
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.bench.compare import DEFAULT_MIN_CHANGE, compare
-    from envforge.bench.report import read_report
-
     min_change = DEFAULT_MIN_CHANGE if args.min_change is None else args.min_change
     comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env,
                          min_change=min_change)

@@ -1,62 +1,34 @@
-"""CLI for ``envforge build``, ``envforge rollback`` and ``envforge up`` (the main job)."""
+"""CLI for ``envforge build``, ``envforge rollback`` and ``envforge up`` (the main job); registration:
+:mod:`envforge.cli.commands.build`."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
-from envforge.cli.lock import add_project_option
 from envforge.cli.output import Ui
+from envforge.cli.project import project_of
+from envforge.core.errors import InputError
+from envforge.env import build
+from envforge.env.generations import rollback
+from envforge.recipe import project as proj
+from envforge.recipe.model import load_recipe
+from envforge.recipe.project import Project
+from envforge.recipe.scaffold import default_project_dir, scaffold
+from envforge.uv.interpreter import find_python
+from envforge.uv.run import cache_dir
+from envforge.verify import VerifyOptions
+from envforge.verify.report import as_json, as_text
+from envforge.workflows.up import run_main_job
 
-__all__ = ["register"]
-
-
-def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
-    p.add_argument("--variant", help="variant to build (default: the recipe's only variant)")
-    p.add_argument("--env-profile", help="env profile (default: from the target interconnect)")
-    p.add_argument("--python", type=Path, default=None, help="interpreter to use instead of discovery")
-    p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
-                   help="how the env profile is installed (default: a .pth start-up hook)")
-    p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
-    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
-                   help="a wheelhouse directory (with --offline)")
-    add_project_option(p)
-
-
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``build``, ``rollback`` and ``up``."""
-    p = sub.add_parser("build", help="build envs/<recipe>-<variant> from its lock (a new generation)")
-    _recipe_args(p)
-    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    p.add_argument("--json", action="store_true", help="print the build (or the plan) as JSON")
-    p.set_defaults(handler=run_build)
-    r = sub.add_parser("rollback", help="point envs/<name> back at the previous generation (or --to gN)",
-                       description="Point envs/ENV at the generation before the live one, or at generation "
-                                   "--to gN, older or newer (roll forward again). `envforge envs` lists them.")
-    r.add_argument("env", help="environment name, e.g. quickstart-default")
-    r.add_argument("--to", metavar="GEN", help="the generation to make live, e.g. g0002 (default: the previous one)")
-    r.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_project_option(r)
-    r.set_defaults(handler=run_rollback)
-    u = sub.add_parser("up", help="the main job: check the lock, build, patch, verify (default recipe: quickstart)")
-    _recipe_args(u)
-    u.add_argument("--rebuild", action="store_true",
-                   help="build a new generation even when the live one was built from this lock")
-    u.add_argument("--json", action="store_true", help="print the lock check, build and verify report as JSON")
-    u.set_defaults(handler=run_up)
+__all__ = ["run_build", "run_rollback", "run_up"]
 
 
 def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignore[no-untyped-def]
     """(project, BuildPlan); ``up`` outside a project makes the default home, ``build`` uses it
-    only when it exists and names it (cli.lock.project_of)."""
-    from envforge.env import build
-    from envforge.recipe import project as proj
-    from envforge.cli.lock import project_of
-    from envforge.uv.interpreter import find_python
-    from envforge.recipe.model import load_recipe
-
+    only when it exists and names it (cli.project.project_of)."""
     if up and args.project is None and proj.enclosing_project(Path.cwd()) is None:
         project = _default_project(args, ui)
     else:
@@ -70,12 +42,6 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
 
 def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
     """``envforge up`` outside a project: the embedded quickstart project in the user data directory."""
-    import os
-
-    from envforge.core.errors import InputError
-    from envforge.recipe.project import Project
-    from envforge.recipe.scaffold import default_project_dir, scaffold
-
     root = default_project_dir(os.environ)
     if args.recipe is not None and not (root / "recipes" / f"{args.recipe}.toml").is_file() and "/" not in args.recipe \
             and not args.recipe.endswith(".toml"):
@@ -100,7 +66,6 @@ def _shown(path: Path) -> Path:
 
 
 def run_build(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.env import build
     _, plan = _plan(args, ui)
     if args.dry_run:
         if ui.json_mode:
@@ -123,9 +88,6 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.env.generations import rollback
-    from envforge.cli.lock import project_of
-
     project = project_of(args, ui)
     res = rollback(project, args.env, to=args.to)
     if ui.json_mode:
@@ -137,15 +99,8 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_up(args: argparse.Namespace, ui: Ui) -> int:
-    import os
-
-    from envforge.cli.verify import _uv_cache
-    from envforge.workflows.up import run_main_job
-    from envforge.verify import VerifyOptions
-    from envforge.verify.report import as_json, as_text
-
     project, plan = _plan(args, ui, up=True)
-    options = VerifyOptions(base_env=dict(os.environ), uv_cache=_uv_cache(os.environ),
+    options = VerifyOptions(base_env=dict(os.environ), uv_cache=cache_dir(),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
     res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal())
     if ui.json_mode:

@@ -3,7 +3,7 @@
 The hub endpoint is huggingface_hub's (``HF_ENDPOINT``, read here and passed down); the token is
 ``HF_TOKEN``, which only huggingface_hub reads. Exit codes: 0 clean, 1 findings (or, for
 ``compare``, draft positions that map to different target tokens), 2 refusals and bad input,
-3 the hub failed.
+3 the hub failed. Registration: :mod:`envforge.cli.commands.drafter`.
 """
 
 from __future__ import annotations
@@ -11,67 +11,26 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from envforge.cli.output import Ui
-    from envforge.drafter import Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision
+from envforge.cli.output import Ui
+from envforge.drafter import (Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision, check_target,
+                              compare, fetch_drafter, inspect_drafter, resolve_revision)
+from envforge.drafter.layout import ENGINES
+from envforge.drafter.model import aux_layer_ids
 
-__all__ = ["register"]
+__all__ = ["run_check", "run_compare", "run_fetch", "run_inspect"]
 
 _KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
          "draft_vocab_size", "target_hidden_size")
-
-
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``drafter`` and its sub-commands on the top-level subparsers."""
-    from envforge.cli.parser import group
-
-    dsub = group(sub, "drafter", help="fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
-                 description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
-                             "safetensors only, re-hashed after download.")
-    f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file")
-    f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
-    f.add_argument("--revision", required=True, help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
-    f.add_argument("--dest", type=Path, default=None,
-                   help="target directory (default: drafters/<owner>--<name>/<sha>)")
-    f.add_argument("--dry-run", action="store_true", help="resolve and list the files, download nothing")
-    _common(f, pickle=True)
-    f.set_defaults(handler=_fetch)
-    i = dsub.add_parser("inspect", help="architecture, key config values and every tensor, from headers")
-    i.add_argument("drafter", metavar="PATH|REPO@SHA")
-    _common(i, pickle=True)
-    i.set_defaults(handler=_inspect)
-    c = dsub.add_parser("compare", help="tensors, config and draft-vocabulary mapping of two drafters")
-    c.add_argument("a", metavar="A", help="PATH or REPO@SHA")
-    c.add_argument("b", metavar="B", help="PATH or REPO@SHA")
-    _common(c)
-    c.set_defaults(handler=_compare)
-    k = dsub.add_parser("check", help="compatibility with a target model (hidden size, vocab size, layers)")
-    k.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
-    k.add_argument("--target", required=True, metavar="MODEL_CONFIG",
-                   help="the target's config.json, a directory holding it, or REPO@SHA")
-    _common(k)
-    k.set_defaults(handler=_check)
-
-
-def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
-    p.add_argument("--allow-unpinned", action="store_true",
-                   help="accept a branch or tag; the sha it resolves to is recorded")
-    if pickle:
-        p.add_argument("--allow-pickle", action="store_true",
-                       help="accept .bin/.pt pickle weights when no safetensors exist (can run code)")
-    p.add_argument("--cache-dir", type=Path, default=None, help="cache for remote configs (default: huggingface_hub's)")
-    p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
 
 
 def _endpoint() -> str | None:
     return os.environ.get("HF_ENDPOINT") or None
 
 
-def _fetch(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import fetch_drafter, resolve_revision
-
+def run_fetch(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge drafter fetch REPO --revision SHA``: download (or ``--dry-run``: list) a pinned drafter."""
     if args.dry_run:
         rev = resolve_revision(args.repo, args.revision, allow_unpinned=args.allow_unpinned,
                                allow_pickle=args.allow_pickle, endpoint=_endpoint())
@@ -90,9 +49,8 @@ def _fetch(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
-def _inspect(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import inspect_drafter
-
+def run_inspect(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge drafter inspect``: 1 when an EAGLE-3 check finds something."""
     report = inspect_drafter(args.drafter, allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
                              endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
@@ -106,9 +64,8 @@ def _inspect(args: argparse.Namespace, ui: Ui) -> int:
     return 1 if report.issues else 0
 
 
-def _compare(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import compare
-
+def run_compare(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge drafter compare A B``: 1 when draft positions map to different target tokens."""
     c = compare(args.a, args.b, allow_unpinned=args.allow_unpinned, endpoint=_endpoint(),
                 cache_dir=args.cache_dir)
     if ui.json_mode:
@@ -118,9 +75,8 @@ def _compare(args: argparse.Namespace, ui: Ui) -> int:
     return 1 if c.vocab is not None and c.vocab.different else 0
 
 
-def _check(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import check_target
-
+def run_check(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge drafter check DRAFTER --target CONFIG``: 1 when incompatible."""
     report = check_target(args.drafter, args.target, allow_unpinned=args.allow_unpinned,
                           endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
@@ -162,8 +118,6 @@ def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, Any]]:
 
 def _engines(issues: tuple[DrafterIssue, ...]) -> dict[str, bool]:
     """Per serving engine: does the drafter load as trained (no issue naming that engine)."""
-    from envforge.drafter.layout import ENGINES
-
     return {e: not any(e in i.engines for i in issues) for e in ENGINES}
 
 
@@ -211,8 +165,6 @@ def _render_drafter(d: Drafter, ui: Ui) -> None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
-    from envforge.drafter.model import aux_layer_ids
-
     ids = aux_layer_ids(d.config)
     ui.result(f"  auxiliary layers {ids if ids is not None else '(not set: SGLang default)'}")
     width = max((len(t.name) for t in d.tensors), default=0)

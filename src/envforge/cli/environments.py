@@ -1,60 +1,21 @@
-"""CLI for built environments: ``envforge envs`` (= ``envforge env list``) and ``envforge gc``."""
+"""CLI for built environments: ``envforge envs`` (= ``envforge env list``) and ``envforge gc``
+(registration: :mod:`envforge.cli.commands.environments`)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+import time
 
-if TYPE_CHECKING:
-    from envforge.cli.output import Ui
+from envforge.cli.output import Ui
+from envforge.cli.project import project_of
+from envforge.env.inventory import collect_garbage, list_environments
 
-__all__ = ["register"]
-
-
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``envs``, the ``env`` group's ``list``, and ``gc``."""
-    from envforge.cli.lock import add_project_option
-    from envforge.cli.parser import group
-
-    commands = group(sub, "env", help="environments: list, show (the env profile a process sees)",
-                     description="Built environments under envs/ and the env profile their processes see.")
-    for p in (sub.add_parser("envs", help="every environment, its generations, which one is live (= env list)",
-                             description=_LIST),
-              commands.add_parser("list", help="every environment, its generations, which one is live",
-                                  description=_LIST)):
-        p.add_argument("names", nargs="*", metavar="ENV", help="only these environments")
-        p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-        add_project_option(p)
-        p.set_defaults(handler=_list)
-    g = sub.add_parser("gc", help="remove old generations (keep the live one and the --keep newest)",
-                       description="Remove generations of each environment (or of ENV...): the live one and the "
-                                   "--keep newest complete ones stay; leftovers of killed builds always go. "
-                                   "Builds never prune by themselves.")
-    g.add_argument("names", nargs="*", metavar="ENV", help="only these environments")
-    g.add_argument("--keep", type=int, default=2, metavar="N",
-                   help="complete generations to keep per environment besides the live one (default: 2)")
-    g.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-    add_project_option(g)
-    g.set_defaults(handler=_gc)
+__all__ = ["run_gc", "run_list"]
 
 
-_LIST = ("Every environment under envs/: its generations (oldest first), which one is live (*), the recipe and "
-         "variant each was built from, its lock digest, its own bytes (what removing it frees; files hardlinked from uv's cache are shown apart as shared) and age. `incomplete` marks what a killed "
-         "build left (never live; `envforge gc` removes it).")
-
-
-def _project(args: argparse.Namespace, ui: Ui) -> Any:
-    from envforge.cli.lock import project_of
-
-    return project_of(args, ui)
-
-
-def _list(args: argparse.Namespace, ui: Ui) -> int:
-    import time
-
-    from envforge.env.inventory import list_environments
-
-    envs = list_environments(_project(args, ui), args.names)
+def run_list(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge envs`` / ``env list``: every environment and its generations."""
+    envs = list_environments(project_of(args, ui), args.names)
     if ui.json_mode:
         ui.emit_json("envs", {"environments": [e.as_dict() for e in envs]})
         return 0
@@ -72,10 +33,9 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
-def _gc(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.env.inventory import collect_garbage
-
-    res = collect_garbage(_project(args, ui), keep=args.keep, names=args.names)
+def run_gc(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge gc``: remove old generations (the live one and the ``--keep`` newest stay)."""
+    res = collect_garbage(project_of(args, ui), keep=args.keep, names=args.names)
     if ui.json_mode:
         ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
                                         for e, g, own, shared in res.removed],

@@ -1,43 +1,23 @@
-"""CLI for env profiles: ``envforge env show [ENV] [--json] [--project DIR]``."""
+"""CLI for env profiles: ``envforge env show [ENV] [--json] [--project DIR]`` (registration:
+:mod:`envforge.cli.commands.envprofile`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from envforge.cli.output import Ui
-    from envforge.env.profile import ProfileView
+from envforge.cli.output import Ui
+from envforge.cli.project import project_of
+from envforge.env.layout import resolve_environment
+from envforge.env.profile import ProfileView, recorded_profile, show
+from envforge.recipe.model import DEFAULT_VARIANT
+from envforge.recipe.project import DEFAULT_RECIPE
 
-__all__ = ["register"]
-
-
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``env show`` in the ``env`` group."""
-    from envforge.cli.parser import group
-
-    commands = group(sub, "env", help="environments: list, show (the env profile a process sees)",
-                     description="Built environments under envs/ and the env profile their processes see.")
-    p = commands.add_parser(
-        "show", help="show the env profile a process of an environment sees, and where each value comes from",
-        description="Start the environment's interpreter and report the env profile in effect: each "
-                    "variable, its value, and whether it came from the profile or from your own environment.")
-    p.add_argument("env", nargs="?", metavar="ENV",
-                   help="environment name under envs/ or a path to a virtual environment "
-                        "(default: quickstart-default)")
-    p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
-    p.set_defaults(handler=_show)
+__all__ = ["run_show"]
 
 
-def _show(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.env.layout import resolve_environment
-    from envforge.env.profile import show
-    from envforge.cli.lock import project_of
-    from envforge.recipe.project import DEFAULT_RECIPE
-    from envforge.recipe.model import DEFAULT_VARIANT
-
+def run_show(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge env show [ENV]``: 1 when the profile is installed but inert, or misread."""
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
     name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
     env = resolve_environment(project, name, name)
@@ -56,8 +36,6 @@ def _show(args: argparse.Namespace, ui: Ui) -> int:
 def _inert_warning(view: ProfileView, env_arg: str) -> str:
     """What to say when a profile is recorded as installed but no hook ran: how to re-install it
     (``apply-patches ENV`` installs the profile the environment's lock records)."""
-    from envforge.env.profile import recorded_profile
-
     recorded = view.installed.profile if view.installed else None
     head = f"profile '{recorded}' is installed in {view.site_packages} but no hook ran at start-up; "
     locked = recorded_profile(view.site_packages)

@@ -1,7 +1,7 @@
 """CLI for lock diff: ``envforge lock diff ...`` and ``envforge lock textconv FILE``.
 
-Parses, calls one function of :mod:`envforge.lockdiff` (imported inside the handlers so
-``envforge --help`` stays fast), renders. Exit status: 0, or 1 with ``--exit-code`` when changes
+Parses, calls one function of :mod:`envforge.lockdiff`, renders (registration, which imports none
+of it: :mod:`envforge.cli.commands.lockdiff`). Exit status: 0, or 1 with ``--exit-code`` when changes
 are shown; 2 for bad input (missing file, conflict markers, not a lock).
 """
 
@@ -9,47 +9,23 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from envforge.cli.output import Ui
+from envforge.cli.output import Ui
+from envforge.cli.project import project_of
+from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from envforge.core.textfile import read_bytes
+from envforge.lockdiff import diff_git, diff_sides, diff_variants, matrix, render, textconv
+from envforge.recipe.model import load_recipe
 
-__all__ = ["register"]
+__all__ = ["run_diff", "run_textconv"]
 
 _USAGE_HINT = ("use `envforge lock diff OLD NEW` (paths or REV:PATH), "
                "`envforge lock diff --git REV`, or `envforge lock diff RECIPE --variants`")
 
 
-def register(sub: "argparse._SubParsersAction[Any]") -> None:
-    """Register ``lock diff`` and ``lock textconv`` in the ``lock`` group."""
-    from envforge.cli.parser import group
-
-    commands = group(sub, "lock")
-    p = commands.add_parser(
-        "diff", help="compare two locks (files, git revisions, or a recipe's variants)",
-        description="Compare locks: envforge lock diff OLD NEW | --git REV | RECIPE --variants. "
-                    "OLD and NEW are lock paths or REV:PATH.")
-    p.add_argument("sides", nargs="*", metavar="SIDE", help="OLD NEW, or RECIPE with --variants")
-    p.add_argument("--git", metavar="REV", help="every lockfile changed between REV and the working tree")
-    p.add_argument("--variants", action="store_true", help="matrix of one recipe's variant locks")
-    p.add_argument("--format", choices=("terminal", "markdown", "json"), default="terminal")
-    p.add_argument("--json", action="store_true", help="same as --format json")
-    p.add_argument("--all", action="store_true", dest="show_all",
-                   help="also show metadata-only churn (upload times, sizes, generator comments)")
-    p.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes")
-    p.add_argument("--project", type=Path, help="project root for --variants (default: nearest with recipes/)")
-    p.set_defaults(handler=_diff)
-    t = commands.add_parser("textconv", help="readable text of a lock, for git diff (textconv)",
-                       description="Print a stable, readable form of one lockfile. Set up with "
-                                   "`.gitattributes`: `pylock.*.toml diff=pylock` and "
-                                   "`git config diff.pylock.textconv 'envforge lock textconv'`.")
-    t.add_argument("file", type=Path)
-    t.set_defaults(handler=_textconv)
-
-
-def _diff(args: argparse.Namespace, ui: "Ui") -> int:
-    from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
-
+def run_diff(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge lock diff``: 0, or 1 with ``--exit-code`` when changes are shown."""
     fmt = "json" if args.json else args.format
     if args.variants:
         if len(args.sides) != 1 or args.git:
@@ -58,14 +34,10 @@ def _diff(args: argparse.Namespace, ui: "Ui") -> int:
     if args.git:
         if args.sides:
             raise InputError("--git REV takes no lock paths", hint=_USAGE_HINT)
-        from envforge.lockdiff import diff_git
-
         diffs = diff_git(args.git, base=Path.cwd())
         if not diffs and fmt != "json":
             ui.info(f"no lockfile changed since {args.git}")
     elif len(args.sides) == 2:
-        from envforge.lockdiff import diff_sides
-
         diffs = (diff_sides(args.sides[0], args.sides[1], base=Path.cwd()),)
     else:
         raise InputError(f"lock diff needs two sides, got {len(args.sides)}", hint=_USAGE_HINT)
@@ -74,9 +46,7 @@ def _diff(args: argparse.Namespace, ui: "Ui") -> int:
     return EXIT_CHECK_FAILED if args.exit_code and changed else EXIT_OK
 
 
-def _render(diffs: Any, fmt: str, show_all: bool, ui: "Ui") -> None:
-    from envforge.lockdiff import render
-
+def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui) -> None:
     if fmt == "json":
         ui.emit_json("lockdiff", {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]},
                      version=render.SCHEMA_VERSION)
@@ -87,10 +57,7 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: "Ui") -> None:
     ui.result("\n\n".join(draw(d, show_all=show_all) for d in diffs))
 
 
-def _variants(recipe: str, args: argparse.Namespace, fmt: str, ui: "Ui") -> int:
-    from envforge.cli.lock import project_of
-    from envforge.lockdiff import diff_variants, matrix
-
+def _variants(recipe: str, args: argparse.Namespace, fmt: str, ui: Ui) -> int:
     proj = project_of(args, ui)
     m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
     unlocked = _unlocked_variants(proj.recipes_dir / f"{recipe}.toml", m.variants)
@@ -110,16 +77,11 @@ def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
     """Variants the recipe defines that have no lock (empty when the recipe file is not there)."""
     if not recipe_file.is_file():
         return []
-    from envforge.recipe.model import load_recipe
-
     return [v for v in load_recipe(recipe_file).variants if v not in locked]
 
 
-def _textconv(args: argparse.Namespace, ui: "Ui") -> int:
-    from envforge.core.errors import InputError
-    from envforge.lockdiff import textconv
-    from envforge.core.textfile import read_bytes
-
+def run_textconv(args: argparse.Namespace, ui: Ui) -> int:
+    """``envforge lock textconv FILE``: the readable text of a lock (its raw text when it is none)."""
     try:
         ui.result(textconv(args.file))
     except InputError as exc:

@@ -36,7 +36,7 @@ from envforge.core.errors import ExternalToolError, InputError
 from envforge.core.lifeline import kill_group, spawned
 from envforge.uv.settings import REFUSED, UV_VERSION, classify
 
-__all__ = ["UvError", "UvResult", "UvSettingsRefused", "refused_settings", "run_uv", "uv_binary",
+__all__ = ["UvError", "UvResult", "UvSettingsRefused", "cache_dir", "refused_settings", "run_uv", "uv_binary",
            "uv_environment"]
 
 # uv subcommands that resolve (their result depends on resolver settings); others install a lock,
@@ -219,6 +219,22 @@ def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], l
                       tool="uv", argv=argv, returncode=proc.returncode,
                       stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
     return UvResult(tuple(argv), out, stderr)
+
+
+def cache_dir(*, timeout_s: float | None = 30.0) -> Path:
+    """uv's cache directory, as uv itself reports it (``uv cache dir``): ``$UV_CACHE_DIR`` when set
+    (passed to uv, :mod:`envforge.uv.settings`), else uv's default (``$XDG_CACHE_HOME/uv``,
+    ``~/.cache/uv``). The directory need not exist.
+
+    :param timeout_s: limit for the uv call in seconds.
+    :raises UvError: uv could not start, failed, or printed no path.
+    """
+    res = run_uv(["cache", "dir"], timeout_s=timeout_s)
+    text = res.stdout.strip()
+    if not text:
+        raise UvError("uv cache dir printed no path", tool="uv", argv=res.argv, returncode=0,
+                      stderr_tail=res.stderr)
+    return Path(text)
 
 
 _ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>78]")

@@ -17,15 +17,22 @@ to the matching ``https://download.pytorch.org/whl/<tag>`` index, where those bu
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.lock import resolve as lock
+from envforge.patching.memo import default_cache
+from envforge.recipe.model import load_recipe
+from envforge.recipe.project import Project
+from envforge.recipe.scaffold import scaffold
 
-__all__ = ["Adoption", "AdoptedDistribution", "Capture", "HandEdit", "PYPI", "PYTORCH_INDEX", "adopt_environment",
-           "capture_hand_edits", "with_patchsets"]
+__all__ = ["AdoptedProject", "Adoption", "AdoptedDistribution", "Capture", "HandEdit", "PYPI", "PYTORCH_INDEX",
+           "adopt_environment", "adopt_into_project", "capture_hand_edits", "recipe_name_of", "with_patchsets"]
 
 PYPI = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{tag}"
@@ -319,3 +326,69 @@ def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:
     doc = tomlkit.parse(recipe_text)
     doc["recipe"]["patchsets"] = list(ids)
     return tomlkit.dumps(doc)
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptedProject:
+    """What :func:`adopt_into_project` found and wrote (paths are absolute, under the project root).
+
+    :ivar report: the adoption report written to ``report_file`` (``envforge.adopt/1`` without the
+        file names): :meth:`Adoption.as_dict` plus ``captured``.
+    :ivar lock_file: the lock written, or None (``lock=False``).
+    """
+
+    adoption: Adoption
+    captures: tuple[Capture, ...]
+    recipe_file: Path
+    report_file: Path
+    lock_file: Path | None
+    report: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON shape of ``envforge init --from-env --json`` (``envforge.adopt/1``)."""
+        return {**self.report, "recipe_file": str(self.recipe_file), "report_file": str(self.report_file),
+                "lock_file": None if self.lock_file is None else str(self.lock_file)}
+
+
+def recipe_name_of(env: Path) -> str:
+    """The default recipe name for adopting ``env``: its directory name, lower case, each run of
+    characters other than letters, digits, ``-`` and ``_`` made one ``-`` (``My Env.3`` → ``my-env-3``);
+    ``adopted`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", env.name).strip("-_").lower() or "adopted"
+
+
+def adopt_into_project(env: Path, root: Path, *, name: str | None = None, index_url: str | None = None,
+                       lock_it: bool = True, progress: Callable[[str], None] | None = None) -> AdoptedProject:
+    """``envforge init --from-env ENV``: adopt the virtual environment ``env`` into the project at
+    ``root``. Reads ``env`` (:func:`adopt_environment`), scaffolds the project without an embedded
+    recipe, captures the hand edits as patchsets (:func:`capture_hand_edits`, released wheels from
+    the cache's ``releases/``), writes ``recipes/NAME.toml`` naming those patchsets and the report
+    ``recipes/NAME.adopted.json``, then (``lock_it``) locks the recipe's default variant.
+
+    :param name: the recipe name (default: :func:`recipe_name_of` ``env``).
+    :param index_url: the recipe's default index (default: :data:`PYPI`).
+    :param progress: gets uv's progress lines while locking.
+    :raises InputError: ``recipes/NAME.toml`` exists already (hint: ``--name``), ``env`` is no
+        virtual environment, or what :func:`adopt_environment` and the capture refuse.
+    :raises UvError: locking failed (the recipe and report are written by then).
+    """
+    env = env.resolve()
+    name = name or recipe_name_of(env)
+    adoption = adopt_environment(env, name=name, index_url=index_url or PYPI)
+    project = Project(root)
+    recipe_file = project.recipes_dir / f"{name}.toml"
+    if recipe_file.exists():
+        raise InputError(f"{recipe_file} already exists", hint="pass --name NAME for another recipe name")
+    scaffold(root, None)
+    captures = capture_hand_edits(adoption, project.patchsets_dir, default_cache() / "releases")
+    ids = tuple(c.patchset.stem for c in captures if c.patchset is not None)
+    recipe_file.write_text(with_patchsets(adoption.recipe_text, ids), encoding="utf-8")
+    report = {**adoption.as_dict(), "captured": [c.as_dict() for c in captures]}
+    report_file = project.recipes_dir / f"{name}.adopted.json"
+    report_file.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    lock_file = None
+    if lock_it:
+        variant = load_recipe(recipe_file).resolve(None)
+        lock_file = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, variant.patchsets),
+                                      project.lock_path(variant.lock_name), progress=progress).path
+    return AdoptedProject(adoption, captures, recipe_file, report_file, lock_file, report)

@@ -1,0 +1,48 @@
+"""Registration of ``envforge build``, ``envforge rollback`` and ``envforge up`` (handlers: :mod:`envforge.cli.build`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from envforge.cli.commands import SUMMARIES
+from envforge.cli.options import add_project_option
+
+__all__ = ["register"]
+
+
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
+    p.add_argument("--variant", help="variant to build (default: the recipe's only variant)")
+    p.add_argument("--env-profile", help="env profile (default: from the target interconnect)")
+    p.add_argument("--python", type=Path, default=None, help="interpreter to use instead of discovery")
+    p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
+                   help="how the env profile is installed (default: a .pth start-up hook)")
+    p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
+    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
+                   help="a wheelhouse directory (with --offline)")
+    add_project_option(p)
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register ``build``, ``rollback`` and ``up``."""
+    p = sub.add_parser("build", help=SUMMARIES["build"])
+    _recipe_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    p.add_argument("--json", action="store_true", help="print the build (or the plan) as JSON")
+    p.set_defaults(handler="envforge.cli.build:run_build")
+    r = sub.add_parser("rollback", help=SUMMARIES["rollback"],
+                       description="Point envs/ENV at the generation before the live one, or at generation "
+                                   "--to gN, older or newer (roll forward again). `envforge envs` lists them.")
+    r.add_argument("env", help="environment name, e.g. quickstart-default")
+    r.add_argument("--to", metavar="GEN", help="the generation to make live, e.g. g0002 (default: the previous one)")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_project_option(r)
+    r.set_defaults(handler="envforge.cli.build:run_rollback")
+    u = sub.add_parser("up", help=SUMMARIES["up"])
+    _recipe_args(u)
+    u.add_argument("--rebuild", action="store_true",
+                   help="build a new generation even when the live one was built from this lock")
+    u.add_argument("--json", action="store_true", help="print the lock check, build and verify report as JSON")
+    u.set_defaults(handler="envforge.cli.build:run_up")

@@ -1,0 +1,52 @@
+"""Registration of ``envforge drafter fetch|inspect|compare|check`` (handlers: :mod:`envforge.cli.drafter`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from envforge.cli.commands import SUMMARIES
+from envforge.cli.parser import group
+
+__all__ = ["register"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register ``drafter`` and its sub-commands on the top-level subparsers."""
+    dsub = group(sub, "drafter", help=SUMMARIES["drafter"],
+                 description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
+                             "safetensors only, re-hashed after download.")
+    f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file")
+    f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
+    f.add_argument("--revision", required=True, help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
+    f.add_argument("--dest", type=Path, default=None,
+                   help="target directory (default: drafters/<owner>--<name>/<sha>)")
+    f.add_argument("--dry-run", action="store_true", help="resolve and list the files, download nothing")
+    _common(f, pickle=True)
+    f.set_defaults(handler="envforge.cli.drafter:run_fetch")
+    i = dsub.add_parser("inspect", help="architecture, key config values and every tensor, from headers")
+    i.add_argument("drafter", metavar="PATH|REPO@SHA")
+    _common(i, pickle=True)
+    i.set_defaults(handler="envforge.cli.drafter:run_inspect")
+    c = dsub.add_parser("compare", help="tensors, config and draft-vocabulary mapping of two drafters")
+    c.add_argument("a", metavar="A", help="PATH or REPO@SHA")
+    c.add_argument("b", metavar="B", help="PATH or REPO@SHA")
+    _common(c)
+    c.set_defaults(handler="envforge.cli.drafter:run_compare")
+    k = dsub.add_parser("check", help="compatibility with a target model (hidden size, vocab size, layers)")
+    k.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
+    k.add_argument("--target", required=True, metavar="MODEL_CONFIG",
+                   help="the target's config.json, a directory holding it, or REPO@SHA")
+    _common(k)
+    k.set_defaults(handler="envforge.cli.drafter:run_check")
+
+
+def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
+    p.add_argument("--allow-unpinned", action="store_true",
+                   help="accept a branch or tag; the sha it resolves to is recorded")
+    if pickle:
+        p.add_argument("--allow-pickle", action="store_true",
+                       help="accept .bin/.pt pickle weights when no safetensors exist (can run code)")
+    p.add_argument("--cache-dir", type=Path, default=None, help="cache for remote configs (default: huggingface_hub's)")
+    p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")

@@ -1,0 +1,102 @@
+"""Registration of ``envforge apply-patches`` and the ``patches`` group (handlers: :mod:`envforge.cli.patches`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from envforge.cli.commands import SUMMARIES
+from envforge.cli.parser import group
+
+__all__ = ["register"]
+
+
+def register(sub: "argparse._SubParsersAction[Any]") -> None:
+    """Register ``apply-patches`` and the ``patches`` group (``export``, ``list``)."""
+    p = sub.add_parser("apply-patches", help=SUMMARIES["apply-patches"],
+                       description="Apply patchsets to ENV (default: quickstart-default) or to "
+                                   "--site-packages DIR. Without PATCHSET names: the patchsets the "
+                                   "environment's lock lists, else every patchset whose distribution "
+                                   "is installed.")
+    p.add_argument("names", nargs="*", metavar="[ENV] PATCHSET", help="environment, then patchset ids")
+    p.add_argument("--site-packages", type=Path, metavar="DIR", help="patch this directory instead of ENV")
+    p.add_argument("--dry-run", action="store_true", help="print the unified diff, write nothing")
+    p.add_argument("--revert", action="store_true",
+                   help="restore the original files byte-exact; without PATCHSET names this also "
+                        "removes the environment's env profile hook (.pth or sitecustomize block)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
+                   help="how the env profile recorded in the environment's lock is installed (default: pth)")
+    p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    p.set_defaults(handler="envforge.cli.patches:_apply")
+
+    commands = group(sub, "patches", help=SUMMARIES["patches"],
+                     description="The project's patchsets. Apply or revert them with `envforge apply-patches`.")
+    e = commands.add_parser("export", help="write a patchset as a unified diff for upstream")
+    e.add_argument("patchset", help="patchset id")
+    e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code")
+    e.add_argument("--env", metavar="ENV", help="environment instead of --site-packages")
+    e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
+    e.add_argument("--project", type=Path, metavar="DIR")
+    e.set_defaults(handler="envforge.cli.patches:_export")
+
+    c = commands.add_parser("check", help="evaluate patchsets on released wheels (before an upgrade)",
+                            description="Evaluate PATCHSETs (default: every patchset of the project whose "
+                                        "distribution --against names) on the releases --against selects, read "
+                                        "from their wheels (downloaded into a cache; nothing is installed), and "
+                                        "print a patchset x release state matrix. Exit 1 when a cell is drifted "
+                                        "or unavailable.")
+    c.add_argument("patchsets", nargs="*", metavar="PATCHSET", help="patchset ids (default: all that apply)")
+    c.add_argument("--against", action="append", required=True, metavar="REQ",
+                   help="a release (sglang==0.5.23) or a range walking every release on the index "
+                        "('sglang>=0.5.8'); repeatable")
+    c.add_argument("--index-url", default=None, metavar="URL",
+                   help="simple index to list and download from (default: https://pypi.org/simple)")
+    c.add_argument("--cache", type=Path, metavar="DIR",
+                   help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
+    c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
+    c.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    c.add_argument("--project", type=Path, metavar="DIR")
+    c.set_defaults(handler="envforge.cli.patches:_check")
+
+    d = commands.add_parser("diff", help="the applied diff of an environment against the saved originals",
+                            description="Show what envforge changed in ENV (default: quickstart-default) or "
+                                        "--site-packages DIR: each patched file against the original bytes "
+                                        "saved when it was patched. Exit 1 when a patched file changed since "
+                                        "envforge wrote it.")
+    d.add_argument("env", nargs="?", metavar="ENV", help="environment name under envs/ or a path")
+    d.add_argument("--site-packages", type=Path, metavar="DIR", help="this directory instead of ENV")
+    d.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
+    d.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    d.set_defaults(handler="envforge.cli.patches:_diff")
+
+    n = commands.add_parser("new", help="copy an installed distribution's Python files into an edit directory",
+                            description="Copy the released Python files of DIST (as installed in ENV, before "
+                                        "envforge's patches) into an edit directory; edit them, then turn the "
+                                        "edit into a patchset with `envforge patches commit DIR`.")
+    n.add_argument("distribution", metavar="DIST")
+    n.add_argument("--env", metavar="ENV", help="environment (default: quickstart-default)")
+    n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
+    n.add_argument("-o", "--output", type=Path, metavar="DIR", help="edit directory (default: ./DIST-VERSION-edit)")
+    n.add_argument("--project", type=Path, metavar="DIR")
+    n.set_defaults(handler="envforge.cli.patches:_new")
+
+    cm = commands.add_parser("commit", help="write patchsets/NAME.toml from an edit directory",
+                             description="Turn the edits in DIR (made by `envforge patches new`) into "
+                                         "patchsets/NAME.toml: each changed function, method or class becomes a "
+                                         "replace-definition operation keyed by its qualified name and the digest "
+                                         "of the original; a module-level edit becomes a replace-text operation "
+                                         "anchored by its neighbours.")
+    cm.add_argument("directory", type=Path, metavar="DIR")
+    cm.add_argument("--id", required=True, metavar="NAME", help="patchset id (the file name)")
+    cm.add_argument("--reason", required=True, help="why the patch is needed (recorded in the patchset)")
+    cm.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the edited release)")
+    cm.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
+    cm.add_argument("--project", type=Path, metavar="DIR")
+    cm.set_defaults(handler="envforge.cli.patches:_commit")
+
+    ls = commands.add_parser("list", help="list the project's patchsets")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--project", type=Path, metavar="DIR")
+    ls.set_defaults(handler="envforge.cli.patches:_list")

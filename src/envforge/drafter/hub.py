@@ -430,7 +430,7 @@ def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *
         hf_hub_url,
         hf_raise_for_status,
     )
-    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # lazy export
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # lazy: huggingface_hub is heavy
 
     url = hf_hub_url(repo, name, revision=sha, endpoint=endpoint)
     headers = {**build_hf_headers(), "Range": f"bytes={start}-{start + length - 1}"}

@@ -19,15 +19,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.core.errors import InputError
+import tomlkit
+
+from envforge.core.errors import EnvforgeError, InputError
+from envforge.env.layout import site_packages
+from envforge.installed.distributions import direct_url, installed_distributions, read_record
 from envforge.lock import resolve as lock
+from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.memo import default_cache
-from envforge.recipe.model import load_recipe
+from envforge.patching.patchset import load_patchset
+from envforge.patching.planning import plan
+from envforge.patching.releases import fetch_release, list_releases
+from envforge.recipe.model import load_recipe, lock_name_problem
 from envforge.recipe.project import Project
 from envforge.recipe.scaffold import scaffold
 
@@ -52,7 +62,6 @@ class AdoptedDistribution:
         index install).
     :ivar installer: the PEP 376 ``INSTALLER`` file's content (``pip``, ``uv``), or None.
     """
-
     name: str
     version: str
     source: str
@@ -65,7 +74,6 @@ class AdoptedDistribution:
 class HandEdit:
     """A file of ``distribution`` whose bytes differ from its RECORD hash (``actual_sha256`` None:
     the file is missing). ``path`` is relative to site-packages."""
-
     distribution: str
     path: str
     recorded_sha256: str
@@ -75,7 +83,6 @@ class HandEdit:
 @dataclass(frozen=True, slots=True)
 class Adoption:
     """What :func:`adopt_environment` found, and the recipe text that reproduces it."""
-
     env: Path
     name: str
     python: str
@@ -113,8 +120,6 @@ def _python_of(env: Path) -> str:
 
 
 def _source(dist: Any) -> tuple[str, str | None]:
-    from envforge.installed.distributions import direct_url
-
     info = direct_url(dist)
     if info is None:
         return "index", None
@@ -127,8 +132,6 @@ def _source(dist: Any) -> tuple[str, str | None]:
 
 
 def _edits(sp: Path, dist: Any) -> list[HandEdit]:
-    from envforge.installed.distributions import read_record
-
     out = []
     for entry in read_record(dist):
         if entry.sha256 is None:
@@ -152,10 +155,6 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     :param index_url: the recipe's default index.
     :raises InputError: not a virtual environment, no distributions, or a bad name.
     """
-    from envforge.env.layout import site_packages
-    from envforge.installed.distributions import installed_distributions
-    from envforge.recipe.model import lock_name_problem
-
     problem = lock_name_problem(name)
     if problem:
         raise InputError(f"--name {name!r}: {problem}")
@@ -185,7 +184,6 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
 
 def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str],
                  dists: list[AdoptedDistribution]) -> str:
-    import tomlkit
 
     doc = tomlkit.document()
     doc.add(tomlkit.comment(f"Adopted from {env} by `envforge init --from-env`: every distribution"))
@@ -220,7 +218,6 @@ class Capture:
     :ivar not_captured: ``(path, reason)`` for each hand edit it does not.
     :ivar operations: one line per operation (``replace-definition FILE NAME``, ``replace-text FILE``).
     """
-
     distribution: str
     patchset: Path | None
     captured: tuple[str, ...]
@@ -247,13 +244,7 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
     bytes (checked with :func:`envforge.patching.planning.plan`, nothing written). Returns one
     :class:`Capture` per distribution with hand edits, sorted by name.
     """
-    import shutil
-    import tempfile
 
-    from envforge.env.layout import site_packages
-    from envforge.core.errors import EnvforgeError
-    from envforge.patching.capture import commit_edit, new_edit
-    from envforge.patching.releases import fetch_release, list_releases
 
     sp = site_packages(adoption.env)
     dists = {d.name: d for d in adoption.distributions}
@@ -305,9 +296,6 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
 def _check_reproduces(patchset: Path, released: Path, edited: dict[str, bytes]) -> None:
     """Plan ``patchset`` on the released tree (nothing written) and require the edited bytes of
     every file in ``edited``; else delete the patchset and raise :class:`InputError`."""
-    from envforge.patching.planning import plan
-    from envforge.patching.patchset import load_patchset
-
     report = plan(released, [load_patchset(patchset)])
     after = {c.path: c.after for c in report.changes}
     wrong = sorted(p for p, data in edited.items() if after.get(p) != data)
@@ -319,8 +307,6 @@ def _check_reproduces(patchset: Path, released: Path, edited: dict[str, bytes]) 
 
 def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:
     """``recipe_text`` with ``ids`` listed in ``[recipe].patchsets`` (tomlkit keeps the rest)."""
-    import tomlkit
-
     if not ids:
         return recipe_text
     doc = tomlkit.parse(recipe_text)
@@ -336,7 +322,6 @@ class AdoptedProject:
         file names): :meth:`Adoption.as_dict` plus ``captured``.
     :ivar lock_file: the lock written, or None (``lock=False``).
     """
-
     adoption: Adoption
     captures: tuple[Capture, ...]
     recipe_file: Path

@@ -36,7 +36,8 @@ from envforge.env.profile import (
     show,
 )
 from envforge.core.errors import InputError
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import RecipeError
 
 PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")

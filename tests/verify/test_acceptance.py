@@ -21,7 +21,8 @@ from tests.support.verify_envs import make_env
 
 from envforge.env.layout import Environment
 from envforge.recipe.project import Project
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import RecipeError
 from envforge.verify import Finding, VerifyOptions, verify
 from envforge.verify.acceptance import Acceptance, apply_acceptances
 from envforge.verify.report import as_json, as_junit, as_text

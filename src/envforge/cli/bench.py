@@ -122,7 +122,7 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     for --url without one, from the flags."""
     from envforge.bench.config import smoke_config, url_config
     from envforge.cli.lock import project_of
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     if args.url is not None and args.recipe is None and args.env is None:
         return url_config(api=args.api or "sglang", model=args.model), None, None

@@ -55,7 +55,7 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
     from envforge.recipe import project as proj
     from envforge.cli.lock import project_of
     from envforge.uv.interpreter import find_python
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     if up and args.project is None and proj.enclosing_project(Path.cwd()) is None:
         project = _default_project(args, ui)

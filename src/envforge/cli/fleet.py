@@ -55,13 +55,13 @@ def env_name(name: str) -> str:
     """``name`` when it can name an environment under ``envs/`` on the nodes: not empty, not a path
     (a ``/`` makes an environment argument a path for the local commands,
     :func:`envforge.env.layout.resolve_environment`; a fleet takes names only) and a valid
-    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.model.lock_name_problem`, what names
+    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.schema.lock_name_problem`, what names
     ``envs/``).
 
     :raises InputError: the name is empty, a path, or no valid name (exit 2).
     """
     from envforge.core.errors import InputError
-    from envforge.recipe.model import lock_name_problem
+    from envforge.recipe.schema import lock_name_problem
 
     hint = "give the name of the environment under envs/ on every node, e.g. quickstart-default (`envforge envs` lists them)"
     if not name:
@@ -204,7 +204,7 @@ def _check_recipe(root: Path, recipe: str, variant: str | None) -> None:
     :raises InputError: no such recipe or variant (or an invalid recipe), exit 2.
     """
     from envforge.recipe.project import Project
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     project = Project(root)
     as_path = recipe.endswith(".toml") or "/" in recipe

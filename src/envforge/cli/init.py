@@ -72,11 +72,11 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
     import json
     import re
 
-    from envforge.lock import resolve as lock
+    from envforge.lock.write import lock_variant, patchset_refs
     from envforge.workflows.adopt import PYPI, adopt_environment, capture_hand_edits, with_patchsets
     from envforge.core.errors import InputError
     from envforge.recipe.project import Project
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
     from envforge.patching.releases import default_cache
     from envforge.recipe.scaffold import scaffold
 
@@ -97,8 +97,8 @@ def _from_env(args: argparse.Namespace, root: Path, ui: Ui) -> int:
     lock_path = None
     if not args.no_lock:
         variant = load_recipe(recipe_path).resolve(None)
-        lock_path = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, variant.patchsets),
-                                      project.lock_path(variant.lock_name), progress=ui.progress).path
+        lock_path = lock_variant(variant, patchset_refs(project.patchsets_dir, variant.patchsets),
+                                 project.lock_path(variant.lock_name), progress=ui.progress).path
     if ui.json_mode:
         ui.emit_json("adopt", {**report, "recipe_file": str(recipe_path), "report_file": str(report_path),
                                "lock_file": None if lock_path is None else str(lock_path)})

@@ -110,7 +110,7 @@ def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
     """Variants the recipe defines that have no lock (empty when the recipe file is not there)."""
     if not recipe_file.is_file():
         return []
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     return [v for v in load_recipe(recipe_file).variants if v not in locked]
 

@@ -156,12 +156,12 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
 
     :raises InputError: the lock does not exist (run ``envforge lock`` first).
-    :raises envforge.lock.resolve.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
+    :raises envforge.lock.model.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
         or edited entry, cut short, no ``[tool.envforge]``, a recipe package missing): never a
         smaller environment.
     :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.
     """
-    from envforge.lock.resolve import guard_lock
+    from envforge.lock.check import guard_lock
 
     lock = project.lock_path(variant.lock_name)
     if not lock.is_file():
@@ -187,7 +187,7 @@ def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
 
     :raises InputError: the profile name or a variable differs; each difference is named.
     """
-    from envforge.lock.resolve import read_lock
+    from envforge.lock.model import read_lock
 
     tool = read_lock(lock).envforge
     locked_env = tool.get("env", {}) if isinstance(tool.get("env", {}), Mapping) else {}
@@ -222,7 +222,7 @@ def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | N
         (``inputs.python``) is not the interpreter's: named a stale lock where the recipe's
         ``python`` (``variant``) changed since the lock, else a missing interpreter.
     """
-    from envforge.lock.resolve import read_lock
+    from envforge.lock.model import read_lock
     from envforge.recipe.platforms import host_problem, platform_problem
 
     inputs = read_lock(lock).envforge.get("inputs", {})
@@ -287,7 +287,7 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
     """``uv pip sync`` of the lock. Nothing is built from source unless the lock records the
     recipe's opt-in (``[tool.envforge] build-from-source``); then the build backends are held to
     the recorded ``build-constraints`` (B28)."""
-    from envforge.lock.resolve import guard_lock
+    from envforge.lock.check import guard_lock
 
     python = plan.generation / "bin" / "python"
     lock = plan.lock
@@ -329,7 +329,7 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     Only locked versions with a local label can disagree this way, so only those are read.
     Returns one line per disagreement naming both strings and the index.
     """
-    from envforge.lock.resolve import read_lock
+    from envforge.lock.model import read_lock
 
     out = []
     for entry in read_lock(lock).packages:

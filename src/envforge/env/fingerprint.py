@@ -140,7 +140,7 @@ def _lock_platform(lock: Path) -> str | None:
     if not lock.is_file():
         return None
     from envforge.core.errors import InputError
-    from envforge.lock.resolve import read_lock
+    from envforge.lock.model import read_lock
 
     try:
         plat = read_lock(lock).envforge.get("inputs", {}).get("platform")

@@ -454,7 +454,7 @@ def _build_task(recipe: str, variant: str | None, root: str, find_links: tuple[s
     from envforge.core.errors import EnvforgeError
     from envforge.uv.interpreter import find_python
     from envforge.recipe.project import Project
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     start = time.monotonic()
     project = Project(_node_root(root))

@@ -78,7 +78,7 @@ def scaffold(root: Path, recipe: str | None = "quickstart", *, git_files: bool =
 
     :raises InputError: ``recipe`` is not embedded (the message lists the embedded ones).
     """
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     source = embedded_root()
     files: list[Path] = []

@@ -194,7 +194,7 @@ def _recipe_data(project: Project | None, gen: Mapping[str, Any]) -> Mapping[str
     """
     if project is None or not gen.get("recipe"):
         return {}
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     try:
         path = project.recipe_path(str(gen["recipe"]))

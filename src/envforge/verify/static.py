@@ -175,7 +175,8 @@ def _venv_version(python: Path) -> str | None:
 def _stale(inp: StaticInputs, c: _Collector) -> None:
     """The env's lock copy and the project's lock are both what ``envforge lock`` wrote
     (``packages-digest``), the project's lock exists, and the env was built from it."""
-    from envforge.lock.resolve import integrity_problems, read_lock
+    from envforge.lock.check import integrity_problems
+    from envforge.lock.model import read_lock
 
     fix = "regenerate the lock with `envforge lock` (review the diff), then rebuild with `envforge build`"
     found = [Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)

@@ -147,7 +147,7 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     """
     from envforge.env.layout import site_packages
     from envforge.installed.distributions import installed_distributions
-    from envforge.recipe.model import lock_name_problem
+    from envforge.recipe.schema import lock_name_problem
 
     problem = lock_name_problem(name)
     if problem:

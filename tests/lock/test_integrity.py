@@ -134,14 +134,27 @@ def test_lock_missing_a_package_its_inputs_record_is_an_error(project: Path,
         "  [tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"]
 
 
-def test_lock_without_inputs_is_an_error(project: Path) -> None:
+def test_inputs_of_another_shape_are_an_error_and_no_inputs_is_stale(project: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     lock = project / "lockfiles" / KIMI
     text = lock.read_text()
     start = text.index("[tool.envforge.inputs]")
     end = text.index("\n[", start + 1)
-    lock.write_text(text[:start] + text[end + 1:])
+    trimmed = text[:start] + text[end + 1:]
+    lock.write_text(trimmed.replace("[tool.envforge]\n", '[tool.envforge]\ninputs = "x"\n', 1))
     assert integrity_problems(read_lock(lock)) == [
-        "[tool.envforge] has no inputs table (the recipe keys the lock was made from)"]
+        "[tool.envforge] inputs is not a table (the recipe keys the lock was made from)"]
+    lock.write_text(trimmed)
+    assert integrity_problems(read_lock(lock)) == []
+    code, out, err = check(project, capsys)
+    assert (code, out.splitlines(), err) == (1, [
+        f"{lock}: stale",
+        "  packages.sgl-kernel: locked (absent), recipe now sgl-kernel==0.3.21",
+        "  packages.sglang: locked (absent), recipe now sglang==0.5.9",
+        "  packages.torch: locked (absent), recipe now torch==2.9.1",
+        "  platform: locked (absent), recipe now 'x86_64-manylinux_2_28'",
+        "  python: locked (absent), recipe now '3.12'",
+        "  resolution: locked (absent), recipe now 'full'"], "")
 
 
 def _cut_offsets(text: str) -> list[int]:

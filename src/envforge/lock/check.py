@@ -3,8 +3,8 @@
 - **Integrity** (:func:`integrity_problems`, exit 2): the bytes are what ``envforge lock`` wrote.
   The ``[tool.envforge]`` table exists (written last: a file cut short lacks it), its
   ``packages-digest`` is the digest of the file's ``[[packages]]`` (an entry added, removed or
-  edited by hand changes it), its ``inputs`` are a table, and every package those inputs record
-  is in ``[[packages]]``. Nothing about the recipe: a recipe edited since is not a broken lock.
+  edited by hand changes it), its ``inputs`` (when present) are a table, and every package those
+  inputs record is in ``[[packages]]``. Nothing about the recipe: a recipe edited since is not a broken lock.
 - **Freshness** (:func:`check_lock`, exit 1): the recipe and patchsets are the ones the lock was
   made from. Each difference is named by its key (``packages.sglang: locked sglang==0.5.9, recipe
   now sglang==0.5.10``; an added or removed key is ``(absent)`` on its missing side).
@@ -69,8 +69,8 @@ def integrity_problems(lock: Lock) -> list[str]:
     """What makes ``lock`` other than what ``envforge lock`` wrote; ``[]`` when it is intact.
 
     Checks the file alone, never a recipe (see the module docstring): the ``[tool.envforge]``
-    table, its ``packages-digest`` against the file's ``[[packages]]``, ``inputs`` a table whose
-    ``packages`` is a list of requirement strings, each of them in ``[[packages]]``.
+    table, its ``packages-digest`` against the file's ``[[packages]]``, ``inputs`` (if any) a table
+    whose ``packages`` is a list of requirement strings, each of them in ``[[packages]]``.
     """
     if not lock.envforge:
         return ["it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end"]
@@ -83,9 +83,9 @@ def integrity_problems(lock: Lock) -> list[str]:
         out.append(f"its [[packages]] are not the ones `envforge lock` wrote: packages-digest {recorded}, "
                    f"the file's packages hash to {lock.digest} (an entry added, removed, cut off or "
                    "edited by hand, e.g. a changed wheel hash)")
-    inputs = lock.envforge.get("inputs")
+    inputs = lock.envforge.get("inputs", {})  # absent: nothing recorded to hold the file to (--check: stale)
     if not isinstance(inputs, Mapping):
-        out.append("[tool.envforge] has no inputs table (the recipe keys the lock was made from)")
+        out.append("[tool.envforge] inputs is not a table (the recipe keys the lock was made from)")
         return out
     pins = inputs.get("packages", [])
     if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
@@ -225,6 +225,6 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
         stored.pop(key, None)
     expected = expected_tool_table(variant, patchsets)
     expected.pop("recipe-digest", None)
-    reasons = _diff_tables("", stored.pop("inputs"), expected.pop("inputs"))
+    reasons = _diff_tables("", stored.pop("inputs", {}), expected.pop("inputs"))
     reasons += _diff_tables("", stored, expected)
     return LockCheck(path, not reasons, tuple(redact_userinfo(r) for r in reasons))

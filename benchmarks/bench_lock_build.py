@@ -46,7 +46,7 @@ def uv() -> str:
 
 
 def lock_pair(work: Path) -> tuple[float, float]:
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
     from envforge.lock.routing import uv_pyproject
 
     proj = work / "lockproj"

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
-from envforge.recipe import model as recipe
+from envforge.recipe import load as recipe
 from envforge.recipe.envvars import NCCL_INT
 
 ROOT = Path(__file__).resolve().parents[1]

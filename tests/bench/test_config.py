@@ -17,7 +17,8 @@ from envforge.bench.config import (
     url_config,
 )
 from envforge.core.errors import InputError
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import RecipeError
 
 SGLANG = '''
 [recipe]
@@ -134,7 +135,7 @@ def test_inert_patch_warning_when_activation_flag_is_missing() -> None:
 def test_shipped_kimi_recipe_activates_every_patchset_it_applies() -> None:
     """bench must not warn about the recipe's own activation flags (sm120-torch-symm-mem, fusion)."""
     from envforge.patching import load_patchsets
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     root = Path(__file__).parents[2]
     recipe = load_recipe(root / "recipes" / "kimi-k25-sm120.toml")

@@ -226,7 +226,7 @@ def test_read_state_missing_is_file_not_found(tmp_path: Path) -> None:
 
 
 def test_read_state_hint_callable_and_error_class(tmp_path: Path, no_hang: None) -> None:
-    from envforge.lock.resolve import LockError
+    from envforge.lock.model import LockError
 
     calls: list[int] = []
 
@@ -298,7 +298,7 @@ def _seeded(paths: list[Path]) -> st.SearchStrategy[bytes]:
 @FUZZ
 @given(data=st.one_of(_seeded(RECIPES), _DOCS.map(_toml_of).filter(lambda b: b is not None), st.binary(max_size=200)))
 def test_fuzz_recipe_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     f = tmp_path / "fuzz.toml"
     f.write_bytes(data)
@@ -315,7 +315,7 @@ def test_fuzz_recipe_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
                       st.binary(max_size=200)))
 def test_fuzz_lock_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
     """Both lock readers: ``lock.read_lock`` (build, verify) and ``lockdiff`` (review)."""
-    from envforge.lock.resolve import read_lock
+    from envforge.lock.model import read_lock
     from envforge.lockdiff.sources import read_lock_file
 
     f = tmp_path / "pylock.fuzz.toml"

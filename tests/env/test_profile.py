@@ -37,7 +37,8 @@ from envforge.env.profile import (
 )
 from envforge.core.errors import InputError
 from envforge.env.profile import view
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.model import RecipeError
+from envforge.recipe.load import load_recipe
 
 PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")

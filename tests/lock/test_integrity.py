@@ -1,4 +1,4 @@
-"""A lock is what ``envforge lock`` wrote, or an error (issue 18, item 3; envforge.lock.resolve integrity).
+"""A lock is what ``envforge lock`` wrote, or an error (issue 18, item 3; envforge.lock.check).
 
 Real inputs: the committed kimi lock and recipe, copied into a temp project; cut at real byte
 offsets; a hand-added ``[[packages]]`` entry for a real wheel file with its correct sha256; one
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from envforge.cli import main
-from envforge.lock.resolve import LockIntegrityError, check_integrity, integrity_problems, read_lock
+from envforge.lock.check import check_integrity, integrity_problems
+from envforge.lock.model import LockIntegrityError, read_lock
 from envforge.lock.write import restamp
 from envforge.lock.read import packages_digest
 from tests.support.localindex import make_wheel
@@ -115,16 +116,45 @@ def test_lock_without_its_envforge_table_is_an_error(project: Path) -> None:
         "it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end",)
 
 
-def test_lock_missing_a_recipe_package_is_an_error(project: Path) -> None:
-    from envforge.recipe.model import load_recipe
-
+def test_lock_missing_a_package_its_inputs_record_is_an_error(project: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The file contradicts itself (inputs name sglang, [[packages]] lacks it), even with a
+    restamped digest: not what `envforge lock` wrote (exit 2), whatever the recipe says."""
     lock = project / "lockfiles" / KIMI
     text = lock.read_text()
     start = text.index('[[packages]]\nname = "sglang"\n')
     end = text.index("[[packages]]", start + 1)
     lock.write_text(restamp(text[:start] + text[end:]))  # even with a matching digest
-    variant = load_recipe(project / "recipes" / "kimi-k25-sm120.toml").resolve("cu128")
-    assert integrity_problems(read_lock(lock), variant) == ["recipe package sglang is not in the lock"]
+    assert integrity_problems(read_lock(lock)) == [
+        "[tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"]
+    code, out, err = check(project, capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[:2] == [
+        f"error: {lock} is not the lock `envforge lock` wrote:",
+        "  [tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"]
+
+
+def test_inputs_of_another_shape_are_an_error_and_no_inputs_is_stale(project: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    lock = project / "lockfiles" / KIMI
+    text = lock.read_text()
+    start = text.index("[tool.envforge.inputs]")
+    end = text.index("\n[", start + 1)
+    trimmed = text[:start] + text[end + 1:]
+    lock.write_text(trimmed.replace("[tool.envforge]\n", '[tool.envforge]\ninputs = "x"\n', 1))
+    assert integrity_problems(read_lock(lock)) == [
+        "[tool.envforge] inputs is not a table (the recipe keys the lock was made from)"]
+    lock.write_text(trimmed)
+    assert integrity_problems(read_lock(lock)) == []
+    code, out, err = check(project, capsys)
+    assert (code, out.splitlines(), err) == (1, [
+        f"{lock}: stale",
+        "  packages.sgl-kernel: locked (absent), recipe now sgl-kernel==0.3.21",
+        "  packages.sglang: locked (absent), recipe now sglang==0.5.9",
+        "  packages.torch: locked (absent), recipe now torch==2.9.1",
+        "  platform: locked (absent), recipe now 'x86_64-manylinux_2_28'",
+        "  python: locked (absent), recipe now '3.12'",
+        "  resolution: locked (absent), recipe now 'full'"], "")
 
 
 def _cut_offsets(text: str) -> list[int]:

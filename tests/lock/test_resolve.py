@@ -90,8 +90,8 @@ def test_guard_names_a_package_taken_from_an_index_not_allowed_for_it(tmp_path: 
     assert "  UV_EXTRA_INDEX_URL: instead, add the index to the recipe and route packages to it" in res.stderr
     assert not (proj / "lockfiles" / "pylock.r-default.toml").exists()
     # ... and the guard, run on what real uv resolves with that extra index, names both decoys.
-    from envforge.lock.resolve import _guards
-    from envforge.recipe.model import load_recipe
+    from envforge.lock.guards import guard_resolution
+    from envforge.recipe.load import load_recipe
     from envforge.lock.routing import uv_pyproject
     from envforge.uv.run import uv_binary
 
@@ -103,7 +103,7 @@ def test_guard_names_a_package_taken_from_an_index_not_allowed_for_it(tmp_path: 
                     "--python-version", "3.12", "--default-index", default.url, "--extra-index-url", cuda.url,
                     "-o", "pylock.toml"], cwd=work, check=True, capture_output=True)
     with pytest.raises(CheckFailed) as exc:
-        _guards(tomllib.loads((work / "pylock.toml").read_text())["packages"], variant, ())
+        guard_resolution(tomllib.loads((work / "pylock.toml").read_text())["packages"], variant, ())
     assert str(exc.value).splitlines() == [  # both decoys named, with the index they came from
         "r-default: packages came from indexes not allowed for them:",
         f"  app 0.1 came from index 'cu130' ({cuda.url}); allowed: pypi",
@@ -212,7 +212,7 @@ def test_read_lock_names_what_a_path_is_and_reads_a_pipe(tmp_path: Path) -> None
     import threading
 
     from envforge.core.errors import InputError
-    from envforge.lock.resolve import LockError, read_lock
+    from envforge.lock.model import LockError, read_lock
 
     root = Path(__file__).resolve().parents[2]
     text = (root / "lockfiles" / "pylock.quickstart-default.toml").read_bytes()

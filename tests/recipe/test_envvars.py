@@ -91,7 +91,7 @@ def test_b19_every_command_names_each_misread_variable_with_file_key_and_line(tm
 
 
 def test_the_shipped_recipes_are_valid() -> None:
-    from envforge.recipe.model import load_recipe
+    from envforge.recipe.load import load_recipe
 
     recipes = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.toml"))
     assert {p.name for p in recipes} >= {"kimi-k25-sm120.toml", "quickstart.toml"}

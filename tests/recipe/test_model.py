@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import RecipeError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -268,7 +268,7 @@ def test_an_sdist_only_pin_needs_an_opt_in_and_builds_offline_from_a_wheelhouse(
 
 
 def test_verify_on_a_machine_of_another_platform_is_one_finding(tmp_path: Path) -> None:
-    from envforge.lock.resolve import Lock
+    from envforge.lock.model import Lock
     from envforge.verify.static import StaticInputs, run_static
 
     lock = Lock(path=tmp_path / "pylock.toml", packages=(),

@@ -22,7 +22,8 @@ from tests.support.verify_envs import make_env
 from envforge.core.kinds import LEVELS, REGISTRY, level_of
 from envforge.env.layout import Environment
 from envforge.recipe.project import Project
-from envforge.recipe.model import RecipeError, load_recipe
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import RecipeError
 from envforge.verify import Finding, VerifyOptions, verify
 from envforge.verify.acceptance import Acceptance, apply_acceptances
 from envforge.verify.findings import AcceptedFinding

@@ -1,6 +1,6 @@
 """Smoke benchmark settings, read from a recipe's ``[verify.smoke]`` table, and the prompt set.
 
-``[verify.smoke]`` keys (shapes validated by :mod:`envforge.recipe.model`; meaning checked here):
+``[verify.smoke]`` keys (shapes validated by :mod:`envforge.recipe.schema`; meaning checked here):
 
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args

@@ -21,7 +21,7 @@ from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
 from envforge.patching import read_manifest
-from envforge.recipe.model import load_recipe
+from envforge.recipe.load import load_recipe
 
 __all__: list[str] = []
 

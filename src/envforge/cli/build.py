@@ -14,7 +14,7 @@ from envforge.core.errors import InputError
 from envforge.env import build
 from envforge.env.generations import rollback
 from envforge.recipe import project as proj
-from envforge.recipe.model import load_recipe
+from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
 from envforge.recipe.scaffold import default_project_dir, scaffold
 from envforge.uv.interpreter import find_python

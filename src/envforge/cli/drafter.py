@@ -14,8 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.output import Ui
-from envforge.drafter import (Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision, check_target,
-                              compare, fetch_drafter, inspect_drafter, resolve_revision)
+from envforge.drafter import (
+    Drafter,
+    DrafterComparison,
+    DrafterIssue,
+    FetchResult,
+    HubRevision,
+    check_target,
+    compare,
+    fetch_drafter,
+    inspect_drafter,
+    resolve_revision,
+)
 from envforge.drafter.layout import ENGINES
 from envforge.drafter.model import aux_layer_ids
 

@@ -17,11 +17,12 @@ from typing import Any
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.core.errors import InputError
+from envforge.core.kinds import check_levels
 from envforge.fleet.driver import fleet_allreduce, fleet_build, fleet_start_agents, fleet_stop_agents, fleet_verify
 from envforge.fleet.report import FleetReport
-from envforge.recipe.model import load_recipe, lock_name_problem
+from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
-from envforge.core.kinds import check_levels
+from envforge.recipe.schema import lock_name_problem
 
 __all__ = ["env_name", "render_text", "verify_data"]
 
@@ -34,7 +35,7 @@ def env_name(name: str) -> str:
     """``name`` when it can name an environment under ``envs/`` on the nodes: not empty, not a path
     (a ``/`` makes an environment argument a path for the local commands,
     :func:`envforge.env.layout.resolve_environment`; a fleet takes names only) and a valid
-    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.model.lock_name_problem`, what names
+    ``<recipe>-<variant>`` lock name (:func:`envforge.recipe.schema.lock_name_problem`, what names
     ``envs/``).
 
     :raises InputError: the name is empty, a path, or no valid name (exit 2).

@@ -7,8 +7,9 @@ import argparse
 
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
-from envforge.lock import resolve as lock
-from envforge.recipe.model import load_recipe
+from envforge.lock.check import check_lock
+from envforge.lock.write import lock_variant, patchset_refs
+from envforge.recipe.load import load_recipe
 
 __all__ = ["run_lock"]
 
@@ -19,14 +20,14 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     variants = [args.variant] if args.variant else list(recipe.variants)
-    refs = lock.patchset_refs(project.patchsets_dir, recipe.patchsets)
+    refs = patchset_refs(project.patchsets_dir, recipe.patchsets)
     stale = False
     rows = []
     for name in variants:
         variant = recipe.resolve(name, env_profile=args.env_profile)
         path = project.lock_path(variant.lock_name)
         if args.check:
-            res = lock.check_lock(variant, refs, path)
+            res = check_lock(variant, refs, path)
             stale |= not res.fresh
             rows.append({"lock": str(path), "fresh": res.fresh, "reasons": list(res.reasons)})
             if not args.json:
@@ -35,8 +36,8 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
                     ui.result(f"  {r}")
             continue
         ui.progress(f"locking {variant.lock_name} (python {variant.python}, {variant.target.platform}) ...")
-        out = lock.lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
-                                upgrade=args.upgrade_package, progress=ui.progress)
+        out = lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
+                           upgrade=args.upgrade_package, progress=ui.progress)
         rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed})
         if not args.json:
             ui.result(f"{out.path}: {out.packages} packages{'' if out.changed else ' (unchanged)'}")

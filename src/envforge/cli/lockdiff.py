@@ -16,7 +16,7 @@ from envforge.cli.project import project_of
 from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envforge.core.textfile import read_bytes
 from envforge.lockdiff import diff_git, diff_sides, diff_variants, matrix, render, textconv
-from envforge.recipe.model import load_recipe
+from envforge.recipe.load import load_recipe
 
 __all__ = ["run_diff", "run_textconv"]
 

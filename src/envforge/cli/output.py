@@ -6,8 +6,8 @@ The library never prints; only the CLI writes, through :class:`Ui`.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO

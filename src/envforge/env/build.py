@@ -34,7 +34,8 @@ from envforge.env import profile as envprofile
 from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
 from envforge.env.layout import site_packages
 from envforge.installed.distributions import find_distribution
-from envforge.lock.resolve import guard_lock, read_lock
+from envforge.lock.check import guard_lock
+from envforge.lock.model import read_lock
 from envforge.patching.memo import default_result_cache
 from envforge.recipe.envvars import secret_problem
 from envforge.recipe.model import ResolvedVariant
@@ -130,7 +131,7 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
 
     :raises InputError: the lock does not exist (run ``envforge lock`` first).
-    :raises envforge.lock.resolve.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
+    :raises envforge.lock.model.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
         or edited entry, cut short, no ``[tool.envforge]``, a recipe package missing): never a
         smaller environment.
     :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.

@@ -21,7 +21,7 @@ from envforge.core.errors import InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-from envforge.lock.resolve import read_lock
+from envforge.lock.model import read_lock
 from envforge.patching.manifest import rebuild_hint
 
 __all__ = ["Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of"]

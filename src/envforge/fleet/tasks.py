@@ -32,7 +32,7 @@ from envforge.core.errors import EnvforgeError
 from envforge.env.build import execute_build, plan_build
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
-from envforge.recipe.model import load_recipe
+from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
 from envforge.uv.interpreter import find_python
 from envforge.verify import VerifyOptions, verify

@@ -30,14 +30,25 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+import packaging
+from packaging.version import Version
 
 from envforge.core.errors import InputError
+from envforge.core.textfile import decode_utf8, read_bytes, read_state
+from envforge.lock.markerspace import first_overlap
+from envforge.lock.uvlock import UvLockShapeError, check_shape
 
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
@@ -139,8 +150,6 @@ def read_lock_file(path: Path, *, label: str | None = None, state_hint: str | No
         ``state_hint``, not a regular file (a FIFO, a device, a directory).
     :raises InvalidLock: not a valid lock (key path and reason).
     """
-    from envforge.core.textfile import decode_utf8, read_bytes, read_state
-
     shown = label or str(path)
     if state_hint is not None:
         data = read_state(path, what="lock", hint=state_hint)
@@ -190,7 +199,7 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
     """
     fast_loads: Callable[[str], Any] | None
     try:
-        from rtoml import loads as fast_loads
+        from rtoml import loads as fast_loads  # lazy: rtoml is optional (tomllib is the fallback)
     except ImportError:  # pragma: no cover - a dependency; kept readable without it
         fast_loads = None
     refused: str | None = None
@@ -202,8 +211,6 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         else:
             checked: dict[str, Any] = _with_timezones(doc, label)
             return checked
-    import tomllib
-
     try:
         parsed: dict[str, Any] = _with_timezones(tomllib.loads(text), label)  # the same depth check
         return parsed
@@ -267,7 +274,7 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     if marker is not None and marker.is_file() and isinstance(envforge, Mapping):
         return LockDocument(label, "pylock", doc, None, envforge, comments,
                             tuple(_entry_of_table(p) for p in doc["packages"]))
-    from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError
+    from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError  # lazy: ~16 ms
 
     try:
         lock = Pylock.from_dict(doc)
@@ -321,8 +328,6 @@ def file_name(name: str | None, path: str | None, url: str | None) -> str:
         last = url.rsplit("/", 1)[-1]
         if last:
             return last
-    from urllib.parse import unquote, urlparse
-
     return unquote(urlparse(url).path.rsplit("/", 1)[-1])
 
 
@@ -354,8 +359,6 @@ def _entry_of_table(p: Mapping[str, Any]) -> LockEntry:
     """A :class:`LockEntry` from a table packaging validated before (same text, same packaging)."""
     version = p.get("version")
     if version is not None:
-        from packaging.version import Version
-
         version = str(Version(version))
     archive = p.get("archive")
     return LockEntry(
@@ -370,13 +373,8 @@ def _validated_marker(text: str) -> Path | None:
     """Where the fact "this exact text passed this reader under this packaging version" is kept:
     ``$ENVFORGE_CACHE_DIR`` (else ``$XDG_CACHE_HOME/envforge``, ``~/.cache/envforge``)
     ``/valid-locks/<sha256>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set."""
-    import hashlib
-    import os
-
     if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
         return None
-    import packaging
-
     if os.environ.get("ENVFORGE_CACHE_DIR"):
         base = Path(os.environ["ENVFORGE_CACHE_DIR"])
     else:
@@ -395,8 +393,6 @@ def _remember(marker: Path) -> None:
 
 
 def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> LockDocument:
-    from envforge.lock.uvlock import UvLockShapeError, check_shape
-
     try:
         entries = check_shape(doc)
     except UvLockShapeError as exc:
@@ -407,8 +403,6 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> Lock
 
 def _refuse_overlap(entries: Sequence[tuple[str, str | None, Sequence[str] | None]], label: str, what: str,
                     key: str, kind: str) -> None:
-    from envforge.lock.markerspace import first_overlap
-
     found = first_overlap(entries)
     if found is None:
         return
@@ -466,9 +460,6 @@ def packages_digest(packages: Sequence[Mapping[str, Any]]) -> str:
     text (``datetime.isoformat()``). ``envforge lock`` records it in ``[tool.envforge]
     packages-digest``; any added, removed, truncated or edited entry (a changed wheel hash) changes it.
     """
-    import hashlib
-    import json
-
     text = json.dumps(list(packages), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=_iso)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

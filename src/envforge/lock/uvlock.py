@@ -18,6 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 __all__ = ["SOURCE_KINDS", "UvLockShapeError", "check_shape"]
 
 SOURCE_KINDS = ("registry", "git", "url", "path", "directory", "editable", "virtual")
@@ -73,8 +76,6 @@ def _opt(d: Mapping[str, Any], key: str, typ: type, path: str) -> Any:
 
 
 def _specifier(value: Any, key: str) -> None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if not isinstance(value, str):
         raise UvLockShapeError(key, f"should be a string, got {_kind(value)}")
     try:
@@ -84,11 +85,11 @@ def _specifier(value: Any, key: str) -> None:
 
 
 def _markers(d: Mapping[str, Any], key: str, path: str) -> list[str] | None:
-    from packaging.markers import InvalidMarker, Marker
-
     value = d.get(key)
     if value is None:
         return None
+    from packaging.markers import InvalidMarker, Marker  # lazy: ~24 ms, paid only by a lock with markers
+
     if not isinstance(value, list):
         raise UvLockShapeError(f"{path}{key}", f"should be an array of markers, got {_kind(value)}")
     for i, m in enumerate(value):
@@ -122,8 +123,6 @@ def _package(p: Any, path: str) -> tuple[str, str | None, list[str] | None]:
         raise UvLockShapeError(f"{path}.name", f"{name!r} is not a normalised name (uv writes them normalised)")
     version = _opt(p, "version", str, f"{path}.")
     if version is not None:
-        from packaging.version import InvalidVersion, Version
-
         try:
             Version(version)
         except InvalidVersion:

@@ -1,4 +1,12 @@
-"""Writing a PEP 751 ``pylock.toml`` deterministically (same inputs, same bytes).
+"""``envforge lock``: resolve, guard and write a PEP 751 ``pylock.toml`` deterministically (same inputs, same bytes).
+
+:func:`lock_variant` resolves a variant with uv (:mod:`envforge.lock.resolve`), runs the guards
+(:mod:`envforge.lock.guards`) and writes what uv does not know beside uv's packages: each package's
+``index`` (PEP 751 ``packages.index``), attributed from its file URLs, and ``[tool.envforge]``
+(:func:`expected_tool_table`): recipe, variant, recipe digest, CUDA, target, the inputs by recipe
+key (so ``--check`` can say which key changed), indexes with the packages they serve, overrides
+with their reasons, patchset ids and digests, env profile. File name: ``pylock.<recipe>-<variant>.toml``
+(PEP 751 forbids dots in the middle part; :mod:`envforge.recipe.schema` validates names).
 
 Layout follows uv's own output (one ``[[packages]]`` table per distribution, files as inline tables,
 one per line) so diffs stay small, with keys in a fixed order. ``tomlkit`` renders TOML values.
@@ -10,23 +18,106 @@ detected at ``lock --check``, build and verify.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 import tomlkit
 
+from envforge import __version__
+from envforge.lock.guards import guard_resolution
+from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
 from envforge.lock.read import packages_digest
-from envforge.recipe.model import ResolvedVariant
+from envforge.lock.resolve import Progress, resolve_variant
 from envforge.lock.routing import DEFAULT_INDEX, attribute_packages
+from envforge.patching import load_patchsets
+from envforge.recipe.model import ResolvedVariant
 
-__all__ = ["render", "restamp"]
+__all__ = ["LockResult", "expected_tool_table", "lock_variant", "patchset_refs", "render", "restamp"]
 
 _PKG_KEYS = ("name", "version", "marker", "requires-python", "index", "dependencies", "vcs", "directory",
              "archive", "sdist", "wheels")
 _FILE_KEYS = ("name", "url", "path", "upload-time", "size", "hashes")
+
+
+@dataclass(frozen=True, slots=True)
+class LockResult:
+    """What ``lock`` wrote: ``path``, package count, and whether the bytes changed."""
+
+    path: Path
+    packages: int
+    changed: bool
+
+
+def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef]) -> dict[str, Any]:
+    """The ``[tool.envforge]`` table for ``variant`` (without per-index package lists), key order fixed."""
+    table: dict[str, Any] = {
+        "schema": LOCK_SCHEMA,
+        "recipe": variant.recipe,
+        "variant": variant.variant,
+        "recipe-digest": variant.digest(),
+    }
+    if variant.cuda:
+        table["cuda"] = variant.cuda
+    table["target"] = variant.target.as_dict()
+    table["inputs"] = variant.inputs()
+    table["overrides"] = [{"name": o.name, "version": o.specifier, "reason": o.reason} for o in variant.overrides]
+    if variant.cuda_exceptions:
+        table["cuda-exceptions"] = [{"name": k, "reason": v} for k, v in variant.cuda_exceptions.items()]
+    if variant.source_builds:
+        table["build-from-source"] = [{"name": k, "reason": v} for k, v in variant.source_builds.items()]
+    if variant.build_constraints:
+        table["build-constraints"] = list(variant.build_constraints)
+    table["patchsets"] = [{"id": p.id, "digest": p.digest} for p in patchsets]
+    if variant.env_profile:
+        table["env-profile"] = variant.env_profile
+    table["env"] = dict(variant.env)
+    return table
+
+
+def lock_variant(
+    variant: ResolvedVariant,
+    patchsets: Sequence[PatchsetRef],
+    out: Path,
+    *,
+    find_links: Sequence[Path] = (),
+    offline: bool = False,
+    upgrade: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> LockResult:
+    """Resolve ``variant`` with uv and write the lock to ``out`` (atomically, only if changed).
+
+    :raises LockError: unsatisfiable (with uv's conflict chain and an override hint).
+    :raises CheckFailed: a package from an index not allowed for it, or for another CUDA major.
+    :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
+    """
+    raw = resolve_variant(variant, out, find_links, offline, upgrade, progress)
+    packages = raw.get("packages", [])
+    guard_resolution(packages, variant, find_links, offline)
+    text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)
+    changed = not out.is_file() or out.read_text() != text
+    if changed:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+    return LockResult(out, len(packages), changed)
+
+
+def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:
+    """``PatchsetRef`` (id, sha256 digest of the file) for each patchset the recipe names.
+
+    The patchsets are loaded and validated (:func:`envforge.patching.load_patchsets`), so a lock
+    never records a patchset that cannot be applied.
+
+    :raises PatchsetError: a patchset file is missing or invalid (file, line, key, did-you-mean).
+    """
+    if not ids:
+        return ()
+    by_id = {p.id: p for p in load_patchsets(directory, ids)}
+    return tuple(PatchsetRef(pid, by_id[pid].digest) for pid in ids)
 
 
 def _inline(entry: Mapping[str, Any]) -> Any:

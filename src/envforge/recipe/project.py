@@ -7,11 +7,13 @@ nearest directory above the working directory that has ``recipes/``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
+from envforge.recipe.scaffold import default_project_dir, embedded_root
 
 __all__ = ["DEFAULT_RECIPE", "Located", "Project", "enclosing_project", "find_project", "locate_project"]
 
@@ -60,8 +62,6 @@ class Project:
             own = self.recipes_dir / f"{DEFAULT_RECIPE}.toml"
             if own.is_file():
                 return own
-            from envforge.recipe.scaffold import embedded_root
-
             return embedded_root() / "recipes" / f"{DEFAULT_RECIPE}.toml"
         as_path = Path(name_or_path)
         if as_path.suffix == ".toml" or "/" in name_or_path:
@@ -92,10 +92,6 @@ def find_project(start: Path) -> Project:
     """The nearest directory at or above ``start`` that has ``recipes/``; else the default project
     that ``envforge up`` made outside any project (:func:`envforge.recipe.scaffold.default_project_dir`,
     from ``ENVFORGE_HOME`` / ``XDG_DATA_HOME``) when it exists; else ``start`` itself."""
-    import os
-
-    from envforge.recipe.scaffold import default_project_dir
-
     found = enclosing_project(start)
     if found is not None:
         return found
@@ -120,8 +116,6 @@ def locate_project(start: Path, environ: Mapping[str, str]) -> Located:
     :raises InputError: neither: no project here, with ``envforge init`` / ``envforge up`` as the fix
         (never a message about a missing sub-directory of a directory that is not a project).
     """
-    from envforge.recipe.scaffold import default_project_dir
-
     found = enclosing_project(start)
     if found is not None:
         return Located(found, "enclosing")

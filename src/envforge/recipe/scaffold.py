@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from envforge.core.errors import InputError
+from envforge.recipe.load import load_recipe
 
 __all__ = ["GITATTRIBUTES", "GITIGNORE", "TEXTCONV_COMMAND", "ScaffoldResult", "default_project_dir",
            "embedded_recipes", "embedded_root", "git_state", "scaffold"]
@@ -78,8 +79,6 @@ def scaffold(root: Path, recipe: str | None = "quickstart", *, git_files: bool =
 
     :raises InputError: ``recipe`` is not embedded (the message lists the embedded ones).
     """
-    from envforge.recipe.model import load_recipe
-
     source = embedded_root()
     files: list[Path] = []
     if recipe is not None:
@@ -118,7 +117,7 @@ def git_state(root: Path) -> str:
     repository: ``"no-repo"`` (not inside a git work tree, or no git executable), ``"unset"`` (in
     a repository without ``diff.pylock.textconv``) or ``"set"``. Reads only (gitpython)."""
     try:
-        import git
+        import git  # lazy: gitpython is heavy; only a project made in a git checkout needs it
     except ImportError:  # gitpython raises ImportError when no git executable is found
         return "no-repo"
     try:

@@ -1,7 +1,7 @@
 """What the lock says and what is installed: the two inventories static verify compares.
 
 The lock is the PEP 751 ``pylock.toml`` copied into ``<site-packages>/.envforge/`` at build time
-(docs/architecture.md), read by :func:`envforge.lock.resolve.read_lock`. Installed distributions are the
+(docs/architecture.md), read by :func:`envforge.lock.model.read_lock`. Installed distributions are the
 ``*.dist-info`` directories of the environment's own site-packages (PEP 376 / PEP 627), read without
 importing anything from the environment.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from envforge.core.errors import InputError
 from envforge.installed.distributions import Installed, direct_url, installed_distributions
-from envforge.lock.resolve import Lock as EnvLock
-from envforge.lock.resolve import LockedPackage, LockedWheel, read_lock
+from envforge.lock.model import Lock as EnvLock
+from envforge.lock.model import LockedPackage, LockedWheel, read_lock
 
 __all__ = ["EnvLock", "Installed", "LockedPackage", "LockedWheel", "direct_url", "installed_distributions",
            "read_env_lock"]

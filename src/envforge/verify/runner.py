@@ -17,14 +17,14 @@ from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.core.kinds import LEVELS, check_levels
+from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter import drafter_checks
 from envforge.drafter.hub import offline_mode
-from envforge.core.state import StateDir
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
 from envforge.patching.manifest import rebuild_hint
-from envforge.recipe.model import load_recipe
+from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
 from envforge.verify.findings import Check, Finding, VerifyReport

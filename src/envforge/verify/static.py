@@ -20,13 +20,14 @@ from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.probe import run_probe
+from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
 from envforge.env.profile import check_reach, installed_problems, profile_problems, read_installed
 from envforge.installed.editable import editable_install
-from envforge.lock.resolve import integrity_problems, read_lock
+from envforge.lock.check import integrity_problems
+from envforge.lock.model import read_lock
 from envforge.patching.planning import editable_message
 from envforge.recipe.platforms import host_problem, platform_problem
-from envforge.core.state import StateDir
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.records import (

@@ -31,15 +31,16 @@ import tomlkit
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.env.layout import site_packages
 from envforge.installed.distributions import direct_url, installed_distributions, read_record
-from envforge.lock import resolve as lock
+from envforge.lock.write import lock_variant, patchset_refs
 from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.memo import default_cache
 from envforge.patching.patchset import load_patchset
 from envforge.patching.planning import plan
 from envforge.patching.releases import fetch_release, list_releases
-from envforge.recipe.model import load_recipe, lock_name_problem
+from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
 from envforge.recipe.scaffold import scaffold
+from envforge.recipe.schema import lock_name_problem
 
 __all__ = ["AdoptedProject", "Adoption", "AdoptedDistribution", "Capture", "HandEdit", "PYPI", "PYTORCH_INDEX",
            "adopt_environment", "adopt_into_project", "capture_hand_edits", "recipe_name_of", "with_patchsets"]
@@ -374,6 +375,6 @@ def adopt_into_project(env: Path, root: Path, *, name: str | None = None, index_
     lock_file = None
     if lock_it:
         variant = load_recipe(recipe_file).resolve(None)
-        lock_file = lock.lock_variant(variant, lock.patchset_refs(project.patchsets_dir, variant.patchsets),
+        lock_file = lock_variant(variant, patchset_refs(project.patchsets_dir, variant.patchsets),
                                       project.lock_path(variant.lock_name), progress=progress).path
     return AdoptedProject(adoption, captures, recipe_file, report_file, lock_file, report)

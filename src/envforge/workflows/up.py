@@ -16,7 +16,8 @@ from envforge.core.probe import ProbeError
 from envforge.env import build
 from envforge.env.generations import current_generation
 from envforge.env.layout import Environment
-from envforge.lock import resolve as lock
+from envforge.lock.check import LockCheck, check_lock
+from envforge.lock.write import patchset_refs
 from envforge.recipe.project import Project
 from envforge.verify import VerifyOptions, verify
 from envforge.verify.findings import Finding, VerifyReport
@@ -40,7 +41,7 @@ class MainJobResult:
     ``damaged``: the failing report of a live generation built from this lock whose files were
     damaged since (then ``build`` is the fresh generation that replaced it)."""
 
-    lock: lock.LockCheck
+    lock: LockCheck
     build: build.BuildResult | None
     reused: Path | None
     report: VerifyReport | None
@@ -70,8 +71,8 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     :raises EnvforgeError: bad recipe, patchsets or lock.
     """
     say = progress or (lambda _line: None)
-    refs = lock.patchset_refs(project.patchsets_dir, plan.variant.patchsets)
-    check = lock.check_lock(plan.variant, refs, plan.lock)
+    refs = patchset_refs(project.patchsets_dir, plan.variant.patchsets)
+    check = check_lock(plan.variant, refs, plan.lock)
     say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
     if not check.fresh:
         return MainJobResult(check, None, None, None)

@@ -1,0 +1,92 @@
+"""Reading a recipe file: TOML, the schema, the checks across keys, into a :class:`Recipe`.
+
+:func:`load_recipe` is the one way a ``recipes/*.toml`` file becomes a
+:class:`envforge.recipe.model.Recipe`; every problem is named ``file:line: key.path: message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from envforge.core.schema import Problem, format_problems, line_of, validate
+from envforge.core.textfile import SMALL_LIMIT, load_toml
+from envforge.recipe.model import DEFAULT_PLATFORM, DEFAULT_VARIANT, Recipe, RecipeError, Target
+from envforge.recipe.schema import RECIPE_SPEC, lock_name_problem
+
+__all__ = ["load_recipe"]
+
+
+def load_recipe(path: Path) -> Recipe:
+    """Read and validate a recipe file.
+
+    :raises RecipeError: unreadable file, larger than 1 MiB, not UTF-8, TOML syntax error (with
+        line), nesting too deep (:mod:`envforge.core.textfile`), or schema problems, each
+        rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys.
+    """
+    data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
+    problems = validate(data, RECIPE_SPEC, text) or _duplicates(data, text)
+    if problems:
+        raise RecipeError(format_problems("recipe", str(path), problems),
+                          hint="see docs/recipes.md for the recipe schema")
+    return _build(path, data, text)
+
+
+def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
+    """Keys of one table that name the same distribution (PEP 503 normalisation: ``SGLang`` = ``sglang``)."""
+    tables: list[tuple[str, Mapping[str, Any]]] = [(k, data.get(k, {})) for k in ("packages", "overrides")]
+    for vname, v in data.get("variant", {}).items():
+        tables += [(f"variant.{vname}.{k}", v.get(k, {})) for k in ("packages", "overrides")]
+    out = []
+    for prefix, table in tables:
+        seen: dict[str, str] = {}
+        for key in table:
+            canon = canonicalize_name(key)
+            if canon in seen:
+                out.append(Problem(f"{prefix}.{key}", f"names the same distribution as '{seen[canon]}' "
+                                   f"(both normalise to '{canon}'); keep one",
+                                   line_of(text, f"{prefix}.{key}")))
+            seen.setdefault(canon, key)
+    accepted: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
+        pair = (str(entry["kind"]), str(entry["subject"]))
+        if pair in accepted:
+            out.append(Problem(f"verify.accept[{i}]", f"accepts {pair[0]} '{pair[1]}' again (already "
+                               f"verify.accept[{accepted[pair]}]); keep one entry", line_of(text, "verify.accept")))
+        accepted.setdefault(pair, i)
+        between = entry.get("between")
+        if between is None:
+            continue
+        where = line_of(text, "verify.accept.between")
+        if pair[0] != "file-conflict":
+            out.append(Problem(f"verify.accept[{i}].between", f"applies only to kind \"file-conflict\" (this entry "
+                               f"is {pair[0]}); pin other kinds with actual", where))
+        elif len(between) < 2 or len(set(between)) != len(between):
+            out.append(Problem(f"verify.accept[{i}].between", "list the two (or more) different distributions the "
+                               "finding names, e.g. [\"flashinfer-python 0.6.3\", \"torch-c-dlpack-ext 0.1.5\"]",
+                               where))
+    return out
+
+
+def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:
+    meta = data["recipe"]
+    if path.parent.name == "recipes" and path.stem != meta["name"]:
+        raise RecipeError(f"{path}: recipe.name '{meta['name']}' does not match the file name '{path.name}'",
+                          hint=f"rename the file to recipes/{meta['name']}.toml or set name = \"{path.stem}\"")
+    t = data.get("target", {})
+    target = Target(gpu=t.get("gpu"), compute_capability=t.get("compute-capability"),
+                    gpus=t.get("gpus"), interconnect=t.get("interconnect"),
+                    platform=t.get("platform", DEFAULT_PLATFORM), cuda_driver_min=t.get("cuda-driver-min"))
+    variants = tuple(sorted(data.get("variant", {}))) or (DEFAULT_VARIANT,)
+    for v in variants:
+        if (msg := lock_name_problem(f"{meta['name']}-{v}")) is not None:
+            raise RecipeError(f"{path}: variant.{v}: {msg}")
+    return Recipe(
+        path=path, name=meta["name"], python=meta["python"], description=meta.get("description"),
+        resolution=meta.get("resolution", "full"), target=target,
+        patchsets=tuple(meta.get("patchsets", ())), variants=variants,
+        env_profiles={k: dict(v) for k, v in data.get("env", {}).items()}, data=data, text=text,
+    )

@@ -45,7 +45,7 @@ print(json.dumps({"torch": torch.__version__, "devices": n,
 def _run(argv: list[str], timeout: float = 120.0, env: dict[str, str] | None = None) -> tuple[int | None, str]:
     """Exit status (None: could not run or timed out) and stdout+stderr of ``argv``."""
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+        r = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"{type(exc).__name__}: {exc}"
     return r.returncode, r.stdout + (("\n" + r.stderr) if r.stderr.strip() else "")

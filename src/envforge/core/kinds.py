@@ -115,6 +115,8 @@ REGISTRY: Mapping[str, Kind] = {
     "arch-list": _gpu("the installed torch has no kernels for a GPU's (or the target's) architecture", "arch-list"),
     "cuda-runtime": _gpu("torch's CUDA runtime differs from the variant's CUDA version", "cuda-runtime"),
     "driver-floor": _gpu("the driver is older than the CUDA runtime needs", "driver-floor"),
+    "interconnect": _gpu("the GPUs' links contradict [target] interconnect: pcie on an all-NVLink machine, or nvlink "
+                         "where some GPU pair has no NVLink", "interconnect"),
     "nccl-library": _gpu("the process loaded another libnccl than the lock's wheel copy, or two copies (B31)", "nccl"),
     "native-op": _gpu("a small operation of a native package failed", "native-ops"),
     "allreduce-failed": _gpu("the all-reduce test failed or gave a wrong sum", "allreduce"),

@@ -23,7 +23,8 @@ from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock
 from envforge.verify.static import probe_script
 
-__all__ = ["DRIVER_FLOORS", "EAGLE_STEP_BYTES", "GpuInputs", "GpuResult", "driver_floor", "run_gpu"]
+__all__ = ["DRIVER_FLOORS", "EAGLE_STEP_BYTES", "GpuInputs", "GpuResult", "driver_floor", "interconnect_check",
+           "run_gpu"]
 
 #: CUDA toolkit (major.minor, GA) -> minimum Linux x86_64 driver (NVIDIA release notes, Table 3).
 DRIVER_FLOORS: Mapping[str, str] = {
@@ -135,6 +136,7 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
         return out.result(machine, dict(inp.target))
     target = _target(inp, machine, out)
     matches = _hardware(inp, machine, target, out)
+    _interconnect(inp, target, out)
     _software(inp, machine, out)
     if not matches:
         why = "the GPUs are not the recipe target; pass --target-from-machine to run them against this machine"
@@ -201,6 +203,64 @@ def _hardware(inp: GpuInputs, machine: Mapping[str, Any], target: Mapping[str, A
            for cc, who in wanted.items() if not _arch_ok(cc, arch)]
     out.add("arch-list", bad, " ".join(arch))
     return not count and not caps
+
+
+def _interconnect(inp: GpuInputs, target: Mapping[str, Any], out: _Out) -> None:
+    try:
+        topo = _probe(inp, {"mode": "topology"})
+    except ProbeError as exc:
+        topo = {"source": None, "gpus": [], "links": {}, "tried": [f"topology probe: {str(exc).splitlines()[0]}"]}
+    out.measurements["topology"] = topo
+    status, found, detail = interconnect_check(target.get("interconnect"), topo)
+    if status == "skipped":
+        out.skip("interconnect", detail)
+    else:
+        out.add("interconnect", found, detail)
+
+
+def _by_label(links: Mapping[str, str]) -> str:
+    """``NV18: 0-1, 0-2; SYS: 0-4``: the pairs grouped by link label, labels sorted."""
+    groups: dict[str, list[str]] = {}
+    for pair, label in links.items():
+        groups.setdefault(label, []).append(pair)
+    return "; ".join(f"{label}: {', '.join(pairs)}" for label, pairs in sorted(groups.items()))
+
+
+def interconnect_check(declared: str | None, topo: Mapping[str, Any]) -> tuple[str, list[Finding], str]:
+    """The recipe's ``[target] interconnect`` (``pcie``, ``nvlink`` or None) against the GPU links.
+
+    ``topo`` is the probe's ``topology`` answer (``source``, ``gpus``, ``links``: ``{"0-1": "NV18"}``
+    with nvidia-smi's labels, ``tried``). A link is NVLink when its label starts with ``NV``
+    (``NV#``: "a bonded set of # NVLinks" in the legend of ``nvidia-smi topo -m``); every other
+    label (PIX, PXB, PHB, NODE, SYS) is a PCIe path. ``pcie`` declared while every pair is NVLink,
+    or ``nvlink`` declared while some pair is not, is an ``interconnect`` finding naming the pairs.
+    Fewer than two GPUs, no link information, or nothing declared: skipped, with the reason.
+    :returns: ``(status, findings, detail)``, status ``ok``, ``findings`` or ``skipped``.
+    """
+    gpus, links = list(topo.get("gpus") or []), dict(topo.get("links") or {})
+    source = {"nvml": "NVML", "nvidia-smi": "nvidia-smi topo -m"}.get(str(topo.get("source")))
+    if source is None:
+        return "skipped", [], "no GPU link information: " + ("; ".join(topo.get("tried") or []) or "no source")
+    if len(gpus) < 2:
+        return "skipped", [], f"no peer GPUs ({len(gpus)} GPU, from {source})"
+    seen = f"{len(gpus)} GPUs, {len(links)} pair{'s' if len(links) != 1 else ''} ({source}): {_by_label(links)}"
+    if declared not in ("pcie", "nvlink"):
+        return "skipped", [], f"the recipe declares no [target] interconnect; {seen}"
+    nvlink = {p: lb for p, lb in links.items() if lb.startswith("NV")}
+    other = {p: lb for p, lb in links.items() if not lb.startswith("NV")}
+    if declared == "pcie" and links and not other:
+        return "findings", [_f(
+            "interconnect", "[target] interconnect", "pcie: GPU pairs linked over PCIe (PIX, PXB, PHB, NODE or SYS)",
+            f"every pair is linked by NVLink ({source}): {_by_label(nvlink)}",
+            'declare interconnect = "nvlink" in the recipe\'s [target] (its [env.nvlink] profile is installed), '
+            "or run on the PCIe machine the recipe targets")], f"pcie declared; {seen}"
+    if declared == "nvlink" and other:
+        return "findings", [_f(
+            "interconnect", "[target] interconnect", "nvlink: every GPU pair linked by NVLink (NV#)",
+            f"{len(other)} of {len(links)} pairs not linked by NVLink ({source}): {_by_label(other)}",
+            'declare interconnect = "pcie" in the recipe\'s [target] (its [env.pcie] profile is installed), '
+            "or run on the NVLink machine the recipe targets")], f"nvlink declared; {seen}"
+    return "ok", [], f"{declared} declared; {seen}"
 
 
 def _arch_ok(cc: str, arch: list[str]) -> bool:

@@ -12,12 +12,15 @@ argv[1] is JSON with ``mode``:
   again per rank, NCCL backend, TCP rendezvous on a free port), at each of ``sizes`` bytes of bf16;
   ``set`` variables are set and ``unset`` removed in every rank before NCCL starts. Ranks past
   ``deadline_s`` are killed and the result says so (field case B12).
+* ``topology``: how each pair of GPUs is linked (:func:`topology`): from NVML through pynvml
+  (nvidia-ml-py) when it imports, else from ``nvidia-smi topo -m``.
 
 Prints one JSON object on its last line. Never raises: errors are reported in the JSON.
 """
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -298,10 +301,170 @@ def _allreduce_once(cfg):
     return out
 
 
+#: nvidia-smi's matrix labels of a path over PCIe, nearest first, by NVML's common-ancestor level
+#: (nvmlGpuTopologyLevel_t in nvml.h: INTERNAL 0, SINGLE 10, MULTIPLE 20, HOSTBRIDGE 30, NODE 40,
+#: SYSTEM 50; the legend of ``nvidia-smi topo -m``: PIX at most one PCIe bridge, PXB several
+#: bridges, PHB through a host bridge, NODE between host bridges of one NUMA node, SYS across the
+#: SMP interconnect between NUMA nodes). INTERNAL (two GPUs of one board) has no matrix label.
+NVML_LEVELS = {0: "INTERNAL", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_GPU = re.compile(r"^GPU(\d+)$")
+
+
+def parse_topo_matrix(text):
+    """The GPU-to-GPU cells of ``nvidia-smi topo -m``: ``{"gpus": [0, 1, ...], "links": {"0-1": "NV18"}}``.
+
+    The matrix (nvidia-smi's own format; samples in tests/data/topology/): a header row naming the
+    columns (``GPU0 GPU1 ... NIC0 ... CPU Affinity NUMA Affinity GPU NUMA ID``), then one row per
+    device (``GPU0  X  NV18 ...``). GPU columns come first, so a GPU row's cells are its first
+    tokens after the name; ``X`` is the GPU itself. Labels are kept as printed: ``NV#`` (a bonded
+    set of # NVLinks), ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS`` (older drivers: ``SOC``). Lines
+    outside the matrix (legend, NIC rows, comments) and terminal colour codes are ignored. Pairs
+    are keyed ``"i-j"`` with ``i < j``, from row ``i``. No matrix: ``{"gpus": [], "links": {}}``.
+    """
+    columns = None
+    rows = {}
+    for raw in text.splitlines():
+        tokens = _ANSI.sub("", raw).split()
+        if not tokens or not _GPU.match(tokens[0]):
+            continue
+        if columns is None:
+            if len(tokens) > 1 and tokens[1] == "X":
+                continue  # a row before any header: not nvidia-smi's matrix
+            columns = []
+            for tok in tokens:
+                m = _GPU.match(tok)
+                if not m:
+                    break
+                columns.append(int(m.group(1)))
+            continue
+        rows[int(_GPU.match(tokens[0]).group(1))] = tokens[1:1 + len(columns)]
+    if not columns:
+        return {"gpus": [], "links": {}}
+    links = {}
+    for i in sorted(rows):
+        for col, cell in zip(columns, rows[i]):
+            if i < col:
+                links["%d-%d" % (i, col)] = cell
+    return {"gpus": sorted(rows), "links": links}
+
+
+def nvml_links(nvml):
+    """Each GPU pair's link from NVML (``nvml``: the pynvml module), labelled as ``nvidia-smi topo -m`` does.
+
+    A pair whose NVLink P2P status is OK (``nvmlDeviceGetP2PStatus`` with
+    ``NVML_P2P_CAPS_INDEX_NVLINK``, as vLLM's ``is_fully_connected`` asks) is ``NV<n>``: ``n`` the
+    active links (``nvmlDeviceGetNvLinkState``) whose remote end (``nvmlDeviceGetNvLinkRemotePciInfo``)
+    is the peer; none to the peer means the links go to NVSwitches and ``n`` is all active links
+    (an NVSwitch box shows ``NV18`` per pair). Any other pair gets the PCIe label of its common
+    ancestor (``nvmlDeviceGetTopologyCommonAncestor``, :data:`NVML_LEVELS`). Source: the NVML API
+    reference (https://docs.nvidia.com/deploy/nvml-api/), "Device Queries" (topology, P2P, NvLink).
+    :returns: ``{"gpus": [0, ...], "links": {"0-1": "NV18"}}``. NVML errors propagate.
+    """
+    nvml.nvmlInit()
+    try:
+        count = nvml.nvmlDeviceGetCount()
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        buses = [_bus(nvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        remotes = [_nvlink_remotes(nvml, h) for h in handles]
+        links = {}
+        for i in range(count):
+            for j in range(i + 1, count):
+                status = nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], nvml.NVML_P2P_CAPS_INDEX_NVLINK)
+                if status == nvml.NVML_P2P_STATUS_OK:
+                    direct = sum(1 for r in remotes[i] if r == buses[j])
+                    n = direct or len(remotes[i])
+                    links["%d-%d" % (i, j)] = "NV%d" % n if n else "NVLINK"  # link count unknown
+                else:
+                    level = nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
+                    links["%d-%d" % (i, j)] = NVML_LEVELS.get(int(level), "LEVEL%d" % int(level))
+        return {"gpus": list(range(count)), "links": links}
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _bus(bus_id):
+    value = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+    return value.lower()[-12:]  # "00000000:18:00.0" and the legacy "0000:18:00.0" alike
+
+
+def _nvlink_remotes(nvml, handle):
+    """The remote PCI bus id of each active NVLink of ``handle``; [] where NVLink is not supported."""
+    out = []
+    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            if nvml.nvmlDeviceGetNvLinkState(handle, link) != nvml.NVML_FEATURE_ENABLED:
+                continue
+            out.append(_bus(nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link).busId))
+        except nvml.NVMLError:
+            continue  # no such link on this GPU (NVML_ERROR_NOT_SUPPORTED / INVALID_ARGUMENT)
+    return out
+
+
+def _visible(gpus, links, env):
+    """Keep the GPUs ``CUDA_VISIBLE_DEVICES`` names by index (NVML and nvidia-smi number GPUs the
+    same way); UUIDs or an unset variable keep every GPU the driver lists."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not all(p.strip().isdigit() for p in value.split(",") if p.strip()):
+        return gpus, links
+    keep = sorted({int(p) for p in value.split(",") if p.strip()} & set(gpus))
+    kept = {k: v for k, v in links.items() if all(int(n) in keep for n in k.split("-"))}
+    return keep, kept
+
+
+def _nvidia_smi_topo():
+    """``nvidia-smi topo -m``'s text, or None and why not."""
+    try:
+        run = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, _err(exc)
+    if run.returncode != 0:
+        return None, "exit status %d: %s" % (run.returncode, (run.stdout + run.stderr).strip()[:200])
+    return run.stdout, None
+
+
+def topology(cfg):
+    """How each pair of GPUs is linked: NVML through pynvml first, else ``nvidia-smi topo -m``
+    (``cfg["sources"]`` may name fewer or reorder them: ``["nvidia-smi"]`` records that source alone).
+
+    :returns: ``{"source": "nvml" | "nvidia-smi" | None, "gpus": [index, ...], "links": {"0-1":
+        "NV18", ...}, "tried": [why an earlier source gave nothing, ...]}``; GPUs are the driver's
+        indices, limited to those ``CUDA_VISIBLE_DEVICES`` names by index. ``source`` None: no
+        source answered (``tried`` says why).
+    """
+    tried = []
+    for source in cfg.get("sources", ["nvml", "nvidia-smi"]):
+        found, why = (_from_nvml if source == "nvml" else _from_nvidia_smi)()
+        if found is not None:
+            gpus, links = _visible(found["gpus"], found["links"], os.environ)
+            return {"source": source, "gpus": gpus, "links": links, "tried": tried}
+        tried.append("%s: %s" % (source, why))
+    return {"source": None, "gpus": [], "links": {}, "tried": tried}
+
+
+def _from_nvml():
+    try:
+        import pynvml
+    except Exception as exc:  # noqa: BLE001 - an absent or broken package: the next source
+        return None, _err(exc)
+    try:
+        return nvml_links(pynvml), None
+    except Exception as exc:  # noqa: BLE001
+        return None, _err(exc)
+
+
+def _from_nvidia_smi():
+    text, why = _nvidia_smi_topo()
+    if text is None:
+        return None, why
+    found = parse_topo_matrix(text)
+    return (found, None) if found["gpus"] else (None, "nvidia-smi topo -m printed no GPU matrix")
+
+
 def main():
     cfg = json.loads(sys.argv[1])
     mode = cfg["mode"]
-    result = {"info": info, "op": op, "allreduce": allreduce}[mode](cfg)
+    result = {"info": info, "op": op, "allreduce": allreduce, "topology": topology}[mode](cfg)
     print(json.dumps(result))
 
 

@@ -13,9 +13,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envforge.cli.parser import group
+
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
-    from envforge.drafter import Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision
+    from envforge.drafter import Drafter, DrafterComparison, DrafterIssue, FetchResult, HubRevision, ModelClass
 
 __all__ = ["register"]
 
@@ -25,8 +27,6 @@ _KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``drafter`` and its sub-commands on the top-level subparsers."""
-    from envforge.cli.parser import group
-
     dsub = group(sub, "drafter", help="fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
                  description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
                              "safetensors only, re-hashed after download.")
@@ -70,7 +70,7 @@ def _endpoint() -> str | None:
 
 
 def _fetch(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import fetch_drafter, resolve_revision
+    from envforge.drafter import fetch_drafter, resolve_revision  # lazy: ~70 ms, kept off --help
 
     if args.dry_run:
         rev = resolve_revision(args.repo, args.revision, allow_unpinned=args.allow_unpinned,
@@ -91,23 +91,23 @@ def _fetch(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _inspect(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import inspect_drafter
+    from envforge.drafter import inspect_drafter  # lazy: ~70 ms, kept off --help
 
     report = inspect_drafter(args.drafter, allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
                              endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
         ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues),
-                                         "loads": _engines(report.issues)})
+                                         "loads": report.loads, "classes": _classes(report.classes)})
     else:
-        _render_drafter(report.drafter, ui)
+        _render_drafter(report.drafter, report.classes, ui)
         _render_issues(report.issues, "EAGLE-3 checks", ui)
         ui.result("loads as trained in: " + ", ".join(f"{e} {'yes' if ok else 'no'}"
-                                                        for e, ok in _engines(report.issues).items()))
+                                                        for e, ok in report.loads.items()))
     return 1 if report.issues else 0
 
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import compare
+    from envforge.drafter import compare  # lazy: ~70 ms, kept off --help
 
     c = compare(args.a, args.b, allow_unpinned=args.allow_unpinned, endpoint=_endpoint(),
                 cache_dir=args.cache_dir)
@@ -119,7 +119,7 @@ def _compare(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _check(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.drafter import check_target
+    from envforge.drafter import check_target  # lazy: ~70 ms, kept off --help
 
     report = check_target(args.drafter, args.target, allow_unpinned=args.allow_unpinned,
                           endpoint=_endpoint(), cache_dir=args.cache_dir)
@@ -160,11 +160,10 @@ def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, Any]]:
              "engines": list(i.engines)} for i in issues]
 
 
-def _engines(issues: tuple[DrafterIssue, ...]) -> dict[str, bool]:
-    """Per serving engine: does the drafter load as trained (no issue naming that engine)."""
-    from envforge.drafter.layout import ENGINES
-
-    return {e: not any(e in i.engines for i in issues) for e in ENGINES}
+def _classes(classes: tuple[ModelClass, ...]) -> dict[str, dict[str, Any]]:
+    """Per engine: the architecture name looked up and the class built (``None``: none known)."""
+    return {c.engine: {"looked-up": c.looked_up, "class": c.name, "module": c.module, "eagle3": c.eagle3}
+            for c in classes}
 
 
 def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
@@ -205,16 +204,15 @@ def _render_fetch(r: FetchResult, ui: Ui) -> None:
     ui.info(f"record: {r.record}")
 
 
-def _render_drafter(d: Drafter, ui: Ui) -> None:
+def _render_drafter(d: Drafter, classes: tuple[ModelClass, ...], ui: Ui) -> None:
     ui.result(f"{d.source}  {d.architecture}")
     if d.repo and d.revision and d.local_dir is not None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
-    from envforge.drafter.model import aux_layer_ids
-
-    ids = aux_layer_ids(d.config)
+    ids = d.aux_layers
     ui.result(f"  auxiliary layers {ids if ids is not None else '(not set: SGLang default)'}")
+    ui.result("  model class built: " + ", ".join(f"{c.engine} {c.describe()}" for c in classes))
     width = max((len(t.name) for t in d.tensors), default=0)
     ui.result(f"tensors ({len(d.tensors)}):")
     for t in d.tensors:

@@ -20,14 +20,13 @@ from envforge.drafter import (
     DrafterIssue,
     FetchResult,
     HubRevision,
+    ModelClass,
     check_target,
     compare,
     fetch_drafter,
     inspect_drafter,
     resolve_revision,
 )
-from envforge.drafter.layout import ENGINES
-from envforge.drafter.model import aux_layer_ids
 
 __all__ = ["run_check", "run_compare", "run_fetch", "run_inspect"]
 
@@ -65,12 +64,12 @@ def run_inspect(args: argparse.Namespace, ui: Ui) -> int:
                              endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
         ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues),
-                                         "loads": _engines(report.issues)})
+                                         "loads": report.loads, "classes": _classes(report.classes)})
     else:
-        _render_drafter(report.drafter, ui)
+        _render_drafter(report.drafter, report.classes, ui)
         _render_issues(report.issues, "EAGLE-3 checks", ui)
         ui.result("loads as trained in: " + ", ".join(f"{e} {'yes' if ok else 'no'}"
-                                                        for e, ok in _engines(report.issues).items()))
+                                                        for e, ok in report.loads.items()))
     return 1 if report.issues else 0
 
 
@@ -126,9 +125,10 @@ def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, Any]]:
              "engines": list(i.engines)} for i in issues]
 
 
-def _engines(issues: tuple[DrafterIssue, ...]) -> dict[str, bool]:
-    """Per serving engine: does the drafter load as trained (no issue naming that engine)."""
-    return {e: not any(e in i.engines for i in issues) for e in ENGINES}
+def _classes(classes: tuple[ModelClass, ...]) -> dict[str, dict[str, Any]]:
+    """Per engine: the architecture name looked up and the class built (``None``: none known)."""
+    return {c.engine: {"looked-up": c.looked_up, "class": c.name, "module": c.module, "eagle3": c.eagle3}
+            for c in classes}
 
 
 def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
@@ -169,14 +169,15 @@ def _render_fetch(r: FetchResult, ui: Ui) -> None:
     ui.info(f"record: {r.record}")
 
 
-def _render_drafter(d: Drafter, ui: Ui) -> None:
+def _render_drafter(d: Drafter, classes: tuple[ModelClass, ...], ui: Ui) -> None:
     ui.result(f"{d.source}  {d.architecture}")
     if d.repo and d.revision and d.local_dir is not None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
-    ids = aux_layer_ids(d.config)
+    ids = d.aux_layers
     ui.result(f"  auxiliary layers {ids if ids is not None else '(not set: SGLang default)'}")
+    ui.result("  model class built: " + ", ".join(f"{c.engine} {c.describe()}" for c in classes))
     width = max((len(t.name) for t in d.tensors), default=0)
     ui.result(f"tensors ({len(d.tensors)}):")
     for t in d.tensors:

@@ -4,6 +4,7 @@ Data flow::
 
     REPO@SHA ── hub.resolve_revision ──▶ HubRevision ── hub.fetch ──▶ DIR (+ envforge-drafter.json)
     DIR | REPO@SHA ── sources.open_drafter ──▶ Drafter (config + safetensors headers, no weights)
+    Drafter.config ── architecture.model_classes ──▶ ModelClass per engine (chosen by architectures)
     Drafter ── model.eagle3_issues / model.target_issues ──▶ DrafterIssue...
     Drafter × Drafter ── compare.compare_drafters (reads only d2t) ──▶ DrafterComparison
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.drafter.architecture import ModelClass, model_classes
 from envforge.drafter.compare import (
     ConfigDiff,
     DrafterComparison,
@@ -48,6 +50,7 @@ from envforge.drafter.hub import (
     recheck_offline,
     resolve_revision,
 )
+from envforge.drafter.layout import ENGINES
 from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
 from envforge.drafter.sources import byte_reader, open_drafter, open_local, read_config
 from envforge.core.errors import EnvforgeError
@@ -58,9 +61,11 @@ __all__ = [
     "Drafter",
     "DrafterComparison",
     "DrafterIssue",
+    "ENGINES",
     "FetchResult",
     "HubRevision",
     "InspectReport",
+    "ModelClass",
     "TensorDiff",
     "TensorInfo",
     "VocabComparison",
@@ -76,10 +81,17 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class InspectReport:
-    """A drafter and its EAGLE-3 findings (empty when consistent)."""
+    """A drafter, its EAGLE-3 findings (empty when consistent) and the model class each engine
+    builds for its ``config.architectures`` (:func:`architecture.model_classes`: SGLang 0.5.9, vLLM)."""
 
     drafter: Drafter
     issues: tuple[DrafterIssue, ...]
+    classes: tuple[ModelClass, ...]
+
+    @property
+    def loads(self) -> dict[str, bool]:
+        """Per engine of :data:`ENGINES`: does the drafter load as trained (no issue names that engine)."""
+        return {e: not any(e in i.engines for i in self.issues) for e in ENGINES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +128,7 @@ def inspect_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bo
     """Open ``spec`` (path or ``REPO@SHA``, remote reads headers only) and run the EAGLE-3 checks."""
     d = open_drafter(spec, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
                      endpoint=endpoint, cache_dir=cache_dir)
-    return InspectReport(d, eagle3_issues(d))
+    return InspectReport(d, eagle3_issues(d), model_classes(d.config))
 
 
 def compare(spec_a: str, spec_b: str, *, allow_unpinned: bool = False, endpoint: str | None = None,

@@ -289,7 +289,6 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     """
     from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
-
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):
         if progress:

@@ -20,6 +20,11 @@ test per layout):
   ``draft_id_to_target_id`` (zeros when absent: draft id ``i`` becomes target id ``i``);
   ``embed_tokens`` is optional (shared with the target); ``fc`` never has a bias.
 
+These rules hold once the engine has built the EAGLE-3 class; which class it builds is decided
+by ``config.architectures`` (:mod:`envforge.drafter.architecture`). A missing ``d2t`` with a
+reduced draft vocabulary is named for its effect: SGLang leaves ``hot_token_id`` ``None`` and vLLM
+``draft_id_to_target_id`` zero, so draft id ``i`` is proposed as target token ``i``.
+
 Neither loader checks that every parameter was loaded: a missing tensor leaves a parameter at its
 initial value and the drafter proposes garbage. envforge therefore also reports absent tensors.
 """
@@ -157,6 +162,18 @@ def _layer_tensor(by: Mapping[str, TensorInfo], name: str, engine: str) -> Tenso
     return by.get(name)
 
 
+def _absent(config: Mapping[str, Any], name: str) -> tuple[str, str]:
+    """``(actual, fix)`` for a tensor the engine needs and the drafter lacks."""
+    if name != "d2t":
+        return "absent", "the engine would run this parameter uninitialised; use a complete drafter"
+    draft, vocab = _int(config, "draft_vocab_size"), _int(config, "vocab_size")
+    return (f"absent, with draft_vocab_size {draft} {'<' if (draft or 0) < (vocab or 0) else '!='} vocab_size "
+            f"{vocab}: draft ids are read as target ids (draft position i proposes target token i), so drafts "
+            "propose wrong tokens and acceptance collapses (accept length ≈ 1)",
+            "ship the d2t tensor from the training run (target id = i + d2t[i], built with the draft vocabulary); "
+            "a d2t rebuilt from another vocabulary maps to other tokens")
+
+
 def loader_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> tuple[LayoutProblem, ...]:
     """Every way ``tensors`` (with ``config``) would not load as trained in SGLang 0.5.9 or vLLM.
 
@@ -173,8 +190,7 @@ def loader_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) 
             t = _layer_tensor(by, name, engine)
             want = f"[{', '.join(map(str, shapes[name]))}]"
             if t is None:
-                key = (f"eagle3-{name.split('.')[0]}", name, want, "absent",
-                       "the engine would run this parameter uninitialised; use a complete drafter")
+                key = (f"eagle3-{name.split('.')[0]}", name, want, *_absent(config, name))
                 found.setdefault(key, []).append(engine)
         for name, shape in shapes.items():
             t = _layer_tensor(by, name, engine)

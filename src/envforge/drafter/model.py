@@ -36,6 +36,7 @@ from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_bytes
+from envforge.drafter.architecture import architecture_problems
 from envforge.drafter.layout import loader_problems
 from envforge.drafter.weights import TensorInfo
 
@@ -93,6 +94,11 @@ class Drafter:
         archs = self.config.get("architectures")
         return str(archs[0]) if isinstance(archs, list) and archs else "unknown"
 
+    @property
+    def aux_layers(self) -> list[Any] | None:
+        """The auxiliary target layer ids, as :func:`aux_layer_ids` reads them from the config."""
+        return aux_layer_ids(self.config)
+
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name`` or ``<prefix>.name`` (``model.fc.weight``), or ``None``."""
         for t in self.tensors:
@@ -146,8 +152,10 @@ def _issue(d: Drafter, kind: str, subject: str, expected: object, actual: object
 
 
 def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
-    """Whether the drafter loads as trained in the serving engines (:mod:`envforge.drafter.layout`:
-    SGLang 0.5.9's and vLLM's ``llama_eagle3.py``), plus ``d2t``'s dtype and the auxiliary layer ids.
+    """Whether the drafter loads as trained in the serving engines: the model class each builds
+    for ``config.architectures`` (:mod:`envforge.drafter.architecture`, first), then that class's
+    loader (:mod:`envforge.drafter.layout`: SGLang 0.5.9's and vLLM's ``llama_eagle3.py``), plus
+    ``d2t``'s dtype and the auxiliary layer ids.
 
     Empty when it loads in both. Each issue names the engines it concerns in ``engines``.
     """
@@ -159,8 +167,9 @@ def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
     if hidden is None or vocab is None:
         return (_issue(d, "eagle3-config", "config.json", "hidden_size and vocab_size",
                        f"missing {', '.join(missing)}", "use the drafter's own config.json"),)
+    problems = architecture_problems(d.config, d.tensors) + loader_problems(d.config, d.tensors)
     checks = [DrafterIssue(p.kind, f"{d.source}: {p.subject}", p.expected, p.actual, p.fix, p.engines)
-              for p in loader_problems(d.config, d.tensors)]
+              for p in problems]
     d2t = d.tensor("d2t")
     if d2t is not None and d2t.dtype not in ("I64", "I32"):
         checks.append(_issue(d, "eagle3-d2t", "d2t dtype", "I64 or I32", d2t.dtype,

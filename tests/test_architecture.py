@@ -78,3 +78,19 @@ def test_function_level_imports_are_only_the_marked_lazy_ones() -> None:
                     if isinstance(node, (ast.Import, ast.ImportFrom)) and not _marked_lazy(lines, node):
                         found.append(f"{path.relative_to(SRC)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
     assert sorted(set(found)) == []
+
+
+def test_docs_architecture_lists_every_module_under_its_package() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    missing = []
+    for path in _modules():
+        rel = path.relative_to(SRC)
+        if len(rel.parts) == 1:
+            continue
+        head = f"### `{rel.parts[0]}/`"
+        section = doc.split(head, 1)[1].split("\n### ", 1)[0] if head in doc else ""
+        inner = "/".join(rel.parts[1:])
+        name = inner[: -len("/__init__.py")] + "/" if inner.endswith("/__init__.py") else inner
+        if inner != "__init__.py" and f"`{name}`" not in section:
+            missing.append(str(rel))
+    assert missing == []

@@ -1,4 +1,4 @@
-"""Cost of checking env profile values at recipe load (envvars.py: B19, B31).
+"""Cost of checking env profile values at recipe load (recipe/envvars.py: B19, B31).
 
 Loads the shipped kimi recipe (and a recipe with a 40-variable profile) ``--loads`` times with the
 full checks, and the same with the env value check replaced by a no-op (the reference, measured

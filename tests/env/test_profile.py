@@ -1,6 +1,6 @@
 """Env profiles in a real virtual environment made by the real uv (field cases B11, B12).
 
-One module-scoped venv (Python 3.12 from pyenv, ``uv venv`` with downloads off, as build.py makes
+One module-scoped venv (Python 3.12 from pyenv, ``uv venv`` with downloads off, as env/build.py makes
 them); each test installs a profile and reverts it. Children are started the ways SGLang and users
 start them: ``multiprocessing`` spawn, ``subprocess``, ``python -I``, ``PYTHONNOUSERSITE=1``, ``-S``.
 """

@@ -140,7 +140,7 @@ def test_problems_literal(name: str, value: object, message: str) -> None:
     ("NCCL_SOCKET_IFNAME", "=eth0"), ("NCCL_P2P_DISABLE", "1"), ("NCCL_CUMEM_ENABLE", "-2"),
     ("CUDA_VISIBLE_DEVICES", "0,1"), ("CUDA_DEVICE_MAX_CONNECTIONS", "1"), ("CUDA_HOME", "/usr/local/cuda"),
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"), ("OMP_NUM_THREADS", "8"), ("SGLANG_ENABLE_JIT", "1"),
-    ("LD_PRELOAD", "/x.so"),  # a fine value for a launcher; recipe.py refuses it in a profile
+    ("LD_PRELOAD", "/x.so"),  # a fine value for a launcher; recipe/schema.py refuses it in a profile
 ])
 def test_values_their_readers_take_as_written(name: str, value: str) -> None:
     assert problems(name, value) == []

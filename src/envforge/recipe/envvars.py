@@ -13,7 +13,7 @@ all-reduce hung. :func:`problems` says all of this at recipe load, so ``lock``, 
 Variables read when a process starts (the dynamic loader's ``LD_*``, glibc's tunables, the
 interpreter's ``PYTHON*``) cannot be set by the profile's ``.pth`` hook for the process it runs in:
 the hook runs after they were read, so only child processes would see them (field case B31).
-:func:`startup_reader` names the reader; recipe.py refuses them in a profile.
+:func:`startup_reader` names the reader; recipe/schema.py refuses them in a profile.
 
 Sources, kept with the data:
 

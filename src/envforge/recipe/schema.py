@@ -68,7 +68,7 @@ def _env_problem(k: str) -> str | None:
 
 
 def _env_value(value: Any, path: str) -> list[Problem]:
-    """A variable's value for NCCL, CUDA and the process (envvars.py: names, NCCL's parsing, NUL)."""
+    """A variable's value for NCCL, CUDA and the process (recipe/envvars.py: names, NCCL's parsing, NUL)."""
     return [Problem(path, msg) for msg in env_value_problems(path.rsplit(".", 1)[-1], value)]
 
 

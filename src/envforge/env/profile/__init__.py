@@ -1,6 +1,6 @@
 """Env profiles: environment variables (NCCL and friends) that reach every process of an environment.
 
-A profile is a recipe table ``[env.<name>]`` (``recipe.py`` picks it: ``--env-profile``, the
+A profile is a recipe table ``[env.<name>]`` (``recipe/model.py`` picks it: ``--env-profile``, the
 variant's ``env-profile``, or the target interconnect, over ``[env.default]``). :func:`install`
 puts it into an environment's site-packages so that *every* interpreter start applies it: the
 server, its ``multiprocessing`` spawn children, ``subprocess`` children, ``python -I`` and

@@ -18,6 +18,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from packaging.markers import InvalidMarker, Marker
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 __all__ = ["SOURCE_KINDS", "UvLockShapeError", "check_shape"]
 
 SOURCE_KINDS = ("registry", "git", "url", "path", "directory", "editable", "virtual")
@@ -73,8 +77,6 @@ def _opt(d: Mapping[str, Any], key: str, typ: type, path: str) -> Any:
 
 
 def _specifier(value: Any, key: str) -> None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if not isinstance(value, str):
         raise UvLockShapeError(key, f"should be a string, got {_kind(value)}")
     try:
@@ -84,8 +86,6 @@ def _specifier(value: Any, key: str) -> None:
 
 
 def _markers(d: Mapping[str, Any], key: str, path: str) -> list[str] | None:
-    from packaging.markers import InvalidMarker, Marker
-
     value = d.get(key)
     if value is None:
         return None
@@ -122,8 +122,6 @@ def _package(p: Any, path: str) -> tuple[str, str | None, list[str] | None]:
         raise UvLockShapeError(f"{path}.name", f"{name!r} is not a normalised name (uv writes them normalised)")
     version = _opt(p, "version", str, f"{path}.")
     if version is not None:
-        from packaging.version import InvalidVersion, Version
-
         try:
             Version(version)
         except InvalidVersion:

@@ -15,13 +15,10 @@ the env profile and patch defaults of an environment, bench fingerprints) goes t
 3. ``uv.lock`` (no spec validator exists): the shape uv documents
    (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile), checked by
    :mod:`envforge.lock.uvlock` with the key path;
-4. both: two entries of one name that can be active together (:mod:`envforge.lock.markerspace`
-   decides; for uv.lock with the declared ``conflicts``, :mod:`envforge.lock.uvconflicts`). A pylock
-   is read as packaging reads it, ambiguity included: :attr:`LockDocument.ambiguities` lists the
-   pairs as data, ``lock diff`` shows them, and only installing refuses them
-   (:func:`refuse_ambiguous`, for the environment installed into, as ``Pylock.select`` does). A
-   uv.lock with such a pair is refused here (uv's own installer would have to pick one): an
-   :class:`InvalidLock` naming both entries.
+4. two entries of one name that can be active together (:mod:`envforge.lock.markerspace`; uv.lock's
+   ``conflicts`` by :mod:`envforge.lock.uvconflicts`): a pylock is read as packaging reads it, the pairs
+   are :attr:`LockDocument.ambiguities`, and only installing refuses them (:func:`refuse_ambiguous`,
+   where both are selected, as ``Pylock.select`` does); a uv.lock with such a pair is refused here.
 Validation runs once per file content: after a text passed every check above, the fact is kept
 under envforge's cache directory as ``valid-locks/<sha256 of reader version, packaging version and
 the text>``; reading the same bytes again skips ``Pylock.from_dict`` (about half a ``tomllib``
@@ -418,7 +415,7 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> Lock
     return LockDocument(label, "uv.lock", doc, None, {}, comments)
 
 
-def refuse_ambiguous(label: str, entries: Sequence[Selectable], *,
+def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str | None = None,
                      environment: Mapping[str, object] | None = None) -> None:
     """Refuse to install a pylock of which two entries of one name are both selected for the
     environment installed into (what ``packaging.pylock.Pylock.select`` raises on; an installer
@@ -426,6 +423,9 @@ def refuse_ambiguous(label: str, entries: Sequence[Selectable], *,
     (:attr:`LockDocument.ambiguities`).
 
     :param entries: the lock's ``[[packages]]`` in file order.
+    :param python: the target's Python (``3.12`` or ``3.12.4``): sets ``python_version``,
+        ``python_full_version`` and ``implementation_version`` (``X.Y.0`` where only ``X.Y`` is
+        given, so a pair apart only by a patch release is judged at ``.0``).
     :param environment: marker variables of the target (``python_full_version``, ``sys_platform``...,
         ``extras`` and ``dependency_groups`` as sets); missing ones are this machine's
         (:func:`packaging.markers.default_environment`), no extras, no groups.
@@ -433,8 +433,13 @@ def refuse_ambiguous(label: str, entries: Sequence[Selectable], *,
         packages[1] (idna 3.10; no marker) are both selected for this environment; an installer
         cannot choose between them``, key ``packages[<second>]``.
     """
+    target: dict[str, object] = {}
+    if python is not None:
+        full = ".".join((python.split(".") + ["0", "0"])[:3])
+        target = {"python_version": ".".join(full.split(".")[:2]), "python_full_version": full,
+                  "implementation_version": full}
     plain = plain_entries(entries)
-    found = selected_together(plain, environment or {})
+    found = selected_together(plain, {**target, **(environment or {})})
     if not found:
         return
     first = ambiguity_of(found[0], plain, "packages")

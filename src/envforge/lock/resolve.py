@@ -33,6 +33,7 @@ from envforge.recipe.cuda import cuda_major, cuda_mismatches
 from envforge.core.errors import CheckFailed, InputError
 from envforge.recipe.model import ResolvedVariant
 from envforge.lock.routing import DEFAULT_INDEX, index_violations, uv_pyproject
+from envforge.lock.read import refuse_ambiguous  # hook (issue 26, lockreader): install-time ambiguity refusal
 from envforge.uv.run import UvError, run_uv
 
 __all__ = [
@@ -502,10 +503,13 @@ def guard_lock(path: Path, variant: ResolvedVariant, find_links: Sequence[Path] 
     """Read the lock at ``path`` for a build of ``variant``: intact (:func:`check_integrity`), and
     every package from an index the recipe allows for it (the index guard ``lock`` runs, again).
 
+    :raises InvalidLock: two entries of one name are both selected for the variant's Python on this
+        machine (:func:`envforge.lock.read.refuse_ambiguous`).
     :raises LockIntegrityError: see :func:`check_integrity`.
     :raises CheckFailed: a package comes from an index not allowed for it.
     """
     lock = read_lock(path)
+    refuse_ambiguous(str(path), lock.packages, python=variant.python)  # hook (issue 26): two entries selected
     check_integrity(lock, variant)
     problems = [v.describe() for v in index_violations(lock.tables, variant, find_links)]
     if problems:

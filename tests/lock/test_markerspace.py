@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envforge.lock.markerspace import Overlap, first_overlap, overlap_witness
+from envforge.lock.markerspace import (ALWAYS, Overlap, compatible, first_overlap, overlap_witness, overlaps, satisfiable,
+                                     selected_together, valid_selection)
 
 EXCLUSIVE = [
     (["platform_machine == 's390x'"], ["platform_machine != 's390x'"]),
@@ -54,3 +55,59 @@ def test_first_overlap_in_file_order() -> None:
                ("b", "2", ["sys_platform == 'win32'"]), ("a", "3", ["sys_platform != 'win32'"])]
     assert first_overlap(entries) == Overlap(1, 3, {})
     assert first_overlap(entries[:3]) is None
+
+
+def test_overlaps_lists_every_names_first_pair_by_the_later_entry() -> None:
+    entries = [("a", "1", None), ("b", "1", None), ("b", "2", None), ("a", "2", None), ("a", "3", None)]
+    assert overlaps(entries) == (Overlap(1, 2, {}), Overlap(0, 3, {}))
+    assert overlaps(entries[:2]) == ()
+
+
+def test_entries_apart_by_a_declared_conflict_do_not_overlap() -> None:
+    entries = [("torch", "2+cpu", ["sys_platform == 'linux'"]), ("torch", "2+cu1", ["sys_platform == 'linux'"])]
+    cpu, gpu = frozenset({frozenset({"cpu"})}), frozenset({frozenset({"gpu"})})
+    assert overlaps(entries, activations=[cpu, gpu], conflicts=[frozenset({"cpu", "gpu"})]) == ()
+    assert overlaps(entries, activations=[cpu, gpu], conflicts=[frozenset({"cpu", "other"})]) == (
+        Overlap(0, 1, {"sys_platform": "linux"}),)
+    assert first_overlap(entries, activations=[cpu, ALWAYS], conflicts=[frozenset({"cpu", "gpu"})]) == \
+        Overlap(0, 1, {"sys_platform": "linux"})
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ({frozenset({"cpu"})}, {frozenset({"gpu"})}, False),
+    ({frozenset({"cpu"})}, {frozenset({"cpu"})}, True),
+    ({frozenset({"cpu"})}, {frozenset({"gpu"}), frozenset({"a"})}, True),
+    ({frozenset({"cpu"})}, {frozenset({"b"})}, True),  # two sets: cpu and b may be enabled together
+    ({frozenset({"cpu", "a"})}, {frozenset({"b"})}, False),
+    (set(), {frozenset({"gpu"})}, True),  # nothing installs it: counted as always
+])
+def test_compatible_activations(a: set[frozenset[str]], b: set[frozenset[str]], expected: bool) -> None:
+    conflicts = [frozenset({"cpu", "gpu"}), frozenset({"a", "b"})]
+    assert compatible(frozenset(a), frozenset(b), conflicts) is expected
+    assert compatible(frozenset(b), frozenset(a), conflicts) is expected
+
+
+def test_valid_selection_allows_one_item_per_set() -> None:
+    conflicts = [frozenset({"cpu", "gpu", "rocm"})]
+    assert [valid_selection(frozenset(s), conflicts) for s in ((), ("cpu",), ("cpu", "x"), ("cpu", "rocm"))] == [
+        True, True, True, False]
+
+
+def test_selected_together_evaluates_for_the_environment_given() -> None:
+    entries = [("a", "1", ["sys_platform == 'linux'"]), ("a", "2", ["python_version < '3.13'"]),
+               ("b", "1", None), ("a", "3", None)]
+    assert selected_together(entries, {"sys_platform": "linux", "python_version": "3.12"}) == (
+        Overlap(0, 1, {"python_version": "3.12", "sys_platform": "linux"}),)
+    assert selected_together(entries, {"sys_platform": "win32", "python_version": "3.13"}) == ()
+    assert selected_together(entries, {"sys_platform": "win32", "python_version": "3.12"}) == (
+        Overlap(1, 3, {"python_version": "3.12"}),)
+    assert selected_together([("x", "1", ["'cpu' in extras"]), ("x", "2", None)], {}) == ()
+    assert selected_together([("x", "1", ["'cpu' in extras"]), ("x", "2", None)],
+                             {"extras": frozenset({"cpu"})}) == (Overlap(0, 1, {"extras": "{cpu}"}),)
+
+
+def test_satisfiable_with_some_variables_fixed() -> None:
+    marker = ["'a' in extras and 'b' not in extras and sys_platform == 'linux'"]
+    assert satisfiable(marker, {"extras": frozenset({"a"})}) is True
+    assert satisfiable(marker, {"extras": frozenset({"a", "b"})}) is False
+    assert satisfiable(marker, {"extras": frozenset({"a"}), "sys_platform": "win32"}) is False

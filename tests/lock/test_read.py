@@ -7,22 +7,29 @@ Where the cases come from: pypa/packaging's public test suite for ``packaging.py
 each becomes a whole lock file, so the cases run through every path envforge reads a lock with:
 :func:`read_lock_text`, ``envforge lock diff F F`` and ``envforge lock textconv F``. Cases the
 packaging suite tests on single dataclasses (file-name precedence, hash tables) are placed in a
-package of a whole lock. ``select``'s "several packages of one name selected" error is covered by
-envforge's stricter rule (two same-name entries that *can* be active together are refused).
+package of a whole lock. Two entries of one name that can be active together (``test_duplicate_packages``:
+packaging reads them, ``select`` raises "Multiple packages with the name ... are selected") are read
+here too (``AMBIGUOUS``): the document lists them, ``lock diff`` shows them, and only installing
+(:func:`refuse_ambiguous`) refuses them, where both are selected.
 
 When the pinned packaging range moves, re-read those two files and bring these cases in step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import packaging
 import pytest
+from packaging.pylock import Pylock, PylockSelectError
 
 from envforge.cli import main
-from envforge.lock.read import InvalidLock, read_lock_text
+from envforge.core.errors import InputError
+from envforge.lock.read import InvalidLock, packages_digest, read_lock_file, read_lock_text, refuse_ambiguous
 from envforge.lockdiff.model import parse_lock
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "pip"\n'
@@ -266,36 +273,113 @@ INVALID: dict[str, tuple[str, str | None, str]] = {
                        "packages[0].marker", 'Expected a marker variable or quoted string\n    os_name ===\n               ^'),
     "requires-python-invalid": (HEAD + 'requires-python = "3.12"\npackages = []\n', "requires-python",
                                 "Invalid specifier: '3.12'"),
-    # envforge's stricter form of select's "Multiple packages with the name ... are selected" (field case B16).
-    "same-name-unmarked": (
-        HEAD + pkg('version = "3.7"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
-        + pkg('version = "3.10"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"), "packages[1]",
-        "packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active together; "
-        "several entries of one name must have markers that exclude each other"),
-    "same-name-identical-markers": (
-        HEAD + pkg('version = "3.7"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
-        + pkg('version = "3.10"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"),
-        "packages[1]",
-        "packages[0] (idna 3.7; marker sys_platform == 'linux') and packages[1] (idna 3.10; marker "
-        "sys_platform == 'linux') can be active together (e.g. sys_platform = 'linux'); several entries of one "
-        "name must have markers that exclude each other"),
-    "same-name-overlapping-markers": (
-        HEAD + pkg('version = "1.0"\nmarker = \'python_version >= "3.10"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
-        + pkg('version = "1.1"\nmarker = \'python_version < "3.13"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
-        "packages[1]",
-        "packages[0] (example 1.0; marker python_version >= \"3.10\") and packages[1] (example 1.1; marker "
-        "python_version < \"3.13\") can be active together (e.g. python_version = '3.10'); several entries of one "
-        "name must have markers that exclude each other"),
-    "same-name-one-unmarked": (
-        HEAD + pkg('version = "1.0"\nmarker = \'sys_platform == "win32"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
-        + pkg('version = "1.1"\n' + wheel(name="example-1.1-py3-none-any.whl")), "packages[1]",
-        "packages[0] (example 1.0; marker sys_platform == \"win32\") and packages[1] (example 1.1; no marker) can be "
-        "active together; several entries of one name must have markers that exclude each other"),
 }
 
 
+# name -> (a lock packaging reads whose two entries of one name can be active together; what is read
+# back, as VALID; the ambiguity, as Ambiguity.describe says it). Field case B16; packaging's
+# test_duplicate_packages is the first.
+AMBIGUOUS: dict[str, tuple[str, list[tuple[str, str | None, tuple[str, ...]]], str]] = {
+    "same-name-unmarked": (
+        HEAD + pkg('version = "3.7"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
+        + pkg('version = "3.10"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"),
+        [("idna", "3.7", ("idna-3.7-py3-none-any.whl",)), ("idna", "3.10", ("idna-3.10-py3-none-any.whl",))],
+        "packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active together"),
+    "same-name-identical-markers": (
+        HEAD + pkg('version = "3.7"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.7-py3-none-any.whl"), "idna")
+        + pkg('version = "3.10"\nmarker = "sys_platform == \'linux\'"\n' + wheel(name="idna-3.10-py3-none-any.whl"), "idna"),
+        [("idna", "3.7", ("idna-3.7-py3-none-any.whl",)), ("idna", "3.10", ("idna-3.10-py3-none-any.whl",))],
+        "packages[0] (idna 3.7; marker sys_platform == 'linux') and packages[1] (idna 3.10; marker "
+        "sys_platform == 'linux') can be active together (e.g. sys_platform = 'linux')"),
+    "same-name-overlapping-markers": (
+        HEAD + pkg('version = "1.0"\nmarker = \'python_version >= "3.10"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\nmarker = \'python_version < "3.13"\'\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))],
+        "packages[0] (example 1.0; marker python_version >= \"3.10\") and packages[1] (example 1.1; marker "
+        "python_version < \"3.13\") can be active together (e.g. python_version = '3.10')"),
+    "same-name-one-unmarked": (
+        HEAD + pkg('version = "1.0"\nmarker = \'sys_platform == "win32"\'\n' + wheel(name="example-1.0-py3-none-any.whl"))
+        + pkg('version = "1.1"\n' + wheel(name="example-1.1-py3-none-any.whl")),
+        [("example", "1.0", ("example-1.0-py3-none-any.whl",)), ("example", "1.1", ("example-1.1-py3-none-any.whl",))],
+        "packages[0] (example 1.0; marker sys_platform == \"win32\") and packages[1] (example 1.1; no marker) can be "
+        "active together"),
+    "duplicate-packages": (  # packaging's test_duplicate_packages
+        HEAD + pkg('version = "1.0"\ndirectory = { path = "." }') + pkg('version = "1.1"\ndirectory = { path = "." }'),
+        [("example", "1.0", ()), ("example", "1.1", ())],
+        "packages[0] (example 1.0; no marker) and packages[1] (example 1.1; no marker) can be active together"),
+    "no-versions": (
+        HEAD + pkg('directory = { path = "." }') + pkg('directory = { path = "." }'),
+        [("example", None, ()), ("example", None, ())],
+        "packages[0] (example (no version); no marker) and packages[1] (example (no version); no marker) can be "
+        "active together"),
+}
+VALID.update({name: (text, read) for name, (text, read, _) in AMBIGUOUS.items()})
+
+
 def test_case_counts() -> None:
-    assert (len(VALID), len(INVALID)) == (38, 42)
+    assert (len(VALID), len(INVALID), len(AMBIGUOUS)) == (44, 38, 6)
+
+
+@pytest.mark.parametrize("name", sorted(AMBIGUOUS))
+def test_same_name_entries_that_can_be_active_together_are_read_and_listed(name: str) -> None:
+    text, _, described = AMBIGUOUS[name]
+    doc = read_lock_text(text, label="pylock.x.toml")
+    assert [a.describe() for a in doc.ambiguities] == [described]
+    again = read_lock_text(text, label="pylock.x.toml")  # from the validation cache: the same ambiguity
+    assert (again.pylock, again.ambiguities) == (None, doc.ambiguities)
+    assert parse_lock(text, label="x").ambiguities == (described,)
+
+
+def test_packaging_reads_the_duplicate_and_refuses_only_to_select_from_it() -> None:
+    text = AMBIGUOUS["duplicate-packages"][0]
+    lock = Pylock.from_dict(tomllib.loads(text))
+    with pytest.raises(PylockSelectError, match=r"Multiple packages with the name 'example' are selected at "
+                                                r"packages\[1\] and packages\[0\]"):
+        list(lock.select())
+    with pytest.raises(InvalidLock) as err:
+        refuse_ambiguous("pylock.x.toml", read_lock_text(text, label="pylock.x.toml").entries)
+    reason = ("packages[0] (example 1.0; no marker) and packages[1] (example 1.1; no marker) are both selected "
+              "for this environment; an installer cannot choose between them")
+    assert (err.value.message, err.value.key, err.value.reason, err.value.hint, err.value.exit_code) == (
+        f"pylock.x.toml: cannot install example: {reason}", "packages[1]", reason,
+        "give the two entries markers that cannot both be true, or remove one; then regenerate it with "
+        "`envforge lock` (or the tool named in its created-by)", 2)
+
+
+def test_installing_refuses_only_where_both_are_selected() -> None:
+    entries = read_lock_text(AMBIGUOUS["same-name-identical-markers"][0], label="p").entries
+    refuse_ambiguous("p", entries, environment={"sys_platform": "win32"})  # neither selected on Windows
+    with pytest.raises(InvalidLock) as err:
+        refuse_ambiguous("p", entries, environment={"sys_platform": "linux"})
+    assert err.value.message == (
+        "p: cannot install idna: packages[0] (idna 3.7; marker sys_platform == 'linux') and packages[1] (idna "
+        "3.10; marker sys_platform == 'linux') are both selected for this environment (e.g. sys_platform = "
+        "'linux'); an installer cannot choose between them")
+    overlapping = read_lock_text(AMBIGUOUS["same-name-overlapping-markers"][0], label="p").entries
+    refuse_ambiguous("p", overlapping, environment={"python_version": "3.14", "python_full_version": "3.14.0"})
+    with pytest.raises(InvalidLock) as err:
+        refuse_ambiguous("p", overlapping, environment={"python_version": "3.12", "python_full_version": "3.12.1"})
+    assert err.value.reason == (
+        "packages[0] (example 1.0; marker python_version >= \"3.10\") and packages[1] (example 1.1; marker "
+        "python_version < \"3.13\") are both selected for this environment (e.g. python_version = '3.12'); an "
+        "installer cannot choose between them")
+
+
+def test_lock_diff_shows_the_ambiguity_and_textconv_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "pylock.case.toml"
+    path.write_text(AMBIGUOUS["same-name-unmarked"][0])
+    assert main(["lock", "diff", "--exit-code", str(path), str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert (out.splitlines()[:2], err) == ([f"lock diff: {path} -> {path}", "2 -> 2 packages: no changes"], "")
+    assert " ".join(x.strip() for x in out.splitlines()[2:]) == (
+        f"! ambiguous in {path}: packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be "
+        "active together; an install is refused where both are selected")
+    assert main(["lock", "textconv", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert (out.splitlines()[:2], err) == (
+        ["# envforge lock textconv: pylock, 2 packages",
+         "! ambiguous: packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active "
+         "together; an install is refused where both are selected"], "")
 
 
 @pytest.mark.parametrize("name", sorted(VALID))
@@ -453,7 +537,6 @@ def test_file_name_agrees_with_packaging_on_any_file(name: str | None, path: str
 
 import datetime as _dt  # noqa: E402
 import pickle  # noqa: E402
-import tomllib  # noqa: E402
 
 import rtoml  # noqa: E402
 import tomli  # noqa: E402
@@ -659,9 +742,6 @@ def test_the_first_real_error_is_named(text: str, message: str) -> None:
 # --- read_lock_file, uv.lock, not-a-lock, packages_digest, the validation cache's place -----------------------
 
 def test_read_lock_file_names_the_path_or_the_label(tmp_path: Path) -> None:
-    from envforge.core.errors import InputError
-    from envforge.lock.read import read_lock_file
-
     path = tmp_path / "pylock.x.toml"
     path.write_text("# made by hand\n" + HEAD + "packages = []\n")
     doc = read_lock_file(path)
@@ -715,17 +795,6 @@ def test_a_uv_lock_of_the_wrong_shape_or_with_overlapping_entries_is_refused() -
         "with `uv lock`")
 
 
-def test_entries_without_a_version_are_named_so() -> None:
-    both = pkg('directory = { path = "." }')
-    with pytest.raises(InvalidLock) as err:
-        read_lock_text(HEAD + both + both, label="p")
-    assert err.value.reason == ("packages[0] (example (no version); no marker) and packages[1] (example (no "
-                                "version); no marker) can be active together; several entries of one name must "
-                                "have markers that exclude each other")
-    assert err.value.hint == ("remove one of the two entries, or give them markers that cannot both be true; then "
-                              "regenerate it with `envforge lock` (or the tool named in its created-by)")
-
-
 _NOT_A_LOCK = ("it has neither `lock-version` and `[[packages]]` (PEP 751 pylock.toml) nor `version` and "
                "`[[package]]` (uv.lock)")
 
@@ -748,10 +817,6 @@ def test_toml_that_is_not_a_lock_says_what_it_looks_like(text: str, message: str
 
 
 def test_packages_digest_is_the_sha256_of_the_canonical_json() -> None:
-    import hashlib
-
-    from envforge.lock.read import packages_digest
-
     packages = [{"name": "b", "version": "1", "extra": {"z": 1, "a": [True, None, 1.5]}},
                 {"name": "é", "upload-time": _dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=_dt.timezone.utc),
                  "day": _dt.date(2025, 1, 2), "at": _dt.time(3, 4)}]
@@ -786,16 +851,12 @@ def test_an_archive_is_named_by_the_last_component_of_its_url_or_path(tmp_path: 
 
 def test_the_validation_cache_lives_under_the_users_cache_directory(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    import hashlib
-
-    import packaging
-
     monkeypatch.delenv("ENVFORGE_CACHE_DIR", raising=False)
     monkeypatch.delenv("ENVFORGE_NO_LOCK_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     text = HEAD + "packages = []\n"
-    key = hashlib.sha256(f"envforge.lockreader/1\0{packaging.__version__}\0{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"envforge.lockreader/2\0{packaging.__version__}\0{text}".encode()).hexdigest()
     read_lock_text(text, label="x")  # the directories are made as needed
     assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()] == [
         Path("home/.cache/envforge/valid-locks") / key]

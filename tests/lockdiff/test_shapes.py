@@ -15,6 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from envforge.core.errors import InputError
+from envforge.lockdiff import diff_sides, diff_variants
+from envforge.lockdiff.changes import FieldChange, index_names
+from envforge.lockdiff.classify import _markers_differ, _version_change
+from envforge.lockdiff.matrix import render_matrix_terminal
+from envforge.lockdiff.model import _keyed
+from envforge.lockdiff.pairing import _greedy, _pair_cost, _permutations
+from envforge.lockdiff.wheels import _meta_what
 from envforge.lockdiff.classify import diff_locks
 from envforge.lockdiff.pairing import pair_entries
 from envforge.lockdiff.wheels import wheel_coverage
@@ -119,8 +127,6 @@ def test_every_entry_is_kept_and_keyed_uniquely() -> None:
 
 
 def test_keys_stay_unique_for_entries_the_reader_would_refuse() -> None:
-    from envforge.lockdiff.model import _keyed
-
     a = entry("3.10", source="https://pypi.org/simple", name="idna")
     b = entry("3.10", source="https://mirror.example/simple", name="idna")
     assert list(_keyed([a, b, a, entry("1.0")])) == [
@@ -424,8 +430,6 @@ def test_pylock_top_level_arrays_item_by_item() -> None:
 
 
 def test_recipe_names_the_indexes(tmp_path: Path) -> None:
-    from envforge.lockdiff import diff_sides
-
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "nb.toml").write_text(
         'indexes = { rhai-35 = "https://packages.example.com/rhai/3.5/cuda13.0/simple/" }\n'
@@ -451,8 +455,6 @@ def test_recipe_names_the_indexes(tmp_path: Path) -> None:
      "x.toml is not a valid envforge lock at `tool.envforge`: should be a table"),
 ])
 def test_malformed_values_are_input_errors(text: str, message: str) -> None:
-    from envforge.core.errors import InputError
-
     with pytest.raises(InputError) as err:
         parse_lock(text, label="x.toml")
     assert err.value.message.startswith(message)
@@ -461,9 +463,6 @@ def test_malformed_values_are_input_errors(text: str, message: str) -> None:
 # --- a cpu/cuda/rocm variant matrix -------------------------------------------------------------
 
 def test_variant_matrix_cpu_cuda_rocm() -> None:
-    from envforge.lockdiff import diff_variants
-    from envforge.lockdiff.matrix import render_matrix_terminal
-
     m = diff_variants("demo", lockfiles_dir=DATA / "matrix")
     assert render_matrix_terminal(m).split("\n") == [
         "demo: 3 variants (cpu, cu128, rocm); 1 packages identical, 4 differ",
@@ -483,9 +482,6 @@ def test_variant_matrix_cpu_cuda_rocm() -> None:
 
 
 def test_variant_matrix_same_coverage_other_files_shows_digests(tmp_path: Path) -> None:
-    from envforge.lockdiff import diff_variants
-    from envforge.lockdiff.matrix import render_matrix_terminal
-
     for variant in ("cpu", "cu128"):
         text = (DATA / "matrix" / f"pylock.demo-{variant}.toml").read_text()
         if variant == "cu128":  # numpy rebuilt: same wheel tags, other hashes
@@ -500,8 +496,6 @@ def test_variant_matrix_same_coverage_other_files_shows_digests(tmp_path: Path) 
 # --- pairing costs and helpers, pinned (their documented values) -------------------------------
 
 def test_pair_cost_weights() -> None:
-    from envforge.lockdiff.pairing import _pair_cost
-
     base = entry("1.0+cu128", "sys_platform == 'linux'", "https://x/a")
     assert _pair_cost(base, base) == 0
     assert _pair_cost(base, entry("1.0+cu128", "sys_platform == 'win32'", "https://x/a")) == 16
@@ -515,8 +509,6 @@ def test_pair_cost_weights() -> None:
 
 
 def test_permutation_count_and_greedy() -> None:
-    from envforge.lockdiff.pairing import _greedy, _permutations
-
     assert [_permutations(7, 7), _permutations(9, 2), _permutations(5, 0), _permutations(8, 8)] == [
         5040, 72, 1, 40320]
     assert _greedy([[5, 1, 9], [2, 0, 7]]) == (0, 1)
@@ -547,8 +539,6 @@ def test_hidden_settings_count_only_with_all() -> None:
 
 
 def test_metadata_what_changed() -> None:
-    from envforge.lockdiff.wheels import _meta_what
-
     a = Artifact("x.whl", None, (), 10, "2025-01-01")
     assert _meta_what(a, Artifact("x.whl", None, (), 11, "2025-01-01")) == "size of identical files"
     assert _meta_what(a, Artifact("x.whl", None, (), 11, "2025-01-02")) == (
@@ -579,8 +569,6 @@ def test_replaced_keeps_source_marker_and_coverage() -> None:
 
 
 def test_version_change_values() -> None:
-    from envforge.lockdiff.classify import _version_change
-
     assert _version_change("1.0", "1.0") == (None, None, "")
     assert _version_change("1.0", "1.0.0") == (None, None, "")  # equal as PEP 440 versions
     assert _version_change("1.0", None) == ("downgraded", "major", "")
@@ -591,8 +579,6 @@ def test_version_change_values() -> None:
 
 
 def test_markers_differ_spelling_and_invalid() -> None:
-    from envforge.lockdiff.classify import _markers_differ
-
     def m(marker: str | None) -> LockedPackage:
         return entry("1.0", marker)
 
@@ -660,8 +646,6 @@ def test_moves_between_url_indexes_of_every_scheme(scheme: str) -> None:
 
 
 def test_top_level_array_reordered_or_on_one_side() -> None:
-    from envforge.lockdiff.changes import FieldChange
-
     def lock(lists: dict[str, tuple[str, ...]]) -> Lock:
         return Lock("x", "uv.lock", {}, (), {}, {}, lists)
 
@@ -674,8 +658,6 @@ def test_top_level_array_reordered_or_on_one_side() -> None:
 
 
 def test_index_names_from_lock_and_extra() -> None:
-    from envforge.lockdiff.changes import index_names
-
     a = Lock("a", "pylock", {}, (), {}, {"indexes": [{"name": "cu130", "url": "https://x/cu130/"},
                                                     {"url": "https://x/nameless"}, {"name": "no-url"}, "junk"]})
     b = Lock("b", "pylock", {}, (), {}, {})

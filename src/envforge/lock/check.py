@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 from envforge.core.errors import CheckFailed
 from envforge.lock.model import Lock, LockIntegrityError, PatchsetRef, read_lock
+from envforge.lock.read import refuse_ambiguous
 from envforge.lock.routing import index_violations, redact_userinfo
 from envforge.lock.write import expected_tool_table
 from envforge.recipe.model import ResolvedVariant
@@ -119,9 +120,12 @@ def guard_lock(path: Path, variant: ResolvedVariant, find_links: Sequence[Path] 
     :raises StaleLock: a recipe package is not in the lock: one ``packages.<name>: locked (absent),
         recipe now <requirement>`` line each, with the command that relocks (exit 1).
     :raises CheckFailed: a package comes from an index not allowed for it.
+    :raises InvalidLock: two entries of one name are both selected for the variant's Python on this
+        machine (:func:`envforge.lock.read.refuse_ambiguous`): an installer cannot choose (exit 2).
     """
     lock = read_lock(path)
     check_integrity(lock, variant)
+    refuse_ambiguous(str(path), lock.packages, python=variant.python)
     names = {canonicalize_name(p.name) for p in lock.packages}
     missing = [f"packages.{_requirement_name(req)}: locked {_ABSENT}, recipe now {req}"
                for req in variant.inputs()["packages"] if canonicalize_name(_requirement_name(req)) not in names]

@@ -2,8 +2,17 @@
 
 PEP 751 allows several ``[[packages]]`` entries of one name only when at most one of them can be
 selected in any environment (an installer must raise an error on the ambiguity otherwise); uv's
-``[[package]]`` entries of one name are told apart by ``resolution-markers`` the same way.
-:func:`first_overlap` finds the first pair of same-name entries that can be active together.
+``[[package]]`` entries of one name are told apart by ``resolution-markers`` and by the conflicts
+the project declares (``[tool.uv] conflicts``: a ``cpu`` and a ``gpu`` extra that may not be
+enabled together). This module is the one place that decides which same-name entries can be
+active together: :func:`overlaps` (every name's first such pair, as data), :func:`first_overlap`
+(the first of them) and, for one given environment, :func:`selected_together`.
+
+Conflicts. An entry may come with an *activation*: the alternatives (OR) of conflict items (AND)
+that must be enabled for it to be installed (``{frozenset({"extra-4-proj-cpu"})}``: only with the
+``cpu`` extra of ``proj``; :mod:`envforge.lock.uvconflicts` computes them from uv.lock's graph). Two
+entries whose every pair of alternatives needs two items of one declared conflict set are never
+active together, whatever their markers.
 
 Method. A marker is a boolean formula over comparisons of one variable with a literal. Its truth
 value can change only where a variable crosses one of the literals both markers mention, so each
@@ -36,16 +45,18 @@ import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from packaging.markers import Marker
+from packaging.markers import Marker, default_environment
 
-__all__ = ["MAX_COMBINATIONS", "Overlap", "first_overlap", "overlap_witness"]
+__all__ = ["MAX_COMBINATIONS", "Activation", "Overlap", "compatible", "first_overlap", "overlap_witness", "overlaps",
+           "satisfiable", "selected_together", "valid_selection"]
 
 MAX_COMBINATIONS = 20_000
 Entry = tuple[str, str | None, Sequence[str] | None]
 """``(name, version, markers)``: ``markers`` is ``None`` (always active) or alternatives (OR)."""
+Activation = frozenset[frozenset[str]]
+"""Alternatives (OR) of conflict items that must all be enabled (AND); ``{frozenset()}``: always."""
+ALWAYS: Activation = frozenset({frozenset()})
 
 _OPS = r"(===|==|!=|<=|>=|~=|<|>|not in|in)"
 _VAR_FIRST = re.compile(r"\b([a-z_]+)\s*" + _OPS + r"""\s*(["'])(.*?)\3""")
@@ -71,10 +82,15 @@ class Overlap:
     witness: Mapping[str, str]
 
 
-def first_overlap(entries: Sequence[Entry]) -> Overlap | None:
-    """The first pair of same-name entries that can be active in one environment, or ``None``.
+def overlaps(entries: Sequence[Entry], *, activations: Sequence[Activation] | None = None,
+             conflicts: Sequence[frozenset[str]] = ()) -> tuple[Overlap, ...]:
+    """Every name's first pair of entries that can be active in one environment, ordered by the
+    later entry's index (then the earlier one's); ``()`` when no name has such a pair.
 
-    Pairs are tried in file order (``(0, 1), (0, 2), (1, 2)``... within each name).
+    Pairs are tried in file order (``(0, 1), (0, 2), (1, 2)``... within each name). Two entries
+    overlap when their markers can both be true (:func:`overlap_witness`) and, with
+    ``activations`` (one per entry) and ``conflicts`` (sets of conflict items of which at most one
+    may be enabled), their activations are :func:`compatible`.
 
     :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
     """
@@ -84,11 +100,71 @@ def first_overlap(entries: Sequence[Entry]) -> Overlap | None:
     found: list[Overlap] = []
     for indexes in by_name.values():
         for i, j in itertools.combinations(indexes, 2):
+            if activations is not None and not compatible(activations[i], activations[j], conflicts):
+                continue
             witness = overlap_witness(entries[i][2], entries[j][2])
             if witness is not None:
                 found.append(Overlap(i, j, witness))
                 break
-    return min(found, key=lambda o: (o.second, o.first)) if found else None
+    return tuple(sorted(found, key=lambda o: (o.second, o.first)))
+
+
+def first_overlap(entries: Sequence[Entry], *, activations: Sequence[Activation] | None = None,
+                  conflicts: Sequence[frozenset[str]] = ()) -> Overlap | None:
+    """The first of :func:`overlaps` (the pair whose later entry comes first in the file), or ``None``.
+
+    :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
+    """
+    found = overlaps(entries, activations=activations, conflicts=conflicts)
+    return found[0] if found else None
+
+
+def valid_selection(items: frozenset[str], conflicts: Sequence[frozenset[str]]) -> bool:
+    """Can the conflict ``items`` be enabled together: no declared set holds two of them."""
+    return len(items) < 2 or all(len(items & c) < 2 for c in conflicts)
+
+
+def compatible(a: Activation, b: Activation, conflicts: Sequence[frozenset[str]]) -> bool:
+    """Can activations ``a`` and ``b`` hold at once: one alternative of each that together are a
+    :func:`valid_selection`. An empty activation (an entry nothing installs) counts as :data:`ALWAYS`."""
+    return any(valid_selection(x | y, conflicts) for x in (a or ALWAYS) for y in (b or ALWAYS))
+
+
+def selected_together(entries: Sequence[Entry], environment: Mapping[str, object]) -> tuple[Overlap, ...]:
+    """Every name's first pair of entries both selected in ``environment`` (what an installer
+    selecting for that environment cannot choose between; packaging's ``Pylock.select`` raises
+    there): an entry is selected when it has no marker or one of its markers is true, evaluated
+    with context ``lock_file`` on ``environment`` (missing variables: :func:`packaging.markers.default_environment`,
+    ``extras`` and ``dependency_groups`` empty). ``witness``: the variables the two markers use,
+    with their values in ``environment``.
+
+    :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
+    """
+    env: dict[str, object] = {**default_environment(), "extras": frozenset(), "dependency_groups": frozenset(),
+                              **environment}
+    by_name: dict[str, list[int]] = {}
+    for i, (name, _, markers) in enumerate(entries):
+        if markers is None or _any_true([Marker(m) for m in markers], env):
+            by_name.setdefault(name, []).append(i)
+    found = []
+    for indexes in by_name.values():
+        if len(indexes) > 1:
+            i, j = indexes[0], indexes[1]
+            used = _literals([m for k in (i, j) for m in entries[k][2] or ()])
+            found.append(Overlap(i, j, {k: _shown(env[k]) for k in sorted(used) if k in env}))
+    return tuple(sorted(found, key=lambda o: (o.second, o.first)))
+
+
+def satisfiable(markers: Sequence[str], fixed: Mapping[str, object]) -> bool:
+    """Can one of ``markers`` be true with the variables of ``fixed`` at those values (a set for
+    ``extras`` / ``dependency_groups``), the others free (searched as :func:`overlap_witness` does)?
+    Undecided (more than :data:`MAX_COMBINATIONS`) counts as true."""
+    parsed = [Marker(m) for m in markers]
+    texts = [str(m) for m in parsed]
+    lits = {k: v for k, v in _literals(texts).items() if k not in fixed}
+    if _count(_axes(lits)) > MAX_COMBINATIONS:
+        return True
+    return any(_any_true(parsed, {**env, **fixed}) for env, _ in _environments(texts, lits))
 
 
 def overlap_witness(a: Sequence[str] | None, b: Sequence[str] | None) -> dict[str, str] | None:
@@ -97,8 +173,6 @@ def overlap_witness(a: Sequence[str] | None, b: Sequence[str] | None) -> dict[st
     ``None`` for a side means "no marker" (always true): the witness is then ``{}`` unless the other
     side can never be true.
     """
-    from packaging.markers import Marker  # lazy: ~24 ms, only for locks with same-name entries
-
     ma = [Marker(m) for m in a] if a is not None else None
     mb = [Marker(m) for m in b] if b is not None else None
     texts = [str(m) for m in (ma or []) + (mb or [])]
@@ -168,26 +242,33 @@ def _axes(lits: dict[str, set[str]]) -> list[list[dict[str, object]]]:
     return axes
 
 
-def _environments(texts: Sequence[str]) -> Iterator[tuple[dict[str, object], dict[str, str]]]:
-    """(full environment, the part the markers use) for every combination, up to the cap."""
-    from packaging.markers import default_environment  # lazy: ~24 ms, only for locks with same-name entries
+def _shown(value: object) -> str:
+    return "{" + ", ".join(sorted(value)) + "}" if isinstance(value, frozenset) else str(value)
 
+
+def _count(axes: Sequence[Sequence[object]]) -> int:
+    total = 1
+    for axis in axes:
+        total *= len(axis)
+    return total
+
+
+def _environments(texts: Sequence[str], lits: dict[str, set[str]] | None = None,
+                  ) -> Iterator[tuple[dict[str, object], dict[str, str]]]:
+    """(full environment, the part the markers use) for every combination over the literals
+    ``lits`` (default: those of ``texts``), up to the cap."""
     base: dict[str, object] = {**default_environment(), **_BASE, "sys_platform": "linux",
                                "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
                                "platform_python_implementation": "CPython", "python_full_version": "3.12.0",
                                "python_version": "3.12", "implementation_version": "3.12.0",
                                "extras": frozenset(), "dependency_groups": frozenset()}
-    lits = _literals(texts)
+    lits = _literals(texts) if lits is None else lits
     axes = _axes(lits)
-    total = 1
-    for axis in axes:
-        total *= len(axis)
-    if total > MAX_COMBINATIONS:
+    if _count(axes) > MAX_COMBINATIONS:
         return
     for combo in itertools.product(*axes):
         part: dict[str, object] = {}
         for piece in combo:
             part.update(piece)
-        shown = {k: ("{" + ", ".join(sorted(v)) + "}" if isinstance(v, frozenset) else str(v))
-                 for k, v in part.items() if k in lits}
+        shown = {k: _shown(v) for k, v in part.items() if k in lits}
         yield {**base, **part}, shown

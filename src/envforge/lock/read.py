@@ -15,10 +15,10 @@ the env profile and patch defaults of an environment, bench fingerprints) goes t
 3. ``uv.lock`` (no spec validator exists): the shape uv documents
    (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile), checked by
    :mod:`envforge.lock.uvlock` with the key path;
-4. both: two entries of one name that can be active together are an error naming both
-   (:mod:`envforge.lock.markerspace` decides overlap).
-
-``packaging.pylock`` is imported lazily (about 16 ms) so commands that read no lock do not pay it.
+4. two entries of one name that can be active together (:mod:`envforge.lock.markerspace`; uv.lock's
+   ``conflicts`` by :mod:`envforge.lock.uvconflicts`): a pylock is read as packaging reads it, the pairs
+   are :attr:`LockDocument.ambiguities`, and only installing refuses them (:func:`refuse_ambiguous`,
+   where both are selected, as ``Pylock.select`` does); a uv.lock with such a pair is refused here.
 Validation runs once per file content: after a text passed every check above, the fact is kept
 under envforge's cache directory as ``valid-locks/<sha256 of reader version, packaging version and
 the text>``; reading the same bytes again skips ``Pylock.from_dict`` (about half a ``tomllib``
@@ -47,16 +47,24 @@ from packaging.version import Version
 
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes, read_state
-from envforge.lock.markerspace import first_overlap
+from envforge.lock.ambiguity import Ambiguity, Selectable, ambiguity_of, plain_entries, pylock_ambiguities
+from envforge.lock.markerspace import first_overlap, selected_together
+from envforge.lock.uvconflicts import activations, conflict_sets
 from envforge.lock.uvlock import UvLockShapeError, check_shape
 
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
 
-__all__ = ["InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "parse_toml",
-           "read_lock_file", "read_lock_text"]
+fast_loads: Callable[[str], Any] | None
+try:
+    from rtoml import loads as fast_loads
+except ImportError:  # pragma: no cover - a dependency; kept readable without it
+    fast_loads = None
 
-_READER = "envforge.lockreader/1"  # bump when what the reader accepts changes: old cache entries stop counting
+__all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "parse_toml",
+           "read_lock_file", "read_lock_text", "refuse_ambiguous"]
+
+_READER = "envforge.lockreader/2"  # bump when what the reader accepts changes: old cache entries stop counting
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
                "uv.lock": "regenerate it with `uv lock`"}
@@ -118,8 +126,11 @@ class LockDocument:
     ``data`` is the TOML document as :mod:`tomllib` read it; ``pylock`` is packaging's validated
     :class:`packaging.pylock.Pylock` (``None`` for uv.lock); ``envforge`` is the ``[tool.envforge]``
     table (``{}`` when absent or for uv.lock); ``comments`` are the file's leading ``#`` lines;
-    ``entries`` the pylock's packages as packaging reads them (:class:`LockEntry`). ``pylock`` is
-    ``None`` also when this exact text was validated before (see :func:`read_lock_text`).
+    ``entries`` the pylock's packages as packaging reads them (:class:`LockEntry`); ``ambiguities``
+    the pylock's pairs of same-name entries that can be active together (:class:`Ambiguity`, one per
+    name, in file order of the later entry; packaging reads such a lock, and only selecting for an
+    environment where both are active fails). ``pylock`` is ``None`` also when this exact text was
+    validated before (see :func:`read_lock_text`).
     """
 
     label: str
@@ -129,6 +140,7 @@ class LockDocument:
     envforge: Mapping[str, Any]
     comments: tuple[str, ...]
     entries: tuple[LockEntry, ...] = ()
+    ambiguities: tuple[Ambiguity, ...] = ()
 
     @property
     def packages(self) -> Sequence[Mapping[str, Any]]:
@@ -167,8 +179,9 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
 
     :param label: how messages name the file.
     :raises InvalidLock: conflict markers, invalid TOML, not a lock, rejected by ``packaging.pylock``
-        (its key path and reason), a uv.lock of the wrong shape, or two entries of one name that can
-        be active together.
+        (its key path and reason), a uv.lock of the wrong shape, or a uv.lock with two entries of one
+        name that can be active together (neither their markers nor a declared conflict keeps them
+        apart). A pylock with such entries is read: :attr:`LockDocument.ambiguities`.
     """
     _reject_conflicts(text, label)
     doc = parse_toml(text, label)
@@ -197,11 +210,6 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
 
     :raises InvalidLock: not valid TOML (tomllib's message), or nested too deeply for tomllib.
     """
-    fast_loads: Callable[[str], Any] | None
-    try:
-        from rtoml import loads as fast_loads  # lazy: rtoml is optional (tomllib is the fallback)
-    except ImportError:  # pragma: no cover - a dependency; kept readable without it
-        fast_loads = None
     refused: str | None = None
     if fast_loads is not None:
         try:
@@ -272,9 +280,9 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
     marker = _validated_marker(text)
     if marker is not None and marker.is_file() and isinstance(envforge, Mapping):
-        return LockDocument(label, "pylock", doc, None, envforge, comments,
-                            tuple(_entry_of_table(p) for p in doc["packages"]))
-    from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError  # lazy: ~16 ms
+        cached = tuple(_entry_of_table(p) for p in doc["packages"])
+        return LockDocument(label, "pylock", doc, None, envforge, comments, cached, pylock_ambiguities(cached))
+    from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError  # lazy: 16 ms, new texts only
 
     try:
         lock = Pylock.from_dict(doc)
@@ -286,14 +294,12 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
         raise InvalidLock.at(label, "PEP 751 lock", exc.message, key=exc.context,
                              hint=_REGENERATE["pylock"]) from None
     entries = tuple(_entry_of_package(p, raw) for p, raw in zip(lock.packages, doc["packages"], strict=True))
-    _refuse_overlap([(e.name, e.version, [e.marker] if e.marker else None) for e in entries],
-                    label, "PEP 751 lock", "packages", "pylock")
     if not isinstance(envforge, Mapping):
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
                              hint=_REGENERATE["pylock"])
     if marker is not None:
         _remember(marker)
-    return LockDocument(label, "pylock", doc, lock, envforge, comments, entries)
+    return LockDocument(label, "pylock", doc, lock, envforge, comments, entries, pylock_ambiguities(entries))
 
 
 # A URL whose file name packaging's ``filename`` (``unquote(urlparse(url).path.rsplit("/", 1)[-1])``)
@@ -397,29 +403,51 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> Lock
         entries = check_shape(doc)
     except UvLockShapeError as exc:
         raise InvalidLock.at(label, "uv.lock", exc.reason, key=exc.key, hint=_REGENERATE["uv.lock"]) from None
-    _refuse_overlap(entries, label, "uv.lock", "package", "uv.lock")
+    conflicts = conflict_sets(doc)
+    found = first_overlap(entries, activations=activations(doc, conflicts), conflicts=conflicts)
+    if found is not None:
+        reason = (ambiguity_of(found, entries, "package").describe()
+                  + "; several entries of one name must have markers that exclude each other"
+                  + (", or be needed only by extras or groups declared in one conflict set" if conflicts else ""))
+        raise InvalidLock.at(label, "uv.lock", reason, key=f"package[{found.second}]",
+                             hint="remove one of the two entries, or give them markers that cannot both be true; "
+                                  "then " + _REGENERATE["uv.lock"])
     return LockDocument(label, "uv.lock", doc, None, {}, comments)
 
 
-def _refuse_overlap(entries: Sequence[tuple[str, str | None, Sequence[str] | None]], label: str, what: str,
-                    key: str, kind: str) -> None:
-    found = first_overlap(entries)
-    if found is None:
+def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str | None = None,
+                     environment: Mapping[str, object] | None = None) -> None:
+    """Refuse to install a pylock of which two entries of one name are both selected for the
+    environment installed into (what ``packaging.pylock.Pylock.select`` raises on; an installer
+    cannot choose). Only code that installs calls it; readers keep the lock
+    (:attr:`LockDocument.ambiguities`).
+
+    :param entries: the lock's ``[[packages]]`` in file order.
+    :param python: the target's Python (``3.12`` or ``3.12.4``): sets ``python_version``,
+        ``python_full_version`` and ``implementation_version`` (``X.Y.0`` where only ``X.Y`` is
+        given, so a pair apart only by a patch release is judged at ``.0``).
+    :param environment: marker variables of the target (``python_full_version``, ``sys_platform``...,
+        ``extras`` and ``dependency_groups`` as sets); missing ones are this machine's
+        (:func:`packaging.markers.default_environment`), no extras, no groups.
+    :raises InvalidLock: (exit 2) ``<label>: cannot install idna: packages[0] (idna 3.7; no marker) and
+        packages[1] (idna 3.10; no marker) are both selected for this environment; an installer
+        cannot choose between them``, key ``packages[<second>]``.
+    """
+    target: dict[str, object] = {}
+    if python is not None:
+        full = ".".join((python.split(".") + ["0", "0"])[:3])
+        target = {"python_version": ".".join(full.split(".")[:2]), "python_full_version": full,
+                  "implementation_version": full}
+    plain = plain_entries(entries)
+    found = selected_together(plain, {**target, **(environment or {})})
+    if not found:
         return
-    i, j = found.first, found.second
-    where = (" (e.g. " + ", ".join(f"{k} = {v!r}" for k, v in sorted(found.witness.items())) + ")"
-             if found.witness else "")
-    raise InvalidLock.at(
-        label, what, f"{key}[{i}] ({_entry(entries[i])}) and {key}[{j}] ({_entry(entries[j])}) can be active "
-                     f"together{where}; several entries of one name must have markers that exclude each other",
-        key=f"{key}[{j}]", hint="remove one of the two entries, or give them markers that cannot both be true; "
-                                "then " + _REGENERATE[kind])
-
-
-def _entry(entry: tuple[str, str | None, Sequence[str] | None]) -> str:
-    name, version, markers = entry
-    marker = "no marker" if markers is None else "marker " + " | ".join(markers)
-    return f"{name} {version or '(no version)'}; {marker}"
+    first = ambiguity_of(found[0], plain, "packages")
+    reason = first.describe("are both selected for this environment") + "; an installer cannot choose between them"
+    raise InvalidLock(f"{label}: cannot install {first.name}: {reason}", reason=reason,
+                      key=f"packages[{first.second}]",
+                      hint="give the two entries markers that cannot both be true, or remove one; then "
+                           + _REGENERATE["pylock"])
 
 
 def _reject_conflicts(text: str, label: str) -> None:

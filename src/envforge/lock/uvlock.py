@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from packaging.markers import InvalidMarker, Marker
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -88,8 +89,6 @@ def _markers(d: Mapping[str, Any], key: str, path: str) -> list[str] | None:
     value = d.get(key)
     if value is None:
         return None
-    from packaging.markers import InvalidMarker, Marker  # lazy: ~24 ms, paid only by a lock with markers
-
     if not isinstance(value, list):
         raise UvLockShapeError(f"{path}{key}", f"should be an array of markers, got {_kind(value)}")
     for i, m in enumerate(value):

@@ -97,7 +97,9 @@ class LockDiff:
 
     ``status`` is ``changed``, or ``added`` / ``removed`` when one side has no lockfile (``--git``);
     counts are numbers of entries (every ``[[packages]]`` / ``[[package]]`` entry);
-    ``index_names`` maps index URLs to names for display; ``index_moves`` are the moves said once.
+    ``index_names`` maps index URLs to names for display; ``index_moves`` are the moves said once;
+    ``ambiguities`` are the new side's pairs of same-name entries that can be active together
+    (:attr:`envforge.lockdiff.model.Lock.ambiguities`; shown whatever changed, not a change).
     """
     old_label: str
     new_label: str
@@ -108,6 +110,7 @@ class LockDiff:
     fields: tuple[FieldChange, ...]
     index_names: Mapping[str, str]
     index_moves: tuple[IndexMove, ...] = ()
+    ambiguities: tuple[str, ...] = ()
 
     def visible_packages(self, show_all: bool = False) -> tuple[PackageChange, ...]:
         """Package changes to show: all with ``show_all``, else those not hidden."""

@@ -76,14 +76,15 @@ def diff_locks(old: Lock | None, new: Lock | None, *,
         return LockDiff(only.label if old else "(none)", only.label if new else "(none)",
                         "added" if old is None else "removed",
                         0 if old is None else len(only.packages),
-                        0 if new is None else len(only.packages), (), (), shown)
+                        0 if new is None else len(only.packages), (), (), shown,
+                        ambiguities=new.ambiguities if new is not None else ())
     changes, moves = _package_changes(old.packages.values(), new.packages.values())
     changes.sort(key=lambda c: (FAMILIES.index(c.family), c.name, c.old_name or "",
                                 c.old_version or "", c.new_version or "", c.old_marker or "",
                                 c.new_marker or ""))
     fields = (*header_changes(old, new), *envforge_changes(old.envforge, new.envforge))
     return LockDiff(old.label, new.label, "changed", len(old.packages), len(new.packages),
-                    tuple(changes), tuple(fields), shown, moves)
+                    tuple(changes), tuple(fields), shown, moves, new.ambiguities)
 
 
 def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]

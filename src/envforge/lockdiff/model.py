@@ -10,15 +10,16 @@ Sources of the formats: PEP 751 (https://peps.python.org/pep-0751/, keys ``lock-
 ``version``, ``revision``, ``[[package]]`` with ``source``, ``sdist``, ``wheels`` and ``hash``).
 
 Every text is validated by :mod:`envforge.lock.read` (``packaging.pylock`` for pylock files, uv's
-documented shape for uv.lock, same-name entries that can be active together refused); a pylock is
-then read from packaging's validated model (its file names, names, versions and markers).
+documented shape for uv.lock, a uv.lock's same-name entries that can be active together refused); a
+pylock is then read from packaging's validated model (its file names, names, versions and markers),
+and its same-name entries that can be active together are kept as :attr:`Lock.ambiguities`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -88,7 +89,10 @@ class Lock:
     ``[tool.envforge]`` table or ``{}``; ``lists`` holds the top-level arrays, one text per item
     (pylock ``environments``, ``extras``, ``dependency-groups``, ``default-groups``; uv.lock
     ``resolution-markers``, ``supported-markers``, ``required-markers``, ``conflicts`` as
-    ``"pkg[extra] / pkg[extra]"``, and ``manifest.*`` arrays).
+    ``"pkg[extra] / pkg[extra]"``, and ``manifest.*`` arrays); ``ambiguities`` one text per name whose
+    entries can be active together (a pylock packaging reads, which no installer can select from
+    where both are active: ``packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no
+    marker) can be active together``).
     """
     label: str
     kind: str
@@ -97,15 +101,17 @@ class Lock:
     packages: Mapping[str, LockedPackage]
     envforge: Mapping[str, Any]
     lists: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ambiguities: tuple[str, ...] = ()
 
 
 def parse_lock(text: str, *, label: str) -> Lock:
     """Read a pylock.toml or uv.lock text into a :class:`Lock`.
 
     Validation is :func:`envforge.lock.read.read_lock_text` (``packaging.pylock`` for pylock files,
-    uv's documented shape for uv.lock, same-name entries that can be active together refused); a
-    pylock is then read from packaging's validated model, so file names, names and versions are
-    exactly what packaging reads.
+    uv's documented shape for uv.lock, a uv.lock's same-name entries that can be active together
+    refused); a pylock is then read from packaging's validated model, so file names, names and
+    versions are exactly what packaging reads, and a pylock's same-name entries that can be active
+    together are :attr:`Lock.ambiguities`.
 
     :param label: how messages name the file (a path, or ``REV:PATH``).
     :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
@@ -113,7 +119,8 @@ def parse_lock(text: str, *, label: str) -> Lock:
     """
     doc = read_lock_text(text, label=label)
     if doc.kind == "pylock":
-        return _read_pylock(doc.entries, doc.data, label, doc.comments, doc.envforge)
+        lock = _read_pylock(doc.entries, doc.data, label, doc.comments, doc.envforge)
+        return replace(lock, ambiguities=tuple(a.describe() for a in doc.ambiguities))
     return _read_uv_lock(doc.data, label, doc.comments)
 
 

@@ -32,6 +32,14 @@ KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
 _LISTED_MOVE_NAMES = 10  # the terminal names the packages of a move up to this many
+AMBIGUOUS = "; an install is refused where both are selected"  # said after each ambiguity's text
+
+
+def ambiguity_lines(diff: LockDiff) -> list[str]:
+    """One ``! ambiguous in NEW: packages[0] (...) and packages[1] (...) can be active together;
+    an install is refused where both are selected`` line per name of the new side whose entries
+    can be active together."""
+    return [f"! ambiguous in {diff.new_label}: {text}{AMBIGUOUS}" for text in diff.ambiguities]
 
 
 def summary_line(diff: LockDiff, show_all: bool = False) -> str:
@@ -209,6 +217,9 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
     indented; ``width=None`` keeps every change on one line."""
     names = diff.index_names
     lines = [f"lock diff: {diff.old_label} -> {diff.new_label}", summary_line(diff, show_all)]
+    for line in ambiguity_lines(diff):
+        lines += (textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False) if width else [line])
     for m in diff.index_moves:
         listed = (f" ({', '.join(m.packages)})" if len(m.packages) <= _LISTED_MOVE_NAMES
                   else " (--format markdown or json lists them)")
@@ -256,6 +267,9 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     names = diff.index_names
     lines = [f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "",
              summary_line(diff, show_all).replace(" -> ", f" {arrow} "), ""]
+    lines += [f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities]
+    if diff.ambiguities:
+        lines.append("")
     for m in diff.index_moves:
         lines += [f"- **{len(m.packages)} packages** moved index "
                   f"`{source_text(m.old, m.new, names, arrow)}`",
@@ -288,8 +302,8 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
 def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
     """JSON-ready dict of one diff (schema ``envforge.lockdiff/2``, docs/lock-diff.md): labels,
     status, entry counts, summary counts by kind, index moves (old, new, packages), the shown
-    changes (every :class:`PackageChange` field), shown lock-setting changes and the hidden
-    count."""
+    changes (every :class:`PackageChange` field), shown lock-setting changes, the hidden
+    count and the new side's ambiguities (texts, see :func:`ambiguity_lines`)."""
     changes = diff.visible_packages(show_all)
     summary: dict[str, int] = {}
     for c in changes:
@@ -307,6 +321,7 @@ def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
         "changes": [_change_data(c) for c in changes],
         "settings": [asdict(f) for f in diff.visible_fields(show_all)],
         "hidden": 0 if show_all else diff.hidden_count(),
+        "ambiguities": list(diff.ambiguities),
     }
 
 
@@ -320,7 +335,8 @@ def _change_data(c: PackageChange) -> dict[str, Any]:
 def render_textconv(lock: Lock) -> str:
     """A stable line-per-fact text of one lock for ``git diff`` (textconv).
 
-    Lines: a title with the format and package count, the meaningful header keys, top-level
+    Lines: a title with the format and package count, one ``! ambiguous: ...`` line per name whose
+    entries can be active together, the meaningful header keys, top-level
     arrays one item a line, one line per ``[tool.envforge]`` entry, then one line per package: ``name version`` plus the index name when
     not PyPI, the marker when there is one, the file count and a 12-hex digest over the files'
     names and hashes (and one over the dependency edges where there are any). Upload times and
@@ -328,6 +344,7 @@ def render_textconv(lock: Lock) -> str:
     """
     names = index_names(lock)
     lines = [f"# envforge lock textconv: {lock.kind}, {len(lock.packages)} packages"]
+    lines += [f"! ambiguous: {text}{AMBIGUOUS}" for text in lock.ambiguities]
     for key, value in lock.header.items():
         if key not in ("lock-version", "created-by", "version", "revision"):
             lines.append(f"{key} = {value}")

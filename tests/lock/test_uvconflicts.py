@@ -1,0 +1,251 @@
+"""uv.lock files the real uv writes (conflicting extras and groups, forks per platform and per Python),
+read by envforge's reader; and the activations of :mod:`envforge.lock.uvconflicts` on literal graphs.
+
+The projects are locked by the installed uv against local PEP 503 indexes on 127.0.0.1 (wheels built
+here): a ``cpu`` and a ``gpu`` extra declared in ``[tool.uv] conflicts`` pulling ``torchy`` from two
+indexes (uv's PyTorch guide), a ``helper`` both extras need that depends on ``torchy`` (uv then writes
+conflict markers on its edges), two conflicting dependency groups pinning two versions of ``grp``.
+uv writes the two ``torchy`` entries with the same ``resolution-markers``: only the conflicts keep
+them apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envforge.cli import main
+from envforge.lock.markerspace import ALWAYS
+from envforge.lock.read import InvalidLock, read_lock_text
+from envforge.lock.uvconflicts import activations, conflict_sets, item_name
+from envforge.uv.run import uv_binary
+from tests.support.localindex import LocalIndex, make_wheel, serve
+
+CPU, GPU, GA, GB = "extra-4-proj-cpu", "extra-4-proj-gpu", "group-4-proj-ga", "group-4-proj-gb"
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalIndex, LocalIndex, LocalIndex]]:
+    root = tmp_path_factory.mktemp("indexes")
+    cpu, gpu, pub = LocalIndex(root / "cpu"), LocalIndex(root / "gpu"), LocalIndex(root / "pub")
+    wheels = root / "wheels"
+    for version in ("2.0.0", "2.1.0"):
+        cpu.add(make_wheel(wheels / "cpu", "torchy", f"{version}+cpu"))
+        gpu.add(make_wheel(wheels / "gpu", "torchy", f"{version}+cu1"))
+    pub.add(make_wheel(wheels / "pub", "helper", "1.0", requires=["torchy"]))
+    for name, version in (("six", "1.16.0"), ("six", "1.17.0"), ("grp", "1.0"), ("grp", "2.0")):
+        pub.add(make_wheel(wheels / "pub", name, version))
+    with serve(cpu), serve(gpu), serve(pub):
+        yield cpu, gpu, pub
+
+
+def _conflicting(cpu: LocalIndex, gpu: LocalIndex, torchy: str = ">=2") -> str:
+    return f'''[project]
+name = "proj"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six==1.16.0; sys_platform == 'linux'", "six==1.17.0; sys_platform != 'linux'"]
+
+[project.optional-dependencies]
+cpu = ["torchy{torchy}", "helper"]
+gpu = ["torchy{torchy}", "helper"]
+
+[dependency-groups]
+ga = ["grp==1.0"]
+gb = ["grp==2.0"]
+
+[tool.uv]
+package = false
+conflicts = [[{{ extra = "cpu" }}, {{ extra = "gpu" }}], [{{ group = "ga" }}, {{ group = "gb" }}]]
+
+[tool.uv.sources]
+torchy = [{{ index = "cpu", extra = "cpu" }}, {{ index = "gpu", extra = "gpu" }}]
+
+[[tool.uv.index]]
+name = "cpu"
+url = "{cpu.url}"
+explicit = true
+
+[[tool.uv.index]]
+name = "gpu"
+url = "{gpu.url}"
+explicit = true
+'''
+
+
+FORKS = '''[project]
+name = "forks"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six==1.16.0; sys_platform == 'linux'", "six==1.17.0; sys_platform != 'linux'",
+                "grp==1.0; python_version < '3.12'", "grp==2.0; python_version >= '3.12'"]
+
+[tool.uv]
+package = false
+'''
+
+
+def _uv(args: list[str], cwd: Path, pub: LocalIndex) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    env.update(UV_CACHE_DIR=str(cwd / ".uv-cache"), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1")
+    res = subprocess.run([uv_binary(), *args, "--no-progress", "--default-index", pub.url], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _lock(tmp_path: Path, name: str, pyproject: str, pub: LocalIndex) -> Path:
+    project = tmp_path / name
+    project.mkdir()
+    (project / "pyproject.toml").write_text(pyproject)
+    _uv(["lock"], project, pub)
+    return project / "uv.lock"
+
+
+def _entries(text: str) -> list[tuple[str, str, str]]:
+    """(name, version, resolution-markers as written) of every [[package]] uv wrote."""
+    doc = read_lock_text(text, label="uv.lock")
+    return [(p["name"], p["version"], " | ".join(p.get("resolution-markers", []))) for p in doc.packages]
+
+
+def test_uv_writes_conflicting_extras_with_overlapping_markers_and_envforge_reads_it(
+        tmp_path: Path, indexes: tuple[LocalIndex, LocalIndex, LocalIndex],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cpu, gpu, pub = indexes
+    lock = _lock(tmp_path, "proj", _conflicting(cpu, gpu), pub)
+    text = lock.read_text()
+    assert _entries(text) == [  # what uv 0.13 writes: the two torchy (and grp) entries' markers are the same
+        ("grp", "1.0", "sys_platform == 'linux' | sys_platform != 'linux'"),
+        ("grp", "2.0", "sys_platform == 'linux' | sys_platform != 'linux'"),
+        ("helper", "1.0", ""), ("proj", "0.1.0", ""),
+        ("six", "1.16.0", "sys_platform == 'linux'"), ("six", "1.17.0", "sys_platform != 'linux'"),
+        ("torchy", "2.1.0+cpu", "sys_platform == 'linux' | sys_platform != 'linux'"),
+        ("torchy", "2.1.0+cu1", "sys_platform == 'linux' | sys_platform != 'linux'")]
+    assert "marker = \"extra == 'extra-4-proj-cpu' or" in text  # helper's edges carry uv's conflict markers
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data)) == (
+        frozenset({frozenset({GA})}), frozenset({frozenset({GB})}),
+        frozenset({frozenset({CPU}), frozenset({GPU})}), ALWAYS, ALWAYS, ALWAYS,
+        frozenset({frozenset({CPU})}), frozenset({frozenset({GPU})}))
+    # uv itself reads it and picks one torchy per extra
+    exported = _uv(["export", "--frozen", "--no-hashes", "--extra", "cpu"], lock.parent, pub)
+    assert re.findall(r"^torchy==\S+", exported, re.M) == ["torchy==2.1.0+cpu"]
+    assert main(["lock", "textconv", str(lock)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [line.split("  files=")[0] for line in out.splitlines() if line.startswith("torchy")] == [
+        f"torchy  2.1.0+cpu  index={cpu.url}  marker=\"sys_platform == 'linux' or sys_platform != 'linux'\"",
+        f"torchy  2.1.0+cu1  index={gpu.url}  marker=\"sys_platform == 'linux' or sys_platform != 'linux'\""]
+    assert "conflicts =\n  proj[cpu] / proj[gpu]\n  proj:ga / proj:gb\n" in out
+
+
+def test_lock_diff_of_two_conflicting_locks_uv_wrote(tmp_path: Path, indexes: tuple[LocalIndex, LocalIndex, LocalIndex],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    cpu, gpu, pub = indexes
+    old = _lock(tmp_path, "old", _conflicting(cpu, gpu, "==2.0.*"), pub)
+    new = _lock(tmp_path, "new", _conflicting(cpu, gpu), pub)
+    assert main(["lock", "diff", "--exit-code", str(old), str(new)]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert [line.split()[:4] for line in out.splitlines() if "torchy  " in line and "upgraded" in line] == [
+        ["upgraded", "torchy", "2.0.0+cpu", "->"], ["upgraded", "torchy", "2.0.0+cu1", "->"]]
+    assert "! ambiguous" not in out
+
+
+def test_uv_forks_per_platform_and_per_python_are_read(tmp_path: Path,
+                                                      indexes: tuple[LocalIndex, LocalIndex, LocalIndex]) -> None:
+    _, _, pub = indexes
+    text = _lock(tmp_path, "forks", FORKS, pub).read_text()
+    assert [e for e in _entries(text) if e[0] in ("grp", "six")] == [  # one fork per platform and Python
+        ("grp", "1.0", "python_full_version < '3.12' and sys_platform == 'linux' | "
+                       "python_full_version < '3.12' and sys_platform != 'linux'"),
+        ("grp", "2.0", "python_full_version >= '3.12' and sys_platform == 'linux' | "
+                       "python_full_version >= '3.12' and sys_platform != 'linux'"),
+        ("six", "1.16.0", "python_full_version >= '3.12' and sys_platform == 'linux' | "
+                          "python_full_version < '3.12' and sys_platform == 'linux'"),
+        ("six", "1.17.0", "python_full_version >= '3.12' and sys_platform != 'linux' | "
+                          "python_full_version < '3.12' and sys_platform != 'linux'")]
+
+
+def test_without_its_conflicts_the_lock_uv_wrote_is_refused(tmp_path: Path,
+                                                            indexes: tuple[LocalIndex, LocalIndex, LocalIndex],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    cpu, gpu, pub = indexes
+    text = _lock(tmp_path, "proj", _conflicting(cpu, gpu), pub).read_text()
+    cut = re.sub(r"^conflicts = \[\[.*?\]\]\n", "", text, count=1, flags=re.M | re.S)
+    assert cut != text
+    path = tmp_path / "uv.lock"
+    path.write_text(cut)
+    assert main(["lock", "diff", str(path), str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err.splitlines()[0]) == ("", (
+        f"error: {path} is not a valid uv.lock at `package[1]`: package[0] (grp 1.0; marker sys_platform == "
+        "'linux' | sys_platform != 'linux') and package[1] (grp 2.0; marker sys_platform == 'linux' | "
+        "sys_platform != 'linux') can be active together (e.g. sys_platform = 'linux'); several entries of one "
+        "name must have markers that exclude each other"))
+
+
+def _pkg(name: str, version: str, body: str = "") -> str:
+    return f'[[package]]\nname = "{name}"\nversion = "{version}"\nsource = {{ registry = "https://x/simple" }}\n{body}\n'
+
+
+ROOT = '[[package]]\nname = "proj"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+CONFLICTS = ('version = 1\nrevision = 3\nconflicts = [[{ package = "proj", extra = "cpu" }, '
+             '{ package = "proj", extra = "gpu" }]]\n\n')
+
+
+def test_an_entry_needed_without_the_extras_overlaps_and_is_refused() -> None:
+    # proj needs torchy 2 outside any extra too: enabling [gpu] installs both, whatever the conflicts say
+    text = (CONFLICTS + ROOT + 'dependencies = [{ name = "torchy", version = "2" }]\n'
+            '[package.optional-dependencies]\ncpu = [{ name = "torchy", version = "1" }]\n'
+            'gpu = [{ name = "torchy", version = "2" }]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text, label="uv.lock")
+    assert (err.value.key, err.value.reason) == ("package[2]", (
+        "package[1] (torchy 1; no marker) and package[2] (torchy 2; no marker) can be active together; several "
+        "entries of one name must have markers that exclude each other, or be needed only by extras or groups "
+        "declared in one conflict set"))
+
+
+def test_extras_of_two_conflict_sets_can_be_enabled_together() -> None:
+    # cpu/gpu conflict, and a/b conflict: torchy 1 needs cpu, torchy 2 needs a: cpu and a may be enabled together
+    text = ('version = 1\nconflicts = [[{ package = "proj", extra = "cpu" }, { package = "proj", extra = "gpu" }], '
+            '[{ package = "proj", extra = "a" }, { package = "proj", extra = "b" }]]\n\n' + ROOT
+            + '[package.optional-dependencies]\ncpu = [{ name = "torchy", version = "1" }]\n'
+            'a = [{ name = "torchy", version = "2" }]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    with pytest.raises(InvalidLock) as err:
+        read_lock_text(text, label="uv.lock")
+    assert err.value.key == "package[2]"
+
+
+def test_activations_follow_extras_of_dependencies_and_conflict_markers() -> None:
+    # proj[cpu] -> mid[fast] -> torchy 1; proj[gpu] -> mid (no extra); mid -> torchy 2 where gpu's marker holds
+    text = (CONFLICTS + ROOT + '[package.optional-dependencies]\ncpu = [{ name = "mid", extra = ["fast"] }]\n'
+            'gpu = [{ name = "mid" }]\n\n'
+            + _pkg("mid", "1", 'dependencies = [{ name = "torchy", version = "2", marker = '
+                   '"extra == \'extra-4-proj-gpu\'" }]\n[package.optional-dependencies]\n'
+                   'fast = [{ name = "torchy", version = "1" }]\n')
+            + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")  # read: torchy 1 needs cpu, torchy 2 needs gpu
+    assert activations(doc.data, conflict_sets(doc.data)) == (
+        ALWAYS, frozenset({frozenset({CPU}), frozenset({GPU})}), frozenset({frozenset({CPU})}),
+        frozenset({frozenset({GPU})}))
+    assert conflict_sets(doc.data) == (frozenset({CPU, GPU}),)
+
+
+def test_item_names_are_uvs_encoding() -> None:
+    assert [item_name(i) for i in ({"package": "proj", "extra": "cpu"}, {"package": "my-proj", "group": "dev"},
+                                    {"package": "a"}, {"extra": "cpu"})] == [
+        "extra-4-proj-cpu", "group-7-my-proj-dev", "project-1-a", None]
+
+
+def test_the_shared_cases_of_the_issue_are_read() -> None:
+    base = Path(__file__).parents[1] / "data" / "uvlock-conflicts"
+    for name in ("uv-old.lock", "uv-new.lock", "conflict-forks.lock"):
+        doc = read_lock_text((base / name).read_text(), label=name)
+        assert doc.kind == "uv.lock"

@@ -19,7 +19,16 @@ from tests.conftest import cached_wheel
 from tests.support.localindex import LocalIndex, serve
 
 from envforge.env.fingerprint import fingerprint_of, startup_digest, startup_files
-from envforge.verify.startup import StartupHook, StartupScan, pth_import_lines, scan_site_dir, startup_findings
+from envforge.env.profile import block_source
+from envforge.verify.startup import (
+    StartupHook,
+    StartupScan,
+    check_outside,
+    hook_notes,
+    pth_import_lines,
+    scan_site_dir,
+    startup_findings,
+)
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "b36"
 ENVFORGE = [sys.executable, "-m", "envforge"]
@@ -204,3 +213,47 @@ def test_startup_files_and_digest(tmp_path: Path) -> None:
                                  "usercustomize.cpython-312-x86_64-linux-gnu.so")
     assert startup_digest(sp) != empty
     assert startup_digest(sp / "absent") is None
+
+
+def test_start_up_code_outside_the_environment(tmp_path: Path) -> None:
+    """Another site directory is judged by its own RECORDs; the standard library's sitecustomize is
+    the interpreter's (named); one from anywhere else (PYTHONPATH) is owned by nothing."""
+    sp, base, stdlib, elsewhere = (tmp_path / d for d in ("env-sp", "base-sp", "stdlib", "pythonpath"))
+    for d in (sp, base, stdlib, elsewhere):
+        d.mkdir()
+    shutil.copyfile(CASE / "litellm_init.pth", base / "litellm_init.pth")
+    (base / "paths-only.pth").write_text("/opt/x\n")
+    (stdlib / "sitecustomize.py").write_text("")
+    (elsewhere / "usercustomize.py").write_text("")
+    site = {"dirs": [str(sp), str(base)], "stdlib": [str(stdlib)], "sitecustomize": str(stdlib / "sitecustomize.py"),
+            "usercustomize": str(elsewhere / "usercustomize.py")}
+    hooks, found = check_outside(sp, site)
+    assert [(h.site_dir, h.name, h.owner) for h in hooks] == [
+        (str(base), "litellm_init.pth", None), (str(stdlib), "sitecustomize.py", "the interpreter"),
+        (str(elsewhere), "usercustomize.py", None)]
+    assert [(f.kind, f.subject) for f in found] == [("startup-code-outside", str(base / "litellm_init.pth")),
+                                                    ("startup-code-outside", str(elsewhere / "usercustomize.py"))]
+    assert found[0].fix.startswith("outside this environment, so a rebuild keeps it")
+    assert hook_notes(hooks, (), sp) == [
+        f"start-up code run at every interpreter start: {base / 'litellm_init.pth'} (owned by nothing), "
+        f"{stdlib / 'sitecustomize.py'} (the interpreter), {elsewhere / 'usercustomize.py'} (owned by nothing)"]
+    assert check_outside(sp, {}) == ([], [])
+
+
+def test_unowned_files_note_lists_ten_names() -> None:
+    names = tuple(f"f{i:02d}.txt" for i in range(12))
+    assert hook_notes((), names, Path("/sp")) == [
+        "12 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they run only "
+        "when imported): f00.txt, f01.txt, f02.txt, f03.txt, f04.txt, f05.txt, f06.txt, f07.txt, f08.txt, f09.txt "
+        "(+2 more)"]
+
+
+def test_envforge_sitecustomize_block_is_owned_but_not_the_text_it_was_merged_into(tmp_path: Path) -> None:
+    block = block_source("pcie", {"NCCL_BUFFSIZE": "131072"})
+    (tmp_path / "sitecustomize.py").write_text(block)
+    record = {"profile": "pcie", "mode": "sitecustomize", "files": ["sitecustomize.py"],
+              "sitecustomize": {"created": True}}
+    assert [h.owner for h in scan_site_dir(tmp_path, profile=record).hooks] == ["the envforge env profile 'pcie'"]
+    (tmp_path / "sitecustomize.py").write_text("import os\n" + block)
+    merged = {**record, "sitecustomize": {"created": False}}
+    assert [h.owner for h in scan_site_dir(tmp_path, profile=merged).hooks] == [None]

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import cached_wheel
-from tests.support.localindex import LocalIndex, serve
 
 from envforge.env.fingerprint import fingerprint_of, startup_digest, startup_files
 from envforge.env.profile import block_source
@@ -29,6 +27,8 @@ from envforge.verify.startup import (
     scan_site_dir,
     startup_findings,
 )
+from tests.conftest import cached_wheel
+from tests.support.localindex import LocalIndex, serve
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "b36"
 ENVFORGE = [sys.executable, "-m", "envforge"]
@@ -36,7 +36,7 @@ PTH_LINE = ('import os, sys; os.environ.setdefault("PTH_PROBE", "startup hook ra
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ def test_the_case_files_are_findings_in_fast_and_deep_mode(project: Path, droppe
         got = [(f["kind"], f["subject"], f["actual"]) for f in data["findings"]]
         assert got == [
             ("startup-code", "litellm_init.pth", f"executed at every interpreter start: {PTH_LINE}; no RECORD owns it"),
-            ("startup-code", "sitecustomize.py", "`sitecustomize` imported at every interpreter start (site imports "
-                                                 "the first one on sys.path); no RECORD owns it")]
+            ("startup-code", "sitecustomize.py", ("`sitecustomize` imported at every interpreter start (site imports "
+                                                  "the first one on sys.path); no RECORD owns it"))]
         assert data["findings"][0]["expected"] == "start-up code that a distribution's RECORD or envforge installed"
         assert data["findings"][0]["fix"].endswith(
             "then remove it, or rebuild: `envforge build sixenv --variant default` (a fresh generation holds only "
@@ -235,17 +235,17 @@ def test_start_up_code_outside_the_environment(tmp_path: Path) -> None:
                                                     ("startup-code-outside", str(elsewhere / "usercustomize.py"))]
     assert found[0].fix.startswith("outside this environment, so a rebuild keeps it")
     assert hook_notes(hooks, (), sp) == [
-        f"start-up code run at every interpreter start: {base / 'litellm_init.pth'} (owned by nothing), "
-        f"{stdlib / 'sitecustomize.py'} (the interpreter), {elsewhere / 'usercustomize.py'} (owned by nothing)"]
+        (f"start-up code run at every interpreter start: {base / 'litellm_init.pth'} (owned by nothing), "
+         f"{stdlib / 'sitecustomize.py'} (the interpreter), {elsewhere / 'usercustomize.py'} (owned by nothing)")]
     assert check_outside(sp, {}) == ([], [])
 
 
 def test_unowned_files_note_lists_ten_names() -> None:
     names = tuple(f"f{i:02d}.txt" for i in range(12))
     assert hook_notes((), names, Path("/sp")) == [
-        "12 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they run only "
-        "when imported): f00.txt, f01.txt, f02.txt, f03.txt, f04.txt, f05.txt, f06.txt, f07.txt, f08.txt, f09.txt "
-        "(+2 more)"]
+        ("12 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they run only "
+         "when imported): f00.txt, f01.txt, f02.txt, f03.txt, f04.txt, f05.txt, f06.txt, f07.txt, f08.txt, f09.txt "
+         "(+2 more)")]
 
 
 def test_envforge_sitecustomize_block_is_owned_but_not_the_text_it_was_merged_into(tmp_path: Path) -> None:

@@ -33,7 +33,12 @@ from envforge.core.state import STATE_DIR
 from envforge.core.textfile import read_state
 from envforge.env.fingerprint import STARTUP_MODULES, startup_files
 from envforge.env.profile.source import SITECUSTOMIZE, strip_block
-from envforge.installed.distributions import Installed, RecordEntry, installed_distributions, read_record
+from envforge.installed.distributions import (
+    Installed,
+    RecordEntry,
+    installed_distributions,
+    read_record,
+)
 from envforge.verify.findings import Finding
 from envforge.verify.records import PatchedFile
 
@@ -101,9 +106,9 @@ def _owners(sp: Path, records: Mapping[Installed, Sequence[RecordEntry]], profil
     if profile:
         name = f"the envforge env profile {profile.get('profile')!r}"
         for f in profile.get("files", ()):
-            if f == SITECUSTOMIZE and f not in owners and not (profile.get("sitecustomize") or {}).get("created"):
-                if _foreign_text(sp / f):  # merged into a file nobody owns: the rest is not envforge's
-                    continue
+            merged = f == SITECUSTOMIZE and f not in owners and not (profile.get("sitecustomize") or {}).get("created")
+            if merged and _foreign_text(sp / f):  # merged into a file nobody owns: the rest is not envforge's
+                continue
             owners.setdefault(os.path.normpath(f), name)
     tool = _venv_tool(sp)
     if tool and "_virtualenv.pth" not in owners and _read(sp / "_virtualenv.pth").strip() == b"import _virtualenv":

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "src"))
 
-from verify_envs import make_env  # noqa: E402
+from tests.support.verify_envs import make_env  # noqa: E402
 
 
 def _median_time(argv: list[str], runs: int, **kw: object) -> float:
@@ -65,7 +65,7 @@ def _deep(env_root: Path, sp: Path, runs: int) -> None:
 
 
 def _wheels() -> list[Path]:
-    from conftest import cached_wheel
+    from tests.conftest import cached_wheel
 
     return [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")]
 

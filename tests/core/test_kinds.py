@@ -32,7 +32,7 @@ def test_the_levels_of_every_kind() -> None:
     assert sorted(k for k, v in REGISTRY.items() if v.any_level) == [
         "acceptance-expired", "acceptance-unmatched", "nothing-to-check"]
     assert {v.level for v in REGISTRY.values()} == {"static", "gpu"}
-    assert len(REGISTRY) == 37
+    assert len(REGISTRY) == 39
 
 
 def test_nccl_library_is_a_gpu_kind() -> None:
@@ -74,8 +74,9 @@ def test_meanings_derive_from_the_registry() -> None:
 def test_the_kinds_a_rebuild_repairs() -> None:
     assert sorted(k for k in REGISTRY if rebuild_repairs(k)) == [
         "env-profile", "hardlinked", "local-label-mismatch", "missing", "missing-file", "patch-state",
-        "stale-bytecode", "tampered", "unexpected", "version-mismatch"]
-    assert [rebuild_repairs(k) for k in ("eagle3-fc", "no-such-kind", "file-conflict")] == [False, False, False]
+        "stale-bytecode", "startup-code", "tampered", "unexpected", "version-mismatch"]
+    assert [rebuild_repairs(k) for k in ("eagle3-fc", "no-such-kind", "file-conflict", "startup-code-outside")] == [
+        False, False, False, False]
 
 
 def test_the_checks_that_list_each_kind() -> None:
@@ -91,6 +92,7 @@ def test_the_checks_that_list_each_kind() -> None:
                                                                                   "stale-bytecode"],
         "patch-states": ["patch-state", "patchset-changed", "editable-install"], "env-profile": ["env-profile"],
         "families": ["family-mismatch"], "cuda-major": ["cuda-major-mismatch"],
+        "startup": ["startup-code", "startup-code-outside"],
         "accept": ["acceptance-expired", "acceptance-unmatched"], "gpu": ["no-gpu"], "cuda": ["cuda-unavailable"],
         "gpu-count": ["gpu-count"], "capability": ["capability"], "arch-list": ["arch-list"],
         "cuda-runtime": ["cuda-runtime"], "driver-floor": ["driver-floor"], "interconnect": ["interconnect"],

@@ -68,6 +68,8 @@ def test_the_scan_finds_the_producers() -> None:
     assert PRODUCED["nothing-to-check"] == {("runner.py", ANY)}
     assert PRODUCED["acceptance-unmatched"] == {("acceptance.py", ANY)}
     assert PRODUCED["acceptance-expired"] == {("acceptance.py", "static")}
+    assert PRODUCED["startup-code"] == {("startup.py", "static")}
+    assert PRODUCED["startup-code-outside"] == {("startup.py", "static")}
 
 
 def test_every_registered_kind_has_a_producer_and_every_produced_kind_is_registered() -> None:

@@ -102,6 +102,12 @@ REGISTRY: Mapping[str, Kind] = {
                              "record"),
     "editable-install": _static("a distribution is an editable install (PEP 610): patchsets cannot act on "
                                 "site-packages (B21)", "patch-states"),
+    "startup-code": _static("a file in site-packages that no RECORD and no envforge record owns runs at every "
+                            "interpreter start: a .pth import line, sitecustomize or usercustomize (B36)", "startup",
+                            rebuild_repairs=True),
+    "startup-code-outside": _static("code outside the environment (another site directory, PYTHONPATH) that no "
+                                    "RECORD owns runs at every interpreter start; a rebuild keeps it (B36)",
+                                    "startup"),
     # any level (a level all of whose checks were skipped has no check of its own to list it)
     "nothing-to-check": _any("a level was asked for but there is nothing for it to check (e.g. no [verify.drafter])"),
     "acceptance-expired": _any("a recipe [[verify.accept]] entry is past its expiry date; its finding fails again",

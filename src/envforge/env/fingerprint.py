@@ -5,12 +5,16 @@ drifted 82 -> 89 -> 92.6 tok/s because nobody recorded the state). A fingerprint
 digest, the patch manifest digest, the env profile and its digest, the Python version, and, where a
 GPU probe ran, driver, GPU name, count and compute capability; bench adds the digest of the
 effective ``NCCL_*``/``CUDA_*``/profile variables its servers started with (envforge.bench.variables).
-Digests are defined in docs/architecture.md.
+``startup_digest`` covers the code Python's ``site`` module runs at every interpreter start from the
+environment's site-packages (every ``*.pth`` file, ``sitecustomize``/``usercustomize``), owned by a
+distribution or not: a new ``.pth`` changes the fingerprint (field case B36). Digests are defined in
+docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import partial
@@ -24,7 +28,11 @@ from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.lock.model import read_lock
 from envforge.patching.manifest import rebuild_hint
 
-__all__ = ["Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of"]
+__all__ = ["STARTUP_MODULES", "Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of", "startup_digest",
+           "startup_files"]
+
+#: The modules ``site`` imports at every interpreter start (the first one found on ``sys.path``).
+STARTUP_MODULES = ("sitecustomize", "usercustomize")
 
 
 def file_digest(path: Path, *, what: str = "file", hint: str | Callable[[], str] | None = None) -> str | None:
@@ -64,6 +72,7 @@ class Fingerprint:
     compute_capability: str | None = None
     platform: str | None = None  # the lock's target platform, e.g. aarch64-manylinux_2_34 (B27)
     effective_env_digest: str | None = None
+    startup_digest: str | None = None  # the start-up files of site-packages (:func:`startup_digest`, B36)
 
     @property
     def empty(self) -> bool:
@@ -133,7 +142,52 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
         python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
         gpu_count=g.get("count"), compute_capability=g.get("capability"),
         platform=_lock_platform(state.lock_copy),
+        startup_digest=startup_digest(site_packages),
     )
+
+
+def _module_file(name: str, module: str) -> bool:
+    """``name`` is a file the import system loads as top-level ``module``: source, sourceless
+    bytecode or an extension module (``sitecustomize.cpython-312-x86_64-linux-gnu.so``)."""
+    if name in (f"{module}.py", f"{module}.pyc"):
+        return True
+    return name.startswith(f"{module}.") and name.endswith((".so", ".pyd"))
+
+
+def startup_files(site_packages: Path) -> tuple[str, ...]:
+    """Names, relative to ``site_packages`` and sorted, of its regular files that Python's ``site``
+    module runs or reads at every interpreter start: each top-level ``*.pth`` (site reads all of them,
+    in name order, and executes their ``import`` lines), and each ``sitecustomize``/``usercustomize``
+    module file or package ``__init__`` (:data:`STARTUP_MODULES`). ``()`` when the directory cannot
+    be listed. Symlinks are followed; a FIFO or device is never listed."""
+    try:
+        names = sorted(os.listdir(site_packages))
+    except OSError:
+        return ()
+    out = []
+    for name in names:
+        path = site_packages / name
+        if name.endswith(".pth") or any(_module_file(name, m) for m in STARTUP_MODULES):
+            if path.is_file():
+                out.append(name)
+        elif name in STARTUP_MODULES and path.is_dir():
+            out += [f"{name}/{init}" for init in sorted(os.listdir(path))
+                    if _module_file(init, "__init__") and (path / init).is_file()]
+    return tuple(out)
+
+
+def startup_digest(site_packages: Path) -> str | None:
+    """``sha256:<hex>`` of the canonical JSON (``sort_keys``, compact separators) of
+    ``{name: "sha256:<hex> of its bytes"}`` over :func:`startup_files`, so adding, removing or
+    editing any of them changes it; None when ``site_packages`` is not a directory.
+
+    :raises InputError: a start-up file is larger than 64 MiB or unreadable (names it).
+    """
+    if not site_packages.is_dir():
+        return None
+    digests = {name: file_digest(site_packages / name, what="start-up file") for name in startup_files(site_packages)}
+    blob = json.dumps(digests, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + sha256_hex(blob)
 
 
 def _lock_platform(lock: Path) -> str | None:

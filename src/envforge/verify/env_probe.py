@@ -5,7 +5,10 @@
 argv[1] (optional) is JSON ``{"bytecode": [source paths]}``. Prints one JSON line: ``python``,
 ``markers`` (the PEP 508 marker environment, computed as packaging.markers does),
 ``sitecustomize`` (the file of the sitecustomize module this interpreter imported, or null; field
-case B11) and ``bytecode``: per source path, null when this interpreter has no cached bytecode for
+case B11), ``site`` (what the site module ran at this start: ``dirs``, the site directories whose
+``.pth`` files it processed; ``stdlib``, the standard library's directories; ``sitecustomize`` and
+``usercustomize``, the files of those modules it imported, or null; ``sys_path``; field case B36)
+and ``bytecode``: per source path, null when this interpreter has no cached bytecode for
 it, else ``{"pyc", "mode", "stale"}`` where ``stale`` says whether the code this interpreter would
 load (``SourceFileLoader.get_code``: the cached ``.pyc`` when its own rules accept it) differs from
 compiling the source now (field case B10; CPython issue 121376). Nothing is written.
@@ -67,12 +70,33 @@ def bytecode(path):
     return {"pyc": pyc, "mode": mode, "stale": not _same_code(loaded, fresh)}
 
 
+def site_info():
+    """What the site module ran at this interpreter start (see the module docstring)."""
+    import site
+    import sysconfig
+
+    dirs = list(getattr(site, "getsitepackages", list)())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    seen, out = set(), []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if os.path.isdir(real) and real not in seen:
+            seen.add(real)
+            out.append(d)
+    info = {"dirs": out, "stdlib": [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")],
+            "sys_path": list(sys.path)}
+    for name in ("sitecustomize", "usercustomize"):
+        info[name] = getattr(sys.modules.get(name), "__file__", None)
+    return info
+
+
 def main():
     sys.dont_write_bytecode = True
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sc = sys.modules.get("sitecustomize")
     print(json.dumps({"python": platform.python_version(), "markers": marker_environment(),
-                      "sitecustomize": getattr(sc, "__file__", None),
+                      "sitecustomize": getattr(sc, "__file__", None), "site": site_info(),
                       "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])}}))
 
 

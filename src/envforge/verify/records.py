@@ -74,14 +74,16 @@ def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: b
 
 
 def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, PatchedFile], *,
-                  deep: bool = False, workers: int = 4) -> tuple[list[Finding], int, int]:
+                  deep: bool = False, workers: int = 4,
+                  records: Mapping[Installed, tuple[RecordEntry, ...]] | None = None) -> tuple[list[Finding], int, int]:
     """RECORD integrity of every file of ``dists``.
 
     :param patched: manifest entries by path relative to site-packages.
+    :param records: the RECORD rows of ``dists`` when the caller read them already (else read here).
     :returns: (findings, files hashed, bytes hashed).
     """
     missing: list[tuple[Installed, RecordEntry]] = []
-    records = {d: read_record(d) for d in dists}
+    records = {d: records[d] if records is not None and d in records else read_record(d) for d in dists}
     todo = [s for d, entries in records.items() for s in _suspects(sp, d, entries, deep, missing)]
     with ThreadPoolExecutor(max_workers=workers) as pool:
         digests = list(pool.map(lambda t: sha256_file(t[2]), todo))

@@ -35,9 +35,11 @@ from envforge.verify.records import (
     cached_bytecode,
     check_patched_files,
     check_records,
+    read_record,
     shared_files_note,
     stale_bytecode,
 )
+from envforge.verify.startup import StartupScan, check_outside, hook_notes, scan_site_dir, startup_findings
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
@@ -109,18 +111,19 @@ def run_static(inp: StaticInputs) -> StaticResult:
         reach = pool.submit(copy_context().run, _reach, inp, expected_env)
         patched = patch_manifest(sp)
         pycs = [str(p) for p in cached_bytecode(sp, patched)]
-        asked = pycs or any(p.marker for p in inp.lock.packages)
-        env_probe = pool.submit(copy_context().run, _env_probe, inp, pycs) if asked else None
+        env_probe = pool.submit(copy_context().run, _env_probe, inp, pycs)  # site's start-up code: always asked
         installed = installed_distributions(sp)
+        records = {d: read_record(d) for d in installed.values()}
         _stale(inp, c)
-        probe: Mapping[str, Any] = env_probe.result() if env_probe else {"python": _venv_version(inp.python)}
+        scan = scan_site_dir(sp, records, profile=profile, patched=patched)
+        probe: Mapping[str, Any] = env_probe.result()
         found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache, python=inp.python)
         c.notes.extend(notes)
         c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
         c.add("families", check_families(installed))
         _cuda(inp.lock, installed, c)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
-                                                deep=inp.deep)
+                                                deep=inp.deep, records=records)
         c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
         c.add("patched-files", check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
               f"{len(patched)} patched files, {len(pycs)} with cached bytecode")
@@ -128,6 +131,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
         if shared:
             c.notes.append(shared)
         _patches(inp, c)
+        _startup(sp, scan, probe.get("site") or {}, c)
         _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
 
@@ -160,16 +164,15 @@ def _env_probe(inp: StaticInputs, pycs: list[str]) -> Mapping[str, Any]:
     return data
 
 
-def _venv_version(python: Path) -> str | None:
-    """``version_info`` from the venv's ``pyvenv.cfg`` (no interpreter start), or None."""
-    cfg = python.parent.parent / "pyvenv.cfg"
-    if not cfg.is_file():
-        return None
-    for line in cfg.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() in ("version_info", "version"):
-            return value.strip()
-    return None
+def _startup(sp: Path, scan: StartupScan, site: Mapping[str, Any], c: _Collector) -> None:
+    """Code that runs at every interpreter start and that no RECORD owns (B36; :mod:`.startup`):
+    in site-packages from the file scan, elsewhere from what the probe's ``site`` ran."""
+    outside, found_out = check_outside(sp, site)
+    hooks = [*scan.hooks, *outside]
+    c.notes.extend(hook_notes(hooks, scan.unowned, sp))
+    unowned = sum(h.owner is None for h in hooks)
+    c.add("startup", startup_findings(scan) + found_out,
+          f"{len(hooks)} start-up hooks ({unowned} owned by nothing), {len(scan.unowned)} other unowned files")
 
 
 def _stale(inp: StaticInputs, c: _Collector) -> None:

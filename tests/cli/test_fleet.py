@@ -170,7 +170,8 @@ def _allreduce_report(ok: bool) -> FleetReport:
 def test_fleet_verify_json_nests_the_allreduce_report_and_exits_with_the_worse_code() -> None:
     verify, allreduce = _verify_report(), _allreduce_report(ok=False)
     data = verify_data(verify, allreduce)
-    assert list(data) == ["action", "nodes", "majority", "differs", "exit-code", "elapsed-s", "allreduce"]
+    assert list(data) == ["action", "nodes", "majority", "differs", "exit-code", "elapsed-s", "selection", "skipped",
+                          "backend", "allreduce"]
     assert (data["action"], data["exit-code"], data["elapsed-s"]) == ("verify", 1, 1.25)
     assert verify.exit_code == 0 and allreduce.exit_code == 1  # the worse of both
     assert data["allreduce"] == {
@@ -182,7 +183,8 @@ def test_fleet_verify_json_nests_the_allreduce_report_and_exits_with_the_worse_c
                   {"node-id": "n1", "host": "10.0.0.2", "status": "failed", "fingerprint": {}, "findings": [],
                    "elapsed-s": None, "error": "torch is not installed", "hint": "install torch",
                    "detail": {"rank": 1}}],
-        "majority": {}, "differs": {}, "exit-code": 1, "elapsed-s": 2.5}
+        "majority": {}, "differs": {}, "exit-code": 1, "elapsed-s": 2.5, "selection": "every alive node",
+        "skipped": [], "backend": None}
     assert verify_data(verify, _allreduce_report(ok=True))["exit-code"] == 0
     plain = verify_data(verify, None)  # no gpu level: the key is there, null
     assert plain["allreduce"] is None and plain["exit-code"] == 0

@@ -5,6 +5,11 @@ What the driver can check is checked here, before anything reaches a node, with 
 wording and exit 2: ``--ray`` (:func:`ray_address`), ``--timeout`` and ``--port`` (the shared
 :func:`envforge.cli.parser.seconds` / :data:`~envforge.cli.parser.PORT`), verify levels, the
 environment name (:func:`env_name`), and a recipe and variant where the driver has the project.
+
+Which alive nodes a command runs on (:func:`selection`): those with the GPU count of the recipe's
+``[target] gpus`` (from the lock or recipe in the driver's project), or the ones ``--num-gpus``,
+``--label`` and ``--resource`` name, or every one with ``--all-nodes``; the others are skipped, each
+with its reason, in the report.
 """
 
 from __future__ import annotations
@@ -14,13 +19,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envforge.cli.parser import PORT, seconds
+from envforge.cli.parser import PORT, integer, seconds
+from envforge.core.errors import InputError
 
 if TYPE_CHECKING:
     from envforge.cli.output import Ui
     from envforge.fleet.report import FleetReport
+    from envforge.fleet.selection import NodeSelection
 
-__all__ = ["MIN_TIMEOUT_S", "env_name", "ray_address", "register", "render_text", "verify_data"]
+__all__ = ["MIN_TIMEOUT_S", "env_name", "node_label", "node_resource", "ray_address", "register", "render_text",
+           "selection", "verify_data"]
 
 #: The shortest ``--timeout`` of a fleet command, in seconds: each node keeps at least 2 s of it for
 #: its answer's way back (:func:`envforge.fleet.tasks.node_budget`), so less leaves a node next to nothing.
@@ -51,6 +59,66 @@ def ray_address(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{_RAY_FORM}, got {text!r}")
 
 
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?")
+
+
+def node_label(text: str) -> tuple[str, str | None]:
+    """An argparse ``type=`` for ``--label``: ``KEY=VALUE`` (a Ray node label, ``ray start --labels
+    KEY=VALUE``, with that value) or ``KEY`` (any value) as ``(key, value or None)``.
+
+    :raises argparse.ArgumentTypeError: an empty or malformed key (exit 2).
+    """
+    key, sep, value = text.partition("=")
+    if _LABEL.fullmatch(key) and (not sep or value):
+        return key, value if sep else None
+    raise argparse.ArgumentTypeError(f"must be KEY=VALUE or KEY (a Ray node label, e.g. pool=gpu), got {text!r}")
+
+
+def node_resource(text: str) -> tuple[str, float]:
+    """An argparse ``type=`` for ``--resource``: ``NAME`` or ``NAME=AMOUNT`` (a Ray resource,
+    ``ray start --resources '{"NAME": N}'``, at least AMOUNT of it; default 1) as ``(name, amount)``.
+
+    :raises argparse.ArgumentTypeError: an empty name, or an amount that is no positive finite number.
+    """
+    name, sep, amount = text.partition("=")
+    try:
+        value = float(amount) if sep else 1.0
+    except ValueError:
+        value = 0.0
+    if name.strip() and name == name.strip() and 0 < value < float("inf"):
+        return name, value
+    raise argparse.ArgumentTypeError(f"must be NAME or NAME=AMOUNT (a Ray resource, AMOUNT a positive number, "
+                                     f"e.g. stack=1), got {text!r}")
+
+
+def selection(args: argparse.Namespace, gpus: tuple[int | None, str] | None) -> NodeSelection:
+    """The nodes a fleet command runs on, from its options: ``--all-nodes`` (every alive node), else
+    ``--num-gpus``, ``--label`` and ``--resource`` (all that are given must hold), else the recipe's
+    ``[target] gpus`` (``gpus``: :func:`envforge.fleet.selection.lock_gpus`; ``(None, why)``: the
+    recipe names none, so every alive node), else (``gpus`` None: not known on the driver) the nodes
+    with GPU resources when any node has some.
+
+    :raises InputError: ``--all-nodes`` with another of these options (exit 2).
+    """
+    # lazy: envforge.fleet imports verify and build, which no other command's start-up needs
+    from envforge.fleet.selection import NodeSelection
+
+    labels, resources = tuple(args.label), tuple(args.resource)
+    if args.all_nodes:
+        if args.num_gpus is not None or labels or resources:
+            raise InputError("--all-nodes takes every alive node: it cannot be combined with --num-gpus, --label "
+                             "or --resource")
+        return NodeSelection(every=True, source="--all-nodes")
+    if args.num_gpus is not None:
+        return NodeSelection(args.num_gpus, f"--num-gpus {args.num_gpus}", labels, resources)
+    if labels or resources:
+        return NodeSelection(labels=labels, resources=resources)
+    if gpus is None:
+        return NodeSelection()
+    count, source = gpus
+    return NodeSelection(count, source) if count is not None else NodeSelection(every=True, source=source)
+
+
 def env_name(name: str) -> str:
     """``name`` when it can name an environment under ``envs/`` on the nodes: not empty, not a path
     (a ``/`` makes an environment argument a path for the local commands,
@@ -60,7 +128,6 @@ def env_name(name: str) -> str:
 
     :raises InputError: the name is empty, a path, or no valid name (exit 2).
     """
-    from envforge.core.errors import InputError
     from envforge.recipe.model import lock_name_problem
 
     hint = "give the name of the environment under envs/ on every node, e.g. quickstart-default (`envforge envs` lists them)"
@@ -102,7 +169,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     b.set_defaults(handler=_build)
 
     a = fleet.add_parser("allreduce", help="one all-reduce group across all nodes (torch.distributed)")
-    a.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    a.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                   help="torch.distributed backend (default: nccl when every selected node has GPU resources, "
+                        "else gloo)")
     a.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="variables set in every rank, e.g. an env profile's NCCL_* values")
     a.add_argument("--port", type=PORT, default=29517, help="rendezvous port on the first node (1-65535; default: 29517)")
@@ -122,6 +191,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     help="project directory (the same path on every node): a node where it holds no recipes/ "
                          "is a finding (default: not checked, but where ENVFORGE_FLEET_ROOT is set)")
     up.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+    _nodes(up)
     up.set_defaults(handler=_agent_start)
     st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
     st.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
@@ -139,6 +209,21 @@ def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
     p.add_argument("--project", type=Path, default=None,
                    help="project directory, the same path on every node (default: nearest with recipes/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+    _nodes(p)
+
+
+def _nodes(p: argparse.ArgumentParser) -> None:
+    """The options that pick the nodes (:func:`selection`)."""
+    g = p.add_argument_group("nodes", "which alive nodes to run on (default: those with the GPU count of the "
+                                      "recipe's [target] gpus; the others are skipped, with the reason)")
+    g.add_argument("--num-gpus", type=integer(1, noun="a GPU count"), default=None, metavar="N",
+                   help="nodes with at least N GPU resources (Ray's GPU resource, as `ray start --num-gpus`)")
+    g.add_argument("--label", action="append", type=node_label, default=[], metavar="KEY[=VALUE]",
+                   help="nodes with this Ray node label (`ray start --labels KEY=VALUE`); repeatable")
+    g.add_argument("--resource", action="append", type=node_resource, default=[], metavar="NAME[=AMOUNT]",
+                   help="nodes with at least AMOUNT (default 1) of this Ray resource "
+                        "(`ray start --resources '{\"NAME\": 1}'`); repeatable")
+    g.add_argument("--all-nodes", action="store_true", help="every alive node, whatever it has")
 
 
 def _root(args: argparse.Namespace, ui: Ui) -> Path:
@@ -154,18 +239,21 @@ def _verify(args: argparse.Namespace, ui: Ui) -> int:
     import time
 
     from envforge.fleet.driver import fleet_allreduce, fleet_verify
+    from envforge.fleet.selection import lock_gpus  # lazy: as the driver (verify, build)
     from envforge.verify.findings import check_levels
 
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
     check_levels(levels)
     env_name(args.env)
     root = _root(args, ui)
+    select = selection(args, lock_gpus(root, args.env))
     start = time.monotonic()
-    report = fleet_verify(args.ray, args.env, root, levels=levels, timeout_s=args.timeout, agent=not args.no_agent)
+    report = fleet_verify(args.ray, args.env, root, levels=levels, timeout_s=args.timeout, agent=not args.no_agent,
+                          select=select)
     allreduce = None
-    if "gpu" in levels:
+    if "gpu" in levels and report.nodes:  # (no node qualified: the report says so once)
         left = round(args.timeout - (time.monotonic() - start), 1)
-        allreduce = fleet_allreduce(args.ray, timeout_s=max(MIN_ALLREDUCE_S, left))
+        allreduce = fleet_allreduce(args.ray, timeout_s=max(MIN_ALLREDUCE_S, left), select=select)
     data = verify_data(report, allreduce)
     if ui.json_mode:
         ui.emit_json("fleet", data)
@@ -190,30 +278,36 @@ def _build(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet.driver import fleet_build
 
     root = _root(args, ui)
-    _check_recipe(root, args.recipe, args.variant)
+    select = selection(args, _check_recipe(root, args.recipe, args.variant))
     report = fleet_build(args.ray, args.recipe, args.variant, root, find_links=args.find_links,
-                         offline=args.offline, timeout_s=args.timeout)
+                         offline=args.offline, timeout_s=args.timeout, select=select)
     return _render(report, ui)
 
 
-def _check_recipe(root: Path, recipe: str, variant: str | None) -> None:
+def _check_recipe(root: Path, recipe: str, variant: str | None) -> tuple[int | None, str] | None:
     """Where the driver has the project (``recipes/`` under ``root``), the recipe and variant must
     exist there, as for ``envforge build``; a recipe given as a path is checked where the driver can
-    read it. Without the project here the nodes check them (their errors carry the hint).
+    read it. Without the project here the nodes check them (their errors carry the hint). Returns the
+    variant's ``[target] gpus`` as :func:`envforge.fleet.selection.gpus_of` gives it, or None when
+    the recipe was not read here.
 
     :raises InputError: no such recipe or variant (or an invalid recipe), exit 2.
     """
+    from envforge.fleet.selection import gpus_of  # lazy: as the driver (verify, build)
     from envforge.recipe.project import Project
     from envforge.recipe.model import load_recipe
 
     project = Project(root)
     as_path = recipe.endswith(".toml") or "/" in recipe
     if (as_path and Path(recipe).is_file()) or (not as_path and project.recipes_dir.is_dir()):
-        load_recipe(project.recipe_path(recipe)).resolve(variant)
+        path = project.recipe_path(recipe)
+        target = load_recipe(path).resolve(variant).target
+        where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        return gpus_of(target.gpus, where)
+    return None
 
 
 def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
-    from envforge.core.errors import InputError
     from envforge.fleet.driver import fleet_allreduce
 
     env = {}
@@ -222,7 +316,8 @@ def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
         if not sep or not name:
             raise InputError(f"--env {item!r}: expected NAME=VALUE")
         env[name] = value
-    report = fleet_allreduce(args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout)
+    report = fleet_allreduce(args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout,
+                             select=selection(args, None))
     return _render(report, ui)
 
 
@@ -230,7 +325,7 @@ def _agent_start(args: argparse.Namespace, ui: Ui) -> int:
     from envforge.fleet.driver import fleet_start_agents
 
     root = args.project.resolve() if args.project else None
-    return _render(fleet_start_agents(args.ray, root, timeout_s=args.timeout), ui)
+    return _render(fleet_start_agents(args.ray, root, timeout_s=args.timeout, select=selection(args, None)), ui)
 
 
 def _agent_stop(args: argparse.Namespace, ui: Ui) -> int:
@@ -254,8 +349,15 @@ def _render(report: FleetReport, ui: Ui) -> int:
 
 
 def render_text(report: FleetReport) -> list[str]:
-    """The node x fingerprint matrix (verify), flips (build) or per-size latencies (allreduce)."""
+    """The node x fingerprint matrix (verify), flips (build) or per-size latencies (allreduce); first
+    the nodes skipped, with the rule and each one's reason (when any was), and the all-reduce's backend."""
     lines = []
+    alive = len(report.nodes) + len(report.skipped)
+    if report.skipped or not report.nodes:
+        lines.append(f"selected {len(report.nodes)} of {alive} alive node(s): {report.selection}")
+        lines += [f"skipped {s.host} {s.node_id[:8]}: {s.reason}" for s in report.skipped]
+    if report.backend:
+        lines.append(f"backend {report.backend[0]}: {report.backend[1]}")
     for n in report.nodes:
         head = f"{n.host} {n.node_id[:8]} {n.status}"
         if n.error:
@@ -288,8 +390,13 @@ def render_text(report: FleetReport) -> list[str]:
         else:
             sizes = ", ".join(f"{s['bytes']} B {s['median-us']} µs" for s in n.detail.get("sizes", []))
             lines.append(f"{head}: rank {n.detail.get('rank')}: {sizes}")
+    if not report.nodes:
+        lines.append(f"fleet {report.action}: no alive node qualifies ({len(report.skipped)} skipped); pick "
+                     "nodes with --num-gpus, --label, --resource or --all-nodes")
+        return lines
     bad = [n for n in report.nodes if n.status != "ok"]
-    lines.append(f"fleet {report.action}: {len(report.nodes)} node(s), {len(bad)} not ok, "
+    skipped = f" ({len(report.skipped)} skipped)" if report.skipped else ""
+    lines.append(f"fleet {report.action}: {len(report.nodes)} node(s){skipped}, {len(bad)} not ok, "
                  f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}")
     return lines
 

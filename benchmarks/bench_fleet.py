@@ -50,7 +50,9 @@ def main() -> None:
             shutil.copytree(ROOT / d, proj / d)
         envforge = [sys.executable, "-m", "envforge"]
         subprocess.run([*envforge, "build", "quickstart"], cwd=proj, check=True, capture_output=True)
-        node = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
+        # num_gpus: the quickstart recipe's [target] gpus as a (fake) Ray resource, so that fleet verify
+        # runs on every node rather than skipping them (docs/fleet.md, "Which nodes").
+        node = {"num_cpus": 1, "num_gpus": 8, "node_ip_address": "127.0.0.1", "include_dashboard": False}
         c = Cluster(initialize_head=True, head_node_args=dict(node))
         for _ in range(3):
             c.add_node(**node)

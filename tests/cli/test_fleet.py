@@ -170,7 +170,8 @@ def _allreduce_report(ok: bool) -> FleetReport:
 def test_fleet_verify_json_nests_the_allreduce_report_and_exits_with_the_worse_code() -> None:
     verify, allreduce = _verify_report(), _allreduce_report(ok=False)
     data = verify_data(verify, allreduce)
-    assert list(data) == ["action", "nodes", "majority", "differs", "exit-code", "elapsed-s", "allreduce"]
+    assert list(data) == ["action", "nodes", "majority", "differs", "exit-code", "elapsed-s", "selection", "skipped",
+                          "backend", "allreduce"]
     assert (data["action"], data["exit-code"], data["elapsed-s"]) == ("verify", 1, 1.25)
     assert verify.exit_code == 0 and allreduce.exit_code == 1  # the worse of both
     assert data["allreduce"] == {
@@ -182,7 +183,8 @@ def test_fleet_verify_json_nests_the_allreduce_report_and_exits_with_the_worse_c
                   {"node-id": "n1", "host": "10.0.0.2", "status": "failed", "fingerprint": {}, "findings": [],
                    "elapsed-s": None, "error": "torch is not installed", "hint": "install torch",
                    "detail": {"rank": 1}}],
-        "majority": {}, "differs": {}, "exit-code": 1, "elapsed-s": 2.5}
+        "majority": {}, "differs": {}, "exit-code": 1, "elapsed-s": 2.5, "selection": "every alive node",
+        "skipped": [], "backend": None}
     assert verify_data(verify, _allreduce_report(ok=True))["exit-code"] == 0
     plain = verify_data(verify, None)  # no gpu level: the key is there, null
     assert plain["allreduce"] is None and plain["exit-code"] == 0
@@ -306,3 +308,80 @@ def test_an_unroutable_address_fails_within_seconds_without_ray_log_lines() -> N
     assert len(lines) == 2 and lines[1] == HINT, res.stderr
     assert lines[0].startswith("error: cannot connect to the Ray cluster at 10.255.255.1:6379: "), lines[0]
     assert res.stdout == "" and took < 20, took
+
+
+# ---- which nodes: --num-gpus, --label, --resource, --all-nodes --------------------------------
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--label", "=gpu"], "error: argument --label: must be KEY=VALUE or KEY (a Ray node label, e.g. pool=gpu), "
+                          "got '=gpu'"),
+    (["--label", "pool="], "error: argument --label: must be KEY=VALUE or KEY (a Ray node label, e.g. pool=gpu), "
+                           "got 'pool='"),
+    (["--resource", "stack=0"], "error: argument --resource: must be NAME or NAME=AMOUNT (a Ray resource, AMOUNT a "
+                                "positive number, e.g. stack=1), got 'stack=0'"),
+    (["--resource", "stack=x"], "error: argument --resource: must be NAME or NAME=AMOUNT (a Ray resource, AMOUNT a "
+                                "positive number, e.g. stack=1), got 'stack=x'"),
+    (["--num-gpus", "0"], "error: argument --num-gpus: must be a GPU count >= 1, got '0'"),
+    (["--all-nodes", "--num-gpus", "8"], "error: --all-nodes takes every alive node: it cannot be combined with "
+                                         "--num-gpus, --label or --resource"),
+    (["--all-nodes", "--label", "pool"], "error: --all-nodes takes every alive node: it cannot be combined with "
+                                         "--num-gpus, --label or --resource"),
+])
+@pytest.mark.parametrize("command", [["fleet", "verify", "quickstart-default"], ["fleet", "build", "quickstart"],
+                                     ["fleet", "allreduce"], ["fleet", "agent", "start"]])
+def test_bad_node_selections_are_refused_on_the_driver(command: list[str], extra: list[str], expected: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    project = ["--project", str(ROOT)] if command[1] != "allreduce" else []
+    assert main([*command, "--ray", "127.0.0.1:1", *project, *extra]) == 2
+    assert _last_lines(capsys, 1) == [expected]
+
+
+def _selection(*argv: str, gpus: tuple[int | None, str] | None) -> object:
+    from envforge.cli import build_parser
+    from envforge.cli.fleet import selection
+
+    return selection(build_parser("fleet").parse_args(["fleet", "verify", "e", "--ray", "h:1", *argv]), gpus)
+
+
+def test_the_options_and_the_recipe_make_the_node_selection() -> None:
+    from envforge.fleet.selection import NodeSelection
+
+    recipe = (8, "[target] gpus = 8 in lockfiles/pylock.e.toml")
+    assert _selection(gpus=recipe) == NodeSelection(8, "[target] gpus = 8 in lockfiles/pylock.e.toml")
+    assert _selection(gpus=(None, "lockfiles/pylock.e.toml names no [target] gpus")) == NodeSelection(
+        every=True, source="lockfiles/pylock.e.toml names no [target] gpus")
+    assert _selection(gpus=None) == NodeSelection()
+    assert _selection("--num-gpus", "2", gpus=recipe) == NodeSelection(2, "--num-gpus 2")
+    assert _selection("--all-nodes", gpus=recipe) == NodeSelection(every=True, source="--all-nodes")
+    assert _selection("--label", "pool=gpu", "--label", "zone", "--resource", "stack", "--resource", "hbm=2.5",
+                      gpus=recipe) == NodeSelection(labels=(("pool", "gpu"), ("zone", None)),
+                                                    resources=(("stack", 1.0), ("hbm", 2.5)))
+    assert _selection("--resource", "stack", "--num-gpus", "8", gpus=None) == NodeSelection(
+        8, "--num-gpus 8", resources=(("stack", 1.0),))
+
+
+def test_fleet_build_takes_the_gpu_count_from_the_recipe(tmp_path: Path) -> None:
+    from envforge.cli.fleet import _check_recipe
+
+    assert _check_recipe(ROOT, "quickstart", None) == (8, "[target] gpus = 8 in recipes/quickstart.toml")
+    assert _check_recipe(tmp_path, "quickstart", None) is None  # not read here: not known
+    own = tmp_path / "r.toml"
+    own.write_text('[recipe]\nname = "r"\npython = "3.12"\n')
+    assert _check_recipe(ROOT, str(own), None) == (None, f"{own} names no [target] gpus")
+
+
+def test_a_report_that_skipped_nodes_lists_them_first_and_counts_them() -> None:
+    from envforge.fleet.report import SkippedNode
+
+    nodes = (FleetNode("n1aaaaaaaa", "10.0.0.2", "ok", fingerprint=FP, elapsed_s=0.4),)
+    report = FleetReport("build", (FleetNode("n1aaaaaaaa", "10.0.0.2", "ok",
+                                             detail={"before": "g0001", "after": "g0002", "flipped": True}),),
+                         {}, {}, 1.5, selection="nodes with at least 8 GPUs (--num-gpus 8)",
+                         skipped=(SkippedNode("n0bbbbbbbb", "10.0.0.1", "no GPU resources (needs 8)"),))
+    assert render_text(report) == [
+        "selected 1 of 2 alive node(s): nodes with at least 8 GPUs (--num-gpus 8)",
+        "skipped 10.0.0.1 n0bbbbbb: no GPU resources (needs 8)",
+        "10.0.0.2 n1aaaaaa ok: g0001 -> g0002 (flipped)",
+        "fleet build: 1 node(s) (1 skipped), 0 not ok, 0 differ from the majority in 1.5 s"]
+    assert report.exit_code == 0  # a skipped node is no failed one
+    assert FleetReport("verify", nodes, {}, {}, 0.1).as_dict()["skipped"] == []

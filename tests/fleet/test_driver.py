@@ -77,11 +77,17 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
+#: What every node of these clusters that carries the stack offers as Ray's GPU resource: the quickstart
+#: recipe's ``[target] gpus`` (8 per node), so ``fleet verify`` with the project on the driver runs on it
+#: (fake GPUs: a Ray resource only, this machine has none; the static level needs no GPU).
+GPUS = {"num_gpus": 8}
+
+
 @pytest.fixture(scope="module")
 def cluster(roots: dict[str, Path]) -> Iterator[tuple[object, dict[str, str]]]:
     from ray.cluster_utils import Cluster
 
-    args = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
+    args = {"num_cpus": 1, **GPUS, "node_ip_address": "127.0.0.1", "include_dashboard": False}
     c = Cluster(initialize_head=True, head_node_args={**args, "env_vars": {"ENVFORGE_FLEET_ROOT": str(roots["n0"])}})
     nodes = {}
     for name in ("n1", "n2", "n3", "n4"):
@@ -270,7 +276,7 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
     _without_n4(c, ids)
     stop_agents(ray)  # (none when the test before ran: it ends with them stopped)
     _agents([])
-    n5 = c.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
+    n5 = c.add_node(num_cpus=1, **GPUS, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
                     env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])})
     c.wait_for_nodes()  # type: ignore[attr-defined]
     live = sorted([ids[k] for k in ("n0", "n1", "n2", "n3")] + [n5.node_id])
@@ -350,7 +356,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
     holder = _holding_the_env_lock(stuck)
     before = _sleepers()
     ray.shutdown()
-    args = {"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
+    args = {"num_cpus": 1, **GPUS, "node_ip_address": "127.0.0.1", "include_dashboard": False}
     c = Cluster(initialize_head=True, head_node_args={**args, "env_vars": {"ENVFORGE_FLEET_ROOT": str(roots["n1"])}})
     hung = c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])}).node_id
     waits = c.add_node(**args, env_vars={"ENVFORGE_FLEET_ROOT": str(stuck)}).node_id
@@ -456,11 +462,64 @@ def test_fleet_build_reports_which_nodes_flipped_and_allreduce_spans_nodes(roots
         assert (stalled / "envs" / ENV).resolve().name == "g0001"
         assert not Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").exists() or \
             Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").read_bytes() == b""  # gone (or a zombie)
-        ar = fleet_allreduce(c.address, backend="gloo", sizes=(43008, 1 << 20), repeats=3, port=29533,
-                             env={"NCCL_MAX_NCHANNELS": "2"}, timeout_s=120)
+        ar = fleet_allreduce(c.address, sizes=(43008, 1 << 20), repeats=3, port=29533,
+                             env={"NCCL_MAX_NCHANNELS": "2"}, timeout_s=120)  # no GPU resources here: gloo
+        assert ar.backend == ("gloo", "the selected nodes have no GPU resources (nccl needs a GPU on every rank)")
+        assert render_text(ar)[0] == "backend gloo: the selected nodes have no GPU resources (nccl needs a GPU on " \
+                                     "every rank)"
         assert [n.status for n in ar.nodes] == ["ok", "ok", "ok"], render_text(ar)
         assert [n.detail["rank"] for n in ar.nodes] == [0, 1, 2]
         assert all(s["sum-ok"] and s["median-us"] > 0 for n in ar.nodes for s in n.detail["sizes"])
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def test_a_gpu_free_head_is_skipped_not_failed(roots: dict[str, Path], tmp_path: Path) -> None:
+    """A dedicated head with no GPUs and no project (NVIDIA-NeMo/RL#3388's layout): `fleet verify` runs on
+    the nodes with the recipe's 8 GPUs, lists the head and a 1-GPU worker as skipped with the reason, and
+    exits 0; `--label` picks the nodes instead; with no node that qualifies it exits 1."""
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    args = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
+    c = Cluster(initialize_head=True, head_node_args={**args, "num_cpus": 0, "num_gpus": 0, "env_vars": {
+        "ENVFORGE_FLEET_ROOT": str(tmp_path / "head-control-plane")}})
+    big = c.add_node(**args, num_cpus=1, num_gpus=8, labels={"pool": "gpu"},
+                     env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])}).node_id
+    small = c.add_node(**args, num_cpus=1, num_gpus=1, labels={"pool": "gpu"},
+                       env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n0"])}).node_id
+    c.wait_for_nodes()
+    head = c.head_node.node_id
+
+    def cli(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static", "--ray",
+                               c.address, "--project", str(ROOT), "--no-agent", "--timeout", "120", *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    try:
+        res = cli()
+        assert res.returncode == 0, res.stdout + res.stderr
+        lines = res.stdout.splitlines()
+        assert lines[0] == ("selected 1 of 3 alive node(s): nodes with at least 8 GPUs ([target] gpus = 8 in "
+                            "lockfiles/pylock.quickstart-default.toml)")
+        assert sorted(lines[1:3]) == sorted([f"skipped 127.0.0.1 {head[:8]}: no GPU resources (needs 8)",
+                                             f"skipped 127.0.0.1 {small[:8]}: 1 GPU (needs 8)"])
+        assert lines[3].startswith(f"127.0.0.1 {big[:8]} ok: lock "), lines[3]
+        assert lines[-1].startswith("fleet verify: 1 node(s) (2 skipped), 0 not ok, 0 differ from the majority in ")
+
+        res = cli("--label", "pool=gpu", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        data = json.loads(res.stdout)["data"]
+        assert (data["exit-code"], data["selection"]) == (0, "nodes with label pool=gpu")
+        assert data["skipped"] == [{"node-id": head, "host": "127.0.0.1", "reason": "no label pool (needs pool=gpu)"}]
+        assert sorted((n["node-id"], n["status"]) for n in data["nodes"]) == sorted([(big, "ok"), (small, "ok")])
+
+        res = cli("--num-gpus", "16")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.stdout.splitlines()[0] == "selected 0 of 3 alive node(s): nodes with at least 16 GPUs (--num-gpus 16)"
+        assert res.stdout.splitlines()[-1] == ("fleet verify: no alive node qualifies (3 skipped); pick nodes with "
+                                               "--num-gpus, --label, --resource or --all-nodes")
     finally:
         ray.shutdown()
         c.shutdown()
@@ -492,7 +551,8 @@ def test_cli_output_is_envforges_only_when_a_node_dies_and_node_hints_arrive(
     `failed` line carries the local command's hint."""
     c, ids = cluster
     _without_n4(c, ids)
-    doomed = c.add_node(num_cpus=1, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
+    doomed = c.add_node(num_cpus=1, **GPUS, node_ip_address="127.0.0.1",  # type: ignore[attr-defined]
+                        include_dashboard=False,
                         env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])})  # n4's hanging interpreter
     c.wait_for_nodes()  # type: ignore[attr-defined]
     proc = subprocess.Popen([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static", "--ray",

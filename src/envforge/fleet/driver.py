@@ -1,6 +1,7 @@
 """The fleet's driver: the same stack on N nodes, verified and built through Ray (``envforge[fleet]``).
 
-Fan-out is Ray's, not ours, and written once (:func:`_fan_out`): one call per alive node, pinned to
+Fan-out is Ray's, not ours, and written once (:func:`_fan_out`): one call per alive node that carries
+the stack (:mod:`envforge.fleet.selection`: a GPU-free head is skipped, and the report says so), pinned to
 it with ``NodeAffinitySchedulingStrategy(node_id, soft=False)`` (Ray's documented node-affinity
 scheduling), either a fresh Ray task of a function of :mod:`envforge.fleet.tasks` (:func:`fleet_build`,
 :func:`fleet_allreduce`, ``fleet_verify(agent=False)``) or a method of the node's long-lived envforge
@@ -43,6 +44,7 @@ from envforge.fleet.report import (
     one_line,
     single_node,
 )
+from envforge.fleet.selection import NodeSelection, Selected, choose_backend, select_nodes
 from envforge.fleet.tasks import allreduce_task, build_task, verify_task
 
 __all__ = ["connect", "fleet_allreduce", "fleet_build", "fleet_start_agents", "fleet_stop_agents", "fleet_verify",
@@ -181,6 +183,20 @@ def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n.get("NodeManagerAddress", ""))
 
 
+def _selected(ray: Any, select: NodeSelection) -> Selected:
+    """The alive nodes ``select`` names, and the skipped ones (:func:`~envforge.fleet.selection.select_nodes`)."""
+    return select_nodes(_alive_nodes(ray), select)
+
+
+def _report(action: str, nodes: Sequence[FleetNode], chosen: Selected, start: float, *,
+            compare: bool = False, backend: tuple[str, str] | None = None) -> FleetReport:
+    """The command's report: ``nodes`` by host (``compare``: with the majority and who differs), and
+    which nodes were selected and skipped."""
+    majority, differs = majority_differences(nodes) if compare else ({}, {})
+    return FleetReport(action, tuple(nodes), majority, differs, time.monotonic() - start,
+                       selection=chosen.rule, skipped=chosen.skipped, backend=backend)
+
+
 # ---- the fan-out -----------------------------------------------------------------------------------
 
 class _Way(Protocol):
@@ -313,9 +329,10 @@ def _by_host(nodes: list[FleetNode]) -> tuple[FleetNode, ...]:
 
 # ---- the commands ----------------------------------------------------------------------------------
 
-def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (),
-                 timeout_s: float = 600.0, agent: bool = True) -> FleetReport:
-    """Verify ``env_name`` on every alive node of the Ray cluster at ``address`` (``auto`` on a node),
+def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (), timeout_s: float = 600.0,
+                 agent: bool = True, select: NodeSelection = NodeSelection()) -> FleetReport:
+    """Verify ``env_name`` on every alive node ``select`` names (:mod:`envforge.fleet.selection`; the
+    others are the report's ``skipped``) of the Ray cluster at ``address`` (``auto`` on a node),
     through each node's long-lived agent (:mod:`envforge.fleet.agent`; the first call on a cluster
     starts them), or with ``agent=False`` in a fresh Ray task per node. Each node's ``detail`` holds
     ``agent`` (pid, calls, age-s, replaced-because, state) when an agent answered.
@@ -327,14 +344,14 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     ray = connect(address)
     args = (env_name, str(root), tuple(levels), (time.time() + timeout_s, timeout_s))
     way = _Agents(ray, "verify", args) if agent else _Tasks(ray, verify_task, "verify", lambda _: args)
-    nodes = _by_host(_fan_out(ray, _alive_nodes(ray), way, timeout_s))
-    majority, differs = majority_differences(nodes)
-    return FleetReport("verify", nodes, majority, differs, time.monotonic() - start)
+    chosen = _selected(ray, select)
+    return _report("verify", _by_host(_fan_out(ray, chosen.nodes, way, timeout_s)), chosen, start, compare=True)
 
 
-def fleet_start_agents(address: str, root: Path | None = None, *, timeout_s: float = 120.0) -> FleetReport:
-    """Start the envforge agent (:mod:`envforge.fleet.agent`) on every alive node of the Ray cluster
-    at ``address`` where there is none, keep the running ones, replace those whose code changed on
+def fleet_start_agents(address: str, root: Path | None = None, *, timeout_s: float = 120.0,
+                       select: NodeSelection = NodeSelection()) -> FleetReport:
+    """Start the envforge agent (:mod:`envforge.fleet.agent`) on every alive node ``select`` names of
+    the Ray cluster at ``address`` where there is none, keep the running ones, replace those whose code changed on
     disk; verify nothing. Each node's ``detail.agent.state`` says which (``started``, ``running``,
     ``replaced``); a node whose agent cannot start or died is ``failed``, one that does not answer
     within ``timeout_s`` seconds is ``timeout`` (its agent stopped). With ``root`` (or
@@ -346,8 +363,9 @@ def fleet_start_agents(address: str, root: Path | None = None, *, timeout_s: flo
     """
     start = time.monotonic()
     ray = connect(address)
-    nodes = _fan_out(ray, _alive_nodes(ray), _Agents(ray, "start", (str(root) if root else "",)), timeout_s)
-    return FleetReport("agent-start", _by_host(nodes), {}, {}, time.monotonic() - start)
+    chosen = _selected(ray, select)
+    nodes = _fan_out(ray, chosen.nodes, _Agents(ray, "start", (str(root) if root else "",)), timeout_s)
+    return _report("agent-start", _by_host(nodes), chosen, start)
 
 
 def fleet_stop_agents(address: str) -> list[str]:
@@ -361,8 +379,9 @@ def fleet_stop_agents(address: str) -> list[str]:
 
 
 def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, find_links: Sequence[Path] = (),
-                offline: bool = False, timeout_s: float = 3600.0) -> FleetReport:
-    """Build the committed lock of ``recipe``/``variant`` on every alive node. A node whose build
+                offline: bool = False, timeout_s: float = 3600.0,
+                select: NodeSelection = NodeSelection()) -> FleetReport:
+    """Build the committed lock of ``recipe``/``variant`` on every alive node ``select`` names. A node whose build
     fails keeps its previous generation live (``build``'s own guarantee); ``detail.flipped`` says
     which nodes flipped to a new generation. A node's uv runs end before ``timeout_s`` (the node's
     deadline, :func:`~envforge.fleet.tasks.node_budget`): one stopped there is a ``timeout`` node,
@@ -374,14 +393,18 @@ def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, f
     start = time.monotonic()
     ray = connect(address)
     args = (recipe, variant, str(root), tuple(str(p) for p in find_links), offline, (time.time() + timeout_s, timeout_s))
-    nodes = _fan_out(ray, _alive_nodes(ray), _Tasks(ray, build_task, "build", lambda _: args), timeout_s)
-    return FleetReport("build", _by_host(nodes), {}, {}, time.monotonic() - start)
+    chosen = _selected(ray, select)
+    nodes = _fan_out(ray, chosen.nodes, _Tasks(ray, build_task, "build", lambda _: args), timeout_s)
+    return _report("build", _by_host(nodes), chosen, start)
 
 
-def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int] = (43008, 1 << 20, 16 << 20),
-                    env: Mapping[str, str] | None = None, port: int = 29517, repeats: int = 20,
-                    timeout_s: float = 300.0) -> FleetReport:
-    """One all-reduce group across every alive node (rank 0 on the first node by address), timing
+def fleet_allreduce(address: str, *, backend: str | None = None,
+                    sizes: Sequence[int] = (43008, 1 << 20, 16 << 20), env: Mapping[str, str] | None = None,
+                    port: int = 29517, repeats: int = 20, timeout_s: float = 300.0,
+                    select: NodeSelection = NodeSelection()) -> FleetReport:
+    """One all-reduce group across every alive node ``select`` names (rank 0 on the first node by
+    address), with ``backend`` (``nccl``, ``gloo``; None: chosen by the selected nodes' GPU resources,
+    :func:`~envforge.fleet.selection.choose_backend`; the report's ``backend`` says which and why), timing
     ``sizes`` (bytes; default the verify-step sizes 43 KB, 1 MiB, 16 MiB) with ``env`` (e.g. an env
     profile's NCCL variables) set in each task. Each node's ``detail`` holds per-size median latency
     (µs), bus bandwidth (GB/s, 2(n-1)/n × bytes / time, NCCL's busBw) and whether the sum was right.
@@ -394,13 +417,16 @@ def fleet_allreduce(address: str, *, backend: str = "nccl", sizes: Sequence[int]
     """
     start = time.monotonic()
     ray = connect(address)
-    nodes = _alive_nodes(ray)
+    chosen = _selected(ray, select)
+    nodes = chosen.nodes
+    name, why = choose_backend(nodes, backend)
     if len(nodes) < 2:  # one rank crosses no node boundary: never report that as "ok"
-        return FleetReport("allreduce", tuple(single_node(n) for n in nodes), {}, {}, time.monotonic() - start)
+        return _report("allreduce", [single_node(n, len(chosen.skipped)) for n in nodes], chosen, start,
+                       backend=(name, why))
     master = nodes[0]["NodeManagerAddress"]
     rank = {n["NodeID"]: i for i, n in enumerate(nodes)}
     way = _Tasks(ray, allreduce_task, "allreduce", answer=allreduce_node, args_of=lambda n: (
-        rank[n["NodeID"]], len(nodes), master, port, backend, tuple(sizes), dict(env or {}), repeats))
+        rank[n["NodeID"]], len(nodes), master, port, name, tuple(sizes), dict(env or {}), repeats))
     out = _fan_out(ray, nodes, way, timeout_s)
-    return FleetReport("allreduce", tuple(sorted(out, key=lambda x: x.detail.get("rank", 1 << 30))), {}, {},
-                       time.monotonic() - start)
+    return _report("allreduce", sorted(out, key=lambda x: x.detail.get("rank", 1 << 30)), chosen, start,
+                   backend=(name, why))

@@ -15,8 +15,8 @@ from typing import Any
 
 from envforge.fleet.tasks import COMPARED
 
-__all__ = ["FleetNode", "FleetReport", "allreduce_node", "failed_node", "late_node", "majority_differences",
-           "node_answer", "one_line", "single_node"]
+__all__ = ["FleetNode", "FleetReport", "SkippedNode", "allreduce_node", "failed_node", "late_node",
+           "majority_differences", "node_answer", "one_line", "single_node"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +45,28 @@ class FleetNode:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedNode:
+    """An alive node the command did not run on (:mod:`envforge.fleet.selection`): its Ray node id,
+    address and why (``no GPU resources (needs 8)``)."""
+
+    node_id: str
+    host: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON-able, keys in a fixed order."""
+        return {"node-id": self.node_id, "host": self.host, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class FleetReport:
     """Every node's answer, the majority value of each compared key, and who differs from it.
 
     ``action``: ``verify``, ``build``, ``allreduce`` or ``agent-start``. ``differs`` maps a node id to
     the compared keys where it differs from the majority. ``elapsed_s``: the driver's wall time in s.
+    ``selection``: which alive nodes the command ran on, in words; ``skipped``: the alive nodes it did
+    not run on, with the reason (they do not count for the exit code). ``backend``: the all-reduce's
+    ``(name, why)`` (``("gloo", "the selected nodes have no GPU resources ...")``), else None.
     ``exit_code``: 0 when every node answered, is clean and agrees; 1 otherwise (and with no nodes).
     """
 
@@ -58,6 +75,9 @@ class FleetReport:
     majority: Mapping[str, Any]
     differs: Mapping[str, tuple[str, ...]]
     elapsed_s: float
+    selection: str = "every alive node"
+    skipped: tuple[SkippedNode, ...] = ()
+    backend: tuple[str, str] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -68,7 +88,9 @@ class FleetReport:
         """JSON-able, keys in a fixed order (schema ``envforge.fleet/1``, docs/fleet.md)."""
         return {"action": self.action, "nodes": [n.as_dict() for n in self.nodes],
                 "majority": dict(self.majority), "differs": {k: list(v) for k, v in self.differs.items()},
-                "exit-code": self.exit_code, "elapsed-s": round(self.elapsed_s, 3)}
+                "exit-code": self.exit_code, "elapsed-s": round(self.elapsed_s, 3), "selection": self.selection,
+                "skipped": [n.as_dict() for n in self.skipped],
+                "backend": {"name": self.backend[0], "why": self.backend[1]} if self.backend else None}
 
 
 def majority_differences(nodes: Sequence[FleetNode]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
@@ -128,11 +150,16 @@ def allreduce_node(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNod
                      detail=dict(data))
 
 
-def single_node(node: Mapping[str, Any]) -> FleetNode:
-    """The answer for a cluster of one node: an all-reduce across nodes needs two or more."""
-    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed",
-                     error="only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
-                           "(add nodes with `ray start --address HEAD:PORT`)")
+def single_node(node: Mapping[str, Any], skipped: int = 0) -> FleetNode:
+    """The answer for a cluster of one node (or one selected node, ``skipped`` others skipped): an
+    all-reduce across nodes needs two or more."""
+    if skipped:
+        error = (f"only 1 alive node qualifies ({skipped} skipped): an all-reduce across nodes needs 2 or more "
+                 "(select more with --num-gpus, --label, --resource or --all-nodes)")
+    else:
+        error = ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
+                 "(add nodes with `ray start --address HEAD:PORT`)")
+    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=error)
 
 
 def failed_node(node: Mapping[str, Any], exc: BaseException) -> FleetNode:

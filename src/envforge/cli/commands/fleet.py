@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
-from envforge.cli.parser import PORT, group, seconds
+from envforge.cli.parser import PORT, group, integer, seconds
 
-__all__ = ["MIN_TIMEOUT_S", "ray_address", "register"]
+__all__ = ["MIN_TIMEOUT_S", "ray_address", "register", "node_label", "node_resource"]
 
 #: The shortest ``--timeout`` of a fleet command, in seconds: each node keeps at least 2 s of it for
 #: its answer's way back (:func:`envforge.fleet.tasks.node_budget`), so less leaves a node next to nothing.
@@ -40,6 +40,38 @@ def ray_address(text: str) -> str:
     if sep and _HOST.fullmatch(host) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535:
         return text
     raise argparse.ArgumentTypeError(f"{_RAY_FORM}, got {text!r}")
+
+
+_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?")
+
+
+def node_label(text: str) -> tuple[str, str | None]:
+    """An argparse ``type=`` for ``--label``: ``KEY=VALUE`` (a Ray node label, ``ray start --labels
+    KEY=VALUE``, with that value) or ``KEY`` (any value) as ``(key, value or None)``.
+
+    :raises argparse.ArgumentTypeError: an empty or malformed key (exit 2).
+    """
+    key, sep, value = text.partition("=")
+    if _LABEL.fullmatch(key) and (not sep or value):
+        return key, value if sep else None
+    raise argparse.ArgumentTypeError(f"must be KEY=VALUE or KEY (a Ray node label, e.g. pool=gpu), got {text!r}")
+
+
+def node_resource(text: str) -> tuple[str, float]:
+    """An argparse ``type=`` for ``--resource``: ``NAME`` or ``NAME=AMOUNT`` (a Ray resource,
+    ``ray start --resources '{"NAME": N}'``, at least AMOUNT of it; default 1) as ``(name, amount)``.
+
+    :raises argparse.ArgumentTypeError: an empty name, or an amount that is no positive finite number.
+    """
+    name, sep, amount = text.partition("=")
+    try:
+        value = float(amount) if sep else 1.0
+    except ValueError:
+        value = 0.0
+    if name.strip() and name == name.strip() and 0 < value < float("inf"):
+        return name, value
+    raise argparse.ArgumentTypeError(f"must be NAME or NAME=AMOUNT (a Ray resource, AMOUNT a positive number, "
+                                     f"e.g. stack=1), got {text!r}")
 
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
@@ -67,7 +99,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     b.set_defaults(handler="envforge.cli.fleet:_build")
 
     a = fleet.add_parser("allreduce", help="one all-reduce group across all nodes (torch.distributed)")
-    a.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    a.add_argument("--backend", choices=("nccl", "gloo"), default=None,
+                   help="torch.distributed backend (default: nccl when every selected node has GPU resources, "
+                        "else gloo)")
     a.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="variables set in every rank, e.g. an env profile's NCCL_* values")
     a.add_argument("--port", type=PORT, default=29517, help="rendezvous port on the first node (1-65535; default: 29517)")
@@ -87,6 +121,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     help="project directory (the same path on every node): a node where it holds no recipes/ "
                          "is a finding (default: not checked, but where ENVFORGE_FLEET_ROOT is set)")
     up.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+    _nodes(up)
     up.set_defaults(handler="envforge.cli.fleet:_agent_start")
     st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
     st.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
@@ -104,3 +139,18 @@ def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
     p.add_argument("--project", type=Path, default=None,
                    help="project directory, the same path on every node (default: nearest with recipes/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
+    _nodes(p)
+
+
+def _nodes(p: argparse.ArgumentParser) -> None:
+    """The options that pick the nodes (:func:`selection`)."""
+    g = p.add_argument_group("nodes", "which alive nodes to run on (default: those with the GPU count of the "
+                                      "recipe's [target] gpus; the others are skipped, with the reason)")
+    g.add_argument("--num-gpus", type=integer(1, noun="a GPU count"), default=None, metavar="N",
+                   help="nodes with at least N GPU resources (Ray's GPU resource, as `ray start --num-gpus`)")
+    g.add_argument("--label", action="append", type=node_label, default=[], metavar="KEY[=VALUE]",
+                   help="nodes with this Ray node label (`ray start --labels KEY=VALUE`); repeatable")
+    g.add_argument("--resource", action="append", type=node_resource, default=[], metavar="NAME[=AMOUNT]",
+                   help="nodes with at least AMOUNT (default 1) of this Ray resource "
+                        "(`ray start --resources '{\"NAME\": 1}'`); repeatable")
+    g.add_argument("--all-nodes", action="store_true", help="every alive node, whatever it has")

@@ -10,7 +10,7 @@ writes.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from envforge.patching.manifest import (
 from envforge.patching.memo import CachedFile, ResultCache
 from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
+from envforge.patching.resolution import shadow_fix
 from envforge.patching.soundness import introduced_problems
 from envforge.patching.source import parse_source
 from envforge.patching.states import (
@@ -37,6 +38,7 @@ from envforge.patching.states import (
     APPLIED,
     DRIFTED,
     OUT_OF_RANGE,
+    SHADOWED,
     UPSTREAM_FIXED,
     FileChange,
     OperationResult,
@@ -128,6 +130,7 @@ class _Run:
     changes: list[FileChange] = field(default_factory=list)
     unmet: list[Unmet] = field(default_factory=list)
     activations: list[tuple[str, str]] = field(default_factory=list)
+    shadowed: Mapping[str, str] = field(default_factory=dict)  # path -> why the interpreter does not import it
 
     def version(self, dist: str) -> str | None:
         if dist not in self.versions:
@@ -167,15 +170,19 @@ def inside(site_packages: Path, path: str) -> Path:
     return target
 
 
-def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None) -> PatchReport:
+def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None,
+         shadowed: Mapping[str, str] | None = None) -> PatchReport:
     """Compute every operation's state on ``site_packages`` without writing anything. With
     ``cache`` (:class:`envforge.patching.memo.ResultCache`), a file whose bytes, inputs, patchset
     and engine were seen before takes its states and patched bytes from there (no parse).
+    ``shadowed`` maps a file (relative path) the environment's interpreter does not import to why
+    (:func:`envforge.patching.resolution.not_imported`, B43): every operation on it is ``shadowed``
+    and its patchset is not written, as for a drift.
 
     :raises InputError: the patch manifest is unreadable; a requirement cycle.
     """
     refuse_interrupted(site_packages)
-    run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache)
+    run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache, shadowed=dict(shadowed or {}))
     for ps in order_patchsets(list(patchsets)):
         _plan_patchset(run, ps)
     return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
@@ -217,11 +224,13 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
         run.unmet += [_unmet_message(run, ps, r) for r in missing]
         return
     results, changes = _evaluate_patchset(run, ps, version)
-    drifted = any(r.state == DRIFTED for r in results)
+    results = [_shadow(run, ps, r) for r in results]
+    drifted = any(r.state in (DRIFTED, SHADOWED) for r in results)
     if drifted:
+        why = ("another file of this patchset is not the one the interpreter imports"
+               if any(r.state == SHADOWED for r in results) else "another operation of this patchset drifted")
         results = [r if r.state != APPLIED else
-                   OperationResult(r.patchset, r.file, r.operation, r.state,
-                                   r.message + "; not written: another operation of this patchset drifted")
+                   OperationResult(r.patchset, r.file, r.operation, r.state, f"{r.message}; not written: {why}")
                    for r in results]
     run.results += results
     if drifted:
@@ -271,6 +280,19 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
+
+
+def _shadow(run: _Run, ps: Patchset, r: OperationResult) -> OperationResult:
+    """``r`` as ``shadowed`` when the interpreter does not import its file (B43); a drift stays a drift."""
+    why = run.shadowed.get(r.file)
+    if why is None or r.state == DRIFTED:
+        return r
+    done = {APPLIED: "the edit would apply", ALREADY_APPLIED: "the file is patched",
+            UPSTREAM_FIXED: "the source already has the fix"}.get(r.state, r.state)
+    return OperationResult(ps.id, r.file, r.operation, SHADOWED,
+                           f"{ps.id}: {r.file}: {done}, but {why}: the patched source never runs"
+                           f"{'; nothing written' if r.state == APPLIED else ''}. Next step: "
+                           f"{shadow_fix(ps.distribution, ps.path.name)}")
 
 
 def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:

@@ -21,7 +21,12 @@ from typing import Any
 
 from envforge import patching
 from envforge.patching.manifest import Manifest
-from envforge.patching.resolution import module_name, not_imported, resolve_modules, shadow_fix
+from envforge.patching.resolution import (
+    module_name,
+    not_imported,
+    resolve_modules,
+    shadow_fix,
+)
 from envforge.verify.findings import Finding
 
 __all__ = ["patch_effect", "shadowed_findings", "unlisted_findings"]

@@ -32,7 +32,7 @@ from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
 from envforge.patching.resolution import shadow_fix
 from envforge.patching.soundness import introduced_problems
-from envforge.patching.source import parse_source
+from envforge.patching.source import UnencodableEdit, decode_source, parse_source
 from envforge.patching.states import (
     ALREADY_APPLIED,
     APPLIED,
@@ -71,8 +71,9 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
     ``already-applied``, else ``upstream-fixed``). An edited file must compile and introduce no
-    undefined name (:mod:`envforge.patching.soundness`); otherwise every operation that changed
-    it is ``drifted`` with the finding and ``after`` is ``before``. Only the top-level statements the operations
+    undefined name (:mod:`envforge.patching.soundness`) and be written back in the encoding the file
+    declares (PEP 263, B30: a character it cannot hold is named); otherwise every operation that
+    changed it is ``drifted`` with the finding and ``after`` is ``before``. Only the top-level statements the operations
     name are parsed with libcst (:mod:`envforge.patching.source`). Never raises on the code it reads.
     """
     import libcst as cst  # lazy: libcst costs ~0.5 s to import; `patches list` and the CLI start without it
@@ -96,7 +97,14 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
             outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
         out.append((op, state, outcome))
-    after = source.render(module)
+    try:
+        after = source.render(module)
+    except UnencodableEdit as exc:  # B30: written back in the declared encoding, or not at all
+        why = f"the patched file cannot be written back: {exc}; nothing written"
+        fix = (f"write {exc.char!r} as the escape {ascii(exc.char)[1:-1]} (in a string literal) in the operation's "
+               f"code, so the file stays {exc.encoding}")
+        return [(op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
+                for op, state, o in out], before
     if after != before:
         problems = introduced_problems(path, before, after)
         if problems:  # field case B29: never "applied" when the patched module cannot run
@@ -147,7 +155,7 @@ class _Run:
 
     def read_text(self, path: str) -> str | None:
         data = self.read(path)
-        return None if data is None else data.decode("utf-8")
+        return None if data is None else decode_source(data)
 
 
 def inside(site_packages: Path, path: str) -> Path:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.patching.source import lines_of
+from envforge.patching.source import decode_source, lines_of
 
 __all__ = [
     "ALREADY_APPLIED",
@@ -130,8 +130,9 @@ class PatchReport:
 
 
 def unified_diff(change: FileChange, prefix: str = "") -> str:
-    """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``."""
-    before = lines_of(change.before.decode("utf-8"))
-    after = lines_of(change.after.decode("utf-8"))
+    """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``;
+    the bytes read in the encoding each declares (PEP 263)."""
+    before = lines_of(decode_source(change.before))
+    after = lines_of(decode_source(change.after))
     name = f"{prefix}{change.path}"
     return "".join(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))

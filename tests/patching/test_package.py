@@ -45,8 +45,9 @@ def test_every_public_name_comes_from_its_module() -> None:
         "load_patchsets": "envforge.patching.patchset", "plan": "envforge.patching.planning",
         "read_manifest": "envforge.patching.manifest", "recover": "envforge.patching.journal",
         "revert": "envforge.patching.reverting"}
-    assert (patching.APPLIED, patching.REVERTED, patching.STATES) == (
-        "applied", "reverted", ("applied", "already-applied", "upstream-fixed", "out-of-range", "drifted"))
+    assert (patching.APPLIED, patching.REVERTED, patching.SHADOWED, patching.STATES) == (
+        "applied", "reverted", "shadowed",
+        ("applied", "already-applied", "upstream-fixed", "out-of-range", "drifted", "shadowed"))
     assert set(patching.__all__) <= set(dir(patching))
 
 

@@ -91,7 +91,7 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
         ui.emit_json("apply-patches", data)
         return
     for r in report.results:  # results on stdout, with or without --dry-run; then the diff
-        ui.result(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state != 'drifted' else ''}".rstrip())
+        ui.result(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state not in ('drifted', 'shadowed') else ''}".rstrip())
     if dry_run and report.changes:
         ui.result(report.diff(prefixes).rstrip("\n"))
     for message in report.errors:

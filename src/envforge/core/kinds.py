@@ -100,6 +100,10 @@ REGISTRY: Mapping[str, Kind] = {
     "cuda-major-mismatch": _static("a CUDA runtime wheel of the other CUDA major (B03)", "cuda-major"),
     "file-conflict": _static("two distributions' RECORDs list one file; the installed bytes are one of them's",
                              "record"),
+    "shadowed-patch": _static("a patched file is not the file the interpreter imports for its module (a compiled "
+                              "module of the same name beside it, B43): the patch never runs", "patch-effect"),
+    "unlisted-patchset": _static("a patchset is applied that the environment's lock does not list (applied by hand)",
+                                 "patch-effect"),
     "editable-install": _static("a distribution is an editable install (PEP 610): patchsets cannot act on "
                                 "site-packages (B21)", "patch-states"),
     "startup-code": _static("a file in site-packages that no RECORD and no envforge record owns runs at every "

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         DRIFTED,
         OUT_OF_RANGE,
         REVERTED,
+        SHADOWED,
         STATES,
         UPSTREAM_FIXED,
         FileChange,
@@ -50,6 +51,7 @@ __all__ = [
     "DRIFTED",
     "OUT_OF_RANGE",
     "REVERTED",
+    "SHADOWED",
     "STATES",
     "UPSTREAM_FIXED",
     "FileChange",
@@ -73,7 +75,8 @@ __all__ = [
 
 #: The module each public name is defined in.
 _HOME = {
-    **dict.fromkeys(("ALREADY_APPLIED", "APPLIED", "DRIFTED", "OUT_OF_RANGE", "REVERTED", "STATES", "UPSTREAM_FIXED",
+    **dict.fromkeys(("ALREADY_APPLIED", "APPLIED", "DRIFTED", "OUT_OF_RANGE", "REVERTED", "SHADOWED", "STATES",
+                     "UPSTREAM_FIXED",
                      "FileChange", "OperationResult", "PatchReport", "Unmet"), "states"),
     **dict.fromkeys(("installed_version", "plan"), "planning"),
     "apply": "applying",

@@ -17,7 +17,7 @@ from envforge.core.fs import sha256_hex
 from envforge.core.textfile import read_state
 from envforge.patching.manifest import originals_dir, read_manifest, rebuild_hint
 from envforge.patching.planning import inside
-from envforge.patching.source import lines_of
+from envforge.patching.source import lines_of, readable_source
 
 __all__ = ["AppliedFile", "applied_diff"]
 
@@ -67,8 +67,8 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
         except OSError:
             raise InputError(f"patched file {current_file} is missing",
                              hint=rebuild_hint(site_packages)) from None
-        before = lines_of(original.decode("utf-8", errors="replace"))
-        after = lines_of(current.decode("utf-8", errors="replace"))
+        before = lines_of(readable_source(original))
+        after = lines_of(readable_source(current))
         diff = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
         out.append(AppliedFile(path, tuple(f.patchset for f in stack), diff,
                                sha256_hex(current) == stack[-1].new_sha256))

@@ -23,23 +23,32 @@ from envforge.patching.manifest import (
 from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, order_patchsets
 from envforge.patching.planning import installed_version, plan
+from envforge.patching.resolution import env_interpreter, not_imported, resolve_modules
 from envforge.patching.states import ALREADY_APPLIED, FileChange, PatchReport
 
 __all__ = ["apply"]
 
 
 def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False,
-          cache: ResultCache | None = None) -> PatchReport:
-    """Plan, then write every patchset that neither drifted nor was refused, in one journaled
-    write (:func:`~envforge.patching.journal.journaled_write`: all their files or none, across crashes). With ``dry_run`` nothing
-    is written (the report's ``changes`` hold the diff).
+          cache: ResultCache | None = None, python: Path | None = None) -> PatchReport:
+    """Plan, then write every patchset that neither drifted, nor is shadowed, nor was refused, in
+    one journaled write (:func:`~envforge.patching.journal.journaled_write`: all their files or
+    none, across crashes). With ``dry_run`` nothing is written (the report's ``changes`` hold the diff).
+
+    Each file the patchsets edit must be the file the environment's interpreter imports for its
+    module name (B43, :mod:`envforge.patching.resolution`): ``python`` (default: the interpreter of
+    the virtual environment ``site_packages`` belongs to) is asked with one probe that runs no code
+    of the environment; a file it does not import is ``shadowed``. A bare directory with no
+    interpreter (an unpacked wheel) is not asked.
 
     :raises InputError: unreadable manifest; :raises OSError: a file could not be written (the
         files of that patchset already replaced are restored first).
+    :raises envforge.core.probe.ProbeError: the interpreter cannot run the probe.
     """
     recovered = () if dry_run else recover(site_packages)
     ordered = order_patchsets(list(patchsets))
-    report = replace(plan(site_packages, ordered, cache=cache), recovered=recovered)
+    shadowed = _shadowed(site_packages, ordered, python or env_interpreter(site_packages))
+    report = replace(plan(site_packages, ordered, cache=cache, shadowed=shadowed), recovered=recovered)
     if dry_run:
         return report
     manifest = read_manifest(site_packages) or Manifest()
@@ -57,6 +66,15 @@ def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool =
     # one journaled write for every patchset of this run: fewer fsyncs, and all files or none
     journaled_write(site_packages, "apply", ids, report.changes, manifest)
     return replace(report, written=True)
+
+
+def _shadowed(sp: Path, ordered: Sequence[Patchset], python: Path | None) -> dict[str, str]:
+    """The files of ``ordered`` present in ``sp`` that ``python`` does not import, with why."""
+    if python is None:
+        return {}
+    paths = [p for ps in ordered for p in ps.files if (sp / p).is_file()]
+    found = resolve_modules(python, paths)
+    return {p: why for p, res in found.items() if (why := not_imported(sp, res)) is not None}
 
 
 def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport, manifest: Manifest) -> None:

@@ -22,6 +22,7 @@ from envforge.patching.manifest import (
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
 from envforge.patching.planning import evaluate_file, installed_version
+from envforge.patching.source import decode_source
 from envforge.patching.states import DRIFTED, FileChange, unified_diff
 
 __all__ = ["export_diff"]
@@ -60,7 +61,7 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
 
     def read_text(path: str) -> str | None:
         data = original(path)
-        return None if data is None else data.decode("utf-8")
+        return None if data is None else decode_source(data)
 
     ctx = OpContext(read_text=read_text, patchset_dir=patchset.path.parent)
     out = []

@@ -10,7 +10,7 @@ writes.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,15 @@ from envforge.patching.manifest import (
 from envforge.patching.memo import CachedFile, ResultCache
 from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
+from envforge.patching.resolution import shadow_fix
 from envforge.patching.soundness import introduced_problems
-from envforge.patching.source import parse_source
+from envforge.patching.source import UnencodableEdit, decode_source, parse_source
 from envforge.patching.states import (
     ALREADY_APPLIED,
     APPLIED,
     DRIFTED,
     OUT_OF_RANGE,
+    SHADOWED,
     UPSTREAM_FIXED,
     FileChange,
     OperationResult,
@@ -69,8 +71,9 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
     ``already-applied``, else ``upstream-fixed``). An edited file must compile and introduce no
-    undefined name (:mod:`envforge.patching.soundness`); otherwise every operation that changed
-    it is ``drifted`` with the finding and ``after`` is ``before``. Only the top-level statements the operations
+    undefined name (:mod:`envforge.patching.soundness`) and be written back in the encoding the file
+    declares (PEP 263, B30: a character it cannot hold is named); otherwise every operation that
+    changed it is ``drifted`` with the finding and ``after`` is ``before``. Only the top-level statements the operations
     name are parsed with libcst (:mod:`envforge.patching.source`). Never raises on the code it reads.
     """
     import libcst as cst  # lazy: libcst costs ~0.5 s to import; `patches list` and the CLI start without it
@@ -94,7 +97,14 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
             outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
         out.append((op, state, outcome))
-    after = source.render(module)
+    try:
+        after = source.render(module)
+    except UnencodableEdit as exc:  # B30: written back in the declared encoding, or not at all
+        why = f"the patched file cannot be written back: {exc}; nothing written"
+        fix = (f"write {exc.char!r} as the escape {ascii(exc.char)[1:-1]} (in a string literal) in the operation's "
+               f"code, so the file stays {exc.encoding}")
+        return [(op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
+                for op, state, o in out], before
     if after != before:
         problems = introduced_problems(path, before, after)
         if problems:  # field case B29: never "applied" when the patched module cannot run
@@ -128,6 +138,7 @@ class _Run:
     changes: list[FileChange] = field(default_factory=list)
     unmet: list[Unmet] = field(default_factory=list)
     activations: list[tuple[str, str]] = field(default_factory=list)
+    shadowed: Mapping[str, str] = field(default_factory=dict)  # path -> why the interpreter does not import it
 
     def version(self, dist: str) -> str | None:
         if dist not in self.versions:
@@ -144,7 +155,7 @@ class _Run:
 
     def read_text(self, path: str) -> str | None:
         data = self.read(path)
-        return None if data is None else data.decode("utf-8")
+        return None if data is None else decode_source(data)
 
 
 def inside(site_packages: Path, path: str) -> Path:
@@ -167,15 +178,19 @@ def inside(site_packages: Path, path: str) -> Path:
     return target
 
 
-def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None) -> PatchReport:
+def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None,
+         shadowed: Mapping[str, str] | None = None) -> PatchReport:
     """Compute every operation's state on ``site_packages`` without writing anything. With
     ``cache`` (:class:`envforge.patching.memo.ResultCache`), a file whose bytes, inputs, patchset
     and engine were seen before takes its states and patched bytes from there (no parse).
+    ``shadowed`` maps a file (relative path) the environment's interpreter does not import to why
+    (:func:`envforge.patching.resolution.not_imported`, B43): every operation on it is ``shadowed``
+    and its patchset is not written, as for a drift.
 
     :raises InputError: the patch manifest is unreadable; a requirement cycle.
     """
     refuse_interrupted(site_packages)
-    run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache)
+    run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache, shadowed=dict(shadowed or {}))
     for ps in order_patchsets(list(patchsets)):
         _plan_patchset(run, ps)
     return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
@@ -217,11 +232,13 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
         run.unmet += [_unmet_message(run, ps, r) for r in missing]
         return
     results, changes = _evaluate_patchset(run, ps, version)
-    drifted = any(r.state == DRIFTED for r in results)
+    results = [_shadow(run, ps, r) for r in results]
+    drifted = any(r.state in (DRIFTED, SHADOWED) for r in results)
     if drifted:
+        why = ("another file of this patchset is not the one the interpreter imports"
+               if any(r.state == SHADOWED for r in results) else "another operation of this patchset drifted")
         results = [r if r.state != APPLIED else
-                   OperationResult(r.patchset, r.file, r.operation, r.state,
-                                   r.message + "; not written: another operation of this patchset drifted")
+                   OperationResult(r.patchset, r.file, r.operation, r.state, f"{r.message}; not written: {why}")
                    for r in results]
     run.results += results
     if drifted:
@@ -271,6 +288,19 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
+
+
+def _shadow(run: _Run, ps: Patchset, r: OperationResult) -> OperationResult:
+    """``r`` as ``shadowed`` when the interpreter does not import its file (B43); a drift stays a drift."""
+    why = run.shadowed.get(r.file)
+    if why is None or r.state == DRIFTED:
+        return r
+    done = {APPLIED: "the edit would apply", ALREADY_APPLIED: "the file is patched",
+            UPSTREAM_FIXED: "the source already has the fix"}.get(r.state, r.state)
+    return OperationResult(ps.id, r.file, r.operation, SHADOWED,
+                           f"{ps.id}: {r.file}: {done}, but {why}: the patched source never runs"
+                           f"{'; nothing written' if r.state == APPLIED else ''}. Next step: "
+                           f"{shadow_fix(ps.distribution, ps.path.name)}")
 
 
 def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:

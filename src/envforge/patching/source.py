@@ -7,17 +7,98 @@ file is first read with ``ast``; each operation names the top-level statements i
 (:meth:`Operation.wanted`, a superset of every candidate match, so "exactly once" is decided the
 same way); only those line ranges are parsed with libcst, and the edited statements are spliced
 back by line range. Every unchanged byte of the file is copied, never regenerated.
+
+A file is read in the encoding it declares (PEP 263: a ``# -*- coding: latin-1 -*-`` cookie on one of
+its first two lines, or a UTF-8 BOM; UTF-8 otherwise), found as Python finds it
+(:func:`tokenize.detect_encoding`), and the generated statements are written back in that encoding
+(field case B30). A character the encoding cannot hold is refused by name (:class:`UnencodableEdit`).
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
+import io
+import re
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["Source", "lines_of", "parse_source"]
+__all__ = ["Source", "UnencodableEdit", "decode_source", "lines_of", "parse_source", "readable_source",
+           "source_encoding"]
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+class UnencodableEdit(ValueError):
+    """A generated statement holds a character the file's declared encoding cannot hold.
+
+    :ivar encoding: the encoding as the file declares it (``latin-1``); :ivar char: the character.
+    """
+
+    def __init__(self, encoding: str, char: str) -> None:
+        self.encoding, self.char = encoding, char
+        super().__init__(f"the edit holds {char!r} (U+{ord(char):04X}), which the file's declared encoding "
+                         f"{encoding} (PEP 263 coding cookie) cannot hold")
+
+
+def source_encoding(data: bytes) -> str:
+    """The encoding Python reads ``data`` (a source file) in: :func:`tokenize.detect_encoding`
+    (``utf-8``, ``utf-8-sig`` for a BOM, or the cookie's encoding, normalized: ``iso-8859-1``).
+
+    :raises SyntaxError: an unknown encoding in the cookie, or a cookie that contradicts a BOM.
+    """
+    return tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+
+
+def decode_source(data: bytes) -> str:
+    """``data`` decoded as Python decodes it (:func:`source_encoding`; a BOM is dropped).
+
+    :raises SyntaxError: see :func:`source_encoding`; :raises UnicodeDecodeError: bytes invalid there.
+    """
+    return data.decode(source_encoding(data))
+
+
+def readable_source(data: bytes) -> str:
+    """``data`` as :func:`decode_source` reads it, or, when its declared encoding is unknown or does
+    not decode it (a damaged file), as UTF-8 with U+FFFD for the bytes that are not: for showing
+    a file, never for editing it."""
+    try:
+        return decode_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", errors="replace")
+
+
+def _declared(data: bytes) -> str:
+    """The encoding name as the file writes it (the cookie's text), for messages."""
+    for line in data.split(b"\n", 2)[:2]:
+        m = _COOKIE.match(line)
+        if m:
+            return m.group(1).decode("ascii")
+    return source_encoding(data)
+
+
+def _encode(text: str, before: bytes) -> bytes:
+    """``text`` in the encoding of ``before`` (no BOM added: unchanged lines keep theirs).
+
+    :raises UnencodableEdit: a character of ``text`` is not in that encoding.
+    """
+    encoding = source_encoding(before)
+    encoding = "utf-8" if encoding == "utf-8-sig" else encoding
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise UnencodableEdit(_declared(before), exc.object[exc.start]) from None
+
+
+def _byte_lines(data: bytes) -> list[bytes]:
+    """``data`` split after each ``\\n`` (as :func:`lines_of`; an ASCII-compatible encoding never
+    has the byte 0x0A inside a character)."""
+    parts = data.split(b"\n")
+    out = [p + b"\n" for p in parts[:-1]]
+    return out + [parts[-1]] if parts[-1] else out
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,28 +113,37 @@ class Source:
     def render(self, edited: Any) -> bytes:
         """The bytes of the file once ``self.module`` became ``edited``: unchanged lines copied,
         replaced and inserted top-level statements generated (the whole module generated when
-        it was parsed whole)."""
+        it was parsed whole), in the file's declared encoding.
+
+        :raises UnencodableEdit: a generated statement holds a character that encoding cannot hold.
+        """
         if edited is self.module:
             return self.before
         if self.ranges is None:
-            return bytes(edited.bytes)
+            data = _encode(edited.code, self.before)
+            bom = codecs.BOM_UTF8 if self.before.startswith(codecs.BOM_UTF8) else b""
+            return data if data.startswith(bom) else bom + data
         replaced, inserted = _changes(self.module.body, edited.body)
-        lines = lines_of(self.before.decode("utf-8"))
-        out: list[str] = []
+        lines = _byte_lines(self.before)
+
+        def gen(node: Any) -> bytes:
+            return _encode(edited.code_for_node(node), self.before)
+
+        out: list[bytes] = []
         cursor = 0
         for i, (start, end) in enumerate(self.ranges):
             out += lines[cursor:start - 1]
             if i == 0:
-                out += [edited.code_for_node(s) for s in inserted.get(-1, [])]
+                out += [gen(s) for s in inserted.get(-1, [])]
             if i in replaced:
                 new = replaced[i]
-                out.append("" if new is None else edited.code_for_node(new))
+                out.append(b"" if new is None else gen(new))
             else:
                 out += lines[start - 1:end]
-            out += [edited.code_for_node(s) for s in inserted.get(i, [])]
+            out += [gen(s) for s in inserted.get(i, [])]
             cursor = end
         out += lines[cursor:]
-        return "".join(out).encode("utf-8")
+        return b"".join(out)
 
 
 def lines_of(text: str) -> list[str]:
@@ -75,7 +165,8 @@ def parse_source(before: bytes, tree: ast.Module | None = None, wanted: set[int]
     ``tree`` being ``ast.parse(before)``) or, when ``wanted`` is None or empty or the statements
     share lines, the whole file.
 
-    :raises libcst.ParserSyntaxError: libcst cannot parse it.
+    :raises libcst.ParserSyntaxError: libcst cannot parse it; :raises SyntaxError,
+        UnicodeDecodeError: its declared encoding is unknown or does not decode it.
     """
     import libcst as cst  # lazy: ~0.5 s to import; only a plan that parses a file needs it
 
@@ -83,7 +174,7 @@ def parse_source(before: bytes, tree: ast.Module | None = None, wanted: set[int]
         ranges = tuple((_first_line(tree.body[i]), tree.body[i].end_lineno or tree.body[i].lineno)
                        for i in sorted(wanted))
         if ranges and all(a[1] < b[0] for a, b in pairwise(ranges)):
-            lines = lines_of(before.decode("utf-8"))
+            lines = lines_of(decode_source(before))
             text = "".join("".join(lines[s - 1:e]) for s, e in ranges)
             module = cst.parse_module(text)
             if len(module.body) == len(ranges):

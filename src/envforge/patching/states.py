@@ -6,7 +6,9 @@ The states (docs/design.md decision 4):
 ``already-applied`` envforge made it before (manifest) and it still holds: re-running writes nothing,
 ``upstream-fixed``  the installed release already does it: the patch is obsolete there,
 ``out-of-range``    the distribution is absent or its version is outside the patchset's specifier,
-``drifted``         the anchor is missing or ambiguous: an error, never a silent no-op;
+``drifted``         the anchor is missing or ambiguous: an error, never a silent no-op,
+``shadowed``        the interpreter does not import the patched file (a compiled module of the same
+                    name beside it, B43; another copy earlier on ``sys.path``): an error, nothing written;
 
 and ``reverted`` (revert only).
 """
@@ -18,14 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.patching.source import lines_of
+from envforge.patching.source import decode_source, lines_of
 
 __all__ = [
     "ALREADY_APPLIED",
     "APPLIED",
     "DRIFTED",
+    "FAILED",
     "OUT_OF_RANGE",
     "REVERTED",
+    "SHADOWED",
     "STATES",
     "UPSTREAM_FIXED",
     "FileChange",
@@ -40,8 +44,11 @@ ALREADY_APPLIED = "already-applied"
 UPSTREAM_FIXED = "upstream-fixed"
 OUT_OF_RANGE = "out-of-range"
 DRIFTED = "drifted"
+SHADOWED = "shadowed"
 REVERTED = "reverted"  # revert only
-STATES = (APPLIED, ALREADY_APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE, DRIFTED)
+STATES = (APPLIED, ALREADY_APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE, DRIFTED, SHADOWED)
+#: The states that are errors: the patchset is not written and the run exits non-zero.
+FAILED = (DRIFTED, SHADOWED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +89,7 @@ class PatchReport:
 
     ``changes`` are the files written (apply), or that would be (plan, dry run); ``written`` says
     which. ``activations`` maps an applied (or already-applied) patchset to the launch flag it
-    needs. ``ok`` is false when an operation drifted or a requirement is unmet.
+    needs. ``ok`` is false when an operation drifted or is shadowed, or a requirement is unmet.
     """
 
     site_packages: Path
@@ -95,13 +102,13 @@ class PatchReport:
 
     @property
     def ok(self) -> bool:
-        """No operation drifted and no requirement is unmet."""
-        return not self.unmet and all(r.state != DRIFTED for r in self.results)
+        """No operation drifted or is shadowed, and no requirement is unmet."""
+        return not self.unmet and all(r.state not in FAILED for r in self.results)
 
     @property
     def errors(self) -> tuple[str, ...]:
-        """Every drift message and refusal, one string each."""
-        return (*(r.message for r in self.results if r.state == DRIFTED),
+        """Every drift and shadow message and refusal, one string each."""
+        return (*(r.message for r in self.results if r.state in FAILED),
                 *(u.message for u in self.unmet))
 
     def diff(self, prefixes: dict[str, str] | None = None) -> str:
@@ -123,8 +130,9 @@ class PatchReport:
 
 
 def unified_diff(change: FileChange, prefix: str = "") -> str:
-    """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``."""
-    before = lines_of(change.before.decode("utf-8"))
-    after = lines_of(change.after.decode("utf-8"))
+    """``difflib`` unified diff of one change, paths ``a/<prefix><path>`` and ``b/<prefix><path>``;
+    the bytes read in the encoding each declares (PEP 263)."""
+    before = lines_of(decode_source(change.before))
+    after = lines_of(decode_source(change.after))
     name = f"{prefix}{change.path}"
     return "".join(difflib.unified_diff(before, after, f"a/{name}", f"b/{name}"))

@@ -30,6 +30,7 @@ from envforge.patching.planning import editable_message
 from envforge.recipe.platforms import host_problem, platform_problem
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
+from envforge.verify.patched import patch_effect
 from envforge.verify.records import (
     PatchedFile,
     cached_bytecode,
@@ -132,6 +133,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
             c.notes.append(shared)
         _patches(inp, c)
         _startup(sp, scan, probe.get("site") or {}, c)
+        c.add("patch-effect", patch_effect(inp.python, sp, inp.lock.envforge, inp.base_env))
         _profile(inp, profile, expected_env, reach.result(), c)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
 

@@ -74,7 +74,8 @@ def test_default_environment_verifies_clean(tmp_path: Path) -> None:
     assert report.exit_code == 0
     status = {c.name: c.status for c in report.checks}
     assert status == {"platform": "skipped", "lock-integrity": "ok", "lock-current": "ok", "versions": "ok", "families": "ok", "cuda-major": "skipped",
-                      "record": "ok", "patched-files": "ok", "patch-states": "ok", "env-profile": "ok"}
+                      "record": "ok", "patched-files": "ok", "patch-states": "ok", "env-profile": "ok",
+                      "effective-env": "ok"}
     assert report.fingerprint.env_profile == "pcie"
     assert report.fingerprint.lock_digest == "sha256:" + sha(env.site_packages / ".envforge" / "pylock.toml")
 

@@ -11,6 +11,7 @@ Digests are defined in docs/architecture.md.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import partial
@@ -21,6 +22,7 @@ from envforge.core.errors import InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.env.profile.effective import nccl_conf_digest
 from envforge.lock.model import read_lock
 from envforge.patching.manifest import rebuild_hint
 
@@ -64,6 +66,7 @@ class Fingerprint:
     compute_capability: str | None = None
     platform: str | None = None  # the lock's target platform, e.g. aarch64-manylinux_2_34 (B27)
     effective_env_digest: str | None = None
+    nccl_conf_digest: str | None = None  # NCCL's configuration files in effect (B44; env.profile.effective)
 
     @property
     def empty(self) -> bool:
@@ -133,6 +136,7 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
         python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
         gpu_count=g.get("count"), compute_capability=g.get("capability"),
         platform=_lock_platform(state.lock_copy),
+        nccl_conf_digest=nccl_conf_digest({**profile.get("env", {}), **os.environ}),
     )
 
 

@@ -45,7 +45,7 @@ from envforge.recipe.launchers import Launcher, launcher_for
 __doc__ = (__doc__ or "").replace("|NCCL_VERSION|", NCCL_VERSION)
 
 __all__ = ["ENVIRONMENT", "ETC_NCCL_CONF", "PROFILE", "SERVER_ENV", "TRACKED_PREFIXES", "EffectiveEnvironment",
-           "EffectiveVariable", "NcclConf", "ServedCommand", "engine_of", "effective_environment", "nccl_conf_paths",
+           "EffectiveVariable", "NcclConf", "ServedCommand", "conf_files_digest", "engine_of", "effective_environment", "nccl_conf_digest", "nccl_conf_paths",
            "parse_nccl_conf", "read_nccl_confs", "recipe_servers", "served_launcher", "shown"]
 
 #: Sources that are not a launcher or a file.
@@ -131,6 +131,20 @@ def read_nccl_confs(paths: Sequence[Path]) -> tuple[NcclConf, ...]:
     return tuple(out)
 
 
+def conf_files_digest(confs: Sequence[NcclConf]) -> str | None:
+    """``sha256:<hex>`` of the canonical JSON ``[[path, digest], ...]`` of ``confs`` in order (None: no file)."""
+    if not confs:
+        return None
+    blob = json.dumps([[str(c.path), c.digest] for c in confs], separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def nccl_conf_digest(env: Mapping[str, str], home: Path | None = None) -> str | None:
+    """:func:`conf_files_digest` of the files NCCL reads in a process whose environment is ``env``
+    (the fingerprint's ``nccl_conf_digest``: machine state, like the driver)."""
+    return conf_files_digest(read_nccl_confs(nccl_conf_paths(env, home)))
+
+
 @dataclass(frozen=True, slots=True)
 class EffectiveVariable:
     """One variable of the served process: ``value`` (None: a per-run value the launcher computes),
@@ -183,12 +197,8 @@ class EffectiveEnvironment:
         return tuple(v for v in self.variables if v.source.startswith("nccl.conf "))
 
     def conf_digest(self) -> str | None:
-        """``sha256:<hex>`` of the canonical JSON ``[[path, digest], ...]`` of the files NCCL reads
-        (None: no file exists)."""
-        if not self.conf_files:
-            return None
-        blob = json.dumps([[str(c.path), c.digest] for c in self.conf_files], separators=(",", ":")).encode()
-        return "sha256:" + hashlib.sha256(blob).hexdigest()
+        """:func:`conf_files_digest` of the files NCCL reads."""
+        return conf_files_digest(self.conf_files)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""

@@ -48,10 +48,11 @@ def test_report_json_keys_are_pinned() -> None:
         "fingerprint": {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
                         "env_profile_digest": "sha256:bb", "python": "3.12", "driver": "580.65",
                         "gpu": "RTX PRO 6000", "gpu_count": 8, "compute_capability": "12.0", "platform": None,
-                        "effective_env_digest": None, "startup_digest": None},
+                        "effective_env_digest": None, "startup_digest": None,
+                        "nccl_conf_digest": None},
         "config": {"model": "m"}, "method": {"prompts": "p", "order": "sequential"},
         "servers": [{"name": "baseline", "speculative": False, "url": "http://127.0.0.1:1", "argv": ["py", "-m", "x"],
-                     "load_s": 1.23, "env": {"NCCL_X": "1"}, "ignore_eos": False,
+                     "load_s": 1.23, "env": {"NCCL_X": "1"}, "env_sources": None, "ignore_eos": False,
                      "cache": "flushed before each repeat (POST /flush_cache)", "levels": []}],
         "break_even": [], "failures": [{"server": "baseline", "concurrency": 1, "repeat": 2, "status": 200,
                                         "message": "m"}],
@@ -219,6 +220,12 @@ def test_committed_v1_reports_read_as_their_v2_shape(name: str) -> None:
     expected = upgrade_v1(doc["data"])
     assert "startup_digest" not in expected["fingerprint"]  # written before B36: read as unknown
     expected["fingerprint"] = {**expected["fingerprint"], "startup_digest": None}
+    # keys added since these reports were written read as null (B38/B44: sources, NCCL's files)
+    assert "nccl_conf_digest" not in expected["fingerprint"]
+    expected["fingerprint"]["nccl_conf_digest"] = None
+    for s in expected["servers"]:
+        assert "env_sources" not in s
+        s["env_sources"] = None
     assert read_report(DOCS / name).as_dict() == expected
 
 
@@ -252,7 +259,8 @@ def test_v2_schema_keys_are_pinned() -> None:
     assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/2"
     assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "warnings"]
     (s,) = doc["data"]["servers"]
-    assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "ignore_eos", "cache", "levels"]
+    assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "env_sources", "ignore_eos", "cache",
+                       "levels"]
     counted, uncounted = s["levels"]
     assert list(counted) == V2_LEVEL_KEYS and list(counted["repeats"][0]) == V2_REPEAT_KEYS
     assert "engine" not in uncounted and "engine" not in uncounted["repeats"][0] and "vllm" not in uncounted

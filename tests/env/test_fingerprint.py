@@ -37,7 +37,8 @@ def test_the_json_shape_names_every_field_in_order() -> None:
     assert fp.as_dict() == {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
                             "env_profile_digest": "sha256:cc", "python": None, "driver": None, "gpu": None,
                             "gpu_count": None, "compute_capability": None, "platform": None,
-                            "effective_env_digest": None, "startup_digest": "sha256:dd"}
+                            "effective_env_digest": None, "startup_digest": "sha256:dd",
+                            "nccl_conf_digest": None}
     assert Fingerprint.from_dict({"lock_digest": "sha256:aa"}).startup_digest is None  # reports older than B36
 
 

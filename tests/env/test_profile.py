@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -39,6 +41,7 @@ from envforge.core.errors import InputError
 from envforge.env.profile import view
 from envforge.recipe.model import RecipeError
 from envforge.recipe.load import load_recipe
+from tests.conftest import cached_wheel
 
 PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")
@@ -432,3 +435,115 @@ def test_recipe_profile_by_interconnect_or_by_name_reaches_the_env(env_dir: Path
 def test_the_show_probe_reads_the_record_where_install_writes_it() -> None:
     assert "    record = os.path.join(purelib, *('.envforge', 'env-profile.json'))\n" in view._SHOW_PROBE
     assert "RECORD_PARTS" not in view._SHOW_PROBE
+
+
+# --- the served process: NCCL's files (B44), the engine's launcher (B38) ---------------------------
+
+B44_CONF = ("# as container images write it (aws/deep-learning-containers Dockerfile: echo ... >> /etc/nccl.conf)\n"
+            "NCCL_SOCKET_IFNAME=^docker0\nNCCL_P2P_DISABLE=1\nNCCL_BUFFSIZE=128K\nNCCL_MAX_NCHANNELS=32\n")
+
+
+def test_cli_env_show_names_the_values_an_nccl_conf_file_sets(env_dir: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    install(site(env_dir), "pcie", PCIE)
+    for k in [*PCIE, "NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE"]:
+        monkeypatch.delenv(k, raising=False)
+    conf = tmp_path / "nccl.conf"
+    conf.write_text(B44_CONF)
+    digest = "sha256:" + hashlib.sha256(B44_CONF.encode()).hexdigest()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NCCL_CONF_FILE", str(conf))
+    assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == [f"env profile: pcie (pth: {site(env_dir) / '_envforge_env.py'})",
+                         "  NCCL_BUFFSIZE      = 131072  [profile]",
+                         "  NCCL_MAX_NCHANNELS = 2  [profile]",
+                         "served process (no [verify.smoke] server):",
+                         "  NCCL_BUFFSIZE      = 131072  [profile]",
+                         "  NCCL_MAX_NCHANNELS = 2  [profile]",
+                         f"  NCCL_P2P_DISABLE   = 1  [nccl.conf {conf}]",
+                         f"  NCCL_SOCKET_IFNAME = ^docker0  [nccl.conf {conf}]",
+                         f"  NCCL reads {conf} ({digest})"]
+    assert main(["env", "show", str(env_dir), "--json", "--project", str(tmp_path)]) == 0
+    (served,) = json.loads(capsys.readouterr().out)["data"]["served"]
+    assert served["nccl-conf-files"] == [{"path": str(conf), "digest": digest}]
+    assert {v["name"]: v["source"] for v in served["variables"]}["NCCL_SOCKET_IFNAME"] == f"nccl.conf {conf}"
+
+
+B38_RECIPE = """[recipe]
+name = "sgl-env"
+python = "3.12"
+resolution = "no-deps"
+
+[target]
+gpu = "RTX PRO 6000 Blackwell"
+compute-capability = "12.0"
+gpus = 8
+interconnect = "pcie"
+
+[packages]
+sglang = "==0.5.9"
+
+[env.pcie]
+CUDA_DEVICE_MAX_CONNECTIONS = "1"
+CUDA_MODULE_LOADING = "EAGER"
+NCCL_CUMEM_ENABLE = "0"
+NCCL_NVLS_ENABLE = "0"
+
+[verify.smoke]
+model = "stub"
+api = "sglang"
+
+[[verify.smoke.servers]]
+name = "symm-mem"
+args = ["-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}", "--enable-symm-mem"]
+"""
+B38_PROFILE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "CUDA_MODULE_LOADING": "EAGER", "NCCL_CUMEM_ENABLE": "0",
+               "NCCL_NVLS_ENABLE": "0"}
+
+
+@pytest.fixture
+def sglang_env(env_dir: Path, tmp_path: Path) -> Iterator[Path]:
+    """The shared venv with the real sglang 0.5.9 wheel's METADATA, built from B38's recipe."""
+    sp = site(env_dir)
+    dist = sp / "sglang-0.5.9.dist-info"
+    dist.mkdir()
+    with zipfile.ZipFile(cached_wheel("sglang", "0.5.9")) as zf:
+        (dist / "METADATA").write_bytes(zf.read("sglang-0.5.9.dist-info/METADATA"))
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sgl-env.toml").write_text(B38_RECIPE)
+    install(sp, "pcie", B38_PROFILE)
+    (sp / ".envforge" / "generation.json").write_text(json.dumps({"recipe": "sgl-env", "variant": "default"}))
+    try:
+        yield env_dir
+    finally:
+        shutil.rmtree(dist)
+        (sp / ".envforge" / "generation.json").unlink()
+
+
+def test_cli_env_show_says_what_the_launcher_overwrites(sglang_env: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in [*B38_PROFILE, "NCCL_CONF_FILE", "TRTLLM_ENABLE_PDL", "CUTE_DSL_LOG_LEVEL", "CUTE_DSL_LOG_TO_CONSOLE"]:
+        monkeypatch.delenv(k, raising=False)
+    assert main(["env", "show", str(sglang_env), "--project", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[6:] == [
+        "served process (server 'symm-mem', launcher sglang-0.5.9):",
+        "  CUDA_DEVICE_MAX_CONNECTIONS = 8  [launcher sglang-0.5.9]  (profile: 1)",
+        "  CUDA_MODULE_LOADING         = AUTO  [launcher sglang-0.5.9]  (profile: EAGER)",
+        "  CUTE_DSL_LOG_LEVEL          = 30  [launcher sglang-0.5.9]",
+        "  CUTE_DSL_LOG_TO_CONSOLE     = 1  [launcher sglang-0.5.9]",
+        "  NCCL_CUMEM_ENABLE           = 1  [launcher sglang-0.5.9 (--enable-symm-mem)]  (profile: 0)",
+        "  NCCL_NVLS_ENABLE            = 1  [launcher sglang-0.5.9 (--enable-symm-mem)]  (profile: 0)",
+        "  TRTLLM_ENABLE_PDL           = 1  [launcher sglang-0.5.9]"]
+    assert captured.err.splitlines() == [
+        "warning: envforge: served process 'symm-mem': CUDA_DEVICE_MAX_CONNECTIONS=8 from launcher sglang-0.5.9 "
+        "overrides the env profile 'pcie' (CUDA_DEVICE_MAX_CONNECTIONS=1)",
+        "warning: envforge: served process 'symm-mem': CUDA_MODULE_LOADING=AUTO from launcher sglang-0.5.9 "
+        "overrides the env profile 'pcie' (CUDA_MODULE_LOADING=EAGER)",
+        "warning: envforge: served process 'symm-mem': NCCL_CUMEM_ENABLE=1 from launcher sglang-0.5.9 "
+        "(--enable-symm-mem) overrides the env profile 'pcie' (NCCL_CUMEM_ENABLE=0)",
+        "warning: envforge: served process 'symm-mem': NCCL_NVLS_ENABLE=1 from launcher sglang-0.5.9 "
+        "(--enable-symm-mem) overrides the env profile 'pcie' (NCCL_NVLS_ENABLE=0)"]

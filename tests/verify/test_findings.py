@@ -65,6 +65,7 @@ def test_the_scan_finds_the_producers() -> None:
     assert PRODUCED["tampered"] == {("records.py", "static")}
     assert PRODUCED["missing-file"] == {("records.py", "static")}
     assert PRODUCED["env-profile"] == {("static.py", "static")}
+    assert PRODUCED["launcher-override"] == {("effective.py", "static")}
     assert PRODUCED["nothing-to-check"] == {("runner.py", ANY)}
     assert PRODUCED["acceptance-unmatched"] == {("acceptance.py", ANY)}
     assert PRODUCED["acceptance-expired"] == {("acceptance.py", "static")}

@@ -297,6 +297,8 @@ class ServerResult:
     """All levels of one server configuration; ``argv`` when envforge started it, ``url`` always.
 
     ``env``: the tracked variables it started with (None when envforge did not start it);
+    ``env_sources``: where each of them came from (``profile``, ``environment``, ``server env``,
+    ``launcher sglang-0.5.9 (--enable-symm-mem)``, ``nccl.conf <path>``: envforge.bench.variables);
     ``ignore_eos``: whether requests asked for a fixed length (False: the server rejected the field);
     ``cache``: ``"flushed before each repeat"``, or why not.
     """
@@ -310,6 +312,7 @@ class ServerResult:
     env: Mapping[str, str] | None = None
     ignore_eos: bool = True
     cache: str = "not flushed"
+    env_sources: Mapping[str, str] | None = None
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -317,12 +320,14 @@ class ServerResult:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "speculative": self.speculative, "url": self.url,
                 "argv": list(self.argv) if self.argv is not None else None, "load_s": _r(self.load_s, 2),
-                "env": dict(self.env) if self.env is not None else None, "ignore_eos": self.ignore_eos,
-                "cache": self.cache, "levels": [lv.as_dict() for lv in self.levels]}
+                "env": dict(self.env) if self.env is not None else None,
+                "env_sources": dict(self.env_sources) if self.env_sources is not None else None,
+                "ignore_eos": self.ignore_eos, "cache": self.cache, "levels": [lv.as_dict() for lv in self.levels]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServerResult:
         env = d.get("env")
+        sources = d.get("env_sources")
         argv = d.get("argv")
         if argv is not None and (not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)):
             raise TypeError("'argv' must be a list of strings or null")
@@ -330,7 +335,8 @@ class ServerResult:
                    tuple(argv) if argv is not None else None, _number(d, "load_s"),
                    tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
                    {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
-                   bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"))
+                   bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"),
+                   {str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else None)
 
 
 @dataclass(frozen=True, slots=True)

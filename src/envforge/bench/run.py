@@ -33,10 +33,11 @@ from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings
 from envforge.bench.result import Failure, ServerResult, break_even_rows, failures_of, level_result
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
-from envforge.bench.variables import effective_env, env_digest, profile_overrides
+from envforge.bench.variables import effective_env, env_digest, profile_overrides, recorded_values, server_environment
 from envforge.core.errors import InputError
 from envforge.core.probe import ProbeError, run_probe
 from envforge.env.fingerprint import Fingerprint, fingerprint_of
+from envforge.env.profile.effective import served_launcher
 
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
@@ -61,6 +62,7 @@ class BenchPlan:
     activations: tuple[tuple[str, str | None], ...] = field(default_factory=tuple)
     profile_name: str | None = None
     profile_env: Mapping[str, str] = field(default_factory=dict)
+    site_packages: Path | None = None  # the engine's installed version picks its launcher's writes
 
     def selected(self) -> tuple[ServerConfig, ...]:
         """The server configurations to run, in recipe order.
@@ -181,7 +183,8 @@ class _Session:
         self.progress(f"{self.name}: concurrency {conc}, repeat {rep}/{self.cfg.repeats}: "
                       f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
 
-    def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None) -> ServerResult:
+    def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None,
+               sources: Mapping[str, str] | None = None) -> ServerResult:
         levels = []
         for c, runs in self.runs.items():
             if runs:
@@ -190,7 +193,7 @@ class _Session:
                     self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)
         return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
-                            self.opts.ignore_eos, self.cache)
+                            self.opts.ignore_eos, self.cache, sources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,7 @@ class _Started:
     launch: ServerLaunch
     env: dict[str, str]
     session: _Session
+    sources: dict[str, str]
 
 
 def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Started, list[str]]:
@@ -212,8 +216,16 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
     endpoint = Endpoint(HOST, cfg.port)
     launch = ServerLaunch(s.name, (str(plan.python), *tail), {**plan.base_env, **s.env},
                           endpoint.url + cfg.health, plan.log_dir / f"{s.name}.log")
-    env = effective_env(plan.profile_env, plan.base_env, s.env)
-    return _Started(s, launch, env, _Session(s.name, model, endpoint, cfg, progress, s.speculative)), warnings
+    launcher, unknown = served_launcher(plan.site_packages, tail, cfg.api)
+    eff = server_environment(plan.profile_env, plan.base_env, s.env, tail, launcher=launcher, unknown_launcher=unknown)
+    more = [f"server '{s.name}': {w}" for w in eff.overrides(plan.profile_name)]
+    if unknown:
+        more.append(f"server '{s.name}': envforge has no launcher data for {unknown}: the variables its launch "
+                    "code sets are not in the report")
+    for w in more:
+        progress(f"warning: {w}")
+    session = _Session(s.name, model, endpoint, cfg, progress, s.speculative)
+    return _Started(s, launch, recorded_values(eff), session, eff.sources()), warnings + more
 
 
 @contextmanager
@@ -242,7 +254,7 @@ def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult
                 for conc in cfg.concurrency:
                     for _rep in range(1 if cfg.interleave else cfg.repeats):
                         st.session.repeat(conc)
-    results = [st.session.result(st.launch.argv, st.env) for st, _ in prepared]
+    results = [st.session.result(st.launch.argv, st.env, st.sources) for st, _ in prepared]
     failures = [f for st, _ in prepared for f in st.session.failures]
     return results, failures, warnings + [w for st, _ in prepared for w in st.session.warnings]
 

@@ -1,53 +1,69 @@
-"""The variables a benchmarked server really ran with (field case B20).
+"""The variables a benchmarked server really ran with (field cases B20, B38, B44).
 
 A started server's environment is the caller's environment plus the server configuration's ``env``
 (recipe ``[[verify.smoke.servers]] env``); the environment's env profile is applied at interpreter
 start by the ``.pth`` hook with ``setdefault`` (:mod:`envforge.env.profile`), so a variable the
 caller exported wins over the profile, by design. Container images export ``NCCL_*`` defaults
 (Megatron-Bridge issue 3350), so two runs of one environment can differ in exactly the settings the
-profile exists for. This module computes the effective values and says where the caller overrode
-the profile.
+profile exists for. Then the engine's launcher overwrites some variables (sglang 0.5.9 sets
+``CUDA_DEVICE_MAX_CONNECTIONS=8``, and with ``--enable-symm-mem`` ``NCCL_CUMEM_ENABLE=1``: B38),
+and NCCL adds what its configuration files set (B44). This module records the result with
+:func:`envforge.env.profile.effective.effective_environment`, the function ``env show`` and verify
+use, so the report and ``env show`` agree, and says where the caller overrode the profile.
 
 Tracked: every ``NCCL_*``, ``CUDA_*`` and ``TORCH_NCCL_*`` variable of the caller, every variable of
-the profile and every variable of the server configuration's ``env``. Values of variables whose
-names look like secrets (``TOKEN``, ``SECRET``, ``PASSWORD``, ``KEY``, ``CREDENTIAL``) are recorded
-as ``"<redacted>"``.
+the profile, of the server configuration's ``env``, of the launcher's writes and of NCCL's files.
+Values of variables whose names look like secrets (``TOKEN``, ``SECRET``, ``PASSWORD``, ``KEY``,
+``CREDENTIAL``) are recorded as ``"<redacted>"``; a value the launcher computes per run
+(``SGLANG_RUN_ID``) as ``"<per run>"``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-__all__ = ["TRACKED_PREFIXES", "effective_env", "env_digest", "profile_overrides"]
+from envforge.env.profile.effective import TRACKED_PREFIXES, EffectiveEnvironment, effective_environment, shown
+from envforge.recipe.launchers import Launcher
 
-TRACKED_PREFIXES = ("NCCL_", "CUDA_", "TORCH_NCCL_")
-_SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|(^|_)KEY($|_)", re.IGNORECASE)
+__all__ = ["PER_RUN", "TRACKED_PREFIXES", "effective_env", "env_digest", "profile_overrides", "recorded_values",
+           "server_environment"]
+
+#: How a report records a value the launcher computes per run.
+PER_RUN = "<per run>"
 
 
-def _shown(name: str, value: str) -> str:
-    return "<redacted>" if _SECRET.search(name) else value
+def server_environment(profile: Mapping[str, str], caller: Mapping[str, str], server: Mapping[str, str] | None = None,
+                       argv: Sequence[str] = (), *, launcher: Launcher | None = None,
+                       unknown_launcher: str | None = None, conf_paths: Sequence[Path] | None = None,
+                       home: Path | None = None) -> EffectiveEnvironment:
+    """What a server started with ``argv`` runs with, each variable with its source: ``server``
+    (the configuration's ``env``) over ``caller`` over ``profile``, then ``launcher``'s writes,
+    then NCCL's files (``conf_paths``; default: those NCCL reads, see
+    :func:`~envforge.env.profile.effective.nccl_conf_paths`)."""
+    return effective_environment(profile, argv, caller, server_env=server, launcher=launcher,
+                                 unknown_launcher=unknown_launcher, conf_paths=conf_paths, home=home)
+
+
+def recorded_values(eff: EffectiveEnvironment) -> dict[str, str]:
+    """name -> the value a report records (secrets redacted, per-run values as :data:`PER_RUN`)."""
+    return {k: PER_RUN if v is None else v for k, v in eff.values().items()}
 
 
 def effective_env(profile: Mapping[str, str], caller: Mapping[str, str],
-                  server: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The tracked variables a server started with, sorted by name.
+                  server: Mapping[str, str] | None = None, argv: Sequence[str] = (), *,
+                  launcher: Launcher | None = None, conf_paths: Sequence[Path] | None = None,
+                  home: Path | None = None) -> dict[str, str]:
+    """The tracked variables a server started with, sorted by name (:func:`server_environment`,
+    :func:`recorded_values`).
 
-    Precedence as the process sees them: ``server`` (the configuration's ``env``) over ``caller``
-    (the environment bench runs in) over ``profile`` (the env profile, applied with ``setdefault``).
-
-    >>> effective_env({"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_MAX_NCHANNELS": "32", "HOME": "/root"})
+    >>> effective_env({"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_MAX_NCHANNELS": "32", "HOME": "/root"}, conf_paths=[])
     {'NCCL_MAX_NCHANNELS': '32'}
     """
-    server = server or {}
-    names = set(profile) | set(server) | {k for k in caller if k.startswith(TRACKED_PREFIXES)}
-    out = {}
-    for name in sorted(names):
-        value = server[name] if name in server else caller[name] if name in caller else profile[name]
-        out[name] = _shown(name, value)
-    return out
+    return recorded_values(server_environment(profile, caller, server, argv, launcher=launcher,
+                                              conf_paths=conf_paths, home=home))
 
 
 def profile_overrides(profile_name: str | None, profile: Mapping[str, str], caller: Mapping[str, str]) -> list[str]:
@@ -56,8 +72,8 @@ def profile_overrides(profile_name: str | None, profile: Mapping[str, str], call
     >>> profile_overrides("pcie", {"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_MAX_NCHANNELS": "32"})
     ["NCCL_MAX_NCHANNELS=32 from the caller's environment overrides the env profile 'pcie' (NCCL_MAX_NCHANNELS=2)"]
     """
-    return [f"{k}={_shown(k, caller[k])} from the caller's environment overrides the env profile "
-            f"'{profile_name}' ({k}={_shown(k, v)})"
+    return [f"{k}={shown(k, caller[k])} from the caller's environment overrides the env profile "
+            f"'{profile_name}' ({k}={shown(k, v)})"
             for k, v in sorted(profile.items()) if k in caller and caller[k] != v]
 
 

@@ -82,7 +82,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
                      activations=_activations(site_packages, ui), profile_name=profile_name,
-                     profile_env=profile_env)
+                     profile_env=profile_env, site_packages=site_packages)
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:

@@ -96,6 +96,8 @@ REGISTRY: Mapping[str, Kind] = {
     "patchset-changed": _static("a patchset file differs from the digest the lock recorded", "patch-states"),
     "env-profile": _static("the env profile does not reach a spawned child, or is not the locked one",
                            "env-profile", rebuild_repairs=True),
+    "launcher-override": _static("the engine's launch code sets a variable of the env profile to another value "
+                                 "in the served process (B38)", "effective-env"),
     "family-mismatch": _static("distributions of one family are at different versions (B05)", "families"),
     "cuda-major-mismatch": _static("a CUDA runtime wheel of the other CUDA major (B03)", "cuda-major"),
     "file-conflict": _static("two distributions' RECORDs list one file; the installed bytes are one of them's",

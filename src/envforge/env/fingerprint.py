@@ -25,6 +25,7 @@ from envforge.core.errors import InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.env.profile.effective import nccl_conf_digest
 from envforge.lock.model import read_lock
 from envforge.patching.manifest import rebuild_hint
 
@@ -73,6 +74,7 @@ class Fingerprint:
     platform: str | None = None  # the lock's target platform, e.g. aarch64-manylinux_2_34 (B27)
     effective_env_digest: str | None = None
     startup_digest: str | None = None  # the start-up files of site-packages (:func:`startup_digest`, B36)
+    nccl_conf_digest: str | None = None  # NCCL's configuration files in effect (B44; env.profile.effective)
 
     @property
     def empty(self) -> bool:
@@ -143,6 +145,7 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
         gpu_count=g.get("count"), compute_capability=g.get("capability"),
         platform=_lock_platform(state.lock_copy),
         startup_digest=startup_digest(site_packages),
+        nccl_conf_digest=nccl_conf_digest({**profile.get("env", {}), **os.environ}),
     )
 
 

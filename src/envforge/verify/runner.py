@@ -23,6 +23,7 @@ from envforge.drafter import drafter_checks
 from envforge.drafter.hub import offline_mode
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
+from envforge.env.profile import recipe_servers
 from envforge.patching.manifest import rebuild_hint
 from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
@@ -108,7 +109,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
             site_packages=sp, python=env.python, lock=lock,
             patchsets_dir=project.patchsets_dir if project else None,
             project_lock=_project_lock(project, gen, lock.envforge), uv_cache=options.uv_cache,
-            base_env=options.base_env, deep=options.deep))
+            base_env=options.base_env, deep=options.deep, servers=recipe_servers(recipe.get("verify", {}))))
         findings += st.findings
         checks += st.checks
         notes += st.notes

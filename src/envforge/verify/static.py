@@ -22,12 +22,13 @@ from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.probe import run_probe
 from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
-from envforge.env.profile import check_reach, installed_problems, profile_problems, read_installed
+from envforge.env.profile import ServedCommand, check_reach, installed_problems, profile_problems, read_installed
 from envforge.installed.editable import editable_install
 from envforge.lock.check import integrity_problems
 from envforge.lock.model import read_lock
 from envforge.patching.planning import editable_message
 from envforge.recipe.platforms import host_problem, platform_problem
+from envforge.verify.effective import effective_findings
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.patched import patch_effect
@@ -49,7 +50,8 @@ __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest"
 class StaticInputs:
     """What static verify reads: the env's ``site_packages`` and ``python``, its lock, where the
     project keeps patchsets and the current lock for this environment, uv's cache, the base process
-    environment for probes, and whether to hash every file (``deep``)."""
+    environment for probes, whether to hash every file (``deep``), and the servers the recipe starts
+    (``[[verify.smoke.servers]]``: what their launcher sets over the profile)."""
 
     site_packages: Path
     python: Path
@@ -59,6 +61,7 @@ class StaticInputs:
     uv_cache: Path | None = None
     base_env: Mapping[str, str] | None = None
     deep: bool = False
+    servers: tuple[ServedCommand, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +138,9 @@ def run_static(inp: StaticInputs) -> StaticResult:
         _startup(sp, scan, probe.get("site") or {}, c)
         c.add("patch-effect", patch_effect(inp.python, sp, inp.lock.envforge, inp.base_env))
         _profile(inp, profile, expected_env, reach.result(), c)
+        found_e, notes_e, detail_e = effective_findings(sp, profile, inp.servers, inp.base_env or {})
+        c.notes.extend(notes_e)
+        c.add("effective-env", found_e, detail_e)
     return StaticResult(tuple(c.findings), tuple(c.checks), tuple(c.notes), probe.get("python"), (nfiles, nbytes))
 
 

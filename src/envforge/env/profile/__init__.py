@@ -29,7 +29,9 @@ What was written is recorded in ``<site-packages>/.envforge/env-profile.json``
 
 The package, by concept: :mod:`.source` is the hook's text (pure: same profile, same bytes) and what
 a profile may hold; :mod:`.installation` writes, records, reverts and checks it in a site-packages;
-:mod:`.view` asks the environment's interpreter what its processes see.
+:mod:`.view` asks the environment's interpreter what its processes see; :mod:`.effective` computes
+what a served process runs with once the engine's launcher and NCCL's configuration files had
+their say (field cases B38, B44).
 """
 
 from __future__ import annotations
@@ -56,11 +58,21 @@ from envforge.env.profile.source import (
     profile_problems,
     pth_source,
 )
-from envforge.env.profile.view import ProfileView, ReachReport, ShownVariable, check_reach, show
+from envforge.env.profile.effective import (
+    EffectiveEnvironment,
+    EffectiveVariable,
+    ServedCommand,
+    effective_environment,
+    recipe_servers,
+    served_launcher,
+)
+from envforge.env.profile.view import ProfileView, ReachReport, Served, ShownVariable, check_reach, served, show
 
 __all__ = [
     "BLOCK_BEGIN",
     "BLOCK_END",
+    "EffectiveEnvironment",
+    "EffectiveVariable",
     "HOOK_MODULE",
     "MODES",
     "PTH_FILE",
@@ -69,17 +81,23 @@ __all__ = [
     "ProfileRevert",
     "ProfileView",
     "ReachReport",
+    "Served",
+    "ServedCommand",
     "ShownVariable",
     "SitecustomizeShadowed",
     "block_source",
     "check_reach",
+    "effective_environment",
     "hook_source",
     "install",
     "installed_problems",
     "profile_problems",
     "pth_source",
     "read_installed",
+    "recipe_servers",
     "recorded_profile",
     "revert",
+    "served",
+    "served_launcher",
     "show",
 ]

@@ -15,10 +15,16 @@ from typing import Any
 
 from envforge.core.probe import run_probe
 from envforge.core.state import StateDir
+from envforge.env.profile.effective import (
+    EffectiveEnvironment,
+    ServedCommand,
+    effective_environment,
+    served_launcher,
+)
 from envforge.env.profile.installation import InstalledProfile, read_installed
 from envforge.env.profile.source import profile_problems
 
-__all__ = ["ProfileView", "ReachReport", "ShownVariable", "check_reach", "show"]
+__all__ = ["ProfileView", "ReachReport", "Served", "ShownVariable", "check_reach", "served", "show"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +185,34 @@ def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = 
     kept = result.data["kept"]
     expected = {k: kept[k] if kept.get(k) is not None else env[k] for k in keys}
     return ReachReport(python, tuple(flags), expected, dict(result.data["seen"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The effective environment of one server the recipe starts from this environment (``server``
+    None: no ``[verify.smoke]`` server, so no launcher: the profile and NCCL's files only)."""
+
+    server: str | None
+    args: tuple[str, ...]
+    effective: EffectiveEnvironment
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able, keys in a fixed order."""
+        return {"server": self.server, "args": list(self.args), **self.effective.as_dict()}
+
+
+def served(view: ProfileView, servers: Sequence[ServedCommand], environ: Mapping[str, str], *,
+           home: Path | None = None) -> tuple[Served, ...]:
+    """What each server in ``servers`` runs with (:func:`effective_environment`): the profile's
+    variables as the view recorded them, then the engine's launcher at the version installed in
+    the view's site-packages, then NCCL's configuration files. One entry without a server when
+    ``servers`` is empty."""
+    profile = {v.name: v.profile_value for v in view.variables}
+    out = []
+    for s in servers or (None,):
+        args = s.args if s is not None else ()
+        launcher, unknown = served_launcher(view.site_packages, args, s.api if s is not None else None)
+        eff = effective_environment(profile, args, environ, server_env=s.env if s is not None else None,
+                                    launcher=launcher, unknown_launcher=unknown, home=home)
+        out.append(Served(s.name if s is not None else None, tuple(args), eff))
+    return tuple(out)

@@ -31,7 +31,8 @@ class PackageChange:
     what the files cover, gained (``+``) or lost (``-``): platforms (``linux aarch64``, ``win amd64``,
     ``macos arm64``, ``any``), Python tags (``cp311``, ``cp39-abi3``, ``py3``) and ``sdist``;
     ``files`` lists file names added/removed (same version only); ``dependencies`` lists edges
-    added/removed; ``detail`` is a short note (local label, new hashes, build tags, the marker
+    added/removed; ``attributes`` the entry's other fields that changed (``requires-python '>=3.9'
+    -> '>=3.10'``, ``+metadata.requires-dist six``); ``detail`` is a short note (local label, new hashes, build tags, the marker
     of an entry of a name with several entries); ``flagged`` marks what should not happen
     without a reason; ``hidden`` marks metadata-only churn.
     """
@@ -50,6 +51,7 @@ class PackageChange:
     coverage: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     dependencies: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
     detail: str = ""
     flagged: bool = False
     hidden: bool = False

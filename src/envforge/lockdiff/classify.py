@@ -22,10 +22,14 @@ rehashed       same version, a file of the same name with other hashes (flagged:
 rebuilt        same version, same wheel tags, a new build tag (``six-1.17.0-8-...`` ->
                ``six-1.17.0-1-...``) and so new hashes
 files          same version, files added or removed (e.g. a new platform wheel)
-source         same version from another source that is not an index (git commit, path)
+source         another source that is not an index (git commit, path, editable checkout), same
+               version or a side without one (uv.lock writes no version for editable, virtual
+               and directory sources): never an upgrade or downgrade
 moved          same version, same files (same hashes), from another index or URL
 marker         same version and files, another environment marker (where it installs)
 dependencies   only the dependency edges changed (uv.lock ``dependencies``)
+fields         only other fields of the entry changed (uv.lock ``metadata.requires-dist``, PEP 751
+               ``requires-python``...: :attr:`LockedPackage.attrs`)
 metadata       only upload times or sizes of identical files changed (hidden by default)
 =============  =================================================================================
 
@@ -199,7 +203,10 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
     source_changed = old.source != new.source and not in_move
     marker_changed = _markers_differ(old, new)
     deps = _edge_change(old.dependencies, new.dependencies)
-    kind, level, detail = _version_change(old.version, new.version)
+    attributes = attr_change(old.attrs, new.attrs)
+    direct = old.source != new.source and not (_is_url(old.source) and _is_url(new.source))
+    no_version = (old.version is None) != (new.version is None)
+    kind, level, detail = (None, None, "") if no_version else _version_change(old.version, new.version)
     coverage: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     flagged = hidden = False
@@ -207,15 +214,17 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
         coverage = coverage_change(old, new)
     else:
         kind, detail, files, flagged = file_change(old, new)
-        if kind in ("files", "rebuilt", "rehashed"):
+        if direct:  # a direct source: its files follow it (an editable checkout has none)
+            kind, detail, flagged = "source", "", False
             coverage = coverage_change(old, new)
-        elif old.source != new.source and not (_is_url(old.source) and _is_url(new.source)):
-            kind, detail = "source", ""
+        elif kind in ("files", "rebuilt", "rehashed"):
+            coverage = coverage_change(old, new)
         elif where is not None:
             kind, detail = (None if in_move else "moved"), ""
         if kind is None or kind == "metadata":
-            if marker_changed or deps:
-                kind, detail = ("marker" if marker_changed else "dependencies"), ""
+            if marker_changed or deps or attributes:
+                kind, detail = ("marker" if marker_changed else "dependencies" if deps
+                                else "fields"), ""
             elif kind is None or in_move:
                 return None
             else:
@@ -228,8 +237,8 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
         kind, family_of(new.name), old.name, new.name, old.version, new.version, level=level,
         old_source=shown[0], new_source=shown[1],
         old_marker=old.marker, new_marker=new.marker, marker_changed=marker_changed,
-        coverage=coverage, files=files, dependencies=deps, detail=detail, flagged=flagged,
-        hidden=hidden)
+        coverage=coverage, files=files, dependencies=deps, attributes=attributes, detail=detail,
+        flagged=flagged, hidden=hidden)
 
 
 def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
@@ -244,6 +253,30 @@ def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
         return str(Marker(a.marker)) != str(Marker(b.marker))
     except InvalidMarker:
         return True
+
+
+def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]
+                ) -> tuple[str, ...]:
+    """Other fields that differ (:attr:`LockedPackage.attrs`): ``key 'a' -> 'b'`` where the key has
+    one value a side, else ``+key value`` / ``-key value`` per item (array items as a set)."""
+    if old == new:
+        return ()
+    a: dict[str, set[str]] = {}
+    b: dict[str, set[str]] = {}
+    for key, value in old:
+        a.setdefault(key, set()).add(value)
+    for key, value in new:
+        b.setdefault(key, set()).add(value)
+    out: list[str] = []
+    for key in sorted(a.keys() | b.keys()):
+        x, y = a.get(key, set()), b.get(key, set())
+        if x == y:
+            continue
+        if len(x) == 1 and len(y) == 1:
+            out.append(f"{key} {next(iter(x))!r} -> {next(iter(y))!r}")
+            continue
+        out += [f"+{key} {v}" for v in sorted(y - x)] + [f"-{key} {v}" for v in sorted(x - y)]
+    return tuple(out)
 
 
 def _edge_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
               "rehashed": "REHASHED", "rebuilt": "rebuilt", "files": "files", "source": "source",
               "moved": "moved", "marker": "marker", "dependencies": "dependencies",
-              "metadata": "metadata"}
+              "fields": "fields", "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
 _LISTED_MOVE_NAMES = 10  # the terminal names the packages of a move up to this many
 AMBIGUOUS = "; an install is refused where both are selected"  # said after each ambiguity's text
@@ -101,8 +101,8 @@ def _versions(c: PackageChange, arrow: str) -> str:
     if c.kind == "replaced":
         return f"{c.old_version} {arrow} {c.new_name} {c.new_version}"
     if c.old_version == c.new_version:
-        return c.new_version or "?"
-    return f"{c.old_version} {arrow} {c.new_version}"
+        return c.new_version or "(no version)"
+    return f"{c.old_version or '(no version)'} {arrow} {c.new_version or '(no version)'}"
 
 
 def _marker(text: str | None) -> str:
@@ -129,8 +129,12 @@ def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list
     elif c.marker_changed:
         parts.append(marker_text(c.old_marker, c.new_marker))
     if c.old_source and c.new_source:
-        what = "index" if _is_url(c.old_source) and _is_url(c.new_source) else "source"
-        parts.append(f"{what} {source_text(c.old_source, c.new_source, names)}")
+        if _is_url(c.old_source) and _is_url(c.new_source):
+            parts.append(f"index {source_text(c.old_source, c.new_source, names)}")
+        else:  # an index beside a direct source is named as one: ``registry pypi -> editable ../x``
+            a, b = (f"registry {_index(s, names)}" if _is_url(s) else s
+                    for s in (c.old_source, c.new_source))
+            parts.append(f"source {a} -> {b}")
     elif c.kind in ("added", "removed"):
         source = c.new_source or c.old_source
         if source and source != PYPI:
@@ -144,6 +148,7 @@ def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list
         parts.append("files " + ", ".join(c.files))
     if c.dependencies:
         parts.append("dependencies " + ", ".join(c.dependencies))
+    parts.extend(c.attributes)
     return [p.replace(" -> ", f" {arrow} ") for p in parts]
 
 

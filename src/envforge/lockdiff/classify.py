@@ -39,7 +39,9 @@ the wheel file names with ``packaging.utils.parse_wheel_filename``), files and d
 
 An index move is said once: when two or more entries move from the same index (or file URL
 folder) A to the same B, the move is one :class:`IndexMove` and those entries carry no source
-change of their own; an entry whose only change is that move has no :class:`PackageChange`.
+change of their own; an entry whose only change is that move has no :class:`PackageChange`. Any
+other fact many changes share (a marker rewrite, a build tag, a field, a dependency edge) is said
+once too (:mod:`envforge.lockdiff.shared`).
 
 Lock-level changes (``FieldChange``) come from the header (``requires-python``; ``created-by``,
 ``lock-version``, uv's ``revision`` and generator comments are metadata), from top-level arrays
@@ -60,6 +62,7 @@ from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff
 from envforge.lockdiff.fields import envforge_changes, header_changes
 from envforge.lockdiff.model import Lock, LockedPackage
 from envforge.lockdiff.pairing import by_name, pair_entries
+from envforge.lockdiff.shared import share
 from envforge.lockdiff.wheels import coverage_change, file_change
 
 __all__ = ["diff_locks"]
@@ -83,12 +86,13 @@ def diff_locks(old: Lock | None, new: Lock | None, *,
                         0 if new is None else len(only.packages), (), (), shown,
                         ambiguities=new.ambiguities if new is not None else ())
     changes, moves = _package_changes(old.packages.values(), new.packages.values())
+    changes, shared = share(changes)
     changes.sort(key=lambda c: (FAMILIES.index(c.family), c.name, c.old_name or "",
                                 c.old_version or "", c.new_version or "", c.old_marker or "",
                                 c.new_marker or ""))
     fields = (*header_changes(old, new), *envforge_changes(old.envforge, new.envforge))
     return LockDiff(old.label, new.label, "changed", len(old.packages), len(new.packages),
-                    tuple(changes), tuple(fields), shown, moves, new.ambiguities)
+                    tuple(changes), tuple(fields), shown, moves, new.ambiguities, shared)
 
 
 def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]

@@ -152,3 +152,22 @@ def test_fit_line_keeps_two_long_lines_apart() -> None:
     a, b = "x" * 300 + "a" + "y" * 100, "x" * 300 + "b" + "y" * 100
     assert len(fit_line(a)) == 200 and fit_line(a) != fit_line(b)
     assert fit_line("short") == "short"
+
+
+def test_thousands_of_shared_changes_stay_within_one_comment() -> None:
+    def lock(new: bool) -> str:
+        parts = []
+        for i in range(6000):  # every third entry gains the same edge: 2,000 shared changes of 3
+            deps = ", ".join(f'{{ name = "dep-{i // 3}-{k}" }}' for k in range(2 if new else 1))
+            parts.append(f'[[package]]\nname = "p{i:05d}"\nversion = "1.0"\n'
+                         f'source = {{ registry = "https://pypi.org/simple" }}\ndependencies = [{deps}]\n')
+        return "\n".join(parts)
+
+    diff = diff_locks(uv(lock(False), "a"), uv(lock(True), "b"))
+    assert len(diff.shared) == 2000 and diff.packages == ()
+    md = render_markdown(diff)
+    assert len(md) <= MAX_COMMENT and max(len(line) for line in md.split("\n")) <= MAX_LINE
+    cut = [line for line in md.split("\n") if "not shown" in line]
+    shown = md.count("- **3 packages**: dependencies +dep-")
+    assert cut == [f"_{2000 - shown} more shared changes are not shown: one GitHub comment holds 65,536 "
+                   "characters; `envforge lock diff --json` has them all._"] and shown > 100

@@ -327,7 +327,11 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
                m.packages) for m in diff.index_moves]
     groups += [(f"- **{len(g.packages)} packages**: {_md(shared_fact(g, arrow))}", g.packages)
                for g in diff.shared]
-    for title, packages in groups:
+    for i, (title, packages) in enumerate(groups):
+        if out.size > MAX_COMMENT - 2_000:
+            out.add(f"_{len(groups) - i} more shared changes are not shown: one GitHub comment holds "
+                    f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+            break
         out.add(title, "  <details><summary>packages</summary>", "")
         out.rows(["  " + ln for ln in textwrap.wrap(", ".join(packages), width=100, break_on_hyphens=False)],
                  "package names", reserve=200)

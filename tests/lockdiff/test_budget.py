@@ -12,7 +12,7 @@ import pytest
 from envforge.core.errors import InputError
 from envforge.lockdiff.budget import MAX_COMMENT, MAX_LINE, fit_line
 from envforge.lockdiff.classify import diff_locks
-from envforge.lockdiff.model import parse_lock
+from envforge.lockdiff.model import Lock, parse_lock
 from envforge.lockdiff.render import diff_data, render_markdown, render_terminal, render_textconv
 
 DATA = Path(__file__).parents[1] / "data" / "lockdiff"
@@ -22,7 +22,7 @@ SIX = ('[[package]]\nname = "six"\nversion = "1.17.0"\nsource = { registry = "ht
        'hash = "sha256:' + "1" * 64 + '" }]\n')
 
 
-def uv(text: str, label: str):  # noqa: ANN201 - a Lock
+def uv(text: str, label: str) -> Lock:
     return parse_lock(UV_HEAD + text, label=label)
 
 
@@ -89,7 +89,7 @@ def test_empty_hashes_hint_names_the_real_fix() -> None:
 
 def with_markers(text: str, marker: str) -> str:
     """The notebook lock with ``marker`` on every entry (after its version line)."""
-    return re.sub(r'^(version = "[^"]*")$', rf'\1\nmarker = "{marker}"', text, flags=re.M)
+    return re.sub(r'^(version = "[^"]*")$', rf'\1\nmarker = "{marker}"', text, flags=re.MULTILINE)
 
 
 def test_a_marker_rewrite_of_235_entries_is_one_line() -> None:

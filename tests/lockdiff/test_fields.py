@@ -165,7 +165,7 @@ CASES: dict[tuple[str, str], tuple[Callable[[], Doc], Setter, Any, Any]] = {
 def documented() -> dict[tuple[str, str], str]:
     text = DOC.read_text()
     table = text[text.index("<!-- fields -->"):text.index("<!-- /fields -->")]
-    rows = re.findall(r"^\| (pylock|uv\.lock|both) \| `?([^|`]+?)`?( \([^|]*\))? \| (shown|hidden|refused) \|", table, re.M)
+    rows = re.findall(r"^\| (pylock|uv\.lock|both) \| `?([^|`]+?)`?( \([^|]*\))? \| (shown|hidden|refused) \|", table, re.MULTILINE)
     return {(fmt, field + (extra or "")): how for fmt, field, extra, how in rows}
 
 

@@ -63,7 +63,7 @@ def test_two_paths_terminal_and_exit_code(capsys: pytest.CaptureFixture[str]) ->
 def test_json_envelope(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "lock", "diff", str(CU128), str(CU130), "--format", "json")
     doc = json.loads(out)
-    assert code == 0 and doc["schema"] == "envforge.lockdiff/2"
+    assert code == 0 and doc["schema"] == "envforge.lockdiff/3"
     (diff,) = doc["data"]["diffs"]
     assert diff["summary"] == {"local": 4, "replaced": 15, "upgraded": 2, "added": 1}
 

@@ -354,6 +354,8 @@ def doc_examples() -> dict[str, str]:
     moved = diff_data(pair("index-move"))
     return {
         "json": "```json\n" + json.dumps(moved, indent=2) + "\n```",
+        "shared-json": "```json\n" + json.dumps(diff_data(pair("marker-rewrite"))["shared"], indent=2) + "\n```",
+        "shared-terminal": "```text\n" + render_terminal(pair("marker-rewrite")) + "\n```",
         "notebook-markdown": render_markdown(pair("notebook-235")),
         "torch-terminal": "```text\n" + render_terminal(pair("torch-variants")) + "\n```",
         "uv-torch-terminal": "```text\n" + render_terminal(pair("uv-torch", ".lock")) + "\n```",

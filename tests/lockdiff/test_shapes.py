@@ -109,7 +109,7 @@ def test_one_of_several_torch_entries_keeps_its_local_label_change() -> None:
         "new_source": "https://download.pytorch.org/whl/cu130",
         "old_marker": "sys_platform == 'linux'", "new_marker": "sys_platform == 'linux'",
         "marker_changed": False, "coverage": ["-linux aarch64"], "files": [], "dependencies": [],
-        "detail": "+cu128 -> +cu130; where sys_platform == 'linux'", "flagged": False, "hidden": False}
+        "attributes": [], "detail": "+cu128 -> +cu130; where sys_platform == 'linux'", "flagged": False, "hidden": False}
     assert (marker["kind"], marker["marker_changed"], marker["old_marker"], marker["new_marker"]) == (
         "marker", True, "sys_platform == 'win32'", "sys_platform == 'win32' and platform_machine == 'AMD64'")
 
@@ -232,7 +232,7 @@ def test_only_moves_trips_exit_code(tmp_path: Path) -> None:
                          timeout=60)
     assert res.returncode == 1
     doc = json.loads(res.stdout)
-    assert doc["schema"] == "envforge.lockdiff/2"
+    assert doc["schema"] == "envforge.lockdiff/3"
     assert doc["data"]["diffs"][0]["index_moves"][0]["packages"] == [
         "certifi", "idna", "numpy", "pyyaml", "six"]
     assert doc["data"]["diffs"][0]["changes"] == []
@@ -335,10 +335,10 @@ def test_uv_lock_torch_cpu_and_cuda_relocked() -> None:
     '      wheels +cp312, -linux aarch64, -cp311',
     '  upgraded      torch               2.7.1+cu126 -> 2.8.0+cu128  minor',
     '      local label +cu126 -> +cu128',
-    "      marker +sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
-    "        +sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
-    "        -sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    "      marker +sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
+    "        +sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu128'",
     "        -sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
+    "        -sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == 'extra-4-demo-cu126'",
     '      index https://download.pytorch.org/whl/{cu126 -> cu128}',
     '      wheels +cp312, -cp311',
     "      dependencies +filelock ; extra == 'extra-4-demo-cu128'",
@@ -382,7 +382,9 @@ def test_uv_lock_torch_cpu_and_cuda_relocked() -> None:
         {"section": "header", "subject": "conflicts", "kind": "added", "old": None,
          "new": "demo[cpu] / demo[cu128]", "note": None, "hidden": False}]
     md = render_markdown(d).split("\n")
-    assert md[8] == ("| **nvidia-\\* / cuda-\\*** | upgraded | `nvidia-cublas-cu12` | 12.6.4.1 → 12.8.4.1 | minor |")
+    assert ("| **nvidia-\\* / cuda-\\*** | upgraded | `nvidia-cublas-cu12` | 12.6.4.1 → 12.8.4.1 | minor |") in md
+    assert "| | | | | -filelock ; extra == 'extra-4-demo-cu126'<br>-nvidia-cublas-cu12 ; platform_machine == 'x86_64' " \
+        "and sys_platform == 'linux' and extra == 'extra-4-demo-cu126' |" in md
     assert "| `conflicts` | added demo[cpu] / demo[cu128] |" in md
 
 
@@ -391,8 +393,8 @@ def test_uv_lock_model_keys_markers_and_edges() -> None:
     assert list(lock.packages) == [
         "demo", "filelock", "nvidia-cublas-cu12",
         "torch 2.7.1+cpu ; extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
-        "torch 2.7.1+cu126 ; sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == "
-        "'extra-4-demo-cu126' or sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == "
+        "torch 2.7.1+cu126 ; sys_platform != 'linux' and extra != 'extra-4-demo-cpu' and extra == "
+        "'extra-4-demo-cu126' or sys_platform == 'linux' and extra != 'extra-4-demo-cpu' and extra == "
         "'extra-4-demo-cu126'"]
     assert lock.lists["conflicts"] == ("demo[cpu] / demo[cu126]",)
     assert lock.packages["demo"].dependencies == (
@@ -642,7 +644,7 @@ def test_moves_between_url_indexes_of_every_scheme(scheme: str) -> None:
     assert one(a, b) == (f"other (1 moved)\n  moved  six  1.0  index {scheme}a.example/simple -> "
                          f"{scheme}b.example/simple")
     c = LockedPackage("six", "1.0", None, "directory ../six", a.artifacts)
-    assert one(a, c) == f"other (1 source)\n  source  six  1.0  source {scheme}a.example/simple -> directory ../six"
+    assert one(a, c) == f"other (1 source)\n  source  six  1.0  source registry {scheme}a.example/simple -> directory ../six"
 
 
 def test_top_level_array_reordered_or_on_one_side() -> None:

@@ -68,6 +68,12 @@ _READER = "envforge.lockreader/2"  # bump when what the reader accepts changes: 
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
                "uv.lock": "regenerate it with `uv lock`"}
+#: ``hashes = {}``: what ``uv export --format pylock.toml`` writes for a file its index served without a
+#: hash (download.pytorch.org, a ``--find-links`` folder); regenerating with the same tool writes it again.
+_NO_HASH = "At least one hash must be provided"
+_NO_HASH_HINT = ("the index served this file without a hash and the exporter wrote `hashes = {}`: re-export "
+                 "with a uv that hashes such files (`uv export --format pylock.toml`, astral-sh/uv#20146), "
+                 "or serve hashes from the index (`#sha256=` URL fragments, PEP 691)")
 
 
 class InvalidLock(InputError):
@@ -292,7 +298,7 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
                                                       "`envforge lock` or `uv export --format pylock.toml`") from None
     except PylockValidationError as exc:
         raise InvalidLock.at(label, "PEP 751 lock", exc.message, key=exc.context,
-                             hint=_REGENERATE["pylock"]) from None
+                             hint=_NO_HASH_HINT if _NO_HASH in exc.message else _REGENERATE["pylock"]) from None
     entries = tuple(_entry_of_package(p, raw) for p, raw in zip(lock.packages, doc["packages"], strict=True))
     if not isinstance(envforge, Mapping):
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from envforge.lockdiff.model import PYPI, Lock
 
-__all__ = ["CUDA_SUFFIX", "FAMILIES", "FieldChange", "IndexMove", "LockDiff", "PackageChange", "family_of", "index_names"]
+__all__ = ["CUDA_SUFFIX", "FAMILIES", "FieldChange", "IndexMove", "LockDiff", "PackageChange", "SharedChange", "family_of", "index_names"]
 
 FAMILIES = ("torch", "nvidia", "flashinfer", "sglang", "other")
 _TORCH = frozenset({"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton",
@@ -31,7 +31,8 @@ class PackageChange:
     what the files cover, gained (``+``) or lost (``-``): platforms (``linux aarch64``, ``win amd64``,
     ``macos arm64``, ``any``), Python tags (``cp311``, ``cp39-abi3``, ``py3``) and ``sdist``;
     ``files`` lists file names added/removed (same version only); ``dependencies`` lists edges
-    added/removed; ``detail`` is a short note (local label, new hashes, build tags, the marker
+    added/removed; ``attributes`` the entry's other fields that changed (``requires-python '>=3.9'
+    -> '>=3.10'``, ``+metadata.requires-dist six``); ``detail`` is a short note (local label, new hashes, build tags, the marker
     of an entry of a name with several entries); ``flagged`` marks what should not happen
     without a reason; ``hidden`` marks metadata-only churn.
     """
@@ -50,6 +51,7 @@ class PackageChange:
     coverage: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     dependencies: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
     detail: str = ""
     flagged: bool = False
     hidden: bool = False
@@ -69,6 +71,23 @@ class IndexMove:
     """
     old: str
     new: str
+    packages: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedChange:
+    """One fact that many entries' changes share, said once (:mod:`envforge.lockdiff.shared`).
+
+    ``what``: ``marker`` (old/new: the entries' markers), ``rebuilt`` (new: ``build tag 8 -> 1``),
+    ``field`` (new: the field change, ``requires-python '>=3.9' -> '>=3.10'``),
+    ``dependency-marker`` (old/new: the marker of the edges whose marker alone changed),
+    ``dependency`` (new: an edge added ``+x`` or removed ``-x``) or ``coverage`` (new: ``-cp311``);
+    ``packages``: the entries that carry it, sorted (a name with several changed entries as
+    ``name version``).
+    """
+    what: str
+    old: str | None
+    new: str | None
     packages: tuple[str, ...]
 
 
@@ -97,7 +116,8 @@ class LockDiff:
 
     ``status`` is ``changed``, or ``added`` / ``removed`` when one side has no lockfile (``--git``);
     counts are numbers of entries (every ``[[packages]]`` / ``[[package]]`` entry);
-    ``index_names`` maps index URLs to names for display; ``index_moves`` are the moves said once;
+    ``index_names`` maps index URLs to names for display; ``index_moves`` are the moves said once; ``shared`` the other facts many changes share, said
+    once (taken out of ``packages``);
     ``ambiguities`` are the new side's pairs of same-name entries that can be active together
     (:attr:`envforge.lockdiff.model.Lock.ambiguities`; shown whatever changed, not a change).
     """
@@ -111,6 +131,7 @@ class LockDiff:
     index_names: Mapping[str, str]
     index_moves: tuple[IndexMove, ...] = ()
     ambiguities: tuple[str, ...] = ()
+    shared: tuple[SharedChange, ...] = ()
 
     def visible_packages(self, show_all: bool = False) -> tuple[PackageChange, ...]:
         """Package changes to show: all with ``show_all``, else those not hidden."""
@@ -122,7 +143,7 @@ class LockDiff:
 
     def has_changes(self, show_all: bool = False) -> bool:
         """True when something would be shown (what ``--exit-code`` tests)."""
-        return (self.status != "changed" or bool(self.index_moves)
+        return (self.status != "changed" or bool(self.index_moves) or bool(self.shared)
                 or bool(self.visible_packages(show_all)) or bool(self.visible_fields(show_all)))
 
     def hidden_count(self) -> int:

@@ -22,10 +22,14 @@ rehashed       same version, a file of the same name with other hashes (flagged:
 rebuilt        same version, same wheel tags, a new build tag (``six-1.17.0-8-...`` ->
                ``six-1.17.0-1-...``) and so new hashes
 files          same version, files added or removed (e.g. a new platform wheel)
-source         same version from another source that is not an index (git commit, path)
+source         another source that is not an index (git commit, path, editable checkout), same
+               version or a side without one (uv.lock writes no version for editable, virtual
+               and directory sources): never an upgrade or downgrade
 moved          same version, same files (same hashes), from another index or URL
 marker         same version and files, another environment marker (where it installs)
 dependencies   only the dependency edges changed (uv.lock ``dependencies``)
+fields         only other fields of the entry changed (uv.lock ``metadata.requires-dist``, PEP 751
+               ``requires-python``...: :attr:`LockedPackage.attrs`)
 metadata       only upload times or sizes of identical files changed (hidden by default)
 =============  =================================================================================
 
@@ -35,7 +39,9 @@ the wheel file names with ``packaging.utils.parse_wheel_filename``), files and d
 
 An index move is said once: when two or more entries move from the same index (or file URL
 folder) A to the same B, the move is one :class:`IndexMove` and those entries carry no source
-change of their own; an entry whose only change is that move has no :class:`PackageChange`.
+change of their own; an entry whose only change is that move has no :class:`PackageChange`. Any
+other fact many changes share (a marker rewrite, a build tag, a field, a dependency edge) is said
+once too (:mod:`envforge.lockdiff.shared`).
 
 Lock-level changes (``FieldChange``) come from the header (``requires-python``; ``created-by``,
 ``lock-version``, uv's ``revision`` and generator comments are metadata), from top-level arrays
@@ -56,6 +62,7 @@ from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff
 from envforge.lockdiff.fields import envforge_changes, header_changes
 from envforge.lockdiff.model import Lock, LockedPackage
 from envforge.lockdiff.pairing import by_name, pair_entries
+from envforge.lockdiff.shared import share
 from envforge.lockdiff.wheels import coverage_change, file_change
 
 __all__ = ["diff_locks"]
@@ -79,12 +86,13 @@ def diff_locks(old: Lock | None, new: Lock | None, *,
                         0 if new is None else len(only.packages), (), (), shown,
                         ambiguities=new.ambiguities if new is not None else ())
     changes, moves = _package_changes(old.packages.values(), new.packages.values())
+    changes, shared = share(changes)
     changes.sort(key=lambda c: (FAMILIES.index(c.family), c.name, c.old_name or "",
                                 c.old_version or "", c.new_version or "", c.old_marker or "",
                                 c.new_marker or ""))
     fields = (*header_changes(old, new), *envforge_changes(old.envforge, new.envforge))
     return LockDiff(old.label, new.label, "changed", len(old.packages), len(new.packages),
-                    tuple(changes), tuple(fields), shown, moves, new.ambiguities)
+                    tuple(changes), tuple(fields), shown, moves, new.ambiguities, shared)
 
 
 def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
@@ -199,7 +207,10 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
     source_changed = old.source != new.source and not in_move
     marker_changed = _markers_differ(old, new)
     deps = _edge_change(old.dependencies, new.dependencies)
-    kind, level, detail = _version_change(old.version, new.version)
+    attributes = attr_change(old.attrs, new.attrs)
+    direct = old.source != new.source and not (_is_url(old.source) and _is_url(new.source))
+    no_version = (old.version is None) != (new.version is None)
+    kind, level, detail = (None, None, "") if no_version else _version_change(old.version, new.version)
     coverage: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     flagged = hidden = False
@@ -207,15 +218,17 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
         coverage = coverage_change(old, new)
     else:
         kind, detail, files, flagged = file_change(old, new)
-        if kind in ("files", "rebuilt", "rehashed"):
+        if direct:  # a direct source: its files follow it (an editable checkout has none)
+            kind, detail, flagged = "source", "", False
             coverage = coverage_change(old, new)
-        elif old.source != new.source and not (_is_url(old.source) and _is_url(new.source)):
-            kind, detail = "source", ""
+        elif kind in ("files", "rebuilt", "rehashed"):
+            coverage = coverage_change(old, new)
         elif where is not None:
             kind, detail = (None if in_move else "moved"), ""
         if kind is None or kind == "metadata":
-            if marker_changed or deps:
-                kind, detail = ("marker" if marker_changed else "dependencies"), ""
+            if marker_changed or deps or attributes:
+                kind, detail = ("marker" if marker_changed else "dependencies" if deps
+                                else "fields"), ""
             elif kind is None or in_move:
                 return None
             else:
@@ -228,8 +241,8 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
         kind, family_of(new.name), old.name, new.name, old.version, new.version, level=level,
         old_source=shown[0], new_source=shown[1],
         old_marker=old.marker, new_marker=new.marker, marker_changed=marker_changed,
-        coverage=coverage, files=files, dependencies=deps, detail=detail, flagged=flagged,
-        hidden=hidden)
+        coverage=coverage, files=files, dependencies=deps, attributes=attributes, detail=detail,
+        flagged=flagged, hidden=hidden)
 
 
 def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
@@ -244,6 +257,30 @@ def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
         return str(Marker(a.marker)) != str(Marker(b.marker))
     except InvalidMarker:
         return True
+
+
+def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]
+                ) -> tuple[str, ...]:
+    """Other fields that differ (:attr:`LockedPackage.attrs`): ``key 'a' -> 'b'`` where the key has
+    one value a side, else ``+key value`` / ``-key value`` per item (array items as a set)."""
+    if old == new:
+        return ()
+    a: dict[str, set[str]] = {}
+    b: dict[str, set[str]] = {}
+    for key, value in old:
+        a.setdefault(key, set()).add(value)
+    for key, value in new:
+        b.setdefault(key, set()).add(value)
+    out: list[str] = []
+    for key in sorted(a.keys() | b.keys()):
+        x, y = a.get(key, set()), b.get(key, set())
+        if x == y:
+            continue
+        if len(x) == 1 and len(y) == 1:
+            out.append(f"{key} {next(iter(x))!r} -> {next(iter(y))!r}")
+            continue
+        out += [f"+{key} {v}" for v in sorted(y - x)] + [f"-{key} {v}" for v in sorted(x - y)]
+    return tuple(out)
 
 
 def _edge_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ item, and ``[tool.envforge]`` by section (indexes and overrides by name, patchse
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -27,15 +28,39 @@ def header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:
         if a_items == b_items:
             continue
         a_set, b_set = set(a_items), set(b_items)
-        for item in sorted(a_set - b_set):
+        gone, came = sorted(a_set - b_set), sorted(b_set - a_set)
+        if key.startswith("manifest."):  # requirements: one name's item changed is one change
+            for name, x, y in _same_name(gone, came):
+                gone.remove(x)
+                came.remove(y)
+                yield FieldChange("header", f"{key} {name}", "changed", x, y)
+        for item in gone:
             yield FieldChange("header", key, "removed", item, None)
-        for item in sorted(b_set - a_set):
+        for item in came:
             yield FieldChange("header", key, "added", None, item)
         if a_set == b_set:
             yield FieldChange("header", key, "changed", "order", "order", hidden=True)
     if old.comments != new.comments:
         yield FieldChange("header", "comments", "changed", f"{len(old.comments)} lines",
                           f"{len(new.comments)} lines", hidden=True)
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _same_name(gone: list[str], came: list[str]) -> list[tuple[str, str, str]]:
+    """(name, old item, new item) for requirement names with one item removed and one added."""
+    def names(items: list[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for item in items:
+            match = _NAME.match(item)
+            if match:
+                out.setdefault(match.group(0), []).append(item)
+        return out
+
+    a, b = names(gone), names(came)
+    return [(n, a[n][0], b[n][0]) for n in sorted(a.keys() & b.keys())
+            if len(a[n]) == 1 and len(b[n]) == 1]
 
 
 def _kind(a: object, b: object) -> str:

@@ -66,7 +66,12 @@ class LockedPackage:
     entry's dependency edges as sorted text (uv.lock ``dependencies``, ``optional-dependencies``
     as ``[extra] name``, ``dev-dependencies`` as ``(group) name``; PEP 751
     ``packages.dependencies``): ``name``, then `` ==version`` and `` @ source`` where the lock
-    names them (they pick one of several same-name entries), then `` ; marker``.
+    names them (they pick one of several same-name entries), then `` ; marker``; ``attrs`` are
+    the entry's other fields as sorted ``(key, text)`` pairs, an array one pair per item (uv.lock
+    ``metadata.requires-dist``, ``metadata.requires-dev.GROUP``, ``metadata.provides-extras``;
+    PEP 751 ``requires-python``, ``attestation-identities``, ``tool.*``, ``vcs.requested-revision``,
+    ``directory.editable``, ``*.subdirectory``; any key neither format documents). uv.lock
+    ``resolution-markers`` are sorted before they are joined: their order means nothing.
     """
     name: str
     version: str | None
@@ -74,6 +79,7 @@ class LockedPackage:
     source: str
     artifacts: tuple[Artifact, ...]
     dependencies: tuple[str, ...] = ()
+    attrs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,16 +136,69 @@ class _Malformed(Exception):
 
 def _read_pylock(entries: Sequence[Any], doc: Mapping[str, Any], label: str, comments: tuple[str, ...],
                  envforge: Mapping[str, Any]) -> Lock:
-    packages = [_pylock_package(e) for e in entries]
+    raw = doc.get("packages")
+    tables = raw if isinstance(raw, list) and len(raw) == len(entries) else [{}] * len(entries)
+    packages = [_pylock_package(e, t) for e, t in zip(entries, tables)]
     header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python")
               if k in doc}
     lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS
              if isinstance(doc.get(k), list)}
+    tool = doc.get("tool")
+    if isinstance(tool, Mapping):
+        lists.update(_other_lists({k: v for k, v in tool.items() if k != "envforge"}, "tool."))
+    lists.update(_other_lists({k: v for k, v in doc.items() if k not in PYLOCK_KEYS}, ""))
     return Lock(label, "pylock", header, comments, _keyed(packages), envforge, lists)
 
 
 _PYLOCK_LISTS = ("environments", "extras", "dependency-groups", "default-groups")
 _UV_LISTS = ("resolution-markers", "supported-markers", "required-markers")
+#: Top-level keys read into the model by their own rule; any other key is compared item by item.
+PYLOCK_KEYS = frozenset({"lock-version", "created-by", "requires-python", *_PYLOCK_LISTS, "packages", "tool"})
+UV_KEYS = frozenset({"version", "revision", "requires-python", *_UV_LISTS, "conflicts", "manifest",
+                     "options", "package"})
+#: Package keys read into the model by their own rule; any other key is one of its ``attrs``.
+_PYLOCK_PACKAGE_KEYS = frozenset({"name", "version", "marker", "dependencies", "index", "sdist",
+                                  "wheels"})
+_UV_PACKAGE_KEYS = frozenset({"name", "version", "source", "resolution-markers", "dependencies",
+                              "optional-dependencies", "dev-dependencies", "sdist", "wheels"})
+_PYLOCK_SOURCE_KEYS = _PYLOCK_PACKAGE_KEYS | {"vcs", "directory", "archive"}
+#: Keys of a PEP 751 direct source that name where it is (the rest, e.g. ``subdirectory``, are attrs).
+_WHERE_KEYS = frozenset({"type", "url", "path", "commit-id", "hashes", "size", "upload-time"})
+
+
+def _value_items(value: Any, key: str) -> Iterator[tuple[str, str]]:
+    """``(key, text)`` pairs of any TOML value: a table by its dotted keys, an array one pair per
+    item (tables in it as dependency text), a scalar as its text."""
+    if isinstance(value, Mapping):
+        for sub, item in value.items():
+            yield from _value_items(item, f"{key}.{sub}" if key else str(sub))
+    elif isinstance(value, list):
+        for item in value:
+            yield key, _dep_text(item) if isinstance(item, Mapping) else _item_text(item)
+    else:
+        yield key, _item_text(value)
+
+
+def _item_text(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_item_text(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}={_item_text(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _other_lists(table: Mapping[str, Any], prefix: str) -> dict[str, tuple[str, ...]]:
+    """Keys no rule reads, as top-level arrays: one sorted text per item or scalar."""
+    out: dict[str, list[str]] = {}
+    for key, value in table.items():
+        for sub, text in _value_items(value, f"{prefix}{key}"):
+            out.setdefault(sub, []).append(text)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def _attrs(table: Mapping[str, Any], known: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pair for key, value in table.items() if key not in known
+                        for pair in _value_items(value, str(key))))
 
 
 def _scalar(value: Any) -> str:
@@ -165,11 +224,18 @@ def _text(d: Mapping[str, Any], key: str, path: str, *, required: bool = False) 
     return value
 
 
-def _pylock_package(e: Any) -> LockedPackage:
-    """One package of a validated pylock (:class:`envforge.lock.read.LockEntry`: packaging's reading)."""
+def _pylock_package(e: Any, table: Mapping[str, Any]) -> LockedPackage:
+    """One package of a validated pylock (:class:`envforge.lock.read.LockEntry`: packaging's
+    reading; ``table``: its raw table, for the fields packaging's reading leaves out)."""
     files = [_pylock_file(f) for f in (*e.wheels, *(x for x in (e.sdist, e.archive) if x is not None))]
     edges = tuple(sorted(_dep_text(d) for d in e.dependencies)) if e.dependencies else ()
-    return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges)
+    attrs = _attrs(table, _PYLOCK_SOURCE_KEYS) if table.keys() - _PYLOCK_SOURCE_KEYS else ()
+    for key in ("vcs", "directory", "archive"):
+        where = table.get(key)
+        if isinstance(where, Mapping):
+            attrs += tuple((f"{key}.{k}", v) for k, v in _attrs(where, _WHERE_KEYS))
+    return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges,
+                         tuple(sorted(attrs)))
 
 
 def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -212,13 +278,18 @@ def _read_uv_lock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...])
     header = {k: _scalar(doc[k]) for k in ("version", "revision", "requires-python") if k in doc}
     options = doc.get("options", {})
     if isinstance(options, Mapping):
-        header.update((f"options.{k}", _scalar(v)) for k, v in options.items())
+        header.update((f"options.{k}", _scalar(v)) for k, v in options.items()
+                      if not isinstance(v, Mapping))
+        for k, v in options.items():
+            if isinstance(v, Mapping):
+                header.update((f"options.{k}.{sub}", _scalar(x)) for sub, x in v.items())
     lists = {k: tuple(str(v) for v in doc[k]) for k in _UV_LISTS if isinstance(doc.get(k), list)}
     if isinstance(doc.get("conflicts"), list):
         lists["conflicts"] = tuple(_conflict_text(c) for c in doc["conflicts"])
     manifest = doc.get("manifest")
     if isinstance(manifest, Mapping):
         lists.update(_manifest_lists(manifest, "manifest."))
+    lists.update(_other_lists({k: v for k, v in doc.items() if k not in UV_KEYS}, ""))
     return Lock(label, "uv.lock", header, comments, _keyed(packages), {}, lists)
 
 
@@ -249,10 +320,13 @@ def _manifest_lists(table: Mapping[str, Any], prefix: str) -> Iterator[tuple[str
                                                  for v in value))
         elif isinstance(value, Mapping):
             yield from _manifest_lists(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", (_item_text(value),)
 
 
 def _dep_text(dep: Any) -> str:
-    """A dependency edge as text: ``name[extras] ==version @ source ; marker`` (parts as given)."""
+    """A dependency edge as text: ``name[extras] ==version @ source specifier {key=value...} ;
+    marker`` (parts as given; keys no rule names, e.g. a manifest override's ``index``, in braces)."""
     if not isinstance(dep, Mapping):
         return str(dep)
     text = str(dep.get("name", "?"))
@@ -267,9 +341,15 @@ def _dep_text(dep: Any) -> str:
         text += f" @ {str(value).rstrip('/')}" if kind == "registry" else f" @ {kind} {value}"
     if dep.get("specifier"):
         text += f" {dep['specifier']}"
+    rest = [k for k in dep if k not in _DEP_KEYS]
+    if rest:
+        text += " {" + ", ".join(f"{k}={_item_text(dep[k])}" for k in sorted(rest)) + "}"
     if dep.get("marker"):
         text += f" ; {dep['marker']}"
     return text
+
+
+_DEP_KEYS = frozenset({"name", "extra", "extras", "version", "source", "specifier", "marker"})
 
 
 def _uv_package(p: Any, path: str) -> LockedPackage:
@@ -281,9 +361,11 @@ def _uv_package(p: Any, path: str) -> LockedPackage:
     if isinstance(p.get("sdist"), Mapping):
         files.append(_uv_file(p["sdist"], f"{path}.sdist"))
     markers = p.get("resolution-markers")
-    marker = " or ".join(str(m) for m in markers) if isinstance(markers, list) and markers else None
+    marker = (" or ".join(sorted(str(m) for m in markers)) if isinstance(markers, list) and markers
+              else None)
+    attrs = _attrs(p, _UV_PACKAGE_KEYS) if p.keys() - _UV_PACKAGE_KEYS else ()
     return LockedPackage(normalize_name(name), _text(p, "version", path), marker,
-                         _uv_source(p.get("source"), path), tuple(files), _uv_edges(p))
+                         _uv_source(p.get("source"), path), tuple(files), _uv_edges(p), attrs)
 
 
 def _uv_edges(p: Mapping[str, Any]) -> tuple[str, ...]:

@@ -14,14 +14,16 @@ from dataclasses import asdict
 from typing import Any
 
 from envforge.core.printable import escape_controls
-from envforge.lockdiff.changes import FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, index_names
+from envforge.lockdiff.changes import (FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, SharedChange,
+                                      index_names)
+from envforge.lockdiff.budget import MAX_COMMENT, fit_line
 from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock
 
 __all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
            "source_text", "summary_line"]
 
-SCHEMA_VERSION = 2  # envforge.lockdiff/2: index_moves; markers, coverage, files, dependencies
+SCHEMA_VERSION = 3  # envforge.lockdiff/3: shared, attributes (2: index_moves; markers, coverage, files, dependencies)
 WIDTH = 120  # terminal lines are wrapped to this many characters (unbreakable words excepted)
 FAMILY_TITLES = {"torch": "torch family", "nvidia": "nvidia-* / cuda-*",
                  "flashinfer": "flashinfer-*", "sglang": "sglang", "other": "other"}
@@ -29,7 +31,7 @@ KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
               "rehashed": "REHASHED", "rebuilt": "rebuilt", "files": "files", "source": "source",
               "moved": "moved", "marker": "marker", "dependencies": "dependencies",
-              "metadata": "metadata"}
+              "fields": "fields", "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
 _LISTED_MOVE_NAMES = 10  # the terminal names the packages of a move up to this many
 AMBIGUOUS = "; an install is refused where both are selected"  # said after each ambiguity's text
@@ -54,6 +56,10 @@ def summary_line(diff: LockDiff, show_all: bool = False) -> str:
         n = len(diff.index_moves)
         moved = sum(len(m.packages) for m in diff.index_moves)
         parts.append(f"{n} index move{'s' if n > 1 else ''} ({moved} packages)")
+    if diff.shared:
+        n = len(diff.shared)
+        parts.append(f"{n} shared change{'s' if n > 1 else ''} "
+                     f"({max(len(g.packages) for g in diff.shared)} packages at most)")
     counts: dict[str, int] = {}
     for c in diff.visible_packages(show_all):
         counts[c.kind] = counts.get(c.kind, 0) + 1
@@ -101,8 +107,8 @@ def _versions(c: PackageChange, arrow: str) -> str:
     if c.kind == "replaced":
         return f"{c.old_version} {arrow} {c.new_name} {c.new_version}"
     if c.old_version == c.new_version:
-        return c.new_version or "?"
-    return f"{c.old_version} {arrow} {c.new_version}"
+        return c.new_version or "(no version)"
+    return f"{c.old_version or '(no version)'} {arrow} {c.new_version or '(no version)'}"
 
 
 def _marker(text: str | None) -> str:
@@ -129,8 +135,12 @@ def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list
     elif c.marker_changed:
         parts.append(marker_text(c.old_marker, c.new_marker))
     if c.old_source and c.new_source:
-        what = "index" if _is_url(c.old_source) and _is_url(c.new_source) else "source"
-        parts.append(f"{what} {source_text(c.old_source, c.new_source, names)}")
+        if _is_url(c.old_source) and _is_url(c.new_source):
+            parts.append(f"index {source_text(c.old_source, c.new_source, names)}")
+        else:  # an index beside a direct source is named as one: ``registry pypi -> editable ../x``
+            a, b = (f"registry {_index(s, names)}" if _is_url(s) else s
+                    for s in (c.old_source, c.new_source))
+            parts.append(f"source {a} -> {b}")
     elif c.kind in ("added", "removed"):
         source = c.new_source or c.old_source
         if source and source != PYPI:
@@ -144,6 +154,7 @@ def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list
         parts.append("files " + ", ".join(c.files))
     if c.dependencies:
         parts.append("dependencies " + ", ".join(c.dependencies))
+    parts.extend(c.attributes)
     return [p.replace(" -> ", f" {arrow} ") for p in parts]
 
 
@@ -173,6 +184,35 @@ def _grouped(changes: Sequence[PackageChange]) -> list[tuple[str, list[PackageCh
     for c in changes:
         groups.setdefault(c.family, []).append(c)
     return [(f, groups[f]) for f in FAMILIES if f in groups]
+
+
+def shared_fact(g: SharedChange, arrow: str = "->") -> str:
+    """What the entries of one :class:`SharedChange` share, as text: ``marker A -> B``,
+    ``rebuilt, build tag 8 -> 1``, the field change, ``dependency markers A -> B``, the edge, the
+    coverage item (``wheels -cp311``, ``sdist removed``)."""
+    if g.what == "marker":
+        text = marker_text(g.old, g.new)
+    elif g.what == "rebuilt":
+        text = f"rebuilt, {g.new}"
+    elif g.what == "dependency-marker":
+        text = f"dependency edges' marker {_marker(g.old)} -> {_marker(g.new)}"
+    elif g.what == "dependency":
+        text = f"dependencies {g.new}"
+    elif g.what == "coverage" and (g.new or "")[1:] == "sdist":
+        text = "sdist added" if g.new == "+sdist" else "sdist removed"
+    elif g.what == "coverage":
+        text = f"wheels {g.new}"
+    else:
+        text = g.new or ""
+    return text.replace(" -> ", f" {arrow} ")
+
+
+def _names(packages: Sequence[str], show_all: bool) -> str:
+    """The names of a group, all of them with ``show_all``, else the first ten and a count."""
+    if show_all or len(packages) <= _LISTED_MOVE_NAMES:
+        return ", ".join(packages)
+    rest = len(packages) - _LISTED_MOVE_NAMES
+    return f"{', '.join(packages[:_LISTED_MOVE_NAMES])} and {rest} more (--all or --json lists them)"
 
 
 def _move_line(m: IndexMove, names: Mapping[str, str], arrow: str) -> str:
@@ -214,7 +254,9 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
     """Plain text for a terminal: a title, a summary line, index moves (each once), changes
     grouped by family in aligned columns (kind, package, versions, facts), then lock settings.
     Lines longer than ``width`` (default :data:`WIDTH`) are wrapped with their continuation
-    indented; ``width=None`` keeps every change on one line."""
+    indented, and a line wrapping cannot bring to 200 characters is elided in the middle
+    (:func:`envforge.lockdiff.budget.fit_line`); ``width=None`` keeps every change on one line,
+    whole."""
     names = diff.index_names
     lines = [f"lock diff: {diff.old_label} -> {diff.new_label}", summary_line(diff, show_all)]
     for line in ambiguity_lines(diff):
@@ -224,6 +266,9 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
         listed = (f" ({', '.join(m.packages)})" if len(m.packages) <= _LISTED_MOVE_NAMES
                   else " (--format markdown or json lists them)")
         lines += _wrap(_move_line(m, names, "->"), [listed], 4, width)
+    for g in diff.shared:
+        lines += _wrap(f"{len(g.packages)} packages: ",
+                       [f"{shared_fact(g)} ({_names(g.packages, show_all)})"], 4, width)
     changes = diff.visible_packages(show_all)
     width_kind = max((len(_kind_word(c)) for c in changes), default=0)
     width_name = max((len(c.old_name or c.name) for c in changes), default=0)
@@ -240,7 +285,9 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
         for f in fields:
             label, _, value = _field_text(f, "->").partition(": ")
             lines += _wrap(f"  {label}: ", [value], 6, width)
-    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds
+    if width is None:
+        return "\n".join(escape_controls(line) for line in lines)
+    return "\n".join(fit_line(escape_controls(line)) for line in lines)  # one line each, at most 200
 
 
 def _counts(group: Sequence[PackageChange]) -> str:
@@ -259,44 +306,100 @@ def _md(text: str) -> str:
 
 
 def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
-    """Markdown for a PR comment: a heading, the summary, one bullet per index move (its packages
-    in a ``<details>`` block), one table of package changes (family shown on its first row,
-    facts, and the items of a fact longer than 100 characters, separated by ``<br>``) and one
-    table of lock settings."""
+    """Markdown for a PR comment: a heading, the summary, one bullet per index move and per shared
+    change (its packages in a ``<details>`` block), one table of package changes (family shown on
+    its first row, facts; a row over 200 characters continues on rows with empty cells) and one
+    table of lock settings.
+
+    Budget (:mod:`envforge.lockdiff.budget`): no line over 200 characters, the whole at most
+    65,536 (one GitHub comment). What does not fit is left out with a line saying how much and
+    that ``--json`` has it all.
+    """
     arrow = "→"
     names = diff.index_names
-    lines = [f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "",
-             summary_line(diff, show_all).replace(" -> ", f" {arrow} "), ""]
-    lines += [f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities]
+    out = _Budget()
+    out.add(f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "",
+            summary_line(diff, show_all).replace(" -> ", f" {arrow} "), "")
+    out.rows([f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities], "ambiguities")
     if diff.ambiguities:
-        lines.append("")
-    for m in diff.index_moves:
-        lines += [f"- **{len(m.packages)} packages** moved index "
-                  f"`{source_text(m.old, m.new, names, arrow)}`",
-                  "  <details><summary>packages</summary>", "",
-                  *("  " + ln for ln in textwrap.wrap(", ".join(m.packages), width=100,
-                                                      break_on_hyphens=False)),
-                  "", "  </details>", ""]
+        out.add("")
+    groups = [(f"- **{len(m.packages)} packages** moved index `{source_text(m.old, m.new, names, arrow)}`",
+               m.packages) for m in diff.index_moves]
+    groups += [(f"- **{len(g.packages)} packages**: {_md(shared_fact(g, arrow))}", g.packages)
+               for g in diff.shared]
+    for i, (title, packages) in enumerate(groups):
+        if out.size > MAX_COMMENT - 2_000:
+            out.add(f"_{len(groups) - i} more shared changes are not shown: one GitHub comment holds "
+                    f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+            break
+        out.add(title, "  <details><summary>packages</summary>", "")
+        out.rows(["  " + ln for ln in textwrap.wrap(", ".join(packages), width=100, break_on_hyphens=False)],
+                 "package names", reserve=200)
+        out.add("", "  </details>", "")
     changes = diff.visible_packages(show_all)
     if changes:
-        lines += ["| family | change | package | version | note |", "| --- | --- | --- | --- | --- |"]
+        out.add("| family | change | package | version | note |", "| --- | --- | --- | --- | --- |")
+        rows: list[list[str]] = []
         for family, group in _grouped(changes):
             for i, c in enumerate(group):
                 fam = f"**{_md(FAMILY_TITLES[family])}**" if i == 0 else ""
                 kind = f"⚠️ {KIND_WORDS[c.kind]}" if c.flagged else KIND_WORDS[c.kind]
-                note = "<br>".join(_md(item) for n in notes(c, names, arrow)
-                                   for item in (_ITEMS.split(n) if len(n) > 100 else [n]))
-                lines.append(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
-                             f"{_md(_versions(c, arrow))} | {note} |")
-        lines.append("")
+                items = [_md(item) for n in notes(c, names, arrow)
+                         for item in (_ITEMS.split(n) if len(n) > 100 else [n])]
+                rows.append(_table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
+                                        f"{_md(_versions(c, arrow))} | ", items))
+        out.rows(rows, "package changes", reserve=1_000)
+        out.add("")
     fields = diff.visible_fields(show_all)
     if fields:
-        lines += ["| lock setting | change |", "| --- | --- |"]
+        out.add("| lock setting | change |", "| --- | --- |")
+        field_rows = []
         for f in fields:
             subject, _, rest = _field_text(f, arrow).partition(": ")
-            lines.append(f"| `{_md(subject)}` | {_md(rest)} |")
-        lines.append("")
-    return "\n".join(escape_controls(line) for line in lines).rstrip("\n")
+            field_rows.append(f"| `{_md(subject)}` | {_md(rest)} |")
+        out.rows(field_rows, "lock settings", reserve=300)
+        out.add("")
+    return "\n".join(out.lines).rstrip("\n")
+
+
+def _table_rows(first: str, items: Sequence[str]) -> list[str]:
+    """One table row, continued on rows with empty cells where it would pass 200 characters."""
+    rows, line = [], first
+    for item in items:
+        if line.endswith("| ") or len(line) + len(item) + 7 <= 200:
+            line += item if line.endswith("| ") else f"<br>{item}"
+        else:
+            rows.append(line + " |")
+            line = f"| | | | | {item}"
+    rows.append(line + " |")
+    return rows
+
+
+class _Budget:
+    """Markdown lines within one GitHub comment; each line escaped and at most 200 characters."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+
+    def add(self, *lines: str) -> None:
+        for line in lines:
+            line = fit_line(escape_controls(line))
+            self.lines.append(line)
+            self.size += len(line) + 1
+
+    def rows(self, rows: Sequence[str | list[str]], what: str, reserve: int = 0) -> None:
+        """Add ``rows`` (a row may be several lines) while they fit, keeping ``reserve`` characters
+        for what follows; then one line saying how many were left out."""
+        for i, row in enumerate(rows):
+            block = [fit_line(escape_controls(x)) for x in ([row] if isinstance(row, str) else row)]
+            cost = sum(len(x) + 1 for x in block)
+            if self.size + cost > MAX_COMMENT - reserve - 400:
+                self.add("", f"_{len(rows) - i} more {what} are not shown: one GitHub comment holds "
+                             f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+                return
+            self.lines += block
+            self.size += cost
 
 
 def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
@@ -318,6 +421,8 @@ def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
                          "old_name": diff.index_names.get(m.old),
                          "new_name": diff.index_names.get(m.new),
                          "packages": list(m.packages)} for m in diff.index_moves],
+        "shared": [{"what": g.what, "old": g.old, "new": g.new, "text": shared_fact(g),
+                    "packages": list(g.packages)} for g in diff.shared],
         "changes": [_change_data(c) for c in changes],
         "settings": [asdict(f) for f in diff.visible_fields(show_all)],
         "hidden": 0 if show_all else diff.hidden_count(),
@@ -327,7 +432,7 @@ def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
 
 def _change_data(c: PackageChange) -> dict[str, Any]:
     data = asdict(c)
-    for key in ("coverage", "files", "dependencies"):
+    for key in ("coverage", "files", "dependencies", "attributes"):
         data[key] = list(data[key])
     return data
 
@@ -371,4 +476,4 @@ def render_textconv(lock: Lock) -> str:
             edges = hashlib.sha256("\n".join(p.dependencies).encode()).hexdigest()[:12]
             parts.append(f"dependencies={len(p.dependencies)}:{edges}")
         lines.append("  ".join(parts))
-    return "\n".join(escape_controls(line) for line in lines)  # one line each, whatever a lock holds
+    return "\n".join(fit_line(escape_controls(line)) for line in lines)  # one line each, at most 200

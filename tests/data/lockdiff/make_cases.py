@@ -18,6 +18,9 @@ they are valid PEP 751 files). The shapes reproduce public lockfiles (none is co
 * ``matrix/pylock.demo-{cpu,cu128,rocm}.toml``: one recipe's variant locks, as a cpu/cuda/rocm
   pylock matrix: torch from three indexes, a package only one variant has, numpy without its
   aarch64 wheel in the rocm variant.
+* ``marker-rewrite-*.toml``: four entries whose marker uv rewrote the same way on a relock
+  (``sys_platform == 'linux'`` narrowed to x86_64), one of them also upgraded, one entry unchanged:
+  the shape of a lock relocked with a narrower ``environments``; docs/lock-diff.md's shared example.
 * ``notebook-235-*.toml``: a real-world-sized pair (235 entries, about 500 files: a CUDA notebook
   image's package set with made-up versions and hashes) where 229 entries only move index path and
   six change otherwise (one loses its ppc64le and cp311 wheels, one is rebuilt, ...); used by docs/lock-diff.md and benchmarks/bench_lockdiff.py.
@@ -28,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-HERE = Path(__file__).parents[1]
+HERE = Path(__file__).parent
 A = "https://packages.example.com/rhai/3.5/cuda13.0/simple"
 B = "https://packages.example.com/rhai/3.6/cuda13.0/simple"
 
@@ -257,12 +260,26 @@ def matrix(variant: str) -> str:
     return "\n".join(out)
 
 
+def marker_rewrite(new: bool) -> str:
+    """Four entries whose marker is rewritten the same way (one also upgraded), one unchanged."""
+    pypi = "https://files.pythonhosted.org/packages/cc"
+    marker = ("sys_platform == 'linux' and platform_machine == 'x86_64'" if new else "sys_platform == 'linux'")
+    out = [HEAD]
+    for name, version in (("aiohttp", "3.12.15"), ("numpy", "2.2.6"), ("regex", "2025.9.1"), ("six", "1.17.0")):
+        if new and name == "numpy":
+            version = "2.3.0"
+        out.append(entry(name, version, [wheel(pypi, f"{name}-{version}-py3-none-any.whl")], marker=marker))
+    out.append(entry("idna", "3.10", [wheel(pypi, "idna-3.10-py3-none-any.whl")]))
+    return GENERATED + "".join(out)
+
+
 def main() -> None:
     files = {"torch-variants-old.toml": torch_variants()[0], "torch-variants-new.toml": torch_variants()[1],
              "index-move-old.toml": index_move()[0], "index-move-new.toml": index_move()[1],
              "uv-torch-old.lock": uv_torch("cu126", "2.7.1", "3.11", "12.6.4.1"),
              "uv-torch-new.lock": uv_torch("cu128", "2.8.0", "3.12", "12.8.4.1"),
-             "notebook-235-old.toml": notebook(False), "notebook-235-new.toml": notebook(True)}
+             "notebook-235-old.toml": notebook(False), "notebook-235-new.toml": notebook(True),
+             "marker-rewrite-old.toml": marker_rewrite(False), "marker-rewrite-new.toml": marker_rewrite(True)}
     for variant in ("cpu", "cu128", "rocm"):
         files[f"matrix/pylock.demo-{variant}.toml"] = matrix(variant)
     (HERE / "matrix").mkdir(exist_ok=True)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from envforge.lock.read import InvalidLock, packages_digest, read_lock_text, refuse_ambiguous
 from envforge.lock.check import guard_lock
+from envforge.lock.digest import packages_digest
+from envforge.lock.read import InvalidLock, read_lock_text, refuse_ambiguous
 from envforge.recipe.load import load_recipe
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "envforge"\n'

@@ -19,9 +19,9 @@ import pytest
 
 from envforge.cli import main
 from envforge.lock.check import check_integrity, integrity_problems
+from envforge.lock.digest import packages_digest
 from envforge.lock.model import LockIntegrityError, read_lock
 from envforge.lock.write import restamp
-from envforge.lock.read import packages_digest
 from tests.support.localindex import make_wheel
 
 REPO = Path(__file__).resolve().parents[2]

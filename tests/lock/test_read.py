@@ -29,7 +29,13 @@ from packaging.pylock import Pylock, PylockSelectError
 
 from envforge.cli import main
 from envforge.core.errors import InputError
-from envforge.lock.read import InvalidLock, packages_digest, read_lock_file, read_lock_text, refuse_ambiguous
+from envforge.lock.digest import packages_digest
+from envforge.lock.read import (
+    InvalidLock,
+    read_lock_file,
+    read_lock_text,
+    refuse_ambiguous,
+)
 from envforge.lockdiff.model import parse_lock
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "pip"\n'

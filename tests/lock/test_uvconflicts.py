@@ -139,8 +139,8 @@ def test_uv_writes_conflicting_extras_with_overlapping_markers_and_envforge_read
     out, err = capsys.readouterr()
     assert err == ""
     assert [line.split("  files=")[0] for line in out.splitlines() if line.startswith("torchy")] == [
-        f"torchy  2.1.0+cpu  index={cpu.url}  marker=\"sys_platform == 'linux' or sys_platform != 'linux'\"",
-        f"torchy  2.1.0+cu1  index={gpu.url}  marker=\"sys_platform == 'linux' or sys_platform != 'linux'\""]
+        f"torchy  2.1.0+cpu  index={cpu.url}  marker=\"sys_platform != 'linux' or sys_platform == 'linux'\"",
+        f"torchy  2.1.0+cu1  index={gpu.url}  marker=\"sys_platform != 'linux' or sys_platform == 'linux'\""]
     assert "conflicts =\n  proj[cpu] / proj[gpu]\n  proj:ga / proj:gb\n" in out
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.lock.read import packages_digest
+from envforge.lock.digest import packages_digest
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART_PATCHSETS = ("flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion",

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.lock.read import packages_digest, read_lock_file
+from envforge.lock.digest import packages_digest
+from envforge.lock.read import read_lock_file
 
 __all__ = [
     "LOCK_SCHEMA",
@@ -77,7 +78,7 @@ class LockedPackage:
 @dataclass(frozen=True, slots=True)
 class Lock:
     """A lock as read back: its path, packages and the ``[tool.envforge]`` table; ``digest`` is the
-    :func:`envforge.lock.read.packages_digest` of the ``[[packages]]`` tables as they are in the
+    :func:`envforge.lock.digest.packages_digest` of the ``[[packages]]`` tables as they are in the
     file (``tables``), to compare with the ``packages-digest`` ``envforge lock`` recorded."""
 
     path: Path

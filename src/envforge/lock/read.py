@@ -31,7 +31,6 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tomllib
@@ -47,7 +46,13 @@ from packaging.version import Version
 
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes, read_state
-from envforge.lock.ambiguity import Ambiguity, Selectable, ambiguity_of, plain_entries, pylock_ambiguities
+from envforge.lock.ambiguity import (
+    Ambiguity,
+    Selectable,
+    ambiguity_of,
+    plain_entries,
+    pylock_ambiguities,
+)
 from envforge.lock.markerspace import first_overlap, selected_together
 from envforge.lock.uvconflicts import activations, conflict_sets
 from envforge.lock.uvlock import UvLockShapeError, check_shape
@@ -61,7 +66,7 @@ try:
 except ImportError:  # pragma: no cover - a dependency; kept readable without it
     fast_loads = None
 
-__all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "packages_digest", "parse_toml",
+__all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "parse_toml",
            "read_lock_file", "read_lock_text", "refuse_ambiguous"]
 
 _READER = "envforge.lockreader/2"  # bump when what the reader accepts changes: old cache entries stop counting
@@ -288,7 +293,11 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     if marker is not None and marker.is_file() and isinstance(envforge, Mapping):
         cached = tuple(_entry_of_table(p) for p in doc["packages"])
         return LockDocument(label, "pylock", doc, None, envforge, comments, cached, pylock_ambiguities(cached))
-    from packaging.pylock import Pylock, PylockUnsupportedVersionError, PylockValidationError  # lazy: 16 ms, new texts only
+    from packaging.pylock import (  # lazy: 16 ms, new texts only
+        Pylock,
+        PylockUnsupportedVersionError,
+        PylockValidationError,
+    )
 
     try:
         lock = Pylock.from_dict(doc)
@@ -484,22 +493,3 @@ def _not_a_lock(doc: Mapping[str, Any], label: str) -> InvalidLock:
         "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)", reason="not a lock",
         hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) "
              "or a uv.lock")
-
-
-def packages_digest(packages: Sequence[Mapping[str, Any]]) -> str:
-    """``sha256:<hex>`` of the ``[[packages]]`` tables in a canonical form, independent of TOML layout.
-
-    Canonical form: the array as :mod:`tomllib` reads it, serialised as JSON with keys sorted, no
-    whitespace (``separators=(",", ":")``), non-ASCII kept as UTF-8, TOML date-times as ISO 8601
-    text (``datetime.isoformat()``). ``envforge lock`` records it in ``[tool.envforge]
-    packages-digest``; any added, removed, truncated or edited entry (a changed wheel hash) changes it.
-    """
-    text = json.dumps(list(packages), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=_iso)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _iso(value: Any) -> str:
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat())
-    raise TypeError(f"{type(value).__name__} is not TOML data")

@@ -12,7 +12,7 @@ Layout follows uv's own output (one ``[[packages]]`` table per distribution, fil
 one per line) so diffs stay small, with keys in a fixed order. ``tomlkit`` renders TOML values.
 Sources: PEP 751 (https://peps.python.org/pep-0751/) for the keys; ``packages.index`` is the PEP 503
 base URL the files were found at. ``[tool.envforge] packages-digest`` records what was written
-(:func:`envforge.lock.read.packages_digest`), so a hand-added, edited or truncated package table is
+(:func:`envforge.lock.digest.packages_digest`), so a hand-added, edited or truncated package table is
 detected at ``lock --check``, build and verify.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 import tomlkit
 
 from envforge import __version__
+from envforge.lock.digest import packages_digest
 from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
-from envforge.lock.read import packages_digest
 from envforge.lock.resolve import Progress, resolve_variant
 from envforge.lock.routing import DEFAULT_INDEX, attribute_packages
 from envforge.patching import load_patchsets

@@ -27,6 +27,7 @@ from envforge.env.profile import (
     InstalledProfile,
     SitecustomizeShadowed,
     block_source,
+    cache_variables,
     check_reach,
     hook_source,
     install,
@@ -132,7 +133,7 @@ def test_install_writes_deterministic_bytes_and_record(tmp_path: Path) -> None:
         "schema": 1, "profile": "pcie", "mode": "pth",
         "env": {"NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
         "files": ["envforge-env.pth", "_envforge_env.py"], "absent-before": [".envforge", "__pycache__"],
-        "sitecustomize": None}
+        "sitecustomize": None, "caches": {}}
     assert read_installed(a) == InstalledProfile("pcie", "pth", {"NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
                                                  ("envforge-env.pth", "_envforge_env.py"),
                                                  (".envforge", "__pycache__"), None)
@@ -314,7 +315,7 @@ def test_sitecustomize_block_merges_and_reverts_byte_exact(env_dir: Path) -> Non
     assert result.files == ("sitecustomize.py",)
     assert mode(sp / "sitecustomize.py") == 0o644  # merged, not narrowed to mkstemp's 0600
     text = (sp / "sitecustomize.py").read_text()
-    assert text == original + "\n" + block_source("pcie", PCIE)
+    assert text == original + "\n" + block_source("pcie", PCIE, cache_variables(str(env_dir.resolve()), PCIE))
     assert text.count(BLOCK_BEGIN) == text.count(BLOCK_END) == 1
     assert seen(python) == PCIE
     assert run_py(python, "import os; print(os.environ['TEAM_SITECUSTOMIZE'])").stdout == "ran\n"
@@ -333,7 +334,8 @@ def test_sitecustomize_created_by_envforge_is_deleted_on_revert(env_dir: Path) -
     python, sp = py(env_dir), site(env_dir)
     before = tree_digest(sp)
     install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env())
-    assert (sp / "sitecustomize.py").read_text() == block_source("pcie", PCIE)
+    assert (sp / "sitecustomize.py").read_text() == block_source("pcie", PCIE,
+                                                                 cache_variables(str(env_dir.resolve()), PCIE))
     assert seen(python) == PCIE
     assert revert(sp).removed == ("sitecustomize.py",)
     assert tree_digest(sp) == before

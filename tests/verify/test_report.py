@@ -17,7 +17,7 @@ from envforge.cli.output import Ui
 from envforge.core.kinds import REGISTRY
 from envforge.env.fingerprint import Fingerprint
 from envforge.verify.findings import Check, Finding, VerifyReport
-from envforge.verify.report import as_junit
+from envforge.verify.report import as_junit, as_text, summary_line
 
 PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
@@ -167,6 +167,11 @@ def test_levels_default_to_the_recipes_verify_levels(env: BuiltEnv, monkeypatch:
     assert (code, data["levels"]) == (0, ["static", "gpu"])
     assert data["checks"][-1] == {"name": "gpu", "level": "gpu", "status": "skipped",
                                   "detail": "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"}
+    # The summary names only the level that ran checks, and the skipped one with why (B39 turn 3).
+    code, out, _ = cli(["verify", "--project", str(root)], monkeypatch)
+    last = out.splitlines()[-1]
+    assert (code, last.split(" (")[0]) == (0, "verify static: clean")
+    assert last.endswith(" s; skipped level gpu: no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)")
     # Asked for explicitly, a missing GPU is a finding: exit 1.
     code, out, _ = cli(["verify", "--project", str(root), "--level", "gpu", "--json"], monkeypatch)
     data = json.loads(out)["data"]
@@ -199,3 +204,31 @@ def test_static_report_names_driver_and_gpus_from_proc(env: BuiltEnv, tmp_path: 
     bare = verify(Environment(env.path), Project(env.path.parent.parent),
                   VerifyOptions(levels=("static",), base_env=dict(os.environ), proc=tmp_path / "none"))
     assert (bare.fingerprint.driver, bare.fingerprint.gpu) == (None, None)
+
+
+def _summary_report(checks: tuple[Check, ...], findings: tuple[Finding, ...] = (),
+                    levels: tuple[str, ...] = ("static", "gpu")) -> VerifyReport:
+    fp = Fingerprint(lock_digest=None, patch_manifest_digest=None, env_profile=None, env_profile_digest=None)
+    return VerifyReport(environment="env", levels=levels, fingerprint=fp, findings=findings, checks=checks,
+                        elapsed_s=0.5)
+
+
+def test_summary_names_only_the_levels_that_ran_and_why_the_others_did_not() -> None:
+    no_gpu = "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"
+    report = _summary_report((Check("record", "static", "ok"), Check("env-profile", "static", "skipped", "no env"),
+                              Check("gpu", "gpu", "skipped", no_gpu)))
+    assert as_text(report)[-1] == ("verify static: clean (1 checks ran, 2 skipped) in 0.5 s; "
+                                   f"skipped level gpu: {no_gpu}")
+    both = _summary_report((Check("record", "static", "ok"), Check("nccl", "gpu", "ok")))
+    assert summary_line(both) == "verify static,gpu: clean (2 checks ran, 0 skipped) in 0.5 s"
+    # A level with a finding ran, even when its checks were all skipped (a no-gpu finding).
+    found = _summary_report((Check("gpu", "gpu", "findings", no_gpu),),
+                            (Finding("no-gpu", "gpu level", "a GPU", no_gpu, "fix", "gpu"),), levels=("gpu",))
+    assert summary_line(found) == "verify gpu: 1 finding(s) (1 checks ran, 0 skipped) in 0.5 s"
+    nothing = _summary_report((Check("a", "static", "skipped", "x"), Check("b", "static", "skipped", "x"),
+                               Check("gpu", "gpu", "skipped", no_gpu)))
+    assert summary_line(nothing) == ("verify (no level ran): clean (0 checks ran, 3 skipped) in 0.5 s; "
+                                     f"skipped level static: x; skipped level gpu: {no_gpu}")
+    empty = _summary_report((), levels=("drafter",))
+    assert summary_line(empty) == ("verify (no level ran): clean (0 checks ran, 0 skipped) in 0.5 s; "
+                                   "skipped level drafter: no check of this level applies")

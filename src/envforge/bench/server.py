@@ -29,6 +29,7 @@ __all__ = [
     "ServerLaunch",
     "ServerTimeout",
     "group_members",
+    "pinned_interpreter",
     "port_in_use",
     "running_server",
     "server_argv",
@@ -49,13 +50,23 @@ class ServerTimeout(ExternalToolError):
 
 @dataclass(frozen=True, slots=True)
 class ServerLaunch:
-    """How to start one server: full ``argv``, the child's full ``env``, readiness URL, log file."""
+    """How to start one server: full ``argv``, the child's full ``env``, readiness URL, log file.
+
+    ``argv[0]`` is pinned (:func:`pinned_interpreter`): ``envs/<env>/bin/python`` becomes
+    ``envs/.generations/<env>/gNNNN/bin/python``, the generation live now, so the server and its
+    workers keep importing from it when a build or rollback flips the link (B39), and the command
+    printed is the one that runs.
+    """
 
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str]
     health_url: str
     log_path: Path
+
+    def __post_init__(self) -> None:
+        if self.argv:
+            object.__setattr__(self, "argv", (pinned_interpreter(self.argv[0]), *self.argv[1:]))
 
 
 def group_members(pgid: int) -> list[int]:
@@ -227,6 +238,19 @@ def running_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Pro
         server.stop()
 
 
+def pinned_interpreter(python: str | Path) -> str:
+    """``python`` with the links of its directory resolved, the file name kept:
+    ``envs/fi-default/bin/python`` -> ``/abs/envs/.generations/fi-default/g0002/bin/python``.
+
+    The file itself stays unresolved: a venv's ``bin/python`` is a link to the base interpreter, and
+    Python finds its venv (``pyvenv.cfg``) from the path it was started as. A bare name (``python``,
+    looked up on ``PATH``) is returned as it is.
+    """
+    text = str(python)
+    head, name = os.path.split(text)
+    return os.path.join(os.path.realpath(head), name) if head else text
+
+
 def server_argv(python: Path, tail: Sequence[str]) -> tuple[str, ...]:
-    """The argv of a server started with the environment's interpreter."""
-    return (str(python), *tail)
+    """The argv of a server started with the environment's interpreter, pinned to its generation."""
+    return (pinned_interpreter(python), *tail)

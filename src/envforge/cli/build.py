@@ -13,6 +13,7 @@ from envforge.cli.project import project_of
 from envforge.core.errors import InputError
 from envforge.env import build
 from envforge.env.generations import rollback
+from envforge.env.processes import stale_processes, warning_lines
 from envforge.recipe import project as proj
 from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
@@ -59,6 +60,12 @@ def _render_build(ui: Ui, result: Any) -> None:
     ui.result(f"{_shown(result.link)} -> {result.generation.name}")
 
 
+def _warn_stale(ui: Ui, link: Path) -> None:
+    """After a flip: a warning line per process still running from another generation (B39)."""
+    for line in warning_lines(link.name, stale_processes(link)):
+        ui.warn(line)
+
+
 def _shown(path: Path) -> Path:
     """``path`` relative to the working directory when it is below it (as the user typed it)."""
     cwd = Path.cwd()
@@ -77,6 +84,7 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     ui.progress(f"building {plan.link.name} ({plan.generation.name}) ...")
     res = build.execute_build(plan, progress=ui.progress, terminal=ui.terminal())
+    _warn_stale(ui, res.link)
     if ui.json_mode:
         ui.emit_json("build", {
             "env": res.link.name, "link": str(res.link), "generation": res.generation.name,
@@ -90,6 +98,7 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
 def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
     project = project_of(args, ui)
     res = rollback(project, args.env, to=args.to)
+    _warn_stale(ui, res.link)
     if ui.json_mode:
         ui.emit_json("rollback", {"env": args.env, "link": str(res.link), "previous": res.previous.name,
                                   "current": res.current.name})

@@ -9,6 +9,7 @@ import time
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.env.inventory import collect_garbage, list_environments
+from envforge.env.processes import warning_lines
 
 __all__ = ["run_gc", "run_list"]
 
@@ -30,6 +31,8 @@ def run_list(args: argparse.Namespace, ui: Ui) -> int:
             what = (f"{g.recipe}/{g.variant}  {(g.lock_digest or 'lock unknown')[:19]}" if g.complete
                     else "incomplete (a killed build; `envforge gc` removes it)")
             ui.result(f"  {mark} {g.name}  {what}  {_usage(g.own_bytes, g.shared_bytes)}  {_age(now - g.built_at)}")
+        for line in warning_lines(env.name, env.stale):
+            ui.warn(line)
     return 0
 
 

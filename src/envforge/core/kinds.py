@@ -72,6 +72,8 @@ REGISTRY: Mapping[str, Kind] = {
     "platform": _static("this machine cannot run the lock's platform (another architecture or OS, an older glibc)",
                         "platform"),
     "stale-environment": _static("the project's lock changed since this environment was built", "lock-current"),
+    "stale-process": _static("a process still runs from a generation that is no longer live, or was started "
+                             "through the link before its last flip (B39)", "processes"),
     "lock-integrity": _static("a lock is not what `envforge lock` wrote (packages-digest, [tool.envforge]): "
                               "hand-edited or cut short", "lock-integrity"),
     "missing-lock": _static("the project's lock for this environment does not exist", "lock-current"),

@@ -297,12 +297,14 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
 
 
 def _profile(plan: BuildPlan, sp: Path) -> str:
+    """Install the profile, and the hook that keeps kernel caches in the generation (B49): always."""
+    done = envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
+                              python=plan.generation / "bin" / "python")
+    caches = f"; {len(done.caches)} kernel caches under {plan.generation.name}/" if done.caches else ""
     if not plan.variant.env and plan.variant.env_profile is None:
-        return "no env profile"
-    envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
-                       python=plan.generation / "bin" / "python")
+        return "no env profile" + caches
     hook = ".pth hook" if plan.env_mode == "pth" else "sitecustomize block"
-    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables ({hook})"
+    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables ({hook}){caches}"
 
 
 def _manifest(plan: BuildPlan, sp: Path) -> str:

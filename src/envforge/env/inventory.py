@@ -22,6 +22,7 @@ from envforge.core.errors import InputError
 from envforge.core.state import GENERATIONS_DIR, generation_number, is_generation_name
 from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.env.generations import exclusive_generations, generation_record, generation_root
+from envforge.env.processes import StaleProcess, stale_processes
 from envforge.recipe.project import Project
 
 __all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
@@ -72,17 +73,21 @@ class EnvInfo:
     """One environment: ``envs/<name>`` and its generations, oldest first.
 
     :ivar live: the generation the link points at, or None (no link, or a dangling one).
+    :ivar stale: processes still running from a generation that is no longer live, or started
+        through the link before its last flip (:func:`envforge.env.processes.stale_processes`, B39).
     """
 
     name: str
     link: Path
     live: str | None
     generations: tuple[GenerationInfo, ...]
+    stale: tuple[StaleProcess, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge envs --json``."""
         return {"name": self.name, "link": str(self.link), "live": self.live,
-                "generations": [g.as_dict() for g in self.generations]}
+                "generations": [g.as_dict() for g in self.generations],
+                "stale-processes": [p.as_dict() for p in self.stale]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +206,7 @@ def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvI
         gens = sorted((d for d in (root / name).iterdir() if is_generation_name(d.name) and d.is_dir())
                       if (root / name).is_dir() else [], key=lambda d: generation_number(d.name) or 0)
         out.append(EnvInfo(name, link, live.name if live is not None else None,
-                           tuple(_generation(g, live) for g in gens)))
+                           tuple(_generation(g, live) for g in gens), stale_processes(link)))
     return tuple(out)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from envforge.core.kinds import belongs_to
 from envforge.verify.findings import VerifyReport
 
-__all__ = ["REPORT_SCHEMA", "as_json", "as_junit", "as_text"]
+__all__ = ["REPORT_SCHEMA", "as_json", "as_junit", "as_text", "summary_line"]
 
 #: Version of the shape of :func:`as_json`'s data; bump on incompatible change (docs/verify.md).
 REPORT_SCHEMA = 1
@@ -60,13 +60,33 @@ def as_text(report: VerifyReport) -> list[str]:
         lines.extend(_allreduce_lines(ar))
     fp = report.fingerprint
     lines.append(f"fingerprint: {fp.describe()}")
+    lines.append(summary_line(report))
+    return lines
+
+
+def summary_line(report: VerifyReport) -> str:
+    """The last line of :func:`as_text`: the levels that ran, the verdict, the counts, the time,
+    then each requested level that did not run with why (its skipped checks' details).
+
+    A level *ran* when one of its checks ran or it produced a finding (``nothing-to-check``,
+    ``no-gpu``): ``verify static,gpu: clean`` on a machine whose gpu checks were all skipped would
+    claim a proof that was never made. E.g. ``verify static: clean (8 checks ran, 3 skipped) in
+    1.2 s; skipped level gpu: no NVIDIA GPU visible``; no level ran: ``verify (no level ran): ...``.
+    """
+    ran_levels = [lv for lv in report.levels
+                  if any(c.level == lv and c.status != "skipped" for c in report.checks)
+                  or any(f.level == lv for f in report.findings) or any(a.finding.level == lv for a in report.accepted)]
+    skipped = [lv for lv in report.levels if lv not in ran_levels]
     ran = sum(1 for c in report.checks if c.status != "skipped")
     verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
     if report.accepted:
         verdict += f", {len(report.accepted)} accepted"
-    lines.append(f"verify {','.join(report.levels)}: {verdict} ({ran} checks ran, "
-                 f"{len(report.checks) - ran} skipped) in {report.elapsed_s} s")
-    return lines
+    named = ",".join(ran_levels) if ran_levels else "(no level ran)"
+    line = f"verify {named}: {verdict} ({ran} checks ran, {len(report.checks) - ran} skipped) in {report.elapsed_s} s"
+    for lv in skipped:
+        why = "; ".join(dict.fromkeys(c.detail for c in report.checks if c.level == lv and c.detail))
+        line += f"; skipped level {lv}: {why or 'no check of this level applies'}"
+    return line
 
 
 def _allreduce_lines(ar: dict[str, Any]) -> list[str]:

@@ -24,6 +24,7 @@ from envforge.drafter.hub import offline_mode
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
 from envforge.env.profile import recipe_servers
+from envforge.env.processes import can_scan, stale_processes
 from envforge.patching.manifest import rebuild_hint
 from envforge.recipe.load import load_recipe
 from envforge.recipe.project import Project
@@ -114,6 +115,10 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         checks += st.checks
         notes += st.notes
         python = st.python
+        if env.path.is_symlink():  # an envforge generation link: who still runs another generation
+            found_p, check_p = _processes(env.path, options.proc)
+            findings += found_p
+            checks.append(check_p)
     gpu_data: Mapping[str, Any] | None = None
     measurements: dict[str, Any] = {}
     target = dict(lock.envforge.get("target", {}))
@@ -149,6 +154,22 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
                         fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3),
                         accepted=tuple(accepted))
+
+
+def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:
+    """``stale-process`` findings for processes still running from a generation of ``link`` that is
+    no longer live, or started through it before its last flip (:mod:`envforge.env.processes`, B39);
+    skipped without a Linux ``/proc``."""
+    if not can_scan(proc):
+        return [], Check("processes", "static", "skipped", f"no Linux {proc} to read processes from")
+    live = link.resolve().name
+    found = [Finding("stale-process", f"pid {p.pid}", f"every process of {link.name} runs the live generation {live}",
+                     f"{p.command}: {p.why}" + (f" (native code loaded from {', '.join(p.loaded)})" if p.loaded else ""),
+                     f"restart it from envs/.generations/{link.name}/{live}/bin/python (a server pinned to its "
+                     "generation keeps importing from it after a build or rollback)")
+             for p in stale_processes(link, proc=proc)]
+    return found, Check("processes", "static", "findings" if found else "ok",
+                        f"{len(found)} process(es) of another generation" if found else f"none outside {live}")
 
 
 def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:

@@ -24,6 +24,12 @@ semantics: a value the caller exports wins), prints nothing, and never fails the
 a broken or missing hook module gives one warning line on stderr. ``python -S`` skips the ``site``
 module and with it every ``.pth`` file and ``sitecustomize``: the one documented limitation.
 
+With a venv's site-packages, the hook also points the kernel and compile caches the stack keeps
+outside the environment (flashinfer's JIT cache, triton, torch inductor, vLLM, sglang, DeepGEMM:
+:data:`CACHE_VARIABLES`) under the generation, ``<generation>/.cache/<name>`` (field case B49), so
+a rollback never runs kernels compiled for another generation; a variable the profile sets itself,
+or the caller exports, wins.
+
 What was written is recorded in ``<site-packages>/.envforge/env-profile.json``
 (docs/architecture.md) so :func:`revert` removes exactly that, leaving the rest byte-identical.
 
@@ -41,6 +47,7 @@ from envforge.env.profile.installation import (
     ProfileInstall,
     ProfileRevert,
     SitecustomizeShadowed,
+    generation_of,
     install,
     installed_problems,
     read_installed,
@@ -50,10 +57,12 @@ from envforge.env.profile.installation import (
 from envforge.env.profile.source import (
     BLOCK_BEGIN,
     BLOCK_END,
+    CACHE_VARIABLES,
     HOOK_MODULE,
     MODES,
     PTH_FILE,
     block_source,
+    cache_variables,
     hook_source,
     profile_problems,
     pth_source,
@@ -73,6 +82,7 @@ __all__ = [
     "BLOCK_END",
     "EffectiveEnvironment",
     "EffectiveVariable",
+    "CACHE_VARIABLES",
     "HOOK_MODULE",
     "MODES",
     "PTH_FILE",
@@ -86,8 +96,10 @@ __all__ = [
     "ShownVariable",
     "SitecustomizeShadowed",
     "block_source",
+    "cache_variables",
     "check_reach",
     "effective_environment",
+    "generation_of",
     "hook_source",
     "install",
     "installed_problems",

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from envforge.env.profile.source import (
     PTH_FILE,
     SITECUSTOMIZE,
     block_source,
+    cache_variables,
     hook_source,
     profile_problems,
     pth_source,
@@ -44,6 +45,7 @@ __all__ = [
     "ProfileInstall",
     "ProfileRevert",
     "SitecustomizeShadowed",
+    "generation_of",
     "install",
     "installed_problems",
     "read_installed",
@@ -70,6 +72,8 @@ class InstalledProfile:
     ``files`` are paths relative to site-packages that the hook occupies; ``absent_before`` the
     directories that did not exist before install; ``sitecustomize`` (sitecustomize mode only) has
     ``created`` (bool), ``separator`` (text inserted before the block) and ``original-sha256``.
+    ``caches``: the kernel/compile cache variables the hook sets (name -> directory under the
+    generation, :func:`envforge.env.profile.source.cache_variables`; field case B49).
     """
 
     profile: str | None
@@ -78,23 +82,27 @@ class InstalledProfile:
     files: tuple[str, ...]
     absent_before: tuple[str, ...] = ()
     sitecustomize: Mapping[str, Any] | None = None
+    caches: Mapping[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The record's JSON shape, keys in a fixed order."""
         return {"schema": SCHEMA, "profile": self.profile, "mode": self.mode, "env": dict(self.env),
                 "files": list(self.files), "absent-before": list(self.absent_before),
-                "sitecustomize": dict(self.sitecustomize) if self.sitecustomize is not None else None}
+                "sitecustomize": dict(self.sitecustomize) if self.sitecustomize is not None else None,
+                "caches": dict(self.caches)}
 
 
 @dataclass(frozen=True, slots=True)
 class ProfileInstall:
-    """What :func:`install` wrote: ``files`` relative to ``site_packages`` (empty: nothing to do)."""
+    """What :func:`install` wrote: ``files`` relative to ``site_packages`` (empty: nothing to do),
+    ``caches`` the cache variables its hook sets."""
 
     site_packages: Path
     profile: str | None
     mode: str
     env: Mapping[str, str]
     files: tuple[str, ...]
+    caches: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +163,26 @@ def _read_hook(path: Path) -> bytes:
                       hint="move it away, then reinstall the profile: `envforge apply-patches`")
 
 
+def generation_of(site_packages: Path) -> Path | None:
+    """The environment directory (a generation, links resolved) of ``<venv>/lib/python3.X/site-packages``,
+    or None when ``site_packages`` is not laid out so (a bare directory: no caches to isolate)."""
+    if site_packages.name != "site-packages" or site_packages.parent.parent.name != "lib" \
+            or not site_packages.parent.name.startswith("python3"):
+        return None
+    return Path(os.path.realpath(site_packages.parent.parent.parent))
+
+
 def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *, mode: str = "pth",
-            python: Path | None = None, probe_env: Mapping[str, str] | None = None) -> ProfileInstall:
+            python: Path | None = None, probe_env: Mapping[str, str] | None = None,
+            caches: bool = True) -> ProfileInstall:
     """Install the env profile ``profile`` (variables ``env``) into ``site_packages``.
 
     A previous install is reverted first, so re-installing replaces cleanly (also across modes).
-    ``profile is None`` with an empty ``env`` installs nothing. Bytes written are deterministic.
+    With ``caches`` (the default) and a venv's site-packages, the hook also points the kernel and
+    compile caches (:data:`envforge.env.profile.source.CACHE_VARIABLES`) under the generation
+    (:func:`generation_of`), but those ``env`` sets itself (field case B49): a hook is then written
+    even for no profile. ``profile is None`` with an empty ``env`` and no caches installs nothing.
+    Bytes written are deterministic.
 
     :param mode: ``"pth"`` (default) or ``"sitecustomize"``.
     :param python: the interpreter using ``site_packages`` (sitecustomize mode only: asked which
@@ -171,7 +193,9 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     """
     _validate(profile, env, mode)
     env = dict(sorted(env.items()))
-    empty = profile is None and not env
+    gen = generation_of(site_packages) if caches else None
+    cache_env = cache_variables(str(gen), env) if gen is not None else {}
+    empty = profile is None and not env and not cache_env
     previous = read_installed(site_packages)
     was_absent = set(previous.absent_before if previous else ())
     absent = tuple(d for d in _TRACKED_DIRS if d in was_absent or not (site_packages / d).exists())
@@ -182,14 +206,14 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     if empty:
         return ProfileInstall(site_packages, None, mode, env, ())
     if mode == "pth":
-        files, extra = _install_pth(site_packages, profile, env), None
+        files, extra = _install_pth(site_packages, profile, env, cache_env), None
     else:
-        files, extra = _install_block(site_packages, profile, env)
-    record = InstalledProfile(profile, mode, env, files, absent, extra)
+        files, extra = _install_block(site_packages, profile, env, cache_env)
+    record = InstalledProfile(profile, mode, env, files, absent, extra, cache_env)
     state = StateDir(site_packages)
     state.path.mkdir(exist_ok=True)
     atomic_write(state.profile_record, (json.dumps(record.as_dict(), indent=2) + "\n").encode())
-    return ProfileInstall(site_packages, profile, mode, env, files)
+    return ProfileInstall(site_packages, profile, mode, env, files, cache_env)
 
 
 def _venv_python(site_packages: Path) -> Path:
@@ -201,18 +225,19 @@ def _venv_python(site_packages: Path) -> Path:
     return env_python(venv)
 
 
-def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str]) -> tuple[str, ...]:
+def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str],
+                 caches: Mapping[str, str]) -> tuple[str, ...]:
     module = f"{HOOK_MODULE}.py"
     _check_foreign(site_packages / module, HOOK_HEADER.encode())
     _check_foreign(site_packages / PTH_FILE, pth_source().encode())
-    atomic_write(site_packages / module, hook_source(profile, env).encode())
+    atomic_write(site_packages / module, hook_source(profile, env, caches).encode())
     _drop_bytecode(site_packages, HOOK_MODULE)
     atomic_write(site_packages / PTH_FILE, pth_source().encode())
     return (PTH_FILE, module)
 
 
-def _install_block(site_packages: Path, profile: str | None,
-                   env: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _install_block(site_packages: Path, profile: str | None, env: Mapping[str, str],
+                   caches: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, Any]]:
     path = site_packages / SITECUSTOMIZE
     try:
         original, created = _read_hook(path).decode("utf-8"), False
@@ -223,7 +248,7 @@ def _install_block(site_packages: Path, profile: str | None,
                          hint="use the .pth mode (the default)") from None
     original, _ = strip_block(original)  # a stale block from a lost record
     separator = "\n" if original and not original.endswith("\n") else ""
-    atomic_write(path, (original + separator + block_source(profile, env)).encode())
+    atomic_write(path, (original + separator + block_source(profile, env, caches)).encode())
     _drop_bytecode(site_packages, "sitecustomize")
     extra = {"created": created, "separator": separator,
              "original-sha256": sha256_hex(original.encode())}
@@ -344,7 +369,7 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
     return InstalledProfile(profile=data.get("profile"), mode=data["mode"], env=dict(data.get("env", {})),
                             files=tuple(data.get("files", ())),
                             absent_before=tuple(data.get("absent-before", ())),
-                            sitecustomize=data.get("sitecustomize"))
+                            sitecustomize=data.get("sitecustomize"), caches=dict(data.get("caches") or {}))
 
 
 def installed_problems(site_packages: Path) -> tuple[str, ...]:
@@ -352,7 +377,8 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
 
     Each entry names the file and what is wrong: missing, not a regular file (a FIFO, a directory:
     never opened) or larger than 1 MiB, or not the bytes envforge writes for the recorded profile
-    (edited by hand, or written by another envforge). Line ends are compared as text reads them.
+    (edited by hand, or written by another envforge), or recorded kernel caches that are not under
+    this generation. Line ends are compared as text reads them.
 
     :raises InputError: the record is unreadable.
     """
@@ -360,10 +386,15 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
     if record is None:
         return ()
     if record.mode == "sitecustomize":
-        expected = {SITECUSTOMIZE: block_source(record.profile, record.env)}
+        expected = {SITECUSTOMIZE: block_source(record.profile, record.env, record.caches)}
     else:
-        expected = {PTH_FILE: pth_source(), f"{HOOK_MODULE}.py": hook_source(record.profile, record.env)}
+        expected = {PTH_FILE: pth_source(),
+                    f"{HOOK_MODULE}.py": hook_source(record.profile, record.env, record.caches)}
     problems = []
+    gen = generation_of(site_packages)
+    if gen is not None and record.caches and record.caches != cache_variables(str(gen), record.env):
+        problems.append(f"{StateDir(site_packages).profile_record}: its kernel caches are not under this "
+                        f"generation {gen} (copied from another environment?)")
     for name, text in expected.items():
         path = site_packages / name
         try:

@@ -38,6 +38,7 @@ from envforge.verify.records import (
     shared_files_note,
     stale_bytecode,
 )
+from envforge.verify.unapplied import out_of_range_findings
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
@@ -262,6 +263,7 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
         c.add("patch-states", found)
         return
     editable = _editable(inp.site_packages, patchsets, found)
+    found += out_of_range_findings(inp.site_packages, [ps for ps in patchsets if ps.id not in editable])  # B41
     for r in report.results:
         if r.patchset in editable:
             continue

@@ -159,3 +159,22 @@ def test_bad_against_exits_2(project: Path, index: LocalIndex, tmp_path: Path, c
     code, _, err = run(capsys, "demo-fast-path", "--against", against, "--index-url", index.url,
                        "--cache", str(tmp_path / "c"), "--project", str(project))
     assert code == 2 and err.startswith(message), err
+
+
+def test_a_named_patchset_out_of_range_on_an_exact_release_fails(project: Path, index: LocalIndex, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """B41: naming a patchset asks whether it applies there; out-of-range on a release given exactly is a
+    problem (exit 1, the way out); on a range walk, or for a patchset not named, it stays a state."""
+    (project / "patchsets" / "demo-fast-path.toml").write_text(PATCHSET)
+    common = ["--index-url", index.url, "--cache", str(tmp_path / "c"), "--project", str(project)]
+    code, out, err = run(capsys, "demo-fast-path", "--against", "demo-kernels==3.0", *common)
+    assert (code, out) == (1, "demo-kernels  demo-fast-path\n3.0           out-of-range\n")
+    assert err.splitlines()[-1] == (
+        "error: demo-fast-path on demo-kernels 3.0: out-of-range: its versions >=1.0,<3 exclude 3.0, so it "
+        "would not be applied; check the code of 3.0 and widen `versions`, or retire it in the recipe with a "
+        "reason (retire-patchsets)")
+    assert run(capsys, "--against", "demo-kernels==3.0", *common)[0] == 0  # not named: a state only
+    assert run(capsys, "demo-fast-path", "--against", "demo-kernels>=2.0,<2.1", *common)[0] == 0
+    code, out, _ = run(capsys, "demo-fast-path", "--against", "demo-kernels==3.0", "--json", *common)
+    data = json.loads(out)["data"]
+    assert (code, data["ok"], data["must_apply"]) == (1, False, [{"patchset": "demo-fast-path", "version": "3.0"}])

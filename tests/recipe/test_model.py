@@ -173,3 +173,60 @@ def test_index_url_must_be_a_url(tmp_path: Path) -> None:
     assert str(e.value).splitlines()[1] == (
         f"  {p}:6: indexes.mine: 'download.pytorch.org/whl cu130' is not an index URL; use "
         "http(s)://host/path/simple (a PEP 503 index) or file:///dir")
+
+
+def load_recipe_text(tmp_path: Path, text: str) -> None:
+    load_recipe(write(tmp_path, text))
+
+
+RETIRING = """\
+[recipe]
+name = "gk"
+python = "3.12"
+patchsets = ["a-fix", "b-fix", "c-fix"]
+retire-patchsets = [{ id = "c-fix", reason = "c is upstream since 2.0" }]
+
+[variant.old]
+retire-patchsets = [{ id = "b-fix", reason = "b is written for 2.x" }]
+
+[variant.new]
+retire-patchsets = [{ id = "a-fix", reason = "a is written for 1.x" }, { id = "c-fix", reason = "in 2.1 itself" }]
+"""
+
+
+def test_retire_patchsets_of_the_recipe_and_the_variant_merge_by_id(tmp_path: Path) -> None:
+    recipe = load_recipe(write(tmp_path, RETIRING))
+    old, new = recipe.resolve("old"), recipe.resolve("new")
+    assert (old.patchsets, dict(old.retired_patchsets)) == (
+        ("a-fix",), {"b-fix": "b is written for 2.x", "c-fix": "c is upstream since 2.0"})
+    assert (new.patchsets, dict(new.retired_patchsets)) == (
+        ("b-fix",), {"a-fix": "a is written for 1.x", "c-fix": "in 2.1 itself"})
+    assert "retire" not in str(old.inputs())  # not a resolution input: the recipe digest stays
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('{ id = "z-fix", reason = "r" }', "variant.old.retire-patchsets[0].id: retires 'z-fix', which [recipe] "
+                                       "patchsets does not list (it lists: a-fix, b-fix, c-fix)"),
+    ('{ id = "b-fix", reason = " " }', "variant.old.retire-patchsets[0].reason: give the reason reviewers read"),
+    ('{ id = "b-fix" }', "r.toml:8: variant.old.retire-patchsets[0].reason: missing required key"),
+    ('{ id = "b-fix", reason = "r" }, { id = "b-fix", reason = "s" }',
+     "variant.old.retire-patchsets[1].id: retires 'b-fix' again; keep one entry"),
+])
+def test_a_retirement_needs_a_listed_id_and_a_reason(tmp_path: Path, entry: str, message: str) -> None:
+    text = RETIRING.replace('[{ id = "b-fix", reason = "b is written for 2.x" }]', f"[{entry}]")
+    with pytest.raises(RecipeError) as exc:
+        load_recipe_text(tmp_path, text)
+    assert message in str(exc.value)
+
+
+def test_accept_variants_name_variants_of_the_recipe(tmp_path: Path) -> None:
+    entry = ('\n[[verify.accept]]\nkind = "file-conflict"\nsubject = "x.py"\nreason = "r"\nexpires = 2030-01-01\n'
+             'variants = ["{}"]\n')
+    load_recipe_text(tmp_path, RETIRING + entry.format("old") + entry.format("new"))  # one entry per variant: no duplicate
+    with pytest.raises(RecipeError) as exc:
+        load_recipe_text(tmp_path, RETIRING + entry.format("oldd"))
+    assert "verify.accept[0].variants: 'oldd' is not a variant of this recipe (it has: new, old)" in str(exc.value)
+    with pytest.raises(RecipeError) as exc:
+        load_recipe_text(tmp_path, RETIRING + entry.format("old") + entry.format("old"))
+    assert "verify.accept[1]: accepts file-conflict 'x.py' again (already verify.accept[0]); keep one entry" in \
+        str(exc.value)

@@ -25,7 +25,7 @@ from envforge.recipe.project import Project
 from envforge.recipe.load import load_recipe
 from envforge.recipe.model import RecipeError
 from envforge.verify import Finding, VerifyOptions, verify
-from envforge.verify.acceptance import Acceptance, apply_acceptances
+from envforge.verify.acceptance import Acceptance, acceptances_from, apply_acceptances
 from envforge.verify.findings import AcceptedFinding
 from envforge.verify.gpu import nccl_library_findings
 from envforge.verify.report import as_json, as_junit, as_text
@@ -199,10 +199,34 @@ def test_acceptances_are_validated_at_recipe_load(tmp_path: Path, entry: str, pr
 
 def test_the_shipped_kimi_recipe_accepts_the_real_conflict() -> None:
     entries = load_recipe(ROOT / "recipes" / "kimi-k25-sm120.toml").data["verify"]["accept"]
-    assert [(e["kind"], e["subject"], e["expires"], e["between"]) for e in entries] == [
-        ("file-conflict", "build_backend.py", dt.date(2027, 5, 31), ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"])]
+    assert [(e["kind"], e["subject"], e["expires"], e["between"], e["variants"]) for e in entries] == [
+        ("file-conflict", "build_backend.py", dt.date(2027, 5, 31), ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"],
+         ["cu128", "cu130"]),
+        ("file-conflict", "build_backend.py", dt.date(2027, 5, 31), ["flashinfer-python 0.7.2", "torch-c-dlpack-ext 0.1.5"],
+         ["cu130-current", "cu130-aarch64"])]
     assert entries[0]["reason"].startswith("upstream packaging bug, not ours: flashinfer-python 0.6.3 and "
                                            "torch-c-dlpack-ext 0.1.5 both install a top-level build_backend.py")
+    assert entries[1]["reason"].startswith("upstream packaging bug, not ours: flashinfer-python 0.7.2 (read on the "
+                                           "released wheel) and torch-c-dlpack-ext 0.1.5 both install")
+
+
+def test_an_entry_with_variants_holds_only_for_those_variants() -> None:
+    """The sglang 0.5.23 variants lock flashinfer-python 0.7.2: one pinned entry per flashinfer version,
+    each for its variants, so neither is an unmatched entry in the other's environments (B41 follow-up)."""
+    recipe = load_recipe(ROOT / "recipes" / "kimi-k25-sm120.toml").data
+    by_variant = {v: [(a.index, a.between) for a in acceptances_from(recipe, v)]
+                  for v in ("cu128", "cu130", "cu130-current", "cu130-aarch64")}
+    assert by_variant == {
+        "cu128": [(0, ("flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"))],
+        "cu130": [(0, ("flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"))],
+        "cu130-current": [(1, ("flashinfer-python 0.7.2", "torch-c-dlpack-ext 0.1.5"))],
+        "cu130-aarch64": [(1, ("flashinfer-python 0.7.2", "torch-c-dlpack-ext 0.1.5"))]}
+    assert acceptances_from(recipe, None) == ()
+    conflict = Finding("file-conflict", "build_backend.py", "one owner",
+                       "claimed by flashinfer-python 0.7.2, torch-c-dlpack-ext 0.1.5; installed bytes: x", "fix")
+    failing, accepted = apply_acceptances([conflict], acceptances_from(recipe, "cu130-current"),
+                                          today=dt.date(2027, 1, 1), levels=("static",))
+    assert (failing, [a.finding for a in accepted]) == ([], [conflict])
 
 
 def _cp312_wheel(name: str, version: str) -> Path:
@@ -235,8 +259,11 @@ def test_the_real_build_backend_conflict_is_accepted_then_fails_when_expired(tmp
     assert [(f.kind, f.subject) for f in report.findings] == [("file-conflict", "build_backend.py")]
     assert report.findings[0].actual.startswith("claimed by flashinfer-python 0.6.3, torch-c-dlpack-ext 0.1.5;")
     recipe = root / "recipes" / "quickstart.toml"
-    recipe.write_text(recipe.read_text() + (ROOT / "recipes" / "kimi-k25-sm120.toml").read_text().split(
-        "[verify]\nlevels = [\"static\", \"gpu\"]\n", 1)[1].split("\n# Smoke benchmark", 1)[0])
+    block = (ROOT / "recipes" / "kimi-k25-sm120.toml").read_text().split(
+        "[verify]\nlevels = [\"static\", \"gpu\"]\n", 1)[1].split("\n# The same packaging bug", 1)[0]
+    # the kimi entry of flashinfer 0.6.3, for every variant of this one-variant recipe
+    recipe.write_text(recipe.read_text() + "".join(ln + "\n" for ln in block.splitlines()
+                                                   if not ln.startswith("variants = ")))
     report = run(dt.date(2026, 12, 1))
     assert (report.exit_code, report.findings) == (0, ())
     assert [(a.finding.kind, a.finding.subject, a.expires) for a in report.accepted] == [

@@ -20,12 +20,12 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     variants = [args.variant] if args.variant else list(recipe.variants)
-    refs = patchset_refs(project.patchsets_dir, recipe.patchsets)
     stale = False
     rows = []
     for name in variants:
         variant = recipe.resolve(name, env_profile=args.env_profile)
         path = project.lock_path(variant.lock_name)
+        refs = patchset_refs(project.patchsets_dir, variant.patchsets)  # without the variant's retired ones
         if args.check:
             res = check_lock(variant, refs, path)
             stale |= not res.fresh

@@ -123,7 +123,8 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
     if not args.patchsets:
         patchsets = tuple(p for p in patchsets if p.distribution in wanted)
     matrix = check_patchsets(patchsets, against, cache_dir=args.cache or default_cache() / "releases",
-                             index_url=args.index_url or DEFAULT_INDEX, progress=ui.progress)
+                             index_url=args.index_url or DEFAULT_INDEX, progress=ui.progress,
+                             must_apply=args.patchsets)  # named: an out-of-range cell of an exact release fails
     if ui.json_mode:
         ui.emit_json("patches-check", matrix.to_dict())
     else:

@@ -95,6 +95,9 @@ REGISTRY: Mapping[str, Kind] = {
                               rebuild_repairs=True),
     "patch-state": _static("a patchset operation is not in its expected state", "patch-states",
                            rebuild_repairs=True),
+    "patchset-out-of-range": _static("a patchset the lock lists does not apply to the installed version (outside its "
+                                     "versions) and the recipe does not retire it: its fix is not there (B41)",
+                                     "patch-states"),
     "patchset-changed": _static("a patchset file differs from the digest the lock recorded", "patch-states"),
     "env-profile": _static("the env profile does not reach a spawned child, or is not the locked one",
                            "env-profile", rebuild_repairs=True),

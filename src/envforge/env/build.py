@@ -36,6 +36,8 @@ from envforge.env.layout import site_packages
 from envforge.installed.distributions import find_distribution
 from envforge.lock.check import guard_lock
 from envforge.lock.model import read_lock
+from envforge.lock.patchsets import require_applicable
+from envforge.lock.write import patchset_refs
 from envforge.patching.memo import default_result_cache
 from envforge.recipe.envvars import secret_problem
 from envforge.recipe.model import ResolvedVariant
@@ -135,12 +137,16 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
         or edited entry, cut short, no ``[tool.envforge]``, a recipe package missing): never a
         smaller environment.
     :raises CheckFailed: a locked package comes from an index the recipe does not allow for it.
+    :raises envforge.lock.patchsets.PatchsetsNotApplied: a patchset the variant lists applies to no
+        locked version of its distribution (retire it in the recipe, with a reason, or widen it).
     """
     lock = project.lock_path(variant.lock_name)
     if not lock.is_file():
         raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
                          hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
-    guard_lock(lock, variant, find_links)
+    locked = guard_lock(lock, variant, find_links)
+    require_applicable(str(lock), variant, patchset_refs(project.patchsets_dir, variant.patchsets),
+                       ((p.name, p.version) for p in locked.packages))  # B41: never a build that skips a fix
     _check_machine(lock, python, variant)
     _check_profile(lock, variant)
     gen = next_generation(generation_root(project, variant.lock_name))

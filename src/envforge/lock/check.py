@@ -6,7 +6,7 @@
   edited by hand changes it), its ``inputs`` (when present) are a table, and every package those
   inputs record is in ``[[packages]]``. Nothing about the recipe: a recipe edited since is not a broken lock.
 - **Freshness** (:func:`check_lock`, exit 1): the recipe and patchsets are the ones the lock was
-  made from. Each difference is named by its key (``packages.sglang: locked sglang==0.5.9, recipe
+  made from, and every listed patchset applies to the version locked (:mod:`envforge.lock.patchsets`). Each difference is named by its key (``packages.sglang: locked sglang==0.5.9, recipe
   now sglang==0.5.10``; an added or removed key is ``(absent)`` on its missing side).
 
 :func:`guard_lock` is what build reads a lock through: intact, holding every package the recipe
@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 
 from envforge.core.errors import CheckFailed
 from envforge.lock.model import Lock, LockIntegrityError, PatchsetRef, read_lock
+from envforge.lock.patchsets import unapplied_patchsets
 from envforge.lock.read import refuse_ambiguous
 from envforge.lock.routing import index_violations, redact_userinfo
 from envforge.lock.write import expected_tool_table
@@ -214,7 +215,10 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     ``packages.sglang: locked sglang==0.5.9, recipe now sglang==0.5.10``, or
     ``packages.certifi: locked (absent), recipe now certifi==2026.1.1`` for an added package.
 
-    A missing lock is stale (reason ``no lock yet: run envforge lock``), not an error.
+    A missing lock is stale (reason ``no lock yet: run envforge lock``), not an error. So is a lock
+    of a patchset of ``patchsets`` that applies to no locked version of its distribution (B41:
+    ``patchsets.<id>: does not apply to the locked <dist> <version> (its versions: ...)``, with the
+    way out): relocking fails until its ``versions`` is widened or the recipe retires it.
 
     :raises LockError: the lock is unreadable.
     :raises LockIntegrityError: the lock is not what ``envforge lock`` wrote (:func:`check_integrity`);
@@ -231,4 +235,6 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     expected.pop("recipe-digest", None)
     reasons = _diff_tables("", stored.pop("inputs", {}), expected.pop("inputs"))
     reasons += _diff_tables("", stored, expected)
+    reasons += [f"patchsets.{u.id}: {u.describe().removeprefix(f'patchset {u.id} ')}; {u.way_out()}"
+                for u in unapplied_patchsets(patchsets, ((p.name, p.version) for p in lock.packages))]
     return LockCheck(path, not reasons, tuple(redact_userinfo(r) for r in reasons))

@@ -49,10 +49,14 @@ class LockIntegrityError(LockError):
 
 @dataclass(frozen=True, slots=True)
 class PatchsetRef:
-    """A patchset recorded in a lock: ``id`` and ``digest`` (``sha256:<hex>`` of its file)."""
+    """A patchset recorded in a lock: ``id`` and ``digest`` (``sha256:<hex>`` of its file); the
+    ``distribution`` and ``versions`` (PEP 440 specifier) it is written for, to hold it to the locked
+    version (:mod:`envforge.lock.patchsets`; empty: not known, not checked)."""
 
     id: str
     digest: str
+    distribution: str = ""
+    versions: str = ""
 
 
 @dataclass(frozen=True, slots=True)

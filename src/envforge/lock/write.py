@@ -5,7 +5,7 @@
 ``index`` (PEP 751 ``packages.index``), attributed from its file URLs, and ``[tool.envforge]``
 (:func:`expected_tool_table`): recipe, variant, recipe digest, CUDA, target, the inputs by recipe
 key (so ``--check`` can say which key changed), indexes with the packages they serve, overrides
-with their reasons, patchset ids and digests, env profile. File name: ``pylock.<recipe>-<variant>.toml``
+with their reasons, patchset ids and digests, the retired patchsets with their reasons, env profile. File name: ``pylock.<recipe>-<variant>.toml``
 (PEP 751 forbids dots in the middle part; :mod:`envforge.recipe.schema` validates names).
 
 Layout follows uv's own output (one ``[[packages]]`` table per distribution, files as inline tables,
@@ -30,6 +30,7 @@ from envforge import __version__
 from envforge.lock.digest import packages_digest
 from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
+from envforge.lock.patchsets import require_applicable, retired_rows
 from envforge.lock.resolve import Progress, resolve_variant
 from envforge.lock.routing import DEFAULT_INDEX, attribute_packages
 from envforge.patching import load_patchsets
@@ -71,6 +72,8 @@ def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRe
     if variant.build_constraints:
         table["build-constraints"] = list(variant.build_constraints)
     table["patchsets"] = [{"id": p.id, "digest": p.digest} for p in patchsets]
+    if variant.retired_patchsets:
+        table["retired-patchsets"] = retired_rows(variant)
     if variant.env_profile:
         table["env-profile"] = variant.env_profile
     table["env"] = dict(variant.env)
@@ -91,11 +94,15 @@ def lock_variant(
 
     :raises LockError: unsatisfiable (with uv's conflict chain and an override hint).
     :raises CheckFailed: a package from an index not allowed for it, or for another CUDA major.
+    :raises PatchsetsNotApplied: a patchset of ``patchsets`` applies to no locked version of its
+        distribution (B41; nothing written).
     :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
     """
     raw = resolve_variant(variant, out, find_links, offline, upgrade, progress)
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
+    require_applicable(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", variant, patchsets,
+                       ((p["name"], p.get("version")) for p in packages))
     text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)
     changed = not out.is_file() or out.read_text() != text
     if changed:
@@ -117,7 +124,7 @@ def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...
     if not ids:
         return ()
     by_id = {p.id: p for p in load_patchsets(directory, ids)}
-    return tuple(PatchsetRef(pid, by_id[pid].digest) for pid in ids)
+    return tuple(PatchsetRef(pid, by_id[pid].digest, by_id[pid].distribution, by_id[pid].versions) for pid in ids)
 
 
 def _inline(entry: Mapping[str, Any]) -> Any:
@@ -174,7 +181,7 @@ def _tool_table(tool: Mapping[str, Any], indexes: Sequence[Mapping[str, Any]], d
             for sk, sv in v.items():
                 sub[sk] = _array_of_strings(sv) if isinstance(sv, list) else sv
             t[k] = sub
-        elif k in ("overrides", "patchsets"):
+        elif k in ("overrides", "patchsets", "retired-patchsets"):
             t[k] = _array_of_tables(v)
         else:
             t[k] = v

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 
 from envforge.lockdiff.classify import diff_locks
 from envforge.lockdiff.matrix import variant_matrix
+from envforge.lockdiff.patchsets import with_patchset_changes
 from envforge.lockdiff.render import render_textconv
 from envforge.lockdiff.sources import changed_lockfiles, read_lock_file, read_side, recipe_index_names, variant_locks
+from envforge.recipe.project import find_project
 
 if TYPE_CHECKING:  # submodules are imported by the functions below: each path pays for its own
     from envforge.lockdiff.changes import LockDiff
@@ -32,12 +34,14 @@ def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
     :raises InputError: a side is missing, not a lock, or has merge-conflict markers.
     """
     a, b = read_side(old, base=base), read_side(new, base=base)
-    return diff_locks(a, b, names=recipe_index_names((a, b), base))
+    return with_patchset_changes(diff_locks(a, b, names=recipe_index_names((a, b), base)), a, b,
+                                 find_project(base).patchsets_dir)
 
 
 def diff_git(rev: str, *, base: Path) -> tuple[LockDiff, ...]:
     """One diff per lockfile changed between ``rev`` and the working tree of the repo at ``base``."""
-    return tuple(diff_locks(old, new, names=recipe_index_names((old, new), base))
+    return tuple(with_patchset_changes(diff_locks(old, new, names=recipe_index_names((old, new), base)), old, new,
+                                       find_project(base).patchsets_dir)
                  for old, new in changed_lockfiles(base, rev))
 
 

@@ -15,7 +15,7 @@ __all__ = ["envforge_changes", "flatten_envforge", "header_changes"]
 
 _HIDDEN_HEADER = frozenset({"created-by", "lock-version", "version", "revision", "comments"})
 _KEYED_ARRAYS = {"indexes": ("index", "name"), "overrides": ("override", "name"),
-                 "patchsets": ("patchset", "id")}
+                 "patchsets": ("patchset", "id"), "retired-patchsets": ("retired-patchset", "id")}
 
 
 def header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:

@@ -163,6 +163,8 @@ def _is_url(source: str) -> bool:
 
 
 def _field_text(f: FieldChange, arrow: str) -> str:
+    if f.kind == "no-longer-applies":  # envforge.lockdiff.patchsets (B41)
+        return f"{f.section}: {f.subject} no longer applies to {f.new} ({f.note})"
     label = f.subject if f.section in ("envforge", "header") else f"{f.section} {f.subject}"
     if f.kind == "reason":
         return f"{label}: reason {f.old!r} {arrow} {f.new!r}"

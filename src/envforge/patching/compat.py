@@ -11,6 +11,10 @@ exist here; they are listed in the JSON). A cell's state is its operations' stat
 ``out-of-range``    the release is outside the patchset's ``versions``,
 ``unavailable``     the release could not be fetched (the message says why).
 
+A patchset named on the command line is one the caller means to apply there: its ``out-of-range``
+cell on a release given exactly (``--against guardkit==1.1``) is a problem too (exit 1; field case
+B41: a listed patchset that stops applying after an upgrade leaves its fix out without a word).
+
 A cell is cached in ``<cache>/check/<key>.json``, the key being the sha256 of the engine's own
 source, the patchset digest, the version and the sha256 of every file the patchset reads: a warm
 run reads a few files per cell and parses nothing.
@@ -28,6 +32,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.fs import atomic_write
@@ -70,11 +75,16 @@ class CompatMatrix:
     patchsets: tuple[Patchset, ...]
     releases: tuple[tuple[str, tuple[str, ...]], ...]  # (distribution, versions)
     cells: tuple[Cell, ...]
+    must_apply: frozenset[tuple[str, str]] = frozenset()  # (patchset, version) out-of-range may not be
+
+    def _failed(self, c: Cell) -> bool:
+        return c.state in (DRIFTED, UNAVAILABLE) or (c.state == OUT_OF_RANGE and (c.patchset, c.version)
+                                                      in self.must_apply)
 
     @property
     def ok(self) -> bool:
-        """No cell drifted or unavailable."""
-        return all(c.state not in (DRIFTED, UNAVAILABLE) for c in self.cells)
+        """No cell drifted or unavailable, and none of :attr:`must_apply` out of range."""
+        return not any(self._failed(c) for c in self.cells)
 
     def cell(self, patchset: str, version: str) -> Cell | None:
         """The cell of ``patchset`` on its distribution's release ``version``."""
@@ -85,6 +95,7 @@ class CompatMatrix:
         check leaves out), ``cells``."""
         return {
             "ok": self.ok,
+            "must_apply": [{"patchset": p, "version": v} for p, v in sorted(self.must_apply)],
             "releases": {d: list(vs) for d, vs in self.releases},
             "patchsets": [{"id": p.id, "distribution": p.distribution, "versions": p.versions,
                            "digest": p.digest, "requires": [r.text for r in p.requires]} for p in self.patchsets],
@@ -105,9 +116,20 @@ class CompatMatrix:
         return out
 
     def problems(self) -> list[str]:
-        """One line per drifted or unavailable operation: ``<patchset> on <dist> <version>: <message>``."""
-        return [f"{c.patchset} on {c.distribution} {c.version}: {m}" for c in self.cells
-                if c.state in (DRIFTED, UNAVAILABLE) for _, _, s, m in c.operations if s in (DRIFTED, UNAVAILABLE)]
+        """One line per drifted or unavailable operation: ``<patchset> on <dist> <version>: <message>``,
+        and one per :attr:`must_apply` cell out of range, with the way out."""
+        out = []
+        versions = {p.id: p.versions for p in self.patchsets}
+        for c in self.cells:
+            if c.state in (DRIFTED, UNAVAILABLE):
+                out += [f"{c.patchset} on {c.distribution} {c.version}: {m}"
+                        for _, _, s, m in c.operations if s in (DRIFTED, UNAVAILABLE)]
+            elif self._failed(c):
+                out.append(f"{c.patchset} on {c.distribution} {c.version}: out-of-range: its versions "
+                           f"{versions.get(c.patchset, '?')} exclude {c.version}, so it would not be applied; "
+                           f"check the code of {c.version} and widen `versions`, or retire it in the recipe "
+                           "with a reason (retire-patchsets)")
+        return out
 
     def markdown(self) -> str:
         """GitHub-flavoured Markdown: one table per distribution (a row per release, a column per
@@ -162,6 +184,13 @@ def _cell_key(ps: Patchset, version: str, tree: Path) -> str:
     return h.hexdigest()
 
 
+def _version(text: str) -> Version | str:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return text
+
+
 def _fold(states: Sequence[str]) -> str:
     return next((s for s in _FOLD if s in states), UPSTREAM_FIXED)
 
@@ -186,8 +215,11 @@ def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
 
 def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement], *, cache_dir: Path,
                     index_url: str = DEFAULT_INDEX, progress: Callable[[str], None] | None = None,
-                    jobs: int = 4) -> CompatMatrix:
+                    jobs: int = 4, must_apply: Sequence[str] = ()) -> CompatMatrix:
     """Evaluate every patchset on every release ``against`` selects for its distribution.
+
+    ``must_apply``: ids of patchsets whose ``out-of-range`` cell on a release ``against`` gives
+    exactly (``==V``) is a problem (:attr:`CompatMatrix.must_apply`).
 
     Releases are listed from ``index_url`` and fetched into ``cache_dir`` (``jobs`` downloads at
     a time); a release that cannot be fetched gives ``unavailable`` cells, never a skipped one.
@@ -237,4 +269,8 @@ def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement
             else:
                 cells.append(_evaluate(ps, version, tree, cache_dir))
     rows = tuple(p for p in patchsets if any(p.distribution == d for d, _ in releases))
-    return CompatMatrix(rows, tuple(releases), tuple(cells))
+    exact = {(canonicalize_name(r.name), _version(s.version)) for r in against for s in r.specifier
+             if len(r.specifier) == 1 and s.operator == "==" and "*" not in s.version}
+    required = frozenset((p.id, v) for p in rows if p.id in must_apply for d, vs in releases
+                         if d == p.distribution for v in vs if (d, _version(v)) in exact)
+    return CompatMatrix(rows, tuple(releases), tuple(cells), required)

@@ -28,7 +28,7 @@ def load_recipe(path: Path) -> Recipe:
         rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys.
     """
     data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
-    problems = validate(data, RECIPE_SPEC, text) or _duplicates(data, text)
+    problems = validate(data, RECIPE_SPEC, text) or _duplicates(data, text) + _retirements(data, text)
     if problems:
         raise RecipeError(format_problems("recipe", str(path), problems),
                           hint="see docs/recipes.md for the recipe schema")
@@ -50,13 +50,16 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
                                    f"(both normalise to '{canon}'); keep one",
                                    line_of(text, f"{prefix}.{key}")))
             seen.setdefault(canon, key)
-    accepted: dict[tuple[str, str], int] = {}
+    accepted: dict[tuple[str, str], list[tuple[int, frozenset[str] | None]]] = {}
     for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
         pair = (str(entry["kind"]), str(entry["subject"]))
-        if pair in accepted:
+        scope = frozenset(entry["variants"]) if "variants" in entry else None  # None: every variant
+        clash = next((j for j, other in accepted.get(pair, []) if scope is None or other is None or scope & other),
+                     None)
+        if clash is not None:
             out.append(Problem(f"verify.accept[{i}]", f"accepts {pair[0]} '{pair[1]}' again (already "
-                               f"verify.accept[{accepted[pair]}]); keep one entry", line_of(text, "verify.accept")))
-        accepted.setdefault(pair, i)
+                               f"verify.accept[{clash}]); keep one entry", line_of(text, "verify.accept")))
+        accepted.setdefault(pair, []).append((i, scope))
         between = entry.get("between")
         if between is None:
             continue
@@ -68,6 +71,32 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
             out.append(Problem(f"verify.accept[{i}].between", "list the two (or more) different distributions the "
                                "finding names, e.g. [\"flashinfer-python 0.6.3\", \"torch-c-dlpack-ext 0.1.5\"]",
                                where))
+    return out
+
+
+def _retirements(data: Mapping[str, Any], text: str) -> list[Problem]:
+    """Each ``retire-patchsets`` entry ([recipe] or [variant.V]) names a patchset ``[recipe] patchsets``
+    lists, once per table; each ``[[verify.accept]] variants`` item names a variant of the recipe."""
+    listed = list(data["recipe"].get("patchsets", ()))
+    tables = [("recipe", data["recipe"])] + [(f"variant.{v}", t) for v, t in data.get("variant", {}).items()]
+    out = []
+    for prefix, table in tables:
+        seen: set[str] = set()
+        for i, entry in enumerate(table.get("retire-patchsets", ())):
+            key, pid = f"{prefix}.retire-patchsets[{i}].id", str(entry["id"])
+            where = line_of(text, f"{prefix}.retire-patchsets")
+            if pid not in listed:
+                out.append(Problem(key, f"retires '{pid}', which [recipe] patchsets does not list "
+                                        f"(it lists: {', '.join(listed) or 'none'})", where))
+            elif pid in seen:
+                out.append(Problem(key, f"retires '{pid}' again; keep one entry", where))
+            seen.add(pid)
+    variants = set(data.get("variant", {})) or {DEFAULT_VARIANT}
+    for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
+        for name in entry.get("variants", ()):
+            if name not in variants:
+                out.append(Problem(f"verify.accept[{i}].variants", f"'{name}' is not a variant of this recipe "
+                                   f"(it has: {', '.join(sorted(variants))})", line_of(text, "verify.accept")))
     return out
 
 

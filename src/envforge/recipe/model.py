@@ -104,7 +104,10 @@ class ResolvedVariant:
     """One variant merged over the recipe's base: everything ``lock`` and ``build`` need.
 
     ``lock_name`` is ``<recipe>-<variant>``: the lock is ``lockfiles/pylock.<lock_name>.toml`` and
-    the environment ``envs/<lock_name>``.
+    the environment ``envs/<lock_name>``. ``patchsets`` are the recipe's ``[recipe] patchsets`` this
+    variant applies, in recipe order; ``retired_patchsets`` (id -> reason, recipe order) the listed
+    ones it retires (``retire-patchsets`` of ``[recipe]`` with ``[variant.V]`` on top): never applied,
+    recorded in the lock with their reasons.
     """
 
     recipe: str
@@ -124,6 +127,7 @@ class ResolvedVariant:
     source_builds: Mapping[str, str] = field(default_factory=dict)
     build_constraints: tuple[str, ...] = ()
     exclude_newer: str | None = None
+    retired_patchsets: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lock_name(self) -> str:
@@ -188,18 +192,27 @@ class Recipe:
         pins = tuple(self._pin(k, v, indexes, name) for k, v in sorted(packages.items()))
         profile = self._profile_name(env_profile or vdata.get("env-profile"))
         target = replace(self.target, platform=vdata.get("platform", self.target.platform))
+        retired = self._retired(vdata)
         return ResolvedVariant(
             recipe=self.name, variant=name, python=self.python, resolution=self.resolution,
             target=target, cuda=vdata.get("cuda"), packages=pins,
             indexes=tuple(Index(k, v) for k, v in sorted(indexes.items())),
             overrides=tuple(Override(k, v["version"], v["reason"]) for k, v in sorted(overrides.items())),
-            patchsets=self.patchsets, env_profile=profile, env=self._profile_env(profile),
+            patchsets=tuple(p for p in self.patchsets if p not in retired), env_profile=profile, env=self._profile_env(profile),
             verify=self.data.get("verify", {}),
             cuda_exceptions=self._reasons("cuda-exceptions", vdata),
             source_builds=self._reasons("build-from-source", vdata),
             build_constraints=tuple(self.data["recipe"].get("build-constraints", ())),
             exclude_newer=self.data["recipe"].get("exclude-newer"),
+            retired_patchsets=retired,
         )
+
+    def _retired(self, vdata: Mapping[str, Any]) -> dict[str, str]:
+        """``retire-patchsets`` of ``[recipe]`` with the variant's on top: id -> reason, in the
+        order of ``[recipe] patchsets`` (the loader checks each id is listed there)."""
+        reasons = {str(e["id"]): str(e["reason"]) for e in self.data["recipe"].get("retire-patchsets", ())}
+        reasons.update({str(e["id"]): str(e["reason"]) for e in vdata.get("retire-patchsets", ())})
+        return {p: reasons[p] for p in self.patchsets if p in reasons}
 
     def _reasons(self, key: str, vdata: Mapping[str, Any]) -> dict[str, str]:
         """``[key]`` of the base with ``[variant.V.key]`` on top, names normalised, sorted."""

@@ -161,6 +161,10 @@ _SPEC_REQ = Str(_pin_problem)
 # a distribution built for another CUDA major (B03) kept on purpose, and a distribution built
 # from its sdist at install time (B28).
 _REASONS = MapOf(Str(_reason_problem), _pkg_problem)
+# A listed patchset this variant does not apply (B41), with the reason reviewers read: without it, a
+# listed patchset that does not apply to the locked version is an error at lock and build. Like pnpm's
+# allowUnusedPatches, but one patchset at a time and never without a reason.
+_RETIRED = ListOf(Table({"id": Str(), "reason": Str(_reason_problem)}, frozenset({"id", "reason"})))
 
 _VARIANT = Table({
     "cuda": Str(),
@@ -172,6 +176,7 @@ _VARIANT = Table({
     "platform": _PLATFORM,
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
+    "retire-patchsets": _RETIRED,
 })
 
 # [verify.drafter] and [verify.smoke] are owned by envforge.drafter and envforge.bench.
@@ -240,9 +245,11 @@ def _actual_problem(v: str) -> str | None:
 
 
 # [[verify.accept]]: a known finding accepted after review (envforge.verify.acceptance). ``between``
-# (file-conflict only) and ``actual`` pin the finding beyond kind and subject.
+# (file-conflict only) and ``actual`` pin the finding beyond kind and subject; ``variants`` limits
+# the entry to environments of those variants (a pinned finding that differs between variants).
 _ACCEPT = Table({"kind": Str(_kind_problem), "subject": Str(_subject_problem), "reason": Str(_reason_problem),
-                 "expires": Date(), "between": ListOf(Str(_claimant_problem)), "actual": Str(_actual_problem)},
+                 "expires": Date(), "between": ListOf(Str(_claimant_problem)), "actual": Str(_actual_problem),
+                 "variants": ListOf(Str(lock_name_problem))},
                 frozenset({"kind", "subject", "reason", "expires"}))
 
 RECIPE_SPEC = Table({
@@ -251,6 +258,7 @@ RECIPE_SPEC = Table({
         "description": Str(),
         "python": Str(_python_problem),
         "patchsets": ListOf(Str()),
+        "retire-patchsets": _RETIRED,
         "resolution": Enum("full", "no-deps"),
         "build-constraints": ListOf(_SPEC_REQ),
         "exclude-newer": Str(_timestamp_problem),

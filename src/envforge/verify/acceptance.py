@@ -9,6 +9,7 @@ A recipe lists entries under ``[[verify.accept]]``::
     expires = 2027-03-31                # a TOML date; the entry holds through that day
     between = ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"]  # optional, file-conflict only
     # actual = "..."                    # optional, any kind: the finding's actual text, exactly
+    # variants = ["cu128"]              # optional: only environments of these variants
 
 The recipe loader validates the entries (key paths and lines). :func:`apply_acceptances` splits a
 verify run's findings: a finding an entry in force matches (same kind and subject, and the same
@@ -68,13 +69,15 @@ class Acceptance:
         return f"verify.accept[{self.index}]"
 
 
-def acceptances_from(recipe: Mapping[str, Any]) -> tuple[Acceptance, ...]:
-    """The entries of a validated recipe's ``[[verify.accept]]`` (its parsed TOML data)."""
+def acceptances_from(recipe: Mapping[str, Any], variant: str | None = None) -> tuple[Acceptance, ...]:
+    """The entries of a validated recipe's ``[[verify.accept]]`` (its parsed TOML data) in force for
+    an environment of ``variant``: an entry with ``variants`` holds only for those (None: the
+    variant is unknown, only entries without ``variants``)."""
     entries: Sequence[Mapping[str, Any]] = recipe.get("verify", {}).get("accept", [])
     return tuple(Acceptance(str(e["kind"]), str(e["subject"]), str(e["reason"]), e["expires"], i,
                             tuple(str(b) for b in e["between"]) if "between" in e else None,
                             str(e["actual"]) if "actual" in e else None)
-                 for i, e in enumerate(entries))
+                 for i, e in enumerate(entries) if "variants" not in e or variant in e["variants"])
 
 
 def _and(items: Sequence[str]) -> str:

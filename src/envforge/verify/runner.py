@@ -143,7 +143,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     findings += _nothing_checked(asked, checks, findings)
     findings = _name_commands(findings, env, project, gen.get("recipe") or lock.envforge.get("recipe"),
                               gen.get("variant") or lock.envforge.get("variant"))
-    entries = acceptances_from(recipe)
+    entries = acceptances_from(recipe, gen.get("variant") or lock.envforge.get("variant"))
     failing, accepted = apply_acceptances(findings, entries, levels=levels,
                                           today=options.today or datetime.date.today())
     if entries:

@@ -22,7 +22,13 @@ from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.probe import run_probe
 from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
-from envforge.env.profile import ServedCommand, check_reach, installed_problems, profile_problems, read_installed
+from envforge.env.profile import (
+    ServedCommand,
+    check_reach,
+    installed_problems,
+    profile_problems,
+    read_installed,
+)
 from envforge.installed.editable import editable_install
 from envforge.lock.check import integrity_problems
 from envforge.lock.model import read_lock
@@ -41,7 +47,14 @@ from envforge.verify.records import (
     shared_files_note,
     stale_bytecode,
 )
-from envforge.verify.startup import StartupScan, check_outside, hook_notes, scan_site_dir, startup_findings
+from envforge.verify.startup import (
+    StartupScan,
+    check_outside,
+    hook_notes,
+    scan_site_dir,
+    startup_findings,
+)
+from envforge.verify.unapplied import out_of_range_findings
 from envforge.verify.versions import check_cuda_major, check_families, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
@@ -273,6 +286,7 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
         c.add("patch-states", found)
         return
     editable = _editable(inp.site_packages, patchsets, found)
+    found += out_of_range_findings(inp.site_packages, [ps for ps in patchsets if ps.id not in editable])  # B41
     for r in report.results:
         if r.patchset in editable:
             continue

@@ -411,6 +411,8 @@ def _read_stream(resp: http.client.HTTPResponse, stream: Stream, budget: Budget,
                 return f"malformed chunk after {stream.total} tokens: JSON nested too deeply", None
             except MalformedChunk as exc:
                 return f"malformed chunk after {stream.total} tokens: {exc}", None
+            except ValueError as exc:  # not JSON, or not UTF-8
+                return f"{type(exc).__name__}: {exc}", None
         if progressed:
             budget.progressed()
             reading.idle_lines = False

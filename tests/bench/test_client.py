@@ -1,23 +1,34 @@
-"""The bench client: SGLang / OpenAI stream parsing on recorded bodies, and real HTTP to a local
-server that replays them chunk by chunk."""
+"""The bench client: SGLang / OpenAI stream parsing on recorded bodies, real HTTP to a local
+server that replays them chunk by chunk, and malformed replies (issue 27): a hostile local server's
+shapes and property tests over arbitrary chunks and stream bodies."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.support.bench_support import replay_server, sse_events
+from tests.support.hostile_server import hostile_server
 
 from envforge.bench.client import (
     Endpoint,
     RequestOptions,
+    Stream,
     TokenEvent,
+    _failure,
+    _read_stream,
+    _Reading,
     run_level,
     send_request,
     timeline_of,
 )
-from envforge.bench.engines import engine
+from envforge.bench.engines import ENGINES, engine
+from envforge.bench.engines.base import MalformedChunk
+from envforge.bench.transport import Budget
 
 SGLANG, OPENAI = engine("sglang"), engine("openai")
 
@@ -133,7 +144,6 @@ def test_finish_reasons_other_than_length_or_stop_fail() -> None:
             (0.2, {"choices": [], "usage": {"completion_tokens": 1}})]
     st = timeline_of(OPENAI, body)
     assert st.finish == "content_filter" and st.total == 1
-    from envforge.bench.client import _failure
     assert _failure(st, 1) == ("finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
     st.finish = "stop"
     assert _failure(st, 1) is None
@@ -189,18 +199,6 @@ def test_run_level_keeps_prompt_order_and_measures_wall_time() -> None:
 
 
 # -- malformed replies (issue 27): a failed request with its reason, never an exception
-
-import io  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from tests.support.hostile_server import hostile_server  # noqa: E402
-
-from envforge.bench.client import Stream, _failure, _read_stream, _Reading  # noqa: E402
-from envforge.bench.engines import ENGINES  # noqa: E402
-from envforge.bench.engines.base import MalformedChunk  # noqa: E402
-from envforge.bench.transport import Budget  # noqa: E402
-
 
 @pytest.mark.parametrize("mode, message", [
     ("deepjson", "malformed chunk after 0 tokens: JSON nested too deeply"),

@@ -45,7 +45,7 @@ def messages(report: dict | None) -> list[str]:
 
 def test_an_endless_flush_answer_is_cut_at_the_status_limit(tmp_path: Path) -> None:
     with hostile_server("flushbig") as url:
-        m, report = bench(url, tmp_path)
+        m, _ = bench(url, tmp_path)
     assert m.returncode == 0, m.stderr[-2000:]
     assert ("warning: server 'url': not flushed: POST /flush_cache answered the answer is larger than 1048576 "
             "bytes; prompts are distinct anyway") in m.stderr

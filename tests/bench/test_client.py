@@ -1,23 +1,34 @@
-"""The bench client: SGLang / OpenAI stream parsing on recorded bodies, and real HTTP to a local
-server that replays them chunk by chunk."""
+"""The bench client: SGLang / OpenAI stream parsing on recorded bodies, real HTTP to a local
+server that replays them chunk by chunk, and malformed replies (issue 27): a hostile local server's
+shapes and property tests over arbitrary chunks and stream bodies."""
 
 from __future__ import annotations
 
+import io
 import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.support.bench_support import replay_server, sse_events
+from tests.support.hostile_server import hostile_server
 
 from envforge.bench.client import (
     Endpoint,
     RequestOptions,
+    Stream,
     TokenEvent,
+    _failure,
+    _read_stream,
+    _Reading,
     run_level,
     send_request,
     timeline_of,
 )
-from envforge.bench.engines import engine
+from envforge.bench.engines import ENGINES, engine
+from envforge.bench.engines.base import MalformedChunk
+from envforge.bench.transport import Budget
 
 SGLANG, OPENAI = engine("sglang"), engine("openai")
 
@@ -133,7 +144,6 @@ def test_finish_reasons_other_than_length_or_stop_fail() -> None:
             (0.2, {"choices": [], "usage": {"completion_tokens": 1}})]
     st = timeline_of(OPENAI, body)
     assert st.finish == "content_filter" and st.total == 1
-    from envforge.bench.client import _failure
     assert _failure(st, 1) == ("finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
     st.finish = "stop"
     assert _failure(st, 1) is None
@@ -186,3 +196,81 @@ def test_run_level_keeps_prompt_order_and_measures_wall_time() -> None:
     assert run.concurrency == 3 and len(run.results) == 6
     assert all(r.ok and r.output_tokens == 5 for r in run.results)
     assert run.wall_s >= max(r.e2e_s for r in run.results)
+
+
+# -- malformed replies (issue 27): a failed request with its reason, never an exception
+
+@pytest.mark.parametrize("mode, message", [
+    ("deepjson", "malformed chunk after 0 tokens: JSON nested too deeply"),
+    ("scalar", "malformed chunk after 0 tokens: a chunk is a JSON number, not an object"),
+    ("list", "malformed chunk after 0 tokens: a chunk is a JSON array, not an object"),
+    ("metastr", "malformed chunk after 0 tokens: 'meta_info' is a JSON string, not an object"),
+    ("tok_list", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON array, not a count"),
+    ("tok_null", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON null, not a count"),
+    ("tok_inf", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is inf, not a count"),
+])
+def test_a_malformed_stream_is_a_failed_request_with_its_reason(mode: str, message: str) -> None:
+    """Real HTTP to a hostile local server (tests/support/hostile_server.py names each shape);
+    before issue 27 each was an exception out of the client (bench exit 70)."""
+    with hostile_server(mode) as url:
+        r = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8))
+    assert (r.ok, r.status, r.error) == (False, 200, message)
+
+
+def test_openai_chunks_of_the_wrong_shape_are_malformed() -> None:
+    for chunk, why in [({"choices": "abc"}, "'choices' is a JSON string, not an array"),
+                       ({"choices": [5]}, "'choices[0]' is a JSON number, not an object"),
+                       ({"choices": [{"text": "", "delta": []}]}, "'delta' is a JSON array, not an object"),
+                       ({"usage": 3}, "'usage' is a JSON number, not an object"),
+                       ({"usage": {"completion_tokens": float("nan")}}, "'usage.completion_tokens' is nan, not a count")]:
+        with pytest.raises(MalformedChunk) as exc:
+            timeline_of(OPENAI, [(0.1, chunk)])
+        assert str(exc.value) == why
+    # what was accepted before stays accepted: a numeric string, a float (int() of it), a null usage
+    st_ = timeline_of(OPENAI, [(0.1, {"choices": [{"text": "a"}], "usage": None}),
+                               (0.2, {"choices": [], "usage": {"completion_tokens": "8"}})])
+    assert (st_.tokens, st_.usage) == (1, 8)
+    assert timeline_of(SGLANG, [(0.1, {"meta_info": {"completion_tokens": 8.5}})]).usage == 8
+
+
+_KEYS = st.sampled_from(["text", "meta_info", "completion_tokens", "finish_reason", "type", "message", "status_code",
+                         "spec_verify_ct", "choices", "usage", "delta", "content", "error", "code", "x"])
+_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+            | st.text(max_size=8))
+_JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=5),
+                        max_leaves=12)
+_CHUNK = st.dictionaries(_KEYS, _JSONISH, max_size=5) | _JSONISH
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(ENGINES), st.lists(_CHUNK, max_size=6))
+def test_arbitrary_chunks_are_read_or_malformed_never_an_exception(name: str, chunks: list[object]) -> None:
+    """Any JSON-ish chunks: every engine either reads them or raises MalformedChunk (the failed-
+    request path), and judging the stream after them never raises."""
+    stream = Stream(engine(name))
+    try:
+        for i, c in enumerate(chunks):
+            stream.feed(0.1 * (i + 1), c)  # type: ignore[arg-type]
+    except MalformedChunk:
+        return
+    why = _failure(stream, 8)
+    assert why is None or isinstance(why[0], str)
+
+
+_LINES = st.lists(st.one_of(
+    st.builds(lambda v: b"data: " + json.dumps(v).encode() + b"\n", _CHUNK),
+    st.binary(max_size=20).map(lambda b: b + b"\n"),
+    st.sampled_from([b"\n", b": ping\n", b"data: [DONE]\n", b"data: " + b"[" * 5000 + b"\n", b"data: {\n"])),
+    max_size=8)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(ENGINES), _LINES)
+def test_arbitrary_stream_bodies_end_as_a_result_or_a_reason(name: str, lines: list[bytes]) -> None:
+    """Any body of lines (JSON-ish data chunks, raw bytes, deep nesting, cut JSON): the stream
+    reader returns None (the stream ended) or a (reason, status) failure, never raises."""
+    stream = Stream(engine(name))
+    why = _read_stream(io.BytesIO(b"".join(lines)), stream, Budget(timeout_s=60), _Reading(True), 0.0,  # type: ignore[arg-type]
+                       time.perf_counter)
+    assert why is None or (isinstance(why[0], str) and why[1] is None)
+    assert _failure(stream, 8) is None or isinstance(_failure(stream, 8), tuple)

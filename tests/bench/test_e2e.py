@@ -386,3 +386,69 @@ def test_interleave_starts_the_configurations_in_turns(tmp_path: Path, capsys: p
     assert data["method"]["order"] == "interleaved" and data["config"]["interleave"] is True
     assert [len(s["levels"][0]["repeats"]) for s in data["servers"]] == [2, 2]
     assert [f"repeat {i}/2" in stderr for i in (1, 2)] == [True, True]
+
+
+def test_a_started_server_s_credentials_are_neither_printed_nor_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Row #22 of issue 27: `--api-key SECRET` in a smoke server's args was printed ("starting
+    'hostile': ... --api-key SECRETargkey") and written into the report's argv."""
+    import sys
+
+    from tests.support import hostile_server
+    port = free_port()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "sec.toml").write_text(f'''
+[recipe]
+name = "sec"
+python = "3.12"
+
+[verify.smoke]
+model = "m"
+port = {port}
+max-new-tokens = 8
+warmup = 0
+requests = 1
+repeats = 1
+concurrency = [1]
+
+[[verify.smoke.servers]]
+name = "hostile"
+args = ["{hostile_server.__file__}", "{{port}}", "goodsse", "--api-key", "SECRETargkey", "--hf-token=SECRETtok",
+        "--index", "http://u:SECRETpw@127.0.0.1:1/simple"]
+''')
+    env = tmp_path / "envs" / "sec-default"
+    (env / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    out = tmp_path / "s.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "sec", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    argv = json.loads(out.read_text())["data"]["servers"][0]["argv"]
+    assert argv == [str(env / "bin" / "python"), hostile_server.__file__, str(port), "goodsse", "--api-key",
+                    "<redacted>", "--hf-token=<redacted>", "--index", "http://<credentials>@127.0.0.1:1/simple"]
+    assert (f"starting 'hostile': {env / 'bin' / 'python'} {hostile_server.__file__} {port} goodsse --api-key "
+            "<redacted> --hf-token=<redacted> --index http://<credentials>@127.0.0.1:1/simple") in stderr
+    everything = stdout + stderr + out.read_text()
+    assert "SECRET" not in everything
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("deepjson", "malformed chunk after 0 tokens: JSON nested too deeply"),
+    ("scalar", "malformed chunk after 0 tokens: a chunk is a JSON number, not an object"),
+    ("metastr", "malformed chunk after 0 tokens: 'meta_info' is a JSON string, not an object"),
+    ("tok_inf", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is inf, not a count"),
+])
+def test_bench_url_on_a_malformed_stream_exits_3_with_the_reason_in_the_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str, message: str) -> None:
+    """Row #14 of issue 27: these were an internal error (exit 70, RecursionError, AttributeError,
+    OverflowError) and no report was written."""
+    from tests.support.hostile_server import hostile_server
+    out = tmp_path / "m.json"
+    with hostile_server(mode) as url:
+        code = main(["bench", "--url", url, "--max-new-tokens", "8", "--concurrency", "1", "--repeats", "1",
+                     "--warmup", "0", "--requests", "1", "--output", str(out), "--no-plot"])
+    stderr = capsys.readouterr().err
+    assert code == 3, stderr
+    assert f"  server 'url', concurrency 1, repeat 1: {message} (status 200)" in stderr
+    assert [f["message"] for f in json.loads(out.read_text())["data"]["failures"]] == [message]

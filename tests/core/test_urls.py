@@ -68,3 +68,43 @@ def test_substitution_keeps_the_run_as_written() -> None:
     # As the redactors use it: group 1 is put back, so leading digits or signs stay in the text.
     assert re.sub(SCHEME + r"[^/@\s]+@", r"\1<credentials>@", "9x+y://tok@h and _a://u:p@h/x") == (
         "9x+y://<credentials>@h and _a://<credentials>@h/x")
+
+
+# -- redact_argv (issue 27): a server's command line is printed and written into bench reports
+
+from envforge.cli import output  # noqa: E402
+from envforge.core.urls import REDACTED, redact, redact_argv, secret_arg_name  # noqa: E402
+
+
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["--api-key", "SECRETargkey"], ["--api-key", REDACTED]),
+    (["--api-key=SECRETargkey"], ["--api-key=<redacted>"]),
+    (["--hf-token", "hf_x", "--token=t", "--admin-api-key", "a", "--openai-api-key=o"],
+     ["--hf-token", REDACTED, "--token=<redacted>", "--admin-api-key", REDACTED, "--openai-api-key=<redacted>"]),
+    (["--password", "p", "--secret", "s", "--access-key", "k", "--credentials", "c"],
+     ["--password", REDACTED, "--secret", REDACTED, "--access-key", REDACTED, "--credentials", REDACTED]),
+    (["HF_TOKEN=hf_x", "AWS_SECRET_ACCESS_KEY=k", "NCCL_DEBUG=INFO"], ["HF_TOKEN=<redacted>",
+                                                                     "AWS_SECRET_ACCESS_KEY=<redacted>", "NCCL_DEBUG=INFO"]),
+    # a flag followed by another option has no value to hide
+    (["--api-key", "--port", "8000"], ["--api-key", "--port", "8000"]),
+    # not credentials: token counts, a tokenizer, where a token lives
+    (["--max-tokens", "8", "--tokenizer", "t", "--token-file", "/run/tok", "--num-speculative-tokens", "3"],
+     ["--max-tokens", "8", "--tokenizer", "t", "--token-file", "/run/tok", "--num-speculative-tokens", "3"]),
+    # URL userinfo anywhere, by the same redaction as every printed line
+    (["--url", "http://u:SECRET@127.0.0.1:1/x", "--x=https://TOK@h/"],
+     ["--url", "http://<credentials>@127.0.0.1:1/x", "--x=https://<credentials>@h/"]),
+    (["python", "-m", "sglang.launch_server", "--model", "m"], ["python", "-m", "sglang.launch_server", "--model", "m"]),
+])
+def test_redact_argv_hides_credential_values_and_userinfo(argv: list[str], shown: list[str]) -> None:
+    assert redact_argv(argv) == tuple(shown)
+
+
+def test_secret_arg_names() -> None:
+    assert [secret_arg_name(n) for n in ("--api-key", "--apikey", "-token", "--x-secret-y", "--private-key",
+                                         "--tokens", "--ssl-keyfile", "--key", "--api-key-path", "", "--")] == [
+        True, True, True, True, True, False, False, False, False, False, False]
+
+
+def test_redact_is_the_one_redaction_the_cli_prints_through() -> None:
+    assert output.redact is redact
+    assert redact("git+ssh://git@h and https://u:p@h") == "git+ssh://git@h and https://<credentials>@h"

@@ -9,12 +9,19 @@ sends, times and judges.
 A request is **failed** (``ok=False``, ``error`` set, ``status`` the HTTP status or the abort's
 ``status_code``) when: the HTTP status is not 200; a chunk is an ``error`` object; the finish reason
 is anything but ``length`` or ``stop`` (``abort`` included); the stream ends without a finish reason
-(closed early); the output is not exactly ``max_new_tokens`` tokens; no progress for ``idle_timeout_s``
-(keep-alive pings are no progress); no end after ``timeout_s``; or the run is cancelled.
+(closed early); the output is not exactly ``max_new_tokens`` tokens; a chunk is malformed (not JSON,
+nested too deeply, not an object, a field of the wrong type: ``meta_info`` a string, a token count
+that is a list, null or infinite); a line is longer than
+:data:`~envforge.bench.transport.MAX_LINE_BYTES`; no byte or no progress for ``idle_timeout_s``
+(keep-alive pings, a line that grows without ending and headers sent byte by byte are no progress);
+no end after ``timeout_s``; or the run is cancelled. These limits hold during every read
+(:mod:`envforge.bench.transport`), not between lines.
 
 Per request: time to first token (TTFT), inter-token latency (decode time after the first chunk
 divided by the tokens that followed it), output tokens, end-to-end time, verify steps. HTTP is the
-standard library's :mod:`http.client`; one connection per request, one thread per concurrent stream.
+standard library's :mod:`http.client` under :mod:`envforge.bench.transport`'s bounds; one connection
+per request, one thread per concurrent stream. The status routes (readiness, cache flush) read whole
+answers of at most :data:`~envforge.bench.transport.STATUS_MAX_BYTES` within their timeout.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+from envforge.bench.engines.base import MalformedChunk, json_type
+from envforge.bench.transport import MAX_LINE_BYTES, BoundedConnection, Budget, ReadLimit, fetch, read_line
 
 if TYPE_CHECKING:  # the engines build on this module's Stream and RequestOptions
     from envforge.bench.engines.base import Engine
@@ -81,8 +91,9 @@ class Endpoint:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}{self.prefix}"
 
-    def connection(self, timeout_s: float) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout_s)
+    def connection(self, budget: Budget) -> BoundedConnection:
+        """A connection whose answer is read under ``budget``."""
+        return BoundedConnection(self.host, self.port, budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,29 +182,28 @@ class Cancel:
 
 
 def get_status(url: str, timeout_s: float = 5.0) -> int | str:
-    """GET ``url``: the HTTP status, or the connection error as text (``"connection refused"``)."""
+    """GET ``url``: the HTTP status, or why there is none as text (``"connection refused"``,
+    ``"no complete answer after 5 s"``, ``"the answer is larger than 1048576 bytes"``). The whole
+    answer must arrive within ``timeout_s`` seconds (headers included)."""
     return _status("GET", url, timeout_s)
 
 
 def post_status(url: str, timeout_s: float = 30.0) -> int | str:
-    """POST ``url`` with an empty body (e.g. SGLang's ``/flush_cache``): the status or the error."""
+    """POST ``url`` with an empty body (e.g. SGLang's ``/flush_cache``): the status or why there is
+    none, as :func:`get_status`."""
     return _status("POST", url, timeout_s)
 
 
 def _status(method: str, url: str, timeout_s: float) -> int | str:
     ep = Endpoint.from_url(url)
-    conn = ep.connection(timeout_s)
     try:
-        conn.request(method, urlsplit(url).path or "/", body=b"" if method == "POST" else None)
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status
+        return fetch(ep.host, ep.port, method, urlsplit(url).path or "/", timeout_s=timeout_s)[0]
+    except ReadLimit as exc:
+        return exc.message
     except ConnectionRefusedError:
         return "connection refused"
     except (OSError, http.client.HTTPException) as exc:
         return f"{type(exc).__name__}: {exc}".rstrip(": ")
-    finally:
-        conn.close()
 
 
 def _chunk_error(obj: Mapping[str, Any]) -> tuple[str, int | None] | None:
@@ -229,7 +239,12 @@ class Stream:
         self.error: tuple[str, int | None] | None = None
 
     def feed(self, t: float, obj: Mapping[str, Any]) -> bool:
-        """Take one chunk received ``t`` seconds after the send; True when it made progress."""
+        """Take one chunk received ``t`` seconds after the send; True when it made progress.
+
+        :raises MalformedChunk: ``obj`` is not a JSON object, or the engine cannot read a field of it.
+        """
+        if not isinstance(obj, Mapping):
+            raise MalformedChunk(f"a chunk is a JSON {json_type(obj)}, not an object")
         if (err := _chunk_error(obj)) is not None:
             self.error = err
             return True
@@ -302,21 +317,25 @@ def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestO
     returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see the module
     docstring for what fails a request)."""
     path, body = engine.request(prompt, opts)
-    conn = endpoint.connection(min(opts.idle_timeout_s, opts.timeout_s))
+    budget = Budget(timeout_s=opts.timeout_s, idle_s=opts.idle_timeout_s, progress_s=opts.idle_timeout_s,
+                    max_bytes=None)
+    conn = endpoint.connection(budget)
     t0 = clock()
     if cancel is not None:
         if cancel.event.is_set():
             return _failed(t0, clock, "cancelled")
         cancel.register(conn)
     stream = Stream(engine)
+    reading = _Reading()
     try:
         conn.request("POST", endpoint.prefix + path, body=json.dumps(body),
                      headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
         resp = conn.getresponse()
+        reading.headers = True
         if resp.status != 200:
             text = resp.read(300).decode("utf-8", "replace").strip()
             return _failed(t0, clock, f"HTTP {resp.status} from {path}: {text}", resp.status)
-        why = _read_stream(resp, stream, opts, t0, clock)
+        why = _read_stream(resp, stream, budget, reading, t0, clock)
         e2e = clock() - t0
         if cancel is not None and cancel.event.is_set():
             why = ("cancelled", None)
@@ -326,6 +345,10 @@ def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestO
             status = why[1] if why[1] is not None else None if why[0] == "cancelled" else 200
             return _failed(t0, clock, why[0], status, stream)
         return _result(stream, e2e)
+    except ReadLimit as exc:
+        if cancel is not None and cancel.event.is_set():
+            return _failed(t0, clock, "cancelled", None, stream)
+        return _failed(t0, clock, _limit_message(exc, opts, stream, reading), None, stream)
     except (OSError, http.client.HTTPException, ValueError) as exc:
         if cancel is not None and cancel.event.is_set():
             return _failed(t0, clock, "cancelled", None, stream)
@@ -339,30 +362,62 @@ def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestO
         conn.close()
 
 
-def _read_stream(resp: http.client.HTTPResponse, stream: Stream, opts: RequestOptions, t0: float,
+@dataclass(slots=True)
+class _Reading:
+    """Where a request's reading stands, for the message of a limit that runs out: whether the
+    status line and headers are complete, whether complete lines without progress came since the
+    last progress."""
+
+    headers: bool = False
+    idle_lines: bool = False
+
+
+def _limit_message(exc: ReadLimit, opts: RequestOptions, stream: Stream, reading: _Reading) -> str:
+    if exc.kind == "total":
+        return f"no end after {opts.timeout_s:g} s (request timeout; {stream.total} tokens so far)"
+    if exc.kind == "idle":
+        return f"no data for {exc.limit:g} s (idle timeout)"
+    if exc.kind == "progress":
+        detail = ("the status line and headers are not complete" if not reading.headers
+                  else f"only keep-alive data after {stream.total} tokens" if reading.idle_lines
+                  else f"an unfinished line after {stream.total} tokens")
+        return f"no progress for {exc.limit:g} s (idle timeout; {detail})"
+    if exc.kind == "line":
+        return f"a stream line longer than {MAX_LINE_BYTES} bytes after {stream.total} tokens"
+    return exc.message
+
+
+def _read_stream(resp: http.client.HTTPResponse, stream: Stream, budget: Budget, reading: _Reading, t0: float,
                  clock: Clock) -> tuple[str, int | None] | None:
-    """Feed ``stream`` line by line; a total or idle timeout is returned as a failure."""
-    last_progress = t0
+    """Feed ``stream`` line by line; each line is bounded (:func:`~envforge.bench.transport.read_line`)
+    and every read is under ``budget`` (a limit that runs out raises
+    :class:`~envforge.bench.transport.ReadLimit`). A malformed chunk is returned as a failure."""
     blank = False
-    for raw in iter(resp.readline, b""):
-        if raw in _BLANK:  # the empty line after each event is skipped; a run of them is checked below
+    for raw in iter(lambda: read_line(resp), b""):
+        if raw in _BLANK:  # the empty line after each event is skipped; a run of them is keep-alive data
             if not blank:
                 blank = True
                 continue
         else:
             blank = False
-        now = clock()
+        progressed = False
         if raw.startswith(b"data:"):
             payload = raw[5:].strip()
             if payload == b"[DONE]":
                 return None
-            if stream.feed(now - t0, json.loads(payload)):
-                last_progress = now
-        if now - t0 > opts.timeout_s:
-            return f"no end after {opts.timeout_s:g} s (request timeout; {stream.total} tokens so far)", None
-        if now - last_progress > opts.idle_timeout_s:
-            return (f"no progress for {opts.idle_timeout_s:g} s (idle timeout; only keep-alive data after "
-                    f"{stream.total} tokens)"), None
+            try:
+                progressed = stream.feed(clock() - t0, json.loads(payload))
+            except RecursionError:
+                return f"malformed chunk after {stream.total} tokens: JSON nested too deeply", None
+            except MalformedChunk as exc:
+                return f"malformed chunk after {stream.total} tokens: {exc}", None
+            except ValueError as exc:  # not JSON, or not UTF-8
+                return f"{type(exc).__name__}: {exc}", None
+        if progressed:
+            budget.progressed()
+            reading.idle_lines = False
+        else:
+            reading.idle_lines = True
     return None
 
 

@@ -44,6 +44,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from envforge.bench.client import Endpoint
+from envforge.bench.transport import METRICS_MAX_BYTES, ReadLimit, fetch
 from envforge.core.errors import ExternalToolError
 
 __all__ = [
@@ -153,22 +154,24 @@ def parse_metrics(text: str, *, source: str = "/metrics") -> EngineCounters:
 def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: str = "vllm") -> EngineCounters:
     """``GET <endpoint>/metrics`` and :func:`parse_metrics` it.
 
-    :raises MetricsError: connection error, timeout, or an HTTP status other than 200 (message names
-        the URL and the server), or an unparsable body.
+    The whole answer must arrive within ``timeout_s`` seconds and
+    :data:`~envforge.bench.transport.METRICS_MAX_BYTES` bytes (:func:`envforge.bench.transport.fetch`).
+
+    :raises MetricsError: connection error, timeout, an answer too large, or an HTTP status other
+        than 200 (message names the URL and the server), or an unparsable body.
     """
     url = endpoint.url + "/metrics"
-    conn = endpoint.connection(timeout_s)
     try:
-        conn.request("GET", endpoint.prefix + "/metrics")
-        resp = conn.getresponse()
-        body = resp.read()
+        status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + "/metrics", timeout_s=timeout_s,
+                             max_bytes=METRICS_MAX_BYTES)
+    except ReadLimit as exc:
+        raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
+                           f"{exc.message}", tool=server) from None
     except (OSError, http.client.HTTPException) as exc:
         raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
                            f"{type(exc).__name__}: {exc}", tool=server) from None
-    finally:
-        conn.close()
-    if resp.status != 200:
-        raise MetricsError(f"GET {url} answered HTTP {resp.status} (server '{server}'): "
+    if status != 200:
+        raise MetricsError(f"GET {url} answered HTTP {status} (server '{server}'): "
                            f"{body[:200].decode('utf-8', 'replace').strip()}", tool=server,
                            hint="api = \"vllm\" needs vLLM's Prometheus endpoint; it is on unless "
                                 "the server was started with --disable-log-stats")

@@ -36,12 +36,15 @@ from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.bench.variables import effective_env, env_digest, profile_overrides, recorded_values, server_environment
 from envforge.core.errors import InputError
 from envforge.core.probe import ProbeError, run_probe
+from envforge.core.urls import redact_argv
 from envforge.env.fingerprint import Fingerprint, fingerprint_of
 from envforge.env.profile.effective import served_launcher
 
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
 Progress = Callable[[str], None]
+#: The longest a cache flush's whole answer may take (seconds), and at most the idle timeout.
+FLUSH_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +146,10 @@ class _Session:
     def _flush(self) -> None:
         if not self.flush:
             return
-        status = post_status(self.endpoint.url + self.flush)
+        # The flush answers at once; until its answer is complete nothing progresses, so it has
+        # the idle timeout (at most FLUSH_TIMEOUT_S) for its whole answer.
+        status = post_status(self.endpoint.url + self.flush,
+                             timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s))
         if status == 200:
             self.cache = f"flushed before each repeat (POST {self.flush})"
             return
@@ -230,7 +236,7 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
 
 @contextmanager
 def _started(st: _Started, cfg: SmokeConfig, progress: Progress) -> Iterator[None]:
-    progress(f"starting '{st.config.name}': {' '.join(st.launch.argv)} (log: {st.launch.log_path})")
+    progress(f"starting '{st.config.name}': {' '.join(redact_argv(st.launch.argv))} (log: {st.launch.log_path})")
     with running_server(st.launch, load_timeout_s=cfg.load_timeout_s, progress=progress) as (server, load_s):
         progress(f"'{st.config.name}' ready after {load_s:.1f} s")
         st.session.server = server
@@ -254,7 +260,7 @@ def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult
                 for conc in cfg.concurrency:
                     for _rep in range(1 if cfg.interleave else cfg.repeats):
                         st.session.repeat(conc)
-    results = [st.session.result(st.launch.argv, st.env, st.sources) for st, _ in prepared]
+    results = [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st, _ in prepared]
     failures = [f for st, _ in prepared for f in st.session.failures]
     return results, failures, warnings + [w for st, _ in prepared for w in st.session.warnings]
 

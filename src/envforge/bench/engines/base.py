@@ -5,6 +5,11 @@ body, the parser of one streamed chunk, the readiness and cache-flush routes, wh
 ``ignore_eos`` probe applies, and optionally a counters window read from the engine's metrics
 endpoint around each measured repeat. Everything else in :mod:`envforge.bench` takes an
 :class:`Engine` from the registry (:func:`envforge.bench.engines.engine`) and never compares names.
+
+A chunk is whatever the server sent: a parser reads its fields with :func:`mapping_field`,
+:func:`list_field` and :func:`count_field`, which raise :class:`MalformedChunk` (the request fails
+with the reason) for a field of the wrong type, never ``TypeError``, ``AttributeError`` or
+``OverflowError`` (issue 27: a malformed reply is a failed request, not a crash).
 """
 
 from __future__ import annotations
@@ -17,7 +22,67 @@ if TYPE_CHECKING:  # annotations only: the registry stays light, the CLI reads i
     from envforge.bench.client import Endpoint, RequestOptions, Stream
     from envforge.bench.metrics import EngineWindow
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "MalformedChunk", "count_field", "json_type", "list_field", "mapping_field"]
+
+
+class MalformedChunk(ValueError):
+    """A streamed chunk the engine cannot read (the message says which field and what it is); the
+    client fails the request with it."""
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a parsed value's type: ``"object"``, ``"array"``, ``"string"``,
+    ``"number"``, ``"boolean"``, ``"null"``."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "null" if value is None else "string" if isinstance(value, str) else type(value).__name__
+
+
+def mapping_field(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``obj[key]`` when it is an object; ``{}`` when absent or null.
+
+    :raises MalformedChunk: it is another JSON type.
+    """
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedChunk(f"'{key}' is a JSON {json_type(value)}, not an object")
+    return value
+
+
+def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` when it is an array; ``[]`` when absent or null.
+
+    :raises MalformedChunk: it is another JSON type.
+    """
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MalformedChunk(f"'{key}' is a JSON {json_type(value)}, not an array")
+    return value
+
+
+def count_field(value: object, where: str) -> int:
+    """``value`` (of the field ``where``) as a count: an integer, or what ``int()`` reads of a
+    number or a numeric string (``8.5`` is 8, ``"8"`` is 8, as before issue 27).
+
+    :raises MalformedChunk: null, an array, an object, infinite, NaN or a non-numeric string.
+    """
+    if isinstance(value, (Mapping, list, tuple)) or value is None:
+        raise MalformedChunk(f"'{where}' is a JSON {json_type(value)}, not a count")
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise MalformedChunk(f"'{where}' is {shown}, not a count") from None
 
 
 class Engine(ABC):
@@ -49,9 +114,13 @@ class Engine(ABC):
 
     @abstractmethod
     def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:
-        """Read one parsed SSE chunk (not an ``error`` chunk: the client handles those) into
-        ``stream`` (its ``finish``, ``abort``, ``usage`` and ``verify``) and return the cumulative
-        output token count after it (``stream.tokens`` when the chunk adds none)."""
+        """Read one parsed SSE chunk (a JSON object, not an ``error`` chunk: the client handles
+        those) into ``stream`` (its ``finish``, ``abort``, ``usage`` and ``verify``) and return the
+        cumulative output token count after it (``stream.tokens`` when the chunk adds none).
+
+        :raises MalformedChunk: a field the engine reads has the wrong type (read them with
+            :func:`mapping_field`, :func:`list_field`, :func:`count_field`).
+        """
 
     def read_counters(self, endpoint: Endpoint, *, server: str) -> Any:
         """One snapshot of the engine's cumulative counters (``has_counters`` engines only).

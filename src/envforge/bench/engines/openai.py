@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from envforge.bench.engines.base import Engine
+from envforge.bench.engines.base import Engine, MalformedChunk, count_field, json_type, list_field, mapping_field
 
 if TYPE_CHECKING:
     from envforge.bench.client import RequestOptions, Stream
@@ -37,16 +37,18 @@ class OpenAIEngine(Engine):
         return "/v1/completions", body
 
     def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:
-        usage = obj.get("usage")
-        if isinstance(usage, Mapping) and usage.get("completion_tokens") is not None:
-            stream.usage = int(usage["completion_tokens"])
-        choices = obj.get("choices") or ()
+        usage = mapping_field(obj, "usage")
+        if usage.get("completion_tokens") is not None:
+            stream.usage = count_field(usage["completion_tokens"], "usage.completion_tokens")
+        choices = list_field(obj, "choices")
         if not choices:
             return stream.tokens
         first = choices[0]
+        if not isinstance(first, Mapping):
+            raise MalformedChunk(f"'choices[0]' is a JSON {json_type(first)}, not an object")
         if first.get("finish_reason") is not None:
             stream.finish = str(first["finish_reason"])
             if stream.finish == "abort":
                 stream.abort = ("aborted by the server", None)
-        text = first.get("text") or (first.get("delta") or {}).get("content")
+        text = first.get("text") or mapping_field(first, "delta").get("content")
         return stream.tokens + 1 if text else stream.tokens

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from envforge.bench.engines.base import Engine
+from envforge.bench.engines.base import Engine, count_field, mapping_field
 
 if TYPE_CHECKING:
     from envforge.bench.client import RequestOptions, Stream
@@ -36,18 +36,19 @@ class SGLangEngine(Engine):
         return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
 
     def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:
-        meta = obj.get("meta_info") or {}
+        meta = mapping_field(obj, "meta_info")
         if "spec_verify_ct" in meta:
-            stream.verify = int(meta["spec_verify_ct"])
+            stream.verify = count_field(meta["spec_verify_ct"], "meta_info.spec_verify_ct")
         fin = meta.get("finish_reason")
         if fin is None:
             pass
-        elif isinstance(fin, dict):
+        elif isinstance(fin, Mapping):
             stream.finish = str(fin.get("type"))
             if stream.finish == "abort":
                 code = fin.get("status_code")
                 stream.abort = (str(fin.get("message") or "no message"), code if isinstance(code, int) else None)
         else:
             stream.finish = str(fin)
-        stream.usage = int(meta.get("completion_tokens", stream.tokens))
+        stream.usage = count_field(meta.get("completion_tokens", stream.tokens), "meta_info.completion_tokens")
         return stream.usage
+

@@ -17,7 +17,7 @@ SUMMARIES = {
     "lock": "resolve a recipe into PEP 751 locks (or --check them); also: lock diff, lock textconv",
     "build": "build envs/<recipe>-<variant> from its lock (a new generation)",
     "rollback": "point envs/<name> back at the previous generation (or --to gN)",
-    "up": "the main job: check the lock, build, patch, verify (default recipe: quickstart)",
+    "up": "the main job: check the lock, build, patch, verify (default: the project's recipe)",
     "env": "environments: list, show (the env profile a process sees)",
     "envs": "every environment, its generations, which one is live (= env list)",
     "gc": "remove old generations (keep the live one and the --keep newest)",

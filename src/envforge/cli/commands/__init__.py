@@ -18,6 +18,7 @@ SUMMARIES = {
     "build": "build envs/<recipe>-<variant> from its lock (a new generation)",
     "rollback": "point envs/<name> back at the previous generation (or --to gN)",
     "up": "the main job: check the lock, build, patch, verify (default: the project's recipe)",
+    "run": "run a command in an environment's live generation (envforge run [ENV] -- CMD)",
     "env": "environments: list, show (the env profile a process sees)",
     "envs": "every environment, its generations, which one is live (= env list)",
     "gc": "remove old generations (keep the live one and the --keep newest)",

@@ -390,6 +390,7 @@ HANDLERS = {
     "envforge build": "envforge.cli.build:run_build",
     "envforge rollback": "envforge.cli.build:run_rollback",
     "envforge up": "envforge.cli.build:run_up",
+    "envforge run": "envforge.cli.run:run_command",
     "envforge env list": "envforge.cli.environments:run_list",
     "envforge env show": "envforge.cli.envprofile:run_show",
     "envforge envs": "envforge.cli.environments:run_list",
@@ -454,13 +455,13 @@ def test_the_listing_is_the_full_parsers_top_level() -> None:
     full, listing = build_parser(), _listing()
     assert listing.format_help() == full.format_help()
     assert listing.format_usage() == full.format_usage() == "usage: envforge [-h] [--version] COMMAND ...\n"
-    assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches", "patches",
+    assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "run", "env", "envs", "gc", "apply-patches", "patches",
                                "verify", "drafter", "bench", "fleet", "init", "completion"]
 
 
 @pytest.mark.parametrize("argv, rc, stderr", [
     (["bogus"], 2, "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
-                   "'up', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', "
+                   "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', "
                    "'init', 'completion')"),
     (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
     (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),

@@ -216,7 +216,7 @@ def test_the_allreduce_task_without_torch_answers_an_error_with_a_hint(monkeypat
         "error": f"torch is not installed in the Python of this node's Ray workers ({sys.executable}): "
                  "the all-reduce runs there",
         "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
-                "envforge[fleet]: pick the build for the node's CUDA), then run it again"}
+                "envforge-stack[fleet]: pick the build for the node's CUDA), then run it again"}
 
 
 def test_a_rank_without_torch_is_a_failed_node_with_the_hint() -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="the fleet tests need Ray (pip install 'envforge[fleet]')")
+ray = pytest.importorskip("ray", reason="the fleet tests need Ray (pip install 'envforge-stack[fleet]')")
 import ray._private.services  # noqa: E402
 
 # Keep every Ray process of these tests on 127.0.0.1: the raylets get --node-ip-address, and this

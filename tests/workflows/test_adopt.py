@@ -104,6 +104,14 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
                      ("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
     new_env = envforge(proj, "verify", "team-default")
     assert new_env.returncode == 0, new_env.stdout + new_env.stderr
+    # the project's only recipe and only environment are the defaults: nothing asks for quickstart
+    checked = envforge(proj, "lock", "--check")
+    assert (checked.returncode, checked.stdout) == (0, f"{proj / 'lockfiles' / 'pylock.team-default.toml'}: up to date\n")
+    plain = envforge(proj, "verify")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    shown = envforge(proj, "env", "show")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0].startswith(f"environment: {proj / 'envs' / 'team-default'} (")
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from tests.support.localindex import LocalIndex, make_wheel, serve
 from tests.support.verify_envs import DAMAGE_KIND, build_quickstart, damaged
 
 from envforge.core.kinds import REGISTRY
@@ -144,3 +145,58 @@ def test_up_on_a_damaged_generation_record_is_exit_2_naming_it(quickstart: Path,
     assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0001")  # nothing built or flipped
     # `envforge envs` lists it (its record unknown) instead of blocking on it
     assert listed.returncode == 0 and "* g0001" in listed.stdout and "Traceback" not in listed.stderr
+
+
+@pytest.fixture
+def index(tmp_path: Path):  # type: ignore[no-untyped-def]
+    idx = LocalIndex(tmp_path / "index")
+    for v in ("1.0", "2.0"):
+        idx.add(make_wheel(tmp_path / "w", "model-kernels", v))
+    with serve(idx):
+        yield idx
+
+
+def _pinned(proj: Path, index: LocalIndex, version: str) -> None:
+    (proj / "recipes").mkdir(parents=True, exist_ok=True)
+    (proj / "recipes" / "r.toml").write_text(
+        f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{index.url}"\n\n'
+        f'[packages]\nmodel-kernels = "=={version}"\n')
+
+
+@pytest.mark.slow
+def test_up_locks_when_there_is_no_lock_and_stops_on_a_stale_one(tmp_path: Path, index: LocalIndex) -> None:
+    proj = tmp_path / "p"
+    _pinned(proj, index, "1.0")
+    first = envforge(proj, "up", "r")
+    assert first.returncode == 0, first.stderr
+    ours = [line for line in first.stderr.splitlines() if line.startswith(("[", "  lockfiles/"))]
+    assert ours[:3] == [
+        "[1/3] lock pylock.r-default.toml: none yet, locking now (as `envforge lock r --variant default`; "
+        "commit lockfiles/pylock.r-default.toml)",
+        "  lockfiles/pylock.r-default.toml: 1 package, locked now",
+        "[2/3] build r-default (g0001)"]
+    lock = proj / "lockfiles" / "pylock.r-default.toml"
+    locked = lock.read_bytes()
+    assert b'name = "model-kernels"\nversion = "1.0"' in locked
+
+    again = envforge(proj, "up", "--json")  # a lock now: checked, not re-locked; the only recipe is the default
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.splitlines()[0] == "[1/3] lock pylock.r-default.toml: up to date"
+    assert json.loads(again.stdout)["data"]["lock"]["created"] is False
+
+    _pinned(proj, index, "2.0")  # the recipe moved on: a stale lock stops the job, as before, unchanged
+    stale = envforge(proj, "up", "r")
+    assert stale.returncode == 1
+    assert stale.stderr.splitlines() == [
+        "[1/3] lock pylock.r-default.toml: stale",
+        "  packages.model-kernels: locked model-kernels==1.0, recipe now model-kernels==2.0",
+        "  run `envforge lock r --variant default` and review the change"]
+    assert lock.read_bytes() == locked
+    assert sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").glob("g*")) == ["g0001", "g0001.log"]
+
+    lock.unlink()  # no lock again: --json says it was created
+    made = envforge(proj, "up", "r", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["data"]["lock"] == {"path": str(lock), "fresh": True, "reasons": [],
+                                                        "created": True}
+    assert b'name = "model-kernels"\nversion = "2.0"' in lock.read_bytes()

@@ -1,7 +1,7 @@
 """A PNG of output tok/s against concurrency, one line per server configuration (baseline solid,
 speculative dashed), with the 95% interval (min/max for one repeat) as error bars.
 
-matplotlib is an optional extra (``pip install 'envforge[plot]'``) imported only here, lazily, with
+matplotlib is an optional extra (``pip install 'envforge-stack[plot]'``) imported only here, lazily, with
 the non-interactive Agg backend.
 """
 
@@ -21,7 +21,7 @@ def _pyplot() -> Any:
         import matplotlib  # lazy: an optional extra, and slow to import
     except ImportError:
         raise InputError("plotting needs matplotlib, which is not installed",
-                         hint="pip install 'envforge[plot]' (or pass --no-plot)") from None
+                         hint="pip install 'envforge-stack[plot]' (or pass --no-plot)") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: after matplotlib.use("Agg")
 

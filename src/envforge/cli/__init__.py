@@ -32,14 +32,14 @@ from envforge.core.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOO
 __all__ = ["build_parser", "handler_of", "main", "run"]
 
 # Registration modules (envforge.cli.commands.<group>), in the order their commands appear in --help.
-_GROUPS = ("lock", "build", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
+_GROUPS = ("lock", "build", "run", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
            "fleet", "init", "completion")
 
 # Top-level command -> the registration modules of _GROUPS that register it (several add to one group: see
 # cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
 # against what every module registers.
 _COMMAND_GROUPS = {
-    "lock": ("lock", "lockdiff"), "build": ("build",), "rollback": ("build",), "up": ("build",),
+    "lock": ("lock", "lockdiff"), "build": ("build",), "rollback": ("build",), "up": ("build",), "run": ("run",),
     "env": ("environments", "envprofile"), "envs": ("environments",), "gc": ("environments",),
     "apply-patches": ("patches",), "patches": ("patches",), "verify": ("verify",), "drafter": ("drafter",),
     "bench": ("bench",), "fleet": ("fleet",), "init": ("init",), "completion": ("completion",),

@@ -22,14 +22,15 @@ from envforge.uv.interpreter import find_python
 from envforge.uv.run import cache_dir
 from envforge.verify import VerifyOptions
 from envforge.verify.report import as_json, as_text
-from envforge.workflows.up import run_main_job
+from envforge.workflows.up import lock_if_missing, run_main_job
 
 __all__ = ["run_build", "run_rollback", "run_up"]
 
 
 def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignore[no-untyped-def]
-    """(project, BuildPlan); ``up`` outside a project makes the default home, ``build`` uses it
-    only when it exists and names it (cli.project.project_of)."""
+    """(project, BuildPlan, the lock ``up`` wrote or None); ``up`` outside a project makes the
+    default home, ``build`` uses it only when it exists and names it (cli.project.project_of);
+    ``up`` locks a variant that has no lock yet (workflows.up.lock_if_missing)."""
     if up and args.project is None and proj.enclosing_project(Path.cwd()) is None:
         project = _default_project(args, ui)
     else:
@@ -37,8 +38,10 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
     recipe = load_recipe(project.recipe_path(args.recipe))
     variant = recipe.resolve(args.variant, env_profile=args.env_profile)
     python = find_python(variant.python, args.python)
+    locked = lock_if_missing(project, variant, find_links=args.find_links, offline=args.offline,
+                             progress=ui.info) if up else None
     return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
-                                      env_mode=args.env_mode)
+                                      env_mode=args.env_mode), locked
 
 
 def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
@@ -73,7 +76,7 @@ def _shown(path: Path) -> Path:
 
 
 def run_build(args: argparse.Namespace, ui: Ui) -> int:
-    _, plan = _plan(args, ui)
+    _, plan, _ = _plan(args, ui)
     if args.dry_run:
         if ui.json_mode:
             ui.emit_json("build-plan", {"env": plan.link.name, "generation": plan.generation.name,
@@ -108,13 +111,15 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def run_up(args: argparse.Namespace, ui: Ui) -> int:
-    project, plan = _plan(args, ui, up=True)
+    project, plan, locked = _plan(args, ui, up=True)
     options = VerifyOptions(base_env=dict(os.environ), uv_cache=cache_dir(),
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
-    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal())
+    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal(),
+                       locked=locked)
     if ui.json_mode:
         ui.emit_json("up", {
-            "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons)},
+            "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons),
+                     "created": res.locked is not None},
             "build": None if res.build is None else {
                 "generation": res.build.generation.name,
                 "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.build.steps],

@@ -18,8 +18,7 @@ from envforge.env.layout import resolve_environment
 from envforge.env.profile import ProfileView, Served, ServedCommand, recipe_servers, recorded_profile, served, show
 from envforge.env.profile.effective import ENVIRONMENT
 from envforge.recipe.load import load_recipe
-from envforge.recipe.model import DEFAULT_VARIANT
-from envforge.recipe.project import DEFAULT_RECIPE, Project
+from envforge.recipe.project import Project
 
 __all__ = ["run_show"]
 
@@ -27,7 +26,7 @@ __all__ = ["run_show"]
 def run_show(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge env show [ENV]``: 1 when the profile is installed but inert, or misread."""
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
-    name = args.env or f"{DEFAULT_RECIPE}-{DEFAULT_VARIANT}"
+    name = args.env or project.default_environment()
     env = resolve_environment(project, name, name)
     view = show(env.python)
     inert = view.installed is not None and not view.active

@@ -1,5 +1,5 @@
 """CLI for the fleet: ``envforge fleet verify|build|allreduce|agent start|agent stop ... --ray ADDRESS``
-(``envforge[fleet]``).
+(``envforge-stack[fleet]``).
 
 What the driver can check is checked before anything reaches a node, with the local commands'
 wording and exit 2: ``--ray``, ``--timeout`` and ``--port`` while parsing (registration:

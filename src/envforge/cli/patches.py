@@ -29,8 +29,6 @@ from envforge.recipe.project import Project
 
 __all__: list[str] = []
 
-DEFAULT_ENV = "quickstart-default"
-
 
 def _project(args: argparse.Namespace, ui: Ui) -> Project:
     """The project (cli.project.project_of); optional when the environment is given by path."""
@@ -45,7 +43,7 @@ def _site_packages(project: Project, sp: Path | None, env: str | None) -> Path:
         if not sp.is_dir():
             raise InputError(f"--site-packages {sp} is not a directory")
         return sp
-    return resolve_environment(project, env, default=DEFAULT_ENV).site_packages
+    return resolve_environment(project, env, default=env or project.default_environment()).site_packages
 
 
 def _apply(args: argparse.Namespace, ui: Ui) -> int:

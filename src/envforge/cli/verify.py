@@ -10,7 +10,6 @@ from pathlib import Path
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.env.layout import resolve_environment
-from envforge.recipe.project import DEFAULT_RECIPE
 from envforge.uv.run import cache_dir
 from envforge.verify import VerifyOptions, verify
 from envforge.verify.report import as_json, as_junit, as_text
@@ -21,7 +20,7 @@ __all__ = ["run_verify"]
 def run_verify(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge verify [ENV]``: the report's exit code (0 clean, 1 findings, 2 input error, 3 a tool failed)."""
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
-    env = resolve_environment(project, args.env, f"{DEFAULT_RECIPE}-default")
+    env = resolve_environment(project, args.env, args.env or project.default_environment())
     levels = tuple(lv.strip() for lv in args.level.split(",") if lv.strip()) if args.level else None
     if levels and "gpu" in levels:
         ui.progress("verify: GPU probes run in the environment's interpreter (each step under a hard timeout)")

@@ -1,4 +1,4 @@
-"""The fleet's driver: the same stack on N nodes, verified and built through Ray (``envforge[fleet]``).
+"""The fleet's driver: the same stack on N nodes, verified and built through Ray (``envforge-stack[fleet]``).
 
 Fan-out is Ray's, not ours, and written once (:func:`_fan_out`): one call per alive node that carries
 the stack (:mod:`envforge.fleet.selection`: a GPU-free head is skipped, and the report says so), pinned to
@@ -55,10 +55,10 @@ __all__ = ["connect", "fleet_allreduce", "fleet_build", "fleet_start_agents", "f
 
 def _ray() -> Any:
     try:
-        import ray  # lazy: ray is an optional extra (envforge[fleet])
+        import ray  # lazy: ray is an optional extra (envforge-stack[fleet])
     except ImportError:
         raise InputError("the fleet commands need Ray, which is not installed",
-                         hint="pip install 'envforge[fleet]'") from None
+                         hint="pip install 'envforge-stack[fleet]'") from None
     return ray
 
 
@@ -337,7 +337,7 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     starts them), or with ``agent=False`` in a fresh Ray task per node. Each node's ``detail`` holds
     ``agent`` (pid, calls, age-s, replaced-because, state) when an agent answered.
 
-    :raises InputError: Ray is not installed (``pip install 'envforge[fleet]'``).
+    :raises InputError: Ray is not installed (``pip install 'envforge-stack[fleet]'``).
     :raises ExternalToolError: the cluster cannot be reached.
     """
     start = time.monotonic()

@@ -157,7 +157,7 @@ def allreduce_task(rank: int, world: int, master: str, port: int, backend: str, 
         return {"rank": rank, "error": f"torch is not installed in the Python of this node's Ray workers "
                                        f"({sys.executable}): the all-reduce runs there",
                 "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
-                        "envforge[fleet]: pick the build for the node's CUDA), then run it again"}
+                        "envforge-stack[fleet]: pick the build for the node's CUDA), then run it again"}
 
     dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))

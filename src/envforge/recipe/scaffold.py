@@ -2,7 +2,7 @@
 
 The wheel ships the quickstart project under ``envforge/data/``: ``recipes/quickstart.toml``, the
 patchsets it names and its committed lock (pyproject.toml, ``force-include``), so a plain ``pip
-install envforge`` can run the main job anywhere. An editable install reads the same files from
+install envforge-stack`` can run the main job anywhere. An editable install reads the same files from
 the source checkout. :func:`scaffold` copies them into a directory; it never overwrites a file.
 
 ``envforge up`` outside a project uses :func:`default_project_dir` (``$ENVFORGE_HOME``, else
@@ -54,7 +54,7 @@ def embedded_root() -> Path:
         if (root / "recipes" / "quickstart.toml").is_file():
             return root
     raise InputError(f"this envforge installation has no embedded recipes (looked in {packaged})",
-                     hint="reinstall envforge: `pip install --force-reinstall envforge`")
+                     hint="reinstall envforge: `pip install --force-reinstall envforge-stack`")
 
 
 def embedded_recipes() -> tuple[str, ...]:

@@ -1,12 +1,16 @@
 """The main job, ``envforge up``: lock check, build (or reuse), verify, as one core function.
 
+Like ``uv run`` and ``pixi run``, ``up`` locks on demand: a variant with no lock yet is locked
+first (:func:`lock_if_missing`, saying so); a stale lock still stops the job with its reasons,
+never re-locked behind the user's back (the change is for review: ``envforge lock``).
+
 The CLI parses, calls :func:`run_main_job` and renders the :class:`MainJobResult`; nothing of the
 sequence lives in the CLI, so ``envforge up --json`` carries the same result as the text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +21,13 @@ from envforge.env import build
 from envforge.env.generations import current_generation
 from envforge.env.layout import Environment
 from envforge.lock.check import LockCheck, check_lock
-from envforge.lock.write import patchset_refs
+from envforge.lock.write import LockResult, lock_variant, patchset_refs
+from envforge.recipe.model import ResolvedVariant
 from envforge.recipe.project import Project
 from envforge.verify import VerifyOptions, verify
 from envforge.verify.findings import Finding, VerifyReport
 
-__all__ = ["MainJobResult", "repairable", "run_main_job"]
+__all__ = ["MainJobResult", "lock_if_missing", "repairable", "run_main_job"]
 
 
 def repairable(finding: Finding) -> bool:
@@ -39,13 +44,15 @@ class MainJobResult:
     """What ``up`` did: the lock check; the build (None when the live generation was reused or the
     lock is stale); the reused generation; the verify report (None when the lock is stale);
     ``damaged``: the failing report of a live generation built from this lock whose files were
-    damaged since (then ``build`` is the fresh generation that replaced it)."""
+    damaged since (then ``build`` is the fresh generation that replaced it); ``locked``: the lock
+    this job wrote because there was none (:func:`lock_if_missing`), else None."""
 
     lock: LockCheck
     build: build.BuildResult | None
     reused: Path | None
     report: VerifyReport | None
     damaged: VerifyReport | None = None
+    locked: LockResult | None = None
 
     @property
     def exit_code(self) -> int:
@@ -55,9 +62,31 @@ class MainJobResult:
         return int(self.report.exit_code)
 
 
+def lock_if_missing(project: Project, variant: ResolvedVariant, *, find_links: Sequence[Path] = (),
+                    offline: bool = False, progress: Callable[[str], None] | None = None) -> LockResult | None:
+    """Lock ``variant`` (:func:`envforge.lock.write.lock_variant`, as ``envforge lock RECIPE
+    --variant V`` does) when ``lockfiles/pylock.<recipe>-<variant>.toml`` does not exist; None when
+    it exists, fresh or stale (a stale one is :func:`run_main_job`'s to report, not to overwrite).
+    ``progress`` gets one line before the lock (``[1/3] lock NAME: none yet, locking now ...``)
+    and uv's progress.
+
+    :raises LockError: unsatisfiable. :raises UvError: uv failed, e.g. an unreachable index.
+    :raises CheckFailed: a package from an index not allowed for it.
+    """
+    path = project.lock_path(variant.lock_name)
+    if path.is_file():
+        return None
+    say = progress or (lambda _line: None)
+    say(f"[1/3] lock {path.name}: none yet, locking now (as `envforge lock {variant.recipe} --variant "
+        f"{variant.variant}`; commit {path.parent.name}/{path.name})")
+    refs = patchset_refs(project.patchsets_dir, variant.patchsets)
+    return lock_variant(variant, refs, path, find_links=find_links, offline=offline, progress=progress)
+
+
 def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
                  progress: Callable[[str], None] | None = None,
-                 terminal: Callable[[str], None] | None = None) -> MainJobResult:
+                 terminal: Callable[[str], None] | None = None,
+                 locked: LockResult | None = None) -> MainJobResult:
     """Check the lock against the recipe and patchsets; build a generation unless the live one was
     built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
     fails verify with findings a rebuild repairs (:func:`repairable`: files missing, edited,
@@ -66,6 +95,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
 
     A stale lock stops the job before anything is built (exit 1, with the changed keys).
     ``progress`` receives one line as each stage starts (``[1/3] lock ...``) and the build's progress.
+    ``locked``: the lock :func:`lock_if_missing` just wrote (stage 1 then says how many packages).
 
     :raises BuildError: a build step failed (the live environment is unchanged).
     :raises EnvforgeError: bad recipe, patchsets or lock.
@@ -73,9 +103,13 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     say = progress or (lambda _line: None)
     refs = patchset_refs(project.patchsets_dir, plan.variant.patchsets)
     check = check_lock(plan.variant, refs, plan.lock)
-    say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
+    if locked is not None and check.fresh:
+        count = f"{locked.packages} package{'' if locked.packages == 1 else 's'}"
+        say(f"  {plan.lock.parent.name}/{plan.lock.name}: {count}, locked now")
+    else:
+        say(f"[1/3] lock {plan.lock.name}: {'up to date' if check.fresh else 'stale'}")
     if not check.fresh:
-        return MainJobResult(check, None, None, None)
+        return MainJobResult(check, None, None, None, locked=locked)
     reused = None if rebuild else current_generation(plan.link, plan.lock, plan.variant)
     if reused is not None:
         say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
@@ -91,16 +125,17 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         else:
             damage = sorted({f.kind for f in damaged.findings if repairable(f)})
             if not damage:
-                return MainJobResult(check, None, reused, damaged)
+                return MainJobResult(check, None, reused, damaged, locked=locked)
             say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was "
                 f"built; rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
         result = build.execute_build(plan, progress=progress, terminal=terminal)
         say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
         say(f"[3/3] verify {plan.link.name} again")
-        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), damaged)
+        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), damaged,
+                             locked)
     say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
     result = build.execute_build(plan, progress=progress, terminal=terminal)
     say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
     say(f"[3/3] verify {plan.link.name}")
     report = verify(Environment(plan.link), project, options)
-    return MainJobResult(check, result, reused, report)
+    return MainJobResult(check, result, reused, report, locked=locked)

@@ -41,7 +41,7 @@ def _bench_env(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", help="recipe name or path (default: quickstart)")
+    p.add_argument("--recipe", help="recipe name or path (default: the project's, docs/cli.md)")
     p.add_argument("--variant", help="recipe variant (default: the only one)")
     p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
     p.add_argument("--url", help="measure the server already running at this URL; start nothing")

@@ -13,7 +13,7 @@ __all__ = ["register"]
 
 
 def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: quickstart)")
+    p.add_argument("recipe", nargs="?", help="recipe name under recipes/ or a path (default: the project's, docs/cli.md)")
     p.add_argument("--variant", help="variant to build (default: the recipe's only variant)")
     p.add_argument("--env-profile", help="env profile (default: from the target interconnect)")
     p.add_argument("--python", type=Path, default=None, help="interpreter to use instead of discovery")

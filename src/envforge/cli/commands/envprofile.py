@@ -22,7 +22,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "variable, its value, and whether it came from the profile or from your own environment.")
     p.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path to a virtual environment "
-                        "(default: quickstart-default)")
+                        "(default: the project's)")
     p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
     p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
     p.set_defaults(handler="envforge.cli.envprofile:run_show")

@@ -15,7 +15,7 @@ __all__ = ["register"]
 
 def _lock_recipe(p: argparse.ArgumentParser) -> None:
     p.add_argument("recipe", nargs="?", metavar="RECIPE",
-                   help="recipe name under recipes/ or a path (default: quickstart)")
+                   help="recipe name under recipes/ or a path (default: the project's, docs/cli.md)")
 
 
 def _lock_options(p: argparse.ArgumentParser) -> None:
@@ -35,6 +35,6 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register the ``lock`` group: ``envforge lock [RECIPE]`` (its subcommands: commands/lockdiff.py)."""
     group(sub, "lock", help=SUMMARIES["lock"],
           description="Resolve a recipe's variants with uv into lockfiles/pylock.<recipe>-<variant>.toml. "
-                      "RECIPE: a recipe name under recipes/ or a path (default: quickstart).",
+                      "RECIPE: a recipe name under recipes/ or a path (default: the project's).",
           bare=(_lock_recipe, _lock_options), bare_usage="[RECIPE] [--variant V] [--check] [options]")
     group_parser(sub, "lock").set_defaults(handler="envforge.cli.lock:run_lock", recipe=None)

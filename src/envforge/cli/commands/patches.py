@@ -15,7 +15,7 @@ __all__ = ["register"]
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``apply-patches`` and the ``patches`` group (``export``, ``list``)."""
     p = sub.add_parser("apply-patches", help=SUMMARIES["apply-patches"],
-                       description="Apply patchsets to ENV (default: quickstart-default) or to "
+                       description="Apply patchsets to ENV (default: the project's) or to "
                                    "--site-packages DIR. Without PATCHSET names: the patchsets the "
                                    "environment's lock lists, else every patchset whose distribution "
                                    "is installed.")
@@ -61,7 +61,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.set_defaults(handler="envforge.cli.patches:_check")
 
     d = commands.add_parser("diff", help="the applied diff of an environment against the saved originals",
-                            description="Show what envforge changed in ENV (default: quickstart-default) or "
+                            description="Show what envforge changed in ENV (default: the project's) or "
                                         "--site-packages DIR: each patched file against the original bytes "
                                         "saved when it was patched. Exit 1 when a patched file changed since "
                                         "envforge wrote it.")
@@ -76,7 +76,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                         "envforge's patches) into an edit directory; edit them, then turn the "
                                         "edit into a patchset with `envforge patches commit DIR`.")
     n.add_argument("distribution", metavar="DIST")
-    n.add_argument("--env", metavar="ENV", help="environment (default: quickstart-default)")
+    n.add_argument("--env", metavar="ENV", help="environment (default: the project's)")
     n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
     n.add_argument("-o", "--output", type=Path, metavar="DIR", help="edit directory (default: ./DIST-VERSION-edit)")
     n.add_argument("--project", type=Path, metavar="DIR")

@@ -18,7 +18,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                        description="Report every finding at once: exit 0 clean, 1 findings, 2 input error, "
                                    "3 a tool (the environment's interpreter) failed.")
     p.add_argument("env", nargs="?", metavar="ENV",
-                   help="environment name under envs/ or a path to one (default: quickstart-default)")
+                   help="environment name under envs/ or a path to one (default: the project's)")
     p.add_argument("--level", default=None, metavar="LEVELS",
                    help="comma-separated levels: static, gpu, drafter (default: the recipe's [verify] levels, "
                         "else static)")

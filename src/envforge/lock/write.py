@@ -44,11 +44,13 @@ _FILE_KEYS = ("name", "url", "path", "upload-time", "size", "hashes")
 
 @dataclass(frozen=True, slots=True)
 class LockResult:
-    """What ``lock`` wrote: ``path``, package count, and whether the bytes changed."""
+    """What ``lock`` wrote: ``path``, package count, whether the bytes changed, and ``warnings``
+    (locked versions yanked upstream, with uv's reason)."""
 
     path: Path
     packages: int
     changed: bool
+    warnings: tuple[str, ...] = ()
 
 
 def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef]) -> dict[str, Any]:
@@ -93,7 +95,8 @@ def lock_variant(
     :raises CheckFailed: a package from an index not allowed for it, or for another CUDA major.
     :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
     """
-    raw = resolve_variant(variant, out, find_links, offline, upgrade, progress)
+    warnings: list[str] = []
+    raw = resolve_variant(variant, out, find_links, offline, upgrade, progress, warnings)
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
     text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)
@@ -103,7 +106,7 @@ def lock_variant(
         tmp = out.with_name(f".{out.name}.tmp")
         tmp.write_text(text)
         tmp.replace(out)
-    return LockResult(out, len(packages), changed)
+    return LockResult(out, len(packages), changed, tuple(warnings))
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:

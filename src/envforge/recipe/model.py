@@ -124,6 +124,7 @@ class ResolvedVariant:
     source_builds: Mapping[str, str] = field(default_factory=dict)
     build_constraints: tuple[str, ...] = ()
     exclude_newer: str | None = None
+    exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lock_name(self) -> str:
@@ -149,6 +150,8 @@ class ResolvedVariant:
                if self.source_builds else {}),
             **({"build-constraints": list(self.build_constraints)} if self.build_constraints else {}),
             **({"exclude-newer": self.exclude_newer} if self.exclude_newer else {}),
+            **({"exclude-newer-exempt": [f"{k}: {v}" for k, v in self.exclude_newer_exempt.items()]}
+               if self.exclude_newer_exempt else {}),
         }
 
     def digest(self) -> str:
@@ -199,6 +202,7 @@ class Recipe:
             source_builds=self._reasons("build-from-source", vdata),
             build_constraints=tuple(self.data["recipe"].get("build-constraints", ())),
             exclude_newer=self.data["recipe"].get("exclude-newer"),
+            exclude_newer_exempt=self._reasons("exclude-newer-exempt", vdata),
         )
 
     def _reasons(self, key: str, vdata: Mapping[str, Any]) -> dict[str, str]:

@@ -172,6 +172,7 @@ _VARIANT = Table({
     "platform": _PLATFORM,
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
+    "exclude-newer-exempt": _REASONS,
 })
 
 # [verify.drafter] and [verify.smoke] are owned by envforge.drafter and envforge.bench.
@@ -268,6 +269,9 @@ RECIPE_SPEC = Table({
     "overrides": _OVERRIDES,
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
+    # Packages exempt from [recipe] exclude-newer (uv's exclude-newer-package NAME=false), each with
+    # its reason: indexes that publish no upload times (download.pytorch.org; field case B40).
+    "exclude-newer-exempt": _REASONS,
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(_profile_value, _env_problem), lock_name_problem),
     "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),

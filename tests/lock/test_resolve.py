@@ -7,6 +7,7 @@ copies of common packages (field case B01).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -231,3 +232,93 @@ def test_read_lock_names_what_a_path_is_and_reads_a_pipe(tmp_path: Path) -> None
     writer.start()
     assert read_lock(fifo).packages == read_lock(root / "lockfiles" / "pylock.quickstart-default.toml").packages
     writer.join(timeout=10)
+
+
+# --- issue 26: exclude-newer on indexes without upload times (B40), routed overrides (B51), yanks (B48)
+
+
+def test_exclude_newer_on_an_index_without_upload_times_names_the_exemption_key(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
+    default, cuda = indexes
+    recipe = (f'[recipe]\nname = "frozen"\npython = "3.12"\nexclude-newer = "2026-06-01T00:00:00Z"\n\n'
+              f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
+              '[packages]\ntorch = { version = "==2.9.1+cu130", index = "cu130" }\n')
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "frozen.toml").write_text(recipe)
+    res = envforge(tmp_path, "lock", "frozen")
+    assert res.returncode == 2
+    err = res.stderr[res.stderr.index("error:"):].splitlines()
+    assert err[0] == ("error: frozen-default cannot be resolved: exclude-newer (2026-06-01T00:00:00Z) left no "
+                      "version of torch; uv says:")
+    assert err[1] == ("  warning: `torch-2.9.1+cu130-py3-none-any.whl` is missing an upload date, but user "
+                      "provided: 2026-06-01T00:00:00Z")
+    assert err[-1] == ('  hint: its index publishes no upload times: exempt it from exclude-newer in the recipe, '
+                       'with a reason: [exclude-newer-exempt] torch = "..." (uv\'s exclude-newer-package, '
+                       "recorded in the lock's inputs)")
+    (tmp_path / "recipes" / "frozen.toml").write_text(
+        recipe + '\n[exclude-newer-exempt]\ntorch = "download.pytorch.org publishes no upload times"\n')
+    res = envforge(tmp_path, "lock", "frozen")
+    assert res.returncode == 0, res.stderr
+    lock = tmp_path / "lockfiles" / "pylock.frozen-default.toml"
+    assert packages_of(lock) == {"torch": ("2.9.1+cu130", cuda.url)}
+    inputs = tomllib.loads(lock.read_text())["tool"]["envforge"]["inputs"]
+    assert inputs["exclude-newer-exempt"] == ["torch: download.pytorch.org publishes no upload times"]
+    assert envforge(tmp_path, "lock", "frozen", "--check").returncode == 0
+
+
+def test_an_override_of_a_routed_package_keeps_its_route(tmp_path: Path) -> None:
+    wheels = tmp_path / "built"
+    default, cuda = LocalIndex(tmp_path / "default"), LocalIndex(tmp_path / "cuda")
+    default.add(make_wheel(wheels / "d", "app", "1.0", requires=["kit==1.0"]))  # the upstream pin
+    default.add(make_wheel(wheels / "d", "six", "1.17.0"))  # on both: the routed copy must win
+    for v in ("1.0", "1.1", "2.0"):
+        cuda.add(make_wheel(wheels / "c", "kit", v))
+    cuda.add(make_wheel(wheels / "c", "six", "1.17.0"))
+    with serve(default), serve(cuda):
+        proj = project(tmp_path / "p", default, cuda,
+                       packages='app = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n'
+                                'six = { version = ">=1", index = "cu130" }',
+                       extra='\n[overrides]\nkit = { version = "==1.1", reason = "upstream pins kit 1.0" }\n'
+                             'six = { version = "==1.17.0", reason = "test" }\n')
+        res = envforge(proj, "lock", "r")
+        assert res.returncode == 0, res.stderr
+        lock = proj / "lockfiles" / "pylock.r-default.toml"
+        assert packages_of(lock) == {"app": ("1.0", default.url), "kit": ("1.1", cuda.url),
+                                     "six": ("1.17.0", cuda.url)}
+        six = next(p for p in tomllib.loads(lock.read_text())["packages"] if p["name"] == "six")
+        assert [w["url"] for w in six["wheels"]] == [
+            f"{cuda.url.rsplit('/simple', 1)[0]}/files/six-1.17.0-py3-none-any.whl"]
+
+
+def test_a_package_on_no_index_is_not_told_to_add_an_override(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
+    default, cuda = indexes
+    proj = project(tmp_path, default, cuda, packages='nokit = { version = "==1.0", index = "cu130" }')
+    res = envforge(proj, "lock", "r")
+    assert res.returncode == 2
+    err = res.stderr[res.stderr.index("error:"):].splitlines()
+    assert err[0] == ("error: r-default cannot be resolved: nokit is not on the index 'cu130' the recipe routes "
+                      "it to; uv says:")
+    assert err[-1] == ('  hint: check the name, or route it to the index that has it: [packages] nokit = '
+                       '{ version = "...", index = "NAME" } with NAME in [indexes]')
+
+
+def test_a_pin_yanked_upstream_is_a_warning_with_its_reason(tmp_path: Path) -> None:
+    idx = LocalIndex(tmp_path / "gk")
+    for v in ("1.0", "1.1"):
+        idx.add(make_wheel(tmp_path / "built", "guardkit", v))
+    page = idx.root / "simple" / "guardkit" / "index.html"
+    page.write_text(page.read_text().replace(
+        '<a href="../../files/guardkit-1.1', '<a data-yanked="miscompiles the SM120 guard; use 1.0" '
+                                             'href="../../files/guardkit-1.1'))
+    with serve(idx):
+        (tmp_path / "recipes").mkdir()
+        (tmp_path / "recipes" / "gk.toml").write_text(
+            f'[recipe]\nname = "gk"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\ngk-local = "{idx.url}"\n\n'
+            '[packages]\nguardkit = { version = "==1.1", index = "gk-local" }\n')
+        res = envforge(tmp_path, "lock", "gk")
+        assert res.returncode == 0, res.stderr
+        assert res.stderr.splitlines()[-1] == ('warning: gk-default: guardkit 1.1 is yanked on its index '
+                                               '(reason: "miscompiles the SM120 guard; use 1.0")')
+        res = envforge(tmp_path, "lock", "gk", "--json")
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["data"]["locks"][0]["warnings"] == [
+            'guardkit 1.1 is yanked on its index (reason: "miscompiles the SM120 guard; use 1.0")']

@@ -20,7 +20,6 @@ from envforge.patching.operations import (
     Operation,
     Outcome,
 )
-from envforge.patching.releases import _pip_tags
 from envforge.patching.source import Source, parse_source
 
 
@@ -492,9 +491,3 @@ def test_guard_operand_function_alternatives() -> None:
                                               operand="c"), "operation[2]", "")
     assert [(p.path, p.message) for p in problems] == [
         ("operation[2].function", "expected a function name or a list of alternative names, got an integer (1)")]
-
-
-def test_pip_is_told_the_tags_of_a_wheel_built_for_another_python() -> None:
-    assert _pip_tags(("sglang-0.5.9-py3-none-any.whl",)) == []
-    assert _pip_tags(("sglang-0.5.23-cp399-cp399-manylinux_2_34_aarch64.whl",)) == [
-        "--python-version", "3.99", "--implementation", "cp", "--abi", "cp399", "--platform", "manylinux_2_34_aarch64"]

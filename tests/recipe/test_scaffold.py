@@ -84,7 +84,7 @@ def test_wheel_in_a_fresh_venv_runs_up_in_an_empty_directory(tmp_path: Path) -> 
             "UV_CACHE_DIR": os.environ.get("UV_CACHE_DIR", str(Path.home() / ".cache" / "uv"))}
     subprocess.run([uv, "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(ROOT)], check=True,
                    capture_output=True, env=env, timeout=600)
-    (wheel,) = (tmp_path / "dist").glob("envforge-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("envforge_stack-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"envforge/data/{rel}" for rel in QUICKSTART_FILES} <= set(names)
     subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(tmp_path / "venv")], check=True,

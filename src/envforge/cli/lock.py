@@ -38,7 +38,10 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
         ui.progress(f"locking {variant.lock_name} (python {variant.python}, {variant.target.platform}) ...")
         out = lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
                            upgrade=args.upgrade_package, progress=ui.progress)
-        rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed})
+        rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed,
+                     "warnings": list(out.warnings)})
+        for w in out.warnings:
+            ui.warn(f"{variant.lock_name}: {w}")
         if not args.json:
             ui.result(f"{out.path}: {out.packages} packages{'' if out.changed else ' (unchanged)'}")
     if args.json:

@@ -23,11 +23,11 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from envforge.lock.model import LockError
-from envforge.lock.routing import DEFAULT_INDEX, uv_pyproject
+from envforge.lock.routing import DEFAULT_INDEX, override_routes, routed_files_only, uv_pyproject
 from envforge.recipe.model import ResolvedVariant
 from envforge.uv.run import UvError, run_uv
 
-__all__ = ["Progress", "dependency_chains", "resolve_variant"]
+__all__ = ["Progress", "dependency_chains", "resolve_variant", "yank_warnings"]
 
 _INPUT_PROJECT = "envforge-lock-input"  # the project name routing.uv_pyproject gives uv
 Progress = Callable[[str], None]
@@ -46,8 +46,13 @@ def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path
         args.append("--no-deps")
     if variant.exclude_newer:  # recorded in [tool.envforge] inputs: a later re-lock resolves the same
         args += ["--exclude-newer", variant.exclude_newer]
+        for name in variant.exclude_newer_exempt:  # indexes without upload times (B40)
+            args += ["--exclude-newer-package", f"{name}=false"]
     for d in find_links:
         args += ["--find-links", str(d.resolve())]
+    if not offline:  # an override of a routed package keeps its route (B51)
+        for url in override_routes(variant).values():
+            args += ["--find-links", url]
     if offline:
         args += ["--offline", "--no-index"]
     for p in upgrade:
@@ -69,6 +74,10 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
     if m := re.search(r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following platforms: (.+)$",
                       tail, re.MULTILINE):
         return _platform_error(variant, m.group(1), m.group(2), re.findall(r"`([^`]+)`", m.group(3)))
+    if filtered := re.findall(r"`([^`]+)` was filtered by `exclude-newer`", tail):
+        return _exclude_newer_error(variant, tail, filtered)
+    if m := re.search(r"Because ([\w.-]+) was not found in the package registry", tail):
+        return _not_found_error(variant, tail, canonicalize_name(m.group(1)))
     if "No solution found" in tail or "unsatisfiable" in tail:
         tail = "\n".join(ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines()
                          if not ln.startswith("warning:"))
@@ -80,6 +89,53 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
         return LockError(f"{variant.lock_name} cannot be resolved; uv explains the conflict:\n"
                          + "\n".join("  " + line for line in tail.splitlines()), hint=hint)
     return exc
+
+
+def _uv_lines(tail: str) -> list[str]:
+    return [ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines() if ln.strip()]
+
+
+def _exclude_newer_error(variant: ResolvedVariant, tail: str, names: Sequence[str]) -> LockError:
+    """``exclude-newer`` filtered out every candidate of ``names``: uv's own lines kept (the cause
+    and, for an index that publishes no upload times, "missing an upload date"), and the recipe
+    key that exempts a package named (B40)."""
+    names = [canonicalize_name(n) for n in dict.fromkeys(names)]
+    undated: dict[str, list[str]] = {}
+    for line in _uv_lines(tail):
+        if (m := re.match(r"warning: `([^`]+)` is missing an upload date", line)) and m.group(1).endswith(
+                (".whl", ".tar.gz", ".zip")):
+            undated.setdefault(canonicalize_name(m.group(1).split("-")[0]), []).append(line)
+    shown = [ln for ln in _uv_lines(tail) if not ln.startswith("warning:") or "missing an upload date" in ln]
+    kept: list[str] = []
+    for line in shown:
+        m = re.match(r"warning: `([^`]+)` is missing an upload date", line)
+        name = canonicalize_name(m.group(1).split("-")[0]) if m else None
+        if name is not None and undated[name][0] != line:
+            continue
+        kept.append(line + (f" (and {len(undated[name]) - 1} more files of {name})"
+                            if name is not None and len(undated[name]) > 1 else ""))
+    first = names[0]
+    why = ("its index publishes no upload times" if first in undated
+           else f"every matching version was uploaded after {variant.exclude_newer}")
+    hint = (f"{why}: exempt it from exclude-newer in the recipe, with a reason: [exclude-newer-exempt] "
+            f"{first} = \"...\" (uv's exclude-newer-package, recorded in the lock's inputs)")
+    if first not in undated:
+        hint += ", or move [recipe] exclude-newer later"
+    return LockError(f"{variant.lock_name} cannot be resolved: exclude-newer ({variant.exclude_newer}) left no "
+                     f"version of {', '.join(names)}; uv says:\n" + "\n".join("  " + ln for ln in kept), hint=hint)
+
+
+def _not_found_error(variant: ResolvedVariant, tail: str, name: str) -> LockError:
+    """uv found no ``name`` on the indexes it asked: where the recipe looks for it, and how to
+    route it (an override would not help: it is looked up the same way; B51)."""
+    pin = next((p for p in variant.packages if p.name == name), None)
+    where = (f"the index '{pin.index}' the recipe routes it to" if pin is not None and pin.index
+             else f"the default index '{DEFAULT_INDEX.name}'")
+    lines = [ln for ln in _uv_lines(tail) if not ln.startswith("warning:")]
+    return LockError(f"{variant.lock_name} cannot be resolved: {name} is not on {where}; uv says:\n"
+                     + "\n".join("  " + ln for ln in lines),
+                     hint=f"check the name, or route it to the index that has it: [packages] {name} = "
+                          "{ version = \"...\", index = \"NAME\" } with NAME in [indexes]")
 
 
 @contextmanager
@@ -112,9 +168,23 @@ def _platform_error(variant: ResolvedVariant, name: str, version: str, tags: Seq
                                "or a version of it with wheels for this platform")
 
 
+def yank_warnings(stderr: str) -> tuple[str, ...]:
+    """uv's warnings about locked versions yanked on their index (PEP 592), as
+    ``"guardkit 1.1 is yanked on its index (reason: \"...\")"``, in uv's order (field case B48)."""
+    out = []
+    for m in re.finditer(r"^warning: `([^`=]+)==([^`]+)` is yanked(?: \(reason: (.*)\))?\s*$", stderr, re.MULTILINE):
+        out.append(f"{canonicalize_name(m.group(1))} {m.group(2)} is yanked on its index"
+                   + (f" (reason: {m.group(3)})" if m.group(3) else " (no reason given)"))
+    return tuple(dict.fromkeys(out))
+
+
 def resolve_variant(variant: ResolvedVariant, previous: Path | None, find_links: Sequence[Path], offline: bool,
-                    upgrade: Sequence[str], progress: Progress | None) -> dict[str, Any]:
+                    upgrade: Sequence[str], progress: Progress | None,
+                    warnings: list[str] | None = None) -> dict[str, Any]:
     """uv's resolution of ``variant`` as parsed ``pylock.toml`` (``{"packages": [...], ...}``).
+
+    :param warnings: when given, uv's warnings worth the user's eye are appended: locked versions
+        yanked upstream (:func:`yank_warnings`).
 
     :param previous: the lock written before, if any: uv prefers the versions already locked.
     :param upgrade: packages allowed to move to newer versions (``--upgrade-package``).
@@ -127,10 +197,14 @@ def resolve_variant(variant: ResolvedVariant, previous: Path | None, find_links:
         if previous is not None and previous.is_file():
             shutil.copyfile(previous, out)  # uv prefers the versions already locked
         try:
-            run_uv(_compile_args(variant, out, find_links, offline, upgrade), cwd=work, progress=progress)
+            res = run_uv(_compile_args(variant, out, find_links, offline, upgrade), cwd=work, progress=progress)
         except UvError as exc:
             raise _explain_uv_failure(exc, variant) from None
-        return tomllib.loads(out.read_text())
+        if warnings is not None:
+            warnings.extend(yank_warnings(res.stderr))
+        raw = tomllib.loads(out.read_text())
+        routed_files_only(raw.get("packages", []), variant)
+        return raw
 
 
 def dependency_chains(variant: ResolvedVariant, names: Sequence[str], *, find_links: Sequence[Path] = (),

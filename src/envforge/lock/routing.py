@@ -25,7 +25,8 @@ from envforge.recipe.model import Index, ResolvedVariant
 from envforge.core.urls import SCHEME
 
 __all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
-           "index_violations", "redact_userinfo", "uv_pyproject", "without_userinfo"]
+           "index_violations", "override_routes", "redact_userinfo", "routed_files_only", "uv_pyproject",
+           "without_userinfo"]
 
 DEFAULT_INDEX = Index("pypi", "https://pypi.org/simple")
 FIND_LINKS = "find-links"
@@ -54,6 +55,39 @@ def uv_pyproject(variant: ResolvedVariant) -> str:
         lines += ["[[tool.uv.index]]", f"name = {_toml_str(idx.name)}", f"url = {_toml_str(idx.url)}",
                   "explicit = true", ""]
     return "\n".join(lines)
+
+
+def override_routes(variant: ResolvedVariant) -> dict[str, str]:
+    """``{package: find-links URL}`` for each override of a package the recipe routes to an index.
+
+    uv looks an ``--override`` requirement up on the default index only: ``[tool.uv.sources]``
+    does not apply to it (in ``uv pip compile`` neither to ``[tool.uv] override-dependencies``;
+    uv#16933), so overriding the upstream pin of a routed package fails with "not found in the
+    package registry" (field case B51). The package's own page on its index (PEP 503
+    ``<index>/<name>/``, a flat list of its files) given as ``--find-links`` brings the route back;
+    :func:`routed_files_only` then drops any file of it the default index also offered.
+    """
+    urls = {i.name: i.url for i in variant.indexes}
+    routed = {p.name: p.index for p in variant.packages if p.index and p.index in urls}
+    return {o.name: f"{urls[routed[o.name]].rstrip('/')}/{o.name}/" for o in variant.overrides if o.name in routed}
+
+
+def routed_files_only(packages: Iterable[dict[str, Any]], variant: ResolvedVariant) -> None:
+    """Keep, in each overridden routed package of uv's ``[[packages]]`` (changed in place), only
+    the files its index serves, when it serves any: uv merges a ``--find-links`` page's files with
+    the default index's files of the same version (:func:`override_routes`). A package left with
+    none is untouched (:func:`index_violations` then names it)."""
+    indexes = effective_indexes(variant)
+    routed = {p.name: p.index for p in variant.packages if p.index}
+    for pkg in packages:
+        index = routed.get(pkg["name"]) if pkg["name"] in override_routes(variant) else None
+        if index is None:
+            continue
+        wheels = [w for w in pkg.get("wheels", []) if attribute(w.get("url") or w.get("path"), indexes) == index]
+        if wheels:
+            pkg["wheels"] = wheels
+            if "sdist" in pkg and attribute(pkg["sdist"].get("url") or pkg["sdist"].get("path"), indexes) != index:
+                del pkg["sdist"]
 
 
 def effective_indexes(variant: ResolvedVariant) -> list[Index]:

@@ -45,11 +45,13 @@ _FILE_KEYS = ("name", "url", "path", "upload-time", "size", "hashes")
 
 @dataclass(frozen=True, slots=True)
 class LockResult:
-    """What ``lock`` wrote: ``path``, package count, and whether the bytes changed."""
+    """What ``lock`` wrote: ``path``, package count, whether the bytes changed, and ``warnings``
+    (locked versions yanked upstream, with uv's reason)."""
 
     path: Path
     packages: int
     changed: bool
+    warnings: tuple[str, ...] = ()
 
 
 def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef]) -> dict[str, Any]:
@@ -98,7 +100,8 @@ def lock_variant(
         distribution (B41; nothing written).
     :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
     """
-    raw = resolve_variant(variant, out, find_links, offline, upgrade, progress)
+    warnings: list[str] = []
+    raw = resolve_variant(variant, out, find_links, offline, upgrade, progress, warnings)
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
     require_applicable(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", variant, patchsets,
@@ -110,7 +113,7 @@ def lock_variant(
         tmp = out.with_name(f".{out.name}.tmp")
         tmp.write_text(text)
         tmp.replace(out)
-    return LockResult(out, len(packages), changed)
+    return LockResult(out, len(packages), changed, tuple(warnings))
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:

@@ -226,7 +226,7 @@ def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement
 
     :raises InputError: a distribution of ``against`` that no patchset targets, an exact version
         the index has no wheel of, or a range that selects no release.
-    :raises CheckFailed: the index cannot be read.
+    :raises IndexUnreachable: the index cannot be read and no listing of it is cached (exit 3).
     """
     releases: list[tuple[str, tuple[str, ...]]] = []
     listings: dict[str, IndexListing] = {}
@@ -236,7 +236,7 @@ def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement
         if dist not in targeted:
             raise InputError(f"--against {req}: no patchset given targets {dist}",
                              hint=f"the patchsets target {', '.join(sorted(targeted)) or 'nothing'}")
-        listing = listings.get(dist) or list_releases(dist, index_url)
+        listing = listings.get(dist) or list_releases(dist, index_url, cache_dir)
         listings[dist] = listing
         versions = select_versions(listing, req.specifier)
         if not versions:

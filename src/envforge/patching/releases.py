@@ -1,14 +1,17 @@
 """Released code of a distribution without installing it: list its releases on the index, fetch a
 release's wheel and unpack its Python files into a cache, so patchsets can be evaluated on it
-(``envforge patches check``).
+(``envforge patches check``). Neither pip nor uv is needed: envforge's own environment may have
+no pip (``uv tool install``, ``uv venv``).
 
 * Releases are read from the index's simple API (PEP 503 HTML or the PEP 691 JSON form, asked
-  for with ``Accept``), with huggingface_hub's HTTP client (httpx); only versions with at least
-  one wheel that is not yanked count (PEP 592).
-* A wheel is downloaded by ``pip download --no-deps --only-binary :all:`` into
-  ``<cache>/wheels``; when no wheel of the release fits this interpreter (a release built for
-  other CPython versions only), pip is told the tags of one it has (``--python-version``,
-  ``--implementation``, ``--abi``, ``--platform``): only the Python files are read.
+  for with ``Accept``) with httpx2; only versions with at least one wheel that is not yanked
+  count (PEP 592). Each successful read is kept in ``<cache>/index/``, so a later run whose index
+  cannot be reached works from it (``IndexListing.cached`` says so).
+* A wheel is downloaded from the URL its index page gives (relative links resolved against the
+  page), at most :data:`MAX_WHEEL_BYTES`, each read limited to :data:`TIMEOUT_S`, into
+  ``<cache>/wheels`` and checked against the page's ``sha256`` (the ``#sha256=`` fragment of PEP
+  503, ``hashes`` of PEP 691). A wheel for this interpreter is preferred; any other one does, as
+  only the Python files are read.
 * ``<cache>/unpacked/<distribution>-<version>/`` holds the wheel's ``*.py`` files and its
   ``.dist-info`` (the layout of an installed site-packages, so the engine reads it unchanged),
   marked complete by ``.complete-py`` (or ``.complete`` when the whole wheel was unpacked).
@@ -19,38 +22,64 @@ The cache lives outside any environment: ``--cache``, else ``$ENVFORGE_CACHE_DIR
 
 from __future__ import annotations
 
+import hashlib
 import html.parser
-import importlib
 import json
 import shutil
-import subprocess
-import sys
+import time
 import zipfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from urllib.parse import urldefrag, urljoin, urlsplit
 
+import httpx2
 from packaging.specifiers import SpecifierSet
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envforge.core.errors import CheckFailed, ExternalToolError, InputError
+from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
 from envforge.patching.memo import default_cache
 
-__all__ = ["DEFAULT_INDEX", "IndexListing", "default_cache", "fetch_release", "list_releases", "select_versions"]
+__all__ = ["DEFAULT_INDEX", "MAX_WHEEL_BYTES", "TIMEOUT_S", "IndexFile", "IndexListing", "IndexUnreachable",
+           "default_cache", "fetch_release", "list_releases", "select_versions"]
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+TIMEOUT_S = 30.0  # seconds for connecting and for each read
+MAX_WHEEL_BYTES = 2 * 1024**3  # a wheel larger than this is refused (sglang's are ~5 MB, flashinfer's ~10 MB)
+_MAX_WHEEL_S = 600.0  # wall-clock seconds one wheel download may take
+
+
+class IndexUnreachable(EnvforgeError):
+    """The index (or a file on it) could not be read: DNS, refused, timeout, an HTTP status, a size
+    or hash mismatch (exit 3, like a failed external tool)."""
+
+    exit_code = EXIT_TOOL_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    """One file of an index page: absolute ``url``, ``sha256`` (hex, or None when the page gives
+    none) and ``yanked`` (None, or the PEP 592 reason, ``""`` when none was given)."""
+
+    url: str
+    sha256: str | None
+    yanked: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IndexListing:
-    """The wheels of one distribution on an index: ``wheels[version]`` = file names (not yanked)."""
+    """The wheels of one distribution on an index: ``wheels[version]`` = file names (not yanked),
+    ``files[file name]`` = where each is and its hash; ``cached`` is the time (RFC 3339) of the
+    listing read before, when the index could not be reached and that one was used."""
 
     distribution: str
     index_url: str
     wheels: dict[str, tuple[str, ...]]
+    files: Mapping[str, IndexFile] = field(default_factory=dict)
+    cached: str | None = None
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -59,9 +88,11 @@ class IndexListing:
 
 
 class _Links(html.parser.HTMLParser):
+    """The ``<a>`` elements of a PEP 503 page: ``(text, href, data-yanked or None)``."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.files: list[tuple[str, bool]] = []  # (file name, yanked)
+        self.files: list[tuple[str, str, str | None]] = []
         self._attrs: dict[str, str | None] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -70,55 +101,105 @@ class _Links(html.parser.HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._attrs is not None and data.strip():
-            self.files.append((data.strip(), "data-yanked" in self._attrs))
+            yanked = (self._attrs.get("data-yanked") or "") if "data-yanked" in self._attrs else None
+            self.files.append((data.strip(), self._attrs.get("href") or "", yanked))
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "a":
             self._attrs = None
 
 
+def _cause(exc: httpx2.HTTPError, url: str) -> str:
+    """What went wrong reaching ``url``, in words: DNS, refused, timeout, else httpx's message."""
+    host = urlsplit(url).netloc.rpartition("@")[2]
+    text = str(exc)
+    if isinstance(exc, httpx2.TimeoutException):
+        return f"no answer from {host} within {TIMEOUT_S:g} s (timeout)"
+    if isinstance(exc, httpx2.ConnectError):
+        if any(s in text for s in ("Name or service not known", "nodename nor servname", "getaddrinfo",
+                                   "Temporary failure in name resolution", "[Errno -2]", "[Errno -3]")):
+            return f"the name {host.rsplit(':', 1)[0]} does not resolve (DNS)"
+        if "refused" in text.lower():
+            return f"{host} refused the connection (nothing listens there)"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _unreachable(url: str, cause: str) -> IndexUnreachable:
+    return IndexUnreachable(f"cannot read the package index at {url}: {cause}",
+                            hint="check the network, or pass --index-url")
+
+
 def _http_get(url: str) -> tuple[str, str]:
-    """``(content type, text)`` of ``url``. :raises CheckFailed: transport error or HTTP status."""
-    for module in ("httpx2", "httpx"):  # huggingface_hub's HTTP client, depending on its version
-        try:
-            client: Any = importlib.import_module(module)
-            break
-        except ImportError:
-            continue
-    else:  # pragma: no cover - huggingface_hub always brings one
-        raise CheckFailed("no HTTP client (httpx) is installed", hint="pip install httpx")
+    """``(content type, text)`` of ``url``.
+
+    :raises InputError: HTTP 404 (no such project). :raises IndexUnreachable: anything else.
+    """
     try:
-        response = client.get(url, headers={"Accept": _ACCEPT}, follow_redirects=True, timeout=30.0)
-    except client.HTTPError as exc:
-        raise CheckFailed(f"cannot read the package index at {url}: {exc}",
-                          hint="check the network, or pass --index-url") from None
+        response = httpx2.get(url, headers={"Accept": _ACCEPT}, follow_redirects=True, timeout=TIMEOUT_S)
+    except httpx2.HTTPError as exc:
+        raise _unreachable(url, _cause(exc, url)) from None
     if response.status_code == 404:
         raise InputError(f"{url}: the index has no such project (HTTP 404)",
                          hint="check the distribution name in --against")
     if response.status_code != 200:
-        raise CheckFailed(f"cannot read the package index at {url}: HTTP {response.status_code}",
-                          hint="check the network, or pass --index-url")
+        raise _unreachable(url, f"HTTP {response.status_code}")
     return str(response.headers.get("content-type", "")), str(response.text)
 
 
-def list_releases(distribution: str, index_url: str = DEFAULT_INDEX) -> IndexListing:
+def _page_files(url: str, ctype: str, text: str) -> list[tuple[str, IndexFile]]:
+    """``(file name, IndexFile)`` of a simple page at ``url`` (PEP 691 JSON or PEP 503 HTML)."""
+    out: list[tuple[str, IndexFile]] = []
+    if "json" in ctype:
+        for f in json.loads(text).get("files", []):
+            yanked = f.get("yanked")
+            reason = None if not yanked else (yanked if isinstance(yanked, str) else "")
+            out.append((str(f["filename"]), IndexFile(urljoin(url, str(f.get("url", ""))),
+                                                      (f.get("hashes") or {}).get("sha256"), reason)))
+        return out
+    parser = _Links()
+    parser.feed(text)
+    for filename, href, yanked in parser.files:
+        target, fragment = urldefrag(urljoin(url, href))
+        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        out.append((filename, IndexFile(target, sha, yanked)))
+    return out
+
+
+def _listing_cache(cache: Path, index_url: str, name: str) -> Path:
+    key = hashlib.sha256(index_url.rstrip("/").encode()).hexdigest()[:16]
+    return cache / "index" / key / f"{name}.json"
+
+
+def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path | None = None) -> IndexListing:
     """The wheels of ``distribution`` on the simple index ``index_url`` (PEP 503 / PEP 691).
 
-    :raises InputError: the index has no such project. :raises CheckFailed: the index cannot be read.
+    :param cache: where the listing is kept after a successful read, and read from (``cached``
+        set) when the index cannot be reached.
+    :raises InputError: the index has no such project.
+    :raises IndexUnreachable: the index cannot be read and no listing of it is cached (the cause
+        named: DNS, refused, timeout, HTTP status).
     """
     name = canonicalize_name(distribution)
     url = f"{index_url.rstrip('/')}/{name}/"
-    ctype, text = _http_get(url)
-    if "json" in ctype:
-        data = json.loads(text)
-        files = [(str(f["filename"]), bool(f.get("yanked"))) for f in data.get("files", [])]
+    kept = _listing_cache(cache, index_url, name) if cache is not None else None
+    try:
+        ctype, text = _http_get(url)
+    except IndexUnreachable:
+        if kept is None or not kept.is_file():
+            raise
+        data = json.loads(kept.read_text())
+        ctype, text = data["content-type"], data["text"]
+        cached: str | None = data["read-at"]
     else:
-        parser = _Links()
-        parser.feed(text)
-        files = parser.files
+        cached = None
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            read_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            kept.write_text(json.dumps({"url": url, "read-at": read_at, "content-type": ctype, "text": text}))
     wheels: dict[str, list[str]] = {}
-    for filename, yanked in files:
-        if yanked or not filename.endswith(".whl"):
+    files: dict[str, IndexFile] = {}
+    for filename, info in _page_files(url, ctype, text):
+        if info.yanked is not None or not filename.endswith(".whl"):
             continue
         try:
             wname, version, _, _ = parse_wheel_filename(filename)
@@ -126,7 +207,8 @@ def list_releases(distribution: str, index_url: str = DEFAULT_INDEX) -> IndexLis
             continue
         if wname == name:
             wheels.setdefault(str(version), []).append(filename)
-    return IndexListing(name, index_url, {v: tuple(f) for v, f in wheels.items()})
+            files[filename] = info
+    return IndexListing(name, index_url, {v: tuple(f) for v, f in wheels.items()}, files, cached)
 
 
 def select_versions(listing: IndexListing, specifier: SpecifierSet) -> tuple[str, ...]:
@@ -136,25 +218,20 @@ def select_versions(listing: IndexListing, specifier: SpecifierSet) -> tuple[str
     return tuple(v for v in listing.versions if v in chosen)
 
 
-def _pip_tags(filenames: tuple[str, ...]) -> list[str]:
-    """pip options that make it accept one of ``filenames`` when none fits this interpreter."""
+def _preferred(filenames: tuple[str, ...]) -> str:
+    """The wheel to read: the first (sorted) that fits this interpreter, else the first; only its
+    Python files are read, so one built for another CPython serves as well."""
     mine = set(sys_tags())
-    parsed = [parse_wheel_filename(f)[3] for f in filenames]
-    if any(tags & mine for tags in parsed):
-        return []
-    tag = sorted(parsed[0], key=str)[0]
-    digits = tag.interpreter[2:]
-    if not digits.isdigit() or len(digits) < 2:
-        return []
-    return ["--python-version", f"{digits[0]}.{digits[1:]}", "--implementation", tag.interpreter[:2],
-            "--abi", tag.abi, "--platform", tag.platform]
+    ordered = sorted(filenames)
+    return next((f for f in ordered if parse_wheel_filename(f)[3] & mine), ordered[0])
 
 
 def fetch_release(listing: IndexListing, version: str, cache: Path) -> Path:
     """The unpacked Python files of ``listing.distribution==version`` under ``cache`` (downloaded
-    and unpacked once; later calls only look the directory up).
+    and unpacked once; later calls only look the directory up, with no index needed).
 
-    :raises ExternalToolError: pip could not download the wheel.
+    :raises IndexUnreachable: the wheel could not be downloaded (cause named), was larger than
+        :data:`MAX_WHEEL_BYTES`, or its sha256 is not the one the index page gives.
     :raises InputError: the version has no wheel on the index.
     """
     name = listing.distribution
@@ -165,7 +242,7 @@ def fetch_release(listing: IndexListing, version: str, cache: Path) -> Path:
     if not filenames:
         raise InputError(f"{name} {version} has no wheel on {listing.index_url}",
                          hint=f"versions with wheels: {', '.join(listing.versions[-8:])}")
-    wheel = _download(listing, version, filenames, cache / "wheels")
+    wheel = _download(listing, filenames, cache / "wheels")
     shutil.rmtree(target, ignore_errors=True)
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -177,24 +254,47 @@ def fetch_release(listing: IndexListing, version: str, cache: Path) -> Path:
     return target
 
 
-def _download(listing: IndexListing, version: str, filenames: tuple[str, ...], wheels: Path) -> Path:
-    stem = listing.distribution.replace("-", "_")
-
-    def found() -> list[Path]:
-        return [p for p in wheels.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-".lower())
-                and p.name in filenames]
-
-    if found():
-        return found()[0]
+def _download(listing: IndexListing, filenames: tuple[str, ...], wheels: Path) -> Path:
+    """A wheel of ``filenames`` in ``wheels``: one already there, else the preferred one downloaded."""
+    for present in sorted(filenames):
+        if (wheels / present).is_file():
+            return wheels / present
+    filename = _preferred(filenames)
+    info = listing.files.get(filename) or IndexFile(urljoin(f"{listing.index_url.rstrip('/')}/"
+                                                            f"{listing.distribution}/", filename), None)
     wheels.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-            "--only-binary", ":all:", "--dest", str(wheels), *_pip_tags(filenames)]
-    if listing.index_url != DEFAULT_INDEX:
-        argv += ["--index-url", listing.index_url]
-    proc = subprocess.run([*argv, f"{listing.distribution}=={version}"], capture_output=True, text=True)
-    if proc.returncode != 0 or not found():
-        raise ExternalToolError(f"pip could not download {listing.distribution}=={version} (a wheel)",
-                                tool="pip", argv=argv, returncode=proc.returncode,
-                                stderr_tail="\n".join(proc.stderr.strip().splitlines()[-6:]),
-                                hint="check the network and the index (--index-url)")
-    return found()[0]
+    dest = wheels / filename
+    part = dest.with_name(dest.name + ".part")
+    digest = hashlib.sha256()
+    size = 0
+    started = time.monotonic()
+    try:
+        with httpx2.stream("GET", info.url, follow_redirects=True, timeout=TIMEOUT_S) as response:
+            if response.status_code != 200:
+                raise IndexUnreachable(f"cannot download {filename} from {info.url}: HTTP {response.status_code}",
+                                       hint="check the index (--index-url)")
+            with part.open("wb") as fh:
+                for chunk in response.iter_bytes(1 << 20):
+                    size += len(chunk)
+                    if size > MAX_WHEEL_BYTES:
+                        raise IndexUnreachable(f"{filename} from {info.url} is larger than "
+                                               f"{MAX_WHEEL_BYTES} bytes; not downloaded")
+                    if time.monotonic() - started > _MAX_WHEEL_S:
+                        raise IndexUnreachable(f"downloading {filename} from {info.url} took more than "
+                                               f"{_MAX_WHEEL_S:g} s; stopped", hint="check the network")
+                    digest.update(chunk)
+                    fh.write(chunk)
+    except httpx2.HTTPError as exc:
+        part.unlink(missing_ok=True)
+        raise IndexUnreachable(f"cannot download {filename}: {_cause(exc, info.url)}",
+                               hint="check the network, or pass --index-url") from None
+    except IndexUnreachable:
+        part.unlink(missing_ok=True)
+        raise
+    if info.sha256 is not None and digest.hexdigest() != info.sha256.lower():
+        part.unlink(missing_ok=True)
+        raise IndexUnreachable(f"{filename} from {info.url}: sha256 {digest.hexdigest()} is not the "
+                               f"{info.sha256} its index page gives (hash mismatch); not used",
+                               hint="the index or a proxy between serves another file; check it")
+    part.replace(dest)
+    return dest

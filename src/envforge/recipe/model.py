@@ -128,6 +128,7 @@ class ResolvedVariant:
     build_constraints: tuple[str, ...] = ()
     exclude_newer: str | None = None
     retired_patchsets: Mapping[str, str] = field(default_factory=dict)
+    exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def lock_name(self) -> str:
@@ -153,6 +154,8 @@ class ResolvedVariant:
                if self.source_builds else {}),
             **({"build-constraints": list(self.build_constraints)} if self.build_constraints else {}),
             **({"exclude-newer": self.exclude_newer} if self.exclude_newer else {}),
+            **({"exclude-newer-exempt": [f"{k}: {v}" for k, v in self.exclude_newer_exempt.items()]}
+               if self.exclude_newer_exempt else {}),
         }
 
     def digest(self) -> str:
@@ -205,6 +208,7 @@ class Recipe:
             build_constraints=tuple(self.data["recipe"].get("build-constraints", ())),
             exclude_newer=self.data["recipe"].get("exclude-newer"),
             retired_patchsets=retired,
+            exclude_newer_exempt=self._reasons("exclude-newer-exempt", vdata),
         )
 
     def _retired(self, vdata: Mapping[str, Any]) -> dict[str, str]:

@@ -177,6 +177,7 @@ _VARIANT = Table({
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
     "retire-patchsets": _RETIRED,
+    "exclude-newer-exempt": _REASONS,
 })
 
 # [verify.drafter] and [verify.smoke] are owned by envforge.drafter and envforge.bench.
@@ -276,6 +277,9 @@ RECIPE_SPEC = Table({
     "overrides": _OVERRIDES,
     "cuda-exceptions": _REASONS,
     "build-from-source": _REASONS,
+    # Packages exempt from [recipe] exclude-newer (uv's exclude-newer-package NAME=false), each with
+    # its reason: indexes that publish no upload times (download.pytorch.org; field case B40).
+    "exclude-newer-exempt": _REASONS,
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(_profile_value, _env_problem), lock_name_problem),
     "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -15,7 +14,7 @@ from typing import Any, TextIO
 from envforge import __version__
 from envforge.core.errors import EnvforgeError
 from envforge.core.printable import escape_controls
-from envforge.core.urls import SCHEME, SCHEME_BODY, SCHEME_START
+from envforge.core.urls import redact_credentials
 
 __all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
 
@@ -54,14 +53,6 @@ def error_kind(exc: EnvforgeError) -> str:
     return {1: "check-failed", 2: "input-error", 3: "tool-failed"}.get(exc.exit_code, "input-error")
 
 
-# ``scheme://user:password@``: a password in a URL never reaches a terminal or a JSON document (issue 18).
-# The user part stops at the first ":" (RFC 3986 userinfo), so the password's end is found once.
-_PASSWORD_IN_URL = re.compile(SCHEME + r"[^/@\s'\":]+:[^/@\s'\"]*@")
-# ``https://TOKEN@host``: a token as the user name (GitHub, Hugging Face, GitLab deploy tokens) is a
-# credential too; only ssh-style URLs (``git+ssh://git@host``) carry a user name that is not one.
-_USER_IN_URL = re.compile(SCHEME_START + r"((?![A-Za-z0-9+.-]*ssh)" + SCHEME_BODY + r")[^/@\s'\":]+@")
-
-
 def redact(text: str) -> str:
     """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@``.
 
@@ -70,7 +61,7 @@ def redact(text: str) -> str:
     in ``https://TOKEN@host`` (a token as the user name) and is redacted too, except in ssh-style
     URLs (``git+ssh://git@host``), where it is left as it is.
     """
-    return _USER_IN_URL.sub(r"\1<credentials>@", _PASSWORD_IN_URL.sub(r"\1<credentials>@", text))
+    return redact_credentials(text)
 
 
 def _shown(text: str) -> str:

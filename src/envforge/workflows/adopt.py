@@ -29,8 +29,10 @@ from typing import Any
 import tomlkit
 
 from envforge.core.errors import EnvforgeError, InputError
+from envforge.core.urls import redact_credentials
 from envforge.env.layout import site_packages
 from envforge.installed.distributions import direct_url, installed_distributions, read_record
+from envforge.lock.routing import without_userinfo
 from envforge.lock.write import lock_variant, patchset_refs
 from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.memo import default_cache
@@ -62,6 +64,8 @@ class AdoptedDistribution:
     :ivar index: the recipe's index name it is routed to (None: the default index, or not an
         index install).
     :ivar installer: the PEP 376 ``INSTALLER`` file's content (``pip``, ``uv``), or None.
+    :ivar credentials_removed: ``direct_url.json`` held a URL with ``user:password@`` (or a token as
+        the user name); ``url`` is shown without it and no file envforge writes holds it (field case N39).
     """
     name: str
     version: str
@@ -69,6 +73,7 @@ class AdoptedDistribution:
     url: str | None
     index: str | None
     installer: str | None
+    credentials_removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +107,8 @@ class Adoption:
         return {"env": str(self.env), "recipe": self.name, "python": self.python,
                 "indexes": [{"name": n, "url": u} for n, u in self.indexes],
                 "distributions": [{"name": d.name, "version": d.version, "source": d.source, "url": d.url,
-                                   "index": d.index, "installer": d.installer} for d in self.distributions],
+                                   "index": d.index, "installer": d.installer,
+                                   "credentials_removed": d.credentials_removed} for d in self.distributions],
                 "hand_edits": [{"distribution": e.distribution, "path": e.path, "recorded_sha256": e.recorded_sha256,
                                 "actual_sha256": e.actual_sha256} for e in self.edits]}
 
@@ -120,11 +126,19 @@ def _python_of(env: Path) -> str:
     return f"{m.group(1)}.{m.group(2)}"
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` without its userinfo (pip and uv strip it themselves; a venv can hold anything)."""
+    try:
+        return without_userinfo(url)
+    except ValueError:  # not a URL urlsplit reads (an open "[" host): the redaction still hides it
+        return redact_credentials(url)
+
+
 def _source(dist: Any) -> tuple[str, str | None]:
     info = direct_url(dist)
     if info is None:
         return "index", None
-    url = str(info.get("url", ""))
+    url = _without_credentials(str(info.get("url", "")))
     if "vcs_info" in info:
         return "vcs", url
     if isinstance(info.get("dir_info"), dict):
@@ -170,6 +184,8 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     for key in sorted(found):
         dist = found[key]
         source, url = _source(dist)
+        info = direct_url(dist) if url is not None else None
+        removed = info is not None and url != str(info.get("url", ""))
         tag = _TORCH_TAG.search(dist.version)
         index = None
         if source == "index" and tag and dist.name in _TORCH_FAMILY:
@@ -177,7 +193,7 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
             indexes[index] = PYTORCH_INDEX.format(tag=tag.group(1))
         installer_file = dist.dist_info / "INSTALLER"
         installer = installer_file.read_text(errors="replace").strip() or None if installer_file.is_file() else None
-        dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer))
+        dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer, removed))
         edits += _edits(sp, dist)
     text = _recipe_text(env, name, python, indexes, dists)
     return Adoption(env, name, python, tuple(indexes.items()), tuple(dists), tuple(edits), text)
@@ -191,7 +207,8 @@ def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str],
     doc.add(tomlkit.comment("pinned as installed; `envforge lock` then `envforge build` reproduce it."))
     skipped = [d for d in dists if d.source != "index"]
     for d in skipped:
-        doc.add(tomlkit.comment(f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url})"))
+        doc.add(tomlkit.comment(f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url}"
+                                + ("; credentials removed from its URL)" if d.credentials_removed else ")")))
     doc.add(tomlkit.nl())
     recipe = tomlkit.table()
     recipe.update({"name": name, "description": f"adopted from {env}", "python": python, "resolution": "no-deps"})

@@ -320,3 +320,25 @@ def test_credentials_in_direct_url_json_reach_no_file_and_are_named(tmp_path: Pa
     a = adopt_environment(env, name="a1")
     assert [(d.url, d.credentials_removed) for d in a.distributions] == [(clean, True)]
     assert a.as_dict()["distributions"][0]["credentials_removed"] is True
+
+
+@pytest.mark.parametrize(("fifo", "message"), [
+    ("pyvenv.cfg", "pyvenv.cfg {env}/pyvenv.cfg is not a regular file (a FIFO)"),
+    ("lib/python3.12/site-packages/otherpkg-2.0.dist-info/RECORD",
+     "RECORD {env}/lib/python3.12/site-packages/otherpkg-2.0.dist-info/RECORD is not a regular file (a FIFO)"),
+    ("lib/python3.12/site-packages/otherpkg-2.0.dist-info/direct_url.json",
+     "PEP 610 record {env}/lib/python3.12/site-packages/otherpkg-2.0.dist-info/direct_url.json is not a regular "
+     "file (a FIFO)"),
+])
+def test_a_fifo_in_the_environment_is_exit_2_not_a_hang(tmp_path: Path, fifo: str, message: str) -> None:
+    """Field case N44: `init --from-env` hung on a FIFO pyvenv.cfg, RECORD or direct_url.json."""
+    env = _fake_env(tmp_path, None)
+    (env / fifo).unlink(missing_ok=True)
+    os.mkfifo(env / fifo)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    res = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--name", "a1", "--no-lock"], cwd=proj,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines()[0] == "error: " + message.format(env=env)
+    assert not (proj / "recipes" / "a1.toml").exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -29,6 +30,7 @@ from typing import Any
 import tomlkit
 
 from envforge.core.errors import EnvforgeError, InputError
+from envforge.core.textfile import SMALL_LIMIT, file_kind, read_state
 from envforge.core.urls import redact_credentials
 from envforge.env.layout import site_packages
 from envforge.installed.distributions import direct_url, installed_distributions, read_record
@@ -116,7 +118,7 @@ class Adoption:
 def _python_of(env: Path) -> str:
     cfg = env / "pyvenv.cfg"
     try:
-        text = cfg.read_text(encoding="utf-8", errors="replace")
+        text = read_state(cfg, what="pyvenv.cfg", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
     except OSError:
         raise InputError(f"{env} is not a virtual environment (no pyvenv.cfg)",
                          hint="pass the directory that holds bin/python and pyvenv.cfg") from None
@@ -146,6 +148,16 @@ def _source(dist: Any) -> tuple[str, str | None]:
     return "url", url
 
 
+def _regular_file_sha256(path: Path) -> str | None:
+    """Hex sha256 of ``path`` streamed (a CUDA library is gigabytes), or None when it is not a
+    regular file: opened non-blocking and checked with ``fstat`` first, so a FIFO never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as fh:
+        if file_kind(os.fstat(fd).st_mode) is not None:
+            return None
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 def _edits(sp: Path, dist: Any) -> list[HandEdit]:
     out = []
     for entry in read_record(dist):
@@ -154,9 +166,9 @@ def _edits(sp: Path, dist: Any) -> list[HandEdit]:
         path = (sp / entry.path).resolve()
         if not path.is_relative_to(sp.resolve()):
             continue  # scripts in bin/ (../../../bin/x): outside site-packages, launchers rewritten at install
-        try:
-            actual: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
+        try:  # only a regular file is read: a FIFO in its place would block (field case N44)
+            actual: str | None = _regular_file_sha256(path)
+        except (OSError, InputError):
             actual = None
         if actual != entry.sha256:
             out.append(HandEdit(dist.name, entry.path, entry.sha256, actual))
@@ -192,7 +204,8 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
             index = f"pytorch-{tag.group(1).replace('.', '')}"
             indexes[index] = PYTORCH_INDEX.format(tag=tag.group(1))
         installer_file = dist.dist_info / "INSTALLER"
-        installer = installer_file.read_text(errors="replace").strip() or None if installer_file.is_file() else None
+        installer = (read_state(installer_file, what="INSTALLER", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
+                     .strip() or None) if installer_file.is_file() else None
         dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer, removed))
         edits += _edits(sp, dist)
     text = _recipe_text(env, name, python, indexes, dists)

@@ -6,7 +6,11 @@ import re
 
 import pytest
 
-from envforge.core.urls import SCHEME, SCHEME_BODY, SCHEME_START
+from envforge.cli.crashlog import mask_userinfo
+from envforge.cli.output import redact
+from envforge.core.errors import ExternalToolError
+from envforge.core.urls import SCHEME, SCHEME_BODY, SCHEME_START, redact_credentials
+from envforge.lock.routing import redact_userinfo
 
 
 @pytest.mark.parametrize(("text", "found", "start"), [
@@ -73,7 +77,7 @@ def test_substitution_keeps_the_run_as_written() -> None:
 # -- redact_argv (issue 27): a server's command line is printed and written into bench reports
 
 from envforge.cli import output  # noqa: E402
-from envforge.core.urls import REDACTED, redact, redact_argv, secret_arg_name  # noqa: E402
+from envforge.core.urls import REDACTED, redact_argv, secret_arg_name  # noqa: E402
 
 
 @pytest.mark.parametrize(("argv", "shown"), [
@@ -108,3 +112,31 @@ def test_secret_arg_names() -> None:
 def test_redact_is_the_one_redaction_the_cli_prints_through() -> None:
     assert output.redact is redact
     assert redact("git+ssh://git@h and https://u:p@h") == "git+ssh://git@h and https://<credentials>@h"
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # uv's path join of a --find-links URL (field case N37): one slash after the scheme
+    ("Failed to read `--find-links` directory: /p/http:/u:SECRET@127.0.0.1:18603/files",
+     "Failed to read `--find-links` directory: /p/http:/<credentials>@127.0.0.1:18603/files"),
+    ("/p/https:/TOKEN@host/x", "/p/https:/<credentials>@host/x"),
+    ("https://u:SECRET@h/simple", "https://<credentials>@h/simple"),
+    ("https://TOKEN@h/simple", "https://<credentials>@h/simple"),
+    ("git+ssh://git@github.com/o/r.git", "git+ssh://git@github.com/o/r.git"),
+    ("mail a@b.c; http:/no-at/x", "mail a@b.c; http:/no-at/x"),
+])
+def test_redact_credentials_catches_the_joined_single_slash_form(text: str, shown: str) -> None:
+    assert redact_credentials(text) == shown
+
+
+def test_every_redactor_is_the_one_redaction() -> None:
+    text = "x /p/http:/u:SECRET@h/f and https://a:b@h"
+    assert redact(text) == redact_userinfo(text) == redact_credentials(text) == (
+        "x /p/http:/<credentials>@h/f and https://<credentials>@h")
+    assert "SECRET" not in mask_userinfo(text)
+
+
+def test_a_tool_error_never_holds_a_password() -> None:
+    err = ExternalToolError("uv failed at http:/u:SECRET@h", tool="uv", argv=["uv", "--find-links", "p/http:/u:SECRET@h"],
+                            returncode=2, stderr_tail="error: Failed to read /p/http:/u:SECRET@h/files")
+    assert "SECRET" not in str(err) + " ".join(err.argv)
+    assert err.argv == ("uv", "--find-links", "p/http:/<credentials>@h")

@@ -429,3 +429,37 @@ def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: 
         "generation": "g0002", "python": "3.12.1", "env-profile": "pcie"}
     assert sorted(p.name for p in (sp / ".envforge").iterdir()) == ["generation.json", "pylock.toml"]
     assert {oct(p.stat().st_mode & 0o7777) for p in (sp / ".envforge").iterdir()} == {"0o644"}
+
+
+_TERM_AFTER_FLIP = """
+import os, signal, sys
+import envforge.env.build as build
+real = build.replace_symlink
+def flip_then_term(link, target):
+    real(link, target)
+    os.kill(os.getpid(), signal.SIGTERM)  # the signal lands the instant the link is flipped
+build.replace_symlink = flip_then_term
+from envforge.cli import run
+sys.argv = ["envforge", "build", "r"]
+run()
+"""
+
+
+def test_sigterm_right_after_the_flip_keeps_the_generation_it_made_live(tmp_path: Path, index: LocalIndex) -> None:
+    """Field case N50: the handler re-reads the link and never removes the generation it points at."""
+    proj = make_project(tmp_path / "p", index)
+    assert envforge(proj, "lock", "r").returncode == 0
+    assert envforge(proj, "build", "r").returncode == 0
+    res = subprocess.run([sys.executable, "-c", _TERM_AFTER_FLIP], cwd=proj, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    gen = proj / "envs" / ".generations" / "r-default" / "g0002"
+    log = gen.with_name("g0002.log")
+    assert res.returncode == 128 + signal.SIGTERM, res.stderr
+    assert res.stderr.splitlines()[-1] == (
+        f"error: stopped by signal SIGTERM after the flip of r-default to g0002: the build was complete and "
+        f"g0002 is live; nothing was removed; full log: {log}")
+    assert "was not changed" not in res.stderr
+    assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0002"
+    assert (gen / "lib" / "python3.12" / "site-packages" / ".envforge" / "generation.json").is_file()
+    assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
+    assert envforge(proj, "verify", "r-default").returncode == 0

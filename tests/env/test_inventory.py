@@ -207,3 +207,94 @@ def test_gc_json_freed_bytes_excludes_files_kept_alive_elsewhere(tmp_path: Path)
                               {"env": "e", "generation": "g0002", "own_bytes": own[1], "shared_bytes": (1 << 20) + pair}],
                   "kept": [{"env": "e", "generation": "g0003"}], "freed_bytes": expected}
     assert expected < (1 << 20) and len(cache.read_bytes()) == 1 << 20
+
+
+_SLOW_BUILD = """
+import sys, time
+import envforge.env.build as build
+real = build._manifest
+def slow_manifest(*a, **k):
+    time.sleep(3)  # the generation exists, incomplete, while gc lists
+    return real(*a, **k)
+build._manifest = slow_manifest
+from envforge.cli import run
+sys.argv = ["envforge", "build", "r"]
+run()
+"""
+
+_SLOW_GC = """
+import fcntl, os, sys, time
+from pathlib import Path
+import envforge.env.inventory as inv
+real = inv.list_environments
+link = Path("envs/r-default")
+def build_done():
+    if os.readlink(link).endswith("g0001"):
+        return False
+    with open("envs/.generations/r-default/.lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return True
+def listing_then_wait(*a, **k):
+    found = real(*a, **k)
+    deadline = time.monotonic() + 60  # widen the window until the racing build has flipped and let go
+    while time.monotonic() < deadline and not build_done():
+        time.sleep(0.05)
+    return found
+inv.list_environments = listing_then_wait
+from envforge.cli import run
+sys.argv = ["envforge", "gc", "--keep", "100"]
+run()
+"""
+
+
+def _live_is_intact(proj: Path) -> str:
+    link = proj / "envs" / "r-default"
+    record = link / "lib" / "python3.12" / "site-packages" / ".envforge" / "generation.json"
+    assert record.is_file(), f"{os.readlink(link)} is gone"
+    return os.readlink(link)
+
+
+def test_gc_racing_a_build_never_removes_the_generation_the_build_makes_live(proj: Path) -> None:
+    """Field case N48, two real processes: gc's listing is widened until the build has flipped;
+    gc decides only on a listing made under the build lock, so the new live generation stays."""
+    lock_and_build(proj, "1.0")
+    recipe = proj / "recipes" / "r.toml"
+    recipe.write_text(recipe.read_text().replace('"==1.0"', '"==2.0"'))
+    assert envforge(proj, "lock", "r").returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    build = subprocess.Popen([sys.executable, "-c", _SLOW_BUILD], cwd=proj, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    gen = proj / "envs" / ".generations" / "r-default" / "g0002"
+    deadline = time.monotonic() + 120
+    while not (gen / "pyvenv.cfg").is_file() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gc = subprocess.run([sys.executable, "-c", _SLOW_GC], cwd=proj, capture_output=True, text=True, timeout=120,
+                        env=env)
+    _, err = build.communicate(timeout=120)
+    assert build.returncode == 0, err
+    assert "removed r-default/g0002" not in gc.stdout + gc.stderr
+    assert gc.returncode in (0, 2), gc.stderr
+    if gc.returncode == 2:  # it found the build's lock held: refused, named the lock
+        assert "another envforge build of r-default is running" in gc.stderr
+    assert _live_is_intact(proj) == ".generations/r-default/g0002"
+
+
+def test_builds_and_gcs_at_random_moments_keep_the_live_generation(proj: Path) -> None:
+    """Real build and gc processes started together at several offsets, bounded to about a minute:
+    after each round the link points at a complete generation and gc removed nothing live."""
+    lock_and_build(proj, "1.0")
+    deadline = time.monotonic() + 60
+    for delay in (0.0, 0.3, 0.6, 0.9, 1.2, 1.5):
+        if time.monotonic() > deadline:
+            break
+        build = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        gc = envforge(proj, "gc", "--keep", "50")
+        assert build.wait(timeout=120) in (0, 2)
+        live = _live_is_intact(proj)
+        assert f"r-default/{live.rsplit('/', 1)[1]}" not in gc.stdout, gc.stdout

@@ -17,6 +17,8 @@ import pytest
 
 from envforge.cli import main
 from envforge.lock.check import StaleLock, guard_lock
+from envforge.lock.model import LockIntegrityError
+from envforge.lock.write import restamp
 from envforge.lock.model import read_lock
 from envforge.recipe.load import load_recipe
 from tests.support.localindex import LocalIndex, make_wheel, serve
@@ -173,3 +175,31 @@ def test_up_and_build_stop_at_an_added_package_with_exit_1(tmp_path: Path, index
             "  packages.newpkg: locked (absent), recipe now newpkg==1.0",
             "  hint: run `envforge lock r --variant default` and review the change"]), command
     assert not (proj / "envs").exists() and not os.path.lexists(proj / "envs" / "r-default")
+
+
+def test_a_hand_added_entry_with_a_recomputed_digest_fails_a_no_deps_lock(
+        tmp_path: Path, index: LocalIndex, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Field case N01: the packages-digest is an unkeyed hash anyone can recompute (restamp); in a
+    ``no-deps`` lock the added package is caught anyway: the recipe does not name it."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(
+        f'[recipe]\nname = "r"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\npypi = "{index.url}"\n\n'
+        '[packages]\napp = "==1.0"\n')
+    assert main(["lock", "r", "--project", str(tmp_path)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    lock = tmp_path / "lockfiles" / "pylock.r-default.toml"
+    wheel = make_wheel(tmp_path / "extra", "newpkg", "1.0")
+    entry = (f'[[packages]]\nname = "newpkg"\nversion = "1.0"\nwheels = [{{ url = "{index.url}/{wheel.name}", '
+             f'hashes = {{ sha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}" }} }}]\n\n')
+    lock.write_text(restamp(lock.read_text().replace("[tool.envforge]", entry + "[tool.envforge]", 1)))
+    assert read_lock(lock).envforge["packages-digest"] == read_lock(lock).digest  # the forgery is consistent
+    code, out, err = check(tmp_path, capsys, monkeypatch)
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: {lock} is not the lock `envforge lock` wrote:",
+        "  [[packages]] holds newpkg, which the recipe does not name: a `no-deps` lock holds only the recipe's "
+        "packages (an entry added by hand)",
+        "  hint: regenerate it with `envforge lock r --variant default` and review the diff; never edit a lock by hand"]
+    variant = load_recipe(tmp_path / "recipes" / "r.toml").resolve("default")
+    with pytest.raises(LockIntegrityError, match="holds newpkg, which the recipe does not name"):
+        guard_lock(lock, variant)  # what build and verify hold a lock to

@@ -148,3 +148,58 @@ def test_commit_refuses_what_it_cannot_express(project: Path, tmp_path: Path,
                        "--project", str(project))
     assert code == 2 and f"error: nope is not installed in {sp}" in err
     shutil.rmtree(edit)
+
+
+@pytest.mark.parametrize(("pid", "reason", "message"), [
+    ("../../x", "r", "error: --id '../../x' is not a patchset id: letters, digits, '-' and '_', starting with a letter "
+                     "or digit, at most 100 characters (no '/', '.', space or empty id)"),
+    ("", "r", "error: --id '' is not a patchset id: letters, digits, '-' and '_', starting with a letter or digit, "
+              "at most 100 characters (no '/', '.', space or empty id)"),
+    ("a/b", "r", None), ("cap 1", "r", None), ("x.y", "r", None), ("_x", "r", None), ("x" * 101, "r", None),
+    ("ok-id_1", "", "error: --reason is empty: a patchset says why it exists"),
+    ("ok-id_1", "  ", "error: --reason is empty: a patchset says why it exists"),
+])
+def test_commit_validates_id_and_reason_before_writing_anything(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pid: str, reason: str,
+        message: str | None) -> None:
+    """Field cases N89, N90: `--id ../../x` wrote outside the project, `--id ""` left patchsets/.toml."""
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit = tmp_path / "d1" / "d2" / "edit"
+    cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--project", str(project))
+    (edit / COMM).write_text((edit / COMM).read_text() + "\nCAPTURED = 1\n")
+    before = sorted(p for p in tmp_path.rglob("*.toml"))
+    code, out, err = cli(capsys, "patches", "commit", str(edit), "--id", pid, "--reason", reason,
+                         "--project", str(project))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (message or f"error: --id {pid!r} is not a patchset id: letters, digits, '-' and "
+                                   "'_', starting with a letter or digit, at most 100 characters (no '/', '.', "
+                                   "space or empty id)")
+    assert sorted(p for p in tmp_path.rglob("*.toml")) == before  # nothing written anywhere
+    assert cli(capsys, "patches", "list", "--project", str(project))[0] == 0
+
+
+def test_the_loader_refuses_the_ids_commit_refuses(tmp_path: Path) -> None:
+    from envforge.patching.patchset import PatchsetError, load_patchset
+
+    for stem, reason in (("x.y", "r"), ("cap 1", "r"), ("ok", "")):
+        path = tmp_path / f"{stem}.toml"
+        path.write_text(f'[patchset]\nid = "{stem}"\ndistribution = "d"\nversions = "==1"\nreason = "{reason}"\n'
+                        '\n[[operation]]\nkind = "replace-text"\nfile = "d/a.py"\nbefore = "a"\nafter = "b"\n')
+        with pytest.raises(PatchsetError, match=r"patchset\.(id: '" + stem.replace(".", r"\.") + "' is not a patchset "
+                                                 r"id|reason is empty)"):
+            load_patchset(path)
+
+
+def test_commit_of_a_non_utf8_edit_is_exit_2_naming_the_byte(project: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case N88: it was exit 70 (SyntaxError from the parser)."""
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit = tmp_path / "edit"
+    cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--project", str(project))
+    for data, message in ((b"\xff\xfeVALUE\n", "is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
+                          (b"VALUE = 1\n\xe9\n", ":2: byte 0xe9 at offset 10 is not UTF-8")):
+        (edit / COMM).write_bytes(data)
+        code, _, err = cli(capsys, "patches", "commit", str(edit), "--id", "cap1", "--reason", "x",
+                           "--project", str(project))
+        assert (code, err.splitlines()[0]) == (2, f"error: {edit / COMM}{' ' if message[0] == 'i' else ''}{message}")
+    assert not (project / "patchsets" / "cap1.toml").exists()

@@ -134,6 +134,22 @@ def test_problems_literal(name: str, value: object, message: str) -> None:
     assert problems(name, value) == [message]
 
 
+@pytest.mark.parametrize("value, bound", [
+    ("99999999999999999999999", "9223372036854775807"), ("9223372036854775808", "9223372036854775807"),
+    ("-9223372036854775809", "-9223372036854775808"), ("0x8000000000000000", "9223372036854775807"),
+])
+def test_a_value_strtoll_saturates_is_refused_with_the_reason(value: str, bound: str) -> None:
+    """Field case N21: NCCL's strtoll saturates to LLONG_MAX (ERANGE): NCCL does not read the number written."""
+    libc = ctypes.CDLL(None)
+    libc.strtoll.restype = ctypes.c_longlong
+    libc.strtoll.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int]
+    assert str(libc.strtoll(value.encode(), None, 0)) == bound  # what NCCL really reads
+    assert problems("NCCL_BUFFSIZE", value) == [
+        f"\"{value}\" is out of range of NCCL's strtoll (a C long long): NCCL reads {bound} (it saturates, ERANGE), "
+        "not the number written; write a value between -9223372036854775808 and 9223372036854775807"]
+    assert problems("NCCL_BUFFSIZE", "9223372036854775807") == []
+
+
 @pytest.mark.parametrize("name, value", [
     ("NCCL_BUFFSIZE", "131072"), ("NCCL_BUFFSIZE", "0x20000"), ("NCCL_MAX_NCHANNELS", "2"), ("NCCL_P2P_LEVEL", "NVL"),
     ("NCCL_NET_GDR_LEVEL", "PHB"), ("NCCL_DEBUG", "warn"), ("NCCL_PROTO", "^LL128"), ("NCCL_ALGO", "Ring,Tree"),

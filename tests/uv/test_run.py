@@ -291,7 +291,7 @@ def test_the_guard_compares_indexes_without_userinfo() -> None:
     assert attribute("http://other:1/x.whl", idx) == "unknown (other:1)"
     assert without_userinfo("http://bob:pw@h/simple") == "http://h/simple"
     assert redact_userinfo("see http://bob:pw@h/simple and git+ssh://git@github.com/a") == (
-        "see http://<credentials>@h/simple and git+ssh://<credentials>@github.com/a")
+        "see http://<credentials>@h/simple and git+ssh://git@github.com/a")  # the one redaction: ssh's user stays
 
 
 @pytest.mark.slow
@@ -397,3 +397,23 @@ def test_cache_dir_is_what_uv_reports(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv("ENVFORGE_UV", "/bin/false")
     with pytest.raises(UvError, match=r"^uv cache dir failed with exit status 1$"):
         cache_dir()
+
+
+def test_uv_output_with_a_password_is_redacted_in_text_and_json(tmp_path: Path) -> None:
+    """Field case N37: uv joins a --find-links value to the working directory and prints it with
+    its password; a URL itself is refused as --find-links (exit 2) without being echoed."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "tiny.toml").write_text(
+        '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n[packages]\ntinypkg = "==1.0"\n')
+    run = lambda *a: subprocess.run([sys.executable, "-m", "envforge", "lock", "tiny", "--offline", *a],  # noqa: E731
+                                    cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    for extra in ((), ("--json",)):
+        joined = run("--find-links", "sub/http:/u:SECRET@127.0.0.1:1/files/", *extra)
+        assert joined.returncode == 3
+        assert "SECRET" not in joined.stdout + joined.stderr
+        assert f"{tmp_path}/sub/http:/<credentials>@127.0.0.1:1/files" in joined.stdout + joined.stderr
+        url = run("--find-links", "http://u:SECRET@127.0.0.1:1/files/", *extra)
+        assert url.returncode == 2
+        assert "SECRET" not in url.stdout + url.stderr
+        assert ("argument --find-links: takes a local directory of wheels, not a URL (the URL is not shown: it may "
+                "carry a password); download the wheels and pass their directory") in url.stdout + url.stderr

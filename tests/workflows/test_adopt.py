@@ -293,3 +293,60 @@ def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_p
                                              ("...", "adopted"), (".venv", "venv")])
 def test_the_default_recipe_name_is_the_environments_directory_name(directory: str, name: str) -> None:
     assert recipe_name_of(Path("/x") / directory) == name
+
+
+def _fake_env(tmp_path: Path, direct: str | None) -> Path:
+    env = tmp_path / "v"
+    sp = env / "lib" / "python3.12" / "site-packages"
+    di = sp / "otherpkg-2.0.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: otherpkg\nVersion: 2.0\n\n")
+    (di / "RECORD").write_text("")
+    if direct is not None:
+        (di / "direct_url.json").write_text(direct)
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1.final.0\n")
+    return env
+
+
+@pytest.mark.parametrize("url", [
+    "https://alice:SECRET@127.0.0.1:18603/files/otherpkg-2.0-py3-none-any.whl",
+    "https://SECRET@127.0.0.1:18603/files/otherpkg-2.0-py3-none-any.whl",
+])
+def test_credentials_in_direct_url_json_reach_no_file_and_are_named(tmp_path: Path, url: str) -> None:
+    """Field case N39: the recipe, its comment and the adoption record hold the URL without userinfo."""
+    env = _fake_env(tmp_path, json.dumps({"url": url, "archive_info": {}}))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    res = envforge(proj, "init", "--from-env", str(env), "--name", "adopted1", "--no-lock")
+    written = "".join(p.read_text() for p in (proj / "recipes").iterdir())
+    assert "SECRET" not in written + res.stdout + res.stderr
+    clean = "https://127.0.0.1:18603/files/otherpkg-2.0-py3-none-any.whl"
+    assert (f"# not from an index, not pinned here: otherpkg 2.0 (url {clean}; credentials removed from its URL)"
+            in written)
+    assert ("otherpkg 2.0 was installed from url " + clean + ": not in the recipe; add it by hand; its "
+            "direct_url.json URL carried credentials, removed from every file written") in res.stderr
+    a = adopt_environment(env, name="a1")
+    assert [(d.url, d.credentials_removed) for d in a.distributions] == [(clean, True)]
+    assert a.as_dict()["distributions"][0]["credentials_removed"] is True
+
+
+@pytest.mark.parametrize(("fifo", "message"), [
+    ("pyvenv.cfg", "pyvenv.cfg {env}/pyvenv.cfg is not a regular file (a FIFO)"),
+    ("lib/python3.12/site-packages/otherpkg-2.0.dist-info/RECORD",
+     "RECORD {env}/lib/python3.12/site-packages/otherpkg-2.0.dist-info/RECORD is not a regular file (a FIFO)"),
+    ("lib/python3.12/site-packages/otherpkg-2.0.dist-info/direct_url.json",
+     "PEP 610 record {env}/lib/python3.12/site-packages/otherpkg-2.0.dist-info/direct_url.json is not a regular "
+     "file (a FIFO)"),
+])
+def test_a_fifo_in_the_environment_is_exit_2_not_a_hang(tmp_path: Path, fifo: str, message: str) -> None:
+    """Field case N44: `init --from-env` hung on a FIFO pyvenv.cfg, RECORD or direct_url.json."""
+    env = _fake_env(tmp_path, None)
+    (env / fifo).unlink(missing_ok=True)
+    os.mkfifo(env / fifo)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    res = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--name", "a1", "--no-lock"], cwd=proj,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines()[0] == "error: " + message.format(env=env)
+    assert not (proj / "recipes" / "a1.toml").exists()

@@ -17,11 +17,11 @@ import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envforge.core.urls import SCHEME
+from envforge.core.urls import JOINED
 
 __all__ = ["crash_log_dir", "mask_userinfo", "write_crash_log"]
 
-_USERINFO = re.compile(SCHEME + r"[^/\s@]+@")  # linear in the text (envforge.core.urls)
+_USERINFO = re.compile(JOINED + r"[^/\s@]+@")  # linear in the text (envforge.core.urls)
 
 
 def mask_userinfo(text: str) -> str:

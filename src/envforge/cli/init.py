@@ -62,7 +62,9 @@ def _render_adopted(res: AdoptedProject, root: Path, ui: Ui) -> int:
             ui.result(f"created {res.lock_file.relative_to(root)}")
         ui.result(f"created {res.report_file.relative_to(root)}")
         for d in adoption.not_from_an_index:
-            ui.warn(f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand")
+            ui.warn(f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand"
+                    + ("; its direct_url.json URL carried credentials, removed from every file written"
+                       if d.credentials_removed else ""))
         for c in res.captures:
             if c.patchset is not None:
                 ui.result(f"created {c.patchset.relative_to(root)}: captured {', '.join(c.captured)} "

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from envforge.core.urls import redact_credentials
+
 __all__ = [
     "EXIT_CHECK_FAILED",
     "EXIT_INPUT_ERROR",
@@ -97,11 +99,11 @@ class ExternalToolError(EnvforgeError):
         stderr_tail: str = "",
         hint: str | None = None,
     ) -> None:
-        super().__init__(message, hint=hint)
+        super().__init__(redact_credentials(message), hint=hint)
         self.tool = tool
-        self.argv = tuple(argv)
+        self.argv = tuple(redact_credentials(a) for a in argv)  # a tool's words reach no output raw
         self.returncode = returncode
-        self.stderr_tail = stderr_tail
+        self.stderr_tail = redact_credentials(stderr_tail)
 
     def __str__(self) -> str:
         lines = [self.message]

@@ -36,10 +36,15 @@ def environment_lock_path(site_packages: Path) -> Path:
 
 
 @contextmanager
-def exclusive(path: Path, *, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+def exclusive(path: Path, *, on_wait: Callable[[], None] | None = None, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` (created with its directory) for the ``with`` body,
     waiting for another holder to finish; ``on_wait`` is called once when it has to wait.
 
+    The one mutex of an environment: build (its whole run, the flip included), ``gc``, ``rollback``
+    and ``apply-patches`` each take it before they read what they will change, so no decision is
+    made on a listing another process changes under it.
+
+    :param wait: False: never wait, raise :class:`BlockingIOError` at once when another holds it.
     Not re-entrant: a second ``exclusive`` on the same file in one process waits for ever (flock
     locks belong to the open file description).
     """
@@ -48,6 +53,8 @@ def exclusive(path: Path, *, on_wait: Callable[[], None] | None = None) -> Itera
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                raise
             if on_wait is not None:
                 on_wait()
             fcntl.flock(fh, fcntl.LOCK_EX)

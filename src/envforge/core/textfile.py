@@ -29,7 +29,7 @@ from typing import Any
 
 from envforge.core.errors import InputError
 
-__all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "load_json", "load_toml", "parse_json", "parse_toml",
+__all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "file_kind", "load_json", "load_toml", "parse_json", "parse_toml",
            "read_bytes", "read_state", "read_text"]
 
 SMALL_LIMIT = 1 << 20   # 1 MiB: recipes, patchsets, model configs
@@ -144,6 +144,12 @@ def _state_kind(mode: int) -> str | None:
     if stat.S_ISDIR(mode):
         return "a directory"
     return _special_kind(mode) or f"file type {stat.S_IFMT(mode):#o}"
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular ``st_mode`` is (``"a FIFO"``, ``"a directory"``, a device, a socket), or
+    None for a regular file: the check every reader makes before it opens a file that may block."""
+    return _state_kind(mode)
 
 
 def decode_utf8(data: bytes, *, label: str, error: type[InputError] = InputError) -> str:

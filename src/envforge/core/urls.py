@@ -1,4 +1,5 @@
-"""URL text patterns and credential redaction: the one place that hides secrets in text and command lines.
+"""URL text patterns and the one credential redaction (:func:`redact_credentials`) everything envforge
+prints or writes goes through, for text and for command lines.
 
 ``SCHEME`` matches a URL scheme and its ``://`` (RFC 3986 section 3.1: a letter, then letters, digits,
 ``+``, ``.``, ``-``) and is tried only where a run of such characters starts (the look-behind), so a
@@ -18,21 +19,39 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["REDACTED", "SCHEME", "SCHEME_BODY", "SCHEME_START", "redact", "redact_argv", "secret_arg_name"]
+__all__ = ["JOINED", "JOINED_BODY", "REDACTED", "SCHEME", "SCHEME_BODY", "SCHEME_START", "redact", "redact_argv",
+           "redact_credentials", "secret_arg_name"]
 
 #: Where a run of scheme characters starts (nothing of the run before it).
 SCHEME_START = r"(?<![A-Za-z0-9+.-])"
 #: The run's leading digits or signs, the scheme and ``://`` (no group).
 SCHEME_BODY = r"[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://"
 SCHEME = SCHEME_START + "(" + SCHEME_BODY + ")"
+#: As ``SCHEME_BODY``, also with one slash: what a path join makes of a URL (uv's "Failed to read
+#: `--find-links` directory: /proj/http:/u:SECRET@host/...", field case N37). For redaction only.
+JOINED_BODY = r"[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*:/{1,2}"
+JOINED = SCHEME_START + "(" + JOINED_BODY + ")"
 
-
-# ``scheme://user:password@``: a password in a URL never reaches a terminal or a JSON document (issue 18).
-# The user part stops at the first ":" (RFC 3986 userinfo), so the password's end is found once.
-_PASSWORD_IN_URL = re.compile(SCHEME + r"[^/@\s'\":]+:[^/@\s'\"]*@")
+# ``scheme://user:password@``: a password in a URL never reaches a terminal, a file or a JSON document
+# (issue 18). The user part stops at the first ":" (RFC 3986 userinfo), so the password's end is found once.
+_PASSWORD_IN_URL = re.compile(JOINED + r"[^/@\s'\":]+:[^/@\s'\"]*@")
 # ``https://TOKEN@host``: a token as the user name (GitHub, Hugging Face, GitLab deploy tokens) is a
 # credential too; only ssh-style URLs (``git+ssh://git@host``) carry a user name that is not one.
-_USER_IN_URL = re.compile(SCHEME_START + r"((?![A-Za-z0-9+.-]*ssh)" + SCHEME_BODY + r")[^/@\s'\":]+@")
+_USER_IN_URL = re.compile(SCHEME_START + r"((?![A-Za-z0-9+.-]*ssh)" + JOINED_BODY + r")[^/@\s'\":]+@")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with every ``scheme://user:password@`` (or ``scheme:/user:password@``) shown as
+    ``scheme://<credentials>@`` (the scheme and its slashes as written); linear in the text (see ``SCHEME``).
+
+    A user name alone is a credential in ``https://TOKEN@host`` (a token as the user name) and is
+    redacted too, except in ssh-style URLs (``git+ssh://git@host``), where it is left as it is.
+    """
+    return _USER_IN_URL.sub(r"\1<credentials>@", _PASSWORD_IN_URL.sub(r"\1<credentials>@", text))
+
+
+#: The name most callers use: the same function.
+redact = redact_credentials
 
 #: What stands in a command line for a credential's value.
 REDACTED = "<redacted>"
@@ -42,17 +61,6 @@ REDACTED = "<redacted>"
 _SECRET_ARG = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|(API|ACCESS|PRIVATE)_?KEY)(_|$)")
 # Where a credential lives (``--token-file``, ``--api-key-path``) is not one.
 _SECRET_LOCATION = re.compile(r"_(PATH|FILE|DIR)$")
-
-
-def redact(text: str) -> str:
-    """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@``.
-
-    The last line of defence for locks written before envforge refused credentials in recipe URLs
-    (``lock diff``, ``lock textconv``, ``--check`` of such a lock). A user name alone is a credential
-    in ``https://TOKEN@host`` (a token as the user name) and is redacted too, except in ssh-style
-    URLs (``git+ssh://git@host``), where it is left as it is. Linear in the text (see ``SCHEME``).
-    """
-    return _USER_IN_URL.sub(r"\1<credentials>@", _PASSWORD_IN_URL.sub(r"\1<credentials>@", text))
 
 
 def secret_arg_name(name: str) -> bool:
@@ -70,7 +78,7 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
 
     The value after a credential flag (``--api-key SECRET``, unless the next word is itself an
     option), the value of ``--api-key=SECRET`` and of ``NAME=SECRET`` where :func:`secret_arg_name`
-    holds for the name become ``<redacted>``; every other argument passes through :func:`redact`
+    holds for the name become ``<redacted>``; every other argument passes through :func:`redact_credentials`
     (URL userinfo). Arguments are never joined, split or dropped: the result has ``len(argv)`` items.
 
     >>> redact_argv(["-m", "sglang", "--api-key", "s3", "--hf-token=s4", "--url", "http://u:p@h/"])
@@ -91,5 +99,5 @@ def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
             out.append(arg)
             secret_next = True
         else:
-            out.append(redact(arg))
+            out.append(redact_credentials(arg))
     return tuple(out)

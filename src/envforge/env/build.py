@@ -5,7 +5,8 @@ A build makes a new generation (``uv venv``, ``uv pip sync`` of the lock with it
 env profile hook, manifest) and flips the link with one ``os.replace`` only after every step
 succeeded (docs/design.md, decision 3). A failed or killed build never touches the live
 generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
-SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``.
+SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``. A
+signal that lands after the flip removes nothing: the link is read again first (field case N50).
 Builds never delete old generations (``gc``, :mod:`envforge.env.inventory`, does, when asked). Every
 build writes its log to ``gNNNN.log`` beside its directory. Naming, listing and ``rollback`` are
 :mod:`envforge.env.generations`.
@@ -16,6 +17,7 @@ Plan first, then execute: :func:`plan_build` is pure (no writes), :func:`execute
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -389,20 +391,36 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         plan.link.parent.mkdir(parents=True, exist_ok=True)
         replace_symlink(plan.link, plan.generation)  # the link is either the old or the new generation
     except (EnvforgeError, OSError) as exc:
+        if _is_live(plan):  # the flip happened: the generation is complete and live, never removed
+            raise
         shutil.rmtree(plan.generation, ignore_errors=True)
         cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
         err = BuildError(step, cause, plan.generation, log_path)
         say(f"error: {err}", log_only=True)
         raise err from None
     except BaseException as exc:  # Ctrl-C, SIGTERM, SIGHUP: no half-built generation stays
-        shutil.rmtree(plan.generation, ignore_errors=True)
-        note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
-                f"environment was not changed, the half-built generation was removed; full log: {log_path}")
+        if _is_live(plan):  # the signal landed after the flip's os.replace (field case N50)
+            note = (f"after the flip of {plan.link.name} to {plan.generation.name}: the build was complete "
+                    f"and {plan.generation.name} is live; nothing was removed; full log: {log_path}")
+        else:
+            shutil.rmtree(plan.generation, ignore_errors=True)
+            note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
+                    f"environment was not changed, the half-built generation was removed; full log: {log_path}")
         say(f"stopped {note}", log_only=True)
         exc.add_note(note)
         raise
     say(f"{plan.link.name} -> {plan.generation.name}", log_only=True)
     return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
+
+
+def _is_live(plan: BuildPlan) -> bool:
+    """Whether ``plan.link`` points at ``plan.generation`` now (read again from the disk): once
+    the flip's ``os.replace`` is done, no cleanup may remove the generation it made live."""
+    try:
+        return plan.link.is_symlink() and (plan.link.parent / os.readlink(plan.link)).resolve() \
+            == plan.generation.resolve()
+    except OSError:
+        return False
 
 
 def _os_error(exc: OSError) -> EnvforgeError:

@@ -8,17 +8,17 @@ their build lock, and rolls the link back (or forward) to another complete one.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.core.fs import replace_symlink, sha256_hex
+from envforge.core.mutex import exclusive
 from envforge.core.state import GENERATIONS_DIR, MUTEX_NAME, StateDir, generation_name, generation_number
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.recipe.model import ResolvedVariant
@@ -79,17 +79,19 @@ def next_generation(root: Path) -> Path:
 
 @contextmanager
 def exclusive_generations(root: Path) -> Iterator[None]:
-    """Hold the build lock of one environment's generations directory (``root/.lock``, flock).
+    """Hold the build lock of one environment's generations directory (``root/.lock``, flock): the
+    same file :func:`envforge.core.mutex.exclusive` locks for ``apply-patches``, never waiting.
 
     :raises InputError: another build (or ``gc``, ``rollback``) of it holds the lock.
     """
     root.mkdir(parents=True, exist_ok=True)
     lock = root / MUTEX_NAME
-    with open(lock, "w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise InputError(f"another envforge build of {root.name} is running (lock {lock})") from None
+    held = ExitStack()
+    try:
+        held.enter_context(exclusive(lock, wait=False))
+    except BlockingIOError:
+        raise InputError(f"another envforge build of {root.name} is running (lock {lock})") from None
+    with held:
         yield
 
 

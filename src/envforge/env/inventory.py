@@ -183,11 +183,9 @@ def _live(link: Path) -> Path | None:
     return target if target.is_dir() else None
 
 
-def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvInfo, ...]:
-    """Every environment of ``project`` (or only ``names``), sorted by name.
-
-    An environment is a name with a link under ``envs/`` or a directory under
-    ``envs/.generations/``. Reads only.
+def _environment_names(project: Project, names: Sequence[str]) -> list[str]:
+    """The environment names of ``project`` (only ``names`` when given), sorted: names with a link
+    under ``envs/`` or a directory under ``envs/.generations/``.
 
     :raises InputError: a name in ``names`` has neither.
     """
@@ -199,23 +197,39 @@ def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvI
         if name not in found:
             raise InputError(f"no environment named '{name}' in {project.envs_dir}",
                              hint=f"environments: {', '.join(sorted(found)) or 'none'}")
-    out = []
-    for name in sorted(names or found):
-        link = project.env_path(name)
-        live = _live(link)
-        gens = sorted((d for d in (root / name).iterdir() if is_generation_name(d.name) and d.is_dir())
-                      if (root / name).is_dir() else [], key=lambda d: generation_number(d.name) or 0)
-        out.append(EnvInfo(name, link, live.name if live is not None else None,
-                           tuple(_generation(g, live) for g in gens), stale_processes(link)))
-    return tuple(out)
+    return sorted(names or found)
+
+
+def _environment(project: Project, name: str) -> EnvInfo:
+    root = project.envs_dir / GENERATIONS_DIR / name
+    link = project.env_path(name)
+    live = _live(link)
+    gens = sorted((d for d in root.iterdir() if is_generation_name(d.name) and d.is_dir())
+                  if root.is_dir() else [], key=lambda d: generation_number(d.name) or 0)
+    return EnvInfo(name, link, live.name if live is not None else None, tuple(_generation(g, live) for g in gens),
+                   stale_processes(link))
+
+
+def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvInfo, ...]:
+    """Every environment of ``project`` (or only ``names``), sorted by name.
+
+    An environment is a name with a link under ``envs/`` or a directory under
+    ``envs/.generations/``. Reads only, without the build lock: a snapshot for display, never the
+    basis of a removal (``gc`` lists again under the lock).
+
+    :raises InputError: a name in ``names`` has neither.
+    """
+    return tuple(_environment(project, name) for name in _environment_names(project, names))
 
 
 def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -> GcResult:
     """Remove old generations: keep the live one and the ``keep`` newest complete ones per
     environment; remove every incomplete one (a killed build's leftovers) and their logs.
 
-    Takes each environment's build lock, so a running build is never touched (its environment is
-    then skipped with an error naming the lock).
+    Takes each environment's build lock first and lists its generations (which is live, which is
+    complete) only while holding it, so a build that finishes meanwhile is seen as it is (field
+    case N48: a listing made before the lock called the build's new live generation incomplete).
+    A running build is never touched: its environment is refused with an error naming the lock.
 
     :raises InputError: ``keep`` < 1, an unknown name, or a build of that environment is running.
     """
@@ -224,11 +238,12 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
     removed: list[tuple[str, str, int, int]] = []
     kept: list[tuple[str, str]] = []
     freed = 0
-    for env in list_environments(project, names):
-        root = generation_root(project, env.name)
+    for name in _environment_names(project, names):
+        root = generation_root(project, name)
         if not root.is_dir():
             continue
         with exclusive_generations(root):
+            env = list_environments(project, [name])[0]  # under the lock: the listing gc acts on
             complete = [g for g in env.generations if g.complete]
             newest = {g.name for g in complete[-keep:]}
             doomed = [g for g in env.generations if not (g.live or g.name in newest)]

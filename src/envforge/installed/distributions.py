@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import csv
-import json
+import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,11 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-__all__ = ["Installed", "RecordEntry", "direct_url", "find_distribution", "installed_distributions", "read_record"]
+from envforge.core.errors import InputError
+from envforge.core.textfile import LARGE_LIMIT, SMALL_LIMIT, parse_json, read_state
+
+__all__ = ["Installed", "RecordEntry", "direct_url", "find_distribution", "installed_distributions", "read_direct_url",
+           "read_record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,16 +34,18 @@ class Installed:
 
 
 def _metadata_fields(metadata: Path) -> tuple[str | None, str | None]:
+    """Name and Version of a METADATA file; only a regular file is read (a FIFO would block,
+    field case N44): :func:`envforge.core.textfile.read_state`."""
     name = version = None
-    with metadata.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                break
-            key, _, value = line.partition(":")
-            if key == "Name":
-                name = value.strip()
-            elif key == "Version":
-                version = value.strip()
+    raw = read_state(metadata, what="METADATA", limit=LARGE_LIMIT)
+    for line in raw.decode("utf-8", errors="replace").splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key == "Name":
+            name = value.strip()
+        elif key == "Version":
+            version = value.strip()
     return name, version
 
 
@@ -68,13 +74,39 @@ def find_distribution(site_packages: Path, name: str) -> Installed | None:
     return None
 
 
-def direct_url(dist: Installed) -> Mapping[str, Any] | None:
-    """The PEP 610 ``direct_url.json`` of an installed distribution, or None."""
+def read_direct_url(dist_info: Path) -> Mapping[str, Any] | None:
+    """The PEP 610 ``direct_url.json`` in ``dist_info``, or None when there is none.
+
+    A corrupt record is never taken for an index install (field cases N71, N72).
+
+    :raises InputError: not a regular file (a FIFO never blocks the read), larger than 1 MiB, not
+        JSON or nested too deeply, not a JSON object with a string ``url``, or a ``dir_info`` /
+        ``archive_info`` / ``vcs_info`` that is not an object; the message names the file.
+    """
+    path = dist_info / "direct_url.json"
+    hint = "reinstall the distribution (its PEP 610 record is damaged)"
     try:
-        data: Mapping[str, Any] = json.loads((dist.dist_info / "direct_url.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        raw = read_state(path, what="PEP 610 record", limit=SMALL_LIMIT, hint=hint)
+    except FileNotFoundError:
         return None
+    try:
+        data = parse_json(raw, label=str(path))
+    except InputError as exc:
+        raise InputError(exc.message, hint=hint) from None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        raise InputError(f"{path}: not a PEP 610 record (a JSON object with a string \"url\")", hint=hint)
+    bad = [k for k in ("dir_info", "archive_info", "vcs_info") if k in data and not isinstance(data[k], dict)]
+    if bad:
+        raise InputError(f"{path}: not a PEP 610 record ({bad[0]} is not an object)", hint=hint)
     return data
+
+
+def direct_url(dist: Installed) -> Mapping[str, Any] | None:
+    """The PEP 610 ``direct_url.json`` of an installed distribution, or None (:func:`read_direct_url`).
+
+    :raises InputError: a damaged record (see :func:`read_direct_url`).
+    """
+    return read_direct_url(dist.dist_info)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +128,10 @@ def _hex_of_record_hash(value: str) -> str | None:
 def read_record(dist: Installed) -> tuple[RecordEntry, ...]:
     """The rows of ``dist``'s RECORD (empty when there is none)."""
     try:
-        with (dist.dist_info / "RECORD").open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
+        raw = read_state(dist.dist_info / "RECORD", what="RECORD", limit=LARGE_LIMIT)
     except FileNotFoundError:
         return ()
+    rows = list(csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"), newline="")))
     out = []
     for row in rows:
         if not row or not row[0]:

@@ -13,13 +13,14 @@ checkout, so envforge refuses to patch and says where the code is (field case B2
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from packaging.utils import canonicalize_name
+
+from envforge.installed.distributions import read_direct_url
 
 __all__ = ["EditableInstall", "editable_install"]
 
@@ -98,15 +99,16 @@ def _mapping(site_packages: Path, name: str, version: str) -> tuple[tuple[str, P
 
 def editable_install(site_packages: Path, distribution: str) -> EditableInstall | None:
     """The editable install of ``distribution`` in ``site_packages``, or None when it is not one
-    (no ``direct_url.json``, or one without ``dir_info.editable``; PEP 610)."""
+    (no ``direct_url.json``, or one without ``dir_info.editable``; PEP 610).
+
+    :raises InputError: a damaged ``direct_url.json`` (:func:`envforge.installed.distributions.read_direct_url`):
+        never silently taken for an index install.
+    """
     info = _dist_info(site_packages, distribution)
     if info is None:
         return None
-    try:
-        data = json.loads((info / "direct_url.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    dir_info = data.get("dir_info") if isinstance(data, dict) else None
+    data = read_direct_url(info)
+    dir_info = data.get("dir_info") if data is not None else None
     if not isinstance(dir_info, dict) or dir_info.get("editable") is not True:
         return None
     url = urlsplit(str(data.get("url", "")))

@@ -96,7 +96,20 @@ def integrity_problems(lock: Lock) -> list[str]:
     names = {canonicalize_name(p.name) for p in lock.packages}
     out += [f"[tool.envforge] inputs.packages records {p}, which is not in its [[packages]]" for p in pins
             if canonicalize_name(_requirement_name(p)) not in names]
+    out += _no_deps_extras(lock, inputs, pins)
     return out
+
+
+def _no_deps_extras(lock: Lock, inputs: Mapping[str, Any], pins: list[str]) -> list[str]:
+    """A ``no-deps`` lock installs exactly the recipe's packages: any other ``[[packages]]`` entry
+    was added by hand, whatever its hash and a recomputed ``packages-digest`` say (field case N01;
+    the digest is unkeyed, docs/guarantees.md)."""
+    if inputs.get("resolution") != "no-deps":
+        return []
+    wanted = {canonicalize_name(_requirement_name(p)) for p in pins}
+    extra = sorted({p.name for p in lock.packages if canonicalize_name(p.name) not in wanted})
+    return [f"[[packages]] holds {name}, which the recipe does not name: a `no-deps` lock holds only the "
+            "recipe's packages (an entry added by hand)" for name in extra]
 
 
 def check_integrity(lock: Lock, variant: ResolvedVariant | None = None) -> None:

@@ -14,7 +14,6 @@ example, ``UV_EXTRA_INDEX_URL`` in the caller's environment).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envforge.recipe.model import Index, ResolvedVariant
-from envforge.core.urls import SCHEME
+from envforge.core.urls import redact_credentials
 
 __all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
            "index_violations", "override_routes", "redact_userinfo", "routed_files_only", "uv_pyproject",
@@ -104,8 +103,9 @@ def _host(url: str) -> str:
 
 def redact_userinfo(text: str) -> str:
     """``text`` with every ``scheme://user:password@`` shown as ``scheme://<credentials>@`` (a lock
-    written before envforge refused credentials in recipe URLs must not print them)."""
-    return re.sub(SCHEME + r"[^/@\s'\"]+@", r"\1<credentials>@", text)  # linear: see SCHEME
+    written before envforge refused credentials in recipe URLs must not print them): the one
+    redaction, :func:`envforge.core.urls.redact_credentials`."""
+    return redact_credentials(text)
 
 
 def without_userinfo(url: str) -> str:

@@ -28,6 +28,8 @@ import tomlkit
 
 from envforge import __version__
 from envforge.lock.digest import packages_digest
+from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError
+from envforge.core.fs import atomic_write
 from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
 from envforge.lock.patchsets import require_applicable, retired_rows
@@ -110,10 +112,18 @@ def lock_variant(
     changed = not out.is_file() or out.read_text() != text
     if changed:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
+        try:  # a temp file beside it, removed on any failure (a full disk left an empty one, N56)
+            atomic_write(out, text.encode("utf-8"))
+        except OSError as exc:
+            raise _write_error(out, exc) from None
     return LockResult(out, len(packages), changed, tuple(warnings))
+
+
+def _write_error(out: Path, exc: OSError) -> EnvforgeError:
+    """An OS error writing the lock ``out`` as exit 3, naming the file (the old lock is intact)."""
+    err = EnvforgeError(f"cannot write {out}: {exc.strerror or exc}; the previous lock is unchanged")
+    err.exit_code = EXIT_TOOL_FAILED
+    return err
 
 
 def patchset_refs(directory: Path, ids: Sequence[str]) -> tuple[PatchsetRef, ...]:

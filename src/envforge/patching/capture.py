@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.core.textfile import SMALL_LIMIT, read_state
+from envforge.core.textfile import SMALL_LIMIT, decode_utf8, read_state
 from envforge.installed.distributions import find_distribution, read_record
 from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import definition_code, definition_digest, definitions
-from envforge.patching.patchset import load_patchset
+from envforge.patching.patchset import load_patchset, patchset_id_problem
 
 __all__ = ["CapturedPatchset", "EditDir", "commit_edit", "new_edit"]
 
@@ -207,6 +207,10 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
         (a removed definition, an unanchorable module-level edit, a file that does not parse);
         the patchset file exists (unless ``force``).
     """
+    if (problem := patchset_id_problem(pid)) is not None:  # before anything is read or written
+        raise InputError(f"--id {problem}", hint="e.g. --id fix-allreduce-sm120")
+    if not reason.strip():
+        raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
     import tomlkit  # lazy: ~0.06 s to import; only `patches commit` writes TOML
 
@@ -230,6 +234,9 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
             continue
         try:
             old, new = cst.parse_module(original), cst.parse_module(edited)
+        except (SyntaxError, UnicodeDecodeError):  # an undeclared encoding (PEP 263): name the byte
+            decode_utf8(edited, label=str(directory / path))
+            raise InputError(f"{directory / path}: cannot be read in its declared encoding (PEP 263)") from None
         except cst.ParserSyntaxError as exc:
             raise InputError(f"{directory / path}: does not parse: {exc.message} (line {exc.raw_line})") from None
 

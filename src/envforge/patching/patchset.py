@@ -35,7 +35,22 @@ __all__ = [
     "load_patchset",
     "load_patchsets",
     "order_patchsets",
+    "patchset_id_problem",
 ]
+
+#: A patchset id: the stem of ``patchsets/<id>.toml`` and the name recipes use. Letters, digits,
+#: ``-`` and ``_``, starting with a letter or digit, at most 100 characters: no path separator,
+#: no ``..``, no dot (``x.y.toml`` reads as another stem), no space, never empty.
+PATCHSET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+
+
+def patchset_id_problem(pid: str) -> str | None:
+    """Why ``pid`` is not a patchset id (:data:`PATCHSET_ID`), or None. Shared by the loader and
+    ``patches commit``, which checks it before it writes anything (field case N89)."""
+    if PATCHSET_ID.fullmatch(pid):
+        return None
+    return (f"{pid!r} is not a patchset id: letters, digits, '-' and '_', starting with a letter or digit, "
+            "at most 100 characters (no '/', '.', space or empty id)")
 
 PATCHSET_PREFIX = "patchset:"
 _OP_HEADER = re.compile(r"^\s*\[\[\s*operation\s*\]\]")
@@ -170,6 +185,10 @@ def load_patchset(path: Path) -> Patchset:
 
 
 def _build(path: Path, meta: Mapping[str, Any], ops: tuple[Operation, ...], raw: bytes) -> Patchset:
+    if (problem := patchset_id_problem(meta["id"])) is not None:
+        raise PatchsetError(f"{path}: patchset.id: {problem}", hint="rename the patchset (file and id)")
+    if not meta["reason"].strip():
+        raise PatchsetError(f"{path}: patchset.reason is empty", hint="say why the patch exists")
     if meta["id"] != path.stem:
         raise PatchsetError(f"{path}: patchset.id '{meta['id']}' differs from the file name",
                             hint=f"name the file {meta['id']}.toml or set id = \"{path.stem}\"")

@@ -169,9 +169,19 @@ def nccl_integer(value: str) -> int:
     return -number if sign == "-" else number
 
 
+#: C ``long long`` bounds: ``strtoll`` saturates past them (``LLONG_MAX`` / ``LLONG_MIN``, errno ERANGE).
+_LLONG_MAX = 2**63 - 1
+_LLONG_MIN = -(2**63)
+
+
 def _integer_problem(name: str, value: str) -> str | None:
     if value == "":
         return "is empty: NCCL ignores an empty value and keeps its default; remove the line"
+    if not _LLONG_MIN <= (read := nccl_integer(value)) <= _LLONG_MAX:  # field case N21
+        bound = _LLONG_MAX if read > 0 else _LLONG_MIN
+        return (f"\"{value}\" is out of range of NCCL's strtoll (a C long long): NCCL reads {bound} (it saturates, "
+                "ERANGE), not the number written; write a value between "
+                f"{_LLONG_MIN} and {_LLONG_MAX}")
     if not _STRICT_INT.fullmatch(value):
         read = nccl_integer(value)
         msg = (f"NCCL reads \"{value}\" as {read} (it parses an integer with strtoll and stops at the first "

@@ -34,6 +34,7 @@ from pathlib import Path
 from envforge.core.deadline import Cut, cut
 from envforge.core.errors import ExternalToolError, InputError
 from envforge.core.lifeline import kill_group, spawned
+from envforge.core.urls import redact_credentials
 from envforge.uv.settings import REFUSED, UV_VERSION, classify
 
 __all__ = ["UvError", "UvResult", "UvSettingsRefused", "cache_dir", "refused_settings", "run_uv", "uv_binary",
@@ -182,8 +183,14 @@ def run_uv(
 
 def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], limit: Cut, timeout_s: float | None,
             master: int | None, terminal: Callable[[str], None] | None, progress: Progress | None) -> UvResult:
-    """Stream uv's output until it exits (or its limit kills it) and make the result or the error."""
+    """Stream uv's output until it exits (or its limit kills it) and make the result or the error.
+
+    Every line of uv's stderr passes :func:`redact_credentials` before it reaches ``progress`` (a
+    terminal, a build log), the result or an error: uv prints URLs it was given, sometimes with
+    their password (field case N37: ``http:/u:SECRET@`` after a path join)."""
     err_lines: list[str] = []
+    if progress is not None:
+        progress = _redacting(progress)
     assert proc.stdout is not None
     out_chunks: list[str] = []
     # Read stdout in a thread while stderr streams here: a full pipe must never block uv.
@@ -197,7 +204,7 @@ def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], l
             _relay_pty(master, terminal, err_lines, progress)
         else:
             assert proc.stderr is not None
-            for line in proc.stderr:
+            for line in map(redact_credentials, proc.stderr):
                 err_lines.append(line.rstrip("\n"))
                 if progress is not None and line.strip() and not line.startswith(("error:", "warning:", " ")):
                     progress(line.rstrip())
@@ -211,14 +218,18 @@ def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], l
             raise _past_deadline(limit, argv, "was stopped", "\n".join(err_lines[-_TAIL_LINES:]))
         raise UvError(f"uv ran past {timeout_s:g} s and was stopped", tool="uv", argv=argv, returncode=None,
                       stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
-    out = "".join(out_chunks)
-    stderr = "\n".join(err_lines)
+    out = "".join(out_chunks)  # data (a path, a resolution), not messages
+    stderr = redact_credentials("\n".join(err_lines))
     if proc.returncode != 0:
         raise UvError(f"uv {args[0] if args else ''} {args[1] if len(args) > 1 else ''}".rstrip()
                       + f" failed with exit status {proc.returncode}",
                       tool="uv", argv=argv, returncode=proc.returncode,
                       stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
     return UvResult(tuple(argv), out, stderr)
+
+
+def _redacting(progress: Progress) -> Progress:
+    return lambda line: progress(redact_credentials(line))
 
 
 def cache_dir(*, timeout_s: float | None = 30.0) -> Path:

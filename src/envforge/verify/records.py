@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.core.textfile import file_kind
 from envforge.installed.distributions import Installed, RecordEntry, read_record
 from envforge.verify.findings import Finding
 
@@ -51,14 +52,21 @@ def sha256_file(path: Path) -> str:
     if view is None:
         view = _LOCAL.view = memoryview(bytearray(_BUF))
     h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
+    # Non-blocking open and an fstat check: a FIFO swapped in after the caller's stat never blocks.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", buffering=0) as f:
+        if (kind := file_kind(os.fstat(fd).st_mode)) is not None:
+            return f"({kind})"  # never a hex digest: the file is reported, never read
         while n := f.readinto(view):
             h.update(view[:n])
     return h.hexdigest()
 
 
 def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: bool,
-              missing: list[tuple[Installed, RecordEntry]]) -> Iterator[tuple[Installed, RecordEntry, Path, int]]:
+              missing: list[tuple[Installed, RecordEntry]],
+              special: list[tuple[Installed, RecordEntry, str]]) -> Iterator[tuple[Installed, RecordEntry, Path, int]]:
+    """The files of ``entries`` to hash; absent ones go to ``missing``, ones that are not regular
+    files (a FIFO would block the read for ever, field case N46) to ``special`` with their kind."""
     record_mtime = (dist.dist_info / "RECORD").stat().st_mtime_ns
     for e in entries:
         if e.sha256 is None:
@@ -68,6 +76,9 @@ def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: b
             st = path.stat()
         except FileNotFoundError:
             missing.append((dist, e))
+            continue
+        if (kind := file_kind(st.st_mode)) is not None:
+            special.append((dist, e, kind))
             continue
         if deep or st.st_mtime_ns > record_mtime or (e.size is not None and st.st_size != e.size):
             yield dist, e, path, st.st_size
@@ -83,12 +94,18 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
     :returns: (findings, files hashed, bytes hashed).
     """
     missing: list[tuple[Installed, RecordEntry]] = []
+    special: list[tuple[Installed, RecordEntry, str]] = []
     records = {d: records[d] if records is not None and d in records else read_record(d) for d in dists}
-    todo = [s for d, entries in records.items() for s in _suspects(sp, d, entries, deep, missing)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    todo = [s for d, entries in records.items() for s in _suspects(sp, d, entries, deep, missing, special)]
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         digests = list(pool.map(lambda t: sha256_file(t[2]), todo))
+    finally:  # on SIGTERM or Ctrl-C: drop the queued files, never wait for them
+        pool.shutdown(wait=False, cancel_futures=True)
     findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
                         "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
+    findings += [Finding("tampered", f"{d.name} {d.version}: {e.path}", "a regular file (listed in RECORD)", kind,
+                         "reinstall the distribution: `envforge build`") for d, e, kind in special]
     owners = _owners(records)
     for (dist, entry, path, _), digest in zip(todo, digests, strict=True):
         if digest == entry.sha256:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -29,8 +30,11 @@ from typing import Any
 import tomlkit
 
 from envforge.core.errors import EnvforgeError, InputError
+from envforge.core.textfile import SMALL_LIMIT, file_kind, read_state
+from envforge.core.urls import redact_credentials
 from envforge.env.layout import site_packages
 from envforge.installed.distributions import direct_url, installed_distributions, read_record
+from envforge.lock.routing import without_userinfo
 from envforge.lock.write import lock_variant, patchset_refs
 from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.memo import default_cache
@@ -62,6 +66,8 @@ class AdoptedDistribution:
     :ivar index: the recipe's index name it is routed to (None: the default index, or not an
         index install).
     :ivar installer: the PEP 376 ``INSTALLER`` file's content (``pip``, ``uv``), or None.
+    :ivar credentials_removed: ``direct_url.json`` held a URL with ``user:password@`` (or a token as
+        the user name); ``url`` is shown without it and no file envforge writes holds it (field case N39).
     """
     name: str
     version: str
@@ -69,6 +75,7 @@ class AdoptedDistribution:
     url: str | None
     index: str | None
     installer: str | None
+    credentials_removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +109,8 @@ class Adoption:
         return {"env": str(self.env), "recipe": self.name, "python": self.python,
                 "indexes": [{"name": n, "url": u} for n, u in self.indexes],
                 "distributions": [{"name": d.name, "version": d.version, "source": d.source, "url": d.url,
-                                   "index": d.index, "installer": d.installer} for d in self.distributions],
+                                   "index": d.index, "installer": d.installer,
+                                   "credentials_removed": d.credentials_removed} for d in self.distributions],
                 "hand_edits": [{"distribution": e.distribution, "path": e.path, "recorded_sha256": e.recorded_sha256,
                                 "actual_sha256": e.actual_sha256} for e in self.edits]}
 
@@ -110,7 +118,7 @@ class Adoption:
 def _python_of(env: Path) -> str:
     cfg = env / "pyvenv.cfg"
     try:
-        text = cfg.read_text(encoding="utf-8", errors="replace")
+        text = read_state(cfg, what="pyvenv.cfg", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
     except OSError:
         raise InputError(f"{env} is not a virtual environment (no pyvenv.cfg)",
                          hint="pass the directory that holds bin/python and pyvenv.cfg") from None
@@ -120,16 +128,34 @@ def _python_of(env: Path) -> str:
     return f"{m.group(1)}.{m.group(2)}"
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` without its userinfo (pip and uv strip it themselves; a venv can hold anything)."""
+    try:
+        return without_userinfo(url)
+    except ValueError:  # not a URL urlsplit reads (an open "[" host): the redaction still hides it
+        return redact_credentials(url)
+
+
 def _source(dist: Any) -> tuple[str, str | None]:
     info = direct_url(dist)
     if info is None:
         return "index", None
-    url = str(info.get("url", ""))
+    url = _without_credentials(str(info.get("url", "")))
     if "vcs_info" in info:
         return "vcs", url
     if isinstance(info.get("dir_info"), dict):
         return ("editable" if info["dir_info"].get("editable") else "directory"), url
     return "url", url
+
+
+def _regular_file_sha256(path: Path) -> str | None:
+    """Hex sha256 of ``path`` streamed (a CUDA library is gigabytes), or None when it is not a
+    regular file: opened non-blocking and checked with ``fstat`` first, so a FIFO never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as fh:
+        if file_kind(os.fstat(fd).st_mode) is not None:
+            return None
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _edits(sp: Path, dist: Any) -> list[HandEdit]:
@@ -140,9 +166,9 @@ def _edits(sp: Path, dist: Any) -> list[HandEdit]:
         path = (sp / entry.path).resolve()
         if not path.is_relative_to(sp.resolve()):
             continue  # scripts in bin/ (../../../bin/x): outside site-packages, launchers rewritten at install
-        try:
-            actual: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
+        try:  # only a regular file is read: a FIFO in its place would block (field case N44)
+            actual: str | None = _regular_file_sha256(path)
+        except (OSError, InputError):
             actual = None
         if actual != entry.sha256:
             out.append(HandEdit(dist.name, entry.path, entry.sha256, actual))
@@ -170,14 +196,17 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     for key in sorted(found):
         dist = found[key]
         source, url = _source(dist)
+        info = direct_url(dist) if url is not None else None
+        removed = info is not None and url != str(info.get("url", ""))
         tag = _TORCH_TAG.search(dist.version)
         index = None
         if source == "index" and tag and dist.name in _TORCH_FAMILY:
             index = f"pytorch-{tag.group(1).replace('.', '')}"
             indexes[index] = PYTORCH_INDEX.format(tag=tag.group(1))
         installer_file = dist.dist_info / "INSTALLER"
-        installer = installer_file.read_text(errors="replace").strip() or None if installer_file.is_file() else None
-        dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer))
+        installer = (read_state(installer_file, what="INSTALLER", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
+                     .strip() or None) if installer_file.is_file() else None
+        dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer, removed))
         edits += _edits(sp, dist)
     text = _recipe_text(env, name, python, indexes, dists)
     return Adoption(env, name, python, tuple(indexes.items()), tuple(dists), tuple(edits), text)
@@ -191,7 +220,8 @@ def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str],
     doc.add(tomlkit.comment("pinned as installed; `envforge lock` then `envforge build` reproduce it."))
     skipped = [d for d in dists if d.source != "index"]
     for d in skipped:
-        doc.add(tomlkit.comment(f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url})"))
+        doc.add(tomlkit.comment(f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url}"
+                                + ("; credentials removed from its URL)" if d.credentials_removed else ")")))
     doc.add(tomlkit.nl())
     recipe = tomlkit.table()
     recipe.update({"name": name, "description": f"adopted from {env}", "python": python, "resolution": "no-deps"})

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
-from envforge.cli.options import add_project_option
+from envforge.cli.options import add_project_option, find_links_dir
 
 __all__ = ["register"]
 
@@ -20,7 +20,7 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
                    help="how the env profile is installed (default: a .pth start-up hook)")
     p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
-    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
+    p.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
                    help="a wheelhouse directory (with --offline)")
     add_project_option(p)
 

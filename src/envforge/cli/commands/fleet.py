@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
+from envforge.cli.options import find_links_dir
 from envforge.cli.parser import PORT, group, integer, seconds
 
 __all__ = ["MIN_TIMEOUT_S", "ray_address", "register", "node_label", "node_resource"]
@@ -94,7 +95,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     b.add_argument("recipe", metavar="RECIPE")
     b.add_argument("--variant", default=None)
     b.add_argument("--offline", action="store_true", help="install from --find-links only (a path every node reads)")
-    b.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR")
+    b.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR")
     _common(b, timeout=3600.0)
     b.set_defaults(handler="envforge.cli.fleet:_build")
 

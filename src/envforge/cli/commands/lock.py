@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
-from envforge.cli.options import add_project_option
+from envforge.cli.options import add_project_option, find_links_dir
 from envforge.cli.parser import group, group_parser
 
 __all__ = ["register"]
@@ -24,7 +23,7 @@ def _lock_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upgrade-package", action="append", default=[], metavar="P",
                    help="let P move to a newer version (others stay as locked)")
     p.add_argument("--offline", action="store_true", help="resolve from --find-links only; no network")
-    p.add_argument("--find-links", action="append", type=Path, default=[], metavar="DIR",
+    p.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
                    help="a wheelhouse directory (for offline locks)")
     p.add_argument("--env-profile", help="env profile to record (default: from the target interconnect)")
     p.add_argument("--json", action="store_true", help="print a JSON report")

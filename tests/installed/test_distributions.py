@@ -1,0 +1,109 @@
+"""envforge.installed.distributions: METADATA, RECORD and PEP 610 ``direct_url.json`` read as
+regular files only (real FIFOs never block a reader), damaged records refused, never guessed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from envforge.core.errors import EnvforgeError, InputError
+from envforge.installed.distributions import Installed, direct_url, installed_distributions, read_record
+from envforge.installed.editable import editable_install
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dist(tmp: Path, direct: str | None = None) -> tuple[Path, Installed]:
+    sp = tmp / "sp"
+    di = sp / "tinypkg-1.0.dist-info"
+    di.mkdir(parents=True, exist_ok=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n\n")
+    (di / "RECORD").write_text("tinypkg/__init__.py,,\n")
+    if direct is not None:
+        (di / "direct_url.json").write_text(direct)
+    return sp, Installed("tinypkg", "1.0", di)
+
+
+@pytest.mark.parametrize("name", ["METADATA", "RECORD", "direct_url.json"])
+def test_a_fifo_in_a_dist_info_is_refused_not_read(tmp_path: Path, name: str) -> None:
+    """Field case N44: open() of a FIFO blocks until a writer comes. In a subprocess with a timeout,
+    so a regression fails instead of hanging the run."""
+    sp, d = dist(tmp_path)
+    (d.dist_info / name).unlink(missing_ok=True)
+    os.mkfifo(d.dist_info / name)
+    code = ("import sys; from pathlib import Path\n"
+            "from envforge.installed.distributions import Installed, installed_distributions, direct_url, read_record\n"
+            "from envforge.core.errors import InputError\n"
+            f"d = Installed('tinypkg', '1.0', Path({str(d.dist_info)!r}))\n"
+            "try:\n"
+            f"    print(sorted(installed_distributions(Path({str(sp)!r}))))\n"
+            "    read_record(d); direct_url(d)\n"
+            "except InputError as e:\n"
+            "    print(e.message)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    if name == "METADATA":  # a dist-info without a regular METADATA is no distribution
+        assert res.stdout == "[]\n", res.stderr
+        return
+    what = {"RECORD": "RECORD", "direct_url.json": "PEP 610 record"}[name]
+    assert res.stdout == f"['tinypkg']\n{what} {d.dist_info / name} is not a regular file (a FIFO)\n", res.stderr
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[" * 100000, "not valid JSON for envforge: arrays or objects nested too deeply"),
+    ("not json", "not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    ("[1, 2]", 'not a PEP 610 record (a JSON object with a string "url")'),
+    ('{"url": 5}', 'not a PEP 610 record (a JSON object with a string "url")'),
+    ('{"dir_info": {"editable": true}}', 'not a PEP 610 record (a JSON object with a string "url")'),
+    ('{"url": "file:///x", "dir_info": true}', "not a PEP 610 record (dir_info is not an object)"),
+])
+def test_a_damaged_direct_url_json_is_an_error_never_an_index_install(tmp_path: Path, text: str, message: str) -> None:
+    """Field cases N71 (exit 70 on deep nesting), N72 (a corrupt record silently an index install)."""
+    sp, d = dist(tmp_path, text)
+    with pytest.raises(InputError) as err:
+        direct_url(d)
+    assert err.value.message == f"{d.dist_info / 'direct_url.json'}: {message}"
+    assert err.value.hint == "reinstall the distribution (its PEP 610 record is damaged)"
+    with pytest.raises(InputError):
+        editable_install(sp, "tinypkg")
+
+
+def test_a_sound_direct_url_json_reads_as_before(tmp_path: Path) -> None:
+    sp, d = dist(tmp_path, json.dumps({"url": "file:///src/tiny", "dir_info": {"editable": True}}))
+    assert direct_url(d) == {"url": "file:///src/tiny", "dir_info": {"editable": True}}
+    assert editable_install(sp, "tinypkg") is not None
+    assert direct_url(dist(tmp_path / "b")[1]) is None
+    assert list(installed_distributions(sp)) == ["tinypkg"] and read_record(d)[0].path == "tinypkg/__init__.py"
+
+
+_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+                     lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                             st.dictionaries(st.sampled_from(["url", "dir_info", "archive_info",
+                                                                              "vcs_info", "editable", "hash", "x"]),
+                                                             inner, max_size=4)), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(_JSON.map(lambda v: json.dumps(v).encode()), st.binary(max_size=120)))
+def test_fuzz_direct_url_json_never_crashes(tmp_path: Path, data: bytes) -> None:
+    """Random JSON values and bytes as direct_url.json: a record, None, or an envforge error."""
+    sp, d = dist(tmp_path)
+    (d.dist_info / "direct_url.json").write_bytes(data)
+    for fn in (lambda: direct_url(d), lambda: editable_install(sp, "tinypkg")):
+        try:
+            got: Any = fn()
+        except EnvforgeError:
+            continue
+        assert got is None or isinstance(got, object)
+    try:
+        rec = direct_url(d)
+    except EnvforgeError:
+        return
+    assert rec is not None and isinstance(rec["url"], str)

@@ -31,6 +31,7 @@ import ray._private.services  # noqa: E402
 ray._private.services.node_ip_address_from_perspective = lambda address=None: "127.0.0.1"
 
 from envforge.cli.fleet import render_text  # noqa: E402
+from envforge.env.profile import install, read_installed  # noqa: E402
 from envforge.fleet.agent import NAMESPACE, agent_name, stop_agents  # noqa: E402
 from envforge.fleet.driver import connect, fleet_allreduce, fleet_build, fleet_verify  # noqa: E402
 from envforge.fleet.report import FleetNode, FleetReport, majority_differences, single_node  # noqa: E402
@@ -51,6 +52,18 @@ def _project(dest: Path) -> Path:
     return dest
 
 
+
+def _copy_project(src: Path, dest: Path) -> None:
+    """A copy of a built project for another node. The env profile's hook points the kernel caches
+    under its own generation (field case B49), so the copy's hook is re-installed for the copy's
+    generation, as a build there would write it; a plain copy keeps the original's cache paths and
+    verify names that."""
+    shutil.copytree(src, dest, symlinks=True)
+    for sp in (dest / "envs" / ".generations").glob("*/g*/lib/python3*/site-packages"):
+        record = read_installed(sp)
+        if record is not None:
+            install(sp, record.profile, record.env, mode=record.mode)
+
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("fleet")
@@ -60,7 +73,7 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert res.returncode == 0, res.stderr
     out = {"n0": first}
     for name in ("n1", "n2", "n3", "n4"):
-        shutil.copytree(first, base / name, symlinks=True)
+        _copy_project(first, base / name)
         out[name] = base / name
     sp = next((out["n2"] / "envs" / ENV).resolve().glob("lib/python3*/site-packages"))
     patched = json.loads((sp / ".envforge" / "patches.json").read_text())["files"][0]["path"]
@@ -352,7 +365,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
     from ray.cluster_utils import Cluster
 
     stuck = roots["n0"].parent / "n5"  # a node whose verify waits on the environment lock
-    shutil.copytree(roots["n0"], stuck, symlinks=True)
+    _copy_project(roots["n0"], stuck)
     holder = _holding_the_env_lock(stuck)
     before = _sleepers()
     ray.shutdown()
@@ -434,11 +447,11 @@ def test_fleet_build_reports_which_nodes_flipped_and_allreduce_spans_nodes(roots
 
     ray.shutdown()
     broken = roots["n1"].parent / "broken"
-    shutil.copytree(roots["n1"], broken, symlinks=True)
+    _copy_project(roots["n1"], broken)
     lock = broken / "lockfiles" / "pylock.quickstart-default.toml"
     lock.write_text(lock.read_text().replace("sha256 = \"", "sha256 = \"0", 1))  # a wheel hash that cannot match
     stalled = roots["n1"].parent / "stalled"  # a node whose uv never answers
-    shutil.copytree(roots["n1"], stalled, symlinks=True)
+    _copy_project(roots["n1"], stalled)
     stuck_uv = stalled / "stuck-uv"
     stuck_uv.write_text(f"#!/bin/sh\nsleep 302 &\necho $! > {stalled / 'sleep.pid'}\nwait\n")
     stuck_uv.chmod(0o755)

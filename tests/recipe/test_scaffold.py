@@ -114,6 +114,16 @@ def test_wheel_in_a_fresh_venv_runs_up_in_an_empty_directory(tmp_path: Path) -> 
     assert init.returncode == 0 and "created recipes/quickstart.toml" in init.stdout
     check = subprocess.run([envforge, "lock", "--check"], cwd=empty, capture_output=True, text=True, env=env)
     assert check.returncode == 0, check.stderr
+    # the wheel is the repository: the kimi recipe, all its patchsets and its committed locks come with it
+    kimi = tmp_path / "kimi"
+    kimi.mkdir()
+    init = subprocess.run([envforge, "init", "--recipe", "kimi-k25-sm120"], cwd=kimi, capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert init.returncode == 0, init.stderr
+    assert sorted(p.name for p in (kimi / "patchsets").iterdir()) == sorted(p.name for p in (ROOT / "patchsets").iterdir())
+    check = subprocess.run([envforge, "lock", "kimi-k25-sm120", "--variant", "cu128", "--check"], cwd=kimi,
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert check.returncode == 0, check.stderr
 
 
 def test_init_next_steps_work_in_a_directory_that_is_not_a_git_repository(tmp_path: Path) -> None:

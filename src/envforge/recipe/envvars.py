@@ -35,7 +35,7 @@ import difflib
 import re
 from typing import Final
 
-from envforge.core.urls import SCHEME
+from envforge.core.urls import SCHEME, secret_arg_name
 
 __all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer", "secret_problem",
            "problems", "startup_reader"]
@@ -242,11 +242,8 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
-# A name that says its value is a credential: a word TOKEN, SECRET, PASSWORD, CREDENTIAL(S), or a
-# KEY of an API or access (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY); TOKENIZERS_PARALLELISM is not.
-_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|(API|ACCESS|PRIVATE)_?KEY)(_|$)")
-# A name for where a credential lives (HF_TOKEN_PATH), and values that are switches, not secrets.
-_SECRET_LOCATION = re.compile(r"_(PATH|FILE|DIR)$")
+# Values that are switches, not secrets (a credential-looking name is judged by
+# :func:`envforge.core.urls.secret_arg_name`, the one rule bench's command lines use too).
 _SWITCH = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
 _URL_USERINFO = re.compile(SCHEME + r"[^/@\s]+@")  # linear in the value (envforge.core.urls)
 
@@ -257,12 +254,11 @@ def secret_problem(name: str, value: str) -> str | None:
     A recipe is committed, and its env profiles are copied into the lock (``[tool.envforge.env]``),
     into every environment (the ``.pth`` hook) and printed by ``env show`` and ``lock --check``
     (issue 18: no secret in any written file or output). Refused: a name that says it holds a
-    credential (:data:`_SECRET_NAME`, unless it names a path or the value is an on/off switch) and
+    credential (:func:`envforge.core.urls.secret_arg_name`: not a path; unless the value is an on/off switch) and
     any value with a URL carrying userinfo (``https://TOKEN@host``, ``https://user:pw@host``).
     The message never repeats the value.
     """
-    secret_name = (_SECRET_NAME.search(name.upper()) is not None and not _SECRET_LOCATION.search(name.upper())
-                   and value.strip().lower() not in _SWITCH)
+    secret_name = secret_arg_name(name) and value.strip().lower() not in _SWITCH
     if not secret_name and not _URL_USERINFO.search(value):
         return None
     what = "its name says it holds a credential" if secret_name else "its value has a URL with credentials in it"

@@ -23,7 +23,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script (a test recipe's server): make `tests.support` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.support.httpserve import QuietServer  # noqa: E402
+from tests.support.httpserve import QuietServer, serving  # noqa: E402
 
 DATA = Path(__file__).parents[1] / "data" / "bench"
 SERVE_MODULES = ("torch", "transformers", "fastapi", "uvicorn")
@@ -172,13 +172,8 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
                 return  # the client went away
 
     server = QuietServer(("127.0.0.1", port), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as url:
+        yield url
 
 
 if __name__ == "__main__":

@@ -10,8 +10,12 @@ test's output) rather than the captured one.
 
 from __future__ import annotations
 
+import socketserver
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 
 
@@ -35,3 +39,16 @@ class QuietServer(ThreadingHTTPServer):
         self.errors.append(error)
         print(f"test server: error handling a request from {client_address}:", file=sys.__stderr__)
         traceback.print_exc(file=sys.__stderr__)
+
+
+@contextmanager
+def serving(server: socketserver.TCPServer) -> Iterator[str]:
+    """Serve ``server`` (bound to 127.0.0.1) in a daemon thread; yields its base URL
+    ``http://127.0.0.1:PORT``; shut down and closed on exit."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

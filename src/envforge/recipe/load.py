@@ -25,7 +25,8 @@ def load_recipe(path: Path) -> Recipe:
 
     :raises RecipeError: unreadable file, larger than 1 MiB, not UTF-8, TOML syntax error (with
         line), nesting too deep (:mod:`envforge.core.textfile`), or schema problems, each
-        rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys.
+        rendered as ``file:line: key.path: message`` with a did-you-mean for unknown keys; a
+        ``[build-from-source]`` opt-in without ``[recipe] build-constraints`` (B28).
     """
     data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
     problems = validate(data, RECIPE_SPEC, text) or _duplicates(data, text) + _retirements(data, text)
@@ -100,8 +101,30 @@ def _retirements(data: Mapping[str, Any], text: str) -> list[Problem]:
     return out
 
 
+def _unpinned_source_builds(data: Mapping[str, Any], text: str) -> list[Problem]:
+    """B28: a ``[build-from-source]`` opt-in (base or ``[variant.V]``) needs a pinned build backend.
+
+    Without ``[recipe] build-constraints`` uv would build the sdist with whatever backend version it
+    resolves on the day of the install (README: "packages without a wheel build only with an opt-in
+    and pinned build backends"; fault suite N83). One problem per opted-in distribution.
+    """
+    if data["recipe"].get("build-constraints"):
+        return []
+    tables = [("build-from-source", data.get("build-from-source", {}))]
+    tables += [(f"variant.{v}.build-from-source", t.get("build-from-source", {}))
+               for v, t in data.get("variant", {}).items()]
+    return [Problem(f"{prefix}.{name}", "is built from source at install time, but [recipe] build-constraints "
+                    "pins no build backend, so the build would use whatever version uv finds that day; pin the "
+                    "backend its pyproject.toml [build-system] requires, e.g. build-constraints = "
+                    "[\"setuptools==80.9.0\"]", line_of(text, f"{prefix}.{name}"))
+            for prefix, table in tables for name in table]
+
+
 def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:
     meta = data["recipe"]
+    if problems := _unpinned_source_builds(data, text):
+        raise RecipeError(format_problems("recipe", str(path), problems),
+                          hint="see docs/recipes.md, \"Source builds (B28)\"")
     if path.parent.name == "recipes" and path.stem != meta["name"]:
         raise RecipeError(f"{path}: recipe.name '{meta['name']}' does not match the file name '{path.name}'",
                           hint=f"rename the file to recipes/{meta['name']}.toml or set name = \"{path.stem}\"")

@@ -322,3 +322,28 @@ def test_a_pin_yanked_upstream_is_a_warning_with_its_reason(tmp_path: Path) -> N
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["data"]["locks"][0]["warnings"] == [
             'guardkit 1.1 is yanked on its index (reason: "miscompiles the SM120 guard; use 1.0")']
+
+
+# --- issue 27: a date as exclude-newer means the same instant on every machine
+
+
+def test_a_date_cutoff_locks_the_same_in_every_time_zone(tmp_path: Path) -> None:
+    """uv 0.13.9 reads a bare date as the end of that day in the local zone; envforge passes the end
+    of the day in UTC, so a file uploaded at noon UTC of that day is in the lock wherever it is made."""
+    idx = LocalIndex(tmp_path / "timed")
+    idx.add(make_wheel(tmp_path / "built", "dtpkg", "1.0"), upload_time="2023-06-01T00:00:00Z")
+    idx.add(make_wheel(tmp_path / "built", "dtpkg", "1.1"), upload_time="2024-01-01T12:00:00Z")
+    with serve(idx):
+        (tmp_path / "recipes").mkdir()
+        (tmp_path / "recipes" / "d.toml").write_text(
+            f'[recipe]\nname = "d"\npython = "3.12"\nexclude-newer = "2024-01-01"\n\n[indexes]\npypi = "{idx.url}"\n\n'
+            '[packages]\ndtpkg = ">=1.0"\n')
+        lock = tmp_path / "lockfiles" / "pylock.d-default.toml"
+        made = {}
+        for tz in ("Etc/GMT-12", "UTC", "Etc/GMT+12"):  # UTC+12, UTC, UTC-12
+            res = envforge(tmp_path, "lock", "d", env={"TZ": tz})
+            assert res.returncode == 0, res.stderr
+            made[tz] = lock.read_bytes()
+            lock.unlink()
+    assert {p["name"]: str(p["version"]) for p in tomllib.loads(made["UTC"].decode())["packages"]} == {"dtpkg": "1.1"}
+    assert made["Etc/GMT-12"] == made["UTC"] == made["Etc/GMT+12"]

@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name
 from envforge.lock.model import LockError
 from envforge.lock.routing import DEFAULT_INDEX, override_routes, routed_files_only, uv_pyproject
 from envforge.recipe.model import ResolvedVariant
+from envforge.recipe.schema import exclude_newer_cutoff
 from envforge.uv.run import UvError, run_uv
 
 __all__ = ["Progress", "dependency_chains", "resolve_variant", "yank_warnings"]
@@ -45,7 +46,7 @@ def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path
     if variant.resolution == "no-deps":
         args.append("--no-deps")
     if variant.exclude_newer:  # recorded in [tool.envforge] inputs: a later re-lock resolves the same
-        args += ["--exclude-newer", variant.exclude_newer]
+        args += ["--exclude-newer", exclude_newer_cutoff(variant.exclude_newer)]  # a date: its end in UTC
         for name in variant.exclude_newer_exempt:  # indexes without upload times (B40)
             args += ["--exclude-newer-package", f"{name}=false"]
     for d in find_links:

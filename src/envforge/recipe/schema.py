@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from datetime import date, datetime
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +24,7 @@ from envforge.core.schema import Bool, Date, Enum, Int, ListOf, MapOf, Number, O
 from envforge.recipe.envvars import problems as env_value_problems, startup_reader
 from envforge.recipe.platforms import platform_problem
 
-__all__ = ["RECIPE_SPEC", "lock_name_problem"]
+__all__ = ["RECIPE_SPEC", "UV_LATEST_CUTOFF", "exclude_newer_cutoff", "lock_name_problem"]
 
 # PEP 751: lock files are named ``pylock.toml`` or ``pylock.<name>.toml`` where <name> has no dots.
 # envforge also keeps names to letters, digits, '-' and '_' so they work as directory names.
@@ -133,21 +133,46 @@ def _url_problem(v: str) -> str | None:
     return f"'{v}' is not an index URL; use http(s)://host/path/simple (a PEP 503 index) or file:///dir"
 
 
+# uv reads ``--exclude-newer`` with jiff; the latest instant it takes is jiff's ``Timestamp::MAX``,
+# 9999-12-30T22:00:00.999999999Z. Tried with uv 0.13.9: 9999-12-30T22:00:00Z and
+# 9999-12-31T00:00:00+02:00 are taken, 9999-12-30T22:00:01Z and 9999-12-31T23:59:59Z are "could not
+# be parsed as a valid date" (uv exit 2, which envforge would report as uv failing, exit 3). jiff
+# also reads at most 9 digits of a second's fraction.
+UV_LATEST_CUTOFF = datetime(9999, 12, 30, 22, 0, 0, 999999, tzinfo=timezone.utc)
+
+
+def exclude_newer_cutoff(v: str) -> str:
+    """The ``--exclude-newer`` value envforge passes uv for a valid recipe ``exclude-newer`` ``v``.
+
+    A timestamp is passed as written. A date ``D`` is passed as the end of that day in UTC,
+    ``(D+1)T00:00:00Z``: uv 0.13.9 itself reads a bare date as the end of the day in the machine's
+    local time zone (tried: with ``TZ=Etc/GMT-12``, ``2024-01-01`` left out a file uploaded at
+    2024-01-01T12:00:00Z that ``TZ=UTC`` kept), so the same recipe would lock differently on
+    machines in different zones. On a machine set to UTC both readings are the same instant.
+    """
+    if "T" in v:
+        return v
+    return f"{date.fromisoformat(v) + timedelta(days=1)}T00:00:00Z"
+
+
 def _timestamp_problem(v: str) -> str | None:
-    """``exclude-newer``: an RFC 3339 timestamp with its zone, or a date (uv reads a date as its
-    midnight UTC). Relative spans ("1 week") are refused: a lock must mean the same later."""
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
-        try:
-            date.fromisoformat(v)
-            return None
-        except ValueError:
-            pass
-    elif re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})", v):
-        try:
-            datetime.fromisoformat(v.replace("Z", "+00:00"))
-            return None
-        except ValueError:
-            pass
+    """``exclude-newer``: an RFC 3339 timestamp with its zone (at most 9 fraction digits), or a date
+    (read as the end of that day in UTC, :func:`exclude_newer_cutoff`), no later than uv takes
+    (:data:`UV_LATEST_CUTOFF`; for a date, 9999-12-29). Relative spans ("1 week") are refused: a
+    lock must mean the same later."""
+    late: bool | None = None  # None: not a point in time
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+            late = date.fromisoformat(v) > date(9999, 12, 29)
+        elif re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})", v):
+            late = datetime.fromisoformat(v.replace("Z", "+00:00")) > UV_LATEST_CUTOFF
+    except ValueError:
+        pass
+    if late:
+        return (f"'{v}' is later than uv can read (its latest point in time is 9999-12-30T22:00:00Z, for a "
+                "date 9999-12-29); write the cutoff you mean, e.g. today's date, or remove the key")
+    if late is False:
+        return None
     return (f"'{v}' is not a fixed point in time; write an RFC 3339 timestamp with its zone, e.g. "
             "\"2024-01-01T00:00:00Z\", or a date \"2024-01-01\" (a relative span would not give the same "
             "lock later)")

@@ -5,7 +5,8 @@
   ``cuda-exceptions`` (the failing chain of requirements is named);
 - B26: a variant that declares CUDA resolves at least one CUDA build;
 - B28: a package with no wheel (built from source at install time) only with the recipe's
-  ``build-from-source`` opt-in.
+  ``build-from-source`` opt-in;
+- ``exclude-newer`` held for every locked file: none from ``--find-links`` unless exempt (N32).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from packaging.utils import canonicalize_name
 from envforge.core.errors import CheckFailed
 from envforge.lock.model import LockError
 from envforge.lock.resolve import dependency_chains
-from envforge.lock.routing import index_violations
+from envforge.lock.routing import FIND_LINKS, attribute, effective_indexes, index_violations
 from envforge.recipe.cuda import cuda_major, cuda_mismatches
 from envforge.recipe.model import ResolvedVariant
 
@@ -32,7 +33,8 @@ def guard_resolution(packages: list[dict[str, Any]], variant: ResolvedVariant, f
 
     :raises CheckFailed: a package from an index not allowed for it, built for another CUDA major,
         no CUDA build in a CUDA variant, or a source build the recipe does not opt into.
-    :raises LockError: a ``cuda-exceptions`` or ``build-from-source`` entry that matches nothing.
+    :raises LockError: a ``cuda-exceptions`` or ``build-from-source`` entry that matches nothing; an
+        ``exclude-newer`` cutoff that could not be applied to files from ``find_links``.
     """
     problems = [v.describe() for v in index_violations(packages, variant, find_links)]
     if problems:
@@ -40,9 +42,37 @@ def guard_resolution(packages: list[dict[str, Any]], variant: ResolvedVariant, f
                           + "\n".join("  " + p for p in problems),
                           hint="route the package to its index in the recipe, or remove the extra index "
                                "from your uv configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)")
+    _cutoff_guard(packages, variant, find_links)
     _cuda_guard(packages, variant, find_links, offline)
     _no_cuda_guard(packages, variant)
     _source_build_guard(packages, variant)
+
+
+def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path]) -> None:
+    """``exclude-newer`` must hold for every locked file, or the lock records a cutoff it does not obey.
+
+    A ``--find-links`` directory (or flat page) carries no upload times, and uv keeps its files whatever
+    their date: tried with uv 0.13.9, ``--exclude-newer 2000-01-01T00:00:00Z --find-links DIR`` locks a
+    wheel built in 2026 (fault suite N32). So a file from ``find_links`` of a package the recipe does not
+    exempt (``[exclude-newer-exempt]``, recorded in the lock) is refused rather than warned about: the
+    committed lock would say the cutoff held, and a re-lock against the index would differ.
+    """
+    if not variant.exclude_newer or not find_links:
+        return
+    indexes = effective_indexes(variant)
+    unbounded = [f"{p['name']} {p.get('version', '')}" for p in packages
+                 if canonicalize_name(p["name"]) not in variant.exclude_newer_exempt
+                 and any(attribute(f.get("url") or f.get("path"), indexes, find_links) == FIND_LINKS
+                         for f in [*p.get("wheels", []), *([p["sdist"]] if "sdist" in p else [])])]
+    if unbounded:
+        first = unbounded[0].split(" ")[0]
+        raise LockError(
+            f"{variant.lock_name}: [recipe] exclude-newer ({variant.exclude_newer}) cannot be applied to files "
+            "from --find-links, which have no upload times (uv keeps them whatever their date), and the lock "
+            f"would record the cutoff as if it held: {', '.join(unbounded)}",
+            hint=("lock where the index is reachable, without --find-links (uv reads the index's upload times), "
+                  "or exempt each package with the reason reviewers read: [exclude-newer-exempt] "
+                  f"{first} = \"from a wheelhouse, no upload times\" (recorded in the lock's inputs)"))
 
 
 def _cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],

@@ -184,6 +184,32 @@ def test_verify_rolls_back_an_interrupted_apply(project: Path, tmp_path: Path) -
     assert sha(sp / SIZES) == pristine and not intent_path(sp).exists()
 
 
+def test_patches_diff_of_a_half_applied_state_says_so_and_which_files_are_written(
+        project: Path, tmp_path: Path) -> None:
+    """Fault suite N93: after a crash mid-apply, ``patches diff`` said "no patches applied" (and ``patches
+    export`` took the half-written file for the original); both now refuse as the dry run does (exit 1),
+    naming the written and the unwritten files, and change nothing."""
+    sp = sp_of(project)
+    killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
+    half = {p: sha(sp / p) for p in (SIZES, MULTIMEM)}
+    expected = (f"error: an `apply-patches` of {SYMM} was interrupted while writing {SIZES}, {MULTIMEM} (record "
+                f"{intent_path(sp)}): some of these files may be written and others not (written: {SIZES}; "
+                f"not written: {MULTIMEM})\n"
+                "  hint: run `envforge apply-patches` (or `envforge verify`) on the environment: it rolls the "
+                "interrupted write back first\n")
+    for args in (("patches", "diff", "--site-packages", str(sp)), ("patches", "export", SYMM, "--site-packages", str(sp)),
+                 ("apply-patches", "--dry-run", "--site-packages", str(sp), SYMM)):
+        proc = envforge(project, *args)
+        out, err = proc.communicate(timeout=120)
+        assert (proc.returncode, out, err) == (1, "", expected), args
+    proc = envforge(project, "patches", "diff", "--site-packages", str(sp), "--json")
+    out, _ = proc.communicate(timeout=120)
+    envelope = json.loads(out)
+    assert (proc.returncode, envelope["schema"], envelope["data"]["kind"], envelope["data"]["message"]) == (
+        1, "envforge.error/1", "check-failed", expected.splitlines()[0][len("error: "):])
+    assert {p: sha(sp / p) for p in (SIZES, MULTIMEM)} == half and intent_path(sp).exists()  # nothing touched
+
+
 def test_a_second_apply_waits_for_the_first_and_ends_in_a_whole_state(project: Path, tmp_path: Path) -> None:
     sp = sp_of(project)
     marker = tmp_path / "in-window"

@@ -16,7 +16,7 @@ from envforge.core.errors import InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.textfile import read_state
 from envforge.patching.manifest import originals_dir, read_manifest, rebuild_hint
-from envforge.patching.planning import inside
+from envforge.patching.planning import inside, refuse_interrupted
 from envforge.patching.source import lines_of, readable_source
 
 __all__ = ["AppliedFile", "applied_diff"]
@@ -44,10 +44,14 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
 
     Empty when envforge never patched ``site_packages``.
 
+    :raises CheckFailed: an interrupted apply or revert left its intent record: the files may be half
+        written, so no diff read from them would be true; the message says which are written
+        (:func:`envforge.patching.planning.refuse_interrupted`, as the dry run says it).
     :raises InputError: a malformed manifest, a missing saved original (or one that is not a
         regular file, or larger than 64 MiB), or a patched file that was deleted (each names the
         file and the next step).
     """
+    refuse_interrupted(site_packages)  # a crash mid-apply is not "no patches applied" (fault suite N93)
     manifest = read_manifest(site_packages)
     if manifest is None:
         return ()

@@ -21,7 +21,7 @@ from envforge.patching.manifest import (
 )
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
-from envforge.patching.planning import evaluate_file, installed_version
+from envforge.patching.planning import evaluate_file, installed_version, refuse_interrupted
 from envforge.patching.source import decode_source
 from envforge.patching.states import DRIFTED, FileChange, unified_diff
 
@@ -32,11 +32,13 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
     """The unified diff of ``patchset`` against the original files in ``site_packages`` (for an
     editable install, the files of its checkout: :mod:`envforge.installed.editable`).
 
-    :raises CheckFailed: the distribution is missing or out of range, an operation drifted, or
-        the released code already does everything (nothing to export).
+    :raises CheckFailed: the distribution is missing or out of range, an operation drifted, the
+        released code already does everything (nothing to export), or an interrupted apply or revert
+        left files half written (:func:`envforge.patching.planning.refuse_interrupted`).
     :raises InputError: a saved original (``.envforge/originals/<sha256>``) is not a regular file
         or is larger than 64 MiB.
     """
+    refuse_interrupted(site_packages)  # a half-written file is neither the original nor the patched one
     version = installed_version(site_packages, patchset.distribution)
     if version is None or not patchset.specifier.contains(version, prereleases=True):
         raise CheckFailed(f"cannot export {patchset.id}: {patchset.distribution} {version or 'is not installed'}"

@@ -200,17 +200,38 @@ def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCac
 def refuse_interrupted(site_packages: Path) -> None:
     """Refuse to read states from files an interrupted write may have left half written.
 
+    Used by every plan (dry run, verify's patch-states), revert and ``patches diff``.
+
     :raises CheckFailed: an intent record is there (a write was interrupted): the files may be
-        half written, so no state read from them would be true.
+        half written, so no state read from them would be true. The message says which of the
+        record's files have their bytes from after the write and which from before.
     """
     intent = read_intent(site_packages)
     if intent is not None:
         files = ", ".join(f.path for f in intent.files)
+        states: dict[str, list[str]] = {}
+        for f in intent.files:
+            states.setdefault(_written(site_packages, f.path, f.before_sha256, f.after_sha256), []).append(f.path)
+        found = "; ".join(f"{k}: {', '.join(v)}" for k, v in states.items())
         raise CheckFailed(f"an `apply-patches{' --revert' if intent.action == 'revert' else ''}` of "
                           f"{', '.join(intent.patchsets)} was interrupted while writing {files} "
                           f"(record {intent_path(site_packages)}): some of these files may be written and "
-                          f"others not", hint="run `envforge apply-patches` (or `envforge verify`) on the "
-                                              "environment: it rolls the interrupted write back first")
+                          f"others not ({found})",
+                          hint="run `envforge apply-patches` (or `envforge verify`) on the "
+                               "environment: it rolls the interrupted write back first")
+
+
+def _written(site_packages: Path, path: str, before: str, after: str) -> str:
+    """Which bytes a file an interrupted write names has now: ``written`` (after), ``not written``
+    (before) or ``changed otherwise`` (neither, missing, or not a regular file, which is never opened)."""
+    try:
+        target = inside(site_packages, path)
+        if not target.is_file():  # missing, a directory, a FIFO (never opened)
+            return "changed otherwise"
+        current = sha256_hex(target.read_bytes())
+    except (OSError, InputError):
+        return "changed otherwise"
+    return {after: "written", before: "not written"}.get(current, "changed otherwise")
 
 
 def _plan_patchset(run: _Run, ps: Patchset) -> None:

@@ -370,3 +370,37 @@ def test_local_inspect_of_a_fetch_uses_its_record(hub: Hub, tmp_path: Path) -> N
     (tmp_path / "old" / "model.safetensors").rename(dest / "model-stale.safetensors")  # an earlier revision's file
     d = inspect_drafter(str(dest)).drafter
     assert (d.repo, d.revision, d.files) == ("test-org/drafter-a", hub.a, ("model.safetensors",))
+
+
+# -- hostile file names (issue 27, fault suite N91) ----------------------------------------------
+
+ESCAPING = {"../../../../EVIL1.json": "a '..' part", "sub/../../../../EVIL2.json": "a '..' part",
+            "..\\..\\EVIL4.json": "a '..' part", "/EVIL3.json": "an absolute path",
+            "\\EVIL5.json": "an absolute path", "C:EVIL6.json": "an absolute path"}
+
+
+@pytest.mark.parametrize("name", list(ESCAPING))
+def test_a_file_name_pointing_outside_is_refused_by_envforge_in_fetch_and_dry_run(tmp_path: Path, name: str) -> None:
+    """envforge refuses the revision itself (exit 2, the name and why), before any download: the dry
+    run too, where huggingface_hub never sees the name; nothing is written anywhere."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with running_hub() as server:
+        sha = server.add_commit("evil/drafter", {**eagle3_files(eagle3_config()), name: b"{}"})
+        env = {**os.environ, "HF_ENDPOINT": server.url, "HF_TOKEN": TOKEN, "HF_HOME": str(tmp_path / "hf")}
+        for extra in (["--dry-run"], ["--dest", str(work / "dest")], ["--dry-run", "--json"]):
+            server.reset_counters()
+            res = subprocess.run([sys.executable, "-m", "envforge", "drafter", "fetch", "evil/drafter", "--revision",
+                                  sha, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+            assert res.returncode == 2, (extra, res.stderr)
+            message = (f"evil/drafter@{sha} has file names that point outside the download directory: "
+                       f"{name!r} ({ESCAPING[name]}); nothing was downloaded")
+            assert f"error: {message}\n" in res.stderr
+            if "--json" in extra:
+                assert json.loads(res.stdout)["data"]["message"] == message
+            assert [r.path for r in server.requests if "/resolve/" in r.path] == []
+            assert TOKEN not in res.stdout + res.stderr
+    assert [p for p in tmp_path.rglob("EVIL*")] == [] and not (work / "dest").exists()

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
 from envforge.core.fs import atomic_write
+from envforge.core.printable import escape_controls
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
 from envforge.drafter.weights import TensorInfo, open_regular, read_weight_file
@@ -46,6 +47,7 @@ __all__ = [
     "check_partials",
     "endpoint_url",
     "fetch",
+    "file_name_problem",
     "find_partials",
     "hub_errors",
     "open_remote",
@@ -187,12 +189,41 @@ def _select(repo: str, sha: str, files: list[RemoteFile],
     return tuple(chosen), skipped
 
 
+def file_name_problem(name: str) -> str | None:
+    """Why the hub file ``name`` could land outside the download directory, or None.
+
+    A name is joined to ``--dest`` (``hf_hub_download(local_dir=...)``) and to huggingface_hub's
+    cache: an absolute name (``/x``, ``\\x``, ``C:x``), a ``..`` part between ``/`` or ``\\``
+    (Windows takes both as separators), an empty name or a NUL would point elsewhere. huggingface_hub
+    refuses some of these itself with a ``ValueError``; envforge does not rely on it (fault suite N91).
+    """
+    if not name or "\0" in name:
+        return "an empty name or a NUL byte"
+    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        return "an absolute path"
+    if ".." in re.split(r"[/\\]", name):
+        return "a '..' part"
+    return None
+
+
+def _refuse_escaping_names(repo: str, sha: str, files: list[RemoteFile]) -> None:
+    """:raises InputError: a file of the revision (selected or not) has a :func:`file_name_problem`."""
+    bad = [(f.name, why) for f in files if (why := file_name_problem(f.name)) is not None]
+    if bad:
+        shown = "; ".join(f"{escape_controls(repr(n))} ({why})" for n, why in bad)
+        raise InputError(f"{repo}@{sha} has file names that point outside the download directory: {shown}; "
+                         "nothing was downloaded",
+                         hint="a drafter repository never needs such a name: pin a revision without it, and "
+                              "report it to the repository's owner")
+
+
 def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
                      allow_pickle: bool = False, endpoint: str | None = None) -> HubRevision:
     """Resolve ``repo@revision`` on the hub and select the files to fetch (one API call).
 
     :raises InputError: bad repo id; revision not a 40-hex commit sha (unless ``allow_unpinned``);
-        only pickle weights (unless ``allow_pickle``); no weights; repo or revision not found.
+        only pickle weights (unless ``allow_pickle``); no weights; repo or revision not found; a
+        file name that points outside the destination (:func:`file_name_problem`).
     :raises ExternalToolError: the hub could not be reached or answered an error.
     """
     if not _REPO.fullmatch(repo):
@@ -214,6 +245,7 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
                               f"'{revision}' points at and record the sha")
     files = [RemoteFile(s.rfilename, int(s.lfs.size if s.lfs else s.size or 0),
                         s.lfs.sha256 if s.lfs else None, s.blob_id) for s in info.siblings or []]
+    _refuse_escaping_names(repo, sha, files)
     chosen, skipped = _select(repo, sha, files, allow_pickle)
     return HubRevision(repo, revision, sha, pinned, chosen, skipped)
 

@@ -197,3 +197,15 @@ def test_every_entry_and_change_is_listed_once_in_markdown(
     assert [line.split("|")[2:5] for line in rows] == [
         [" fields ", " `proj` ", " 0.1.0 "], [" upgraded ", " `torchy` ", " 2.0.0+cpu → 2.1.0+cpu "],
         [" upgraded ", " `torchy` ", " 2.0.0+cu1 → 2.1.0+cu1 "]]
+
+
+def test_uv_lock_against_its_own_export(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
+    """The export for the ``cpu`` extra drops the ``gpu`` torchy and the project; the markers uv.lock
+    writes for the kept entries (every fork joined: true everywhere, or one platform over both
+    Python forks) are the export's markers over the same environments: no marker change."""
+    locks, names = written
+    d = diff_locks(locks["new/uv.lock"], locks["new/pylock.cpu.toml"])
+    assert [(c.kind, c.name, c.new_version or c.old_version, c.marker_changed) for c in d.packages
+            if not c.hidden] == [
+        ("dependencies", "helper", "1.0", False), ("removed", "proj", "0.1.0", False),
+        ("removed", "torchy", "2.1.0+cu1", False)]

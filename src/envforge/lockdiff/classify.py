@@ -26,7 +26,8 @@ source         another source that is not an index (git commit, path, editable c
                version or a side without one (uv.lock writes no version for editable, virtual
                and directory sources): never an upgrade or downgrade
 moved          same version, same files (same hashes), from another index or URL
-marker         same version and files, another environment marker (where it installs)
+marker         same version and files, another environment marker (where it installs): markers true
+               in the same environments are none (:func:`envforge.lock.markerspace.equivalent`)
 dependencies   only the dependency edges changed (uv.lock ``dependencies``)
 fields         only other fields of the entry changed (uv.lock ``metadata.requires-dist``, PEP 751
                ``requires-python``...: :attr:`LockedPackage.attrs`)
@@ -58,12 +59,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.version import InvalidVersion, Version
 
+from envforge.lock.markerspace import equivalent
 from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff, PackageChange, family_of, index_names
 from envforge.lockdiff.fields import envforge_changes, header_changes
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
@@ -271,16 +274,22 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
 
 def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
     """True when the markers differ once parsed by ``packaging.markers`` (spacing and quotes
-    alone are no change)."""
-    if a.marker == b.marker:
-        return False
-    if a.marker is None or b.marker is None:
-        return True
+    alone are no change) and are true in different environments (:func:`_same_space`)."""
+    return a.marker != b.marker and not _same_space(a.marker, b.marker)
 
+
+@lru_cache(maxsize=1024)
+def _same_space(a: str | None, b: str | None) -> bool:
+    """Two markers with one text once parsed, or true in the same environments
+    (:func:`envforge.lock.markerspace.equivalent`: a uv.lock entry's ``resolution-markers`` that
+    join every fork are no marker; forks split another way over the same environments are the
+    same marker). Cached: a relock rewrites many entries' markers the same way."""
     try:
-        return str(Marker(a.marker)) != str(Marker(b.marker))
+        if a is not None and b is not None and str(Marker(a)) == str(Marker(b)):
+            return True
+        return equivalent(a, b)
     except InvalidMarker:
-        return True
+        return False
 
 
 def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]

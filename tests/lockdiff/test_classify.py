@@ -9,10 +9,15 @@ against local PEP 503 indexes on 127.0.0.1 (wheels built here). ``old`` pins ``t
 locked by ``pip lock`` (pip 26.2.1, run from its wheel in the test cache: the ``pip lock`` command
 needs pip >= 25.1) from ``uv export --format requirements.txt`` of the ``cpu`` extra: pip writes no
 ``index`` key and quotes ``+`` in file URLs as ``%2B``.
+
+pdm (2.29.4, installed once into the test cache) locks a third small project, pylock.toml as its
+lock format (``lock.format = "pylock"``: entries selected by ``"default" in dependency_groups``,
+the dependencies under ``[packages.tool.pdm]``), and exports its own pdm.lock as a pylock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -25,10 +30,13 @@ from envforge.lockdiff.classify import diff_locks
 from envforge.lockdiff.model import Lock, parse_lock
 from envforge.lockdiff.render import render_markdown, render_terminal
 from envforge.uv.run import uv_binary
-from tests.conftest import cached_wheel
+from tests.conftest import CACHE, cached_wheel
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
 PIP = "26.2.1"
+PDM = "2.29.4"
+# hishel 2 removed SyncSqliteStorage, which pdm 2.29.4 imports at its first resolution
+PDM_DEPS = (f"pdm=={PDM}", "hishel[httpx2]>=1.4,<2")
 
 
 def _project(cpu: LocalIndex, gpu: LocalIndex, torchy: str) -> str:
@@ -209,3 +217,95 @@ def test_uv_lock_against_its_own_export(written: tuple[dict[str, Lock], dict[str
             if not c.hidden] == [
         ("dependencies", "helper", "1.0", False), ("removed", "proj", "0.1.0", False),
         ("removed", "torchy", "2.1.0+cu1", False)]
+
+
+def _pdm() -> Path:
+    """``pdm`` of a virtual environment in the test cache, made once under a file lock (a marker
+    file written last says it is complete); the test is skipped when pdm cannot be installed."""
+    target = CACHE / f"pdm-{PDM}"
+    marker = target / ".envforge-complete"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"pdm-{PDM}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            made = subprocess.run([uv_binary(), "venv", "-q", "--clear", "--python", sys.executable, str(target)],
+                                  capture_output=True, text=True)
+            got = made.returncode == 0 and subprocess.run(
+                [uv_binary(), "pip", "install", "-q", "--python", str(target / "bin" / "python"), *PDM_DEPS],
+                capture_output=True, text=True).returncode == 0
+            if not got:
+                pytest.skip(f"cannot install {' '.join(PDM_DEPS)} into the test cache")
+            marker.write_text("ok\n")
+    return target / "bin" / "pdm"
+
+
+def _pdm_project(pub: LocalIndex, cpu: LocalIndex, torchy: str) -> str:
+    return f'''[project]
+name = "proj"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["six>=1.16; sys_platform == 'linux'", "grp", "helper", "torchy=={torchy}"]
+
+[tool.pdm]
+distribution = false
+
+[[tool.pdm.source]]
+name = "pypi"
+url = "{pub.url}"
+
+[[tool.pdm.source]]
+name = "cpu"
+url = "{cpu.url}"
+include_packages = ["torchy"]
+'''
+
+
+@pytest.fixture(scope="module")
+def pdm_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Lock]]:
+    """``{"old/pylock.toml": Lock, "old/export.toml": ..., "new/...": ...}``: pdm's own pylock
+    and its export of pdm.lock, for torchy 2.0.0+cpu (old) and 2.1.0+cpu (new)."""
+    pdm = _pdm()
+    root = tmp_path_factory.mktemp("pdm")
+    cpu, pub = LocalIndex(root / "cpu"), LocalIndex(root / "pub")
+    for version in ("2.0.0", "2.1.0"):
+        cpu.add(make_wheel(root / "wheels" / "cpu", "torchy", f"{version}+cpu"))
+    pub.add(make_wheel(root / "wheels" / "pub", "helper", "1.0", requires=["torchy"]))
+    for name, version in (("six", "1.17.0"), ("grp", "2.0")):
+        pub.add(make_wheel(root / "wheels" / "pub", name, version))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_", "PDM_"))}
+    env.update(PDM_HOME=str(root / "home"), PDM_CACHE_DIR=str(root / "cache"), PDM_CHECK_UPDATE="false",
+               PDM_PYTHON=sys.executable, PDM_USE_VENV="false")
+    locks: dict[str, Lock] = {}
+    with serve(cpu), serve(pub):
+        for side, torchy in (("old", "2.0.0+cpu"), ("new", "2.1.0+cpu")):
+            project = root / side
+            project.mkdir()
+            (project / "pyproject.toml").write_text(_pdm_project(pub, cpu, torchy))
+            for args in (["lock"], ["export", "-f", "pylock", "-o", "export.toml"],
+                         ["config", "--local", "lock.format", "pylock"], ["lock"]):
+                res = subprocess.run([str(pdm), *args], cwd=project, env=env, capture_output=True, text=True,
+                                     timeout=180)
+                assert res.returncode == 0, res.stderr
+                if args[0] == "export":  # pdm keeps using a pdm.lock it finds, whatever lock.format says
+                    (project / "pdm.lock").unlink()
+            for name in ("pylock.toml", "export.toml"):
+                locks[f"{side}/{name}"] = parse_lock((project / name).read_text(), label=f"{side}/{name}")
+    yield locks
+
+
+@pytest.mark.slow  # about 30 s: eight pdm runs (and its first install into the test cache)
+@pytest.mark.network
+def test_every_lock_pdm_wrote_is_read_and_a_relock_is_one_upgrade(pdm_written: dict[str, Lock]) -> None:
+    lock = pdm_written["new/pylock.toml"]
+    assert (lock.header.get("created-by"), lock.lists["dependency-groups"]) == ("pdm", ("default",))
+    assert lock.lists["tool.pdm.targets"] == ("{requires_python=>=3.10}",)  # a table item without a name
+    assert {p.name: (p.version, p.marker) for p in lock.packages.values()} == {
+        "grp": ("2.0", '"default" in dependency_groups'), "helper": ("1.0", '"default" in dependency_groups'),
+        "six": ("1.17.0", 'sys_platform == "linux" and "default" in dependency_groups'),
+        "torchy": ("2.1.0+cpu", '"default" in dependency_groups')}
+    assert dict(lock.packages["helper"].attrs)["tool.pdm.dependencies"] == "torchy"
+    for name in ("pylock.toml", "export.toml"):
+        d = diff_locks(pdm_written[f"old/{name}"], pdm_written[f"new/{name}"])
+        assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
+            ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu")]
+        assert d.index_moves == d.shared == ()

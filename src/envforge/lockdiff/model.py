@@ -171,13 +171,14 @@ _WHERE_KEYS = frozenset({"type", "url", "path", "commit-id", "hashes", "size", "
 
 def _value_items(value: Any, key: str) -> Iterator[tuple[str, str]]:
     """``(key, text)`` pairs of any TOML value: a table by its dotted keys, an array one pair per
-    item (tables in it as dependency text), a scalar as its text."""
+    item (tables with a ``name`` in it as dependency text, others as ``{key=value, ...}``: pdm's
+    ``tool.pdm.targets``), a scalar as its text."""
     if isinstance(value, Mapping):
         for sub, item in value.items():
             yield from _value_items(item, f"{key}.{sub}" if key else str(sub))
     elif isinstance(value, list):
         for item in value:
-            yield key, _dep_text(item) if isinstance(item, Mapping) else _item_text(item)
+            yield key, _dep_text(item) if isinstance(item, Mapping) and "name" in item else _item_text(item)
     else:
         yield key, _item_text(value)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envforge.lock.markerspace import (ALWAYS, Overlap, compatible, first_overlap, overlap_witness, overlaps, satisfiable,
-                                     selected_together, valid_selection)
+from envforge.lock.markerspace import (ALWAYS, Overlap, compatible, equivalent, first_overlap, overlap_witness, overlaps,
+                                     satisfiable, selected_together, valid_selection)
 
 EXCLUSIVE = [
     (["platform_machine == 's390x'"], ["platform_machine != 's390x'"]),
@@ -111,3 +111,27 @@ def test_satisfiable_with_some_variables_fixed() -> None:
     assert satisfiable(marker, {"extras": frozenset({"a"})}) is True
     assert satisfiable(marker, {"extras": frozenset({"a", "b"})}) is False
     assert satisfiable(marker, {"extras": frozenset({"a"}), "sys_platform": "win32"}) is False
+
+
+# (a, b, equivalent): uv.lock joins every fork an entry is in; the export writes the marker it means.
+EQUIVALENCE = [
+    ("sys_platform != 'linux' or sys_platform == 'linux'", None, True),
+    ("python_full_version < '3.12' and sys_platform == 'linux' or python_full_version >= '3.12' and "
+     "sys_platform == 'linux'", "sys_platform == 'linux'", True),
+    ("python_full_version < '3.12' and sys_platform != 'linux' or python_full_version < '3.12' and "
+     "sys_platform == 'linux'", "python_full_version < '3.12'", True),
+    ("python_version < '3.12'", "python_full_version < '3.12'", True),
+    ("sys_platform == 'linux'", "platform_system == 'Linux'", True),  # one platform axis
+    ("sys_platform == 'linux'", None, False),
+    ("sys_platform == 'linux'", "sys_platform == 'linux' and platform_machine == 'x86_64'", False),
+    ("python_full_version < '3.12'", "python_full_version < '3.12.1'", False),
+    ("'cpu' in extras", "'cpu' in extras or 'gpu' in extras", False),
+    # uv's `extra` is a set (conflict extras): never decided by packaging's one-valued `extra`
+    ("extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+     "extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu128'", False),
+]
+
+
+@pytest.mark.parametrize(("a", "b", "same"), EQUIVALENCE)
+def test_equivalent_markers_are_true_in_the_same_environments(a: str, b: str | None, same: bool) -> None:
+    assert (equivalent(a, b), equivalent(b, a)) == (same, same)

@@ -349,9 +349,8 @@ def test_uv_lock_torch_cpu_and_cuda_relocked() -> None:
     '  upgraded      nvidia-cublas-cu12  12.6.4.1 -> 12.8.4.1        minor',
     'other (1 dependencies)',
     '  dependencies  demo                0.1.0',
-    "      dependencies +[cpu] torch ==2.8.0+cpu @ https://download.pytorch.org/whl/cpu ; extra == 'extra-4-demo-cpu'",
-    "        +[cu128] torch ==2.8.0+cu128 @ https://download.pytorch.org/whl/cu128 ; extra == 'extra-4-demo-cu128'",
-    "        -[cpu] torch ==2.7.1+cpu @ https://download.pytorch.org/whl/cpu ; extra == 'extra-4-demo-cpu'",
+    # the [cpu] edge follows its torch entry's upgrade (said above): only the renamed extra's edge changed
+    "      dependencies +[cu128] torch ==2.8.0+cu128 @ https://download.pytorch.org/whl/cu128 ; extra == 'extra-4-demo-cu128'",
     "        -[cu126] torch ==2.7.1+cu126 @ https://download.pytorch.org/whl/cu126 ; extra == 'extra-4-demo-cu126'",
     'lock settings ([tool.envforge] and header)',
     '  requires-python: >=3.11 -> >=3.12',

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.output import Ui
-from envforge.cli.project import project_of
 from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envforge.core.textfile import read_bytes
-from envforge.lockdiff import diff_git, diff_sides, diff_variants, matrix, render, textconv
-from envforge.recipe.load import load_recipe
+from envforge.lockdiff import diff_git, diff_sides, diff_variants, render, textconv
 
 __all__ = ["run_diff", "run_textconv"]
 
@@ -58,6 +56,10 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui) -> None:
 
 
 def _variants(recipe: str, args: argparse.Namespace, fmt: str, ui: Ui) -> int:
+    # lazy: only --variants loads the project's recipes and the matrix
+    from envforge.cli.project import project_of
+    from envforge.lockdiff import matrix
+
     proj = project_of(args, ui)
     m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
     unlocked = _unlocked_variants(proj.recipes_dir / f"{recipe}.toml", m.variants)
@@ -77,6 +79,9 @@ def _unlocked_variants(recipe_file: Path, locked: tuple[str, ...]) -> list[str]:
     """Variants the recipe defines that have no lock (empty when the recipe file is not there)."""
     if not recipe_file.is_file():
         return []
+    # lazy: two plain locks never load the recipe modules
+    from envforge.recipe.load import load_recipe
+
     return [v for v in load_recipe(recipe_file).variants if v not in locked]
 
 

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 from packaging.markers import Marker, default_environment
 
-__all__ = ["MAX_COMBINATIONS", "Activation", "Overlap", "compatible", "first_overlap", "overlap_witness", "overlaps",
-           "satisfiable", "selected_together", "valid_selection"]
+__all__ = ["MAX_COMBINATIONS", "Activation", "Overlap", "compatible", "equivalent", "first_overlap", "overlap_witness",
+           "overlaps", "satisfiable", "selected_together", "valid_selection"]
 
 MAX_COMBINATIONS = 20_000
 Entry = tuple[str, str | None, Sequence[str] | None]
@@ -182,6 +182,26 @@ def overlap_witness(a: Sequence[str] | None, b: Sequence[str] | None) -> dict[st
         if _any_true(ma, env) and _any_true(mb, env):
             return {} if ma is None or mb is None else shown
     return None
+
+
+def equivalent(a: str | None, b: str | None) -> bool:
+    """True when markers ``a`` and ``b`` (``None``: no marker, true everywhere) have the same truth
+    value in every environment the search tries (:func:`overlap_witness`'s combinations over both
+    markers' literals): ``"sys_platform == 'linux' or sys_platform != 'linux'"`` is no marker.
+    False when they differ in one, when the search is over :data:`MAX_COMBINATIONS` (undecided:
+    a caller reporting a change reports it), and when either names ``extra``: uv's markers use it
+    as a set (``extra == 'extra-4-proj-cpu' and extra != 'extra-4-proj-gpu'``: the ``cpu`` extra
+    enabled and the ``gpu`` one not), which packaging's one-valued ``extra`` does not model.
+
+    :raises packaging.markers.InvalidMarker: a marker that does not parse.
+    """
+    ma = [Marker(a)] if a is not None else None
+    mb = [Marker(b)] if b is not None else None
+    texts = [str(m) for m in (ma or []) + (mb or [])]
+    lits = _literals(texts)
+    if "extra" in lits or _count(_axes(lits)) > MAX_COMBINATIONS:
+        return False
+    return all(_any_true(ma, env) == _any_true(mb, env) for env, _ in _environments(texts, lits))
 
 
 def _any_true(markers: list[Marker] | None, env: dict[str, object]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -25,7 +26,9 @@ from packaging.version import InvalidVersion, Version
 
 from envforge.core.errors import CheckFailed
 from envforge.lock.model import PatchsetRef
-from envforge.recipe.model import ResolvedVariant
+
+if TYPE_CHECKING:  # annotations only: lock diff imports this module and never loads recipes
+    from envforge.recipe.model import ResolvedVariant
 
 __all__ = ["PatchsetsNotApplied", "Unapplied", "require_applicable", "retired_rows", "unapplied_patchsets"]
 

@@ -26,7 +26,8 @@ source         another source that is not an index (git commit, path, editable c
                version or a side without one (uv.lock writes no version for editable, virtual
                and directory sources): never an upgrade or downgrade
 moved          same version, same files (same hashes), from another index or URL
-marker         same version and files, another environment marker (where it installs)
+marker         same version and files, another environment marker (where it installs): markers true
+               in the same environments are none (:func:`envforge.lock.markerspace.equivalent`)
 dependencies   only the dependency edges changed (uv.lock ``dependencies``)
 fields         only other fields of the entry changed (uv.lock ``metadata.requires-dist``, PEP 751
                ``requires-python``...: :attr:`LockedPackage.attrs`)
@@ -36,6 +37,10 @@ metadata       only upload times or sizes of identical files changed (hidden by 
 Every other fact of a pair is kept beside its kind: the marker change (also when the version
 changed), the source change, wheel coverage gained or lost (platforms and Python tags read from
 the wheel file names with ``packaging.utils.parse_wheel_filename``), files and dependency edges.
+A dependency edge that pins an entry (uv.lock's ``version`` and ``source`` on an edge to one of
+several same-name entries) follows that entry's pair: the entry's upgrade is its own line, not a
+change of every edge to it too. A pylock entry without an ``index`` key (``pip lock``) whose files
+are the same files at the same URLs as the other side's is no move (hidden metadata).
 
 An index move is said once: when two or more entries move from the same index (or file URL
 folder) A to the same B, the move is one :class:`IndexMove` and those entries carry no source
@@ -52,15 +57,19 @@ from ``[tool.envforge]`` (docs/architecture.md): top-level keys, ``target``, ``i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 from packaging.markers import InvalidMarker, Marker
 from packaging.version import InvalidVersion, Version
 
+from envforge.lock.markerspace import equivalent
 from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff, PackageChange, family_of, index_names
 from envforge.lockdiff.fields import envforge_changes, header_changes
-from envforge.lockdiff.model import Lock, LockedPackage
+from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.pairing import by_name, pair_entries
 from envforge.lockdiff.shared import share
 from envforge.lockdiff.wheels import coverage_change, file_change
@@ -110,6 +119,7 @@ def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
         added.extend(came)
     moves = _index_moves(pairs)
     moved = {(m.old, m.new) for m in moves}
+    pins = _pins(pairs)
     out: list[PackageChange] = []
     replaced = _cuda_pairs(removed, added)
     for x, y in replaced:
@@ -124,7 +134,7 @@ def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
             out.append(PackageChange("added", family_of(p.name), None, p.name, None, p.version,
                                      new_source=p.source, new_marker=p.marker))
     for x, y, several in pairs:
-        change = _compare(x, y, several, moved)
+        change = _compare(x, y, several, moved, pins)
         if change is not None:
             out.append(change)
     return out, moves
@@ -133,17 +143,30 @@ def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
 def _location(a: LockedPackage, b: LockedPackage) -> tuple[str, str] | None:
     """(old, new) where the files moved: the sources when they differ and both are index URLs
     or URL folders, else the folders of the first file of the same name and hashes whose URL
-    changed. ``None`` when nothing moved."""
+    changed. ``None`` when nothing moved, also when one side names no index and every file is
+    at the same URL (:func:`_index_unnamed`). URLs are compared unquoted (``%2B`` is ``+``)."""
     if a.source != b.source:
-        if _is_url(a.source) and _is_url(b.source):
+        if _is_url(a.source) and _is_url(b.source) and not _index_unnamed(a, b):
             return a.source, b.source
         return None
     by_name = {f.filename: f for f in b.artifacts}
     for f in a.artifacts:
         g = by_name.get(f.filename)
-        if g is not None and f.url != g.url and f.hashes == g.hashes and f.url and g.url:
+        if g is not None and f.url and g.url and f.hashes == g.hashes and unquote(f.url) != unquote(g.url):
             return f.url.rsplit("/", 1)[0], g.url.rsplit("/", 1)[0]
     return None
+
+
+def _index_unnamed(a: LockedPackage, b: LockedPackage) -> bool:
+    """True when one side names no index (a ``pip lock`` pylock) and only the folder of its files
+    stands for one, and both have the same files (names, hashes) at the same URLs: the files did
+    not move, one lock only names no index. (Files on PyPI's file host stand for PyPI's index:
+    another index named on the other side is a move.)"""
+    if all(p.index_named or p.source == PYPI for p in (a, b)) or len(a.artifacts) != len(b.artifacts):
+        return False
+    theirs = {f.filename: f for f in b.artifacts}
+    return all((g := theirs.get(f.filename)) is not None and f.hashes == g.hashes and f.url and g.url
+               and unquote(f.url) == unquote(g.url) for f in a.artifacts)
 
 
 def _is_url(source: str) -> bool:
@@ -198,15 +221,17 @@ def _replaced(old: LockedPackage, new: LockedPackage) -> PackageChange:
 
 
 def _compare(old: LockedPackage, new: LockedPackage, several: bool,
-             moved: set[tuple[str, str]]) -> PackageChange | None:
+             moved: set[tuple[str, str]], pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
+             ) -> PackageChange | None:
     """The change of one pair, or ``None`` when nothing but an index move (said once) changed."""
     if old == new:
         return None
     where = _location(old, new)
     in_move = where is not None and where in moved
-    source_changed = old.source != new.source and not in_move
+    unnamed = old.source != new.source and _index_unnamed(old, new)
+    source_changed = old.source != new.source and not in_move and not unnamed
     marker_changed = _markers_differ(old, new)
-    deps = _edge_change(old.dependencies, new.dependencies)
+    deps = _edge_change(old.dependencies, new.dependencies, pins)
     attributes = attr_change(old.attrs, new.attrs)
     direct = old.source != new.source and not (_is_url(old.source) and _is_url(new.source))
     no_version = (old.version is None) != (new.version is None)
@@ -225,6 +250,8 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
             coverage = coverage_change(old, new)
         elif where is not None:
             kind, detail = (None if in_move else "moved"), ""
+        elif unnamed and kind is None:
+            kind, detail = "metadata", "index named on one side only, same files at the same URLs"
         if kind is None or kind == "metadata":
             if marker_changed or deps or attributes:
                 kind, detail = ("marker" if marker_changed else "dependencies" if deps
@@ -247,16 +274,22 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
 
 def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
     """True when the markers differ once parsed by ``packaging.markers`` (spacing and quotes
-    alone are no change)."""
-    if a.marker == b.marker:
-        return False
-    if a.marker is None or b.marker is None:
-        return True
+    alone are no change) and are true in different environments (:func:`_same_space`)."""
+    return a.marker != b.marker and not _same_space(a.marker, b.marker)
 
+
+@lru_cache(maxsize=1024)
+def _same_space(a: str | None, b: str | None) -> bool:
+    """Two markers with one text once parsed, or true in the same environments
+    (:func:`envforge.lock.markerspace.equivalent`: a uv.lock entry's ``resolution-markers`` that
+    join every fork are no marker; forks split another way over the same environments are the
+    same marker). Cached: a relock rewrites many entries' markers the same way."""
     try:
-        return str(Marker(a.marker)) != str(Marker(b.marker))
+        if a is not None and b is not None and str(Marker(a)) == str(Marker(b)):
+            return True
+        return equivalent(a, b)
     except InvalidMarker:
-        return True
+        return False
 
 
 def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]
@@ -283,11 +316,48 @@ def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ..
     return tuple(out)
 
 
-def _edge_change(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[str, ...]:
+_PINNED_EDGE = re.compile(r"^((?:\[[^\]]*\] |\([^)]*\) )?)([^\s\[]+)((?:\[[^\]]*\])?) ==(\S+)(?: @ (\S+)(?= |$))?(.*)$",
+                          re.S)
+
+
+def _pins(pairs: Sequence[tuple[LockedPackage, LockedPackage, bool]]
+          ) -> dict[tuple[str, str], list[tuple[str, str, str]]]:
+    """``{(name, old version): [(old source, new version, new source)]}`` of every pair whose
+    version or source changed: where an edge that pins the old entry points now."""
+    out: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for a, b, _ in pairs:
+        if a.version and b.version and (a.version, a.source) != (b.version, b.source):
+            out.setdefault((a.name, a.version), []).append((a.source, b.version, b.source))
+    return out
+
+
+def _follow(edge: str, pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]) -> str:
+    """An old dependency edge that pins an entry (uv.lock writes ``version`` and ``source`` on
+    an edge to one of several same-name entries) rewritten to pin the entry that entry is paired
+    with: the entry's own change is said on its own line, so an edge that follows it is no change.
+    An edge to an entry left unpaired, or pinned by another source, is kept as it is."""
+    match = _PINNED_EDGE.match(edge) if pins else None
+    if match is None:
+        return edge
+    group, name, extras, version, source, rest = match.groups()
+    found = [(s, v, t) for s, v, t in pins.get((name, version), ()) if source is None or s == source]
+    if len(found) != 1:
+        return edge
+    _, new_version, new_source = found[0]
+    where = f" @ {new_source}" if source is not None else ""
+    return f"{group}{name}{extras} =={new_version}{where}{rest}"
+
+
+def _edge_change(old: tuple[str, ...], new: tuple[str, ...],
+                 pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]) -> tuple[str, ...]:
+    """Edges added (``+edge``) and removed (``-edge``, as the old lock wrote it); an old edge
+    that follows its paired entry (:func:`_follow`) is compared as followed."""
     if old == new:
         return ()
-    a, b = set(old), set(new)
-    return tuple([f"+{e}" for e in sorted(b - a)] + [f"-{e}" for e in sorted(a - b)])
+    followed = {_follow(e, pins): e for e in old}
+    came = set(new)
+    return tuple([f"+{e}" for e in sorted(came - followed.keys())]
+                 + [f"-{e}" for e in sorted(followed[f] for f in followed.keys() - came)])
 
 
 def _version_change(old: str | None, new: str | None) -> tuple[str | None, str | None, str]:

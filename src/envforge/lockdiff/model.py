@@ -72,6 +72,8 @@ class LockedPackage:
     PEP 751 ``requires-python``, ``attestation-identities``, ``tool.*``, ``vcs.requested-revision``,
     ``directory.editable``, ``*.subdirectory``; any key neither format documents). uv.lock
     ``resolution-markers`` are sorted before they are joined: their order means nothing.
+    ``index_named`` is False for a pylock entry with files and no ``index`` key (``pip lock``
+    writes none): its ``source`` is then only where its files are (PyPI, or their URL folder).
     """
     name: str
     version: str | None
@@ -80,6 +82,7 @@ class LockedPackage:
     artifacts: tuple[Artifact, ...]
     dependencies: tuple[str, ...] = ()
     attrs: tuple[tuple[str, str], ...] = ()
+    index_named: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +171,14 @@ _WHERE_KEYS = frozenset({"type", "url", "path", "commit-id", "hashes", "size", "
 
 def _value_items(value: Any, key: str) -> Iterator[tuple[str, str]]:
     """``(key, text)`` pairs of any TOML value: a table by its dotted keys, an array one pair per
-    item (tables in it as dependency text), a scalar as its text."""
+    item (tables with a ``name`` in it as dependency text, others as ``{key=value, ...}``: pdm's
+    ``tool.pdm.targets``), a scalar as its text."""
     if isinstance(value, Mapping):
         for sub, item in value.items():
             yield from _value_items(item, f"{key}.{sub}" if key else str(sub))
     elif isinstance(value, list):
         for item in value:
-            yield key, _dep_text(item) if isinstance(item, Mapping) else _item_text(item)
+            yield key, _dep_text(item) if isinstance(item, Mapping) and "name" in item else _item_text(item)
     else:
         yield key, _item_text(value)
 
@@ -234,8 +238,9 @@ def _pylock_package(e: Any, table: Mapping[str, Any]) -> LockedPackage:
         where = table.get(key)
         if isinstance(where, Mapping):
             attrs += tuple((f"{key}.{k}", v) for k, v in _attrs(where, _WHERE_KEYS))
+    named = e.index is not None or e.vcs is not None or e.directory is not None or e.archive is not None
     return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges,
-                         tuple(sorted(attrs)))
+                         tuple(sorted(attrs)), named)
 
 
 def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

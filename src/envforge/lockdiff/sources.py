@@ -15,7 +15,6 @@ from typing import Any
 from envforge.core.errors import ExternalToolError, InputError
 from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.lockdiff.model import Lock, parse_lock
-from envforge.recipe.project import find_project
 
 __all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names",
            "variant_locks"]
@@ -120,7 +119,8 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
     names = [r for r in recipes if isinstance(r, str) and r]
     if not names:
         return {}
-
+    # lazy: it loads the recipe modules
+    from envforge.recipe.project import find_project
 
     recipes_dir = find_project(base).recipes_dir
     out: dict[str, str] = {}

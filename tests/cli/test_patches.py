@@ -86,7 +86,7 @@ def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[st
                       "get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture to KimiK25ForConditionalGeneration")
     assert diff.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
     assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):\n" in out
-    assert err.splitlines()[-1] == "dry run: 1 file(s) would change, nothing written"
+    assert err.splitlines()[-1] == "dry run: 1 file would change, nothing written"
     assert not (sp / ".envforge" / "patches.json").exists()
 
 
@@ -162,7 +162,7 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
     assert main(["apply-patches", "--project", str(project)]) == 0
     capsys.readouterr()
     assert main(["apply-patches", "--dry-run", "--project", str(project)]) == 0
-    assert "dry run: 0 file(s) would change, nothing written" in capsys.readouterr().err
+    assert "dry run: 0 files would change, nothing written" in capsys.readouterr().err
     assert main(["patches", "diff", "--project", str(project)]) == 0
     out, err = capsys.readouterr()
     assert err == ""

@@ -8,6 +8,7 @@ import time
 
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
+from envforge.core.plural import counted
 from envforge.env.inventory import collect_garbage, list_environments
 from envforge.env.processes import warning_lines
 
@@ -47,7 +48,7 @@ def run_gc(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     for env, gen, own, shared in res.removed:
         ui.result(f"removed {env}/{gen}  {_usage(own, shared)}")
-    ui.info(f"gc: removed {len(res.removed)} generation(s), freed {_size(res.freed_bytes)}; "
+    ui.info(f"gc: removed {counted(len(res.removed), 'generation')}, freed {_size(res.freed_bytes)}; "
             f"kept {len(res.kept)}" + ("" if not any(r[3] for r in res.removed) else
                                         "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"))
     return 0

@@ -16,6 +16,7 @@ from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.core.errors import InputError
 from envforge.core.mutex import environment_lock_path, exclusive
+from envforge.core.plural import counted
 from envforge.env import profile as envprofile
 from envforge.env.layout import default_patchset_ids, resolve_environment
 from envforge.installed.distributions import find_distribution
@@ -79,7 +80,7 @@ def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
     recorded = envprofile.recorded_profile(sp)
     if recorded is not None and (recorded[0] or recorded[1]):
         envprofile.install(sp, recorded[0], recorded[1], mode=mode)
-        ui.info(f"env profile {recorded[0] or 'default'}: {len(recorded[1])} variables ({mode})")
+        ui.info(f"env profile {recorded[0] or 'default'}: {counted(len(recorded[1]), 'variable')} ({mode})")
 
 
 def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, str]) -> None:
@@ -99,7 +100,7 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
     if not report.results and not report.unmet:
         ui.info("nothing to do")
     elif dry_run:
-        ui.info(f"dry run: {len(report.changes)} file(s) would change, nothing written")
+        ui.info(f"dry run: {counted(len(report.changes), 'file')} would change, nothing written")
 
 
 def _export(args: argparse.Namespace, ui: Ui) -> int:
@@ -108,7 +109,7 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
     diff = export_diff(_site_packages(project, args.site_packages, args.env), ps)
     if args.output:
         args.output.write_text(diff, encoding="utf-8")
-        ui.info(f"wrote {args.output} ({len(diff.splitlines())} lines); check with `git apply --check`")
+        ui.info(f"wrote {args.output} ({counted(len(diff.splitlines()), 'line')}); check with `git apply --check`")
     else:
         ui.result(diff.rstrip("\n"))
     return 0

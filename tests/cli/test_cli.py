@@ -73,10 +73,10 @@ def assert_no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     (["--help"], "usage: envforge [-h] [--version] COMMAND ..."),
     (["patches", "--help"], "usage: envforge patches [-h] COMMAND ..."),
     (["env", "--help"], "usage: envforge env [-h] COMMAND ..."),
-    (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant V] [--check] [options]"),
+    (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
     (["lock", "diff", "--help"], "usage: envforge lock diff [-h]"),
-    (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] file"),
-    (["bench", "--help"], "usage: envforge bench [ENV] [--recipe R] [--url URL] [options]"),
+    (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] FILE"),
+    (["bench", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
     (["bench", "compare", "--help"], "usage: envforge bench compare [-h]"),
     (["patches", "list", "--help"], "usage: envforge patches list [-h]"),
     (["patches", "export", "--help"], "usage: envforge patches export [-h]"),
@@ -142,7 +142,7 @@ def test_unknown_option_is_reported_with_the_subcommands_usage() -> None:
     assert res.stderr.startswith("usage: envforge lock diff [-h]")
     assert res.stderr.endswith("error: unrecognized arguments: --bogus\n")
     res = envforge("lock", "quickstart", "extra")
-    assert res.stderr.splitlines()[0] == "usage: envforge lock [RECIPE] [--variant V] [--check] [options]"
+    assert res.stderr.splitlines()[0] == "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"
     assert res.stderr.endswith("error: unrecognized arguments: extra\n")
 
 

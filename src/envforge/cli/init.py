@@ -1,4 +1,4 @@
-"""CLI for ``envforge init [DIR] [--recipe NAME]``: scaffold a project from the embedded files, or
+"""CLI for ``envforge init [DIR] [--recipe RECIPE]``: scaffold a project from the embedded files, or
 adopt an environment (``--from-env``: :func:`envforge.workflows.adopt.adopt_into_project`).
 Registration: :mod:`envforge.cli.commands.init`."""
 

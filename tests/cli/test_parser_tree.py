@@ -77,3 +77,16 @@ def test_env_is_a_positional_everywhere_it_names_an_environment() -> None:
             parse(["patches", "new", "sglang"]).env) == ("team-default", "team-default", None)
     envs = [name for name, p in commands() for a in _arguments(p) if "--env" in a.option_strings]
     assert envs == ["envforge fleet allreduce"]
+
+
+#: Commands whose output is not a result to wrap: a lock's text for git (textconv), the command's own
+#: output and exit status (run), a shell script (completion). docs/cli.md says so.
+NO_JSON = {"envforge lock textconv", "envforge run", "envforge completion"}
+
+
+def test_every_command_with_a_result_takes_json() -> None:
+    leaves = [(name, p) for name, p in commands()
+              if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
+              or name in ("envforge lock", "envforge bench")]  # groups that run on their own
+    without = {name for name, p in leaves if not any("--json" in a.option_strings for a in p._actions)}
+    assert without == NO_JSON

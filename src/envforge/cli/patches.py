@@ -110,7 +110,10 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
     if args.output:
         args.output.write_text(diff, encoding="utf-8")
         ui.info(f"wrote {args.output} ({counted(len(diff.splitlines()), 'line')}); check with `git apply --check`")
-    else:
+    if ui.json_mode:
+        ui.emit_json("patches-export", {"patchset": ps.id, "output": str(args.output) if args.output else None,
+                                        "diff": diff})
+    elif not args.output:
         ui.result(diff.rstrip("\n"))
     return 0
 
@@ -155,8 +158,12 @@ def _new(args: argparse.Namespace, ui: Ui) -> int:
     dist = find_distribution(sp, args.distribution)
     dest = args.output or Path.cwd() / (f"{dist.name}-{dist.version}-edit" if dist else "edit")
     made = new_edit(sp, args.distribution, dest)
-    ui.result(str(made.path))
-    ui.info(f"{made.files} Python files of {made.distribution} {made.version} copied (as released); edit them, "
+    if ui.json_mode:
+        ui.emit_json("patches-new", {"path": str(made.path), "distribution": made.distribution,
+                                     "version": made.version, "files": made.files})
+    else:
+        ui.result(str(made.path))
+    ui.info(f"{counted(made.files, 'Python file')} of {made.distribution} {made.version} copied (as released); edit them, "
             f"then: envforge patches commit {made.path} --id NAME --reason \"...\"")
     return 0
 
@@ -165,6 +172,10 @@ def _commit(args: argparse.Namespace, ui: Ui) -> int:
     project = _project(args, ui)
     captured = commit_edit(args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions,
                            force=args.force)
+    if ui.json_mode:
+        ui.emit_json("patches-commit", {"path": str(captured.path), "id": args.id,
+                                        "operations": list(captured.operations)})
+        return 0
     ui.result(str(captured.path))
     for line in captured.operations:
         ui.info(f"  {line}")

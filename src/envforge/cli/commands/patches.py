@@ -43,6 +43,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="environment name under envs/ or a path (default: the project's)")
     e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code instead of ENV")
     e.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the diff to this file instead of stdout")
+    e.add_argument("--json", action="store_true", help="print the diff in a versioned JSON report on stdout")
     add_project_option(e)
     e.set_defaults(handler="envforge.cli.patches:_export")
 
@@ -85,6 +86,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="environment name under envs/ or a path (default: the project's)")
     n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of ENV")
     n.add_argument("-o", "--output", type=Path, metavar="PATH", help="edit directory (default: ./DIST-VERSION-edit)")
+    n.add_argument("--json", action="store_true", help="print the edit directory in a versioned JSON report on stdout")
     add_project_option(n)
     n.set_defaults(handler="envforge.cli.patches:_new")
 
@@ -99,6 +101,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     cm.add_argument("--reason", required=True, metavar="TEXT", help="why the patch is needed (recorded in the patchset)")
     cm.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the edited release)")
     cm.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
+    cm.add_argument("--json", action="store_true", help="print the patchset written in a versioned JSON report on stdout")
     add_project_option(cm)
     cm.set_defaults(handler="envforge.cli.patches:_commit")
 

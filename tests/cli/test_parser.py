@@ -110,7 +110,7 @@ def test_the_shared_types_themselves() -> None:
 @pytest.mark.parametrize("argv, usage, message", [
     (["verfy"], "usage: envforge [-h] [--version] COMMAND ...",
      "invalid choice: 'verfy'; did you mean 'verify'? (choose from 'lock', 'build', 'rollback', 'up', 'run', 'env', "
-     "'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', 'init', 'completion')"),
+     "'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')"),
     (["patches", "lsit"], "usage: envforge patches [-h] COMMAND ...",
      "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'list')"),
     (["env", "shwo"], "usage: envforge env [-h] COMMAND ...",

@@ -312,7 +312,7 @@ def test_bench_url_failed_requests_exit_3_and_are_listed(tmp_path: Path, capsys:
                                  "message": "aborted by the server: The server is overloaded; request aborted by "
                                             "the scheduler."}]
     assert data["servers"][0]["levels"][0]["tok_s"] is None
-    assert "sg                1 FAILED: 1 requests" in stdout
+    assert "sg                1 FAILED: 1 request" in stdout
 
 
 def test_first_sigterm_stops_a_run_stuck_on_a_keepalive_stream(tmp_path: Path) -> None:

@@ -73,10 +73,10 @@ def assert_no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     (["--help"], "usage: envforge [-h] [--version] COMMAND ..."),
     (["patches", "--help"], "usage: envforge patches [-h] COMMAND ..."),
     (["env", "--help"], "usage: envforge env [-h] COMMAND ..."),
-    (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant V] [--check] [options]"),
+    (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
     (["lock", "diff", "--help"], "usage: envforge lock diff [-h]"),
-    (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] file"),
-    (["bench", "--help"], "usage: envforge bench [ENV] [--recipe R] [--url URL] [options]"),
+    (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] FILE"),
+    (["bench", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
     (["bench", "compare", "--help"], "usage: envforge bench compare [-h]"),
     (["patches", "list", "--help"], "usage: envforge patches list [-h]"),
     (["patches", "export", "--help"], "usage: envforge patches export [-h]"),
@@ -142,7 +142,7 @@ def test_unknown_option_is_reported_with_the_subcommands_usage() -> None:
     assert res.stderr.startswith("usage: envforge lock diff [-h]")
     assert res.stderr.endswith("error: unrecognized arguments: --bogus\n")
     res = envforge("lock", "quickstart", "extra")
-    assert res.stderr.splitlines()[0] == "usage: envforge lock [RECIPE] [--variant V] [--check] [options]"
+    assert res.stderr.splitlines()[0] == "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"
     assert res.stderr.endswith("error: unrecognized arguments: extra\n")
 
 
@@ -416,6 +416,8 @@ HANDLERS = {
     "envforge fleet agent stop": "envforge.cli.fleet:_agent_stop",
     "envforge init": "envforge.cli.init:run_init",
     "envforge completion": "envforge.cli.completion:run_completion",
+    "envforge cache dir": "envforge.cli.cache:run_dir", "envforge cache clean": "envforge.cli.cache:run_clean",
+    "envforge cache prune": "envforge.cli.cache:run_prune",
 }
 
 
@@ -436,7 +438,7 @@ def test_every_command_names_its_handler_by_a_reference_that_resolves() -> None:
     references = {prog: ref for prog, ref in found.items() if isinstance(ref, str)}
     assert references == HANDLERS
     assert set(found) - set(references) == {"envforge patches", "envforge env", "envforge drafter", "envforge fleet",
-                                             "envforge fleet agent"}  # groups without a bare form: their help
+                                             "envforge fleet agent", "envforge cache"}  # groups without a bare form: their help
     for ref in references.values():
         function = handler_of(ref)
         assert inspect.isfunction(function) and f"{function.__module__}:{function.__name__}" == ref
@@ -456,13 +458,13 @@ def test_the_listing_is_the_full_parsers_top_level() -> None:
     assert listing.format_help() == full.format_help()
     assert listing.format_usage() == full.format_usage() == "usage: envforge [-h] [--version] COMMAND ...\n"
     assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "run", "env", "envs", "gc", "apply-patches", "patches",
-                               "verify", "drafter", "bench", "fleet", "init", "completion"]
+                               "verify", "drafter", "bench", "fleet", "cache", "init", "completion"]
 
 
 @pytest.mark.parametrize("argv, rc, stderr", [
     (["bogus"], 2, "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
                    "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', "
-                   "'init', 'completion')"),
+                   "'cache', 'init', 'completion')"),
     (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
     (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),
 ])
@@ -516,7 +518,7 @@ def test_a_command_imports_only_its_handler_module() -> None:
 
 
 @pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",
-                                     "patches", "verify", "drafter", "bench", "fleet", "init", "completion"])
+                                     "patches", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"])
 def test_one_command_parser_is_the_full_parser_for_that_command(command: str) -> None:
     """Every help text and usage under COMMAND is the same in the parser built for COMMAND alone."""
     def helps(parser: Any) -> dict[str, str]:

@@ -126,7 +126,7 @@ def test_a_node_error_carries_its_hint_into_the_report() -> None:
     assert render_text(report) == [
         "10.0.0.1 aaaaaaaa failed: no environment 'nosuch' in /p/envs",
         "    hint: build it with `envforge build`; existing: quickstart-default",
-        "fleet verify: 1 node(s), 1 not ok, 0 differ from the majority in 0.5 s"]
+        "fleet verify: 1 node, 1 not ok, 0 differ from the majority in 0.5 s"]
 
 
 def test_a_failed_build_node_shows_its_generations_then_the_error() -> None:
@@ -144,7 +144,7 @@ def test_a_failed_build_node_shows_its_generations_then_the_error() -> None:
         "    hint: check the wheelhouse",
         "10.0.0.3 n2222222 timeout: none -> none (not flipped): build did not finish within the 45 s limit: x",
         "10.0.0.4 n3333333 failed: NodeDiedError: gone",
-        "fleet build: 4 node(s), 3 not ok, 0 differ from the majority in 4.0 s"]
+        "fleet build: 4 nodes, 3 not ok, 0 differ from the majority in 4.0 s"]
 
 
 # ---- fleet verify --level gpu: one JSON document -----------------------------------------------
@@ -225,7 +225,7 @@ def test_a_rank_without_torch_is_a_failed_node_with_the_hint() -> None:
         "failed", "torch is not installed", "install torch", {"rank": 1})
     report = FleetReport("allreduce", (node,), {}, {}, 0.25)
     assert render_text(report) == ["10.0.0.1 aaaaaaaa failed: torch is not installed", "    hint: install torch",
-                                   "fleet allreduce: 1 node(s), 1 not ok, 0 differ from the majority in 0.2 s"]
+                                   "fleet allreduce: 1 node, 1 not ok, 0 differ from the majority in 0.2 s"]
     sizes = [{"bytes": 43008, "median-us": 40.0, "bus-gbps": 1.0, "sum-ok": True},
              {"bytes": 1048576, "median-us": 90.0, "bus-gbps": 11.6, "sum-ok": False}]
     wrong = allreduce_node(NODE, {"rank": 0, "sizes": sizes})
@@ -379,9 +379,9 @@ def test_a_report_that_skipped_nodes_lists_them_first_and_counts_them() -> None:
                          {}, {}, 1.5, selection="nodes with at least 8 GPUs (--num-gpus 8)",
                          skipped=(SkippedNode("n0bbbbbbbb", "10.0.0.1", "no GPU resources (needs 8)"),))
     assert render_text(report) == [
-        "selected 1 of 2 alive node(s): nodes with at least 8 GPUs (--num-gpus 8)",
+        "selected 1 of 2 alive nodes: nodes with at least 8 GPUs (--num-gpus 8)",
         "skipped 10.0.0.1 n0bbbbbb: no GPU resources (needs 8)",
         "10.0.0.2 n1aaaaaa ok: g0001 -> g0002 (flipped)",
-        "fleet build: 1 node(s) (1 skipped), 0 not ok, 0 differ from the majority in 1.5 s"]
+        "fleet build: 1 node (1 skipped), 0 not ok, 0 differ from the majority in 1.5 s"]
     assert report.exit_code == 0  # a skipped node is no failed one
     assert FleetReport("verify", nodes, {}, {}, 0.1).as_dict()["skipped"] == []

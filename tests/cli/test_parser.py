@@ -105,3 +105,23 @@ def test_the_shared_types_themselves() -> None:
     with pytest.raises(argparse.ArgumentTypeError) as info:
         integer(2, 4)("5")
     assert str(info.value) == "must be an integer from 2 to 4, got '5'"
+
+
+@pytest.mark.parametrize("argv, usage, message", [
+    (["verfy"], "usage: envforge [-h] [--version] COMMAND ...",
+     "invalid choice: 'verfy'; did you mean 'verify'? (choose from 'lock', 'build', 'rollback', 'up', 'run', 'env', "
+     "'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')"),
+    (["patches", "lsit"], "usage: envforge patches [-h] COMMAND ...",
+     "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'list')"),
+    (["env", "shwo"], "usage: envforge env [-h] COMMAND ...",
+     "invalid choice: 'shwo'; did you mean 'show'? (choose from 'list', 'show')"),
+    (["fleet", "xyzzy"], "usage: envforge fleet [-h] COMMAND ...",
+     "invalid choice: 'xyzzy' (choose from 'verify', 'build', 'allreduce', 'agent')"),
+])
+def test_a_mistyped_command_is_exit_2_with_the_nearest_command(argv: list[str], usage: str, message: str,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [usage, f"error: argument COMMAND: {message}"]
+    assert main([*argv, "--json"]) == 2
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["kind"], data["message"], data["exit_code"]) == ("usage-error", f"argument COMMAND: {message}", 2)

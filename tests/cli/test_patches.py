@@ -86,7 +86,7 @@ def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[st
                       "get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture to KimiK25ForConditionalGeneration")
     assert diff.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
     assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):\n" in out
-    assert err.splitlines()[-1] == "dry run: 1 file(s) would change, nothing written"
+    assert err.splitlines()[-1] == "dry run: 1 file would change, nothing written"
     assert not (sp / ".envforge" / "patches.json").exists()
 
 
@@ -162,7 +162,7 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
     assert main(["apply-patches", "--project", str(project)]) == 0
     capsys.readouterr()
     assert main(["apply-patches", "--dry-run", "--project", str(project)]) == 0
-    assert "dry run: 0 file(s) would change, nothing written" in capsys.readouterr().err
+    assert "dry run: 0 files would change, nothing written" in capsys.readouterr().err
     assert main(["patches", "diff", "--project", str(project)]) == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -231,3 +231,34 @@ def test_damaged_patch_state_is_exit_2_naming_it(quickstart: Path, name: str, wh
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
     assert "Traceback" not in res.stderr
+
+
+def test_new_commit_and_export_print_json_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``patches new``, ``commit`` and ``export`` take ``--json`` like every command with a result."""
+    project = tmp_path / "proj"
+    (project / "recipes").mkdir(parents=True)
+    (project / "patchsets").mkdir()
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit, where = tmp_path / "edit", ("--project", str(project))
+    assert main(["patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--json", *where]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["data"]) == ("envforge.patches-new/1", {
+        "path": str(edit), "distribution": "sglang", "version": "0.5.9", "files": 6})
+    comm = edit / "sglang/srt/layers/communicator.py"
+    comm.write_text(comm.read_text().replace("        )(context=context, **kwargs)\n",
+                                             "        )(context=context, **kwargs)  # edited\n", 1))
+    assert main(["patches", "commit", str(edit), "--id", "cap", "--reason", "r", "--json", *where]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["schema"], doc["data"]) == ("envforge.patches-commit/1", {
+        "path": str(project / "patchsets" / "cap.toml"), "id": "cap",
+        "operations": ["replace-definition sglang/srt/layers/communicator.py CommunicateSummableTensorPairFn.execute"]})
+    plain = slim_tree(tmp_path / "plain", ("sglang", "0.5.9"))
+    assert main(["patches", "export", "cap", "--site-packages", str(plain), "--json", *where]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "envforge.patches-export/1" and (doc["data"]["patchset"], doc["data"]["output"]) == (
+        "cap", None)
+    assert doc["data"]["diff"].startswith("--- a/sglang/srt/layers/communicator.py\n")
+    out = tmp_path / "cap.diff"
+    assert main(["patches", "export", "cap", "--site-packages", str(plain), "-o", str(out), "--json", *where]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["data"]["output"] == str(out) and out.read_text() == doc["data"]["diff"]

@@ -182,7 +182,7 @@ def test_envs_and_gc_count_hardlinks_into_uv_cache_as_shared_not_freed(tmp_path:
     freed = own1 + pair + _allocated(*_tree(g2, {"cache.so", "pair.so"}))
     gc = envforge(tmp_path, "gc", "--keep", "1")
     assert gc.returncode == 0, gc.stderr
-    assert gc.stderr == (f"gc: removed 2 generation(s), freed {freed / 1024:.1f} KiB; kept 1; files hardlinked "
+    assert gc.stderr == (f"gc: removed 2 generations, freed {freed / 1024:.1f} KiB; kept 1; files hardlinked "
                          "from uv's cache stay (`uv cache prune` frees those)\n")
     assert gc.stdout.splitlines()[0].startswith("removed e/g0001  ")
     assert len(cache.read_bytes()) == 1 << 20 and not g1.exists() and not g2.exists()

@@ -309,7 +309,7 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
         line = next(ln for ln in lines if ln.startswith(f"127.0.0.1 {k[:8]} "))
         assert line.startswith(f"127.0.0.1 {k[:8]} ok: agent already running (up "), line
         assert line.endswith(f" s), pid {first[k]['detail']['agent']['pid']}"), line
-    assert lines[-1].startswith("fleet agent-start: 5 node(s), 0 not ok, 0 differ from the majority in ")
+    assert lines[-1].startswith("fleet agent-start: 5 nodes, 0 not ok, 0 differ from the majority in ")
     assert lines[-1].endswith(" s; agents: 5 reused, 0 started"), lines[-1]
 
     code, verified = _cli_verify(c.address)  # type: ignore[attr-defined]  (every agent answers: a later call)
@@ -514,12 +514,12 @@ def test_a_gpu_free_head_is_skipped_not_failed(roots: dict[str, Path], tmp_path:
         res = cli()
         assert res.returncode == 0, res.stdout + res.stderr
         lines = res.stdout.splitlines()
-        assert lines[0] == ("selected 1 of 3 alive node(s): nodes with at least 8 GPUs ([target] gpus = 8 in "
+        assert lines[0] == ("selected 1 of 3 alive nodes: nodes with at least 8 GPUs ([target] gpus = 8 in "
                             "lockfiles/pylock.quickstart-default.toml)")
         assert sorted(lines[1:3]) == sorted([f"skipped 127.0.0.1 {head[:8]}: no GPU resources (needs 8)",
                                              f"skipped 127.0.0.1 {small[:8]}: 1 GPU (needs 8)"])
         assert lines[3].startswith(f"127.0.0.1 {big[:8]} ok: lock "), lines[3]
-        assert lines[-1].startswith("fleet verify: 1 node(s) (2 skipped), 0 not ok, 0 differ from the majority in ")
+        assert lines[-1].startswith("fleet verify: 1 node (2 skipped), 0 not ok, 0 differ from the majority in ")
 
         res = cli("--label", "pool=gpu", "--json")
         assert res.returncode == 0, res.stdout + res.stderr
@@ -530,7 +530,7 @@ def test_a_gpu_free_head_is_skipped_not_failed(roots: dict[str, Path], tmp_path:
 
         res = cli("--num-gpus", "16")
         assert res.returncode == 1, res.stdout + res.stderr
-        assert res.stdout.splitlines()[0] == "selected 0 of 3 alive node(s): nodes with at least 16 GPUs (--num-gpus 16)"
+        assert res.stdout.splitlines()[0] == "selected 0 of 3 alive nodes: nodes with at least 16 GPUs (--num-gpus 16)"
         assert res.stdout.splitlines()[-1] == ("fleet verify: no alive node qualifies (3 skipped); pick nodes with "
                                                "--num-gpus, --label, --resource or --all-nodes")
     finally:

@@ -122,7 +122,7 @@ def test_no_qualifying_node_runs_nothing_and_exits_1(monkeypatch: pytest.MonkeyP
         {"node-id": "gpu2-0123456789", "host": "10.0.0.2", "reason": "4 GPUs (needs 8)"}]
     assert report.as_dict()["selection"] == "nodes with at least 8 GPUs (--num-gpus 8)"
     assert render_text(report) == [
-        "selected 0 of 2 alive node(s): nodes with at least 8 GPUs (--num-gpus 8)",
+        "selected 0 of 2 alive nodes: nodes with at least 8 GPUs (--num-gpus 8)",
         "skipped 10.0.0.0 head0-01: no GPU resources (needs 8)",
         "skipped 10.0.0.2 gpu2-012: 4 GPUs (needs 8)",
         "fleet verify: no alive node qualifies (2 skipped); pick nodes with --num-gpus, --label, --resource or "
@@ -136,10 +136,10 @@ def test_an_allreduce_with_one_qualifying_node_says_so_and_which_backend(monkeyp
     assert report.as_dict()["backend"] == {"name": "nccl", "why": "every selected node has GPU resources"}
     lines = render_text(report)
     assert lines[:4] == [
-        "selected 1 of 2 alive node(s): nodes with GPU resources (the GPU count the stack needs is not known here: "
+        "selected 1 of 2 alive nodes: nodes with GPU resources (the GPU count the stack needs is not known here: "
         "--num-gpus N sets it)",
         "skipped 10.0.0.0 head0-01: no GPU resources (needs 1)",
         "backend nccl: every selected node has GPU resources",
         "10.0.0.1 gpu1-012 failed: only 1 alive node qualifies (1 skipped): an all-reduce across nodes needs 2 or "
         "more (select more with --num-gpus, --label, --resource or --all-nodes)"]
-    assert lines[4].startswith("fleet allreduce: 1 node(s) (1 skipped), 1 not ok, 0 differ from the majority in ")
+    assert lines[4].startswith("fleet allreduce: 1 node (1 skipped), 1 not ok, 0 differ from the majority in ")

@@ -36,7 +36,7 @@ def test_a_manifest_override_moving_index_is_a_change() -> None:
     diff = diff_locks(a, b)
     assert diff.has_changes()
     assert render_terminal(diff, width=None).split("\n")[1:] == [
-        "1 -> 1 packages: 1 lock setting",
+        "1 -> 1 package: 1 lock setting",
         "lock settings ([tool.envforge] and header)",
         "  manifest.overrides torch: torch >=2.9.0 {index=https://download.pytorch.org/whl/cu128} -> "
         "torch >=2.9.0 {index=https://download.pytorch.org/whl/cu130}"]
@@ -51,7 +51,7 @@ def test_a_switch_to_an_editable_source_is_no_downgrade() -> None:
     r = uv('[[package]]\nname = "vllm"\nversion = "0.25.1"\nsource = { registry = "https://pypi.org/simple" }\n',
            "registry.lock")
     assert render_terminal(diff_locks(a, b), width=None).split("\n")[1:] == [
-        "1 -> 1 packages: 1 source", "other (1 source)",
+        "1 -> 1 package: 1 source", "other (1 source)",
         f"  source  vllm  0.25.1 -> (no version)  source url {url} -> editable ../vllm; "
         "wheels -linux x86_64, -cp38-abi3"]
     assert render_terminal(diff_locks(r, b), width=None).split("\n")[2:] == [

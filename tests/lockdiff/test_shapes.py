@@ -77,7 +77,7 @@ def test_b16b_markers_change_on_both_entries_paired_by_version() -> None:
 def test_b16b_version_and_marker_change_shows_both() -> None:
     assert render_terminal(diff("b16b-foo")).split("\n") == [
     'lock diff: b16b-foo-old.toml -> b16b-foo-new.toml',
-    '1 -> 1 packages: 1 upgraded',
+    '1 -> 1 package: 1 upgraded',
     'other (1 upgraded)',
     '  upgraded  foo  1.0 -> 1.1  minor; marker "sys_platform == \'linux\'" -> "sys_platform == \'win32\'"',
     ]
@@ -426,7 +426,7 @@ def test_pylock_top_level_arrays_item_by_item() -> None:
     new = old.replace("environments = [\"sys_platform == 'linux'\"]",
                       "environments = [\"sys_platform == 'linux'\", \"sys_platform == 'darwin'\"]")
     rows = render_terminal(diff_locks(load("a.toml", old), load("b.toml", new))).split("\n")
-    assert rows[1:] == ["1 -> 1 packages: 1 lock setting", "lock settings ([tool.envforge] and header)",
+    assert rows[1:] == ["1 -> 1 package: 1 lock setting", "lock settings ([tool.envforge] and header)",
                         "  environments: added sys_platform == 'darwin'"]
 
 
@@ -466,7 +466,7 @@ def test_malformed_values_are_input_errors(text: str, message: str) -> None:
 def test_variant_matrix_cpu_cuda_rocm() -> None:
     m = diff_variants("demo", lockfiles_dir=DATA / "matrix")
     assert render_matrix_terminal(m).split("\n") == [
-        "demo: 3 variants (cpu, cu128, rocm); 1 packages identical, 4 differ",
+        "demo: 3 variants (cpu, cu128, rocm); 1 package identical, 4 differ",
         "package                  cpu                                       cu128                                       rocm",
         "torch family",
         "  torch                  2.9.1+cpu [pytorch-cpu]                   2.9.1+cu128 [pytorch-cu128]                 2.9.1+rocm6.4 [pytorch-rocm6.4]",

@@ -76,7 +76,7 @@ def test_the_interpreter_imports_the_compiled_module_so_the_patch_is_shadowed(tm
     assert cli.stdout.splitlines() == [f"shadowed         {PATCHSET_ID}  {MD}"]
     assert f"but the interpreter imports charset_normalizer.md from charset_normalizer/{ext.name}" in cli.stderr
     dry = envforge(tmp_path / "proj", "apply-patches", "cn-default", PATCHSET_ID, "--dry-run")
-    assert dry.returncode == 1 and "dry run: 0 file(s) would change" in dry.stderr
+    assert dry.returncode == 1 and "dry run: 0 files would change" in dry.stderr
 
 
 def test_without_the_compiled_modules_the_source_is_imported_and_the_patch_applies(tmp_path: Path) -> None:

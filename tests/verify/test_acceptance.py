@@ -306,7 +306,7 @@ def test_a_level_asked_for_with_nothing_to_check_is_a_finding(tmp_path: Path) ->
         "expected": "at least one drafter check that runs", "actual": "the recipe has no [verify.drafter] table",
         "fix": "give the drafter level something to check (for drafter: a [verify.drafter] table with repo and "
                "revision in the recipe), or do not ask for it"}]
-    assert as_text(report)[-1].startswith("verify drafter: 1 finding(s) (0 checks ran, 1 skipped)")
+    assert as_text(report)[-1].startswith("verify drafter: 1 finding (0 checks ran, 1 skipped)")
 
 
 def test_two_entries_accepting_one_finding_are_refused(tmp_path: Path) -> None:

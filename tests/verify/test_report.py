@@ -66,7 +66,7 @@ def test_findings_exit_1_with_text_and_junit_failures(env: BuiltEnv, tmp_path: P
                          "    actual:   missing (the env profile 'pcie' is recorded as installed)",
                          "    fix:      reinstall the locked profile: `envforge apply-patches quickstart-default` "
                          "(or `envforge build quickstart --variant default`)"]
-    assert lines[-1].startswith("verify static: 4 finding(s) (11 checks ran, 2 skipped) in ")
+    assert lines[-1].startswith("verify static: 4 findings (11 checks ran, 2 skipped) in ")
     case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "env-profile")
     assert [f.get("message") for f in case.findall("failure")] == [
         "env-profile: envforge-env.pth", "env-profile: ENVFORGE_PROFILE_PROBE", "env-profile: NCCL_BUFFSIZE",
@@ -217,14 +217,14 @@ def test_summary_names_only_the_levels_that_ran_and_why_the_others_did_not() -> 
     no_gpu = "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"
     report = _summary_report((Check("record", "static", "ok"), Check("env-profile", "static", "skipped", "no env"),
                               Check("gpu", "gpu", "skipped", no_gpu)))
-    assert as_text(report)[-1] == ("verify static: clean (1 checks ran, 2 skipped) in 0.5 s; "
+    assert as_text(report)[-1] == ("verify static: clean (1 check ran, 2 skipped) in 0.5 s; "
                                    f"skipped level gpu: {no_gpu}")
     both = _summary_report((Check("record", "static", "ok"), Check("nccl", "gpu", "ok")))
     assert summary_line(both) == "verify static,gpu: clean (2 checks ran, 0 skipped) in 0.5 s"
     # A level with a finding ran, even when its checks were all skipped (a no-gpu finding).
     found = _summary_report((Check("gpu", "gpu", "findings", no_gpu),),
                             (Finding("no-gpu", "gpu level", "a GPU", no_gpu, "fix", "gpu"),), levels=("gpu",))
-    assert summary_line(found) == "verify gpu: 1 finding(s) (1 checks ran, 0 skipped) in 0.5 s"
+    assert summary_line(found) == "verify gpu: 1 finding (1 check ran, 0 skipped) in 0.5 s"
     nothing = _summary_report((Check("a", "static", "skipped", "x"), Check("b", "static", "skipped", "x"),
                                Check("gpu", "gpu", "skipped", no_gpu)))
     assert summary_line(nothing) == ("verify (no level ran): clean (0 checks ran, 3 skipped) in 0.5 s; "

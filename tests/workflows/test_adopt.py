@@ -122,10 +122,10 @@ def test_adopt_human_output_and_refusals(setup) -> None:  # type: ignore[no-unty
     proj.mkdir()
     res = envforge(proj, "init", "--from-env", str(env), "--index-url", idx.url, "--no-lock")
     assert res.returncode == 1
-    assert res.stdout.splitlines() == ["created recipes/handmade.toml: 1 distributions pinned (python 3.12)",
+    assert res.stdout.splitlines() == ["created recipes/handmade.toml: 1 distribution pinned (python 3.12)",
                                        "created recipes/handmade.adopted.json",
                                        "created patchsets/adopted-model-kernels.toml: captured "
-                                       f"{edited} (1 operations; review it, `envforge build` applies it)"]
+                                       f"{edited} (1 operation; review it, `envforge build` applies it)"]
     err = res.stderr.splitlines()
     assert err[0].startswith("warning: side-car 0.3 was installed from url file://")
     assert len(err) == 1
@@ -187,9 +187,9 @@ def test_hand_edits_of_a_real_wheel_become_a_patchset_the_next_build_applies(tmp
                              capture_output=True, text=True, timeout=300, env=cache)
         assert res.returncode == 1, res.stderr
         assert res.stdout.splitlines() == [
-            "created recipes/team.toml: 1 distributions pinned (python 3.12)",
+            "created recipes/team.toml: 1 distribution pinned (python 3.12)",
             "created lockfiles/pylock.team-default.toml", "created recipes/team.adopted.json",
-            "created patchsets/adopted-sglang.toml: captured sglang/utils.py (1 operations; review it, "
+            "created patchsets/adopted-sglang.toml: captured sglang/utils.py (1 operation; review it, "
             "`envforge build` applies it)"]
         assert [x for x in res.stderr.splitlines() if x.startswith("warning")] == ["warning: hand edit: sglang/README.md (sglang) not captured: "
                                            "not a .py file: capture edits Python files only"]

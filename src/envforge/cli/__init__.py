@@ -33,7 +33,7 @@ __all__ = ["build_parser", "handler_of", "main", "run"]
 
 # Registration modules (envforge.cli.commands.<group>), in the order their commands appear in --help.
 _GROUPS = ("lock", "build", "run", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
-           "fleet", "init", "completion")
+           "fleet", "cache", "init", "completion")
 
 # Top-level command -> the registration modules of _GROUPS that register it (several add to one group: see
 # cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
@@ -42,7 +42,7 @@ _COMMAND_GROUPS = {
     "lock": ("lock", "lockdiff"), "build": ("build",), "rollback": ("build",), "up": ("build",), "run": ("run",),
     "env": ("environments", "envprofile"), "envs": ("environments",), "gc": ("environments",),
     "apply-patches": ("patches",), "patches": ("patches",), "verify": ("verify",), "drafter": ("drafter",),
-    "bench": ("bench",), "fleet": ("fleet",), "init": ("init",), "completion": ("completion",),
+    "bench": ("bench",), "fleet": ("fleet",), "cache": ("cache",), "init": ("init",), "completion": ("completion",),
 }
 
 Handler = Callable[[argparse.Namespace, Ui], int]

@@ -17,6 +17,7 @@ from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import EnvforgeError, ExternalToolError, InputError
+from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
@@ -100,7 +101,7 @@ def _raise_failures(report: BenchReport, output: Path) -> None:
     more = f"\n  ... and {len(fs) - 10} more (all in the report)" if len(fs) > 10 else ""
     servers = sorted({f.server for f in fs})
     raise ExternalToolError(
-        f"{len(fs)} failed request{'s' if len(fs) != 1 else ''} (server {', '.join(servers)}); levels with "
+        f"{counted(len(fs), 'failed request')} (server {', '.join(servers)}); levels with "
         f"failures have no figures:\n{shown}{more}", tool="bench", argv=(), returncode=None,
         hint=f"a run with failed requests gives no trustworthy number; the report lists them: {output}")
 
@@ -132,7 +133,7 @@ def _render(report: BenchReport, ui: Ui) -> None:
         for lv in s.levels:
             t = lv.tok_s
             if t is None:
-                why = f"FAILED: {lv.failed_requests} requests" if lv.failed_requests else "refused: chunk counts"
+                why = f"FAILED: {counted(lv.failed_requests, 'request')}" if lv.failed_requests else "refused: chunk counts"
                 ui.result(f"{s.name:<14} {lv.concurrency:>4} {why}")
                 continue
             ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "(1 repeat)"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.output import Ui
+from envforge.core.plural import counted
 from envforge.drafter import (
     Drafter,
     DrafterComparison,
@@ -190,7 +191,7 @@ def _render_issues(issues: tuple[DrafterIssue, ...], title: str, ui: Ui) -> None
     if not issues:
         ui.result(f"{title}: ok")
         return
-    ui.result(f"{title}: {len(issues)} finding(s)")
+    ui.result(f"{title}: {counted(len(issues), 'finding')}")
     for i in issues:
         where = f" ({', '.join(i.engines)})" if i.engines else ""
         ui.result(f"  [{i.kind}] {i.subject}{where}: expected {i.expected}, found {i.actual}")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from envforge.cli.output import Ui
+from envforge.cli.output import Ui, size_text
 from envforge.cli.project import project_of
+from envforge.core.plural import counted
 from envforge.env.inventory import collect_garbage, list_environments
 from envforge.env.processes import warning_lines
 
@@ -47,7 +48,7 @@ def run_gc(args: argparse.Namespace, ui: Ui) -> int:
         return 0
     for env, gen, own, shared in res.removed:
         ui.result(f"removed {env}/{gen}  {_usage(own, shared)}")
-    ui.info(f"gc: removed {len(res.removed)} generation(s), freed {_size(res.freed_bytes)}; "
+    ui.info(f"gc: removed {counted(len(res.removed), 'generation')}, freed {size_text(res.freed_bytes)}; "
             f"kept {len(res.kept)}" + ("" if not any(r[3] for r in res.removed) else
                                         "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"))
     return 0
@@ -55,17 +56,9 @@ def run_gc(args: argparse.Namespace, ui: Ui) -> int:
 
 def _usage(own: int, shared: int) -> str:
     """``1.3 MiB own (+73.0 MiB shared with uv's cache)``; only the own part when nothing is shared."""
-    return f"{_size(own)} own" + (f" (+{_size(shared)} shared with uv's cache)" if shared else "")
+    return f"{size_text(own)} own" + (f" (+{size_text(shared)} shared with uv's cache)" if shared else "")
 
 
-def _size(n: int) -> str:
-    """``512 B``, ``1.5 KiB``, ``4.2 GiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB"):
-        if value < 1024:
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _age(seconds: float) -> str:

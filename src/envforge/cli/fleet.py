@@ -23,6 +23,7 @@ from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.core.errors import InputError
 from envforge.core.kinds import check_levels
+from envforge.core.plural import counted, noun
 from envforge.fleet.driver import fleet_allreduce, fleet_build, fleet_start_agents, fleet_stop_agents, fleet_verify
 from envforge.fleet.report import FleetReport
 from envforge.fleet.selection import NodeSelection, gpus_of, lock_gpus
@@ -178,7 +179,7 @@ def _agent_stop(args: argparse.Namespace, ui: Ui) -> int:
     if ui.json_mode:
         ui.emit_json("fleet-agents", {"stopped": stopped})
     else:
-        ui.result(f"stopped {len(stopped)} envforge agent(s)")
+        ui.result(f"stopped {counted(len(stopped), 'envforge agent')}")
     return 0
 
 
@@ -197,7 +198,7 @@ def render_text(report: FleetReport) -> list[str]:
     lines = []
     alive = len(report.nodes) + len(report.skipped)
     if report.skipped or not report.nodes:
-        lines.append(f"selected {len(report.nodes)} of {alive} alive node(s): {report.selection}")
+        lines.append(f"selected {len(report.nodes)} of {alive} {noun(alive, 'alive node')}: {report.selection}")
         lines += [f"skipped {s.host} {s.node_id[:8]}: {s.reason}" for s in report.skipped]
     if report.backend:
         lines.append(f"backend {report.backend[0]}: {report.backend[1]}")
@@ -216,7 +217,7 @@ def render_text(report: FleetReport) -> list[str]:
                          f"profile {fp.get('env_profile') or 'none'} {_short(fp.get('env_profile_digest'))} "
                          f"python {fp.get('python') or 'unknown'} {fp.get('platform') or ''} "
                          f"gpu {fp.get('gpu') or 'none'} x{fp.get('gpu_count') or 0} "
-                         f"driver {fp.get('driver') or 'unknown'}; {len(n.findings)} finding(s)")
+                         f"driver {fp.get('driver') or 'unknown'}; {counted(len(n.findings), 'finding')}")
             lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
             if n.node_id in report.differs:
                 keys = report.differs[n.node_id]
@@ -239,7 +240,7 @@ def render_text(report: FleetReport) -> list[str]:
         return lines
     bad = [n for n in report.nodes if n.status != "ok"]
     skipped = f" ({len(report.skipped)} skipped)" if report.skipped else ""
-    lines.append(f"fleet {report.action}: {len(report.nodes)} node(s){skipped}, {len(bad)} not ok, "
+    lines.append(f"fleet {report.action}: {counted(len(report.nodes), 'node')}{skipped}, {len(bad)} not ok, "
                  f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}")
     return lines
 

@@ -1,4 +1,4 @@
-"""CLI for ``envforge init [DIR] [--recipe NAME]``: scaffold a project from the embedded files, or
+"""CLI for ``envforge init [DIR] [--recipe RECIPE]``: scaffold a project from the embedded files, or
 adopt an environment (``--from-env``: :func:`envforge.workflows.adopt.adopt_into_project`).
 Registration: :mod:`envforge.cli.commands.init`."""
 
@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from envforge.cli.output import Ui
+from envforge.core.plural import counted
 from envforge.recipe.scaffold import TEXTCONV_COMMAND, git_state, scaffold
 from envforge.workflows.adopt import AdoptedProject, adopt_into_project
 
@@ -56,7 +57,7 @@ def _render_adopted(res: AdoptedProject, root: Path, ui: Ui) -> int:
         ui.emit_json("adopt", res.as_dict())
     else:
         pinned = len(adoption.distributions) - len(adoption.not_from_an_index)
-        ui.result(f"created {res.recipe_file.relative_to(root)}: {pinned} distributions pinned "
+        ui.result(f"created {res.recipe_file.relative_to(root)}: {counted(pinned, 'distribution')} pinned "
                   f"(python {adoption.python})")
         if res.lock_file is not None:
             ui.result(f"created {res.lock_file.relative_to(root)}")
@@ -68,7 +69,7 @@ def _render_adopted(res: AdoptedProject, root: Path, ui: Ui) -> int:
         for c in res.captures:
             if c.patchset is not None:
                 ui.result(f"created {c.patchset.relative_to(root)}: captured {', '.join(c.captured)} "
-                          f"({len(c.operations)} operations; review it, `envforge build` applies it)")
+                          f"({counted(len(c.operations), 'operation')}; review it, `envforge build` applies it)")
             for path, why in c.not_captured:
                 ui.warn(f"hand edit: {path} ({c.distribution}) not captured: {why}")
     return 1 if adoption.edits or adoption.not_from_an_index else 0

@@ -7,6 +7,7 @@ import argparse
 
 from envforge.cli.output import Ui
 from envforge.cli.project import project_of
+from envforge.core.plural import counted
 from envforge.lock.check import check_lock
 from envforge.lock.write import lock_variant, patchset_refs
 from envforge.recipe.load import load_recipe
@@ -43,7 +44,7 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
         for w in out.warnings:
             ui.warn(f"{variant.lock_name}: {w}")
         if not args.json:
-            ui.result(f"{out.path}: {out.packages} packages{'' if out.changed else ' (unchanged)'}")
+            ui.result(f"{out.path}: {counted(out.packages, 'package')}{'' if out.changed else ' (unchanged)'}")
     if args.json:
         ui.emit_json("lock", {"locks": rows})
     return 1 if stale else 0

@@ -29,5 +29,5 @@ def find_links_dir(text: str) -> Path:
 
 def add_project_option(p: argparse.ArgumentParser) -> None:
     """``--project DIR``: the project root (default: nearest directory above cwd with recipes/)."""
-    p.add_argument("--project", type=Path, default=None,
+    p.add_argument("--project", type=Path, default=None, metavar="DIR",
                    help="project root (default: the nearest directory above the working directory with recipes/)")

@@ -16,7 +16,7 @@ from envforge.core.errors import EnvforgeError
 from envforge.core.printable import escape_controls
 from envforge.core.urls import redact
 
-__all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact"]
+__all__ = ["ERROR_KINDS", "JSON_ENVELOPE_VERSION", "Ui", "envelope", "error_kind", "redact", "size_text"]
 
 JSON_ENVELOPE_VERSION = 1
 
@@ -51,6 +51,16 @@ ERROR_KINDS = {
 def error_kind(exc: EnvforgeError) -> str:
     """The envelope ``kind`` of an envforge error, from its exit code."""
     return {1: "check-failed", 2: "input-error", 3: "tool-failed"}.get(exc.exit_code, "input-error")
+
+
+def size_text(n: int) -> str:
+    """A size in bytes as people read it: ``512 B``, ``1.5 KiB``, ``4.2 GiB`` (binary units)."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 def _shown(text: str) -> str:

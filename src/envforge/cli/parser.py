@@ -52,6 +52,8 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if isinstance(action, _Commands) and action.bare is not None:
             return  # not a subcommand: the words go to the group's bare form
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            raise argparse.ArgumentError(action, _unknown_command(value, list(action.choices)))
         super()._check_value(action, value)
 
 
@@ -68,6 +70,17 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
                 setattr(namespace, key, value)
             return
         super().__call__(parser, namespace, values, option_string)
+
+
+def _unknown_command(word: str, commands: list[str]) -> str:
+    """The usage error for a command word that names no command: the nearest command by
+    :func:`difflib.get_close_matches` (``envforge verfy``: ``did you mean 'verify'?``), then the choices."""
+    # lazy: difflib (about 2.5 ms) only for a mistyped command, never for --help
+    import difflib
+
+    close = difflib.get_close_matches(word, commands, n=1, cutoff=0.6)
+    guess = f"; did you mean '{close[0]}'?" if close else ""
+    return f"invalid choice: {word!r}{guess} (choose from {', '.join(map(repr, commands))})"
 
 
 def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None = None,

@@ -16,6 +16,7 @@ from envforge.cli.output import Ui
 from envforge.cli.project import project_of
 from envforge.core.errors import InputError
 from envforge.core.mutex import environment_lock_path, exclusive
+from envforge.core.plural import counted
 from envforge.env import profile as envprofile
 from envforge.env.layout import default_patchset_ids, resolve_environment
 from envforge.installed.distributions import find_distribution
@@ -79,7 +80,7 @@ def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
     recorded = envprofile.recorded_profile(sp)
     if recorded is not None and (recorded[0] or recorded[1]):
         envprofile.install(sp, recorded[0], recorded[1], mode=mode)
-        ui.info(f"env profile {recorded[0] or 'default'}: {len(recorded[1])} variables ({mode})")
+        ui.info(f"env profile {recorded[0] or 'default'}: {counted(len(recorded[1]), 'variable')} ({mode})")
 
 
 def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, str]) -> None:
@@ -99,7 +100,7 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
     if not report.results and not report.unmet:
         ui.info("nothing to do")
     elif dry_run:
-        ui.info(f"dry run: {len(report.changes)} file(s) would change, nothing written")
+        ui.info(f"dry run: {counted(len(report.changes), 'file')} would change, nothing written")
 
 
 def _export(args: argparse.Namespace, ui: Ui) -> int:
@@ -108,8 +109,11 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
     diff = export_diff(_site_packages(project, args.site_packages, args.env), ps)
     if args.output:
         args.output.write_text(diff, encoding="utf-8")
-        ui.info(f"wrote {args.output} ({len(diff.splitlines())} lines); check with `git apply --check`")
-    else:
+        ui.info(f"wrote {args.output} ({counted(len(diff.splitlines()), 'line')}); check with `git apply --check`")
+    if ui.json_mode:
+        ui.emit_json("patches-export", {"patchset": ps.id, "output": str(args.output) if args.output else None,
+                                        "diff": diff})
+    elif not args.output:
         ui.result(diff.rstrip("\n"))
     return 0
 
@@ -154,8 +158,12 @@ def _new(args: argparse.Namespace, ui: Ui) -> int:
     dist = find_distribution(sp, args.distribution)
     dest = args.output or Path.cwd() / (f"{dist.name}-{dist.version}-edit" if dist else "edit")
     made = new_edit(sp, args.distribution, dest)
-    ui.result(str(made.path))
-    ui.info(f"{made.files} Python files of {made.distribution} {made.version} copied (as released); edit them, "
+    if ui.json_mode:
+        ui.emit_json("patches-new", {"path": str(made.path), "distribution": made.distribution,
+                                     "version": made.version, "files": made.files})
+    else:
+        ui.result(str(made.path))
+    ui.info(f"{counted(made.files, 'Python file')} of {made.distribution} {made.version} copied (as released); edit them, "
             f"then: envforge patches commit {made.path} --id NAME --reason \"...\"")
     return 0
 
@@ -164,6 +172,10 @@ def _commit(args: argparse.Namespace, ui: Ui) -> int:
     project = _project(args, ui)
     captured = commit_edit(args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions,
                            force=args.force)
+    if ui.json_mode:
+        ui.emit_json("patches-commit", {"path": str(captured.path), "id": args.id,
+                                        "operations": list(captured.operations)})
+        return 0
     ui.result(str(captured.path))
     for line in captured.operations:
         ui.info(f"  {line}")

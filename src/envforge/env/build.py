@@ -31,6 +31,7 @@ import tomlkit
 from envforge import patching
 from envforge.core.errors import EXIT_TOOL_FAILED, CheckFailed, EnvforgeError, InputError
 from envforge.core.fs import atomic_write, replace_symlink, sha256_hex
+from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
@@ -102,7 +103,7 @@ class BuildPlan:
             f"lock         {self.lock}",
             f"install      uv pip sync (hashes from the lock){' offline from ' + ', '.join(map(str, self.find_links)) if self.offline else ''}",
             f"patchsets    {', '.join(self.variant.patchsets) or 'none'}",
-            f"env profile  {self.variant.env_profile or 'none'} ({len(self.variant.env)} variables)",
+            f"env profile  {self.variant.env_profile or 'none'} ({counted(len(self.variant.env), 'variable')})",
         ]
 
 
@@ -254,7 +255,7 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
         args += _index_args(tool)
     run_uv([*args, str(lock)], progress=progress, terminal=terminal)
     count = len(locked.packages)
-    return f"{count} distributions from {plan.lock.name}"
+    return f"{counted(count, 'distribution')} from {plan.lock.name}"
 
 
 def _index_args(tool: Mapping[str, Any]) -> list[str]:
@@ -312,7 +313,7 @@ def _profile(plan: BuildPlan, sp: Path) -> str:
     if not plan.variant.env and plan.variant.env_profile is None:
         return "no env profile" + caches
     hook = ".pth hook" if plan.env_mode == "pth" else "sitecustomize block"
-    return f"profile {plan.variant.env_profile or 'default'}: {len(plan.variant.env)} variables ({hook}){caches}"
+    return f"profile {plan.variant.env_profile or 'default'}: {counted(len(plan.variant.env), 'variable')} ({hook}){caches}"
 
 
 def _manifest(plan: BuildPlan, sp: Path) -> str:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.lockdiff.changes import FieldChange
 from envforge.lockdiff.model import Lock
 
@@ -41,8 +42,8 @@ def header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:
         if a_set == b_set:
             yield FieldChange("header", key, "changed", "order", "order", hidden=True)
     if old.comments != new.comments:
-        yield FieldChange("header", "comments", "changed", f"{len(old.comments)} lines",
-                          f"{len(new.comments)} lines", hidden=True)
+        yield FieldChange("header", "comments", "changed", counted(len(old.comments), "line"),
+                          counted(len(new.comments), "line"), hidden=True)
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.core.printable import escape_controls
 from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, family_of, index_names
 from envforge.lockdiff.fields import flatten_envforge
@@ -151,8 +152,8 @@ def _wrap(text: str) -> list[str]:
 def render_matrix_terminal(m: VariantMatrix) -> str:
     """Aligned columns: package, then one column per variant (at most :data:`CELL_WIDTH` wide; a
     longer cell wraps onto continuation lines); groups as headings."""
-    head = (f"{m.recipe}: {len(m.variants)} variants ({', '.join(m.variants)}); "
-            f"{m.identical} packages identical, "
+    head = (f"{m.recipe}: {counted(len(m.variants), 'variant')} ({', '.join(m.variants)}); "
+            f"{counted(m.identical, 'package')} identical, "
             f"{sum(r.group != 'settings' for r in m.rows)} differ")
     rows = [(r, [_wrap(c or "-") for c in r.cells]) for r in m.rows]
     width = [max([len(r.subject) for r in m.rows] + [len("package")]) + 2]
@@ -172,7 +173,7 @@ def render_matrix_terminal(m: VariantMatrix) -> str:
 def render_matrix_markdown(m: VariantMatrix) -> str:
     """A markdown table: one column per variant, group names in bold rows."""
     lines = [f"### Variants of `{m.recipe}`", "",
-             f"{m.identical} packages identical in every variant; these differ:", "",
+             f"{counted(m.identical, 'package')} identical in every variant; these differ:", "",
              "| | " + " | ".join(f"`{v}`" for v in m.variants) + " |",
              "| --- |" + " --- |" * len(m.variants)]
     group = None

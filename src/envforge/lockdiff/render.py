@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from envforge.core.plural import counted, noun
 from envforge.core.printable import escape_controls
 from envforge.lockdiff.changes import (FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, SharedChange,
                                       index_names)
@@ -50,24 +51,25 @@ def summary_line(diff: LockDiff, show_all: bool = False) -> str:
     has them)."""
     if diff.status != "changed":
         count = diff.new_count if diff.status == "added" else diff.old_count
-        return f"lockfile {diff.status} ({count} packages)"
+        return f"lockfile {diff.status} ({counted(count, 'package')})"
     parts = []
     if diff.index_moves:
         n = len(diff.index_moves)
         moved = sum(len(m.packages) for m in diff.index_moves)
-        parts.append(f"{n} index move{'s' if n > 1 else ''} ({moved} packages)")
+        parts.append(f"{counted(n, 'index move')} ({counted(moved, 'package')})")
     if diff.shared:
         n = len(diff.shared)
-        parts.append(f"{n} shared change{'s' if n > 1 else ''} "
-                     f"({max(len(g.packages) for g in diff.shared)} packages at most)")
+        parts.append(f"{counted(n, 'shared change')} "
+                     f"({counted(max(len(g.packages) for g in diff.shared), 'package')} at most)")
     counts: dict[str, int] = {}
     for c in diff.visible_packages(show_all):
         counts[c.kind] = counts.get(c.kind, 0) + 1
     parts += [f"{counts[k]} {KIND_WORDS[k]}" for k in _KIND_ORDER if k in counts]
     fields = len(diff.visible_fields(show_all))
     if fields:
-        parts.append(f"{fields} lock setting{'s' if fields > 1 else ''}")
-    text = f"{diff.old_count} -> {diff.new_count} packages: {', '.join(parts) or 'no changes'}"
+        parts.append(counted(fields, "lock setting"))
+    packages = noun(2 if diff.old_count != 1 else diff.new_count, "package")  # "1 -> 1 package", "2 -> 1 packages"
+    text = f"{diff.old_count} -> {diff.new_count} {packages}: {', '.join(parts) or 'no changes'}"
     hidden = diff.hidden_count()
     if hidden and not show_all:
         text += f" ({hidden} metadata-only hidden; --all shows them)"
@@ -218,7 +220,7 @@ def _names(packages: Sequence[str], show_all: bool) -> str:
 
 
 def _move_line(m: IndexMove, names: Mapping[str, str], arrow: str) -> str:
-    return f"{len(m.packages)} packages moved index {source_text(m.old, m.new, names, arrow)}"
+    return f"{counted(len(m.packages), 'package')} moved index {source_text(m.old, m.new, names, arrow)}"
 
 
 def _wrap(first: str, facts: Sequence[str], indent: int, width: int | None) -> list[str]:
@@ -269,7 +271,7 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
                   else " (--format markdown or json lists them)")
         lines += _wrap(_move_line(m, names, "->"), [listed], 4, width)
     for g in diff.shared:
-        lines += _wrap(f"{len(g.packages)} packages: ",
+        lines += _wrap(f"{counted(len(g.packages), 'package')}: ",
                        [f"{shared_fact(g)} ({_names(g.packages, show_all)})"], 4, width)
     changes = diff.visible_packages(show_all)
     width_kind = max((len(_kind_word(c)) for c in changes), default=0)
@@ -325,9 +327,9 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     out.rows([f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities], "ambiguities")
     if diff.ambiguities:
         out.add("")
-    groups = [(f"- **{len(m.packages)} packages** moved index `{source_text(m.old, m.new, names, arrow)}`",
+    groups = [(f"- **{counted(len(m.packages), 'package')}** moved index `{source_text(m.old, m.new, names, arrow)}`",
                m.packages) for m in diff.index_moves]
-    groups += [(f"- **{len(g.packages)} packages**: {_md(shared_fact(g, arrow))}", g.packages)
+    groups += [(f"- **{counted(len(g.packages), 'package')}**: {_md(shared_fact(g, arrow))}", g.packages)
                for g in diff.shared]
     for i, (title, packages) in enumerate(groups):
         if out.size > MAX_COMMENT - 2_000:
@@ -450,7 +452,7 @@ def render_textconv(lock: Lock) -> str:
     sizes are left out, so metadata-only churn shows no diff.
     """
     names = index_names(lock)
-    lines = [f"# envforge lock textconv: {lock.kind}, {len(lock.packages)} packages"]
+    lines = [f"# envforge lock textconv: {lock.kind}, {counted(len(lock.packages), 'package')}"]
     lines += [f"! ambiguous: {text}{AMBIGUOUS}" for text in lock.ambiguities]
     for key, value in lock.header.items():
         if key not in ("lock-version", "created-by", "version", "revision"):

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.env.profile.effective import ServedCommand, effective_environment, served_launcher
 from envforge.verify.findings import Finding
 
@@ -64,5 +65,5 @@ def effective_findings(site_packages: Path, record: Mapping[str, Any] | None, se
             notes.append(f"{v.name}={v.value} from {v.source} is in effect for NCCL and in no recipe: set it in "
                          "the recipe's [env.*] table to pin it (the profile wins over the file)")
     confs = ", ".join(str(c.path) for c in eff.conf_files) or "no NCCL configuration file"
-    detail = f"{len(servers)} servers, launcher {', '.join(sorted(set(launchers))) or 'none'}, {confs}"
+    detail = f"{counted(len(servers), 'server')}, launcher {', '.join(sorted(set(launchers))) or 'none'}, {confs}"
     return found, notes, detail

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.core.probe import ProbeError, ProbeTimeout, run_probe
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock
@@ -243,7 +244,7 @@ def interconnect_check(declared: str | None, topo: Mapping[str, Any]) -> tuple[s
         return "skipped", [], "no GPU link information: " + ("; ".join(topo.get("tried") or []) or "no source")
     if len(gpus) < 2:
         return "skipped", [], f"no peer GPUs ({len(gpus)} GPU, from {source})"
-    seen = f"{len(gpus)} GPUs, {len(links)} pair{'s' if len(links) != 1 else ''} ({source}): {_by_label(links)}"
+    seen = f"{counted(len(gpus), 'GPU')}, {counted(len(links), 'pair')} ({source}): {_by_label(links)}"
     if declared not in ("pcie", "nvlink"):
         return "skipped", [], f"the recipe declares no [target] interconnect; {seen}"
     nvlink = {p: lb for p, lb in links.items() if lb.startswith("NV")}
@@ -257,7 +258,7 @@ def interconnect_check(declared: str | None, topo: Mapping[str, Any]) -> tuple[s
     if declared == "nvlink" and other:
         return "findings", [_f(
             "interconnect", "[target] interconnect", "nvlink: every GPU pair linked by NVLink (NV#)",
-            f"{len(other)} of {len(links)} pairs not linked by NVLink ({source}): {_by_label(other)}",
+            f"{len(other)} of {counted(len(links), 'pair')} not linked by NVLink ({source}): {_by_label(other)}",
             'declare interconnect = "pcie" in the recipe\'s [target] (its [env.pcie] profile is installed), '
             "or run on the NVLink machine the recipe targets")], f"nvlink declared; {seen}"
     return "ok", [], f"{declared} declared; {seen}"

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from envforge.core.kinds import belongs_to
+from envforge.core.plural import counted
 from envforge.verify.findings import VerifyReport
 
 __all__ = ["REPORT_SCHEMA", "as_json", "as_junit", "as_text", "summary_line"]
@@ -78,11 +79,11 @@ def summary_line(report: VerifyReport) -> str:
                   or any(f.level == lv for f in report.findings) or any(a.finding.level == lv for a in report.accepted)]
     skipped = [lv for lv in report.levels if lv not in ran_levels]
     ran = sum(1 for c in report.checks if c.status != "skipped")
-    verdict = "clean" if report.clean else f"{len(report.findings)} finding(s)"
+    verdict = "clean" if report.clean else counted(len(report.findings), "finding")
     if report.accepted:
         verdict += f", {len(report.accepted)} accepted"
     named = ",".join(ran_levels) if ran_levels else "(no level ran)"
-    line = f"verify {named}: {verdict} ({ran} checks ran, {len(report.checks) - ran} skipped) in {report.elapsed_s} s"
+    line = f"verify {named}: {verdict} ({counted(ran, 'check')} ran, {len(report.checks) - ran} skipped) in {report.elapsed_s} s"
     for lv in skipped:
         why = "; ".join(dict.fromkeys(c.detail for c in report.checks if c.level == lv and c.detail))
         line += f"; skipped level {lv}: {why or 'no check of this level applies'}"

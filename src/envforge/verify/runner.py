@@ -17,6 +17,7 @@ from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.core.kinds import LEVELS, check_levels
+from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter import drafter_checks
@@ -149,7 +150,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     if entries:
         lapsed = [f for f in failing if f.kind.startswith("acceptance-")]
         checks.append(Check("accept", "static", "findings" if lapsed else "ok",
-                            f"{len(entries)} [[verify.accept]] entries, {len(accepted)} findings accepted"))
+                            f"{counted(len(entries), '[[verify.accept]] entry', '[[verify.accept]] entries')}, {counted(len(accepted), 'finding')} accepted"))
     return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
                         fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3),
@@ -169,7 +170,7 @@ def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:
                      "generation keeps importing from it after a build or rollback)")
              for p in stale_processes(link, proc=proc)]
     return found, Check("processes", "static", "findings" if found else "ok",
-                        f"{len(found)} process(es) of another generation" if found else f"none outside {live}")
+                        f"{counted(len(found), 'process')} of another generation" if found else f"none outside {live}")
 
 
 def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:

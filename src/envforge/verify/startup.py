@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.core.state import STATE_DIR
 from envforge.core.textfile import read_state
 from envforge.env.fingerprint import STARTUP_MODULES, startup_files
@@ -248,6 +249,6 @@ def hook_notes(hooks: Sequence[StartupHook], unowned: Sequence[str], sp: Path) -
         notes.append(f"start-up code run at every interpreter start: {named}")
     if unowned:
         shown = ", ".join(unowned[:_LISTED]) + (f" (+{len(unowned) - _LISTED} more)" if len(unowned) > _LISTED else "")
-        notes.append(f"{len(unowned)} files in site-packages that no RECORD and no envforge record owns "
+        notes.append(f"{counted(len(unowned), 'file')} in site-packages that no RECORD and no envforge record owns "
                      f"(not run at start-up; they run only when imported): {shown}")
     return notes

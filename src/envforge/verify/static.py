@@ -19,6 +19,7 @@ from typing import Any
 from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.mutex import environment_lock_path, exclusive
+from envforge.core.plural import counted
 from envforge.core.probe import run_probe
 from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
@@ -141,9 +142,10 @@ def run_static(inp: StaticInputs) -> StaticResult:
         _cuda(inp.lock, installed, c)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
                                                 deep=inp.deep, records=records)
-        c.add("record", found_r, f"{'deep' if inp.deep else 'fast'}: {nfiles} files hashed, {nbytes} bytes")
+        c.add("record", found_r,
+              f"{'deep' if inp.deep else 'fast'}: {counted(nfiles, 'file')} hashed, {counted(nbytes, 'byte')}")
         c.add("patched-files", check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
-              f"{len(patched)} patched files, {len(pycs)} with cached bytecode")
+              f"{counted(len(patched), 'patched file')}, {len(pycs)} with cached bytecode")
         shared = shared_files_note(sp, installed.values(), patched)
         if shared:
             c.notes.append(shared)
@@ -296,7 +298,7 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
                                  actual, "run `envforge apply-patches`" if r.state == "applied"
                                  else "undo the edit, or rebuild the environment: `envforge build` (a fresh "
                                       "generation, patched from its lock)"))
-    c.add("patch-states", found, f"{len(report.results)} operations")
+    c.add("patch-states", found, counted(len(report.results), "operation"))
 
 
 def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[str]:
@@ -350,7 +352,7 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
         found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",
                              "unset" if seen is None else seen, fix))
     found += _misread(expected)
-    c.add("env-profile", found, f"{len(expected)} variables")
+    c.add("env-profile", found, counted(len(expected), "variable"))
 
 
 def _misread(env: Mapping[str, str]) -> list[Finding]:

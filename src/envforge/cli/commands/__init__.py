@@ -28,6 +28,7 @@ SUMMARIES = {
     "drafter": "fetch, inspect and compare EAGLE-3 draft models, pinned and safe",
     "bench": "smoke benchmark: start each [verify.smoke] server, measure tok/s, TTFT, ITL",
     "fleet": "verify or build the same stack on every node of a Ray cluster",
+    "cache": "envforge's own caches (patch results, released wheels): dir, clean, prune, with sizes",
     "init": "scaffold a project: recipes/, patchsets/, lockfiles/, .gitattributes, .gitignore",
     "completion": "print the shell completion script for bash, zsh or fish",
 }

@@ -41,23 +41,23 @@ def _bench_env(p: argparse.ArgumentParser) -> None:
 
 
 def _bench_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", help="recipe name or path (default: the project's, docs/cli.md)")
-    p.add_argument("--variant", help="recipe variant (default: the only one)")
-    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
-    p.add_argument("--url", help="measure the server already running at this URL; start nothing")
-    p.add_argument("--name", default="url", help="name of the --url server in the report (default: url)")
+    p.add_argument("--recipe", metavar="RECIPE", help="recipe name or path (default: the project's, docs/cli.md)")
+    p.add_argument("--variant", metavar="VARIANT", help="recipe variant (default: the only one)")
+    p.add_argument("--project", type=Path, default=None, metavar="DIR", help="project directory (default: nearest with recipes/)")
+    p.add_argument("--url", metavar="URL", help="measure the server already running at this URL; start nothing")
+    p.add_argument("--name", default="url", metavar="NAME", help="name of the --url server in the report (default: url)")
     p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
     p.add_argument("--api", choices=ENGINES,
                    help="--url without a recipe's [verify.smoke]: the server's API (default sglang)")
-    p.add_argument("--model", help="override the model (the served model's name for --api openai/vllm)")
+    p.add_argument("--model", metavar="MODEL", help="override the model (the served model's name for --api openai/vllm)")
     p.add_argument("--server", action="append", default=[], metavar="NAME",
                    help="run only this server configuration (repeatable)")
-    p.add_argument("--concurrency", type=_levels, help="override the concurrency levels, e.g. 1,4,16")
-    p.add_argument("--repeats", type=integer(1), help="override the repeats per level")
-    p.add_argument("--requests", type=integer(1), help="override the requests per level and repeat")
-    p.add_argument("--warmup", type=integer(0), help="override the warm-up requests")
-    p.add_argument("--max-new-tokens", type=integer(1), help="override the output tokens per request")
-    p.add_argument("--port", type=PORT, help="override the port the servers listen on")
+    p.add_argument("--concurrency", type=_levels, metavar="LEVELS", help="override the concurrency levels, e.g. 1,4,16")
+    p.add_argument("--repeats", type=integer(1), metavar="N", help="override the repeats per level")
+    p.add_argument("--requests", type=integer(1), metavar="N", help="override the requests per level and repeat")
+    p.add_argument("--warmup", type=integer(0), metavar="N", help="override the warm-up requests")
+    p.add_argument("--max-new-tokens", type=integer(1), metavar="N", help="override the output tokens per request")
+    p.add_argument("--port", type=PORT, metavar="PORT", help="override the port the servers listen on")
     p.add_argument("--load-timeout", type=integer(1, int(MAX_SECONDS)), metavar="SECONDS", help="override the load timeout (default 1800 s)")
     p.add_argument("--request-timeout", type=seconds(), metavar="SECONDS",
                    help="seconds one request may take in total (default 600)")
@@ -65,8 +65,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a request may go without progress; keep-alive pings are none (default 120)")
     p.add_argument("--interleave", action="store_true", default=None,
                    help="started servers take turns per repeat (A B A B), each restarted for its turn")
-    p.add_argument("--output", type=Path, default=Path("bench.json"), help="report file (default: bench.json)")
-    p.add_argument("--plot", type=Path, help="PNG plot file (default: the report name with .png)")
+    p.add_argument("--output", type=Path, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
+    p.add_argument("--plot", type=Path, metavar="PATH", help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
     p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")
 
@@ -80,7 +80,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                     "and accept length per concurrency level over repeats, stop it, and write a JSON report "
                     "with the environment fingerprint (and a PNG plot). --url measures a running server. "
                     "ENV: an environment name under envs/ or a path to a virtual environment.",
-        bare=(_bench_env, _bench_options), bare_usage="[ENV] [--recipe R] [--url URL] [options]")
+        bare=(_bench_env, _bench_options), bare_usage="[ENV] [--recipe RECIPE] [--url URL] [options]")
     group_parser(sub, "bench").set_defaults(handler="envforge.cli.bench:_bench", env=None)
 
     c = commands.add_parser(
@@ -88,8 +88,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
         description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
                     "with a 95% interval; a change is called only beyond --min-change. Refuses reports of "
                     "different or unknown environments (fingerprints, effective variables).")
-    c.add_argument("a", type=Path, metavar="A.json")
-    c.add_argument("b", type=Path, metavar="B.json")
+    c.add_argument("a", type=Path, metavar="A.json", help="the earlier report (the baseline)")
+    c.add_argument("b", type=Path, metavar="B.json", help="the later report, compared against A")
     c.add_argument("--allow-different-env", action="store_true",
                    help="compare even when the environment fingerprints differ (the differences are printed)")
     c.add_argument("--min-change", type=_fraction, default=None, metavar="FRACTION",

@@ -17,24 +17,34 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     dsub = group(sub, "drafter", help=SUMMARIES["drafter"],
                  description="EAGLE-3 drafters through huggingface_hub: pinned to a commit, "
                              "safetensors only, re-hashed after download.")
-    f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file")
+    f = dsub.add_parser("fetch", help="download a drafter pinned to a commit sha and re-hash every file",
+                        description="Download the drafter REPO at commit --revision from the Hugging Face hub "
+                                    "(safetensors and JSON only; pickle weights need --allow-pickle), hash every "
+                                    "file again against the hub's metadata, and record what was fetched.")
     f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
-    f.add_argument("--revision", required=True, help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
-    f.add_argument("--dest", type=Path, default=None,
+    f.add_argument("--revision", required=True, metavar="REV", help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
+    f.add_argument("--dest", type=Path, default=None, metavar="DIR",
                    help="target directory (default: drafters/<owner>--<name>/<sha>)")
     f.add_argument("--dry-run", action="store_true", help="resolve and list the files, download nothing")
     _common(f, pickle=True)
     f.set_defaults(handler="envforge.cli.drafter:run_fetch")
-    i = dsub.add_parser("inspect", help="architecture, key config values and every tensor, from headers")
-    i.add_argument("drafter", metavar="PATH|REPO@SHA")
+    i = dsub.add_parser("inspect", help="architecture, key config values and every tensor, from headers",
+                        description="Read a drafter's config.json and its safetensors headers (no weights are "
+                                    "loaded; REPO@SHA reads them remotely by range request) and print its "
+                                    "architecture, key config values and every tensor's name, dtype and shape.")
+    i.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
     _common(i, pickle=True)
     i.set_defaults(handler="envforge.cli.drafter:run_inspect")
-    c = dsub.add_parser("compare", help="tensors, config and draft-vocabulary mapping of two drafters")
+    c = dsub.add_parser("compare", help="tensors, config and draft-vocabulary mapping of two drafters",
+                        description="Compare drafters A and B: tensors added, removed or reshaped, config values "
+                                    "that differ, and whether their draft-vocabulary mappings (d2t) agree.")
     c.add_argument("a", metavar="A", help="PATH or REPO@SHA")
     c.add_argument("b", metavar="B", help="PATH or REPO@SHA")
     _common(c)
     c.set_defaults(handler="envforge.cli.drafter:run_compare")
-    k = dsub.add_parser("check", help="compatibility with a target model (hidden size, vocab size, layers)")
+    k = dsub.add_parser("check", help="compatibility with a target model (hidden size, vocab size, layers)",
+                        description="Check DRAFTER against the target model's config: hidden size, vocabulary "
+                                    "size and layer layout the serving engine expects. Exit 1 with each finding.")
     k.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
     k.add_argument("--target", required=True, metavar="MODEL_CONFIG",
                    help="the target's config.json, a directory holding it, or REPO@SHA")
@@ -48,5 +58,5 @@ def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:
     if pickle:
         p.add_argument("--allow-pickle", action="store_true",
                        help="accept .bin/.pt pickle weights when no safetensors exist (can run code)")
-    p.add_argument("--cache-dir", type=Path, default=None, help="cache for remote configs (default: huggingface_hub's)")
+    p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR", help="cache for remote configs (default: huggingface_hub's)")
     p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")

@@ -24,5 +24,5 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="environment name under envs/ or a path to a virtual environment "
                         "(default: the project's)")
     p.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-    p.add_argument("--project", type=Path, default=None, help="project directory (default: nearest with recipes/)")
+    p.add_argument("--project", type=Path, default=None, metavar="DIR", help="project directory (default: nearest with recipes/)")
     p.set_defaults(handler="envforge.cli.envprofile:run_show")

@@ -81,7 +81,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                   description="One Ray task per alive node (node affinity); exit 1 when a node differs "
                               "from the majority, has findings, failed or did not answer.")
 
-    v = fleet.add_parser("verify", help="verify ENV on every node and compare the fingerprints")
+    v = fleet.add_parser("verify", help="verify ENV on every node and compare the fingerprints",
+                         description="Verify ENV on every selected node of the Ray cluster (through each node's "
+                                     "envforge agent, or a fresh task with --no-agent) and compare the environment "
+                                     "fingerprints: exit 1 when a node differs from the majority, has findings, "
+                                     "failed or did not answer within --timeout.")
     v.add_argument("env", metavar="ENV", help="environment name under envs/ on every node, e.g. kimi-k25-sm120-cu128")
     v.add_argument("--level", default=None, metavar="LEVELS",
                    help="comma-separated verify levels on each node: static, gpu, drafter (default: the recipe's); "
@@ -91,40 +95,52 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     _common(v)
     v.set_defaults(handler="envforge.cli.fleet:_verify")
 
-    b = fleet.add_parser("build", help="build the committed lock on every node")
-    b.add_argument("recipe", metavar="RECIPE")
-    b.add_argument("--variant", default=None)
+    b = fleet.add_parser("build", help="build the committed lock on every node",
+                         description="Build RECIPE's committed lock on every selected node (`envforge build` in "
+                                     "a Ray task per node, the project at the same path on each) and compare the "
+                                     "resulting fingerprints.")
+    b.add_argument("recipe", metavar="RECIPE", help="recipe name under recipes/ or a path, the same on every node")
+    b.add_argument("--variant", default=None, metavar="VARIANT", help="variant to build (default: the recipe's only variant)")
     b.add_argument("--offline", action="store_true", help="install from --find-links only (a path every node reads)")
-    b.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR")
+    b.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
+                   help="a wheelhouse directory every node reads (with --offline)")
     _common(b, timeout=3600.0)
     b.set_defaults(handler="envforge.cli.fleet:_build")
 
-    a = fleet.add_parser("allreduce", help="one all-reduce group across all nodes (torch.distributed)")
+    a = fleet.add_parser("allreduce", help="one all-reduce group across all nodes (torch.distributed)",
+                         description="One torch.distributed rank per selected node, in the Python of Ray's workers: "
+                                     "all-reduces of 43 KB, 1 MiB and 16 MiB timed (median of 20) and their sum "
+                                     "checked. Backend nccl when every node has GPU resources, else gloo (the "
+                                     "report says which and why); --backend wins.")
     a.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                    help="torch.distributed backend (default: nccl when every selected node has GPU resources, "
                         "else gloo)")
     a.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="variables set in every rank, e.g. an env profile's NCCL_* values")
-    a.add_argument("--port", type=PORT, default=29517, help="rendezvous port on the first node (1-65535; default: 29517)")
+    a.add_argument("--port", type=PORT, default=29517, metavar="PORT", help="rendezvous port on the first node (1-65535; default: 29517)")
     _common(a, timeout=300.0)
     a.set_defaults(handler="envforge.cli.fleet:_allreduce")
 
     agent = group(fleet, "agent", help="the long-lived envforge agent on each node (fleet verify's)",
                   description="fleet verify starts one agent per node (a detached Ray actor) and reuses it.")
     up = agent.add_parser("start", help="start (or keep) the agent on every node, verifying nothing: "
-                                        "run it once after the cluster starts")
+                                        "run it once after the cluster starts",
+                          description="Start the envforge agent (a detached Ray actor) on every selected node, "
+                                      "or keep the one running; later `fleet verify` runs reuse them.")
     up.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
                     help="Ray cluster address (HOST:PORT) or auto")
-    up.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=120.0, metavar="S",
+    up.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=120.0, metavar="SECONDS",
                     help=f"seconds to wait for every node ({MIN_TIMEOUT_S:g} or more; default: 120); later nodes "
                          "are findings")
-    up.add_argument("--project", type=Path, default=None,
+    up.add_argument("--project", type=Path, default=None, metavar="DIR",
                     help="project directory (the same path on every node): a node where it holds no recipes/ "
                          "is a finding (default: not checked, but where ENVFORGE_FLEET_ROOT is set)")
     up.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
     _nodes(up)
     up.set_defaults(handler="envforge.cli.fleet:_agent_start")
-    st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)")
+    st = agent.add_parser("stop", help="stop every envforge agent in the cluster (the next fleet verify starts new ones)",
+                          description="Stop every envforge agent in the cluster; the next `fleet verify` starts "
+                                      "new ones.")
     st.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
                     help="Ray cluster address (HOST:PORT) or auto")
     st.add_argument("--json", action="store_true", help="print the names stopped as JSON")
@@ -134,10 +150,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
 def _common(p: argparse.ArgumentParser, timeout: float = 600.0) -> None:
     p.add_argument("--ray", required=True, type=ray_address, metavar="ADDRESS",
                    help="Ray cluster address (HOST:PORT) or auto")
-    p.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=timeout, metavar="S",
+    p.add_argument("--timeout", type=seconds(MIN_TIMEOUT_S), default=timeout, metavar="SECONDS",
                    help=f"seconds to wait for every node ({MIN_TIMEOUT_S:g} or more; default: {timeout:g}); later "
                         "nodes are findings")
-    p.add_argument("--project", type=Path, default=None,
+    p.add_argument("--project", type=Path, default=None, metavar="DIR",
                    help="project directory, the same path on every node (default: nearest with recipes/)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema envforge.fleet/1)")
     _nodes(p)

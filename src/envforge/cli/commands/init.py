@@ -1,4 +1,4 @@
-"""Registration of ``envforge init [DIR] [--recipe NAME | --from-env PATH]`` (handler: :mod:`envforge.cli.init`)."""
+"""Registration of ``envforge init [DIR] [--recipe RECIPE | --from-env PATH]`` (handler: :mod:`envforge.cli.init`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``init``."""
     p = sub.add_parser("init", help=SUMMARIES["init"],
                        description="Write an envforge project into DIR (default: the working directory): the "
-                                   "embedded recipe NAME with its patchsets and committed lock, .gitattributes with "
+                                   "embedded recipe RECIPE with its patchsets and committed lock, .gitattributes with "
                                    "the lock textconv and a .gitignore for envs/. Existing files are kept.")
     p.add_argument("dir", nargs="?", type=Path, default=None, metavar="DIR", help="project directory (default: .)")
-    p.add_argument("--recipe", default="quickstart", metavar="NAME",
+    p.add_argument("--recipe", default="quickstart", metavar="RECIPE",
                    help="the embedded recipe to start from (default: quickstart)")
     p.add_argument("--from-env", type=Path, metavar="PATH",
                    help="adopt an existing virtual environment: a recipe pinning what is installed, its lock, "

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
+from envforge.cli.options import add_project_option
 from envforge.cli.parser import group
 
 __all__ = ["register"]
@@ -28,17 +29,22 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--env-mode", choices=("pth", "sitecustomize"), default="pth",
                    help="how the env profile recorded in the environment's lock is installed (default: pth)")
-    p.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    add_project_option(p)
     p.set_defaults(handler="envforge.cli.patches:_apply")
 
     commands = group(sub, "patches", help=SUMMARIES["patches"],
                      description="The project's patchsets. Apply or revert them with `envforge apply-patches`.")
-    e = commands.add_parser("export", help="write a patchset as a unified diff for upstream")
-    e.add_argument("patchset", help="patchset id")
-    e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code")
-    e.add_argument("--env", metavar="ENV", help="environment instead of --site-packages")
-    e.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
-    e.add_argument("--project", type=Path, metavar="DIR")
+    e = commands.add_parser("export", help="write a patchset as a unified diff for upstream",
+                            description="Write PATCHSET as a plain unified diff against the released code of ENV "
+                                        "(default: the project's) or --site-packages DIR, for an upstream pull "
+                                        "request; `git apply --check` takes it.")
+    e.add_argument("patchset", metavar="PATCHSET", help="patchset id")
+    e.add_argument("env", nargs="?", metavar="ENV",
+                   help="environment name under envs/ or a path (default: the project's)")
+    e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code instead of ENV")
+    e.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the diff to this file instead of stdout")
+    e.add_argument("--json", action="store_true", help="print the diff in a versioned JSON report on stdout")
+    add_project_option(e)
     e.set_defaults(handler="envforge.cli.patches:_export")
 
     c = commands.add_parser("check", help="evaluate patchsets on released wheels (before an upgrade)",
@@ -57,7 +63,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
     c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
     c.add_argument("--json", action="store_true", help="print the matrix as JSON")
-    c.add_argument("--project", type=Path, metavar="DIR")
+    add_project_option(c)
     c.set_defaults(handler="envforge.cli.patches:_check")
 
     d = commands.add_parser("diff", help="the applied diff of an environment against the saved originals",
@@ -68,18 +74,20 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     d.add_argument("env", nargs="?", metavar="ENV", help="environment name under envs/ or a path")
     d.add_argument("--site-packages", type=Path, metavar="DIR", help="this directory instead of ENV")
     d.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
-    d.add_argument("--project", type=Path, metavar="DIR", help="project root (default: found from cwd)")
+    add_project_option(d)
     d.set_defaults(handler="envforge.cli.patches:_diff")
 
     n = commands.add_parser("new", help="copy an installed distribution's Python files into an edit directory",
                             description="Copy the released Python files of DIST (as installed in ENV, before "
                                         "envforge's patches) into an edit directory; edit them, then turn the "
                                         "edit into a patchset with `envforge patches commit DIR`.")
-    n.add_argument("distribution", metavar="DIST")
-    n.add_argument("--env", metavar="ENV", help="environment (default: the project's)")
-    n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
-    n.add_argument("-o", "--output", type=Path, metavar="DIR", help="edit directory (default: ./DIST-VERSION-edit)")
-    n.add_argument("--project", type=Path, metavar="DIR")
+    n.add_argument("distribution", metavar="DIST", help="the installed distribution to edit, e.g. sglang")
+    n.add_argument("env", nargs="?", metavar="ENV",
+                   help="environment name under envs/ or a path (default: the project's)")
+    n.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of ENV")
+    n.add_argument("-o", "--output", type=Path, metavar="PATH", help="edit directory (default: ./DIST-VERSION-edit)")
+    n.add_argument("--json", action="store_true", help="print the edit directory in a versioned JSON report on stdout")
+    add_project_option(n)
     n.set_defaults(handler="envforge.cli.patches:_new")
 
     cm = commands.add_parser("commit", help="write patchsets/NAME.toml from an edit directory",
@@ -88,15 +96,18 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                          "replace-definition operation keyed by its qualified name and the digest "
                                          "of the original; a module-level edit becomes a replace-text operation "
                                          "anchored by its neighbours.")
-    cm.add_argument("directory", type=Path, metavar="DIR")
+    cm.add_argument("directory", type=Path, metavar="DIR", help="the edit directory `envforge patches new` made")
     cm.add_argument("--id", required=True, metavar="NAME", help="patchset id (the file name)")
-    cm.add_argument("--reason", required=True, help="why the patch is needed (recorded in the patchset)")
+    cm.add_argument("--reason", required=True, metavar="TEXT", help="why the patch is needed (recorded in the patchset)")
     cm.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the edited release)")
     cm.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
-    cm.add_argument("--project", type=Path, metavar="DIR")
+    cm.add_argument("--json", action="store_true", help="print the patchset written in a versioned JSON report on stdout")
+    add_project_option(cm)
     cm.set_defaults(handler="envforge.cli.patches:_commit")
 
-    ls = commands.add_parser("list", help="list the project's patchsets")
-    ls.add_argument("--json", action="store_true")
-    ls.add_argument("--project", type=Path, metavar="DIR")
+    ls = commands.add_parser("list", help="list the project's patchsets",
+                             description="Every patchset under patchsets/: its id, the distribution and version "
+                                         "specifier it patches, its digest, why it is needed and what it requires.")
+    ls.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
+    add_project_option(ls)
     ls.set_defaults(handler="envforge.cli.patches:_list")

@@ -27,7 +27,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--deep", action="store_true", help="hash every installed file (default: changed ones only)")
     p.add_argument("--target-from-machine", action="store_true",
                    help="check GPU count and capability against this machine instead of the recipe target")
-    p.add_argument("--step-timeout", type=seconds(minimum=1), default=120.0, metavar="S",
+    p.add_argument("--step-timeout", type=seconds(minimum=1), default=120.0, metavar="SECONDS",
                    help="hard limit for each GPU probe step in seconds (default: 120)")
     p.add_argument("--project", metavar="DIR", help="project directory (default: nearest with recipes/)")
     p.add_argument("--lock", metavar="FILE",

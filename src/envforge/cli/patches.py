@@ -1,4 +1,4 @@
-"""CLI for patches: ``apply-patches``, ``patches export``, ``patches list``.
+"""CLI for patches: ``apply-patches``, ``patches export``, ``patches list``, ``patches import``.
 
 ``envforge apply-patches [ENV | --site-packages DIR] [PATCHSET...] [--dry-run] [--revert] [--json]``
 takes the first name as an environment unless it names a patchset. Exit 0 when every patchset
@@ -25,6 +25,7 @@ from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.compat import check_patchsets, parse_against
 from envforge.patching.memo import default_result_cache
 from envforge.patching.releases import DEFAULT_INDEX, default_cache
+from envforge.patching.upstream import import_diff
 from envforge.recipe.project import Project
 
 __all__: list[str] = []
@@ -186,4 +187,17 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
             ui.result(f"    requires {req.text}")
         if p.activation:
             ui.result(f"    activated by {p.activation}")
+    return 0
+
+
+def _import(args: argparse.Namespace, ui: Ui) -> int:
+    project = _project(args, ui)
+    sp = _site_packages(project, args.site_packages, args.env)
+    made = import_diff(args.diff, sp, project.patchsets_dir, args.id, args.reason, versions=args.versions,
+                       origin=args.origin, upstream_prefix=args.upstream_prefix, force=args.force)
+    ui.result(str(made.path))
+    ui.info(f"{made.hunks} hunk(s) applied exactly to {made.distribution} {made.version} "
+            f"(diff sha256 {made.diff_sha256[:16]}...):")
+    for line in made.operations:
+        ui.info(f"  {line}")
     return 0

@@ -96,6 +96,26 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     cm.add_argument("--project", type=Path, metavar="DIR")
     cm.set_defaults(handler="envforge.cli.patches:_commit")
 
+    im = commands.add_parser("import", help="write patchsets/NAME.toml from a unified diff (an upstream change)",
+                             description="Apply the unified diff DIFF exactly (no fuzz) to the released files of "
+                                         "ENV (default: the project's) or --site-packages DIR, and write the result "
+                                         "as patchsets/NAME.toml of per-definition operations, as `patches commit` "
+                                         "does, recording the diff's sha256 and origin. A hunk that does not match, "
+                                         "or that the operations cannot express, is refused by name (exit 2).")
+    im.add_argument("diff", type=Path, metavar="DIFF", help="the unified diff (e.g. a pull request's .diff)")
+    im.add_argument("--id", required=True, metavar="NAME", help="patchset id (the file name)")
+    im.add_argument("--reason", required=True, help="why the patch is needed (recorded in the patchset)")
+    im.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the release it applies to)")
+    im.add_argument("--origin", metavar="URL", help="where the diff comes from (default: its file name)")
+    im.add_argument("--upstream-prefix", default="", metavar="DIR",
+                    help="the import root's directory in the upstream repository, stripped from the diff's "
+                         "paths (python/ for sglang)")
+    im.add_argument("--env", metavar="ENV", help="environment (default: the project's)")
+    im.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
+    im.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
+    im.add_argument("--project", type=Path, metavar="DIR")
+    im.set_defaults(handler="envforge.cli.patches:_import")
+
     ls = commands.add_parser("list", help="list the project's patchsets")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--project", type=Path, metavar="DIR")

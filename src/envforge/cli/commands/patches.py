@@ -56,6 +56,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.add_argument("--cache", type=Path, metavar="DIR",
                    help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
     c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
+    c.add_argument("--recipe", action="append", metavar="NAME",
+                   help="also say which patchsets this recipe's variants can retire (upstream-fixed on the "
+                        "release their lock holds, or will move to), with the retire-patchsets entry; repeatable")
     c.add_argument("--json", action="store_true", help="print the matrix as JSON")
     c.add_argument("--project", type=Path, metavar="DIR")
     c.set_defaults(handler="envforge.cli.patches:_check")

@@ -401,6 +401,8 @@ HANDLERS = {
     "envforge patches diff": "envforge.cli.patches:_diff",
     "envforge patches new": "envforge.cli.patches:_new",
     "envforge patches commit": "envforge.cli.patches:_commit",
+    "envforge patches import": "envforge.cli.patches:_import",
+    "envforge sbom": "envforge.cli.sbom:_sbom",
     "envforge patches list": "envforge.cli.patches:_list",
     "envforge verify": "envforge.cli.verify:run_verify",
     "envforge drafter fetch": "envforge.cli.drafter:run_fetch",
@@ -458,12 +460,12 @@ def test_the_listing_is_the_full_parsers_top_level() -> None:
     assert listing.format_help() == full.format_help()
     assert listing.format_usage() == full.format_usage() == "usage: envforge [-h] [--version] COMMAND ...\n"
     assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "run", "env", "envs", "gc", "apply-patches", "patches",
-                               "verify", "drafter", "bench", "fleet", "cache", "init", "completion"]
+                               "sbom", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"]
 
 
 @pytest.mark.parametrize("argv, rc, stderr", [
     (["bogus"], 2, "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
-                   "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', "
+                   "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', "
                    "'cache', 'init', 'completion')"),
     (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
     (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),
@@ -518,7 +520,7 @@ def test_a_command_imports_only_its_handler_module() -> None:
 
 
 @pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",
-                                     "patches", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"])
+                                     "patches", "sbom", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"])
 def test_one_command_parser_is_the_full_parser_for_that_command(command: str) -> None:
     """Every help text and usage under COMMAND is the same in the parser built for COMMAND alone."""
     def helps(parser: Any) -> dict[str, str]:

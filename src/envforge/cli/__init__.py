@@ -32,8 +32,8 @@ from envforge.core.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOO
 __all__ = ["build_parser", "handler_of", "main", "run"]
 
 # Registration modules (envforge.cli.commands.<group>), in the order their commands appear in --help.
-_GROUPS = ("lock", "build", "run", "environments", "patches", "envprofile", "verify", "lockdiff", "drafter", "bench",
-           "fleet", "cache", "init", "completion")
+_GROUPS = ("lock", "build", "run", "environments", "patches", "sbom", "envprofile", "verify", "lockdiff", "drafter",
+           "bench", "fleet", "cache", "init", "completion")
 
 # Top-level command -> the registration modules of _GROUPS that register it (several add to one group: see
 # cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
@@ -43,6 +43,7 @@ _COMMAND_GROUPS = {
     "env": ("environments", "envprofile"), "envs": ("environments",), "gc": ("environments",),
     "apply-patches": ("patches",), "patches": ("patches",), "verify": ("verify",), "drafter": ("drafter",),
     "bench": ("bench",), "fleet": ("fleet",), "cache": ("cache",), "init": ("init",), "completion": ("completion",),
+    "sbom": ("sbom",),
 }
 
 Handler = Callable[[argparse.Namespace, Ui], int]

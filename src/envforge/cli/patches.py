@@ -1,4 +1,4 @@
-"""CLI for patches: ``apply-patches``, ``patches export``, ``patches list``.
+"""CLI for patches: ``apply-patches``, ``patches export``, ``patches list``, ``patches import``.
 
 ``envforge apply-patches [ENV | --site-packages DIR] [PATCHSET...] [--dry-run] [--revert] [--json]``
 takes the first name as an environment unless it names a patchset. Exit 0 when every patchset
@@ -20,12 +20,16 @@ from envforge.core.plural import counted
 from envforge.env import profile as envprofile
 from envforge.env.layout import default_patchset_ids, resolve_environment
 from envforge.installed.distributions import find_distribution
+from envforge.lock.retirements import Retirement, propose_retirements
 from envforge.patching import PatchReport, apply, export_diff, load_patchsets, revert
 from envforge.patching.applied import applied_diff
 from envforge.patching.capture import commit_edit, new_edit
 from envforge.patching.compat import check_patchsets, parse_against
 from envforge.patching.memo import default_result_cache
 from envforge.patching.releases import DEFAULT_INDEX, default_cache
+from envforge.patching.upstream import import_diff
+from envforge.recipe.load import load_recipe
+from envforge.recipe.model import Recipe
 from envforge.recipe.project import Project
 
 __all__: list[str] = []
@@ -121,19 +125,43 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
 def _check(args: argparse.Namespace, ui: Ui) -> int:
     against = parse_against(args.against)
     wanted = {r.name.lower().replace("_", "-") for r in against}
-    patchsets = load_patchsets(_project(args, ui).patchsets_dir, args.patchsets or None)
+    project = _project(args, ui)
+    patchsets = load_patchsets(project.patchsets_dir, args.patchsets or None)
     if not args.patchsets:
         patchsets = tuple(p for p in patchsets if p.distribution in wanted)
+    recipes = [load_recipe(project.recipe_path(name)) for name in getattr(args, "recipe", None) or ()]
     matrix = check_patchsets(patchsets, against, cache_dir=args.cache or default_cache() / "releases",
                              index_url=args.index_url or DEFAULT_INDEX, progress=ui.progress,
                              must_apply=args.patchsets)  # named: an out-of-range cell of an exact release fails
+    retirements = [r for recipe in recipes for r in propose_retirements(matrix, recipe, project)]
     if ui.json_mode:
-        ui.emit_json("patches-check", matrix.to_dict())
+        data = matrix.to_dict()
+        if recipes:
+            data["retirements"] = [r.to_dict() for r in retirements]
+        ui.emit_json("patches-check", data)
     else:
         ui.result((matrix.markdown() if args.format == "markdown" else matrix.text()).rstrip("\n"))
+        if recipes:
+            _render_retirements(ui, recipes, retirements, markdown=args.format == "markdown")
         for line in ([] if args.format == "markdown" else matrix.problems()):
             ui.error_text(line)
     return 0 if matrix.ok else 1
+
+
+def _render_retirements(ui: Ui, recipes: list[Recipe], retirements: list[Retirement], *, markdown: bool) -> None:
+    """Per recipe: each variant that can retire a patchset, with the entry to add (stdout)."""
+    bullet = "- " if markdown else "  "
+    for recipe in recipes:
+        mine = [r for r in retirements if r.recipe == recipe.name]
+        ui.result("")
+        if not mine:
+            ui.result(f"{recipe.path.name}: no patchset to retire (none is upstream-fixed on a release checked)")
+            continue
+        ui.result(f"{recipe.path.name}: patchsets to retire")
+        for r in mine:
+            ui.result(f"{bullet}{r.describe()}")
+            if r.when != "unchecked":
+                ui.result(f"    `{r.entry()}`" if markdown else f"    {r.entry()}")
 
 
 def _diff(args: argparse.Namespace, ui: Ui) -> int:
@@ -198,4 +226,22 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
             ui.result(f"    requires {req.text}")
         if p.activation:
             ui.result(f"    activated by {p.activation}")
+    return 0
+
+
+def _import(args: argparse.Namespace, ui: Ui) -> int:
+    project = _project(args, ui)
+    sp = _site_packages(project, args.site_packages, args.env)
+    made = import_diff(args.diff, sp, project.patchsets_dir, args.id, args.reason, versions=args.versions,
+                       origin=args.origin, upstream_prefix=args.upstream_prefix, force=args.force)
+    if ui.json_mode:
+        ui.emit_json("patches-import", {"path": str(made.path), "id": args.id, "distribution": made.distribution,
+                                        "version": made.version, "hunks": made.hunks,
+                                        "diff-sha256": made.diff_sha256, "operations": list(made.operations)})
+        return 0
+    ui.result(str(made.path))
+    ui.info(f"{made.hunks} hunk(s) applied exactly to {made.distribution} {made.version} "
+            f"(diff sha256 {made.diff_sha256[:16]}...):")
+    for line in made.operations:
+        ui.info(f"  {line}")
     return 0

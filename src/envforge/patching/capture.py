@@ -30,7 +30,7 @@ from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import definition_code, definition_digest, definitions
 from envforge.patching.patchset import load_patchset, patchset_id_problem
 
-__all__ = ["CapturedPatchset", "EditDir", "commit_edit", "new_edit"]
+__all__ = ["CapturedPatchset", "EditDir", "capture_file", "commit_edit", "new_edit", "write_patchset"]
 
 RECORD_NAME = ".envforge-edit.json"
 STORE = ".envforge-edit"
@@ -211,9 +211,6 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
         raise InputError(f"--id {problem}", hint="e.g. --id fix-allreduce-sm120")
     if not reason.strip():
         raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
-    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
-    import tomlkit  # lazy: ~0.06 s to import; only `patches commit` writes TOML
-
     edit = _read_edit(directory)
     target = patchsets_dir / f"{pid}.toml"
     if target.exists() and not force:
@@ -232,34 +229,65 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
             raise InputError(f"{directory / path}: deleted; a patchset changes files, it does not delete them") from None
         if edited == original:
             continue
-        try:
-            old, new = cst.parse_module(original), cst.parse_module(edited)
-        except (SyntaxError, UnicodeDecodeError):  # an undeclared encoding (PEP 263): name the byte
-            decode_utf8(edited, label=str(directory / path))
-            raise InputError(f"{directory / path}: cannot be read in its declared encoding (PEP 263)") from None
-        except cst.ParserSyntaxError as exc:
-            raise InputError(f"{directory / path}: does not parse: {exc.message} (line {exc.raw_line})") from None
-
-        for name, old_node, new_node in _changed_definitions(old, new, path):
-            ops.append({"kind": "replace-definition", "file": path, "definition": name,
-                        "original-digest": definition_digest(old_node), "code": definition_code(new_node)})
-            lines.append(f"replace-definition {path} {name}")
-        text = _text_edit(old, new, path)
-        if text is not None:
-            ops.append({"kind": "replace-text", "file": path, "before": text[0], "after": text[1]})
-            lines.append(f"replace-text {path}")
+        file_ops, file_lines = capture_file(path, original, edited, label=str(directory / path))
+        ops += file_ops
+        lines += file_lines
     if not ops:
         raise InputError(f"{directory}: no file differs from the released {edit['distribution']} {edit['version']}",
                          hint="edit the files first")
+    meta = {"id": pid, "distribution": edit["distribution"], "versions": versions or f"=={edit['version']}",
+            "reason": reason}
+    write_patchset(target, meta, ops, comment=f"Captured by `envforge patches commit` from an edit of "
+                                              f"{edit['distribution']} {edit['version']}.")
+    return CapturedPatchset(target, tuple(lines))
+
+
+def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tuple[list[dict[str, str]], list[str]]:
+    """The operations that turn ``original`` into ``edited`` (the bytes of site-packages file
+    ``path``), as ``patches commit`` writes them, and one line describing each: a
+    ``replace-definition`` per innermost changed definition, one ``replace-text`` for the
+    module-level statements between them. ``label`` names the file in errors.
+
+    :raises InputError: a file that does not parse or decode, a removed or twice-defined
+        definition, definitions added or moved next to a module-level edit, an unanchorable one.
+    """
+    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
+
+    try:
+        old, new = cst.parse_module(original), cst.parse_module(edited)
+    except (SyntaxError, UnicodeDecodeError):  # an undeclared encoding (PEP 263): name the byte
+        decode_utf8(edited, label=label)
+        raise InputError(f"{label}: cannot be read in its declared encoding (PEP 263)") from None
+    except cst.ParserSyntaxError as exc:
+        raise InputError(f"{label}: does not parse: {exc.message} (line {exc.raw_line})") from None
+    ops: list[dict[str, str]] = []
+    lines: list[str] = []
+    for name, old_node, new_node in _changed_definitions(old, new, path):
+        ops.append({"kind": "replace-definition", "file": path, "definition": name,
+                    "original-digest": definition_digest(old_node), "code": definition_code(new_node)})
+        lines.append(f"replace-definition {path} {name}")
+    text = _text_edit(old, new, path)
+    if text is not None:
+        ops.append({"kind": "replace-text", "file": path, "before": text[0], "after": text[1]})
+        lines.append(f"replace-text {path}")
+    return ops, lines
+
+
+def write_patchset(target: Path, meta: dict[str, str], ops: list[dict[str, str]], *, comment: str) -> None:
+    """Write ``target`` (``patchsets/<id>.toml``): a comment line, ``[patchset]`` with ``meta``
+    in its order, then ``ops`` as ``[[operation]]`` tables (multi-line values as TOML literal
+    strings); then load it back, so what was written is a valid patchset.
+
+    :raises PatchsetError: the written file does not load (a bug: never expected).
+    """
+    import tomlkit  # lazy: ~0.06 s to import; only `patches commit` and `patches import` write TOML
+
     doc = tomlkit.document()
-    doc.add(tomlkit.comment(f"Captured by `envforge patches commit` from an edit of {edit['distribution']} "
-                            f"{edit['version']}."))
-    meta = tomlkit.table()
-    meta.add("id", pid)
-    meta.add("distribution", edit["distribution"])
-    meta.add("versions", versions or f"=={edit['version']}")
-    meta.add("reason", reason)
-    doc.add("patchset", meta)
+    doc.add(tomlkit.comment(comment))
+    table = tomlkit.table()
+    for key, value in meta.items():
+        table.add(key, value)
+    doc.add("patchset", table)
     aot = tomlkit.aot()
     for op in ops:
         t = tomlkit.table()
@@ -267,11 +295,9 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
             t.add(k, tomlkit.string(v, multiline="\n" in v, literal="\n" in v and "'''" not in v))
         aot.append(t)
     doc.add("operation", aot)
-    patchsets_dir.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(tomlkit.dumps(doc), encoding="utf-8")
-
     load_patchset(target)  # what we wrote must load (schema, TOML round trip)
-    return CapturedPatchset(target, tuple(lines))
 
 
 def remove_edit(directory: Path) -> None:

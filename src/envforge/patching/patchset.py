@@ -90,7 +90,9 @@ class Patchset:
 
     ``digest`` is ``"sha256:<hex>"`` of the file bytes (recorded in locks and the patch manifest).
     ``upstream_prefix`` is the directory of the distribution's import root in its upstream
-    repository (``"python/"`` for sglang), used by ``patches export``.
+    repository (``"python/"`` for sglang), used by ``patches export``. ``diff_sha256`` (hex) and
+    ``diff_origin`` (a URL or the file's name) record the unified diff ``patches import`` made the
+    patchset from (:mod:`envforge.patching.upstream`); None for a hand-written one.
     """
 
     id: str
@@ -105,6 +107,8 @@ class Patchset:
     upstream: str | None = None
     upstream_prefix: str = ""
     _versions: str = ""
+    diff_sha256: str | None = None
+    diff_origin: str | None = None
 
     @property
     def versions(self) -> str:
@@ -139,10 +143,15 @@ def _alt_check(value: Any) -> str | None:
     return None
 
 
+def _diff_sha_check(value: Any) -> str | None:
+    return None if re.fullmatch(r"[0-9a-f]{64}", value) else f"'{value}' is not a sha256 (64 lowercase hex digits)"
+
+
 _SPEC = Table({
     "patchset": Table({
         "id": Str(), "distribution": Str(), "versions": Str(_spec_check), "reason": Str(),
         "upstream": Str(), "upstream-prefix": Str(), "activation": Str(),
+        "diff-sha256": Str(_diff_sha_check), "diff-origin": Str(),
         "requires": ListOf(Table({"any-of": ListOf(Str(_alt_check)), "reason": Str()},
                                  required=frozenset({"any-of"}))),
     }, required=frozenset({"id", "distribution", "versions", "reason"})),
@@ -200,6 +209,7 @@ def _build(path: Path, meta: Mapping[str, Any], ops: tuple[Operation, ...], raw:
         activation=meta.get("activation"), digest="sha256:" + hashlib.sha256(raw).hexdigest(),
         path=path, operations=ops, upstream=meta.get("upstream"),
         upstream_prefix=meta.get("upstream-prefix", ""), _versions=meta["versions"],
+        diff_sha256=meta.get("diff-sha256"), diff_origin=meta.get("diff-origin"),
     )
 
 

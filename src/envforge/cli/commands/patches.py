@@ -62,6 +62,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.add_argument("--cache", type=Path, metavar="DIR",
                    help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
     c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
+    c.add_argument("--recipe", action="append", metavar="NAME",
+                   help="also say which patchsets this recipe's variants can retire (upstream-fixed on the "
+                        "release their lock holds, or will move to), with the retire-patchsets entry; repeatable")
     c.add_argument("--json", action="store_true", help="print the matrix as JSON")
     add_project_option(c)
     c.set_defaults(handler="envforge.cli.patches:_check")
@@ -104,6 +107,27 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     cm.add_argument("--json", action="store_true", help="print the patchset written in a versioned JSON report on stdout")
     add_project_option(cm)
     cm.set_defaults(handler="envforge.cli.patches:_commit")
+
+    im = commands.add_parser("import", help="write patchsets/NAME.toml from a unified diff (an upstream change)",
+                             description="Apply the unified diff DIFF exactly (no fuzz) to the released files of "
+                                         "ENV (default: the project's) or --site-packages DIR, and write the result "
+                                         "as patchsets/NAME.toml of per-definition operations, as `patches commit` "
+                                         "does, recording the diff's sha256 and origin. A hunk that does not match, "
+                                         "or that the operations cannot express, is refused by name (exit 2).")
+    im.add_argument("diff", type=Path, metavar="DIFF", help="the unified diff (e.g. a pull request's .diff)")
+    im.add_argument("--id", required=True, metavar="NAME", help="patchset id (the file name)")
+    im.add_argument("--reason", required=True, metavar="TEXT", help="why the patch is needed (recorded in the patchset)")
+    im.add_argument("--versions", metavar="SPEC", help="version specifier (default: ==the release it applies to)")
+    im.add_argument("--origin", metavar="URL", help="where the diff comes from (default: its file name)")
+    im.add_argument("--upstream-prefix", default="", metavar="DIR",
+                    help="the import root's directory in the upstream repository, stripped from the diff's "
+                         "paths (python/ for sglang)")
+    im.add_argument("--env", metavar="ENV", help="environment (default: the project's)")
+    im.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
+    im.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
+    im.add_argument("--json", action="store_true", help="print the patchset written in a versioned JSON report on stdout")
+    add_project_option(im)
+    im.set_defaults(handler="envforge.cli.patches:_import")
 
     ls = commands.add_parser("list", help="list the project's patchsets",
                              description="Every patchset under patchsets/: its id, the distribution and version "

@@ -1,0 +1,198 @@
+"""``envforge patches import``: an upstream unified diff becomes a patchset of per-definition
+operations (issue 31), on the real flashinfer-python 0.6.16.post4 and 0.6.17 wheels.
+
+tests/data/diffs/ holds the real change (``diff -u`` of ``flashinfer/jit/comm.py`` of the two
+released wheels; README.md there says how it was made). ``patches check`` reads the two wheels from
+a real local PEP 503 index on 127.0.0.1 (tests/support/localindex.py) serving them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from tests.conftest import cached_wheel, unpacked_wheel
+from tests.support.localindex import LocalIndex, serve
+
+from envforge.cli import main
+from envforge.patching import load_patchset
+
+DIFFS = Path(__file__).parent.parent / "data" / "diffs"
+HUNK = DIFFS / "flashinfer-0.6.17-trtllm-comm-sm120.diff"
+FULL = DIFFS / "flashinfer-0.6.16.post4-to-0.6.17-comm.diff"
+COMM = "flashinfer/jit/comm.py"
+ORIGIN = "https://github.com/flashinfer-ai/flashinfer/compare/v0.6.16.post4...v0.6.17"
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]  # the two real wheels, downloaded once into the test cache
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "recipes").mkdir(parents=True)
+    (root / "patchsets").mkdir()
+    return root
+
+
+def released(version: str) -> Path:
+    """The unpacked real wheel (a site-packages tree), read only."""
+    return unpacked_wheel("flashinfer-python", version)
+
+
+def importing(project: Path, diff: Path, version: str, *extra: str) -> list[str]:
+    return ["patches", "import", str(diff), "--id", "fi-sm120", "--reason", "SM120 trtllm comm",
+            "--site-packages", str(released(version)), "--project", str(project), *extra]
+
+
+def test_the_real_hunk_imports_applies_to_0_6_16_post4_and_is_upstream_fixed_on_0_6_17(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--versions", ">=0.6.3,<=0.7.4",
+                                            "--origin", ORIGIN))
+    assert (code, out) == (0, f"{project / 'patchsets' / 'fi-sm120.toml'}\n")
+    sha = hashlib.sha256(HUNK.read_bytes()).hexdigest()
+    assert err == (f"1 hunk(s) applied exactly to flashinfer-python 0.6.16.post4 (diff sha256 {sha[:16]}...):\n"
+                   f"  replace-definition {COMM} gen_trtllm_comm_module\n")
+    text = (project / "patchsets" / "fi-sm120.toml").read_text()
+    assert text == textwrap.dedent(f"""\
+        # Imported by `envforge patches import` from {ORIGIN} on flashinfer-python 0.6.16.post4.
+
+        [patchset]
+        id = "fi-sm120"
+        distribution = "flashinfer-python"
+        versions = ">=0.6.3,<=0.7.4"
+        reason = "SM120 trtllm comm"
+        upstream-prefix = ""
+        diff-sha256 = "{sha}"
+        diff-origin = "{ORIGIN}"
+
+        [[operation]]
+        kind = "replace-definition"
+        file = "flashinfer/jit/comm.py"
+        definition = "gen_trtllm_comm_module"
+        original-digest = "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"
+        code = '''def gen_trtllm_comm_module() -> JitSpec:
+            nvcc_flags = current_compilation_context.get_nvcc_flags_list(
+                supported_major_versions=[9, 10, 12]
+            )
+            return gen_jit_spec(
+                "trtllm_comm",
+                [
+                    jit_env.FLASHINFER_CSRC_DIR / "trtllm_allreduce.cu",
+                    jit_env.FLASHINFER_CSRC_DIR / "trtllm_allreduce_fusion.cu",
+                    jit_env.FLASHINFER_CSRC_DIR / "trtllm_moe_allreduce_fusion.cu",
+                ],
+                extra_cuda_cflags=nvcc_flags,
+            )
+        '''
+        """)
+    ps = load_patchset(project / "patchsets" / "fi-sm120.toml")
+    assert (ps.diff_sha256, ps.diff_origin) == (sha, ORIGIN)
+
+    # applied to a copy of the release, the file is what the diff makes of it, byte for byte
+    sp = tmp_path / "sp"
+    shutil.copytree(released("0.6.16.post4"), sp, ignore=shutil.ignore_patterns("*.so", "data", "csrc", ".complete"))
+    assert run(capsys, "apply-patches", "--site-packages", str(sp), "fi-sm120", "--project", str(project))[0] == 0
+    by_patch = tmp_path / "by-patch"
+    (by_patch / COMM).parent.mkdir(parents=True)
+    shutil.copy(released("0.6.16.post4") / COMM, by_patch / COMM)
+    subprocess.run(["patch", "-p1", "-s", "-d", str(by_patch), "-i", str(HUNK)], check=True)  # GNU patch
+    assert (sp / COMM).read_bytes() == (by_patch / COMM).read_bytes()
+
+    index = LocalIndex(tmp_path / "index")
+    for version in ("0.6.16.post4", "0.6.17"):
+        index.add(cached_wheel("flashinfer-python", version))
+    with serve(index) as served:
+        code, out, err = run(capsys, "patches", "check", "fi-sm120", "--against", "flashinfer-python==0.6.16.post4",
+                             "--against", "flashinfer-python==0.6.17", "--index-url", served.url,
+                             "--cache", str(tmp_path / "cache"), "--project", str(project))
+    assert (code, out) == (0, textwrap.dedent("""\
+        flashinfer-python  fi-sm120
+        0.6.16.post4       applied
+        0.6.17             upstream-fixed
+        """))
+
+
+def test_the_whole_release_diff_is_refused_at_the_hunk_that_adds_a_function(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *importing(project, FULL, "0.6.16.post4"))
+    assert (code, out) == (2, "")
+    assert err == (f"error: {FULL}: {COMM} hunk @@ -210,6 +210,15 @@ cannot be expressed as envforge's operations: "
+                   "definitions were added, removed or reordered next to a module-level edit; nothing written\n"
+                   "  hint: import the definitions it changes only (drop that hunk, or split the diff), or write the "
+                   "patchset by hand (docs/patchsets.md, Operations)\n")
+    assert list((project / "patchsets").iterdir()) == []
+
+
+def test_a_hunk_made_for_other_code_is_refused_with_the_line_it_needs(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.17"))  # 0.6.17 already has [9, 10, 12]
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (
+        f"error: {HUNK}: {COMM} hunk @@ -189,7 +189,7 @@ does not apply exactly: line 192 is "
+        "'        supported_major_versions=[9, 10, 12]', the hunk expects '        supported_major_versions=[9, 10]'; "
+        "nothing written")
+    assert list((project / "patchsets").iterdir()) == []
+
+
+def test_two_places_in_one_function_give_one_replace_definition(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a" / COMM, tmp_path / "b" / COMM
+    original = (released("0.6.16.post4") / COMM).read_text()
+    edited = original.replace('source_paths = [jit_env.FLASHINFER_CSRC_DIR / "mixed_comm.cu"]',
+                              'source_paths = [jit_env.FLASHINFER_CSRC_DIR / "mixed_comm.cu"]  # SM120 too', 1)
+    edited = edited.replace('        return (local_tp_size * local_dp_size) % block_size_y == 0',
+                            '        return (local_tp_size * local_dp_size) % block_size_y == 0  # checked', 1)
+    for path, text in ((a, original), (b, edited)):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    diff = subprocess.run(["diff", "-u", f"a/{COMM}", f"b/{COMM}"], cwd=tmp_path, capture_output=True, text=True)
+    assert diff.stdout.count("\n@@ ") == 2  # two hunks, one function
+    (tmp_path / "two.diff").write_text(diff.stdout)
+    code, _, err = run(capsys, *importing(project, tmp_path / "two.diff", "0.6.16.post4"))
+    assert code == 0
+    assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_mixed_comm_module"]
+    (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
+    assert op.kind == "replace-definition"
+
+
+@pytest.mark.parametrize(("diff", "message"), [
+    ("not a diff\n", "{diff}: no file header (--- a/PATH, +++ b/PATH) in it"),
+    (f"--- a/{COMM}\n+++ b/{COMM}\n@@ -1,2 +1,2 @@\n-x\n", "{diff}: not a unified diff: Hunk is shorter than expected"),
+    ("--- a/flashinfer/new.py\n+++ b/flashinfer/new.py\n", None),
+    ("--- /dev/null\n+++ b/flashinfer/new.py\n@@ -0,0 +1 @@\n+x = 1\n",
+     "{diff}: flashinfer/new.py hunk @@ -0,0 +1,1 @@: creates a file; a patchset edits existing Python files"),
+    (f"--- a/src/{COMM}\n+++ b/src/{COMM}\n@@ -1 +1 @@\n-a\n+b\n",
+     "{diff}: src/flashinfer/jit/comm.py is not a file of any distribution installed in {sp}"),
+])
+def test_bad_input_exits_2_with_the_fix(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        diff: str, message: str | None) -> None:
+    path = tmp_path / "bad.diff"
+    path.write_text(diff)
+    code, out, err = run(capsys, *importing(project, path, "0.6.16.post4"))
+    assert (code, out) == (2, "")
+    if message is not None:
+        assert err.splitlines()[0] == "error: " + message.format(diff=path, sp=released("0.6.16.post4"))
+    assert "hint: " in err
+    assert list((project / "patchsets").iterdir()) == []
+
+
+def test_paths_with_the_repository_layout_name_the_prefix(project: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "src.diff"
+    path.write_text(HUNK.read_text().replace(f"a/{COMM}", f"a/python/{COMM}").replace(f"b/{COMM}", f"b/python/{COMM}"))
+    code, _, err = run(capsys, *importing(project, path, "0.6.16.post4"))
+    assert code == 2
+    assert err.splitlines()[1] == "  hint: the diff's paths carry the repository's layout: pass --upstream-prefix python/"
+    code, _, err = run(capsys, *importing(project, path, "0.6.16.post4", "--upstream-prefix", "python/"))
+    assert code == 0
+    assert 'upstream-prefix = "python/"' in (project / "patchsets" / "fi-sm120.toml").read_text()

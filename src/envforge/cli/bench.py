@@ -16,7 +16,7 @@ from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
-from envforge.core.errors import EnvforgeError, ExternalToolError, InputError
+from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
@@ -82,7 +82,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
                      activations=_activations(site_packages, ui), profile_name=profile_name,
-                     profile_env=profile_env, site_packages=site_packages)
+                     profile_env=profile_env, site_packages=site_packages,
+                     recipe_drafter=resolved.verify.get("drafter") if resolved is not None else None)
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:
@@ -91,7 +92,17 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         _render(report, ui)
     if report.failures:
         _raise_failures(report, output)
+    if report.speculation:
+        _raise_speculation(report, output)
     return 0
+
+
+def _raise_speculation(report: BenchReport, output: Path) -> None:
+    fs = report.speculation
+    raise CheckFailed(
+        f"{len(fs)} speculative level{'s' if len(fs) != 1 else ''} FAILED the speculation checks:\n"
+        + "\n".join(f"  {f.line()}" for f in fs),
+        hint=f"the tok/s of such a level measures a speculation that does not work; the report lists them: {output}")
 
 
 def _raise_failures(report: BenchReport, output: Path) -> None:
@@ -152,6 +163,8 @@ def _render(report: BenchReport, ui: Ui) -> None:
             ui.result("break-even: needs a baseline (non-speculative) server measured in the same run")
         else:
             ui.result("break-even: no speculative server reported verify steps (spec_verify_ct)")
+    for f in report.speculation:
+        ui.result(f"FAILED level: {f.line()}")
     for w in report.warnings:
         ui.warn(w)
 

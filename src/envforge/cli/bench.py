@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
 from envforge.bench.config import smoke_config, url_config
+from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
@@ -38,16 +40,34 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
+def _url_config(args: argparse.Namespace, ui: Any) -> Any:
+    """The SmokeConfig of ``--url`` without a recipe's [verify.smoke]: ``--api``, else the engine the
+    server says it is (envforge.bench.identity; the model too, when it serves exactly one), else sglang."""
+    if args.api is not None:
+        return url_config(api=args.api, model=args.model)
+    try:
+        endpoint = Endpoint.from_url(args.url)
+    except ValueError as exc:
+        raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
+    found = identify(endpoint)
+    if found.api is None:
+        ui.info(f"--url: engine not recognised ({found.evidence}); assuming sglang (give --api otherwise)")
+        return url_config(api="sglang", model=args.model)
+    model = args.model if args.model is not None or len(found.models) != 1 else found.models[0]
+    ui.info(f"--url: {found.api} server ({found.evidence})" + (f", model '{model}'" if model else ""))
+    return url_config(api=found.api, model=model)
+
+
 def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
-    for --url without one, from the flags."""
+    for --url without one, from the flags and the server (:func:`_url_config`)."""
     if args.url is not None and args.recipe is None and args.env is None:
-        return url_config(api=args.api or "sglang", model=args.model), None, None
+        return _url_config(args, ui), None, None
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     resolved = recipe.resolve(args.variant)
     if args.url is not None and not resolved.verify.get("smoke"):
-        return url_config(api=args.api or "sglang", model=args.model), project, resolved
+        return _url_config(args, ui), project, resolved
     return smoke_config(resolved.verify, recipe.path), project, resolved
 
 

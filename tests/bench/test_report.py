@@ -49,14 +49,14 @@ def test_report_json_keys_are_pinned() -> None:
                         "env_profile_digest": "sha256:bb", "python": "3.12", "driver": "580.65",
                         "gpu": "RTX PRO 6000", "gpu_count": 8, "compute_capability": "12.0", "platform": None,
                         "effective_env_digest": None, "startup_digest": None,
-                        "nccl_conf_digest": None},
+                        "nccl_conf_digest": None, "drafters": None},
         "config": {"model": "m"}, "method": {"prompts": "p", "order": "sequential"},
         "servers": [{"name": "baseline", "speculative": False, "url": "http://127.0.0.1:1", "argv": ["py", "-m", "x"],
                      "load_s": 1.23, "env": {"NCCL_X": "1"}, "env_sources": None, "ignore_eos": False,
                      "cache": "flushed before each repeat (POST /flush_cache)", "levels": []}],
         "break_even": [], "failures": [{"server": "baseline", "concurrency": 1, "repeat": 2, "status": 200,
                                         "message": "m"}],
-        "warnings": ["w"]}
+        "speculation": [], "warnings": ["w"]}
     assert BenchReport.from_dict(r.as_dict()).as_dict() == r.as_dict()
     (be,) = report().break_even
     assert be.as_dict() == {"baseline": "baseline", "speculative": "eagle3", "concurrency": 1, "decode_step_ms": 12.2,
@@ -223,6 +223,9 @@ def test_committed_v1_reports_read_as_their_v2_shape(name: str) -> None:
     # keys added since these reports were written read as null (B38/B44: sources, NCCL's files)
     assert "nccl_conf_digest" not in expected["fingerprint"]
     expected["fingerprint"]["nccl_conf_digest"] = None
+    assert "drafters" not in expected["fingerprint"]  # written before B42: drafters unknown
+    expected["fingerprint"]["drafters"] = None
+    expected["speculation"] = []  # recomputed from the levels: none of these fails a speculation check
     for s in expected["servers"]:
         assert "env_sources" not in s
         s["env_sources"] = None
@@ -257,7 +260,8 @@ def test_v2_schema_keys_are_pinned() -> None:
     rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, levels, {}),), ())
     doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
     assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/2"
-    assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "warnings"]
+    assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "speculation",
+                                 "warnings"]
     (s,) = doc["data"]["servers"]
     assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "env_sources", "ignore_eos", "cache",
                        "levels"]

@@ -1,7 +1,8 @@
 """The comparison of two benchmark reports: B / A ratios of median tok/s with their intervals.
 
 Comparing reports is refused unless asked for (``allow_different_env``) when their fingerprints
-differ, when a server's effective variables differ, or when a fingerprint is empty (no envforge
+differ, when a speculative server's drafter differs (:func:`envforge.bench.speculation.drafter_differences`),
+when a server's effective variables differ, or when a fingerprint is empty (no envforge
 lock: two unknown environments are not "the same"). Ratios are B / A of the median output tok/s;
 the ratio interval is the conservative combination of the two 95% intervals
 ``[B_low / A_high, B_high / A_low]`` (min/max when a side has one repeat). Repeats inside one run do
@@ -18,6 +19,7 @@ from typing import Any
 
 from envforge.bench.report import EMPTY_FINGERPRINT, BenchReport
 from envforge.bench.result import LevelResult
+from envforge.bench.speculation import drafter_differences
 from envforge.bench.stats import Summary
 from envforge.core.errors import InputError
 
@@ -82,6 +84,7 @@ def _row(server: str, a: Summary, b: Summary, concurrency: int, min_change: floa
 def _env_differences(a: BenchReport, b: BenchReport) -> list[str]:
     out = [f"report {side}: {EMPTY_FINGERPRINT}" for side, r in (("A", a), ("B", b)) if r.fingerprint.empty]
     out += a.fingerprint.differences(b.fingerprint)
+    out += drafter_differences(a.drafters, b.drafters)
     b_by_name = {s.name: s for s in b.servers}
     for sa in a.servers:
         sb = b_by_name.get(sa.name)
@@ -97,7 +100,10 @@ def _env_differences(a: BenchReport, b: BenchReport) -> list[str]:
     return out
 
 
-def _why_no_figure(lv: LevelResult, side: str) -> str | None:
+def _why_no_figure(lv: LevelResult, side: str, report: BenchReport, server: str) -> str | None:
+    failed = next((f for f in report.speculation if f.server == server and f.concurrency == lv.concurrency), None)
+    if failed is not None:
+        return f"the speculation check failed in {side} ({failed.rule})"
     if lv.failed_requests:
         return f"{lv.failed_requests} failed requests in {side}"
     if lv.tok_s is None:
@@ -129,7 +135,7 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
             if other is None:
                 only_a.append(f"{sa.name} @ {lv.concurrency}")
                 continue
-            why = _why_no_figure(lv, "A") or _why_no_figure(other, "B")
+            why = _why_no_figure(lv, "A", a, sa.name) or _why_no_figure(other, "B", b, sa.name)
             if why is not None or lv.tok_s is None or other.tok_s is None:
                 skipped.append(f"{sa.name} @ {lv.concurrency}: {why}")
                 continue

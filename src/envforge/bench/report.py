@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.result import BreakEven, Failure, ServerResult, break_even_rows
+from envforge.bench.speculation import Drafter, SpeculationFailure, check_servers
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.env.fingerprint import Fingerprint
@@ -66,7 +67,10 @@ def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -
 @dataclass(frozen=True, slots=True)
 class BenchReport:
     """A whole run: fingerprint, settings, method, per-server results, break-even rows, failures,
-    warnings. ``method``: how prompts were drawn, the cache handled and configurations ordered."""
+    warnings. ``method``: how prompts were drawn, the cache handled and configurations ordered.
+    ``drafters``: speculative server -> the drafter it was started with (None: unknown), saved in
+    the fingerprint (None: a report written before drafters were recorded); ``speculation``: the
+    levels that failed a speculation check (:mod:`envforge.bench.speculation`)."""
 
     fingerprint: Fingerprint
     config: Mapping[str, Any]
@@ -75,13 +79,18 @@ class BenchReport:
     warnings: tuple[str, ...] = ()
     failures: tuple[Failure, ...] = ()
     method: Mapping[str, Any] | None = None
+    drafters: Mapping[str, Drafter | None] | None = None
+    speculation: tuple[SpeculationFailure, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/2`` envelope)."""
-        return {"fingerprint": self.fingerprint.as_dict(), "config": dict(self.config),
+        drafters = None if self.drafters is None else {
+            k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
+        return {"fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters}, "config": dict(self.config),
                 "method": dict(self.method or {}), "servers": [s.as_dict() for s in self.servers],
                 "break_even": [b.as_dict() for b in self.break_even],
-                "failures": [f.as_dict() for f in self.failures], "warnings": list(self.warnings)}
+                "failures": [f.as_dict() for f in self.failures],
+                "speculation": [f.as_dict() for f in self.speculation], "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
@@ -92,9 +101,16 @@ class BenchReport:
         if not all(isinstance(w, str) for w in d.get("warnings") or ()):
             raise TypeError("'warnings' must be an array of strings")
         servers = tuple(ServerResult.from_dict(s) for s in d.get("servers") or ())
-        return cls(Fingerprint.from_dict(d.get("fingerprint") or {}), d.get("config") or {}, servers,
+        fp = d.get("fingerprint") or {}
+        drafters = fp.get("drafters")
+        if drafters is not None and not isinstance(drafters, Mapping):
+            raise TypeError("'fingerprint.drafters' must be an object")
+        return cls(Fingerprint.from_dict(fp), d.get("config") or {}, servers,
                    break_even_rows(servers), tuple(d.get("warnings") or ()),
-                   tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {})
+                   tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {},
+                   None if drafters is None else {str(k): None if v is None else Drafter.from_dict(v)
+                                                  for k, v in drafters.items()},
+                   check_servers(servers))
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings
 from envforge.bench.result import Failure, ServerResult, break_even_rows, failures_of, level_result
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
+from envforge.bench.speculation import check_servers, drafter_warnings, drafters_of
 from envforge.bench.variables import effective_env, env_digest, profile_overrides, recorded_values, server_environment
 from envforge.core.errors import InputError
 from envforge.core.probe import ProbeError, run_probe
@@ -66,6 +67,7 @@ class BenchPlan:
     profile_name: str | None = None
     profile_env: Mapping[str, str] = field(default_factory=dict)
     site_packages: Path | None = None  # the engine's installed version picks its launcher's writes
+    recipe_drafter: Mapping[str, Any] | None = None  # [verify.drafter]: the drafter verify checked (B42)
 
     def selected(self) -> tuple[ServerConfig, ...]:
         """The server configurations to run, in recipe order.
@@ -267,7 +269,9 @@ def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult
 
 def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
     """Run ``plan`` and return the report (fingerprint, settings, method, results, break-even,
-    failures, warnings). Failed requests do not raise: they are in ``report.failures``.
+    failures, warnings, drafters, failed speculation checks). Failed requests do not raise: they are
+    in ``report.failures``; levels that fail a speculation check are in ``report.speculation``
+    (:mod:`envforge.bench.speculation`).
 
     :raises InputError: unknown server name, bad ``url``, or a port already in use.
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
@@ -302,11 +306,12 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
         results, failures, more = _run_started(plan, progress)
         warnings += more
     warnings += report_warnings(fingerprint, results)
+    warnings += drafter_warnings(results, plan.recipe_drafter)
     warnings += [f"failed request: {f.line()}" for f in failures]
     method = {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
               "order": "interleaved" if cfg.interleave and plan.url is None else "sequential"}
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
-                       tuple(failures), method)
+                       tuple(failures), method, drafters_of(results), check_servers(results))
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

@@ -9,14 +9,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
 from envforge.bench.config import smoke_config, url_config
+from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
-from envforge.core.errors import EnvforgeError, ExternalToolError, InputError
+from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
 from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
@@ -39,16 +41,34 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
+def _url_config(args: argparse.Namespace, ui: Any) -> Any:
+    """The SmokeConfig of ``--url`` without a recipe's [verify.smoke]: ``--api``, else the engine the
+    server says it is (envforge.bench.identity; the model too, when it serves exactly one), else sglang."""
+    if args.api is not None:
+        return url_config(api=args.api, model=args.model)
+    try:
+        endpoint = Endpoint.from_url(args.url)
+    except ValueError as exc:
+        raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
+    found = identify(endpoint)
+    if found.api is None:
+        ui.info(f"--url: engine not recognised ({found.evidence}); assuming sglang (give --api otherwise)")
+        return url_config(api="sglang", model=args.model)
+    model = args.model if args.model is not None or len(found.models) != 1 else found.models[0]
+    ui.info(f"--url: {found.api} server ({found.evidence})" + (f", model '{model}'" if model else ""))
+    return url_config(api=found.api, model=model)
+
+
 def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
     """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
-    for --url without one, from the flags."""
+    for --url without one, from the flags and the server (:func:`_url_config`)."""
     if args.url is not None and args.recipe is None and args.env is None:
-        return url_config(api=args.api or "sglang", model=args.model), None, None
+        return _url_config(args, ui), None, None
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     resolved = recipe.resolve(args.variant)
     if args.url is not None and not resolved.verify.get("smoke"):
-        return url_config(api=args.api or "sglang", model=args.model), project, resolved
+        return _url_config(args, ui), project, resolved
     return smoke_config(resolved.verify, recipe.path), project, resolved
 
 
@@ -83,7 +103,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
                      activations=_activations(site_packages, ui), profile_name=profile_name,
-                     profile_env=profile_env, site_packages=site_packages)
+                     profile_env=profile_env, site_packages=site_packages,
+                     recipe_drafter=resolved.verify.get("drafter") if resolved is not None else None)
     report = run_bench(plan, progress=ui.progress)
     _write(report, output, args, ui)
     if ui.json_mode:
@@ -92,7 +113,17 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         _render(report, ui)
     if report.failures:
         _raise_failures(report, output)
+    if report.speculation:
+        _raise_speculation(report, output)
     return 0
+
+
+def _raise_speculation(report: BenchReport, output: Path) -> None:
+    fs = report.speculation
+    raise CheckFailed(
+        f"{len(fs)} speculative level{'s' if len(fs) != 1 else ''} FAILED the speculation checks:\n"
+        + "\n".join(f"  {f.line()}" for f in fs),
+        hint=f"the tok/s of such a level measures a speculation that does not work; the report lists them: {output}")
 
 
 def _raise_failures(report: BenchReport, output: Path) -> None:
@@ -153,6 +184,8 @@ def _render(report: BenchReport, ui: Ui) -> None:
             ui.result("break-even: needs a baseline (non-speculative) server measured in the same run")
         else:
             ui.result("break-even: no speculative server reported verify steps (spec_verify_ct)")
+    for f in report.speculation:
+        ui.result(f"FAILED level: {f.line()}")
     for w in report.warnings:
         ui.warn(w)
 

@@ -48,7 +48,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="url", metavar="NAME", help="name of the --url server in the report (default: url)")
     p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
     p.add_argument("--api", choices=ENGINES,
-                   help="--url without a recipe's [verify.smoke]: the server's API (default sglang)")
+                   help="--url without a recipe's [verify.smoke]: the server's API (default: recognised from "
+                        "the server's /v1/models or /metrics, else sglang)")
     p.add_argument("--model", metavar="MODEL", help="override the model (the served model's name for --api openai/vllm)")
     p.add_argument("--server", action="append", default=[], metavar="NAME",
                    help="run only this server configuration (repeatable)")

@@ -76,7 +76,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     commands = group(
         sub, "bench", help=SUMMARIES["bench"],
         description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
-                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
+                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, TPOT, ITL, E2EL "
                     "and accept length per concurrency level over repeats, stop it, and write a JSON report "
                     "with the environment fingerprint (and a PNG plot). --url measures a running server. "
                     "ENV: an environment name under envs/ or a path to a virtual environment.",

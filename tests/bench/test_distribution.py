@@ -9,7 +9,7 @@ def test_distribution_is_numpy_linear_in_ms() -> None:
     # 1..10 ms: p90 = 9.1, p95 = 9.55, p99 = 9.91 (linear interpolation between order statistics)
     d = distribution([x / 1000 for x in range(1, 11)])
     assert d is not None and d.as_dict() == {"n": 10, "mean": 5.5, "median": 5.5, "p90": 9.1, "p95": 9.55, "p99": 9.91, "max": 10.0}
-    assert Distribution.from_dict(d.as_dict()) == d
+    assert Distribution.from_dict(d.as_dict()).as_dict() == d.as_dict()
     assert PERCENTILES == (90.0, 95.0, 99.0)
 
 

@@ -91,6 +91,18 @@ class BenchReport:
                 "break_even": [b.as_dict() for b in self.break_even],
                 "failures": [f.as_dict() for f in self.failures], "warnings": list(self.warnings)}
 
+    def slo_misses(self) -> list[str]:
+        """One line per level whose goodput missed the SLO gate (fewer good requests than the
+        attainment in ``config.slo``), in report order; empty when every level met it or no SLO
+        was given."""
+        slo = self.config.get("slo") or {}
+        targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (slo.get("targets_ms") or {}).items())
+        need = slo.get("attainment")
+        return [f"server '{s.name}', concurrency {lv.concurrency}: {lv.goodput.good} of {lv.goodput.completed} "
+                f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
+                for s in self.servers for lv in s.levels
+                if lv.goodput is not None and not lv.goodput.met]
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
         for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),

@@ -28,6 +28,7 @@ from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.distribution import Distribution, distribution
 from envforge.bench.engines import ENGINES
 from envforge.bench.metrics import EngineWindow, sum_windows
+from envforge.bench.slo import Goodput, Slo, goodput
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
 
 __all__ = [
@@ -270,6 +271,7 @@ class LevelResult:
     counters: EngineWindow | None = None
     req_s: Summary | None = None
     latency: Mapping[str, Distribution | None] | None = None
+    goodput: Goodput | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
@@ -278,7 +280,9 @@ class LevelResult:
             "concurrency": self.concurrency, "failed_requests": self.failed_requests,
             "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
             "req_s": s(self.req_s), "ttft_ms": s(self.ttft_ms), "tpot_ms": s(self.tpot_ms), "e2e_ms": s(self.e2e_ms),
-            "latency": _latency_dict(self.latency), "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
+            "latency": _latency_dict(self.latency),
+            "goodput": None if self.goodput is None else self.goodput.as_dict(),
+            "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
         d["repeats"] = [r.as_dict() for r in self.repeats]
@@ -292,7 +296,8 @@ class LevelResult:
                    s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("tpot_ms")), s(d.get("e2e_ms")),
                    _number(d, "accept_length"), _number(d, "verify_cycle_ms"), int(d.get("failed_requests") or 0),
                    str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
-                   _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")))
+                   _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")),
+                   None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]))
 
 
 REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
@@ -300,12 +305,13 @@ REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and 
 
 
 def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[EngineWindow] | None = None, *,
-                 speculative: bool = False) -> LevelResult:
+                 speculative: bool = False, slo: Slo | None = None) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
 
     ``counters``: the engine's counter deltas, one per repeat (then the accept length is the
     engine's 1 + accepted / drafts over the level, None when no draft was proposed, and the verify
-    cycle is the engine's mean decode-step time).
+    cycle is the engine's mean decode-step time). ``slo``: targets to count the good requests of
+    the level against (:mod:`envforge.bench.slo`: goodput over the repeats' summed wall time).
     """
     if counters:
         assert len(counters) == len(runs), "one counter window per repeat"
@@ -322,6 +328,8 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
     decode = sum(r.decode_s for r in reps if r.verify_steps)
     engine = sum_windows(counters) if counters else None
     common = _level_figures(runs, reps, refused)
+    if slo is not None and not refused:  # chunk-counted speculative tokens: no TPOT to hold to a target
+        common["goodput"] = goodput([r for run in runs for r in run.results], sum(run.wall_s for run in runs), slo)
     if engine is not None:
         spec = engine.spec
         cycle = engine.decode_step_ms if engine.decode_step_ms is not None else (

@@ -15,9 +15,10 @@ from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
+from envforge.bench.slo import parse_slo
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
-from envforge.core.errors import EnvforgeError, ExternalToolError, InputError
+from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
@@ -64,7 +65,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
-        request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave)
+        request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
+        slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None)
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")
@@ -92,6 +94,10 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         _render(report, ui)
     if report.failures:
         _raise_failures(report, output)
+    misses = report.slo_misses()
+    if misses:
+        raise CheckFailed("the SLO gate failed:\n" + "\n".join(f"  {m}" for m in misses),
+                          hint=f"the per-request distributions are in the report: {output}")
     return 0
 
 
@@ -147,6 +153,12 @@ def _render(report: BenchReport, ui: Ui) -> None:
                       f"{_fmt(_median(lv, 'ttft_ms')):>8} {_fmt(_median(lv, 'tpot_ms'), '.2f'):>8} "
                       f"{_fmt(_median(lv, 'itl_ms'), '.2f'):>7} {_fmt(lv.accept_length, '.2f'):>6}")
     _render_latency(report, ui)
+    for s in report.servers:
+        for lv in s.levels:
+            g = lv.goodput
+            if g is not None:
+                ui.result(f"goodput {s.name} @ {lv.concurrency}: {g.good} of {g.completed} requests met the SLO "
+                          f"({g.attained:.1%}), {g.req_s:.2f} req/s: {'met' if g.met else 'MISSED'}")
     for b in report.break_even:
         verdict = "pays" if b.pays else "does not pay"
         ui.result(f"break-even at concurrency {b.concurrency}: {b.speculative} vs {b.baseline}: verify cycle "

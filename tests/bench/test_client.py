@@ -22,6 +22,7 @@ from envforge.bench.client import (
     _failure,
     _read_stream,
     _Reading,
+    _result,
     run_level,
     send_request,
     timeline_of,
@@ -102,9 +103,27 @@ def test_send_request_over_http_times_each_chunk() -> None:
         r = send_request(Endpoint.from_url(url), SGLANG, "p", opts(12))
     assert r.ok and r.error is None and (r.status, r.finish, r.token_count, r.chunks) == (200, "length", "server", 5)
     assert (r.output_tokens, r.verify_steps) == (12, 4)
-    assert r.ttft_s is not None and r.itl_s is not None and r.decode_s is not None
-    assert 0 < r.ttft_s < r.e2e_s and r.decode_s > 0
-    assert r.itl_s == pytest.approx(r.decode_s / 11)
+    assert r.ttft_s is not None and r.tpot_s is not None and r.decode_s is not None and r.e2el_s is not None
+    assert 0 < r.ttft_s < r.e2el_s <= r.e2e_s and r.decode_s > 0
+    assert r.tpot_s == pytest.approx((r.e2el_s - r.ttft_s) / 11)  # vLLM: (E2EL - TTFT) / (tokens - 1)
+    assert len(r.itl_s) == 4 and r.itl_tokens == (3, 3, 2, 3) and sum(r.itl_s) == pytest.approx(r.decode_s)
+
+
+def test_tpot_and_itl_are_vllms_on_a_recorded_eagle3_stream() -> None:
+    """vLLM (vllm/benchmarks/lib/endpoint_request_func.py): TTFT at the first chunk, ITL one gap per
+    later chunk, E2EL at the last chunk; serve.py: TPOT = (E2EL - TTFT) / (output tokens - 1)."""
+    r = _result(timeline_of(SGLANG, chunks("sglang_generate_stream_eagle3.sse")), 0.55)  # chunks at 0.1 .. 0.5 s
+    assert (r.ttft_s, r.e2el_s, r.e2e_s, r.output_tokens) == (0.1, 0.5, 0.55, 12)
+    assert r.tpot_s == pytest.approx(0.4 / 11)
+    assert r.itl_s == pytest.approx((0.1, 0.1, 0.1, 0.1)) and r.itl_tokens == (3, 3, 2, 3)
+    per_token = r.itl_per_token_s()
+    assert per_token is not None and len(per_token) == 11 and sum(per_token) == pytest.approx(0.4)
+    assert per_token[:3] == pytest.approx((0.1 / 3,) * 3) and per_token[6:8] == pytest.approx((0.05, 0.05))
+    # chunks counted (one token each) but usage says 8: how the 8 spread over the 3 chunks is unknown
+    st = timeline_of(OPENAI, chunks("openai_completions_stream_spec_no_usage.sse"))
+    st.usage = 8
+    spec = _result(st, 0.5)
+    assert spec.itl_tokens == () and len(spec.itl_s) == 2 and spec.itl_per_token_s() is None
 
 
 def test_every_failed_request_is_accounted_for() -> None:

@@ -72,7 +72,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     stdout, stderr = capsys.readouterr()
     assert code == 3, stderr  # stops-early: every request fails
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "envforge.bench/2"
+    assert doc["schema"] == "envforge.bench/3"
     base, spec, stops = doc["data"]["servers"]
     # transformers serve rejects unknown fields (HTTP 422): asked without ignore_eos, and the report says so
     assert [s["ignore_eos"] for s in (base, spec, stops)] == [False, False, False]
@@ -93,7 +93,13 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
         assert [lv["concurrency"] for lv in srv["levels"]] == [1, 2]
         for lv in srv["levels"]:
             assert lv["tok_s"]["n"] == 2 and lv["tok_s"]["median"] > 0
-            assert lv["ttft_ms"]["median"] > 0 and lv["itl_ms"]["median"] > 0 and lv["accept_length"] is None
+            assert lv["ttft_ms"]["median"] > 0 and lv["tpot_ms"]["median"] > 0 and lv["accept_length"] is None
+            itl = lv["latency"]["itl_ms"]  # at most 4 requests x 7 gaps between 8 chunks with text
+            assert itl["n"] <= 28 and itl["max"] >= itl["p99"] >= itl["p90"] >= itl["median"] > 0
+            per_token = lv["latency"]["itl_per_token_ms"]
+            # seen here: one request's chunks with text were 7 for usage's 8 tokens (a token without
+            # text, or two in one chunk): how the 8 spread over the chunks is unknown, no ITL per token
+            assert per_token is None if itl["n"] < 28 else per_token["n"] == 28
             assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16]  # 2 requests x 8 tokens, every repeat
             assert lv["token_count"] == "server" and lv["failed_requests"] == 0  # usage.completion_tokens
     assert "'baseline' ready after" in stderr and "prompt-lookup: concurrency 2, repeat 2/2:" in stderr

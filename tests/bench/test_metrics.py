@@ -276,7 +276,7 @@ def draft_window() -> EngineWindow:
 
 def test_level_result_takes_accept_length_and_cycle_from_the_engine() -> None:
     # 2 repeats of 4 requests x 32 tokens, each repeat one captured window (8 verify steps a request)
-    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.1 / 31, decode_s=0.1)
     runs = [LevelRun(1, (r, r, r, r), 0.8), LevelRun(1, (r, r, r, r), 0.8)]
     lv = level_result(1, runs, [draft_window(), draft_window()])
     assert lv.accept_length == 4.0
@@ -292,13 +292,13 @@ def test_level_result_takes_accept_length_and_cycle_from_the_engine() -> None:
 
 
 def test_level_result_without_drafts_has_no_accept_length() -> None:
-    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.1 / 31, decode_s=0.1)
     lv = level_result(1, [LevelRun(1, (r,), 0.2)], [EngineWindow(1, 32, 31, 0.1, SpecDecodeStats(0, 0, 0, (0, 0, 0)))])
     assert lv.accept_length is None and lv.verify_cycle_ms is None
 
 
 def test_break_even_from_engine_counters() -> None:
-    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.1 / 31, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.1 / 31, decode_s=0.1)
     run = LevelRun(1, (r, r, r, r), 0.8)
     plain = engine_delta(counters("plain-before.txt"), counters("plain-after.txt"), requests=4)
     ngram = engine_delta(counters("ngram-before.txt"), counters("ngram-after.txt"), requests=4)

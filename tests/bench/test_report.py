@@ -1,4 +1,4 @@
-"""Reports: the JSON (schema envforge.bench/2) pinned, reading /2 and /1 reports back, warnings."""
+"""Reports: the JSON (schema envforge.bench/3) pinned, reading /2 and /1 reports back, warnings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from tests.support.bench_reports import FP, ok, report
 
 from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.metrics import EngineWindow, SpecDecodeStats
-from envforge.bench.report import SCHEMA, SCHEMA_VERSION, BenchReport, read_report, report_warnings, upgrade_v1
+from envforge.bench.report import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    BenchReport,
+    read_report,
+    report_warnings,
+    upgrade_v1,
+    upgrade_v2,
+)
 from envforge.bench.result import Failure, LevelResult, RepeatResult, ServerResult, level_result
 from envforge.bench.stats import Summary
 from envforge.cli import main
@@ -36,7 +44,8 @@ def test_read_report_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         read_report(tmp_path / "verify.json")
     assert exc.value.message == (f"{tmp_path / 'verify.json'} is not an envforge bench report "
-                                 f"(schema 'envforge.verify/1', expected 'envforge.bench/2' or 'envforge.bench/1')")
+                                 f"(schema 'envforge.verify/1', expected 'envforge.bench/3', "
+                                 "'envforge.bench/2' or 'envforge.bench/1')")
 
 
 def test_report_json_keys_are_pinned() -> None:
@@ -77,7 +86,7 @@ def test_report_warnings_are_pinned() -> None:
         "server 'url': output tokens counted as chunks (the server sent no usage); exact only when every chunk "
         "holds one token",
         "server 'url', concurrency 1: tokens were counted as chunks (the server sent no usage) and one chunk of a "
-        "speculative server carries a whole verify step: no tok/s or ITL",
+        "speculative server carries a whole verify step: no tok/s, TPOT or ITL",
         "server 'url': the server rejected ignore_eos; output lengths are not forced, and a request that stops "
         "early fails"]
     assert report_warnings(FP, [started]) == []
@@ -91,9 +100,9 @@ REPORT_DOC = {
         "env": {"NCCL_BUFFSIZE": 131072}, "ignore_eos": False, "cache": "not flushed: POST /flush_cache answered HTTP 404",
         "levels": [{"concurrency": 4, "failed_requests": 2, "token_count": "chunks", "refused": "why",
                     "tok_s": {"n": 2, "median": 10, "mean": 11, "min": 9, "max": 13, "ci_low": 1, "ci_high": 21},
-                    "ttft_ms": None, "itl_ms": None, "e2e_ms": None, "accept_length": 2.5, "verify_cycle_ms": 30,
+                    "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "accept_length": 2.5, "verify_cycle_ms": 30,
                     "repeats": [{"tok_s": 10, "wall_s": 2, "requests": 4, "failed": 2, "output_tokens": 20,
-                                 "token_count": "chunks", "ttft_ms": 5, "itl_ms": None, "e2e_ms": 7,
+                                 "token_count": "chunks", "ttft_ms": 5, "tpot_ms": None, "e2e_ms": 7,
                                  "verify_steps": 8, "decode_s": 1.5}]}]}],
     "failures": [{"server": "eagle3", "concurrency": 4, "repeat": 1, "status": None, "message": "cancelled"}],
     "warnings": ["w1", "w2"]}
@@ -135,19 +144,19 @@ def test_read_report_malformed_and_nested(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         read_report(p)
     assert exc.value.message == (f"{p} is not an envforge bench report (schema 'list', "
-                                 "expected 'envforge.bench/2' or 'envforge.bench/1')")
+                                 "expected 'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
     assert exc.value.hint == "write one with `envforge bench --output FILE`"
     p.write_text(json.dumps({"schema": SCHEMA, "data": []}))
     with pytest.raises(InputError) as exc:
         read_report(p)
-    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'envforge.bench/2', expected "
-                                 "'envforge.bench/2' or 'envforge.bench/1')")
+    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'envforge.bench/3', expected "
+                                 "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
     p.write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(InputError) as exc:
         read_report(p)
     assert exc.value.message in (f"{p}: not a bench report: arrays or objects nested too deeply",
-                                 f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/2' "
-                                 "or 'envforge.bench/1')")
+                                 f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/3', "
+                                 "'envforge.bench/2' or 'envforge.bench/1')")
     p.write_text('{"schema": "envforge.bench/1",\n "data": x}')
     with pytest.raises(InputError) as exc:
         read_report(p)
@@ -198,26 +207,27 @@ def test_read_report_refuses_wrong_types_where_compare_would_crash(tmp_path: Pat
 
 
 DOCS = Path(__file__).parents[2] / "docs" / "bench"
-V2_LEVEL_KEYS = ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "ttft_ms", "itl_ms", "e2e_ms",
-                 "accept_length", "verify_cycle_ms", "engine", "repeats"]
-V2_REPEAT_KEYS = ["tok_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms", "itl_ms",
-                  "e2e_ms", "verify_steps", "decode_s", "engine"]
+V3_LEVEL_KEYS = ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "req_s", "ttft_ms", "tpot_ms",
+                 "e2e_ms", "latency", "goodput", "accept_length", "verify_cycle_ms", "engine", "repeats"]
+V3_REPEAT_KEYS = ["tok_s", "req_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms",
+                  "tpot_ms", "e2e_ms", "verify_steps", "decode_s", "engine"]
+V2_REPORT = Path(__file__).parents[1] / "data" / "bench" / "vllm-cpu-draft-model.v2.json"
 COUNTER_KEYS = ["source", "requests", "generation_tokens", "decode_steps", "decode_s", "decode_step_ms",
                 "tokens_per_step", "spec_decode"]
 
 
-def v1_as_v2(tmp_path: Path, name: str) -> Path:
+def v1_as_v3(tmp_path: Path, name: str) -> Path:
     """The committed ``/1`` report ``name`` read and written again as envforge bench writes today."""
-    out = tmp_path / f"{name}.v2.json"
+    out = tmp_path / f"{name}.v3.json"
     out.write_text(json.dumps(envelope("bench", read_report(DOCS / name).as_dict(), SCHEMA_VERSION)))
     return out
 
 
 @pytest.mark.parametrize("name", ["vllm-cpu-draft-model.json", "cpu-demo.json", "cpu-demo-b.json"])
-def test_committed_v1_reports_read_as_their_v2_shape(name: str) -> None:
+def test_committed_v1_reports_read_as_their_v3_shape(name: str) -> None:
     doc = json.loads((DOCS / name).read_text())
     assert doc["schema"] == "envforge.bench/1"
-    expected = upgrade_v1(doc["data"])
+    expected = upgrade_v2(upgrade_v1(doc["data"]))
     assert "startup_digest" not in expected["fingerprint"]  # written before B36: read as unknown
     expected["fingerprint"] = {**expected["fingerprint"], "startup_digest": None}
     # keys added since these reports were written read as null (B38/B44: sources, NCCL's files)
@@ -229,6 +239,10 @@ def test_committed_v1_reports_read_as_their_v2_shape(name: str) -> None:
     for s in expected["servers"]:
         assert "env_sources" not in s
         s["env_sources"] = None
+        for lv in s["levels"]:  # never measured before /3: absent; a repeat's req_s follows from its counts
+            lv.update(req_s=None, latency=None, goodput=None)
+            for r in lv["repeats"]:
+                r["req_s"] = round((r["requests"] - r["failed"]) / r["wall_s"], 4)
     assert read_report(DOCS / name).as_dict() == expected
 
 
@@ -241,32 +255,36 @@ def test_v1_vllm_counters_become_the_engine_key(tmp_path: Path) -> None:
         "vllm", 6, 96, 4.0)
     assert draft.counters.spec == SpecDecodeStats(96, 288, 288, (96, 96, 96))
     assert [b.as_dict() for b in r.break_even] == doc["data"]["break_even"]
-    saved = json.loads(v1_as_v2(tmp_path, "vllm-cpu-draft-model.json").read_text())
-    assert saved["schema"] == "envforge.bench/2"
+    saved = json.loads(v1_as_v3(tmp_path, "vllm-cpu-draft-model.json").read_text())
+    assert saved["schema"] == "envforge.bench/3"
     lv = saved["data"]["servers"][1]["levels"][0]
-    assert list(lv) == V2_LEVEL_KEYS and list(lv["repeats"][0]) == V2_REPEAT_KEYS
+    assert list(lv) == V3_LEVEL_KEYS and list(lv["repeats"][0]) == V3_REPEAT_KEYS
     assert lv["engine"] == {"name": "vllm", "counters": doc["data"]["servers"][1]["levels"][0]["vllm"]}
     assert list(lv["engine"]["counters"]) == COUNTER_KEYS
     assert lv["repeats"][0]["engine"]["counters"]["spec_decode"]["drafts"] == 32
-    assert read_report(tmp_path / "vllm-cpu-draft-model.json.v2.json").as_dict() == saved["data"]
+    assert read_report(tmp_path / "vllm-cpu-draft-model.json.v3.json").as_dict() == saved["data"]
 
 
-def test_v2_schema_keys_are_pinned() -> None:
+def test_v3_schema_keys_are_pinned() -> None:
     window = EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5)))
-    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.004, decode_s=0.1)
     lv = level_result(1, [LevelRun(1, (r,), 0.25)], [window], speculative=True)
     plain = level_result(1, [LevelRun(1, (r,), 0.25)])
     levels = (lv, replace(plain, concurrency=2))
     rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, levels, {}),), ())
     doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
-    assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/2"
+    assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/3"
     assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "speculation",
                                  "warnings"]
     (s,) = doc["data"]["servers"]
     assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "env_sources", "ignore_eos", "cache",
                        "levels"]
     counted, uncounted = s["levels"]
-    assert list(counted) == V2_LEVEL_KEYS and list(counted["repeats"][0]) == V2_REPEAT_KEYS
+    assert list(counted) == V3_LEVEL_KEYS and list(counted["repeats"][0]) == V3_REPEAT_KEYS
+    assert list(counted["latency"]) == ["ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms"]
+    assert counted["latency"]["ttft_ms"] == {"n": 1, "mean": 50.0, "median": 50.0, "p90": 50.0, "p95": 50.0,
+                                             "p99": 50.0, "max": 50.0}
+    assert counted["tpot_ms"]["median"] == 4.0 and "itl_ms" not in counted
     assert "engine" not in uncounted and "engine" not in uncounted["repeats"][0] and "vllm" not in uncounted
     assert counted["repeats"][0]["engine"] == {"name": "vllm", "counters": {
         "source": "vllm /metrics", "requests": 1, "generation_tokens": 32, "decode_steps": 10, "decode_s": 0.1,
@@ -307,8 +325,40 @@ def test_v2_engine_key_is_checked(tmp_path: Path) -> None:
     assert read_report(p).servers[0].levels[0].counters is None  # a /2 report's "vllm" key means nothing
 
 
-def test_cli_compares_a_v1_and_a_v2_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    v1, v2 = DOCS / "vllm-cpu-draft-model.json", v1_as_v2(tmp_path, "vllm-cpu-draft-model.json")
+def test_upgrade_v2_renames_itl_to_tpot() -> None:
+    assert upgrade_v2({"servers": [{"name": "s", "levels": [
+        {"concurrency": 1, "itl_ms": {"n": 1}, "repeats": [{"tok_s": 1, "itl_ms": 9.8}, {"tok_s": 2}]}]}]}) == {
+        "servers": [{"name": "s", "levels": [
+            {"concurrency": 1, "tpot_ms": {"n": 1}, "repeats": [{"tok_s": 1, "tpot_ms": 9.8}, {"tok_s": 2}]}]}]}
+
+
+def test_a_v2_report_reads_its_itl_as_tpot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A report written by envforge before /3 (schema /2, its 'itl_ms' = TPOT) still reads and compares."""
+    doc = json.loads(V2_REPORT.read_text())
+    assert doc["schema"] == "envforge.bench/2"
+    old = doc["data"]["servers"][0]["levels"][0]
+    new = read_report(V2_REPORT).servers[0].levels[0]
+    assert new.tpot_ms is not None and new.tpot_ms.as_dict() == old["itl_ms"]
+    assert new.repeats[0].tpot_ms == old["repeats"][0]["itl_ms"] and new.latency is None
+    v3 = v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
+    assert main(["bench", "compare", str(V2_REPORT), str(v3), "--allow-different-env", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["data"]["rows"]
+    assert [(r["server"], r["ratio"]) for r in rows] == [(s, 1.0) for s in ("baseline", "draft-model", "ngram")
+                                                         for _ in (1, 2, 4)]
+
+
+def test_compare_refuses_an_unknown_schema_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads(V2_REPORT.read_text())
+    doc["schema"] = "envforge.bench/4"
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps(doc))
+    assert main(["bench", "compare", str(V2_REPORT), str(future), "--allow-different-env"]) == 2
+    assert (f"error: {future} is not an envforge bench report (schema 'envforge.bench/4', expected "
+            "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')") in capsys.readouterr().err
+
+
+def test_cli_compares_a_v1_and_a_v3_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v1, v2 = DOCS / "vllm-cpu-draft-model.json", v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
     assert main(["bench", "compare", str(v1), str(v2), "--allow-different-env", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["data"]["rows"]
     assert [(r["server"], r["concurrency"], r["ratio"], r["verdict"]) for r in rows] == [

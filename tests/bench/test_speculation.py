@@ -75,7 +75,7 @@ def test_a_hub_cache_snapshot_path_names_its_repo_and_commit() -> None:
 def level(drafts: int, draft_tokens: int, accepted: int, positions: tuple[int, ...], *, tokens: int = 32,
           requests: int = 1, failed: bool = False):  # type: ignore[no-untyped-def]
     """One level of a vLLM server: ``requests`` requests of ``tokens`` tokens, the counters' deltas."""
-    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, tpot_s=0.004, decode_s=0.1)
     bad = RequestResult(ok=False, output_tokens=0, e2e_s=0.1, error="x")
     window = EngineWindow(requests, tokens * requests, drafts, 0.1,
                           SpecDecodeStats(drafts, draft_tokens, accepted, positions))
@@ -130,7 +130,7 @@ def test_k_comes_from_the_per_position_counters_without_arguments() -> None:
 
 
 def sglang_level(tokens: int, steps: int):  # type: ignore[no-untyped-def]
-    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1,
+    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, tpot_s=0.004, decode_s=0.1,
                       verify_steps=steps)
     return level_result(1, [LevelRun(1, (r, r), 0.25)], speculative=True)
 

@@ -110,9 +110,9 @@ def test_the_shared_types_themselves() -> None:
 @pytest.mark.parametrize("argv, usage, message", [
     (["verfy"], "usage: envforge [-h] [--version] COMMAND ...",
      "invalid choice: 'verfy'; did you mean 'verify'? (choose from 'lock', 'build', 'rollback', 'up', 'run', 'env', "
-     "'envs', 'gc', 'apply-patches', 'patches', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')"),
+     "'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')"),
     (["patches", "lsit"], "usage: envforge patches [-h] COMMAND ...",
-     "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'list')"),
+     "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'import', 'list')"),
     (["env", "shwo"], "usage: envforge env [-h] COMMAND ...",
      "invalid choice: 'shwo'; did you mean 'show'? (choose from 'list', 'show')"),
     (["fleet", "xyzzy"], "usage: envforge fleet [-h] COMMAND ...",

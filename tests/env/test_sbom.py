@@ -83,7 +83,7 @@ def test_the_quickstart_sbom_validates_and_lists_every_distribution_and_patch(
                                                 "before 0.6.17")
     digest = props(by_name["flashinfer-python"])["envforge:patchset:flashinfer-sm120-trtllm-comm"]
     assert digest == next(p["digest"] for p in lock.envforge["patchsets"] if p["id"] == "flashinfer-sm120-trtllm-comm")
-    assert main(["patches", "export", "flashinfer-sm120-trtllm-comm", "--env", ENV, "--project", str(quickstart)]) == 0
+    assert main(["patches", "export", "flashinfer-sm120-trtllm-comm", ENV, "--project", str(quickstart)]) == 0
     exported = capsys.readouterr()[0]
     assert fi["diff"]["text"]["content"] == exported  # the diff `patches export` writes
     assert fi["diff"]["text"]["content"].splitlines()[6:8] == [

@@ -15,7 +15,7 @@ FP = Fingerprint("sha256:aa", None, "pcie", "sha256:bb", "3.12", "580.65", "RTX 
 
 def run(c: int, wall_s: float, n: int, *, tokens: int = 100, itl_s: float = 0.0122, verify: int | None = None,
         decode_s: float = 1.0) -> LevelRun:
-    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=wall_s, ttft_s=0.05, itl_s=itl_s, decode_s=decode_s,
+    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=wall_s, ttft_s=0.05, tpot_s=itl_s, decode_s=decode_s,
                       verify_steps=verify)
     return LevelRun(c, tuple(r for _ in range(n)), wall_s)
 
@@ -33,7 +33,7 @@ def report(fp: Fingerprint = FP, walls: list[float] = [2.0, 2.1, 1.9]) -> BenchR
 
 
 def ok(tokens: int = 100, **kw: object) -> RequestResult:
-    return RequestResult(ok=True, output_tokens=tokens, e2e_s=1.0, ttft_s=0.05, itl_s=0.01, decode_s=0.99,
+    return RequestResult(ok=True, output_tokens=tokens, e2e_s=1.0, ttft_s=0.05, tpot_s=0.01, decode_s=0.99,
                          **kw)  # type: ignore[arg-type]
 
 
@@ -55,7 +55,7 @@ def one_level(tok: Summary | None, failed: int = 0) -> BenchReport:
 
 
 def vllm_server(name: str, speculative: bool, window: object, failed: bool = False) -> ServerResult:
-    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, itl_s=0.004, decode_s=0.1)
+    r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.004, decode_s=0.1)
     results = (r, bad("aborted by the server: x", 503)) if failed else (r,)
     lv = level_result(1, [LevelRun(1, results, 0.25)], [window])  # type: ignore[list-item]
     return ServerResult(name, speculative, "u", None, None, (lv,), {})

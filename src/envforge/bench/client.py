@@ -17,8 +17,12 @@ that is a list, null or infinite); a line is longer than
 no end after ``timeout_s``; or the run is cancelled. These limits hold during every read
 (:mod:`envforge.bench.transport`), not between lines.
 
-Per request: time to first token (TTFT), inter-token latency (decode time after the first chunk
-divided by the tokens that followed it), output tokens, end-to-end time, verify steps. HTTP is the
+Per request, with vLLM's names and formulas (``vllm/benchmarks/lib/endpoint_request_func.py`` and
+``vllm/benchmarks/serve.py``, ``calculate_metrics``): time to first token (TTFT, send to the first
+chunk with a token), end-to-end latency (E2EL, send to the last chunk with a token), time per output
+token (TPOT = (E2EL - TTFT) / (output tokens - 1)), the inter-token latencies (ITL: the gaps between
+consecutive chunks with tokens, and how many tokens each later chunk carried), output tokens,
+verify steps. HTTP is the
 standard library's :mod:`http.client` under :mod:`envforge.bench.transport`'s bounds; one connection
 per request, one thread per concurrent stream. The status routes (readiness, cache flush) read whole
 answers of at most :data:`~envforge.bench.transport.STATUS_MAX_BYTES` within their timeout.
@@ -120,7 +124,12 @@ class TokenEvent:
 
 @dataclass(frozen=True, slots=True)
 class RequestResult:
-    """One request. Times in seconds; ``itl_s`` per token after the first chunk.
+    """One request. Times in seconds since the send: ``ttft_s``; ``e2el_s`` to the last chunk with a
+    token (vLLM's E2EL) and ``e2e_s`` to the end of the stream; ``tpot_s`` = (E2EL - TTFT) / (output
+    tokens - 1), None for one token; ``itl_s`` the gaps between consecutive chunks with tokens (one per
+    chunk after the first) and ``itl_tokens`` the tokens each of those chunks carried by the stream's
+    cumulative counts, empty when those counts do not end at ``output_tokens`` (chunks were counted
+    and the server's usage says more tokens came: how they were spread over the chunks is unknown).
 
     ``status``: the HTTP status, or the ``status_code`` of a server abort. ``finish``: the finish
     reason (``"length"``, ``"stop"``, ``"abort"``, ...) or None. ``token_count``: ``"server"`` when
@@ -131,7 +140,7 @@ class RequestResult:
     output_tokens: int
     e2e_s: float
     ttft_s: float | None = None
-    itl_s: float | None = None
+    tpot_s: float | None = None
     decode_s: float | None = None
     verify_steps: int | None = None
     error: str | None = None
@@ -139,6 +148,16 @@ class RequestResult:
     finish: str | None = None
     token_count: str = "server"
     chunks: int = 0
+    e2el_s: float | None = None
+    itl_s: tuple[float, ...] = ()
+    itl_tokens: tuple[int, ...] = ()
+
+    def itl_per_token_s(self) -> tuple[float, ...] | None:
+        """ITL per token: each gap divided over the tokens its chunk carried (a gap of a chunk with
+        3 tokens counts 3 times, a third each). None when ``itl_tokens`` is unknown."""
+        if len(self.itl_tokens) != len(self.itl_s):
+            return None
+        return tuple(g / k for g, k in zip(self.itl_s, self.itl_tokens) for _ in range(k))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,10 +317,11 @@ def _result(stream: Stream, e2e: float) -> RequestResult:
     if not events:
         return RequestResult(ok=True, **common)  # type: ignore[arg-type]
     first, last = events[0], events[-1]
-    decode = last.t_s - first.t_s
-    after_first = tokens - first.tokens
-    itl = decode / after_first if after_first > 0 else None
-    return RequestResult(ok=True, ttft_s=first.t_s, itl_s=itl, decode_s=decode, **common)  # type: ignore[arg-type]
+    tpot = (last.t_s - first.t_s) / (tokens - 1) if tokens > 1 else None
+    gaps = tuple(b.t_s - a.t_s for a, b in zip(events, events[1:]))
+    carried = tuple(b.tokens - a.tokens for a, b in zip(events, events[1:])) if last.tokens == tokens else ()
+    return RequestResult(ok=True, ttft_s=first.t_s, tpot_s=tpot, decode_s=last.t_s - first.t_s, e2el_s=last.t_s,
+                         itl_s=gaps, itl_tokens=carried, **common)  # type: ignore[arg-type]
 
 
 def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stream: Stream | None = None) -> RequestResult:

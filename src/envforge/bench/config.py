@@ -53,6 +53,7 @@ from typing import Any
 
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from envforge.bench.engines import Engine, engine
+from envforge.bench.slo import Slo
 from envforge.core.errors import InputError
 
 __all__ = [
@@ -125,6 +126,7 @@ class SmokeConfig:
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     interleave: bool = False
     flush_cache: str = ""
+    slo: Slo = field(default_factory=Slo)
 
     @property
     def engine(self) -> Engine:
@@ -162,7 +164,8 @@ class SmokeConfig:
                 "temperature": self.temperature, "concurrency": list(self.concurrency),
                 "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
                 "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
-                "interleave": self.interleave, "flush-cache": self.flush_cache or None}
+                "interleave": self.interleave, "flush-cache": self.flush_cache or None,
+                "slo": self.slo.as_dict() if self.slo.targets else None}
 
 
 def shipped_prompts() -> Path:

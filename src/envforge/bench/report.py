@@ -1,11 +1,16 @@
 """Benchmark reports: the whole run (fingerprint, settings, method, results, break-even, failures,
 warnings), its trustworthiness warnings, and reading a saved report back.
 
-A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/2", "data"}`` so two runs
-can be compared later (:mod:`envforge.bench.compare`). Schema ``/2`` keeps an engine's counters
-under ``"engine": {"name": "vllm", "counters": {...}}`` in each level and repeat
-(:mod:`envforge.bench.result`); ``/1`` had them under ``"vllm": {...}``. :func:`read_report` reads
-both: a ``/1`` report is upgraded to the ``/2`` shape first (:func:`upgrade_v1`).
+A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/3", "data"}`` so two runs
+can be compared later (:mod:`envforge.bench.compare`). Schema ``/3`` uses vLLM's names: each level
+and repeat has ``tpot_ms`` (what ``/1`` and ``/2`` called ``itl_ms``: decode time per output token
+after the first), each level ``req_s`` and the per-request distributions under ``latency``
+(``ttft_ms``, ``tpot_ms``, ``itl_ms`` = the gaps between chunks, ``itl_per_token_ms``, ``e2el_ms``).
+``/2`` keeps an engine's counters under ``"engine": {"name": "vllm", "counters": {...}}`` in each
+level and repeat (:mod:`envforge.bench.result`); ``/1`` had them under ``"vllm": {...}``.
+:func:`read_report` reads all three: a ``/1`` report is upgraded to the ``/2`` shape
+(:func:`upgrade_v1`), a ``/2`` one to the ``/3`` shape (:func:`upgrade_v2`: ``itl_ms`` read as
+``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured).
 """
 
 from __future__ import annotations
@@ -26,17 +31,20 @@ __all__ = [
     "EMPTY_FINGERPRINT",
     "SCHEMA",
     "SCHEMA_V1",
+    "SCHEMA_V2",
     "SCHEMA_VERSION",
     "BenchReport",
     "read_report",
     "report_warnings",
     "upgrade_v1",
+    "upgrade_v2",
 ]
 
 #: The shape version of ``data`` that ``envforge bench`` writes (the envelope's ``version``).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = f"envforge.bench/{SCHEMA_VERSION}"
 SCHEMA_V1 = "envforge.bench/1"
+SCHEMA_V2 = "envforge.bench/2"
 
 
 EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
@@ -83,7 +91,7 @@ class BenchReport:
     speculation: tuple[SpeculationFailure, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/2`` envelope)."""
+        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/3`` envelope)."""
         drafters = None if self.drafters is None else {
             k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
         return {"fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters}, "config": dict(self.config),
@@ -91,6 +99,18 @@ class BenchReport:
                 "break_even": [b.as_dict() for b in self.break_even],
                 "failures": [f.as_dict() for f in self.failures],
                 "speculation": [f.as_dict() for f in self.speculation], "warnings": list(self.warnings)}
+
+    def slo_misses(self) -> list[str]:
+        """One line per level whose goodput missed the SLO gate (fewer good requests than the
+        attainment in ``config.slo``), in report order; empty when every level met it or no SLO
+        was given."""
+        slo = self.config.get("slo") or {}
+        targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (slo.get("targets_ms") or {}).items())
+        need = slo.get("attainment")
+        return [f"server '{s.name}', concurrency {lv.concurrency}: {lv.goodput.good} of {lv.goodput.completed} "
+                f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
+                for s in self.servers for lv in s.levels
+                if lv.goodput is not None and not lv.goodput.met]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
@@ -120,12 +140,20 @@ def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
 
     Malformed parts are left for :meth:`BenchReport.from_dict` to name.
     """
-    def level_or_repeat(x: Any) -> Any:
-        if not isinstance(x, Mapping):
-            return x
+    def move(x: Mapping[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in x.items() if k != "vllm"}
         if x.get("vllm"):  # /1 read an empty or null "vllm" as none
             out["engine"] = {"name": "vllm", "counters": x["vllm"]}
+        return out
+    return _levels_and_repeats(data, move)
+
+
+def _levels_and_repeats(data: Mapping[str, Any], change: Any) -> dict[str, Any]:
+    """``data`` with ``change(level_or_repeat)`` applied to every level and repeat object."""
+    def level_or_repeat(x: Any) -> Any:
+        if not isinstance(x, Mapping):
+            return x
+        out = change(x)
         if isinstance(x.get("repeats"), list):
             out["repeats"] = [level_or_repeat(r) for r in x["repeats"]]
         return out
@@ -139,8 +167,20 @@ def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
     return {**data, "servers": [server(s) for s in servers]} if isinstance(servers, list) else dict(data)
 
 
+def upgrade_v2(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of an ``envforge.bench/2`` report in the ``/3`` shape: each level's and
+    repeat's ``itl_ms`` becomes ``tpot_ms`` (it was (last chunk - first chunk) / tokens after the
+    first: vLLM's TPOT under another name); everything else is kept. ``/2`` measured no
+    distributions, request throughput or goodput, so those read as absent.
+    """
+    def rename(x: Mapping[str, Any]) -> dict[str, Any]:
+        return {("tpot_ms" if k == "itl_ms" else k): v for k, v in x.items()}
+    return _levels_and_repeats(data, rename)
+
+
 def read_report(path: Path) -> BenchReport:
-    """Read a report written by ``envforge bench`` (an ``envforge.bench/2`` or ``/1`` JSON envelope).
+    """Read a report written by ``envforge bench``: an ``envforge.bench/3`` JSON envelope, or a
+    ``/2`` or ``/1`` one upgraded to the ``/3`` shape (:func:`upgrade_v2`, :func:`upgrade_v1`).
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """
@@ -152,11 +192,15 @@ def read_report(path: Path) -> BenchReport:
     except RecursionError:
         raise InputError(f"{path}: not a bench report: arrays or objects nested too deeply") from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema not in (SCHEMA, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
+    if schema not in (SCHEMA, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
         found = schema if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r} "
-                         f"or {SCHEMA_V1!r})", hint="write one with `envforge bench --output FILE`")
-    data = upgrade_v1(doc["data"]) if schema == SCHEMA_V1 else doc["data"]
+        raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r}, "
+                         f"{SCHEMA_V2!r} or {SCHEMA_V1!r})", hint="write one with `envforge bench --output FILE`")
+    data = doc["data"]
+    if schema == SCHEMA_V1:
+        data = upgrade_v1(data)
+    if schema in (SCHEMA_V1, SCHEMA_V2):
+        data = upgrade_v2(data)
     try:
         return BenchReport.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -2,12 +2,18 @@
 
 Every request is accounted for: a level with a failed request gets no figures (its ``tok_s`` and
 latencies are ``null`` and ``failed_requests`` says how many), and the report lists each failure. A
-speculative server whose token counts are chunk counts gets no tok/s and no ITL (``refused`` says
-why): one chunk carries a whole verify step (field case B23).
+speculative server whose token counts are chunk counts gets no tok/s and no TPOT or ITL (``refused``
+says why): one chunk carries a whole verify step (field case B23).
+
+Names and formulas are vLLM's (``vllm/benchmarks/serve.py``, ``calculate_metrics``): per repeat the
+medians of TTFT, TPOT and end-to-end time; per level, over every request of every repeat, the
+distributions (:mod:`envforge.bench.distribution`) of TTFT, TPOT, ITL (the inter-chunk gaps of all
+requests pooled, as vLLM pools them), ITL per token (each gap spread over the tokens its chunk
+carried) and E2EL, plus request and output-token throughput.
 
 An engine with counters (:attr:`envforge.bench.engines.base.Engine.has_counters`, e.g. vLLM) adds
 its window to each repeat and level, saved as ``"engine": {"name": "<engine>", "counters": {...}}``
-(schema ``envforge.bench/2``, :mod:`envforge.bench.report`).
+(schema ``envforge.bench/3``, :mod:`envforge.bench.report`).
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envforge.bench.client import LevelRun
+from envforge.bench.client import LevelRun, RequestResult
+from envforge.bench.distribution import Distribution, distribution
 from envforge.bench.engines import ENGINES
 from envforge.bench.metrics import EngineWindow, sum_windows
+from envforge.bench.slo import Goodput, Slo, goodput
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
 
 __all__ = [
@@ -28,6 +36,7 @@ __all__ = [
     "BreakEven",
     "Failure",
     "LevelResult",
+    "LATENCY_KEYS",
     "RepeatResult",
     "ServerResult",
     "break_even_rows",
@@ -124,9 +133,41 @@ def failures_of(server: str, run: LevelRun, repeat: int) -> tuple[Failure, ...]:
                  for r in run.results if not r.ok)
 
 
+#: The per-request distributions of a level, in report order (vLLM's metric names, in ms).
+LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
+
+
+def latency_of(results: Sequence[RequestResult]) -> dict[str, Distribution | None]:
+    """The distributions of ``results`` (completed requests) by :data:`LATENCY_KEYS`; ITL per token
+    is None when one request's chunk token counts are unknown (:meth:`RequestResult.itl_per_token_s`)."""
+    per_token = [r.itl_per_token_s() for r in results]
+    return {
+        "ttft_ms": distribution([r.ttft_s for r in results if r.ttft_s is not None]),
+        "tpot_ms": distribution([r.tpot_s for r in results if r.tpot_s is not None]),
+        "itl_ms": distribution([g for r in results for g in r.itl_s]),
+        "itl_per_token_ms": None if any(x is None for x in per_token) else
+        distribution([g for x in per_token for g in x or ()]),
+        "e2el_ms": distribution([r.e2el_s for r in results if r.e2el_s is not None])}
+
+
+def _latency_dict(latency: Mapping[str, Distribution | None] | None) -> dict[str, Any] | None:
+    if latency is None:
+        return None
+    return {k: None if latency.get(k) is None else latency[k].as_dict() for k in LATENCY_KEYS}  # type: ignore[union-attr]
+
+
+def _latency_of_dict(d: Any) -> dict[str, Distribution | None] | None:
+    if d is None:
+        return None
+    if not isinstance(d, Mapping):
+        raise TypeError("'latency' must be an object or null")
+    return {k: None if d.get(k) is None else Distribution.from_dict(d[k]) for k in LATENCY_KEYS}
+
+
 @dataclass(frozen=True, slots=True)
 class RepeatResult:
-    """One measured repeat at one level: output tok/s over the wall time; latencies are medians (ms).
+    """One measured repeat at one level: output tok/s and requests/s over the wall time; latencies
+    are medians (ms; ``tpot_ms`` vLLM's TPOT).
     ``failed``: failed requests (their figures are left out of the level); ``token_count``:
     ``"server"``, ``"chunks"`` or ``"mixed"`` (how its output tokens were counted)."""
 
@@ -135,7 +176,7 @@ class RepeatResult:
     requests: int
     output_tokens: int
     ttft_ms: float | None
-    itl_ms: float | None
+    tpot_ms: float | None
     e2e_ms: float
     verify_steps: int | None
     decode_s: float
@@ -143,11 +184,16 @@ class RepeatResult:
     token_count: str = "server"
     counters: EngineWindow | None = None  # the engine's counter deltas around the repeat (vLLM: GET /metrics)
 
+    @property
+    def req_s(self) -> float:
+        """Completed requests per second of wall time (vLLM's request throughput)."""
+        return (self.requests - self.failed) / self.wall_s if self.wall_s > 0 else 0.0
+
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "tok_s": _r(self.tok_s), "wall_s": _r(self.wall_s), "requests": self.requests, "failed": self.failed,
-            "output_tokens": self.output_tokens, "token_count": self.token_count, "ttft_ms": _r(self.ttft_ms),
-            "itl_ms": _r(self.itl_ms), "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps,
+            "tok_s": _r(self.tok_s), "req_s": _r(self.req_s), "wall_s": _r(self.wall_s), "requests": self.requests,
+            "failed": self.failed, "output_tokens": self.output_tokens, "token_count": self.token_count,
+            "ttft_ms": _r(self.ttft_ms), "tpot_ms": _r(self.tpot_ms), "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps,
             "decode_s": _r(self.decode_s)}
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
@@ -164,7 +210,7 @@ class RepeatResult:
                 raise TypeError(f"'{key}' must be a number, got null")
             return value
         return cls(tok_s=req("tok_s"), wall_s=req("wall_s"), requests=int(d["requests"]),
-                   output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), itl_ms=opt("itl_ms"),
+                   output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), tpot_ms=opt("tpot_ms"),
                    e2e_ms=req("e2e_ms"), verify_steps=None if steps is None else int(steps),
                    decode_s=float(d.get("decode_s") or 0.0), failed=int(d.get("failed") or 0),
                    token_count=str(d.get("token_count") or "server"),
@@ -191,28 +237,31 @@ def repeat_result(run: LevelRun, counters: EngineWindow | None = None) -> Repeat
     return RepeatResult(
         tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(run.results),
         output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
-        itl_ms=_median_ms([r.itl_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
+        tpot_ms=_median_ms([r.tpot_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
         verify_steps=verify, decode_s=decode, failed=len(run.results) - len(rs),
         token_count=_token_count({r.token_count for r in rs}), counters=counters)
 
 
 @dataclass(frozen=True, slots=True)
 class LevelResult:
-    """One concurrency level over its repeats. ``accept_length`` = tokens / verify steps (speculative
+    """One concurrency level over its repeats: ``tok_s`` (output tokens/s), ``req_s``, and the medians
+    ``ttft_ms``, ``tpot_ms``, ``e2e_ms`` of each repeat summarized over the repeats (95 % interval of
+    the mean); ``latency`` the per-request distributions by :data:`LATENCY_KEYS` over every request
+    of every repeat. ``accept_length`` = tokens / verify steps (speculative
     servers that report verify steps), or with engine counters 1 + accepted / drafts of
     ``counters.spec`` (the repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify
     steps, with engine counters the engine's mean decode-step time (``counters.decode_step_ms``,
     :mod:`envforge.bench.metrics`).
 
-    ``failed_requests`` > 0: no figure (``tok_s`` and every summary None). ``refused``: why tok/s
-    and ITL are None although every request succeeded (chunk-counted tokens on a speculative server).
+    ``failed_requests`` > 0: no figure (``tok_s`` and every summary None). ``refused``: why tok/s,
+    TPOT and ITL are None although every request succeeded (chunk-counted tokens on a speculative server).
     """
 
     concurrency: int
     repeats: tuple[RepeatResult, ...]
     tok_s: Summary | None
     ttft_ms: Summary | None
-    itl_ms: Summary | None
+    tpot_ms: Summary | None
     e2e_ms: Summary | None
     accept_length: float | None
     verify_cycle_ms: float | None
@@ -220,6 +269,9 @@ class LevelResult:
     token_count: str = "server"
     refused: str | None = None
     counters: EngineWindow | None = None
+    req_s: Summary | None = None
+    latency: Mapping[str, Distribution | None] | None = None
+    goodput: Goodput | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
@@ -227,7 +279,9 @@ class LevelResult:
         d: dict[str, Any] = {
             "concurrency": self.concurrency, "failed_requests": self.failed_requests,
             "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
-            "ttft_ms": s(self.ttft_ms), "itl_ms": s(self.itl_ms), "e2e_ms": s(self.e2e_ms),
+            "req_s": s(self.req_s), "ttft_ms": s(self.ttft_ms), "tpot_ms": s(self.tpot_ms), "e2e_ms": s(self.e2e_ms),
+            "latency": _latency_dict(self.latency),
+            "goodput": None if self.goodput is None else self.goodput.as_dict(),
             "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
@@ -239,23 +293,25 @@ class LevelResult:
         def s(x: Any) -> Summary | None:
             return None if x is None else Summary.from_dict(x)
         return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())),
-                   s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("itl_ms")), s(d.get("e2e_ms")),
+                   s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("tpot_ms")), s(d.get("e2e_ms")),
                    _number(d, "accept_length"), _number(d, "verify_cycle_ms"), int(d.get("failed_requests") or 0),
                    str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
-                   _counters_of(d))
+                   _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")),
+                   None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]))
 
 
 REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
-                  "server carries a whole verify step: no tok/s or ITL")
+                  "server carries a whole verify step: no tok/s, TPOT or ITL")
 
 
 def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[EngineWindow] | None = None, *,
-                 speculative: bool = False) -> LevelResult:
+                 speculative: bool = False, slo: Slo | None = None) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
 
     ``counters``: the engine's counter deltas, one per repeat (then the accept length is the
     engine's 1 + accepted / drafts over the level, None when no draft was proposed, and the verify
-    cycle is the engine's mean decode-step time).
+    cycle is the engine's mean decode-step time). ``slo``: targets to count the good requests of
+    the level against (:mod:`envforge.bench.slo`: goodput over the repeats' summed wall time).
     """
     if counters:
         assert len(counters) == len(runs), "one counter window per repeat"
@@ -271,25 +327,33 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
     steps = sum(r.verify_steps or 0 for r in reps)
     decode = sum(r.decode_s for r in reps if r.verify_steps)
     engine = sum_windows(counters) if counters else None
+    common = _level_figures(runs, reps, refused)
+    if slo is not None and not refused:  # chunk-counted speculative tokens: no TPOT to hold to a target
+        common["goodput"] = goodput([r for run in runs for r in run.results], sum(run.wall_s for run in runs), slo)
     if engine is not None:
         spec = engine.spec
         cycle = engine.decode_step_ms if engine.decode_step_ms is not None else (
             decode * 1000.0 / steps if steps else None)
         return LevelResult(
-            concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
-            ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
-            itl_ms=None if refused else summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
-            e2e_ms=summarize([r.e2e_ms for r in reps]),
-            accept_length=spec.mean_acceptance_length if spec else None,
+            concurrency=concurrency, repeats=reps, accept_length=spec.mean_acceptance_length if spec else None,
             verify_cycle_ms=cycle if spec and spec.drafts else None, token_count=count, refused=refused,
-            counters=engine)
+            counters=engine, **common)
     return LevelResult(
-        concurrency=concurrency, repeats=reps, tok_s=None if refused else summarize([r.tok_s for r in reps]),
-        ttft_ms=summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
-        itl_ms=None if refused else summarize([r.itl_ms for r in reps if r.itl_ms is not None]),
-        e2e_ms=summarize([r.e2e_ms for r in reps]),
-        accept_length=tokens / steps if steps else None,
-        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused)
+        concurrency=concurrency, repeats=reps, accept_length=tokens / steps if steps else None,
+        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused, **common)
+
+
+def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None) -> dict[str, Any]:
+    """The throughput summaries and latency distributions of a level without failures; a refused
+    level (chunk-counted speculative tokens) has no tok/s, TPOT or ITL."""
+    latency = latency_of([r for run in runs for r in run.results])
+    if refused:
+        latency.update(tpot_ms=None, itl_ms=None, itl_per_token_ms=None)
+    return {"tok_s": None if refused else summarize([r.tok_s for r in reps]),
+            "req_s": summarize([r.req_s for r in reps]),
+            "ttft_ms": summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
+            "tpot_ms": None if refused else summarize([r.tpot_ms for r in reps if r.tpot_ms is not None]),
+            "e2e_ms": summarize([r.e2e_ms for r in reps]), "latency": latency}
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,9 +451,9 @@ def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
                     rows.append(BreakEven(base.name, spec.name, lv.concurrency, step, cycle, be, lv.accept_length,
                                           per > be, per))
                     continue
-            if b is None or b.itl_ms is None or lv.verify_cycle_ms is None or lv.accept_length is None:
+            if b is None or b.tpot_ms is None or lv.verify_cycle_ms is None or lv.accept_length is None:
                 continue
-            be = break_even_accept_length(lv.verify_cycle_ms, b.itl_ms.median)
-            rows.append(BreakEven(base.name, spec.name, lv.concurrency, b.itl_ms.median, lv.verify_cycle_ms,
+            be = break_even_accept_length(lv.verify_cycle_ms, b.tpot_ms.median)
+            rows.append(BreakEven(base.name, spec.name, lv.concurrency, b.tpot_ms.median, lv.verify_cycle_ms,
                                   be, lv.accept_length, lv.accept_length > be))
     return tuple(rows)

@@ -196,7 +196,7 @@ class _Session:
         levels = []
         for c, runs in self.runs.items():
             if runs:
-                lv = level_result(c, runs, self.windows[c] or None, speculative=self.speculative)
+                lv = level_result(c, runs, self.windows[c] or None, speculative=self.speculative, slo=self.cfg.slo)
                 if lv.counters is not None and lv.counters.spec is not None:
                     self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)

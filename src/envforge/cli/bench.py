@@ -15,7 +15,9 @@ from envforge.bench.config import smoke_config, url_config
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
+from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
+from envforge.bench.slo import parse_slo
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
@@ -84,7 +86,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
-        request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave)
+        request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
+        slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None)
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")
@@ -115,6 +118,10 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         _raise_failures(report, output)
     if report.speculation:
         _raise_speculation(report, output)
+    misses = report.slo_misses()
+    if misses:
+        raise CheckFailed("the SLO gate failed:\n" + "\n".join(f"  {m}" for m in misses),
+                          hint=f"the per-request distributions are in the report: {output}")
     return 0
 
 
@@ -156,9 +163,14 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _median(lv: LevelResult, key: str) -> float | None:
+    d = (lv.latency or {}).get(key)
+    return d.median if d is not None else None
+
+
 def _render(report: BenchReport, ui: Ui) -> None:
-    head = f"{'server':<14} {'conc':>4} {'tok/s':>9} {'95% interval':>19} {'min..max':>17} " \
-           f"{'TTFT ms':>8} {'ITL ms':>7} {'accept':>6}"
+    head = f"{'server':<14} {'conc':>4} {'tok/s':>9} {'95% interval':>19} {'min..max':>17} {'req/s':>7} " \
+           f"{'TTFT ms':>8} {'TPOT ms':>8} {'ITL ms':>7} {'accept':>6}"
     ui.result(head)
     for s in report.servers:
         for lv in s.levels:
@@ -169,9 +181,16 @@ def _render(report: BenchReport, ui: Ui) -> None:
                 continue
             ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "(1 repeat)"
             ui.result(f"{s.name:<14} {lv.concurrency:>4} {t.median:>9.1f} {ci:>19} "
-                      f"{f'{t.min:.1f}..{t.max:.1f}':>17} {_fmt(lv.ttft_ms.median if lv.ttft_ms else None):>8} "
-                      f"{_fmt(lv.itl_ms.median if lv.itl_ms else None, '.2f'):>7} "
-                      f"{_fmt(lv.accept_length, '.2f'):>6}")
+                      f"{f'{t.min:.1f}..{t.max:.1f}':>17} {_fmt(lv.req_s.median if lv.req_s else None, '.2f'):>7} "
+                      f"{_fmt(_median(lv, 'ttft_ms')):>8} {_fmt(_median(lv, 'tpot_ms'), '.2f'):>8} "
+                      f"{_fmt(_median(lv, 'itl_ms'), '.2f'):>7} {_fmt(lv.accept_length, '.2f'):>6}")
+    _render_latency(report, ui)
+    for s in report.servers:
+        for lv in s.levels:
+            g = lv.goodput
+            if g is not None:
+                ui.result(f"goodput {s.name} @ {lv.concurrency}: {g.good} of {g.completed} requests met the SLO "
+                          f"({g.attained:.1%}), {g.req_s:.2f} req/s: {'met' if g.met else 'MISSED'}")
     for b in report.break_even:
         verdict = "pays" if b.pays else "does not pay"
         ui.result(f"break-even at concurrency {b.concurrency}: {b.speculative} vs {b.baseline}: verify cycle "
@@ -188,6 +207,21 @@ def _render(report: BenchReport, ui: Ui) -> None:
         ui.result(f"FAILED level: {f.line()}")
     for w in report.warnings:
         ui.warn(w)
+
+
+def _render_latency(report: BenchReport, ui: Ui) -> None:
+    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, max."""
+    rows = [(s.name, lv) for s in report.servers for lv in s.levels if lv.latency]
+    if not rows:
+        return
+    ui.result(f"{'per request ms':<14} {'conc':>4} {'metric':<16} {'mean':>9} {'median':>9} {'p90':>9} "
+              f"{'p95':>9} {'p99':>9} {'max':>9}")
+    for name, lv in rows:
+        for key in LATENCY_KEYS:
+            d = (lv.latency or {}).get(key)
+            if d is not None:
+                ui.result(f"{name:<14} {lv.concurrency:>4} {key.removesuffix('_ms'):<16} {d.mean:>9.2f} "
+                          f"{d.median:>9.2f} {d.p90:>9.2f} {d.p95:>9.2f} {d.p99:>9.2f} {d.max:>9.2f}")
 
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:

@@ -41,7 +41,7 @@ __all__ = ["ImportedPatchset", "import_diff"]
 _DIFF_HINT = ("give a unified diff: the .diff of an upstream pull request saved to a file, or "
               "`diff -u a/PATH b/PATH` / `git diff` of the change")
 _EXACT_HINT = ("the diff was made against other code: take the diff of the change against this release (or a "
-               "pull request based on it), or point --env/--site-packages at the release it was made for; "
+               "pull request based on it), or point ENV/--site-packages at the release it was made for; "
                "hunks are applied exactly, never with fuzz")
 
 
@@ -154,7 +154,7 @@ def _owner(site_packages: Path, paths: Sequence[str], label: str) -> Installed:
                          if any("/".join(parts[i:]) in f for f in records.values())), None)
             raise InputError(f"{label}: {path} is not a file of any distribution installed in {site_packages}",
                              hint=(f"the diff's paths carry the repository's layout: pass --upstream-prefix {fits}"
-                                   if fits else "point --env/--site-packages at an environment with the distribution"))
+                                   if fits else "point ENV/--site-packages at an environment with the distribution"))
         owners[path] = dists[found[0]]
     names = sorted({d.name for d in owners.values()})
     if len(names) > 1:

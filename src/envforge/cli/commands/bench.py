@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.engines import ENGINES
+from envforge.bench.slo import DEFAULT_ATTAINMENT
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, seconds
 
@@ -31,6 +32,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
     if not 0 <= value < 10:
         raise argparse.ArgumentTypeError(f"'{text}': use a fraction >= 0, e.g. 0.1 for 10%")
+    return value
+
+
+def _attainment(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.9 for 90%") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"'{text}': use a fraction in (0, 1], e.g. 0.9 for 90%")
     return value
 
 
@@ -66,6 +77,11 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a request may go without progress; keep-alive pings are none (default 120)")
     p.add_argument("--interleave", action="store_true", default=None,
                    help="started servers take turns per repeat (A B A B), each restarted for its turn")
+    p.add_argument("--slo", nargs="+", metavar="METRIC:MS",
+                   help="latency targets per request, e.g. --slo ttft:200 tpot:50 (metrics ttft, tpot, e2el; "
+                        "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
+    p.add_argument("--slo-attainment", type=_attainment, default=DEFAULT_ATTAINMENT, metavar="FRACTION",
+                   help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
     p.add_argument("--output", type=Path, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
     p.add_argument("--plot", type=Path, metavar="PATH", help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
@@ -77,7 +93,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     commands = group(
         sub, "bench", help=SUMMARIES["bench"],
         description="Start each server configuration of the recipe's [verify.smoke] with the environment's "
-                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, inter-token latency "
+                    "interpreter, wait for its health endpoint, measure output tok/s, TTFT, TPOT, ITL, E2EL "
                     "and accept length per concurrency level over repeats, stop it, and write a JSON report "
                     "with the environment fingerprint (and a PNG plot). --url measures a running server. "
                     "ENV: an environment name under envs/ or a path to a virtual environment.",

@@ -62,7 +62,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c.add_argument("--cache", type=Path, metavar="DIR",
                    help="wheel and result cache (default: $ENVFORGE_CACHE_DIR or ~/.cache/envforge)")
     c.add_argument("--format", choices=("text", "markdown"), default="text", help="table format (default: text)")
-    c.add_argument("--recipe", action="append", metavar="NAME",
+    c.add_argument("--recipe", action="append", metavar="RECIPE",
                    help="also say which patchsets this recipe's variants can retire (upstream-fixed on the "
                         "release their lock holds, or will move to), with the retire-patchsets entry; repeatable")
     c.add_argument("--json", action="store_true", help="print the matrix as JSON")
@@ -122,8 +122,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     im.add_argument("--upstream-prefix", default="", metavar="DIR",
                     help="the import root's directory in the upstream repository, stripped from the diff's "
                          "paths (python/ for sglang)")
-    im.add_argument("--env", metavar="ENV", help="environment (default: the project's)")
-    im.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of --env")
+    im.add_argument("env", nargs="?", metavar="ENV", help="environment whose released files the diff applies to (default: the project's)")
+    im.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages instead of ENV")
     im.add_argument("--force", action="store_true", help="overwrite an existing patchset file")
     im.add_argument("--json", action="store_true", help="print the patchset written in a versioned JSON report on stdout")
     add_project_option(im)

@@ -218,6 +218,7 @@ _DRAFTER = Table({
 _SMOKE_SERVER = Table({
     "name": Str(),
     "model": Str(),
+    "served-model-name": Str(),
     "args": ListOf(Str()),
     "env": MapOf(_env_value, _env_problem),
     "speculative": Bool(),
@@ -225,6 +226,7 @@ _SMOKE_SERVER = Table({
 
 _SMOKE = Table({
     "model": Str(),
+    "served-model-name": Str(),
     "api": Enum("sglang", "openai", "vllm"),
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),

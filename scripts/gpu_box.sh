@@ -23,7 +23,8 @@ pack() {  # here, with network
   set -e
   local dest=${1:?DEST}; local b; b=$(mktemp -d "${TMPDIR:-/tmp}/gpu-box.XXXX")
   cd "$HERE"
-  local py=${PYTHON:-python3}; local uv=${UV:-$(dirname "$(command -v "$py")")/uv}
+  local py=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}  # envforge's own venv (uv is in it)
+  local uv=${UV:-$(dirname "$py")/uv}
   # the lock's wheels, each with its sha256 from the lock (pip refuses a file whose hash differs)
   "$py" - "$LOCK" > "$b/lock-req.txt" <<'PY'
 import sys, tomllib

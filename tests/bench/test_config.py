@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from envforge.bench.config import (
     smoke_config,
     url_config,
 )
+from envforge.bench.run import BenchPlan, _prepare
 from envforge.core.errors import InputError
+from envforge.env.fingerprint import Fingerprint
 from envforge.recipe.load import load_recipe
 from envforge.recipe.model import RecipeError
 
@@ -175,3 +178,42 @@ def test_url_config_needs_a_model_for_openai() -> None:
     assert exc.value.message == "--url with --api openai needs the served model's name"
     cfg = url_config(api="sglang", model=None)
     assert (cfg.model, cfg.health, cfg.flush_cache, cfg.servers) == ("default", "/health_generate", "/flush_cache", ())
+
+
+VLLM = '''
+[recipe]
+name = "r"
+python = "3.12"
+
+[verify.smoke]
+model = "/models/target"
+served-model-name = "tiny"
+api = "vllm"
+
+[[verify.smoke.servers]]
+name = "baseline"
+args = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--served-model-name", "{served_model_name}",
+        "--port", "{port}"]
+
+[[verify.smoke.servers]]
+name = "other"
+served-model-name = "tiny-2"
+args = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--served-model-name", "{served_model_name}"]
+'''
+
+
+def test_served_model_name_is_what_the_flag_and_the_requests_name(tmp_path: Path) -> None:
+    """vLLM answers a request naming the checkpoint path with 404 when --served-model-name is set
+    (seen on the H200): the requests carry the served name, and the flag gets the same string."""
+    cfg = config_of(tmp_path, VLLM)
+    assert (cfg.model, cfg.served_model_name) == ("/models/target", "tiny")
+    assert [s.served_model_name for s in cfg.servers] == [None, "tiny-2"]
+    assert cfg.as_dict()["served-model-name"] == "tiny"
+    plan = BenchPlan(cfg, Path(sys.executable), {}, tmp_path, Fingerprint(None, None, None, None),
+                     site_packages=tmp_path)
+    names = []
+    for server in cfg.servers:
+        started, _ = _prepare(plan, server, lambda _line: None)
+        names.append((started.launch.argv[5:7], started.session.opts.model))
+    assert names == [(("--served-model-name", "tiny"), "tiny"), (("--served-model-name", "tiny-2"), "tiny-2")]
+    assert ServerConfig("s", ("{served_model_name}",)).argv_tail(model="M", port=1) == ["M"]  # default: the model

@@ -32,7 +32,7 @@ def test_the_levels_of_every_kind() -> None:
     assert sorted(k for k, v in REGISTRY.items() if v.any_level) == [
         "acceptance-expired", "acceptance-unmatched", "nothing-to-check"]
     assert {v.level for v in REGISTRY.values()} == {"static", "gpu"}
-    assert len(REGISTRY) == 44
+    assert len(REGISTRY) == 45
 
 
 def test_nccl_library_is_a_gpu_kind() -> None:
@@ -99,7 +99,7 @@ def test_the_checks_that_list_each_kind() -> None:
         "nccl": ["nccl-library"],
         "native-ops": ["native-op"], "allreduce": ["allreduce-failed", "allreduce-timeout", "env-profile-slower"],
         "gpu-info": ["gpu-probe-failed"], "patch-effect": ["shadowed-patch", "unlisted-patchset"],
-        "effective-env": ["launcher-override"], "processes": ["stale-process"]}
+        "effective-env": ["launcher-override"], "processes": ["stale-process"], "provided": ["provided"]}
     assert REGISTRY["nothing-to-check"].checks == ()
 
 

@@ -4,6 +4,10 @@
 
 =================  =======================================================================
 ``model``          model path or hub id, substituted for ``{model}`` in server args
+``served-model-name`` the name requests carry in ``model`` when the server serves the checkpoint
+                   under another name (vLLM's ``--served-model-name``), substituted for
+                   ``{served_model_name}`` in server args (default: ``model``); a server's own
+                   ``served-model-name`` overrides it
 ``api``            the engine (:mod:`envforge.bench.engines`): ``"sglang"`` (native ``/generate``),
                    ``"openai"`` (``/v1/completions``) or ``"vllm"`` (``/v1/completions`` with
                    ``ignore_eos``, plus the speculative-decoding counters of ``GET /metrics`` around
@@ -83,10 +87,13 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     speculative: bool = False
     model: str | None = None
+    served_model_name: str | None = None
 
-    def argv_tail(self, *, model: str, port: int, host: str = HOST) -> list[str]:
-        """``args`` with ``{model}``, ``{host}`` and ``{port}`` substituted (nothing else is touched)."""
-        subst = {"{model}": model, "{host}": host, "{port}": str(port)}
+    def argv_tail(self, *, model: str, port: int, host: str = HOST, served_model_name: str | None = None) -> list[str]:
+        """``args`` with ``{model}``, ``{host}``, ``{port}`` and ``{served_model_name}`` (default: the
+        model) substituted (nothing else is touched)."""
+        subst = {"{model}": model, "{host}": host, "{port}": str(port),
+                 "{served_model_name}": served_model_name or model}
         out = []
         for a in self.args:
             for k, v in subst.items():
@@ -124,6 +131,7 @@ class SmokeConfig:
     health: str = "/health_generate"
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    served_model_name: str | None = None
     interleave: bool = False
     flush_cache: str = ""
     slo: Slo = field(default_factory=Slo)
@@ -165,7 +173,8 @@ class SmokeConfig:
                 "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
                 "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
                 "interleave": self.interleave, "flush-cache": self.flush_cache or None,
-                "slo": self.slo.as_dict() if self.slo.targets else None}
+                "slo": self.slo.as_dict() if self.slo.targets else None,
+                **({"served-model-name": self.served_model_name} if self.served_model_name else {})}
 
 
 def shipped_prompts() -> Path:
@@ -215,7 +224,7 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     if "model" not in smoke:
         raise InputError(f"{where}: 'model' is required", hint='e.g. model = "moonshotai/Kimi-K2.5"')
     servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")),
-                                 s.get("model")) for s in smoke.get("servers", ()))
+                                 s.get("model"), s.get("served-model-name")) for s in smoke.get("servers", ()))
     _check_servers(servers, where)
     for key in ("request-timeout-s", "idle-timeout-s"):
         if key in smoke and not smoke[key] > 0:
@@ -240,6 +249,7 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         request_timeout_s=float(smoke.get("request-timeout-s", DEFAULT_REQUEST_TIMEOUT_S)),
         idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
         interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", eng.flush),
+        served_model_name=smoke.get("served-model-name"),
     )
 
 

@@ -217,7 +217,8 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
     cfg = plan.config
     assert plan.python is not None
     model = s.model or cfg.model
-    tail = s.argv_tail(model=model, port=cfg.port)
+    served = s.served_model_name or cfg.served_model_name  # the name requests carry (vLLM --served-model-name)
+    tail = s.argv_tail(model=model, port=cfg.port, served_model_name=served)
     warnings = [f"server '{s.name}': {w}" for w in inert_patch_warnings(tail, plan.activations)]
     for w in warnings:
         progress(f"warning: {w}")
@@ -232,7 +233,7 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
                     "code sets are not in the report")
     for w in more:
         progress(f"warning: {w}")
-    session = _Session(s.name, model, endpoint, cfg, progress, s.speculative)
+    session = _Session(s.name, served or model, endpoint, cfg, progress, s.speculative)
     return _Started(s, launch, recorded_values(eff), session, eff.sources()), warnings + more
 
 

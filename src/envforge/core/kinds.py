@@ -83,6 +83,8 @@ REGISTRY: Mapping[str, Kind] = {
                                     "versions", rebuild_repairs=True),
     "variant-unconfirmed": _static("metadata lacks the lock's local label (B04) and nothing confirms the file",
                                    "versions"),
+    "provided": _static("a [provided] distribution is absent from the base interpreter, its version (metadata or "
+                        "import) differs from the recipe's, or the environment holds its own copy", "provided"),
     "missing": _static("a distribution of the lock is not installed", "versions", rebuild_repairs=True),
     "unexpected": _static("a distribution is installed but not in the lock", "versions", rebuild_repairs=True),
     "missing-file": _static("a file listed in a distribution's RECORD is absent", "record", "patched-files",

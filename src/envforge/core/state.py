@@ -87,6 +87,12 @@ class StateDir:
         return self.path / "env-profile.json"
 
     @property
+    def provided_record(self) -> Path:
+        """``provided.json``: the base interpreter whose ``[provided]`` distributions the generation
+        sees, and its site directories (written by build, :mod:`envforge.env.provided`)."""
+        return self.path / "provided.json"
+
+    @property
     def mutex(self) -> Path:
         """``.lock``: the mutex of a site-packages outside envforge's generations."""
         return self.path / MUTEX_NAME

@@ -36,6 +36,7 @@ from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
 from envforge.env.layout import site_packages
+from envforge.env.provided import link_base
 from envforge.installed.distributions import find_distribution
 from envforge.lock.check import guard_lock
 from envforge.lock.model import read_lock
@@ -288,6 +289,14 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     return out
 
 
+def _provided(plan: BuildPlan, sp: Path) -> str:
+    """Make the base interpreter's ``[provided]`` distributions visible, never installed
+    (:mod:`envforge.env.provided` says why a ``.pth`` rather than system site packages)."""
+    link = link_base(sp, plan.python.path, plan.variant.provided)
+    names = ", ".join(f"{p.name} {p.version}" for p in plan.variant.provided)
+    return f"{names} from {', '.join(link.dirs) or 'no site directory'} ({link.pth.name})"
+
+
 def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], ...]]:
     if not plan.variant.patchsets:
         return "no patchsets", ()
@@ -377,7 +386,9 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         say(steps[-1].line())
         sp = site_packages(plan.generation)
         sync_lines: Progress = (lambda line: say(line, log_only=True)) if terminal is not None else say
+        provided = (("provided", lambda: _provided(plan, sp)),) if plan.variant.provided else ()
         for step, fn in (("sync", lambda: _sync(plan, sync_lines, terminal)),
+                         *provided,
                          ("patches", lambda: _patch(plan, sp)),
                          ("env-profile", lambda: _profile(plan, sp)),
                          ("manifest", lambda: _manifest(plan, sp))):

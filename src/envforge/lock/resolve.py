@@ -45,6 +45,8 @@ def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path
         args += ["--override", "overrides.txt"]
     if variant.resolution == "no-deps":
         args.append("--no-deps")
+    elif variant.provided:  # the base interpreter's own: neither locked nor followed (uv >= 0.8 --excludes)
+        args += ["--excludes", "excludes.txt"]
     if variant.exclude_newer:  # recorded in [tool.envforge] inputs: a later re-lock resolves the same
         args += ["--exclude-newer", exclude_newer_cutoff(variant.exclude_newer)]  # a date: its end in UTC
         for name in variant.exclude_newer_exempt:  # indexes without upload times (B40)
@@ -146,6 +148,7 @@ def _workdir(variant: ResolvedVariant) -> Iterator[Path]:
         work = Path(tmp)
         (work / "pyproject.toml").write_text(uv_pyproject(variant))
         (work / "overrides.txt").write_text("".join(o.requirement() + "\n" for o in variant.overrides))
+        (work / "excludes.txt").write_text("".join(p.name + "\n" for p in variant.provided))
         yield work
 
 

@@ -78,6 +78,8 @@ def expected_tool_table(variant: ResolvedVariant, patchsets: Sequence[PatchsetRe
     table["patchsets"] = [{"id": p.id, "digest": p.digest} for p in patchsets]
     if variant.retired_patchsets:
         table["retired-patchsets"] = retired_rows(variant)
+    if variant.provided:  # what the base interpreter must provide; verify's `provided` check reads it
+        table["provided"] = [p.as_dict() for p in variant.provided]
     if variant.env_profile:
         table["env-profile"] = variant.env_profile
     table["env"] = dict(variant.env)
@@ -194,7 +196,7 @@ def _tool_table(tool: Mapping[str, Any], indexes: Sequence[Mapping[str, Any]], d
             for sk, sv in v.items():
                 sub[sk] = _array_of_strings(sv) if isinstance(sv, list) else sv
             t[k] = sub
-        elif k in ("overrides", "patchsets", "retired-patchsets"):
+        elif k in ("overrides", "patchsets", "retired-patchsets", "provided"):
             t[k] = _array_of_tables(v)
         else:
             t[k] = v

@@ -29,7 +29,8 @@ def load_recipe(path: Path) -> Recipe:
         ``[build-from-source]`` opt-in without ``[recipe] build-constraints`` (B28).
     """
     data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
-    problems = validate(data, RECIPE_SPEC, text) or _duplicates(data, text) + _retirements(data, text)
+    problems = validate(data, RECIPE_SPEC, text) or (
+        _duplicates(data, text) + _retirements(data, text) + _provided_clashes(data, text))
     if problems:
         raise RecipeError(format_problems("recipe", str(path), problems),
                           hint="see docs/recipes.md for the recipe schema")
@@ -118,6 +119,18 @@ def _unpinned_source_builds(data: Mapping[str, Any], text: str) -> list[Problem]
                     "backend its pyproject.toml [build-system] requires, e.g. build-constraints = "
                     "[\"setuptools==80.9.0\"]", line_of(text, f"{prefix}.{name}"))
             for prefix, table in tables for name in table]
+
+
+def _provided_clashes(data: Mapping[str, Any], text: str) -> list[Problem]:
+    """A ``[provided]`` distribution is never locked: naming it in ``packages`` or ``overrides`` too
+    (base or variant) would ask for both, so it is refused."""
+    provided = {canonicalize_name(k): k for k in data.get("provided", {})}
+    tables: list[tuple[str, Mapping[str, Any]]] = [(k, data.get(k, {})) for k in ("packages", "overrides")]
+    for vname, v in data.get("variant", {}).items():
+        tables += [(f"variant.{vname}.{k}", v.get(k, {})) for k in ("packages", "overrides")]
+    return [Problem(f"{prefix}.{key}", f"'{key}' is declared in [provided] (the base interpreter provides it, "
+                    "envforge never installs it); remove one of the two", line_of(text, f"{prefix}.{key}"))
+            for prefix, table in tables for key in table if canonicalize_name(key) in provided]
 
 
 def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:

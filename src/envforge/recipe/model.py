@@ -31,6 +31,7 @@ __all__ = [
     "Index",
     "Override",
     "PackagePin",
+    "Provided",
     "Recipe",
     "RecipeError",
     "ResolvedVariant",
@@ -57,6 +58,24 @@ class PackagePin:
     def requirement(self) -> str:
         """The PEP 508 requirement string, e.g. ``torch==2.9.1+cu130``."""
         return f"{self.name}{self.specifier}"
+
+
+@dataclass(frozen=True, slots=True)
+class Provided:
+    """A distribution the base interpreter provides (``[provided]``): never locked nor installed.
+
+    ``name`` canonical (PEP 503), ``version`` the exact version with its local label
+    (``"2.11.0+cu130"``, no operator), ``module`` the import name whose ``__version__`` verify reads
+    (default: the name with ``-`` as ``_``).
+    """
+
+    name: str
+    version: str
+    module: str
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"name", "version", "import"}`` (the lock's ``[tool.envforge] provided`` rows)."""
+        return {"name": self.name, "version": self.version, "import": self.module}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +148,7 @@ class ResolvedVariant:
     exclude_newer: str | None = None
     retired_patchsets: Mapping[str, str] = field(default_factory=dict)
     exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
+    provided: tuple[Provided, ...] = ()
 
     @property
     def lock_name(self) -> str:
@@ -156,6 +176,8 @@ class ResolvedVariant:
             **({"exclude-newer": self.exclude_newer} if self.exclude_newer else {}),
             **({"exclude-newer-exempt": [f"{k}: {v}" for k, v in self.exclude_newer_exempt.items()]}
                if self.exclude_newer_exempt else {}),
+            **({"provided": [f"{p.name}=={p.version} import={p.module}" for p in self.provided]}
+               if self.provided else {}),
         }
 
     def digest(self) -> str:
@@ -209,7 +231,18 @@ class Recipe:
             exclude_newer=self.data["recipe"].get("exclude-newer"),
             retired_patchsets=retired,
             exclude_newer_exempt=self._reasons("exclude-newer-exempt", vdata),
+            provided=self._provided(),
         )
+
+    def _provided(self) -> tuple[Provided, ...]:
+        """``[provided]`` as :class:`Provided` values, sorted by canonical name."""
+        out = []
+        for key, value in self.data.get("provided", {}).items():
+            spec = value if isinstance(value, str) else value["version"]
+            module = None if isinstance(value, str) else value.get("import")
+            name = canonicalize_name(key)
+            out.append(Provided(name, spec.strip().removeprefix("==").strip(), module or name.replace("-", "_")))
+        return tuple(sorted(out, key=lambda p: p.name))
 
     def _retired(self, vdata: Mapping[str, Any]) -> dict[str, str]:
         """``retire-patchsets`` of ``[recipe]`` with the variant's on top: id -> reason, in the

@@ -178,8 +178,34 @@ def _timestamp_problem(v: str) -> str | None:
             "lock later)")
 
 
+def _provided_problem(v: str) -> str | None:
+    """A ``[provided]`` version pins one exact version, local label included (``==2.11.0+cu130``):
+    verify compares it to what the base interpreter reports, so a range would prove nothing."""
+    try:
+        specs = list(SpecifierSet(v))
+    except InvalidSpecifier:
+        specs = []
+    if len(specs) != 1 or specs[0].operator != "==" or "*" in specs[0].version:
+        return (f"'{v}' does not pin one exact version; write the version the base interpreter reports, local "
+                "label included, e.g. '==2.11.0+cu130'")
+    return None
+
+
+def _module_problem(v: str) -> str | None:
+    return None if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", v) else (
+        f"'{v}' is not an importable module name like 'torch'")
+
+
 _INDEXES = MapOf(Str(_url_problem), lambda k: lock_name_problem(k))
 _OVERRIDES = MapOf(_OVERRIDE, _pkg_problem)
+# [provided]: distributions the base interpreter provides (a container's preinstalled torch): never
+# locked, never installed, made visible to the environment and proved by verify (check `provided`).
+_PROVIDED_VERSION = Str(_provided_problem)
+_PROVIDED = MapOf(OneOf([(str, _PROVIDED_VERSION),
+                         (Mapping, Table({"version": _PROVIDED_VERSION, "import": Str(_module_problem),
+                                          "reason": Str(_reason_problem)}, frozenset({"version"})))],
+                        'an exact version string "==X+label" or a table { version = "==X+label", import = "module" }'),
+                  _pkg_problem)
 _PLATFORM = Str(platform_problem)
 _SPEC_REQ = Str(_pin_problem)
 # Reviewed exceptions to the lock's guards, each with the reason reviewers read:
@@ -217,6 +243,7 @@ _DRAFTER = Table({
 _SMOKE_SERVER = Table({
     "name": Str(),
     "model": Str(),
+    "served-model-name": Str(),
     "args": ListOf(Str()),
     "env": MapOf(_env_value, _env_problem),
     "speculative": Bool(),
@@ -224,6 +251,7 @@ _SMOKE_SERVER = Table({
 
 _SMOKE = Table({
     "model": Str(),
+    "served-model-name": Str(),
     "api": Enum("sglang", "openai", "vllm"),
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),
@@ -298,6 +326,7 @@ RECIPE_SPEC = Table({
         "cuda-driver-min": Str(),
     }),
     "packages": _PACKAGES,
+    "provided": _PROVIDED,
     "indexes": _INDEXES,
     "overrides": _OVERRIDES,
     "cuda-exceptions": _REASONS,

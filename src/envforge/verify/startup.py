@@ -34,6 +34,7 @@ from envforge.core.state import STATE_DIR
 from envforge.core.textfile import read_state
 from envforge.env.fingerprint import STARTUP_MODULES, startup_files
 from envforge.env.profile.source import SITECUSTOMIZE, strip_block
+from envforge.env.provided import read_link
 from envforge.installed.distributions import (
     Installed,
     RecordEntry,
@@ -111,6 +112,9 @@ def _owners(sp: Path, records: Mapping[Installed, Sequence[RecordEntry]], profil
             if merged and _foreign_text(sp / f):  # merged into a file nobody owns: the rest is not envforge's
                 continue
             owners.setdefault(os.path.normpath(f), name)
+    link = read_link(sp)
+    if link and isinstance(link.get("pth"), str):  # path lines only; its directories are the base's
+        owners.setdefault(os.path.normpath(str(link["pth"])), "the envforge [provided] link")
     tool = _venv_tool(sp)
     if tool and "_virtualenv.pth" not in owners and _read(sp / "_virtualenv.pth").strip() == b"import _virtualenv":
         owners["_virtualenv.pth"] = owners.setdefault("_virtualenv.py", f"the venv ({tool})")

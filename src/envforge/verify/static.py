@@ -39,6 +39,7 @@ from envforge.verify.effective import effective_findings
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock, Installed, installed_distributions
 from envforge.verify.patched import patch_effect
+from envforge.verify.provided import check_provided, provided_rows
 from envforge.verify.records import (
     PatchedFile,
     cached_bytecode,
@@ -138,6 +139,8 @@ def run_static(inp: StaticInputs) -> StaticResult:
         found, notes = check_versions(inp.lock, installed, probe.get("markers"), inp.uv_cache, python=inp.python)
         c.notes.extend(notes)
         c.add("versions", found, f"{len(inp.lock.packages)} locked, {len(installed)} installed")
+        if rows := provided_rows(inp.lock.envforge):  # only for locks with [provided]: other reports keep their checks
+            c.add("provided", *check_provided(inp.python, sp, rows, probe_script("provided_probe.py"), inp.base_env))
         c.add("families", check_families(installed))
         _cuda(inp.lock, installed, c)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},

@@ -120,7 +120,7 @@ def test_the_case_files_are_findings_in_fast_and_deep_mode(project: Path, droppe
             "what the lock installs)")
         assert ("start-up code run at every interpreter start: envforge-env.pth (the envforge env profile "
                 "'default'), litellm_init.pth (owned by nothing), sitecustomize.py (owned by nothing)") in data["notes"]
-        assert ("1 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they "
+        assert ("1 file in site-packages that no RECORD and no envforge record owns (not run at start-up; they "
                 "run only when imported): __pycache__/sitecustomize.cpython-312.pyc") in data["notes"]
 
 

@@ -309,3 +309,16 @@ def test_every_lock_pdm_wrote_is_read_and_a_relock_is_one_upgrade(pdm_written: d
         assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
             ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu")]
         assert d.index_moves == d.shared == ()
+
+
+def test_the_issues_conflicting_extras_relock_is_two_upgrades_and_nothing_else() -> None:
+    """tests/data/uvlock-conflicts (the issue's pair, field case U01): the root's two edges that pin
+    the cpu and the cu128 torch follow them, and their every-fork markers say nothing."""
+    data = Path(__file__).parents[1] / "data" / "uvlock-conflicts"
+    old, new = (parse_lock((data / f"uv-{side}.lock").read_text(), label=f"uv-{side}.lock") for side in ("old", "new"))
+    assert render_terminal(diff_locks(old, new)).splitlines() == [
+        "lock diff: uv-old.lock -> uv-new.lock",
+        "3 -> 3 packages: 2 upgraded",
+        "torch family (2 upgraded)",
+        "  upgraded  torch  2.8.0+cpu -> 2.9.1+cpu      minor",
+        "  upgraded  torch  2.8.0+cu128 -> 2.9.1+cu128  minor"]

@@ -34,7 +34,8 @@ def index(tmp_path: Path) -> Iterator[LocalIndex]:
 def _pylock(path: Path, index: str, guardkit: str) -> Path:
     base = index.rsplit("/simple", 1)[0]
     rows = [f'[[packages]]\nname = "{name}"\nversion = "{version}"\nindex = "{index}"\n'
-            f'wheels = [{{ url = "{base}/files/{name}-{version}-py3-none-any.whl", hashes = {{ sha256 = "{"1" * 64}" }} }}]\n'
+            f'wheels = [{{ url = "{base}/files/{name}-{version}-py3-none-any.whl", '
+            f'hashes = {{ sha256 = "{"1" * 64}" }} }}]\n'
             for name, version in (("guardkit", guardkit), ("six", "1.17.0"))]
     path.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n' + "\n".join(rows))
     return path
@@ -86,18 +87,18 @@ def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(
     assert err.splitlines()[0].startswith(f"warning: new.toml: not checked for yanks: guardkit on {gone}: ")
 
 
-def test_a_cached_listing_answers_and_says_so(index: LocalIndex, tmp_path: Path) -> None:
-    pins = [("guardkit", "1.1", index.url, ["guardkit-1.1-py3-none-any.whl"])]
-    assert yanked_pins(pins, tmp_path / "cache").stale == ()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        gone = f"http://127.0.0.1:{s.getsockname()[1]}/simple"
-    kept = next((tmp_path / "cache" / "index").iterdir())
-    moved = tmp_path / "cache" / "index" / __import__("hashlib").sha256(gone.encode()).hexdigest()[:16]
-    kept.rename(moved)
-    check = yanked_pins([("guardkit", "1.1", gone, ["guardkit-1.1-py3-none-any.whl"])], tmp_path / "cache")
+def test_a_cached_listing_answers_when_the_index_is_gone_and_says_so(tmp_path: Path) -> None:
+    idx = LocalIndex(tmp_path / "gk")
+    idx.add(make_wheel(tmp_path / "built", "guardkit", "1.1"))
+    page = idx.root / "simple" / "guardkit" / "index.html"
+    page.write_text(page.read_text().replace("<a href=", f'<a data-yanked="{REASON}" href='))
+    pins = [("guardkit", "1.1", "", ["guardkit-1.1-py3-none-any.whl"])]
+    with serve(idx):
+        pins = [(n, v, idx.url, f) for n, v, _, f in pins]
+        assert yanked_pins(pins, tmp_path / "cache").stale == ()
+    check = yanked_pins(pins, tmp_path / "cache")  # the server is stopped: the listing read above answers
     assert [y.describe() for y in check.yanked] == [f'guardkit 1.1 is yanked on its index (reason: "{REASON}")']
-    assert len(check.stale) == 1 and check.stale[0].startswith(f"guardkit on {gone}: listing of 20")
+    assert len(check.stale) == 1 and check.stale[0].startswith(f"guardkit on {idx.url}: listing of 20")
 
 
 def test_yanked_needs_two_sides(capsys: pytest.CaptureFixture[str]) -> None:

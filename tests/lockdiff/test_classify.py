@@ -322,3 +322,34 @@ def test_the_issues_conflicting_extras_relock_is_two_upgrades_and_nothing_else()
         "torch family (2 upgraded)",
         "  upgraded  torch  2.8.0+cpu -> 2.9.1+cpu      minor",
         "  upgraded  torch  2.8.0+cu128 -> 2.9.1+cu128  minor"]
+
+
+def _uv(torch_index: str) -> str:
+    cu = f"https://download.pytorch.org/whl/{torch_index}"
+    return f'''version = 1
+revision = 3
+requires-python = ">=3.12"
+
+[[package]]
+name = "proj"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [{{ name = "torch", version = "2.9.1", source = {{ registry = "{cu}" }} }}]
+
+[[package]]
+name = "torch"
+version = "2.9.1"
+source = {{ registry = "{cu}" }}
+wheels = [{{ url = "{cu}/torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:{"1" * 64}" }}]
+'''
+
+
+def test_an_edge_pinning_a_moved_entry_follows_the_move() -> None:
+    """The torch entry moves from the cu128 to the cu130 index (a new file URL, same hash); the
+    root's edge that names its source follows it: one moved line, no dependencies line."""
+    d = diff_locks(parse_lock(_uv("cu128"), label="old.lock"), parse_lock(_uv("cu130"), label="new.lock"))
+    assert render_terminal(d).splitlines() == [
+        "lock diff: old.lock -> new.lock",
+        "2 -> 2 packages: 1 moved",
+        "torch family (1 moved)",
+        "  moved  torch  2.9.1  index https://download.pytorch.org/whl/{cu128 -> cu130}"]

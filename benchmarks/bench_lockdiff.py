@@ -4,9 +4,10 @@ Reference (the floor for any Python tool): a bare ``python -c`` process that onl
 with ``tomllib``. ``git diff --no-index`` of the same files is shown for scale. The three commands
 run interleaved, ``--runs`` times each (default 7); the medians are printed, and the ratio
 envforge / tomllib-floor is the median of the per-round ratios (each round runs every command back
-to back, so a shared machine's drift between rounds cancels). Target: ratio <= 2.0, warm and cold
-(``--check`` exits 1 when either wall ratio is above). Also printed: envforge / the validation
-floor (tomllib parse plus ``Pylock.from_dict`` of both, the issue's target: <= 1.25x).
+to back, so a shared machine's drift between rounds cancels). Also printed: envforge / the
+validation floor (tomllib parse plus ``Pylock.from_dict`` of both: the work any tool that validates
+with packaging cannot avoid), the target: <= 1.25x, warm and cold (``--check`` exits 1 when either
+CPU ratio to the validation floor is above; CPU, as wall time on a shared machine is noisy).
 
 Usage: ``python benchmarks/bench_lockdiff.py [--runs N] [--check] [OLD NEW]``; defaults are the
 generated real-world-sized pair under tests/data/lockdiff (``notebook-235-*.toml``, 235 entries
@@ -96,7 +97,8 @@ def main() -> int:
     parser.add_argument("old", nargs="?", type=Path, default=DEFAULT_OLD)
     parser.add_argument("new", nargs="?", type=Path, default=DEFAULT_NEW)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--check", action="store_true", help="exit 1 when the ratio is above 2.0")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 when a CPU ratio to the validation floor is above 1.25")
     args = parser.parse_args()
     cmds = commands(args.old, args.new)
     with tempfile.TemporaryDirectory(prefix="envforge-bench-pycache-") as pycache:
@@ -135,8 +137,8 @@ def main() -> int:
 
     warm, cold = paired(ENVFORGE, wall), paired(COLD, wall)
     print(f"ratio envforge / tomllib floor (median of per-round ratios): warm cache {warm:.2f}x wall, "
-          f"{paired(ENVFORGE, cpu):.2f}x cpu; cold {cold:.2f}x wall, {paired(COLD, cpu):.2f}x cpu "
-          f"(target <= 2.0x); validation floor alone {paired('floor + Pylock.from_dict (valid.)', wall):.2f}x "
+          f"{paired(ENVFORGE, cpu):.2f}x cpu; cold {cold:.2f}x wall, {paired(COLD, cpu):.2f}x cpu; "
+          f"validation floor alone {paired('floor + Pylock.from_dict (valid.)', wall):.2f}x "
           f"wall, {paired('floor + Pylock.from_dict (valid.)', cpu):.2f}x cpu; load average "
           f"{os.getloadavg()[0]:.2f}")
     valid = "floor + Pylock.from_dict (valid.)"
@@ -147,7 +149,8 @@ def main() -> int:
     print(f"ratio envforge / validation floor (tomllib parse + Pylock.from_dict, issue target <= 1.25x): "
           f"warm cache {to_valid(ENVFORGE, wall):.2f}x wall, {to_valid(ENVFORGE, cpu):.2f}x cpu; "
           f"cold {to_valid(COLD, wall):.2f}x wall, {to_valid(COLD, cpu):.2f}x cpu")
-    return 1 if args.check and max(warm, cold) > 2.0 else 0
+    worst = max(to_valid(ENVFORGE, cpu), to_valid(COLD, cpu))
+    return 1 if args.check and worst > 1.25 else 0
 
 
 if __name__ == "__main__":

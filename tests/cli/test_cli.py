@@ -516,6 +516,7 @@ def test_a_command_imports_only_its_handler_module() -> None:
     assert code == "2"
     handlers = [n for n in names.split() if n.startswith("envforge.cli.") and not n.startswith("envforge.cli.commands")]
     assert handlers == ["envforge.cli.lockdiff", "envforge.cli.options", "envforge.cli.output", "envforge.cli.parser"]
+    assert not [n for n in names.split() if n.startswith("envforge.recipe.")]  # two lock files need no recipe
 
 
 @pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",

@@ -309,3 +309,47 @@ def test_every_lock_pdm_wrote_is_read_and_a_relock_is_one_upgrade(pdm_written: d
         assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
             ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu")]
         assert d.index_moves == d.shared == ()
+
+
+def test_the_issues_conflicting_extras_relock_is_two_upgrades_and_nothing_else() -> None:
+    """tests/data/uvlock-conflicts (the issue's pair, field case U01): the root's two edges that pin
+    the cpu and the cu128 torch follow them, and their every-fork markers say nothing."""
+    data = Path(__file__).parents[1] / "data" / "uvlock-conflicts"
+    old, new = (parse_lock((data / f"uv-{side}.lock").read_text(), label=f"uv-{side}.lock") for side in ("old", "new"))
+    assert render_terminal(diff_locks(old, new)).splitlines() == [
+        "lock diff: uv-old.lock -> uv-new.lock",
+        "3 -> 3 packages: 2 upgraded",
+        "torch family (2 upgraded)",
+        "  upgraded  torch  2.8.0+cpu -> 2.9.1+cpu      minor",
+        "  upgraded  torch  2.8.0+cu128 -> 2.9.1+cu128  minor"]
+
+
+def _uv(torch_index: str) -> str:
+    cu = f"https://download.pytorch.org/whl/{torch_index}"
+    return f'''version = 1
+revision = 3
+requires-python = ">=3.12"
+
+[[package]]
+name = "proj"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [{{ name = "torch", version = "2.9.1", source = {{ registry = "{cu}" }} }}]
+
+[[package]]
+name = "torch"
+version = "2.9.1"
+source = {{ registry = "{cu}" }}
+wheels = [{{ url = "{cu}/torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:{"1" * 64}" }}]
+'''
+
+
+def test_an_edge_pinning_a_moved_entry_follows_the_move() -> None:
+    """The torch entry moves from the cu128 to the cu130 index (a new file URL, same hash); the
+    root's edge that names its source follows it: one moved line, no dependencies line."""
+    d = diff_locks(parse_lock(_uv("cu128"), label="old.lock"), parse_lock(_uv("cu130"), label="new.lock"))
+    assert render_terminal(d).splitlines() == [
+        "lock diff: old.lock -> new.lock",
+        "2 -> 2 packages: 1 moved",
+        "torch family (1 moved)",
+        "  moved  torch  2.9.1  index https://download.pytorch.org/whl/{cu128 -> cu130}"]

@@ -8,6 +8,7 @@ are shown; 2 for bad input (missing file, conflict markers, not a lock).
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ _USAGE_HINT = ("use `envforge lock diff OLD NEW` (paths or REV:PATH), "
 def run_diff(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge lock diff``: 0, or 1 with ``--exit-code`` when changes are shown."""
     fmt = "json" if args.json else args.format
+    if args.yanked and (args.git or args.variants or len(args.sides) != 2):
+        raise InputError("--yanked checks the NEW side of `envforge lock diff OLD NEW`", hint=_USAGE_HINT)
     if args.variants:
         if len(args.sides) != 1 or args.git:
             raise InputError("--variants takes exactly one RECIPE", hint=_USAGE_HINT)
@@ -39,16 +42,39 @@ def run_diff(args: argparse.Namespace, ui: Ui) -> int:
         diffs = (diff_sides(args.sides[0], args.sides[1], base=Path.cwd()),)
     else:
         raise InputError(f"lock diff needs two sides, got {len(args.sides)}", hint=_USAGE_HINT)
-    _render(diffs, fmt, args.show_all, ui)
-    changed = any(d.has_changes(args.show_all) for d in diffs)
+    yanks = _yanks(args) if args.yanked else None
+    _render(diffs, fmt, args.show_all, ui, yanks)
+    changed = any(d.has_changes(args.show_all) for d in diffs) or bool(yanks and yanks.yanked)
     return EXIT_CHECK_FAILED if args.exit_code and changed else EXIT_OK
 
 
-def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui) -> None:
+def _yanks(args: argparse.Namespace) -> Any:
+    """``--yanked``: the NEW side's pins asked of their indexes (:mod:`envforge.lock.yanks`)."""
+    # lazy: only --yanked reads indexes (httpx2)
+    from envforge.lock.yanks import yanked_pins
+    from envforge.lockdiff.model import index_pins
+    from envforge.lockdiff.sources import read_side
+    from envforge.patching.memo import default_cache
+
+    return yanked_pins(index_pins(read_side(args.sides[1], base=Path.cwd())), default_cache())
+
+
+def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> None:
     if fmt == "json":
-        ui.emit_json("lockdiff", {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]},
-                     version=render.SCHEMA_VERSION)
+        data: dict[str, Any] = {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]}
+        if yanks is not None:
+            data.update(yanked=[asdict(y) for y in yanks.yanked], unchecked=list(yanks.unchecked),
+                        stale=list(yanks.stale))
+        ui.emit_json("lockdiff", data, version=render.SCHEMA_VERSION)
         return
+    if yanks is not None:
+        new = diffs[0].new_label
+        for y in yanks.yanked:
+            ui.warn(f"{new}: {y.describe()}")
+        for line in yanks.unchecked:
+            ui.warn(f"{new}: not checked for yanks: {line}")
+        for line in yanks.stale:
+            ui.warn(f"{new}: checked for yanks from a cached listing: {line}")
     if not diffs:  # `--git REV` with no lockfile changed: said on stderr; nothing on stdout
         return
     draw = render.render_markdown if fmt == "markdown" else render.render_terminal

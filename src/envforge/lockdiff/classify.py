@@ -260,7 +260,7 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
                 return None
             else:
                 hidden = True
-    if several and not marker_changed and old.marker:
+    if several and not marker_changed and old.marker and not _same_space(old.marker, None):  # says which entry
         detail = f"{detail}; where {old.marker}" if detail else f"where {old.marker}"
     shown = (where if where is not None and not in_move
              else (old.source, new.source) if source_changed else (None, None))

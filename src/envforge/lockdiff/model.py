@@ -26,7 +26,7 @@ from typing import Any
 from envforge.core.errors import InputError
 from envforge.lock.read import read_lock_text
 
-__all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "normalize_name", "parse_lock"]
+__all__ = ["PYPI", "Artifact", "Lock", "LockedPackage", "entry_key", "index_pins", "normalize_name", "parse_lock"]
 
 PYPI = "https://pypi.org/simple"
 _PYPI_FILE_HOSTS = ("https://files.pythonhosted.org/",)
@@ -400,6 +400,15 @@ def _uv_source(source: Any, path: str) -> str:
     if kind == "registry":
         return str(value).rstrip("/")
     return f"{kind} {value}"
+
+
+def index_pins(lock: Lock) -> tuple[tuple[str, str, str, tuple[str, ...]], ...]:
+    """``(name, version, simple index URL, file names)`` of every entry with a version from an
+    index the lock names (PyPI for a pylock's files on PyPI's file host; an entry whose index is
+    only the folder of its files is left out): what :func:`envforge.lock.yanks.yanked_pins` asks."""
+    return tuple((p.name, p.version, p.source, tuple(f.filename for f in p.artifacts))
+                 for p in lock.packages.values()
+                 if p.version and p.source.startswith(("http://", "https://")) and (p.index_named or p.source == PYPI))
 
 
 def entry_key(p: LockedPackage, *, source: bool = False) -> str:

@@ -72,7 +72,8 @@ class IndexFile:
 @dataclass(frozen=True, slots=True)
 class IndexListing:
     """The wheels of one distribution on an index: ``wheels[version]`` = file names (not yanked),
-    ``files[file name]`` = where each is and its hash; ``cached`` is the time (RFC 3339) of the
+    ``files[file name]`` = where each file of the page is, its hash and its yank (yanked files and
+    sdists too: :mod:`envforge.lock.yanks` reads them); ``cached`` is the time (RFC 3339) of the
     listing read before, when the index could not be reached and that one was used."""
 
     distribution: str
@@ -199,15 +200,17 @@ def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path
     wheels: dict[str, list[str]] = {}
     files: dict[str, IndexFile] = {}
     for filename, info in _page_files(url, ctype, text):
-        if info.yanked is not None or not filename.endswith(".whl"):
+        if not filename.endswith(".whl"):
+            files.setdefault(filename, info)  # an sdist: listed (a lock may pin it), never fetched
             continue
         try:
             wname, version, _, _ = parse_wheel_filename(filename)
         except (InvalidWheelFilename, InvalidVersion):
             continue
         if wname == name:
-            wheels.setdefault(str(version), []).append(filename)
             files[filename] = info
+            if info.yanked is None:
+                wheels.setdefault(str(version), []).append(filename)
     return IndexListing(name, index_url, {v: tuple(f) for v, f in wheels.items()}, files, cached)
 
 

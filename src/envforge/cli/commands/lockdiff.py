@@ -28,6 +28,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show metadata-only churn (upload times, sizes, generator comments)")
     p.add_argument("--exit-code", action="store_true", help="exit 1 when there are changes")
+    p.add_argument("--yanked", action="store_true",
+                   help="also ask NEW's indexes whether a locked version is yanked (online; exit 1 with --exit-code)")
     p.add_argument("--project", type=Path, metavar="DIR", help="project root for --variants (default: nearest with recipes/)")
     p.set_defaults(handler="envforge.cli.lockdiff:run_diff")
     t = commands.add_parser("textconv", help="readable text of a lock, for git diff (textconv)",

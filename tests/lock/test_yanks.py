@@ -1,0 +1,107 @@
+"""envforge.lock.yanks and ``envforge lock diff --yanked`` (field case B48): a version yanked on its
+index after locking is named with the index's reason, on a real local PEP 503 index on 127.0.0.1
+whose page marks a file ``data-yanked`` (PEP 592)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envforge.cli import main
+from envforge.lock.yanks import YankCheck, YankedPin, yanked_pins
+from tests.support.localindex import LocalIndex, make_wheel, serve
+
+REASON = "miscompiles the SM120 guard; use 1.0"
+
+
+@pytest.fixture()
+def index(tmp_path: Path) -> Iterator[LocalIndex]:
+    idx = LocalIndex(tmp_path / "gk")
+    for v in ("1.0", "1.1"):
+        idx.add(make_wheel(tmp_path / "built", "guardkit", v))
+    idx.add(make_wheel(tmp_path / "built", "six", "1.17.0"))
+    page = idx.root / "simple" / "guardkit" / "index.html"
+    page.write_text(page.read_text().replace('<a href="../../files/guardkit-1.1',
+                                             f'<a data-yanked="{REASON}" href="../../files/guardkit-1.1'))
+    with serve(idx):
+        yield idx
+
+
+def _pylock(path: Path, index: str, guardkit: str) -> Path:
+    base = index.rsplit("/simple", 1)[0]
+    rows = [f'[[packages]]\nname = "{name}"\nversion = "{version}"\nindex = "{index}"\n'
+            f'wheels = [{{ url = "{base}/files/{name}-{version}-py3-none-any.whl", '
+            f'hashes = {{ sha256 = "{"1" * 64}" }} }}]\n'
+            for name, version in (("guardkit", guardkit), ("six", "1.17.0"))]
+    path.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n' + "\n".join(rows))
+    return path
+
+
+def test_a_yanked_pin_is_named_with_its_reason(index: LocalIndex, tmp_path: Path) -> None:
+    pins = [("guardkit", "1.1", index.url, ["guardkit-1.1-py3-none-any.whl"]),
+            ("guardkit", "1.0", index.url, ["guardkit-1.0-py3-none-any.whl"]),
+            ("six", "1.17.0", index.url, ["six-1.17.0-py3-none-any.whl"])]
+    check = yanked_pins(pins, tmp_path / "cache")
+    assert check == YankCheck((YankedPin("guardkit", "1.1", index.url, "guardkit-1.1-py3-none-any.whl", REASON),))
+    assert check.yanked[0].describe() == f'guardkit 1.1 is yanked on its index (reason: "{REASON}")'
+
+
+def test_lock_diff_yanked_warns_and_trips_exit_code(index: LocalIndex, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    _pylock(tmp_path / "old.toml", index.url, "1.0")
+    _pylock(tmp_path / "new.toml", index.url, "1.1")
+    assert main(["lock", "diff", "old.toml", "new.toml", "--yanked", "--exit-code"]) == 1
+    out, err = capsys.readouterr()
+    assert "upgraded  guardkit  1.0 -> 1.1" in out
+    assert err.splitlines() == [f'warning: new.toml: guardkit 1.1 is yanked on its index (reason: "{REASON}")']
+    # the same lock on both sides: no change, but the yanked pin still trips --exit-code
+    assert main(["lock", "diff", "new.toml", "new.toml", "--yanked", "--exit-code", "--json"]) == 1
+    out, err = capsys.readouterr()
+    data = json.loads(out)["data"]
+    assert (data["yanked"], data["unchecked"], data["stale"], err) == (
+        [{"name": "guardkit", "version": "1.1", "index": index.url, "file": "guardkit-1.1-py3-none-any.whl",
+          "reason": REASON}], [], [], "")
+    assert main(["lock", "diff", "old.toml", "old.toml", "--yanked", "--exit-code"]) == 0
+
+
+def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gone = f"http://127.0.0.1:{port}/simple"
+    _pylock(tmp_path / "new.toml", gone, "1.1")
+    assert main(["lock", "diff", "new.toml", "new.toml", "--yanked", "--exit-code"]) == 0
+    _, err = capsys.readouterr()
+    assert [line.split(": ", 3)[:3] for line in err.splitlines()] == [
+        ["warning", "new.toml", "not checked for yanks"], ["warning", "new.toml", "not checked for yanks"]]
+    assert err.splitlines()[0].startswith(f"warning: new.toml: not checked for yanks: guardkit on {gone}: ")
+
+
+def test_a_cached_listing_answers_when_the_index_is_gone_and_says_so(tmp_path: Path) -> None:
+    idx = LocalIndex(tmp_path / "gk")
+    idx.add(make_wheel(tmp_path / "built", "guardkit", "1.1"))
+    page = idx.root / "simple" / "guardkit" / "index.html"
+    page.write_text(page.read_text().replace("<a href=", f'<a data-yanked="{REASON}" href='))
+    pins = [("guardkit", "1.1", "", ["guardkit-1.1-py3-none-any.whl"])]
+    with serve(idx):
+        pins = [(n, v, idx.url, f) for n, v, _, f in pins]
+        assert yanked_pins(pins, tmp_path / "cache").stale == ()
+    check = yanked_pins(pins, tmp_path / "cache")  # the server is stopped: the listing read above answers
+    assert [y.describe() for y in check.yanked] == [f'guardkit 1.1 is yanked on its index (reason: "{REASON}")']
+    assert len(check.stale) == 1 and check.stale[0].startswith(f"guardkit on {idx.url}: listing of 20")
+
+
+def test_yanked_needs_two_sides(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lock", "diff", "--git", "HEAD", "--yanked"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "error: --yanked checks the NEW side of `envforge lock diff OLD NEW`")

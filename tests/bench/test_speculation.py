@@ -75,6 +75,17 @@ def test_a_hub_cache_snapshot_path_names_its_repo_and_commit() -> None:
     assert d is not None and d.drafter == Drafter("org/open-drafter", REV, local=True) and d.drafter.pinned
 
 
+def test_a_relative_directory_is_a_local_drafter_not_a_hub_id(tmp_path: Path) -> None:
+    (tmp_path / "models" / "eagle3").mkdir(parents=True)
+    argv = ["x", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "models/eagle3"]
+    shape_only = speculative_launch(argv)
+    assert shape_only is not None and shape_only.drafter == Drafter("models/eagle3", None)  # looks like a hub id
+    found = speculative_launch(argv, is_dir=lambda p: (tmp_path / p).is_dir())
+    assert found is not None and found.drafter == Drafter("models/eagle3", None, local=True)
+    assert drafter_warnings([spec_server(argv)], None, is_dir=lambda p: (tmp_path / p).is_dir()) == []
+    assert len(drafter_warnings([spec_server(argv)], None)) == 1
+
+
 def level(drafts: int, draft_tokens: int, accepted: int, positions: tuple[int, ...], *, tokens: int = 32,
           requests: int = 1, failed: bool = False):  # type: ignore[no-untyped-def]
     """One level of a vLLM server: ``requests`` requests of ``tokens`` tokens, the counters' deltas."""

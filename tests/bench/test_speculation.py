@@ -12,12 +12,15 @@ server's never-agreeing drafter is in tests/bench/test_vllm_speculation.py.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.support.bench_reports import FP, report
+from tests.support import bench_support
+from tests.support.bench_reports import report
 from tests.support.bench_support import replay_server
+from tests.support.vllm_support import free_port
 
 from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.compare import compare
@@ -70,6 +73,17 @@ def test_a_hub_cache_snapshot_path_names_its_repo_and_commit() -> None:
     path = f"/root/.cache/huggingface/hub/models--org--open-drafter/snapshots/{REV}"
     d = speculative_launch(["x", "--speculative-draft-model-path", path])
     assert d is not None and d.drafter == Drafter("org/open-drafter", REV, local=True) and d.drafter.pinned
+
+
+def test_a_relative_directory_is_a_local_drafter_not_a_hub_id(tmp_path: Path) -> None:
+    (tmp_path / "models" / "eagle3").mkdir(parents=True)
+    argv = ["x", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "models/eagle3"]
+    shape_only = speculative_launch(argv)
+    assert shape_only is not None and shape_only.drafter == Drafter("models/eagle3", None)  # looks like a hub id
+    found = speculative_launch(argv, is_dir=lambda p: (tmp_path / p).is_dir())
+    assert found is not None and found.drafter == Drafter("models/eagle3", None, local=True)
+    assert drafter_warnings([spec_server(argv)], None, is_dir=lambda p: (tmp_path / p).is_dir()) == []
+    assert len(drafter_warnings([spec_server(argv)], None)) == 1
 
 
 def level(drafts: int, draft_tokens: int, accepted: int, positions: tuple[int, ...], *, tokens: int = 32,
@@ -228,3 +242,54 @@ def test_sglang_server_whose_drafter_is_never_right_fails_its_level(tmp_path: Pa
     assert data["fingerprint"]["drafters"] == {"eagle3": None}  # not started by envforge: unknown
     assert "FAILED level: server 'eagle3', concurrency 1: accept length 1.091" in stdout
     assert "error: 1 speculative level FAILED the speculation checks:" in stderr
+
+
+B42_RECIPE = '''
+[recipe]
+name = "spec"
+python = "3.12"
+
+[verify.drafter]
+repo = "org/open-drafter"
+revision = "{rev}"
+
+[verify.smoke]
+model = "org/target"
+max-new-tokens = 12
+concurrency = [1]
+repeats = 1
+requests = 2
+warmup = 1
+port = {port}
+load-timeout-s = 60
+
+[[verify.smoke.servers]]
+name = "eagle3"
+speculative = true
+args = ["{script}", "{{port}}", "0.01", "/generate=sglang_generate_stream_eagle3.sse",
+        "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "org/open-drafter",
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+'''
+
+
+def test_b42_a_started_server_with_an_unpinned_hub_drafter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # field case B42's recipe, its SGLang server a stand-in started by envforge (no SGLang runs on this
+    # CPU machine) that replays the recorded EAGLE-3 stream and ignores the speculative flags
+    env = tmp_path / "envs" / "spec-default"
+    (env / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (env / "bin").mkdir()
+    (env / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "spec.toml").write_text(B42_RECIPE.format(rev=REV, port=free_port(),
+                                                                      script=bench_support.__file__))
+    out = tmp_path / "spec.json"
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "spec", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr  # 12 tokens in 4 verify steps: 7 of 4 x 3 draft tokens accepted, a working drafter
+    data = json.loads(out.read_text())["data"]
+    assert data["fingerprint"]["drafters"] == {
+        "eagle3": {"repo": "org/open-drafter", "revision": None, "local": False, "pinned": False}}
+    warning = ("server 'eagle3': drafter org/open-drafter started without a pinned revision: it measures whatever "
+               f"that points to on the day (B42); pin it: --speculative-draft-model-revision {REV}")
+    assert warning in data["warnings"] and f"warning: {warning}" in stderr
+    assert data["speculation"] == []

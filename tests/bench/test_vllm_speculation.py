@@ -5,7 +5,11 @@ The drafter is the tiny target itself with its output vocabulary shifted by one 
 rolled: draft logit of token i = target logit of token i - 1), what a broken d2t / vocabulary mapping
 does: at temperature 0 its proposal is always the target's choice + 1, so not one draft token is
 accepted and vLLM's counters give exactly 1 + 0 / drafts. The second test measures the same server
-at ``--url`` without ``--api`` or ``--model``: vLLM is recognised from its ``/v1/models``.
+at ``--url`` without ``--api`` or ``--model``: vLLM is recognised from its ``/v1/models``. The third
+runs ngram asked for 20-token matches, which short prompts never have: no draft at all.
+An accept length within 0.05 of 1.0 but above it, and one above k + 1, are tested on values in
+tests/bench/test_speculation.py: no drafter here agrees that rarely yet deterministically, and vLLM's
+counters cannot exceed the k it runs with.
 The vLLM environment comes from the test cache (tests/support/vllm_support.py).
 """
 
@@ -147,3 +151,31 @@ def test_vllm_is_recognised_at_url_without_api_or_model(models: tuple[Path, Path
     # not started by envforge: k from vLLM's per-position counters, the drafter unknown
     assert [(f["rule"], f["k"], f["accepted"]) for f in data["speculation"]] == [("no-accepted-draft", 3, 0)]
     assert data["fingerprint"]["drafters"] == {"shifted": None}
+
+
+@pytest.mark.slow
+def test_ngram_that_never_finds_a_match_fails_the_level(models: tuple[Path, Path, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # ngram looking for a 20-token match: in a prompt of a dozen words plus 16 output tokens there is
+    # none, so vLLM never proposes a draft (its counters exist and stay at 0)
+    venv, target, _draft = models
+    port = free_port()
+    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 20,
+                        "prompt_lookup_max": 20})
+    with short_tmpdir() as tmpdir:
+        env = {k: v for k, v in vllm_env(tmp_path / "vllm", tmpdir).items() if k in KEEP}
+        (tmp_path / "recipes").mkdir()
+        (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
+            model=target, port=port, args=json.dumps([*ARGS, ngram]), env=toml_inline(env)))
+        out = tmp_path / "out" / "vllm.json"
+        code = main(["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out),
+                     "--no-plot"])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err[-3000:]
+    data = json.loads(out.read_text())["data"]
+    (lv,) = data["servers"][0]["levels"]
+    assert lv["engine"]["counters"]["spec_decode"]["drafts"] == 0 and lv["accept_length"] is None
+    assert [(f["rule"], f["k"], f["message"]) for f in data["speculation"]] == [
+        ("no-draft", 3, "no draft was proposed in 30 decoded tokens (vLLM's spec_decode counters): speculation did "
+                        "nothing")]
+    assert data["fingerprint"]["drafters"] == {"shifted-vocab": None}  # ngram has no drafter

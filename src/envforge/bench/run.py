@@ -19,6 +19,7 @@ report says so. An engine with counters (``api = "vllm"``) has them read around 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -307,12 +308,14 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
         results, failures, more = _run_started(plan, progress)
         warnings += more
     warnings += report_warnings(fingerprint, results)
-    warnings += drafter_warnings(results, plan.recipe_drafter)
+    # servers run in envforge's working directory (no cwd given): a relative drafter directory there is local
+    warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)
     warnings += [f"failed request: {f.line()}" for f in failures]
     method = {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
               "order": "interleaved" if cfg.interleave and plan.url is None else "sequential"}
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
-                       tuple(failures), method, drafters_of(results), check_servers(results))
+                       tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
+                       check_servers(results))
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

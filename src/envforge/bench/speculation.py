@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,14 +126,18 @@ class SpeculativeLaunch:
         return f"--speculative-draft-model-revision {revision}"
 
 
-def _drafter(path: object, revision: object) -> Drafter | None:
+IsDir = Callable[[str], bool]
+
+
+def _drafter(path: object, revision: object, is_dir: IsDir | None) -> Drafter | None:
     if not isinstance(path, str) or not path:
         return None
     rev = revision if isinstance(revision, str) and revision else None
     snap = _SNAPSHOT.search(path)
     if snap:
         return Drafter(f"{snap['org']}/{snap['name']}", rev or snap["rev"], local=True)
-    local = path.startswith(("/", "./", "../", "~")) or not _HUB_ID.fullmatch(path)
+    local = path.startswith(("/", "./", "../", "~")) or not _HUB_ID.fullmatch(path) or \
+        (is_dir is not None and is_dir(path))
     return Drafter(path, rev, local)
 
 
@@ -179,8 +183,12 @@ def _vllm_config(opts: Mapping[str, str]) -> dict[str, Any] | None:
     return config or None
 
 
-def speculative_launch(argv: Sequence[str] | None) -> SpeculativeLaunch | None:
+def speculative_launch(argv: Sequence[str] | None, *, is_dir: IsDir | None = None) -> SpeculativeLaunch | None:
     """The speculation a server's ``argv`` asks for (vLLM or SGLang flags); None when it asks for none.
+
+    :param is_dir: whether a drafter path names a directory where the server runs (vLLM and SGLang
+        load an existing directory before asking the hub): ``models/eagle3`` looks like a hub id and
+        is a local drafter when ``is_dir("models/eagle3")``; None: decided by its shape only.
 
     SGLang's k is ``--speculative-num-steps`` (EAGLE, EAGLE3, NEXTN, STANDALONE: one draft token per
     step) or ``--speculative-num-draft-tokens`` - 1 (NGRAM); other algorithms give None.
@@ -192,7 +200,7 @@ def speculative_launch(argv: Sequence[str] | None) -> SpeculativeLaunch | None:
     if config is not None:
         method = config.get("method")
         return SpeculativeLaunch("vllm", method if isinstance(method, str) else None,
-                                 _drafter(config.get("model"), config.get("revision")),
+                                 _drafter(config.get("model"), config.get("revision"), is_dir),
                                  _int(config.get("num_speculative_tokens")))
     algorithm = opts.get("--speculative-algorithm")
     path = opts.get("--speculative-draft-model-path", opts.get("--speculative-draft-model"))
@@ -204,7 +212,7 @@ def speculative_launch(argv: Sequence[str] | None) -> SpeculativeLaunch | None:
         k = None if draft_tokens is None else draft_tokens - 1
     else:
         k = _int(opts.get("--speculative-num-steps")) if upper in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE") else None
-    return SpeculativeLaunch("sglang", algorithm, _drafter(path, opts.get("--speculative-draft-model-revision")), k)
+    return SpeculativeLaunch("sglang", algorithm, _drafter(path, opts.get("--speculative-draft-model-revision"), is_dir), k)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,25 +311,27 @@ def check_servers(servers: Sequence[ServerResult]) -> tuple[SpeculationFailure, 
     return tuple(out)
 
 
-def drafters_of(servers: Sequence[ServerResult]) -> dict[str, Drafter | None]:
+def drafters_of(servers: Sequence[ServerResult], *, is_dir: IsDir | None = None) -> dict[str, Drafter | None]:
     """Server name -> the drafter its arguments load, for each speculative server (None: not
-    started by envforge, or a method without a drafter)."""
+    started by envforge, or a method without a drafter); ``is_dir`` as for :func:`speculative_launch`."""
     out: dict[str, Drafter | None] = {}
     for s in servers:
         if s.speculative:
-            launch = speculative_launch(s.argv)
+            launch = speculative_launch(s.argv, is_dir=is_dir)
             out[s.name] = launch.drafter if launch is not None else None
     return out
 
 
-def drafter_warnings(servers: Sequence[ServerResult], recipe: Mapping[str, Any] | None) -> list[str]:
+def drafter_warnings(servers: Sequence[ServerResult], recipe: Mapping[str, Any] | None, *,
+                     is_dir: IsDir | None = None) -> list[str]:
     """Warnings about the drafter each speculative server envforge started loads (B42): a hub
     drafter without a commit revision, and one other than the recipe's ``[verify.drafter]``
-    (``recipe``: that table, with ``repo`` and ``revision``; None when the recipe has none)."""
+    (``recipe``: that table, with ``repo`` and ``revision``; None when the recipe has none);
+    ``is_dir`` as for :func:`speculative_launch`."""
     out = []
     want = Drafter(str(recipe["repo"]), str(recipe["revision"])) if recipe else None
     for s in servers:
-        launch = speculative_launch(s.argv) if s.speculative and s.argv is not None else None
+        launch = speculative_launch(s.argv, is_dir=is_dir) if s.speculative and s.argv is not None else None
         d = launch.drafter if launch else None
         if launch is None or d is None:
             continue

@@ -22,7 +22,8 @@ def test_distribution_name_is_not_pypis_envforge():
 
 def test_extras_refer_to_the_distribution_itself():
     test = PROJECT["optional-dependencies"]["test"]
-    assert [r for r in test if r.startswith("envforge")] == ["envforge-stack[bench-test]", "envforge-stack[fleet]"]
+    assert [r for r in test if r.startswith("envforge")] == ["envforge-stack[bench,drafter,plot]",
+                                                             "envforge-stack[bench-test]", "envforge-stack[fleet]"]
 
 
 def _install_lines() -> list[tuple[str, str]]:
@@ -38,6 +39,8 @@ def test_every_install_line_names_the_distribution():
     assert ("fleet.md", "envforge-stack[fleet]") in lines
     assert ("driver.py", "envforge-stack[fleet]") in lines
     assert ("plot.py", "envforge-stack[plot]") in lines
+    assert ("README.md", "envforge-stack[bench]") in lines and ("bench.md", "envforge-stack[bench]") in lines
+    assert ("drafters.md", "envforge-stack[drafter]") in lines
     assert ("scaffold.py", "envforge-stack") in lines
     assert [(f, name) for f, name in lines if not name.startswith("envforge-stack")] == []
 

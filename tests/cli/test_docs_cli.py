@@ -81,9 +81,6 @@ def test_the_reference_names_every_command_and_option() -> None:
     assert "| `--project DIR` |" in ref and "| `-o PATH, --output PATH` |" in ref
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
-    before, _, after = _split(DOC.read_text(encoding="utf-8")) if HEAD in DOC.read_text(encoding="utf-8") else (
-        DOC.read_text(encoding="utf-8").split("\n## How the CLI is put together", 1)[0] + "\n", "",
-        "## How the CLI is put together" + DOC.read_text(encoding="utf-8").split(
-            "\n## How the CLI is put together", 1)[1])
-    DOC.write_text(before + reference() + ("\n" + after if after else ""), encoding="utf-8")
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:  # regenerate the section in place
+    head, _, tail = _split(DOC.read_text(encoding="utf-8"))
+    DOC.write_text(head + reference() + ("\n" + tail if tail else ""), encoding="utf-8")

@@ -84,3 +84,15 @@ def test_clean_removes_the_named_caches_or_all(tmp_path: Path) -> None:
                               "  hint: envforge's caches: patch-results, releases, valid-locks")
     assert (root / "releases").is_dir()
     assert clean(root).paths == (root / "patch-results", root / "releases") and list(root.iterdir()) == []
+
+
+def test_a_fifo_in_the_cache_never_blocks(tmp_path: Path) -> None:
+    """A FIFO where an unpack marker or a result should be is judged by its type, never opened."""
+    root = tmp_path / "c"
+    tree = root / "releases" / "unpacked" / "sglang-0.5.9"
+    tree.mkdir(parents=True)
+    os.mkfifo(tree / ".complete-py")
+    os.mkfifo(_file(root / "patch-results" / "x", 0).with_name("aa.after"))
+    assert [(s.name, s.files) for s in cache_sizes(root)] == [("patch-results", 1), ("releases", 0),
+                                                              ("valid-locks", 0)]
+    assert prune(root).paths == (root / "patch-results" / "aa.after", tree)

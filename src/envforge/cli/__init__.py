@@ -53,6 +53,9 @@ Handler = Callable[[argparse.Namespace, Ui], int]
 # internal error, what writes the log (traceback and tempfile are about 8 ms of start-up).
 _COMPLETE = "envforge.cli.completers:complete"
 _CRASH_LOG = "envforge.cli.crashlog:write_crash_log"
+# A module of an optional extra that is not installed (scipy for bench, huggingface_hub for drafters):
+# exit 2 naming the extra, instead of an internal error (envforge.core.extras).
+_MISSING_EXTRA = "envforge.core.extras:missing_extra"
 
 
 class _Stopped(BaseException):
@@ -184,6 +187,12 @@ def _run(handler: str | Handler, args: argparse.Namespace, ui: Ui, words: list[s
     except BrokenPipeError:  # `envforge lock diff ... | head`: the reader left; not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as exc:  # an optional extra not installed: exit 2 with its install line
+        missing: EnvforgeError | None = _load(_MISSING_EXTRA)(exc, _command_name(args))
+        if missing is None:  # a module of the base install is missing: a broken install or a bug
+            return _internal_error(ui, exc, words)
+        ui.error(missing)
+        return missing.exit_code
     except OSError as exc:  # an operating-system failure envforge did not anticipate: one line
         where = f" ({exc.filename})" if exc.filename else ""
         ui.fail("os-error", f"{exc.strerror or exc}{where}", None, EXIT_TOOL_FAILED)
@@ -209,6 +218,16 @@ def run() -> NoReturn:
                 pass
         os._exit(code)
     sys.exit(code)
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """``envforge bench compare``: the command words ``args`` were parsed for (groups included)."""
+    words = ["envforge"]
+    name = getattr(args, "command", None)
+    while isinstance(name, str):
+        words.append(name)
+        name = getattr(args, f"{name}_command", None)
+    return " ".join(words)
 
 
 def _with_notes(message: str, exc: BaseException) -> str:

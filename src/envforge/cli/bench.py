@@ -21,6 +21,7 @@ from envforge.bench.slo import parse_slo
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
+from envforge.core.extras import require
 from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.layout import resolve_environment
@@ -82,6 +83,7 @@ def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
 
 
 def _bench(args: argparse.Namespace, ui: Ui) -> int:
+    require("bench", "envforge bench")  # scipy is first needed for the intervals, after the whole run
     config, project, resolved = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
+from envforge.core.textfile import read_state
 
 __all__ = ["CACHES", "CacheSize", "Removal", "cache_root", "cache_sizes", "clean", "prune"]
 
@@ -125,7 +126,7 @@ def _prunable(root: Path) -> Iterator[Path]:
         if marker is None or tree.name.endswith(".partial"):
             yield tree
         else:
-            wheels_read.add(marker.read_text(encoding="utf-8", errors="replace").strip())
+            wheels_read.add(_wheel_named(marker))
     for wheel in _children(root / "releases" / "wheels"):
         if wheel.name in wheels_read:
             yield wheel
@@ -133,6 +134,14 @@ def _prunable(root: Path) -> Iterator[Path]:
     for after in _children(results):
         if after.suffix == ".after" and not after.with_suffix(".json").exists():
             yield after
+
+
+def _wheel_named(marker: Path) -> str:
+    """The wheel file name an unpack marker records ("" when unreadable: its wheel is then kept)."""
+    try:
+        return read_state(marker, what="unpack marker", limit=4096).decode("utf-8", "replace").strip()
+    except (OSError, InputError):
+        return ""
 
 
 def _children(directory: Path) -> list[Path]:

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.drafter.layout import SGLANG, VLLM, LayoutProblem
 from envforge.drafter.weights import TensorInfo
 
@@ -142,7 +143,7 @@ def _plain_llama(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> 
     dropped = [t.name for t in tensors if not has_parameter(t.name)]
     shown = ", ".join(dropped[:4]) + (", ..." if len(dropped) > 4 else "")
     text = ("SGLang 0.5.9 loads it as a plain Llama, not as EAGLE-3: llama.py's LlamaForCausalLM finds no parameter "
-            f"for {len(dropped)} of {len(tensors)} tensors ({shown}) and drops them with a warning")
+            f"for {len(dropped)} of {counted(len(tensors), 'tensor')} ({shown}) and drops them with a warning")
     head = next((t for t in tensors if t.name == "lm_head.weight"), None)
     if head is not None and not tied and head.shape[:1] != (vocab,):
         return text + f"; lm_head.weight {head.describe()} fails its [{vocab}, {hidden}] size assertion", True

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envforge.core.plural import counted
 from envforge.drafter.weights import TensorInfo
 
 __all__ = ["ENGINES", "LayoutProblem", "loader_problems"]
@@ -123,7 +124,7 @@ def _sglang(config: Mapping[str, Any], by: Mapping[str, TensorInfo]) -> list[Lay
     ignored = sorted(n for n in by if n.startswith("layers.") and _canonical(n) not in _shapes(config))
     if ignored:
         out.append(LayoutProblem("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
-                                 f"{len(ignored)} tensors under layers.* (e.g. {ignored[0]}), which SGLang "
+                                 f"{counted(len(ignored), 'tensor')} under layers.* (e.g. {ignored[0]}), which SGLang "
                                  "0.5.9 ignores without a word", _FIX_NAMES + " (vLLM accepts both)",
                                  (SGLANG,)))
     return out
@@ -134,7 +135,7 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
     prefixed = sorted(n for n in names if n.startswith("model.") and "d2t" not in n and "t2d" not in n)
     if prefixed:
         out.append(LayoutProblem("eagle3-names", "model.* tensor names", "names without 'model.' (vLLM adds it)",
-                                 f"{len(prefixed)} names like {prefixed[0]}: vLLM looks up "
+                                 f"{counted(len(prefixed), 'name')} like {prefixed[0]}: vLLM looks up "
                                  f"model.{prefixed[0]} and fails (KeyError)", _FIX_NAMES + " (SGLang accepts both)",
                                  (VLLM,)))
     known = {_vllm_name(k) for k in _shapes(config)} | {"t2d", "mask_hidden"}

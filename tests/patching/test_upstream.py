@@ -227,3 +227,12 @@ def test_a_module_level_hunk_and_a_function_hunk_give_replace_text_and_replace_d
     ops = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert [(op.kind, getattr(op, "after", "")) for op in ops][1] == (
         "replace-text", "import jinja2\nimport functools\nfrom itertools import product\n")  # the capture's anchor
+
+
+def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """0.6.4 has the same function at line 58, not 189: an offset, as `git apply` takes it, never fuzz."""
+    code, _, err = run(capsys, *importing(project, HUNK, "0.6.4"))
+    assert code == 0
+    assert err.splitlines()[0].startswith("1 hunk(s) applied exactly to flashinfer-python 0.6.4 ")
+    (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
+    assert op.original_digest == "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"  # type: ignore[attr-defined]

@@ -109,14 +109,14 @@ def test_the_real_hunk_imports_applies_to_0_6_16_post4_and_is_upstream_fixed_on_
     assert (sp / COMM).read_bytes() == (by_patch / COMM).read_bytes()
 
     index = LocalIndex(tmp_path / "index")
-    for version in ("0.6.16.post4", "0.6.17"):
+    for version in ("0.6.4", "0.6.16.post4", "0.6.17"):  # 0.6.4: an earlier release with the same code
         index.add(cached_wheel("flashinfer-python", version))
     with serve(index) as served:
-        code, out, err = run(capsys, "patches", "check", "fi-sm120", "--against", "flashinfer-python==0.6.16.post4",
-                             "--against", "flashinfer-python==0.6.17", "--index-url", served.url,
-                             "--cache", str(tmp_path / "cache"), "--project", str(project))
+        code, out, err = run(capsys, "patches", "check", "fi-sm120", "--against", "flashinfer-python>=0.6.4",
+                             "--index-url", served.url, "--cache", str(tmp_path / "cache"), "--project", str(project))
     assert (code, out) == (0, textwrap.dedent("""\
         flashinfer-python  fi-sm120
+        0.6.4              applied
         0.6.16.post4       applied
         0.6.17             upstream-fixed
         """))
@@ -173,6 +173,16 @@ def test_two_places_in_one_function_give_one_replace_definition(
      "{diff}: flashinfer/new.py hunk @@ -0,0 +1,1 @@: creates a file; a patchset edits existing Python files"),
     (f"--- a/src/{COMM}\n+++ b/src/{COMM}\n@@ -1 +1 @@\n-a\n+b\n",
      "{diff}: src/flashinfer/jit/comm.py is not a file of any distribution installed in {sp}"),
+    ("diff --git a/flashinfer/a.py b/flashinfer/b.py\nsimilarity index 100%\nrename from flashinfer/a.py\n"
+     "rename to flashinfer/b.py\n", "{diff}: flashinfer/a.py: renamed to flashinfer/b.py; a patchset edits files in place"),
+    ("diff --git a/flashinfer/x.so b/flashinfer/x.so\nindex 1..2 100644\n"
+     "Binary files a/flashinfer/x.so and b/flashinfer/x.so differ\n",
+     "{diff}: flashinfer/x.so: a binary file; a patchset edits Python source"),
+    ("--- a/flashinfer/README.md\n+++ b/flashinfer/README.md\n@@ -1 +1 @@\n-a\n+b\n",
+     "{diff}: flashinfer/README.md hunk @@ -1,1 +1,1 @@: not a Python file; a patchset edits Python source"),
+    ("--- a/../etc/x.py\n+++ b/../etc/x.py\n@@ -1 +1 @@\n-a\n+b\n",
+     "{diff}: ../etc/x.py: '../etc/x.py' must be a relative POSIX path inside site-packages (no '..' parts, not "
+     "absolute), e.g. 'sglang/srt/server_args.py'"),
 ])
 def test_bad_input_exits_2_with_the_fix(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                         diff: str, message: str | None) -> None:
@@ -196,3 +206,33 @@ def test_paths_with_the_repository_layout_name_the_prefix(project: Path, tmp_pat
     code, _, err = run(capsys, *importing(project, path, "0.6.16.post4", "--upstream-prefix", "python/"))
     assert code == 0
     assert 'upstream-prefix = "python/"' in (project / "patchsets" / "fi-sm120.toml").read_text()
+
+
+def test_a_module_level_hunk_and_a_function_hunk_give_replace_text_and_replace_definition(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a" / COMM, tmp_path / "b" / COMM
+    original = (released("0.6.16.post4") / COMM).read_text()
+    edited = original.replace("import jinja2\n", "import jinja2\nimport functools\n", 1)
+    guard = "def gen_trtllm_comm_module() -> JitSpec:\n    nvcc_flags = current_compilation_context.get_nvcc_flags_list(\n"
+    edited = edited.replace(guard + "        supported_major_versions=[9, 10]\n",
+                            guard + "        supported_major_versions=[9, 10, 12]\n", 1)
+    for path, text in ((a, original), (b, edited)):
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+    diff = subprocess.run(["diff", "-u", f"a/{COMM}", f"b/{COMM}"], cwd=tmp_path, capture_output=True, text=True)
+    (tmp_path / "mixed.diff").write_text(diff.stdout)
+    code, _, err = run(capsys, *importing(project, tmp_path / "mixed.diff", "0.6.16.post4"))
+    assert code == 0
+    assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_trtllm_comm_module", f"  replace-text {COMM}"]
+    ops = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
+    assert [(op.kind, getattr(op, "after", "")) for op in ops][1] == (
+        "replace-text", "import jinja2\nimport functools\nfrom itertools import product\n")  # the capture's anchor
+
+
+def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """0.6.4 has the same function at line 58, not 189: an offset, as `git apply` takes it, never fuzz."""
+    code, _, err = run(capsys, *importing(project, HUNK, "0.6.4"))
+    assert code == 0
+    assert err.splitlines()[0].startswith("1 hunk(s) applied exactly to flashinfer-python 0.6.4 ")
+    (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
+    assert op.original_digest == "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"  # type: ignore[attr-defined]

@@ -32,6 +32,7 @@ from envforge.installed.distributions import Installed, installed_distributions,
 from envforge.patching.capture import capture_file, write_patchset
 from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import OpContext
+from envforge.patching.operations.base import relpath_check
 from envforge.patching.patchset import Patchset, load_patchset, patchset_id_problem
 from envforge.patching.planning import evaluate_file
 from envforge.patching.states import DRIFTED
@@ -131,6 +132,8 @@ def _site_path(pf: Any, prefix: str, label: str) -> str:
     if prefix and not name.startswith(prefix):
         raise InputError(f"{where}: outside --upstream-prefix {prefix!r}", hint="check --upstream-prefix")
     path = name[len(prefix):]
+    if (problem := relpath_check(path)) is not None:
+        raise InputError(f"{where}: {problem}", hint="a diff names files relative to the repository root")
     if not path.endswith(".py"):
         raise InputError(f"{where} hunk {first}: not a Python file; a patchset edits Python source",
                          hint="drop this file from the diff")

@@ -23,7 +23,7 @@ SUMMARIES = {
     "envs": "every environment, its generations, which one is live (= env list)",
     "gc": "remove old generations (keep the live one and the --keep newest)",
     "apply-patches": "apply (or revert) patchsets on an environment",
-    "patches": "patchsets: list, export, check (before an upgrade), diff, new + commit (a hand edit as a patchset)",
+    "patches": "patchsets: list, export, check (before an upgrade), diff, new + commit (a hand edit as a patchset), import (an upstream diff)",
     "sbom": "write a CycloneDX 1.6 SBOM of an environment (every distribution, every patch's pedigree)",
     "verify": "prove an environment is what its lock and patchsets say (and the GPU box suits it)",
     "drafter": "fetch, inspect and compare EAGLE-3 draft models, pinned and safe",

@@ -278,3 +278,33 @@ def test_a_deadline_with_exactly_nothing_left_starts_nothing(frozen: list[float 
             late.value.stderr_tail) == ("probe ran past its caller's 0 s limit and was not started", 0, "python",
                                         ARGV, None, "")
     assert not flag.exists()
+
+
+def test_stop_running_probes_ends_a_probe_in_another_thread_and_its_grandchild(tmp_path: Path) -> None:
+    """A caller unwinding from SIGTERM kills the probes its worker threads wait on (issue 27, N46)."""
+    import threading
+
+    from envforge.core.probe import stop_running_probes
+
+    marker = tmp_path / "child-pid"
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            run_probe(PY, HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
+                      args=[str(marker)], timeout_s=300)
+        except ProbeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    start = time.monotonic()
+    thread.start()
+    while not marker.exists() or not marker.read_text():
+        assert time.monotonic() - start < 30, "the probe never started"
+        time.sleep(0.02)
+    assert stop_running_probes() == 1
+    thread.join(timeout=10)
+    assert not thread.is_alive() and time.monotonic() - start < 30
+    assert [type(e) for e in errors] == [ProbeError] and errors[0].message.startswith("probe exited with status ")
+    assert _wait_gone(int(marker.read_text()))
+    assert stop_running_probes() == 0

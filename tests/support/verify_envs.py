@@ -236,3 +236,26 @@ class damaged:
         else:
             self.path.unlink()
         os.replace(self.saved, self.path)
+
+
+def build_tiny(dest: Path, files: Mapping[str, bytes] | None = None, timeout: float = 300) -> Path:
+    """A project at ``dest`` whose ``envs/tiny-default`` is built by the real ``envforge lock`` and
+    ``envforge build`` (offline, from a one-wheel wheelhouse: ``tinypkg 1.0`` with ``files``); returns
+    the environment's site-packages.
+
+    :raises RuntimeError: the lock or the build failed (its stderr).
+    """
+    import sys
+
+    house = dest / "wheelhouse"
+    make_wheel(house, "tinypkg", "1.0", files=files or {"tinypkg/__init__.py": b"VALUE = 1\n"})
+    (dest / "recipes").mkdir(parents=True)
+    (dest / "recipes" / "tiny.toml").write_text(
+        '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n\n[packages]\ntinypkg = "==1.0"\n')
+    for command in ("lock", "build"):
+        res = subprocess.run([sys.executable, "-m", "envforge", command, "tiny", "--offline", "--find-links",
+                              str(house)], cwd=dest, capture_output=True, text=True, timeout=timeout,
+                             env=dict(os.environ))
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr)
+    return site_packages_of(dest / "envs" / "tiny-default")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +47,56 @@ def test_a_fifo_in_place_of_a_package_file_is_a_finding_not_a_hang(tmp_path: Pat
     assert res.stdout.splitlines() == [
         "tampered tinypkg 1.0: tinypkg/__init__.py | a regular file (listed in RECORD) | a FIFO",
         "1" if deep else "0"]
+
+
+def test_sigterm_during_deep_hashing_with_a_fifo_in_the_env_stops_verify_at_once(tmp_path: Path) -> None:
+    """Fault suite N46 through the real CLI: ``verify --deep`` of a built environment with a real FIFO
+    in place of a package file ends (the FIFO is a finding); and a real SIGTERM that lands while a
+    hashing thread reads a large file stops it at once (the interpreter joins pool threads at exit:
+    it used to wait for the whole file, 105 s for 20 GiB). Every wait bounded."""
+    from tests.support.verify_envs import build_tiny
+
+    sp = build_tiny(tmp_path / "p", files={"tinypkg/__init__.py": b"VALUE = 1\n", "tinypkg/big.bin": b"x"})
+    proj = tmp_path / "p"
+    init = sp / "tinypkg" / "__init__.py"
+    init.unlink()  # uv hardlinks from its cache: replace, never write through
+    os.mkfifo(init)
+    argv = [sys.executable, "-m", "envforge", "verify", "tiny-default", "--deep"]
+    res = subprocess.run(argv, cwd=proj, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1, res.stderr
+    assert "tampered: tinypkg 1.0: tinypkg/__init__.py\n    expected: a regular file (listed in RECORD)\n" \
+           "    actual:   a FIFO\n" in res.stdout
+    big = sp / "tinypkg" / "big.bin"
+    big.unlink()
+    with open(big, "wb") as fh:
+        fh.truncate(20 << 30)  # sparse: 20 GiB to hash, nothing on disk
+    proc = subprocess.Popen(argv, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        start = time.monotonic()
+        while not _has_open(proc.pid, big):  # a hashing thread is reading it
+            assert proc.poll() is None and time.monotonic() - start < 60, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
+    assert took < 5, took
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path.resolve()):
+                return True
+        except OSError:
+            continue
+    return False

@@ -21,6 +21,7 @@ from envforge.env.profile import block_source
 from envforge.verify.startup import (
     StartupHook,
     StartupScan,
+    blocking_startup_files,
     check_outside,
     hook_notes,
     pth_import_lines,
@@ -257,3 +258,36 @@ def test_envforge_sitecustomize_block_is_owned_but_not_the_text_it_was_merged_in
     (tmp_path / "sitecustomize.py").write_text("import os\n" + block)
     merged = {**record, "sitecustomize": {"created": False}}
     assert [h.owner for h in scan_site_dir(tmp_path, profile=merged).hooks] == [None]
+
+
+@pytest.mark.parametrize("where", ["evil.pth", "sitecustomize.py", "pyvenv.cfg"])
+def test_a_fifo_the_interpreter_reads_at_start_is_exit_2_before_it_is_started(tmp_path: Path, where: str) -> None:
+    """Fault suite N46: a FIFO where every interpreter start reads (a ``.pth``, ``sitecustomize``,
+    ``pyvenv.cfg``) made verify's probe of the interpreter hang until its 60 s timeout. Now verify
+    (also ``--deep``) names it, exit 2, without starting the interpreter. A real FIFO, bounded."""
+    from tests.support.verify_envs import build_tiny
+
+    sp = build_tiny(tmp_path / "p")
+    env = tmp_path / "p" / "envs" / "tiny-default"
+    fifo = env / "pyvenv.cfg" if where == "pyvenv.cfg" else sp / where
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    assert blocking_startup_files(sp, env / "bin" / "python") == [(fifo, "a FIFO")]
+    for deep in ([], ["--deep"]):
+        res = subprocess.run([sys.executable, "-m", "envforge", "verify", "tiny-default", *deep], cwd=tmp_path / "p",
+                             capture_output=True, text=True, timeout=30)
+        assert (res.returncode, res.stdout) == (2, "")
+        assert res.stderr.splitlines()[-2:] == [
+            f"error: the environment's interpreter reads {fifo} (a FIFO) at every start and would block on it; "
+            "nothing was run",
+            "  hint: remove it (a start-up file is a regular file), or rebuild the environment: `envforge build`"]
+
+
+def test_blocking_startup_files_skips_regular_files_directories_and_absent_ones(tmp_path: Path) -> None:
+    sp = tmp_path / "sp"
+    (sp / "sitecustomize").mkdir(parents=True)
+    (sp / "ok.pth").write_text("import os\n")
+    (sp / "dir.pth").mkdir()
+    os.mkfifo(sp / "sitecustomize" / "__init__.py")
+    os.mkfifo(sp / "not-a-startup-file.py")
+    assert blocking_startup_files(sp, tmp_path / "bin" / "python") == [(sp / "sitecustomize" / "__init__.py", "a FIFO")]

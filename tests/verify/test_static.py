@@ -493,3 +493,48 @@ def test_damaged_state_file_is_exit_2_naming_it(quickstart: Path, name: str, how
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
     assert "Traceback" not in res.stderr
+
+
+def test_sigterm_while_a_probe_waits_on_a_slow_start_up_hook_stops_verify_at_once(tmp_path: Path) -> None:
+    """A start-up hook that never returns (here a ``sitecustomize`` that sleeps) keeps verify's probes
+    of the interpreter waiting; a real SIGTERM then stops verify at once and kills the probes (it used
+    to wait 58 s: the probe threads were joined until the probes' 60 s timeout)."""
+    import signal
+    import sys
+    import time
+
+    from tests.support.verify_envs import build_tiny
+
+    sp = build_tiny(tmp_path / "p")
+    marker = tmp_path / "probe-started"
+    (sp / "sitecustomize.py").write_text(f"import os, time\nopen({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
+                                         "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "envforge", "verify", "tiny-default"], cwd=tmp_path / "p",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        start = time.monotonic()
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() - start < 60, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
+    assert took < 5, took
+    deadline = time.monotonic() + 10
+    pids = [int(p) for p in marker.read_text().split()]
+    while any(os.path.exists(f"/proc/{p}") and "zombie" not in _state(p) for p in pids):
+        assert time.monotonic() < deadline, "a probe outlived verify"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0]
+    except (OSError, IndexError):
+        return "zombie"

@@ -26,9 +26,12 @@ from envforge.core.deadline import cut, deadline
 from envforge.core.errors import ExternalToolError
 from envforge.core.lifeline import kill_group, spawned
 
-__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe"]
+__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe", "stop_running_probes"]
 
 _TAIL_LINES = 20
+# Probes running now, in any thread: a caller unwinding from a signal stops them
+# (:func:`stop_running_probes`) instead of waiting for their timeouts. Set operations are atomic under the GIL.
+_RUNNING: set[subprocess.Popen[str]] = set()
 
 
 class ProbeError(ExternalToolError):
@@ -100,6 +103,7 @@ def run_probe(
         # children that outlived the probe), and when this process dies before that.
         with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                      env=dict(env) if env is not None else None) as proc:
+            _RUNNING.add(proc)
             try:
                 out, err = proc.communicate(timeout=limit.timeout_s)
             except subprocess.TimeoutExpired:
@@ -110,6 +114,8 @@ def run_probe(
                 raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
                                    f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
                                    stderr_tail=_tail(err)) from None
+            finally:
+                _RUNNING.discard(proc)
     except OSError as exc:
         raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
                          returncode=None, hint="is the environment built? run `envforge build`") from None
@@ -126,3 +132,14 @@ def run_probe(
         raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],
                          returncode=proc.returncode, stderr_tail=_tail(out + "\n" + err))
     return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)
+
+
+def stop_running_probes() -> int:
+    """Kill the process group of every probe running now, in any thread (:func:`run_probe` then
+    raises :class:`ProbeError` there); returns how many. For a caller unwinding from SIGTERM or
+    Ctrl-C whose probes run in worker threads: the interpreter joins those threads at exit, so
+    without this it would wait for each probe's timeout (60 s for a probe blocked on a FIFO)."""
+    running = list(_RUNNING)
+    for proc in running:
+        kill_group(proc)
+    return len(running)

@@ -31,7 +31,7 @@ from typing import Any
 
 from envforge.core.plural import counted
 from envforge.core.state import STATE_DIR
-from envforge.core.textfile import read_state
+from envforge.core.textfile import file_kind, read_state
 from envforge.env.fingerprint import STARTUP_MODULES, startup_files
 from envforge.env.profile.source import SITECUSTOMIZE, strip_block
 from envforge.env.provided import read_link
@@ -44,7 +44,7 @@ from envforge.installed.distributions import (
 from envforge.verify.findings import Finding
 from envforge.verify.records import PatchedFile
 
-__all__ = ["StartupHook", "StartupScan", "check_outside", "hook_notes", "pth_import_lines", "scan_site_dir",
+__all__ = ["StartupHook", "StartupScan", "blocking_startup_files", "check_outside", "hook_notes", "pth_import_lines", "scan_site_dir",
            "startup_findings"]
 
 _SHOWN = 100  # characters of an import line a finding quotes
@@ -256,3 +256,31 @@ def hook_notes(hooks: Sequence[StartupHook], unowned: Sequence[str], sp: Path) -
         notes.append(f"{counted(len(unowned), 'file')} in site-packages that no RECORD and no envforge record owns "
                      f"(not run at start-up; they run only when imported): {shown}")
     return notes
+
+
+def blocking_startup_files(sp: Path, python: Path) -> list[tuple[Path, str]]:
+    """Files the interpreter ``python`` opens at every start that are not regular files, with what
+    they are (``"a FIFO"``...): ``open()`` of a FIFO blocks until a writer comes, so the interpreter,
+    and every probe verify runs in it, would hang there (fault suite N46).
+
+    Checked: ``pyvenv.cfg`` beside ``python``'s directory and one level up (where CPython's
+    ``getpath`` looks, from the unresolved executable path), and each top-level ``*.pth`` file and
+    ``sitecustomize``/``usercustomize`` module of ``sp`` (what ``site`` reads; :func:`startup_files`
+    lists only regular ones). Nothing is opened; a missing file is no problem. Sorted by path.
+    """
+    candidates = [python.parent / "pyvenv.cfg", python.parent.parent / "pyvenv.cfg"]
+    try:
+        names = sorted(os.listdir(sp))
+    except OSError:
+        names = []
+    candidates += [sp / n for n in names if n.endswith(".pth") or n in (f"{m}.py" for m in STARTUP_MODULES)]
+    candidates += [sp / m / "__init__.py" for m in STARTUP_MODULES]
+    out = []
+    for path in candidates:
+        try:
+            kind = file_kind(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if kind is not None and kind != "a directory":  # open() of a directory fails at once, site skips it
+            out.append((path, kind))
+    return sorted(set(out))

@@ -8,8 +8,9 @@ else reads files. See docs/verify.md for every finding kind.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from contextvars import copy_context
 from dataclasses import dataclass
 from importlib import resources
@@ -20,7 +21,7 @@ from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.plural import counted
-from envforge.core.probe import run_probe
+from envforge.core.probe import run_probe, stop_running_probes
 from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
 from envforge.env.profile import (
@@ -51,6 +52,7 @@ from envforge.verify.records import (
 )
 from envforge.verify.startup import (
     StartupScan,
+    blocking_startup_files,
     check_outside,
     hook_notes,
     scan_site_dir,
@@ -126,7 +128,8 @@ def run_static(inp: StaticInputs) -> StaticResult:
     _recover_interrupted(sp, c)
     profile = installed_profile(sp)
     expected_env = _expected_env(inp.lock, profile)
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    _refuse_blocking_startup(inp)
+    with _probe_threads() as pool:
         reach = pool.submit(copy_context().run, _reach, inp, expected_env)
         patched = patch_manifest(sp)
         pycs = [str(p) for p in cached_bytecode(sp, patched)]
@@ -173,6 +176,35 @@ def _recover_interrupted(sp: Path, c: _Collector) -> None:
             c.notes.extend(patching.recover(sp))
     except (EnvforgeError, OSError) as exc:
         c.notes.append(f"an interrupted apply-patches was not rolled back: {exc}")
+
+
+@contextmanager
+def _probe_threads() -> Iterator[ThreadPoolExecutor]:
+    """Two threads for the probes; on SIGTERM or Ctrl-C (any exception) the probes are killed and the
+    threads not waited for, so verify stops at once instead of at the probes' timeouts (N46)."""
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        yield pool
+    except BaseException:
+        stop_running_probes()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _refuse_blocking_startup(inp: StaticInputs) -> None:
+    """Before the environment's interpreter is started: a FIFO (or device) where it reads
+    ``pyvenv.cfg``, a ``.pth`` or ``sitecustomize`` at every start would make each probe hang until
+    its timeout (:func:`envforge.verify.startup.blocking_startup_files`).
+
+    :raises InputError: such a file, named with what it is (nothing was started).
+    """
+    blocking = blocking_startup_files(inp.site_packages, inp.python)
+    if blocking:
+        shown = ", ".join(f"{path} ({kind})" for path, kind in blocking)
+        raise InputError(f"the environment's interpreter reads {shown} at every start and would block on it; "
+                         "nothing was run", hint="remove it (a start-up file is a regular file), or rebuild the "
+                                                 "environment: `envforge build`")
 
 
 def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:

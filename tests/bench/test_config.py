@@ -73,7 +73,12 @@ def test_a_server_may_serve_another_checkpoint(tmp_path: Path) -> None:
 
 def test_requests_and_prompt_order(tmp_path: Path) -> None:
     cfg = config_of(tmp_path, SGLANG)
-    assert cfg.requests_at(1) == 2 and cfg.requests_at(32) == 64
+    # the default: max(5 x concurrency, 10) (SGLang: num-prompts >= 5 * max-concurrency for steady state)
+    assert (cfg.requests_at(1), cfg.requests_at(2), cfg.requests_at(32)) == (10, 10, 160)
+    # warm-up before each level: max(warmup, concurrency) at the level's concurrency; none for warmup = 0
+    assert (cfg.warmup, cfg.warmup_at(1), cfg.warmup_at(4)) == (2, 2, 4)
+    assert cfg.with_overrides(warmup=0).warmup_at(32) == 0
+    assert not cfg.open_loop and cfg.with_overrides(request_rate=5.0).open_loop
     assert cfg.with_overrides(requests=8, repeats=None).requests_at(32) == 32
     order = cfg.prompt_order(40)
     assert order == cfg.prompt_order(40) and len({p.id for p in order[:32]}) == 32

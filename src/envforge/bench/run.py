@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.metrics import EngineWindow, describe
@@ -95,6 +96,7 @@ class _Session:
         self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
         self.engine = cfg.engine
         self.speculative = speculative
+        self.warmed: set[int] = set()
         self.windows: dict[int, list[EngineWindow]] = {c: [] for c in cfg.concurrency}
         self.warnings: list[str] = []
         self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
@@ -109,10 +111,13 @@ class _Session:
         self.server: RunningServer | None = None
         self.load_s: float | None = None
 
-    def _send(self, conc: int, count: int) -> LevelRun:
+    def _send(self, conc: int, count: int, *, paced: bool = False) -> LevelRun:
+        """``count`` new prompts at concurrency ``conc``; ``paced``: at the open-loop request rate."""
         prompts = self.cfg.draw(self.drawn, count)
         self.drawn += count
-        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts)
+        cfg = self.cfg
+        schedule = arrival_times(count, cfg.request_rate, cfg.burstiness, cfg.seed) if paced and cfg.open_loop else None
+        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts, schedule=schedule)
         self._check_alive(run)
         return run
 
@@ -142,9 +147,20 @@ class _Session:
         return 1
 
     def warm_up(self) -> None:
-        used = 0 if self.probed else self._probe_ignore_eos()
-        if self.cfg.warmup > used:
-            self.failures.extend(failures_of(self.name, self._send(1, self.cfg.warmup - used), 0))
+        """After a start: the ``ignore_eos`` probe (once per session), then nothing until a level."""
+        if not self.probed:
+            self._probe_ignore_eos()
+        self.warmed = set()
+
+    def warm_level(self, conc: int) -> None:
+        """Before a level's first repeat after each start: :meth:`SmokeConfig.warmup_at` requests at
+        the level's concurrency, closed loop (excluded from the results; failures are warm-up ones)."""
+        if conc in self.warmed:
+            return
+        self.warmed.add(conc)
+        count = self.cfg.warmup_at(conc)
+        if count:
+            self.failures.extend(failures_of(self.name, self._send(conc, count), 0))
 
     def _flush(self) -> None:
         if not self.flush:
@@ -165,7 +181,7 @@ class _Session:
         """The engine's counters read before and after the repeat, their window judged."""
         eng = self.engine
         before = eng.read_counters(self.endpoint, server=self.name)
-        run = self._send(conc, self.cfg.requests_at(conc))
+        run = self._send(conc, self.cfg.requests_at(conc), paced=True)
         after = eng.read_counters(self.endpoint, server=self.name)
         window, w = eng.window(self.name, self.speculative, before, after,
                                output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
@@ -177,12 +193,13 @@ class _Session:
         return run
 
     def repeat(self, conc: int) -> None:
+        self.warm_level(conc)
         self._flush()
         rep = len(self.runs[conc]) + 1
         if self.engine.has_counters:
             run = self._counted_repeat(conc, rep)
         else:
-            run = self._send(conc, self.cfg.requests_at(conc))
+            run = self._send(conc, self.cfg.requests_at(conc), paced=True)
         self.runs[conc].append(run)
         self.failures.extend(failures_of(self.name, run, rep))
         ok = [r for r in run.results if r.ok]
@@ -312,10 +329,23 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)
     warnings += [f"failed request: {f.line()}" for f in failures]
     method = {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
-              "order": "interleaved" if cfg.interleave and plan.url is None else "sequential"}
+              "order": "interleaved" if cfg.interleave and plan.url is None else "sequential",
+              "load": _load_method(cfg),
+              "warmup": (f"before each level: max({cfg.warmup}, concurrency) requests at its concurrency"
+                         if cfg.warmup else "none")}
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
                        tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
                        check_servers(results))
+
+
+def _load_method(cfg: SmokeConfig) -> str:
+    """How a level's requests were sent, for ``method.load``."""
+    if not cfg.open_loop:
+        return "closed loop: every request due at once, at most the level's concurrency in flight"
+    kind = ("constant gaps" if cfg.burstiness == float("inf") else "Poisson arrivals" if cfg.burstiness == 1.0
+            else f"gamma arrivals (burstiness {cfg.burstiness:g})")
+    return (f"open loop: {cfg.request_rate:g} requests/s, {kind} (seed {cfg.seed}), at most the level's "
+            f"concurrency in flight")
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

@@ -89,7 +89,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
-        slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None)
+        slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None, request_rate=args.request_rate,
+        burstiness=args.burstiness)
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")
@@ -212,15 +213,16 @@ def _render(report: BenchReport, ui: Ui) -> None:
 
 
 def _render_latency(report: BenchReport, ui: Ui) -> None:
-    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, max."""
+    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, max; in open loop
+    also the send lag (actual - intended send time)."""
     rows = [(s.name, lv) for s in report.servers for lv in s.levels if lv.latency]
     if not rows:
         return
     ui.result(f"{'per request ms':<14} {'conc':>4} {'metric':<16} {'mean':>9} {'median':>9} {'p90':>9} "
               f"{'p95':>9} {'p99':>9} {'max':>9}")
     for name, lv in rows:
-        for key in LATENCY_KEYS:
-            d = (lv.latency or {}).get(key)
+        lag = {"send_lag_ms": lv.send_lag_ms} if lv.send_lag_ms is not None else {}
+        for key, d in [*((k, (lv.latency or {}).get(k)) for k in LATENCY_KEYS), *lag.items()]:
             if d is not None:
                 ui.result(f"{name:<14} {lv.concurrency:>4} {key.removesuffix('_ms'):<16} {d.mean:>9.2f} "
                           f"{d.median:>9.2f} {d.p90:>9.2f} {d.p95:>9.2f} {d.p99:>9.2f} {d.max:>9.2f}")

@@ -45,6 +45,24 @@ def _attainment(text: str) -> float:
     return value
 
 
+def _positive(text: str, what: str, example: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. {example}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"'{text}': {what} must be > 0 (inf allowed), e.g. {example}")
+    return value
+
+
+def _rate(text: str) -> float:
+    return _positive(text, "the request rate", "10 for 10 requests/s")
+
+
+def _burstiness(text: str) -> float:
+    return _positive(text, "the burstiness", "1 for Poisson arrivals")
+
+
 def _bench_env(p: argparse.ArgumentParser) -> None:
     p.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path to a virtual environment "
@@ -64,7 +82,14 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", metavar="MODEL", help="override the model (the served model's name for --api openai/vllm)")
     p.add_argument("--server", action="append", default=[], metavar="NAME",
                    help="run only this server configuration (repeatable)")
-    p.add_argument("--concurrency", type=_levels, metavar="LEVELS", help="override the concurrency levels, e.g. 1,4,16")
+    p.add_argument("--concurrency", "--max-concurrency", type=_levels, metavar="LEVELS",
+                   help="override the concurrency levels, e.g. 1,4,16: with --request-rate, the cap on requests "
+                        "in flight of each level (vLLM's --max-concurrency)")
+    p.add_argument("--request-rate", type=_rate, metavar="REQ_PER_S",
+                   help="open loop: send requests at this rate (requests/s; inf = all at once, the default)")
+    p.add_argument("--burstiness", type=_burstiness, metavar="B",
+                   help="with --request-rate: gamma-distributed gaps of shape B (1 = Poisson, the default; "
+                        "< 1 burstier, > 1 more uniform, inf = constant), as vLLM")
     p.add_argument("--repeats", type=integer(1), metavar="N", help="override the repeats per level")
     p.add_argument("--requests", type=integer(1), metavar="N", help="override the requests per level and repeat")
     p.add_argument("--warmup", type=integer(0), metavar="N", help="override the warm-up requests")

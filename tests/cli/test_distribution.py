@@ -22,7 +22,7 @@ def test_distribution_name_is_not_pypis_envforge():
 
 def test_extras_refer_to_the_distribution_itself():
     test = PROJECT["optional-dependencies"]["test"]
-    assert [r for r in test if r.startswith("envforge")] == ["envforge-stack[bench,drafter,plot]",
+    assert [r for r in test if r.startswith("envforge")] == ["envforge-stack[bench,drafter,plot,sbom]",
                                                              "envforge-stack[bench-test]", "envforge-stack[fleet]"]
 
 

@@ -281,30 +281,39 @@ def test_a_deadline_with_exactly_nothing_left_starts_nothing(frozen: list[float 
 
 
 def test_stop_running_probes_ends_a_probe_in_another_thread_and_its_grandchild(tmp_path: Path) -> None:
-    """A caller unwinding from SIGTERM kills the probes its worker threads wait on (issue 27, N46)."""
+    """A caller unwinding from SIGTERM kills the probes its worker threads wait on (issue 27, N46): those of
+    its :func:`probe_group` only (threads given a copy of its context); another caller's probe runs on."""
     import threading
+    from contextvars import copy_context
 
-    from envforge.core.probe import stop_running_probes
+    from envforge.core.probe import probe_group, stop_running_probes
 
-    marker = tmp_path / "child-pid"
     errors: list[BaseException] = []
 
-    def worker() -> None:
+    def worker(marker: Path) -> None:
         try:
             run_probe(PY, HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
                       args=[str(marker)], timeout_s=300)
         except ProbeError as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=worker)
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    with probe_group() as group:
+        ours = threading.Thread(target=copy_context().run, args=(worker, mine))
+    theirs = threading.Thread(target=worker, args=(other,))
     start = time.monotonic()
-    thread.start()
-    while not marker.exists() or not marker.read_text():
-        assert time.monotonic() - start < 30, "the probe never started"
-        time.sleep(0.02)
-    assert stop_running_probes() == 1
-    thread.join(timeout=10)
-    assert not thread.is_alive() and time.monotonic() - start < 30
+    ours.start()
+    theirs.start()
+    for marker in (mine, other):
+        while not marker.exists() or not marker.read_text():
+            assert time.monotonic() - start < 30, "the probe never started"
+            time.sleep(0.02)
+    assert stop_running_probes(group) == 1
+    ours.join(timeout=10)
+    assert not ours.is_alive() and theirs.is_alive()
     assert [type(e) for e in errors] == [ProbeError] and errors[0].message.startswith("probe exited with status ")
-    assert _wait_gone(int(marker.read_text()))
+    assert _wait_gone(int(mine.read_text())) and not _wait_gone(int(other.read_text()), 0.5)
+    assert stop_running_probes() == 1  # no group: every probe
+    theirs.join(timeout=10)
+    assert not theirs.is_alive() and len(errors) == 2 and _wait_gone(int(other.read_text()))
     assert stop_running_probes() == 0

@@ -57,3 +57,39 @@ def test_an_exempt_package_from_find_links_is_locked_and_the_exemption_recorded(
     assert [(p["name"], p["version"]) for p in data["packages"]] == [("tinypkg", "1.1")]
     assert data["tool"]["envforge"]["inputs"]["exclude-newer-exempt"] == [
         "tinypkg: from a wheelhouse, no upload times"]
+
+
+def test_an_override_of_a_routed_package_is_not_silently_outside_the_cutoff(tmp_path: Path) -> None:
+    """An override of a routed package is found through the index's page as --find-links (B51), which has no
+    upload times: with exclude-newer 2024-01-01, uv locked kit 1.1, uploaded 2025-06-01. Refused unless exempt."""
+    from tests.support.localindex import LocalIndex, serve
+
+    built = tmp_path / "built"
+    default, cuda = LocalIndex(tmp_path / "default"), LocalIndex(tmp_path / "cuda")
+    default.add(make_wheel(built / "d", "app", "1.0", requires=["kit==1.0"]), upload_time="2023-01-01T00:00:00Z")
+    for version, uploaded in (("1.0", "2023-01-01T00:00:00Z"), ("1.1", "2025-06-01T00:00:00Z")):
+        cuda.add(make_wheel(built / "c", "kit", version), upload_time=uploaded)
+    with serve(default), serve(cuda):
+        (tmp_path / "recipes").mkdir()
+        recipe = (f'[recipe]\nname = "r"\npython = "3.12"\nexclude-newer = "2024-01-01T00:00:00Z"\n\n'
+                  f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
+                  '[packages]\napp = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n\n'
+                  '[overrides]\nkit = { version = ">=1.0", reason = "upstream pins kit 1.0" }\n')
+        (tmp_path / "recipes" / "r.toml").write_text(recipe)
+        res = envforge(tmp_path, "lock", "r")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.splitlines()[-2:] == [
+            "error: r-default: [recipe] exclude-newer (2024-01-01T00:00:00Z) cannot be applied to kit 1.1: an override "
+            "of a package routed to an index is looked up through that index's page of the package given as "
+            "--find-links (B51, uv#16933), which has no upload times, so uv keeps its files whatever their date, "
+            "and the lock would record the cutoff as if it held",
+            "  hint: exempt it with the reason reviewers read: [exclude-newer-exempt] kit = \"override of a routed "
+            "package: no upload times\" (recorded in the lock's inputs), and pin the override with ==; or drop the "
+            "override"]
+        assert not (tmp_path / "lockfiles").exists()
+        (tmp_path / "recipes" / "r.toml").write_text(recipe + '\n[exclude-newer-exempt]\nkit = "B51 route"\n')
+        ok = envforge(tmp_path, "lock", "r")
+        assert ok.returncode == 0, ok.stderr
+        data = tomllib.loads((tmp_path / "lockfiles" / "pylock.r-default.toml").read_text())
+        assert {p["name"]: p["version"] for p in data["packages"]} == {"app": "1.0", "kit": "1.1"}
+        assert data["tool"]["envforge"]["inputs"]["exclude-newer-exempt"] == ["kit: B51 route"]

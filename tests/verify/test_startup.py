@@ -291,3 +291,15 @@ def test_blocking_startup_files_skips_regular_files_directories_and_absent_ones(
     os.mkfifo(sp / "sitecustomize" / "__init__.py")
     os.mkfifo(sp / "not-a-startup-file.py")
     assert blocking_startup_files(sp, tmp_path / "bin" / "python") == [(sp / "sitecustomize" / "__init__.py", "a FIFO")]
+
+
+def test_the_hook_of_a_build_without_an_env_profile_is_named_without_a_raw_none(tmp_path: Path) -> None:
+    from tests.support.verify_envs import build_tiny
+
+    build_tiny(tmp_path / "p")
+    res = subprocess.run([sys.executable, "-m", "envforge", "verify", "tiny-default"], cwd=tmp_path / "p",
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "note: start-up code run at every interpreter start: envforge-env.pth (envforge (no env profile))\n" \
+        in res.stdout
+    assert "None" not in res.stdout + res.stderr

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,12 +28,15 @@ from envforge.core.deadline import cut, deadline
 from envforge.core.errors import ExternalToolError
 from envforge.core.lifeline import kill_group, spawned
 
-__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "run_probe", "stop_running_probes"]
+__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "probe_group", "run_probe",
+           "stop_running_probes"]
 
 _TAIL_LINES = 20
-# Probes running now, in any thread: a caller unwinding from a signal stops them
-# (:func:`stop_running_probes`) instead of waiting for their timeouts. Set operations are atomic under the GIL.
-_RUNNING: set[subprocess.Popen[str]] = set()
+# Probes running now, in any thread, by the group they were started in (:func:`probe_group`; None: none):
+# a caller unwinding from a signal stops its group's (:func:`stop_running_probes`) instead of waiting for
+# their timeouts. Set and dict operations are atomic under the GIL.
+_RUNNING: dict[subprocess.Popen[str], object] = {}
+_GROUP: ContextVar[object] = ContextVar("envforge_probe_group", default=None)
 
 
 class ProbeError(ExternalToolError):
@@ -103,7 +108,7 @@ def run_probe(
         # children that outlived the probe), and when this process dies before that.
         with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                      env=dict(env) if env is not None else None) as proc:
-            _RUNNING.add(proc)
+            _RUNNING[proc] = _GROUP.get()
             try:
                 out, err = proc.communicate(timeout=limit.timeout_s)
             except subprocess.TimeoutExpired:
@@ -115,7 +120,7 @@ def run_probe(
                                    f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
                                    stderr_tail=_tail(err)) from None
             finally:
-                _RUNNING.discard(proc)
+                _RUNNING.pop(proc, None)
     except OSError as exc:
         raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
                          returncode=None, hint="is the environment built? run `envforge build`") from None
@@ -134,12 +139,26 @@ def run_probe(
     return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)
 
 
-def stop_running_probes() -> int:
-    """Kill the process group of every probe running now, in any thread (:func:`run_probe` then
-    raises :class:`ProbeError` there); returns how many. For a caller unwinding from SIGTERM or
-    Ctrl-C whose probes run in worker threads: the interpreter joins those threads at exit, so
-    without this it would wait for each probe's timeout (60 s for a probe blocked on a FIFO)."""
-    running = list(_RUNNING)
+@contextmanager
+def probe_group() -> Iterator[object]:
+    """A group for the probes started in this block, in this thread or in threads that run a copy of
+    its context (``copy_context().run``, as static verify's probe threads do); yields the group to
+    pass to :func:`stop_running_probes`."""
+    group = object()
+    token = _GROUP.set(group)
+    try:
+        yield group
+    finally:
+        _GROUP.reset(token)
+
+
+def stop_running_probes(group: object = None) -> int:
+    """Kill the process group of every probe of ``group`` (:func:`probe_group`; None: every probe)
+    running now, in any thread (:func:`run_probe` then raises :class:`ProbeError` there); returns how
+    many. For a caller unwinding from SIGTERM or Ctrl-C whose probes run in worker threads: the
+    interpreter joins those threads at exit, so without this it would wait for each probe's timeout
+    (60 s for a probe blocked on a FIFO)."""
+    running = [proc for proc, g in list(_RUNNING.items()) if group is None or g is group]
     for proc in running:
         kill_group(proc)
     return len(running)

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from envforge.core.errors import CheckFailed
 from envforge.lock.model import LockError
 from envforge.lock.resolve import dependency_chains
-from envforge.lock.routing import FIND_LINKS, attribute, effective_indexes, index_violations
+from envforge.lock.routing import FIND_LINKS, attribute, effective_indexes, index_violations, override_routes
 from envforge.recipe.cuda import cuda_major, cuda_mismatches
 from envforge.recipe.model import ResolvedVariant
 
@@ -42,13 +42,14 @@ def guard_resolution(packages: list[dict[str, Any]], variant: ResolvedVariant, f
                           + "\n".join("  " + p for p in problems),
                           hint="route the package to its index in the recipe, or remove the extra index "
                                "from your uv configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)")
-    _cutoff_guard(packages, variant, find_links)
+    _cutoff_guard(packages, variant, find_links, offline)
     _cuda_guard(packages, variant, find_links, offline)
     _no_cuda_guard(packages, variant)
     _source_build_guard(packages, variant)
 
 
-def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path]) -> None:
+def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
+                  offline: bool = False) -> None:
     """``exclude-newer`` must hold for every locked file, or the lock records a cutoff it does not obey.
 
     A ``--find-links`` directory (or flat page) carries no upload times, and uv keeps its files whatever
@@ -56,8 +57,16 @@ def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find
     wheel built in 2026 (fault suite N32). So a file from ``find_links`` of a package the recipe does not
     exempt (``[exclude-newer-exempt]``, recorded in the lock) is refused rather than warned about: the
     committed lock would say the cutoff held, and a re-lock against the index would differ.
+
+    The same holds for an override of a package routed to an index when locking online: uv finds it
+    only through that index's page of the package given as ``--find-links`` (B51,
+    :func:`envforge.lock.routing.override_routes`), a flat page without upload times (tried: a cutoff of
+    2024-01-01 locked a release uploaded 2025-06-01 that way).
     """
-    if not variant.exclude_newer or not find_links:
+    if not variant.exclude_newer:
+        return
+    _routed_override_cutoff(packages, variant, offline)
+    if not find_links:
         return
     indexes = effective_indexes(variant)
     unbounded = [f"{p['name']} {p.get('version', '')}" for p in packages
@@ -73,6 +82,24 @@ def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find
             hint=("lock where the index is reachable, without --find-links (uv reads the index's upload times), "
                   "or exempt each package with the reason reviewers read: [exclude-newer-exempt] "
                   f"{first} = \"from a wheelhouse, no upload times\" (recorded in the lock's inputs)"))
+
+
+def _routed_override_cutoff(packages: list[dict[str, Any]], variant: ResolvedVariant, offline: bool) -> None:
+    """:raises LockError: an overridden routed package (looked up through a find-links page, B51) that
+    ``[exclude-newer-exempt]`` does not exempt, when the lock is made online (offline, no route is given)."""
+    routed = set() if offline else set(override_routes(variant))
+    hit = [f"{p['name']} {p.get('version', '')}" for p in packages
+           if (name := canonicalize_name(p["name"])) in routed and name not in variant.exclude_newer_exempt]
+    if hit:
+        first = hit[0].split(" ")[0]
+        raise LockError(
+            f"{variant.lock_name}: [recipe] exclude-newer ({variant.exclude_newer}) cannot be applied to "
+            f"{', '.join(hit)}: an override of a package routed to an index is looked up through that index's "
+            "page of the package given as --find-links (B51, uv#16933), which has no upload times, so uv keeps "
+            "its files whatever their date, and the lock would record the cutoff as if it held",
+            hint=("exempt it with the reason reviewers read: [exclude-newer-exempt] "
+                  f"{first} = \"override of a routed package: no upload times\" (recorded in the lock's inputs), "
+                  "and pin the override with ==; or drop the override"))
 
 
 def _cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],

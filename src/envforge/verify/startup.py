@@ -106,7 +106,8 @@ def _owners(sp: Path, records: Mapping[Installed, Sequence[RecordEntry]], profil
     for p in patched:  # a patchset may add a file no RECORD lists
         owners.setdefault(os.path.normpath(p.path), f"envforge patchset {p.patchset}")
     if profile:
-        name = f"the envforge env profile {profile.get('profile')!r}"
+        named = profile.get("profile")  # None: a build with no env profile still installs the (empty) hook
+        name = f"the envforge env profile {named!r}" if named else "envforge (no env profile)"
         for f in profile.get("files", ()):
             merged = f == SITECUSTOMIZE and f not in owners and not (profile.get("sitecustomize") or {}).get("created")
             if merged and _foreign_text(sp / f):  # merged into a file nobody owns: the rest is not envforge's

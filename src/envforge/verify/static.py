@@ -21,7 +21,7 @@ from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.plural import counted
-from envforge.core.probe import run_probe, stop_running_probes
+from envforge.core.probe import probe_group, run_probe, stop_running_probes
 from envforge.core.state import StateDir
 from envforge.env.fingerprint import file_digest
 from envforge.env.profile import (
@@ -183,13 +183,14 @@ def _probe_threads() -> Iterator[ThreadPoolExecutor]:
     """Two threads for the probes; on SIGTERM or Ctrl-C (any exception) the probes are killed and the
     threads not waited for, so verify stops at once instead of at the probes' timeouts (N46)."""
     pool = ThreadPoolExecutor(max_workers=2)
-    try:
-        yield pool
-    except BaseException:
-        stop_running_probes()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    with probe_group() as group:  # the probes submitted with a copy of this context: not another verify's
+        try:
+            yield pool
+        except BaseException:
+            stop_running_probes(group)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
 
 
 def _refuse_blocking_startup(inp: StaticInputs) -> None:

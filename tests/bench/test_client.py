@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import time
 
 import pytest
@@ -222,11 +223,12 @@ def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
     """Each request is sent at its intended time (never before); with the cap reached it waits, and
     its lag (actual - intended send time) says how long: no catching up beyond that."""
     schedule = (0.0, 0.05, 0.10, 0.15)
+    switch = sys.getswitchinterval()
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
         run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 4, opts(5), schedule=schedule)
         assert all(r.ok for r in run.results) and len(run.send_lag_s) == 4
         assert all(0 <= lag < 0.03 for lag in run.send_lag_s), run.send_lag_s  # on time on an idle server
-        assert run.wall_s >= 0.15
+        assert run.wall_s >= 0.15 and sys.getswitchinterval() == switch  # restored after pacing
         # cap 1, each request ~0.08 s (8 events 10 ms apart): the 2nd..4th wait for the one before
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.01) as url:
         capped = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5),

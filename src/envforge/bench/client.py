@@ -33,9 +33,11 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -459,7 +461,9 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     """
     cancel = cancel or Cancel()
 
-    def one(p: str) -> tuple[float, RequestResult, float]:
+    def one(p: str, due: float | None = None) -> tuple[float, RequestResult, float]:
+        if due is not None and (wait := due - clock()) > 0:
+            cancel.event.wait(wait)  # the sender waits out the last moments itself: one wake-up, not two
         start = clock()
         r = send_request(endpoint, engine, p, opts, cancel=cancel, clock=clock)
         return start, r, clock()
@@ -470,7 +474,8 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
         if schedule is None:
             done = list(pool.map(one, prompts))
         else:
-            done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
+            with _switching(PACED_SWITCH_INTERVAL_S):
+                done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
     except BaseException:
         cancel.trip()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -481,13 +486,36 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags)
 
 
-def _paced(pool: ThreadPoolExecutor, one: Callable[[str], Any], prompts: Sequence[str], schedule: Sequence[float],
-           t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
-    """Submit each prompt to ``pool`` at ``t0 + schedule[i]`` (sleeping in between); the futures."""
+#: The interpreter's thread switch interval while a level is paced (seconds; CPython's default is
+#: 0.005): a sender whose time has come waits for the thread holding the GIL at most this long, so
+#: the default would put up to 5 ms on a send (measured: benchmarks/bench_send_lag.py).
+PACED_SWITCH_INTERVAL_S = 0.0002
+
+
+@contextmanager
+def _switching(interval_s: float) -> Iterator[None]:
+    """``sys.setswitchinterval(interval_s)`` for the block, the previous interval restored after."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(interval_s)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+#: How long before its intended time a request is handed to a sender (seconds), which then waits
+#: for the time itself: the hand-over's wake-up is off the send's critical path.
+PACED_LEAD_S = 0.002
+
+
+def _paced(pool: ThreadPoolExecutor, one: Callable[[str, float], Any], prompts: Sequence[str],
+           schedule: Sequence[float], t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
+    """Hand each prompt to ``pool`` :data:`PACED_LEAD_S` before ``t0 + schedule[i]`` (sleeping in
+    between), due at that time; the futures."""
     futures = []
     for p, at in zip(prompts, schedule):
-        wait = t0 + at - clock()
+        wait = t0 + at - PACED_LEAD_S - clock()
         if wait > 0 and cancel.event.wait(wait):
             break
-        futures.append(pool.submit(one, p))
+        futures.append(pool.submit(one, p, t0 + at))
     return futures

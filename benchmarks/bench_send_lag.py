@@ -4,7 +4,7 @@ beside ``vllm bench serve``'s own client measured the same way in the same run.
 A local stand-in server (a separate process; OpenAI-compatible ``/v1/completions`` streaming 8
 one-token chunks, usage and ``[DONE]`` at once, so the server never holds a request back) takes
 Poisson arrivals (burstiness 1, seed 0) at 50 and 200 requests/s: 10 s of them at 50, 5 s at 200.
-envforge sends them with :func:`envforge.bench.client.run_level` and the schedule of
+envforge sends them with :func:`envforge.bench.load.run_level` and the schedule of
 :func:`envforge.bench.arrivals.arrival_times`; vLLM with its own ``get_request`` and
 ``async_request_openai_completions`` (``benchmarks/send_lag_vllm.py``, run by a vLLM environment's
 interpreter). Both draw the same schedule (``tests/bench/test_arrivals.py``).
@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from envforge.bench.arrivals import arrival_times
-from envforge.bench.client import Endpoint, RequestOptions, run_level
+from envforge.bench.client import Endpoint, RequestOptions
+from envforge.bench.load import run_level
 from envforge.bench.engines import engine
 
 RATES = ((50.0, 500), (200.0, 1000))  # requests/s, requests (10 s and 5 s of arrivals)

@@ -10,9 +10,10 @@ envforge sends them with :func:`envforge.bench.load.run_level` and the schedule 
 interpreter). Both draw the same schedule (``tests/bench/test_arrivals.py``).
 
 Send lag, measured the same way for both: request *i*'s actual send time (when the client starts
-it: envforge's sender thread, vLLM's ``start_time``) minus its intended one, both taken from the
-first request, ``(actual_i - actual_0) - (intended_i - intended_0)`` in ms; p50 and p99 over every
-request of every round. Clients alternate (envforge, vLLM, envforge, vLLM) so drift of the machine
+it: envforge's sender thread, vLLM's ``start_time``) minus its intended one, less the median of
+that difference over the round (vLLM keeps its schedule's start to itself, so the constant offset
+is taken out for both alike; a late first request then shifts nothing), in ms; p50, p99 and max
+over every request of every round (p50 is 0 by construction within a round). Clients alternate (envforge, vLLM, envforge, vLLM) so drift of the machine
 hits both alike. Without ``--vllm-python`` only envforge is measured.
 
 Run: ``python benchmarks/bench_send_lag.py [--vllm-python <vllm venv>/bin/python] [--rounds 2]``
@@ -27,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -76,8 +78,11 @@ def serve(port: int) -> None:
     Server(("127.0.0.1", port), Handler).serve_forever()
 
 
-def relative_lags_ms(actual: list[float], intended: tuple[float, ...]) -> list[float]:
-    return [((a - actual[0]) - (t - intended[0])) * 1000.0 for a, t in zip(actual, intended)]
+def relative_lags_ms(actual: Sequence[float], intended: Sequence[float]) -> list[float]:
+    """``(actual_i - intended_i) - median_j(actual_j - intended_j)`` in ms."""
+    raw = [a - t for a, t in zip(actual, intended)]
+    mid = float(np.median(raw))
+    return [(x - mid) * 1000.0 for x in raw]
 
 
 def envforge_lags(url: str, rate: float, n: int) -> list[float]:
@@ -86,8 +91,7 @@ def envforge_lags(url: str, rate: float, n: int) -> list[float]:
     run = run_level(Endpoint.from_url(url), engine("openai"), [f"p{i}" for i in range(n)], CAP, opts,
                     schedule=schedule)
     assert all(r.ok for r in run.results), next(r.error for r in run.results if not r.ok)
-    first = run.send_lag_s[0]
-    return [(lag - first) * 1000.0 for lag in run.send_lag_s]  # = relative_lags_ms of the actual send times
+    return relative_lags_ms(run.send_lag_s, [0.0] * n)  # send_lag_s: actual - intended, from the level's start
 
 
 def vllm_lags(python: str, url: str, rate: float, n: int) -> list[float]:

@@ -23,7 +23,6 @@ from envforge.bench.client import (
     _read_stream,
     _Reading,
     _result,
-    run_level,
     send_request,
     timeline_of,
 )
@@ -192,48 +191,6 @@ def test_silent_server_fails_on_the_socket_idle_timeout() -> None:
         s.listen()  # accepts the connection (backlog) and never answers
         r = send_request(Endpoint("127.0.0.1", s.getsockname()[1]), SGLANG, "p", opts(8, idle_timeout_s=0.3))
     assert not r.ok and r.error == "no data for 0.3 s (idle timeout)"
-
-
-def test_cancel_stops_requests_in_flight_at_once() -> None:
-    import threading
-
-    from envforge.bench.client import Cancel
-    cancel = Cancel()
-    with replay_server({"/generate": "keepalive:sglang_generate_stream.sse"}, gap_s=0.05) as url:
-        threading.Timer(0.3, cancel.trip).start()
-        start = time.monotonic()
-        run = run_level(Endpoint.from_url(url), SGLANG, ["a", "b"], 2, opts(8), cancel=cancel)
-        assert time.monotonic() - start < 3
-        late = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8), cancel=cancel)
-    assert [r.error for r in run.results] == ["cancelled", "cancelled"]
-    assert late.error == "cancelled"
-
-
-def test_run_level_keeps_prompt_order_and_measures_wall_time() -> None:
-    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.005) as url:
-        run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(6)], 3, opts(5))
-    assert run.concurrency == 3 and len(run.results) == 6
-    assert all(r.ok and r.output_tokens == 5 for r in run.results)
-    assert run.wall_s >= max(r.e2e_s for r in run.results)
-    assert run.send_lag_s == ()  # closed loop: no schedule, no lag
-
-
-def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
-    """Each request is sent at its intended time (never before); with the cap reached it waits, and
-    its lag (actual - intended send time) says how long: no catching up beyond that."""
-    schedule = (0.0, 0.05, 0.10, 0.15)
-    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
-        run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 4, opts(5), schedule=schedule)
-        assert all(r.ok for r in run.results) and len(run.send_lag_s) == 4
-        assert all(0 <= lag < 0.03 for lag in run.send_lag_s), run.send_lag_s  # on time on an idle server
-        assert run.wall_s >= 0.15
-        # cap 1, each request ~0.08 s (8 events 10 ms apart): the 2nd..4th wait for the one before
-    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.01) as url:
-        capped = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5),
-                           schedule=(0.0, 0.0, 0.0, 0.0))
-    lags = capped.send_lag_s
-    assert all(r.ok for r in capped.results) and lags[0] < 0.03 and lags[1] < lags[2] < lags[3]
-    assert lags[3] >= 3 * 0.05
 
 
 # -- malformed replies (issue 27): a failed request with its reason, never an exception

@@ -3,6 +3,7 @@ real HTTP, real generated tokens; ``--url`` against a server replaying SGLang's 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -14,6 +15,8 @@ from tests.support.bench_support import make_tiny_model, replay_server, server_p
 from tests.support.vllm_support import free_port, processes_mentioning
 
 from envforge.cli import main
+
+SHAREGPT = Path(__file__).parents[1] / "data" / "bench" / "sharegpt_small.json"
 
 RECIPE = '''
 [recipe]
@@ -469,8 +472,8 @@ def test_bench_url_on_a_malformed_stream_exits_3_with_the_reason_in_the_report(
 
 @pytest.mark.slow
 def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--request-rate 20 with Poisson arrivals, capped at 2 in flight, against a real transformers serve:
-    the report says how requests were sent and how late each left (send lag)."""
+    """--request-rate 20 with Poisson arrivals, capped at 2 in flight, against a real transformers serve,
+    prompts from a ShareGPT-format file: the report says how requests were sent and how late each left."""
     python = server_python()
     if python is None:
         pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
@@ -480,7 +483,7 @@ def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: py
     out = tmp_path / "o.json"
     code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--server", "baseline",
                  "--request-rate", "20", "--burstiness", "1", "--max-concurrency", "2", "--requests", "6",
-                 "--repeats", "1", "--output", str(out), "--no-plot"])
+                 "--repeats", "1", "--output", str(out), "--no-plot", "--prompts", str(SHAREGPT)])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
     data = json.loads(out.read_text())["data"]
@@ -491,5 +494,8 @@ def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: py
     assert data["method"]["warmup"] == "before each level: max(1, concurrency) requests at its concurrency"
     (lv,) = data["servers"][0]["levels"]
     assert lv["failed_requests"] == 0 and lv["repeats"][0]["requests"] == 6
+    # a ShareGPT-format file as the prompt set: its 3 distinct first turns, by the file's digest
+    assert data["config"]["prompts"] == 3
+    assert data["config"]["prompts-digest"] == "sha256:" + hashlib.sha256(SHAREGPT.read_bytes()).hexdigest()
     assert lv["send_lag_ms"]["n"] == 6 and lv["send_lag_ms"]["median"] >= 0
     assert lv["repeats"][0]["wall_s"] >= 6 / 20 * 0.9  # the last arrival is due at n / rate = 0.3 s

@@ -35,8 +35,8 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+
 from dataclasses import dataclass, field
 from typing import Any
 from typing import TYPE_CHECKING
@@ -60,7 +60,6 @@ __all__ = [
     "TokenEvent",
     "get_status",
     "post_status",
-    "run_level",
     "send_request",
     "timeline_of",
 ]
@@ -442,52 +441,3 @@ def _read_stream(resp: http.client.HTTPResponse, stream: Stream, budget: Budget,
         else:
             reading.idle_lines = True
     return None
-
-
-def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
-              cancel: Cancel | None = None, clock: Clock = time.perf_counter,
-              schedule: Sequence[float] | None = None) -> LevelRun:
-    """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
-
-    ``schedule`` (open loop, :func:`envforge.bench.arrivals.arrival_times`): the intended send time
-    of each prompt in seconds from the start; each request is handed to the pool of ``concurrency``
-    senders at its time, whatever the others are doing, and waits there while the cap is reached
-    (vLLM's semaphore under ``--max-concurrency``); there is no catching up beyond that. Without a
-    schedule every prompt is due at once (closed loop). On any exception in the calling thread
-    (Ctrl-C, a termination signal) every request in flight is cancelled at once and the exception
-    propagates without waiting for the streams to end.
-    """
-    cancel = cancel or Cancel()
-
-    def one(p: str) -> tuple[float, RequestResult, float]:
-        start = clock()
-        r = send_request(endpoint, engine, p, opts, cancel=cancel, clock=clock)
-        return start, r, clock()
-
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    t0 = clock()
-    try:
-        if schedule is None:
-            done = list(pool.map(one, prompts))
-        else:
-            done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
-    except BaseException:
-        cancel.trip()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
-    wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
-    lags = tuple(d[0] - (t0 + at) for d, at in zip(done, schedule)) if schedule is not None else ()
-    return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags)
-
-
-def _paced(pool: ThreadPoolExecutor, one: Callable[[str], Any], prompts: Sequence[str], schedule: Sequence[float],
-           t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
-    """Submit each prompt to ``pool`` at ``t0 + schedule[i]`` (sleeping in between); the futures."""
-    futures = []
-    for p, at in zip(prompts, schedule):
-        wait = t0 + at - clock()
-        if wait > 0 and cancel.event.wait(wait):
-            break
-        futures.append(pool.submit(one, p))
-    return futures

@@ -15,7 +15,8 @@
 ``servers``        array of tables ``{name, args, env, speculative, model}``; ``args`` follow the
                    environment's interpreter (``["-m", "sglang.launch_server", ...]``) and may
                    use ``{model}``, ``{host}``, ``{port}``; ``model`` overrides the one below
-``prompts``        a JSON-lines file of ``{"prompt": "..."}`` (default: the shipped smoke set)
+``prompts``        a JSON-lines file of ``{"prompt": "..."}`` or a ShareGPT-format JSON file
+                   (default: the shipped smoke set; ``--prompts FILE`` overrides)
 ``seed``           order in which prompts are drawn (default 0)
 ``max-new-tokens`` output tokens per request (default 128)
 ``temperature``    sampling temperature (default 0.0: greedy)
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
+from envforge.bench.dataset import sharegpt_prompts
 from envforge.bench.engines import Engine, engine
 from envforge.bench.slo import Slo
 from envforge.core.errors import InputError
@@ -202,15 +204,27 @@ def shipped_prompts() -> Path:
 
 
 def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
-    """Read a JSON-lines prompt file: one ``{"prompt": "..."}`` object a line (blank lines skipped).
+    """Read a prompt set: a JSON-lines file of one ``{"prompt": "..."}`` object a line (blank lines
+    skipped), or a ShareGPT-format JSON array (a file whose first non-blank byte is ``[``;
+    :func:`envforge.bench.dataset.sharegpt_prompts`; a first turn seen before is left out, so no two
+    prompts of the set are the same text).
 
     :returns: the prompts and ``sha256:<hex>`` of the file bytes.
-    :raises InputError: unreadable file, a line that is not such an object, or no prompts.
+    :raises InputError: unreadable file, a line that is not such an object, a malformed ShareGPT
+        file, or no prompts.
     """
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read prompt set {path}: {exc.strerror}") from None
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    if raw.lstrip()[:1] == b"[":
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise InputError(f"{path}: not valid JSON: {getattr(exc, 'msg', type(exc).__name__)}") from None
+        texts = dict.fromkeys(sharegpt_prompts(data, path))  # first occurrence of each text, in file order
+        return tuple(Prompt(i, t) for i, t in enumerate(texts)), digest
     prompts: list[Prompt] = []
     for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():
@@ -224,7 +238,7 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
         prompts.append(Prompt(len(prompts), obj["prompt"]))
     if not prompts:
         raise InputError(f"{path}: the prompt set is empty")
-    return tuple(prompts), "sha256:" + hashlib.sha256(raw).hexdigest()
+    return tuple(prompts), digest
 
 
 def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.arrivals import arrival_times
-from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status, run_level
+from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
+from envforge.bench.load import run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings

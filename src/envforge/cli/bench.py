@@ -11,7 +11,7 @@ from typing import Any
 
 from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
-from envforge.bench.config import smoke_config, url_config
+from envforge.bench.config import load_prompts, smoke_config, url_config
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
@@ -91,6 +91,9 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None, request_rate=args.request_rate,
         burstiness=args.burstiness)
+    if args.prompts is not None:
+        prompts, digest = load_prompts(args.prompts)
+        config = config.with_overrides(prompts=prompts, prompts_digest=digest)
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")

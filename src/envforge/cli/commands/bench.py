@@ -85,6 +85,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", "--max-concurrency", type=_levels, metavar="LEVELS",
                    help="override the concurrency levels, e.g. 1,4,16: with --request-rate, the cap on requests "
                         "in flight of each level (vLLM's --max-concurrency)")
+    p.add_argument("--prompts", type=Path, metavar="FILE",
+                   help="override the prompt set: JSON lines of {\"prompt\": ...} or a ShareGPT-format JSON "
+                        "file (the first turn of each conversation, as vLLM's sharegpt dataset)")
     p.add_argument("--request-rate", type=_rate, metavar="REQ_PER_S",
                    help="open loop: send requests at this rate (requests/s; inf = all at once, the default)")
     p.add_argument("--burstiness", type=_burstiness, metavar="B",

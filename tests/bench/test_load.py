@@ -1,0 +1,60 @@
+"""The load generator: closed loop in prompt order, cancelling at once, and open-loop pacing
+(schedule, cap, send lag) over real HTTP to a local server replaying recorded streams."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from tests.support.bench_support import replay_server
+
+from envforge.bench.client import Cancel, Endpoint, RequestOptions, send_request
+from envforge.bench.engines import engine
+from envforge.bench.load import run_level
+
+SGLANG, OPENAI = engine("sglang"), engine("openai")
+
+
+def opts(n: int) -> RequestOptions:
+    return RequestOptions(model="m", max_new_tokens=n, temperature=0.0)
+
+
+def test_cancel_stops_requests_in_flight_at_once() -> None:
+    cancel = Cancel()
+    with replay_server({"/generate": "keepalive:sglang_generate_stream.sse"}, gap_s=0.05) as url:
+        threading.Timer(0.3, cancel.trip).start()
+        start = time.monotonic()
+        run = run_level(Endpoint.from_url(url), SGLANG, ["a", "b"], 2, opts(8), cancel=cancel)
+        assert time.monotonic() - start < 3
+        late = send_request(Endpoint.from_url(url), SGLANG, "p", opts(8), cancel=cancel)
+    assert [r.error for r in run.results] == ["cancelled", "cancelled"]
+    assert late.error == "cancelled"
+
+
+def test_run_level_keeps_prompt_order_and_measures_wall_time() -> None:
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.005) as url:
+        run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(6)], 3, opts(5))
+    assert run.concurrency == 3 and len(run.results) == 6
+    assert all(r.ok and r.output_tokens == 5 for r in run.results)
+    assert run.wall_s >= max(r.e2e_s for r in run.results)
+    assert run.send_lag_s == ()  # closed loop: no schedule, no lag
+
+
+def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
+    """Each request is sent at its intended time (never before); with the cap reached it waits, and
+    its lag (actual - intended send time) says how long: no catching up beyond that."""
+    schedule = (0.0, 0.05, 0.10, 0.15)
+    switch = sys.getswitchinterval()
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
+        run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 4, opts(5), schedule=schedule)
+        assert all(r.ok for r in run.results) and len(run.send_lag_s) == 4
+        assert all(0 <= lag < 0.03 for lag in run.send_lag_s), run.send_lag_s  # on time on an idle server
+        assert run.wall_s >= 0.15 and sys.getswitchinterval() == switch  # restored after pacing
+        # cap 1, each request ~0.08 s (8 events 10 ms apart): the 2nd..4th wait for the one before
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.01) as url:
+        capped = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5),
+                           schedule=(0.0, 0.0, 0.0, 0.0))
+    lags = capped.send_lag_s
+    assert all(r.ok for r in capped.results) and lags[0] < 0.03 and lags[1] < lags[2] < lags[3]
+    assert lags[3] >= 3 * 0.05

@@ -46,7 +46,8 @@ def test_a_yanked_pin_is_named_with_its_reason(index: LocalIndex, tmp_path: Path
             ("guardkit", "1.0", index.url, ["guardkit-1.0-py3-none-any.whl"]),
             ("six", "1.17.0", index.url, ["six-1.17.0-py3-none-any.whl"])]
     check = yanked_pins(pins, tmp_path / "cache")
-    assert check == YankCheck((YankedPin("guardkit", "1.1", index.url, "guardkit-1.1-py3-none-any.whl", REASON),))
+    assert check == YankCheck((YankedPin("guardkit", "1.1", index.url, "guardkit-1.1-py3-none-any.whl", REASON),),
+                              pages=2)
     assert check.yanked[0].describe() == f'guardkit 1.1 is yanked on its index (reason: "{REASON}")'
 
 
@@ -69,6 +70,25 @@ def test_lock_diff_yanked_warns_and_trips_exit_code(index: LocalIndex, tmp_path:
         [{"name": "guardkit", "version": "1.1", "index": index.url, "file": "guardkit-1.1-py3-none-any.whl",
           "reason": REASON}], [], [], "")
     assert main(["lock", "diff", "old.toml", "old.toml", "--yanked", "--exit-code"]) == 0
+
+
+def test_entries_a_pip_lock_names_no_index_for_are_said_not_checked(
+        index: LocalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip lock`` writes no ``index`` key: such an entry (files not on PyPI's file host) cannot be
+    asked about, and lock diff --yanked says which, in one line; the entry naming its index is asked."""
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    lock = _pylock(tmp_path / "pip.toml", index.url, "1.1")
+    lock.write_text(lock.read_text().replace('created-by = "uv"', 'created-by = "pip"')
+                    .replace(f'name = "guardkit"\nversion = "1.1"\nindex = "{index.url}"\n',
+                             'name = "guardkit"\nversion = "1.1"\n'))
+    assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--exit-code"]) == 0
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "warning: pip.toml: not checked for yanks: 1 entry names no index (pip lock writes none): guardkit 1.1"]
+    assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["yanked"], data["unchecked"], data["no_index"]) == ([], [], ["guardkit 1.1"])
 
 
 def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(

@@ -69,7 +69,7 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> 
         ui.emit_json("lockdiff", data, version=render.SCHEMA_VERSION)
         return
     if yanks is not None:
-        from envforge.lock.yanks import warning_lines  # loaded already by --yanked
+        from envforge.lock.yanks import warning_lines  # lazy: loaded already by --yanked
 
         for line in warning_lines(yanks, diffs[0].new_label):
             ui.warn(line)

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from envforge.cli import main
-from envforge.lock.yanks import YankCheck, YankedPin, yanked_pins
+from envforge.lock.yanks import WORKERS, YankCheck, YankedPin, yanked_pins
+from envforge.patching import releases
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
 REASON = "miscompiles the SM120 guard; use 1.0"
@@ -102,9 +106,44 @@ def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(
     _pylock(tmp_path / "new.toml", gone, "1.1")
     assert main(["lock", "diff", "new.toml", "new.toml", "--yanked", "--exit-code"]) == 0
     _, err = capsys.readouterr()
-    assert [line.split(": ", 3)[:3] for line in err.splitlines()] == [
-        ["warning", "new.toml", "not checked for yanks"], ["warning", "new.toml", "not checked for yanks"]]
-    assert err.splitlines()[0].startswith(f"warning: new.toml: not checked for yanks: guardkit on {gone}: ")
+    assert err.splitlines() == [  # the index's pages in one line
+        f"warning: new.toml: not checked for yanks: guardkit and 1 more name on {gone}: cannot read the package "
+        f"index at {gone}/guardkit/: 127.0.0.1:{port} refused the connection (nothing listens there)"]
+
+
+class _Stall(socketserver.BaseRequestHandler):
+    """Accepts a connection and never answers (a black-holed index), counting connections."""
+
+    accepted: list[int] = []
+    release = threading.Event()
+
+    def handle(self) -> None:
+        self.accepted.append(1)
+        self.release.wait(10)
+
+
+def test_an_index_that_never_answers_costs_one_timeout_per_worker_not_per_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """24 locked names on an index that accepts and never answers: at most WORKERS pages are asked
+    (each times out), the others are taken from the cache only; one line names them all."""
+    monkeypatch.setattr(releases, "TIMEOUT_S", 0.5)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Stall)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    pins = [(f"kern{i:02d}", "1.0", url, [f"kern{i:02d}-1.0-py3-none-any.whl"]) for i in range(24)]
+    try:
+        started = time.monotonic()
+        check = yanked_pins(pins, tmp_path / "cache")
+        took = time.monotonic() - started
+    finally:
+        _Stall.release.set()
+        server.shutdown()
+        server.server_close()
+    assert len(_Stall.accepted) <= WORKERS
+    assert (check.yanked, len(check.unchecked), check.checked) == ((), 1, False)
+    assert check.unchecked[0].startswith(f"kern00 and 23 more names on {url}: cannot read the package index at ")
+    assert took < 3 * 0.5 + 1  # 24 pages one after another would be 24 timeouts
 
 
 def test_a_cached_listing_answers_when_the_index_is_gone_and_says_so(tmp_path: Path) -> None:

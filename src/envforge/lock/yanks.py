@@ -22,7 +22,7 @@ from pathlib import Path
 
 from envforge.core.errors import InputError
 from envforge.lock.model import Lock
-from envforge.patching.releases import IndexListing, IndexUnreachable, list_releases
+from envforge.patching.releases import NOT_ASKED, IndexListing, IndexUnreachable, list_releases
 
 __all__ = ["WORKERS", "Pin", "YankCheck", "YankedPin", "lock_pins", "warning_lines", "yanked_pins"]
 
@@ -58,18 +58,20 @@ class YankCheck:
     ``stale`` one line per page answered from a cached listing (``"<name> on <index>: listing of
     <RFC 3339 time>"``); ``no_index`` the entries (``"<name> <version>"``) the caller could not ask
     about because the lock names no index for them (``pip lock`` writes none); ``pages`` how many
-    distinct (index, name) pages were asked for."""
+    distinct (index, name) pages were asked for, ``unread`` how many of them gave no listing (the
+    pages of an index that did not answer are one ``unchecked`` line)."""
 
     yanked: tuple[YankedPin, ...]
     unchecked: tuple[str, ...] = ()
     stale: tuple[str, ...] = ()
     no_index: tuple[str, ...] = ()
     pages: int = 0
+    unread: int = 0
 
     @property
     def checked(self) -> bool:
         """Whether any page was read (live or cached): False when nothing could be asked."""
-        return bool(self.yanked) or self.pages > len(self.unchecked)
+        return bool(self.yanked) or self.pages > self.unread
 
 
 def lock_pins(lock: Lock) -> tuple[Pin, ...]:
@@ -105,10 +107,11 @@ def yanked_pins(pins: Sequence[Pin], cache: Path | None) -> YankCheck:
         error (the diff is still shown).
     """
     pages = list(dict.fromkeys((index, name) for name, _, index, _ in pins))
+    down: dict[str, str] = {}  # index -> why its first page could not be read: later pages only from the cache
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        read = dict(zip(pages, pool.map(lambda page: _listing(page[1], page[0], cache), pages)))
-    unchecked = [f"{name} on {index}: {read[(index, name)]}" for index, name in pages
-                 if isinstance(read[(index, name)], str)]
+        read = dict(zip(pages, pool.map(lambda page: _listing(page[1], page[0], cache, down), pages)))
+    unread = [(index, name) for index, name in pages if isinstance(read[(index, name)], str)]
+    unchecked = _unchecked(unread, read, down)
     stale = [f"{name} on {index}: listing of {listing.cached}" for (index, name), listing in read.items()
              if isinstance(listing, IndexListing) and listing.cached is not None]
     yanked: list[YankedPin] = []
@@ -119,14 +122,37 @@ def yanked_pins(pins: Sequence[Pin], cache: Path | None) -> YankCheck:
         hit = next((f for f in files if (info := listing.files.get(f)) is not None and info.yanked is not None), None)
         if hit is not None:
             yanked.append(YankedPin(name, version, index, hit, listing.files[hit].yanked or ""))
-    return YankCheck(tuple(yanked), tuple(unchecked), tuple(stale), pages=len(pages))
+    return YankCheck(tuple(yanked), tuple(unchecked), tuple(stale), pages=len(pages), unread=len(unread))
 
 
-def _listing(name: str, index: str, cache: Path | None) -> IndexListing | str:
-    """The page's listing, or why it could not be read (a page that is not a simple page counts)."""
+def _unchecked(unread: Sequence[tuple[str, str]], read: dict[tuple[str, str], IndexListing | str],
+               down: dict[str, str]) -> list[str]:
+    """One line per page not read, except that the pages of an index that did not answer are one
+    line for that index (``guardkit and 234 more names on URL: <the first cause>``)."""
+    lines: list[str] = []
+    by_index: dict[str, list[str]] = {}
+    for index, name in unread:
+        if index in down:
+            by_index.setdefault(index, []).append(name)
+        else:
+            lines.append(f"{name} on {index}: {read[(index, name)]}")
+    for index, names in by_index.items():  # led by the first page (in lock order) that was really asked
+        first = next((n for n in names if not str(read[(index, n)]).endswith(NOT_ASKED)), names[0])
+        more = f" and {len(names) - 1} more {'name' if len(names) == 2 else 'names'}" if len(names) > 1 else ""
+        lines.append(f"{first}{more} on {index}: {read[(index, first)]}")
+    return lines
+
+
+def _listing(name: str, index: str, cache: Path | None, down: dict[str, str]) -> IndexListing | str:
+    """The page's listing, or why it could not be read (a page that is not a simple page counts).
+    Once a page of an index could not be read (``down``), its other pages are taken from the cache
+    only: a black-holed index costs one timeout per worker, not one per locked name."""
     try:
-        return list_releases(name, index, cache)
-    except (IndexUnreachable, InputError) as exc:
+        return list_releases(name, index, cache, cached_only=index in down)
+    except IndexUnreachable as exc:
+        down.setdefault(index, exc.message)
+        return exc.message
+    except InputError as exc:
         return exc.message
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON that is not PEP 691
         return f"{index}/{name}/ is not a readable simple page ({type(exc).__name__}: {exc})"

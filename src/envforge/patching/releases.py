@@ -42,7 +42,8 @@ from packaging.version import InvalidVersion, Version
 from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
 from envforge.patching.memo import default_cache
 
-__all__ = ["DEFAULT_INDEX", "MAX_WHEEL_BYTES", "TIMEOUT_S", "IndexFile", "IndexListing", "IndexUnreachable",
+__all__ = ["DEFAULT_INDEX", "MAX_WHEEL_BYTES", "NOT_ASKED", "TIMEOUT_S", "IndexFile", "IndexListing",
+           "IndexUnreachable",
            "default_cache", "fetch_release", "list_releases", "select_versions"]
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -50,6 +51,8 @@ _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+h
 TIMEOUT_S = 30.0  # seconds for connecting and for each read
 MAX_WHEEL_BYTES = 2 * 1024**3  # a wheel larger than this is refused (sglang's are ~5 MB, flashinfer's ~10 MB)
 _MAX_WHEEL_S = 600.0  # wall-clock seconds one wheel download may take
+#: The cause of a ``cached_only`` read with no cached listing (:func:`list_releases`).
+NOT_ASKED = "not asked: the index did not answer a read just before"
 
 
 class IndexUnreachable(EnvforgeError):
@@ -171,11 +174,14 @@ def _listing_cache(cache: Path, index_url: str, name: str) -> Path:
     return cache / "index" / key / f"{name}.json"
 
 
-def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path | None = None) -> IndexListing:
+def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path | None = None, *,
+                  cached_only: bool = False) -> IndexListing:
     """The wheels of ``distribution`` on the simple index ``index_url`` (PEP 503 / PEP 691).
 
     :param cache: where the listing is kept after a successful read, and read from (``cached``
         set) when the index cannot be reached.
+    :param cached_only: do not ask the index (it did not answer a read just before): the cached
+        listing, else :class:`IndexUnreachable`.
     :raises InputError: the index has no such project.
     :raises IndexUnreachable: the index cannot be read and no listing of it is cached (the cause
         named: DNS, refused, timeout, HTTP status).
@@ -184,6 +190,8 @@ def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path
     url = f"{index_url.rstrip('/')}/{name}/"
     kept = _listing_cache(cache, index_url, name) if cache is not None else None
     try:
+        if cached_only:
+            raise _unreachable(url, NOT_ASKED)
         ctype, text = _http_get(url)
     except IndexUnreachable:
         if kept is None or not kept.is_file():

@@ -37,8 +37,8 @@ def yanked_check(lock: Lock, cache: Path | None) -> tuple[list[Finding], Check, 
     notes = list(warning_lines(replace(check, yanked=()), "the environment's lock"))
     indexes = len({index for _, _, index, _ in pins})
     detail = f"{counted(len(pins), 'pin')} asked of {counted(indexes, 'index', 'indexes')}"
-    if check.unchecked:
-        detail += f"; {counted(len(check.unchecked), 'page')} not checked (notes say why)"
+    if check.unread:
+        detail += f"; {counted(check.unread, 'page')} not checked (notes say why)"
     status = "findings" if found else "ok" if check.checked else "skipped"
     return found, Check("yanked", "static", status, detail), notes
 

@@ -297,10 +297,10 @@ def _yank_warnings(plan: BuildPlan) -> tuple[str, ...]:
     if plan.offline:
         return ()
     # lazy: httpx2 (index pages), only for a build that is online
-    from envforge.lock.yanks import lock_pins, warning_lines, yanked_pins
+    from envforge.lock.yanks import check_lock, warning_lines
     from envforge.patching.memo import default_cache
 
-    return warning_lines(yanked_pins(lock_pins(read_lock(plan.lock)), default_cache()), plan.lock.name)
+    return warning_lines(check_lock(read_lock(plan.lock), default_cache()), plan.lock.name)
 
 
 def _provided(plan: BuildPlan, sp: Path) -> str:

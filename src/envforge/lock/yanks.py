@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envforge.core.errors import InputError
-from envforge.lock.model import Lock
+from envforge.lock.model import Lock, LockedPackage
+from envforge.lock.routing import DEFAULT_INDEX, attribute
 from envforge.patching.releases import NOT_ASKED, IndexListing, IndexUnreachable, list_releases
 
-__all__ = ["WORKERS", "Pin", "YankCheck", "YankedPin", "lock_pins", "warning_lines", "yanked_pins"]
+__all__ = ["WORKERS", "Pin", "YankCheck", "YankedPin", "check_lock", "lock_pins", "warning_lines", "yanked_pins"]
 
 #: Simple pages read at a time (a 235-entry lock is 235 pages on one index).
 WORKERS = 8
@@ -75,11 +76,28 @@ class YankCheck:
 
 
 def lock_pins(lock: Lock) -> tuple[Pin, ...]:
-    """The pins of an envforge pylock (:func:`envforge.lock.model.read_lock`) that an index serves:
-    every entry with a version and an ``http(s)`` ``index``, with its wheels' file names."""
-    return tuple((p.name, p.version, p.index.rstrip("/"), tuple(w.name for w in p.wheels if w.name))
-                 for p in lock.packages
-                 if p.version and p.index and p.index.startswith(("http://", "https://")))
+    """The pins of a pylock read by :func:`envforge.lock.model.read_lock` that an index serves: every
+    entry with a version and an ``http(s)`` ``index``, or without one whose wheels are all on PyPI's
+    file host (PyPI's), with its wheels' file names."""
+    return tuple((p.name, p.version, index, tuple(w.name for w in p.wheels if w.name))
+                 for p in lock.packages if p.version and (index := _index_of(p)) is not None)
+
+
+def check_lock(lock: Lock, cache: Path | None) -> YankCheck:
+    """:func:`yanked_pins` of :func:`lock_pins`, with ``no_index`` the entries whose wheels come
+    from an ``http(s)`` URL no ``index`` names (``"name version"``)."""
+    unnamed = tuple(f"{p.name} {p.version}" for p in lock.packages
+                    if p.version and _index_of(p) is None and p.index is None
+                    and any((w.url or "").startswith(("http://", "https://")) for w in p.wheels))
+    return replace(yanked_pins(lock_pins(lock), cache), no_index=unnamed)
+
+
+def _index_of(p: LockedPackage) -> str | None:
+    if p.index:
+        return p.index.rstrip("/") if p.index.startswith(("http://", "https://")) else None
+    urls = [w.url for w in p.wheels]
+    on_pypi = bool(urls) and all(u and attribute(u, [DEFAULT_INDEX]) == DEFAULT_INDEX.name for u in urls)
+    return DEFAULT_INDEX.url if on_pypi else None
 
 
 def warning_lines(check: YankCheck, label: str) -> tuple[str, ...]:
@@ -93,8 +111,7 @@ def warning_lines(check: YankCheck, label: str) -> tuple[str, ...]:
         shown = ", ".join(check.no_index[:5]) + (f" and {len(check.no_index) - 5} more" if len(check.no_index) > 5
                                                   else "")
         lines.append(f"{label}: not checked for yanks: {len(check.no_index)} "
-                     f"{'entry names' if len(check.no_index) == 1 else 'entries name'} no index "
-                     f"(pip lock writes none): {shown}")
+                     f"{'entry names' if len(check.no_index) == 1 else 'entries name'} no index: {shown}")
     return tuple(lines)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from envforge.core.plural import counted
 from envforge.lock.model import Lock
-from envforge.lock.yanks import YankedPin, lock_pins, warning_lines, yanked_pins
+from envforge.lock.yanks import YankedPin, check_lock, lock_pins, warning_lines
 from envforge.verify.findings import Check, Finding
 
 __all__ = ["yanked_check"]
@@ -30,9 +30,10 @@ def yanked_check(lock: Lock, cache: Path | None) -> tuple[list[Finding], Check, 
         checked or answered from a cached listing.
     """
     pins = lock_pins(lock)
+    check = check_lock(lock, cache)
     if not pins:
-        return [], Check("yanked", "static", "skipped", "the lock pins nothing from an index"), []
-    check = yanked_pins(pins, cache)
+        return [], Check("yanked", "static", "skipped", "the lock pins nothing from an index"), \
+            list(warning_lines(check, "the environment's lock"))
     found = [_finding(y) for y in check.yanked]
     notes = list(warning_lines(replace(check, yanked=()), "the environment's lock"))
     indexes = len({index for _, _, index, _ in pins})

@@ -26,6 +26,7 @@ import hashlib
 import html.parser
 import json
 import shutil
+import threading
 import time
 import zipfile
 from collections.abc import Mapping
@@ -133,13 +134,28 @@ def _unreachable(url: str, cause: str) -> IndexUnreachable:
                             hint="check the network, or pass --index-url")
 
 
+_client_lock = threading.Lock()
+_clients: list[httpx2.Client] = []
+
+
+def _client() -> httpx2.Client:
+    """One client for the process's page reads (thread-safe): its TLS context and keep-alive
+    connections are shared, where a client per page loaded the CA bundle and shook hands again
+    (165 PyPI pages read 8 at a time on a loaded 2-core machine: 16 s)."""
+    with _client_lock:
+        if not _clients:
+            _clients.append(httpx2.Client(follow_redirects=True, headers={"Accept": _ACCEPT},
+                                          limits=httpx2.Limits(max_connections=16)))
+        return _clients[0]
+
+
 def _http_get(url: str) -> tuple[str, str]:
     """``(content type, text)`` of ``url``.
 
     :raises InputError: HTTP 404 (no such project). :raises IndexUnreachable: anything else.
     """
     try:
-        response = httpx2.get(url, headers={"Accept": _ACCEPT}, follow_redirects=True, timeout=TIMEOUT_S)
+        response = _client().get(url, timeout=TIMEOUT_S)
     except httpx2.HTTPError as exc:
         raise _unreachable(url, _cause(exc, url)) from None
     if response.status_code == 404:

@@ -10,12 +10,14 @@ import socketserver
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from envforge.cli import main
-from envforge.lock.yanks import WORKERS, YankCheck, YankedPin, yanked_pins
+from envforge.lock.model import read_lock
+from envforge.lock.yanks import WORKERS, YankCheck, YankedPin, check_lock, lock_pins, warning_lines, yanked_pins
 from envforge.patching import releases
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
@@ -164,3 +166,29 @@ def test_yanked_needs_two_sides(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lock", "diff", "--git", "HEAD", "--yanked"]) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
         "error: --yanked checks the NEW side of `envforge lock diff OLD NEW`")
+
+
+def test_lock_pins_of_an_envforge_lock_and_entries_naming_no_index(index: LocalIndex, tmp_path: Path) -> None:
+    """An entry with ``index`` is asked of it; one without, whose wheels are on PyPI's file host,
+    of PyPI; one without, whose wheels are elsewhere, is a no-index line (build and verify)."""
+    base = index.url.rsplit("/simple", 1)[0]
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(
+        'lock-version = "1.0"\ncreated-by = "envforge"\n\n'
+        f'[[packages]]\nname = "guardkit"\nversion = "1.1"\nindex = "{index.url}/"\n'
+        f'wheels = [{{ url = "{base}/files/guardkit-1.1-py3-none-any.whl", hashes = {{ sha256 = "{"1" * 64}" }} }}]\n\n'
+        '[[packages]]\nname = "six"\nversion = "1.17.0"\n'
+        'wheels = [{ url = "https://files.pythonhosted.org/packages/b7/ce/six-1.17.0-py2.py3-none-any.whl", '
+        f'hashes = {{ sha256 = "{"2" * 64}" }} }}]\n\n'
+        '[[packages]]\nname = "kern"\nversion = "1.0"\n'
+        f'wheels = [{{ url = "{base}/files/kern-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"3" * 64}" }} }}]\n')
+    read = read_lock(lock)
+    assert lock_pins(read) == (
+        ("guardkit", "1.1", index.url, ("guardkit-1.1-py3-none-any.whl",)),
+        ("six", "1.17.0", "https://pypi.org/simple", ("six-1.17.0-py2.py3-none-any.whl",)))
+    without_pypi = replace(read, packages=tuple(p for p in read.packages if p.name != "six"))
+    check = check_lock(without_pypi, tmp_path / "cache")
+    assert (check.yanked[0].name, check.no_index, check.pages) == ("guardkit", ("kern 1.0",), 1)
+    assert warning_lines(check, "pylock.toml") == (
+        f'pylock.toml: guardkit 1.1 is yanked on its index (reason: "{REASON}")',
+        "pylock.toml: not checked for yanks: 1 entry names no index: kern 1.0")

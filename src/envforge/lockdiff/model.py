@@ -416,7 +416,8 @@ def unindexed_entries(lock: Lock) -> tuple[str, ...]:
     index for it and its files are not on PyPI's file host (``pip lock`` writes no ``index``):
     no index can be asked whether it is yanked."""
     return tuple(f"{p.name} {p.version}" for p in lock.packages.values()
-                 if p.version and not p.index_named and p.source != PYPI and p.source.startswith(("http://", "https://")))
+                 if p.version and not p.index_named and p.source != PYPI
+                 and p.source.startswith(("http://", "https://")))
 
 
 def entry_key(p: LockedPackage, *, source: bool = False) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -127,6 +128,24 @@ def test_patches_export_and_list(project: Path, tmp_path: Path, capsys: pytest.C
     rows = json.loads(capsys.readouterr().out)["data"]
     assert [r["id"] for r in rows][0] == "flashinfer-sm120-trtllm-comm"
     assert rows[2]["requires"] == ["patchset:flashinfer-sm120-trtllm-comm | flashinfer-python>=0.6.17"]
+    assert [(r["diff-sha256"], r["diff-origin"]) for r in rows] == [(None, None)] * len(rows)
+
+
+def test_patches_list_shows_where_an_imported_patchset_came_from(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``patches import`` records the diff's sha256 and origin; ``patches list`` shows both."""
+    sha = hashlib.sha256(b"the diff").hexdigest()
+    origin = "https://github.com/flashinfer-ai/flashinfer/compare/v0.6.16.post4...v0.6.17"
+    src = (project / "patchsets" / "flashinfer-sm120-trtllm-comm.toml").read_text()
+    (project / "patchsets" / "flashinfer-sm120-trtllm-comm.toml").write_text(
+        src.replace('upstream-prefix = ""\n', f'upstream-prefix = ""\ndiff-sha256 = "{sha}"\ndiff-origin = "{origin}"\n'))
+    assert main(["patches", "list", "--json", "--project", str(project)]) == 0
+    row = json.loads(capsys.readouterr().out)["data"][0]
+    assert (row["id"], row["diff-sha256"], row["diff-origin"]) == ("flashinfer-sm120-trtllm-comm", sha, origin)
+    assert main(["patches", "list", "--project", str(project)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:3] == [
+        "    flashinfer's all-reduce fusion kernels are not built for SM120 before 0.6.17",
+        f"    imported from {origin} (diff sha256 {sha[:16]}...)"]
 
 
 def test_default_patchsets_without_a_lock_are_those_of_installed_distributions(

@@ -194,6 +194,21 @@ def test_b04_local_label_missing_from_metadata_is_reported_not_silent(tmp_path: 
             "its installed METADATA says 1.0 (field case B04)") in res.stderr
 
 
+def test_a_pin_yanked_since_the_lock_is_warned_with_the_index_reason(tmp_path: Path) -> None:
+    """B48: the real uv locks model-kernels 1.0 from a local PEP 691 index, the index then yanks it
+    (``"yanked": "<reason>"``); the build installs the lock as it is and warns with the reason."""
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "model-kernels", "1.0"), upload_time="2026-01-01T00:00:00Z")
+    with serve(idx):
+        proj = make_project(tmp_path / "p", idx)
+        assert envforge(proj, "lock", "r").returncode == 0
+        idx.yank("model_kernels-1.0-py3-none-any.whl", "wrong SM120 kernels; use 1.1")
+        res = envforge(proj, "build", "r", env={"ENVFORGE_CACHE_DIR": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    assert ('warning: pylock.r-default.toml: model-kernels 1.0 is yanked on its index '
+            '(reason: "wrong SM120 kernels; use 1.1")') in res.stderr.splitlines()
+
+
 def test_build_without_a_lock_says_what_to_run(tmp_path: Path, index: LocalIndex) -> None:
     proj = make_project(tmp_path, index)
     res = envforge(proj, "build", "r")

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import socket
+import socketserver
+import threading
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from envforge.cli import main
-from envforge.lock.yanks import YankCheck, YankedPin, yanked_pins
+from envforge.lock.model import read_lock
+from envforge.lock.yanks import WORKERS, YankCheck, YankedPin, check_lock, lock_pins, warning_lines, yanked_pins
+from envforge.patching import releases
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
 REASON = "miscompiles the SM120 guard; use 1.0"
@@ -46,7 +52,8 @@ def test_a_yanked_pin_is_named_with_its_reason(index: LocalIndex, tmp_path: Path
             ("guardkit", "1.0", index.url, ["guardkit-1.0-py3-none-any.whl"]),
             ("six", "1.17.0", index.url, ["six-1.17.0-py3-none-any.whl"])]
     check = yanked_pins(pins, tmp_path / "cache")
-    assert check == YankCheck((YankedPin("guardkit", "1.1", index.url, "guardkit-1.1-py3-none-any.whl", REASON),))
+    assert check == YankCheck((YankedPin("guardkit", "1.1", index.url, "guardkit-1.1-py3-none-any.whl", REASON),),
+                              pages=2)
     assert check.yanked[0].describe() == f'guardkit 1.1 is yanked on its index (reason: "{REASON}")'
 
 
@@ -71,6 +78,25 @@ def test_lock_diff_yanked_warns_and_trips_exit_code(index: LocalIndex, tmp_path:
     assert main(["lock", "diff", "old.toml", "old.toml", "--yanked", "--exit-code"]) == 0
 
 
+def test_entries_a_pip_lock_names_no_index_for_are_said_not_checked(
+        index: LocalIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip lock`` writes no ``index`` key: such an entry (files not on PyPI's file host) cannot be
+    asked about, and lock diff --yanked says which, in one line; the entry naming its index is asked."""
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    lock = _pylock(tmp_path / "pip.toml", index.url, "1.1")
+    lock.write_text(lock.read_text().replace('created-by = "uv"', 'created-by = "pip"')
+                    .replace(f'name = "guardkit"\nversion = "1.1"\nindex = "{index.url}"\n',
+                             'name = "guardkit"\nversion = "1.1"\n'))
+    assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--exit-code"]) == 0
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "warning: pip.toml: not checked for yanks: 1 entry names no index: guardkit 1.1"]
+    assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["yanked"], data["unchecked"], data["no_index"]) == ([], [], ["guardkit 1.1"])
+
+
 def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
@@ -82,9 +108,44 @@ def test_an_index_that_cannot_be_read_is_unchecked_then_answered_from_the_cache(
     _pylock(tmp_path / "new.toml", gone, "1.1")
     assert main(["lock", "diff", "new.toml", "new.toml", "--yanked", "--exit-code"]) == 0
     _, err = capsys.readouterr()
-    assert [line.split(": ", 3)[:3] for line in err.splitlines()] == [
-        ["warning", "new.toml", "not checked for yanks"], ["warning", "new.toml", "not checked for yanks"]]
-    assert err.splitlines()[0].startswith(f"warning: new.toml: not checked for yanks: guardkit on {gone}: ")
+    assert err.splitlines() == [  # the index's pages in one line
+        f"warning: new.toml: not checked for yanks: guardkit and 1 more name on {gone}: cannot read the package "
+        f"index at {gone}/guardkit/: 127.0.0.1:{port} refused the connection (nothing listens there)"]
+
+
+class _Stall(socketserver.BaseRequestHandler):
+    """Accepts a connection and never answers (a black-holed index), counting connections."""
+
+    accepted: list[int] = []
+    release = threading.Event()
+
+    def handle(self) -> None:
+        self.accepted.append(1)
+        self.release.wait(10)
+
+
+def test_an_index_that_never_answers_costs_one_timeout_per_worker_not_per_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """24 locked names on an index that accepts and never answers: at most WORKERS pages are asked
+    (each times out), the others are taken from the cache only; one line names them all."""
+    monkeypatch.setattr(releases, "TIMEOUT_S", 0.5)
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Stall)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    pins = [(f"kern{i:02d}", "1.0", url, [f"kern{i:02d}-1.0-py3-none-any.whl"]) for i in range(24)]
+    try:
+        started = time.monotonic()
+        check = yanked_pins(pins, tmp_path / "cache")
+        took = time.monotonic() - started
+    finally:
+        _Stall.release.set()
+        server.shutdown()
+        server.server_close()
+    assert len(_Stall.accepted) <= WORKERS
+    assert (check.yanked, len(check.unchecked), check.checked) == ((), 1, False)
+    assert check.unchecked[0].startswith(f"kern00 and 23 more names on {url}: cannot read the package index at ")
+    assert took < 3 * 0.5 + 1  # 24 pages one after another would be 24 timeouts
 
 
 def test_a_cached_listing_answers_when_the_index_is_gone_and_says_so(tmp_path: Path) -> None:
@@ -105,3 +166,29 @@ def test_yanked_needs_two_sides(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["lock", "diff", "--git", "HEAD", "--yanked"]) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
         "error: --yanked checks the NEW side of `envforge lock diff OLD NEW`")
+
+
+def test_lock_pins_of_an_envforge_lock_and_entries_naming_no_index(index: LocalIndex, tmp_path: Path) -> None:
+    """An entry with ``index`` is asked of it; one without, whose wheels are on PyPI's file host,
+    of PyPI; one without, whose wheels are elsewhere, is a no-index line (build and verify)."""
+    base = index.url.rsplit("/simple", 1)[0]
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(
+        'lock-version = "1.0"\ncreated-by = "envforge"\n\n'
+        f'[[packages]]\nname = "guardkit"\nversion = "1.1"\nindex = "{index.url}/"\n'
+        f'wheels = [{{ url = "{base}/files/guardkit-1.1-py3-none-any.whl", hashes = {{ sha256 = "{"1" * 64}" }} }}]\n\n'
+        '[[packages]]\nname = "six"\nversion = "1.17.0"\n'
+        'wheels = [{ url = "https://files.pythonhosted.org/packages/b7/ce/six-1.17.0-py2.py3-none-any.whl", '
+        f'hashes = {{ sha256 = "{"2" * 64}" }} }}]\n\n'
+        '[[packages]]\nname = "kern"\nversion = "1.0"\n'
+        f'wheels = [{{ url = "{base}/files/kern-1.0-py3-none-any.whl", hashes = {{ sha256 = "{"3" * 64}" }} }}]\n')
+    read = read_lock(lock)
+    assert lock_pins(read) == (
+        ("guardkit", "1.1", index.url, ("guardkit-1.1-py3-none-any.whl",)),
+        ("six", "1.17.0", "https://pypi.org/simple", ("six-1.17.0-py2.py3-none-any.whl",)))
+    without_pypi = replace(read, packages=tuple(p for p in read.packages if p.name != "six"))
+    check = check_lock(without_pypi, tmp_path / "cache")
+    assert (check.yanked[0].name, check.no_index, check.pages) == ("guardkit", ("kern 1.0",), 1)
+    assert warning_lines(check, "pylock.toml") == (
+        f'pylock.toml: guardkit 1.1 is yanked on its index (reason: "{REASON}")',
+        "pylock.toml: not checked for yanks: 1 entry names no index: kern 1.0")

@@ -333,6 +333,50 @@ def test_textconv_is_stable_and_ignores_metadata() -> None:
            "sglang 0.5.9 pins ==0.6.3" in cu130
 
 
+PIP_LOCK = """\
+lock-version = "1.0"
+created-by = "pip"
+
+[[packages]]
+name = "torchy"
+version = "2.1.0+cpu"
+
+[[packages.wheels]]
+name = "torchy-2.1.0+cpu-py3-none-any.whl"
+url = "https://download.pytorch.org/whl/cpu/torchy-2.1.0%2Bcpu-py3-none-any.whl"
+[packages.wheels.hashes]
+sha256 = "{a}"
+
+[[packages]]
+name = "six"
+version = "1.17.0"
+
+[[packages.wheels]]
+name = "six-1.17.0-py2.py3-none-any.whl"
+url = "https://files.pythonhosted.org/packages/b7/ce/six-1.17.0-py2.py3-none-any.whl"
+[packages.wheels.hashes]
+sha256 = "{b}"
+
+[[packages]]
+name = "helper"
+version = "1.0"
+index = "https://download.pytorch.org/whl/cpu"
+
+[[packages.wheels]]
+url = "https://download.pytorch.org/whl/cpu/helper-1.0-py3-none-any.whl"
+[packages.wheels.hashes]
+sha256 = "{c}"
+""".format(a="a" * 64, b="b" * 64, c="c" * 64)
+
+
+def test_textconv_of_a_pip_lock_shows_no_index_where_pip_wrote_none() -> None:
+    """``pip lock`` writes no ``index`` key: the entry's line names none (the folder of its files
+    was shown as ``index=`` before), while an entry that names one still shows it."""
+    lines = render_textconv(parse_lock(PIP_LOCK, label="pip.toml")).splitlines()
+    assert [line.split("  files=")[0] for line in lines[2:]] == [
+        "helper  1.0  index=https://download.pytorch.org/whl/cpu", "six  1.17.0", "torchy  2.1.0+cpu"]
+
+
 # --- docs/lock-diff.md examples --------------------------------------------------------------
 
 DOC = Path(__file__).parents[2] / "docs" / "lock-diff.md"

@@ -4,8 +4,10 @@
 ``make_wheel`` writes a real wheel (zip with METADATA, WHEEL, RECORD) the way pypa/installer's tests
 do; ``LocalIndex`` lays out ``simple/<project>/index.html`` pages with ``#sha256=`` fragments (PEP 503)
 and serves them. Files added with an ``upload_time`` also get a PEP 691 JSON page carrying PEP 700's
-``upload-time`` (what uv's ``--exclude-newer`` reads), served to clients that ask for JSON. ``serve``
-can require HTTP basic authentication (a private index).
+``upload-time`` (what uv's ``--exclude-newer`` reads), served to clients that ask for JSON; a file
+marked with ``yank`` is ``data-yanked`` on the HTML page and ``"yanked"`` on the JSON page, which a
+project with a yanked file always has (PEP 592, PEP 691). ``serve`` can require HTTP basic
+authentication (a private index).
 """
 
 from __future__ import annotations
@@ -88,25 +90,40 @@ class LocalIndex:
         project = canonicalize_name(wheel.name.split("-")[0])
         self._write_page(project)
 
+    def yank(self, filename: str, reason: str = "") -> None:
+        """Mark the file ``filename`` yanked with ``reason`` (PEP 592) and regenerate its page."""
+        yanks = self._yanks()
+        yanks[filename] = reason
+        (self.root / "yanked.json").write_text(json.dumps(yanks, sort_keys=True))
+        self._write_page(canonicalize_name(filename.split("-")[0]))
+
     def _times(self) -> dict[str, str]:
         path = self.root / "upload-times.json"
         return dict(json.loads(path.read_text())) if path.is_file() else {}
 
+    def _yanks(self) -> dict[str, str]:
+        path = self.root / "yanked.json"
+        return dict(json.loads(path.read_text())) if path.is_file() else {}
+
     def _write_page(self, project: str) -> None:
         links = []
+        yanks = self._yanks()
         for whl in sorted((self.root / "files").glob("*.whl")):
             if canonicalize_name(whl.name.split("-")[0]) != project:
                 continue
             digest = hashlib.sha256(whl.read_bytes()).hexdigest()
-            links.append(f'<a href="../../files/{html.escape(whl.name)}#sha256={digest}">{html.escape(whl.name)}</a><br/>')
+            yanked = f' data-yanked="{html.escape(yanks[whl.name])}"' if whl.name in yanks else ""
+            links.append(f'<a{yanked} href="../../files/{html.escape(whl.name)}#sha256={digest}">'
+                         f'{html.escape(whl.name)}</a><br/>')
         page = self.root / "simple" / project / "index.html"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
         times = self._times()
-        if times:  # PEP 691 JSON with PEP 700 upload-time
+        if times or yanks:  # PEP 691 JSON with PEP 700 upload-time and PEP 592 yanked
             files = [{"filename": w.name, "url": f"../../files/{w.name}",
                       "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
-                      **({"upload-time": times[w.name]} if w.name in times else {})}
+                      **({"upload-time": times[w.name]} if w.name in times else {}),
+                      **({"yanked": yanks[w.name] or True} if w.name in yanks else {})}
                      for w in sorted((self.root / "files").glob("*.whl"))
                      if canonicalize_name(w.name.split("-")[0]) == project]
             (page.parent / "index.json").write_text(json.dumps(

@@ -8,7 +8,7 @@ are shown; 2 for bad input (missing file, conflict markers, not a lock).
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +52,12 @@ def _yanks(args: argparse.Namespace) -> Any:
     """``--yanked``: the NEW side's pins asked of their indexes (:mod:`envforge.lock.yanks`)."""
     # lazy: only --yanked reads indexes (httpx2)
     from envforge.lock.yanks import yanked_pins
-    from envforge.lockdiff.model import index_pins
+    from envforge.lockdiff.model import index_pins, unindexed_entries
     from envforge.lockdiff.sources import read_side
     from envforge.patching.memo import default_cache
 
-    return yanked_pins(index_pins(read_side(args.sides[1], base=Path.cwd())), default_cache())
+    lock = read_side(args.sides[1], base=Path.cwd())
+    return replace(yanked_pins(index_pins(lock), default_cache()), no_index=unindexed_entries(lock))
 
 
 def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> None:
@@ -64,17 +65,14 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> 
         data: dict[str, Any] = {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]}
         if yanks is not None:
             data.update(yanked=[asdict(y) for y in yanks.yanked], unchecked=list(yanks.unchecked),
-                        stale=list(yanks.stale))
+                        stale=list(yanks.stale), no_index=list(yanks.no_index))
         ui.emit_json("lockdiff", data, version=render.SCHEMA_VERSION)
         return
     if yanks is not None:
-        new = diffs[0].new_label
-        for y in yanks.yanked:
-            ui.warn(f"{new}: {y.describe()}")
-        for line in yanks.unchecked:
-            ui.warn(f"{new}: not checked for yanks: {line}")
-        for line in yanks.stale:
-            ui.warn(f"{new}: checked for yanks from a cached listing: {line}")
+        from envforge.lock.yanks import warning_lines  # lazy: loaded already by --yanked
+
+        for line in warning_lines(yanks, diffs[0].new_label):
+            ui.warn(line)
     if not diffs:  # `--git REV` with no lockfile changed: said on stderr; nothing on stdout
         return
     draw = render.render_markdown if fmt == "markdown" else render.render_terminal

@@ -215,7 +215,8 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
     rows: list[dict[str, Any]] = [
         {"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
          "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
-         "files": list(p.files)} for p in patchsets]
+         "files": list(p.files), "diff-sha256": p.diff_sha256, "diff-origin": p.diff_origin}
+        for p in patchsets]
     if ui.json_mode:
         ui.emit_json("patches-list", rows)
         return 0
@@ -226,6 +227,9 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
             ui.result(f"    requires {req.text}")
         if p.activation:
             ui.result(f"    activated by {p.activation}")
+        if p.diff_sha256:
+            origin = p.diff_origin or "a unified diff"
+            ui.result(f"    imported from {origin} (diff sha256 {p.diff_sha256[:16]}...)")
     return 0
 
 

@@ -118,6 +118,8 @@ REGISTRY: Mapping[str, Kind] = {
     "startup-code": _static("a file in site-packages that no RECORD and no envforge record owns runs at every "
                             "interpreter start: a .pth import line, sitecustomize or usercustomize (B36)", "startup",
                             rebuild_repairs=True),
+    "yanked": _static("a locked version is yanked on its index since the lock was made (PEP 592, B48; "
+                      "only with verify --yanked, which asks the indexes)", "yanked"),
     "startup-code-outside": _static("code outside the environment (another site directory, PYTHONPATH) that no "
                                     "RECORD owns runs at every interpreter start; a rebuild keeps it (B36)",
                                     "startup"),

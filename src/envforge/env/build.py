@@ -289,6 +289,20 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
     return out
 
 
+def _yank_warnings(plan: BuildPlan) -> tuple[str, ...]:
+    """A line per locked pin its index marks yanked since the lock was made (PEP 592, field case
+    B48: ``pylock.r-default.toml: guardkit 1.1 is yanked on its index (reason: "...")``), and per
+    index page that could not be read (not checked) or was answered from the cache
+    (:mod:`envforge.lock.yanks`). None offline: an offline build asks no index."""
+    if plan.offline:
+        return ()
+    # lazy: httpx2 (index pages), only for a build that is online
+    from envforge.lock.yanks import check_lock, warning_lines
+    from envforge.patching.memo import default_cache
+
+    return warning_lines(check_lock(read_lock(plan.lock), default_cache()), plan.lock.name)
+
+
 def _provided(plan: BuildPlan, sp: Path) -> str:
     """Make the base interpreter's ``[provided]`` distributions visible, never installed
     (:mod:`envforge.env.provided` says why a ``.pth`` rather than system site packages)."""
@@ -398,7 +412,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
                 detail, patch_states = detail
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
-        notes = tuple(metadata_disagreements(sp, plan.lock))
+        notes = tuple(metadata_disagreements(sp, plan.lock)) + _yank_warnings(plan)
         step = "flip"
         plan.link.parent.mkdir(parents=True, exist_ok=True)
         replace_symlink(plan.link, plan.generation)  # the link is either the old or the new generation

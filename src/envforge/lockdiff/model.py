@@ -411,6 +411,15 @@ def index_pins(lock: Lock) -> tuple[tuple[str, str, str, tuple[str, ...]], ...]:
                  if p.version and p.source.startswith(("http://", "https://")) and (p.index_named or p.source == PYPI))
 
 
+def unindexed_entries(lock: Lock) -> tuple[str, ...]:
+    """``"name version"`` of every entry :func:`index_pins` leaves out because the lock names no
+    index for it and its files are not on PyPI's file host (``pip lock`` writes no ``index``):
+    no index can be asked whether it is yanked."""
+    return tuple(f"{p.name} {p.version}" for p in lock.packages.values()
+                 if p.version and not p.index_named and p.source != PYPI
+                 and p.source.startswith(("http://", "https://")))
+
+
 def entry_key(p: LockedPackage, *, source: bool = False) -> str:
     """``"name version ; marker"`` (``" @ source"`` added with ``source``): how an entry of a name
     with several entries is named in keys and messages."""

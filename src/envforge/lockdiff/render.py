@@ -448,7 +448,8 @@ def render_textconv(lock: Lock) -> str:
     entries can be active together, the meaningful header keys, top-level
     arrays one item a line, one line per ``[tool.envforge]`` entry, then one line per package: ``name version`` plus the index name when
     not PyPI, the marker when there is one, the file count and a 12-hex digest over the files'
-    names and hashes (and one over the dependency edges where there are any). Upload times and
+    names and hashes (and one over the dependency edges where there are any). An entry that names
+    no index (``pip lock`` writes none) shows none: not the folder its files are in. Upload times and
     sizes are left out, so metadata-only churn shows no diff.
     """
     names = index_names(lock)
@@ -468,7 +469,9 @@ def render_textconv(lock: Lock) -> str:
     lines.append("[packages]")
     for p in lock.packages.values():
         parts = [p.name, p.version or "(no version)"]
-        if _is_url(p.source) and p.source != PYPI:
+        if not p.index_named and _is_url(p.source):
+            pass  # a pylock entry naming no index (pip lock): none shown, never the folder of its files
+        elif _is_url(p.source) and p.source != PYPI:
             parts.append(f"index={_index(p.source, names)}")
         elif p.source != PYPI:
             parts.append(f"source={p.source}")

@@ -44,8 +44,9 @@ class VerifyOptions:
     that verify owns, else ``static``; levels given here are asked for explicitly, so a machine
     without a GPU is a ``no-gpu`` finding when they include ``gpu``), ``deep`` hashing, the target taken from
     the machine, the process environment probes start from (``base_env``), uv's cache directory,
-    all-reduce settings for the GPU level, a ``clock`` (``time.monotonic``-like) for elapsed time, and
-    ``today`` (a :class:`datetime.date`; None: the local date) for the expiry of accepted findings."""
+    all-reduce settings for the GPU level, a ``clock`` (``time.monotonic``-like) for elapsed time,
+    ``today`` (a :class:`datetime.date`; None: the local date) for the expiry of accepted findings,
+    and ``yanked``: the static level also asks the lock's indexes (:mod:`envforge.verify.yanks`)."""
 
     levels: tuple[str, ...] | None = None
     deep: bool = False
@@ -60,6 +61,8 @@ class VerifyOptions:
     clock: Any = None
     today: Any = None
     lock: Path | None = None  # verify against this lock, not the environment's copy (an adopted env)
+    yanked: bool = False  # also ask the lock's indexes whether a locked version is yanked (online, B48)
+    index_cache: Path | None = None  # where index listings are kept for ``yanked`` (None: none)
 
 
 def _generation(sp: Path) -> Mapping[str, Any]:
@@ -102,6 +105,9 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)
+    if options.yanked and "static" not in levels:  # the recipe's [verify] levels: never a check silently left out
+        raise InputError("--yanked adds the check `yanked` to the static level, which does not run here",
+                         hint=f"add static: --level static,{','.join(levels)}")
     findings: list[Finding] = []
     checks: list[Check] = []
     notes: list[str] = []
@@ -116,6 +122,13 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         checks += st.checks
         notes += st.notes
         python = st.python
+        if options.yanked:  # online: the lock's indexes asked (B48)
+            from envforge.verify.yanks import yanked_check  # lazy: httpx2, only with --yanked
+
+            found_y, check_y, notes_y = yanked_check(lock, options.index_cache)
+            findings += found_y
+            checks.append(check_y)
+            notes += notes_y
         if env.path.is_symlink():  # an envforge generation link: who still runs another generation
             found_p, check_p = _processes(env.path, options.proc)
             findings += found_p
@@ -145,6 +158,8 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     findings = _name_commands(findings, env, project, gen.get("recipe") or lock.envforge.get("recipe"),
                               gen.get("variant") or lock.envforge.get("variant"))
     entries = acceptances_from(recipe, gen.get("variant") or lock.envforge.get("variant"))
+    if not options.yanked:  # `yanked` is looked for only with --yanked: its entries are not unmatched without
+        entries = tuple(e for e in entries if e.kind != "yanked")
     failing, accepted = apply_acceptances(findings, entries, levels=levels,
                                           today=options.today or datetime.date.today())
     if entries:

@@ -29,6 +29,9 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                    help="check GPU count and capability against this machine instead of the recipe target")
     p.add_argument("--step-timeout", type=seconds(minimum=1), default=120.0, metavar="SECONDS",
                    help="hard limit for each GPU probe step in seconds (default: 120)")
+    p.add_argument("--yanked", action="store_true",
+                   help="also ask the lock's indexes whether a locked version is yanked (online; a `yanked` "
+                        "finding; an index that cannot be read is a note)")
     p.add_argument("--project", metavar="DIR", help="project directory (default: nearest with recipes/)")
     p.add_argument("--lock", metavar="FILE",
                    help="verify against this lock instead of the one the environment records (an environment "

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -350,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--modes", default="plain,draft", help="comma-separated: plain, draft")
     p.add_argument("--pairs", type=int, default=2, help="A B pairs per mode (default 2: A B A B)")
     p.add_argument("--requests", type=int, default=24)
-    p.add_argument("--rate", type=float, default=8.0, help="requests/s (Poisson)")
+    p.add_argument("--rate", type=float, default=8.0, help="requests/s (Poisson); inf: closed loop under the cap")
     p.add_argument("--concurrency", type=int, default=4, help="the cap on requests in flight")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--prompt-tokens", type=int, default=32)
@@ -363,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     load = Load(a.requests, a.rate, a.concurrency, a.max_new_tokens, a.prompt_tokens)
     venv = vllm_venv()
-    everything: dict[str, object] = {"load": load.__dict__}
+    everything: dict[str, object] = {"load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"}}
     with tempfile.TemporaryDirectory(prefix="envforge-crosscheck-") as d:
         model = make_vllm_model(venv, Path(d) / "tiny")
         for mode in a.modes.split(","):

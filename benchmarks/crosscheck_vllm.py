@@ -286,9 +286,9 @@ def vllm_run(venv: Path, url: str, model: Path, work: Path, load: Load, tag: str
 
 
 def crosscheck(venv: Path, model: Path, work: Path, load: Load, *, mode: str, pairs: int,
-               progress=print) -> dict[str, list[dict[str, float | None]]]:
+               progress=print, first: str = "envforge") -> dict[str, list[dict[str, float | None]]]:
     """Start ``vllm serve`` in ``mode`` (``plain`` or ``draft``), write the prompts, run A B ``pairs``
-    times; returns ``{"envforge": [runs], "vllm": [runs]}``."""
+    times (B A with ``first="vllm"``); returns ``{"envforge": [runs], "vllm": [runs]}``."""
     port = free_port()
     args = serve_args(model, port, draft=model if mode == "draft" else None) + ["--no-enable-prefix-caching"]
     runs: dict[str, list[dict[str, float | None]]] = {"envforge": [], "vllm": []}
@@ -298,7 +298,7 @@ def crosscheck(venv: Path, model: Path, work: Path, load: Load, *, mode: str, pa
                       load.prompt_tokens, load.seed)
         env = vllm_env(work, tmp)
         for i in range(1, pairs + 1):
-            for client in ("envforge", "vllm"):
+            for client in ("envforge", "vllm") if first == "envforge" else ("vllm", "envforge"):
                 t0 = time.monotonic()
                 warm_up(server.url, work / "prompts.jsonl", load)
                 load1 = os.getloadavg()[0]
@@ -355,22 +355,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4, help="the cap on requests in flight")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--prompt-tokens", type=int, default=32)
+    p.add_argument("--first", choices=("envforge", "vllm"), default="envforge",
+                   help="which client runs first in each pair (default envforge: A B A B)")
     p.add_argument("--json", type=Path, help="also write every run's figures here")
     p.add_argument("--from-json", type=Path, help="print the tables of a --json file written earlier; run nothing")
     a = p.parse_args(argv)
     if a.from_json:
         saved = json.loads(a.from_json.read_text())
-        print("\n\n".join(table(mode, saved[mode]) for mode in saved if mode != "load"))
+        print("\n\n".join(table(mode, saved[mode]) for mode in saved if mode not in ("load", "first")))
         return 0
     load = Load(a.requests, a.rate, a.concurrency, a.max_new_tokens, a.prompt_tokens)
     venv = vllm_venv()
-    everything: dict[str, object] = {"load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"}}
+    everything: dict[str, object] = {"load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"},
+                                     "first": a.first}
     with tempfile.TemporaryDirectory(prefix="envforge-crosscheck-") as d:
         model = make_vllm_model(venv, Path(d) / "tiny")
         for mode in a.modes.split(","):
             work = Path(d) / mode
             work.mkdir()
-            runs = crosscheck(venv, model, work, load, mode=mode, pairs=a.pairs)
+            runs = crosscheck(venv, model, work, load, mode=mode, pairs=a.pairs, first=a.first)
             everything[mode] = runs
             print(table(mode, runs), flush=True)
     if a.json:

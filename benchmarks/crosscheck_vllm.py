@@ -34,7 +34,11 @@ divides by its ``benchmark_duration``, which starts before the first request's o
 ``start_times`` and ``latencies`` (``--save-detailed``) on envforge's definition.
 
     python benchmarks/crosscheck_vllm.py [--modes plain,draft] [--pairs 2] [--requests 24]
-        [--rate 8] [--concurrency 4] [--max-new-tokens 32] [--json OUT.json]
+        [--rate 8 | --rate inf] [--concurrency 4] [--max-new-tokens 32] [--first envforge|vllm]
+        [--json OUT.json]
+    python benchmarks/crosscheck_vllm.py --from-json OUT.json     # the tables again, nothing run
+
+docs/bench.md ("Cross-checked against vllm bench serve") has the tables of a run and what they show.
 
 Each run is small: the development machine has 2 cores shared with other work.
 """

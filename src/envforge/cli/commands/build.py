@@ -22,6 +22,10 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
     p.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
                    help="a wheelhouse directory (with --offline)")
+    p.add_argument("--link-mode", choices=("clone", "copy", "hardlink", "symlink"), default=None, metavar="MODE",
+                   help="how uv puts files from its cache into the generation: clone, copy, hardlink or symlink "
+                        "(default: $UV_LINK_MODE, else uv's: hardlink on Linux); recorded in generation.json. "
+                        "copy keeps an in-place edit of an installed file out of uv's cache")
     add_project_option(p)
 
 

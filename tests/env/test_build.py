@@ -266,7 +266,7 @@ def test_offline_build_from_a_wheelhouse(tmp_path: Path) -> None:
     (tmp_path / "recipes" / "r.toml").write_text(
         '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\nmodel-kernels = "==1.0"\n')
     offline = ("--offline", "--find-links", str(house))
-    assert envforge(tmp_path, "lock", "r", *offline).returncode == 0
+    assert envforge(tmp_path, "lock", "r", *offline, "--local-paths").returncode == 0
     res = envforge(tmp_path, "build", "r", *offline, env={"UV_INDEX_URL": "http://127.0.0.1:9/simple"})
     assert res.returncode == 0, res.stderr
     assert env_python_says(tmp_path, "import model_kernels; print(model_kernels.__version__)") == "1.0"

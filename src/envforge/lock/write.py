@@ -34,7 +34,8 @@ from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
 from envforge.lock.patchsets import require_applicable, retired_rows
 from envforge.lock.resolve import Progress, resolve_variant
-from envforge.lock.routing import DEFAULT_INDEX, attribute_packages
+from envforge.lock.routing import DEFAULT_INDEX, attribute_packages, effective_indexes
+from envforge.lock.wheelhouse import local_files, refusal, restore_urls
 from envforge.patching import load_patchsets
 from envforge.recipe.model import ResolvedVariant
 
@@ -95,19 +96,31 @@ def lock_variant(
     offline: bool = False,
     upgrade: Sequence[str] = (),
     progress: Progress | None = None,
+    local_paths: bool = False,
 ) -> LockResult:
     """Resolve ``variant`` with uv and write the lock to ``out`` (atomically, only if changed).
+
+    A file uv found in a ``find_links`` wheelhouse is recorded as the project's locks record it
+    (same name and sha256: index URL and hashes, :func:`envforge.lock.wheelhouse.restore_urls`);
+    one no lock records is refused, unless ``local_paths`` (a lock for this machine only).
 
     :raises LockError: unsatisfiable (with uv's conflict chain and an override hint).
     :raises CheckFailed: a package from an index not allowed for it, or for another CUDA major.
     :raises PatchsetsNotApplied: a patchset of ``patchsets`` applies to no locked version of its
         distribution (B41; nothing written).
     :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
+    :raises LocalPathsRefused: wheelhouse files no lock of the project records by URL (exit 2).
     """
     warnings: list[str] = []
     raw = resolve_variant(variant, out, find_links, offline, upgrade, progress, warnings)
+    if find_links:
+        raw = {**raw, "packages": restore_urls(raw.get("packages", []), out.parent, find_links)}
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
+    left = local_files(packages, [i.url for i in effective_indexes(variant)])
+    if left and not local_paths:
+        raise refusal(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", left,
+                      f"envforge lock {variant.recipe} --variant {variant.variant}")
     require_applicable(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", variant, patchsets,
                        ((p["name"], p.get("version")) for p in packages))
     text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)

@@ -114,7 +114,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     """
     say = progress or (lambda _line: None)
     refs = patchset_refs(project.patchsets_dir, plan.variant.patchsets)
-    check = check_lock(plan.variant, refs, plan.lock)
+    check = check_lock(plan.variant, refs, plan.lock, plan.find_links)
     if locked is not None and check.fresh:
         count = f"{locked.packages} package{'' if locked.packages == 1 else 's'}"
         say(f"  {plan.lock.parent.name}/{plan.lock.name}: {count}, locked now")

@@ -342,7 +342,7 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
 def _profile(plan: BuildPlan, sp: Path) -> str:
     """Install the profile, and the hook that keeps kernel caches in the generation (B49): always."""
     done = envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
-                              python=plan.generation / "bin" / "python")
+                              python=plan.generation / "bin" / "python", reviewed=plan.variant.nccl_unknown)
     caches = f"; {len(done.caches)} kernel caches under {plan.generation.name}/" if done.caches else ""
     if not plan.variant.env and plan.variant.env_profile is None:
         return "no env profile" + caches

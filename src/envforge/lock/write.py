@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from packaging.utils import canonicalize_name
 
 from envforge import __version__
 from envforge.lock.digest import packages_digest
-from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError
+from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
 from envforge.core.fs import atomic_write
 from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
@@ -37,6 +38,7 @@ from envforge.lock.resolve import Progress, resolve_variant
 from envforge.lock.routing import DEFAULT_INDEX, attribute_packages, effective_indexes
 from envforge.lock.wheelhouse import local_files, refusal, restore_urls
 from envforge.patching import load_patchsets
+from envforge.recipe.envvars import release_problems
 from envforge.recipe.model import ResolvedVariant
 
 __all__ = ["LockResult", "expected_tool_table", "lock_variant", "patchset_refs", "render", "restamp"]
@@ -117,6 +119,7 @@ def lock_variant(
         raw = {**raw, "packages": restore_urls(raw.get("packages", []), out.parent, find_links)}
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
+    _guard_nccl_names(packages, variant, out)
     left = local_files(packages, [i.url for i in effective_indexes(variant)])
     if left and not local_paths:
         raise refusal(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", left,
@@ -132,6 +135,28 @@ def lock_variant(
         except OSError as exc:
             raise _write_error(out, exc) from None
     return LockResult(out, len(packages), changed, tuple(warnings))
+
+
+_NCCL_DISTRIBUTIONS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
+
+
+def _guard_nccl_names(packages: Sequence[Mapping[str, Any]], variant: ResolvedVariant, out: Path) -> None:
+    """Refuse an env profile that sets NCCL variables the NCCL this lock installs does not read
+    (:func:`envforge.recipe.envvars.release_problems`; the recipe's ``[nccl-unknown]`` is reviewed).
+
+    :raises InputError: one line per variable, with the recipe key (exit 2; nothing written).
+    """
+    nccl = next((p for p in packages if canonicalize_name(str(p.get("name"))) in _NCCL_DISTRIBUTIONS), None)
+    if nccl is None or not variant.env:
+        return
+    found = release_problems(variant.env, str(nccl.get("version")), variant.nccl_unknown)
+    if found:
+        where = f"env.{variant.env_profile}" if variant.env_profile else "env"
+        raise InputError(f"{out.name} (recipe {variant.recipe}, variant {variant.variant}) installs {nccl['name']} "
+                         f"{nccl.get('version')}, which does not read what the env profile sets:\n"
+                         + "\n".join(f"  {where}.{line}" for line in found),
+                         hint="remove the variable, or lock a variant whose NCCL reads it; reviewed, list it in the "
+                              "recipe's [nccl-unknown] with the reason (NCCL_X = \"read by NCCL 2.31, release notes\")")
 
 
 def _write_error(out: Path, exc: OSError) -> EnvforgeError:

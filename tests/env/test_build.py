@@ -488,6 +488,11 @@ def test_link_mode_from_the_option_or_uv_link_mode_is_used_and_recorded(tmp_path
     assert built("--link-mode", "hardlink", env={"UV_LINK_MODE": "copy"}) == ("hardlink", 3)  # the option wins
     plan = envforge(proj, "build", "r", "--dry-run", "--link-mode", "copy", env=cache)
     assert "install      uv pip sync (hashes from the lock), link mode copy" in plan.stdout.splitlines()
+    recipe = proj / "recipes" / "r.toml"  # the team's choice, committed: [recipe] link-mode
+    recipe.write_text(recipe.read_text().replace('python = "3.12"\n', 'python = "3.12"\nlink-mode = "copy"\n'))
+    assert envforge(proj, "lock", "r", "--check", env=cache).returncode == 0  # not a lock input
+    assert built(env={}) == ("copy", 1)
+    assert built(env={"UV_LINK_MODE": "hardlink"}) == ("hardlink", 4)  # the caller's variable wins, as with uv
     bad = envforge(proj, "build", "r", env={**cache, "UV_LINK_MODE": "reflink"})
     assert bad.returncode == 2
     assert bad.stderr.splitlines()[-2:] == [

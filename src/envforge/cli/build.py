@@ -40,9 +40,9 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
     python = find_python(variant.python, args.python)
     locked = lock_if_missing(project, variant, find_links=args.find_links, offline=args.offline,
                              progress=ui.info) if up else None
+    link_mode = args.link_mode or os.environ.get("UV_LINK_MODE") or variant.link_mode
     return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
-                                      env_mode=args.env_mode,
-                                      link_mode=args.link_mode or os.environ.get("UV_LINK_MODE") or None), locked
+                                      env_mode=args.env_mode, link_mode=link_mode), locked
 
 
 def _default_project(args: argparse.Namespace, ui: Ui) -> Any:

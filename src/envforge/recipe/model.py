@@ -150,6 +150,7 @@ class ResolvedVariant:
     exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
     provided: tuple[Provided, ...] = ()
     nccl_unknown: Mapping[str, str] = field(default_factory=dict)  # reviewed NCCL names -> reason
+    link_mode: str | None = None  # [recipe] link-mode: uv's --link-mode for builds (not a lock input)
 
     @property
     def lock_name(self) -> str:
@@ -235,6 +236,7 @@ class Recipe:
             exclude_newer_exempt=self._reasons("exclude-newer-exempt", vdata),
             provided=self._provided(),
             nccl_unknown=dict(sorted(self.data.get("nccl-unknown", {}).items())),
+            link_mode=self.data["recipe"].get("link-mode"),
         )
 
     def _provided(self) -> tuple[Provided, ...]:

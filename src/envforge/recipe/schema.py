@@ -320,6 +320,8 @@ RECIPE_SPEC = Table({
         "resolution": Enum("full", "no-deps"),
         "build-constraints": ListOf(_SPEC_REQ),
         "exclude-newer": Str(_timestamp_problem),
+        # how builds put files from uv's cache into a generation (uv's --link-mode; recorded per generation)
+        "link-mode": Enum("clone", "copy", "hardlink", "symlink"),
     }, frozenset({"name", "python"})),
     "target": Table({
         "gpu": Str(),

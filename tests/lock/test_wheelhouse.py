@@ -53,9 +53,9 @@ def test_an_offline_relock_keeps_the_index_urls_and_a_new_wheel_is_refused(tmp_p
         "file as local paths (tinypkg-1.1-py3-none-any.whl): a committed lock says where each file comes from (its "
         "index URL and sha256), never a path on this machine",
         "  hint: lock once where the indexes are reachable (`envforge lock tiny --variant default`) and commit it: "
-        "offline relocks keep the URLs and hashes it records for the same files; for a lock that stays on this "
-        "machine add --local-paths (`lock --check` then calls it stale, except with --find-links naming the "
-        "wheelhouse)"]
+        "offline relocks keep the URLs and hashes it records for the same files; a lock that stays on this machine: "
+        "`envforge lock tiny --variant default --offline --find-links DIR --local-paths` (`lock --check` then calls "
+        "it stale, except with --find-links DIR)"]
     assert lock.read_text() == online
 
     # asked for: a lock for this machine only, which `lock --check` calls stale unless given its wheelhouse

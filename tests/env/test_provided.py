@@ -50,7 +50,7 @@ def project(root: Path, provided: str = '"==2.11.0+cu130"') -> tuple[Path, tuple
 
 def test_the_lock_leaves_the_provided_distribution_out_and_records_it(tmp_path: Path, base: Path) -> None:
     proj, offline = project(tmp_path / "p")
-    res = envforge(proj, "lock", "r", *offline)
+    res = envforge(proj, "lock", "r", *offline, "--local-paths")
     assert res.returncode == 0, res.stderr
     lock = tomllib.loads((proj / "lockfiles" / "pylock.r-default.toml").read_text())
     assert [p["name"] for p in lock["packages"]] == ["app"]  # uv --excludes: tinytorch neither locked nor looked up
@@ -61,7 +61,7 @@ def test_the_lock_leaves_the_provided_distribution_out_and_records_it(tmp_path: 
 
 def test_build_makes_it_visible_without_installing_it_and_verify_proves_it(tmp_path: Path, base: Path) -> None:
     proj, offline = project(tmp_path / "p")
-    assert envforge(proj, "lock", "r", *offline).returncode == 0
+    assert envforge(proj, "lock", "r", *offline, "--local-paths").returncode == 0
     res = envforge(proj, "build", "r", *offline, "--python", str(base))
     assert res.returncode == 0, res.stderr
     env_py = proj / "envs" / "r-default" / "bin" / "python"
@@ -89,7 +89,7 @@ def test_verify_fails_when_the_base_provides_another_version(tmp_path: Path, bas
     proj, offline = project(tmp_path / "p", provided='{ version = "==2.11.0+cu128", import = "tinytorch" }')
     (proj / "wheelhouse" / "app-1.0-py3-none-any.whl").unlink()
     make_wheel(proj / "wheelhouse", "app", "1.0", requires=["tinytorch"])
-    assert envforge(proj, "lock", "r", *offline).returncode == 0
+    assert envforge(proj, "lock", "r", *offline, "--local-paths").returncode == 0
     assert envforge(proj, "build", "r", *offline, "--python", str(base)).returncode == 0
     verify = envforge(proj, "verify", "r-default", "--level", "static", "--json")
     assert verify.returncode == 1

@@ -51,7 +51,7 @@ def test_exclude_newer_with_find_links_is_refused_not_silently_unapplied(tmp_pat
 
 def test_an_exempt_package_from_find_links_is_locked_and_the_exemption_recorded(tmp_path: Path) -> None:
     proj, house = project(tmp_path, '\n[exclude-newer-exempt]\ntinypkg = "from a wheelhouse, no upload times"\n')
-    res = envforge(proj, "lock", "lowt", "--offline", "--find-links", str(house))
+    res = envforge(proj, "lock", "lowt", "--offline", "--find-links", str(house), "--local-paths")
     assert res.returncode == 0, res.stderr
     data = tomllib.loads((proj / "lockfiles" / "pylock.lowt-default.toml").read_text())
     assert [(p["name"], p["version"]) for p in data["packages"]] == [("tinypkg", "1.1")]

@@ -161,8 +161,9 @@ def test_unreachable_index_fails_fast_naming_it(tmp_path: Path, indexes) -> None
     res = envforge(tmp_path, "lock", "r")  # the 120 s subprocess timeout guards against a hang
     assert res.returncode == 3
     assert "error: cannot reach index 'cu130' (http://127.0.0.1:9/whl/cu130) while locking r-default" in res.stderr
-    assert ("hint: lock offline: download the wheels on a machine that reaches the index into a directory "
-            "(a wheelhouse), then run `envforge lock r --variant default --offline --find-links DIR`") in res.stderr
+    assert ("hint: lock where the index is reachable and commit the lock; on this machine, build from a wheelhouse "
+            "of its files: `envforge build r --variant default --offline --find-links DIR` (an offline relock keeps "
+            "the URLs the committed locks record; `--local-paths` makes a lock for this machine only)") in res.stderr
 
 
 def test_offline_lock_from_a_wheelhouse(tmp_path: Path) -> None:
@@ -171,7 +172,7 @@ def test_offline_lock_from_a_wheelhouse(tmp_path: Path) -> None:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(
         '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\ntorch = "==2.9.1+cu130"\n')
-    res = envforge(tmp_path, "lock", "r", "--offline", "--find-links", str(house))
+    res = envforge(tmp_path, "lock", "r", "--offline", "--find-links", str(house), "--local-paths")
     assert res.returncode == 0, res.stderr
     lock = tomllib.loads((tmp_path / "lockfiles" / "pylock.r-default.toml").read_text())
     assert lock["tool"]["envforge"]["indexes"] == [

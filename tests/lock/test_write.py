@@ -39,7 +39,7 @@ def test_lock_on_a_full_disk_names_the_file_and_leaves_no_temp_file(tmp_path: Pa
     (proj / "recipes").mkdir(parents=True)
     recipe = proj / "recipes" / "tiny.toml"
     recipe.write_text('[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n[packages]\ntinypkg = "==1.0"\n')
-    offline = ("--offline", "--find-links", str(house))
+    offline = ("--offline", "--find-links", str(house), "--local-paths")
     first = subprocess.run([*ENVFORGE, "lock", "tiny", *offline], cwd=proj, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     lock = proj / "lockfiles" / "pylock.tiny-default.toml"

@@ -50,8 +50,8 @@ def expected_lines(path: str) -> list[str]:
     return [
         f"  {path}:6: env.pcie.CCL_NET_GDR_LEVEL: no program reads CCL_NET_GDR_LEVEL; it looks like NCCL's "
         "NCCL_NET_GDR_LEVEL (NCCL ignores unknown names)",
-        f"  {path}:7: env.pcie.NCCL_P2P_DISABLED: NCCL 2.27.5 reads no variable NCCL_P2P_DISABLED (NCCL ignores "
-        "unknown names without a word); did you mean NCCL_P2P_DISABLE?",
+        f"  {path}:7: env.pcie.NCCL_P2P_DISABLED: no NCCL release envforge knows (2.27.5, 2.30.7) reads "
+        "NCCL_P2P_DISABLED (NCCL ignores unknown names without a word); did you mean NCCL_P2P_DISABLE?",
         f"  {path}:8: env.pcie.NCCL_BUFFSIZE: NCCL reads \"128K\" as 128 (it parses an integer with strtoll and "
         "stops at the first character that is not a digit); write the number of bytes: \"131072\"",
         f"  {path}:9: env.pcie.NCCL_MAX_NCHANNELS: must be a string (environment values are text): write "
@@ -123,8 +123,8 @@ def test_nccl_integer_is_strtoll_base_0() -> None:
      "'^' to exclude)"),
     ("NCCL_SOCKET_FAMILY", "AF_INET4", "\"AF_INET4\" is not one NCCL accepts; accepted: AF_INET, AF_INET6"),
     ("NCCL_BUFFSIZE", True, "must be a string (environment values are text): write NCCL_BUFFSIZE = \"true\""),
-    ("NCCL_CUDA_MEMCPY", "1", "NCCL 2.27.5 reads no variable NCCL_CUDA_MEMCPY (NCCL ignores unknown names without "
-                              "a word); did you mean NCCL_SHM_USE_CUDA_MEMCPY?"),
+    ("NCCL_CUDA_MEMCPY", "1", "no NCCL release envforge knows (2.27.5, 2.30.7) reads NCCL_CUDA_MEMCPY (NCCL ignores "
+                              "unknown names without a word); did you mean NCCL_SHM_USE_CUDA_MEMCPY?"),
     ("NCCL_ASYNC_ERROR_HANDLING", "1", "NCCL does not read NCCL_ASYNC_ERROR_HANDLING; PyTorch reads it under "
                                        "this deprecated name: write TORCH_NCCL_ASYNC_ERROR_HANDLING"),
     ("NCL_BUFFSIZE", "1", "no program reads NCL_BUFFSIZE; it looks like NCCL's NCCL_BUFFSIZE (NCCL ignores "
@@ -304,3 +304,59 @@ def test_a_credential_in_a_recipe_variable_is_refused_and_never_shown(tmp_path: 
 ])
 def test_names_that_only_look_like_credentials_pass(name: str, value: str) -> None:
     assert problems(name, value) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# NCCL names by the release the lock installs (issue 29), and the reviewed [nccl-unknown]
+
+
+def _nccl_project(root: Path, url: str, nccl: str, env: str, extra: str = "") -> Path:
+    (root / "recipes").mkdir(parents=True, exist_ok=True)
+    (root / "recipes" / "r.toml").write_text(
+        f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{url}"\n\n[packages]\n{nccl}\n\n'
+        f'[env.default]\n{env}\n{extra}')
+    return root
+
+
+def test_nccl_names_follow_the_nccl_release_the_lock_installs(tmp_path: Path) -> None:
+    """NCCL_GIN_ENABLE is real in NCCL 2.30.x (the CUDA 13 locks' nvidia-nccl-cu13) and was refused
+    against 2.27.5's list with a wrong did-you-mean; now the locked release decides, and a name no
+    known release reads passes only when the recipe lists it, reviewed, in [nccl-unknown]."""
+    from tests.support.localindex import LocalIndex, make_wheel, serve
+
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "nvidia-nccl-cu12", "2.27.5", files={"nvidia/nccl/__init__.py": ""}))
+    idx.add(make_wheel(tmp_path / "w", "nvidia-nccl-cu13", "2.30.7", files={"nvidia/nccl13/__init__.py": ""}))
+    with serve(idx):
+        old = _nccl_project(tmp_path / "old", idx.url, 'nvidia-nccl-cu12 = "==2.27.5"', 'NCCL_GIN_ENABLE = "1"')
+        res = envforge(old, "lock", "r")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.splitlines()[-3:] == [
+            "error: pylock.r-default.toml (recipe r, variant default) installs nvidia-nccl-cu12 2.27.5, which does "
+            "not read what the env profile sets:",
+            "  env.default.NCCL_GIN_ENABLE: NCCL 2.27.5 reads no variable NCCL_GIN_ENABLE (NCCL 2.30.7 reads it)",
+            "  hint: remove the variable, or lock a variant whose NCCL reads it; reviewed, list it in the recipe's "
+            "[nccl-unknown] with the reason (NCCL_X = \"read by NCCL 2.31, release notes\")"]
+        assert not (old / "lockfiles").exists() or not list((old / "lockfiles").iterdir())
+
+        new = _nccl_project(tmp_path / "new", idx.url, 'nvidia-nccl-cu13 = "==2.30.7"', 'NCCL_GIN_ENABLE = "1"')
+        up = envforge(new, "up", "r")
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.splitlines()[-1].startswith("verify static: clean")
+
+        future = 'NCCL_GIN_ENABLE = "1"\nNCCL_FUTURE_KNOB = "4"'
+        unknown = _nccl_project(tmp_path / "future", idx.url, 'nvidia-nccl-cu13 = "==2.30.7"', future)
+        refused = envforge(unknown, "lock", "r")
+        assert refused.returncode == 2
+        assert refused.stderr.splitlines()[1] == (
+            f"  {unknown}/recipes/r.toml:13: env.default.NCCL_FUTURE_KNOB: no NCCL release envforge knows "
+            "(2.27.5, 2.30.7) reads NCCL_FUTURE_KNOB (NCCL ignores unknown names without a word); a newer NCCL's "
+            "variable, reviewed: list it in the recipe's [nccl-unknown] with the reason")
+        reviewed = '\n[nccl-unknown]\nNCCL_FUTURE_KNOB = "read by NCCL 2.31 (its release notes); checked on our H200s"\n'
+        _nccl_project(tmp_path / "future", idx.url, 'nvidia-nccl-cu13 = "==2.30.7"', future, reviewed)
+        up = envforge(unknown, "up", "r")
+        assert up.returncode == 0, up.stderr
+        assert up.stdout.splitlines()[-1].startswith("verify static: clean")
+        lock = (unknown / "lockfiles" / "pylock.r-default.toml").read_text()
+        assert 'nccl-unknown = ["NCCL_FUTURE_KNOB: read by NCCL 2.31 (its release notes); checked on our H200s"]' \
+            in lock  # recorded: a changed reason or list makes the lock stale

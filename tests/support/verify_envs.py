@@ -254,7 +254,7 @@ def build_tiny(dest: Path, files: Mapping[str, bytes] | None = None, timeout: fl
         '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n\n[packages]\ntinypkg = "==1.0"\n')
     for command in ("lock", "build"):
         res = subprocess.run([sys.executable, "-m", "envforge", command, "tiny", "--offline", "--find-links",
-                              str(house)], cwd=dest, capture_output=True, text=True, timeout=timeout,
+                              str(house), *(("--local-paths",) if command == "lock" else ())], cwd=dest, capture_output=True, text=True, timeout=timeout,
                              env=dict(os.environ))
         if res.returncode != 0:
             raise RuntimeError(res.stderr)

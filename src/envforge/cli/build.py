@@ -40,8 +40,9 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
     python = find_python(variant.python, args.python)
     locked = lock_if_missing(project, variant, find_links=args.find_links, offline=args.offline,
                              progress=ui.info) if up else None
+    link_mode = args.link_mode or os.environ.get("UV_LINK_MODE") or variant.link_mode
     return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
-                                      env_mode=args.env_mode), locked
+                                      env_mode=args.env_mode, link_mode=link_mode), locked
 
 
 def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
@@ -116,6 +117,8 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
                             hub_endpoint=os.environ.get("HF_ENDPOINT"))
     res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal(),
                        locked=locked)
+    if res.build is not None and res.held is None:  # made live: who still runs another generation (B39)
+        _warn_stale(ui, plan.link)
     if ui.json_mode:
         ui.emit_json("up", {
             "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons),
@@ -126,7 +129,8 @@ def run_up(args: argparse.Namespace, ui: Ui) -> int:
                 "notes": list(res.build.notes)},
             "reused": None if res.reused is None else res.reused.name,
             "verify": None if res.report is None else as_json(res.report),
-            "damaged": None if res.damaged is None else as_json(res.damaged)})
+            "damaged": None if res.damaged is None else as_json(res.damaged),
+            "held": None if res.held is None else res.held.name, "stopped": res.stopped})
         return res.exit_code
     for reason in res.lock.reasons:
         ui.info(f"  {reason}")

@@ -28,7 +28,7 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
         path = project.lock_path(variant.lock_name)
         refs = patchset_refs(project.patchsets_dir, variant.patchsets)  # without the variant's retired ones
         if args.check:
-            res = check_lock(variant, refs, path)
+            res = check_lock(variant, refs, path, args.find_links)
             stale |= not res.fresh
             rows.append({"lock": str(path), "fresh": res.fresh, "reasons": list(res.reasons)})
             if not args.json:
@@ -38,7 +38,7 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
             continue
         ui.progress(f"locking {variant.lock_name} (python {variant.python}, {variant.target.platform}) ...")
         out = lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
-                           upgrade=args.upgrade_package, progress=ui.progress)
+                           upgrade=args.upgrade_package, progress=ui.progress, local_paths=args.local_paths)
         rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed,
                      "warnings": list(out.warnings)})
         for w in out.warnings:

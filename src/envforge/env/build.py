@@ -7,6 +7,8 @@ succeeded (docs/design.md, decision 3). A failed or killed build never touches t
 generation: Ctrl-C, SIGTERM and SIGHUP remove the half-built generation and name the step; after
 SIGKILL the leftover (no ``generation.json``) is removed by the next build or ``envforge gc``. A
 signal that lands after the flip removes nothing: the link is read again first (field case N50).
+With ``flip=False`` the generation is made complete but not
+made live: ``envforge up`` verifies it first and flips only a clean one (:func:`make_live`).
 Builds never delete old generations (``gc``, :mod:`envforge.env.inventory`, does, when asked). Every
 build writes its log to ``gNNNN.log`` beside its directory. Naming, listing and ``rollback`` are
 :mod:`envforge.env.generations`.
@@ -55,12 +57,19 @@ __all__ = [
     "BuildPlan",
     "BuildResult",
     "StepResult",
+    "LINK_MODES",
     "execute_build",
+    "make_live",
     "metadata_disagreements",
     "plan_build",
 ]
 
 Progress = Callable[[str], None]
+
+#: uv's ``--link-mode`` values (uv's ``LinkMode``): how files get from uv's cache into the generation.
+#: uv's default on Linux is ``hardlink``: every installed file shares its inode with the cache, so an
+#: in-place edit of one (``sed -i`` excepted, ``echo >>`` included) changes the cache and every later build.
+LINK_MODES = ("clone", "copy", "hardlink", "symlink")
 
 
 class BuildError(EnvforgeError):
@@ -95,6 +104,7 @@ class BuildPlan:
     find_links: tuple[Path, ...] = ()
     offline: bool = False
     env_mode: str = "pth"
+    link_mode: str | None = None  # uv's --link-mode (LINK_MODES); None: uv's default
 
     def describe(self) -> list[str]:
         """Human lines for ``--dry-run``."""
@@ -102,7 +112,8 @@ class BuildPlan:
             f"environment  {self.link} -> {self.generation.relative_to(self.link.parent)}",
             f"python       {self.python.path} ({self.python.version}, via {self.python.source})",
             f"lock         {self.lock}",
-            f"install      uv pip sync (hashes from the lock){' offline from ' + ', '.join(map(str, self.find_links)) if self.offline else ''}",
+            f"install      uv pip sync (hashes from the lock){' offline from ' + ', '.join(map(str, self.find_links)) if self.offline else ''}"
+            f", link mode {self.link_mode or 'uv default (hardlink)'}",
             f"patchsets    {', '.join(self.variant.patchsets) or 'none'}",
             f"env profile  {self.variant.env_profile or 'none'} ({counted(len(self.variant.env), 'variable')})",
         ]
@@ -133,8 +144,11 @@ class BuildResult:
 
 
 def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
-               find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth") -> BuildPlan:
+               find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth",
+               link_mode: str | None = None) -> BuildPlan:
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
+    ``link_mode``: uv's ``--link-mode`` (:data:`LINK_MODES`; None: uv's default), recorded in the
+    generation's ``generation.json``.
 
     :raises InputError: the lock does not exist (run ``envforge lock`` first).
     :raises envforge.lock.model.LockIntegrityError: the lock is not what ``envforge lock`` wrote (hand-added
@@ -155,7 +169,16 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     _check_profile(lock, variant)
     gen = next_generation(generation_root(project, variant.lock_name))
     return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
-                     project.patchsets_dir, tuple(find_links), offline, env_mode)
+                     project.patchsets_dir, tuple(find_links), offline, env_mode, _link_mode(link_mode))
+
+
+def _link_mode(mode: str | None) -> str | None:
+    """``mode`` when uv knows it (:data:`LINK_MODES`). :raises InputError: it does not."""
+    if mode is not None and mode not in LINK_MODES:
+        raise InputError(f"unknown link mode {mode!r} (from --link-mode or UV_LINK_MODE)",
+                         hint=f"one of {', '.join(LINK_MODES)}; `copy` gives every generation its own files, "
+                              "so an in-place edit never reaches uv's cache")
+    return mode
 
 
 def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
@@ -245,6 +268,8 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
     args = ["pip", "sync", "--no-config", "--preview-features", "pylock", "--python", str(python)]
     if not tool.get("build-from-source"):
         args.append("--no-build")
+    if plan.link_mode is not None:
+        args += ["--link-mode", plan.link_mode]
     if tool.get("build-constraints"):
         constraints = plan.generation / "build-constraints.txt"
         constraints.write_text("".join(f"{c}\n" for c in tool["build-constraints"]))
@@ -331,7 +356,7 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
 def _profile(plan: BuildPlan, sp: Path) -> str:
     """Install the profile, and the hook that keeps kernel caches in the generation (B49): always."""
     done = envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
-                              python=plan.generation / "bin" / "python")
+                              python=plan.generation / "bin" / "python", reviewed=plan.variant.nccl_unknown)
     caches = f"; {len(done.caches)} kernel caches under {plan.generation.name}/" if done.caches else ""
     if not plan.variant.env and plan.variant.env_profile is None:
         return "no env profile" + caches
@@ -349,15 +374,17 @@ def _manifest(plan: BuildPlan, sp: Path) -> str:
         "schema": 1, "recipe": plan.variant.recipe, "variant": plan.variant.variant,
         "lock": str(plan.lock), "lock-digest": "sha256:" + sha256_hex(lock),
         "generation": plan.generation.name, "python": plan.python.version,
-        "env-profile": plan.variant.env_profile,
+        "env-profile": plan.variant.env_profile, "link-mode": plan.link_mode,
     }
     atomic_write(state.generation_record, (json.dumps(record, indent=2) + "\n").encode())
     return state.generation_record.relative_to(sp).as_posix()
 
 
 def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
-                  clock: Callable[[], float] = time.monotonic, terminal: Progress | None = None) -> BuildResult:
-    """Run the plan: venv, sync, patches, env profile, manifest, then flip the link.
+                  clock: Callable[[], float] = time.monotonic, terminal: Progress | None = None,
+                  flip: bool = True) -> BuildResult:
+    """Run the plan: venv, sync, patches, env profile, manifest, then flip the link (with
+    ``flip=False`` the complete generation is left beside the live one: :func:`make_live` flips it).
 
     Every line (steps, uv's output) also goes to the build log ``<generation>.log`` beside the
     generation directory. With ``terminal`` (the caller's stderr is a terminal), uv draws its own
@@ -372,11 +399,21 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
         remove_incomplete(root, keep=plan.generation)
         log_path = root / f"{plan.generation.name}.log"
         with open(log_path, "w", encoding="utf-8") as log:
-            return _execute(plan, log_path, log, progress, clock, terminal)
+            return _execute(plan, log_path, log, progress, clock, terminal, flip)
+
+
+def make_live(plan: BuildPlan) -> None:
+    """Point ``plan.link`` at ``plan.generation`` (built by :func:`execute_build` with ``flip=False``),
+    with one ``os.replace``, under the generations' build lock."""
+    with exclusive_generations(plan.generation.parent):
+        plan.link.parent.mkdir(parents=True, exist_ok=True)
+        replace_symlink(plan.link, plan.generation)
+        with open(plan.generation.parent / f"{plan.generation.name}.log", "a", encoding="utf-8") as log:
+            log.write(f"{plan.link.name} -> {plan.generation.name}\n")
 
 
 def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,
-             clock: Callable[[], float], terminal: Progress | None) -> BuildResult:
+             clock: Callable[[], float], terminal: Progress | None, flip: bool = True) -> BuildResult:
     """The body of :func:`execute_build`, under its lock; every line also goes to the build log."""
     def say(line: str, *, log_only: bool = False) -> None:
         log.write(line + "\n")
@@ -413,6 +450,9 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
         notes = tuple(metadata_disagreements(sp, plan.lock)) + _yank_warnings(plan)
+        if not flip:
+            say(f"{plan.generation.name} complete, not made live yet", log_only=True)
+            return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)
         step = "flip"
         plan.link.parent.mkdir(parents=True, exist_ok=True)
         replace_symlink(plan.link, plan.generation)  # the link is either the old or the new generation

@@ -3,11 +3,15 @@
 A generation is *complete* when its ``.envforge/generation.json`` exists (the build writes it last,
 just before the link flip); one without it is what a killed build left behind. This module names
 generations (:mod:`envforge.core.state` spells the names), lists them, reads their records, holds
-their build lock, and rolls the link back (or forward) to another complete one.
+their build lock, and rolls the link back (or forward) to another complete one. A complete
+generation that failed verify in ``envforge up`` is *held back*: never made live, its record says
+why (:func:`hold_back`), and ``up`` stops instead of building the same failure again
+(:func:`held_back`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.core.fs import replace_symlink, sha256_hex
+from envforge.core.fs import atomic_write, replace_symlink, sha256_hex
 from envforge.core.mutex import exclusive
 from envforge.core.state import GENERATIONS_DIR, MUTEX_NAME, StateDir, generation_name, generation_number
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
@@ -32,6 +36,8 @@ __all__ = [
     "generation_record",
     "generation_root",
     "generations",
+    "hold_back",
+    "held_back",
     "next_generation",
     "remove_incomplete",
     "rollback",
@@ -172,3 +178,37 @@ def describe_generation(gen: Path, *, hint: str = "build a new generation: `envf
     except FileNotFoundError:  # removed since the glob
         return {}
     return data if isinstance(data, Mapping) else {}
+
+
+def hold_back(gen: Path, kinds: Sequence[str], cause: str) -> None:
+    """Record in ``gen``'s ``generation.json`` that it failed verify (``verify-failed``: the finding
+    ``kinds`` and the ``cause`` with its fix): :func:`held_back` reads it, ``envforge up`` never flips to it."""
+    record = generation_record(gen)
+    if record is None:
+        return
+    data = dict(describe_generation(gen))
+    data["verify-failed"] = {"kinds": sorted(set(kinds)), "cause": cause}
+    atomic_write(record, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def held_back(link: Path, lock: Path) -> tuple[Path, Mapping[str, Any]] | None:
+    """The newest complete generation of ``link`` built from exactly ``lock`` (same sha256) when it
+    is not live and failed verify (:func:`hold_back`): ``(directory, its verify-failed record)``,
+    else None. A build from the same lock bytes installs the same files from the same uv cache, so
+    it would fail the same way."""
+    root = link.parent / GENERATIONS_DIR / link.name
+    if not root.is_dir():
+        return None
+    done = sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
+                  key=lambda d: generation_number(d.name) or 0)
+    if not done:
+        return None
+    newest = done[-1]
+    live = (link.parent / os.readlink(link)).resolve() if link.is_symlink() else None
+    record = describe_generation(newest)
+    failed = record.get("verify-failed")
+    if newest.resolve() == live or not isinstance(failed, Mapping):
+        return None
+    if record.get("lock-digest") != "sha256:" + sha256_hex(lock.read_bytes()):
+        return None
+    return newest, failed

@@ -44,6 +44,8 @@ class GenerationInfo:
         generation); removing the generation does not free them.
     :ivar built_at: POSIX time the manifest was written (the directory's mtime when incomplete).
     :ivar log: the build log (``<name>.log`` beside the directory), or None.
+    :ivar held_back: the finding kinds it failed ``envforge up``'s verify with, so it was never made
+        live (``verify-failed`` in ``generation.json``); empty for every other generation.
     """
 
     name: str
@@ -58,6 +60,7 @@ class GenerationInfo:
     shared_bytes: int
     built_at: float
     log: Path | None
+    held_back: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge envs --json`` (docs/cli.md)."""
@@ -65,7 +68,7 @@ class GenerationInfo:
                 "recipe": self.recipe, "variant": self.variant, "lock_digest": self.lock_digest,
                 "size_bytes": self.size_bytes, "own_bytes": self.own_bytes, "shared_bytes": self.shared_bytes,
                 "built_at": round(self.built_at, 3),
-                "log": None if self.log is None else str(self.log)}
+                "log": None if self.log is None else str(self.log), "held_back": list(self.held_back)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +176,14 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
         name=gen.name, path=gen, complete=manifest is not None, live=live is not None and gen == live,
         recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
         size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes,
-        built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None)
+        built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None,
+        held_back=_held_back(record))
+
+
+def _held_back(record: dict[str, Any]) -> tuple[str, ...]:
+    failed = record.get("verify-failed")
+    kinds = failed.get("kinds") if isinstance(failed, dict) else None
+    return tuple(str(k) for k in kinds) if isinstance(kinds, list) else ()
 
 
 def _live(link: Path) -> Path | None:

@@ -28,7 +28,8 @@ from envforge.core.errors import CheckFailed
 from envforge.lock.model import Lock, LockIntegrityError, PatchsetRef, read_lock
 from envforge.lock.patchsets import unapplied_patchsets
 from envforge.lock.read import refuse_ambiguous
-from envforge.lock.routing import index_violations, redact_userinfo
+from envforge.lock.routing import effective_indexes, index_violations, redact_userinfo
+from envforge.lock.wheelhouse import local_path_reasons
 from envforge.lock.write import expected_tool_table
 from envforge.recipe.model import ResolvedVariant
 
@@ -221,7 +222,8 @@ def _short(entry: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in entry.items() if k not in ("id", "name"))
 
 
-def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path: Path) -> LockCheck:
+def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path: Path,
+               find_links: Sequence[Path] = ()) -> LockCheck:
     """Is the lock at ``path`` up to date with the recipe and patchsets? Never writes, no network.
 
     Each reason names the recipe key that changed, e.g.
@@ -231,7 +233,9 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     A missing lock is stale (reason ``no lock yet: run envforge lock``), not an error. So is a lock
     of a patchset of ``patchsets`` that applies to no locked version of its distribution (B41:
     ``patchsets.<id>: does not apply to the locked <dist> <version> (its versions: ...)``, with the
-    way out): relocking fails until its ``versions`` is widened or the recipe retires it.
+    way out): relocking fails until its ``versions`` is widened or the recipe retires it. So is a
+    lock whose files are local paths (an offline lock made with ``--local-paths``) outside the
+    wheelhouses ``find_links``: ``wheelhouse: 1 package locked as local paths, not index URLs ...``.
 
     :raises LockError: the lock is unreadable.
     :raises LockIntegrityError: the lock is not what ``envforge lock`` wrote (:func:`check_integrity`);
@@ -250,4 +254,6 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     reasons += _diff_tables("", stored, expected)
     reasons += [f"patchsets.{u.id}: {u.describe().removeprefix(f'patchset {u.id} ')}; {u.way_out()}"
                 for u in unapplied_patchsets(patchsets, ((p.name, p.version) for p in lock.packages))]
+    reasons += local_path_reasons(lock.tables, [i.url for i in effective_indexes(variant)], find_links,
+                                  _relock(variant))
     return LockCheck(path, not reasons, tuple(redact_userinfo(r) for r in reasons))

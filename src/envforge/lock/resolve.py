@@ -71,9 +71,11 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
         name = f"index '{idx.name}' ({idx.url})" if idx else url
         return UvError(f"cannot reach {name} while locking {variant.lock_name}", tool="uv", argv=exc.argv,
                        returncode=exc.returncode, stderr_tail=tail,
-                       hint="lock offline: download the wheels on a machine that reaches the index "
-                            f"into a directory (a wheelhouse), then run `envforge lock {variant.recipe} --variant "
-                            f"{variant.variant} --offline --find-links DIR`")
+                       hint="lock where the index is reachable and commit the lock; on this machine, build from "
+                            "a wheelhouse of its files: `envforge build "
+                            f"{variant.recipe} --variant {variant.variant} --offline --find-links DIR` (an offline "
+                            "relock keeps the URLs the committed locks record; `--local-paths` makes a lock for this "
+                            "machine only)")
     if m := re.search(r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following platforms: (.+)$",
                       tail, re.MULTILINE):
         return _platform_error(variant, m.group(1), m.group(2), re.findall(r"`([^`]+)`", m.group(3)))

@@ -25,17 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from packaging.utils import canonicalize_name
 
 from envforge import __version__
 from envforge.lock.digest import packages_digest
-from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError
+from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
 from envforge.core.fs import atomic_write
 from envforge.lock.guards import guard_resolution
 from envforge.lock.model import LOCK_SCHEMA, PatchsetRef
 from envforge.lock.patchsets import require_applicable, retired_rows
 from envforge.lock.resolve import Progress, resolve_variant
-from envforge.lock.routing import DEFAULT_INDEX, attribute_packages
+from envforge.lock.routing import DEFAULT_INDEX, attribute_packages, effective_indexes
+from envforge.lock.wheelhouse import local_files, refusal, restore_urls
 from envforge.patching import load_patchsets
+from envforge.recipe.envvars import release_problems
 from envforge.recipe.model import ResolvedVariant
 
 __all__ = ["LockResult", "expected_tool_table", "lock_variant", "patchset_refs", "render", "restamp"]
@@ -95,19 +98,32 @@ def lock_variant(
     offline: bool = False,
     upgrade: Sequence[str] = (),
     progress: Progress | None = None,
+    local_paths: bool = False,
 ) -> LockResult:
     """Resolve ``variant`` with uv and write the lock to ``out`` (atomically, only if changed).
+
+    A file uv found in a ``find_links`` wheelhouse is recorded as the project's locks record it
+    (same name and sha256: index URL and hashes, :func:`envforge.lock.wheelhouse.restore_urls`);
+    one no lock records is refused, unless ``local_paths`` (a lock for this machine only).
 
     :raises LockError: unsatisfiable (with uv's conflict chain and an override hint).
     :raises CheckFailed: a package from an index not allowed for it, or for another CUDA major.
     :raises PatchsetsNotApplied: a patchset of ``patchsets`` applies to no locked version of its
         distribution (B41; nothing written).
     :raises UvError: uv failed otherwise, e.g. an unreachable index (named, with the offline hint).
+    :raises LocalPathsRefused: wheelhouse files no lock of the project records by URL (exit 2).
     """
     warnings: list[str] = []
     raw = resolve_variant(variant, out, find_links, offline, upgrade, progress, warnings)
+    if find_links:
+        raw = {**raw, "packages": restore_urls(raw.get("packages", []), out.parent, find_links)}
     packages = raw.get("packages", [])
     guard_resolution(packages, variant, find_links, offline)
+    _guard_nccl_names(packages, variant, out)
+    left = local_files(packages, [i.url for i in effective_indexes(variant)])
+    if left and not local_paths:
+        raise refusal(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", left,
+                      f"envforge lock {variant.recipe} --variant {variant.variant}")
     require_applicable(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", variant, patchsets,
                        ((p["name"], p.get("version")) for p in packages))
     text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)
@@ -119,6 +135,28 @@ def lock_variant(
         except OSError as exc:
             raise _write_error(out, exc) from None
     return LockResult(out, len(packages), changed, tuple(warnings))
+
+
+_NCCL_DISTRIBUTIONS = ("nvidia-nccl-cu11", "nvidia-nccl-cu12", "nvidia-nccl-cu13")
+
+
+def _guard_nccl_names(packages: Sequence[Mapping[str, Any]], variant: ResolvedVariant, out: Path) -> None:
+    """Refuse an env profile that sets NCCL variables the NCCL this lock installs does not read
+    (:func:`envforge.recipe.envvars.release_problems`; the recipe's ``[nccl-unknown]`` is reviewed).
+
+    :raises InputError: one line per variable, with the recipe key (exit 2; nothing written).
+    """
+    nccl = next((p for p in packages if canonicalize_name(str(p.get("name"))) in _NCCL_DISTRIBUTIONS), None)
+    if nccl is None or not variant.env:
+        return
+    found = release_problems(variant.env, str(nccl.get("version")), variant.nccl_unknown)
+    if found:
+        where = f"env.{variant.env_profile}" if variant.env_profile else "env"
+        raise InputError(f"{out.name} (recipe {variant.recipe}, variant {variant.variant}) installs {nccl['name']} "
+                         f"{nccl.get('version')}, which does not read what the env profile sets:\n"
+                         + "\n".join(f"  {where}.{line}" for line in found),
+                         hint="remove the variable, or lock a variant whose NCCL reads it; reviewed, list it in the "
+                              "recipe's [nccl-unknown] with the reason (NCCL_X = \"read by NCCL 2.31, release notes\")")
 
 
 def _write_error(out: Path, exc: OSError) -> EnvforgeError:

@@ -17,8 +17,12 @@ the hook runs after they were read, so only child processes would see them (fiel
 
 Sources, kept with the data:
 
-- NCCL names: every ``NCCL_*`` environment name in ``libnccl.so.2`` of NCCL |NCCL_VERSION| (the
-  ``nvidia-nccl-cu12`` wheel torch 2.9.1 pins), cross-checked against NCCL's environment-variable
+- NCCL names: one table per NCCL release, as data (:mod:`envforge.recipe.ncclnames`). At recipe
+  load a name is refused when no release there reads it (the lock, and so the release, is not known
+  yet); :func:`release_problems` then holds the profile to the release the lock installs. A name
+  a release newer than the tables reads goes in the recipe's ``[nccl-unknown]`` table, with the
+  reason (reviewed: ``reviewed`` below). The kinds and accepted values are NCCL |NCCL_VERSION|'s,
+  from NCCL's environment-variable
   documentation (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); kinds and accepted
   values from that page (``NCCL_P2P_LEVEL``/``NCCL_NET_GDR_LEVEL`` path types, ``NCCL_DEBUG``
   levels, ``NCCL_PROTO``/``NCCL_ALGO`` names). A name only NCCL's documentation of older releases
@@ -33,12 +37,14 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection, Iterable
 from typing import Final
 
 from envforge.core.urls import SCHEME, secret_arg_name
+from envforge.recipe.ncclnames import RELEASES
 
-__all__ = ["NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES", "nccl_integer", "secret_problem",
-           "problems", "startup_reader"]
+__all__ = ["NCCL_ANY", "NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES",
+           "nccl_integer", "problems", "release_problems", "secret_problem", "startup_reader"]
 
 NCCL_VERSION: Final = "2.27.5"
 
@@ -106,6 +112,9 @@ NCCL_REMOVED: Final[dict[str, str | None]] = {
     "NCCL_SINGLE_RING_THRESHOLD": None, "NCCL_CHECKS_DISABLE": None, "NCCL_LL128_THRESHOLD": "NCCL_PROTO",
 }
 NCCL_NAMES: Final[frozenset[str]] = NCCL_INT | frozenset(NCCL_STR)
+#: Every name some NCCL release of :data:`envforge.recipe.ncclnames.RELEASES` reads.
+NCCL_ANY: Final[frozenset[str]] = NCCL_NAMES.union(*RELEASES.values())
+_KNOWN_RELEASES = ", ".join(RELEASES)
 # PyTorch's ProcessGroupNCCL still reads these under their old names (with a deprecation warning);
 # NCCL itself does not (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: TORCH_NCCL_* first).
 TORCH_OLD_NAMES: Final[dict[str, str]] = {f"NCCL_{n}": f"TORCH_NCCL_{n}" for n in (
@@ -219,7 +228,9 @@ def _did_you_mean(name: str, known: frozenset[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def _name_problem(name: str) -> str | None:
+def _name_problem(name: str, reviewed: Collection[str] = ()) -> str | None:
+    if name.startswith("NCCL_") and name in reviewed:
+        return None
     if name.startswith("NCCL_"):
         if name in TORCH_OLD_NAMES:
             return (f"NCCL does not read {name}; PyTorch reads it under this deprecated name: write "
@@ -227,16 +238,18 @@ def _name_problem(name: str) -> str | None:
         if name in NCCL_REMOVED:
             new = NCCL_REMOVED[name]
             return (f"NCCL {NCCL_VERSION} no longer reads {name}" + (f"; use {new}" if new else "; remove it"))
-        if name not in NCCL_NAMES:
-            return (f"NCCL {NCCL_VERSION} reads no variable {name} (NCCL ignores unknown names without a "
-                    f"word){_did_you_mean(name, NCCL_NAMES)}")
+        if name not in NCCL_ANY:
+            return (f"no NCCL release envforge knows ({_KNOWN_RELEASES}) reads {name} (NCCL ignores unknown names "
+                    f"without a word)" + (_did_you_mean(name, NCCL_ANY) or
+                                          "; a newer NCCL's variable, reviewed: list it in the recipe's "
+                                          "[nccl-unknown] with the reason"))
         return None
     if name.startswith("CUDA_"):
         if name not in CUDA_NAMES:
             return f"the CUDA driver and runtime read no variable {name}{_did_you_mean(name, CUDA_NAMES)}"
         return None
     if not name.startswith(("TORCH_", "NCCL")):
-        close = difflib.get_close_matches(name, sorted(NCCL_NAMES), n=1, cutoff=0.9)
+        close = difflib.get_close_matches(name, sorted(NCCL_ANY), n=1, cutoff=0.9)
         if close:
             return f"no program reads {name}; it looks like NCCL's {close[0]} (NCCL ignores unknown names)"
     return None
@@ -267,13 +280,15 @@ def secret_problem(name: str, value: str) -> str | None:
             "the server (the env profile never overrides a variable the caller set) and remove it from the recipe")
 
 
-def problems(name: str, value: object) -> list[str]:
+def problems(name: str, value: object, reviewed: Collection[str] = ()) -> list[str]:
     """What is wrong with setting ``name`` to ``value`` for NCCL, CUDA and the process; empty: fine.
 
     Checks the name (NCCL and CUDA names against the lists above, with a did-you-mean; near
     misses of NCCL names without the prefix), the value's type (a string), NUL characters (no
     process environment can hold one), and for NCCL variables the value as NCCL parses it.
     Start-up readers (:func:`startup_reader`) are not judged here: that depends on who sets them.
+    ``reviewed``: the recipe's ``[nccl-unknown]`` names, whose name is not judged (their value is
+    then not judged either: envforge does not know how NCCL reads it).
     """
     if not isinstance(value, str):
         shown = str(value).lower() if isinstance(value, bool) else repr(value)
@@ -283,8 +298,8 @@ def problems(name: str, value: object) -> list[str]:
                 "there); remove it"]
     if (secret := secret_problem(name, value)) is not None:
         return [secret]
-    found = [p for p in [_name_problem(name)] if p]
-    if found or not name.startswith("NCCL_"):
+    found = [p for p in [_name_problem(name, reviewed)] if p]
+    if found or not name.startswith("NCCL_") or name in reviewed:
         return found
     if name in NCCL_INT:
         return [p for p in [_integer_problem(name, value)] if p]
@@ -298,3 +313,23 @@ def problems(name: str, value: object) -> list[str]:
                     + (" (NCCL matches these exactly and reads anything else as an integer: 0, the lowest level)"
                        if choices is _PATH_LEVELS else "")]
     return []
+
+
+def release_problems(names: Iterable[str], version: str, reviewed: Collection[str] = ()) -> list[str]:
+    """``"NAME: why"`` for each ``NCCL_*`` name of ``names`` that NCCL ``version`` (the release a
+    lock installs, e.g. ``"2.27.5"`` of ``nvidia-nccl-cu12``) does not read, by its table in
+    :data:`envforge.recipe.ncclnames.RELEASES`. A release without a table is not judged (a name
+    may be new in it); ``reviewed`` names (the recipe's ``[nccl-unknown]``) and names
+    :func:`problems` judges already (unknown to every release) are skipped. No did-you-mean: the
+    name is real, in another release."""
+    table = RELEASES.get(version.split("+", 1)[0])
+    if table is None:
+        return []
+    out = []
+    for name in sorted(set(names)):
+        if not name.startswith("NCCL_") or name in reviewed or name not in NCCL_ANY or name in table:
+            continue
+        others = [r for r in RELEASES if name in RELEASES[r]]
+        out.append(f"{name}: NCCL {version} reads no variable {name} (NCCL {', '.join(others)} "
+                   f"{'reads' if len(others) == 1 else 'read'} it)")
+    return out

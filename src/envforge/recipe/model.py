@@ -149,6 +149,8 @@ class ResolvedVariant:
     retired_patchsets: Mapping[str, str] = field(default_factory=dict)
     exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
     provided: tuple[Provided, ...] = ()
+    nccl_unknown: Mapping[str, str] = field(default_factory=dict)  # reviewed NCCL names -> reason
+    link_mode: str | None = None  # [recipe] link-mode: uv's --link-mode for builds (not a lock input)
 
     @property
     def lock_name(self) -> str:
@@ -178,6 +180,7 @@ class ResolvedVariant:
                if self.exclude_newer_exempt else {}),
             **({"provided": [f"{p.name}=={p.version} import={p.module}" for p in self.provided]}
                if self.provided else {}),
+            **({"nccl-unknown": [f"{k}: {v}" for k, v in self.nccl_unknown.items()]} if self.nccl_unknown else {}),
         }
 
     def digest(self) -> str:
@@ -232,6 +235,8 @@ class Recipe:
             retired_patchsets=retired,
             exclude_newer_exempt=self._reasons("exclude-newer-exempt", vdata),
             provided=self._provided(),
+            nccl_unknown=dict(sorted(self.data.get("nccl-unknown", {}).items())),
+            link_mode=self.data["recipe"].get("link-mode"),
         )
 
     def _provided(self) -> tuple[Provided, ...]:

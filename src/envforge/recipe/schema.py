@@ -67,6 +67,10 @@ def _env_problem(k: str) -> str | None:
     return None if _ENV_VAR.match(k) else f"'{k}' is not a valid environment variable name"
 
 
+def _nccl_name_problem(k: str) -> str | None:
+    return None if k.startswith("NCCL_") and _ENV_VAR.match(k) else f"'{k}' is not an NCCL variable name (NCCL_...)"
+
+
 def _env_value(value: Any, path: str) -> list[Problem]:
     """A variable's value for NCCL, CUDA and the process (recipe/envvars.py: names, NCCL's parsing, NUL)."""
     return [Problem(path, msg) for msg in env_value_problems(path.rsplit(".", 1)[-1], value)]
@@ -316,6 +320,8 @@ RECIPE_SPEC = Table({
         "resolution": Enum("full", "no-deps"),
         "build-constraints": ListOf(_SPEC_REQ),
         "exclude-newer": Str(_timestamp_problem),
+        # how builds put files from uv's cache into a generation (uv's --link-mode; recorded per generation)
+        "link-mode": Enum("clone", "copy", "hardlink", "symlink"),
     }, frozenset({"name", "python"})),
     "target": Table({
         "gpu": Str(),
@@ -334,6 +340,9 @@ RECIPE_SPEC = Table({
     # Packages exempt from [recipe] exclude-newer (uv's exclude-newer-package NAME=false), each with
     # its reason: indexes that publish no upload times (download.pytorch.org; field case B40).
     "exclude-newer-exempt": _REASONS,
+    # NCCL variables no release envforge knows reads (a newer NCCL's), each with its reason: reviewed,
+    # so neither the name check at load nor the locked release's table refuses them (recipe/envvars.py).
+    "nccl-unknown": MapOf(Str(_reason_problem), _nccl_name_problem),
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(_profile_value, _env_problem), lock_name_problem),
     "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),

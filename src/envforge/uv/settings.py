@@ -16,6 +16,10 @@ itself (:func:`envforge.uv.run.uv_environment`):
     Transport, authentication, cache and output: where uv downloads from and how, never what it
     picks. Passed through unchanged.
 
+``UV_LINK_MODE`` is dropped from uv's environment but not ignored: ``envforge build`` and ``up``
+read it as the default of their ``--link-mode`` (passed to ``uv pip sync`` and recorded in the
+generation), so the choice is envforge's and written down.
+
 Every other ``UV_*`` variable (one this list does not know, for example from a newer uv) is
 dropped. ``UV_INDEX_<NAME>_USERNAME`` / ``UV_INDEX_<NAME>_PASSWORD`` (the credentials of a named
 index, the way uv takes them) are passed. Outside uv's namespace, ``PIP_*`` variables and

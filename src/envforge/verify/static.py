@@ -387,16 +387,17 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
         seen = reach.seen.get(key)
         found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",
                              "unset" if seen is None else seen, fix))
-    found += _misread(expected)
+    reviewed = [str(e).split(":", 1)[0] for e in inp.lock.envforge.get("inputs", {}).get("nccl-unknown", [])]
+    found += _misread(expected, reviewed)
     c.add("env-profile", found, counted(len(expected), "variable"))
 
 
-def _misread(env: Mapping[str, str]) -> list[Finding]:
+def _misread(env: Mapping[str, str], reviewed: Sequence[str] = ()) -> list[Finding]:
     """A profile variable NCCL, CUDA or the process would misread, or one read at process start
     that the hook sets for children only (B19, B31): reaching the child is not enough. The
     findings are about the recipe (``from_recipe``): a rebuild from the same lock has them again."""
     out = []
-    for line in profile_problems(env):
+    for line in profile_problems(env, reviewed):
         name, _, why = line.partition(": ")
         out.append(Finding("env-profile", name, f"{name} as the profile means it", why,
                            "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild",

@@ -4,6 +4,12 @@ Like ``uv run`` and ``pixi run``, ``up`` locks on demand: a variant with no lock
 first (:func:`lock_if_missing`, saying so); a stale lock still stops the job with its reasons,
 never re-locked behind the user's back (the change is for review: ``envforge lock``).
 
+A generation ``up`` builds is verified before it is made live; one that fails verify is *held
+back* (:func:`envforge.env.generations.hold_back`): the link keeps its generation, and the next
+``up`` from the same lock stops with the recorded cause instead of building the same failure again
+(a file edited in place through uv's hardlink is in uv's cache too: every build reinstalls it).
+``--rebuild`` tries again.
+
 The CLI parses, calls :func:`run_main_job` and renders the :class:`MainJobResult`; nothing of the
 sequence lives in the CLI, so ``envforge up --json`` carries the same result as the text.
 """
@@ -11,14 +17,16 @@ sequence lives in the CLI, so ``envforge up --json`` carries the same result as 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from envforge.core.errors import EXIT_CHECK_FAILED
 from envforge.core.kinds import rebuild_repairs
 from envforge.core.probe import ProbeError
 from envforge.env import build
-from envforge.env.generations import current_generation
+from envforge.env.generations import current_generation, held_back, hold_back
 from envforge.env.layout import Environment
 from envforge.lock.check import LockCheck, check_lock
 from envforge.lock.write import LockResult, lock_variant, patchset_refs
@@ -45,7 +53,9 @@ class MainJobResult:
     lock is stale); the reused generation; the verify report (None when the lock is stale);
     ``damaged``: the failing report of a live generation built from this lock whose files were
     damaged since (then ``build`` is the fresh generation that replaced it); ``locked``: the lock
-    this job wrote because there was none (:func:`lock_if_missing`), else None."""
+    this job wrote because there was none (:func:`lock_if_missing`), else None. ``held``: the
+    generation this job built that failed verify and was not made live (``report`` is its report);
+    ``stopped``: why nothing was built (a generation from this lock already failed verify), else None."""
 
     lock: LockCheck
     build: build.BuildResult | None
@@ -53,11 +63,13 @@ class MainJobResult:
     report: VerifyReport | None
     damaged: VerifyReport | None = None
     locked: LockResult | None = None
+    held: Path | None = None
+    stopped: str | None = None
 
     @property
     def exit_code(self) -> int:
-        """1 for a stale lock, else verify's (0 clean, 1 findings)."""
-        if not self.lock.fresh or self.report is None:
+        """1 for a stale lock, a held-back generation or a stop, else verify's (0 clean, 1 findings)."""
+        if not self.lock.fresh or self.report is None or self.held is not None or self.stopped is not None:
             return EXIT_CHECK_FAILED
         return int(self.report.exit_code)
 
@@ -102,7 +114,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     """
     say = progress or (lambda _line: None)
     refs = patchset_refs(project.patchsets_dir, plan.variant.patchsets)
-    check = check_lock(plan.variant, refs, plan.lock)
+    check = check_lock(plan.variant, refs, plan.lock, plan.find_links)
     if locked is not None and check.fresh:
         count = f"{locked.packages} package{'' if locked.packages == 1 else 's'}"
         say(f"  {plan.lock.parent.name}/{plan.lock.name}: {count}, locked now")
@@ -111,31 +123,70 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     if not check.fresh:
         return MainJobResult(check, None, None, None, locked=locked)
     reused = None if rebuild else current_generation(plan.link, plan.lock, plan.variant)
+    failed = None if rebuild else held_back(plan.link, plan.lock)
+    damaged: VerifyReport | None = None
     if reused is not None:
         say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
             f"one); verifying before trusting it")
         say(f"[3/3] verify {plan.link.name}")
-        damaged: VerifyReport | None
         try:
             damaged = verify(Environment(plan.link), project, options)
         except ProbeError as exc:  # its interpreter is gone or cannot start: damage a rebuild repairs
-            damaged = None
-            say(f"  damaged: {reused.name} cannot run its interpreter ({exc.message}); rebuilding as "
-                f"{plan.generation.name} from the same lock ({reused.name} stays for rollback)")
+            why = f"cannot run its interpreter ({exc.message})"
         else:
             damage = sorted({f.kind for f in damaged.findings if repairable(f)})
             if not damage:
                 return MainJobResult(check, None, reused, damaged, locked=locked)
-            say(f"  damaged: {reused.name} fails verify ({', '.join(damage)}): its files changed since it was "
-                f"built; rebuilding as {plan.generation.name} from the same lock ({reused.name} stays for rollback)")
-        result = build.execute_build(plan, progress=progress, terminal=terminal)
-        say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
-        say(f"[3/3] verify {plan.link.name} again")
-        return MainJobResult(check, result, None, verify(Environment(plan.link), project, options), damaged,
-                             locked)
+            why = f"fails verify ({', '.join(damage)}): its files changed since it was built"
+        if failed is not None:
+            return _stop(check, plan, failed, say, reused, damaged, locked)
+        say(f"  damaged: {reused.name} {why}; rebuilding as {plan.generation.name} from the same lock "
+            f"({reused.name} stays for rollback)")
+        return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, damaged, " again")
+    if failed is not None:
+        return _stop(check, plan, failed, say, None, None, locked)
     say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
-    result = build.execute_build(plan, progress=progress, terminal=terminal)
-    say(f"  {plan.link.parent.name}/{plan.link.name} -> {result.generation.name}")
-    say(f"[3/3] verify {plan.link.name}")
-    report = verify(Environment(plan.link), project, options)
-    return MainJobResult(check, result, reused, report, locked=locked)
+    return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, None, "")
+
+
+def _build_and_verify(project: Project, plan: build.BuildPlan, options: VerifyOptions, check: LockCheck,
+                      say: Callable[[str], None], progress: Callable[[str], None] | None,
+                      terminal: Callable[[str], None] | None, locked: LockResult | None,
+                      damaged: VerifyReport | None, again: str) -> MainJobResult:
+    """Build ``plan``'s generation, verify it before it is live, and flip only a clean one."""
+    result = build.execute_build(plan, progress=progress, terminal=terminal, flip=False)
+    gen = result.generation
+    say(f"[3/3] verify {plan.link.name}{again} ({gen.name}, before it is made live)")
+    report = verify(Environment(gen), project, options)
+    if report.clean:
+        build.make_live(plan)
+        say(f"  {plan.link.parent.name}/{plan.link.name} -> {gen.name}")
+        return MainJobResult(check, result, None, replace(report, environment=str(plan.link)), damaged, locked)
+    cause = _cause(report, plan)
+    hold_back(gen, report.kinds(), cause)
+    live = f"stays at {plan.link.resolve().name}" if plan.link.is_symlink() else "has no live generation yet"
+    say(f"  {gen.name} fails verify: not made live; {plan.link.parent.name}/{plan.link.name} {live}")
+    return MainJobResult(check, result, None, report, damaged, locked, held=gen, stopped=None)
+
+
+def _cause(report: VerifyReport, plan: build.BuildPlan) -> str:
+    """Why a generation built just now fails verify, and what to do; names ``uv cache clean DIST``
+    when files are not their RECORD's (uv installed them from a cache an in-place edit changed)."""
+    again = f"`envforge up {plan.variant.recipe} --variant {plan.variant.variant} --rebuild`"
+    cached = sorted({f.subject.split(" ", 1)[0] for f in report.findings if f.kind == "tampered"})
+    if cached:
+        return (f"installed files are not their RECORD's bytes ({', '.join(cached)}) in a generation built just now: "
+                f"uv installed them from its cache, which an in-place edit through a hardlink changed; run "
+                f"`uv cache clean {' '.join(cached)}`, then {again} (--link-mode copy keeps edits out of uv's cache)")
+    return f"a generation built just now fails verify ({', '.join(report.kinds())}): fix what the findings say, then {again}"
+
+
+def _stop(check: LockCheck, plan: build.BuildPlan, failed: tuple[Path, Mapping[str, Any]],
+          say: Callable[[str], None], reused: Path | None, damaged: VerifyReport | None,
+          locked: LockResult | None) -> MainJobResult:
+    """Nothing built: ``failed`` (a generation from this lock, held back) would be built again."""
+    gen, record = failed
+    why = (f"{gen.name}, built from this lock, failed verify ({', '.join(record.get('kinds', []))}) and was not "
+           f"made live; a build from the same lock fails the same way: {record.get('cause', '')}")
+    say(f"  stopped: {why}")
+    return MainJobResult(check, None, reused, damaged, locked=locked, stopped=why)

@@ -22,6 +22,11 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offline", action="store_true", help="install from --find-links only; no network")
     p.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
                    help="a wheelhouse directory (with --offline)")
+    p.add_argument("--link-mode", choices=("clone", "copy", "hardlink", "symlink"), default=None, metavar="MODE",
+                   help="how uv puts files from its cache into the generation: clone, copy, hardlink or symlink "
+                        "(default: $UV_LINK_MODE, else the recipe's [recipe] link-mode, else uv's: hardlink on Linux); recorded "
+                        "in generation.json. "
+                        "copy keeps an in-place edit of an installed file out of uv's cache")
     add_project_option(p)
 
 
@@ -49,8 +54,11 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                        description="The main job, one command from a recipe to a verified environment: lock the "
                                    "variant when it has no lock yet (a stale lock stops with the reason), build a "
                                    "new generation unless the live one was built from this lock (--rebuild builds "
-                                   "anyway), then verify it at the recipe's levels. Exit 0 only when verify is "
-                                   "clean. RECIPE defaults to the project's (docs/cli.md).")
+                                   "anyway), then verify it at the recipe's levels. A new generation is verified "
+                                   "before envs/<recipe>-<variant> points at it: one that fails verify is held back "
+                                   "(the link keeps its generation) and the next `up` from the same lock stops with "
+                                   "the cause instead of building it again (--rebuild tries again). Exit 0 only when "
+                                   "verify is clean. RECIPE defaults to the project's (docs/cli.md).")
     _recipe_args(u)
     u.add_argument("--rebuild", action="store_true",
                    help="build a new generation even when the live one was built from this lock")

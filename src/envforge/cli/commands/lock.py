@@ -25,6 +25,9 @@ def _lock_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offline", action="store_true", help="resolve from --find-links only; no network")
     p.add_argument("--find-links", action="append", type=find_links_dir, default=[], metavar="DIR",
                    help="a wheelhouse directory (for offline locks)")
+    p.add_argument("--local-paths", action="store_true",
+                   help="with --offline: record wheelhouse files no lock of the project records by URL as local "
+                        "paths (a lock for this machine only; `lock --check` calls it stale without --find-links)")
     p.add_argument("--env-profile", metavar="PROFILE", help="env profile to record (default: from the target interconnect)")
     p.add_argument("--json", action="store_true", help="print a JSON report")
     add_project_option(p)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,7 @@ class ProfileRevert:
     notes: tuple[str, ...] = ()
 
 
-def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
+def _validate(profile: str | None, env: Mapping[str, str], mode: str, reviewed: Collection[str] = ()) -> None:
     if mode not in MODES:
         raise InputError(f"env profile mode '{mode}' is not one of: {', '.join(MODES)}",
                          hint="use `pth` (the default) or `sitecustomize`")
@@ -127,7 +127,7 @@ def _validate(profile: str | None, env: Mapping[str, str], mode: str) -> None:
             raise InputError(f"env profile '{profile}': '{key}' is not a valid environment variable name")
         if not isinstance(value, str) or "\0" in value:
             raise InputError(f"env profile '{profile}': {key} must be a string without NUL characters")
-    found = profile_problems(env)
+    found = profile_problems(env, reviewed)
     if found:
         raise InputError(f"env profile '{profile}' cannot be installed:\n" + "\n".join("  " + f for f in found),
                          hint="fix the recipe's [env.*] table, re-lock, and rebuild (see docs/env-profiles.md)")
@@ -174,7 +174,7 @@ def generation_of(site_packages: Path) -> Path | None:
 
 def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *, mode: str = "pth",
             python: Path | None = None, probe_env: Mapping[str, str] | None = None,
-            caches: bool = True) -> ProfileInstall:
+            caches: bool = True, reviewed: Collection[str] = ()) -> ProfileInstall:
     """Install the env profile ``profile`` (variables ``env``) into ``site_packages``.
 
     A previous install is reverted first, so re-installing replaces cleanly (also across modes).
@@ -188,10 +188,11 @@ def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *,
     :param python: the interpreter using ``site_packages`` (sitecustomize mode only: asked which
         ``sitecustomize`` it imports); default ``<venv>/bin/python`` three levels above.
     :param probe_env: environment of that interpreter probe (default: this process's).
+    :param reviewed: NCCL names the recipe's ``[nccl-unknown]`` lists (not refused as unknown).
     :raises InputError: bad mode, profile name or variable, or a foreign file in the way.
     :raises SitecustomizeShadowed: sitecustomize mode, and another ``sitecustomize`` wins.
     """
-    _validate(profile, env, mode)
+    _validate(profile, env, mode, reviewed)
     env = dict(sorted(env.items()))
     gen = generation_of(site_packages) if caches else None
     cache_env = cache_variables(str(gen), env) if gen is not None else {}

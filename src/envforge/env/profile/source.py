@@ -7,7 +7,7 @@ the files on disk with what :func:`hook_source`, :func:`block_source` and :func:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from envforge.recipe.envvars import problems, startup_reader
 
@@ -152,14 +152,14 @@ def strip_block(text: str) -> tuple[str, bool]:
     return text[:start] + text[end + len(BLOCK_END) + 1:], True
 
 
-def profile_problems(env: Mapping[str, object]) -> tuple[str, ...]:
+def profile_problems(env: Mapping[str, object], reviewed: Collection[str] = ()) -> tuple[str, ...]:
     """``"NAME: what is wrong"`` for each variable of a profile NCCL, CUDA or the process would
     misread (:func:`envforge.recipe.envvars.problems`), and for each variable read at process start
     (``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``PYTHON*``: field case B31), which a start-up hook sets
     for child processes only. Empty: nothing to say."""
     out = []
     for name, value in sorted(env.items()):
-        out += [f"{name}: {msg}" for msg in problems(name, value)]
+        out += [f"{name}: {msg}" for msg in problems(name, value, reviewed)]
         if (reader := startup_reader(name)) is not None:
             out.append(f"{name}: read by {reader} when a process starts, before this hook runs: "
                        "child processes get it, the process itself runs without it")

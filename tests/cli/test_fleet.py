@@ -78,7 +78,7 @@ def _verify(*argv: str) -> list[str]:
     (_verify("_x"), ["error: not an environment name: '_x' is not a valid name; use letters, digits, '-' and '_', "
                      "starting with a letter or digit", ENV_HINT]),
     (["fleet", "build", "nosuch", "--ray", "127.0.0.1:1", "--project", str(ROOT)],
-     [f"error: no recipe named 'nosuch' in {ROOT / 'recipes'}", "  hint: known recipes: kimi-k25-sm120, quickstart"]),
+     [f"error: no recipe named 'nosuch' in {ROOT / 'recipes'}", "  hint: known recipes: kimi-k25-sm120, quickstart, vllm-h200"]),
     (["fleet", "build", "quickstart", "--variant", "nope", "--ray", "127.0.0.1:1", "--project", str(ROOT)],
      [f"error: {ROOT / 'recipes' / 'quickstart.toml'}: recipe 'quickstart' has no variant 'nope' (it has: default)"]),
 ])

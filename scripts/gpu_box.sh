@@ -54,7 +54,7 @@ PY
   local parts=("$b"/part-*); local n=${#parts[@]} k=0
   for f in "${parts[@]}"; do
     k=$((k + 1)); mkdir -p "$dest/c$k"; mv "$f" "$dest/c$k/"
-    printf '#!/bin/bash\n# chunk %s of %s: keep it in $W (persists while the machine stays warm)\nW=${W:-%s}; d=$(dirname "$0")\nmkdir -p $W/parts && cp $d/part-* $W/parts/ && ls -la $W/parts\n[ -f $d/../ef/ef.tar.gz ] && mkdir -p $W/ef && tar -xzf $d/../ef/ef.tar.gz -C $W/ef\nexit 0\n' "$k" "$n" "$W" > "$dest/c$k/recv.sh"
+    printf '#!/bin/bash\n# chunk %s of %s: keep it in $W (persists while the machine stays warm)\nW=${W:-%s}; d=$(dirname "$0")\nmkdir -p $W/parts && cp $d/part-* $W/parts/ && ls -la $W/parts\n[ -f $d/payload.sha256 ] && cp $d/payload.sha256 $W/parts/\n[ -f $d/../ef/ef.tar.gz ] && mkdir -p $W/ef && tar -xzf $d/../ef/ef.tar.gz -C $W/ef\nexit 0\n' "$k" "$n" "$W" > "$dest/c$k/recv.sh"
   done
   cp "$b/payload.sha256" "$dest/c$n/"
   git archive --format=tar.gz -o "$dest/ef/ef.tar.gz" HEAD
@@ -89,7 +89,7 @@ build() {  # device, in one call
   echo "verify rc=$?"; "${EF[@]}" verify $ENVNAME --level static,gpu > $W/res/verify.txt 2>&1; tail -40 $W/res/verify.txt
   say "envforge bench (recipe mode: ${BENCH_SERVERS:-baseline draft-model})"
   local srv=(); for s in ${BENCH_SERVERS:-baseline draft-model}; do srv+=(--server "$s"); done
-  "${EF[@]}" bench $ENVNAME "${srv[@]}" --output $W/res/bench-recipe.json > $W/res/bench-recipe.txt 2>&1
+  "${EF[@]}" bench $ENVNAME --recipe $RECIPE --variant $VARIANT "${srv[@]}" --output $W/res/bench-recipe.json > $W/res/bench-recipe.txt 2>&1
   echo "bench rc=$?"; grep -vE "^warning: server .* at concurrency" $W/res/bench-recipe.txt | cut -c1-300 | tail -30
   cp $W/res/up.json $W/res/verify.json $W/res/bench-recipe.json $W/res/verify.txt "$OUT"/ 2>/dev/null
   cp $W/ef/envs/.generations/$ENVNAME/g*.log $W/res/ 2>/dev/null; tar -czf "$OUT/build-res.tgz" -C $W res; ls -la "$OUT"

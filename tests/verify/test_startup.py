@@ -241,6 +241,26 @@ def test_start_up_code_outside_the_environment(tmp_path: Path) -> None:
     assert check_outside(sp, {}) == ([], [])
 
 
+def test_a_standard_library_sitecustomize_linked_into_etc_is_the_interpreters(tmp_path: Path) -> None:
+    """Ubuntu's /usr/lib/python3.12/sitecustomize.py is a symlink to /etc/python3.12/sitecustomize.py
+    (seen on the lent H200's image, docs/gpu/vllm-h200): the entry is in the standard library, so it is
+    named as the interpreter's, not a startup-code-outside finding; a link from elsewhere to a file of
+    the standard library stays the interpreter's too (the file it runs is)."""
+    sp, stdlib, etc, elsewhere = (tmp_path / d for d in ("env-sp", "usr-lib-python3.12", "etc-python3.12", "pp"))
+    for d in (sp, stdlib, etc, elsewhere):
+        d.mkdir()
+    (etc / "sitecustomize.py").write_text("# Ubuntu's\n")
+    (stdlib / "sitecustomize.py").symlink_to(etc / "sitecustomize.py")
+    (stdlib / "usercustomize.py").write_text("")
+    (elsewhere / "usercustomize.py").symlink_to(stdlib / "usercustomize.py")
+    site = {"dirs": [str(sp)], "stdlib": [str(stdlib)], "sitecustomize": str(stdlib / "sitecustomize.py"),
+            "usercustomize": str(elsewhere / "usercustomize.py")}
+    hooks, found = check_outside(sp, site)
+    assert [(h.site_dir, h.name, h.owner) for h in hooks] == [
+        (str(stdlib), "sitecustomize.py", "the interpreter"), (str(elsewhere), "usercustomize.py", "the interpreter")]
+    assert found == []
+
+
 def test_unowned_files_note_lists_ten_names() -> None:
     names = tuple(f"f{i:02d}.txt" for i in range(12))
     assert hook_notes((), names, Path("/sp")) == [

@@ -214,6 +214,15 @@ def _under(path: str, dirs: Iterable[str]) -> str | None:
     return next((d for d in dirs if d and (real + os.sep).startswith(os.path.realpath(d) + os.sep)), None)
 
 
+def _entry_under(path: str, dirs: Iterable[str]) -> str | None:
+    """The directory of ``dirs`` that holds the directory entry ``path`` (its parent resolved, the
+    entry itself not): Debian and Ubuntu ship ``/usr/lib/python3.X/sitecustomize.py`` as a symlink to
+    ``/etc/python3.X/sitecustomize.py`` (package python3.X-minimal), so the entry is the standard
+    library's even though the file it points to is under /etc."""
+    entry = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    return next((d for d in dirs if d and (entry + os.sep).startswith(os.path.realpath(d) + os.sep)), None)
+
+
 def check_outside(sp: Path, site: Mapping[str, Any]) -> tuple[list[StartupHook], list[Finding]]:
     """Start-up code outside the environment's site-packages that its interpreter runs, from the
     environment probe's ``site`` (``dirs``: the site directories site processed; ``stdlib``; the
@@ -233,7 +242,7 @@ def check_outside(sp: Path, site: Mapping[str, Any]) -> tuple[list[StartupHook],
         path = site.get(module)
         if not path or _under(path, [here, *dirs]):
             continue
-        stdlib = _under(path, site.get("stdlib") or ())
+        stdlib = _under(path, site.get("stdlib") or ()) or _entry_under(path, site.get("stdlib") or ())
         hooks.append(StartupHook(os.path.dirname(path), os.path.basename(path),
                                  "the interpreter" if stdlib else None))
     fix = ("outside this environment, so a rebuild keeps it: remove it (or its PYTHONPATH entry), or build from an "

@@ -247,7 +247,7 @@ def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_an
 
     res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "stop", "--ray", c.address],  # type: ignore[attr-defined]
                          capture_output=True, text=True, timeout=120)
-    assert (res.returncode, res.stdout) == (0, "stopped 4 envforge agent(s)\n"), res.stderr
+    assert (res.returncode, res.stdout) == (0, "stopped 4 envforge agents\n"), res.stderr
     assert _agents([]) == []
     code, plain = _cli_verify(c.address, "--no-agent")  # type: ignore[attr-defined]
     assert code == 1 and {k: v["status"] for k, v in plain.items()} == expected

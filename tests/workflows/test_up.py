@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -233,7 +234,8 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
         "  damaged: g0001 fails verify (tampered): its files changed since it was built; rebuilding as g0002 from "
         "the same lock (g0001 stays for rollback)",
         "[3/3] verify r-default again (g0002, before it is made live)",
-        "  g0002 fails verify: not made live; envs/r-default stays at g0001"]
+        "  g0002 fails verify: not made live; envs/r-default stays at g0001 (to use it anyway: `envforge rollback "
+        "r-default --to g0002`)"]
     assert "tampered: model-kernels 1.0: model_kernels/__init__.py" in again.stdout
     assert os.readlink(link) == ".generations/r-default/g0001"  # never flipped to what failed verify
     g2 = proj / "envs" / ".generations" / "r-default" / "g0002"
@@ -258,6 +260,22 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     assert [line[:10] for line in listed] == ["r-default ", "  * g0001 ", "    g0002 "]
     assert "held back" not in listed[1]
     assert "  held back: failed verify (tampered), never live  " in listed[2]
+
+    # another project on the same uv cache: its first generation fails verify too and is held back, no
+    # link; `rollback --to` makes it live when the user decides to (the way on, never a dead end)
+    other = tmp_path / "other"
+    shutil.copytree(proj / "recipes", other / "recipes")
+    shutil.copytree(proj / "lockfiles", other / "lockfiles")
+    first = subprocess.run([sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert first.returncode == 1
+    assert ("  g0001 fails verify: not made live; envs/r-default has no live generation yet (to use it anyway: "
+            "`envforge rollback r-default --to g0001`)") in first.stderr.splitlines()
+    assert not (other / "envs" / "r-default").is_symlink()
+    forced = subprocess.run([sys.executable, "-m", "envforge", "rollback", "r-default", "--to", "g0001"], cwd=other,
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert (forced.returncode, forced.stdout) == (0, "envs/r-default: g0001 -> g0001\n"), forced.stderr
+    assert os.readlink(other / "envs" / "r-default") == ".generations/r-default/g0001"
 
     from envforge.uv.run import uv_binary
 

@@ -110,15 +110,21 @@ def remove_incomplete(root: Path, keep: Path) -> None:
 
 def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:
     """Point ``envs/<name>`` at the complete generation before the live one, or at generation
-    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again).
+    ``to`` (``g0003`` or ``3``; older or newer than the live one: rolling forward again). With
+    ``to`` and no link yet (``envforge up`` held its first generation back), the link is made.
 
     :raises InputError: no such environment, no earlier generation, or ``to`` names no complete
         generation (the message lists the ones there are).
     """
     link = project.env_path(name)
-    if not link.is_symlink():
+    first = to is not None and not link.exists() and not link.is_symlink()  # none live yet (up held it back)
+    if not link.is_symlink() and not first:
         raise InputError(f"{link} is not an envforge environment link", hint="build it with `envforge build`")
     with exclusive_generations(generation_root(project, name)):
+        if first:
+            target = _named_generation(name, generations(project, name), str(to))
+            replace_symlink(link, target)
+            return RollbackResult(link, target, target)
         live = (link.parent / os.readlink(link)).resolve()
         done = generations(project, name)
         if to is not None:

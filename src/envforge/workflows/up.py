@@ -165,7 +165,8 @@ def _build_and_verify(project: Project, plan: build.BuildPlan, options: VerifyOp
     cause = _cause(report, plan)
     hold_back(gen, report.kinds(), cause)
     live = f"stays at {plan.link.resolve().name}" if plan.link.is_symlink() else "has no live generation yet"
-    say(f"  {gen.name} fails verify: not made live; {plan.link.parent.name}/{plan.link.name} {live}")
+    say(f"  {gen.name} fails verify: not made live; {plan.link.parent.name}/{plan.link.name} {live} "
+        f"(to use it anyway: `envforge rollback {plan.link.name} --to {gen.name}`)")
     return MainJobResult(check, result, None, report, damaged, locked, held=gen, stopped=None)
 
 

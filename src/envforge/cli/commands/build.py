@@ -44,7 +44,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     p.set_defaults(handler="envforge.cli.build:run_build")
     r = sub.add_parser("rollback", help=SUMMARIES["rollback"],
                        description="Point envs/ENV at the generation before the live one, or at generation "
-                                   "--to gN, older or newer (roll forward again). `envforge envs` lists them.")
+                                   "--to gN, older or newer (roll forward again), also when none is live yet (a "
+                                   "generation `up` held back). `envforge envs` lists them.")
     r.add_argument("env", metavar="ENV", help="environment name, e.g. quickstart-default")
     r.add_argument("--to", metavar="GEN", help="the generation to make live, e.g. g0002 (default: the previous one)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -57,7 +58,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                    "anyway), then verify it at the recipe's levels. A new generation is verified "
                                    "before envs/<recipe>-<variant> points at it: one that fails verify is held back "
                                    "(the link keeps its generation) and the next `up` from the same lock stops with "
-                                   "the cause instead of building it again (--rebuild tries again). Exit 0 only when "
+                                   "the cause instead of building it again (--rebuild tries again; `envforge rollback ENV --to gN` makes it "
+                                   "live anyway). Exit 0 only when "
                                    "verify is clean. RECIPE defaults to the project's (docs/cli.md).")
     _recipe_args(u)
     u.add_argument("--rebuild", action="store_true",

@@ -226,11 +226,16 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
         texts = dict.fromkeys(sharegpt_prompts(data, path))  # first occurrence of each text, in file order
         return tuple(Prompt(i, t) for i, t in enumerate(texts)), digest
     prompts: list[Prompt] = []
-    for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
+    for n, data_line in enumerate(raw.splitlines(), start=1):
+        if not data_line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(data_line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line)",
+                             hint="save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        except RecursionError:
+            raise InputError(f"{path}:{n}: not valid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{n}: not valid JSON: {exc.msg}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:

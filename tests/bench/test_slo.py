@@ -86,6 +86,22 @@ env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
 '''
 
 
+@pytest.mark.parametrize("flag", [["--slo", "foo:3"], ["--prompts", "missing.jsonl"]])
+def test_bad_slo_or_prompts_is_refused_before_the_recipe_is_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str]) -> None:
+    """The recipe has no [verify.smoke]; the bad flag is still what is reported, so it is fixed first."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text('[recipe]\nname = "r"\npython = "3.12"\n')
+    if flag[0] == "--prompts":
+        flag = [flag[0], str(tmp_path / flag[1])]
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "r", *flag])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert stderr.splitlines()[0] == ("error: --slo foo:3: expected METRIC:MS with METRIC one of ttft, tpot, e2el"
+                                      if flag[0] == "--slo" else
+                                      f"error: cannot read prompt set {flag[1]}: No such file or directory")
+
+
 @pytest.mark.slow
 def test_a_missed_slo_gate_exits_1_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A TTFT target of 1 microsecond no real server meets; a TPOT target of 100 s every one does."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
 from envforge.cli import build_parser, main
-from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, integer, output_file, seconds
 
 FLEET_S = "must be a finite number of seconds from 5 to 1,000,000,000"
 STEP_S = "must be a finite number of seconds from 1 to 1,000,000,000"
@@ -125,3 +126,23 @@ def test_a_mistyped_command_is_exit_2_with_the_nearest_command(argv: list[str], 
     assert main([*argv, "--json"]) == 2
     data = json.loads(capsys.readouterr().out)["data"]
     assert (data["kind"], data["message"], data["exit_code"]) == ("usage-error", f"argument COMMAND: {message}", 2)
+
+
+OUTPUTS = [(["sbom"], "-o/--output", "-o"), (["patches", "export", "p"], "-o/--output", "--output"),
+           (["bench"], "--output", "--output")]
+
+
+@pytest.mark.parametrize("argv, name, option", OUTPUTS, ids=[a[0] for a, _, _ in OUTPUTS])
+def test_every_output_file_option_refuses_a_directory_or_a_missing_parent(
+        argv: list[str], name: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before any handler runs: no temp file is made beside the target (``/`` for ``-o /tmp``)."""
+    missing = tmp_path / "no" / "x.json"
+    cases = [(str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'out.json'}"),
+             (str(missing), f"{missing}: no directory {missing.parent}; make it first (mkdir -p {missing.parent}) "
+                            "or give a file in an existing directory"),
+             ("", "empty path; give the file to write, e.g. -o out.json")]
+    for value, message in cases:
+        assert main([*argv, f"{option}={value}"]) == 2, value
+        assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {name}: {message}"
+    assert list(tmp_path.iterdir()) == []
+    assert output_file(str(tmp_path / "x.json")) == tmp_path / "x.json"

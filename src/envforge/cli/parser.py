@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "seconds"]
+__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "output_file",
+           "seconds"]
 
 #: The most seconds a time option takes (about 31 years). Past about 1e10 s a socket or lock timeout
 #: overflows (``timestamp out of range for platform time_t``) and Ray's waits overflow their
@@ -147,6 +149,25 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, A
         ui.info(parser.format_help().rstrip())
         return 2
     return show_help
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type=`` for a file a command writes (``-o``/``--output``): refused as a usage
+    error naming the option when it is empty, an existing directory, or in a directory that does not
+    exist (``argument -o/--output: /no/such: no directory /no; make it first ...``), so the write
+    never fails half way with the name of its temp file (:func:`envforge.core.fs.atomic_write`).
+
+    :raises argparse.ArgumentTypeError: as above.
+    """
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give the file to write, e.g. -o out.json")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / 'out.json'}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}; make it first (mkdir -p "
+                                         f"{path.parent}) or give a file in an existing directory")
+    return path
 
 
 def seconds(minimum: float = 0.0, maximum: float = MAX_SECONDS) -> Callable[[str], float]:

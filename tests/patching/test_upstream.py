@@ -196,6 +196,17 @@ def test_bad_input_exits_2_with_the_fix(project: Path, tmp_path: Path, capsys: p
     assert list((project / "patchsets").iterdir()) == []
 
 
+def test_a_bad_versions_specifier_writes_nothing_and_keeps_a_forced_patchset(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = project / "patchsets" / "fi-sm120.toml"
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--versions", "garbage"))
+    assert (code, out, err.splitlines()[0]) == (2, "", "error: --versions 'garbage' is not a PEP 440 version specifier")
+    assert list((project / "patchsets").iterdir()) == []
+    target.write_text("# kept\n")
+    code, _, _ = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--versions", "garbage", "--force"))
+    assert (code, target.read_text()) == (2, "# kept\n")
+
+
 def test_paths_with_the_repository_layout_name_the_prefix(project: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "src.diff"

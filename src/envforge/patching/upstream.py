@@ -29,7 +29,7 @@ from typing import Any
 from envforge.core.errors import InputError
 from envforge.core.textfile import SMALL_LIMIT, read_bytes
 from envforge.installed.distributions import Installed, installed_distributions, read_record
-from envforge.patching.capture import capture_file, write_patchset
+from envforge.patching.capture import capture_file, check_versions, write_patchset
 from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import OpContext
 from envforge.patching.operations.base import relpath_check
@@ -243,7 +243,7 @@ def _refused(path: str, original: str, hunk: _Hunk, where: str) -> bool:
 def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) -> None:
     """The written patchset, applied to the released text, gives the diff's result exactly.
 
-    :raises InputError: it does not (the file is removed again).
+    :raises InputError: it does not (:func:`write_patchset` puts the file back as it was).
     """
     ps: Patchset = load_patchset(target)
     ctx = OpContext(read_text=lambda p: original.get(p), patchset_dir=target.parent)
@@ -251,7 +251,6 @@ def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) 
         outcomes, after = evaluate_file(ps, path, before.encode(), ctx, already=False)
         drifted = [o.detail for _, state, o in outcomes if state == DRIFTED]
         if drifted or after != edited[path].encode():
-            target.unlink()
             raise InputError(f"{path}: the operations do not give the diff's result "
                              f"({drifted[0] if drifted else 'other bytes'}); nothing written",
                              hint="write the patchset by hand (docs/patchsets.md, Operations)")
@@ -275,6 +274,7 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
         raise InputError(f"--id {problem}", hint="e.g. --id flashinfer-trtllm-comm-sm120")
     if not reason.strip():
         raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
+    check_versions(versions)
     target = patchsets_dir / f"{pid}.toml"
     if target.exists() and not force:
         raise InputError(f"{target} exists", hint="choose another --id, or pass --force to overwrite it")
@@ -304,6 +304,6 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
     meta = {"id": pid, "distribution": dist.name, "versions": versions or f"=={dist.version}", "reason": reason,
             "upstream-prefix": upstream_prefix, "diff-sha256": sha, "diff-origin": origin or diff.name}
     write_patchset(target, meta, ops, comment=f"Imported by `envforge patches import` from {origin or diff.name} "
-                                              f"on {dist.name} {dist.version}.")
-    _round_trip(target, original, edited)
+                                              f"on {dist.name} {dist.version}.",
+                    check=lambda written: _round_trip(written, original, edited))
     return ImportedPatchset(target, dist.name, dist.version, sha, sum(len(pf) for pf, _ in files), tuple(lines))

@@ -247,3 +247,26 @@ def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, c
     assert err.splitlines()[0].startswith("1 hunk(s) applied exactly to flashinfer-python 0.6.4 ")
     (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert op.original_digest == "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"  # type: ignore[attr-defined]
+
+
+def test_a_diff_saved_with_crlf_line_endings_says_so(project: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``comm.py\\r ... not a Python file``, or ``line 189 is 'x', the hunk expects 'x'``."""
+    crlf = tmp_path / "crlf.diff"
+    crlf.write_bytes(HUNK.read_bytes().replace(b"\n", b"\r\n"))  # a Windows download
+    code, out, err = run(capsys, *importing(project, crlf, "0.6.16.post4"))
+    header = next(n for n, line in enumerate(HUNK.read_text().splitlines(), start=1) if line.startswith("--- "))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: {crlf}:{header}: the file header ends in CRLF (\\r\\n): the diff was saved with Windows line "
+        "endings, so no hunk matches the released files", f"  hint: convert it (dos2unix {crlf}) and import it again"]
+    body = tmp_path / "body.diff"  # headers kept, the hunk's lines converted (an editor's save)
+    lines = HUNK.read_text().splitlines(keepends=True)
+    body.write_text("".join(line if line.startswith(("--- ", "+++ ", "diff ", "index ", "@@")) else
+                            line.replace("\n", "\r\n") for line in lines), newline="")
+    code, out, err = run(capsys, *importing(project, body, "0.6.16.post4"))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (
+        f"error: {body}: {COMM} hunk @@ -189,7 +189,7 @@ does not apply exactly: line 189 ends in LF (\\n), the hunk's "
+        "in CRLF (\\r\\n) (a diff saved with other line endings: convert it, e.g. dos2unix); nothing written")
+    assert list((project / "patchsets").iterdir()) == []

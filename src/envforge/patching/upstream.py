@@ -94,12 +94,19 @@ def _hunk(h: Any) -> _Hunk:
 def _parse(data: bytes, label: str) -> Any:
     """The unidiff ``PatchSet`` of ``data``.
 
-    :raises InputError: not UTF-8, not a unified diff, or no file in it.
+    :raises InputError: not UTF-8, CRLF line endings (a file header ending in CR), not a unified
+        diff, or no file in it.
     """
     import unidiff  # lazy: only `patches import` parses diffs
 
     try:
         text = data.decode("utf-8")
+        crlf = next((n for n, line in enumerate(text.splitlines(keepends=True), start=1)
+                     if line.startswith(("--- ", "+++ ")) and line.endswith("\r\n")), None)
+        if crlf is not None:  # a file header never ends in CR: the whole diff was converted (a Windows save)
+            raise InputError(f"{label}:{crlf}: the file header ends in CRLF (\\r\\n): the diff was saved with "
+                             "Windows line endings, so no hunk matches the released files",
+                             hint=f"convert it (dos2unix {label}) and import it again")
         patch = unidiff.PatchSet(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=_DIFF_HINT) from None
@@ -195,8 +202,20 @@ def _mismatch(lines: Sequence[str], hunk: _Hunk) -> str:
     for k, want in enumerate(hunk.source):
         got = lines[at + k] if at + k < len(lines) else "(end of file)"
         if got != want:
-            return f"line {at + k + 1} is {got.rstrip()!r}, the hunk expects {want.rstrip()!r}"
+            if got.rstrip("\r\n") == want.rstrip("\r\n"):  # invisible in the text: say which ending is which
+                return (f"line {at + k + 1} ends in {_ending(got)}, the hunk's in {_ending(want)} (a diff saved with "
+                        "other line endings: convert it, e.g. dos2unix)")
+            shown, expected = got.removesuffix("\n"), want.removesuffix("\n")  # trailing blanks stay visible
+            return f"line {at + k + 1} is {shown!r}, the hunk expects {expected!r}"
     return "its lines occur more than once after the previous hunk"
+
+
+def _ending(line: str) -> str:
+    """A line's ending in words: ``CRLF (\\r\\n)``, ``LF (\\n)``, ``CR (\\r)`` or ``no newline``."""
+    for end, words in (("\r\n", "CRLF (\\r\\n)"), ("\n", "LF (\\n)"), ("\r", "CR (\\r)")):
+        if line.endswith(end):
+            return words
+    return "no newline"
 
 
 def _apply(text: str, hunks: Sequence[_Hunk], where: str) -> str:

@@ -146,3 +146,20 @@ def test_every_output_file_option_refuses_a_directory_or_a_missing_parent(
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {name}: {message}"
     assert list(tmp_path.iterdir()) == []
     assert output_file(str(tmp_path / "x.json")) == tmp_path / "x.json"
+
+
+@pytest.mark.parametrize("argv, dest", [
+    (["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV"], "diff"),
+    (["patches", "export", "p", "-o", "x.diff", "ENV"], "patchset"),
+    (["patches", "new", "sglang", "--json", "ENV"], "distribution"),
+])
+def test_an_optional_env_after_options_is_the_env_not_unrecognized(argv: list[str], dest: str) -> None:
+    """``DIFF --id x --reason y ENV`` as the usage line writes it (argparse 3.11-3.13 alone: ``unrecognized
+    arguments: ENV``); the first positional and the options are still read."""
+    args, extra = build_parser("patches").parse_known_args(argv)
+    assert (args.env, extra, getattr(args, dest)) == ("ENV", [], Path(argv[2]) if dest == "diff" else argv[2])
+
+
+def test_options_between_positionals_still_refuse_an_extra_word(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV", "more"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "error: unrecognized arguments: more"

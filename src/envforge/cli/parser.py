@@ -46,10 +46,34 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An :class:`argparse.ArgumentParser` whose errors raise :class:`UsageError`."""
+    """An :class:`argparse.ArgumentParser` whose errors raise :class:`UsageError`, and whose
+    commands of several positionals take options between them (:meth:`parse_known_args`)."""
+
+    _intermixing = False
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.format_usage().rstrip())
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, but a command of several positionals (``patches import DIFF [ENV]``) is
+        parsed with :meth:`argparse.ArgumentParser.parse_known_intermixed_args`: ``DIFF --id x
+        --reason y ENV`` gives ENV, where plain argparse (3.11 to 3.13) leaves it unrecognized (an
+        optional positional matches nothing at the first chunk). Groups (a subparsers positional)
+        and ``REMAINDER`` commands, which intermixed parsing refuses, parse as before."""
+        if self._intermixing or not self._intermixable():
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # parse_known_intermixed_args calls parse_known_args itself
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def _intermixable(self) -> bool:
+        positionals = self._get_positional_actions()
+        grouped = {id(a) for g in self._mutually_exclusive_groups for a in g._group_actions}
+        return (len(positionals) > 1 and not any(id(a) in grouped for a in positionals)
+                and not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals))
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if isinstance(action, _Commands) and action.bare is not None:

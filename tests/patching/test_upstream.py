@@ -60,7 +60,7 @@ def test_the_real_hunk_imports_applies_to_0_6_16_post4_and_is_upstream_fixed_on_
                                             "--origin", ORIGIN))
     assert (code, out) == (0, f"{project / 'patchsets' / 'fi-sm120.toml'}\n")
     sha = hashlib.sha256(HUNK.read_bytes()).hexdigest()
-    assert err == (f"1 hunk(s) applied exactly to flashinfer-python 0.6.16.post4 (diff sha256 {sha[:16]}...):\n"
+    assert err == (f"1 hunk applied exactly to flashinfer-python 0.6.16.post4 (diff sha256 {sha[:16]}...):\n"
                    f"  replace-definition {COMM} gen_trtllm_comm_module\n")
     text = (project / "patchsets" / "fi-sm120.toml").read_text()
     assert text == textwrap.dedent(f"""\
@@ -161,6 +161,7 @@ def test_two_places_in_one_function_give_one_replace_definition(
     code, _, err = run(capsys, *importing(project, tmp_path / "two.diff", "0.6.16.post4"))
     assert code == 0
     assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_mixed_comm_module"]
+    assert err.splitlines()[0].startswith("2 hunks applied exactly to flashinfer-python 0.6.16.post4 ")
     (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert op.kind == "replace-definition"
 
@@ -244,7 +245,7 @@ def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, c
     """0.6.4 has the same function at line 58, not 189: an offset, as `git apply` takes it, never fuzz."""
     code, _, err = run(capsys, *importing(project, HUNK, "0.6.4"))
     assert code == 0
-    assert err.splitlines()[0].startswith("1 hunk(s) applied exactly to flashinfer-python 0.6.4 ")
+    assert err.splitlines()[0].startswith("1 hunk applied exactly to flashinfer-python 0.6.4 ")
     (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert op.original_digest == "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"  # type: ignore[attr-defined]
 

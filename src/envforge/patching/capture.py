@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from envforge.core.errors import InputError
 from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, decode_utf8, read_state
@@ -282,8 +284,6 @@ def check_versions(versions: str | None) -> None:
 
     :raises InputError: ``--versions 'garbage' is not a PEP 440 version specifier``.
     """
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     if versions is None:
         return
     try:

@@ -99,7 +99,7 @@ def test_bad_slo_or_prompts_is_refused_before_the_recipe_is_read(
     assert code == 2, stderr
     assert stderr.splitlines()[0] == ("error: --slo foo:3: expected METRIC:MS with METRIC one of ttft, tpot, e2el"
                                       if flag[0] == "--slo" else
-                                      f"error: cannot read prompt set {flag[1]}: No such file or directory")
+                                      f"error: prompt set {flag[1]} does not exist")
 
 
 @pytest.mark.slow

@@ -208,6 +208,19 @@ def test_a_bad_versions_specifier_writes_nothing_and_keeps_a_forced_patchset(
     assert (code, target.read_text()) == (2, "# kept\n")
 
 
+@pytest.mark.parametrize("origin", ["https://ghp_s3cret@github.com/o/r/pull/1.diff",
+                                    "https://user:s3cret@github.com/o/r/pull/1.diff",
+                                    "https://raw.githubusercontent.com/o/r/main/x.diff?token=s3cret"])
+def test_an_origin_with_credentials_is_refused_and_not_echoed(project: Path, origin: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The origin is written into the patchset (committed): a token there would be published."""
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--origin", origin))
+    assert (code, out, "s3cret" in err) == (2, "", False)
+    assert err.splitlines()[0].endswith("carries credentials or a query string, which would be written into the "
+                                        "patchset (committed with the project) and printed")
+    assert list((project / "patchsets").iterdir()) == []
+
+
 def test_paths_with_the_repository_layout_name_the_prefix(project: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "src.diff"

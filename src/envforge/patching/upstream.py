@@ -21,12 +21,14 @@ edit). Nothing is written when anything is refused.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.core.urls import redact
 from envforge.core.textfile import SMALL_LIMIT, read_bytes
 from envforge.installed.distributions import Installed, installed_distributions, read_record
 from envforge.patching.capture import capture_file, check_versions, write_patchset
@@ -275,6 +277,21 @@ def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) 
                              hint="write the patchset by hand (docs/patchsets.md, Operations)")
 
 
+def _check_origin(origin: str | None) -> None:
+    """Refuse an ``--origin`` with credentials (``https://TOKEN@host``, ``user:password@``) or a query
+    string (``?token=...``): it is written into the patchset, which is committed and printed.
+
+    :raises InputError: as above, the URL shown with ``<credentials>`` (:func:`envforge.core.urls.redact`).
+    """
+    if origin is None:
+        return
+    shown = redact(origin)
+    if shown != origin or re.search(r"://[^\s]*\?", origin):
+        raise InputError(f"--origin '{shown.partition('?')[0]}' carries credentials or a query string, which "
+                         "would be written into the patchset (committed with the project) and printed",
+                         hint="give the public URL of the diff, e.g. https://github.com/OWNER/REPO/pull/N.diff")
+
+
 def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, reason: str, *,
                 versions: str | None = None, origin: str | None = None, upstream_prefix: str = "",
                 force: bool = False) -> ImportedPatchset:
@@ -294,6 +311,7 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
     if not reason.strip():
         raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
     check_versions(versions)
+    _check_origin(origin)
     target = patchsets_dir / f"{pid}.toml"
     if target.exists() and not force:
         raise InputError(f"{target} exists", hint="choose another --id, or pass --force to overwrite it")

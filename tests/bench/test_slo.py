@@ -86,20 +86,20 @@ env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
 '''
 
 
-@pytest.mark.parametrize("flag", [["--slo", "foo:3"], ["--prompts", "missing.jsonl"]])
+@pytest.mark.parametrize(("flag", "message"), [
+    (["--slo", "foo:3"], "--slo foo:3: expected METRIC:MS with METRIC one of ttft, tpot, e2el"),
+    (["--prompts", "{tmp}/missing.jsonl"], "prompt set {tmp}/missing.jsonl does not exist"),
+    (["--slo-attainment", "0.5"], "--slo-attainment 0.5 without --slo: there is no target to attain"),
+])
 def test_bad_slo_or_prompts_is_refused_before_the_recipe_is_read(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str], message: str) -> None:
     """The recipe has no [verify.smoke]; the bad flag is still what is reported, so it is fixed first."""
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text('[recipe]\nname = "r"\npython = "3.12"\n')
-    if flag[0] == "--prompts":
-        flag = [flag[0], str(tmp_path / flag[1])]
-    code = main(["bench", "--project", str(tmp_path), "--recipe", "r", *flag])
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "r", *(f.format(tmp=tmp_path) for f in flag)])
     stderr = capsys.readouterr().err
     assert code == 2, stderr
-    assert stderr.splitlines()[0] == ("error: --slo foo:3: expected METRIC:MS with METRIC one of ttft, tpot, e2el"
-                                      if flag[0] == "--slo" else
-                                      f"error: prompt set {flag[1]} does not exist")
+    assert stderr.splitlines()[0] == "error: " + message.format(tmp=tmp_path)
 
 
 @pytest.mark.slow

@@ -122,6 +122,20 @@ def test_prompt_file_errors(tmp_path: Path) -> None:
     bad.write_text("\n")
     with pytest.raises(InputError, match=r"bad.jsonl: the prompt set is empty$"):
         load_prompts(bad)
+    bad.write_bytes(b'{"prompt": "ok"}\n\xff\xfe{"prompt": "caf\xe9"}\n')  # UTF-16 BOM, Latin-1
+    with pytest.raises(InputError) as exc:
+        load_prompts(bad)
+    assert (exc.value.message, exc.value.hint) == (
+        f"{bad}:2: not UTF-8 text (byte 1 of the line)", "save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    with pytest.raises(InputError) as exc:
+        load_prompts(Path("/dev/zero"))  # before: read to the end of memory (MemoryError, exit 70)
+    assert exc.value.message == "prompt set /dev/zero is not a regular file (a character device)"
+    with pytest.raises(InputError) as exc:
+        load_prompts(tmp_path)
+    assert exc.value.message == f"prompt set {tmp_path} is a directory, not a file"
+    bad.write_text('{"prompt": ' + "[" * 100_000 + "\n")
+    with pytest.raises(InputError, match=r"bad.jsonl:1: not valid JSON: nested too deeply$"):
+        load_prompts(bad)
 
 
 def test_shipped_prompt_set_is_valid() -> None:

@@ -86,6 +86,22 @@ env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
 '''
 
 
+@pytest.mark.parametrize(("flag", "message"), [
+    (["--slo", "foo:3"], "--slo foo:3: expected METRIC:MS with METRIC one of ttft, tpot, e2el"),
+    (["--prompts", "{tmp}/missing.jsonl"], "prompt set {tmp}/missing.jsonl does not exist"),
+    (["--slo-attainment", "0.5"], "--slo-attainment 0.5 without --slo: there is no target to attain"),
+])
+def test_bad_slo_or_prompts_is_refused_before_the_recipe_is_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str], message: str) -> None:
+    """The recipe has no [verify.smoke]; the bad flag is still what is reported, so it is fixed first."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text('[recipe]\nname = "r"\npython = "3.12"\n')
+    code = main(["bench", "--project", str(tmp_path), "--recipe", "r", *(f.format(tmp=tmp_path) for f in flag)])
+    stderr = capsys.readouterr().err
+    assert code == 2, stderr
+    assert stderr.splitlines()[0] == "error: " + message.format(tmp=tmp_path)
+
+
 @pytest.mark.slow
 def test_a_missed_slo_gate_exits_1_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A TTFT target of 1 microsecond no real server meets; a TPOT target of 100 s every one does."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
 from envforge.cli import build_parser, main
-from envforge.cli.parser import MAX_SECONDS, PORT, integer, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, integer, output_file, seconds
 
 FLEET_S = "must be a finite number of seconds from 5 to 1,000,000,000"
 STEP_S = "must be a finite number of seconds from 1 to 1,000,000,000"
@@ -125,3 +126,40 @@ def test_a_mistyped_command_is_exit_2_with_the_nearest_command(argv: list[str], 
     assert main([*argv, "--json"]) == 2
     data = json.loads(capsys.readouterr().out)["data"]
     assert (data["kind"], data["message"], data["exit_code"]) == ("usage-error", f"argument COMMAND: {message}", 2)
+
+
+OUTPUTS = [(["sbom"], "-o/--output", "-o"), (["patches", "export", "p"], "-o/--output", "--output"),
+           (["bench"], "--output", "--output")]
+
+
+@pytest.mark.parametrize("argv, name, option", OUTPUTS, ids=[a[0] for a, _, _ in OUTPUTS])
+def test_every_output_file_option_refuses_a_directory_or_a_missing_parent(
+        argv: list[str], name: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before any handler runs: no temp file is made beside the target (``/`` for ``-o /tmp``)."""
+    missing = tmp_path / "no" / "x.json"
+    cases = [(str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'out.json'}"),
+             (str(missing), f"{missing}: no directory {missing.parent}; make it first (mkdir -p {missing.parent}) "
+                            "or give a file in an existing directory"),
+             ("", "empty path; give the file to write, e.g. -o out.json")]
+    for value, message in cases:
+        assert main([*argv, f"{option}={value}"]) == 2, value
+        assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {name}: {message}"
+    assert list(tmp_path.iterdir()) == []
+    assert output_file(str(tmp_path / "x.json")) == tmp_path / "x.json"
+
+
+@pytest.mark.parametrize("argv, dest", [
+    (["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV"], "diff"),
+    (["patches", "export", "p", "-o", "x.diff", "ENV"], "patchset"),
+    (["patches", "new", "sglang", "--json", "ENV"], "distribution"),
+])
+def test_an_optional_env_after_options_is_the_env_not_unrecognized(argv: list[str], dest: str) -> None:
+    """``DIFF --id x --reason y ENV`` as the usage line writes it (argparse 3.11-3.13 alone: ``unrecognized
+    arguments: ENV``); the first positional and the options are still read."""
+    args, extra = build_parser("patches").parse_known_args(argv)
+    assert (args.env, extra, getattr(args, dest)) == ("ENV", [], Path(argv[2]) if dest == "diff" else argv[2])
+
+
+def test_options_between_positionals_still_refuse_an_extra_word(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV", "more"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "error: unrecognized arguments: more"

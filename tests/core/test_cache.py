@@ -83,6 +83,9 @@ def test_clean_removes_the_named_caches_or_all(tmp_path: Path) -> None:
     assert str(exc.value) == ("no cache named 'wheels'\n"
                               "  hint: envforge's caches: patch-results, releases, valid-locks")
     assert (root / "releases").is_dir()
+    with pytest.raises(InputError) as exc:
+        clean(root, ["relases", "patch-result"])
+    assert exc.value.message == "no cache named 'relases', 'patch-result'; did you mean 'releases', 'patch-results'?"
     assert clean(root).paths == (root / "patch-results", root / "releases") and list(root.iterdir()) == []
 
 

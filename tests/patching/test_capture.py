@@ -203,3 +203,34 @@ def test_commit_of_a_non_utf8_edit_is_exit_2_naming_the_byte(project: Path, tmp_
                            "--project", str(project))
         assert (code, err.splitlines()[0]) == (2, f"error: {edit / COMM}{' ' if message[0] == 'i' else ''}{message}")
     assert not (project / "patchsets" / "cap1.toml").exists()
+
+
+def test_write_patchset_puts_the_target_back_when_its_check_fails(tmp_path: Path) -> None:
+    """A refused import (its round trip) or a --force over an existing patchset leaves the old bytes."""
+    from envforge.core.errors import InputError
+    from envforge.patching.capture import check_versions, write_patchset
+
+    meta = {"id": "p", "distribution": "sglang", "versions": "==0.5.9", "reason": "r"}
+    ops = [{"kind": "replace-text", "file": "sglang/a.py", "before": "a = 1\n", "after": "a = 2\n"}]
+
+    def refuse(_: Path) -> None:
+        raise InputError("refused")
+
+    target = tmp_path / "p.toml"
+    with pytest.raises(InputError) as refused:
+        write_patchset(target, meta, ops, comment="c", check=refuse)
+    assert refused.value.message == "refused"
+    assert list(tmp_path.iterdir()) == []
+    target.write_bytes(b"# the user's patchset\n")
+    with pytest.raises(InputError) as refused:
+        write_patchset(target, meta, ops, comment="c", check=refuse)
+    assert refused.value.message == "refused"
+    assert [p.name for p in tmp_path.iterdir()] == ["p.toml"]
+    assert target.read_bytes() == b"# the user's patchset\n"
+    with pytest.raises(InputError) as exc:
+        check_versions("garbage")
+    assert (exc.value.message, exc.value.hint) == (
+        "--versions 'garbage' is not a PEP 440 version specifier",
+        "e.g. --versions '>=0.5.8,<0.5.11', or leave it out for ==<the release>")
+    check_versions(">=0.5.8,<0.5.11")
+    check_versions(None)

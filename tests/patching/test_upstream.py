@@ -60,7 +60,7 @@ def test_the_real_hunk_imports_applies_to_0_6_16_post4_and_is_upstream_fixed_on_
                                             "--origin", ORIGIN))
     assert (code, out) == (0, f"{project / 'patchsets' / 'fi-sm120.toml'}\n")
     sha = hashlib.sha256(HUNK.read_bytes()).hexdigest()
-    assert err == (f"1 hunk(s) applied exactly to flashinfer-python 0.6.16.post4 (diff sha256 {sha[:16]}...):\n"
+    assert err == (f"1 hunk applied exactly to flashinfer-python 0.6.16.post4 (diff sha256 {sha[:16]}...):\n"
                    f"  replace-definition {COMM} gen_trtllm_comm_module\n")
     text = (project / "patchsets" / "fi-sm120.toml").read_text()
     assert text == textwrap.dedent(f"""\
@@ -161,6 +161,7 @@ def test_two_places_in_one_function_give_one_replace_definition(
     code, _, err = run(capsys, *importing(project, tmp_path / "two.diff", "0.6.16.post4"))
     assert code == 0
     assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_mixed_comm_module"]
+    assert err.splitlines()[0].startswith("2 hunks applied exactly to flashinfer-python 0.6.16.post4 ")
     (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert op.kind == "replace-definition"
 
@@ -193,6 +194,30 @@ def test_bad_input_exits_2_with_the_fix(project: Path, tmp_path: Path, capsys: p
     if message is not None:
         assert err.splitlines()[0] == "error: " + message.format(diff=path, sp=released("0.6.16.post4"))
     assert "hint: " in err
+    assert list((project / "patchsets").iterdir()) == []
+
+
+def test_a_bad_versions_specifier_writes_nothing_and_keeps_a_forced_patchset(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = project / "patchsets" / "fi-sm120.toml"
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--versions", "garbage"))
+    assert (code, out, err.splitlines()[0]) == (2, "", "error: --versions 'garbage' is not a PEP 440 version specifier")
+    assert list((project / "patchsets").iterdir()) == []
+    target.write_text("# kept\n")
+    code, _, _ = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--versions", "garbage", "--force"))
+    assert (code, target.read_text()) == (2, "# kept\n")
+
+
+@pytest.mark.parametrize("origin", ["https://ghp_s3cret@github.com/o/r/pull/1.diff",
+                                    "https://user:s3cret@github.com/o/r/pull/1.diff",
+                                    "https://raw.githubusercontent.com/o/r/main/x.diff?token=s3cret"])
+def test_an_origin_with_credentials_is_refused_and_not_echoed(project: Path, origin: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The origin is written into the patchset (committed): a token there would be published."""
+    code, out, err = run(capsys, *importing(project, HUNK, "0.6.16.post4", "--origin", origin))
+    assert (code, out, "s3cret" in err) == (2, "", False)
+    assert err.splitlines()[0].endswith("carries credentials or a query string, which would be written into the "
+                                        "patchset (committed with the project) and printed")
     assert list((project / "patchsets").iterdir()) == []
 
 
@@ -233,6 +258,29 @@ def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, c
     """0.6.4 has the same function at line 58, not 189: an offset, as `git apply` takes it, never fuzz."""
     code, _, err = run(capsys, *importing(project, HUNK, "0.6.4"))
     assert code == 0
-    assert err.splitlines()[0].startswith("1 hunk(s) applied exactly to flashinfer-python 0.6.4 ")
+    assert err.splitlines()[0].startswith("1 hunk applied exactly to flashinfer-python 0.6.4 ")
     (op,) = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
     assert op.original_digest == "sha256:4e821219eb3b254a9f62472bd96c9e0a1eb4de0a9880f453956a0eb0a2fb7b91"  # type: ignore[attr-defined]
+
+
+def test_a_diff_saved_with_crlf_line_endings_says_so(project: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: ``comm.py\\r ... not a Python file``, or ``line 189 is 'x', the hunk expects 'x'``."""
+    crlf = tmp_path / "crlf.diff"
+    crlf.write_bytes(HUNK.read_bytes().replace(b"\n", b"\r\n"))  # a Windows download
+    code, out, err = run(capsys, *importing(project, crlf, "0.6.16.post4"))
+    header = next(n for n, line in enumerate(HUNK.read_text().splitlines(), start=1) if line.startswith("--- "))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        f"error: {crlf}:{header}: the file header ends in CRLF (\\r\\n): the diff was saved with Windows line "
+        "endings, so no hunk matches the released files", f"  hint: convert it (dos2unix {crlf}) and import it again"]
+    body = tmp_path / "body.diff"  # headers kept, the hunk's lines converted (an editor's save)
+    lines = HUNK.read_text().splitlines(keepends=True)
+    body.write_text("".join(line if line.startswith(("--- ", "+++ ", "diff ", "index ", "@@")) else
+                            line.replace("\n", "\r\n") for line in lines), newline="")
+    code, out, err = run(capsys, *importing(project, body, "0.6.16.post4"))
+    assert (code, out) == (2, "")
+    assert err.splitlines()[0] == (
+        f"error: {body}: {COMM} hunk @@ -189,7 +189,7 @@ does not apply exactly: line 189 ends in LF (\\n), the hunk's "
+        "in CRLF (\\r\\n) (a diff saved with other line endings: convert it, e.g. dos2unix); nothing written")
+    assert list((project / "patchsets").iterdir()) == []

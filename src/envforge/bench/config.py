@@ -66,9 +66,11 @@ from envforge.bench.dataset import sharegpt_prompts
 from envforge.bench.engines import Engine, engine
 from envforge.bench.slo import Slo
 from envforge.core.errors import InputError
+from envforge.core.textfile import read_bytes
 
 __all__ = [
     "DEFAULT_LOAD_TIMEOUT_S",
+    "PROMPTS_LIMIT",
     "Prompt",
     "ServerConfig",
     "SmokeConfig",
@@ -203,6 +205,11 @@ def shipped_prompts() -> Path:
     return Path(str(resources.files("envforge") / "data" / "prompts" / "smoke.jsonl"))
 
 
+#: The largest prompt set read (1 GiB): ShareGPT_V3_unfiltered_cleaned_split.json, the set vLLM's
+#: benchmarks use, is about 642 MB; past this a file is a wrong path, not prompts.
+PROMPTS_LIMIT = 1 << 30
+
+
 def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
     """Read a prompt set: a JSON-lines file of one ``{"prompt": "..."}`` object a line (blank lines
     skipped), or a ShareGPT-format JSON array (a file whose first non-blank byte is ``[``;
@@ -210,13 +217,12 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
     prompts of the set are the same text).
 
     :returns: the prompts and ``sha256:<hex>`` of the file bytes.
-    :raises InputError: unreadable file, a line that is not such an object, a malformed ShareGPT
-        file, or no prompts.
+    :raises InputError: unreadable, missing, a device (``/dev/zero``) or larger than
+        :data:`PROMPTS_LIMIT` (:func:`envforge.core.textfile.read_bytes`; a pipe is read to the limit),
+        a line that is not such an object, a malformed ShareGPT file, or no prompts.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read prompt set {path}: {exc.strerror}") from None
+    raw = read_bytes(path, what="prompt set", limit=PROMPTS_LIMIT,
+                     hint="give a JSON-lines prompt file or a ShareGPT JSON file (docs/bench.md)")
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     if raw.lstrip()[:1] == b"[":
         try:
@@ -226,11 +232,16 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
         texts = dict.fromkeys(sharegpt_prompts(data, path))  # first occurrence of each text, in file order
         return tuple(Prompt(i, t) for i, t in enumerate(texts)), digest
     prompts: list[Prompt] = []
-    for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
+    for n, data_line in enumerate(raw.splitlines(), start=1):
+        if not data_line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(data_line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line)",
+                             hint="save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        except RecursionError:
+            raise InputError(f"{path}:{n}: not valid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{n}: not valid JSON: {exc.msg}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:

@@ -17,7 +17,7 @@ from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
-from envforge.bench.slo import parse_slo
+from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
@@ -84,15 +84,21 @@ def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
 
 def _bench(args: argparse.Namespace, ui: Ui) -> int:
     require("bench", "envforge bench")  # scipy is first needed for the intervals, after the whole run
+    # the flags' own files and values first: refused before the recipe is read or --url is probed
+    if args.slo_attainment is not None and not args.slo:
+        raise InputError(f"--slo-attainment {args.slo_attainment:g} without --slo: there is no target to attain",
+                         hint="add the targets, e.g. --slo ttft:200 tpot:50, or drop --slo-attainment")
+    attainment = DEFAULT_ATTAINMENT if args.slo_attainment is None else args.slo_attainment
+    slo = parse_slo(args.slo, attainment) if args.slo else None
+    prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
-        slo=parse_slo(args.slo, args.slo_attainment) if args.slo else None, request_rate=args.request_rate,
-        burstiness=args.burstiness)
-    if args.prompts is not None:
-        prompts, digest = load_prompts(args.prompts)
+        slo=slo, request_rate=args.request_rate, burstiness=args.burstiness)
+    if prompt_set is not None:
+        prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",

@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "seconds"]
+__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "output_file",
+           "seconds"]
 
 #: The most seconds a time option takes (about 31 years). Past about 1e10 s a socket or lock timeout
 #: overflows (``timestamp out of range for platform time_t``) and Ray's waits overflow their
@@ -44,10 +46,34 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An :class:`argparse.ArgumentParser` whose errors raise :class:`UsageError`."""
+    """An :class:`argparse.ArgumentParser` whose errors raise :class:`UsageError`, and whose
+    commands of several positionals take options between them (:meth:`parse_known_args`)."""
+
+    _intermixing = False
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.format_usage().rstrip())
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse's, but a command of several positionals (``patches import DIFF [ENV]``) is
+        parsed with :meth:`argparse.ArgumentParser.parse_known_intermixed_args`: ``DIFF --id x
+        --reason y ENV`` gives ENV, where plain argparse (3.11 to 3.13) leaves it unrecognized (an
+        optional positional matches nothing at the first chunk). Groups (a subparsers positional)
+        and ``REMAINDER`` commands, which intermixed parsing refuses, parse as before."""
+        if self._intermixing or not self._intermixable():
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # parse_known_intermixed_args calls parse_known_args itself
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+    def _intermixable(self) -> bool:
+        positionals = self._get_positional_actions()
+        grouped = {id(a) for g in self._mutually_exclusive_groups for a in g._group_actions}
+        return (len(positionals) > 1 and not any(id(a) in grouped for a in positionals)
+                and not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals))
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if isinstance(action, _Commands) and action.bare is not None:
@@ -147,6 +173,25 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, A
         ui.info(parser.format_help().rstrip())
         return 2
     return show_help
+
+
+def output_file(text: str) -> Path:
+    """An argparse ``type=`` for a file a command writes (``-o``/``--output``): refused as a usage
+    error naming the option when it is empty, an existing directory, or in a directory that does not
+    exist (``argument -o/--output: /no/such: no directory /no; make it first ...``), so the write
+    never fails half way with the name of its temp file (:func:`envforge.core.fs.atomic_write`).
+
+    :raises argparse.ArgumentTypeError: as above.
+    """
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give the file to write, e.g. -o out.json")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / 'out.json'}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}; make it first (mkdir -p "
+                                         f"{path.parent}) or give a file in an existing directory")
+    return path
 
 
 def seconds(minimum: float = 0.0, maximum: float = MAX_SECONDS) -> Callable[[str], float]:

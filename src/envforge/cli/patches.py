@@ -244,7 +244,7 @@ def _import(args: argparse.Namespace, ui: Ui) -> int:
                                         "diff-sha256": made.diff_sha256, "operations": list(made.operations)})
         return 0
     ui.result(str(made.path))
-    ui.info(f"{made.hunks} hunk(s) applied exactly to {made.distribution} {made.version} "
+    ui.info(f"{counted(made.hunks, 'hunk')} applied exactly to {made.distribution} {made.version} "
             f"(diff sha256 {made.diff_sha256[:16]}...):")
     for line in made.operations:
         ui.info(f"  {line}")

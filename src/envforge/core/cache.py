@@ -99,12 +99,17 @@ def cache_sizes(root: Path) -> tuple[CacheSize, ...]:
 def clean(root: Path, names: Iterable[str] = ()) -> Removal:
     """Remove the caches ``names`` (default: every cache of :data:`CACHES`) under ``root``.
 
-    :raises InputError: a name that is no cache (exit 2), with the names there are.
+    :raises InputError: a name that is no cache (exit 2), with the nearest cache name
+        (:func:`difflib.get_close_matches`, as for a mistyped command) and the names there are.
     """
     chosen = list(dict.fromkeys(names)) or list(CACHES)
     unknown = [n for n in chosen if n not in CACHES]
     if unknown:
-        raise InputError(f"no cache named {', '.join(repr(n) for n in unknown)}",
+        import difflib  # lazy: only for a mistyped name
+
+        close = [m for n in unknown for m in difflib.get_close_matches(n, CACHES, n=1, cutoff=0.6)]
+        guess = f"; did you mean {', '.join(repr(m) for m in dict.fromkeys(close))}?" if close else ""
+        raise InputError(f"no cache named {', '.join(repr(n) for n in unknown)}{guess}",
                          hint=f"envforge's caches: {', '.join(CACHES)}")
     return _remove([root / n for n in chosen if (root / n).exists() or (root / n).is_symlink()])
 

@@ -56,7 +56,8 @@ class Environment:
 def resolve_environment(project: Project, name_or_path: str | None, default: str) -> Environment:
     """An environment argument: a path to a venv, or a name under ``envs/`` (default ``default``).
 
-    :raises InputError: no such environment, with the names that exist.
+    :raises InputError: no such environment, with the names that exist (or, for a path, that it
+        does not exist).
     """
     arg = name_or_path or default
     as_path = Path(arg)
@@ -65,6 +66,9 @@ def resolve_environment(project: Project, name_or_path: str | None, default: str
     candidate = project.env_path(arg)
     if candidate.exists():
         return Environment(candidate)
+    if "/" in arg:  # a path, not a name: envs/ is not where it was looked for
+        raise InputError(f"environment {arg} does not exist",
+                         hint="give the path of a virtual environment, or an environment name under envs/")
     if not project.recipes_dir.is_dir() and not project.envs_dir.is_dir():
         raise InputError(f"{project.root} is not an envforge project (no recipes/ or envs/ directory)",
                          hint="run from an envforge project, pass --project DIR, or give a path to an environment")

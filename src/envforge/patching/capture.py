@@ -19,11 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, decode_utf8, read_state
 from envforge.installed.distributions import find_distribution, read_record
 from envforge.patching.manifest import originals_dir, read_manifest
@@ -211,6 +215,7 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
         raise InputError(f"--id {problem}", hint="e.g. --id fix-allreduce-sm120")
     if not reason.strip():
         raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
+    check_versions(versions)
     edit = _read_edit(directory)
     target = patchsets_dir / f"{pid}.toml"
     if target.exists() and not force:
@@ -273,12 +278,31 @@ def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tu
     return ops, lines
 
 
-def write_patchset(target: Path, meta: dict[str, str], ops: list[dict[str, str]], *, comment: str) -> None:
+def check_versions(versions: str | None) -> None:
+    """Refuse a ``--versions`` that is no PEP 440 specifier before anything is written
+    (``packaging.specifiers.SpecifierSet``: ``'>=0.5.8,<0.5.11'``; ``None`` is the default, fine).
+
+    :raises InputError: ``--versions 'garbage' is not a PEP 440 version specifier``.
+    """
+    if versions is None:
+        return
+    try:
+        SpecifierSet(versions)
+    except InvalidSpecifier:
+        raise InputError(f"--versions {versions!r} is not a PEP 440 version specifier",
+                         hint="e.g. --versions '>=0.5.8,<0.5.11', or leave it out for ==<the release>") from None
+
+
+def write_patchset(target: Path, meta: dict[str, str], ops: list[dict[str, str]], *, comment: str,
+                   check: Callable[[Path], None] | None = None) -> None:
     """Write ``target`` (``patchsets/<id>.toml``): a comment line, ``[patchset]`` with ``meta``
     in its order, then ``ops`` as ``[[operation]]`` tables (multi-line values as TOML literal
-    strings); then load it back, so what was written is a valid patchset.
+    strings); then load it back, so what was written is a valid patchset, and run ``check`` on it.
+    When either fails, ``target`` is put back as it was (removed, or its previous bytes for
+    ``--force``), so a refusal writes nothing.
 
-    :raises PatchsetError: the written file does not load (a bug: never expected).
+    :raises PatchsetError: the written file does not load.
+    :raises InputError: whatever ``check`` raises.
     """
     import tomlkit  # lazy: ~0.06 s to import; only `patches commit` and `patches import` write TOML
 
@@ -296,8 +320,18 @@ def write_patchset(target: Path, meta: dict[str, str], ops: list[dict[str, str]]
         aot.append(t)
     doc.add("operation", aot)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(tomlkit.dumps(doc), encoding="utf-8")
-    load_patchset(target)  # what we wrote must load (schema, TOML round trip)
+    previous = target.read_bytes() if target.is_file() else None
+    atomic_write(target, tomlkit.dumps(doc).encode("utf-8"))
+    try:
+        load_patchset(target)  # what we wrote must load (schema, TOML round trip)
+        if check is not None:
+            check(target)
+    except BaseException:
+        if previous is None:
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write(target, previous)
+        raise
 
 
 def remove_edit(directory: Path) -> None:

@@ -21,15 +21,17 @@ edit). Nothing is written when anything is refused.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.core.urls import redact
 from envforge.core.textfile import SMALL_LIMIT, read_bytes
 from envforge.installed.distributions import Installed, installed_distributions, read_record
-from envforge.patching.capture import capture_file, write_patchset
+from envforge.patching.capture import capture_file, check_versions, write_patchset
 from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import OpContext
 from envforge.patching.operations.base import relpath_check
@@ -94,12 +96,19 @@ def _hunk(h: Any) -> _Hunk:
 def _parse(data: bytes, label: str) -> Any:
     """The unidiff ``PatchSet`` of ``data``.
 
-    :raises InputError: not UTF-8, not a unified diff, or no file in it.
+    :raises InputError: not UTF-8, CRLF line endings (a file header ending in CR), not a unified
+        diff, or no file in it.
     """
     import unidiff  # lazy: only `patches import` parses diffs
 
     try:
         text = data.decode("utf-8")
+        crlf = next((n for n, line in enumerate(text.splitlines(keepends=True), start=1)
+                     if line.startswith(("--- ", "+++ ")) and line.endswith("\r\n")), None)
+        if crlf is not None:  # a file header never ends in CR: the whole diff was converted (a Windows save)
+            raise InputError(f"{label}:{crlf}: the file header ends in CRLF (\\r\\n): the diff was saved with "
+                             "Windows line endings, so no hunk matches the released files",
+                             hint=f"convert it (dos2unix {label}) and import it again")
         patch = unidiff.PatchSet(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=_DIFF_HINT) from None
@@ -195,8 +204,20 @@ def _mismatch(lines: Sequence[str], hunk: _Hunk) -> str:
     for k, want in enumerate(hunk.source):
         got = lines[at + k] if at + k < len(lines) else "(end of file)"
         if got != want:
-            return f"line {at + k + 1} is {got.rstrip()!r}, the hunk expects {want.rstrip()!r}"
+            if got.rstrip("\r\n") == want.rstrip("\r\n"):  # invisible in the text: say which ending is which
+                return (f"line {at + k + 1} ends in {_ending(got)}, the hunk's in {_ending(want)} (a diff saved with "
+                        "other line endings: convert it, e.g. dos2unix)")
+            shown, expected = got.removesuffix("\n"), want.removesuffix("\n")  # trailing blanks stay visible
+            return f"line {at + k + 1} is {shown!r}, the hunk expects {expected!r}"
     return "its lines occur more than once after the previous hunk"
+
+
+def _ending(line: str) -> str:
+    """A line's ending in words: ``CRLF (\\r\\n)``, ``LF (\\n)``, ``CR (\\r)`` or ``no newline``."""
+    for end, words in (("\r\n", "CRLF (\\r\\n)"), ("\n", "LF (\\n)"), ("\r", "CR (\\r)")):
+        if line.endswith(end):
+            return words
+    return "no newline"
 
 
 def _apply(text: str, hunks: Sequence[_Hunk], where: str) -> str:
@@ -243,7 +264,7 @@ def _refused(path: str, original: str, hunk: _Hunk, where: str) -> bool:
 def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) -> None:
     """The written patchset, applied to the released text, gives the diff's result exactly.
 
-    :raises InputError: it does not (the file is removed again).
+    :raises InputError: it does not (:func:`write_patchset` puts the file back as it was).
     """
     ps: Patchset = load_patchset(target)
     ctx = OpContext(read_text=lambda p: original.get(p), patchset_dir=target.parent)
@@ -251,10 +272,24 @@ def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) 
         outcomes, after = evaluate_file(ps, path, before.encode(), ctx, already=False)
         drifted = [o.detail for _, state, o in outcomes if state == DRIFTED]
         if drifted or after != edited[path].encode():
-            target.unlink()
             raise InputError(f"{path}: the operations do not give the diff's result "
                              f"({drifted[0] if drifted else 'other bytes'}); nothing written",
                              hint="write the patchset by hand (docs/patchsets.md, Operations)")
+
+
+def _check_origin(origin: str | None) -> None:
+    """Refuse an ``--origin`` with credentials (``https://TOKEN@host``, ``user:password@``) or a query
+    string (``?token=...``): it is written into the patchset, which is committed and printed.
+
+    :raises InputError: as above, the URL shown with ``<credentials>`` (:func:`envforge.core.urls.redact`).
+    """
+    if origin is None:
+        return
+    shown = redact(origin)
+    if shown != origin or re.search(r"://[^\s]*\?", origin):
+        raise InputError(f"--origin '{shown.partition('?')[0]}' carries credentials or a query string, which "
+                         "would be written into the patchset (committed with the project) and printed",
+                         hint="give the public URL of the diff, e.g. https://github.com/OWNER/REPO/pull/N.diff")
 
 
 def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, reason: str, *,
@@ -275,6 +310,8 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
         raise InputError(f"--id {problem}", hint="e.g. --id flashinfer-trtllm-comm-sm120")
     if not reason.strip():
         raise InputError("--reason is empty: a patchset says why it exists", hint='--reason "why the patch is needed"')
+    check_versions(versions)
+    _check_origin(origin)
     target = patchsets_dir / f"{pid}.toml"
     if target.exists() and not force:
         raise InputError(f"{target} exists", hint="choose another --id, or pass --force to overwrite it")
@@ -304,6 +341,6 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
     meta = {"id": pid, "distribution": dist.name, "versions": versions or f"=={dist.version}", "reason": reason,
             "upstream-prefix": upstream_prefix, "diff-sha256": sha, "diff-origin": origin or diff.name}
     write_patchset(target, meta, ops, comment=f"Imported by `envforge patches import` from {origin or diff.name} "
-                                              f"on {dist.name} {dist.version}.")
-    _round_trip(target, original, edited)
+                                              f"on {dist.name} {dist.version}.",
+                    check=lambda written: _round_trip(written, original, edited))
     return ImportedPatchset(target, dist.name, dist.version, sha, sum(len(pf) for pf, _ in files), tuple(lines))

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from envforge.bench.engines import ENGINES
-from envforge.bench.slo import DEFAULT_ATTAINMENT
 from envforge.cli.commands import SUMMARIES
-from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, output_file, seconds
 
 __all__ = ["register"]
 
@@ -108,9 +107,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", nargs="+", metavar="METRIC:MS",
                    help="latency targets per request, e.g. --slo ttft:200 tpot:50 (metrics ttft, tpot, e2el; "
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
-    p.add_argument("--slo-attainment", type=_attainment, default=DEFAULT_ATTAINMENT, metavar="FRACTION",
+    p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
-    p.add_argument("--output", type=Path, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
+    p.add_argument("--output", type=output_file, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
     p.add_argument("--plot", type=Path, metavar="PATH", help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
     p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")

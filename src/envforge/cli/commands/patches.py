@@ -8,7 +8,7 @@ from typing import Any
 
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.options import add_project_option
-from envforge.cli.parser import group
+from envforge.cli.parser import group, output_file
 
 __all__ = ["register"]
 
@@ -42,7 +42,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     e.add_argument("env", nargs="?", metavar="ENV",
                    help="environment name under envs/ or a path (default: the project's)")
     e.add_argument("--site-packages", type=Path, metavar="DIR", help="site-packages with the released code instead of ENV")
-    e.add_argument("-o", "--output", type=Path, metavar="PATH", help="write the diff to this file instead of stdout")
+    e.add_argument("-o", "--output", type=output_file, metavar="PATH", help="write the diff to this file instead of stdout")
     e.add_argument("--json", action="store_true", help="print the diff in a versioned JSON report on stdout")
     add_project_option(e)
     e.set_defaults(handler="envforge.cli.patches:_export")

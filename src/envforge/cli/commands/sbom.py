@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.options import add_project_option
+from envforge.cli.parser import output_file
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                    "and unified diff. Validated against the CycloneDX 1.6 schema before it is "
                                    "written. See docs/sbom.md.")
     p.add_argument("env", nargs="?", metavar="ENV", help="environment name under envs/ or a path")
-    p.add_argument("-o", "--output", type=Path, metavar="PATH", help="write here instead of stdout")
+    p.add_argument("-o", "--output", type=output_file, metavar="PATH", help="write here instead of stdout")
     p.add_argument("--json", action="store_true", help="print the SBOM inside a versioned JSON envelope on stdout")
     add_project_option(p)
     p.set_defaults(handler="envforge.cli.sbom:_sbom")

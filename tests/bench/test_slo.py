@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.bench_support import make_tiny_model, server_python, venv_of
+from tests.support.bench_support import TRANSFORMERS_SERVE_TOML, make_tiny_model, transformers_serve_python, venv_of
 from tests.support.vllm_support import free_port
 
 from envforge.bench.client import LevelRun, RequestResult
@@ -80,18 +80,13 @@ load-timeout-s = 300
 
 [[verify.smoke.servers]]
 name = "baseline"
-args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
-        "--device", "cpu"]
-env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-'''
+''' + TRANSFORMERS_SERVE_TOML
 
 
 @pytest.mark.slow
 def test_a_missed_slo_gate_exits_1_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A TTFT target of 1 microsecond no real server meets; a TPOT target of 100 s every one does."""
-    python = server_python()
-    if python is None:
-        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    python = transformers_serve_python()
     model = make_tiny_model(tmp_path / "model")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=free_port()))

@@ -36,10 +36,7 @@ def serve(port: int) -> None:
     class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.read_body()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.start_stream()
             for i in range(1, TOKENS + 1):
                 finish = {"type": "length", "length": TOKENS} if i == TOKENS else None
                 body = {"text": "x" * i, "output_ids": [1] * i,

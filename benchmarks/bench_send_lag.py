@@ -49,11 +49,7 @@ def serve(port: int) -> None:
     class Handler(QuietHandler):
         def do_POST(self) -> None:
             self.read_body()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Connection", "close")  # one connection per request, said so (aiohttp reuses otherwise)
-            self.end_headers()
+            self.start_stream(close=True)  # one connection per request, said so (aiohttp reuses otherwise)
             events = [{"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == TOKENS else None}]}
                       for i in range(1, TOKENS + 1)]
             events.append({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": TOKENS}})

@@ -29,6 +29,16 @@ class QuietHandler(BaseHTTPRequestHandler):
         """The request's body, ``Content-Length`` bytes of it (0 when the header is absent)."""
         return self.rfile.read(int(self.headers.get("Content-Length", 0)))
 
+    def start_stream(self, *, close: bool = False) -> None:
+        """Send the head of a 200 server-sent-events answer in chunked encoding (the body follows
+        in chunks); ``close``: say ``Connection: close`` too."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        if close:
+            self.send_header("Connection", "close")
+        self.end_headers()
+
 
 def serve_forever(port: int, handler: type[BaseHTTPRequestHandler], *, backlog: int = 5,
                   daemon_threads: bool = False) -> None:

@@ -14,13 +14,12 @@ Run: ``python benchmarks/bench_bench.py``
 from __future__ import annotations
 
 import json
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from stub_server import QuietHandler, serve_forever, spawned
 
 from envforge.bench.client import Endpoint, RequestOptions, send_request
 from envforge.bench.engines import engine
@@ -34,18 +33,10 @@ OPTS = RequestOptions(model="m", max_new_tokens=TOKENS, temperature=0.0)
 def serve(port: int) -> None:
     """Stream ``TOKENS`` SGLang-format chunks per POST /generate (chunked encoding), then [DONE]."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self.read_body()
+            self.start_stream()
             for i in range(1, TOKENS + 1):
                 finish = {"type": "length", "length": TOKENS} if i == TOKENS else None
                 body = {"text": "x" * i, "output_ids": [1] * i,
@@ -56,11 +47,7 @@ def serve(port: int) -> None:
             self.wfile.write(b"0\r\n\r\n")
             self.close_connection = True
 
-    class Server(ThreadingHTTPServer):
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass  # clients closing idle connections (the readiness probe) are not errors here
-
-    Server(("127.0.0.1", port), Handler).serve_forever()
+    serve_forever(port, Handler)
 
 
 def bare(url: str) -> None:
@@ -88,19 +75,7 @@ def timed(fn: object, url: str) -> float:
 
 
 def main() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    with spawned(__file__) as url:
         bare(url), envforge_client(url)  # warm-up
         b, e = [], []
         for _ in range(RUNS):
@@ -111,9 +86,6 @@ def main() -> None:
         print(f"envforge client:   {me * 1000:.2f} ms/request")
         print(f"ratio envforge / bare: {me / mb:.2f} (of the medians); "
               f"{statistics.median(y / x for x, y in zip(b, e)):.2f} (median of the per-run ratios)")
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
+from stub_server import QuietHandler, serve_forever, spawned
 
 from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import Endpoint, RequestOptions
@@ -48,19 +46,10 @@ SEED = 0
 def serve(port: int) -> None:
     """Answer every POST with ``TOKENS`` OpenAI completion chunks, a usage chunk and [DONE]."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("Connection", "close")  # one connection per request, said so (aiohttp reuses otherwise)
-            self.end_headers()
+            self.read_body()
+            self.start_stream(close=True)  # one connection per request, said so (aiohttp reuses otherwise)
             events = [{"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == TOKENS else None}]}
                       for i in range(1, TOKENS + 1)]
             events.append({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": TOKENS}})
@@ -68,14 +57,7 @@ def serve(port: int) -> None:
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(out), out))
             self.close_connection = True
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 1024
-
-        def handle_error(self, request: object, client_address: object) -> None:
-            pass
-
-    Server(("127.0.0.1", port), Handler).serve_forever()
+    serve_forever(port, Handler, backlog=1024, daemon_threads=True)
 
 
 def relative_lags_ms(actual: Sequence[float], intended: Sequence[float]) -> list[float]:
@@ -108,19 +90,7 @@ def main() -> None:
     ap.add_argument("--vllm-python", help="a vLLM environment's interpreter (vllm bench serve's client)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    with spawned(__file__) as url:
         envforge_lags(url, 50.0, 20)  # warm-up
         rows = []
         for rate, n in RATES:
@@ -136,9 +106,6 @@ def main() -> None:
         print(f"{'client':<9} {'req/s':>6} {'requests':>8} {'p50 lag ms':>10} {'p99 lag ms':>10} {'max ms':>8}")
         for client, rate, count, p50, p99, mx in rows:
             print(f"{client:<9} {rate:>6.0f} {count:>8} {p50:>10.3f} {p99:>10.3f} {mx:>8.2f}")
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ import socket
 from pathlib import Path
 
 import pytest
-from tests.support.bench_support import make_tiny_model, replay_server, server_python, venv_of
+from tests.support.bench_support import (
+    TRANSFORMERS_SERVE_TOML,
+    make_tiny_model,
+    replay_server,
+    transformers_serve_python,
+    venv_of,
+)
 from tests.support.vllm_support import free_port, processes_mentioning
 
 from envforge.cli import main
@@ -36,32 +42,21 @@ load-timeout-s = 300
 
 [[verify.smoke.servers]]
 name = "baseline"
-args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
-        "--device", "cpu"]
-env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-
+''' + TRANSFORMERS_SERVE_TOML + '''
 [[verify.smoke.servers]]
 name = "prompt-lookup"
 speculative = true
 model = "{model}-pld"
-args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
-        "--device", "cpu"]
-env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-
+''' + TRANSFORMERS_SERVE_TOML + '''
 [[verify.smoke.servers]]
 name = "stops-early"
 model = "{model}-stops"
-args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
-        "--device", "cpu"]
-env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-'''
+''' + TRANSFORMERS_SERVE_TOML
 
 
 @pytest.mark.slow
 def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    python = server_python()
-    if python is None:
-        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    python = transformers_serve_python()
     model = make_tiny_model(tmp_path / "model")
     # transformers' prompt-lookup decoding (n-gram speculative decoding), on by generation config
     pld = make_tiny_model(tmp_path / "model-pld")
@@ -474,9 +469,7 @@ def test_bench_url_on_a_malformed_stream_exits_3_with_the_reason_in_the_report(
 def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--request-rate 20 with Poisson arrivals, capped at 2 in flight, against a real transformers serve,
     prompts from a ShareGPT-format file: the report says how requests were sent and how late each left."""
-    python = server_python()
-    if python is None:
-        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    python = transformers_serve_python()
     model = make_tiny_model(tmp_path / "model")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=free_port()))

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.bench_support import make_tiny_model, server_python, venv_of
+from tests.support.bench_support import TRANSFORMERS_SERVE_TOML, make_tiny_model, transformers_serve_python, venv_of
 from tests.support.vllm_support import free_port
 
 from envforge.bench.client import LevelRun, RequestResult
@@ -80,10 +80,7 @@ load-timeout-s = 300
 
 [[verify.smoke.servers]]
 name = "baseline"
-args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
-        "--device", "cpu"]
-env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-'''
+''' + TRANSFORMERS_SERVE_TOML
 
 
 @pytest.mark.parametrize(("flag", "message"), [
@@ -105,9 +102,7 @@ def test_bad_slo_or_prompts_is_refused_before_the_recipe_is_read(
 @pytest.mark.slow
 def test_a_missed_slo_gate_exits_1_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A TTFT target of 1 microsecond no real server meets; a TPOT target of 100 s every one does."""
-    python = server_python()
-    if python is None:
-        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    python = transformers_serve_python()
     model = make_tiny_model(tmp_path / "model")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=free_port()))

@@ -13,7 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.support.vllm_support import free_port, make_vllm_model, processes_mentioning, short_tmpdir, vllm_env, vllm_venv
+from tests.support.vllm_support import (
+    RECIPE_SERVE_ARGS,
+    free_port,
+    make_vllm_model,
+    processes_mentioning,
+    recipe_env,
+    short_tmpdir,
+    toml_inline,
+    vllm_venv,
+)
 
 from envforge.bench.report import EMPTY_FINGERPRINT
 from envforge.cli import main
@@ -47,13 +56,8 @@ args = {draft}
 env = {env}
 '''
 
-COMMON = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--host", "{host}", "--port", "{port}",
-          "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager"]
+COMMON = list(RECIPE_SERVE_ARGS)
 DRAFT = ["--speculative-config", '{"method": "draft_model", "model": "{model}", "num_speculative_tokens": 3}']
-
-
-def toml_inline(env: dict[str, str]) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
 
 
 @pytest.fixture(scope="session")
@@ -74,9 +78,7 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
     with short_tmpdir() as tmpdir:
         # vLLM leaves IPC sockets and vllm_dist_* files in TMPDIR (short: socket paths) and a compile
         # cache in VLLM_CACHE_ROOT (under tmp_path); the recipe passes them to the servers bench starts
-        env = {k: v for k, v in vllm_env(tmp_path / "vllm", tmpdir).items()
-               if k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-                        "VLLM_CPU_KVCACHE_SPACE", "VLLM_CACHE_ROOT", "TMPDIR", "HF_HOME")}
+        env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
         (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
             model=model, port=port, base=json.dumps(COMMON), draft=json.dumps(COMMON + DRAFT),

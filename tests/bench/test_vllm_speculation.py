@@ -22,12 +22,14 @@ from pathlib import Path
 
 import pytest
 from tests.support.vllm_support import (
+    RECIPE_SERVE_ARGS,
     free_port,
     make_vllm_model,
     processes_mentioning,
+    recipe_env,
     serve_args,
     short_tmpdir,
-    vllm_env,
+    toml_inline,
     vllm_server,
     vllm_venv,
 )
@@ -68,11 +70,7 @@ args = {args}
 env = {env}
 '''
 
-ARGS = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--host", "{host}", "--port", "{port}",
-        "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager",
-        "--speculative-config"]
-KEEP = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK", "VLLM_CPU_KVCACHE_SPACE",
-        "VLLM_CACHE_ROOT", "TMPDIR", "HF_HOME")
+ARGS = [*RECIPE_SERVE_ARGS, "--speculative-config"]
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +85,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return venv, target, draft
 
 
-def toml_inline(env: dict[str, str]) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
-
-
 def spec_config(draft: Path) -> str:
     return json.dumps({"method": "draft_model", "model": str(draft), "num_speculative_tokens": 3})
 
@@ -101,7 +95,7 @@ def test_a_drafter_that_never_agrees_fails_the_level(models: tuple[Path, Path, P
     venv, target, draft = models
     port = free_port()
     with short_tmpdir() as tmpdir:
-        env = {k: v for k, v in vllm_env(tmp_path / "vllm", tmpdir).items() if k in KEEP}
+        env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
         (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
             model=target, port=port, args=json.dumps([*ARGS, spec_config(draft)]), env=toml_inline(env)))
@@ -163,7 +157,7 @@ def test_ngram_that_never_finds_a_match_fails_the_level(models: tuple[Path, Path
     ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 20,
                         "prompt_lookup_max": 20})
     with short_tmpdir() as tmpdir:
-        env = {k: v for k, v in vllm_env(tmp_path / "vllm", tmpdir).items() if k in KEEP}
+        env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
         (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
             model=target, port=port, args=json.dumps([*ARGS, ngram]), env=toml_inline(env)))

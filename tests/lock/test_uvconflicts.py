@@ -24,7 +24,8 @@ from envforge.lock.markerspace import ALWAYS
 from envforge.lock.read import InvalidLock, read_lock_text
 from envforge.lock.uvconflicts import activations, conflict_sets, item_name
 from envforge.uv.run import uv_binary
-from tests.support.localindex import LocalIndex, make_wheel, serve
+from tests.support.localindex import LocalIndex, serve
+from tests.support.torchy import build_indexes, sources_toml
 
 CPU, GPU, GA, GB = "extra-4-proj-cpu", "extra-4-proj-gpu", "group-4-proj-ga", "group-4-proj-gb"
 
@@ -32,14 +33,7 @@ CPU, GPU, GA, GB = "extra-4-proj-cpu", "extra-4-proj-gpu", "group-4-proj-ga", "g
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalIndex, LocalIndex, LocalIndex]]:
     root = tmp_path_factory.mktemp("indexes")
-    cpu, gpu, pub = LocalIndex(root / "cpu"), LocalIndex(root / "gpu"), LocalIndex(root / "pub")
-    wheels = root / "wheels"
-    for version in ("2.0.0", "2.1.0"):
-        cpu.add(make_wheel(wheels / "cpu", "torchy", f"{version}+cpu"))
-        gpu.add(make_wheel(wheels / "gpu", "torchy", f"{version}+cu1"))
-    pub.add(make_wheel(wheels / "pub", "helper", "1.0", requires=["torchy"]))
-    for name, version in (("six", "1.16.0"), ("six", "1.17.0"), ("grp", "1.0"), ("grp", "2.0")):
-        pub.add(make_wheel(wheels / "pub", name, version))
+    cpu, gpu, pub = build_indexes(root)
     with serve(cpu), serve(gpu), serve(pub):
         yield cpu, gpu, pub
 
@@ -63,19 +57,7 @@ gb = ["grp==2.0"]
 package = false
 conflicts = [[{{ extra = "cpu" }}, {{ extra = "gpu" }}], [{{ group = "ga" }}, {{ group = "gb" }}]]
 
-[tool.uv.sources]
-torchy = [{{ index = "cpu", extra = "cpu" }}, {{ index = "gpu", extra = "gpu" }}]
-
-[[tool.uv.index]]
-name = "cpu"
-url = "{cpu.url}"
-explicit = true
-
-[[tool.uv.index]]
-name = "gpu"
-url = "{gpu.url}"
-explicit = true
-'''
+''' + sources_toml(cpu, gpu)
 
 
 FORKS = '''[project]

@@ -32,6 +32,7 @@ from envforge.lockdiff.render import render_markdown, render_terminal
 from envforge.uv.run import uv_binary
 from tests.conftest import CACHE, cached_wheel
 from tests.support.localindex import LocalIndex, make_wheel, serve
+from tests.support.torchy import build_indexes, sources_toml
 
 PIP = "26.2.1"
 PDM = "2.29.4"
@@ -55,19 +56,7 @@ gpu = ["torchy{torchy}", "helper"]
 package = false
 conflicts = [[{{ extra = "cpu" }}, {{ extra = "gpu" }}]]
 
-[tool.uv.sources]
-torchy = [{{ index = "cpu", extra = "cpu" }}, {{ index = "gpu", extra = "gpu" }}]
-
-[[tool.uv.index]]
-name = "cpu"
-url = "{cpu.url}"
-explicit = true
-
-[[tool.uv.index]]
-name = "gpu"
-url = "{gpu.url}"
-explicit = true
-'''
+''' + sources_toml(cpu, gpu)
 
 
 def _run(argv: list[str], cwd: Path) -> str:
@@ -84,13 +73,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str
     {index URL: name})``: every lock the tools wrote, read by :func:`parse_lock`."""
     pip = cached_wheel("pip", PIP)
     root = tmp_path_factory.mktemp("writers")
-    cpu, gpu, pub = LocalIndex(root / "cpu"), LocalIndex(root / "gpu"), LocalIndex(root / "pub")
-    for version in ("2.0.0", "2.1.0"):
-        cpu.add(make_wheel(root / "wheels" / "cpu", "torchy", f"{version}+cpu"))
-        gpu.add(make_wheel(root / "wheels" / "gpu", "torchy", f"{version}+cu1"))
-    pub.add(make_wheel(root / "wheels" / "pub", "helper", "1.0", requires=["torchy"]))
-    for name, version in (("six", "1.16.0"), ("six", "1.17.0"), ("grp", "1.0"), ("grp", "2.0")):
-        pub.add(make_wheel(root / "wheels" / "pub", name, version))
+    cpu, gpu, pub = build_indexes(root)
     locks: dict[str, Lock] = {}
     with serve(cpu), serve(gpu), serve(pub):
         for side, torchy in (("old", "==2.0.*"), ("new", ">=2")):

@@ -8,14 +8,13 @@ listing, range walking, download and cache mechanics on releases chosen to cover
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
 import pytest
 from tests.conftest import CACHE, cached_wheel
 from tests.support.localindex import LocalIndex, make_wheel, serve
-from tests.support.patching_trees import PATCHSETS
+from tests.support.patching_trees import PATCHSETS, project_tree
 
 from envforge.cli import main
 
@@ -28,10 +27,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    (root / "recipes").mkdir(parents=True)
-    shutil.copytree(PATCHSETS, root / "patchsets")
-    return root
+    return project_tree(tmp_path / "proj", PATCHSETS)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import cached_wheel, unpacked_wheel
 from tests.support.localindex import LocalIndex, serve
+from tests.support.patching_trees import project_tree
 
 from envforge.cli import main
 from envforge.patching import load_patchset
@@ -38,10 +39,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    (root / "recipes").mkdir(parents=True)
-    (root / "patchsets").mkdir()
-    return root
+    return project_tree(tmp_path / "proj")
 
 
 def released(version: str) -> Path:

@@ -38,6 +38,24 @@ def server_python() -> Path | None:
     return python if ok else None
 
 
+def transformers_serve_python() -> Path:
+    """:func:`server_python`, or skip the calling test when there is none (``pytest.skip``)."""
+    import pytest
+
+    python = server_python()
+    if python is None:
+        pytest.skip("transformers serve is not installed (pip install -e '.[bench-test]')")
+    return python
+
+
+#: A ``[[verify.smoke.servers]]`` entry's ``args`` and ``env`` for ``transformers serve`` on CPU, as
+#: recipe-template text for ``str.format`` (braces doubled: ``{{model}}`` reaches the recipe as ``{model}``).
+TRANSFORMERS_SERVE_TOML = '''args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+        "--device", "cpu"]
+env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
+'''
+
+
 def venv_of(python: Path) -> Path:
     """``sys.prefix`` of ``python`` (a virtual environment directory)."""
     out = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True)

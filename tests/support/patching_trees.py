@@ -45,3 +45,14 @@ def slim_tree(target: Path, *dists: tuple[str, str]) -> Path:
                 (target / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src / rel, target / rel)
     return target
+
+
+def project_tree(root: Path, patchsets: Path | None = None) -> Path:
+    """An envforge project at ``root`` (created) for the ``patches`` commands: an empty ``recipes/``
+    and ``patchsets/``, a copy of the ``patchsets`` directory when one is given; returns ``root``."""
+    (root / "recipes").mkdir(parents=True)
+    if patchsets is None:
+        (root / "patchsets").mkdir()
+    else:
+        shutil.copytree(patchsets, root / "patchsets")
+    return root

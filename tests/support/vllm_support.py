@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import json
 import os
 import random
 import shutil
@@ -29,7 +30,7 @@ import subprocess
 import tempfile
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,26 @@ def vllm_env(work: Path, tmpdir: Path) -> dict[str, str]:
                VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "cache"), TMPDIR=str(tmpdir),
                HF_HOME=str(work / "hf-home"))
     return env
+
+
+#: The variables of :func:`vllm_env` that a test recipe passes on to the servers ``envforge bench`` starts.
+RECIPE_ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_CACHE_ROOT", "TMPDIR", "HF_HOME")
+
+#: A test recipe server's ``args`` for ``vllm serve`` (``envforge bench`` fills {model}, {host}, {port}):
+#: fp32, eager, as :func:`serve_args`; a test appends its ``--speculative-config``.
+RECIPE_SERVE_ARGS = ("-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--host", "{host}", "--port", "{port}",
+                     "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager")
+
+
+def recipe_env(work: Path, tmpdir: Path) -> dict[str, str]:
+    """:func:`vllm_env` cut to :data:`RECIPE_ENV_KEYS`, for a recipe server's ``env``."""
+    return {k: v for k, v in vllm_env(work, tmpdir).items() if k in RECIPE_ENV_KEYS}
+
+
+def toml_inline(env: Mapping[str, str]) -> str:
+    """``env`` as a TOML inline table (``{ KEY = "value", ... }``, values JSON-quoted)."""
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
 
 
 def serve_args(model: Path, port: int, *, draft: Path | None = None, ngram: bool = False) -> list[str]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from tests.support.sigterm import sigterm_when
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,19 +70,7 @@ def test_sigterm_during_deep_hashing_with_a_fifo_in_the_env_stops_verify_at_once
     with open(big, "wb") as fh:
         fh.truncate(20 << 30)  # sparse: 20 GiB to hash, nothing on disk
     proc = subprocess.Popen(argv, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        start = time.monotonic()
-        while not _has_open(proc.pid, big):  # a hashing thread is reading it
-            assert proc.poll() is None and time.monotonic() - start < 60, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    took, err = sigterm_when(proc, lambda: _has_open(proc.pid, big))  # once a hashing thread is reading it
     assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
     assert took < 5, took
 

@@ -499,10 +499,10 @@ def test_sigterm_while_a_probe_waits_on_a_slow_start_up_hook_stops_verify_at_onc
     """A start-up hook that never returns (here a ``sitecustomize`` that sleeps) keeps verify's probes
     of the interpreter waiting; a real SIGTERM then stops verify at once and kills the probes (it used
     to wait 58 s: the probe threads were joined until the probes' 60 s timeout)."""
-    import signal
     import sys
     import time
 
+    from tests.support.sigterm import sigterm_when
     from tests.support.verify_envs import build_tiny
 
     sp = build_tiny(tmp_path / "p")
@@ -511,19 +511,7 @@ def test_sigterm_while_a_probe_waits_on_a_slow_start_up_hook_stops_verify_at_onc
                                          "time.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-m", "envforge", "verify", "tiny-default"], cwd=tmp_path / "p",
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        start = time.monotonic()
-        while not marker.exists():
-            assert proc.poll() is None and time.monotonic() - start < 60, proc.communicate()
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    took, err = sigterm_when(proc, marker.exists)
     assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
     assert took < 5, took
     deadline = time.monotonic() + 10

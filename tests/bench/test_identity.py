@@ -10,15 +10,18 @@ that answers neither route.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import pytest
 from tests.support.httpserve import QuietServer, serving
 
 from envforge.bench.client import Endpoint
 from envforge.bench.identity import ServerIdentity, identify
+from envforge.cli import main
 
 DATA = Path(__file__).parent.parent / "data" / "bench"
 # SGLang's model card (sglang/srt/entrypoints/openai/protocol.py, ModelCard)
@@ -63,3 +66,27 @@ def test_another_owner_and_no_engine_metrics_is_not_recognised() -> None:
                                                                "GET /metrics: no vllm:* or sglang:* metric")
     with answering({"/v1/models": b"not json"}) as ep:
         assert identify(ep) == ServerIdentity(None, (), "GET /v1/models: owned_by missing; GET /metrics: HTTP 404")
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then closed: the kernel refuses it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_nothing_listening_is_refused_not_unrecognised() -> None:
+    port = _closed_port()
+    found = identify(Endpoint.from_url(f"http://127.0.0.1:{port}"))
+    assert (found.api, found.models, found.refused) == (None, (), True)
+    assert found.evidence.startswith("GET /v1/models: ConnectionRefusedError")
+
+
+def test_bench_url_with_nothing_listening_stops_before_any_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --api, bench --url asks the server first: a refused connection is exit 3 at once, not a
+    benchmark of hundreds of failed requests."""
+    port = _closed_port()
+    assert main(["bench", "--url", f"http://127.0.0.1:{port}", "--no-plot"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"error: --url http://127.0.0.1:{port}: nothing listens there (connection refused on "
+                   "GET /v1/models and GET /metrics)", "  hint: start the server first, or check the host and port"]

@@ -10,8 +10,9 @@ Two routes, asked in this order (each answer bounded by :func:`envforge.bench.tr
    ``sglang:*`` (SGLang with ``--enable-metrics``).
 
 Anything else (no answer, another owner such as ``transformers serve``'s, no such metric) leaves the
-engine unknown: the caller keeps its default and says so. Nothing here raises for an unreachable
-server; the benchmark's first request reports that.
+engine unknown: the caller keeps its default and says so. Nothing here raises; a refused connection
+(nothing listens at the address) is said in ``refused``, so the caller can stop before a benchmark of
+failed requests.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ _OWNERS = {"vllm": "vllm", "sglang": "sglang"}
 class ServerIdentity:
     """``api``: the engine's registry name (``"vllm"``, ``"sglang"``; None: not recognised);
     ``models``: the ids ``/v1/models`` listed (empty when it did not answer); ``evidence``: what
-    said so, for the user (``"GET /v1/models: owned_by 'vllm'"``), or why nothing did."""
+    said so, for the user (``"GET /v1/models: owned_by 'vllm'"``), or why nothing did; ``refused``:
+    both routes were refused at connect (ECONNREFUSED: nothing listens there)."""
 
     api: str | None
     models: tuple[str, ...]
     evidence: str
+    refused: bool = False
 
 
 def _get(endpoint: Endpoint, route: str, max_bytes: int, timeout_s: float) -> bytes | str:
@@ -100,4 +103,5 @@ def identify(endpoint: Endpoint, *, timeout_s: float = IDENTIFY_TIMEOUT_S) -> Se
         if engine is not None:
             return ServerIdentity(engine, ids, f"GET /metrics: metric names '{engine}:*'")
         why.append("GET /metrics: no vllm:* or sglang:* metric")
-    return ServerIdentity(None, ids, "; ".join(w for w in why if w))
+    refused = all(isinstance(a, str) and a.startswith("ConnectionRefusedError") for a in (answer, metrics))
+    return ServerIdentity(None, ids, "; ".join(w for w in why if w), refused)

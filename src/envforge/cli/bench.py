@@ -54,6 +54,10 @@ def _url_config(args: argparse.Namespace, ui: Any) -> Any:
     except ValueError as exc:
         raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
     found = identify(endpoint)
+    if found.refused:
+        raise ExternalToolError(f"--url {args.url}: nothing listens there (connection refused on GET /v1/models "
+                                "and GET /metrics)", tool="bench", argv=(), returncode=None,
+                                hint="start the server first, or check the host and port")
     if found.api is None:
         ui.info(f"--url: engine not recognised ({found.evidence}); assuming sglang (give --api otherwise)")
         return url_config(api="sglang", model=args.model)

@@ -22,6 +22,7 @@ def req(ttft: float, tpot: float | None, e2el: float, ok: bool = True) -> Reques
 
 def test_parse_slo_takes_vllms_goodput_keys() -> None:
     assert parse_slo(["ttft:200", "tpot:50"]) == Slo({"ttft": 200.0, "tpot": 50.0}, 0.9)
+    assert parse_slo(["ttft:0.5", "tpot:.25", "e2el:7."]) == Slo({"ttft": 0.5, "tpot": 0.25, "e2el": 7.0}, 0.9)
     assert parse_slo(["ttft:200 e2el:1500"], 0.99).as_dict() == {"targets_ms": {"ttft": 200.0, "e2el": 1500.0},
                                                                   "attainment": 0.99}
 
@@ -32,6 +33,9 @@ def test_parse_slo_takes_vllms_goodput_keys() -> None:
     (["ttft:fast"], 0.9, "--slo ttft:fast: the target must be a positive number of milliseconds"),
     (["ttft:0"], 0.9, "--slo ttft:0: the target must be a positive number of milliseconds"),
     (["ttft:inf"], 0.9, "--slo ttft:inf: the target must be a positive number of milliseconds"),
+    (["ttft:1_0"], 0.9, "--slo ttft:1_0: the target must be a positive number of milliseconds"),
+    (["ttft:1e3"], 0.9, "--slo ttft:1e3: the target must be a positive number of milliseconds"),
+    (["ttft:nan"], 0.9, "--slo ttft:nan: the target must be a positive number of milliseconds"),
     (["ttft:1", "ttft:2"], 0.9, "--slo: 'ttft' is given twice (1 and 2)"),
     (["ttft:1"], 0.0, "--slo-attainment 0: must be a fraction in (0, 1]"),
 ])

@@ -419,7 +419,7 @@ def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeyp
     with pytest.raises(InputError) as exc:
         apply(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))
     assert str(exc.value) == (
-        f"cannot write {sp059 / MULTIMEM}: Permission denied; 1 file(s) of this patchset restored, nothing changed\n"
+        f"cannot write {sp059 / MULTIMEM}: Permission denied; 1 file of this patchset restored, nothing changed\n"
         "  hint: run as the owner of the environment, or patch a virtual environment")
     assert {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)} == before
     assert read_manifest(sp059) is None and list((sp059 / ".envforge" / "originals").iterdir()) == []

@@ -130,7 +130,7 @@ def test_kill_after_the_first_replace_then_reapply_rolls_back_and_applies(projec
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), SYMM)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert ("rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file(s) restored to their "
+    assert ("rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file restored to their "
             "bytes before it; the patch manifest was not written, so none of its files stay changed") in err
     assert [line.split()[:3] for line in out.splitlines()] == [["applied", SYMM, SIZES], ["applied", SYMM, MULTIMEM]]
     assert not intent_path(sp).exists()
@@ -148,7 +148,7 @@ def test_kill_after_the_first_replace_then_revert_restores_the_originals(project
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), "--revert")
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert "rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file(s) restored" in err
+    assert "rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file restored" in err
     assert {p: sha(sp / p) for p in pristine} == pristine
     assert not manifest_path(sp).exists() and not intent_path(sp).exists()
     assert not (sp / ".envforge" / "originals").exists()
@@ -165,7 +165,7 @@ def test_kill_inside_a_revert_then_revert_again(project: Path, tmp_path: Path) -
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), "--revert")
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert ("rolled back an interrupted `apply-patches --revert` of sm120-torch-symm-mem: 1 file(s) restored "
+    assert ("rolled back an interrupted `apply-patches --revert` of sm120-torch-symm-mem: 1 file restored "
             "to their bytes before it") in err
     assert [line.split()[0] for line in out.splitlines()] == ["reverted", "reverted"]
     assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()
@@ -178,7 +178,7 @@ def test_verify_rolls_back_an_interrupted_apply(project: Path, tmp_path: Path) -
     killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
     collector = static._Collector()
     static._recover_interrupted(sp, collector)
-    assert collector.notes == ["rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file(s) "
+    assert collector.notes == ["rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file "
                                "restored to their bytes before it; the patch manifest was not written, so none "
                                "of its files stay changed"]
     assert sha(sp / SIZES) == pristine and not intent_path(sp).exists()
@@ -289,5 +289,5 @@ def test_kill_inside_an_apply_of_two_patchsets_rolls_both_back(project: Path, tm
     out, err = proc.communicate()
     assert proc.returncode == 0, err
     assert ("rolled back an interrupted `apply-patches` of flashinfer-sm120-trtllm-comm, sm120-torch-symm-mem: "
-            "1 file(s) restored to their bytes before it") in err
+            "1 file restored to their bytes before it") in err
     assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()

@@ -12,6 +12,8 @@ completed requests are good (default 0.9, DistServe's 90 %).
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,8 +53,8 @@ def parse_slo(items: Iterable[str], attainment: float = DEFAULT_ATTAINMENT) -> S
         if key not in SLO_KEYS or not sep:
             raise InputError(f"--slo {item}: expected METRIC:MS with METRIC one of {', '.join(SLO_KEYS)}",
                              hint="e.g. --slo ttft:200 tpot:50")
-        try:
-            ms = float(value)
+        try:  # plain decimal digits only: float() would also take '1_0', ' 5', 'nan' and '1e3'
+            ms = float(value) if re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", value) else -1.0
         except ValueError:
             ms = -1.0
         if not ms > 0 or ms == float("inf"):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envforge.core.errors import CheckFailed, InputError
 from envforge.core.fs import atomic_write, sha256_hex
+from envforge.core.plural import counted
 from envforge.core.textfile import read_state
 from envforge.patching.manifest import (
     Intent,
@@ -123,7 +124,7 @@ def recover(site_packages: Path) -> tuple[str, ...]:
     clear_intent(site_packages)
     manifest = read_manifest(site_packages) or Manifest()
     prune_originals(site_packages, {f.original_sha256 for f in manifest.files})
-    return (f"rolled back {what}: {len(todo)} file(s) restored to their bytes before it; "
+    return (f"rolled back {what}: {counted(len(todo), 'file')} restored to their bytes before it; "
             f"the patch manifest was not written, so none of its files stay changed",)
 
 
@@ -143,7 +144,7 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
             atomic_write(sp / c.path, c.before)
         if isinstance(exc, OSError):
             raise InputError(f"cannot write {sp / changes[len(done)].path}: {exc.strerror or exc}; "
-                             f"{len(done)} file(s) of this patchset restored, nothing changed",
+                             f"{counted(len(done), 'file')} of this patchset restored, nothing changed",
                              hint="run as the owner of the environment, or patch a virtual environment") from None
         raise
     for c in changes:

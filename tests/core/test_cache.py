@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from envforge.core.cache import CACHES, cache_root, cache_sizes, clean, prune
+from envforge.patching.memo import default_cache
 from envforge.core.errors import InputError
 
 
@@ -44,6 +45,17 @@ def test_the_root_follows_the_environment() -> None:
     assert cache_root({"ENVFORGE_CACHE_DIR": "/c", "XDG_CACHE_HOME": "/x"}) == Path("/c")
     assert cache_root({"XDG_CACHE_HOME": "/x"}) == Path("/x/envforge")
     assert cache_root({}) == Path.home() / ".cache" / "envforge"
+
+
+def test_a_relative_root_is_said_as_the_absolute_path_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ENVFORGE_CACHE_DIR=rel is rel under the current directory (as uv reads UV_CACHE_DIR), and every
+    cache and `envforge cache dir` name it absolutely; ~ is expanded."""
+    monkeypatch.chdir(tmp_path)
+    assert cache_root({"ENVFORGE_CACHE_DIR": "rel"}) == tmp_path / "rel"
+    assert cache_root({"XDG_CACHE_HOME": "x"}) == tmp_path / "x" / "envforge"
+    assert cache_root({"ENVFORGE_CACHE_DIR": "~/c"}) == Path.home() / "c"
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", "rel")
+    assert default_cache() == tmp_path / "rel"
 
 
 def test_sizes_count_each_inode_once_and_follow_no_link(tmp_path: Path) -> None:

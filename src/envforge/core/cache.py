@@ -55,12 +55,14 @@ _LEFTOVER_FILES = (".part", ".envforge-tmp")  # an interrupted download; an inte
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """envforge's cache root: ``$ENVFORGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envforge``, else
-    ``~/.cache/envforge`` (``environ`` defaults to ``os.environ``)."""
+    ``~/.cache/envforge`` (``environ`` defaults to ``os.environ``); always absolute (a relative
+    ``ENVFORGE_CACHE_DIR`` is taken from the current directory, as uv takes ``UV_CACHE_DIR``, and
+    said as the absolute path it is), ``~`` expanded. The one rule every cache of envforge uses."""
     env = os.environ if environ is None else environ
     if env.get("ENVFORGE_CACHE_DIR"):
-        return Path(env["ENVFORGE_CACHE_DIR"])
+        return Path(env["ENVFORGE_CACHE_DIR"]).expanduser().absolute()
     base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "envforge"
+    return (base / "envforge").expanduser().absolute()
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from urllib.parse import unquote, urlparse
 import packaging
 from packaging.version import Version
 
+from envforge.core.cache import cache_root
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes, read_state
 from envforge.lock.ambiguity import (
@@ -396,11 +397,7 @@ def _validated_marker(text: str) -> Path | None:
     ``/valid-locks/<sha256>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set."""
     if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
         return None
-    if os.environ.get("ENVFORGE_CACHE_DIR"):
-        base = Path(os.environ["ENVFORGE_CACHE_DIR"])
-    else:
-        base = (Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME")
-                else Path.home() / ".cache") / "envforge"
+    base = cache_root()
     key = hashlib.sha256(f"{_READER}\0{packaging.__version__}\0".encode() + text.encode("utf-8")).hexdigest()
     return base / "valid-locks" / key
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from envforge.core.cache import cache_root
 from envforge.core.errors import InputError
 from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, read_state
@@ -29,12 +29,9 @@ __all__ = ["ENGINE_SOURCES", "CachedFile", "ResultCache", "default_cache", "defa
 
 
 def default_cache() -> Path:
-    """envforge's cache directory: ``$ENVFORGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envforge``,
-    else ``~/.cache/envforge``."""
-    if os.environ.get("ENVFORGE_CACHE_DIR"):
-        return Path(os.environ["ENVFORGE_CACHE_DIR"])
-    base = Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "envforge"
+    """envforge's cache directory (:func:`envforge.core.cache.cache_root`: ``$ENVFORGE_CACHE_DIR``,
+    else ``$XDG_CACHE_HOME/envforge``, else ``~/.cache/envforge``, absolute)."""
+    return cache_root()
 
 
 def default_result_cache() -> ResultCache:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envforge.cli import build_parser, main
-from envforge.cli.parser import MAX_SECONDS, PORT, integer, output_file, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, integer, output_file, report_file, seconds
 
 FLEET_S = "must be a finite number of seconds from 5 to 1,000,000,000"
 STEP_S = "must be a finite number of seconds from 1 to 1,000,000,000"
@@ -128,8 +128,7 @@ def test_a_mistyped_command_is_exit_2_with_the_nearest_command(argv: list[str], 
     assert (data["kind"], data["message"], data["exit_code"]) == ("usage-error", f"argument COMMAND: {message}", 2)
 
 
-OUTPUTS = [(["sbom"], "-o/--output", "-o"), (["patches", "export", "p"], "-o/--output", "--output"),
-           (["bench"], "--output", "--output")]
+OUTPUTS = [(["sbom"], "-o/--output", "-o"), (["patches", "export", "p"], "-o/--output", "--output")]
 
 
 @pytest.mark.parametrize("argv, name, option", OUTPUTS, ids=[a[0] for a, _, _ in OUTPUTS])
@@ -146,6 +145,21 @@ def test_every_output_file_option_refuses_a_directory_or_a_missing_parent(
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {name}: {message}"
     assert list(tmp_path.iterdir()) == []
     assert output_file(str(tmp_path / "x.json")) == tmp_path / "x.json"
+
+
+def test_bench_output_may_name_directories_bench_makes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench makes the report's missing parent directories (runs/today/a.json); it refuses only an
+    empty path, a directory, or a path under a file, before anything runs."""
+    (tmp_path / "a.txt").write_text("")
+    cases = [(str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'bench.json'}"),
+             (str(tmp_path / "a.txt" / "x.json"), f"{tmp_path / 'a.txt' / 'x.json'}: {tmp_path / 'a.txt'} is not a "
+                                                   "directory; give a file in a directory"),
+             ("", "empty path; give the file to write, e.g. --output bench.json")]
+    for value, message in cases:
+        assert main(["bench", f"--output={value}"]) == 2, value
+        assert capsys.readouterr().err.splitlines()[-1] == f"error: argument --output: {message}"
+    assert report_file(str(tmp_path / "runs" / "today" / "a.json")) == tmp_path / "runs" / "today" / "a.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
 
 
 @pytest.mark.parametrize("argv, dest", [

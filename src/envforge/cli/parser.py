@@ -194,6 +194,24 @@ def output_file(text: str) -> Path:
     return path
 
 
+def report_file(text: str) -> Path:
+    """An argparse ``type=`` for a report file whose command makes its missing parent directories
+    (``bench --output runs/today/a.json``): refused as a usage error when it is empty, an existing
+    directory, or under something that is not a directory (``a.txt/x.json``), as :func:`output_file`.
+
+    :raises argparse.ArgumentTypeError: as above.
+    """
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError("empty path; give the file to write, e.g. --output bench.json")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / 'bench.json'}")
+    ancestor = next((a for a in path.absolute().parents if a.exists()), None)
+    if ancestor is not None and not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {ancestor} is not a directory; give a file in a directory")
+    return path
+
+
 def seconds(minimum: float = 0.0, maximum: float = MAX_SECONDS) -> Callable[[str], float]:
     """An argparse ``type=``: a finite number of seconds above 0, at least ``minimum`` and at most
     ``maximum`` (both in seconds; default :data:`MAX_SECONDS`).

@@ -9,7 +9,7 @@ from typing import Any
 
 from envforge.bench.engines import ENGINES
 from envforge.cli.commands import SUMMARIES
-from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, output_file, seconds
+from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
 
 __all__ = ["register"]
 
@@ -109,7 +109,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
     p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
-    p.add_argument("--output", type=output_file, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
+    p.add_argument("--output", type=report_file, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
     p.add_argument("--plot", type=Path, metavar="PATH", help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
     p.add_argument("--json", action="store_true", help="print the versioned JSON report on stdout")

@@ -76,6 +76,8 @@ def test_lock_diff_yanked_warns_and_trips_exit_code(index: LocalIndex, tmp_path:
         [{"name": "guardkit", "version": "1.1", "index": index.url, "file": "guardkit-1.1-py3-none-any.whl",
           "reason": REASON}], [], [], "")
     assert main(["lock", "diff", "old.toml", "old.toml", "--yanked", "--exit-code"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "old.toml: no pin it could check is yanked (2 of 2 index pages read)"]
 
 
 def test_entries_a_pip_lock_names_no_index_for_are_said_not_checked(
@@ -91,7 +93,8 @@ def test_entries_a_pip_lock_names_no_index_for_are_said_not_checked(
     assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--exit-code"]) == 0
     _, err = capsys.readouterr()
     assert err.splitlines() == [
-        "warning: pip.toml: not checked for yanks: 1 entry names no index: guardkit 1.1"]
+        "warning: pip.toml: not checked for yanks: 1 entry names no index: guardkit 1.1",
+        "pip.toml: no pin it could check is yanked (1 of 1 index page read)"]
     assert main(["lock", "diff", "pip.toml", "pip.toml", "--yanked", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)["data"]
     assert (data["yanked"], data["unchecked"], data["no_index"]) == ([], [], ["guardkit 1.1"])

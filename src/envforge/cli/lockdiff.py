@@ -14,6 +14,7 @@ from typing import Any
 
 from envforge.cli.output import Ui
 from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from envforge.core.plural import counted
 from envforge.core.textfile import read_bytes
 from envforge.lockdiff import diff_git, diff_sides, diff_variants, render, textconv
 
@@ -73,6 +74,9 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> 
 
         for line in warning_lines(yanks, diffs[0].new_label):
             ui.warn(line)
+        if not yanks.yanked and yanks.pages > yanks.unread:  # said, so a clean check is seen to have run
+            ui.info(f"{diffs[0].new_label}: no pin it could check is yanked "
+                    f"({yanks.pages - yanks.unread} of {counted(yanks.pages, 'index page')} read)")
     if not diffs:  # `--git REV` with no lockfile changed: said on stderr; nothing on stdout
         return
     draw = render.render_markdown if fmt == "markdown" else render.render_terminal

@@ -285,10 +285,12 @@ def _toml_of(doc: dict[str, Any]) -> bytes | None:
 
 
 def _only_envforge_errors(fn: Any, *args: Any) -> None:
+    """``fn(*args)`` either reads the input or refuses it as bad input: exit 2 with a message, never
+    another exception (a traceback, exit 70) and never another exit class."""
     try:
         fn(*args)
-    except EnvforgeError:
-        pass
+    except EnvforgeError as err:
+        assert err.exit_code == 2 and err.message.strip(), (err.exit_code, err.message)
 
 
 def _seeded(paths: list[Path]) -> st.SearchStrategy[bytes]:
@@ -304,7 +306,8 @@ def test_fuzz_recipe_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
     f.write_bytes(data)
     try:
         recipe = load_recipe(f)
-    except EnvforgeError:
+    except EnvforgeError as err:
+        assert err.exit_code == 2 and str(f) in err.message, (err.exit_code, err.message)
         return
     for name in recipe.variants:  # resolving a variant is part of reading a recipe
         _only_envforge_errors(recipe.resolve, name)

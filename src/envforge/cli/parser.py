@@ -175,6 +175,16 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, A
     return show_help
 
 
+def _file_to_write(text: str, option: str, example: str) -> Path:
+    """The checks every written file shares: refused when empty or an existing directory."""
+    path = Path(text)
+    if not text:
+        raise argparse.ArgumentTypeError(f"empty path; give the file to write, e.g. {option} {example}")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / example}")
+    return path
+
+
 def output_file(text: str) -> Path:
     """An argparse ``type=`` for a file a command writes (``-o``/``--output``): refused as a usage
     error naming the option when it is empty, an existing directory, or in a directory that does not
@@ -183,11 +193,7 @@ def output_file(text: str) -> Path:
 
     :raises argparse.ArgumentTypeError: as above.
     """
-    path = Path(text)
-    if not text:
-        raise argparse.ArgumentTypeError("empty path; give the file to write, e.g. -o out.json")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / 'out.json'}")
+    path = _file_to_write(text, "-o", "out.json")
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}; make it first (mkdir -p "
                                          f"{path.parent}) or give a file in an existing directory")
@@ -201,11 +207,7 @@ def report_file(text: str) -> Path:
 
     :raises argparse.ArgumentTypeError: as above.
     """
-    path = Path(text)
-    if not text:
-        raise argparse.ArgumentTypeError("empty path; give the file to write, e.g. --output bench.json")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: is a directory; give a file name in it, e.g. {path / 'bench.json'}")
+    path = _file_to_write(text, "--output", "bench.json")
     ancestor = next((a for a in path.absolute().parents if a.exists()), None)
     if ancestor is not None and not ancestor.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: {ancestor} is not a directory; give a file in a directory")

@@ -75,6 +75,14 @@ def test_a_hub_cache_snapshot_path_names_its_repo_and_commit() -> None:
     assert d is not None and d.drafter == Drafter("org/open-drafter", REV, local=True) and d.drafter.pinned
 
 
+def test_a_drafter_fetch_destination_names_its_repo_and_commit() -> None:
+    path = f"/root/envforge-gpu-box/ef/drafters/envforge-gpu-box--eagle3-random/{REV}"
+    d = speculative_launch(["x", "--speculative-draft-model-path", path])
+    assert d is not None and d.drafter == Drafter("envforge-gpu-box/eagle3-random", REV, local=True)
+    other = speculative_launch(["x", "--speculative-draft-model-path", f"/models/org--x/{REV}"])
+    assert other is not None and other.drafter == Drafter(f"/models/org--x/{REV}", None, local=True)
+
+
 def test_a_relative_directory_is_a_local_drafter_not_a_hub_id(tmp_path: Path) -> None:
     (tmp_path / "models" / "eagle3").mkdir(parents=True)
     argv = ["x", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "models/eagle3"]

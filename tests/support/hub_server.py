@@ -240,10 +240,10 @@ def _handler_for(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def running_hub(hub: HubServer | None = None) -> Iterator[HubServer]:
-    """Serve ``hub`` on 127.0.0.1 (a free port) in a thread; ``hub.url`` is the endpoint."""
+def running_hub(hub: HubServer | None = None, *, port: int = 0) -> Iterator[HubServer]:
+    """Serve ``hub`` on 127.0.0.1 (``port``; 0: a free one) in a thread; ``hub.url`` is the endpoint."""
     hub = hub or HubServer()
-    server = QuietServer(("127.0.0.1", 0), _handler_for(hub))
+    server = QuietServer(("127.0.0.1", port), _handler_for(hub))
     hub.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

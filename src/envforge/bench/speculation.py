@@ -64,6 +64,8 @@ NOISE = 0.05
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _SNAPSHOT = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<rev>[0-9a-f]{40})/?$")
+#: ``envforge drafter fetch``'s own destination, ``drafters/<owner>--<name>/<sha>`` (envforge.drafter).
+_FETCHED = re.compile(r"(?:^|/)drafters/(?P<org>[^/]+?)--(?P<name>[^/]+)/(?P<rev>[0-9a-f]{40})/?$")
 
 _CAUSES = {
     "no-draft": ("the drafter is not running (another speculative method than meant, e.g. ngram finding "
@@ -133,7 +135,7 @@ def _drafter(path: object, revision: object, is_dir: IsDir | None) -> Drafter | 
     if not isinstance(path, str) or not path:
         return None
     rev = revision if isinstance(revision, str) and revision else None
-    snap = _SNAPSHOT.search(path)
+    snap = _SNAPSHOT.search(path) or _FETCHED.search(path)
     if snap:
         return Drafter(f"{snap['org']}/{snap['name']}", rev or snap["rev"], local=True)
     local = path.startswith(("/", "./", "../", "~")) or not _HUB_ID.fullmatch(path) or \

@@ -11,7 +11,7 @@ from tests.support.bench_support import replay_server
 
 from envforge.bench.client import Cancel, Endpoint, RequestOptions, send_request
 from envforge.bench.engines import engine
-from envforge.bench.load import run_level
+from envforge.bench.load import Connections, run_level
 
 SGLANG, OPENAI = engine("sglang"), engine("openai")
 
@@ -58,3 +58,25 @@ def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
     lags = capped.send_lag_s
     assert all(r.ok for r in capped.results) and lags[0] < 0.03 and lags[1] < lags[2] < lags[3]
     assert lags[3] >= 3 * 0.05
+
+
+def test_a_level_keeps_its_connections_alive() -> None:
+    """12 requests at concurrency 3 travel on at most 3 connections (aiohttp's pool, as ``vllm bench
+    serve``); a second level on the same Connections reuses them."""
+    peers: list[int] = []
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.002, peers=peers) as url:
+        with Connections(3) as conns:
+            first = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(12)], 3, opts(5),
+                              connections=conns)
+            second = run_level(Endpoint.from_url(url), OPENAI, [f"q{i}" for i in range(6)], 3, opts(5),
+                               connections=conns)
+    assert all(r.ok for r in first.results + second.results)
+    assert len(peers) == 18 and len(set(peers)) <= 3, peers
+
+
+def test_per_request_output_lengths() -> None:
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
+        run = run_level(Endpoint.from_url(url), OPENAI, ["a", "b"], 2, opts(5), max_new_tokens=[5, 7])
+    assert [r.ok for r in run.results] == [True, False]
+    assert run.results[1].error == ("5 of 7 tokens (finish reason 'length'): a request must yield exactly "
+                                    "max-new-tokens")

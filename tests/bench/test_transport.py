@@ -8,9 +8,11 @@ line: gigabytes) or ran past every timeout (a trickling flush, a slowly growing 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from tests.support.vllm_support import free_port
 from envforge.bench.client import Endpoint, RequestOptions, get_status, post_status, send_request
 from envforge.bench.engines import engine
 from envforge.bench.metrics import MetricsError, scrape
-from envforge.bench.transport import MAX_LINE_BYTES, Budget, ReadLimit
+from envforge.bench.transport import MAX_LINE_BYTES, Budget, LineReader, ReadLimit
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 RSS_CAP_KIB = 400 * 1024  # bench itself is ~60 MiB; a bounded reader adds at most a line (8 MiB) and buffers
@@ -184,3 +186,48 @@ def test_budget_limits_and_messages() -> None:
         gone.wait_s()
     assert exc.value.kind in ("total", "idle")
     assert Budget(timeout_s=2, idle_s=9).idle_s == 2  # idle never longer than the whole deadline
+
+
+class Pieces:
+    def __init__(self, *pieces: bytes) -> None:
+        self.pieces = list(pieces)
+
+    async def readany(self) -> bytes:
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+def lines_of(*pieces: bytes) -> tuple[list[bytes], Budget]:
+    budget = Budget(timeout_s=10, max_bytes=None)
+    reader = LineReader(Pieces(*pieces), budget)
+
+    async def all_lines() -> list[bytes]:
+        out = []
+        while line := await reader.readline():
+            out.append(line)
+        return out
+    return asyncio.run(all_lines()), budget
+
+
+def test_line_reader_joins_pieces_and_keeps_endings() -> None:
+    lines, budget = lines_of(b"data: {\"a\"", b": 1}\n\nda", b"ta: [DONE]\n", b"\n", b"tail")
+    assert lines == [b'data: {"a": 1}\n', b"\n", b"data: [DONE]\n", b"\n", b"tail"]
+    assert budget.received == 10 + 8 + 11 + 1 + 4
+
+
+def test_line_reader_refuses_a_line_over_the_limit_across_pieces() -> None:
+    half = b"x" * (MAX_LINE_BYTES // 2 + 1)
+    with pytest.raises(ReadLimit) as exc:
+        lines_of(b"data: ", half, half, b"\n")
+    assert (exc.value.kind, exc.value.message) == ("line", f"a line longer than {MAX_LINE_BYTES} bytes")
+    exact, _ = lines_of(b"y" * (MAX_LINE_BYTES - 1), b"\n")
+    assert len(exact[0]) == MAX_LINE_BYTES  # the limit itself is a line
+
+
+def test_deadline_moves_with_progress_only() -> None:
+    b = Budget(timeout_s=10, progress_s=2)
+    first = b.deadline()
+    assert first == pytest.approx(b.progress_by)
+    time.sleep(0.01)
+    b.progressed()
+    assert b.deadline() > first
+    assert Budget(timeout_s=1, progress_s=5).deadline() == pytest.approx(Budget(timeout_s=1).end, abs=0.01)

@@ -57,6 +57,7 @@ def _without(modules: list[str], argv: list[str]) -> subprocess.CompletedProcess
 @pytest.mark.parametrize("modules, argv, missing, extra", [
     (["scipy"], ["bench", "--url", "http://127.0.0.1:9"], "scipy", "bench"),  # before any request
     (["prometheus_client"], ["bench", "--url", "http://127.0.0.1:9"], "prometheus_client", "bench"),
+    (["aiohttp"], ["bench", "--url", "http://127.0.0.1:9"], "aiohttp", "bench"),
     (["huggingface_hub"], ["drafter", "fetch", "org/drafter", "--revision", "0" * 40, "--dry-run"],
      "huggingface_hub", "drafter"),
     (["cyclonedx"], ["sbom", "quickstart-default"], "cyclonedx", "sbom"),

@@ -127,7 +127,7 @@ def sse_events(name: str) -> list[bytes]:
 
 @contextmanager
 def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
-                  log: list[tuple[str, bytes]] | None = None) -> Iterator[str]:
+                  log: list[tuple[str, bytes]] | None = None, peers: list[int] | None = None) -> Iterator[str]:
     """A local HTTP server (127.0.0.1, ``port`` or a free one) that answers ``POST <path>`` by
     streaming the recorded events of ``routes[path]`` with ``gap_s`` seconds between them (chunked
     encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL.
@@ -135,7 +135,9 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
     ``routes[path] = "keepalive:<file>"`` streams the file's first event, then only SSE comment
     lines (``: ping``, what servers send to keep a connection open) every ``gap_s`` seconds, forever;
     ``"blanks:<file>"`` the same with bare empty lines.
-    ``POST /flush_cache`` answers 200 (SGLang's route). ``log`` receives ``(path, body)`` of every POST.
+    ``POST /flush_cache`` answers 200 (SGLang's route). ``log`` receives ``(path, body)`` of every POST,
+    ``peers`` the client's port of every POST (one port per connection: HTTP/1.1 keeps a connection
+    open after a recorded stream, as uvicorn does; the keep-alive routes close theirs).
     """
 
     class Handler(BaseHTTPRequestHandler):
@@ -153,6 +155,8 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             if log is not None:
                 log.append((self.path, body))
+            if peers is not None:
+                peers.append(self.client_address[1])
             if self.path == "/flush_cache" and self.path not in routes:
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
@@ -177,7 +181,6 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
-            self.close_connection = True
 
         def _keepalive(self, first: bytes, ping: bytes) -> None:
             self.close_connection = True

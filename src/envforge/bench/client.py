@@ -22,28 +22,38 @@ Per request, with vLLM's names and formulas (``vllm/benchmarks/lib/endpoint_requ
 chunk with a token), end-to-end latency (E2EL, send to the last chunk with a token), time per output
 token (TPOT = (E2EL - TTFT) / (output tokens - 1)), the inter-token latencies (ITL: the gaps between
 consecutive chunks with tokens, and how many tokens each later chunk carried), output tokens,
-verify steps. HTTP is the
-standard library's :mod:`http.client` under :mod:`envforge.bench.transport`'s bounds; one connection
-per request, one thread per concurrent stream. The status routes (readiness, cache flush) read whole
-answers of at most :data:`~envforge.bench.transport.STATUS_MAX_BYTES` within their timeout.
+verify steps. HTTP is aiohttp's under :mod:`envforge.bench.transport`'s bounds, on asyncio: one
+session of kept-alive, pooled connections per run (:class:`envforge.bench.load.Connections`), as
+``vllm bench serve`` does; :func:`send_request` is the one-request form with its own session. The
+status routes (readiness, cache flush) read whole answers of at most
+:data:`~envforge.bench.transport.STATUS_MAX_BYTES` within their timeout.
 """
 
 from __future__ import annotations
 
-import http.client
+import asyncio
 import json
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
+import aiohttp
+
 from envforge.bench.engines.base import MalformedChunk, json_type
-from envforge.bench.transport import MAX_LINE_BYTES, BoundedConnection, Budget, ReadLimit, fetch, read_line
+from envforge.bench.transport import (
+    MAX_LINE_BYTES,
+    Budget,
+    HTTPError,
+    LineReader,
+    ReadLimit,
+    bounded,
+    error_text,
+    fetch,
+    run_sync,
+)
 
 if TYPE_CHECKING:  # the engines build on this module's Stream and RequestOptions
     from envforge.bench.engines.base import Engine
@@ -61,6 +71,7 @@ __all__ = [
     "get_status",
     "post_status",
     "send_request",
+    "stream_request",
     "timeline_of",
 ]
 
@@ -93,10 +104,6 @@ class Endpoint:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}{self.prefix}"
-
-    def connection(self, budget: Budget) -> BoundedConnection:
-        """A connection whose answer is read under ``budget``."""
-        return BoundedConnection(self.host, self.port, budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,33 +180,32 @@ class LevelRun:
 
 @dataclass
 class Cancel:
-    """Stops every request in flight at once: :meth:`trip` sets the flag and shuts down the sockets
-    of the registered connections, so threads blocked in a read return immediately."""
+    """Stops every request in flight at once: :meth:`trip` sets the flag and cancels the asyncio
+    task of every registered request (from any thread), so a request waiting for its server ends
+    at once as ``"cancelled"``; a request not yet started never starts."""
 
     event: threading.Event = field(default_factory=threading.Event)
-    _conns: set[http.client.HTTPConnection] = field(default_factory=set)
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def register(self, conn: http.client.HTTPConnection) -> None:
+    def register(self, task: asyncio.Task[Any]) -> None:
         with self._lock:
-            self._conns.add(conn)
+            self._tasks.add(task)
 
-    def unregister(self, conn: http.client.HTTPConnection) -> None:
+    def unregister(self, task: asyncio.Task[Any]) -> None:
         with self._lock:
-            self._conns.discard(conn)
+            self._tasks.discard(task)
 
     def trip(self) -> None:
-        """Cancel: no new request starts, every open connection is shut down."""
+        """Cancel: no new request starts, every request in flight is cancelled."""
         self.event.set()
         with self._lock:
-            conns = list(self._conns)
-        for c in conns:
-            sock = c.sock
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            tasks = list(self._tasks)
+        for t in tasks:
+            try:
+                t.get_loop().call_soon_threadsafe(t.cancel)
+            except RuntimeError:  # its loop is closed: the request is over
+                pass
 
 
 def get_status(url: str, timeout_s: float = 5.0) -> int | str:
@@ -223,8 +229,8 @@ def _status(method: str, url: str, timeout_s: float) -> int | str:
         return exc.message
     except ConnectionRefusedError:
         return "connection refused"
-    except (OSError, http.client.HTTPException) as exc:
-        return f"{type(exc).__name__}: {exc}".rstrip(": ")
+    except (OSError, HTTPError) as exc:
+        return error_text(exc)
 
 
 def _chunk_error(obj: Mapping[str, Any]) -> tuple[str, int | None] | None:
@@ -333,55 +339,91 @@ def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stre
                          chunks=stream.chunks if stream else 0)
 
 
-def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestOptions, *,
-                 cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> RequestResult:
-    """Send one streamed request and time its chunks. Never raises for a failed request: the
-    returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see the module
-    docstring for what fails a request)."""
+#: How long a request waits, after ``data: [DONE]``, for the end of the body, so that its connection
+#: can serve the next request (seconds; a server that keeps the stream open longer loses the connection).
+DRAIN_S = 0.1
+
+
+async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, engine: Engine, prompt: str,
+                         opts: RequestOptions, *, cancel: Cancel | None = None,
+                         clock: Clock = time.perf_counter) -> RequestResult:
+    """Send one streamed request on ``session`` and time its chunks. Never raises for a failed
+    request: the returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see
+    the module docstring for what fails a request); a request cancelled by ``cancel`` is
+    ``"cancelled"``."""
     path, body = engine.request(prompt, opts)
     budget = Budget(timeout_s=opts.timeout_s, idle_s=opts.idle_timeout_s, progress_s=opts.idle_timeout_s,
                     max_bytes=None)
-    conn = endpoint.connection(budget)
     t0 = clock()
+    task = asyncio.current_task()
     if cancel is not None:
         if cancel.event.is_set():
             return _failed(t0, clock, "cancelled")
-        cancel.register(conn)
+        if task is not None:
+            cancel.register(task)
     stream = Stream(engine)
     reading = _Reading()
+    data = json.dumps(body)
     try:
-        conn.request("POST", endpoint.prefix + path, body=json.dumps(body),
-                     headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-        resp = conn.getresponse()
-        reading.headers = True
-        if resp.status != 200:
-            text = resp.read(300).decode("utf-8", "replace").strip()
-            return _failed(t0, clock, f"HTTP {resp.status} from {path}: {text}", resp.status)
-        why = _read_stream(resp, stream, budget, reading, t0, clock)
-        e2e = clock() - t0
-        if cancel is not None and cancel.event.is_set():
-            why = ("cancelled", None)
-        if why is None:
-            why = _failure(stream, opts.max_new_tokens)
+        async with bounded(budget) as progressed:
+            async with await _post(session, endpoint.url + path, data) as resp:
+                reading.headers = True
+                if resp.status != 200:
+                    text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                    return _failed(t0, clock, f"HTTP {resp.status} from {path}: {text}", resp.status)
+                lines = LineReader(resp.content, budget)
+                why = await _read_stream(lines, stream, progressed, reading, t0, clock)
+                e2e = clock() - t0
+                if why is None:
+                    why = _failure(stream, opts.max_new_tokens)
+                    await _drain(lines)
         if why is not None:
-            status = why[1] if why[1] is not None else None if why[0] == "cancelled" else 200
-            return _failed(t0, clock, why[0], status, stream)
+            return _failed(t0, clock, why[0], why[1] if why[1] is not None else 200, stream)
         return _result(stream, e2e)
+    except asyncio.CancelledError:
+        if cancel is None or not cancel.event.is_set() or task is None:
+            raise
+        task.uncancel()
+        return _failed(t0, clock, "cancelled", None, stream)
     except ReadLimit as exc:
-        if cancel is not None and cancel.event.is_set():
-            return _failed(t0, clock, "cancelled", None, stream)
         return _failed(t0, clock, _limit_message(exc, opts, stream, reading), None, stream)
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        if cancel is not None and cancel.event.is_set():
-            return _failed(t0, clock, "cancelled", None, stream)
-        if isinstance(exc, TimeoutError):
-            return _failed(t0, clock, f"no data for {min(opts.idle_timeout_s, opts.timeout_s):g} s "
-                                      "(idle timeout)", None, stream)
-        return _failed(t0, clock, f"{type(exc).__name__}: {exc}", None, stream)
+    except (OSError, aiohttp.ClientError, ValueError) as exc:
+        return _failed(t0, clock, error_text(exc), None, stream)
     finally:
-        if cancel is not None:
-            cancel.unregister(conn)
-        conn.close()
+        if cancel is not None and task is not None:
+            cancel.unregister(task)
+
+
+_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+async def _post(session: aiohttp.ClientSession, url: str, data: str) -> aiohttp.ClientResponse:
+    """POST ``data``; sent once more on a new connection when the server closed a kept-alive one
+    before answering (``ServerDisconnectedError`` before the status line: it closed the connection as
+    the request went out, e.g. at its keep-alive timeout; nothing of the answer was lost)."""
+    try:
+        return await session.post(url, data=data, headers=_HEADERS)
+    except aiohttp.ServerDisconnectedError:
+        return await session.post(url, data=data, headers=_HEADERS)
+
+
+async def _drain(lines: LineReader) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body) for at most :data:`DRAIN_S`, so
+    aiohttp keeps the connection; a body that does not end by then closes it."""
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            while await lines.readline():
+                pass
+    except (TimeoutError, ReadLimit, aiohttp.ClientError, OSError):
+        pass
+
+
+def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestOptions, *,
+                 cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> RequestResult:
+    """:func:`stream_request` on a session of its own, run to its end on a new event loop (for one
+    request from synchronous code; a run of many uses :class:`envforge.bench.load.Connections`)."""
+    return run_sync(lambda session: stream_request(session, endpoint, engine, prompt, opts, cancel=cancel,
+                                                   clock=clock))
 
 
 @dataclass(slots=True)
@@ -397,11 +439,12 @@ class _Reading:
 def _limit_message(exc: ReadLimit, opts: RequestOptions, stream: Stream, reading: _Reading) -> str:
     if exc.kind == "total":
         return f"no end after {opts.timeout_s:g} s (request timeout; {stream.total} tokens so far)"
+    if exc.kind in ("idle", "progress") and not reading.headers:
+        return f"no progress for {exc.limit:g} s (idle timeout; the status line and headers are not complete)"
     if exc.kind == "idle":
         return f"no data for {exc.limit:g} s (idle timeout)"
     if exc.kind == "progress":
-        detail = ("the status line and headers are not complete" if not reading.headers
-                  else f"only keep-alive data after {stream.total} tokens" if reading.idle_lines
+        detail = (f"only keep-alive data after {stream.total} tokens" if reading.idle_lines
                   else f"an unfinished line after {stream.total} tokens")
         return f"no progress for {exc.limit:g} s (idle timeout; {detail})"
     if exc.kind == "line":
@@ -409,34 +452,39 @@ def _limit_message(exc: ReadLimit, opts: RequestOptions, stream: Stream, reading
     return exc.message
 
 
-def _read_stream(resp: http.client.HTTPResponse, stream: Stream, budget: Budget, reading: _Reading, t0: float,
-                 clock: Clock) -> tuple[str, int | None] | None:
-    """Feed ``stream`` line by line; each line is bounded (:func:`~envforge.bench.transport.read_line`)
-    and every read is under ``budget`` (a limit that runs out raises
-    :class:`~envforge.bench.transport.ReadLimit`). A malformed chunk is returned as a failure."""
+class _Lines(Protocol):
+    def readline(self) -> Awaitable[bytes]: ...
+
+
+async def _read_stream(lines: _Lines, stream: Stream, progressed: Callable[[], None], reading: _Reading, t0: float,
+                       clock: Clock) -> tuple[str, int | None] | None:
+    """Feed ``stream`` line by line (:class:`~envforge.bench.transport.LineReader`: each line
+    bounded; a limit that runs out raises :class:`~envforge.bench.transport.ReadLimit`), calling
+    ``progressed()`` at each chunk that makes progress. A malformed chunk is returned as a failure;
+    None when the stream ended (``[DONE]`` or the end of the body)."""
     blank = False
-    for raw in iter(lambda: read_line(resp), b""):
+    while raw := await lines.readline():
         if raw in _BLANK:  # the empty line after each event is skipped; a run of them is keep-alive data
             if not blank:
                 blank = True
                 continue
         else:
             blank = False
-        progressed = False
+        progress = False
         if raw.startswith(b"data:"):
             payload = raw[5:].strip()
             if payload == b"[DONE]":
                 return None
             try:
-                progressed = stream.feed(clock() - t0, json.loads(payload))
+                progress = stream.feed(clock() - t0, json.loads(payload))
             except RecursionError:
                 return f"malformed chunk after {stream.total} tokens: JSON nested too deeply", None
             except MalformedChunk as exc:
                 return f"malformed chunk after {stream.total} tokens: {exc}", None
             except ValueError as exc:  # not JSON, or not UTF-8
                 return f"{type(exc).__name__}: {exc}", None
-        if progressed:
-            budget.progressed()
+        if progress:
+            progressed()
             reading.idle_lines = False
         else:
             reading.idle_lines = True

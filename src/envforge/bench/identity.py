@@ -17,12 +17,11 @@ failed requests.
 
 from __future__ import annotations
 
-import http.client
 import json
 from dataclasses import dataclass
 
 from envforge.bench.client import Endpoint
-from envforge.bench.transport import METRICS_MAX_BYTES, ReadLimit, fetch
+from envforge.bench.transport import METRICS_MAX_BYTES, HTTPError, ReadLimit, error_text, fetch
 
 __all__ = ["ServerIdentity", "identify"]
 
@@ -51,8 +50,8 @@ def _get(endpoint: Endpoint, route: str, max_bytes: int, timeout_s: float) -> by
                              max_bytes=max_bytes)
     except ReadLimit as exc:
         return exc.message
-    except (OSError, http.client.HTTPException) as exc:
-        return f"{type(exc).__name__}: {exc}"
+    except (OSError, HTTPError) as exc:
+        return error_text(exc)
     return body if status == 200 else f"HTTP {status}"
 
 

@@ -1,100 +1,125 @@
 """The load generator: one repeat of a level's requests, closed loop or paced open loop, timed.
 
-Closed loop: every request is due at once and at most ``concurrency`` are in flight (a pool of that
-many senders, one thread each; :func:`envforge.bench.client.send_request` per request). Open loop:
-each request is due at its time from :func:`envforge.bench.arrivals.arrival_times` and waits for a
-free sender while the cap is reached (vLLM's semaphore under ``--max-concurrency``), with no
-catching up beyond that; every request's send lag (actual minus intended send time) is kept.
-Pacing is measured by ``benchmarks/bench_send_lag.py`` beside ``vllm bench serve``'s client.
+Requests run as asyncio tasks on one event loop over one aiohttp session of kept-alive, pooled
+connections (:class:`Connections`), the shape of ``vllm bench serve``'s client
+(``vllm/benchmarks/serve.py``: one ``aiohttp.ClientSession``, an ``asyncio.Semaphore`` of
+``--max-concurrency``, a task per request). Closed loop: every request is due at once and at most
+``concurrency`` are in flight, started in prompt order as senders free up (the semaphore is
+first-come, first-served). Open loop: each request is due at its time from
+:func:`envforge.bench.arrivals.arrival_times`, sleeps until then and waits for the semaphore while
+the cap is reached (vLLM's semaphore under ``--max-concurrency``), with no catching up beyond that;
+every request's send lag (actual minus intended send time) is kept. Pacing is measured by
+``benchmarks/bench_send_lag.py`` beside ``vllm bench serve``'s client; the choice of client by
+``benchmarks/bench_client_choice.py`` (docs/bench.md, "The HTTP client").
 """
 
 from __future__ import annotations
 
-import sys
+import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from envforge.bench.client import Cancel, Clock, Endpoint, LevelRun, RequestOptions, RequestResult, send_request
+import aiohttp
+
+from envforge.bench.client import Cancel, Clock, Endpoint, LevelRun, RequestOptions, RequestResult, stream_request
+from envforge.bench.transport import new_session
 
 if TYPE_CHECKING:
     from envforge.bench.engines.base import Engine
 
-__all__ = ["PACED_LEAD_S", "PACED_SWITCH_INTERVAL_S", "run_level"]
+__all__ = ["Connections", "run_level"]
+
+T = TypeVar("T")
+
+
+class Connections:
+    """An event loop and one aiohttp session of at most ``size`` kept-alive connections, for the
+    levels of one server: warm-up and measured repeats reuse the connections, as one
+    ``vllm bench serve`` run does. Use as a context manager (or :meth:`close`); not thread-safe:
+    every call from the thread that made it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._runner = asyncio.Runner()
+        self._session: aiohttp.ClientSession | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this loop to its end (Ctrl-C cancels it, as ``asyncio.run``)."""
+        return self._runner.run(coro)
+
+    async def session(self) -> aiohttp.ClientSession:
+        """The session, made on first use inside the loop."""
+        if self._session is None or self._session.closed:
+            self._session = new_session(self.size)
+        return self._session
+
+    def close(self) -> None:
+        """Cancel whatever still runs on the loop, close the session's connections and the loop."""
+        try:
+            if self._session is not None and not self._session.closed:
+                self._runner.run(self._session.close())
+        finally:
+            self._runner.close()
+
+    def __enter__(self) -> Connections:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
 
 
 def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
               cancel: Cancel | None = None, clock: Clock = time.perf_counter,
-              schedule: Sequence[float] | None = None) -> LevelRun:
+              schedule: Sequence[float] | None = None, max_new_tokens: Sequence[int] | None = None,
+              connections: Connections | None = None) -> LevelRun:
     """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
 
     ``schedule`` (open loop, :func:`envforge.bench.arrivals.arrival_times`): the intended send time
-    of each prompt in seconds from the start; each request is handed to the pool of ``concurrency``
-    senders at its time, whatever the others are doing, and waits there while the cap is reached
-    (vLLM's semaphore under ``--max-concurrency``); there is no catching up beyond that. Without a
-    schedule every prompt is due at once (closed loop). On any exception in the calling thread
-    (Ctrl-C, a termination signal) every request in flight is cancelled at once and the exception
-    propagates without waiting for the streams to end.
+    of each prompt in seconds from the start; each request waits until its time, whatever the
+    others are doing, then while the cap is reached (vLLM's semaphore under ``--max-concurrency``);
+    there is no catching up beyond that. Without a schedule every prompt is due at once (closed
+    loop). ``max_new_tokens``: per request, parallel to ``prompts`` (None: ``opts.max_new_tokens``
+    for all). ``connections``: the session to send on (default: one of its own for this level,
+    closed after). On any exception in the calling thread (Ctrl-C, a termination signal) every
+    request in flight is cancelled at once and the exception propagates without waiting for the
+    streams to end.
     """
     cancel = cancel or Cancel()
-
-    def one(p: str, due: float | None = None) -> tuple[float, RequestResult, float]:
-        if due is not None and (wait := due - clock()) > 0:
-            cancel.event.wait(wait)  # the sender waits out the last moments itself: one wake-up, not two
-        start = clock()
-        r = send_request(endpoint, engine, p, opts, cancel=cancel, clock=clock)
-        return start, r, clock()
-
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    t0 = clock()
+    own = connections is None
+    conns = Connections(concurrency) if connections is None else connections
+    per = [opts] * len(prompts) if max_new_tokens is None else [
+        opts if n == opts.max_new_tokens else replace(opts, max_new_tokens=n) for n in max_new_tokens]
     try:
-        if schedule is None:
-            done = list(pool.map(one, prompts))
-        else:
-            with _switching(PACED_SWITCH_INTERVAL_S):
-                done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
+        run = conns.run(_level(conns, endpoint, engine, prompts, per, concurrency, cancel, clock, schedule))
     except BaseException:
         cancel.trip()
-        pool.shutdown(wait=False, cancel_futures=True)
+        if own:
+            conns.close()
         raise
-    pool.shutdown(wait=True)
+    if own:
+        conns.close()
+    return run
+
+
+async def _level(conns: Connections, endpoint: Endpoint, engine: Engine, prompts: Sequence[str],
+                 per: Sequence[RequestOptions], concurrency: int, cancel: Cancel, clock: Clock,
+                 schedule: Sequence[float] | None) -> LevelRun:
+    session = await conns.session()
+    senders = asyncio.Semaphore(concurrency)
+    t0 = clock()
+
+    async def one(i: int) -> tuple[float, RequestResult, float]:
+        if schedule is not None and (wait := t0 + schedule[i] - clock()) > 0:
+            await asyncio.sleep(wait)
+        async with senders:
+            start = clock()
+            r = await stream_request(session, endpoint, engine, prompts[i], per[i], cancel=cancel, clock=clock)
+            return start, r, clock()
+
+    done = await asyncio.gather(*(one(i) for i in range(len(prompts))))
     wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
     lags = tuple(d[0] - (t0 + at) for d, at in zip(done, schedule)) if schedule is not None else ()
     return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags)
-
-
-#: The interpreter's thread switch interval while a level is paced (seconds; CPython's default is
-#: 0.005): a sender whose time has come waits for the thread holding the GIL at most this long, so
-#: the default would put up to 5 ms on a send (measured: benchmarks/bench_send_lag.py).
-PACED_SWITCH_INTERVAL_S = 0.0002
-
-
-@contextmanager
-def _switching(interval_s: float) -> Iterator[None]:
-    """``sys.setswitchinterval(interval_s)`` for the block, the previous interval restored after."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(interval_s)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
-#: How long before its intended time a request is handed to a sender (seconds), which then waits
-#: for the time itself: the hand-over's wake-up is off the send's critical path.
-PACED_LEAD_S = 0.002
-
-
-def _paced(pool: ThreadPoolExecutor, one: Callable[[str, float], Any], prompts: Sequence[str],
-           schedule: Sequence[float], t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
-    """Hand each prompt to ``pool`` :data:`PACED_LEAD_S` before ``t0 + schedule[i]`` (sleeping in
-    between), due at that time; the futures."""
-    futures = []
-    for p, at in zip(prompts, schedule):
-        wait = t0 + at - PACED_LEAD_S - clock()
-        if wait > 0 and cancel.event.wait(wait):
-            break
-        futures.append(pool.submit(one, p, t0 + at))
-    return futures

@@ -36,7 +36,6 @@ nothing here ever stands in a default such as an acceptance length of 1.0 for a 
 
 from __future__ import annotations
 
-import http.client
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -44,7 +43,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from envforge.bench.client import Endpoint
-from envforge.bench.transport import METRICS_MAX_BYTES, ReadLimit, fetch
+from envforge.bench.transport import METRICS_MAX_BYTES, HTTPError, ReadLimit, error_text, fetch
 from envforge.core.errors import ExternalToolError
 
 __all__ = [
@@ -167,9 +166,9 @@ def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: s
     except ReadLimit as exc:
         raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
                            f"{exc.message}", tool=server) from None
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, HTTPError) as exc:
         raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
-                           f"{type(exc).__name__}: {exc}", tool=server) from None
+                           f"{error_text(exc)}", tool=server) from None
     if status != 200:
         raise MetricsError(f"GET {url} answered HTTP {status} (server '{server}'): "
                            f"{body[:200].decode('utf-8', 'replace').strip()}", tool=server,

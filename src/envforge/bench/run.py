@@ -30,7 +30,7 @@ from typing import Any
 
 from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
-from envforge.bench.load import run_level
+from envforge.bench.load import Connections, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings
@@ -111,6 +111,13 @@ class _Session:
         self.failures: list[Failure] = []
         self.server: RunningServer | None = None
         self.load_s: float | None = None
+        self.connections: Connections | None = None
+
+    def close(self) -> None:
+        """Close the kept-alive connections (after each start of the server, and at the end)."""
+        if self.connections is not None:
+            conns, self.connections = self.connections, None
+            conns.close()
 
     def _send(self, conc: int, count: int, *, paced: bool = False) -> LevelRun:
         """``count`` new prompts at concurrency ``conc``; ``paced``: at the open-loop request rate."""
@@ -118,7 +125,10 @@ class _Session:
         self.drawn += count
         cfg = self.cfg
         schedule = arrival_times(count, cfg.request_rate, cfg.burstiness, cfg.seed) if paced and cfg.open_loop else None
-        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts, schedule=schedule)
+        if self.connections is None:  # one session of kept-alive connections per start of the server
+            self.connections = Connections(max(self.cfg.concurrency))
+        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts, schedule=schedule,
+                        connections=self.connections)
         self._check_alive(run)
         return run
 
@@ -268,6 +278,7 @@ def _started(st: _Started, cfg: SmokeConfig, progress: Progress) -> Iterator[Non
             yield
         finally:
             st.session.server = None
+            st.session.close()
 
 
 def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult], list[Failure], list[str]]:
@@ -311,10 +322,13 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
         session = _Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
-        session.warm_up()
-        for conc in cfg.concurrency:
-            for _ in range(cfg.repeats):
-                session.repeat(conc)
+        try:
+            session.warm_up()
+            for conc in cfg.concurrency:
+                for _ in range(cfg.repeats):
+                    session.repeat(conc)
+        finally:
+            session.close()
         results, failures = [session.result(None, None)], list(session.failures)
         warnings = list(session.warnings)
     else:

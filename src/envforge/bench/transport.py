@@ -1,70 +1,96 @@
-"""Bounded HTTP reads: every byte bench reads from a server is bounded in bytes and in time.
+"""Bounded HTTP: every answer bench reads from a server is bounded in bytes and in time.
+
+HTTP is aiohttp's (``aiohttp.ClientSession`` on asyncio: connections kept alive and pooled, the
+status line and headers parsed by its llhttp parser with its own bounds, 8190 bytes a header line,
+128 headers). The client was chosen by measurement against requests, httpx and envforge's earlier
+``http.client`` threads: ``benchmarks/bench_client_choice.py`` and docs/bench.md, "The HTTP client".
 
 Every route bench touches (readiness, the cache flush, the streamed requests, the metrics scrape)
-reads through :class:`BoundedConnection`, whose socket reads go through one :class:`Budget`:
+is read under one :class:`Budget`:
 
-- ``timeout_s``: a total deadline for the whole answer, status line and headers included;
-- ``idle_s``: at most this long without a single byte;
+- ``timeout_s``: a total deadline for the whole answer, connecting, status line and headers included;
 - ``progress_s`` (streams): at most this long without *progress*, which the reader of the answer
   declares (:meth:`Budget.progressed`: a chunk with new tokens); a line that grows slowly, headers
   sent one byte at a time or keep-alive pings are no progress;
-- ``max_bytes``: the answer's size, headers and framing included (None: bounded by time only);
-- lines: :func:`read_line` returns at most :data:`MAX_LINE_BYTES` bytes of one line.
+- ``max_bytes``: the body's size (None: bounded by time only);
+- lines: :class:`LineReader` returns at most :data:`MAX_LINE_BYTES` bytes of one line.
 
-Each limit is checked before every ``recv`` (the socket timeout is what is left of the nearest one),
-so no limit waits for a line, a header or a body to end. A limit that runs out raises
-:class:`ReadLimit` with its ``kind`` and a message; callers turn it into a failed request or a
-status text, never into a crash. HTTP itself is the standard library's :mod:`http.client` (its own
-bounds: 64 KiB per header line, 100 headers).
-
-An SSE stream is read line by line and each line dropped once parsed, so its memory is bounded by
-the line limit; its length only by time: SGLang's native stream repeats the cumulative text in every
-chunk, so a long generation's stream is legitimately gigabytes.
+The deadline is watched by one timer around the whole answer (:func:`bounded`), moved on by
+progress (:meth:`Budget.deadline`), so no limit waits for a line, a header or a body to end. A limit that
+runs out raises :class:`ReadLimit` with its ``kind`` and a message; callers turn it into a failed
+request or a status text, never into a crash. An SSE stream is split into lines here and each line
+dropped once parsed, so its memory is bounded by the line limit and aiohttp's read buffer; its
+length only by time: SGLang's native stream repeats the cumulative text in every chunk, so a long
+generation's stream is legitimately gigabytes.
 """
 
 from __future__ import annotations
 
-import http.client
-import io
-import socket
+import asyncio
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar
+
+import aiohttp
 
 __all__ = [
+    "KEEPALIVE_S",
     "MAX_LINE_BYTES",
     "METRICS_MAX_BYTES",
     "STATUS_MAX_BYTES",
-    "BoundedConnection",
     "Budget",
+    "HTTPError",
+    "LineReader",
     "ReadLimit",
+    "bounded",
+    "error_text",
     "fetch",
-    "read_line",
+    "new_session",
+    "os_error",
+    "read_all",
+    "run_sync",
 ]
 
 #: The longest line of a stream (bytes): SGLang's cumulative text of a 32k-token answer fits easily.
 MAX_LINE_BYTES = 8 << 20
-#: The largest answer of a status route (readiness, cache flush), headers included.
+#: The largest answer of a status route (readiness, cache flush).
 STATUS_MAX_BYTES = 1 << 20
 #: The largest ``/metrics`` answer (vLLM's is some hundred KiB with per-position counters).
 METRICS_MAX_BYTES = 32 << 20
 
+T = TypeVar("T")
+
+#: How long an idle connection is kept for the next request (seconds): under uvicorn's default
+#: keep-alive timeout of 5 s (vLLM's and SGLang's API servers, ``transformers serve``), so the client
+#: closes an idle connection before the server does and never sends on one the server is closing.
+KEEPALIVE_S = 4.0
+
 
 class ReadLimit(Exception):
     """A read ran out of one of its limits. ``kind``: ``"total"`` (the deadline), ``"idle"`` (no
-    byte for ``idle_s``), ``"progress"`` (no progress for ``progress_s``), ``"size"`` (more than
-    ``max_bytes``) or ``"line"`` (a line longer than :data:`MAX_LINE_BYTES`); ``limit`` the number
-    (seconds or bytes) that ran out. Never reaches the CLI: callers make it a failed request."""
+    byte for ``progress_s`` since the last progress), ``"progress"`` (bytes, but no progress for
+    ``progress_s``), ``"size"`` (more than ``max_bytes``) or ``"line"`` (a line longer than
+    :data:`MAX_LINE_BYTES`); ``limit`` the number (seconds or bytes) that ran out. Never reaches
+    the CLI: callers make it a failed request."""
 
     def __init__(self, kind: str, limit: float, message: str) -> None:
         super().__init__(message)
         self.kind, self.limit, self.message = kind, limit, message
 
 
+class HTTPError(Exception):
+    """The answer is not HTTP, or the connection broke in the middle of it (aiohttp's own errors
+    other than ``OSError``: a disconnect, a malformed status line or chunk, a header over its
+    bounds). ``str()`` is ``"<aiohttp error name>: <its message>"``."""
+
+
 class Budget:
     """The limits of one answer (see the module docstring); times are ``time.monotonic()`` seconds
-    from construction. Mutable: it counts the bytes received and moves the progress deadline."""
+    from construction (the clock asyncio's loop runs on). Mutable: it counts the bytes received and
+    moves the progress deadline."""
 
-    __slots__ = ("timeout_s", "idle_s", "progress_s", "max_bytes", "end", "progress_by", "received", "_why",
+    __slots__ = ("timeout_s", "idle_s", "progress_s", "max_bytes", "end", "progress_by", "received",
                  "_received_at_progress")
 
     def __init__(self, *, timeout_s: float, idle_s: float | None = None, progress_s: float | None = None,
@@ -78,7 +104,6 @@ class Budget:
         self.progress_by = now + progress_s if progress_s is not None else None
         self.received = 0
         self._received_at_progress = 0
-        self._why = "idle"
 
     def progressed(self) -> None:
         """The reader made progress now: the progress deadline starts again."""
@@ -86,8 +111,12 @@ class Budget:
             self.progress_by = time.monotonic() + self.progress_s
             self._received_at_progress = self.received
 
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` at which the nearest limit runs out (total or progress)."""
+        return self.end if self.progress_by is None else min(self.end, self.progress_by)
+
     def wait_s(self) -> float:
-        """Seconds the next ``recv`` may wait: what is left of the nearest limit (> 0).
+        """Seconds until the nearest limit runs out (> 0), the idle limit included.
 
         :raises ReadLimit: the deadline or the progress deadline has passed.
         """
@@ -98,12 +127,12 @@ class Budget:
         wait, why = min(waits)
         if wait <= 0:
             raise self.limit(why)
-        self._why = why
         return wait
 
-    def timed_out(self) -> ReadLimit:
-        """The limit that set the timeout of the ``recv`` that just timed out."""
-        return self.limit(self._why)
+    def expired(self) -> ReadLimit:
+        """The limit whose deadline (:meth:`deadline`) has just passed: the total one when its time
+        is up, else the progress one."""
+        return self.limit("total" if time.monotonic() >= self.end or self.progress_by is None else "progress")
 
     def limit(self, kind: str) -> ReadLimit:
         """The :class:`ReadLimit` of ``kind`` with its message. No progress while not a byte arrived
@@ -130,84 +159,158 @@ class Budget:
             raise self.limit("size")
 
 
-class _BoundedRaw(io.RawIOBase):
-    """The socket's bytes, each ``recv`` under the budget's limits (over the socket's own raw file,
-    so the socket stays open while the answer is read, as with :meth:`socket.socket.makefile`)."""
+@asynccontextmanager
+async def bounded(budget: Budget) -> AsyncIterator[Callable[[], None]]:
+    """Run the block under ``budget``'s deadline; yields ``progressed()``, which declares progress
+    (:meth:`Budget.progressed`: it only moves the deadline, costing nothing per chunk).
 
-    def __init__(self, sock: socket.socket, budget: Budget) -> None:
-        super().__init__()
-        self._sock, self._budget = sock, budget
-        self._inner = sock.makefile("rb", buffering=0)
+    One timer watches the deadline: when it fires early because progress moved the deadline on,
+    it waits again for the new one; when the deadline has passed, it cancels the block's task.
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        self._sock.settimeout(self._budget.wait_s())
-        try:
-            n = self._inner.readinto(b) or 0
-        except TimeoutError:
-            raise self._budget.timed_out() from None
-        self._budget.count(n)
-        return n
-
-    def close(self) -> None:
-        self._inner.close()
-        super().close()
-
-
-class _BoundedSocket:
-    """A socket whose ``makefile`` (what :class:`http.client.HTTPResponse` reads) is bounded;
-    everything else (``sendall``, ``shutdown``, ``close``) is the socket's."""
-
-    def __init__(self, sock: socket.socket, budget: Budget) -> None:
-        self._sock, self._budget = sock, budget
-
-    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
-        return io.BufferedReader(_BoundedRaw(self._sock, self._budget))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
-class BoundedConnection(http.client.HTTPConnection):
-    """An :class:`http.client.HTTPConnection` whose answer is read under ``budget`` (connecting too:
-    the connect timeout is the budget's idle limit)."""
-
-    def __init__(self, host: str, port: int, budget: Budget) -> None:
-        super().__init__(host, port, timeout=budget.idle_s)
-        self.budget = budget
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock = _BoundedSocket(self.sock, self.budget)  # type: ignore[assignment]
-
-
-def read_line(resp: http.client.HTTPResponse) -> bytes:
-    """The next line of ``resp`` with its line ending (``b""`` at the end of the body).
-
-    :raises ReadLimit: kind ``"line"``, the line is longer than :data:`MAX_LINE_BYTES`; or a limit of
-        the connection's budget ran out while reading it.
+    :raises ReadLimit: the deadline passed inside the block (:meth:`Budget.expired`).
     """
-    line = resp.readline(MAX_LINE_BYTES + 1)
-    if len(line) > MAX_LINE_BYTES:
+    loop = asyncio.get_running_loop()  # its clock is time.monotonic(), the budget's
+    task = asyncio.current_task()
+    assert task is not None
+    expired = False
+
+    def check() -> None:
+        nonlocal timer, expired
+        if time.monotonic() >= budget.deadline():
+            expired = True
+            task.cancel()
+        else:
+            timer = loop.call_at(budget.deadline(), check)
+
+    timer = loop.call_at(budget.deadline(), check)
+    try:
+        yield budget.progressed
+    except asyncio.CancelledError:
+        if not expired:
+            raise
+        task.uncancel()
+        raise budget.expired() from None
+    finally:
+        timer.cancel()
+
+
+class _Content(Protocol):
+    """What :class:`LineReader` reads: aiohttp's ``StreamReader`` (``response.content``)."""
+
+    def readany(self) -> Awaitable[bytes]: ...
+
+
+class LineReader:
+    """The lines of a body, each at most :data:`MAX_LINE_BYTES` bytes with its ending; every byte
+    read is counted in ``budget``. A piece of the body is cut into lines in place (an offset into
+    it), never copied once per line."""
+
+    __slots__ = ("_content", "_budget", "_buf", "_pos", "_eof")
+
+    def __init__(self, content: _Content, budget: Budget) -> None:
+        self._content, self._budget = content, budget
+        self._buf = b""
+        self._pos = 0
+        self._eof = False
+
+    async def readline(self) -> bytes:
+        """The next line with its ``\n`` (the last may have none); ``b""`` at the end of the body.
+
+        :raises ReadLimit: kind ``"line"``, a line longer than :data:`MAX_LINE_BYTES`.
+        """
+        while True:
+            buf, pos = self._buf, self._pos
+            cut = buf.find(b"\n", pos)
+            if cut >= 0:
+                if cut + 1 - pos > MAX_LINE_BYTES:
+                    break
+                self._pos = cut + 1
+                return buf[pos:cut + 1]
+            if len(buf) - pos > MAX_LINE_BYTES:
+                break
+            if self._eof:
+                self._buf, self._pos = b"", 0
+                return buf[pos:]
+            data = await self._content.readany()
+            if not data:
+                self._eof = True
+            else:
+                self._budget.count(len(data))
+                self._buf, self._pos = (buf[pos:] + data if pos < len(buf) else data), 0
+        self._buf, self._pos = b"", 0
         raise ReadLimit("line", MAX_LINE_BYTES, f"a line longer than {MAX_LINE_BYTES} bytes")
-    return line
+
+
+def os_error(exc: aiohttp.ClientConnectorError | aiohttp.ClientOSError) -> OSError:
+    """The operating system's error under an aiohttp connection error (``ConnectionRefusedError``
+    for a port nobody listens on), as the standard library would have raised it."""
+    inner = getattr(exc, "os_error", None)
+    return inner if isinstance(inner, OSError) else OSError(str(exc))
+
+
+def new_session(connections: int) -> aiohttp.ClientSession:
+    """An aiohttp session of at most ``connections`` connections kept alive for :data:`KEEPALIVE_S`
+    seconds of idleness, no timeouts of its own
+    (every answer is read under a :class:`Budget`), no decompression, no cookies, no proxies from
+    the environment. Must be created and closed inside a running event loop."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=max(1, connections), keepalive_timeout=KEEPALIVE_S),
+        timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False, trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar())
+
+
+async def read_all(content: _Content, budget: Budget) -> bytes:
+    """The whole body, every byte counted in ``budget`` (``max_bytes``).
+
+    :raises ReadLimit: kind ``"size"``.
+    """
+    parts = []
+    while data := await content.readany():
+        budget.count(len(data))
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget) -> tuple[int, bytes]:
+    async with bounded(budget):
+        async with session.request(method, url, data=b"" if method == "POST" else None) as resp:
+            return resp.status, await read_all(resp.content, budget)
+
+
+def run_sync(make: Callable[[aiohttp.ClientSession], Awaitable[T]], connections: int = 1) -> T:
+    """``make(session)`` run to its end on a new event loop with a new session (closed after)."""
+
+    async def main() -> T:
+        async with new_session(connections) as session:
+            return await make(session)
+
+    return asyncio.run(main())
 
 
 def fetch(host: str, port: int, method: str, path: str, *, timeout_s: float,
           max_bytes: int = STATUS_MAX_BYTES) -> tuple[int, bytes]:
     """``method path`` (an empty body for POST) and its whole answer within ``timeout_s`` seconds
-    and ``max_bytes`` bytes (headers included): the HTTP status and the body.
+    and ``max_bytes`` bytes of body: the HTTP status and the body.
 
     :raises ReadLimit: a limit ran out (the answer is dropped).
-    :raises OSError: the connection failed (refused, reset).
-    :raises http.client.HTTPException: the answer is not HTTP.
+    :raises OSError: the connection failed (``ConnectionRefusedError``, a reset).
+    :raises HTTPError: the answer is not HTTP or broke off.
     """
-    conn = BoundedConnection(host, port, Budget(timeout_s=timeout_s, max_bytes=max_bytes))
+    budget = Budget(timeout_s=timeout_s, max_bytes=max_bytes)
+    url = f"http://{host}:{port}{path}"
     try:
-        conn.request(method, path, body=b"" if method == "POST" else None)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
+        return run_sync(lambda s: _fetch(s, url, method, budget))
+    except (aiohttp.ClientConnectorError, aiohttp.ClientOSError) as exc:
+        raise os_error(exc) from None
+    except aiohttp.ClientError as exc:
+        raise HTTPError(f"{type(exc).__name__}: {exc}") from None
+
+
+def error_text(exc: BaseException) -> str:
+    """``"<name>: <message>"`` of a connection or protocol error, with the operating system's
+    error under aiohttp's connection errors (``ConnectionRefusedError: [Errno 111] ...``)."""
+    if isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ClientOSError)):
+        exc = os_error(exc)
+    if isinstance(exc, HTTPError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}".rstrip(": ")

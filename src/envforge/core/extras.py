@@ -8,8 +8,8 @@ gitpython, pyflakes, argcomplete). What only some commands need is an extra, nam
 =========  ================================  ===================================================
 extra      distributions (import names)      commands
 =========  ================================  ===================================================
-``bench``  scipy, prometheus_client, numpy   ``bench``, ``bench compare`` (t intervals; vLLM's
-                                             ``/metrics``; per-request percentiles)
+``bench``  aiohttp, scipy,                   ``bench``, ``bench compare`` (HTTP; t intervals;
+           prometheus_client, numpy          vLLM's ``/metrics``; per-request percentiles)
 ``drafter`` huggingface_hub                  ``drafter ...``, ``verify --level drafter``
 ``plot``   matplotlib                        ``bench``'s PNG plot (``--no-plot`` without it)
 ``fleet``  ray                               ``fleet ...``
@@ -35,7 +35,7 @@ DISTRIBUTION = "envforge-stack"
 
 #: Extra -> the top-level modules it provides (import names; pyproject.toml lists the distributions).
 EXTRAS: Mapping[str, tuple[str, ...]] = {
-    "bench": ("scipy", "prometheus_client", "numpy"),
+    "bench": ("aiohttp", "scipy", "prometheus_client", "numpy"),
     "drafter": ("huggingface_hub",),
     "plot": ("matplotlib",),
     "fleet": ("ray",),

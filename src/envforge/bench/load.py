@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from envforge.bench.client import Cancel, Clock, Endpoint, LevelRun, RequestOptions, RequestResult, send_request
@@ -27,7 +28,7 @@ __all__ = ["PACED_LEAD_S", "PACED_SWITCH_INTERVAL_S", "run_level"]
 
 def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
               cancel: Cancel | None = None, clock: Clock = time.perf_counter,
-              schedule: Sequence[float] | None = None) -> LevelRun:
+              schedule: Sequence[float] | None = None, max_new_tokens: Sequence[int] | None = None) -> LevelRun:
     """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
 
     ``schedule`` (open loop, :func:`envforge.bench.arrivals.arrival_times`): the intended send time
@@ -37,24 +38,30 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     schedule every prompt is due at once (closed loop). On any exception in the calling thread
     (Ctrl-C, a termination signal) every request in flight is cancelled at once and the exception
     propagates without waiting for the streams to end.
+
+    ``max_new_tokens`` (parallel to ``prompts``): each request's own output tokens, asked for and
+    checked exactly; None: ``opts.max_new_tokens`` for every request.
     """
     cancel = cancel or Cancel()
+    if max_new_tokens is not None and len(max_new_tokens) != len(prompts):
+        raise ValueError(f"{len(max_new_tokens)} output lengths for {len(prompts)} prompts")
+    each = [opts] * len(prompts) if max_new_tokens is None else [replace(opts, max_new_tokens=n) for n in max_new_tokens]
 
-    def one(p: str, due: float | None = None) -> tuple[float, RequestResult, float]:
+    def one(i: int, due: float | None = None) -> tuple[float, RequestResult, float]:
         if due is not None and (wait := due - clock()) > 0:
             cancel.event.wait(wait)  # the sender waits out the last moments itself: one wake-up, not two
         start = clock()
-        r = send_request(endpoint, engine, p, opts, cancel=cancel, clock=clock)
+        r = send_request(endpoint, engine, prompts[i], each[i], cancel=cancel, clock=clock)
         return start, r, clock()
 
     pool = ThreadPoolExecutor(max_workers=concurrency)
     t0 = clock()
     try:
         if schedule is None:
-            done = list(pool.map(one, prompts))
+            done = list(pool.map(one, range(len(prompts))))
         else:
             with _switching(PACED_SWITCH_INTERVAL_S):
-                done = [f.result() for f in _paced(pool, one, prompts, schedule, t0, clock, cancel)]
+                done = [f.result() for f in _paced(pool, one, range(len(prompts)), schedule, t0, clock, cancel)]
     except BaseException:
         cancel.trip()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -87,10 +94,10 @@ def _switching(interval_s: float) -> Iterator[None]:
 PACED_LEAD_S = 0.002
 
 
-def _paced(pool: ThreadPoolExecutor, one: Callable[[str, float], Any], prompts: Sequence[str],
+def _paced(pool: ThreadPoolExecutor, one: Callable[[int, float], Any], prompts: Sequence[int],
            schedule: Sequence[float], t0: float, clock: Clock, cancel: Cancel) -> list[Future[Any]]:
-    """Hand each prompt to ``pool`` :data:`PACED_LEAD_S` before ``t0 + schedule[i]`` (sleeping in
-    between), due at that time; the futures."""
+    """Hand each prompt (its index) to ``pool`` :data:`PACED_LEAD_S` before ``t0 + schedule[i]``
+    (sleeping in between), due at that time; the futures."""
     futures = []
     for p, at in zip(prompts, schedule):
         wait = t0 + at - PACED_LEAD_S - clock()

@@ -70,7 +70,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     stdout, stderr = capsys.readouterr()
     assert code == 3, stderr  # stops-early: every request fails
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "envforge.bench/3"
+    assert doc["schema"] == "envforge.bench/4"
     base, spec, stops = doc["data"]["servers"]
     # transformers serve rejects unknown fields (HTTP 422): asked without ignore_eos, and the report says so
     assert [s["ignore_eos"] for s in (base, spec, stops)] == [False, False, False]
@@ -251,7 +251,11 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     assert data["failures"] == [] and data["method"] == {
         "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential",
         "load": "closed loop: every request due at once, at most the level's concurrency in flight",
-        "warmup": "before each level: max(1, concurrency) requests at its concurrency"}
+        "warmup": "before each level: max(1, concurrency) requests at its concurrency",
+        "dataset": {"name": "prompts", "prompts": 32, "digest": data["config"]["prompts-digest"],
+                    "lengths": "every request asks for max-new-tokens (12) output tokens, checked exactly; input "
+                               "tokens are not counted"}}
+    assert data["config"]["dataset"] == {"name": "prompts"} and data["config"]["max-new-tokens"] == 12
     assert [s["cache"] for s in data["servers"]] == ["flushed before each repeat (POST /flush_cache)"] * 2
     # the same environment run with the profile's value: compare refuses, naming the variable
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "2")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.trace import BLOCK_TOKENS, TraceRecord, read_trace
+from envforge.cli import main
 from envforge.core.errors import InputError
 
 SMALL = Path(__file__).parents[1] / "data" / "bench" / "mooncake_trace_small.jsonl"
@@ -81,3 +82,16 @@ def test_an_empty_trace_is_refused(tmp_path: Path) -> None:
         read_trace(p)
     assert exc.value.message == f"{p}: the trace has no request"
 
+
+def test_the_cli_refuses_a_bad_trace_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before any request (the URL is never asked: nothing listens there)."""
+    from tests.support.bench_support import make_tiny_model
+
+    model = make_tiny_model(tmp_path / "m")
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{"input_length": 5, "output_length": 1}\n')
+    assert main(["bench", "--url", "http://127.0.0.1:9", "--api", "openai", "--model", str(model),
+                 "--dataset", "trace", "--trace", str(p), "--no-plot", "--output", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {p}:2: no 'timestamp'" in err and "hint: every line needs its arrival in milliseconds" in err
+    assert not (tmp_path / "o.json").exists()

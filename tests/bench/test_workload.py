@@ -206,3 +206,53 @@ def test_a_trace_sets_the_requests_and_the_schedule_of_a_repeat(model: Path) -> 
     plain = config(None)
     assert plain.schedule(plain.draw_requests(0, 2)) is None and plain.as_dict()["dataset"] == {"name": "prompts"}
     assert not math.isnan(plain.as_dict()["max-new-tokens"])
+
+
+URL = ["bench", "--url", "http://127.0.0.1:9", "--api", "openai", "--no-plot"]  # nothing listens: never asked
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--dataset", "random", "--random-range-ratio", "1"],
+     "error: argument --random-range-ratio: '1': the range ratio must be in [0, 1) (vLLM's rule), e.g. 0.5 for "
+     "lengths from half to 1.5 times the mean"),
+    (["--dataset", "random", "--random-input-len", "0"], "error: argument --random-input-len: must be an integer >= 1, "
+     "got '0'"),
+    (["--dataset", "trace", "--trace", "T", "--trace-time-scale", "0"],
+     "error: argument --trace-time-scale: '0': the time scale must be > 0 (inf allowed), e.g. 2 to replay twice as "
+     "slow"),
+    (["--dataset", "trace", "--random-input-len", "5", "--trace", "T"],
+     "error: --random-input-len: a setting of dataset 'random', but the dataset is 'trace'"),
+    (["--random-output-len", "5"], "error: --random-output-len: a setting of dataset 'random', but the dataset is "
+     "'prompts'"),
+    (["--dataset", "random", "--prompts", "P"], "error: --prompts P with dataset 'random': a prompt file is dataset "
+     "'prompts'"),
+    (["--dataset", "random", "--max-new-tokens", "5"], "error: --max-new-tokens 5 with dataset 'random': each of its "
+     "requests asks for its own output tokens"),
+    (["--dataset", "trace", "--trace", "T", "--request-rate", "5"], "error: --request-rate 5 with the trace {T}: the "
+     "trace gives every request's send time"),
+    (["--dataset", "trace", "--trace", "T", "--requests", "7"], "error: requests = 7 per repeat, but the trace {T} has 6 "
+     "records: a repeat replays the trace once from its start"),
+])
+def test_the_cli_refuses_contradicting_dataset_flags_with_exit_2(model: Path, tmp_path: Path, argv: list[str],
+                                                                 error: str, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from envforge.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "T").write_text(SMALL.read_text())
+    (tmp_path / "P").write_text('{"prompt": "p"}\n')
+    out = tmp_path / "o.json"
+    assert main([*URL, "--model", str(model), "--output", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert error.format(T=tmp_path / "T") in err, err
+    assert not out.exists()
+
+
+def test_the_cli_needs_a_tokenizer_for_a_generated_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from envforge.cli import main
+
+    assert main([*URL, "--model", "tiny", "--dataset", "shared-prefix", "--output", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert ("error: dataset 'shared-prefix' counts input tokens with the model's tokenizer, and model 'tiny' is not a "
+            "local directory with a tokenizer.json") in err
+    assert "hint: give --tokenizer DIR: the checkpoint directory the server loads" in err

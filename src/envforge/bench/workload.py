@@ -135,7 +135,8 @@ class Workload:
 
     def lengths(self) -> str:
         """How this dataset's lengths are set and which are exact (the report's ``method.dataset.lengths``)."""
-        return (f"output tokens per request as drawn, asked for with ignore_eos and checked exactly; input tokens "
+        return (f"output tokens per request as drawn, asked for (with ignore_eos where the server takes it) and "
+                f"checked exactly; input tokens "
                 f"counted with {self.tokenizer.path} (special tokens included, no chat template): exact for a "
                 f"server that tokenizes with the same file; drawn lengths are met by decode / re-encode rounds "
                 f"(vLLM's), and off_target counts the prompts that came out otherwise")

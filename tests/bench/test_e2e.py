@@ -506,7 +506,8 @@ def test_datasets_give_each_request_its_own_output_tokens_on_a_real_server(
     the random dataset draws each request's output tokens (vLLM's range), every request yields exactly
     its own count (a request off by one would be a failed request), and each repeat's output tokens
     are the sum of its positions' drawn counts; then the small Mooncake trace is replayed at a tenth
-    of its recorded times with its recorded output tokens. The tokenizer is the model directory's."""
+    of its recorded times with its recorded output tokens, and a shared-prefix set is sent. The
+    tokenizer is the model directory's."""
     from envforge.bench.server import ServerLaunch, running_server
     from envforge.bench.workload import build_workload
 
@@ -529,6 +530,15 @@ def test_datasets_give_each_request_its_own_output_tokens_on_a_real_server(
                      "--trace-time-scale", "0.1", "--concurrency", "2", "--repeats", "2", "--warmup", "1"])
         trace_out, stderr = capsys.readouterr()
         assert code == 0, stderr
+        code = main([*base, "--output", str(tmp_path / "gsp.json"), "--dataset", "shared-prefix", "--gsp-num-groups",
+                     "2", "--gsp-prompts-per-group", "3", "--gsp-system-prompt-len", "40", "--gsp-question-len", "8",
+                     "--gsp-output-len", "4", "--concurrency", "2", "--repeats", "1", "--requests", "6",
+                     "--warmup", "0"])
+        gsp_out, stderr = capsys.readouterr()
+        assert code == 0, stderr
+    gsp = json.loads(gsp_out)["data"]
+    assert gsp["failures"] == [] and [r["output_tokens"] for r in gsp["servers"][0]["levels"][0]["repeats"]] == [24]
+    assert gsp["method"]["dataset"]["input_tokens"] == {"min": 48, "mean": 48.0, "max": 48}  # 40 + 8, one pass
     data = json.loads(random_out)["data"]
     assert data["failures"] == [] and data["config"]["max-new-tokens"] is None
     # positions: the ignore_eos probe and its retry without it (transformers serve answers 422), then per

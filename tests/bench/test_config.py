@@ -236,3 +236,50 @@ def test_served_model_name_is_what_the_flag_and_the_requests_name(tmp_path: Path
         names.append((started.launch.argv[5:7], started.session.opts.model))
     assert names == [(("--served-model-name", "tiny"), "tiny"), (("--served-model-name", "tiny-2"), "tiny-2")]
     assert ServerConfig("s", ("{served_model_name}",)).argv_tail(model="M", port=1) == ["M"]  # default: the model
+
+
+def test_the_recipe_names_a_dataset_and_its_settings(tmp_path: Path) -> None:
+    """``dataset`` and its keys in [verify.smoke]: paths relative to the recipe, the tokenizer from the
+    model's directory by default; a value out of range names the recipe key, a key of another dataset
+    is refused, and a length of 0 is a recipe (schema) error."""
+    from tests.support.bench_support import make_tiny_model
+
+    from envforge.bench.workload import RandomWorkload, TraceWorkload
+
+    model = make_tiny_model(tmp_path / "model")
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 5, "output_length": 2}\n')
+    random = SGLANG.replace("concurrency = [1, 32]", f'model = "{model}"\ndataset = "random"\nrandom-input-len = 64\n'
+                            "random-output-len = 16\nrandom-range-ratio = 0.25").replace(
+        'model = "moonshotai/Kimi-K2.5"\n', "", 1)
+    cfg = config_of(tmp_path, random)
+    assert isinstance(cfg.dataset, RandomWorkload) and cfg.per_request
+    assert (cfg.dataset.input_len, cfg.dataset.output_len, cfg.dataset.range_ratio) == (64, 16, 0.25)
+    assert cfg.dataset.tokenizer.path == model / "tokenizer.json"
+    assert cfg.as_dict()["dataset"] == {"name": "random", "random-input-len": 64, "random-output-len": 16,
+                                        "random-range-ratio": 0.25, "tokenizer": cfg.dataset.tokenizer.digest}
+    trace = config_of(tmp_path, SGLANG.replace("concurrency = [1, 32]", 'dataset = "trace"\ntrace = "t.jsonl"\n'
+                                               'tokenizer = "model"\ntrace-time-scale = 3'))
+    assert isinstance(trace.dataset, TraceWorkload) and trace.dataset.path == tmp_path / "t.jsonl"
+    assert trace.dataset.time_scale == 3.0 and trace.requests_at(8) == 1
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, random.replace("random-range-ratio = 0.25", "random-range-ratio = 1.5"))
+    assert exc.value.message == f"{tmp_path / 'r.toml'}: verify.smoke.random-range-ratio: must be in [0, 1), got 1.5"
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, random.replace('dataset = "random"', 'dataset = "random"\ngsp-num-groups = 4'))
+    assert exc.value.message == (f"{tmp_path / 'r.toml'}: verify.smoke.gsp-num-groups: a setting of dataset "
+                                 "'shared-prefix', but the dataset is 'random'")
+    with pytest.raises(RecipeError, match="verify.smoke.random-output-len"):
+        config_of(tmp_path, random.replace("random-output-len = 16", "random-output-len = 0"))
+    with pytest.raises(RecipeError, match="verify.smoke.dataset"):
+        config_of(tmp_path, random.replace('dataset = "random"', 'dataset = "sharegpt"'))
+
+
+def test_the_recipe_schema_lists_exactly_the_datasets_and_their_keys() -> None:
+    """The recipe layer sits below bench and lists the datasets and their keys on its own."""
+    from envforge.bench.dataset import DATASETS, KEYS
+    from envforge.recipe.schema import _SMOKE
+
+    assert _SMOKE.keys["dataset"].check("x") == (  # type: ignore[attr-defined]
+        f"must be one of {', '.join(repr(d) for d in DATASETS)}, got 'x'")
+    keys = {k for name, ks in KEYS.items() for k in ks} | {"dataset", "tokenizer"}
+    assert keys <= set(_SMOKE.keys)

@@ -23,6 +23,7 @@ from tests.support.vllm_support import free_port, processes_mentioning
 from envforge.cli import main
 
 SHAREGPT = Path(__file__).parents[1] / "data" / "bench" / "sharegpt_small.json"
+TRACE = Path(__file__).parents[1] / "data" / "bench" / "mooncake_trace_small.jsonl"
 
 RECIPE = '''
 [recipe]
@@ -70,7 +71,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     stdout, stderr = capsys.readouterr()
     assert code == 3, stderr  # stops-early: every request fails
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "envforge.bench/3"
+    assert doc["schema"] == "envforge.bench/4"
     base, spec, stops = doc["data"]["servers"]
     # transformers serve rejects unknown fields (HTTP 422): asked without ignore_eos, and the report says so
     assert [s["ignore_eos"] for s in (base, spec, stops)] == [False, False, False]
@@ -251,7 +252,11 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     assert data["failures"] == [] and data["method"] == {
         "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential",
         "load": "closed loop: every request due at once, at most the level's concurrency in flight",
-        "warmup": "before each level: max(1, concurrency) requests at its concurrency"}
+        "warmup": "before each level: max(1, concurrency) requests at its concurrency",
+        "dataset": {"name": "prompts", "prompts": 32, "digest": data["config"]["prompts-digest"],
+                    "lengths": "every request asks for max-new-tokens (12) output tokens, checked exactly; input "
+                               "tokens are not counted"}}
+    assert data["config"]["dataset"] == {"name": "prompts"} and data["config"]["max-new-tokens"] == 12
     assert [s["cache"] for s in data["servers"]] == ["flushed before each repeat (POST /flush_cache)"] * 2
     # the same environment run with the profile's value: compare refuses, naming the variable
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "2")
@@ -492,3 +497,74 @@ def test_open_loop_at_a_request_rate_on_a_real_server(tmp_path: Path, capsys: py
     assert data["config"]["prompts-digest"] == "sha256:" + hashlib.sha256(SHAREGPT.read_bytes()).hexdigest()
     assert lv["send_lag_ms"]["n"] == 6 and lv["send_lag_ms"]["median"] >= 0
     assert lv["repeats"][0]["wall_s"] >= 6 / 20 * 0.9  # the last arrival is due at n / rate = 0.3 s
+
+
+@pytest.mark.slow
+def test_datasets_give_each_request_its_own_output_tokens_on_a_real_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench --url`` against a real ``transformers serve`` (the tiny model, which never stops early):
+    the random dataset draws each request's output tokens (vLLM's range), every request yields exactly
+    its own count (a request off by one would be a failed request), and each repeat's output tokens
+    are the sum of its positions' drawn counts; then the small Mooncake trace is replayed at a tenth
+    of its recorded times with its recorded output tokens, and a shared-prefix set is sent. The
+    tokenizer is the model directory's."""
+    from envforge.bench.server import ServerLaunch, running_server
+    from envforge.bench.workload import build_workload
+
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    launch = ServerLaunch("tiny", (str(python), "-m", "transformers.cli.transformers", "serve", str(model), "--host",
+                                   "127.0.0.1", "--port", str(port), "--device", "cpu"),
+                          {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}, f"{url}/health",
+                          tmp_path / "serve.log")
+    base = ["bench", "--url", url, "--api", "openai", "--model", str(model), "--no-plot", "--json"]
+    with running_server(launch, load_timeout_s=300):
+        code = main([*base, "--output", str(tmp_path / "random.json"), "--dataset", "random",
+                     "--random-input-len", "12", "--random-output-len", "6", "--random-range-ratio", "0.5",
+                     "--concurrency", "1,2", "--repeats", "2", "--requests", "3", "--warmup", "1"])
+        random_out, stderr = capsys.readouterr()
+        assert code == 0, stderr
+        code = main([*base, "--output", str(tmp_path / "trace.json"), "--dataset", "trace", "--trace", str(TRACE),
+                     "--trace-time-scale", "0.1", "--concurrency", "2", "--repeats", "2", "--warmup", "1"])
+        trace_out, stderr = capsys.readouterr()
+        assert code == 0, stderr
+        code = main([*base, "--output", str(tmp_path / "gsp.json"), "--dataset", "shared-prefix", "--gsp-num-groups",
+                     "2", "--gsp-prompts-per-group", "3", "--gsp-system-prompt-len", "40", "--gsp-question-len", "8",
+                     "--gsp-output-len", "4", "--concurrency", "2", "--repeats", "1", "--requests", "6",
+                     "--warmup", "0"])
+        gsp_out, stderr = capsys.readouterr()
+        assert code == 0, stderr
+    gsp = json.loads(gsp_out)["data"]
+    assert gsp["failures"] == [] and [r["output_tokens"] for r in gsp["servers"][0]["levels"][0]["repeats"]] == [24]
+    assert gsp["method"]["dataset"]["input_tokens"] == {"min": 48, "mean": 48.0, "max": 48}  # 40 + 8, one pass
+    data = json.loads(random_out)["data"]
+    assert data["failures"] == [] and data["config"]["max-new-tokens"] is None
+    # positions: the ignore_eos probe and its retry without it (transformers serve answers 422), then per
+    # level its warm-up (max(1, concurrency)) and 2 repeats of 3 requests
+    drawn = build_workload({"dataset": "random", "random-input-len": 12, "random-output-len": 6,
+                            "random-range-ratio": 0.5}, base=tmp_path, model=str(model),
+                           label=str).items(0, 17, seed=0)
+    lens = [p.output_len or 0 for p in drawn]
+    assert len(set(lens)) > 2 and min(lens) >= 3 and max(lens) <= 9  # [floor(6 x 0.5), ceil(6 x 1.5)]
+    (srv,) = data["servers"]
+    assert [[r["output_tokens"] for r in lv["repeats"]] for lv in srv["levels"]] == [
+        [sum(lens[3:6]), sum(lens[6:9])], [sum(lens[11:14]), sum(lens[14:17])]]
+    assert all(r["failed"] == 0 and r["requests"] == 3 for lv in srv["levels"] for r in lv["repeats"])
+    ds = data["method"]["dataset"]
+    assert (ds["name"], ds["prompts"], ds["seed"], ds["off_target"]) == ("random", 17, 0, 0)
+    assert ds["output_tokens"] == {"min": min(lens), "mean": round(sum(lens) / 17, 2), "max": max(lens)}
+    assert ds["tokenizer"]["path"] == str(model / "tokenizer.json")
+    assert data["config"]["dataset"]["random-range-ratio"] == 0.5
+    trace = json.loads(trace_out)["data"]
+    assert trace["failures"] == [] and trace["method"]["load"] == (
+        "trace replay: each repeat sends the first 6 of the trace's 6 records, from a new pass, at their recorded "
+        "times x 0.1, at most the level's concurrency in flight")
+    (lv,) = trace["servers"][0]["levels"]
+    assert [(r["requests"], r["output_tokens"]) for r in lv["repeats"]] == [(6, 6 + 3 + 8 + 1 + 5 + 12)] * 2
+    assert all(r["wall_s"] >= 0.3 for r in lv["repeats"])  # the last record is due 3000 ms x 0.1 after the first
+    assert lv["send_lag_ms"]["n"] == 12
+    tds = trace["method"]["dataset"]
+    # probe and retry, 2 warm-ups (records 0-3 of pass 0), then passes 1 and 2: 6 + 6
+    assert (tds["prompts"], tds["input_tokens"]["max"], tds["off_target"]) == (16, 700, 0)

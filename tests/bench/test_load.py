@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
 
+import pytest
 from tests.support.bench_support import replay_server
 
 from envforge.bench.client import Cancel, Endpoint, RequestOptions, send_request
@@ -74,9 +76,21 @@ def test_a_level_keeps_its_connections_alive() -> None:
     assert len(peers) == 18 and len(set(peers)) <= 3, peers
 
 
-def test_per_request_output_lengths() -> None:
-    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
-        run = run_level(Endpoint.from_url(url), OPENAI, ["a", "b"], 2, opts(5), max_new_tokens=[5, 7])
-    assert [r.ok for r in run.results] == [True, False]
-    assert run.results[1].error == ("5 of 7 tokens (finish reason 'length'): a request must yield exactly "
-                                    "max-new-tokens")
+
+def test_each_request_asks_for_and_is_checked_against_its_own_output_tokens() -> None:
+    """``max_new_tokens`` per request (a generated dataset's lengths): each body asks for its own count
+    (``max_tokens``, with ``ignore_eos``), and each stream is checked against that count: the
+    recording yields 5 tokens, so the request that asked for 3 fails and the others pass."""
+    log: list[tuple[str, bytes]] = []
+    with replay_server({"/v1/completions": "openai_completions_stream.sse"}, log=log) as url:
+        for schedule in (None, (0.0, 0.01, 0.02)):
+            log.clear()
+            run = run_level(Endpoint.from_url(url), OPENAI, ["a", "b", "c"], 2, opts(99), schedule=schedule,
+                            max_new_tokens=[5, 3, 5])
+            asked = {json.loads(body)["prompt"]: json.loads(body)["max_tokens"] for _, body in log}
+            assert asked == {"a": 5, "b": 3, "c": 5}
+            assert all(json.loads(body)["ignore_eos"] is True for _, body in log)
+            assert [r.ok for r in run.results] == [True, False, True]
+            assert run.results[1].error is not None and run.results[1].error.startswith("5 of 3 tokens")
+    with pytest.raises(ValueError, match="2 output lengths for 3 prompts"):
+        run_level(Endpoint("127.0.0.1", 9), OPENAI, ["a", "b", "c"], 1, opts(5), max_new_tokens=[1, 2])

@@ -1,4 +1,4 @@
-"""Reports: the JSON (schema envforge.bench/3) pinned, reading /2 and /1 reports back, warnings."""
+"""Reports: the JSON (schema envforge.bench/4) pinned, reading /3, /2 and /1 reports back, warnings."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from envforge.bench.report import (
     report_warnings,
     upgrade_v1,
     upgrade_v2,
+    upgrade_v3,
 )
 from envforge.bench.result import Failure, LevelResult, RepeatResult, ServerResult, level_result
 from envforge.bench.stats import Summary
@@ -44,8 +45,8 @@ def test_read_report_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         read_report(tmp_path / "verify.json")
     assert exc.value.message == (f"{tmp_path / 'verify.json'} is not an envforge bench report "
-                                 f"(schema 'envforge.verify/1', expected 'envforge.bench/3', "
-                                 "'envforge.bench/2' or 'envforge.bench/1')")
+                                 f"(schema 'envforge.verify/1', expected 'envforge.bench/4', "
+                                 "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
 
 
 def test_report_json_keys_are_pinned() -> None:
@@ -143,20 +144,20 @@ def test_read_report_malformed_and_nested(tmp_path: Path) -> None:
     p.write_text(json.dumps([1]))
     with pytest.raises(InputError) as exc:
         read_report(p)
-    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'list', "
-                                 "expected 'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
+    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'list', expected "
+                                 "'envforge.bench/4', 'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
     assert exc.value.hint == "write one with `envforge bench --output FILE`"
     p.write_text(json.dumps({"schema": SCHEMA, "data": []}))
     with pytest.raises(InputError) as exc:
         read_report(p)
-    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'envforge.bench/3', expected "
-                                 "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
+    assert exc.value.message == (f"{p} is not an envforge bench report (schema 'envforge.bench/4', expected "
+                                 "'envforge.bench/4', 'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
     p.write_text("[" * 100000 + "]" * 100000)
     with pytest.raises(InputError) as exc:
         read_report(p)
     assert exc.value.message in (f"{p}: not a bench report: arrays or objects nested too deeply",
-                                 f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/3', "
-                                 "'envforge.bench/2' or 'envforge.bench/1')")
+                                 f"{p} is not an envforge bench report (schema 'list', expected 'envforge.bench/4', "
+                                 "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')")
     p.write_text('{"schema": "envforge.bench/1",\n "data": x}')
     with pytest.raises(InputError) as exc:
         read_report(p)
@@ -227,7 +228,8 @@ def v1_as_v3(tmp_path: Path, name: str) -> Path:
 def test_committed_v1_reports_read_as_their_v3_shape(name: str) -> None:
     doc = json.loads((DOCS / name).read_text())
     assert doc["schema"] == "envforge.bench/1"
-    expected = upgrade_v2(upgrade_v1(doc["data"]))
+    expected = upgrade_v3(upgrade_v2(upgrade_v1(doc["data"])))
+    assert expected["config"]["dataset"] == {"name": "prompts"}  # before /4 every prompt came from a prompt file
     assert "startup_digest" not in expected["fingerprint"]  # written before B36: read as unknown
     expected["fingerprint"] = {**expected["fingerprint"], "startup_digest": None}
     # keys added since these reports were written read as null (B38/B44: sources, NCCL's files)
@@ -256,7 +258,7 @@ def test_v1_vllm_counters_become_the_engine_key(tmp_path: Path) -> None:
     assert draft.counters.spec == SpecDecodeStats(96, 288, 288, (96, 96, 96))
     assert [b.as_dict() for b in r.break_even] == doc["data"]["break_even"]
     saved = json.loads(v1_as_v3(tmp_path, "vllm-cpu-draft-model.json").read_text())
-    assert saved["schema"] == "envforge.bench/3"
+    assert saved["schema"] == "envforge.bench/4"
     lv = saved["data"]["servers"][1]["levels"][0]
     assert list(lv) == V3_LEVEL_KEYS and list(lv["repeats"][0]) == V3_REPEAT_KEYS
     assert lv["engine"] == {"name": "vllm", "counters": doc["data"]["servers"][1]["levels"][0]["vllm"]}
@@ -273,7 +275,7 @@ def test_v3_schema_keys_are_pinned() -> None:
     levels = (lv, replace(plain, concurrency=2))
     rep = BenchReport(FP, {"api": "vllm"}, (ServerResult("d", True, "u", None, None, levels, {}),), ())
     doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
-    assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/3"
+    assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/4"
     assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "speculation",
                                  "warnings"]
     (s,) = doc["data"]["servers"]
@@ -349,12 +351,31 @@ def test_a_v2_report_reads_its_itl_as_tpot(tmp_path: Path, capsys: pytest.Captur
 
 def test_compare_refuses_an_unknown_schema_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(V2_REPORT.read_text())
-    doc["schema"] = "envforge.bench/4"
+    doc["schema"] = "envforge.bench/5"
     future = tmp_path / "future.json"
     future.write_text(json.dumps(doc))
     assert main(["bench", "compare", str(V2_REPORT), str(future), "--allow-different-env"]) == 2
-    assert (f"error: {future} is not an envforge bench report (schema 'envforge.bench/4', expected "
-            "'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')") in capsys.readouterr().err
+    assert (f"error: {future} is not an envforge bench report (schema 'envforge.bench/5', expected "
+            "'envforge.bench/4', 'envforge.bench/3', 'envforge.bench/2' or 'envforge.bench/1')") in capsys.readouterr().err
+
+
+def test_upgrade_v3_says_the_prompts_came_from_a_prompt_file(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A /3 report (written before datasets) reads as a /4 report of a prompt file, so it compares with
+    one without a 'different settings' line for the dataset."""
+    assert upgrade_v3({"config": {"model": "m"}, "servers": []}) == {
+        "config": {"model": "m", "dataset": {"name": "prompts"}}, "servers": []}
+    assert upgrade_v3({"config": {"dataset": {"name": "random"}}}) == {"config": {"dataset": {"name": "random"}}}
+    assert upgrade_v3({"config": None}) == {"config": None}
+    v4 = v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
+    doc = json.loads(v4.read_text())
+    assert doc["schema"] == "envforge.bench/4" and doc["data"]["config"]["dataset"] == {"name": "prompts"}
+    doc["schema"], v3 = "envforge.bench/3", tmp_path / "v3.json"
+    del doc["data"]["config"]["dataset"]
+    v3.write_text(json.dumps(doc))
+    assert read_report(v3).config["dataset"] == {"name": "prompts"}
+    assert main(["bench", "compare", str(v3), str(v4), "--allow-different-env"]) == 0
+    assert "different settings" not in capsys.readouterr().err
 
 
 def test_cli_compares_a_v1_and_a_v3_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

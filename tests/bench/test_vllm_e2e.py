@@ -92,7 +92,7 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
         assert code == 0, captured.err[-3000:]
         assert any(p.name.startswith("vllm_dist_") for p in tmpdir.iterdir())  # vLLM's leftovers went here
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "envforge.bench/3"
+    assert doc["schema"] == "envforge.bench/4"
     data = doc["data"]
     assert data["config"]["api"] == "vllm"
     assert data["warnings"] == [EMPTY_FINGERPRINT]  # a plain venv: no envforge lock

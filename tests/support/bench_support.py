@@ -119,6 +119,28 @@ def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int =
     return out
 
 
+def make_bpe_tokenizer(out: Path, *, vocab_size: int = 400) -> Path:
+    """Train a byte-level BPE ``tokenizer.json`` (GPT-2's pre-tokenizer and decoder) on the words of
+    envforge's shipped prompt set and write it into ``out``; its post-processor adds a BOS ``<s>``
+    to every text (as Llama's does), so it has one special token to count and ids that do not
+    survive a decode / re-encode round trip."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    from envforge.bench.config import load_prompts, shipped_prompts
+
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    prompts, _ = load_prompts(shipped_prompts())
+    tok.train_from_iterator([p.text for p in prompts], trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    tok.save(str(out / "tokenizer.json"))
+    return out
+
+
 def sse_events(name: str) -> list[bytes]:
     """The ``data:`` events of a recorded stream in tests/data/bench, each with its blank line."""
     text = (DATA / name).read_text()

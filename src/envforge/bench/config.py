@@ -17,8 +17,18 @@
                    use ``{model}``, ``{host}``, ``{port}``; ``model`` overrides the one below
 ``prompts``        a JSON-lines file of ``{"prompt": "..."}`` or a ShareGPT-format JSON file
                    (default: the shipped smoke set; ``--prompts FILE`` overrides)
-``seed``           order in which prompts are drawn (default 0)
-``max-new-tokens`` output tokens per request (default 128)
+``dataset``        ``"prompts"`` (default: the file of ``prompts``), or a dataset that gives each
+                   request its own lengths (:mod:`envforge.bench.workload`): ``"random"``
+                   (``random-input-len``, ``random-output-len``, ``random-range-ratio``: vLLM's),
+                   ``"shared-prefix"`` (``gsp-num-groups``, ``gsp-prompts-per-group``,
+                   ``gsp-system-prompt-len``, ``gsp-question-len``, ``gsp-output-len``: SGLang's),
+                   ``"trace"`` (``trace``: a Mooncake-format file, relative to the recipe;
+                   ``trace-time-scale``); a key of another dataset is refused
+``tokenizer``      directory with the model's ``tokenizer.json``, for the input lengths of those
+                   datasets (default: ``model``, when it is such a local directory)
+``seed``           order in which prompts are drawn, and the generated datasets' draws (default 0)
+``max-new-tokens`` output tokens per request (default 128); unused by random, shared-prefix and
+                   trace, whose requests each ask for their own
 ``temperature``    sampling temperature (default 0.0: greedy)
 ``concurrency``    concurrency levels (default ``[1, 4, 16, 32]``)
 ``repeats``        measured repeats per level (default 3)
@@ -46,7 +56,10 @@
 Prompts: every request of a server's run gets a prompt no earlier request of that run had (warm-up
 included): the set is drawn in a fixed shuffled order (``seed``), and once it is used up the same
 order again with a distinct leading tag (``"[2] "``, ``"[3] "``, ...), so no request starts with a
-prefix a previous one cached (field case B34). Every server gets the same sequence.
+prefix a previous one cached (field case B34). Every server gets the same sequence. A generated
+dataset draws request ``i`` from the seed and ``i`` (:class:`envforge.bench.workload.Workload`):
+new text in every pass, no text twice. A trace's measured repeat starts a new pass at its first
+record, so each repeat replays the trace from its start.
 """
 
 from __future__ import annotations
@@ -61,10 +74,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
-from envforge.bench.dataset import sharegpt_prompts
+from envforge.bench.dataset import Prompt, sharegpt_prompts
 from envforge.bench.engines import Engine, engine
 from envforge.bench.slo import Slo
+from envforge.bench.workload import TraceWorkload, Workload, build_workload
 from envforge.core.errors import InputError
 from envforge.core.textfile import read_bytes
 
@@ -112,14 +127,6 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Prompt:
-    """One prompt of the set; ``id`` is its 0-based line index in the file."""
-
-    id: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
 class SmokeConfig:
     """Everything a smoke benchmark run needs besides the environment (see the module table)."""
 
@@ -146,6 +153,7 @@ class SmokeConfig:
     slo: Slo = field(default_factory=Slo)
     request_rate: float = math.inf
     burstiness: float = 1.0
+    dataset: Workload | None = None  # None: the prompt set above; else each request has its own lengths
 
     @property
     def engine(self) -> Engine:
@@ -155,8 +163,40 @@ class SmokeConfig:
 
     def requests_at(self, concurrency: int) -> int:
         """Requests per repeat at ``concurrency``: ``requests`` (default ``max(5 x concurrency, 10)``,
-        SGLang's steady-state guidance) but at least ``concurrency``."""
+        SGLang's steady-state guidance) but at least ``concurrency``. A trace: ``requests`` (default:
+        all its records), whatever the concurrency (it caps what the recording puts in flight)."""
+        size = self.dataset.size if self.dataset is not None else None
+        if size is not None:
+            return self.requests or size
         return max(self.requests or max(5 * concurrency, 10), concurrency)
+
+    @property
+    def per_request(self) -> bool:
+        """Each request asks for its own output tokens (a generated dataset), not ``max_new_tokens``."""
+        return self.dataset is not None
+
+    @property
+    def trace(self) -> TraceWorkload | None:
+        """The trace replayed, if the dataset is one."""
+        return self.dataset if isinstance(self.dataset, TraceWorkload) else None
+
+    def check(self) -> None:
+        """Refuse settings that contradict the dataset: a trace with a request rate (the trace
+        gives the send times) or with more requests per repeat than it has records.
+
+        :raises InputError: either.
+        """
+        trace = self.trace
+        if trace is None:
+            return
+        if self.open_loop:
+            raise InputError(f"--request-rate {self.request_rate:g} with the trace {trace.path}: the trace gives "
+                             "every request's send time",
+                             hint="drop --request-rate, or scale the recorded times with --trace-time-scale")
+        if self.requests is not None and self.requests > trace.size:
+            raise InputError(f"requests = {self.requests} per repeat, but the trace {trace.path} has "
+                             f"{trace.size} records: a repeat replays the trace once from its start",
+                             hint=f"ask for at most {trace.size} requests (the default is the whole trace)")
 
     def warmup_at(self, concurrency: int) -> int:
         """Warm-up requests before a level: ``max(warmup, concurrency)``, none when ``warmup`` is 0."""
@@ -176,11 +216,40 @@ class SmokeConfig:
     def draw(self, start: int, count: int) -> list[str]:
         """The texts of requests ``start .. start + count - 1`` of a server's run: position ``i``
         is prompt ``i % len(prompts)`` of the shuffled order, tagged ``"[k] "`` in its ``k``-th
-        pass over the set (``k >= 2``), so no two positions share a text or its first words."""
+        pass over the set (``k >= 2``), so no two positions share a text or its first words; with
+        a generated dataset, its requests (:meth:`requests`)."""
+        return [p.text for p in self.draw_requests(start, count)]
+
+    def draw_requests(self, start: int, count: int) -> list[Prompt]:
+        """The requests at positions ``start .. start + count - 1`` of a server's run (:meth:`draw`'s
+        texts); a generated dataset's carry their own output and input tokens (and a trace's, their
+        arrival), drawn with ``seed``.
+
+        :raises InputError: a generated dataset ran out of distinct prompts (too short for its vocabulary).
+        """
+        if self.dataset is not None:
+            return self.dataset.items(start, count, self.seed)
         order = self.prompt_order(len(self.prompts))
         n = len(order)
-        return [order[i % n].text if i < n else f"[{i // n + 1}] {order[i % n].text}"
+        return [Prompt(order[i % n].id, order[i % n].text if i < n else f"[{i // n + 1}] {order[i % n].text}")
                 for i in range(start, start + count)]
+
+    def repeat_start(self, drawn: int) -> int:
+        """Where a measured repeat starts after ``drawn`` requests: ``drawn``; for a trace, the first
+        record of its next pass, so every repeat replays the trace from the start with new text."""
+        size = self.dataset.size if self.dataset is not None else None
+        return -(-drawn // size) * size if size else drawn
+
+    def schedule(self, items: Sequence[Prompt]) -> tuple[float, ...] | None:
+        """Intended send times (seconds from the first) of a measured repeat's ``items``: a trace's
+        recorded times x its time scale; at ``request_rate`` open loop, vLLM's arrivals
+        (:func:`envforge.bench.arrivals.arrival_times`); None closed loop (all due at once)."""
+        trace = self.trace
+        if trace is not None:
+            return trace.schedule(list(items))
+        if self.open_loop:
+            return arrival_times(len(items), self.request_rate, self.burstiness, self.seed)
+        return None
 
     def with_overrides(self, **changes: Any) -> SmokeConfig:
         """A copy with CLI overrides applied (``None`` values are ignored)."""
@@ -189,7 +258,9 @@ class SmokeConfig:
     def as_dict(self) -> dict[str, Any]:
         """The settings that determine comparability, JSON-able, keys in a fixed order."""
         return {"model": self.model, "api": self.api, "prompts-digest": self.prompts_digest,
-                "prompts": len(self.prompts), "seed": self.seed, "max-new-tokens": self.max_new_tokens,
+                "prompts": len(self.prompts), "seed": self.seed,
+                "dataset": self.dataset.as_dict() if self.dataset is not None else {"name": "prompts"},
+                "max-new-tokens": None if self.per_request else self.max_new_tokens,
                 "temperature": self.temperature, "concurrency": list(self.concurrency),
                 "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
                 "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
@@ -258,7 +329,9 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     A relative ``prompts`` path is taken relative to the recipe file.
 
     :raises InputError: no ``[verify.smoke]``, no ``model``, an unknown ``api``, duplicate server
-        names, or a bad prompt set. (No servers is allowed: ``--url`` measures a running one.)
+        names, a bad prompt set, or a bad dataset (:func:`envforge.bench.workload.build_workload`:
+        a key of another dataset, a value out of range, no tokenizer, a bad trace line). (No
+        servers is allowed: ``--url`` measures a running one.)
     """
     smoke = verify.get("smoke")
     where = f"{recipe_path}: verify.smoke"
@@ -273,6 +346,8 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     for key in ("request-timeout-s", "idle-timeout-s"):
         if key in smoke and not smoke[key] > 0:
             raise InputError(f"{where}.{key}: must be > 0 seconds, got {smoke[key]}")
+    dataset = build_workload(smoke, base=recipe_path.parent, model=smoke["model"],
+                             label=lambda key: f"{where}.{key}")
     prompts_path = Path(smoke["prompts"]) if "prompts" in smoke else shipped_prompts()
     if not prompts_path.is_absolute():
         prompts_path = recipe_path.parent / prompts_path
@@ -293,7 +368,7 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         request_timeout_s=float(smoke.get("request-timeout-s", DEFAULT_REQUEST_TIMEOUT_S)),
         idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
         interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", eng.flush),
-        served_model_name=smoke.get("served-model-name"),
+        served_model_name=smoke.get("served-model-name"), dataset=dataset,
     )
 
 

@@ -1,4 +1,8 @@
-"""Prompt datasets in other tools' formats, read offline: a ShareGPT-format JSON file.
+"""Prompts, and prompt datasets in other tools' formats read offline: a ShareGPT-format JSON file.
+
+:class:`Prompt` is one request's prompt: its text and, for the datasets that give each request its
+own lengths (random, shared prefix, trace: :mod:`envforge.bench.workload`), its output and input
+tokens and its recorded arrival.
 
 ShareGPT (what ``vllm bench serve --dataset-name sharegpt`` reads, ``vllm/benchmarks/datasets/
 sharegpt.py``, ``ShareGPTDataset``): a JSON array of entries ``{"conversations": [{"from": "human",
@@ -11,12 +15,41 @@ fixed and checked (docs/bench.md). The order is envforge's own (``seed``), not v
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
 
-__all__ = ["sharegpt_prompts"]
+__all__ = ["DATASETS", "KEYS", "Prompt", "sharegpt_prompts"]
+
+#: The dataset names (``[verify.smoke] dataset``, ``--dataset``): ``prompts`` is a prompt file
+#: (``envforge.bench.config.load_prompts``), the others are generated or replayed
+#: (:mod:`envforge.bench.workload`).
+DATASETS = ("prompts", "random", "shared-prefix", "trace")
+#: Each dataset's own settings (recipe keys of ``[verify.smoke]`` and, with ``--``, flags).
+KEYS: dict[str, tuple[str, ...]] = {
+    "prompts": ("prompts",),
+    "random": ("random-input-len", "random-output-len", "random-range-ratio"),
+    "shared-prefix": ("gsp-num-groups", "gsp-prompts-per-group", "gsp-system-prompt-len", "gsp-question-len",
+                      "gsp-output-len"),
+    "trace": ("trace", "trace-time-scale"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt: ``id`` is its 0-based index in its set (a prompt file's line, a generated
+    dataset's position). ``output_len``: the output tokens this request asks for, exactly (None:
+    ``max-new-tokens``, the same for every request); ``input_len``: its input tokens by the
+    tokenizer's count (None: not counted); ``at_s``: its recorded arrival in seconds from the
+    trace's start (None: not a trace)."""
+
+    id: int
+    text: str
+    output_len: int | None = None
+    input_len: int | None = None
+    at_s: float | None = None
 
 
 def sharegpt_prompts(data: Any, path: Path) -> list[str]:

@@ -87,6 +87,8 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     request in flight is cancelled at once and the exception propagates without waiting for the
     streams to end.
     """
+    if max_new_tokens is not None and len(max_new_tokens) != len(prompts):
+        raise ValueError(f"{len(max_new_tokens)} output lengths for {len(prompts)} prompts")
     cancel = cancel or Cancel()
     own = connections is None
     conns = Connections(concurrency) if connections is None else connections

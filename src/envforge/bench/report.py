@@ -1,16 +1,21 @@
 """Benchmark reports: the whole run (fingerprint, settings, method, results, break-even, failures,
 warnings), its trustworthiness warnings, and reading a saved report back.
 
-A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/3", "data"}`` so two runs
-can be compared later (:mod:`envforge.bench.compare`). Schema ``/3`` uses vLLM's names: each level
+A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/4", "data"}`` so two runs
+can be compared later (:mod:`envforge.bench.compare`). Schema ``/4`` adds the dataset: ``config.dataset``
+(its name, settings and tokenizer digest; ``{"name": "prompts"}`` for a prompt file) and
+``method.dataset`` (what was sent: settings, seed, tokenizer, the length rule and the lengths
+drawn), and ``config.max-new-tokens`` is null when each request asked for its own output tokens
+(:mod:`envforge.bench.workload`). Schema ``/3`` uses vLLM's names: each level
 and repeat has ``tpot_ms`` (what ``/1`` and ``/2`` called ``itl_ms``: decode time per output token
 after the first), each level ``req_s`` and the per-request distributions under ``latency``
 (``ttft_ms``, ``tpot_ms``, ``itl_ms`` = the gaps between chunks, ``itl_per_token_ms``, ``e2el_ms``).
 ``/2`` keeps an engine's counters under ``"engine": {"name": "vllm", "counters": {...}}`` in each
 level and repeat (:mod:`envforge.bench.result`); ``/1`` had them under ``"vllm": {...}``.
-:func:`read_report` reads all three: a ``/1`` report is upgraded to the ``/2`` shape
+:func:`read_report` reads all four: a ``/1`` report is upgraded to the ``/2`` shape
 (:func:`upgrade_v1`), a ``/2`` one to the ``/3`` shape (:func:`upgrade_v2`: ``itl_ms`` read as
-``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured).
+``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured), a ``/3`` one to
+the ``/4`` shape (:func:`upgrade_v3`: its prompts were a prompt file).
 """
 
 from __future__ import annotations
@@ -32,19 +37,22 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_V1",
     "SCHEMA_V2",
+    "SCHEMA_V3",
     "SCHEMA_VERSION",
     "BenchReport",
     "read_report",
     "report_warnings",
     "upgrade_v1",
     "upgrade_v2",
+    "upgrade_v3",
 ]
 
 #: The shape version of ``data`` that ``envforge bench`` writes (the envelope's ``version``).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = f"envforge.bench/{SCHEMA_VERSION}"
 SCHEMA_V1 = "envforge.bench/1"
 SCHEMA_V2 = "envforge.bench/2"
+SCHEMA_V3 = "envforge.bench/3"
 
 
 EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
@@ -91,7 +99,7 @@ class BenchReport:
     speculation: tuple[SpeculationFailure, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/3`` envelope)."""
+        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/4`` envelope)."""
         drafters = None if self.drafters is None else {
             k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
         return {"fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters}, "config": dict(self.config),
@@ -178,9 +186,21 @@ def upgrade_v2(data: Mapping[str, Any]) -> dict[str, Any]:
     return _levels_and_repeats(data, rename)
 
 
+def upgrade_v3(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of an ``envforge.bench/3`` report in the ``/4`` shape: before datasets every
+    request's prompt came from a prompt file, so ``config.dataset`` is ``{"name": "prompts"}``
+    (what a ``/4`` report of a prompt file says); everything else is kept.
+    """
+    config = data.get("config")
+    if isinstance(config, Mapping) and "dataset" not in config:
+        return {**data, "config": {**config, "dataset": {"name": "prompts"}}}
+    return dict(data)
+
+
 def read_report(path: Path) -> BenchReport:
-    """Read a report written by ``envforge bench``: an ``envforge.bench/3`` JSON envelope, or a
-    ``/2`` or ``/1`` one upgraded to the ``/3`` shape (:func:`upgrade_v2`, :func:`upgrade_v1`).
+    """Read a report written by ``envforge bench``: an ``envforge.bench/4`` JSON envelope, or a
+    ``/3``, ``/2`` or ``/1`` one upgraded to the ``/4`` shape (:func:`upgrade_v3`,
+    :func:`upgrade_v2`, :func:`upgrade_v1`).
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """
@@ -192,15 +212,18 @@ def read_report(path: Path) -> BenchReport:
     except RecursionError:
         raise InputError(f"{path}: not a bench report: arrays or objects nested too deeply") from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema not in (SCHEMA, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
+    if schema not in (SCHEMA, SCHEMA_V3, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
         found = schema if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r}, "
-                         f"{SCHEMA_V2!r} or {SCHEMA_V1!r})", hint="write one with `envforge bench --output FILE`")
+                         f"{SCHEMA_V3!r}, {SCHEMA_V2!r} or {SCHEMA_V1!r})",
+                         hint="write one with `envforge bench --output FILE`")
     data = doc["data"]
     if schema == SCHEMA_V1:
         data = upgrade_v1(data)
     if schema in (SCHEMA_V1, SCHEMA_V2):
         data = upgrade_v2(data)
+    if schema != SCHEMA:
+        data = upgrade_v3(data)
     try:
         return BenchReport.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

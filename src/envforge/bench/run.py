@@ -28,7 +28,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
 from envforge.bench.load import Connections, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
@@ -120,14 +119,18 @@ class _Session:
             conns.close()
 
     def _send(self, conc: int, count: int, *, paced: bool = False) -> LevelRun:
-        """``count`` new prompts at concurrency ``conc``; ``paced``: at the open-loop request rate."""
-        prompts = self.cfg.draw(self.drawn, count)
-        self.drawn += count
+        """``count`` new prompts at concurrency ``conc``; ``paced`` (a measured repeat): at the
+        open-loop request rate, or a trace's recorded times from the start of a new pass. A
+        generated dataset's requests each ask for their own output tokens."""
         cfg = self.cfg
-        schedule = arrival_times(count, cfg.request_rate, cfg.burstiness, cfg.seed) if paced and cfg.open_loop else None
+        start = cfg.repeat_start(self.drawn) if paced else self.drawn
+        items = cfg.draw_requests(start, count)
+        self.drawn = start + count
+        lengths = [p.output_len or cfg.max_new_tokens for p in items] if cfg.per_request else None
         if self.connections is None:  # one session of kept-alive connections per start of the server
             self.connections = Connections(max(self.cfg.concurrency))
-        run = run_level(self.endpoint, self.engine, prompts, conc, self.opts, schedule=schedule,
+        run = run_level(self.endpoint, self.engine, [p.text for p in items], conc, self.opts,
+                        schedule=cfg.schedule(items) if paced else None, max_new_tokens=lengths,
                         connections=self.connections)
         self._check_alive(run)
         return run
@@ -314,6 +317,7 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     also on Ctrl-C or a termination signal (requests in flight are cancelled at once).
     """
     cfg = plan.config
+    cfg.check()
     fingerprint = plan.fingerprint
     warnings: list[str] = []
     if plan.url is not None:
@@ -347,14 +351,30 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
               "order": "interleaved" if cfg.interleave and plan.url is None else "sequential",
               "load": _load_method(cfg),
               "warmup": (f"before each level: max({cfg.warmup}, concurrency) requests at its concurrency"
-                         if cfg.warmup else "none")}
+                         if cfg.warmup else "none"),
+              "dataset": _dataset_method(cfg)}
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
                        tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
                        check_servers(results))
 
 
+def _dataset_method(cfg: SmokeConfig) -> dict[str, Any]:
+    """What was sent, for ``method.dataset``: a generated dataset's description (its settings, seed,
+    tokenizer, length rule and the lengths drawn), or the prompt set's."""
+    if cfg.dataset is not None:
+        return cfg.dataset.describe(cfg.seed)
+    return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
+            "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens, checked "
+                       "exactly; input tokens are not counted"}
+
+
 def _load_method(cfg: SmokeConfig) -> str:
     """How a level's requests were sent, for ``method.load``."""
+    trace = cfg.trace
+    if trace is not None:
+        return (f"trace replay: each repeat sends the first {cfg.requests_at(1)} of the trace's {trace.size} records, "
+                f"from a new pass, at their recorded times x {trace.time_scale:g}, at most the level's concurrency "
+                "in flight")
     if not cfg.open_loop:
         return "closed loop: every request due at once, at most the level's concurrency in flight"
     kind = ("constant gaps" if cfg.burstiness == float("inf") else "Poisson arrivals" if cfg.burstiness == 1.0

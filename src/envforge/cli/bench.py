@@ -6,18 +6,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
-from envforge.bench.config import load_prompts, smoke_config, url_config
+from envforge.bench.config import SmokeConfig, load_prompts, smoke_config, url_config
+from envforge.bench.dataset import KEYS
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
+from envforge.bench.workload import build_workload
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
@@ -66,17 +70,54 @@ def _url_config(args: argparse.Namespace, ui: Any) -> Any:
     return url_config(api=found.api, model=model)
 
 
-def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any]:
-    """(SmokeConfig, Project or None, ResolvedVariant or None): from the recipe's [verify.smoke], or
-    for --url without one, from the flags and the server (:func:`_url_config`)."""
+def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any, Path | None]:
+    """(SmokeConfig, Project or None, ResolvedVariant or None, the recipe's path or None): from the
+    recipe's [verify.smoke], or for --url without one, from the flags and the server (:func:`_url_config`)."""
     if args.url is not None and args.recipe is None and args.env is None:
-        return _url_config(args, ui), None, None
+        return _url_config(args, ui), None, None, None
     project = project_of(args, ui)
     recipe = load_recipe(project.recipe_path(args.recipe))
     resolved = recipe.resolve(args.variant)
     if args.url is not None and not resolved.verify.get("smoke"):
-        return _url_config(args, ui), project, resolved
-    return smoke_config(resolved.verify, recipe.path), project, resolved
+        return _url_config(args, ui), project, resolved, recipe.path
+    return smoke_config(resolved.verify, recipe.path), project, resolved, recipe.path
+
+
+#: The flags that set the dataset (each is its recipe key with ``--``), the prompt file's aside.
+_DATASET_FLAGS = ("dataset", "tokenizer", *(k for name, keys in KEYS.items() if name != "prompts" for k in keys))
+
+
+def _dataset(config: SmokeConfig, args: argparse.Namespace, smoke: Mapping[str, Any],
+             recipe_path: Path | None) -> SmokeConfig:
+    """``config`` with the dataset the flags name (``--dataset`` and its settings over the recipe's
+    settings of the same dataset; ``--prompts FILE`` alone means the prompt file), read and checked
+    (:func:`envforge.bench.workload.build_workload`)."""
+    flags = {k: getattr(args, k.replace("-", "_")) for k in _DATASET_FLAGS
+             if getattr(args, k.replace("-", "_")) is not None}
+    recipe_name = config.dataset.name if config.dataset is not None else "prompts"
+    name = flags.get("dataset") or ("prompts" if args.prompts is not None else recipe_name)
+    if args.prompts is not None and name != "prompts":
+        raise InputError(f"--prompts {args.prompts} with dataset '{name}': a prompt file is dataset 'prompts'",
+                         hint="drop --prompts, or --dataset prompts")
+    if name != "prompts" and args.max_new_tokens is not None:
+        raise InputError(f"--max-new-tokens {args.max_new_tokens} with dataset '{name}': each of its requests asks "
+                         "for its own output tokens",
+                         hint={"random": "set them with --random-output-len (and --random-range-ratio)",
+                               "shared-prefix": "set them with --gsp-output-len"}.get(name, "the trace records them"))
+    if not flags and args.model is None and name == recipe_name:
+        return config
+    for key in ("tokenizer", "trace"):
+        if key in flags:
+            flags[key] = str(Path.cwd() / flags[key])
+    settings = {k: v for k, v in smoke.items() if k == "tokenizer" or k in KEYS.get(name, ())}
+    settings.update(flags, dataset=name)
+    where = f"{recipe_path}: verify.smoke." if recipe_path is not None else "--"
+
+    def label(key: str) -> str:
+        return f"--{key}" if key in flags else f"{where}{key}"
+    dataset = build_workload(settings, base=recipe_path.parent if recipe_path is not None else Path.cwd(),
+                             model=config.model, label=label)
+    return replace(config, dataset=dataset)
 
 
 def _profile(site_packages: Path | None) -> tuple[str | None, dict[str, str]]:
@@ -95,15 +136,18 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     attainment = DEFAULT_ATTAINMENT if args.slo_attainment is None else args.slo_attainment
     slo = parse_slo(args.slo, attainment) if args.slo else None
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
-    config, project, resolved = _config(args, ui)
+    config, project, resolved, recipe_path = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
-        slo=slo, request_rate=args.request_rate, burstiness=args.burstiness)
+        slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
+    smoke = (resolved.verify.get("smoke") or {}) if resolved is not None else {}
+    config = _dataset(config, args, smoke, recipe_path)
+    config.check()
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",
                          hint="drop --api, or change api in the recipe")

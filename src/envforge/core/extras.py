@@ -9,7 +9,8 @@ gitpython, pyflakes, argcomplete). What only some commands need is an extra, nam
 extra      distributions (import names)      commands
 =========  ================================  ===================================================
 ``bench``  aiohttp, scipy,                   ``bench``, ``bench compare`` (HTTP; t intervals;
-           prometheus_client, numpy          vLLM's ``/metrics``; per-request percentiles)
+           prometheus_client, numpy,         vLLM's ``/metrics``; per-request percentiles; input
+           tokenizers                        tokens of the generated datasets)
 ``drafter`` huggingface_hub                  ``drafter ...``, ``verify --level drafter``
 ``plot``   matplotlib                        ``bench``'s PNG plot (``--no-plot`` without it)
 ``fleet``  ray                               ``fleet ...``
@@ -35,7 +36,7 @@ DISTRIBUTION = "envforge-stack"
 
 #: Extra -> the top-level modules it provides (import names; pyproject.toml lists the distributions).
 EXTRAS: Mapping[str, tuple[str, ...]] = {
-    "bench": ("aiohttp", "scipy", "prometheus_client", "numpy"),
+    "bench": ("aiohttp", "scipy", "prometheus_client", "numpy", "tokenizers"),
     "drafter": ("huggingface_hub",),
     "plot": ("matplotlib",),
     "fleet": ("ray",),

@@ -273,6 +273,19 @@ _SMOKE = Table({
     "idle-timeout-s": Number(),
     "interleave": Bool(),
     "flush-cache": Str(),
+    # the datasets of envforge.bench.workload (DATASETS, KEYS): listed here, the recipe layer sits below bench
+    "dataset": Enum("prompts", "random", "shared-prefix", "trace"),
+    "tokenizer": Str(),
+    "random-input-len": Int(1),
+    "random-output-len": Int(1),
+    "random-range-ratio": Number(),
+    "gsp-num-groups": Int(1),
+    "gsp-prompts-per-group": Int(1),
+    "gsp-system-prompt-len": Int(1),
+    "gsp-question-len": Int(1),
+    "gsp-output-len": Int(1),
+    "trace": Str(),
+    "trace-time-scale": Number(),
 })
 
 

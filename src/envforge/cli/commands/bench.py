@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from envforge.bench.dataset import DATASETS
 from envforge.bench.engines import ENGINES
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
@@ -54,6 +55,24 @@ def _positive(text: str, what: str, example: str) -> float:
     return value
 
 
+def _range_ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.5") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': the range ratio must be in [0, 1) (vLLM's rule), e.g. 0.5 "
+                                         "for lengths from half to 1.5 times the mean")
+    return value
+
+
+def _time_scale(text: str) -> float:
+    value = _positive(text, "the time scale", "2 to replay twice as slow")
+    if value == float("inf"):
+        raise argparse.ArgumentTypeError(f"'{text}': the time scale must be finite, e.g. 2 to replay twice as slow")
+    return value
+
+
 def _rate(text: str) -> float:
     return _positive(text, "the request rate", "10 for 10 requests/s")
 
@@ -87,6 +106,37 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", type=Path, metavar="FILE",
                    help="override the prompt set: JSON lines of {\"prompt\": ...} or a ShareGPT-format JSON "
                         "file (the first turn of each conversation, as vLLM's sharegpt dataset)")
+    p.add_argument("--dataset", "--dataset-name", choices=DATASETS, dest="dataset",
+                   help="what to send (default: the recipe's, else prompts): prompts (--prompts FILE), random "
+                        "(vLLM's), shared-prefix (SGLang's generated-shared-prefix), trace (a Mooncake-format "
+                        "trace replayed at its recorded times); the last three give each request its own lengths")
+    p.add_argument("--tokenizer", type=Path, metavar="DIR",
+                   help="directory with the model's tokenizer.json, read offline, to count input tokens of the "
+                        "random, shared-prefix and trace datasets (default: the model, when it is such a directory)")
+    p.add_argument("--random-input-len", type=integer(1), metavar="N",
+                   help="random: mean input tokens per request (default 1024)")
+    p.add_argument("--random-output-len", type=integer(1), metavar="N",
+                   help="random: mean output tokens per request (default 128)")
+    p.add_argument("--random-range-ratio", type=_range_ratio, metavar="R",
+                   help="random: lengths drawn uniformly from [L x (1 - R), L x (1 + R)], R in [0, 1) (default 0)")
+    p.add_argument("--gsp-num-groups", type=integer(1), metavar="N",
+                   help="shared-prefix: groups, one system prompt each (default 64)")
+    p.add_argument("--gsp-prompts-per-group", type=integer(1), metavar="N",
+                   help="shared-prefix: questions per system prompt (default 16)")
+    p.add_argument("--gsp-system-prompt-len", type=integer(1), metavar="N",
+                   help="shared-prefix: system prompt tokens (default 2048)")
+    p.add_argument("--gsp-question-len", type=integer(1), metavar="N",
+                   help="shared-prefix: question tokens (default 128)")
+    p.add_argument("--gsp-output-len", type=integer(1), metavar="N",
+                   help="shared-prefix: output tokens per request (default 256)")
+    p.add_argument("--trace", type=Path, metavar="FILE",
+                   help="trace: a Mooncake-format JSON-lines trace ({\"timestamp\": ms, \"input_length\", "
+                        "\"output_length\", \"hash_ids\"} a line)")
+    p.add_argument("--trace-time-scale", type=_time_scale, metavar="F",
+                   help="trace: multiply the recorded times by F (2: twice as slow; SGLang's "
+                        "--mooncake-slowdown-factor; default 1)")
+    p.add_argument("--seed", type=integer(0), metavar="N",
+                   help="the seed of the prompt order, the generated datasets and open-loop arrivals (default 0)")
     p.add_argument("--request-rate", type=_rate, metavar="REQ_PER_S",
                    help="open loop: send requests at this rate (requests/s; inf = all at once, the default)")
     p.add_argument("--burstiness", type=_burstiness, metavar="B",

@@ -138,6 +138,7 @@ print(d["repo"], d["revision"])' recipes/$RECIPE.toml)
   HF_ENDPOINT=http://127.0.0.1:$HUB_PORT "${EF[@]}" drafter fetch "$repo" --revision "$got" --json \
       > $W/res/drafter-fetch.json 2> $W/res/drafter-fetch.err
   echo "drafter fetch rc=$?"; cat $W/res/drafter-fetch.err; ls -la drafters/*/*
+  cp drafters/*/"$got"/envforge-drafter.json $W/res/ 2>/dev/null  # the fetch record, beside the fetch's JSON
 }
 
 start_servers() {  # device: the four servers by hand (serve.py: the recipe's argv), in their own sessions

@@ -9,6 +9,7 @@ import pytest
 from tests.drafter.test_drafter import TOKEN, Hub, hub  # noqa: F401  (module-scoped fixture: the local hub)
 
 from envforge.cli import main
+from envforge.cli.drafter import drafters_root
 
 
 @pytest.fixture(autouse=True)
@@ -100,3 +101,27 @@ def test_check_against_target(hub: Hub, tmp_path: Path, capsys: pytest.CaptureFi
 def test_drafter_without_subcommand_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["drafter"]) == 2
     assert "usage: envforge drafter" in capsys.readouterr().err
+
+
+def test_fetch_default_dest_is_the_enclosing_projects_drafters(hub: Hub, tmp_path: Path,  # noqa: F811
+                                                               capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --dest the fetch goes where `verify --level drafter` looks offline: drafters/ of the project,
+    also when run from a sub-directory of it; outside any project, drafters/ of the working directory."""
+    project, outside = tmp_path / "proj", tmp_path / "elsewhere"
+    (project / "recipes").mkdir(parents=True)
+    (project / "docs" / "notes").mkdir(parents=True)
+    outside.mkdir()
+    assert drafters_root(project) == Path("drafters")
+    assert drafters_root(project / "docs" / "notes") == project.resolve() / "drafters"
+    assert drafters_root(outside) == Path("drafters")
+    monkeypatch.chdir(project / "docs" / "notes")
+    code, out, _ = run(capsys, "fetch", "test-org/drafter-a", "--revision", hub.a, "--json")
+    assert code == 0
+    dest = project.resolve() / "drafters" / "test-org--drafter-a" / hub.a
+    assert json.loads(out)["data"]["dest"] == str(dest)
+    assert (dest / "envforge-drafter.json").is_file() and not Path("drafters").exists()
+    monkeypatch.chdir(outside)
+    code, out, _ = run(capsys, "fetch", "test-org/drafter-a", "--revision", hub.a, "--json")
+    assert (code, json.loads(out)["data"]["dest"]) == (0, f"drafters/test-org--drafter-a/{hub.a}")
+    assert (outside / "drafters" / "test-org--drafter-a" / hub.a / "envforge-drafter.json").is_file()

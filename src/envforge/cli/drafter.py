@@ -28,8 +28,9 @@ from envforge.drafter import (
     inspect_drafter,
     resolve_revision,
 )
+from envforge.recipe.project import enclosing_project
 
-__all__ = ["run_check", "run_compare", "run_fetch", "run_inspect"]
+__all__ = ["drafters_root", "run_check", "run_compare", "run_fetch", "run_inspect"]
 
 _KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
          "draft_vocab_size", "target_hidden_size")
@@ -37,6 +38,16 @@ _KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_
 
 def _endpoint() -> str | None:
     return os.environ.get("HF_ENDPOINT") or None
+
+
+def drafters_root(cwd: Path) -> Path:
+    """Where ``fetch`` puts a drafter without ``--dest``: ``drafters/`` of the enclosing project (the
+    directory ``envforge verify --level drafter`` checks offline, whichever sub-directory the fetch ran
+    in), else ``drafters/`` of the working directory (relative, as given)."""
+    project = enclosing_project(cwd)
+    if project is None or project.root == cwd.resolve():
+        return Path("drafters")
+    return project.root / "drafters"
 
 
 def run_fetch(args: argparse.Namespace, ui: Ui) -> int:
@@ -49,7 +60,7 @@ def run_fetch(args: argparse.Namespace, ui: Ui) -> int:
         else:
             _render_plan(rev, ui)
         return 0
-    result = fetch_drafter(args.repo, args.revision, args.dest, root=Path("drafters"),
+    result = fetch_drafter(args.repo, args.revision, args.dest, root=drafters_root(Path.cwd()),
                            allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
                            endpoint=_endpoint(), progress=ui.progress)
     if ui.json_mode:

@@ -24,7 +24,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     f.add_argument("repo", metavar="REPO", help="hub repository, owner/name")
     f.add_argument("--revision", required=True, metavar="REV", help="40-hex commit sha (a branch or tag needs --allow-unpinned)")
     f.add_argument("--dest", type=Path, default=None, metavar="DIR",
-                   help="target directory (default: drafters/<owner>--<name>/<sha>)")
+                   help="target directory (default: drafters/<owner>--<name>/<sha> in the enclosing project, else here)")
     f.add_argument("--dry-run", action="store_true", help="resolve and list the files, download nothing")
     _common(f, pickle=True)
     f.set_defaults(handler="envforge.cli.drafter:run_fetch")

@@ -239,6 +239,8 @@ client() {  # device, nothing else running: which HTTP client, and send lag besi
     timeout 150 "${pin[@]}" $TOOLPY benchmarks/bench_client_choice.py --concurrency 1,32 --rounds 3 \
         --json $W/res4/client-choice.json 2>&1 | tee $W/res4/client-choice.txt; echo "rc=${PIPESTATUS[0]}"
   else echo "benchmarks/bench_client_choice.py: not in this checkout"; fi
+  say "bench_bench.py (client overhead against bare urllib and aiohttp loops)"
+  timeout 120 "${pin[@]}" $TOOLPY benchmarks/bench_bench.py 2>&1 | tee $W/res4/bench-bench.txt; echo "rc=${PIPESTATUS[0]}"
   say "bench_send_lag.py --vllm-python $ENVPY"
   if [ -f benchmarks/bench_send_lag.py ]; then
     timeout 200 "${pin[@]}" $TOOLPY benchmarks/bench_send_lag.py --vllm-python $ENVPY 2>&1 | tee $W/res4/send-lag.txt; echo "rc=${PIPESTATUS[0]}"

@@ -19,7 +19,7 @@
 # Environment: RECIPE (vllm-h200), VARIANT (cu130), CHUNK_MB (54), W (/root/envforge-gpu-box: the recipe's
 # model and drafter paths name it), HUB_PORT (8090), ROUNDS (2 A B pairs), PER_STREAM (6) and MIN_REQUESTS
 # (12): measured requests per level max(PER_STREAM x C, MIN_REQUESTS), LOAD_S (300: serve-bench's wait),
-# BENCH_SERVERS (recipe mode; default: those not dead by hand), CALL_S (570: a call returns by then),
+# BENCH_SERVERS (recipe mode; default: those not dead by hand), BENCH_ARGS (more recipe-mode flags), CALL_S (570: a call returns by then),
 # ENVPY (the environment's python).
 set -uo pipefail
 RECIPE=${RECIPE:-vllm-h200}; VARIANT=${VARIANT:-cu130}; W=${W:-/root/envforge-gpu-box}
@@ -221,7 +221,7 @@ bench() {  # device: stop the servers started by hand, then envforge bench in re
   fi
   for s in $servers; do srv+=(--server "$s"); done
   say "envforge bench (recipe mode: ${servers:-every server of the recipe})"; cd $W/ef
-  timeout -k 15 "$(left 25)" "${EF[@]}" bench $ENVNAME --recipe $RECIPE --variant $VARIANT "${srv[@]}" --load-timeout 200 \
+  timeout -k 15 "$(left 25)" "${EF[@]}" bench $ENVNAME --recipe $RECIPE --variant $VARIANT "${srv[@]}" --load-timeout 200 ${BENCH_ARGS:-} \
       --output $W/res3/bench-recipe.json > $W/res3/bench-recipe.txt 2>&1
   echo "bench rc=$? (1: a level failed bench's speculation checks, expected for the random EAGLE-3 head; 124: out of time)"
   grep -vE "^warning: server .* at concurrency|^waiting for" $W/res3/bench-recipe.txt | cut -c1-300 | tail -45

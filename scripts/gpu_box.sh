@@ -37,7 +37,6 @@ pack() {  # here, with network
   set -e
   local dest=${1:?DEST}; local b; b=$(mktemp -d "${TMPDIR:-/tmp}/gpu-box.XXXX")
   cd "$HERE"
-  git check-ignore -q "$dest" || echo "warning: $dest is not ignored by git: the device tool would send all of it with every call (echo '/$dest/' >> .git/info/exclude)"
   local py=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}  # envforge's own venv (uv is in it)
   local uv=${UV:-$(dirname "$py")/uv}
   # the lock's wheels, each with its sha256 from the lock (pip refuses a file whose hash differs)
@@ -68,6 +67,7 @@ PY
   tar -C "$b" -cf "$b/payload.tar" wh tool
   sha256sum "$b/payload.tar" | cut -c1-64 > "$b/payload.sha256"
   rm -rf "$dest" && mkdir -p "$dest/ef"
+  git check-ignore -q "$dest" || echo "warning: $dest is not ignored by git: the device tool would send all of it with every call (echo '/$dest/' >> .git/info/exclude)"
   split -b "${CHUNK_MB:-54}M" -d -a 2 "$b/payload.tar" "$b/part-"
   local parts=("$b"/part-*); local n=${#parts[@]} k=0
   for f in "${parts[@]}"; do

@@ -1,0 +1,91 @@
+"""The saturation sweep's rule (envforge.bench.sweep) as a pure function: literal rate sequences for a
+server whose SLO holds up to a threshold, the outcomes, the result lines and the JSON."""
+
+from __future__ import annotations
+
+import pytest
+
+from envforge.bench.sweep import RateSweep, SweepResult, next_rate, parse_range, run_sweep
+
+
+def sweep(spec: RateSweep, threshold: float) -> SweepResult:
+    """The sweep of a server that meets the SLO at every rate up to ``threshold`` and at none above."""
+    return SweepResult("baseline", 8, spec, run_sweep(spec, lambda rate: rate <= threshold))
+
+
+@pytest.mark.parametrize(("spec", "threshold", "rates", "outcome", "best", "worst"), [
+    # doubling 0.5, 1, 2; 2 fails: bisection 1.5, 1.75, 1.625; 1.75 - 1.625 <= 10 % of 1.625
+    (RateSweep(0.5, 8.0), 1.7, [0.5, 1.0, 2.0, 1.5, 1.75, 1.625], "found", 1.625, 1.75),
+    (RateSweep(0.5, 8.0), 0.3, [0.5], "low-fails", None, 0.5),
+    (RateSweep(0.5, 8.0), 100.0, [0.5, 1.0, 2.0, 4.0, 8.0], "high-passes", 8.0, None),
+    # the last doubling clamped to HI
+    (RateSweep(1.0, 10.0), 100.0, [1.0, 2.0, 4.0, 8.0, 10.0], "high-passes", 10.0, None),
+    # 10 - 9 is above 10 % of 9: one more bisection
+    (RateSweep(1.0, 10.0), 9.0, [1.0, 2.0, 4.0, 8.0, 10.0, 9.0, 9.5], "found", 9.0, 9.5),
+    (RateSweep(1.0, 10.0), 5.1, [1.0, 2.0, 4.0, 8.0, 6.0, 5.0, 5.5], "found", 5.0, 5.5),
+    # the step cap ends it: with a bracket, and while still doubling
+    (RateSweep(1.0, 10.0, 0.1, 5), 5.1, [1.0, 2.0, 4.0, 8.0, 6.0], "step-cap", 4.0, 6.0),
+    (RateSweep(1.0, 1000.0, 0.1, 4), 100.0, [1.0, 2.0, 4.0, 8.0], "step-cap", 8.0, None),
+    # a coarser precision stops earlier: 2 - 1 <= 100 % of 1
+    (RateSweep(0.5, 8.0, 1.0), 1.7, [0.5, 1.0, 2.0], "found", 1.0, 2.0),
+    # rates kept to 6 significant digits: 0.1 x 2 x 2 ... and midpoints stay short
+    (RateSweep(0.1, 3.0), 0.7, [0.1, 0.2, 0.4, 0.8, 0.6, 0.7, 0.75], "found", 0.7, 0.75),
+    (RateSweep(0.3, 1.0, 0.01), 0.35, [0.3, 0.6, 0.45, 0.375, 0.3375, 0.35625, 0.346875, 0.351562, 0.349218],
+     "found", 0.349218, 0.351562),
+])
+def test_rate_sequences(spec: RateSweep, threshold: float, rates: list[float], outcome: str, best: float | None,
+                        worst: float | None) -> None:
+    result = sweep(spec, threshold)
+    assert [r for r, _ in result.levels] == rates
+    assert (result.outcome, result.highest_passing_rate, result.lowest_failing_rate) == (outcome, best, worst)
+    assert len(result.levels) <= spec.max_steps
+
+
+def test_next_rate_reads_only_the_history() -> None:
+    spec = RateSweep(0.5, 8.0)
+    assert next_rate(spec, []) == 0.5
+    assert next_rate(spec, [(0.5, True)]) == 1.0
+    assert next_rate(spec, [(0.5, True), (1.0, False)]) == 0.75
+    assert next_rate(spec, [(0.5, False)]) is None
+    assert next_rate(RateSweep(0.5, 8.0, max_steps=1), [(0.5, True)]) is None
+
+
+@pytest.mark.parametrize(("spec", "threshold", "line"), [
+    (RateSweep(0.5, 8.0), 1.7, "sweep 'baseline' (concurrency 8): 1.625 requests/s is the highest rate that met the "
+                               "SLO; 1.75 missed it (within 10% after 6 levels)"),
+    (RateSweep(0.5, 8.0), 0.3, "sweep 'baseline' (concurrency 8): the lowest rate, 0.5 requests/s, already missed the "
+                               "SLO: no rate in 0.5..8 meets it"),
+    (RateSweep(0.5, 8.0), 100.0, "sweep 'baseline' (concurrency 8): the highest rate, 8 requests/s, still met the SLO: "
+                                 "the limit lies above it"),
+    (RateSweep(1.0, 10.0, 0.1, 5), 5.1, "sweep 'baseline' (concurrency 8): 4 requests/s is the highest rate that met "
+                                        "the SLO, 6 missed it; the step cap (5 levels) ended the search before 10%"),
+    (RateSweep(1.0, 1000.0, 0.1, 4), 100.0, "sweep 'baseline' (concurrency 8): 8 requests/s is the highest rate that "
+                                            "met the SLO and none missed it yet; the step cap (4 levels) ended the "
+                                            "search below 1000"),
+])
+def test_result_lines(spec: RateSweep, threshold: float, line: str) -> None:
+    assert sweep(spec, threshold).line() == line
+
+
+def test_result_json_round_trips() -> None:
+    result = sweep(RateSweep(1.0, 10.0, 0.1, 5), 5.1)
+    d = result.as_dict()
+    assert d == {"server": "baseline", "concurrency": 8, "low": 1.0, "high": 10.0, "precision": 0.1, "max_steps": 5,
+                 "levels": [{"request_rate": 1.0, "met": True}, {"request_rate": 2.0, "met": True},
+                            {"request_rate": 4.0, "met": True}, {"request_rate": 8.0, "met": False},
+                            {"request_rate": 6.0, "met": False}],
+                 "highest_passing_rate": 4.0, "lowest_failing_rate": 6.0, "outcome": "step-cap",
+                 "line": result.line()}
+    assert SweepResult.from_dict(d) == result
+    assert RateSweep(0.5, 16.0).as_dict() == {"low": 0.5, "high": 16.0, "precision": 0.1, "max-steps": 12}
+    with pytest.raises(TypeError, match="'sweep.levels' must be an array"):
+        SweepResult.from_dict({**d, "levels": None})
+
+
+def test_parse_range() -> None:
+    assert parse_range("0.5:16") == (0.5, 16.0) and parse_range(".25:2.") == (0.25, 2.0)
+    for text in ("16", "0:4", "-1:4", "1e3:2e3", "1:inf", "nan:4", "1_0:20", "a:b", "1:2:3", " 1:2"):
+        with pytest.raises(ValueError, match="is not LO:HI in requests/s, e.g. 0.5:16"):
+            parse_range(text)
+    with pytest.raises(ValueError, match="'4:4': LO must be below HI, e.g. 0.5:16"):
+        parse_range("4:4")

@@ -97,7 +97,7 @@ class Sampler:
 
     def __init__(self, endpoint: Endpoint, engine: Engine, *, interval_s: float, t0: float, repeat: int,
                  clock: Callable[[], float] = time.monotonic, max_samples: int = MAX_SAMPLES) -> None:
-        self._read = lambda: read_gauges(endpoint, engine, timeout_s=scrape_timeout(interval_s))
+        self._endpoint, self._engine, self._timeout = endpoint, engine, scrape_timeout(interval_s)
         self._source = endpoint.url + engine.metrics
         self._interval, self._t0, self._repeat, self._clock = interval_s, t0, repeat, clock
         self._max = max(2, max_samples)
@@ -125,7 +125,7 @@ class Sampler:
         while True:
             t = self._clock() - self._t0
             try:
-                reading = self._read()
+                reading = read_gauges(self._endpoint, self._engine, timeout_s=self._timeout)
             except ScrapeFailed as exc:
                 self._gap(t, str(exc))
                 self._failing = True

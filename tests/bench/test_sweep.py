@@ -1,11 +1,15 @@
 """The saturation sweep's rule (envforge.bench.sweep) as a pure function: literal rate sequences for a
-server whose SLO holds up to a threshold, the outcomes, the result lines and the JSON."""
+server whose SLO holds up to a threshold, the outcomes, the result lines and the JSON; the flags
+refused with exit 2. A sweep of a real server: tests/bench/test_e2e.py."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from envforge.bench.sweep import RateSweep, SweepResult, next_rate, parse_range, run_sweep
+from envforge.cli import main
 
 
 def sweep(spec: RateSweep, threshold: float) -> SweepResult:
@@ -89,3 +93,43 @@ def test_parse_range() -> None:
             parse_range(text)
     with pytest.raises(ValueError, match="'4:4': LO must be below HI, e.g. 0.5:16"):
         parse_range("4:4")
+
+
+RECIPE = '''
+[recipe]
+name = "r"
+python = "3.12"
+
+[verify.smoke]
+model = "m"
+concurrency = [1, 4]
+'''
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--sweep-rate", "1:4"], "--sweep-rate needs --slo: the sweep looks for the highest rate that meets it"),
+    (["--sweep-precision", "0.2"], "--sweep-precision without --sweep-rate: there is no sweep to tune"),
+    (["--sweep-steps", "3", "--sweep-precision", "0.2"],
+     "--sweep-precision and --sweep-steps without --sweep-rate: there is no sweep to tune"),
+    (["--sweep-rate", "1:4", "--slo", "ttft:100"],
+     "--sweep-rate measures one concurrency cap, but 2 levels are set (1, 4)"),
+    (["--sweep-rate", "1:4", "--slo", "ttft:100", "--concurrency", "4", "--request-rate", "2"],
+     "--sweep-rate and --request-rate 2 contradict each other: the sweep picks the rates"),
+    (["--sweep-rate", "1:4", "--slo", "ttft:100", "--concurrency", "4", "--interleave"],
+     "--sweep-rate cannot interleave servers: each rate is chosen from the levels before it"),
+])
+def test_sweep_flags_are_refused_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str],
+                                             message: str) -> None:
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(RECIPE)
+    assert main(["bench", "--project", str(tmp_path), "--recipe", "r", *flags]) == 2
+    assert capsys.readouterr().err.splitlines()[0] == f"error: {message}"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("4:1", "argument --sweep-rate: '4:1': LO must be below HI, e.g. 0.5:16"),
+    ("fast", "argument --sweep-rate: 'fast' is not LO:HI in requests/s, e.g. 0.5:16"),
+])
+def test_a_bad_sweep_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], value: str, message: str) -> None:
+    assert main(["bench", "--sweep-rate", value]) == 2
+    assert message in capsys.readouterr().err

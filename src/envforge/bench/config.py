@@ -64,12 +64,15 @@ from typing import Any
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from envforge.bench.dataset import sharegpt_prompts
 from envforge.bench.engines import Engine, engine
+from envforge.bench.sampler import DEFAULT_INTERVAL_S
 from envforge.bench.slo import Slo
+from envforge.bench.sweep import RateSweep
 from envforge.core.errors import InputError
 from envforge.core.textfile import read_bytes
 
 __all__ = [
     "DEFAULT_LOAD_TIMEOUT_S",
+    "SWEEP_NEEDS_SLO",
     "PROMPTS_LIMIT",
     "Prompt",
     "ServerConfig",
@@ -81,6 +84,9 @@ __all__ = [
     "url_config",
 ]
 
+#: The message and hint of a sweep without SLO targets (the CLI says it before reading the recipe).
+SWEEP_NEEDS_SLO = ("--sweep-rate needs --slo: the sweep looks for the highest rate that meets it",
+                   "add the targets, e.g. --slo ttft:200 tpot:50")
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
@@ -146,6 +152,8 @@ class SmokeConfig:
     slo: Slo = field(default_factory=Slo)
     request_rate: float = math.inf
     burstiness: float = 1.0
+    metrics_interval_s: float = DEFAULT_INTERVAL_S  # the server's gauges every so often; 0: not read
+    sweep: RateSweep | None = None  # --sweep-rate: levels at rates searched for the SLO's limit
 
     @property
     def engine(self) -> Engine:
@@ -197,7 +205,31 @@ class SmokeConfig:
                 "slo": self.slo.as_dict() if self.slo.targets else None,
                 "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
                 "burstiness": self.burstiness,
-                **({"served-model-name": self.served_model_name} if self.served_model_name else {})}
+                **({"served-model-name": self.served_model_name} if self.served_model_name else {}),
+                **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {})}
+
+    def check_sweep(self) -> None:
+        """With :attr:`sweep`: the settings a saturation sweep needs (:mod:`envforge.bench.sweep`).
+
+        :raises InputError: no SLO targets (nothing to meet), a fixed ``--request-rate`` besides it,
+            several concurrency levels (the sweep varies the rate under one cap), or interleaving (a
+            sweep picks each rate from the levels before it).
+        """
+        if self.sweep is None:
+            return
+        if not self.slo.targets:
+            raise InputError(SWEEP_NEEDS_SLO[0], hint=SWEEP_NEEDS_SLO[1])
+        if self.open_loop:
+            raise InputError(f"--sweep-rate and --request-rate {self.request_rate:g} contradict each other: the "
+                             "sweep picks the rates", hint="drop --request-rate")
+        if len(self.concurrency) != 1:
+            raise InputError(f"--sweep-rate measures one concurrency cap, but {len(self.concurrency)} levels are "
+                             f"set ({', '.join(map(str, self.concurrency))})",
+                             hint="give --concurrency N: the most requests in flight at any rate (vLLM's "
+                                  "--max-concurrency)")
+        if self.interleave:
+            raise InputError("--sweep-rate cannot interleave servers: each rate is chosen from the levels before it",
+                             hint="drop --interleave (or interleave = true from [verify.smoke])")
 
 
 def shipped_prompts() -> Path:

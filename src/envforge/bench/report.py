@@ -1,16 +1,22 @@
 """Benchmark reports: the whole run (fingerprint, settings, method, results, break-even, failures,
-warnings), its trustworthiness warnings, and reading a saved report back.
+saturation sweeps, warnings), its trustworthiness warnings, and reading a saved report back.
 
-A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/3", "data"}`` so two runs
-can be compared later (:mod:`envforge.bench.compare`). Schema ``/3`` uses vLLM's names: each level
-and repeat has ``tpot_ms`` (what ``/1`` and ``/2`` called ``itl_ms``: decode time per output token
-after the first), each level ``req_s`` and the per-request distributions under ``latency``
+A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/4", "data"}`` so two runs
+can be compared later (:mod:`envforge.bench.compare`). Schema ``/4`` adds to each level its
+``request_rate`` (requests/s of an open-loop level, null for closed loop) and ``server_metrics``
+(the server's own gauges over time, :mod:`envforge.bench.gauges`, null when not scraped), to each
+server ``server_metrics`` (how they were read, or why not), and to ``data`` the ``sweep`` results
+(:mod:`envforge.bench.sweep`, empty without ``--sweep-rate``). Schema ``/3`` uses vLLM's names: each
+level and repeat has ``tpot_ms`` (what ``/1`` and ``/2`` called ``itl_ms``: decode time per output
+token after the first), each level ``req_s`` and the per-request distributions under ``latency``
 (``ttft_ms``, ``tpot_ms``, ``itl_ms`` = the gaps between chunks, ``itl_per_token_ms``, ``e2el_ms``).
 ``/2`` keeps an engine's counters under ``"engine": {"name": "vllm", "counters": {...}}`` in each
 level and repeat (:mod:`envforge.bench.result`); ``/1`` had them under ``"vllm": {...}``.
-:func:`read_report` reads all three: a ``/1`` report is upgraded to the ``/2`` shape
+:func:`read_report` reads all four: a ``/1`` report is upgraded to the ``/2`` shape
 (:func:`upgrade_v1`), a ``/2`` one to the ``/3`` shape (:func:`upgrade_v2`: ``itl_ms`` read as
-``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured).
+``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured), a ``/3`` one to
+the ``/4`` shape (:func:`upgrade_v3`: each level's ``request_rate`` is the run's
+``config["request-rate"]``; no server metrics, no sweep).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 from envforge.bench.result import BreakEven, Failure, ServerResult, break_even_rows
 from envforge.bench.speculation import Drafter, SpeculationFailure, check_servers
+from envforge.bench.sweep import SweepResult
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.env.fingerprint import Fingerprint
@@ -32,19 +39,22 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_V1",
     "SCHEMA_V2",
+    "SCHEMA_V3",
     "SCHEMA_VERSION",
     "BenchReport",
     "read_report",
     "report_warnings",
     "upgrade_v1",
     "upgrade_v2",
+    "upgrade_v3",
 ]
 
 #: The shape version of ``data`` that ``envforge bench`` writes (the envelope's ``version``).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = f"envforge.bench/{SCHEMA_VERSION}"
 SCHEMA_V1 = "envforge.bench/1"
 SCHEMA_V2 = "envforge.bench/2"
+SCHEMA_V3 = "envforge.bench/3"
 
 
 EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
@@ -65,7 +75,7 @@ def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -
                        "only when every chunk holds one token")
         for lv in s.levels:
             if lv.refused:
-                out.append(f"server '{s.name}', concurrency {lv.concurrency}: {lv.refused}")
+                out.append(f"server '{s.name}', {lv.label}: {lv.refused}")
         if not s.ignore_eos:
             out.append(f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
                        "request that stops early fails")
@@ -78,7 +88,8 @@ class BenchReport:
     warnings. ``method``: how prompts were drawn, the cache handled and configurations ordered.
     ``drafters``: speculative server -> the drafter it was started with (None: unknown), saved in
     the fingerprint (None: a report written before drafters were recorded); ``speculation``: the
-    levels that failed a speculation check (:mod:`envforge.bench.speculation`)."""
+    levels that failed a speculation check (:mod:`envforge.bench.speculation`); ``sweep``: each
+    server's saturation sweep (:mod:`envforge.bench.sweep`; empty without ``--sweep-rate``)."""
 
     fingerprint: Fingerprint
     config: Mapping[str, Any]
@@ -89,16 +100,18 @@ class BenchReport:
     method: Mapping[str, Any] | None = None
     drafters: Mapping[str, Drafter | None] | None = None
     speculation: tuple[SpeculationFailure, ...] = ()
+    sweep: tuple[SweepResult, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/3`` envelope)."""
+        """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/4`` envelope)."""
         drafters = None if self.drafters is None else {
             k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
         return {"fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters}, "config": dict(self.config),
                 "method": dict(self.method or {}), "servers": [s.as_dict() for s in self.servers],
                 "break_even": [b.as_dict() for b in self.break_even],
                 "failures": [f.as_dict() for f in self.failures],
-                "speculation": [f.as_dict() for f in self.speculation], "warnings": list(self.warnings)}
+                "speculation": [f.as_dict() for f in self.speculation], "sweep": [x.as_dict() for x in self.sweep],
+                "warnings": list(self.warnings)}
 
     def slo_misses(self) -> list[str]:
         """One line per level whose goodput missed the SLO gate (fewer good requests than the
@@ -107,7 +120,7 @@ class BenchReport:
         slo = self.config.get("slo") or {}
         targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (slo.get("targets_ms") or {}).items())
         need = slo.get("attainment")
-        return [f"server '{s.name}', concurrency {lv.concurrency}: {lv.goodput.good} of {lv.goodput.completed} "
+        return [f"server '{s.name}', {lv.label}: {lv.goodput.good} of {lv.goodput.completed} "
                 f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
                 for s in self.servers for lv in s.levels
                 if lv.goodput is not None and not lv.goodput.met]
@@ -115,7 +128,7 @@ class BenchReport:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
         for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),
-                          ("method", dict), ("fingerprint", dict)):
+                          ("method", dict), ("fingerprint", dict), ("sweep", list)):
             if d.get(key) is not None and not isinstance(d[key], kind):
                 raise TypeError(f"'{key}' must be a{'n array' if kind is list else 'n object'}")
         if not all(isinstance(w, str) for w in d.get("warnings") or ()):
@@ -130,7 +143,7 @@ class BenchReport:
                    tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {},
                    None if drafters is None else {str(k): None if v is None else Drafter.from_dict(v)
                                                   for k, v in drafters.items()},
-                   check_servers(servers))
+                   check_servers(servers), tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()))
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -178,9 +191,24 @@ def upgrade_v2(data: Mapping[str, Any]) -> dict[str, Any]:
     return _levels_and_repeats(data, rename)
 
 
+def upgrade_v3(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of an ``envforge.bench/3`` (or upgraded older) report in the ``/4`` shape: each
+    level's ``request_rate`` is the run's ``config["request-rate"]`` (every level of a ``/3`` run
+    had it; null for closed loop and before ``/3``); everything else is kept (no server metrics and
+    no sweep: they read as absent).
+    """
+    config = data.get("config")
+    rate = config.get("request-rate") if isinstance(config, Mapping) else None
+
+    def level(x: Mapping[str, Any]) -> dict[str, Any]:
+        return {**x, "request_rate": x.get("request_rate", rate)} if "concurrency" in x else dict(x)
+    return _levels_and_repeats(data, level)
+
+
 def read_report(path: Path) -> BenchReport:
-    """Read a report written by ``envforge bench``: an ``envforge.bench/3`` JSON envelope, or a
-    ``/2`` or ``/1`` one upgraded to the ``/3`` shape (:func:`upgrade_v2`, :func:`upgrade_v1`).
+    """Read a report written by ``envforge bench``: an ``envforge.bench/4`` JSON envelope, or a
+    ``/3``, ``/2`` or ``/1`` one upgraded to the ``/4`` shape (:func:`upgrade_v3`, :func:`upgrade_v2`,
+    :func:`upgrade_v1`).
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """
@@ -192,15 +220,18 @@ def read_report(path: Path) -> BenchReport:
     except RecursionError:
         raise InputError(f"{path}: not a bench report: arrays or objects nested too deeply") from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema not in (SCHEMA, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
+    if schema not in (SCHEMA, SCHEMA_V3, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
         found = schema if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r}, "
-                         f"{SCHEMA_V2!r} or {SCHEMA_V1!r})", hint="write one with `envforge bench --output FILE`")
+                         f"{SCHEMA_V3!r}, {SCHEMA_V2!r} or {SCHEMA_V1!r})",
+                         hint="write one with `envforge bench --output FILE`")
     data = doc["data"]
     if schema == SCHEMA_V1:
         data = upgrade_v1(data)
     if schema in (SCHEMA_V1, SCHEMA_V2):
         data = upgrade_v2(data)
+    if schema != SCHEMA:
+        data = upgrade_v3(data)
     try:
         return BenchReport.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

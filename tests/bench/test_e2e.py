@@ -70,7 +70,7 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     stdout, stderr = capsys.readouterr()
     assert code == 3, stderr  # stops-early: every request fails
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "envforge.bench/3"
+    assert doc["schema"] == "envforge.bench/4"
     base, spec, stops = doc["data"]["servers"]
     # transformers serve rejects unknown fields (HTTP 422): asked without ignore_eos, and the report says so
     assert [s["ignore_eos"] for s in (base, spec, stops)] == [False, False, False]

@@ -1,12 +1,17 @@
 """The saturation sweep's rule (envforge.bench.sweep) as a pure function: literal rate sequences for a
 server whose SLO holds up to a threshold, the outcomes, the result lines and the JSON; the flags
-refused with exit 2. A sweep of a real server: tests/bench/test_e2e.py."""
+refused with exit 2; and a sweep of a real ``transformers serve`` on CPU, which saturates at a few
+requests/s."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import pytest
+from tests.support.bench_support import TRANSFORMERS_SERVE_TOML, make_tiny_model, transformers_serve_python, venv_of
+from tests.support.vllm_support import free_port
 
 from envforge.bench.sweep import RateSweep, SweepResult, next_rate, parse_range, run_sweep
 from envforge.cli import main
@@ -133,3 +138,66 @@ def test_sweep_flags_are_refused_with_exit_2(tmp_path: Path, capsys: pytest.Capt
 def test_a_bad_sweep_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], value: str, message: str) -> None:
     assert main(["bench", "--sweep-rate", value]) == 2
     assert message in capsys.readouterr().err
+
+
+SERVE_RECIPE = '''
+[recipe]
+name = "cpu"
+python = "3.11"
+
+[verify.smoke]
+model = "{model}"
+api = "openai"
+port = {port}
+max-new-tokens = 32
+repeats = 1
+warmup = 1
+load-timeout-s = 300
+
+[[verify.smoke.servers]]
+name = "baseline"
+''' + TRANSFORMERS_SERVE_TOML
+
+
+@pytest.mark.slow
+def test_a_sweep_finds_where_a_real_server_stops_meeting_the_slo(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """transformers serve (a 4-layer tiny Llama, one thread, on a 2-core machine other jobs share) handles
+    one request at a time in tens of ms and 24 at once in about 12 times that: the E2EL target is 6 times
+    its median alone, measured first, so the machine's load on the day scales both sides alike."""
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model", hidden=128, layers=4)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(SERVE_RECIPE.format(model=model, port=free_port()))
+    common = ["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu"]
+    assert main([*common, "--output", str(tmp_path / "alone.json"), "--no-plot", "--concurrency", "1",
+                 "--requests", "5"]) == 0
+    alone = json.loads((tmp_path / "alone.json").read_text())["data"]["servers"][0]["levels"][0]
+    target = round(6 * alone["latency"]["e2el_ms"]["median"])
+    capsys.readouterr()
+    out = tmp_path / "sweep.json"
+    code = main([*common, "--output", str(out), "--concurrency", "24", "--requests", "24", "--sweep-rate", "1:256",
+                 "--sweep-precision", "0.25", "--slo", f"e2el:{target}"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    data = json.loads(out.read_text())["data"]
+    (sweep,) = data["sweep"]
+    history = [(x["request_rate"], x["met"]) for x in sweep["levels"]]
+    spec = RateSweep(1.0, 256.0, 0.25, 12)
+    assert [r for r, _ in history] == [next_rate(spec, history[:i]) for i in range(len(history))]  # the rule
+    assert next_rate(spec, history) is None and history[0] == (1.0, True)
+    assert sweep["outcome"] in ("found", "step-cap"), sweep["line"]  # 24 at once missed E2EL <= 6 x alone
+    best, worst = sweep["highest_passing_rate"], sweep["lowest_failing_rate"]
+    assert 1.0 <= best < worst <= 256.0
+    (srv,) = data["servers"]
+    assert [(lv["concurrency"], lv["request_rate"]) for lv in srv["levels"]] == [(24, r) for r, _ in history]
+    assert [lv["goodput"]["met"] and not lv["failed_requests"] for lv in srv["levels"]] == [m for _, m in history]
+    assert data["config"]["sweep-rate"] == {"low": 1.0, "high": 256.0, "precision": 0.25, "max-steps": 12}
+    assert data["method"]["load"] == ("open loop: each level at its rate of the sweep (--sweep-rate 1:256), Poisson "
+                                      "arrivals (seed 0), at most the level's concurrency in flight")
+    assert sweep["line"] in stdout and "baseline: sweep: 1 requests/s met the gate: " in stderr
+    print(sweep["line"], f"(E2EL <= {target} ms)")
+    # transformers serve has no metrics route: said once, no series
+    assert srv["server_metrics"].startswith("not scraped: GET /metrics answered HTTP 404")
+    assert stderr.count("server metrics not scraped") == 1
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

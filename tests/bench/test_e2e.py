@@ -339,7 +339,7 @@ def test_bench_url_reads_the_server_gauges_during_each_repeat(tmp_path: Path,
     assert m["summary"] == {"samples": len(times), "failed_scrapes": 0, "running": {"max": 162.0, "mean": 162.0},
                             "waiting": {"max": 2826.0, "mean": 2826.0}, "kv_cache_use": {"max": 0.28, "mean": 0.28}}
     assert re.search(r"^url +1 +162 / 162 +2826 / 2826 +28\.0% / 28\.0% +\d+ +0$", stdout, re.M), stdout
-    assert "url: concurrency 1, repeat 1/2: " in stderr and "; engine: running <= 162, waiting <= 2826, KV cache <= 28%" in stderr
+    assert "url: concurrency 1, repeat 1/2: " in stderr and "; engine: running <= 162, waiting <= 2826, KV cache <= 28.0%" in stderr
 
 
 def test_bench_url_failed_requests_exit_3_and_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

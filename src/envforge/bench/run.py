@@ -58,6 +58,9 @@ __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 Progress = Callable[[str], None]
 #: A level of a server's run: its concurrency and open-loop rate (requests/s; ``math.inf``: closed loop).
 LevelKey = tuple[int, float]
+#: A sweep's highest passing level that completed fewer requests/s than this share of its rate was
+#: too short to reach a steady queue (its drain after the last send alone costs less at a steady rate).
+SWEEP_SHORT = 0.9
 #: The longest a cache flush's whole answer may take (seconds), and at most the idle timeout.
 FLUSH_TIMEOUT_S = 30.0
 
@@ -285,6 +288,15 @@ class _Session:
             return met
         result = SweepResult(self.name, conc, cfg.sweep, run_sweep(cfg.sweep, measure))
         self.progress(result.line())
+        best = result.highest_passing_rate
+        done = self._level((conc, best), self.runs[(conc, best)]).req_s if best is not None else None
+        if best is not None and done is not None and done.median < SWEEP_SHORT * best:
+            # the server fell behind the rate, but the level ended before its queue made the SLO miss
+            w = (f"server '{self.name}': at {best:g} requests/s, the highest rate that met the SLO, it completed "
+                 f"{done.median:.3g} requests/s: {cfg.requests_at(conc)} requests ended the level before a queue "
+                 f"could build up; a longer level (--requests) may miss the SLO at this rate")
+            self.progress(f"warning: {w}")
+            self.warnings.append(w)
         return result
 
     def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None,
@@ -306,12 +318,12 @@ def _label(key: LevelKey) -> str:
 
 
 def _engine_load(series: GaugeSeries) -> str:
-    """``; engine: running <= 4, waiting <= 2, KV cache <= 12%`` for a progress line ("" without samples)."""
+    """``; engine: running <= 4, waiting <= 2, KV cache <= 12.5%`` for a progress line ("" without samples)."""
     s = series.summary()
     parts = [f"{name} <= {s[k]['max']:g}" for k, name in (("running", "running"), ("waiting", "waiting"))
              if s[k] is not None]
     if s["kv_cache_use"] is not None:
-        parts.append(f"KV cache <= {s['kv_cache_use']['max']:.0%}")
+        parts.append(f"KV cache <= {s['kv_cache_use']['max']:.1%}")
     return f"; engine: {', '.join(parts)}" if parts else ""
 
 

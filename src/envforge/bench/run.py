@@ -127,7 +127,8 @@ class _Session:
         self.load_s: float | None = None
         self.gauges: dict[LevelKey, list[GaugeSeries]] = {}
         self.level_t0: dict[LevelKey, float] = {}  # time.monotonic() at the start of a level's first repeat
-        self.metrics: str | None = None  # how the server's gauges are read, or why not (None: not asked yet)
+        self.scraped: bool | None = None  # whether the server's gauges are read (None: not asked yet)
+        self.metrics = "not scraped (nothing measured)"  # how they are read, or why not
         self.swept: SweepResult | None = None
 
     def _send(self, conc: int, count: int, rate: float = math.inf) -> LevelRun:
@@ -217,12 +218,13 @@ class _Session:
         """The server's gauges read in the background during the block (None: not scraped; the
         first call asks the route once and says so when it is not)."""
         interval = self.cfg.metrics_interval_s
-        if self.metrics is None:
+        if self.scraped is None:
             why = probe(self.endpoint, self.engine, interval_s=interval)
+            self.scraped = why is None
             self.metrics = why or f"GET {self.engine.metrics} every {interval:g} s during each measured repeat"
             if why is not None:
                 self.progress(f"{self.name}: server metrics {why}")
-        if not self.metrics.startswith("GET "):
+        if not self.scraped:
             yield None
             return
         t0 = self.level_t0.setdefault(key, time.monotonic())
@@ -309,7 +311,7 @@ class _Session:
                     self.progress(f"{self.name}: {lv.label}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)
         return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
-                            self.opts.ignore_eos, self.cache, sources, self.metrics or "not scraped (nothing measured)")
+                            self.opts.ignore_eos, self.cache, sources, self.metrics)
 
 
 def _label(key: LevelKey) -> str:
@@ -320,8 +322,7 @@ def _label(key: LevelKey) -> str:
 def _engine_load(series: GaugeSeries) -> str:
     """``; engine: running <= 4, waiting <= 2, KV cache <= 12.5%`` for a progress line ("" without samples)."""
     s = series.summary()
-    parts = [f"{name} <= {s[k]['max']:g}" for k, name in (("running", "running"), ("waiting", "waiting"))
-             if s[k] is not None]
+    parts = [f"{k} <= {s[k]['max']:g}" for k in ("running", "waiting") if s[k] is not None]
     if s["kv_cache_use"] is not None:
         parts.append(f"KV cache <= {s['kv_cache_use']['max']:.1%}")
     return f"; engine: {', '.join(parts)}" if parts else ""

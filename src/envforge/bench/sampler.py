@@ -112,8 +112,11 @@ class Sampler:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        """Stop reading; wait for a read in flight (bounded) unless the block raised (Ctrl-C, a
+        termination signal, a crash: the run stops at once, the daemon thread ends with its read)."""
         self._stop.set()
-        self._thread.join(timeout=scrape_timeout(self._interval) + 1.0)
+        if kind is None:
+            self._thread.join(timeout=scrape_timeout(self._interval) + 1.0)
 
     def series(self) -> GaugeSeries:
         """What was read (a copy; complete once the block has ended)."""

@@ -10,7 +10,8 @@ import pytest
 from tests.support.bench_reports import FP, one_level, report, summary, with_env
 
 from envforge.bench.compare import compare
-from envforge.bench.report import SCHEMA_VERSION
+from envforge.bench.report import SCHEMA_VERSION, BenchReport
+from envforge.bench.result import ServerResult
 from envforge.bench.stats import Summary
 from envforge.cli import main
 from envforge.cli.output import envelope
@@ -128,7 +129,7 @@ def test_comparison_json_is_pinned() -> None:
     c = compare(one_level(summary(99, 100, 101)), one_level(summary(112, 118, 124)))
     assert c.as_dict() == {
         "min_change": 0.1,
-        "rows": [{"server": "s", "concurrency": 1, "a_tok_s": 100.0, "b_tok_s": 118.0, "ratio": 1.18,
+        "rows": [{"server": "s", "concurrency": 1, "request_rate": None, "a_tok_s": 100.0, "b_tok_s": 118.0, "ratio": 1.18,
                   "ratio_low": 1.1089, "ratio_high": 1.2525, "verdict": "faster"}],
         "env_differences": [], "config_differences": [], "only_in_a": [], "only_in_b": [], "not_compared": []}
 
@@ -162,3 +163,15 @@ def test_env_differences_name_the_side_whose_variables_are_unknown() -> None:
         "server 'baseline': the variables it ran with are unknown in A and B")
     fewer = replace(known, servers=known.servers[:1])
     assert compare(known, fewer).env_differences == ()
+
+
+def test_open_loop_levels_are_paired_by_concurrency_and_rate() -> None:
+    """A sweep measures one concurrency at several rates: a level is (concurrency, request rate)."""
+    def at(rates: list[float | None], med: float) -> BenchReport:
+        levels = tuple(replace(one_level(summary(med - 1, med, med + 1)).servers[0].levels[0], concurrency=8,
+                               request_rate=r) for r in rates)
+        return BenchReport(FP, {}, (ServerResult("s", False, "u", None, None, levels, {}),), ())
+    c = compare(at([1.0, 2.0, None], 100.0), at([2.0, 4.0, None], 100.0))
+    assert [(r.concurrency, r.request_rate) for r in c.rows] == [(8, 2.0), (8, None)]
+    assert c.as_dict()["rows"][0]["request_rate"] == 2.0
+    assert (c.only_in_a, c.only_in_b) == (("s @ 8 @ 1 requests/s",), ("s @ 8 @ 4 requests/s",))

@@ -256,9 +256,16 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
         "warmup": "before each level: max(1, concurrency) requests at its concurrency",
         "dataset": {"name": "prompts", "prompts": 32, "digest": data["config"]["prompts-digest"],
                     "lengths": "every request asks for max-new-tokens (12) output tokens, checked exactly; input "
-                               "tokens are not counted"}}
+                               "tokens are not counted"},
+        "server_metrics": "the engine's metrics route every 0.5 s during each measured repeat, where it has one "
+                          "(each server's server_metrics)"}
     assert data["config"]["dataset"] == {"name": "prompts"} and data["config"]["max-new-tokens"] == 12
     assert [s["cache"] for s in data["servers"]] == ["flushed before each repeat (POST /flush_cache)"] * 2
+    # the stand-in has no metrics route: said once per server, and its levels have no series
+    assert [s["server_metrics"] for s in data["servers"]] == [
+        "not scraped: GET /metrics answered HTTP 404; SGLang serves /metrics only when started with --enable-metrics"] * 2
+    assert stderr.count("baseline: server metrics not scraped: GET /metrics answered HTTP 404") == 1
+    assert {lv["server_metrics"] for s in data["servers"] for lv in s["levels"]} == {None}
     # the same environment run with the profile's value: compare refuses, naming the variable
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "2")
     out2 = tmp_path / "sg2.json"
@@ -310,6 +317,35 @@ def test_bench_url_without_a_recipe_sends_distinct_prompts_and_flushes_the_cache
     assert data["servers"][0]["env"] is None and data["config"]["model"] == "default"
     assert "warning: the environment fingerprint is empty (no envforge lock" in stderr
     assert "warning: server 'url': not started by envforge; the variables it runs with are unknown" in stderr
+
+
+def test_bench_url_reads_the_server_gauges_during_each_repeat(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A stand-in of SGLang whose GET /metrics answers SGLang's documented body (running 162, queued
+    2826, token usage 0.28; tests/data/bench/README.md): every measured repeat has its samples, from
+    the level's start, and the terminal a table of the engine's load. The real server: test_vllm_e2e."""
+    out = tmp_path / "g.json"
+    routes = {"/generate": "sglang_generate_stream.sse", "GET /metrics": "sglang_metrics.txt"}
+    with replay_server(routes, gap_s=0.002) as url:
+        code = main(["bench", "--url", url, "--api", "sglang", "--max-new-tokens", "8", "--concurrency", "1",
+                     "--repeats", "2", "--requests", "2", "--warmup", "0", "--metrics-interval", "0.1",
+                     "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    (srv,) = json.loads(out.read_text())["data"]["servers"]
+    assert srv["server_metrics"] == "GET /metrics every 0.1 s during each measured repeat"
+    (lv,) = srv["levels"]
+    m = lv["server_metrics"]
+    assert (m["source"], m["interval_s"], m["gaps"]) == (url + "/metrics", 0.1, [])
+    assert [s["repeat"] for s in m["samples"]][0] == 1 and {s["repeat"] for s in m["samples"]} == {1, 2}
+    assert {(s["running"], s["waiting"], s["kv_cache_use"], s["drafts"]) for s in m["samples"]} == {
+        (162.0, 2826.0, 0.28, None)}
+    times = [s["t_s"] for s in m["samples"]]
+    assert times == sorted(times) and 0 <= times[0] < 1
+    assert m["summary"] == {"samples": len(times), "failed_scrapes": 0, "running": {"max": 162.0, "mean": 162.0},
+                            "waiting": {"max": 2826.0, "mean": 2826.0}, "kv_cache_use": {"max": 0.28, "mean": 0.28}}
+    assert re.search(r"^url +1 +162 / 162 +2826 / 2826 +28\.0% / 28\.0% +\d+ +0$", stdout, re.M), stdout
+    assert "url: concurrency 1, repeat 1/2: " in stderr and "; engine: running <= 162, waiting <= 2826, KV cache <= 28.0%" in stderr
 
 
 def test_bench_url_failed_requests_exit_3_and_are_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

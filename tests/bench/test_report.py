@@ -23,6 +23,7 @@ from envforge.bench.report import (
 )
 from envforge.bench.result import Failure, LevelResult, RepeatResult, ServerResult, level_result
 from envforge.bench.stats import Summary
+from envforge.bench.sweep import RateSweep, SweepResult
 from envforge.cli import main
 from envforge.cli.output import envelope
 from envforge.core.errors import InputError
@@ -51,9 +52,12 @@ def test_read_report_errors(tmp_path: Path) -> None:
 
 def test_report_json_keys_are_pinned() -> None:
     base = ServerResult("baseline", False, "http://127.0.0.1:1", ("py", "-m", "x"), 1.234, (), {"NCCL_X": "1"},
-                        False, "flushed before each repeat (POST /flush_cache)")
+                        False, "flushed before each repeat (POST /flush_cache)",
+                        server_metrics="GET /metrics every 0.5 s during each measured repeat")
+    sweep = SweepResult("baseline", 8, RateSweep(0.5, 8.0), ((0.5, True), (1.0, True), (2.0, False), (1.5, True),
+                                                             (1.75, False), (1.625, True)))
     r = BenchReport(FP, {"model": "m"}, (base,), (), ("w",), (Failure("baseline", 1, 2, "m", 200),),
-                    {"prompts": "p", "order": "sequential"})
+                    {"prompts": "p", "order": "sequential"}, sweep=(sweep,))
     assert r.as_dict() == {
         "fingerprint": {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
                         "env_profile_digest": "sha256:bb", "python": "3.12", "driver": "580.65",
@@ -63,10 +67,19 @@ def test_report_json_keys_are_pinned() -> None:
         "config": {"model": "m"}, "method": {"prompts": "p", "order": "sequential"},
         "servers": [{"name": "baseline", "speculative": False, "url": "http://127.0.0.1:1", "argv": ["py", "-m", "x"],
                      "load_s": 1.23, "env": {"NCCL_X": "1"}, "env_sources": None, "ignore_eos": False,
-                     "cache": "flushed before each repeat (POST /flush_cache)", "levels": []}],
+                     "cache": "flushed before each repeat (POST /flush_cache)",
+                     "server_metrics": "GET /metrics every 0.5 s during each measured repeat", "levels": []}],
         "break_even": [], "failures": [{"server": "baseline", "concurrency": 1, "repeat": 2, "status": 200,
                                         "message": "m"}],
-        "speculation": [], "warnings": ["w"]}
+        "speculation": [],
+        "sweep": [{"server": "baseline", "concurrency": 8, "low": 0.5, "high": 8.0, "precision": 0.1, "max_steps": 12,
+                   "levels": [{"request_rate": 0.5, "met": True}, {"request_rate": 1.0, "met": True},
+                              {"request_rate": 2.0, "met": False}, {"request_rate": 1.5, "met": True},
+                              {"request_rate": 1.75, "met": False}, {"request_rate": 1.625, "met": True}],
+                   "highest_passing_rate": 1.625, "lowest_failing_rate": 1.75, "outcome": "found",
+                   "line": "sweep 'baseline' (concurrency 8): 1.625 requests/s is the highest rate that met the "
+                           "SLO; 1.75 missed it (within 10% after 6 levels)"}],
+        "warnings": ["w"]}
     assert BenchReport.from_dict(r.as_dict()).as_dict() == r.as_dict()
     (be,) = report().break_even
     assert be.as_dict() == {"baseline": "baseline", "speculative": "eagle3", "concurrency": 1, "decode_step_ms": 12.2,
@@ -208,24 +221,25 @@ def test_read_report_refuses_wrong_types_where_compare_would_crash(tmp_path: Pat
 
 
 DOCS = Path(__file__).parents[2] / "docs" / "bench"
-V3_LEVEL_KEYS = ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "req_s", "ttft_ms", "tpot_ms",
-                 "e2e_ms", "latency", "goodput", "send_lag_ms", "accept_length", "verify_cycle_ms", "engine", "repeats"]
-V3_REPEAT_KEYS = ["tok_s", "req_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms",
+V4_LEVEL_KEYS = ["concurrency", "request_rate", "failed_requests", "token_count", "refused", "tok_s", "req_s",
+                 "ttft_ms", "tpot_ms", "e2e_ms", "latency", "goodput", "send_lag_ms", "accept_length", "verify_cycle_ms",
+                 "server_metrics", "engine", "repeats"]
+REPEAT_KEYS = ["tok_s", "req_s", "wall_s", "requests", "failed", "output_tokens", "token_count", "ttft_ms",
                   "tpot_ms", "e2e_ms", "verify_steps", "decode_s", "engine"]
 V2_REPORT = Path(__file__).parents[1] / "data" / "bench" / "vllm-cpu-draft-model.v2.json"
 COUNTER_KEYS = ["source", "requests", "generation_tokens", "decode_steps", "decode_s", "decode_step_ms",
                 "tokens_per_step", "spec_decode"]
 
 
-def v1_as_v3(tmp_path: Path, name: str) -> Path:
+def v1_as_v4(tmp_path: Path, name: str) -> Path:
     """The committed ``/1`` report ``name`` read and written again as envforge bench writes today."""
-    out = tmp_path / f"{name}.v3.json"
+    out = tmp_path / f"{name}.v4.json"
     out.write_text(json.dumps(envelope("bench", read_report(DOCS / name).as_dict(), SCHEMA_VERSION)))
     return out
 
 
 @pytest.mark.parametrize("name", ["vllm-cpu-draft-model.json", "cpu-demo.json", "cpu-demo-b.json"])
-def test_committed_v1_reports_read_as_their_v3_shape(name: str) -> None:
+def test_committed_v1_reports_read_as_their_v4_shape(name: str) -> None:
     doc = json.loads((DOCS / name).read_text())
     assert doc["schema"] == "envforge.bench/1"
     expected = upgrade_v3(upgrade_v2(upgrade_v1(doc["data"])))
@@ -238,11 +252,14 @@ def test_committed_v1_reports_read_as_their_v3_shape(name: str) -> None:
     assert "drafters" not in expected["fingerprint"]  # written before B42: drafters unknown
     expected["fingerprint"]["drafters"] = None
     expected["speculation"] = []  # recomputed from the levels: none of these fails a speculation check
+    expected["sweep"] = []  # no sweep before /4
     for s in expected["servers"]:
         assert "env_sources" not in s
         s["env_sources"] = None
+        s["server_metrics"] = "not scraped"  # never read before /4
         for lv in s["levels"]:  # never measured before /3: absent; a repeat's req_s follows from its counts
-            lv.update(req_s=None, latency=None, goodput=None, send_lag_ms=None)
+            assert lv["request_rate"] is None  # /1 ran closed loop only: upgrade_v3 gave the config's none
+            lv.update(req_s=None, latency=None, goodput=None, send_lag_ms=None, server_metrics=None)
             for r in lv["repeats"]:
                 r["req_s"] = round((r["requests"] - r["failed"]) / r["wall_s"], 4)
     assert read_report(DOCS / name).as_dict() == expected
@@ -257,17 +274,17 @@ def test_v1_vllm_counters_become_the_engine_key(tmp_path: Path) -> None:
         "vllm", 6, 96, 4.0)
     assert draft.counters.spec == SpecDecodeStats(96, 288, 288, (96, 96, 96))
     assert [b.as_dict() for b in r.break_even] == doc["data"]["break_even"]
-    saved = json.loads(v1_as_v3(tmp_path, "vllm-cpu-draft-model.json").read_text())
+    saved = json.loads(v1_as_v4(tmp_path, "vllm-cpu-draft-model.json").read_text())
     assert saved["schema"] == "envforge.bench/4"
     lv = saved["data"]["servers"][1]["levels"][0]
-    assert list(lv) == V3_LEVEL_KEYS and list(lv["repeats"][0]) == V3_REPEAT_KEYS
+    assert list(lv) == V4_LEVEL_KEYS and list(lv["repeats"][0]) == REPEAT_KEYS
     assert lv["engine"] == {"name": "vllm", "counters": doc["data"]["servers"][1]["levels"][0]["vllm"]}
     assert list(lv["engine"]["counters"]) == COUNTER_KEYS
     assert lv["repeats"][0]["engine"]["counters"]["spec_decode"]["drafts"] == 32
-    assert read_report(tmp_path / "vllm-cpu-draft-model.json.v3.json").as_dict() == saved["data"]
+    assert read_report(tmp_path / "vllm-cpu-draft-model.json.v4.json").as_dict() == saved["data"]
 
 
-def test_v3_schema_keys_are_pinned() -> None:
+def test_v4_schema_keys_are_pinned() -> None:
     window = EngineWindow(1, 32, 10, 0.1, SpecDecodeStats(8, 24, 20, (8, 7, 5)))
     r = RequestResult(ok=True, output_tokens=32, e2e_s=0.2, ttft_s=0.05, tpot_s=0.004, decode_s=0.1)
     lv = level_result(1, [LevelRun(1, (r,), 0.25)], [window], speculative=True)
@@ -277,12 +294,12 @@ def test_v3_schema_keys_are_pinned() -> None:
     doc = envelope("bench", rep.as_dict(), SCHEMA_VERSION)
     assert list(doc) == ["envforge", "schema", "data"] and doc["schema"] == SCHEMA == "envforge.bench/4"
     assert list(doc["data"]) == ["fingerprint", "config", "method", "servers", "break_even", "failures", "speculation",
-                                 "warnings"]
+                                 "sweep", "warnings"]
     (s,) = doc["data"]["servers"]
     assert list(s) == ["name", "speculative", "url", "argv", "load_s", "env", "env_sources", "ignore_eos", "cache",
-                       "levels"]
+                       "server_metrics", "levels"]
     counted, uncounted = s["levels"]
-    assert list(counted) == V3_LEVEL_KEYS and list(counted["repeats"][0]) == V3_REPEAT_KEYS
+    assert list(counted) == V4_LEVEL_KEYS and list(counted["repeats"][0]) == REPEAT_KEYS
     assert list(counted["latency"]) == ["ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms"]
     assert counted["latency"]["ttft_ms"] == {"n": 1, "mean": 50.0, "median": 50.0, "p90": 50.0, "p95": 50.0,
                                              "p99": 50.0, "max": 50.0}
@@ -342,8 +359,8 @@ def test_a_v2_report_reads_its_itl_as_tpot(tmp_path: Path, capsys: pytest.Captur
     new = read_report(V2_REPORT).servers[0].levels[0]
     assert new.tpot_ms is not None and new.tpot_ms.as_dict() == old["itl_ms"]
     assert new.repeats[0].tpot_ms == old["repeats"][0]["itl_ms"] and new.latency is None
-    v3 = v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
-    assert main(["bench", "compare", str(V2_REPORT), str(v3), "--allow-different-env", "--json"]) == 0
+    v4 = v1_as_v4(tmp_path, "vllm-cpu-draft-model.json")
+    assert main(["bench", "compare", str(V2_REPORT), str(v4), "--allow-different-env", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["data"]["rows"]
     assert [(r["server"], r["ratio"]) for r in rows] == [(s, 1.0) for s in ("baseline", "draft-model", "ngram")
                                                          for _ in (1, 2, 4)]
@@ -367,7 +384,7 @@ def test_upgrade_v3_says_the_prompts_came_from_a_prompt_file(tmp_path: Path,
         "config": {"model": "m", "dataset": {"name": "prompts"}}, "servers": []}
     assert upgrade_v3({"config": {"dataset": {"name": "random"}}}) == {"config": {"dataset": {"name": "random"}}}
     assert upgrade_v3({"config": None}) == {"config": None}
-    v4 = v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
+    v4 = v1_as_v4(tmp_path, "vllm-cpu-draft-model.json")
     doc = json.loads(v4.read_text())
     assert doc["schema"] == "envforge.bench/4" and doc["data"]["config"]["dataset"] == {"name": "prompts"}
     doc["schema"], v3 = "envforge.bench/3", tmp_path / "v3.json"
@@ -378,8 +395,8 @@ def test_upgrade_v3_says_the_prompts_came_from_a_prompt_file(tmp_path: Path,
     assert "different settings" not in capsys.readouterr().err
 
 
-def test_cli_compares_a_v1_and_a_v3_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    v1, v2 = DOCS / "vllm-cpu-draft-model.json", v1_as_v3(tmp_path, "vllm-cpu-draft-model.json")
+def test_cli_compares_a_v1_and_a_v4_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    v1, v2 = DOCS / "vllm-cpu-draft-model.json", v1_as_v4(tmp_path, "vllm-cpu-draft-model.json")
     assert main(["bench", "compare", str(v1), str(v2), "--allow-different-env", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["data"]["rows"]
     assert [(r["server"], r["concurrency"], r["ratio"], r["verdict"]) for r in rows] == [
@@ -389,3 +406,25 @@ def test_cli_compares_a_v1_and_a_v3_report(tmp_path: Path, capsys: pytest.Captur
     c = json.loads(capsys.readouterr().out)["data"]
     assert [(r["server"], r["concurrency"]) for r in c["rows"]] == [("baseline", n) for n in (1, 2, 4, 8)]
     assert main(["bench", "compare", str(v1), str(v2)]) == 2  # empty fingerprints: refused, as for /2 pairs
+
+
+def test_a_v3_report_reads_its_levels_at_the_run_s_request_rate(tmp_path: Path) -> None:
+    """/3 kept one open-loop rate for the whole run in config; /4 keeps it per level (a sweep has many)."""
+    rep = {"tok_s": 1.0, "wall_s": 1.0, "requests": 1, "output_tokens": 1, "e2e_ms": 1.0}
+    data = {"config": {"request-rate": 20.0}, "servers": [{"name": "a", "levels": [
+        {"concurrency": 2, "repeats": [rep]}, {"concurrency": 4, "repeats": [rep]}]}]}
+    assert upgrade_v3(data)["servers"][0]["levels"] == [
+        {"concurrency": 2, "request_rate": 20.0, "repeats": [rep]},
+        {"concurrency": 4, "request_rate": 20.0, "repeats": [rep]}]
+    p = tmp_path / "v3.json"
+    p.write_text(json.dumps({"schema": "envforge.bench/3", "data": data}))
+    r = read_report(p)
+    assert [(lv.concurrency, lv.request_rate, lv.server_metrics) for lv in r.servers[0].levels] == [
+        (2, 20.0, None), (4, 20.0, None)]
+    assert r.servers[0].level(2, 20.0) is r.servers[0].levels[0] and r.servers[0].level(2) is None
+    assert (r.sweep, r.servers[0].server_metrics) == ((), "not scraped")
+    closed = upgrade_v3({"config": {"request-rate": None}, "servers": [{"name": "a", "levels": [{"concurrency": 1}]}]})
+    assert closed["servers"][0]["levels"] == [{"concurrency": 1, "request_rate": None}]
+    p.write_text(json.dumps({"schema": SCHEMA, "data": {**data, "sweep": {}}}))
+    with pytest.raises(InputError, match="malformed bench report: TypeError: 'sweep' must be an array"):
+        read_report(p)

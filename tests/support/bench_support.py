@@ -157,6 +157,7 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
     ``routes[path] = "keepalive:<file>"`` streams the file's first event, then only SSE comment
     lines (``: ping``, what servers send to keep a connection open) every ``gap_s`` seconds, forever;
     ``"blanks:<file>"`` the same with bare empty lines.
+    ``routes["GET <path>"] = "<file>"`` answers ``GET <path>`` with the file (a recorded metrics body).
     ``POST /flush_cache`` answers 200 (SGLang's route). ``log`` receives ``(path, body)`` of every POST,
     ``peers`` the client's port of every POST (one port per connection: HTTP/1.1 keeps a connection
     open after a recorded stream, as uvicorn does; the keep-alive routes close theirs).
@@ -169,6 +170,13 @@ def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
             pass
 
         def do_GET(self) -> None:
+            if f"GET {self.path}" in routes:  # a recorded answer: a metrics body
+                data = (DATA / routes[f"GET {self.path}"]).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             self.send_response(200 if self.path in ("/health", "/health_generate") else 404)
             self.send_header("Content-Length", "0")
             self.end_headers()

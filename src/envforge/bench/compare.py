@@ -34,7 +34,8 @@ def _r(x: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ComparisonRow:
-    """B / A at one server and level: medians (tok/s), ratio, its interval, and the verdict."""
+    """B / A at one server and level (its concurrency and open-loop rate, None: closed loop):
+    medians (tok/s), ratio, its interval, and the verdict."""
 
     server: str
     concurrency: int
@@ -44,9 +45,11 @@ class ComparisonRow:
     ratio_low: float
     ratio_high: float
     verdict: str
+    request_rate: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "concurrency": self.concurrency, "a_tok_s": _r(self.a_tok_s),
+        return {"server": self.server, "concurrency": self.concurrency, "request_rate": self.request_rate,
+                "a_tok_s": _r(self.a_tok_s),
                 "b_tok_s": _r(self.b_tok_s), "ratio": _r(self.ratio), "ratio_low": _r(self.ratio_low),
                 "ratio_high": _r(self.ratio_high), "verdict": self.verdict}
 
@@ -71,14 +74,19 @@ class Comparison:
                 "only_in_b": list(self.only_in_b), "not_compared": list(self.not_compared)}
 
 
-def _row(server: str, a: Summary, b: Summary, concurrency: int, min_change: float) -> ComparisonRow:
+def _row(server: str, a: Summary, b: Summary, lv: LevelResult, min_change: float) -> ComparisonRow:
     (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
     ratio = b.median / a.median if a.median > 0 else float("inf")
     low = blo / ahi if ahi > 0 else float("inf")
     high = bhi / alo if alo > 0 else float("inf")
     verdict = ("faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change)
                else "no clear change")
-    return ComparisonRow(server, concurrency, a.median, b.median, ratio, low, high, verdict)
+    return ComparisonRow(server, lv.concurrency, a.median, b.median, ratio, low, high, verdict, lv.request_rate)
+
+
+def _where(server: str, lv: LevelResult) -> str:
+    """``baseline @ 4``, or with an open-loop rate ``baseline @ 4 @ 2.5 requests/s``."""
+    return f"{server} @ {lv.concurrency}" + ("" if lv.request_rate is None else f" @ {lv.request_rate:g} requests/s")
 
 
 def _env_differences(a: BenchReport, b: BenchReport) -> list[str]:
@@ -131,17 +139,17 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
     for sa in a.servers:
         sb = b_by_name.get(sa.name)
         for lv in sa.levels:
-            other = sb.level(lv.concurrency) if sb else None
+            other = sb.level(lv.concurrency, lv.request_rate) if sb else None
             if other is None:
-                only_a.append(f"{sa.name} @ {lv.concurrency}")
+                only_a.append(_where(sa.name, lv))
                 continue
             why = _why_no_figure(lv, "A", a, sa.name) or _why_no_figure(other, "B", b, sa.name)
             if why is not None or lv.tok_s is None or other.tok_s is None:
-                skipped.append(f"{sa.name} @ {lv.concurrency}: {why}")
+                skipped.append(f"{_where(sa.name, lv)}: {why}")
                 continue
-            rows.append(_row(sa.name, lv.tok_s, other.tok_s, lv.concurrency, min_change))
-    a_keys = {(s.name, lv.concurrency) for s in a.servers for lv in s.levels}
-    only_b = [f"{s.name} @ {lv.concurrency}" for s in b.servers for lv in s.levels
-              if (s.name, lv.concurrency) not in a_keys]
+            rows.append(_row(sa.name, lv.tok_s, other.tok_s, lv, min_change))
+    a_keys = {(s.name, lv.concurrency, lv.request_rate) for s in a.servers for lv in s.levels}
+    only_b = [_where(s.name, lv) for s in b.servers for lv in s.levels
+              if (s.name, lv.concurrency, lv.request_rate) not in a_keys]
     return Comparison(tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b),
                       tuple(skipped), min_change)

@@ -78,13 +78,16 @@ from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from envforge.bench.dataset import Prompt, sharegpt_prompts
 from envforge.bench.engines import Engine, engine
+from envforge.bench.sampler import DEFAULT_INTERVAL_S
 from envforge.bench.slo import Slo
+from envforge.bench.sweep import RateSweep
 from envforge.bench.workload import TraceWorkload, Workload, build_workload
 from envforge.core.errors import InputError
 from envforge.core.textfile import read_bytes
 
 __all__ = [
     "DEFAULT_LOAD_TIMEOUT_S",
+    "SWEEP_NEEDS_SLO",
     "PROMPTS_LIMIT",
     "Prompt",
     "ServerConfig",
@@ -96,6 +99,9 @@ __all__ = [
     "url_config",
 ]
 
+#: The message and hint of a sweep without SLO targets (the CLI says it before reading the recipe).
+SWEEP_NEEDS_SLO = ("--sweep-rate needs --slo: the sweep looks for the highest rate that meets it",
+                   "add the targets, e.g. --slo ttft:200 tpot:50")
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
@@ -154,6 +160,8 @@ class SmokeConfig:
     request_rate: float = math.inf
     burstiness: float = 1.0
     dataset: Workload | None = None  # None: the prompt set above; else each request has its own lengths
+    metrics_interval_s: float = DEFAULT_INTERVAL_S  # the server's gauges every so often; 0: not read
+    sweep: RateSweep | None = None  # --sweep-rate: levels at rates searched for the SLO's limit
 
     @property
     def engine(self) -> Engine:
@@ -181,14 +189,19 @@ class SmokeConfig:
         return self.dataset if isinstance(self.dataset, TraceWorkload) else None
 
     def check(self) -> None:
-        """Refuse settings that contradict the dataset: a trace with a request rate (the trace
-        gives the send times) or with more requests per repeat than it has records.
+        """Refuse settings that contradict each other: what :meth:`check_sweep` refuses, then a
+        trace with a request rate or a sweep (the trace gives the send times) or with more requests
+        per repeat than it has records.
 
-        :raises InputError: either.
+        :raises InputError: either, or what :meth:`check_sweep` refuses.
         """
+        self.check_sweep()
         trace = self.trace
         if trace is None:
             return
+        if self.sweep is not None:
+            raise InputError(f"--sweep-rate with the trace {trace.path}: the trace gives every request's send time",
+                             hint="drop --sweep-rate, or sweep a generated dataset (--dataset random)")
         if self.open_loop:
             raise InputError(f"--request-rate {self.request_rate:g} with the trace {trace.path}: the trace gives "
                              "every request's send time",
@@ -240,15 +253,17 @@ class SmokeConfig:
         size = self.dataset.size if self.dataset is not None else None
         return -(-drawn // size) * size if size else drawn
 
-    def schedule(self, items: Sequence[Prompt]) -> tuple[float, ...] | None:
+    def schedule(self, items: Sequence[Prompt], rate: float | None = None) -> tuple[float, ...] | None:
         """Intended send times (seconds from the first) of a measured repeat's ``items``: a trace's
-        recorded times x its time scale; at ``request_rate`` open loop, vLLM's arrivals
-        (:func:`envforge.bench.arrivals.arrival_times`); None closed loop (all due at once)."""
+        recorded times x its time scale; at ``rate`` requests/s (default ``request_rate``; a sweep's
+        level passes its own) open loop, vLLM's arrivals (:func:`envforge.bench.arrivals.arrival_times`);
+        None closed loop (an infinite rate: all due at once)."""
         trace = self.trace
         if trace is not None:
             return trace.schedule(list(items))
-        if self.open_loop:
-            return arrival_times(len(items), self.request_rate, self.burstiness, self.seed)
+        rate = self.request_rate if rate is None else rate
+        if not math.isinf(rate):
+            return arrival_times(len(items), rate, self.burstiness, self.seed)
         return None
 
     def with_overrides(self, **changes: Any) -> SmokeConfig:
@@ -268,7 +283,31 @@ class SmokeConfig:
                 "slo": self.slo.as_dict() if self.slo.targets else None,
                 "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
                 "burstiness": self.burstiness,
-                **({"served-model-name": self.served_model_name} if self.served_model_name else {})}
+                **({"served-model-name": self.served_model_name} if self.served_model_name else {}),
+                **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {})}
+
+    def check_sweep(self) -> None:
+        """With :attr:`sweep`: the settings a saturation sweep needs (:mod:`envforge.bench.sweep`).
+
+        :raises InputError: no SLO targets (nothing to meet), a fixed ``--request-rate`` besides it,
+            several concurrency levels (the sweep varies the rate under one cap), or interleaving (a
+            sweep picks each rate from the levels before it).
+        """
+        if self.sweep is None:
+            return
+        if not self.slo.targets:
+            raise InputError(SWEEP_NEEDS_SLO[0], hint=SWEEP_NEEDS_SLO[1])
+        if self.open_loop:
+            raise InputError(f"--sweep-rate and --request-rate {self.request_rate:g} contradict each other: the "
+                             "sweep picks the rates", hint="drop --request-rate")
+        if len(self.concurrency) != 1:
+            raise InputError(f"--sweep-rate measures one concurrency cap, but {len(self.concurrency)} levels are "
+                             f"set ({', '.join(map(str, self.concurrency))})",
+                             hint="give --concurrency N: the most requests in flight at any rate (vLLM's "
+                                  "--max-concurrency)")
+        if self.interleave:
+            raise InputError("--sweep-rate cannot interleave servers: each rate is chosen from the levels before it",
+                             hint="drop --interleave (or interleave = true from [verify.smoke])")
 
 
 def shipped_prompts() -> Path:

@@ -1,21 +1,26 @@
 """Benchmark reports: the whole run (fingerprint, settings, method, results, break-even, failures,
-warnings), its trustworthiness warnings, and reading a saved report back.
+saturation sweeps, warnings), its trustworthiness warnings, and reading a saved report back.
 
 A report is JSON in the envelope ``{"envforge", "schema": "envforge.bench/4", "data"}`` so two runs
-can be compared later (:mod:`envforge.bench.compare`). Schema ``/4`` adds the dataset: ``config.dataset``
-(its name, settings and tokenizer digest; ``{"name": "prompts"}`` for a prompt file) and
-``method.dataset`` (what was sent: settings, seed, tokenizer, the length rule and the lengths
-drawn), and ``config.max-new-tokens`` is null when each request asked for its own output tokens
-(:mod:`envforge.bench.workload`). Schema ``/3`` uses vLLM's names: each level
-and repeat has ``tpot_ms`` (what ``/1`` and ``/2`` called ``itl_ms``: decode time per output token
-after the first), each level ``req_s`` and the per-request distributions under ``latency``
+can be compared later (:mod:`envforge.bench.compare`). Schema ``/4`` adds the dataset and the
+server's own load: ``config.dataset`` (its name, settings and tokenizer digest; ``{"name": "prompts"}``
+for a prompt file) and ``method.dataset`` (what was sent: settings, seed, tokenizer, the length rule
+and the lengths drawn), ``config.max-new-tokens`` null when each request asked for its own output
+tokens (:mod:`envforge.bench.workload`); to each level its ``request_rate`` (requests/s of an
+open-loop level, null for closed loop) and ``server_metrics`` (the server's own gauges over time,
+:mod:`envforge.bench.gauges`, null when not scraped), to each server ``server_metrics`` (how they were
+read, or why not), and to ``data`` the ``sweep`` results (:mod:`envforge.bench.sweep`, empty without
+``--sweep-rate``). Schema ``/3`` uses vLLM's names: each level and repeat has ``tpot_ms`` (what ``/1``
+and ``/2`` called ``itl_ms``: decode time per output token after the first), each level ``req_s`` and
+the per-request distributions under ``latency``
 (``ttft_ms``, ``tpot_ms``, ``itl_ms`` = the gaps between chunks, ``itl_per_token_ms``, ``e2el_ms``).
 ``/2`` keeps an engine's counters under ``"engine": {"name": "vllm", "counters": {...}}`` in each
 level and repeat (:mod:`envforge.bench.result`); ``/1`` had them under ``"vllm": {...}``.
 :func:`read_report` reads all four: a ``/1`` report is upgraded to the ``/2`` shape
 (:func:`upgrade_v1`), a ``/2`` one to the ``/3`` shape (:func:`upgrade_v2`: ``itl_ms`` read as
 ``tpot_ms``; no distributions, ``req_s`` or goodput: those were never measured), a ``/3`` one to
-the ``/4`` shape (:func:`upgrade_v3`: its prompts were a prompt file).
+the ``/4`` shape (:func:`upgrade_v3`: its prompts were a prompt file; each level's ``request_rate``
+is the run's ``config["request-rate"]``; no server metrics, no sweep).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 from envforge.bench.result import BreakEven, Failure, ServerResult, break_even_rows
 from envforge.bench.speculation import Drafter, SpeculationFailure, check_servers
+from envforge.bench.sweep import SweepResult
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.env.fingerprint import Fingerprint
@@ -73,7 +79,7 @@ def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -
                        "only when every chunk holds one token")
         for lv in s.levels:
             if lv.refused:
-                out.append(f"server '{s.name}', concurrency {lv.concurrency}: {lv.refused}")
+                out.append(f"server '{s.name}', {lv.label}: {lv.refused}")
         if not s.ignore_eos:
             out.append(f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
                        "request that stops early fails")
@@ -86,7 +92,8 @@ class BenchReport:
     warnings. ``method``: how prompts were drawn, the cache handled and configurations ordered.
     ``drafters``: speculative server -> the drafter it was started with (None: unknown), saved in
     the fingerprint (None: a report written before drafters were recorded); ``speculation``: the
-    levels that failed a speculation check (:mod:`envforge.bench.speculation`)."""
+    levels that failed a speculation check (:mod:`envforge.bench.speculation`); ``sweep``: each
+    server's saturation sweep (:mod:`envforge.bench.sweep`; empty without ``--sweep-rate``)."""
 
     fingerprint: Fingerprint
     config: Mapping[str, Any]
@@ -97,6 +104,7 @@ class BenchReport:
     method: Mapping[str, Any] | None = None
     drafters: Mapping[str, Drafter | None] | None = None
     speculation: tuple[SpeculationFailure, ...] = ()
+    sweep: tuple[SweepResult, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/4`` envelope)."""
@@ -106,7 +114,8 @@ class BenchReport:
                 "method": dict(self.method or {}), "servers": [s.as_dict() for s in self.servers],
                 "break_even": [b.as_dict() for b in self.break_even],
                 "failures": [f.as_dict() for f in self.failures],
-                "speculation": [f.as_dict() for f in self.speculation], "warnings": list(self.warnings)}
+                "speculation": [f.as_dict() for f in self.speculation], "sweep": [x.as_dict() for x in self.sweep],
+                "warnings": list(self.warnings)}
 
     def slo_misses(self) -> list[str]:
         """One line per level whose goodput missed the SLO gate (fewer good requests than the
@@ -115,7 +124,7 @@ class BenchReport:
         slo = self.config.get("slo") or {}
         targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (slo.get("targets_ms") or {}).items())
         need = slo.get("attainment")
-        return [f"server '{s.name}', concurrency {lv.concurrency}: {lv.goodput.good} of {lv.goodput.completed} "
+        return [f"server '{s.name}', {lv.label}: {lv.goodput.good} of {lv.goodput.completed} "
                 f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
                 for s in self.servers for lv in s.levels
                 if lv.goodput is not None and not lv.goodput.met]
@@ -123,7 +132,7 @@ class BenchReport:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
         for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),
-                          ("method", dict), ("fingerprint", dict)):
+                          ("method", dict), ("fingerprint", dict), ("sweep", list)):
             if d.get(key) is not None and not isinstance(d[key], kind):
                 raise TypeError(f"'{key}' must be a{'n array' if kind is list else 'n object'}")
         if not all(isinstance(w, str) for w in d.get("warnings") or ()):
@@ -138,7 +147,7 @@ class BenchReport:
                    tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {},
                    None if drafters is None else {str(k): None if v is None else Drafter.from_dict(v)
                                                   for k, v in drafters.items()},
-                   check_servers(servers))
+                   check_servers(servers), tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()))
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,20 +196,28 @@ def upgrade_v2(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def upgrade_v3(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``data`` of an ``envforge.bench/3`` report in the ``/4`` shape: before datasets every
-    request's prompt came from a prompt file, so ``config.dataset`` is ``{"name": "prompts"}``
-    (what a ``/4`` report of a prompt file says); everything else is kept.
+    """The ``data`` of an ``envforge.bench/3`` (or upgraded older) report in the ``/4`` shape: before
+    datasets every request's prompt came from a prompt file, so ``config.dataset`` is
+    ``{"name": "prompts"}`` (what a ``/4`` report of a prompt file says); each level's
+    ``request_rate`` is the run's ``config["request-rate"]`` (every level of a ``/3`` run had it;
+    null for closed loop and before ``/3``); everything else is kept (no server metrics and no
+    sweep: they read as absent).
     """
     config = data.get("config")
+    rate = config.get("request-rate") if isinstance(config, Mapping) else None
+
+    def level(x: Mapping[str, Any]) -> dict[str, Any]:
+        return {**x, "request_rate": x.get("request_rate", rate)} if "concurrency" in x else dict(x)
+    out = _levels_and_repeats(data, level)
     if isinstance(config, Mapping) and "dataset" not in config:
-        return {**data, "config": {**config, "dataset": {"name": "prompts"}}}
-    return dict(data)
+        out["config"] = {**config, "dataset": {"name": "prompts"}}
+    return out
 
 
 def read_report(path: Path) -> BenchReport:
     """Read a report written by ``envforge bench``: an ``envforge.bench/4`` JSON envelope, or a
-    ``/3``, ``/2`` or ``/1`` one upgraded to the ``/4`` shape (:func:`upgrade_v3`,
-    :func:`upgrade_v2`, :func:`upgrade_v1`).
+    ``/3``, ``/2`` or ``/1`` one upgraded to the ``/4`` shape (:func:`upgrade_v3`, :func:`upgrade_v2`,
+    :func:`upgrade_v1`).
 
     :raises InputError: unreadable, not JSON, or not a bench report (the message names the file).
     """

@@ -13,7 +13,8 @@ carried) and E2EL, plus request and output-token throughput.
 
 An engine with counters (:attr:`envforge.bench.engines.base.Engine.has_counters`, e.g. vLLM) adds
 its window to each repeat and level, saved as ``"engine": {"name": "<engine>", "counters": {...}}``
-(schema ``envforge.bench/3``, :mod:`envforge.bench.report`).
+(schema ``envforge.bench/4``, :mod:`envforge.bench.report`). Each level also keeps its open-loop
+rate and the server's own gauges over its repeats (:mod:`envforge.bench.gauges`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.distribution import Distribution, distribution
 from envforge.bench.engines import ENGINES
+from envforge.bench.gauges import GaugeSeries
 from envforge.bench.metrics import EngineWindow, sum_windows
 from envforge.bench.slo import Goodput, Slo, goodput
 from envforge.bench.stats import Summary, break_even_accept_length, summarize
@@ -274,18 +276,27 @@ class LevelResult:
     latency: Mapping[str, Distribution | None] | None = None
     goodput: Goodput | None = None
     send_lag_ms: Distribution | None = None
+    request_rate: float | None = None
+    server_metrics: GaugeSeries | None = None
+
+    @property
+    def label(self) -> str:
+        """``concurrency 4``, or with an open-loop rate ``concurrency 4, 2.5 requests/s``."""
+        rate = "" if self.request_rate is None else f", {self.request_rate:g} requests/s"
+        return f"concurrency {self.concurrency}{rate}"
 
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
             return None if x is None else x.as_dict()
         d: dict[str, Any] = {
-            "concurrency": self.concurrency, "failed_requests": self.failed_requests,
+            "concurrency": self.concurrency, "request_rate": self.request_rate, "failed_requests": self.failed_requests,
             "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
             "req_s": s(self.req_s), "ttft_ms": s(self.ttft_ms), "tpot_ms": s(self.tpot_ms), "e2e_ms": s(self.e2e_ms),
             "latency": _latency_dict(self.latency),
             "goodput": None if self.goodput is None else self.goodput.as_dict(),
             "send_lag_ms": None if self.send_lag_ms is None else self.send_lag_ms.as_dict(),
-            "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms)}
+            "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms),
+            "server_metrics": None if self.server_metrics is None else self.server_metrics.as_dict()}
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
         d["repeats"] = [r.as_dict() for r in self.repeats]
@@ -301,7 +312,16 @@ class LevelResult:
                    str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
                    _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")),
                    None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]),
-                   None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]))
+                   None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]),
+                   _number(d, "request_rate"), _series_of(d.get("server_metrics")))
+
+
+def _series_of(d: Any) -> GaugeSeries | None:
+    if d is None:
+        return None
+    if not isinstance(d, Mapping):
+        raise TypeError("'server_metrics' must be an object or null")
+    return GaugeSeries.from_dict(d)
 
 
 REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
@@ -309,8 +329,11 @@ REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and 
 
 
 def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[EngineWindow] | None = None, *,
-                 speculative: bool = False, slo: Slo | None = None) -> LevelResult:
+                 speculative: bool = False, slo: Slo | None = None, request_rate: float | None = None,
+                 server_metrics: GaugeSeries | None = None) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
+    ``request_rate`` (requests/s, None: closed loop) and ``server_metrics`` are kept as they are,
+    also for a level with failed requests.
 
     ``counters``: the engine's counter deltas, one per repeat (then the accept length is the
     engine's 1 + accepted / drafts over the level, None when no draft was proposed, and the verify
@@ -324,8 +347,9 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
         reps = tuple(repeat_result(r) for r in runs)
     failed = sum(r.failed for r in reps)
     count = _token_count({r.token_count for r in reps})
+    extra: dict[str, Any] = {"request_rate": request_rate, "server_metrics": server_metrics}
     if failed:
-        return LevelResult(concurrency, reps, None, None, None, None, None, None, failed, count)
+        return LevelResult(concurrency, reps, None, None, None, None, None, None, failed, count, **extra)
     refused = REFUSED_CHUNKS if speculative and count != "server" else None
     tokens = sum(r.output_tokens for r in reps if r.verify_steps)
     steps = sum(r.verify_steps or 0 for r in reps)
@@ -341,10 +365,11 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
         return LevelResult(
             concurrency=concurrency, repeats=reps, accept_length=spec.mean_acceptance_length if spec else None,
             verify_cycle_ms=cycle if spec and spec.drafts else None, token_count=count, refused=refused,
-            counters=engine, **common)
+            counters=engine, **common, **extra)
     return LevelResult(
         concurrency=concurrency, repeats=reps, accept_length=tokens / steps if steps else None,
-        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused, **common)
+        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused, **common,
+        **extra)
 
 
 def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None) -> dict[str, Any]:
@@ -369,7 +394,8 @@ class ServerResult:
     ``env_sources``: where each of them came from (``profile``, ``environment``, ``server env``,
     ``launcher sglang-0.5.9 (--enable-symm-mem)``, ``nccl.conf <path>``: envforge.bench.variables);
     ``ignore_eos``: whether requests asked for a fixed length (False: the server rejected the field);
-    ``cache``: ``"flushed before each repeat"``, or why not.
+    ``cache``: ``"flushed before each repeat"``, or why not; ``server_metrics``: how the server's
+    gauges were read (``"GET /metrics every 0.5 s during each measured repeat"``), or why not.
     """
 
     name: str
@@ -382,16 +408,20 @@ class ServerResult:
     ignore_eos: bool = True
     cache: str = "not flushed"
     env_sources: Mapping[str, str] | None = None
+    server_metrics: str = "not scraped"
 
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+    def level(self, concurrency: int, request_rate: float | None = None) -> LevelResult | None:
+        """The level at ``concurrency`` and ``request_rate`` (None: closed loop), the first if several."""
+        return next((lv for lv in self.levels if (lv.concurrency, lv.request_rate) == (concurrency, request_rate)),
+                    None)
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "speculative": self.speculative, "url": self.url,
                 "argv": list(self.argv) if self.argv is not None else None, "load_s": _r(self.load_s, 2),
                 "env": dict(self.env) if self.env is not None else None,
                 "env_sources": dict(self.env_sources) if self.env_sources is not None else None,
-                "ignore_eos": self.ignore_eos, "cache": self.cache, "levels": [lv.as_dict() for lv in self.levels]}
+                "ignore_eos": self.ignore_eos, "cache": self.cache, "server_metrics": self.server_metrics,
+                "levels": [lv.as_dict() for lv in self.levels]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServerResult:
@@ -405,7 +435,8 @@ class ServerResult:
                    tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
                    {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
                    bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"),
-                   {str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else None)
+                   {str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else None,
+                   str(d.get("server_metrics") or "not scraped"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +478,7 @@ def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
     rows = []
     for spec in (s for s in servers if s.speculative):
         for lv in spec.levels:
-            b = base.level(lv.concurrency)
+            b = base.level(lv.concurrency, lv.request_rate)
             if (b is not None and lv.accept_length is not None and lv.counters is not None
                     and b.counters is not None and not b.failed_requests and not lv.failed_requests):
                 step, cycle, per = b.counters.decode_step_ms, lv.counters.decode_step_ms, lv.counters.tokens_per_step

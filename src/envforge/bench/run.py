@@ -13,14 +13,20 @@ status) and the levels they belong to get no figures; the caller decides the exi
 :meth:`SmokeConfig.draw`), and where the server offers a cache flush route it is called before each
 repeat. For an engine that probes ``ignore_eos`` (``api = "openai"``) the first request asks for it;
 a server that rejects the field (HTTP 400/422 naming it) is asked without it from then on, and the
-report says so. An engine with counters (``api = "vllm"``) has them read around each repeat.
+report says so. An engine with counters (``api = "vllm"``) has them read around each repeat. While
+each repeat is measured the server's metrics route is read in the background for its gauges (requests
+running and waiting, KV cache use: :mod:`envforge.bench.sampler`), unless it has none (said once). With
+a rate sweep (``config.sweep``) each server's levels are open-loop rates chosen one after the other by
+:mod:`envforge.bench.sweep` until the highest rate meeting the SLO is bracketed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -31,11 +37,15 @@ from typing import Any
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
 from envforge.bench.load import Connections, run_level
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
+from envforge.bench.gauges import GaugeSeries
+from envforge.bench.method import report_method
 from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings
-from envforge.bench.result import Failure, ServerResult, break_even_rows, failures_of, level_result
+from envforge.bench.result import Failure, LevelResult, ServerResult, break_even_rows, failures_of, level_result
+from envforge.bench.sampler import Sampler, probe
 from envforge.bench.server import RunningServer, ServerLaunch, running_server
 from envforge.bench.speculation import check_servers, drafter_warnings, drafters_of
+from envforge.bench.sweep import SweepResult, run_sweep
 from envforge.bench.variables import effective_env, env_digest, profile_overrides, recorded_values, server_environment
 from envforge.core.errors import InputError
 from envforge.core.probe import ProbeError, run_probe
@@ -46,6 +56,11 @@ from envforge.env.profile.effective import served_launcher
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
 Progress = Callable[[str], None]
+#: A level of a server's run: its concurrency and open-loop rate (requests/s; ``math.inf``: closed loop).
+LevelKey = tuple[int, float]
+#: A sweep's highest passing level that completed fewer requests/s than this share of its rate was
+#: too short to reach a steady queue (its drain after the last send alone costs less at a steady rate).
+SWEEP_SHORT = 0.9
 #: The longest a cache flush's whole answer may take (seconds), and at most the idle timeout.
 FLUSH_TIMEOUT_S = 30.0
 
@@ -97,7 +112,7 @@ class _Session:
         self.engine = cfg.engine
         self.speculative = speculative
         self.warmed: set[int] = set()
-        self.windows: dict[int, list[EngineWindow]] = {c: [] for c in cfg.concurrency}
+        self.windows: dict[LevelKey, list[EngineWindow]] = {}
         self.warnings: list[str] = []
         self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                    ignore_eos=True, timeout_s=cfg.request_timeout_s,
@@ -106,11 +121,16 @@ class _Session:
         self.probed = not self.engine.probes_ignore_eos
         self.flush = cfg.flush_cache
         self.cache = "not flushed (no flush route)" if not self.flush else ""
-        self.runs: dict[int, list[LevelRun]] = {c: [] for c in cfg.concurrency}
+        self.runs: dict[LevelKey, list[LevelRun]] = {}
         self.failures: list[Failure] = []
         self.server: RunningServer | None = None
         self.load_s: float | None = None
         self.connections: Connections | None = None
+        self.gauges: dict[LevelKey, list[GaugeSeries]] = {}
+        self.level_t0: dict[LevelKey, float] = {}  # time.monotonic() at the start of a level's first repeat
+        self.scraped: bool | None = None  # whether the server's gauges are read (None: not asked yet)
+        self.metrics = "not scraped (nothing measured)"  # how they are read, or why not
+        self.swept: SweepResult | None = None
 
     def close(self) -> None:
         """Close the kept-alive connections (after each start of the server, and at the end)."""
@@ -118,10 +138,11 @@ class _Session:
             conns, self.connections = self.connections, None
             conns.close()
 
-    def _send(self, conc: int, count: int, *, paced: bool = False) -> LevelRun:
-        """``count`` new prompts at concurrency ``conc``; ``paced`` (a measured repeat): at the
-        open-loop request rate, or a trace's recorded times from the start of a new pass. A
-        generated dataset's requests each ask for their own output tokens."""
+    def _send(self, conc: int, count: int, *, paced: bool = False, rate: float | None = None) -> LevelRun:
+        """``count`` new prompts at concurrency ``conc``; ``paced`` (a measured repeat): at ``rate``
+        requests/s (default the configured open-loop rate; ``math.inf``: closed loop), or a trace's
+        recorded times from the start of a new pass. A generated dataset's requests each ask for
+        their own output tokens."""
         cfg = self.cfg
         start = cfg.repeat_start(self.drawn) if paced else self.drawn
         items = cfg.draw_requests(start, count)
@@ -130,7 +151,7 @@ class _Session:
         if self.connections is None:  # one session of kept-alive connections per start of the server
             self.connections = Connections(max(self.cfg.concurrency))
         run = run_level(self.endpoint, self.engine, [p.text for p in items], conc, self.opts,
-                        schedule=cfg.schedule(items) if paced else None, max_new_tokens=lengths,
+                        schedule=cfg.schedule(items, rate) if paced else None, max_new_tokens=lengths,
                         connections=self.connections)
         self._check_alive(run)
         return run
@@ -191,49 +212,135 @@ class _Session:
         self.progress(f"warning: server '{self.name}': {self.cache}; prompts are distinct anyway")
         self.flush = ""
 
-    def _counted_repeat(self, conc: int, rep: int) -> LevelRun:
+    def _counted_repeat(self, key: LevelKey, rep: int) -> LevelRun:
         """The engine's counters read before and after the repeat, their window judged."""
-        eng = self.engine
+        eng, (conc, rate) = self.engine, key
         before = eng.read_counters(self.endpoint, server=self.name)
-        run = self._send(conc, self.cfg.requests_at(conc), paced=True)
+        run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=rate)
         after = eng.read_counters(self.endpoint, server=self.name)
+        where = f"at concurrency {conc}" + ("" if math.isinf(rate) else f", {rate:g} requests/s")
         window, w = eng.window(self.name, self.speculative, before, after,
                                output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                               source=eng.counters_url(self.endpoint), where=f"at concurrency {conc}, repeat {rep}")
+                               source=eng.counters_url(self.endpoint), where=f"{where}, repeat {rep}")
         for line in w:
             self.progress(f"warning: {line}")
         self.warnings.extend(w)
-        self.windows[conc].append(window)
+        self.windows.setdefault(key, []).append(window)
         return run
 
-    def repeat(self, conc: int) -> None:
+    @contextmanager
+    def _sampling(self, key: LevelKey, rep: int) -> Iterator[Sampler | None]:
+        """The server's gauges read in the background during the block (None: not scraped; the
+        first call asks the route once and says so when it is not)."""
+        interval = self.cfg.metrics_interval_s
+        if self.scraped is None:
+            why = probe(self.endpoint, self.engine, interval_s=interval)
+            self.scraped = why is None
+            self.metrics = why or f"GET {self.engine.metrics} every {interval:g} s during each measured repeat"
+            if why is not None:
+                self.progress(f"{self.name}: server metrics {why}")
+        if not self.scraped:
+            yield None
+            return
+        t0 = self.level_t0.setdefault(key, time.monotonic())
+        with Sampler(self.endpoint, self.engine, interval_s=interval, t0=t0, repeat=rep) as sampler:
+            yield sampler
+        self.gauges.setdefault(key, []).append(sampler.series())
+
+    def repeat(self, conc: int, rate: float | None = None) -> None:
+        """One measured repeat at concurrency ``conc`` and open-loop ``rate`` (requests/s; default the
+        configured one, ``math.inf`` closed loop)."""
+        key = (conc, self.cfg.request_rate if rate is None else rate)
         self.warm_level(conc)
         self._flush()
-        rep = len(self.runs[conc]) + 1
-        if self.engine.has_counters:
-            run = self._counted_repeat(conc, rep)
-        else:
-            run = self._send(conc, self.cfg.requests_at(conc), paced=True)
-        self.runs[conc].append(run)
+        runs = self.runs.setdefault(key, [])
+        rep = len(runs) + 1
+        with self._sampling(key, rep) as sampler:
+            if self.engine.has_counters:
+                run = self._counted_repeat(key, rep)
+            else:
+                run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=key[1])
+        runs.append(run)
         self.failures.extend(failures_of(self.name, run, rep))
         ok = [r for r in run.results if r.ok]
         tokens = sum(r.output_tokens for r in ok)
         failed = len(run.results) - len(ok)
         tail = f", {failed} FAILED" if failed else ""
-        self.progress(f"{self.name}: concurrency {conc}, repeat {rep}/{self.cfg.repeats}: "
+        if sampler is not None:
+            tail += _engine_load(sampler.series())
+        self.progress(f"{self.name}: {_label(key)}, repeat {rep}/{self.cfg.repeats}: "
                       f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
+
+    def _level(self, key: LevelKey, runs: list[LevelRun]) -> LevelResult:
+        conc, rate = key
+        return level_result(conc, runs, self.windows.get(key) or None, speculative=self.speculative,
+                            slo=self.cfg.slo, request_rate=None if math.isinf(rate) else rate,
+                            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])))
+
+    def measure(self, *, interleaved: bool = False) -> None:
+        """After a start: every level (one repeat each when ``interleaved``), or the sweep."""
+        cfg = self.cfg
+        if cfg.sweep is not None:
+            self.swept = self.sweep()
+            return
+        for conc in cfg.concurrency:
+            for _rep in range(1 if interleaved else cfg.repeats):
+                self.repeat(conc)
+
+    def sweep(self) -> SweepResult:
+        """The saturation sweep of ``cfg.sweep`` at the one concurrency cap: each rate a level of
+        ``repeats`` repeats, passed when it has no failed request and its goodput met the gate."""
+        cfg, conc = self.cfg, self.cfg.concurrency[0]
+        assert cfg.sweep is not None
+
+        def measure(rate: float) -> bool:
+            for _ in range(cfg.repeats):
+                self.repeat(conc, rate)
+            lv = self._level((conc, rate), self.runs[(conc, rate)])
+            g = lv.goodput
+            met = not lv.failed_requests and g is not None and g.met
+            why = (f"{lv.failed_requests} failed requests" if lv.failed_requests else "no goodput" if g is None
+                   else f"{g.good} of {g.completed} requests ({g.attained:.1%}) met the SLO")
+            self.progress(f"{self.name}: sweep: {rate:g} requests/s {'met' if met else 'MISSED'} the gate: {why}")
+            return met
+        result = SweepResult(self.name, conc, cfg.sweep, run_sweep(cfg.sweep, measure))
+        self.progress(result.line())
+        best = result.highest_passing_rate
+        done = self._level((conc, best), self.runs[(conc, best)]).req_s if best is not None else None
+        if best is not None and done is not None and done.median < SWEEP_SHORT * best:
+            # the server fell behind the rate, but the level ended before its queue made the SLO miss
+            w = (f"server '{self.name}': at {best:g} requests/s, the highest rate that met the SLO, it completed "
+                 f"{done.median:.3g} requests/s: {cfg.requests_at(conc)} requests ended the level before a queue "
+                 f"could build up; a longer level (--requests) may miss the SLO at this rate")
+            self.progress(f"warning: {w}")
+            self.warnings.append(w)
+        return result
 
     def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None,
                sources: Mapping[str, str] | None = None) -> ServerResult:
         levels = []
-        for c, runs in self.runs.items():
+        for key, runs in self.runs.items():
             if runs:
-                lv = level_result(c, runs, self.windows[c] or None, speculative=self.speculative, slo=self.cfg.slo)
+                lv = self._level(key, runs)
                 if lv.counters is not None and lv.counters.spec is not None:
-                    self.progress(f"{self.name}: concurrency {c}: " + "; ".join(describe(lv.counters.spec)))
+                    self.progress(f"{self.name}: {lv.label}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)
         return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
-                            self.opts.ignore_eos, self.cache, sources)
+                            self.opts.ignore_eos, self.cache, sources, self.metrics)
+
+
+def _label(key: LevelKey) -> str:
+    conc, rate = key
+    return f"concurrency {conc}" + ("" if math.isinf(rate) else f", {rate:g} requests/s")
+
+
+def _engine_load(series: GaugeSeries) -> str:
+    """``; engine: running <= 4, waiting <= 2, KV cache <= 12.5%`` for a progress line ("" without samples)."""
+    s = series.summary()
+    parts = [f"{k} <= {s[k]['max']:g}" for k in ("running", "waiting") if s[k] is not None]
+    if s["kv_cache_use"] is not None:
+        parts.append(f"KV cache <= {s['kv_cache_use']['max']:.1%}")
+    return f"; engine: {', '.join(parts)}" if parts else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,7 +391,7 @@ def _started(st: _Started, cfg: SmokeConfig, progress: Progress) -> Iterator[Non
             st.session.close()
 
 
-def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult], list[Failure], list[str]]:
+def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[_Session], list[ServerResult], list[str]]:
     cfg = plan.config
     prepared = [_prepare(plan, s, progress) for s in plan.selected()]
     warnings = [w for _, ws in prepared for w in ws]
@@ -293,12 +400,9 @@ def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[ServerResult
         for st, _ws in prepared:
             with _started(st, cfg, progress):
                 st.session.warm_up()
-                for conc in cfg.concurrency:
-                    for _rep in range(1 if cfg.interleave else cfg.repeats):
-                        st.session.repeat(conc)
+                st.session.measure(interleaved=cfg.interleave)
     results = [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st, _ in prepared]
-    failures = [f for st, _ in prepared for f in st.session.failures]
-    return results, failures, warnings + [w for st, _ in prepared for w in st.session.warnings]
+    return [st.session for st, _ in prepared], results, warnings
 
 
 def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
@@ -328,59 +432,28 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
         session = _Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
         try:
             session.warm_up()
-            for conc in cfg.concurrency:
-                for _ in range(cfg.repeats):
-                    session.repeat(conc)
+            session.measure()
         finally:
             session.close()
-        results, failures = [session.result(None, None)], list(session.failures)
-        warnings = list(session.warnings)
+        sessions, results = [session], [session.result(None, None)]
     else:
         warnings = profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)
         for w in warnings:
             progress(f"warning: {w}")
         fingerprint = replace(fingerprint, effective_env_digest=env_digest(
             effective_env(plan.profile_env, plan.base_env)))
-        results, failures, more = _run_started(plan, progress)
+        sessions, results, more = _run_started(plan, progress)
         warnings += more
+    failures = [f for x in sessions for f in x.failures]
+    warnings += [w for x in sessions for w in x.warnings]
     warnings += report_warnings(fingerprint, results)
     # servers run in envforge's working directory (no cwd given): a relative drafter directory there is local
     warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)
     warnings += [f"failed request: {f.line()}" for f in failures]
-    method = {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
-              "order": "interleaved" if cfg.interleave and plan.url is None else "sequential",
-              "load": _load_method(cfg),
-              "warmup": (f"before each level: max({cfg.warmup}, concurrency) requests at its concurrency"
-                         if cfg.warmup else "none"),
-              "dataset": _dataset_method(cfg)}
+    method = report_method(cfg, interleaved=cfg.interleave and plan.url is None)
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
                        tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
-                       check_servers(results))
-
-
-def _dataset_method(cfg: SmokeConfig) -> dict[str, Any]:
-    """What was sent, for ``method.dataset``: a generated dataset's description (its settings, seed,
-    tokenizer, length rule and the lengths drawn), or the prompt set's."""
-    if cfg.dataset is not None:
-        return cfg.dataset.describe(cfg.seed)
-    return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
-            "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens, checked "
-                       "exactly; input tokens are not counted"}
-
-
-def _load_method(cfg: SmokeConfig) -> str:
-    """How a level's requests were sent, for ``method.load``."""
-    trace = cfg.trace
-    if trace is not None:
-        return (f"trace replay: each repeat sends the first {cfg.requests_at(1)} of the trace's {trace.size} records, "
-                f"from a new pass, at their recorded times x {trace.time_scale:g}, at most the level's concurrency "
-                "in flight")
-    if not cfg.open_loop:
-        return "closed loop: every request due at once, at most the level's concurrency in flight"
-    kind = ("constant gaps" if cfg.burstiness == float("inf") else "Poisson arrivals" if cfg.burstiness == 1.0
-            else f"gamma arrivals (burstiness {cfg.burstiness:g})")
-    return (f"open loop: {cfg.request_rate:g} requests/s, {kind} (seed {cfg.seed}), at most the level's "
-            f"concurrency in flight")
+                       check_servers(results), tuple(x.swept for x in sessions if x.swept is not None))
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

@@ -343,7 +343,7 @@ def drafter_warnings(servers: Sequence[ServerResult], recipe: Mapping[str, Any] 
                        f"checked ({want.describe()})")
             continue
         if not d.local and not d.pinned:
-            pin = want.revision if want is not None else "<40-hex commit>"
+            pin = (want.revision if want is not None else None) or "<40-hex commit>"
             what = "without a pinned revision" if d.revision is None else f"with revision '{d.revision}', a " \
                 "branch or tag, not a commit"
             out.append(f"{where}: drafter {d.repo} started {what}: it measures whatever that points to on the "

@@ -173,6 +173,7 @@ async def bounded(budget: Budget) -> AsyncIterator[Callable[[], None]]:
     task = asyncio.current_task()
     assert task is not None
     expired = False
+    timer: asyncio.TimerHandle  # set below, before check() can run
 
     def check() -> None:
         nonlocal timer, expired

@@ -13,7 +13,7 @@ from typing import Any
 
 from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
-from envforge.bench.config import SmokeConfig, load_prompts, smoke_config, url_config
+from envforge.bench.config import SWEEP_NEEDS_SLO, SmokeConfig, load_prompts, smoke_config, url_config
 from envforge.bench.dataset import KEYS
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
@@ -21,6 +21,7 @@ from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
+from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, RateSweep
 from envforge.bench.workload import build_workload
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
@@ -135,13 +136,15 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
                          hint="add the targets, e.g. --slo ttft:200 tpot:50, or drop --slo-attainment")
     attainment = DEFAULT_ATTAINMENT if args.slo_attainment is None else args.slo_attainment
     slo = parse_slo(args.slo, attainment) if args.slo else None
+    sweep = _sweep(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved, recipe_path = _config(args, ui)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
-        slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed)
+        slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
+        metrics_interval_s=args.metrics_interval)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
@@ -178,11 +181,33 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         _raise_failures(report, output)
     if report.speculation:
         _raise_speculation(report, output)
+    if report.sweep:
+        low = [x.line() for x in report.sweep if x.outcome == "low-fails"]
+        if low:  # the sweep's own levels miss the gate by design: only "no rate meets it" is a failed check
+            raise CheckFailed("the sweep found no rate that meets the SLO:\n" + "\n".join(f"  {x}" for x in low),
+                              hint=f"lower LO of --sweep-rate, or relax --slo; the levels are in the report: {output}")
+        return 0
     misses = report.slo_misses()
     if misses:
         raise CheckFailed("the SLO gate failed:\n" + "\n".join(f"  {m}" for m in misses),
                           hint=f"the per-request distributions are in the report: {output}")
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> RateSweep | None:
+    """``--sweep-rate`` with its precision and step cap (flags checked before the recipe is read)."""
+    if args.sweep_rate is None:
+        extra = [f for f, v in (("--sweep-precision", args.sweep_precision), ("--sweep-steps", args.sweep_steps))
+                 if v is not None]
+        if extra:
+            raise InputError(f"{' and '.join(extra)} without --sweep-rate: there is no sweep to tune",
+                             hint="add --sweep-rate LO:HI (requests/s), or drop them")
+        return None
+    if not args.slo:
+        raise InputError(SWEEP_NEEDS_SLO[0], hint=SWEEP_NEEDS_SLO[1])
+    lo, hi = args.sweep_rate
+    return RateSweep(lo, hi, DEFAULT_PRECISION if args.sweep_precision is None else args.sweep_precision,
+                     DEFAULT_MAX_STEPS if args.sweep_steps is None else args.sweep_steps)
 
 
 def _raise_speculation(report: BenchReport, output: Path) -> None:
@@ -228,8 +253,17 @@ def _median(lv: LevelResult, key: str) -> float | None:
     return d.median if d is not None else None
 
 
+def _rate_cell(report: BenchReport) -> tuple[str, Any]:
+    """The table's rate column (the sent requests/s of open-loop levels, "-" for closed loop): its
+    head and a cell function, both empty when no level has a rate."""
+    if all(lv.request_rate is None for s in report.servers for lv in s.levels):
+        return "", lambda lv: ""
+    return f" {'rate':>7}", lambda lv: f" {'-' if lv.request_rate is None else format(lv.request_rate, 'g'):>7}"
+
+
 def _render(report: BenchReport, ui: Ui) -> None:
-    head = f"{'server':<14} {'conc':>4} {'tok/s':>9} {'95% interval':>19} {'min..max':>17} {'req/s':>7} " \
+    rate_head, rate = _rate_cell(report)
+    head = f"{'server':<14} {'conc':>4}{rate_head} {'tok/s':>9} {'95% interval':>19} {'min..max':>17} {'req/s':>7} " \
            f"{'TTFT ms':>8} {'TPOT ms':>8} {'ITL ms':>7} {'accept':>6}"
     ui.result(head)
     for s in report.servers:
@@ -237,20 +271,24 @@ def _render(report: BenchReport, ui: Ui) -> None:
             t = lv.tok_s
             if t is None:
                 why = f"FAILED: {counted(lv.failed_requests, 'request')}" if lv.failed_requests else "refused: chunk counts"
-                ui.result(f"{s.name:<14} {lv.concurrency:>4} {why}")
+                ui.result(f"{s.name:<14} {lv.concurrency:>4}{rate(lv)} {why}")
                 continue
             ci = f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]" if t.ci_low is not None else "(1 repeat)"
-            ui.result(f"{s.name:<14} {lv.concurrency:>4} {t.median:>9.1f} {ci:>19} "
+            ui.result(f"{s.name:<14} {lv.concurrency:>4}{rate(lv)} {t.median:>9.1f} {ci:>19} "
                       f"{f'{t.min:.1f}..{t.max:.1f}':>17} {_fmt(lv.req_s.median if lv.req_s else None, '.2f'):>7} "
                       f"{_fmt(_median(lv, 'ttft_ms')):>8} {_fmt(_median(lv, 'tpot_ms'), '.2f'):>8} "
                       f"{_fmt(_median(lv, 'itl_ms'), '.2f'):>7} {_fmt(lv.accept_length, '.2f'):>6}")
     _render_latency(report, ui)
+    _render_gauges(report, ui)
     for s in report.servers:
         for lv in s.levels:
             g = lv.goodput
+            at = "" if lv.request_rate is None else f" @ {lv.request_rate:g} requests/s"
             if g is not None:
-                ui.result(f"goodput {s.name} @ {lv.concurrency}: {g.good} of {g.completed} requests met the SLO "
+                ui.result(f"goodput {s.name} @ {lv.concurrency}{at}: {g.good} of {g.completed} requests met the SLO "
                           f"({g.attained:.1%}), {g.req_s:.2f} req/s: {'met' if g.met else 'MISSED'}")
+    for x in report.sweep:
+        ui.result(x.line())
     for b in report.break_even:
         verdict = "pays" if b.pays else "does not pay"
         ui.result(f"break-even at concurrency {b.concurrency}: {b.speculative} vs {b.baseline}: verify cycle "
@@ -275,14 +313,34 @@ def _render_latency(report: BenchReport, ui: Ui) -> None:
     rows = [(s.name, lv) for s in report.servers for lv in s.levels if lv.latency]
     if not rows:
         return
-    ui.result(f"{'per request ms':<14} {'conc':>4} {'metric':<16} {'mean':>9} {'median':>9} {'p90':>9} "
+    rate_head, rate = _rate_cell(report)
+    ui.result(f"{'per request ms':<14} {'conc':>4}{rate_head} {'metric':<16} {'mean':>9} {'median':>9} {'p90':>9} "
               f"{'p95':>9} {'p99':>9} {'max':>9}")
     for name, lv in rows:
         lag = {"send_lag_ms": lv.send_lag_ms} if lv.send_lag_ms is not None else {}
         for key, d in [*((k, (lv.latency or {}).get(k)) for k in LATENCY_KEYS), *lag.items()]:
             if d is not None:
-                ui.result(f"{name:<14} {lv.concurrency:>4} {key.removesuffix('_ms'):<16} {d.mean:>9.2f} "
+                ui.result(f"{name:<14} {lv.concurrency:>4}{rate(lv)} {key.removesuffix('_ms'):<16} {d.mean:>9.2f} "
                           f"{d.median:>9.2f} {d.p90:>9.2f} {d.p95:>9.2f} {d.p99:>9.2f} {d.max:>9.2f}")
+
+
+def _render_gauges(report: BenchReport, ui: Ui) -> None:
+    """Per level with server metrics: the engine's requests running and waiting and its KV cache use
+    (max and mean over the samples), the samples and the failed reads."""
+    rows = [(s.name, lv, lv.server_metrics.summary()) for s in report.servers for lv in s.levels
+            if lv.server_metrics is not None]
+    if not rows:
+        return
+    rate_head, rate = _rate_cell(report)
+
+    def cell(x: Any, spec: str) -> str:
+        return "-" if x is None else f"{format(x['max'], spec)} / {format(x['mean'], spec)}"
+    ui.result(f"{'engine load':<14} {'conc':>4}{rate_head} {'running max/mean':>17} {'waiting max/mean':>17} "
+              f"{'KV cache max/mean':>18} {'samples':>7} {'failed':>6}")
+    for name, lv, x in rows:
+        ui.result(f"{name:<14} {lv.concurrency:>4}{rate(lv)} {cell(x['running'], 'g'):>17} "
+                  f"{cell(x['waiting'], 'g'):>17} {cell(x['kv_cache_use'], '.1%'):>18} {x['samples']:>7} "
+                  f"{x['failed_scrapes']:>6}")
 
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
@@ -304,7 +362,8 @@ def _render_comparison(c: Comparison, a: Path, b: Path, ui: Ui) -> None:
     ui.result(f"B = {b}  vs  A = {a}")
     ui.result(f"{'server':<14} {'conc':>4} {'A tok/s':>9} {'B tok/s':>9} {'B/A':>6} {'95% interval':>16}  verdict")
     for r in c.rows:
-        ui.result(f"{r.server:<14} {r.concurrency:>4} {r.a_tok_s:>9.1f} {r.b_tok_s:>9.1f} {r.ratio:>6.3f} "
+        at = "" if r.request_rate is None else f" @ {r.request_rate:g}/s"  # an open-loop level: its rate
+        ui.result(f"{r.server + at:<14} {r.concurrency:>4} {r.a_tok_s:>9.1f} {r.b_tok_s:>9.1f} {r.ratio:>6.3f} "
                   f"{f'[{r.ratio_low:.3f}, {r.ratio_high:.3f}]':>16}  {r.verdict}")
     ui.result(f"a change is called only when the whole interval lies beyond {1 + c.min_change:.2f} or below "
               f"{1 / (1 + c.min_change):.3f} (--min-change {c.min_change:g})")

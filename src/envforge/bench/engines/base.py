@@ -79,7 +79,7 @@ def count_field(value: object, where: str) -> int:
     if isinstance(value, (Mapping, list, tuple)) or value is None:
         raise MalformedChunk(f"'{where}' is a JSON {json_type(value)}, not a count")
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)  # type: ignore[call-overload,no-any-return]
     except (TypeError, ValueError, OverflowError):
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
         raise MalformedChunk(f"'{where}' is {shown}, not a count") from None
@@ -97,6 +97,10 @@ class Engine(ABC):
     ``probes_ignore_eos``: the first request asks for ``ignore_eos`` and, when the server rejects the
     field (HTTP 400/422 naming it), later requests ask without it (servers that may reject it).
     ``has_counters``: :meth:`read_counters` and :meth:`window` measure each repeat engine-side.
+    ``metrics``: the engine's Prometheus route (``""``: none), read during each measured repeat for
+    its ``gauges``: key (``running``, ``waiting``, ``kv_cache_use``, ``drafts``, ``accepted``) ->
+    the names that may hold it, the first one present wins (:mod:`envforge.bench.gauges`);
+    ``metrics_hint``: what to do when the route does not answer.
     """
 
     name: ClassVar[str]
@@ -105,6 +109,9 @@ class Engine(ABC):
     needs_model: ClassVar[bool] = True
     probes_ignore_eos: ClassVar[bool] = False
     has_counters: ClassVar[bool] = False
+    metrics: ClassVar[str] = ""
+    gauges: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    metrics_hint: ClassVar[str] = ""
 
     @abstractmethod
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:

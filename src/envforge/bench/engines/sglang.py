@@ -7,7 +7,8 @@ and is streamed like any chunk, followed by ``data: [DONE]``, under HTTP 200 (sg
 ``srt/managers/tokenizer_manager.py``; field case B24). With speculative decoding the final chunk
 carries ``meta_info["spec_verify_ct"]`` (verify forward passes; ``_calculate_spec_decoding_metrics``).
 ``sampling_params.ignore_eos`` keeps the output length fixed. Readiness: ``GET /health_generate``;
-``POST /flush_cache`` empties the prefix cache.
+``POST /flush_cache`` empties the prefix cache. ``GET /metrics`` (with ``--enable-metrics``) has the
+scheduler's gauges (``python/sglang/srt/metrics/collector.py``, ``SchedulerMetricsCollector``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ class SGLangEngine(Engine):
     health = "/health_generate"
     flush = "/flush_cache"
     needs_model = False
+    metrics = "/metrics"
+    gauges = {"running": ("sglang:num_running_reqs",), "waiting": ("sglang:num_queue_reqs",),
+              "kv_cache_use": ("sglang:token_usage",)}
+    metrics_hint = "SGLang serves /metrics only when started with --enable-metrics"
 
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
         params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature, "ignore_eos": True}

@@ -25,6 +25,13 @@ class VLLMEngine(OpenAIEngine):
     name = "vllm"
     probes_ignore_eos = False
     has_counters = True
+    metrics = "/metrics"
+    gauges = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
+              # renamed in vLLM 0.9 (vllm/v1/metrics/loggers.py: "Deprecated in 0.9 - Renamed as ...")
+              "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+              "drafts": ("vllm:spec_decode_num_drafts_total",),
+              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)}
+    metrics_hint = "vLLM serves /metrics unless started with --disable-log-stats"
 
     def read_counters(self, endpoint: Endpoint, *, server: str) -> EngineCounters:
         from envforge.bench.metrics import scrape  # lazy: prometheus_client, off the CLI start-up path

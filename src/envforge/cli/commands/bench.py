@@ -9,6 +9,7 @@ from typing import Any
 
 from envforge.bench.dataset import DATASETS
 from envforge.bench.engines import ENGINES
+from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, parse_range
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
 
@@ -79,6 +80,33 @@ def _rate(text: str) -> float:
 
 def _burstiness(text: str) -> float:
     return _positive(text, "the burstiness", "1 for Poisson arrivals")
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds, e.g. 0.5 (0: do not read)") from None
+    if not (value == 0 or 0.1 <= value <= 3600):
+        raise argparse.ArgumentTypeError(f"'{text}': use 0 (do not read) or 0.1 to 3600 seconds, e.g. 0.5")
+    return value
+
+
+def _sweep_range(text: str) -> tuple[float, float]:
+    try:
+        return parse_range(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _precision(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
+    if not 0.001 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"'{text}': use a fraction from 0.001 to 1, e.g. 0.1 for 10%")
+    return value
 
 
 def _bench_env(p: argparse.ArgumentParser) -> None:
@@ -159,6 +187,17 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
     p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
+    p.add_argument("--sweep-rate", type=_sweep_range, default=None, metavar="LO:HI",
+                   help="find the highest open-loop rate (requests/s) that meets --slo: LO, doubling up to HI, then "
+                        "bisection (vllm bench sweep serve_sla's search); needs --slo and one --concurrency")
+    p.add_argument("--sweep-precision", type=_precision, default=None, metavar="FRACTION",
+                   help=f"with --sweep-rate: bisect until the first failing rate is within FRACTION above the "
+                        f"highest passing one (default {DEFAULT_PRECISION:g})")
+    p.add_argument("--sweep-steps", type=integer(1, 100), default=None, metavar="N",
+                   help=f"with --sweep-rate: measure at most N rates (default {DEFAULT_MAX_STEPS})")
+    p.add_argument("--metrics-interval", type=_interval, default=None, metavar="SECONDS",
+                   help="read the server's metrics route (requests running and waiting, KV cache use) every "
+                        "SECONDS while a level is measured (default 0.5; 0: do not read)")
     p.add_argument("--output", type=report_file, default=Path("bench.json"), metavar="PATH", help="report file (default: bench.json)")
     p.add_argument("--plot", type=Path, metavar="PATH", help="PNG plot file (default: the report name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")

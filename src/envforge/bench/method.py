@@ -1,0 +1,52 @@
+"""A report's ``method``: how a run's requests were made and sent, in words a reader can check
+against the settings (``config``) of the same report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envforge.bench.config import SmokeConfig
+
+__all__ = ["report_method"]
+
+
+def report_method(cfg: SmokeConfig, *, interleaved: bool) -> dict[str, Any]:
+    """The ``method`` object of a report (schema ``envforge.bench/4``): ``prompts``, ``order``
+    (``"interleaved"`` or ``"sequential"``), ``load``, ``warmup``, ``dataset`` and ``server_metrics``,
+    in that order; every value is a sentence except ``dataset`` (:func:`dataset_method`)."""
+    return {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
+            "order": "interleaved" if interleaved else "sequential",
+            "load": load_method(cfg),
+            "warmup": (f"before each level: max({cfg.warmup}, concurrency) requests at its concurrency"
+                       if cfg.warmup else "none"),
+            "dataset": dataset_method(cfg),
+            "server_metrics": (f"the engine's metrics route every {cfg.metrics_interval_s:g} s during each "
+                               "measured repeat, where it has one (each server's server_metrics)"
+                               if cfg.metrics_interval_s > 0 else "not read (--metrics-interval 0)")}
+
+
+def dataset_method(cfg: SmokeConfig) -> dict[str, Any]:
+    """What was sent, for ``method.dataset``: a generated dataset's description (its settings, seed,
+    tokenizer, length rule and the lengths drawn), or the prompt set's (name, count, digest, rule)."""
+    if cfg.dataset is not None:
+        return cfg.dataset.describe(cfg.seed)
+    return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
+            "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens, checked "
+                       "exactly; input tokens are not counted"}
+
+
+def load_method(cfg: SmokeConfig) -> str:
+    """How a level's requests were sent, for ``method.load``: trace replay, closed loop, or open loop
+    at the rate (or each sweep level's rate) with the arrival process named."""
+    trace = cfg.trace
+    if trace is not None:
+        return (f"trace replay: each repeat sends the first {cfg.requests_at(1)} of the trace's {trace.size} records, "
+                f"from a new pass, at their recorded times x {trace.time_scale:g}, at most the level's concurrency "
+                "in flight")
+    if not cfg.open_loop and cfg.sweep is None:
+        return "closed loop: every request due at once, at most the level's concurrency in flight"
+    kind = ("constant gaps" if cfg.burstiness == float("inf") else "Poisson arrivals" if cfg.burstiness == 1.0
+            else f"gamma arrivals (burstiness {cfg.burstiness:g})")
+    rate = (f"{cfg.request_rate:g} requests/s" if cfg.sweep is None else
+            f"each level at its rate of the sweep (--sweep-rate {cfg.sweep.low:g}:{cfg.sweep.high:g})")
+    return f"open loop: {rate}, {kind} (seed {cfg.seed}), at most the level's concurrency in flight"

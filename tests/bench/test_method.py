@@ -1,0 +1,42 @@
+"""A report's ``method`` sentences, pinned literally for each way of sending requests."""
+
+from __future__ import annotations
+
+import math
+
+from envforge.bench.config import url_config
+from envforge.bench.method import dataset_method, load_method, report_method
+from envforge.bench.sweep import RateSweep
+
+CLOSED = "closed loop: every request due at once, at most the level's concurrency in flight"
+
+
+def test_the_method_of_a_closed_loop_run_of_the_shipped_prompts() -> None:
+    cfg = url_config(api="sglang", model=None).with_overrides(seed=3, warmup=2, max_new_tokens=12)
+    assert report_method(cfg, interleaved=False) == {
+        "prompts": "distinct per request, warm-up included (seed 3)", "order": "sequential", "load": CLOSED,
+        "warmup": "before each level: max(2, concurrency) requests at its concurrency",
+        "dataset": {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
+                    "lengths": "every request asks for max-new-tokens (12) output tokens, checked exactly; input "
+                               "tokens are not counted"},
+        "server_metrics": "the engine's metrics route every 0.5 s during each measured repeat, where it has one "
+                          "(each server's server_metrics)"}
+    assert dataset_method(cfg)["name"] == "prompts"
+    off = report_method(cfg.with_overrides(warmup=0, metrics_interval_s=0.0), interleaved=True)
+    assert (off["order"], off["warmup"], off["server_metrics"]) == (
+        "interleaved", "none", "not read (--metrics-interval 0)")
+
+
+def test_open_loop_names_the_rate_and_the_arrival_process() -> None:
+    cfg = url_config(api="sglang", model=None).with_overrides(request_rate=8.0)
+    assert load_method(cfg) == ("open loop: 8 requests/s, Poisson arrivals (seed 0), at most the level's "
+                                "concurrency in flight")
+    assert load_method(cfg.with_overrides(burstiness=math.inf, seed=2)) == (
+        "open loop: 8 requests/s, constant gaps (seed 2), at most the level's concurrency in flight")
+    assert load_method(cfg.with_overrides(burstiness=0.5)) == (
+        "open loop: 8 requests/s, gamma arrivals (burstiness 0.5) (seed 0), at most the level's concurrency in "
+        "flight")
+    sweep = url_config(api="sglang", model=None).with_overrides(sweep=RateSweep(0.5, 8.0))
+    assert load_method(sweep) == ("open loop: each level at its rate of the sweep (--sweep-rate 0.5:8), Poisson "
+                                  "arrivals (seed 0), at most the level's concurrency in flight")
+    assert load_method(url_config(api="sglang", model=None)) == CLOSED

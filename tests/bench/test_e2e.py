@@ -609,3 +609,49 @@ def test_datasets_give_each_request_its_own_output_tokens_on_a_real_server(
     tds = trace["method"]["dataset"]
     # probe and retry, 2 warm-ups (records 0-3 of pass 0), then passes 1 and 2: 6 + 6
     assert (tds["prompts"], tds["input_tokens"]["max"], tds["off_target"]) == (16, 700, 0)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_sigterm_still_reports_the_repeats_it_completed(tmp_path: Path) -> None:
+    """A real ``transformers serve`` measured at concurrency 1, 2 and 4; SIGTERM arrives once the
+    first level's repeat is done (inside the second level, or at worst between levels): bench exits
+    143, stops the server, and the report it writes holds exactly the repeats completed before,
+    its first warning saying it is partial."""
+    import signal
+    import subprocess
+    import sys
+
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model")
+    port = free_port()
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=port))
+    out = tmp_path / "stopped.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envforge", "bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe",
+         "cpu", "--server", "baseline", "--concurrency", "1,2,4", "--repeats", "1", "--requests", "8",
+         "--max-new-tokens", "32", "--output", str(out), "--no-plot"], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2] / "src"),
+                                                          os.environ.get("PYTHONPATH", "")])})
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("baseline: concurrency 1, repeat 1/1:"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    code = proc.wait(timeout=60)
+    stderr = "".join(seen) + rest
+    assert code == 128 + signal.SIGTERM, stderr
+    assert f"warning: partial report (the repeats completed before the stop): {out}" in rest
+    assert "stopped by signal SIGTERM" in rest
+    data = json.loads(out.read_text())["data"]
+    assert data["warnings"][0] == ("partial report: the run was stopped (SIGTERM); it holds only the repeats "
+                                   "completed before")
+    (server,) = data["servers"]
+    done = [int(m) for m in re.findall(r"^baseline: concurrency (\d+), repeat 1/1:", stderr, re.M)]
+    assert [lv["concurrency"] for lv in server["levels"]] == done and done[0] == 1 and len(done) < 3
+    assert server["levels"][0]["failed_requests"] == 0 and server["levels"][0]["repeats"][0]["requests"] == 8
+    with pytest.raises(OSError):  # the server is stopped with the run
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()

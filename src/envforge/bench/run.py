@@ -23,10 +23,8 @@ a rate sweep (``config.sweep``) each server's levels are open-loop rates chosen 
 from __future__ import annotations
 
 import json
-import math
 import os
-import subprocess
-import time
+import signal
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -34,18 +32,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
-from envforge.bench.load import Connections, run_level
+from envforge.bench.client import Endpoint
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
-from envforge.bench.gauges import GaugeSeries
 from envforge.bench.method import report_method
-from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.report import BenchReport, report_warnings
-from envforge.bench.result import Failure, LevelResult, ServerResult, break_even_rows, failures_of, level_result
-from envforge.bench.sampler import Sampler, probe
-from envforge.bench.server import RunningServer, ServerLaunch, running_server
+from envforge.bench.result import ServerResult, break_even_rows
+from envforge.bench.server import ServerLaunch, running_server
+from envforge.bench.session import Session
 from envforge.bench.speculation import check_servers, drafter_warnings, drafters_of
-from envforge.bench.sweep import SweepResult, run_sweep
 from envforge.bench.variables import effective_env, env_digest, profile_overrides, recorded_values, server_environment
 from envforge.core.errors import InputError
 from envforge.core.probe import ProbeError, run_probe
@@ -56,13 +50,6 @@ from envforge.env.profile.effective import served_launcher
 __all__ = ["BenchPlan", "machine_fingerprint", "run_bench"]
 
 Progress = Callable[[str], None]
-#: A level of a server's run: its concurrency and open-loop rate (requests/s; ``math.inf``: closed loop).
-LevelKey = tuple[int, float]
-#: A sweep's highest passing level that completed fewer requests/s than this share of its rate was
-#: too short to reach a steady queue (its drain after the last send alone costs less at a steady rate).
-SWEEP_SHORT = 0.9
-#: The longest a cache flush's whole answer may take (seconds), and at most the idle timeout.
-FLUSH_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,252 +90,12 @@ class BenchPlan:
         return tuple(s for s in self.config.servers if not self.only or s.name in self.only)
 
 
-class _Session:
-    """One server configuration's measurements, possibly over several starts (interleaving)."""
-
-    def __init__(self, name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
-                 speculative: bool) -> None:
-        self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
-        self.engine = cfg.engine
-        self.speculative = speculative
-        self.warmed: set[int] = set()
-        self.windows: dict[LevelKey, list[EngineWindow]] = {}
-        self.warnings: list[str] = []
-        self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                   ignore_eos=True, timeout_s=cfg.request_timeout_s,
-                                   idle_timeout_s=cfg.idle_timeout_s)
-        self.drawn = 0
-        self.probed = not self.engine.probes_ignore_eos
-        self.flush = cfg.flush_cache
-        self.cache = "not flushed (no flush route)" if not self.flush else ""
-        self.runs: dict[LevelKey, list[LevelRun]] = {}
-        self.failures: list[Failure] = []
-        self.server: RunningServer | None = None
-        self.load_s: float | None = None
-        self.connections: Connections | None = None
-        self.gauges: dict[LevelKey, list[GaugeSeries]] = {}
-        self.level_t0: dict[LevelKey, float] = {}  # time.monotonic() at the start of a level's first repeat
-        self.scraped: bool | None = None  # whether the server's gauges are read (None: not asked yet)
-        self.metrics = "not scraped (nothing measured)"  # how they are read, or why not
-        self.swept: SweepResult | None = None
-
-    def close(self) -> None:
-        """Close the kept-alive connections (after each start of the server, and at the end)."""
-        if self.connections is not None:
-            conns, self.connections = self.connections, None
-            conns.close()
-
-    def _send(self, conc: int, count: int, *, paced: bool = False, rate: float | None = None) -> LevelRun:
-        """``count`` new prompts at concurrency ``conc``; ``paced`` (a measured repeat): at ``rate``
-        requests/s (default the configured open-loop rate; ``math.inf``: closed loop), or a trace's
-        recorded times from the start of a new pass. A generated dataset's requests each ask for
-        their own output tokens."""
-        cfg = self.cfg
-        start = cfg.repeat_start(self.drawn) if paced else self.drawn
-        items = cfg.draw_requests(start, count)
-        self.drawn = start + count
-        lengths = [p.output_len or cfg.max_new_tokens for p in items] if cfg.per_request else None
-        if self.connections is None:  # one session of kept-alive connections per start of the server
-            self.connections = Connections(max(self.cfg.concurrency))
-        run = run_level(self.endpoint, self.engine, [p.text for p in items], conc, self.opts,
-                        schedule=cfg.schedule(items, rate) if paced else None, max_new_tokens=lengths,
-                        connections=self.connections)
-        self._check_alive(run)
-        return run
-
-    def _check_alive(self, run: LevelRun) -> None:
-        server = self.server
-        if server is None:
-            return
-        if any(not r.ok for r in run.results):
-            try:  # a dying server drops its connections a moment before it can be reaped
-                server.proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                pass
-        if not server.alive():
-            raise server.crashed(f"while being measured at concurrency {run.concurrency}")
-
-    def _probe_ignore_eos(self) -> int:
-        """One request with ignore_eos; a rejection of the field turns it off. Returns the number of
-        warm-up requests it used (1)."""
-        run = self._send(1, 1)
-        r = run.results[0]
-        if not r.ok and r.status in (400, 422) and "ignore_eos" in (r.error or ""):
-            self.opts = replace(self.opts, ignore_eos=False)
-            self.progress(f"warning: server '{self.name}' rejects ignore_eos (HTTP {r.status}); asking without it")
-            run = self._send(1, 1)
-        self.failures.extend(failures_of(self.name, run, 0))
-        self.probed = True
-        return 1
-
-    def warm_up(self) -> None:
-        """After a start: the ``ignore_eos`` probe (once per session), then nothing until a level."""
-        if not self.probed:
-            self._probe_ignore_eos()
-        self.warmed = set()
-
-    def warm_level(self, conc: int) -> None:
-        """Before a level's first repeat after each start: :meth:`SmokeConfig.warmup_at` requests at
-        the level's concurrency, closed loop (excluded from the results; failures are warm-up ones)."""
-        if conc in self.warmed:
-            return
-        self.warmed.add(conc)
-        count = self.cfg.warmup_at(conc)
-        if count:
-            self.failures.extend(failures_of(self.name, self._send(conc, count), 0))
-
-    def _flush(self) -> None:
-        if not self.flush:
-            return
-        # The flush answers at once; until its answer is complete nothing progresses, so it has
-        # the idle timeout (at most FLUSH_TIMEOUT_S) for its whole answer.
-        status = post_status(self.endpoint.url + self.flush,
-                             timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s))
-        if status == 200:
-            self.cache = f"flushed before each repeat (POST {self.flush})"
-            return
-        answer = f"HTTP {status}" if isinstance(status, int) else status
-        self.cache = f"not flushed: POST {self.flush} answered {answer}"
-        self.progress(f"warning: server '{self.name}': {self.cache}; prompts are distinct anyway")
-        self.flush = ""
-
-    def _counted_repeat(self, key: LevelKey, rep: int) -> LevelRun:
-        """The engine's counters read before and after the repeat, their window judged."""
-        eng, (conc, rate) = self.engine, key
-        before = eng.read_counters(self.endpoint, server=self.name)
-        run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=rate)
-        after = eng.read_counters(self.endpoint, server=self.name)
-        where = f"at concurrency {conc}" + ("" if math.isinf(rate) else f", {rate:g} requests/s")
-        window, w = eng.window(self.name, self.speculative, before, after,
-                               output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                               source=eng.counters_url(self.endpoint), where=f"{where}, repeat {rep}")
-        for line in w:
-            self.progress(f"warning: {line}")
-        self.warnings.extend(w)
-        self.windows.setdefault(key, []).append(window)
-        return run
-
-    @contextmanager
-    def _sampling(self, key: LevelKey, rep: int) -> Iterator[Sampler | None]:
-        """The server's gauges read in the background during the block (None: not scraped; the
-        first call asks the route once and says so when it is not)."""
-        interval = self.cfg.metrics_interval_s
-        if self.scraped is None:
-            why = probe(self.endpoint, self.engine, interval_s=interval)
-            self.scraped = why is None
-            self.metrics = why or f"GET {self.engine.metrics} every {interval:g} s during each measured repeat"
-            if why is not None:
-                self.progress(f"{self.name}: server metrics {why}")
-        if not self.scraped:
-            yield None
-            return
-        t0 = self.level_t0.setdefault(key, time.monotonic())
-        with Sampler(self.endpoint, self.engine, interval_s=interval, t0=t0, repeat=rep) as sampler:
-            yield sampler
-        self.gauges.setdefault(key, []).append(sampler.series())
-
-    def repeat(self, conc: int, rate: float | None = None) -> None:
-        """One measured repeat at concurrency ``conc`` and open-loop ``rate`` (requests/s; default the
-        configured one, ``math.inf`` closed loop)."""
-        key = (conc, self.cfg.request_rate if rate is None else rate)
-        self.warm_level(conc)
-        self._flush()
-        runs = self.runs.setdefault(key, [])
-        rep = len(runs) + 1
-        with self._sampling(key, rep) as sampler:
-            if self.engine.has_counters:
-                run = self._counted_repeat(key, rep)
-            else:
-                run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=key[1])
-        runs.append(run)
-        self.failures.extend(failures_of(self.name, run, rep))
-        ok = [r for r in run.results if r.ok]
-        tokens = sum(r.output_tokens for r in ok)
-        failed = len(run.results) - len(ok)
-        tail = f", {failed} FAILED" if failed else ""
-        if sampler is not None:
-            tail += _engine_load(sampler.series())
-        self.progress(f"{self.name}: {_label(key)}, repeat {rep}/{self.cfg.repeats}: "
-                      f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
-
-    def _level(self, key: LevelKey, runs: list[LevelRun]) -> LevelResult:
-        conc, rate = key
-        return level_result(conc, runs, self.windows.get(key) or None, speculative=self.speculative,
-                            slo=self.cfg.slo, request_rate=None if math.isinf(rate) else rate,
-                            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])))
-
-    def measure(self, *, interleaved: bool = False) -> None:
-        """After a start: every level (one repeat each when ``interleaved``), or the sweep."""
-        cfg = self.cfg
-        if cfg.sweep is not None:
-            self.swept = self.sweep()
-            return
-        for conc in cfg.concurrency:
-            for _rep in range(1 if interleaved else cfg.repeats):
-                self.repeat(conc)
-
-    def sweep(self) -> SweepResult:
-        """The saturation sweep of ``cfg.sweep`` at the one concurrency cap: each rate a level of
-        ``repeats`` repeats, passed when it has no failed request and its goodput met the gate."""
-        cfg, conc = self.cfg, self.cfg.concurrency[0]
-        assert cfg.sweep is not None
-
-        def measure(rate: float) -> bool:
-            for _ in range(cfg.repeats):
-                self.repeat(conc, rate)
-            lv = self._level((conc, rate), self.runs[(conc, rate)])
-            g = lv.goodput
-            met = not lv.failed_requests and g is not None and g.met
-            why = (f"{lv.failed_requests} failed requests" if lv.failed_requests else "no goodput" if g is None
-                   else f"{g.good} of {g.completed} requests ({g.attained:.1%}) met the SLO")
-            self.progress(f"{self.name}: sweep: {rate:g} requests/s {'met' if met else 'MISSED'} the gate: {why}")
-            return met
-        result = SweepResult(self.name, conc, cfg.sweep, run_sweep(cfg.sweep, measure))
-        self.progress(result.line())
-        best = result.highest_passing_rate
-        done = self._level((conc, best), self.runs[(conc, best)]).req_s if best is not None else None
-        if best is not None and done is not None and done.median < SWEEP_SHORT * best:
-            # the server fell behind the rate, but the level ended before its queue made the SLO miss
-            w = (f"server '{self.name}': at {best:g} requests/s, the highest rate that met the SLO, it completed "
-                 f"{done.median:.3g} requests/s: {cfg.requests_at(conc)} requests ended the level before a queue "
-                 f"could build up; a longer level (--requests) may miss the SLO at this rate")
-            self.progress(f"warning: {w}")
-            self.warnings.append(w)
-        return result
-
-    def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None,
-               sources: Mapping[str, str] | None = None) -> ServerResult:
-        levels = []
-        for key, runs in self.runs.items():
-            if runs:
-                lv = self._level(key, runs)
-                if lv.counters is not None and lv.counters.spec is not None:
-                    self.progress(f"{self.name}: {lv.label}: " + "; ".join(describe(lv.counters.spec)))
-                levels.append(lv)
-        return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
-                            self.opts.ignore_eos, self.cache, sources, self.metrics)
-
-
-def _label(key: LevelKey) -> str:
-    conc, rate = key
-    return f"concurrency {conc}" + ("" if math.isinf(rate) else f", {rate:g} requests/s")
-
-
-def _engine_load(series: GaugeSeries) -> str:
-    """``; engine: running <= 4, waiting <= 2, KV cache <= 12.5%`` for a progress line ("" without samples)."""
-    s = series.summary()
-    parts = [f"{k} <= {s[k]['max']:g}" for k in ("running", "waiting") if s[k] is not None]
-    if s["kv_cache_use"] is not None:
-        parts.append(f"KV cache <= {s['kv_cache_use']['max']:.1%}")
-    return f"; engine: {', '.join(parts)}" if parts else ""
-
-
 @dataclass(frozen=True, slots=True)
 class _Started:
     config: ServerConfig
     launch: ServerLaunch
     env: dict[str, str]
-    session: _Session
+    session: Session
     sources: dict[str, str]
 
 
@@ -372,7 +119,7 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
                     "code sets are not in the report")
     for w in more:
         progress(f"warning: {w}")
-    session = _Session(s.name, served or model, endpoint, cfg, progress, s.speculative)
+    session = Session(s.name, served or model, endpoint, cfg, progress, s.speculative)
     return _Started(s, launch, recorded_values(eff), session, eff.sources()), warnings + more
 
 
@@ -391,25 +138,38 @@ def _started(st: _Started, cfg: SmokeConfig, progress: Progress) -> Iterator[Non
             st.session.close()
 
 
-def _run_started(plan: BenchPlan, progress: Progress) -> tuple[list[_Session], list[ServerResult], list[str]]:
+def _run_started(plan: BenchPlan, progress: Progress, prepared: list[_Started]) -> list[str]:
+    """Start, measure and stop every selected server; ``prepared`` receives each server as it is
+    prepared (so a run stopped part-way still has what was measured). Returns the warnings."""
     cfg = plan.config
-    prepared = [_prepare(plan, s, progress) for s in plan.selected()]
-    warnings = [w for _, ws in prepared for w in ws]
+    warnings: list[str] = []
+    for s in plan.selected():
+        st, ws = _prepare(plan, s, progress)
+        prepared.append(st)
+        warnings += ws
     rounds = cfg.repeats if cfg.interleave else 1
     for _ in range(rounds):
-        for st, _ws in prepared:
+        for st in prepared:
             with _started(st, cfg, progress):
                 st.session.warm_up()
                 st.session.measure(interleaved=cfg.interleave)
-    results = [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st, _ in prepared]
-    return [st.session for st, _ in prepared], results, warnings
+    return warnings
 
 
-def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchReport:
+#: What ``run_bench`` calls with the report of a run stopped part-way (it then re-raises).
+Partial = Callable[[BenchReport], None]
+
+
+def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: Partial | None = None) -> BenchReport:
     """Run ``plan`` and return the report (fingerprint, settings, method, results, break-even,
     failures, warnings, drafters, failed speculation checks). Failed requests do not raise: they are
     in ``report.failures``; levels that fail a speculation check are in ``report.speculation``
     (:mod:`envforge.bench.speculation`).
+
+    A run stopped part-way (Ctrl-C, a termination signal, a server that crashed or timed out, any
+    error once measuring has begun) still reports what it measured: ``partial`` is called with a
+    report of the levels completed so far, its first warning saying it is partial and why, and then
+    the exception propagates unchanged. Nothing is called when no level was completed.
 
     :raises InputError: unknown server name, bad ``url``, or a port already in use.
     :raises envforge.bench.server.ServerCrashed: a server exited while loading or being measured.
@@ -424,28 +184,66 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None) -> BenchR
     cfg.check()
     fingerprint = plan.fingerprint
     warnings: list[str] = []
+    prepared: list[_Started] = []
+    url_session: Session | None = None
     if plan.url is not None:
         try:
             endpoint = Endpoint.from_url(plan.url)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
-        session = _Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
-        try:
-            session.warm_up()
-            session.measure()
-        finally:
-            session.close()
-        sessions, results = [session], [session.result(None, None)]
+        url_session = Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
     else:
         warnings = profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)
         for w in warnings:
             progress(f"warning: {w}")
         fingerprint = replace(fingerprint, effective_env_digest=env_digest(
             effective_env(plan.profile_env, plan.base_env)))
-        sessions, results, more = _run_started(plan, progress)
-        warnings += more
+
+    def report(more: list[str]) -> BenchReport:
+        sessions = [url_session] if url_session is not None else [st.session for st in prepared]
+        results = ([url_session.result(None, None)] if url_session is not None else
+                   [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st in prepared])
+        return _report(plan, fingerprint, more + warnings, sessions, results)
+
+    try:
+        if url_session is not None:
+            try:
+                url_session.warm_up()
+                url_session.measure()
+            finally:
+                url_session.close()
+        else:
+            warnings += _run_started(plan, progress, prepared)
+    except BaseException as exc:
+        sessions = [url_session] if url_session is not None else [st.session for st in prepared]
+        if partial is not None and any(x.measured for x in sessions):
+            partial(report([f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
+                            "repeats completed before"]))
+        raise
+    return report([])
+
+
+def _stop_reason(exc: BaseException) -> str:
+    """Why a run stopped, in a few words: ``Ctrl-C``, ``SIGTERM`` (a signal carried as ``signum``),
+    or the first line of the error."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "Ctrl-C"
+    signum = getattr(exc, "signum", None)
+    if isinstance(signum, int):
+        try:
+            return signal.Signals(signum).name
+        except ValueError:
+            return f"signal {signum}"
+    text = str(getattr(exc, "message", "") or exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _report(plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sessions: list[Session],
+            results: list[ServerResult]) -> BenchReport:
+    """The report of ``sessions`` (their ``results``), with the run's ``warnings`` first."""
+    cfg = plan.config
     failures = [f for x in sessions for f in x.failures]
-    warnings += [w for x in sessions for w in x.warnings]
+    warnings = warnings + [w for x in sessions for w in x.warnings]
     warnings += report_warnings(fingerprint, results)
     # servers run in envforge's working directory (no cwd given): a relative drafter directory there is local
     warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)

@@ -26,6 +26,7 @@ from envforge.bench.workload import build_workload
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
+from envforge.core.fs import atomic_write
 from envforge.core.extras import require
 from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
@@ -171,7 +172,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
                      activations=_activations(site_packages, ui), profile_name=profile_name,
                      profile_env=profile_env, site_packages=site_packages,
                      recipe_drafter=resolved.verify.get("drafter") if resolved is not None else None)
-    report = run_bench(plan, progress=ui.progress)
+    report = run_bench(plan, progress=ui.progress, partial=lambda r: _write_partial(r, output, ui))
     _write(report, output, args, ui)
     if ui.json_mode:
         ui.emit_json("bench", report.as_dict(), version=SCHEMA_VERSION)
@@ -229,10 +230,25 @@ def _raise_failures(report: BenchReport, output: Path) -> None:
         hint=f"a run with failed requests gives no trustworthy number; the report lists them: {output}")
 
 
-def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
+def _save(report: BenchReport, output: Path) -> None:
+    """Write the report's JSON envelope to ``output`` atomically (a reader never sees half a report)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n",
-                      encoding="utf-8")
+    data = json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n"
+    atomic_write(output, data.encode("utf-8"))
+
+
+def _write_partial(report: BenchReport, output: Path, ui: Ui) -> None:
+    """A run stopped part-way: its report of the completed repeats, no plot (the stop is not delayed)."""
+    try:
+        _save(report, output)
+    except OSError as exc:
+        ui.warn(f"the partial report could not be written to {output}: {exc.strerror or exc}")
+        return
+    ui.warn(f"partial report (the repeats completed before the stop): {output}")
+
+
+def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
+    _save(report, output)
     ui.info(f"report: {output}")
     if args.no_plot:
         return

@@ -11,10 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import aiohttp
 import pytest
 from tests.support.hostile_server import Measured, hostile_server, run_measured
 from tests.support.vllm_support import free_port
@@ -22,7 +26,19 @@ from tests.support.vllm_support import free_port
 from envforge.bench.client import Endpoint, RequestOptions, get_status, post_status, send_request
 from envforge.bench.engines import engine
 from envforge.bench.metrics import MetricsError, scrape
-from envforge.bench.transport import MAX_LINE_BYTES, Budget, LineReader, ReadLimit
+from envforge.bench.transport import (
+    KEEPALIVE_S,
+    MAX_LINE_BYTES,
+    Budget,
+    HTTPError,
+    LineReader,
+    ReadLimit,
+    error_text,
+    fetch,
+    new_session,
+    os_error,
+    run_sync,
+)
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 RSS_CAP_KIB = 400 * 1024  # bench itself is ~60 MiB; a bounded reader adds at most a line (8 MiB) and buffers
@@ -170,8 +186,7 @@ def test_stream_limits_hold_during_a_read_not_between_lines() -> None:
 
 
 def test_budget_limits_and_messages() -> None:
-    b = Budget(timeout_s=10, idle_s=3, progress_s=5, max_bytes=100)
-    assert b.idle_s == 3 and 2.9 < b.wait_s() <= 3
+    b = Budget(timeout_s=10, progress_s=5, max_bytes=100)
     b.count(100)
     with pytest.raises(ReadLimit) as exc:
         b.count(1)
@@ -181,11 +196,6 @@ def test_budget_limits_and_messages() -> None:
     b.progressed()
     assert (b.limit("progress").kind, b.limit("progress").message) == ("idle", "no data for 5 s")
     assert b.limit("total").message == "no complete answer after 10 s"
-    gone = Budget(timeout_s=0.0)
-    with pytest.raises(ReadLimit) as exc:
-        gone.wait_s()
-    assert exc.value.kind in ("total", "idle")
-    assert Budget(timeout_s=2, idle_s=9).idle_s == 2  # idle never longer than the whole deadline
 
 
 class Pieces:
@@ -231,3 +241,151 @@ def test_deadline_moves_with_progress_only() -> None:
     b.progressed()
     assert b.deadline() > first
     assert Budget(timeout_s=1, progress_s=5).deadline() == pytest.approx(Budget(timeout_s=1).end, abs=0.01)
+
+
+def test_each_limit_has_its_kind_number_and_message() -> None:
+    b = Budget(timeout_s=10, progress_s=2.5, max_bytes=64)
+    as_tuple = lambda e: (e.kind, e.limit, e.message, str(e))  # noqa: E731
+    assert as_tuple(b.limit("total")) == ("total", 10, "no complete answer after 10 s", "no complete answer after 10 s")
+    assert as_tuple(b.limit("progress")) == ("idle", 2.5, "no data for 2.5 s", "no data for 2.5 s")
+    b.count(1)
+    assert as_tuple(b.limit("progress")) == ("progress", 2.5, "no progress for 2.5 s", "no progress for 2.5 s")
+    assert as_tuple(b.limit("size")) == ("size", 64, "the answer is larger than 64 bytes",
+                                         "the answer is larger than 64 bytes")
+    with pytest.raises(ValueError, match="no limit of kind 'idle'"):
+        b.limit("idle")
+
+
+def test_expired_names_the_limit_whose_deadline_passed() -> None:
+    assert Budget(timeout_s=0.0).expired().kind == "total"  # the whole deadline, also without progress_s
+    assert Budget(timeout_s=60).expired().kind == "total"  # no progress limit: only the total one can run out
+    b = Budget(timeout_s=60, progress_s=0.0)
+    assert (b.expired().kind, b.expired().limit) == ("idle", 0.0)  # the progress limit, no byte since
+    b.count(3)
+    assert b.expired().kind == "progress"
+    ended = Budget(timeout_s=0.0, progress_s=30)
+    assert ended.expired().kind == "total"  # the total deadline at the same moment: it is the one named
+
+
+def test_a_line_reader_at_its_limits_and_after() -> None:
+    # a body whose last line, without its ending, is exactly the limit: returned as it is
+    exact, _ = lines_of(b"z" * MAX_LINE_BYTES)
+    assert [len(x) for x in exact] == [MAX_LINE_BYTES]
+    with pytest.raises(ReadLimit):
+        lines_of(b"z" * (MAX_LINE_BYTES + 1))
+    # several lines in one piece, then a piece that starts a new line exactly after the last ending
+    lines, budget = lines_of(b"a\nbb\nccc\n", b"dd\n")
+    assert lines == [b"a\n", b"bb\n", b"ccc\n", b"dd\n"] and budget.received == 12
+    # after the end, the reader says so again without asking the body for more
+    body = Pieces(b"x\n")
+    reader = LineReader(body, Budget(timeout_s=5, max_bytes=None))
+
+    async def three() -> list[bytes]:
+        return [await reader.readline(), await reader.readline(), await reader.readline()]
+    assert asyncio.run(three()) == [b"x\n", b"", b""]
+    # a line over the limit drops what was buffered; the next read starts afresh
+    long_then_short = Pieces(b"q" * (MAX_LINE_BYTES + 2), b"ok\n")
+    reader = LineReader(long_then_short, Budget(timeout_s=5, max_bytes=None))
+
+    async def after_limit() -> tuple[str, bytes]:
+        try:
+            await reader.readline()
+        except ReadLimit as exc:
+            return exc.kind, await reader.readline()
+        return "none", b""
+    assert asyncio.run(after_limit()) == ("line", b"ok\n")
+    # a line over the limit that has its ending in the same piece
+    with pytest.raises(ReadLimit) as exc:
+        lines_of(b"ok\n" + b"w" * MAX_LINE_BYTES + b"\n")
+    assert (exc.value.kind, exc.value.limit) == ("line", MAX_LINE_BYTES)
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    seen: list[tuple[str, str, str | None]] = []
+
+    def _answer(self) -> None:
+        _Recorder.seen.append((self.command, self.path, self.headers.get("Content-Length")))
+        body = f"{self.command} {self.path}".encode()
+        self.send_response(201 if self.command == "POST" else 200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_fetch_sends_an_empty_body_with_post_only_and_returns_status_and_body() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        _Recorder.seen.clear()
+        assert fetch("127.0.0.1", port, "POST", "/flush_cache", timeout_s=5) == (201, b"POST /flush_cache")
+        assert fetch("127.0.0.1", port, "GET", "/health", timeout_s=5) == (200, b"GET /health")
+        assert _Recorder.seen == [("POST", "/flush_cache", "0"), ("GET", "/health", None)]
+        with pytest.raises(ReadLimit) as exc:
+            fetch("127.0.0.1", port, "GET", "/a-long-path", timeout_s=5, max_bytes=4)
+        assert exc.value.kind == "size"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_fetch_errors_are_the_operating_systems_or_http_errors() -> None:
+    port = free_port()
+    with pytest.raises(ConnectionRefusedError) as refused:
+        fetch("127.0.0.1", port, "GET", "/health", timeout_s=5)
+    assert error_text(refused.value).startswith("ConnectionRefusedError: [Errno 111] ")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def not_http() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+        conn.close()
+    threading.Thread(target=not_http, daemon=True).start()
+    try:
+        with pytest.raises(HTTPError) as bad:
+            fetch("127.0.0.1", listener.getsockname()[1], "GET", "/health", timeout_s=5)
+    finally:
+        listener.close()
+    assert str(bad.value).startswith(("ClientResponseError: ", "ServerDisconnectedError: "))
+    assert error_text(bad.value) == str(bad.value)
+
+
+def test_error_text_and_os_error() -> None:
+    assert error_text(HTTPError("ServerDisconnectedError: Server disconnected")) == (
+        "ServerDisconnectedError: Server disconnected")
+    assert error_text(ConnectionResetError(104, "Connection reset by peer")) == (
+        "ConnectionResetError: [Errno 104] Connection reset by peer")
+    assert error_text(TimeoutError()) == "TimeoutError"
+    inner = ConnectionRefusedError(111, "Connect call failed")
+    wrapped = aiohttp.ClientOSError(*inner.args)
+    assert isinstance(os_error(wrapped), OSError) and str(os_error(wrapped)) == str(wrapped)
+    assert error_text(wrapped) == f"OSError: {wrapped}"
+
+
+def test_a_new_session_pools_keeps_alive_and_trusts_nothing_from_the_environment() -> None:
+    async def settings() -> tuple[object, ...]:
+        async with new_session(0) as s:
+            c = s.connector
+            assert isinstance(c, aiohttp.TCPConnector)
+            return (c.limit, c._keepalive_timeout, s.auto_decompress, s.trust_env,
+                    type(s.cookie_jar).__name__, s.timeout.total)
+    assert asyncio.run(settings()) == (1, KEEPALIVE_S, False, False, "DummyCookieJar", None)
+    assert KEEPALIVE_S == 4.0
+
+
+def test_run_sync_runs_on_a_new_loop_with_a_session_it_closes() -> None:
+    kept: list[aiohttp.ClientSession] = []
+
+    async def use(s: aiohttp.ClientSession) -> int:
+        kept.append(s)
+        assert s.connector is not None and s.connector.limit == 3
+        return 7
+    assert run_sync(use, connections=3) == 7 and kept[0].closed

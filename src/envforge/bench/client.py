@@ -352,8 +352,7 @@ async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, eng
     the module docstring for what fails a request); a request cancelled by ``cancel`` is
     ``"cancelled"``."""
     path, body = engine.request(prompt, opts)
-    budget = Budget(timeout_s=opts.timeout_s, idle_s=opts.idle_timeout_s, progress_s=opts.idle_timeout_s,
-                    max_bytes=None)
+    budget = Budget(timeout_s=opts.timeout_s, progress_s=opts.idle_timeout_s, max_bytes=None)
     t0 = clock()
     task = asyncio.current_task()
     if cancel is not None:

@@ -90,14 +90,13 @@ class Budget:
     from construction (the clock asyncio's loop runs on). Mutable: it counts the bytes received and
     moves the progress deadline."""
 
-    __slots__ = ("timeout_s", "idle_s", "progress_s", "max_bytes", "end", "progress_by", "received",
+    __slots__ = ("timeout_s", "progress_s", "max_bytes", "end", "progress_by", "received",
                  "_received_at_progress")
 
-    def __init__(self, *, timeout_s: float, idle_s: float | None = None, progress_s: float | None = None,
+    def __init__(self, *, timeout_s: float, progress_s: float | None = None,
                  max_bytes: int | None = STATUS_MAX_BYTES) -> None:
         now = time.monotonic()
         self.timeout_s = timeout_s
-        self.idle_s = min(timeout_s, idle_s) if idle_s is not None else timeout_s
         self.progress_s = progress_s
         self.max_bytes = max_bytes
         self.end = now + timeout_s
@@ -115,28 +114,17 @@ class Budget:
         """The ``time.monotonic()`` at which the nearest limit runs out (total or progress)."""
         return self.end if self.progress_by is None else min(self.end, self.progress_by)
 
-    def wait_s(self) -> float:
-        """Seconds until the nearest limit runs out (> 0), the idle limit included.
-
-        :raises ReadLimit: the deadline or the progress deadline has passed.
-        """
-        now = time.monotonic()
-        waits = [(self.idle_s, "idle"), (self.end - now, "total")]
-        if self.progress_by is not None:
-            waits.append((self.progress_by - now, "progress"))
-        wait, why = min(waits)
-        if wait <= 0:
-            raise self.limit(why)
-        return wait
-
     def expired(self) -> ReadLimit:
         """The limit whose deadline (:meth:`deadline`) has just passed: the total one when its time
         is up, else the progress one."""
         return self.limit("total" if time.monotonic() >= self.end or self.progress_by is None else "progress")
 
     def limit(self, kind: str) -> ReadLimit:
-        """The :class:`ReadLimit` of ``kind`` with its message. No progress while not a byte arrived
-        since the last progress is kind ``"idle"`` (with the progress limit as its number)."""
+        """The :class:`ReadLimit` of ``kind`` (``"total"``, ``"progress"`` or ``"size"``) with its
+        message. No progress while not a byte arrived since the last progress is kind ``"idle"``
+        (with the progress limit as its number).
+
+        :raises ValueError: another kind."""
         if kind == "total":
             return ReadLimit(kind, self.timeout_s, f"no complete answer after {self.timeout_s:g} s")
         if kind == "progress":
@@ -147,7 +135,7 @@ class Budget:
         if kind == "size":
             assert self.max_bytes is not None
             return ReadLimit(kind, self.max_bytes, f"the answer is larger than {self.max_bytes} bytes")
-        return ReadLimit("idle", self.idle_s, f"no data for {self.idle_s:g} s")
+        raise ValueError(f"no limit of kind {kind!r}")
 
     def count(self, n: int) -> None:
         """``n`` more bytes arrived.

@@ -37,6 +37,7 @@ from envforge.bench.transport import (
     fetch,
     new_session,
     os_error,
+    read_all,
     run_sync,
 )
 
@@ -239,7 +240,7 @@ def test_deadline_moves_with_progress_only() -> None:
     assert first == pytest.approx(b.progress_by)
     time.sleep(0.01)
     b.progressed()
-    assert b.deadline() > first
+    assert first < b.deadline() < b.end
     assert Budget(timeout_s=1, progress_s=5).deadline() == pytest.approx(Budget(timeout_s=1).end, abs=0.01)
 
 
@@ -294,6 +295,14 @@ def test_a_line_reader_at_its_limits_and_after() -> None:
             return exc.kind, await reader.readline()
         return "none", b""
     assert asyncio.run(after_limit()) == ("line", b"ok\n")
+    # a second line of a piece that fits the limit, though it ends past the limit's offset in the piece
+    fits, _ = lines_of(b"a\n" + b"b" * (MAX_LINE_BYTES - 2) + b"\n")
+    assert [len(x) for x in fits] == [2, MAX_LINE_BYTES - 1]
+    # the whole body of several pieces, each counted
+    body_budget = Budget(timeout_s=5, max_bytes=None)
+    assert asyncio.run(read_all(Pieces(b"ab", b"", b"cd"), body_budget)) == b"ab" and body_budget.received == 2
+    body_budget = Budget(timeout_s=5, max_bytes=None)
+    assert asyncio.run(read_all(Pieces(b"ab", b"cd"), body_budget)) == b"abcd" and body_budget.received == 4
     # a line over the limit that has its ending in the same piece
     with pytest.raises(ReadLimit) as exc:
         lines_of(b"ok\n" + b"w" * MAX_LINE_BYTES + b"\n")
@@ -364,6 +373,7 @@ def test_error_text_and_os_error() -> None:
     assert error_text(ConnectionResetError(104, "Connection reset by peer")) == (
         "ConnectionResetError: [Errno 104] Connection reset by peer")
     assert error_text(TimeoutError()) == "TimeoutError"
+    assert error_text(ValueError("BOX")) == "ValueError: BOX"
     inner = ConnectionRefusedError(111, "Connect call failed")
     wrapped = aiohttp.ClientOSError(*inner.args)
     assert isinstance(os_error(wrapped), OSError) and str(os_error(wrapped)) == str(wrapped)

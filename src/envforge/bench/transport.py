@@ -262,7 +262,7 @@ async def read_all(content: _Content, budget: Budget) -> bytes:
 
 async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget) -> tuple[int, bytes]:
     async with bounded(budget):
-        async with session.request(method, url, data=b"" if method == "POST" else None) as resp:
+        async with session.request(method, url) as resp:  # aiohttp sends POST with Content-Length: 0
             return resp.status, await read_all(resp.content, budget)
 
 

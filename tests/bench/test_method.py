@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+
+from tests.support.bench_support import make_tiny_model
 
 from envforge.bench.config import url_config
 from envforge.bench.method import dataset_method, load_method, report_method
 from envforge.bench.sweep import RateSweep
+from envforge.bench.workload import build_workload
+
+TRACE = Path(__file__).parents[1] / "data" / "bench" / "mooncake_trace_small.jsonl"
 
 CLOSED = "closed loop: every request due at once, at most the level's concurrency in flight"
 
@@ -40,3 +46,20 @@ def test_open_loop_names_the_rate_and_the_arrival_process() -> None:
     assert load_method(sweep) == ("open loop: each level at its rate of the sweep (--sweep-rate 0.5:8), Poisson "
                                   "arrivals (seed 0), at most the level's concurrency in flight")
     assert load_method(url_config(api="sglang", model=None)) == CLOSED
+
+
+def test_a_trace_and_a_generated_dataset_say_what_was_sent(tmp_path: Path) -> None:
+    model = make_tiny_model(tmp_path / "model")
+    label = lambda k: f"--{k}"  # noqa: E731
+    trace = build_workload({"dataset": "trace", "trace": str(TRACE), "trace-time-scale": 0.5}, base=TRACE.parent,
+                           model=str(model), label=label)
+    cfg = url_config(api="sglang", model=None).with_overrides(dataset=trace, requests=3)
+    assert trace is not None and load_method(cfg) == (
+        f"trace replay: each repeat sends the first 3 of the trace's {trace.size} records, from a new pass, at "
+        "their recorded times x 0.5, at most the level's concurrency in flight")
+    assert dataset_method(cfg) == trace.describe(0) and dataset_method(cfg)["name"] == "trace"
+    drawn = build_workload({"dataset": "random", "random-input-len": 8, "random-output-len": 4}, base=tmp_path,
+                           model=str(model), label=label)
+    random_cfg = url_config(api="sglang", model=None).with_overrides(dataset=drawn, seed=5)
+    assert drawn is not None and dataset_method(random_cfg) == drawn.describe(5)
+    assert dataset_method(random_cfg)["name"] == "random" and load_method(random_cfg) == CLOSED

@@ -655,3 +655,42 @@ def test_a_run_stopped_by_sigterm_still_reports_the_repeats_it_completed(tmp_pat
     assert server["levels"][0]["failed_requests"] == 0 and server["levels"][0]["repeats"][0]["requests"] == 8
     with pytest.raises(OSError):  # the server is stopped with the run
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+@pytest.mark.parametrize(("flags", "message", "hint"), [
+    (["--output", "{d}/r.png"], "--output {d}/r.png: the plot would be written over the report",
+     "give the report a .json name, --plot PATH elsewhere, or --no-plot"),
+    (["--output", "{d}/q.json", "--plot", "{d}/q.json"], "--output {d}/q.json: the plot would be written over the report",
+     "give the report a .json name, --plot PATH elsewhere, or --no-plot"),
+    (["--prompts", "{d}/p.jsonl", "--output", "{d}/p.jsonl"],
+     "--output {d}/p.jsonl is the --prompts file: the run would write over its own input", "write the report elsewhere"),
+    (["--prompts", "{d}/p.jsonl", "--plot", "{d}/p.jsonl"],
+     "--plot {d}/p.jsonl is the --prompts file: the run would write over its own input", "write the plot elsewhere"),
+    (["--dataset", "trace", "--trace", "{d}/p.jsonl", "--output", "{d}/p.jsonl", "--no-plot"],
+     "--output {d}/p.jsonl is the --trace file: the run would write over its own input", "write the report elsewhere"),
+    (["--output", "/proc/envforge-test/r.json"],
+     "--output /proc/envforge-test/r.json: cannot write in /proc/envforge-test: No such file or directory",
+     "give --output a path in a writable directory"),
+])
+def test_outputs_that_would_be_lost_or_overwrite_an_input_are_refused_before_measuring(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str, hint: str) -> None:
+    """Refused with exit 2 before the URL is even asked (nothing listens on port 9), and nothing written."""
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n')
+    (tmp_path / "file").write_text("a file, not a directory")
+    d = str(tmp_path)
+    assert main(["bench", "--url", "http://127.0.0.1:9", *[f.format(d=d) for f in flags]]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == [f"error: {message.format(d=d)}", f"  hint: {hint}"]
+    assert (tmp_path / "p.jsonl").read_text() == '{"prompt": "a"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "p.jsonl"]
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--seed", "4294967296"], "argument --seed: must be an integer from 0 to 4294967295, got '4294967296'"),
+    (["--concurrency", "1,100001"],
+     "argument --concurrency/--max-concurrency: '1,100001': concurrency levels must be <= 100000"),
+])
+def test_a_seed_or_concurrency_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], flags: list[str],
+                                                             message: str) -> None:
+    assert main(["bench", "--url", "http://127.0.0.1:9", *flags]) == 2
+    assert f"error: {message}" in capsys.readouterr().err

@@ -173,3 +173,33 @@ def test_server_dying_while_measured_is_a_crash_not_a_number(tmp_path: Path) -> 
     assert exc.value.stderr_tail == "worker 3: NCCL error: unhandled system error"
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_a_second_signal_during_the_stop_grace_kills_the_group_at_once(tmp_path: Path) -> None:
+    """The server and its child ignore SIGTERM; a second interruption 0.3 s into a 30 s grace (a
+    scheduler's time limit, a second Ctrl-C) SIGKILLs the whole group before it goes on."""
+    import signal
+
+    port = free_port()
+    ready = NEVER_READY.replace("send_response(503)", "send_response(200)")
+    server, _ = start_server(launch(tmp_path, [sys.executable, "-c", ready, str(port)], port, "stubborn"),
+                          load_timeout_s=30, stop_grace_s=30)
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.stop()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.monotonic() - start < 5
+    deadline = time.monotonic() + 5
+    while not gone(server.pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gone(server.pgid)
+    server.stop()  # already stopped: nothing to do

@@ -214,13 +214,16 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
                 url_session.close()
         else:
             warnings += _run_started(plan, progress, prepared)
+        return report([])  # a stop while it is made (scipy's first import takes a second) is a stop too
     except BaseException as exc:
-        sessions = [url_session] if url_session is not None else [st.session for st in prepared]
-        if partial is not None and any(x.measured for x in sessions):
-            partial(report([f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
-                            "repeats completed before"]))
+        if partial is not None:
+            measured = [x for x in ([url_session] if url_session is not None else [st.session for st in prepared])
+                        if x.measured]
+            if measured:
+                prepared[:] = [st for st in prepared if st.session.measured]  # servers not reached are absent
+                partial(report([f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
+                                "repeats completed before"]))
         raise
-    return report([])
 
 
 def _stop_reason(exc: BaseException) -> str:

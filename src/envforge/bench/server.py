@@ -132,13 +132,19 @@ class RunningServer:
 
     def stop(self, grace_s: float | None = None) -> None:
         """SIGTERM the group, wait up to ``grace_s`` seconds (default ``stop_grace_s``) for it to
-        leave, then SIGKILL the group and wait (at most 5 s) until no member is left."""
+        leave, then SIGKILL the group and wait (at most 5 s) until no member is left. Interrupted
+        during the grace (a second signal), the group is SIGKILLed at once and the interruption goes on."""
         if self._stopped:
             return
         _signal_group(self.pgid, signal.SIGTERM)
         deadline = time.monotonic() + (self.stop_grace_s if grace_s is None else grace_s)
-        while time.monotonic() < deadline and (self.alive() or group_members(self.pgid)):
-            time.sleep(0.05)
+        try:
+            while time.monotonic() < deadline and (self.alive() or group_members(self.pgid)):
+                time.sleep(0.05)
+        except BaseException:  # a second Ctrl-C or SIGTERM during the grace: no member may outlive bench
+            _signal_group(self.pgid, signal.SIGKILL)
+            self._stopped = True
+            raise
         _signal_group(self.pgid, signal.SIGKILL)
         self.proc.wait()
         deadline = time.monotonic() + 5.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -138,6 +139,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     attainment = DEFAULT_ATTAINMENT if args.slo_attainment is None else args.slo_attainment
     slo = parse_slo(args.slo, attainment) if args.slo else None
     sweep = _sweep(args)
+    _check_outputs(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved, recipe_path = _config(args, ui)
     config = config.with_overrides(
@@ -193,6 +195,35 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         raise CheckFailed("the SLO gate failed:\n" + "\n".join(f"  {m}" for m in misses),
                           hint=f"the per-request distributions are in the report: {output}")
     return 0
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before anything is measured: the report and the plot can be written where they are asked
+    for, and neither would be written over the other or over an input (prompts, trace).
+
+    :raises InputError: either (exit 2, naming the flag and the path).
+    """
+    output: Path = args.output
+    plot: Path | None = None if args.no_plot else (args.plot or output.with_suffix(".png"))
+    if plot is not None and plot.resolve() == output.resolve():
+        raise InputError(f"--output {output}: the plot would be written over the report",
+                         hint="give the report a .json name, --plot PATH elsewhere, or --no-plot")
+    inputs = {"--prompts": args.prompts, "--trace": args.trace}
+    for flag, path in inputs.items():
+        for what, out in (("--output", output), ("--plot", plot)):
+            if path is not None and out is not None and out.resolve() == Path(path).resolve():
+                raise InputError(f"{what} {out} is the {flag} file: the run would write over its own input",
+                                 hint=f"write the {'report' if what == '--output' else 'plot'} elsewhere")
+    for what, out in (("--output", output), ("--plot", plot)):
+        if out is None:
+            continue
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".envforge-check"):
+                pass
+        except OSError as exc:
+            raise InputError(f"{what} {out}: cannot write in {out.parent}: {exc.strerror or exc}",
+                             hint=f"give {what} a path in a writable directory") from None
 
 
 def _sweep(args: argparse.Namespace) -> RateSweep | None:

@@ -89,10 +89,14 @@ def Str(check: Callable[[Any], str | None] | None = None) -> Scalar:  # noqa: N8
     return Scalar(str, "a string", check)
 
 
-def Int(minimum: int | None = None) -> Scalar:  # noqa: N802
-    """An integer spec (booleans refused), optionally with a minimum."""
+def Int(minimum: int | None = None, maximum: int | None = None) -> Scalar:  # noqa: N802
+    """An integer spec (booleans refused), optionally with a minimum and a maximum."""
     def check(v: Any) -> str | None:
-        return None if minimum is None or v >= minimum else f"must be >= {minimum}, got {v}"
+        if minimum is not None and v < minimum:
+            return f"must be >= {minimum}, got {v}"
+        if maximum is not None and v > maximum:
+            return f"must be <= {maximum}, got {v}"
+        return None
     return Scalar(int, "an integer", check)
 
 

@@ -253,16 +253,23 @@ _SMOKE_SERVER = Table({
     "speculative": Bool(),
 }, frozenset({"name", "args"}))
 
+#: The largest seed: numpy's legacy generator, which draws open-loop arrivals as vLLM's does, takes
+#: a seed of 32 bits (``np.random.RandomState``: "Seed must be between 0 and 2**32 - 1").
+MAX_SEED = 2**32 - 1
+#: The most requests in flight at one level: warm-up sends ``concurrency`` requests, each a task and a
+#: connection; past this a value is a typo, not a load (vLLM's own benchmarks go to a few thousand).
+MAX_CONCURRENCY = 100_000
+
 _SMOKE = Table({
     "model": Str(),
     "served-model-name": Str(),
     "api": Enum("sglang", "openai", "vllm"),
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),
-    "seed": Int(0),
+    "seed": Int(0, MAX_SEED),
     "max-new-tokens": Int(1),
     "temperature": Number(),
-    "concurrency": ListOf(Int(1)),
+    "concurrency": ListOf(Int(1, MAX_CONCURRENCY)),
     "repeats": Int(1),
     "warmup": Int(0),
     "load-timeout-s": Int(1),

@@ -12,6 +12,7 @@ from envforge.bench.engines import ENGINES
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, parse_range
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
+from envforge.recipe.schema import MAX_CONCURRENCY, MAX_SEED
 
 __all__ = ["register"]
 
@@ -23,6 +24,8 @@ def _levels(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers, e.g. 1,4,16") from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"'{text}': concurrency levels must be >= 1")
+    if max(values) > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"'{text}': concurrency levels must be <= {MAX_CONCURRENCY}")
     return values
 
 
@@ -163,7 +166,7 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace-time-scale", type=_time_scale, metavar="F",
                    help="trace: multiply the recorded times by F (2: twice as slow; SGLang's "
                         "--mooncake-slowdown-factor; default 1)")
-    p.add_argument("--seed", type=integer(0), metavar="N",
+    p.add_argument("--seed", type=integer(0, MAX_SEED), metavar="N",
                    help="the seed of the prompt order, the generated datasets and open-loop arrivals (default 0)")
     p.add_argument("--request-rate", type=_rate, metavar="REQ_PER_S",
                    help="open loop: send requests at this rate (requests/s; inf = all at once, the default)")

@@ -694,3 +694,17 @@ def test_a_seed_or_concurrency_out_of_range_is_a_usage_error(capsys: pytest.Capt
                                                              message: str) -> None:
     assert main(["bench", "--url", "http://127.0.0.1:9", *flags]) == 2
     assert f"error: {message}" in capsys.readouterr().err
+
+
+def test_compare_says_when_a_report_is_partial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = Path(__file__).parents[2] / "docs" / "bench"
+    doc = json.loads((docs / "cpu-demo.json").read_text())
+    doc["data"]["warnings"] = ["partial report: the run was stopped (SIGTERM); it holds only the repeats completed "
+                               "before", *doc["data"]["warnings"]]
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps(doc))
+    assert main(["bench", "compare", str(partial), str(docs / "cpu-demo-b.json"), "--allow-different-env"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {partial} is a partial report (the run was stopped): its levels may have fewer repeats than "
+            "its settings say, and servers or levels it did not reach are missing") in err
+    assert err.count("is a partial report") == 1

@@ -392,8 +392,12 @@ def _render_gauges(report: BenchReport, ui: Ui) -> None:
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
     min_change = DEFAULT_MIN_CHANGE if args.min_change is None else args.min_change
-    comparison = compare(read_report(args.a), read_report(args.b), allow_different_env=args.allow_different_env,
-                         min_change=min_change)
+    ra, rb = read_report(args.a), read_report(args.b)
+    for path, r in ((args.a, ra), (args.b, rb)):  # a run stopped part-way: fewer repeats than its settings say
+        if any(w.startswith("partial report:") for w in r.warnings):
+            ui.warn(f"{path} is a partial report (the run was stopped): its levels may have fewer repeats than "
+                    "its settings say, and servers or levels it did not reach are missing")
+    comparison = compare(ra, rb, allow_different_env=args.allow_different_env, min_change=min_change)
     if ui.json_mode:
         ui.emit_json("bench-compare", comparison.as_dict())
     else:

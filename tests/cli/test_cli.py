@@ -78,6 +78,8 @@ def assert_no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] FILE"),
     (["bench", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
     (["bench", "compare", "--help"], "usage: envforge bench compare [-h]"),
+    (["bench", "serve-venv", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
+    (["lock", "kimi", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
     (["patches", "list", "--help"], "usage: envforge patches list [-h]"),
     (["patches", "export", "--help"], "usage: envforge patches export [-h]"),
     (["env", "show", "--help"], "usage: envforge env show [-h]"),

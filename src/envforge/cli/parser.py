@@ -138,11 +138,27 @@ def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None
     loose = Parser(prog=prog, usage=usage, add_help=False)
     positionals(loose)
     options(loose)
+    # `envforge bench ENV --help`: the words after ENV are parsed here; --help prints the group's help
+    loose.add_argument("-h", "--help", action=_HelpOf, nargs=0, parser=p, help=argparse.SUPPRESS)
     for action in loose._actions:  # do not overwrite options given before the first word
         if action.option_strings:
             action.default = argparse.SUPPRESS
     commands.bare = loose
     return commands
+
+
+class _HelpOf(argparse.Action):
+    """``--help`` that prints another parser's help (the group's, for its bare form) and exits 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, parser: argparse.ArgumentParser,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.parser = parser
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        self.parser.print_help()
+        self.parser.exit()
 
 
 def group_parser(sub: "argparse._SubParsersAction[Any]", name: str) -> argparse.ArgumentParser:

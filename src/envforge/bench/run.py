@@ -217,10 +217,8 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
         return report([])  # a stop while it is made (scipy's first import takes a second) is a stop too
     except BaseException as exc:
         if partial is not None:
-            measured = [x for x in ([url_session] if url_session is not None else [st.session for st in prepared])
-                        if x.measured]
-            if measured:
-                prepared[:] = [st for st in prepared if st.session.measured]  # servers not reached are absent
+            prepared[:] = [st for st in prepared if st.session.measured]  # servers not reached are absent
+            if url_session.measured if url_session is not None else prepared:
                 partial(report([f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
                                 "repeats completed before"]))
         raise

@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envforge.core.kinds import KINDS, is_known_kind
+from envforge.core.limits import MAX_CONCURRENCY, MAX_SEED
 from envforge.core.schema import Bool, Date, Enum, Int, ListOf, MapOf, Number, OneOf, Problem, Str, Table
 from envforge.recipe.envvars import problems as env_value_problems, startup_reader
 from envforge.recipe.platforms import platform_problem
@@ -252,13 +253,6 @@ _SMOKE_SERVER = Table({
     "env": MapOf(_env_value, _env_problem),
     "speculative": Bool(),
 }, frozenset({"name", "args"}))
-
-#: The largest seed: numpy's legacy generator, which draws open-loop arrivals as vLLM's does, takes
-#: a seed of 32 bits (``np.random.RandomState``: "Seed must be between 0 and 2**32 - 1").
-MAX_SEED = 2**32 - 1
-#: The most requests in flight at one level: warm-up sends ``concurrency`` requests, each a task and a
-#: connection; past this a value is a typo, not a load (vLLM's own benchmarks go to a few thousand).
-MAX_CONCURRENCY = 100_000
 
 _SMOKE = Table({
     "model": Str(),

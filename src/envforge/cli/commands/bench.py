@@ -12,7 +12,7 @@ from envforge.bench.engines import ENGINES
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, parse_range
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
-from envforge.recipe.schema import MAX_CONCURRENCY, MAX_SEED
+from envforge.core.limits import MAX_CONCURRENCY, MAX_SEED
 
 __all__ = ["register"]
 
@@ -29,41 +29,37 @@ def _levels(text: str) -> tuple[int, ...]:
     return values
 
 
-def _fraction(text: str) -> float:
+def _float(text: str, example: str) -> float:
+    """``text`` as a float, or a usage error giving ``example``."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. {example}") from None
+
+
+def _fraction(text: str) -> float:
+    value = _float(text, "0.1 for 10%")
     if not 0 <= value < 10:
         raise argparse.ArgumentTypeError(f"'{text}': use a fraction >= 0, e.g. 0.1 for 10%")
     return value
 
 
 def _attainment(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.9 for 90%") from None
+    value = _float(text, "0.9 for 90%")
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"'{text}': use a fraction in (0, 1], e.g. 0.9 for 90%")
     return value
 
 
 def _positive(text: str, what: str, example: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. {example}") from None
+    value = _float(text, example)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"'{text}': {what} must be > 0 (inf allowed), e.g. {example}")
     return value
 
 
 def _range_ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.5") from None
+    value = _float(text, "0.5")
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"'{text}': the range ratio must be in [0, 1) (vLLM's rule), e.g. 0.5 "
                                          "for lengths from half to 1.5 times the mean")
@@ -103,10 +99,7 @@ def _sweep_range(text: str) -> tuple[float, float]:
 
 
 def _precision(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number, e.g. 0.1 for 10%") from None
+    value = _float(text, "0.1 for 10%")
     if not 0.001 <= value <= 1:
         raise argparse.ArgumentTypeError(f"'{text}': use a fraction from 0.001 to 1, e.g. 0.1 for 10%")
     return value

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from envforge.lock.markerspace import (ALWAYS, Overlap, compatible, equivalent, first_overlap, overlap_witness, overlaps,
-                                     satisfiable, selected_together, valid_selection)
+from envforge.lock.markerspace import (ALWAYS, Alternative, Overlap, combine, compatible, equivalent, first_overlap,
+                                     literals, overlap_witness, overlaps, parse, satisfiable, selected_together,
+                                     valid_selection)
+
+
+def _on(*items: str) -> Alternative:
+    return Alternative(frozenset(items))
+
+
+def _off(*items: str) -> Alternative:
+    return Alternative(frozenset(), frozenset(items))
 
 EXCLUSIVE = [
     (["platform_machine == 's390x'"], ["platform_machine != 's390x'"]),
@@ -17,7 +26,8 @@ EXCLUSIVE = [
     (["sys_platform == 'darwin'"], ["os_name == 'nt'"]),
     (["implementation_name == 'cpython'"], ["platform_python_implementation == 'PyPy'"]),
     (["'cpu' in extras and 'cu128' not in extras"], ["'cu128' in extras and 'cpu' not in extras"]),
-    (["extra == 'extra-3-foo-cpu'"], ["extra == 'extra-3-foo-cu128'"]),
+    (["extra == 'extra-3-foo-cpu' and extra != 'extra-3-foo-cu128'"], ["extra == 'extra-3-foo-cu128'"]),
+    (["'hf' in extras and sys_platform == 'emscripten'"], ["sys_platform == 'linux' and 'hf' in extras"]),
     (["platform_machine == 'x86_64' and sys_platform == 'linux'"],
      ["platform_machine == 'aarch64' and sys_platform == 'linux'", "sys_platform == 'darwin'"]),
 ]
@@ -30,6 +40,14 @@ OVERLAPPING = [
     (["python_version >= '3.10'"], ["python_version < '3.13'"], {"python_version": "3.10"}),
     (["'cpu' in extras"], ["'cu128' in extras"], {"extras": "{cpu, cu128}"}),
     (["sys_platform == 'freebsd'"], ["sys_platform != 'linux'"], {"sys_platform": "freebsd"}),
+    # uv's `extra` is a set (its conflict items, several enabled at once): extra == 'v' is 'v' in extras
+    (["extra == 'extra-3-foo-cpu'"], ["extra == 'extra-3-foo-cu128'"], {"extras": "{extra-3-foo-cpu, extra-3-foo-cu128}"}),
+    # uv's negative conflict markers: apart only where both items may not be enabled (uvconflicts' job)
+    (["(extra != 'extra-4-demo-cpu' and extra != 'extra-4-demo-gpu') or "
+      "(extra == 'extra-4-demo-cpu' and extra == 'extra-4-demo-gpu')"],
+     ["extra == 'extra-4-demo-cpu'", "extra == 'extra-4-demo-gpu'"], {"extras": "{extra-4-demo-cpu, extra-4-demo-gpu}"}),
+    (["'a' in dependency_groups and sys_platform == 'linux'"], ["'b' in dependency_groups"],
+     {"dependency_groups": "{a, b}", "sys_platform": "linux"}),
     (["sys_platform == 'darwin'"], ["platform_machine == 'AMD64'"],
      {"platform_machine": "AMD64", "sys_platform": "darwin"}),  # a documented limit: no cross-group implications
 ]
@@ -65,7 +83,7 @@ def test_overlaps_lists_every_names_first_pair_by_the_later_entry() -> None:
 
 def test_entries_apart_by_a_declared_conflict_do_not_overlap() -> None:
     entries = [("torch", "2+cpu", ["sys_platform == 'linux'"]), ("torch", "2+cu1", ["sys_platform == 'linux'"])]
-    cpu, gpu = frozenset({frozenset({"cpu"})}), frozenset({frozenset({"gpu"})})
+    cpu, gpu = frozenset({_on("cpu")}), frozenset({_on("gpu")})
     assert overlaps(entries, activations=[cpu, gpu], conflicts=[frozenset({"cpu", "gpu"})]) == ()
     assert overlaps(entries, activations=[cpu, gpu], conflicts=[frozenset({"cpu", "other"})]) == (
         Overlap(0, 1, {"sys_platform": "linux"}),)
@@ -74,17 +92,57 @@ def test_entries_apart_by_a_declared_conflict_do_not_overlap() -> None:
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [
-    ({frozenset({"cpu"})}, {frozenset({"gpu"})}, False),
-    ({frozenset({"cpu"})}, {frozenset({"cpu"})}, True),
-    ({frozenset({"cpu"})}, {frozenset({"gpu"}), frozenset({"a"})}, True),
-    ({frozenset({"cpu"})}, {frozenset({"b"})}, True),  # two sets: cpu and b may be enabled together
-    ({frozenset({"cpu", "a"})}, {frozenset({"b"})}, False),
-    (set(), {frozenset({"gpu"})}, True),  # nothing installs it: counted as always
+    ({_on("cpu")}, {_on("gpu")}, False),
+    ({_on("cpu")}, {_on("cpu")}, True),
+    ({_on("cpu")}, {_on("gpu"), _on("a")}, True),
+    ({_on("cpu")}, {_on("b")}, True),  # two sets: cpu and b may be enabled together
+    ({_on("cpu", "a")}, {_on("b")}, False),
+    (set(), {_on("gpu")}, True),  # nothing installs it: counted as always
+    # uv's negative items (U02): the base torch only while neither cpu nor gpu is enabled
+    ({_off("cpu", "gpu")}, {_on("cpu")}, False),
+    ({_off("cpu", "gpu")}, {_on("gpu")}, False),
+    ({_off("cpu", "gpu")}, {_on("a")}, True),
+    ({_off("cpu")}, {_on("gpu")}, True),
+    ({_off("cpu")}, {_off("gpu")}, True),
+    ({Alternative(frozenset({"a"}), frozenset({"cpu"}))}, {_on("b")}, False),
+    ({_off("cpu"), _on("a")}, {_on("cpu")}, True),  # the second alternative meets cpu
 ])
-def test_compatible_activations(a: set[frozenset[str]], b: set[frozenset[str]], expected: bool) -> None:
+def test_compatible_activations(a: set[Alternative], b: set[Alternative], expected: bool) -> None:
     conflicts = [frozenset({"cpu", "gpu"}), frozenset({"a", "b"})]
     assert compatible(frozenset(a), frozenset(b), conflicts) is expected
     assert compatible(frozenset(b), frozenset(a), conflicts) is expected
+
+
+def test_combine_joins_conditions_or_says_none_can_meet_them() -> None:
+    conflicts = [frozenset({"cpu", "gpu"})]
+    assert combine(_on("cpu"), _off("gpu"), conflicts) == Alternative(frozenset({"cpu"}), frozenset({"gpu"}))
+    assert combine(_on("cpu"), _off("cpu"), conflicts) is None
+    assert combine(_on("cpu"), _on("gpu"), conflicts) is None
+    assert combine(_on("cpu"), _on("x"), conflicts) == _on("cpu", "x")
+    assert combine(_off("a"), _off("b"), conflicts) == _off("a", "b")
+
+
+def test_markers_are_read_from_the_parse_tree_whatever_their_values_hold() -> None:
+    # a regex over the text read `"emscripten" and "hf"` as one literal of `extras` (U03)
+    assert literals([parse('sys_platform == "emscripten" and "hf" in extras')]) == {
+        "sys_platform": {"emscripten"}, "extras": {"hf"}}
+    assert literals([parse("'3.12' <= python_version and 'default' in dependency_groups")]) == {
+        "python_version": {"3.12"}, "dependency_groups": {"default"}}
+    assert literals([parse("extra == 'extra-4-demo-cpu' or extra != 'Extra-4-Demo-GPU'")]) == {
+        "extras": {"extra-4-demo-cpu", "extra-4-demo-gpu"}}
+    assert literals([parse("platform_release == 'a and b' and platform_version != \"it's\"")]) == {
+        "platform_release": {"a and b"}, "platform_version": {"it's"}}
+    assert str(parse("extra == 'cpu'")) == '"cpu" in extras'
+
+
+def test_set_variables_are_decided_up_to_ten_literals_and_undecided_beyond() -> None:
+    ten = " or ".join(f"'x{k}' in extras" for k in range(10))
+    assert overlap_witness([ten], ["'x9' in extras and 'x0' not in extras"]) == {"extras": "{x9}"}
+    assert equivalent(ten, ten + " or 'x0' in extras") is True
+    eleven = ten + " or 'x10' in extras"
+    assert overlap_witness([eleven], [eleven]) is None  # undecided counts as exclusive (documented)
+    assert equivalent(eleven, eleven) is False  # undecided: a caller reports the change
+    assert satisfiable([eleven], {}) is True  # undecided counts as true
 
 
 def test_valid_selection_allows_one_item_per_set() -> None:
@@ -126,9 +184,19 @@ EQUIVALENCE = [
     ("sys_platform == 'linux'", "sys_platform == 'linux' and platform_machine == 'x86_64'", False),
     ("python_full_version < '3.12'", "python_full_version < '3.12.1'", False),
     ("'cpu' in extras", "'cpu' in extras or 'gpu' in extras", False),
-    # uv's `extra` is a set (conflict extras): never decided by packaging's one-valued `extra`
+    # uv's `extra` is a set (conflict extras): compared as one
     ("extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
      "extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu128'", False),
+    ("extra == 'extra-4-demo-cpu' and extra != 'extra-4-demo-cu126'",
+     "extra != 'extra-4-demo-cu126' and 'extra-4-demo-cpu' in extras", True),
+    ("(extra != 'extra-4-demo-cpu' and extra != 'extra-4-demo-gpu') or "
+     "(extra == 'extra-4-demo-cpu' and extra == 'extra-4-demo-gpu')",
+     "extra != 'extra-4-demo-cpu' and extra != 'extra-4-demo-gpu'", False),
+    # PEP 751 set markers (U03): a change of the platform part is a change
+    ("sys_platform == 'emscripten' and 'hf' in extras", "sys_platform == 'linux' and 'hf' in extras", False),
+    ("sys_platform != 'win32' and 'default' in dependency_groups", "sys_platform != 'win32'", False),
+    ("'default' in dependency_groups and sys_platform != 'win32'",
+     "sys_platform != 'win32' and 'default' in dependency_groups", True),
 ]
 
 

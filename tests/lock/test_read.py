@@ -18,6 +18,7 @@ When the pinned packaging range moves, re-read those two files and bring these c
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 import tomllib
@@ -784,21 +785,18 @@ def test_a_uv_lock_is_read_with_its_comments_and_no_envforge_table() -> None:
     assert doc.packages[0]["name"] == "colorama"
 
 
-def test_a_uv_lock_of_the_wrong_shape_or_with_overlapping_entries_is_refused() -> None:
+def test_a_uv_lock_of_the_wrong_shape_is_refused_and_overlapping_entries_are_a_finding() -> None:
     with pytest.raises(InvalidLock) as shape:
         read_lock_text(UV_LOCK.replace("version = 1\n", 'version = "one"\n', 1), label="u")
     assert (shape.value.message, shape.value.key, shape.value.reason, shape.value.hint) == (
         "u is not a valid uv.lock at `version`: should be an integer, got a string", "version",
         "should be an integer, got a string", "regenerate it with `uv lock`")
-    with pytest.raises(InvalidLock) as overlap:
-        read_lock_text(UV_TWO_A, label="u")
-    reason = ("package[0] (a 1; marker sys_platform == 'linux' | sys_platform == 'win32') and package[1] (a 2; "
-              "no marker) can be active together; several entries of one name must have markers that exclude "
-              "each other")
-    assert (overlap.value.message, overlap.value.key, overlap.value.reason, overlap.value.hint) == (
-        f"u is not a valid uv.lock at `package[1]`: {reason}", "package[1]", reason,
-        "remove one of the two entries, or give them markers that cannot both be true; then regenerate it "
-        "with `uv lock`")
+    # uv reads it (its installer decides per environment); envforge reads it too and names the pair
+    doc = read_lock_text(UV_TWO_A, label="u")
+    assert [a.describe() for a in doc.ambiguities] == [
+        "package[0] (a 1; marker sys_platform == 'linux' | sys_platform == 'win32') and package[1] (a 2; "
+        "no marker) can be active together"]
+    assert (doc.ambiguities[0].key, doc.ambiguities[0].first, doc.ambiguities[0].second) == ("package", 0, 1)
 
 
 _NOT_A_LOCK = ("it has neither `lock-version` and `[[packages]]` (PEP 751 pylock.toml) nor `version` and "
@@ -862,10 +860,11 @@ def test_the_validation_cache_lives_under_the_users_cache_directory(tmp_path: Pa
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     text = HEAD + "packages = []\n"
-    key = hashlib.sha256(f"envforge.lockreader/2\0{packaging.__version__}\0{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"envforge.lockreader/3\0{packaging.__version__}\0{text}".encode()).hexdigest()
     read_lock_text(text, label="x")  # the directories are made as needed
     assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()] == [
         Path("home/.cache/envforge/valid-locks") / key]
+    assert (tmp_path / "home/.cache/envforge/valid-locks" / key).read_text() == "[]"  # no ambiguity
     assert read_lock_text(text, label="x").pylock is None
     read_lock_text(text.replace("pip", "uv"), label="x")  # the directory exists already
     assert len(list((tmp_path / "home/.cache/envforge/valid-locks").iterdir())) == 2
@@ -873,6 +872,21 @@ def test_the_validation_cache_lives_under_the_users_cache_directory(tmp_path: Pa
     read_lock_text(text, label="x")
     assert [p.relative_to(tmp_path / "xdg") for p in (tmp_path / "xdg").rglob("*") if p.is_file()] == [
         Path("envforge/valid-locks") / key]
+
+
+def test_ambiguities_are_kept_with_the_validation_and_read_back_on_a_warm_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ENVFORGE_NO_LOCK_CACHE", raising=False)
+    cold = read_lock_text(UV_TWO_A, label="u")
+    [kept] = (tmp_path / "valid-locks").iterdir()
+    assert json.loads(kept.read_text()) == [  # the documented cache entry: [key, first, second, entries, witness]
+        ["package", 0, 1, "a 1; marker sys_platform == 'linux' | sys_platform == 'win32'", "a 2; no marker", {}]]
+    warm = read_lock_text(UV_TWO_A, label="u")
+    assert warm.ambiguities == cold.ambiguities
+    kept.write_text("[[1, 2]]")  # a damaged entry is validated again, never trusted
+    assert read_lock_text(UV_TWO_A, label="u").ambiguities == cold.ambiguities
+    assert json.loads(kept.read_text())[0][0] == "package"
 
 
 def test_the_envforge_table_is_read_and_must_be_a_table() -> None:

@@ -20,14 +20,19 @@ from pathlib import Path
 import pytest
 
 from envforge.cli import main
-from envforge.lock.markerspace import ALWAYS
+from envforge.lock.markerspace import ALWAYS, Alternative
 from envforge.lock.read import InvalidLock, read_lock_text
-from envforge.lock.uvconflicts import activations, conflict_sets, item_name
+from envforge.lock.uvconflicts import activations, conflict_sets, edge_condition, item_name
 from envforge.uv.run import uv_binary
 from tests.support.localindex import LocalIndex, serve
 from tests.support.torchy import build_indexes, sources_toml
 
 CPU, GPU, GA, GB = "extra-4-proj-cpu", "extra-4-proj-gpu", "group-4-proj-ga", "group-4-proj-gb"
+
+
+def on(*items: str) -> frozenset[Alternative]:
+    """The activation "needs every one of ``items`` enabled"."""
+    return frozenset({Alternative(frozenset(items))})
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +116,7 @@ def test_uv_writes_conflicting_extras_with_overlapping_markers_and_envforge_read
     assert "marker = \"extra == 'extra-4-proj-cpu' or" in text  # helper's edges carry uv's conflict markers
     doc = read_lock_text(text, label="uv.lock")
     assert activations(doc.data, conflict_sets(doc.data)) == (
-        frozenset({frozenset({GA})}), frozenset({frozenset({GB})}),
-        frozenset({frozenset({CPU}), frozenset({GPU})}), ALWAYS, ALWAYS, ALWAYS,
-        frozenset({frozenset({CPU})}), frozenset({frozenset({GPU})}))
+        on(GA), on(GB), on(CPU) | on(GPU), ALWAYS, ALWAYS, ALWAYS, on(CPU), on(GPU))
     # uv itself reads it and picks one torchy per extra
     exported = _uv(["export", "--frozen", "--no-hashes", "--extra", "cpu"], lock.parent, pub)
     assert re.findall(r"^torchy==\S+", exported, re.M) == ["torchy==2.1.0+cpu"]
@@ -154,22 +157,26 @@ def test_uv_forks_per_platform_and_per_python_are_read(tmp_path: Path,
                           "python_full_version < '3.12' and sys_platform != 'linux'")]
 
 
-def test_without_its_conflicts_the_lock_uv_wrote_is_refused(tmp_path: Path,
-                                                            indexes: tuple[LocalIndex, LocalIndex, LocalIndex],
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_its_conflicts_the_lock_uv_wrote_is_read_and_its_ambiguities_named(
+        tmp_path: Path, indexes: tuple[LocalIndex, LocalIndex, LocalIndex], capsys: pytest.CaptureFixture[str]) -> None:
     cpu, gpu, pub = indexes
     text = _lock(tmp_path, "proj", _conflicting(cpu, gpu), pub).read_text()
     cut = re.sub(r"^conflicts = \[\[.*?\]\]\n", "", text, count=1, flags=re.M | re.S)
     assert cut != text
     path = tmp_path / "uv.lock"
     path.write_text(cut)
-    assert main(["lock", "diff", str(path), str(path)]) == 2
+    assert main(["lock", "diff", str(path), str(path)]) == 0
     out, err = capsys.readouterr()
-    assert (out, err.splitlines()[0]) == ("", (
-        f"error: {path} is not a valid uv.lock at `package[1]`: package[0] (grp 1.0; marker sys_platform == "
-        "'linux' | sys_platform != 'linux') and package[1] (grp 2.0; marker sys_platform == 'linux' | "
-        "sys_platform != 'linux') can be active together (e.g. sys_platform = 'linux'); several entries of one "
-        "name must have markers that exclude each other"))
+    assert err == ""
+    assert sum(line.startswith("! ambiguous in ") for line in out.splitlines()) == 2  # grp and torchy
+    doc = read_lock_text(cut, label="uv.lock")
+    assert [a.describe() for a in doc.ambiguities] == [
+        "package[0] (grp 1.0; marker sys_platform == 'linux' | sys_platform != 'linux') and package[1] (grp 2.0; "
+        "marker sys_platform == 'linux' | sys_platform != 'linux') can be active together (e.g. sys_platform = "
+        "'linux')",
+        "package[6] (torchy 2.1.0+cpu; marker sys_platform == 'linux' | sys_platform != 'linux') and package[7] "
+        "(torchy 2.1.0+cu1; marker sys_platform == 'linux' | sys_platform != 'linux') can be active together "
+        "(e.g. sys_platform = 'linux')"]
 
 
 def _pkg(name: str, version: str, body: str = "") -> str:
@@ -181,17 +188,13 @@ CONFLICTS = ('version = 1\nrevision = 3\nconflicts = [[{ package = "proj", extra
              '{ package = "proj", extra = "gpu" }]]\n\n')
 
 
-def test_an_entry_needed_without_the_extras_overlaps_and_is_refused() -> None:
-    # proj needs torchy 2 outside any extra too: enabling [gpu] installs both, whatever the conflicts say
+def test_an_entry_needed_without_the_extras_overlaps() -> None:
+    # proj needs torchy 2 outside any extra too: enabling [cpu] installs both, whatever the conflicts say
     text = (CONFLICTS + ROOT + 'dependencies = [{ name = "torchy", version = "2" }]\n'
             '[package.optional-dependencies]\ncpu = [{ name = "torchy", version = "1" }]\n'
             'gpu = [{ name = "torchy", version = "2" }]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
-    with pytest.raises(InvalidLock) as err:
-        read_lock_text(text, label="uv.lock")
-    assert (err.value.key, err.value.reason) == ("package[2]", (
-        "package[1] (torchy 1; no marker) and package[2] (torchy 2; no marker) can be active together; several "
-        "entries of one name must have markers that exclude each other, or be needed only by extras or groups "
-        "declared in one conflict set"))
+    assert [a.describe() for a in read_lock_text(text, label="uv.lock").ambiguities] == [
+        "package[1] (torchy 1; no marker) and package[2] (torchy 2; no marker) can be active together"]
 
 
 def test_extras_of_two_conflict_sets_can_be_enabled_together() -> None:
@@ -200,9 +203,7 @@ def test_extras_of_two_conflict_sets_can_be_enabled_together() -> None:
             '[{ package = "proj", extra = "a" }, { package = "proj", extra = "b" }]]\n\n' + ROOT
             + '[package.optional-dependencies]\ncpu = [{ name = "torchy", version = "1" }]\n'
             'a = [{ name = "torchy", version = "2" }]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
-    with pytest.raises(InvalidLock) as err:
-        read_lock_text(text, label="uv.lock")
-    assert err.value.key == "package[2]"
+    assert [(a.first, a.second) for a in read_lock_text(text, label="uv.lock").ambiguities] == [(1, 2)]
 
 
 def test_activations_follow_extras_of_dependencies_and_conflict_markers() -> None:
@@ -214,9 +215,8 @@ def test_activations_follow_extras_of_dependencies_and_conflict_markers() -> Non
                    'fast = [{ name = "torchy", version = "1" }]\n')
             + _pkg("torchy", "1") + _pkg("torchy", "2"))
     doc = read_lock_text(text, label="uv.lock")  # read: torchy 1 needs cpu, torchy 2 needs gpu
-    assert activations(doc.data, conflict_sets(doc.data)) == (
-        ALWAYS, frozenset({frozenset({CPU}), frozenset({GPU})}), frozenset({frozenset({CPU})}),
-        frozenset({frozenset({GPU})}))
+    assert activations(doc.data, conflict_sets(doc.data)) == (ALWAYS, on(CPU) | on(GPU), on(CPU), on(GPU))
+    assert doc.ambiguities == ()
     assert conflict_sets(doc.data) == (frozenset({CPU, GPU}),)
 
 
@@ -231,3 +231,55 @@ def test_the_shared_cases_of_the_issue_are_read() -> None:
     for name in ("uv-old.lock", "uv-new.lock", "conflict-forks.lock"):
         doc = read_lock_text((base / name).read_text(), label=name)
         assert doc.kind == "uv.lock"
+
+
+U02 = Path(__file__).parents[1] / "data" / "lockdiff" / "u02"
+
+
+def test_u02_negative_conflict_markers_keep_the_base_entry_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    """Field case U02 (uv's PyTorch layout with a base torch): the base entry is installed only while
+    neither conflicting extra is enabled (``extra != ...`` on lib's edge), which uv export confirms."""
+    text = (U02 / "uv.lock").read_text()
+    doc = read_lock_text(text, label="uv.lock")
+    assert doc.ambiguities == ()
+    cpu, gpu = "extra-4-demo-cpu", "extra-4-demo-gpu"
+    assert activations(doc.data, conflict_sets(doc.data)) == (
+        ALWAYS, ALWAYS, frozenset({Alternative(frozenset(), frozenset({cpu, gpu}))}), on(cpu), on(gpu))
+    assert main(["lock", "textconv", str(U02 / "uv.lock")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "torch  2.8.0  source=base" in out
+    for flags, torch in (([], "torch==2.8.0"), (["--extra", "cpu"], "torch==2.8.0+cpu"),
+                         (["--extra", "gpu"], "torch==2.8.0+gpu")):  # the oracle: what uv installs
+        env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+        res = subprocess.run([uv_binary(), "export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
+                              "--no-progress", *flags], cwd=U02, env={**env, "UV_NO_CONFIG": "1"},
+                             capture_output=True, text=True, timeout=60, check=True)
+        assert re.findall(r"^torch==\S+", res.stdout, re.M) == [torch]
+
+
+def test_edge_conditions_positive_negative_and_merged() -> None:
+    a, b, c = "extra-1-p-a", "extra-1-p-b", "extra-1-p-c"
+    declared = frozenset({a, b, c})
+    one_set = [frozenset({a, b})]
+    alt = Alternative
+    assert edge_condition(None, declared, one_set) == ALWAYS
+    assert edge_condition("sys_platform == 'linux'", declared, one_set) == ALWAYS
+    assert edge_condition(f"extra == '{a}'", declared, one_set) == frozenset({alt(frozenset({a}))})
+    assert edge_condition(f"extra != '{a}'", declared, one_set) == frozenset({alt(frozenset(), frozenset({a}))})
+    # uv's negative layout: both off (both on is not a valid selection)
+    assert edge_condition(f"(extra != '{a}' and extra != '{b}') or (extra == '{a}' and extra == '{b}')",
+                          declared, one_set) == frozenset({alt(frozenset(), frozenset({a, b}))})
+    # without the conflict both-on is a selection too
+    assert edge_condition(f"(extra != '{a}' and extra != '{b}') or (extra == '{a}' and extra == '{b}')",
+                          declared, []) == frozenset({alt(frozenset(), frozenset({a, b})), alt(frozenset({a, b}))})
+    # a or b, in one set: each alone (the other cannot be on with it)
+    assert edge_condition(f"extra == '{a}' or extra == '{b}'", declared, one_set) == frozenset(
+        {alt(frozenset({a}), frozenset({b})), alt(frozenset({b}), frozenset({a}))})
+    # a or b, free: merged into a on | b on
+    assert edge_condition(f"extra == '{a}' or extra == '{b}'", declared, []) == frozenset(
+        {alt(frozenset({a})), alt(frozenset({b}))})
+    assert edge_condition(f"extra == '{a}' and extra == '{c}' and sys_platform == 'win32'", declared, one_set) == \
+        frozenset({alt(frozenset({a, c}))})
+    assert edge_condition(f"extra == '{a}' and extra != '{a}'", declared, one_set) == frozenset()
+    nine = " and ".join(f"extra == 'extra-1-p-x{k}'" for k in range(9))  # more than 8 items: not decided
+    assert edge_condition(nine, frozenset(f"extra-1-p-x{k}" for k in range(9)), []) == ALWAYS

@@ -42,10 +42,6 @@ CASES = {
     "wheel-not-a-table": (("wheels = [\n    { url = \"https://files.pythonhosted.org/packages/d1/",
                            "wheels = [\n    \"x\",\n    { url = \"https://files.pythonhosted.org/packages/d1/"),
                           "package[0].wheels[0]", "should be a table, got a string"),
-    "same-name-twice": ((COLORAMA, COLORAMA + 'sdist = { url = "https://x/colorama-0.4.5.tar.gz" }\n\n[[package]]\n'
-                         + COLORAMA.replace("0.4.6", "0.4.5")), "package[1]",
-                        "package[0] (colorama 0.4.6; no marker) and package[1] (colorama 0.4.5; no marker) can be "
-                        "active together; several entries of one name must have markers that exclude each other"),
 }
 
 
@@ -58,6 +54,14 @@ def test_shape_violation_names_the_key(name: str) -> None:
     assert err.value.key == key
     if reason is not None:
         assert err.value.message == f"uv.lock is not a valid uv.lock at `{key}`: {reason}"
+
+
+def test_same_name_twice_without_markers_is_read_as_an_ambiguity() -> None:
+    twice = UVLOCK.replace(COLORAMA, COLORAMA + 'sdist = { url = "https://x/colorama-0.4.5.tar.gz" }\n\n[[package]]\n'
+                           + COLORAMA.replace("0.4.6", "0.4.5"), 1)
+    doc = read_lock_text(twice, label="uv.lock")
+    assert [a.describe() for a in doc.ambiguities] == [
+        "package[0] (colorama 0.4.6; no marker) and package[1] (colorama 0.4.5; no marker) can be active together"]
 
 
 def test_same_name_with_exclusive_resolution_markers_is_read() -> None:

@@ -171,3 +171,97 @@ def test_thousands_of_shared_changes_stay_within_one_comment() -> None:
     shown = md.count("- **3 packages**: dependencies +dep-")
     assert cut == [f"_{2000 - shown} more shared changes are not shown: one GitHub comment holds 65,536 "
                    "characters; `envforge lock diff --json` has them all._"] and shown > 100
+
+
+# Field cases U02-U04 (inputs in tests/data/lockdiff/u02..u04, from the field cases handed over).
+U = DATA
+
+
+def _md_of(old: str, new: str) -> str:
+    return render_markdown(diff_locks(parse_lock((U / old).read_text(), label=old),
+                                      parse_lock((U / new).read_text(), label=new)))
+
+
+@pytest.mark.parametrize(("old", "new", "line"), [
+    ("u03/old-groups.toml", "u03/new-groups.toml",
+     "  marker  uvloop  0.23.0  marker 'sys_platform != \"win32\" and \"default\" in dependency_groups' -> "
+     "'sys_platform != \"win32\" and platform_python_implementation == \"CPython\" and \"default\" in dependency_groups "
+     "or (sys_platform != \"cygwin\" and sys_platform != \"win32\") and platform_python_implementation != \"PyPy\" and "
+     "\"default\" in dependency_groups'"),
+    ("u03/old-extra.toml", "u03/new-linux.toml",
+     "  marker  uvloop  0.23.0  marker 'sys_platform == \"emscripten\" and \"hf\" in extras' -> "
+     "'sys_platform == \"linux\" and \"hf\" in extras'"),
+    ("u03/old-plain.toml", "u03/old-groups.toml",
+     "  marker  uvloop  0.23.0  marker 'sys_platform != \"win32\"' -> "
+     "'sys_platform != \"win32\" and \"default\" in dependency_groups'"),
+])
+def test_u03_a_change_of_a_marker_with_extras_or_groups_is_named(old: str, new: str, line: str) -> None:
+    d = diff_locks(parse_lock((U / old).read_text(), label=old), parse_lock((U / new).read_text(), label=new))
+    assert d.has_changes()
+    assert render_terminal(d, width=None).splitlines()[1:] == ["1 -> 1 package: 1 marker", "other (1 marker)", line]
+
+
+def test_u04_a_hash_lost_is_no_rebuild_and_says_which_side_lost_it() -> None:
+    old, new = (parse_lock((U / "u04" / n).read_text(), label=n) for n in ("old.lock", "new.lock"))
+    lost, gained = diff_locks(old, new), diff_locks(new, old)
+    assert render_terminal(lost, width=None).splitlines()[1:] == [
+        "1 -> 1 package: 1 HASHES REMOVED", "torch family (1 HASHES REMOVED)",
+        "  ! HASHES REMOVED  torch  2.6.0+cu126  same files, no hash: the lock no longer verifies "
+        "torch-2.6.0+cu126-cp310-cp310-manylinux_2_28_x86_64.whl"]
+    assert render_terminal(gained, width=None).splitlines()[1:] == [
+        "1 -> 1 package: 1 hashes added", "torch family (1 hashes added)",
+        "  hashes added  torch  2.6.0+cu126  same files, now verified by hash: "
+        "torch-2.6.0+cu126-cp310-cp310-manylinux_2_28_x86_64.whl"]
+    [change] = diff_data(lost)["changes"]
+    assert (change["kind"], change["flagged"]) == ("hashes-removed", True)
+    assert diff_data(gained)["changes"][0]["kind"] == "hashes-added"
+
+
+def _pylock_with(marker: str) -> str:
+    return ('lock-version = "1.0"\ncreated-by = "pdm"\n\n[[packages]]\nname = "six"\nversion = "1.17.0"\n'
+            f"marker = '{marker}'\n"
+            'wheels = [{ name = "six-1.17.0-py2.py3-none-any.whl", url = "https://files.pythonhosted.org/'
+            'packages/b7/six-1.17.0-py2.py3-none-any.whl", hashes = { sha256 = "' + "1" * 64 + '" } }]\n')
+
+
+def test_a_long_marker_change_keeps_the_arrow_and_where_it_differs_and_the_whole_in_details() -> None:
+    common = " and ".join(f'platform_release != "r{k}"' for k in range(20))
+    tail = " and ".join(f'platform_version != "v{k}"' for k in range(20))
+    old_marker = f'{common} and sys_platform == "linux" and {tail}'
+    new_marker = f'{common} and sys_platform == "win32" and {tail}'
+    d = diff_locks(parse_lock(_pylock_with(old_marker), label="a"), parse_lock(_pylock_with(new_marker), label="b"))
+    md = render_markdown(d)
+    assert max(len(line) for line in md.splitlines()) <= MAX_LINE
+    [row] = [line for line in md.splitlines() if line.startswith("| **other** |")]
+    assert row == ('| **other** | marker | `six` | 1.17.0 | marker …9" and sys_platform == "linux" and '
+                   'platform_version !… → …9" and sys_platform == "win32" and platform_version !… |')
+    details = md.split("<details><summary>whole values of the shortened markers</summary>")[1]
+    whole = " ".join(line.strip() for line in details.splitlines())
+    assert f"marker '{old_marker}' → '{new_marker}'" in whole
+
+
+def test_the_summary_line_is_wrapped_never_cut() -> None:
+    kinds = {"a": ("1.0", "2.0"), "b": ("2.0", "1.0"), "c": ("1.0", "1.0+x")}
+    def pylock(side: int) -> str:
+        out = 'lock-version = "1.0"\ncreated-by = "x"\nrequires-python = ">=3.%d"\n' % (10 + side)
+        for name, versions in kinds.items():
+            v = versions[side]
+            out += (f'\n[[packages]]\nname = "{name}"\nversion = "{v}"\nwheels = [{{ name = "{name}-{v}-py3-none-any.whl", '
+                    f'url = "https://x/{name}-{v}-py3-none-any.whl", hashes = {{ sha256 = "{"1" * 64}" }} }}]\n')
+        return out
+    d = diff_locks(parse_lock(pylock(0), label="a" * 150), parse_lock(pylock(1), label="b"))
+    summary = "3 -> 3 packages: 1 upgraded, 1 downgraded, 1 local label, 1 lock setting"
+    assert render_terminal(d, width=40).splitlines()[1:4] == [
+        "3 -> 3 packages: 1 upgraded, 1", "  downgraded, 1 local label, 1 lock", "  setting"]
+    assert render_markdown(d).split("\n\n")[1] == summary.replace(" -> ", " → ")
+
+
+def test_shorten_pair_keeps_both_sides_apart() -> None:
+    from envforge.lockdiff.budget import shorten_pair
+    assert shorten_pair("a", "b") == ("a", "b")
+    x, y = shorten_pair("p" * 100 + "X" + "s" * 100, "p" * 100 + "Y" + "s" * 100, limit=40)
+    assert (x, y) == ("…" + "p" * 19 + "X" + "s" * 19 + "…", "…" + "p" * 19 + "Y" + "s" * 19 + "…")
+    x, y = shorten_pair("p" * 100 + "X" + "s" * 100, "p" * 100 + "Y" + "s" * 100, limit=200)
+    assert (x, y) == ("…" + "p" * 24 + "X" + "s" * 24 + "…", "…" + "p" * 24 + "Y" + "s" * 24 + "…")
+    x, y = shorten_pair("q" * 300, "r" * 300, limit=41)
+    assert (x, y) == ("q" * 19 + " … " + "q" * 19, "r" * 19 + " … " + "r" * 19)

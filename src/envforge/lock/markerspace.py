@@ -25,10 +25,16 @@ evaluated with :meth:`packaging.markers.Marker.evaluate` (context ``lock_file``)
   and one more profile per literal that names no known platform.
 - Implementations (``implementation_name``, ``platform_python_implementation`` together): CPython,
   PyPy, GraalPy and an unknown one.
-- Any other string variable (``platform_machine``, ``platform_release``, ``extra``...): each literal
-  and one value equal to none of them.
-- Set variables (``extras``, ``dependency_groups``): every subset of the literals (at most 2**4; for
-  more literals the empty set, each single literal and all of them).
+- Any other string variable (``platform_machine``, ``platform_release``...): each literal and one
+  value equal to none of them.
+- Set variables (``extras``, ``dependency_groups``; PEP 751's ``"x" in extras``): every subset of the
+  literals, up to :data:`MAX_SET_LITERALS` of them (beyond that the pair is undecided). uv's ``extra``
+  is a set too: uv encodes a conflict item as ``extra == 'extra-4-proj-cpu'`` and evaluates it as "that
+  item is enabled", several at once (uv's ``crates/uv-resolver/src/universal_marker.rs``), so
+  ``extra == 'v'`` is read as ``'v' in extras`` and ``extra != 'v'`` as ``'v' not in extras``.
+
+Literals are read from the parsed marker (``packaging``'s parse tree, whichever side the variable
+is on), never from the text: a value may hold quotes, ``and`` or ``in``.
 
 A marker without any entry (``None``) is true everywhere. Two markers that are both true on one
 combination overlap; the combination is returned as the witness.
@@ -45,22 +51,33 @@ import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
 
+from packaging._parser import Value, Variable
 from packaging.markers import Marker, default_environment
 
-__all__ = ["MAX_COMBINATIONS", "Activation", "Overlap", "compatible", "equivalent", "first_overlap", "overlap_witness",
-           "overlaps", "satisfiable", "selected_together", "valid_selection"]
+__all__ = ["ALWAYS", "MAX_COMBINATIONS", "MAX_SET_LITERALS", "Activation", "Alternative", "Overlap", "compatible",
+           "equivalent", "first_overlap", "literals", "overlap_witness", "overlaps", "parse", "satisfiable",
+           "selected_together", "valid_selection"]
 
 MAX_COMBINATIONS = 20_000
+MAX_SET_LITERALS = 10  # 2**10 subsets of a set variable's literals; more: undecided
 Entry = tuple[str, str | None, Sequence[str] | None]
 """``(name, version, markers)``: ``markers`` is ``None`` (always active) or alternatives (OR)."""
-Activation = frozenset[frozenset[str]]
-"""Alternatives (OR) of conflict items that must all be enabled (AND); ``{frozenset()}``: always."""
-ALWAYS: Activation = frozenset({frozenset()})
 
-_OPS = r"(===|==|!=|<=|>=|~=|<|>|not in|in)"
-_VAR_FIRST = re.compile(r"\b([a-z_]+)\s*" + _OPS + r"""\s*(["'])(.*?)\3""")
-_VAL_FIRST = re.compile(r"""(["'])(.*?)\1\s*""" + _OPS + r"\s*([a-z_]+)\b")
+
+class Alternative(NamedTuple):
+    """One way an entry can be needed: the conflict items that must be enabled (``on``) and those
+    that must not be (``off``: uv's ``extra != 'extra-4-proj-cpu'``)."""
+
+    on: frozenset[str]
+    off: frozenset[str] = frozenset()
+
+
+Activation = frozenset[Alternative]
+"""Alternatives (OR) of conflict-item conditions (:class:`Alternative`); :data:`ALWAYS`: needs none."""
+ALWAYS: Activation = frozenset({Alternative(frozenset())})
 _PY_VARS = ("python_version", "python_full_version", "implementation_version")
 _PLATFORMS = (("linux", "Linux", "posix"), ("win32", "Windows", "nt"), ("darwin", "Darwin", "posix"))
 _PLATFORM_VARS = ("sys_platform", "platform_system", "os_name")
@@ -124,10 +141,19 @@ def valid_selection(items: frozenset[str], conflicts: Sequence[frozenset[str]]) 
     return len(items) < 2 or all(len(items & c) < 2 for c in conflicts)
 
 
+def combine(x: Alternative, y: Alternative, conflicts: Sequence[frozenset[str]]) -> Alternative | None:
+    """Both conditions at once, or ``None`` when no selection meets them (an item both on and off,
+    or two items of one declared conflict set on)."""
+    on, off = x.on | y.on, x.off | y.off
+    if on & off or not valid_selection(on, conflicts):
+        return None
+    return Alternative(on, off)
+
+
 def compatible(a: Activation, b: Activation, conflicts: Sequence[frozenset[str]]) -> bool:
-    """Can activations ``a`` and ``b`` hold at once: one alternative of each that together are a
-    :func:`valid_selection`. An empty activation (an entry nothing installs) counts as :data:`ALWAYS`."""
-    return any(valid_selection(x | y, conflicts) for x in (a or ALWAYS) for y in (b or ALWAYS))
+    """Can activations ``a`` and ``b`` hold at once: one alternative of each that :func:`combine`.
+    An empty activation (an entry nothing installs) counts as :data:`ALWAYS`."""
+    return any(combine(x, y, conflicts) is not None for x in (a or ALWAYS) for y in (b or ALWAYS))
 
 
 def selected_together(entries: Sequence[Entry], environment: Mapping[str, object]) -> tuple[Overlap, ...]:
@@ -144,13 +170,13 @@ def selected_together(entries: Sequence[Entry], environment: Mapping[str, object
                               **environment}
     by_name: dict[str, list[int]] = {}
     for i, (name, _, markers) in enumerate(entries):
-        if markers is None or _any_true([Marker(m) for m in markers], env):
+        if markers is None or _any_true([parse(m) for m in markers], env):
             by_name.setdefault(name, []).append(i)
     found = []
     for indexes in by_name.values():
         if len(indexes) > 1:
             i, j = indexes[0], indexes[1]
-            used = _literals([m for k in (i, j) for m in entries[k][2] or ()])
+            used = literals([parse(m) for k in (i, j) for m in entries[k][2] or ()])
             found.append(Overlap(i, j, {k: _shown(env[k]) for k in sorted(used) if k in env}))
     return tuple(sorted(found, key=lambda o: (o.second, o.first)))
 
@@ -159,26 +185,25 @@ def satisfiable(markers: Sequence[str], fixed: Mapping[str, object]) -> bool:
     """Can one of ``markers`` be true with the variables of ``fixed`` at those values (a set for
     ``extras`` / ``dependency_groups``), the others free (searched as :func:`overlap_witness` does)?
     Undecided (more than :data:`MAX_COMBINATIONS`) counts as true."""
-    parsed = [Marker(m) for m in markers]
-    texts = [str(m) for m in parsed]
-    lits = {k: v for k, v in _literals(texts).items() if k not in fixed}
+    parsed = [parse(m) for m in markers]
+    lits = {k: v for k, v in literals(parsed).items() if k not in fixed}
     if _count(_axes(lits)) > MAX_COMBINATIONS:
         return True
-    return any(_any_true(parsed, {**env, **fixed}) for env, _ in _environments(texts, lits))
+    return any(_any_true(parsed, {**env, **fixed}) for env, _ in _environments(lits))
 
 
 def overlap_witness(a: Sequence[str] | None, b: Sequence[str] | None) -> dict[str, str] | None:
     """An environment where marker alternatives ``a`` and ``b`` are both true, else ``None``.
 
     ``None`` for a side means "no marker" (always true): the witness is then ``{}`` unless the other
-    side can never be true.
+    side can never be true. Undecided (more than :data:`MAX_COMBINATIONS` combinations, or a set
+    variable with more than :data:`MAX_SET_LITERALS` literals) gives ``None``.
     """
-    ma = [Marker(m) for m in a] if a is not None else None
-    mb = [Marker(m) for m in b] if b is not None else None
-    texts = [str(m) for m in (ma or []) + (mb or [])]
+    ma = [parse(m) for m in a] if a is not None else None
+    mb = [parse(m) for m in b] if b is not None else None
     if ma is None and mb is None:
         return {}
-    for env, shown in _environments(texts):
+    for env, shown in _environments(literals([*(ma or []), *(mb or [])])):
         if _any_true(ma, env) and _any_true(mb, env):
             return {} if ma is None or mb is None else shown
     return None
@@ -188,34 +213,73 @@ def equivalent(a: str | None, b: str | None) -> bool:
     """True when markers ``a`` and ``b`` (``None``: no marker, true everywhere) have the same truth
     value in every environment the search tries (:func:`overlap_witness`'s combinations over both
     markers' literals): ``"sys_platform == 'linux' or sys_platform != 'linux'"`` is no marker.
-    False when they differ in one, when the search is over :data:`MAX_COMBINATIONS` (undecided:
-    a caller reporting a change reports it), and when either names ``extra``: uv's markers use it
-    as a set (``extra == 'extra-4-proj-cpu' and extra != 'extra-4-proj-gpu'``: the ``cpu`` extra
-    enabled and the ``gpu`` one not), which packaging's one-valued ``extra`` does not model.
+    False when they differ in one, and when the search is undecided (over :data:`MAX_COMBINATIONS`,
+    or a set variable with more than :data:`MAX_SET_LITERALS` literals): a caller reporting a change
+    reports it. Every variable counts: ``extras`` and ``dependency_groups`` (PEP 751), uv's set-valued
+    ``extra`` (``extra == 'extra-4-proj-cpu' and extra != 'extra-4-proj-gpu'``: the ``cpu`` extra
+    enabled and the ``gpu`` one not; see :func:`parse`).
 
     :raises packaging.markers.InvalidMarker: a marker that does not parse.
     """
-    ma = [Marker(a)] if a is not None else None
-    mb = [Marker(b)] if b is not None else None
-    texts = [str(m) for m in (ma or []) + (mb or [])]
-    lits = _literals(texts)
-    if "extra" in lits or _count(_axes(lits)) > MAX_COMBINATIONS:
+    ma = [parse(a)] if a is not None else None
+    mb = [parse(b)] if b is not None else None
+    lits = literals([*(ma or []), *(mb or [])])
+    if _count(_axes(lits)) > MAX_COMBINATIONS:
         return False
-    return all(_any_true(ma, env) == _any_true(mb, env) for env, _ in _environments(texts, lits))
+    return all(_any_true(ma, env) == _any_true(mb, env) for env, _ in _environments(lits))
 
 
-def _any_true(markers: list[Marker] | None, env: dict[str, object]) -> bool:
+def _any_true(markers: Sequence[Marker] | None, env: dict[str, object]) -> bool:
     return markers is None or any(m.evaluate(env, context="lock_file") for m in markers)  # type: ignore[arg-type]
 
 
-def _literals(texts: Sequence[str]) -> dict[str, set[str]]:
+@lru_cache(maxsize=4096)
+def parse(text: str) -> Marker:
+    """``text`` parsed by :class:`packaging.markers.Marker`, with uv's set-valued ``extra`` read as
+    ``extras`` (``extra == 'v'`` -> ``'v' in extras``, ``extra != 'v'`` -> ``'v' not in extras``;
+    other comparisons of ``extra`` are kept). The parse tree is packaging 26's (``Marker._markers``:
+    nested lists of ``(Variable | Value, Op, Value | Variable)`` and ``"and"``/``"or"``); packaging is
+    pinned below 27 and tests/lock/test_markerspace.py reads the tree of every shape used here; the
+    rewritten tree becomes a marker through packaging's own ``Marker._from_markers``).
+
+    :raises packaging.markers.InvalidMarker: ``text`` does not parse.
+    """
+    marker = Marker(text)
+    if "extra" not in text:
+        return marker
+    return Marker._from_markers(_as_sets(marker._markers))
+
+
+def _as_sets(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_as_sets(n) for n in node]
+    if isinstance(node, tuple):
+        lhs, op, rhs = node
+        if isinstance(lhs, Variable) and lhs.value == "extra" and op.value in ("==", "!="):
+            return (rhs, type(op)("in" if op.value == "==" else "not in"), Variable("extras"))
+        if isinstance(rhs, Variable) and rhs.value == "extra" and op.value in ("==", "!="):
+            return (lhs, type(op)("in" if op.value == "==" else "not in"), Variable("extras"))
+    return node
+
+
+def literals(markers: Sequence[Marker]) -> dict[str, set[str]]:
+    """Variable name -> the literals ``markers`` compare it with, read from the parse tree
+    (``{'sys_platform': {'linux'}, 'extras': {'hf'}}`` for ``sys_platform == 'linux' and 'hf' in extras``)."""
     out: dict[str, set[str]] = {}
-    for text in texts:
-        for m in _VAR_FIRST.finditer(text):
-            out.setdefault(m.group(1), set()).add(m.group(4))
-        for m in _VAL_FIRST.finditer(text):
-            out.setdefault(m.group(4), set()).add(m.group(2))
+    for marker in markers:
+        _collect(marker._markers, out)
     return out
+
+
+def _collect(node: Any, out: dict[str, set[str]]) -> None:
+    if isinstance(node, list):
+        for n in node:
+            _collect(n, out)
+    elif isinstance(node, tuple):
+        lhs, _, rhs = node
+        var, value = (lhs, rhs) if isinstance(lhs, Variable) else (rhs, lhs)
+        if isinstance(var, Variable) and isinstance(value, Value):
+            out.setdefault(var.value, set()).add(value.value)
 
 
 def _versions(literals: set[str]) -> list[str]:
@@ -234,12 +298,14 @@ def _versions(literals: set[str]) -> list[str]:
 
 def _subsets(values: set[str]) -> list[frozenset[str]]:
     vals = sorted(values)
-    if len(vals) <= 4:
-        return [frozenset(c) for r in range(len(vals) + 1) for c in itertools.combinations(vals, r)]
-    return [frozenset(), *(frozenset({v}) for v in vals), frozenset(vals)]
+    return [frozenset(c) for r in range(len(vals) + 1) for c in itertools.combinations(vals, r)]
 
 
-def _axes(lits: dict[str, set[str]]) -> list[list[dict[str, object]]]:
+def _axes(lits: dict[str, set[str]]) -> list[list[dict[str, object]]] | None:
+    """The representative values of each variable group; ``None`` when undecided (a set variable
+    with more than :data:`MAX_SET_LITERALS` literals)."""
+    if any(len(lits.get(v, ())) > MAX_SET_LITERALS for v in _SET_VARS):
+        return None
     axes: list[list[dict[str, object]]] = []
     if any(v in lits for v in _PY_VARS):
         full = _versions(set().union(*(lits.get(v, set()) for v in _PY_VARS)))
@@ -266,29 +332,33 @@ def _shown(value: object) -> str:
     return "{" + ", ".join(sorted(value)) + "}" if isinstance(value, frozenset) else str(value)
 
 
-def _count(axes: Sequence[Sequence[object]]) -> int:
+def _count(axes: Sequence[Sequence[object]] | None) -> float:
+    if axes is None:
+        return float("inf")
     total = 1
     for axis in axes:
         total *= len(axis)
     return total
 
 
-def _environments(texts: Sequence[str], lits: dict[str, set[str]] | None = None,
-                  ) -> Iterator[tuple[dict[str, object], dict[str, str]]]:
+def _environments(lits: dict[str, set[str]]) -> Iterator[tuple[dict[str, object], dict[str, str]]]:
     """(full environment, the part the markers use) for every combination over the literals
-    ``lits`` (default: those of ``texts``), up to the cap."""
-    base: dict[str, object] = {**default_environment(), **_BASE, "sys_platform": "linux",
-                               "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
-                               "platform_python_implementation": "CPython", "python_full_version": "3.12.0",
-                               "python_version": "3.12", "implementation_version": "3.12.0",
-                               "extras": frozenset(), "dependency_groups": frozenset()}
-    lits = _literals(texts) if lits is None else lits
+    ``lits``; none when undecided (:func:`_axes`, :data:`MAX_COMBINATIONS`)."""
     axes = _axes(lits)
-    if _count(axes) > MAX_COMBINATIONS:
+    if axes is None or _count(axes) > MAX_COMBINATIONS:
         return
+    base = _base()
     for combo in itertools.product(*axes):
         part: dict[str, object] = {}
         for piece in combo:
             part.update(piece)
         shown = {k: _shown(v) for k, v in part.items() if k in lits}
         yield {**base, **part}, shown
+
+
+@lru_cache(maxsize=1)
+def _base() -> dict[str, object]:
+    return {**default_environment(), **_BASE, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "python_full_version": "3.12.0", "python_version": "3.12", "implementation_version": "3.12.0",
+            "extras": frozenset(), "dependency_groups": frozenset()}

@@ -16,14 +16,17 @@ the env profile and patch defaults of an environment, bench fingerprints) goes t
    (https://docs.astral.sh/uv/concepts/projects/layout/#the-lockfile), checked by
    :mod:`envforge.lock.uvlock` with the key path;
 4. two entries of one name that can be active together (:mod:`envforge.lock.markerspace`; uv.lock's
-   ``conflicts`` by :mod:`envforge.lock.uvconflicts`): a pylock is read as packaging reads it, the pairs
-   are :attr:`LockDocument.ambiguities`, and only installing refuses them (:func:`refuse_ambiguous`,
-   where both are selected, as ``Pylock.select`` does); a uv.lock with such a pair is refused here.
-Validation runs once per file content: after a text passed every check above, the fact is kept
-under envforge's cache directory as ``valid-locks/<sha256 of reader version, packaging version and
-the text>``; reading the same bytes again skips ``Pylock.from_dict`` (about half a ``tomllib``
-parse) and reads the tables the way packaging does (:class:`LockEntry`; tests compare both ways on
-every case). Any change to the bytes, to packaging's version or to the reader's is a new key.
+   ``conflicts`` by :mod:`envforge.lock.uvconflicts`, positive and negative conflict markers): never a
+   reason to refuse. A lock the tool that wrote it accepts is read (packaging reads such a pylock, uv
+   installs such a uv.lock); the pairs are :attr:`LockDocument.ambiguities`, findings ``lock diff`` and
+   ``textconv`` show, and only installing refuses them (:func:`refuse_ambiguous`, where both are
+   selected, as ``Pylock.select`` does).
+Validation runs once per file content: after a text passed every check above, the fact and the
+ambiguities found are kept under envforge's cache directory as ``valid-locks/<sha256 of reader
+version, packaging version and the text>`` (a small JSON list); reading the same bytes again skips
+``Pylock.from_dict`` (about half a ``tomllib`` parse), uv.lock's shape check and the overlap search,
+and reads the tables the way packaging does (:class:`LockEntry`; tests compare both ways on every
+case). Any change to the bytes, to packaging's version or to the reader's is a new key.
 ``ENVFORGE_NO_LOCK_CACHE=1`` turns it off. Whoever can write the cache directory can make an
 invalid lock pass validation, as they can corrupt uv's cache beside it.
 """
@@ -31,6 +34,7 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tomllib
@@ -46,6 +50,7 @@ from packaging.version import Version
 
 from envforge.core.cache import cache_root
 from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write
 from envforge.core.textfile import decode_utf8, read_bytes, read_state
 from envforge.lock.ambiguity import (
     Ambiguity,
@@ -54,7 +59,7 @@ from envforge.lock.ambiguity import (
     plain_entries,
     pylock_ambiguities,
 )
-from envforge.lock.markerspace import first_overlap, selected_together
+from envforge.lock.markerspace import overlaps, selected_together
 from envforge.lock.uvconflicts import activations, conflict_sets
 from envforge.lock.uvlock import UvLockShapeError, check_shape
 
@@ -70,7 +75,7 @@ except ImportError:  # pragma: no cover - a dependency; kept readable without it
 __all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "parse_toml",
            "read_lock_file", "read_lock_text", "refuse_ambiguous"]
 
-_READER = "envforge.lockreader/2"  # bump when what the reader accepts changes: old cache entries stop counting
+_READER = "envforge.lockreader/3"  # bump when what the reader accepts changes: old cache entries stop counting
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
                "uv.lock": "regenerate it with `uv lock`"}
@@ -139,9 +144,10 @@ class LockDocument:
     :class:`packaging.pylock.Pylock` (``None`` for uv.lock); ``envforge`` is the ``[tool.envforge]``
     table (``{}`` when absent or for uv.lock); ``comments`` are the file's leading ``#`` lines;
     ``entries`` the pylock's packages as packaging reads them (:class:`LockEntry`); ``ambiguities``
-    the pylock's pairs of same-name entries that can be active together (:class:`Ambiguity`, one per
-    name, in file order of the later entry; packaging reads such a lock, and only selecting for an
-    environment where both are active fails). ``pylock`` is ``None`` also when this exact text was
+    the pairs of same-name entries that can be active together (:class:`Ambiguity`, one per name, in
+    file order of the later entry; for a uv.lock, with its declared ``conflicts`` and conflict markers
+    taken into account: :mod:`envforge.lock.uvconflicts`). packaging reads such a pylock and uv such a
+    uv.lock; only selecting for an environment where both are active fails. ``pylock`` is ``None`` also when this exact text was
     validated before (see :func:`read_lock_text`).
     """
 
@@ -191,9 +197,8 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
 
     :param label: how messages name the file.
     :raises InvalidLock: conflict markers, invalid TOML, not a lock, rejected by ``packaging.pylock``
-        (its key path and reason), a uv.lock of the wrong shape, or a uv.lock with two entries of one
-        name that can be active together (neither their markers nor a declared conflict keeps them
-        apart). A pylock with such entries is read: :attr:`LockDocument.ambiguities`.
+        (its key path and reason), a uv.lock of the wrong shape. A lock with two entries of one name
+        that can be active together is read: :attr:`LockDocument.ambiguities`.
     """
     _reject_conflicts(text, label)
     doc = parse_toml(text, label)
@@ -201,7 +206,7 @@ def read_lock_text(text: str, *, label: str) -> LockDocument:
     if "lock-version" in doc or "created-by" in doc or isinstance(doc.get("packages"), list):
         return _pylock(doc, label, comments, text)
     if "version" in doc and "package" in doc:
-        return _uv_lock(doc, label, comments)
+        return _uv_lock(doc, label, comments, text)
     raise _not_a_lock(doc, label)
 
 
@@ -291,9 +296,10 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
     marker = _validated_marker(text)
-    if marker is not None and marker.is_file() and isinstance(envforge, Mapping):
+    known = _recalled(marker)
+    if known is not None and isinstance(envforge, Mapping):
         cached = tuple(_entry_of_table(p) for p in doc["packages"])
-        return LockDocument(label, "pylock", doc, None, envforge, comments, cached, pylock_ambiguities(cached))
+        return LockDocument(label, "pylock", doc, None, envforge, comments, cached, known)
     from packaging.pylock import (  # lazy: 16 ms, new texts only
         Pylock,
         PylockUnsupportedVersionError,
@@ -313,9 +319,9 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     if not isinstance(envforge, Mapping):
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
                              hint=_REGENERATE["pylock"])
-    if marker is not None:
-        _remember(marker)
-    return LockDocument(label, "pylock", doc, lock, envforge, comments, entries, pylock_ambiguities(entries))
+    found = pylock_ambiguities(entries)
+    _remember(marker, found)
+    return LockDocument(label, "pylock", doc, lock, envforge, comments, entries, found)
 
 
 # A URL whose file name packaging's ``filename`` (``unquote(urlparse(url).path.rsplit("/", 1)[-1])``)
@@ -402,29 +408,46 @@ def _validated_marker(text: str) -> Path | None:
     return base / "valid-locks" / key
 
 
-def _remember(marker: Path) -> None:
+def _remember(marker: Path | None, found: Sequence[Ambiguity]) -> None:
+    """Keep "this text passed" and its ambiguities (a JSON list of ``[key, first, second, first
+    entry, second entry, witness]``) at ``marker``."""
+    if marker is None:
+        return
+    body = [[a.key, a.first, a.second, a.first_entry, a.second_entry, dict(a.witness)] for a in found]
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
+        atomic_write(marker, json.dumps(body).encode())
     except OSError:
         pass  # a read-only cache only costs the next read a validation
 
 
-def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...]) -> LockDocument:
+def _recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
+    """The ambiguities kept at ``marker`` when this text passed before; ``None`` when it did not (or
+    the entry cannot be read: it is then validated again)."""
+    if marker is None:
+        return None
+    try:
+        body = json.loads(marker.read_bytes())
+        return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
+                     for k, i, j, a, b, w in body)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:
+    marker = _validated_marker(text)
+    known = _recalled(marker)
+    if known is not None:
+        return LockDocument(label, "uv.lock", doc, None, {}, comments, (), known)
     try:
         entries = check_shape(doc)
     except UvLockShapeError as exc:
         raise InvalidLock.at(label, "uv.lock", exc.reason, key=exc.key, hint=_REGENERATE["uv.lock"]) from None
     conflicts = conflict_sets(doc)
-    found = first_overlap(entries, activations=activations(doc, conflicts), conflicts=conflicts)
-    if found is not None:
-        reason = (ambiguity_of(found, entries, "package").describe()
-                  + "; several entries of one name must have markers that exclude each other"
-                  + (", or be needed only by extras or groups declared in one conflict set" if conflicts else ""))
-        raise InvalidLock.at(label, "uv.lock", reason, key=f"package[{found.second}]",
-                             hint="remove one of the two entries, or give them markers that cannot both be true; "
-                                  "then " + _REGENERATE["uv.lock"])
-    return LockDocument(label, "uv.lock", doc, None, {}, comments)
+    found = tuple(ambiguity_of(o, entries, "package")
+                  for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts))
+    _remember(marker, found)
+    return LockDocument(label, "uv.lock", doc, None, {}, comments, (), found)
 
 
 def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str | None = None,

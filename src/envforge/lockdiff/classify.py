@@ -17,8 +17,11 @@ replaced       ``nvidia-cublas-cu12`` removed and ``nvidia-cublas`` added: the s
 upgraded       higher public version; ``level`` is major, minor, patch, pre, post or dev
 downgraded     lower public version; same levels
 local          same public version, another local label (``2.9.1 -> 2.9.1+cu130``, PEP 440)
-rehashed       same version, a file of the same name with other hashes (flagged: an installer or
+rehashed       same version, a file of the same name with another digest (flagged: an installer or
                cache cannot tell the two files apart)
+hashes-removed same version, the same files without their hashes (or with fewer algorithms):
+               the lock no longer verifies them (flagged; field case U04)
+hashes-added   the reverse: files the lock now verifies by hash
 rebuilt        same version, same wheel tags, a new build tag (``six-1.17.0-8-...`` ->
                ``six-1.17.0-1-...``) and so new hashes
 files          same version, files added or removed (e.g. a new platform wheel)
@@ -246,7 +249,7 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
         if direct:  # a direct source: its files follow it (an editable checkout has none)
             kind, detail, flagged = "source", "", False
             coverage = coverage_change(old, new)
-        elif kind in ("files", "rebuilt", "rehashed"):
+        elif kind in ("files", "rebuilt", "rehashed", "hashes-removed", "hashes-added"):
             coverage = coverage_change(old, new)
         elif where is not None:
             kind, detail = (None if in_move else "moved"), ""

@@ -10,7 +10,7 @@ Sources of the formats: PEP 751 (https://peps.python.org/pep-0751/, keys ``lock-
 ``version``, ``revision``, ``[[package]]`` with ``source``, ``sdist``, ``wheels`` and ``hash``).
 
 Every text is validated by :mod:`envforge.lock.read` (``packaging.pylock`` for pylock files, uv's
-documented shape for uv.lock, a uv.lock's same-name entries that can be active together refused); a
+documented shape for uv.lock; same-name entries that can be active together are a finding); a
 pylock is then read from packaging's validated model (its file names, names, versions and markers),
 and its same-name entries that can be active together are kept as :attr:`Lock.ambiguities`.
 """
@@ -117,10 +117,10 @@ def parse_lock(text: str, *, label: str) -> Lock:
     """Read a pylock.toml or uv.lock text into a :class:`Lock`.
 
     Validation is :func:`envforge.lock.read.read_lock_text` (``packaging.pylock`` for pylock files,
-    uv's documented shape for uv.lock, a uv.lock's same-name entries that can be active together
-    refused); a pylock is then read from packaging's validated model, so file names, names and
-    versions are exactly what packaging reads, and a pylock's same-name entries that can be active
-    together are :attr:`Lock.ambiguities`.
+    uv's documented shape for uv.lock); a pylock is then read from packaging's validated model, so
+    file names, names and versions are exactly what packaging reads; the same-name entries of
+    either format that can be active together are :attr:`Lock.ambiguities` (a finding, never a
+    refusal: the tool that wrote the lock reads it).
 
     :param label: how messages name the file (a path, or ``REV:PATH``).
     :raises InputError: merge-conflict markers (names the line), invalid TOML, TOML that is not a
@@ -129,8 +129,9 @@ def parse_lock(text: str, *, label: str) -> Lock:
     doc = read_lock_text(text, label=label)
     if doc.kind == "pylock":
         lock = _read_pylock(doc.entries, doc.data, label, doc.comments, doc.envforge)
-        return replace(lock, ambiguities=tuple(a.describe() for a in doc.ambiguities))
-    return _read_uv_lock(doc.data, label, doc.comments)
+    else:
+        lock = _read_uv_lock(doc.data, label, doc.comments)
+    return replace(lock, ambiguities=tuple(a.describe() for a in doc.ambiguities))
 
 
 class _Malformed(Exception):

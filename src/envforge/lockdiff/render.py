@@ -17,7 +17,7 @@ from envforge.core.plural import counted, noun
 from envforge.core.printable import escape_controls
 from envforge.lockdiff.changes import (FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, SharedChange,
                                       index_names)
-from envforge.lockdiff.budget import MAX_COMMENT, fit_line
+from envforge.lockdiff.budget import MAX_COMMENT, MAX_LINE, MAX_VALUE, fit_line, shorten_pair
 from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock
 
@@ -30,7 +30,8 @@ FAMILY_TITLES = {"torch": "torch family", "nvidia": "nvidia-* / cuda-*",
                  "flashinfer": "flashinfer-*", "sglang": "sglang", "other": "other"}
 KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
               "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
-              "rehashed": "REHASHED", "rebuilt": "rebuilt", "files": "files", "source": "source",
+              "rehashed": "REHASHED", "hashes-removed": "HASHES REMOVED", "hashes-added": "hashes added",
+              "rebuilt": "rebuilt", "files": "files", "source": "source",
               "moved": "moved", "marker": "marker", "dependencies": "dependencies",
               "fields": "fields", "metadata": "metadata"}
 _KIND_ORDER = tuple(KIND_WORDS)
@@ -117,25 +118,31 @@ def _marker(text: str | None) -> str:
     return repr(text) if text else "(none)"
 
 
-def marker_text(old: str | None, new: str | None) -> str:
-    """A marker change: ``or``-lists show the clauses added and removed, others in full."""
+def marker_text(old: str | None, new: str | None, limit: int | None = None) -> str:
+    """A marker change: ``or``-lists show the clauses added and removed, others in full; with
+    ``limit``, two long markers are shortened around where they differ
+    (:func:`envforge.lockdiff.budget.shorten_pair`: the arrow and both sides stay)."""
     a, b = (old or "").split(" or "), (new or "").split(" or ")
     if old and new and len(a) > 1 and len(b) > 1:
         parts = [f"+{c}" for c in b if c not in a] + [f"-{c}" for c in a if c not in b]
         return "marker " + ", ".join(parts)
+    if limit is not None:
+        x, y = shorten_pair(_marker(old), _marker(new), limit)
+        return f"marker {x} -> {y}"
     return f"marker {_marker(old)} -> {_marker(new)}"
 
 
-def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->") -> list[str]:
+def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->", limit: int | None = None) -> list[str]:
     """The facts of one change beside its kind, in a fixed order: level, detail, marker,
-    source, wheel coverage, files, dependencies (``->`` replaced by ``arrow``)."""
+    source, wheel coverage, files, dependencies (``->`` replaced by ``arrow``); with ``limit``, a
+    long marker change shortened (:func:`marker_text`)."""
     parts = [p for p in (c.level, c.detail) if p]
     if c.kind in ("added", "removed"):
         marker = c.new_marker if c.kind == "added" else c.old_marker
         if marker:
             parts.append(f"where {marker}")
     elif c.marker_changed:
-        parts.append(marker_text(c.old_marker, c.new_marker))
+        parts.append(marker_text(c.old_marker, c.new_marker, limit))
     if c.old_source and c.new_source:
         if _is_url(c.old_source) and _is_url(c.new_source):
             parts.append(f"index {source_text(c.old_source, c.new_source, names)}")
@@ -262,7 +269,10 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
     (:func:`envforge.lockdiff.budget.fit_line`); ``width=None`` keeps every change on one line,
     whole."""
     names = diff.index_names
-    lines = [f"lock diff: {diff.old_label} -> {diff.new_label}", summary_line(diff, show_all)]
+    lines = [f"lock diff: {diff.old_label} -> {diff.new_label}"]
+    summary = summary_line(diff, show_all)
+    lines += (textwrap.wrap(summary, width=width, subsequent_indent="  ", break_long_words=False,
+                            break_on_hyphens=False) if width else [summary])
     for line in ambiguity_lines(diff):
         lines += (textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False,
                                 break_on_hyphens=False) if width else [line])
@@ -322,8 +332,9 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     arrow = "→"
     names = diff.index_names
     out = _Budget()
-    out.add(f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "",
-            summary_line(diff, show_all).replace(" -> ", f" {arrow} "), "")
+    out.add(f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "")
+    out.add(*textwrap.wrap(summary_line(diff, show_all).replace(" -> ", f" {arrow} "), width=MAX_LINE,
+                           break_long_words=False, break_on_hyphens=False), "")
     out.rows([f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities], "ambiguities")
     if diff.ambiguities:
         out.add("")
@@ -344,16 +355,27 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     if changes:
         out.add("| family | change | package | version | note |", "| --- | --- | --- | --- | --- |")
         rows: list[list[str]] = []
+        whole: list[str] = []
         for family, group in _grouped(changes):
             for i, c in enumerate(group):
                 fam = f"**{_md(FAMILY_TITLES[family])}**" if i == 0 else ""
                 kind = f"⚠️ {KIND_WORDS[c.kind]}" if c.flagged else KIND_WORDS[c.kind]
-                items = [_md(item) for n in notes(c, names, arrow)
-                         for item in (_ITEMS.split(n) if len(n) > 100 else [n])]
+                shown = notes(c, names, arrow, limit=MAX_VALUE)
+                if shown != notes(c, names, arrow):
+                    whole.append(f"- `{c.old_name or c.name}` {_versions(c, arrow)}: "
+                                 + marker_text(c.old_marker, c.new_marker).replace(" -> ", f" {arrow} "))
+                items = [_md(piece) for n in shown for item in (_ITEMS.split(n) if len(n) > 100 else [n])
+                         for piece in _pieces(item)]
                 rows.append(_table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
                                         f"{_md(_versions(c, arrow))} | ", items))
         out.rows(rows, "package changes", reserve=1_000)
         out.add("")
+        if whole:
+            out.add("<details><summary>whole values of the shortened markers</summary>", "")
+            out.rows([["  " + ln if k else ln for k, ln in enumerate(
+                textwrap.wrap(_md(w), width=MAX_LINE - 20, break_long_words=False, break_on_hyphens=False))]
+                for w in whole], "whole values", reserve=800)
+            out.add("", "</details>", "")
     fields = diff.visible_fields(show_all)
     if fields:
         out.add("| lock setting | change |", "| --- | --- |")
@@ -364,6 +386,14 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
         out.rows(field_rows, "lock settings", reserve=300)
         out.add("")
     return "\n".join(out.lines).rstrip("\n")
+
+
+def _pieces(item: str) -> list[str]:
+    """A fact too long for one row, wrapped at spaces into pieces the continuation rows carry
+    (nothing is left out)."""
+    if len(item) <= 150:
+        return [item]
+    return textwrap.wrap(item, width=150, break_long_words=False, break_on_hyphens=False) or [item]
 
 
 def _table_rows(first: str, items: Sequence[str]) -> list[str]:

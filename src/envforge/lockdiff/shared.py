@@ -21,7 +21,7 @@ SHARED_MIN = 3  # a fact this many shown changes carry is said once
 _BUILD = re.compile(r"^\d+ files? rebuilt, (build tag .+?)(?:; (where .*))?$")
 _EDGE = re.compile(r"^([+-])(.*?)(?: ; (.*))?$")
 _KEEPS_LINE = frozenset({"added", "removed", "replaced", "upgraded", "downgraded", "local",
-                         "rehashed", "source", "moved"})  # kinds that are a change of their own
+                         "rehashed", "hashes-removed", "hashes-added", "source", "moved"})  # kinds that are a change of their own
 
 
 @dataclass(frozen=True, slots=True)

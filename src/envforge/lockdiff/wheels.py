@@ -30,8 +30,11 @@ def _wheel_identity(f: Artifact) -> tuple[str, str]:
 
 def file_change(old: LockedPackage, new: LockedPackage
                  ) -> tuple[str | None, str, tuple[str, ...], bool]:
-    """(kind, detail, files, flagged) for two entries of the same version: rehashed, rebuilt,
-    files, metadata or ``None`` (same files, maybe at other URLs)."""
+    """(kind, detail, files, flagged) for two entries of the same version: ``rehashed`` (a file of
+    the same name with another digest for an algorithm both sides name: other bytes, flagged),
+    ``hashes-removed`` (the same files, a side lost every hash or an algorithm: the lock no longer
+    verifies them, flagged), ``hashes-added`` (the reverse), ``rebuilt``, ``files``, ``metadata`` or
+    ``None`` (same files, maybe at other URLs). Field case U04."""
     if len(old.artifacts) == len(new.artifacts) and all(
             x.filename == y.filename and x.hashes == y.hashes
             for x, y in zip(old.artifacts, new.artifacts)):  # same files (the common case)
@@ -41,10 +44,17 @@ def file_change(old: LockedPackage, new: LockedPackage
         return None, "", (), False
     a = {f.filename: f for f in old.artifacts}
     b = {f.filename: f for f in new.artifacts}
-    rehashed = sorted(n for n in a.keys() & b.keys() if a[n].hashes != b[n].hashes)
+    common = sorted(a.keys() & b.keys())
+    rehashed = [n for n in common if _other_digest(a[n].hashes, b[n].hashes)]
     if rehashed:
-        more = f" (+{len(rehashed) - 1} more)" if len(rehashed) > 1 else ""
-        return "rehashed", f"same version, new hashes: {rehashed[0]}{more}", (), True
+        return "rehashed", f"same version, new hashes: {_some(rehashed)}", (), True
+    lost = [n for n in common if dict(a[n].hashes).keys() - dict(b[n].hashes).keys()]
+    if lost:
+        what = "no hash" if all(not b[n].hashes for n in lost) else "fewer hashes"
+        return ("hashes-removed", f"same files, {what}: the lock no longer verifies {_some(lost)}", (), True)
+    gained = [n for n in common if dict(b[n].hashes).keys() - dict(a[n].hashes).keys()]
+    if gained:
+        return "hashes-added", f"same files, now verified by hash: {_some(gained)}", (), False
     gone, came = sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
     if gone or came:
         ids_a = {_wheel_identity(a[n])[0]: a[n] for n in gone}
@@ -63,6 +73,18 @@ def file_change(old: LockedPackage, new: LockedPackage
     if meta:
         return "metadata", _meta_what(a[meta[0]], b[meta[0]]), (), False
     return None, "", (), False
+
+
+def _other_digest(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...]) -> bool:
+    """Some algorithm both sides name has another digest: other bytes (a lost or added algorithm
+    alone is not)."""
+    x, y = dict(a), dict(b)
+    return any(x[k] != y[k] for k in x.keys() & y.keys())
+
+
+def _some(names: list[str]) -> str:
+    """``first`` or ``first (+N more)``."""
+    return names[0] + (f" (+{len(names) - 1} more)" if len(names) > 1 else "")
 
 
 def _meta_what(a: Any, b: Any) -> str:

@@ -137,12 +137,33 @@ def test_markers_are_read_from_the_parse_tree_whatever_their_values_hold() -> No
 
 def test_set_variables_are_decided_up_to_ten_literals_and_undecided_beyond() -> None:
     ten = " or ".join(f"'x{k}' in extras" for k in range(10))
-    assert overlap_witness([ten], ["'x9' in extras and 'x0' not in extras"]) == {"extras": "{x9}"}
+    assert overlap_witness([ten], ["'x9' in extras and 'x0' not in extras"]) == {"extras": "{x1, x9}"}
     assert equivalent(ten, ten + " or 'x0' in extras") is True
     eleven = ten + " or 'x10' in extras"
-    assert overlap_witness([eleven], [eleven]) is None  # undecided counts as exclusive (documented)
+    # an or-list is searched one conjunction at a time: each names one literal
+    assert overlap_witness([eleven], [eleven]) == {"extras": "{x0}"}
+    all_eleven = " and ".join(f"'x{k}' in extras" for k in range(11))
+    assert overlap_witness([all_eleven], [all_eleven]) is None  # undecided counts as exclusive (documented)
     assert equivalent(eleven, eleven) is False  # undecided: a caller reports the change
     assert satisfiable([eleven], {}) is True  # undecided counts as true
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("python_full_version >= '3.12' and platform_machine == 'x86_64' and sys_platform == 'linux'",
+     "python_full_version < '3.12' and platform_machine == 'x86_64' and sys_platform == 'linux'"),
+    ("(sys_platform == 'linux' or sys_platform == 'darwin') and python_version < '3.11'",
+     "sys_platform == 'win32' or python_version >= '3.11'"),
+    ("platform_machine == 'aarch64' and (python_version < '3.11' or python_version >= '3.13')",
+     "platform_machine == 'aarch64' and python_version == '3.12'"),
+    ("'a' in extras and sys_platform == 'linux'", "'a' not in extras or sys_platform != 'linux'"),
+])
+def test_the_search_by_conjunctions_agrees_with_the_plain_enumeration(a: str, b: str) -> None:
+    # the plain enumeration over every combination of both markers' literals (the model's definition)
+    from envforge.lock.markerspace import _environments
+    both = [parse(a), parse(b)]
+    plain = next((shown for env, shown in _environments(literals(both))
+                  if all(m.evaluate(env, context="lock_file") for m in both)), None)
+    assert overlap_witness([a], [b]) == plain
 
 
 def test_valid_selection_allows_one_item_per_set() -> None:

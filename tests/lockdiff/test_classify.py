@@ -8,7 +8,8 @@ against local PEP 503 indexes on 127.0.0.1 (wheels built here). ``old`` pins ``t
 ``new`` takes 2.1. Each is then exported by ``uv export --format pylock.toml`` (per extra) and
 locked by ``pip lock`` (pip 26.2.1, run from its wheel in the test cache: the ``pip lock`` command
 needs pip >= 25.1) from ``uv export --format requirements.txt`` of the ``cpu`` extra: pip writes no
-``index`` key and quotes ``+`` in file URLs as ``%2B``.
+``index`` key and quotes ``+`` in file URLs as ``%2B``. ``uv pip compile --universal --format
+pylock.toml`` resolves the same requirements (torchy from the cpu index) as a fourth writer.
 
 pdm (2.29.4, installed once into the test cache) locks a third small project, pylock.toml as its
 lock format (``lock.format = "pylock"``: entries selected by ``"default" in dependency_groups``,
@@ -90,7 +91,13 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str
                   "requirements.txt", "-o", "requirements.txt", *index], project)
             _run([sys.executable, f"{pip}/pip", "lock", "--isolated", "--no-cache-dir", "--index-url", pub.url,
                   "--extra-index-url", cpu.url, "-r", "requirements.txt", "-o", "pip.toml"], project)
-            for name in ("uv.lock", "pylock.cpu.toml", "pylock.gpu.toml", "pip.toml"):
+            (project / "requirements.in").write_text(f"torchy{'==2.0.*' if side == 'old' else '>=2'}\nhelper\n"
+                                                    "six==1.16.0; sys_platform == 'linux'\n"
+                                                    "six==1.17.0; sys_platform != 'linux'\n")
+            _run([*uv, "pip", "compile", "--universal", "--format", "pylock.toml", "-o", "pylock.compile.toml",
+                  "--index-strategy", "unsafe-best-match", "--index-url", pub.url, "--extra-index-url", cpu.url,
+                  "requirements.in"], project)
+            for name in ("uv.lock", "pylock.cpu.toml", "pylock.gpu.toml", "pip.toml", "pylock.compile.toml"):
                 locks[f"{side}/{name}"] = parse_lock((project / name).read_text(), label=f"{side}/{name}")
         yield locks, {cpu.url: "cpu", gpu.url: "gpu", pub.url: "pub"}
 
@@ -127,7 +134,9 @@ def test_every_lock_the_tools_wrote_is_read(written: tuple[dict[str, Lock], dict
         "new/pylock.gpu.toml": ("pylock", "uv", [
             "grp 1.0 ; python_full_version < '3.12'", "grp 2.0 ; python_full_version >= '3.12'", "helper",
             "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"]),
-        "new/pip.toml": ("pylock", "pip", ["grp", "helper", "six", "torchy"])}
+        "new/pip.toml": ("pylock", "pip", ["grp", "helper", "six", "torchy"]),
+        "new/pylock.compile.toml": ("pylock", "uv", [
+            "helper", "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"])}
 
 
 def test_relock_of_uv_lock_says_each_change_once(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
@@ -145,7 +154,7 @@ def test_relock_of_uv_lock_says_each_change_once(written: tuple[dict[str, Lock],
     assert (d.index_moves, d.shared, d.fields) == ((), (), ())
 
 
-@pytest.mark.parametrize("name", ["pylock.cpu.toml", "pylock.gpu.toml", "pip.toml"])
+@pytest.mark.parametrize("name", ["pylock.cpu.toml", "pylock.gpu.toml", "pip.toml", "pylock.compile.toml"])
 def test_relock_of_an_export_or_a_pip_lock_is_one_upgrade(
         written: tuple[dict[str, Lock], dict[str, str]], name: str) -> None:
     locks, names = written
@@ -336,3 +345,14 @@ def test_an_edge_pinning_a_moved_entry_follows_the_move() -> None:
         "2 -> 2 packages: 1 moved",
         "torch family (1 moved)",
         "  moved  torch  2.9.1  index https://download.pytorch.org/whl/{cu128 -> cu130}"]
+
+
+def test_uv_pip_compile_against_the_uv_export_names_each_difference_once(
+        written: tuple[dict[str, Lock], dict[str, str]]) -> None:
+    """Two uv writers of one resolution: the export of the project's cpu extra has grp (the project's
+    own dependency), the compile of the requirements file does not; the rest is the same files."""
+    locks, names = written
+    d = diff_locks(locks["new/pylock.cpu.toml"], locks["new/pylock.compile.toml"])
+    assert [(c.kind, c.name, c.old_version or c.new_version) for c in d.packages if not c.hidden] == [
+        ("removed", "grp", "1.0"), ("removed", "grp", "2.0")]
+    assert (d.index_moves, d.shared) == ((), ())

@@ -52,10 +52,13 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging._parser import Value, Variable
-from packaging.markers import Marker, default_environment
+if TYPE_CHECKING:
+    from packaging.markers import Marker
+
+# packaging.markers (about 18 ms of imports: its tokenizer's patterns, packaging.tags) is imported
+# where a marker is first parsed, so a warm `lock diff` that compares no marker does not pay it.
 
 __all__ = ["ALWAYS", "MAX_COMBINATIONS", "MAX_SET_LITERALS", "Activation", "Alternative", "Overlap", "compatible",
            "equivalent", "first_overlap", "literals", "overlap_witness", "overlaps", "parse", "satisfiable",
@@ -166,6 +169,8 @@ def selected_together(entries: Sequence[Entry], environment: Mapping[str, object
 
     :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
     """
+    from packaging.markers import default_environment
+
     env: dict[str, object] = {**default_environment(), "extras": frozenset(), "dependency_groups": frozenset(),
                               **environment}
     by_name: dict[str, list[int]] = {}
@@ -196,17 +201,131 @@ def overlap_witness(a: Sequence[str] | None, b: Sequence[str] | None) -> dict[st
     """An environment where marker alternatives ``a`` and ``b`` are both true, else ``None``.
 
     ``None`` for a side means "no marker" (always true): the witness is then ``{}`` unless the other
-    side can never be true. Undecided (more than :data:`MAX_COMBINATIONS` combinations, or a set
-    variable with more than :data:`MAX_SET_LITERALS` literals) gives ``None``.
+    side can never be true. Alternatives are tried pair by pair (``a[i]`` with ``b[j]``, each pair
+    searched over its own literals only, and remembered: uv.lock repeats its fork markers across
+    entries). Undecided (more than :data:`MAX_COMBINATIONS` combinations, or a set variable with
+    more than :data:`MAX_SET_LITERALS` literals) gives ``None``.
     """
-    ma = [parse(m) for m in a] if a is not None else None
-    mb = [parse(m) for m in b] if b is not None else None
-    if ma is None and mb is None:
+    if a is None and b is None:
         return {}
-    for env, shown in _environments(literals([*(ma or []), *(mb or [])])):
-        if _any_true(ma, env) and _any_true(mb, env):
-            return {} if ma is None or mb is None else shown
+    if a is None or b is None:
+        one = a if a is not None else b
+        return {} if any(_pair_witness(m, None) is not None for m in one or ()) else None
+    for x in a:
+        for y in b:
+            found = _pair_witness(x, y)
+            if found is not None:
+                return dict(found)
     return None
+
+
+@lru_cache(maxsize=65536)
+def _pair_witness(a: str, b: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The witness of one marker ``a`` with one marker ``b`` (``None``: no marker), as sorted items.
+
+    Both markers are written as alternatives of conjunctions of comparisons (packaging's tree, ``or``
+    splitting ``and``-groups, parentheses expanded); two conjunctions hold at once when, for each
+    group of variables that move together (:func:`_group`), one representative value of the group
+    makes every comparison of that group true. The groups are independent in this model (the
+    enumeration over all combinations, which this replaces, finds the same first witness), so the
+    cost is a sum over groups instead of a product. Markers whose expansion passes
+    :data:`_MAX_TERMS` conjunctions are enumerated as before.
+    """
+    ma = parse(a)
+    mb = parse(b) if b is not None else None
+    terms_a, terms_b = _dnf(ma._markers), (_dnf(mb._markers) if mb is not None else [[]])
+    if terms_a is None or terms_b is None:
+        markers = [ma] if mb is None else [ma, mb]
+        for env, shown in _environments(literals(markers)):
+            if all(m.evaluate(env, context="lock_file") for m in markers):  # type: ignore[arg-type]
+                return tuple(sorted(shown.items()))
+        return None
+    for x in terms_a:
+        for y in terms_b:
+            found = _conjunction_witness(tuple(x) + tuple(y))
+            if found is not None:
+                return found
+    return None
+
+
+_MAX_TERMS = 256  # conjunctions one marker may expand to before the plain enumeration is used
+
+
+def _dnf(node: Any) -> list[list[Any]] | None:
+    """``node`` (a packaging marker list: items split by ``"or"``, joined by ``"and"``, a nested list
+    for parentheses) as alternatives of conjunctions of atoms; ``None`` past :data:`_MAX_TERMS`."""
+    alternatives: list[list[Any]] = []
+    current: list[list[Any]] = [[]]
+    for item in node:
+        if item == "or":
+            alternatives += current
+            current = [[]]
+        elif item == "and":
+            continue
+        else:
+            sub = _dnf(item) if isinstance(item, list) else [[item]]
+            if sub is None:
+                return None
+            current = [c + t for c in current for t in sub]
+        if len(current) + len(alternatives) > _MAX_TERMS:
+            return None
+    return alternatives + current
+
+
+def _group(variable: str) -> str:
+    """The variables that move together in the search: Python versions, platforms,
+    implementations; any other variable alone."""
+    if variable in _PY_VARS:
+        return "python"
+    if variable in _PLATFORM_VARS:
+        return "platform"
+    if variable in _IMPL_VARS:
+        return "implementation"
+    return variable
+
+
+def _atom_variable(atom: Any) -> str | None:
+    from packaging._parser import Variable
+
+    lhs, _, rhs = atom
+    var = lhs if isinstance(lhs, Variable) else rhs if isinstance(rhs, Variable) else None
+    return var.value if var is not None else None
+
+
+def _conjunction_witness(atoms: tuple[Any, ...]) -> tuple[tuple[str, str], ...] | None:
+    """A witness where every comparison of ``atoms`` is true, group by group, or ``None``."""
+    from packaging.markers import Marker
+
+    groups: dict[str, list[Any]] = {}
+    for atom in atoms:
+        groups.setdefault(_group(_atom_variable(atom) or ""), []).append(atom)
+    shown: dict[str, str] = {}
+    base = _base()
+    for name in sorted(groups):
+        members = groups[name]
+        lits: dict[str, set[str]] = {}
+        _collect(members, lits)
+        axes = _axes(lits)
+        if axes is None or len(axes) > 1 or _count(axes) > MAX_COMBINATIONS:
+            return None  # undecided: counts as exclusive (documented)
+        values = axes[0] if axes else [{}]
+        marker = Marker._from_markers(_joined(members))
+        for value in values:
+            if marker.evaluate({**base, **value}, context="lock_file"):  # type: ignore[arg-type]
+                shown.update({k: _shown(v) for k, v in value.items() if k in lits})
+                break
+        else:
+            return None
+    return tuple(sorted(shown.items()))
+
+
+def _joined(atoms: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for atom in atoms:
+        if out:
+            out.append("and")
+        out.append(atom)
+    return out
 
 
 def equivalent(a: str | None, b: str | None) -> bool:
@@ -244,6 +363,8 @@ def parse(text: str) -> Marker:
 
     :raises packaging.markers.InvalidMarker: ``text`` does not parse.
     """
+    from packaging.markers import Marker
+
     marker = Marker(text)
     if "extra" not in text:
         return marker
@@ -251,6 +372,8 @@ def parse(text: str) -> Marker:
 
 
 def _as_sets(node: Any) -> Any:
+    from packaging._parser import Variable
+
     if isinstance(node, list):
         return [_as_sets(n) for n in node]
     if isinstance(node, tuple):
@@ -272,6 +395,8 @@ def literals(markers: Sequence[Marker]) -> dict[str, set[str]]:
 
 
 def _collect(node: Any, out: dict[str, set[str]]) -> None:
+    from packaging._parser import Value, Variable
+
     if isinstance(node, list):
         for n in node:
             _collect(n, out)
@@ -358,6 +483,8 @@ def _environments(lits: dict[str, set[str]]) -> Iterator[tuple[dict[str, object]
 
 @lru_cache(maxsize=1)
 def _base() -> dict[str, object]:
+    from packaging.markers import default_environment
+
     return {**default_environment(), **_BASE, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
             "implementation_name": "cpython", "platform_python_implementation": "CPython",
             "python_full_version": "3.12.0", "python_version": "3.12", "implementation_version": "3.12.0",

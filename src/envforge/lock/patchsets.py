@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envforge.core.errors import CheckFailed
@@ -71,6 +70,10 @@ def unapplied_patchsets(refs: Sequence[PatchsetRef], locked: Iterable[tuple[str,
         with a specifier that does not parse is not judged here (loading the patchset refuses it).
     :param locked: ``(name, version)`` of every locked package entry.
     """
+    from packaging.utils import canonicalize_name  # lazy: packaging.tags, about 8 ms, only with patchsets
+
+    if not refs:
+        return []
     versions: dict[str, list[str]] = {}
     for name, version in locked:
         if version is not None:

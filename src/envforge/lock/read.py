@@ -60,8 +60,6 @@ from envforge.lock.ambiguity import (
     pylock_ambiguities,
 )
 from envforge.lock.markerspace import overlaps, selected_together
-from envforge.lock.uvconflicts import activations, conflict_sets
-from envforge.lock.uvlock import UvLockShapeError, check_shape
 
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
@@ -439,6 +437,9 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: s
     known = _recalled(marker)
     if known is not None:
         return LockDocument(label, "uv.lock", doc, None, {}, comments, (), known)
+    from envforge.lock.uvconflicts import activations, conflict_sets  # lazy: packaging.markers, new texts only
+    from envforge.lock.uvlock import UvLockShapeError, check_shape
+
     try:
         entries = check_shape(doc)
     except UvLockShapeError as exc:

@@ -66,7 +66,6 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
-from packaging.markers import InvalidMarker, Marker
 from packaging.version import InvalidVersion, Version
 
 from envforge.lock.markerspace import equivalent
@@ -287,6 +286,8 @@ def _same_space(a: str | None, b: str | None) -> bool:
     (:func:`envforge.lock.markerspace.equivalent`: a uv.lock entry's ``resolution-markers`` that
     join every fork are no marker; forks split another way over the same environments are the
     same marker). Cached: a relock rewrites many entries' markers the same way."""
+    from packaging.markers import InvalidMarker, Marker  # lazy: only where two markers differ
+
     try:
         if a is not None and b is not None and str(Marker(a)) == str(Marker(b)):
             return True

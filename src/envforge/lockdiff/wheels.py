@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
 from envforge.lockdiff.model import Artifact, LockedPackage
 
 __all__ = ["coverage_change", "coverage_key", "file_change", "wheel_coverage"]
@@ -19,6 +17,8 @@ def _wheel_identity(f: Artifact) -> tuple[str, str]:
     name of anything else (build tag ``""``)."""
     if not f.filename.endswith(".whl"):
         return f.filename, ""
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename  # lazy: packaging.tags
 
     try:
         _, _, build, tags = parse_wheel_filename(f.filename)
@@ -113,6 +113,8 @@ def wheel_coverage(p: LockedPackage) -> frozenset[str]:
     """What an entry's files cover: platforms (``linux x86_64``, ``win amd64``, ``any``...),
     Python tags (``cp312``, ``cp39-abi3``, ``py3``) and ``sdist``, from the wheel file names
     (PEP 427 / PEP 425, read by ``packaging.utils.parse_wheel_filename``)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename  # lazy: packaging.tags
+
     out: set[str] = set()
     for f in p.artifacts:
         if not f.filename.endswith(".whl"):

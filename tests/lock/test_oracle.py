@@ -182,3 +182,37 @@ def test_lock_diff_names_every_entry_change_once(locked: tuple[dict[Project, Pat
             olds = [o for o, _ in pairs if o is not None]
             news = [n for _, n in pairs if n is not None]
             assert len(olds) == len(set(olds)) and len(news) == len(set(news)), (a.name, b.name, name, pairs)
+
+
+PUBLIC = Path(__file__).parents[1] / "data" / "lockdiff" / "public" / "transformer-lens-4.3.0"
+
+
+def test_a_public_uv_lock_with_conflicts_is_read_and_never_narrower_than_uv() -> None:
+    """transformer_lens 4.3.0's uv.lock (its sdist, MIT): ``lit`` and ``vllm`` declared in conflict,
+    numpy 1.26.4 under ``lit`` and 2.2.6 / 2.3.5 (forked by Python) elsewhere, kept apart by negative
+    conflict markers. Refused
+    before (the pair "can be active together"); read now with no ambiguity, and every entry uv installs
+    for a choice is one envforge counts as needed for it (extras outside the conflict count as always:
+    wider, never narrower)."""
+    doc = read_lock_text((PUBLIC / "uv.lock").read_text(), label="uv.lock")
+    assert (len(doc.packages), doc.ambiguities) == (432, ())
+    conflicts = conflict_sets(doc.data)
+    assert conflicts == (frozenset({"extra-16-transformer-lens-lit", "extra-16-transformer-lens-vllm"}),)
+    declared = frozenset().union(*conflicts)
+    act = activations(doc.data, conflicts)
+    entries = [(p["name"], p.get("version")) for p in doc.packages]
+    numpy = {e: a for e, a in zip(entries, act, strict=True) if e[0] == "numpy"}
+    lit, vllm = sorted(declared)
+    assert numpy == {("numpy", "1.26.4"): frozenset({Alternative(frozenset({lit}))}),
+                     ("numpy", "2.2.6"): frozenset({Alternative(frozenset(), frozenset({lit}))}),
+                     ("numpy", "2.3.5"): frozenset({Alternative(frozenset(), frozenset({lit}))})}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
+    for extra in (None, "lit", "vllm"):
+        flags = ["--extra", extra] if extra else []
+        res = subprocess.run([uv_binary(), "export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
+                              "--all-groups", "--no-progress", *flags], cwd=PUBLIC, env={**env, "UV_NO_CONFIG": "1"},
+                             capture_output=True, text=True, timeout=120, check=True)
+        on = frozenset({f"extra-16-transformer-lens-{extra}"} if extra else ())
+        chosen = frozenset({Alternative(on, declared - on)})
+        ours = {e for e, a in zip(entries, act, strict=True) if compatible(a, chosen, conflicts)}
+        assert _exported(res.stdout) <= ours, extra

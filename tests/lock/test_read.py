@@ -372,8 +372,11 @@ def test_installing_refuses_only_where_both_are_selected() -> None:
         "installer cannot choose between them")
 
 
-def test_lock_diff_shows_the_ambiguity_and_textconv_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "pylock.case.toml"
+def test_lock_diff_shows_the_ambiguity_and_textconv_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # a relative path: the header shortens long paths, and TMPDIR may be any length (issue 47)
+    monkeypatch.chdir(tmp_path)
+    path = Path("pylock.case.toml")
     path.write_text(AMBIGUOUS["same-name-unmarked"][0])
     assert main(["lock", "diff", "--exit-code", str(path), str(path)]) == 0
     out, err = capsys.readouterr()

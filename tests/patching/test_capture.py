@@ -67,20 +67,22 @@ def test_captured_edit_round_trip_on_sglang_059(project: Path, tmp_path: Path,
                          "--versions", ">=0.5.8,<0.5.21", "--project", str(project))
     target = project / "patchsets" / "sm120-captured.toml"
     assert (code, out) == (0, f"{target}\n")
-    assert err.splitlines() == [f"  replace-definition {COMM} CommunicateSummableTensorPairFn.execute",
-                                f"  replace-definition {COMM} apply_flashinfer_allreduce_fusion",
-                                f"  replace-text {COMM}"]
+    assert err.splitlines() == [f"  replace-definition {COMM} apply_flashinfer_allreduce_fusion",
+                                f"  replace-definition {COMM} CommunicateSummableTensorPairFn.execute",
+                                f"  add-statement {COMM} `_is_sm120_supported = _is_cuda and "
+                                "torch.cuda.get_device_cap`"]
     data = tomllib.loads(target.read_text())
     assert data["patchset"] == {"id": "sm120-captured", "distribution": "sglang", "versions": ">=0.5.8,<0.5.21",
                                 "reason": "SM120 guard"}
     ops = data["operation"]
     assert [(o["kind"], o.get("definition")) for o in ops] == [
-        ("replace-definition", "CommunicateSummableTensorPairFn.execute"),
-        ("replace-definition", "apply_flashinfer_allreduce_fusion"), ("replace-text", None)]
-    assert ops[1]["code"].startswith("def apply_flashinfer_allreduce_fusion(batch_size: int):\n    return (\n")
-    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in ops[1]["code"]
-    assert ops[2]["before"] == ('_is_sm100_supported = _is_cuda and is_sm100_supported()\n'
-                                '_use_aiter = get_bool_env_var("SGLANG_USE_AITER") and is_hip()\n')
+        ("replace-definition", "apply_flashinfer_allreduce_fusion"),
+        ("replace-definition", "CommunicateSummableTensorPairFn.execute"), ("add-statement", None)]
+    assert ops[0]["code"].startswith("def apply_flashinfer_allreduce_fusion(batch_size: int):\n    return (\n")
+    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in ops[0]["code"]
+    assert ops[2] == {"kind": "add-statement", "file": COMM,  # anchored to the statement before it, by code
+                      "after-statement": "_is_sm100_supported = _is_cuda and is_sm100_supported()\n",
+                      "code": "_is_sm120_supported = _is_cuda and torch.cuda.get_device_capability()[0] == 12\n"}
 
     # applies to a fresh copy of the release: byte-identical to the hand edit; re-applies; reverts
     args = ("--site-packages", str(sp), "sm120-captured", "--project", str(project))
@@ -136,11 +138,13 @@ def test_commit_refuses_what_it_cannot_express(project: Path, tmp_path: Path,
     code, _, err = cli(capsys, *base)
     assert (code, err.splitlines()[0]) == (2, f"error: {edit}: no file differs from the released sglang 0.5.9")
     text = (edit / COMM).read_text()
-    (edit / COMM).write_text(text.replace("def apply_flashinfer_allreduce_fusion(", "def renamed_fusion(", 1))
+    # a class turned into a function of the same name: no operation expresses it
+    (edit / COMM).write_text(text.replace("def apply_flashinfer_allreduce_fusion(batch_size: int):",
+                                          "class apply_flashinfer_allreduce_fusion:", 1))
     code, _, err = cli(capsys, *base)
-    assert (code, err.splitlines()[0]) == (2, f"error: {COMM}: definition apply_flashinfer_allreduce_fusion was "
-                                              "removed or renamed; a patchset replaces definitions, it does not "
-                                              "delete them")
+    assert (code, err.splitlines()[0]) == (2, f"error: {COMM}: apply_flashinfer_allreduce_fusion changed between a "
+                                              "function and a class")
+    (edit / COMM).write_text(text)
     code, _, err = cli(capsys, "patches", "commit", str(tmp_path), "--id", "x", "--reason", "r",
                        "--project", str(project))
     assert code == 2 and "not an edit directory (.envforge-edit.json" in err

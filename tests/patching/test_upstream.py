@@ -120,15 +120,33 @@ def test_the_real_hunk_imports_applies_to_0_6_16_post4_and_is_upstream_fixed_on_
         """))
 
 
-def test_the_whole_release_diff_is_refused_at_the_hunk_that_adds_a_function(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, *importing(project, FULL, "0.6.16.post4"))
-    assert (code, out) == (2, "")
-    assert err == (f"error: {FULL}: {COMM} hunk @@ -210,6 +210,15 @@ cannot be expressed as envforge's operations: "
-                   "definitions were added, removed or reordered next to a module-level edit; nothing written\n"
-                   "  hint: import the definitions it changes only (drop that hunk, or split the diff), or write the "
-                   "patchset by hand (docs/patchsets.md, Operations)\n")
-    assert list((project / "patchsets").iterdir()) == []
+def test_the_whole_release_diff_adds_the_helper_beside_the_fix_and_is_upstream_fixed_on_0_6_17(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The release diff of comm.py adds gen_ulysses_a2a_module next to the guard fix (refused before
+    issue 39): one replace-definition and one add-definition anchored after its neighbour; applied,
+    the file is 0.6.17's byte for byte; on 0.6.17 both hold (upstream-fixed); revert gives back
+    0.6.16.post4's bytes."""
+    code, out, err = run(capsys, *importing(project, FULL, "0.6.16.post4", "--versions", ">=0.6.16"))
+    assert (code, out) == (0, f"{project / 'patchsets' / 'fi-sm120.toml'}\n")
+    assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_trtllm_comm_module",
+                                    f"  add-definition {COMM} gen_ulysses_a2a_module"]
+    ops = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
+    assert [(op.kind, getattr(op, "after_definition", None)) for op in ops] == [
+        ("replace-definition", None), ("add-definition", "gen_vllm_comm_module")]
+    sp = tmp_path / "sp"
+    shutil.copytree(released("0.6.16.post4"), sp, ignore=shutil.ignore_patterns("*.so", "data", "csrc", ".complete"))
+    args = ("--site-packages", str(sp), "fi-sm120", "--project", str(project))
+    code, out, _ = run(capsys, "apply-patches", *args)
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["applied", "applied"]
+    assert (sp / COMM).read_bytes() == (released("0.6.17") / COMM).read_bytes()
+    code, out, _ = run(capsys, "apply-patches", "--revert", *args)
+    assert code == 0 and (sp / COMM).read_bytes() == (released("0.6.16.post4") / COMM).read_bytes()
+    fixed = tmp_path / "fixed"
+    shutil.copytree(released("0.6.17"), fixed, ignore=shutil.ignore_patterns("*.so", "data", "csrc", ".complete"))
+    code, out, _ = run(capsys, "apply-patches", "--site-packages", str(fixed), "fi-sm120", "--project", str(project),
+                       "--dry-run")
+    assert code == 0 and [line.split()[0] for line in out.splitlines() if line.strip()] == [
+        "upstream-fixed", "upstream-fixed"]
 
 
 def test_a_hunk_made_for_other_code_is_refused_with_the_line_it_needs(
@@ -231,7 +249,7 @@ def test_paths_with_the_repository_layout_name_the_prefix(project: Path, tmp_pat
     assert 'upstream-prefix = "python/"' in (project / "patchsets" / "fi-sm120.toml").read_text()
 
 
-def test_a_module_level_hunk_and_a_function_hunk_give_replace_text_and_replace_definition(
+def test_a_module_level_hunk_and_a_function_hunk_give_add_statement_and_replace_definition(
         project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = tmp_path / "a" / COMM, tmp_path / "b" / COMM
     original = (released("0.6.16.post4") / COMM).read_text()
@@ -246,10 +264,11 @@ def test_a_module_level_hunk_and_a_function_hunk_give_replace_text_and_replace_d
     (tmp_path / "mixed.diff").write_text(diff.stdout)
     code, _, err = run(capsys, *importing(project, tmp_path / "mixed.diff", "0.6.16.post4"))
     assert code == 0
-    assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_trtllm_comm_module", f"  replace-text {COMM}"]
+    assert err.splitlines()[1:] == [f"  replace-definition {COMM} gen_trtllm_comm_module",
+                                    f"  add-statement {COMM} `import functools`"]
     ops = load_patchset(project / "patchsets" / "fi-sm120.toml").operations
-    assert [(op.kind, getattr(op, "after", "")) for op in ops][1] == (
-        "replace-text", "import jinja2\nimport functools\nfrom itertools import product\n")  # the capture's anchor
+    assert [(op.kind, getattr(op, "after_statement", None), getattr(op, "code", "")) for op in ops][1] == (
+        "add-statement", "import jinja2\n", "import functools\n")  # anchored after the statement before it
 
 
 def test_a_hunk_whose_code_moved_applies_at_its_one_other_place(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

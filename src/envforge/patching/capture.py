@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,9 @@ from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, decode_utf8, read_state
 from envforge.installed.distributions import find_distribution, read_record
 from envforge.patching.manifest import originals_dir, read_manifest
-from envforge.patching.operations import definition_code, definition_digest, definitions
+from envforge.patching.operations import definition_code, definition_digest
+from envforge.patching.operations.placements import full_code, item_names, module_comments, statement_code
+from envforge.patching.parserlimits import check_text
 from envforge.patching.patchset import load_patchset, patchset_id_problem
 
 __all__ = ["CapturedPatchset", "EditDir", "capture_file", "commit_edit", "new_edit", "write_patchset"]
@@ -113,93 +115,130 @@ def _read_edit(directory: Path) -> dict[str, Any]:
         raise InputError(f"{directory}: not an edit directory ({RECORD_NAME}: {exc})", hint=hint) from None
 
 
-def _top_items(module: Any) -> list[tuple[str, Any]]:
-    """Top-level statements as ``(key, node)``: ``def:<name>`` for definitions, else ``stmt``."""
+def _qualified(parent: str | None, name: str) -> str:
+    return f"{parent}.{name}" if parent else name
+
+
+def _class_header(node: Any) -> str:
+    """A class's code with its body replaced by ``pass``: decorators, name, bases, comments above."""
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
-    return [(f"def:{s.name.value}" if isinstance(s, (cst.FunctionDef, cst.ClassDef)) else "stmt", s)
-            for s in module.body]
+    return cst.Module([]).code_for_node(node.with_changes(
+        body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])])))
 
 
-def _changed_definitions(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
-    """``(qualified name, old node, new node)`` of the innermost changed definitions."""
+def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, path: str) -> list[dict[str, str]]:
+    """The operations that turn the statements ``old`` of one body (the module, or the class
+    ``parent``) into ``new``, in the order they apply: the removed statements and definitions, the
+    changed definitions (a class whose header is unchanged is looked into, so a changed method is
+    replaced on its own), then the added ones, each anchored to the statement before it in ``new``
+    (or the start of the body); a definition removed and added again under its name, and a
+    statement removed and added again with its code (or only its comments changed), is one move. Statements are matched by their code and definitions
+    by name (``run[1]`` among namesakes), in order (:class:`difflib.SequenceMatcher`).
+
+    :raises InputError: an added statement with no unique neighbour to anchor it; a definition that
+        changed between a function and a class.
+    """
+    import difflib
+
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
+    old_names, new_names = item_names(old), item_names(new)
+    old_keys = [("def", n) if n is not None else ("stmt", statement_code(s)) for s, n in zip(old, old_names)]
+    new_keys = [("def", n) if n is not None else ("stmt", statement_code(s)) for s, n in zip(new, new_names)]
+    removals: list[dict[str, str]] = []
+    middle: list[dict[str, str]] = []
+    added: list[int] = []
+    gone_defs: dict[str, int] = {}  # removed definitions by name (a name added again is a move)
+    moved_stmts: dict[str, list[int]] = {}  # removed statements by code (the same code added again is a move)
+    where = {"parent": parent} if parent else {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                o, n = old[i1 + k], new[j1 + k]
+                if full_code(o) == full_code(n):
+                    continue
+                name = old_names[i1 + k]
+                if name is None:  # the same statement, other comments above it: moved in place
+                    moved_stmts.setdefault(statement_code(o), []).append(i1 + k)
+                    added.append(j1 + k)
+                elif type(o) is not type(n):
+                    raise InputError(f"{path}: {_qualified(parent, name)} changed between a function and a class",
+                                     hint="keep its kind, or write the patchset by hand")
+                elif (isinstance(o, cst.ClassDef) and isinstance(o.body, cst.IndentedBlock)
+                      and isinstance(n.body, cst.IndentedBlock) and _class_header(o) == _class_header(n)):
+                    middle += _capture_body(o.body.body, n.body.body, _qualified(parent, name), path)
+                else:
+                    op = {"kind": "replace-definition", "file": path, "definition": _qualified(parent, name),
+                          "original-digest": definition_digest(o), "code": definition_code(n)}
+                    if _leading(o) != _leading(n):
+                        op["comments"] = _leading(n)
+                    middle.append(op)
+            continue
+        for k in range(i1, i2):
+            if old_names[k] is not None:
+                gone_defs[str(old_names[k])] = k
+            else:
+                moved_stmts.setdefault(statement_code(old[k]), []).append(k)
+        added += range(j1, j2)
+    additions = []
+    for j in sorted(added):
+        op = _addition(new, new_names, new_keys, j, parent, path)
+        name, code = new_names[j], statement_code(new[j])
+        if name is not None and name in gone_defs:  # the same name removed here: moved (and maybe changed)
+            op = {"kind": "move-definition", "file": path, "definition": op["definition"],
+                  "original-digest": definition_digest(old[gone_defs.pop(name)]),
+                  **{k: v for k, v in op.items() if k not in ("kind", "file", "definition")}}
+        elif name is None and moved_stmts.get(code):  # the same statement removed here: moved
+            moved_stmts[code].pop(0)
+            op = {**op, "kind": "move-statement"}
+        additions.append(op)
+    for name, k in gone_defs.items():
+        removals.append({"kind": "remove-definition", "file": path, "definition": _qualified(parent, name),
+                         "original-digest": definition_digest(old[k])})
+    for code, left in moved_stmts.items():
+        removals += [{"kind": "remove-statement", "file": path, **where, "code": code} for _ in left]
+    return removals + middle + additions
 
-    before, after = definitions(old), definitions(new)
-    missing = [n for n in before if n not in after]
-    if missing:
-        raise InputError(f"{path}: definition {missing[0]} was removed or renamed; a patchset replaces "
-                         "definitions, it does not delete them", hint="keep the definition (edit its body)")
-    ambiguous = [n for n in after if len(after[n]) > 1 or len(before.get(n, [])) > 1]
-    changed = sorted((n for n in before if definition_code(before[n][0]) != definition_code(after[n][0])),
-                     key=lambda n: n.count("."), reverse=True)
-    out: list[tuple[str, Any, Any]] = []
-    covered: set[str] = set()
-    for name in changed:
-        if name in ambiguous:
-            raise InputError(f"{path}: {name} is defined more than once; cannot anchor an edit to it")
-        inner = [c for c in out if c[0].startswith(name + ".")]
-        node = before[name][0]
-        if inner and isinstance(node, cst.ClassDef):
-            # the class changed only through the methods already captured?
-            swapped = node
-            for _, old_child, new_child in inner:
-                swapped = _swap(swapped, old_child, new_child)
-            if definition_code(swapped) == definition_code(after[name][0]):
-                covered.add(name)
-                continue
-            out = [c for c in out if not c[0].startswith(name + ".")]
-        out.append((name, node, after[name][0]))
-    return [c for c in out if c[0] not in covered]
+
+def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tuple[str, str | None]], j: int,
+              parent: str | None, path: str) -> dict[str, str]:
+    """``add-definition`` or ``add-statement`` for ``new[j]``, anchored after the statement before it
+    when that one is a definition or a statement that occurs once in the body, else at the start."""
+    op: dict[str, str] = {"kind": "add-definition" if names[j] is not None else "add-statement", "file": path}
+    if names[j] is not None:
+        op["definition"] = _qualified(parent, str(names[j]))
+    if parent:
+        op["parent"] = parent
+    if j > 0:
+        kind, value = keys[j - 1]
+        if kind == "def":
+            op["after-definition"] = str(value)
+        elif keys.count(keys[j - 1]) == 1:
+            op["after-statement"] = str(value)
+        else:
+            raise InputError(f"{path}: the statement added after `{str(value).strip()[:60]}` has no unique "
+                             "neighbour to anchor it (that statement occurs more than once)",
+                             hint="write the patchset by hand (docs/patchsets.md, Operations)")
+    op["code"] = full_code(new[j])
+    return op
 
 
-def _swap(tree: Any, target: Any, new: Any) -> Any:
-    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
-
-    class _T(cst.CSTTransformer):
-        def on_leave(self, original: Any, updated: Any) -> Any:
-            return new.with_changes(leading_lines=original.leading_lines) if original is target else updated
-
-    return tree.visit(_T())
+def _leading(node: Any) -> str:
+    """The blank lines and comments above a statement, as text."""
+    whole = full_code(node)
+    return whole[:len(whole) - len(statement_code(node))]
 
 
-def _text_edit(old: Any, new: Any, path: str) -> tuple[str, str] | None:
-    """``(before, after)`` covering the module-level statements outside definitions that differ,
-    with one neighbouring statement of context on each side; None when they are the same."""
-    import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
-
-    empty = cst.Module([])
-    a, b = _top_items(old), _top_items(new)
-
-    def code(items: list[tuple[str, Any]]) -> list[str]:
-        return [k if k != "stmt" else empty.code_for_node(n) for k, n in items]
-
-    ca, cb = code(a), code(b)
-    if [c for c in ca if not c.startswith("def:")] == [c for c in cb if not c.startswith("def:")] \
-            and [c for c in ca if c.startswith("def:")] == [c for c in cb if c.startswith("def:")]:
-        return None
-    lo = 0
-    while lo < min(len(ca), len(cb)) and ca[lo] == cb[lo]:
-        lo += 1
-    hi = 0
-    while hi < min(len(ca), len(cb)) - lo and ca[len(ca) - 1 - hi] == cb[len(cb) - 1 - hi]:
-        hi += 1
-    if any(k.startswith("def:") for k, _ in (*a[lo:len(a) - hi], *b[lo:len(b) - hi])):
-        raise InputError(f"{path}: definitions were added, removed or reordered next to a module-level edit",
-                         hint="keep definitions in place; change module-level statements only")
-    start, end = max(lo - 1, 0), min(len(a) - hi + 1, len(a))
-    ctx_before = [n for k, n in a[start:lo] if k == "stmt"]
-    ctx_after = [n for k, n in a[len(a) - hi:end] if k == "stmt"]
-    def text(nodes: list[Any]) -> str:
-        return "".join(empty.code_for_node(n) for n in nodes)
-
-    before = text([*ctx_before, *(n for _, n in a[lo:len(a) - hi]), *ctx_after])
-    after = text([*ctx_before, *(n for _, n in b[lo:len(b) - hi]), *ctx_after])
-    if not before.strip() or old.code.count(before) != 1:
-        raise InputError(f"{path}: the module-level edit cannot be anchored (its context occurs "
-                         f"{old.code.count(before)} times)", hint="edit next to a unique statement")
-    return before, after
+def _describe(op: dict[str, str]) -> str:
+    """One line of ``patches commit`` / ``patches import`` output for an operation."""
+    if "definition" in op:
+        return f"{op['kind']} {op['file']} {op['definition']}"
+    if "part" in op:
+        return f"{op['kind']} {op['file']} {op['part']}"
+    first = next((ln.strip() for ln in op.get("code", "").splitlines()
+                  if ln.strip() and not ln.lstrip().startswith("#")), "")
+    return f"{op['kind']} {op['file']} `{first[:60]}`"
 
 
 def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, versions: str | None = None,
@@ -249,15 +288,19 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
 
 def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tuple[list[dict[str, str]], list[str]]:
     """The operations that turn ``original`` into ``edited`` (the bytes of site-packages file
-    ``path``), as ``patches commit`` writes them, and one line describing each: a
-    ``replace-definition`` per innermost changed definition, one ``replace-text`` for the
-    module-level statements between them. ``label`` names the file in errors.
+    ``path``), as ``patches commit`` and ``patches import`` write them, and one line describing each
+    (:func:`_capture_body` on the module: ``replace-definition`` per innermost changed definition,
+    ``remove-definition`` / ``remove-statement`` and ``add-definition`` / ``add-statement`` anchored
+    to their neighbours for what was removed, added or moved). ``label`` names the file in errors.
 
-    :raises InputError: a file that does not parse or decode, a removed or twice-defined
-        definition, definitions added or moved next to a module-level edit, an unanchorable one.
+    :raises InputError: a file that does not parse or decode; the encoding, the line endings or the
+        final newline changed; an added statement with no unique neighbour; a definition that
+        changed between function and class.
     """
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
+    check_text(edited.decode("utf-8", "replace"), label)  # never a parser crash or a quadratic stall
+    check_text(original.decode("utf-8", "replace"), f"{label} (as released)")
     try:
         old, new = cst.parse_module(original), cst.parse_module(edited)
     except (SyntaxError, UnicodeDecodeError):  # an undeclared encoding (PEP 263): name the byte
@@ -265,17 +308,17 @@ def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tu
         raise InputError(f"{label}: cannot be read in its declared encoding (PEP 263)") from None
     except cst.ParserSyntaxError as exc:
         raise InputError(f"{label}: does not parse: {exc.message} (line {exc.raw_line})") from None
-    ops: list[dict[str, str]] = []
-    lines: list[str] = []
-    for name, old_node, new_node in _changed_definitions(old, new, path):
-        ops.append({"kind": "replace-definition", "file": path, "definition": name,
-                    "original-digest": definition_digest(old_node), "code": definition_code(new_node)})
-        lines.append(f"replace-definition {path} {name}")
-    text = _text_edit(old, new, path)
-    if text is not None:
-        ops.append({"kind": "replace-text", "file": path, "before": text[0], "after": text[1]})
-        lines.append(f"replace-text {path}")
-    return ops, lines
+    if (old.encoding, old.default_newline, old.has_trailing_newline) != (
+            new.encoding, new.default_newline, new.has_trailing_newline):
+        raise InputError(f"{path}: the file's encoding, line endings or final newline changed",
+                         hint="keep them as released")
+    ops = _capture_body(old.body, new.body, None, path)
+    for part in ("header", "footer"):
+        before, after = module_comments(old, part), module_comments(new, part)
+        if before != after:
+            ops.append({"kind": "replace-module-comments", "file": path, "part": part, "before": before,
+                        "after": after})
+    return ops, [_describe(op) for op in ops]
 
 
 def check_versions(versions: str | None) -> None:

@@ -35,6 +35,7 @@ from envforge.patching.capture import capture_file, check_versions, write_patchs
 from envforge.patching.manifest import originals_dir, read_manifest
 from envforge.patching.operations import OpContext
 from envforge.patching.operations.base import relpath_check
+from envforge.patching.parserlimits import check_control, check_text
 from envforge.patching.patchset import Patchset, load_patchset, patchset_id_problem
 from envforge.patching.planning import evaluate_file
 from envforge.patching.states import DRIFTED
@@ -103,6 +104,7 @@ def _parse(data: bytes, label: str) -> Any:
 
     try:
         text = data.decode("utf-8")
+        check_control(text, label)
         crlf = next((n for n, line in enumerate(text.splitlines(keepends=True), start=1)
                      if line.startswith(("--- ", "+++ ")) and line.endswith("\r\n")), None)
         if crlf is not None:  # a file header never ends in CR: the whole diff was converted (a Windows save)
@@ -285,8 +287,13 @@ def _check_origin(origin: str | None) -> None:
     """
     if origin is None:
         return
+    check_control(origin, "--origin")
     shown = redact(origin)
-    if shown != origin or re.search(r"://[^\s]*\?", origin):
+    scheme, sep, rest = origin.rpartition("://")
+    bare = re.match(r"[^/?#\s]*@", rest)  # user:password@host, with or without a scheme
+    if bare is not None:
+        shown = f"{scheme}{sep}<credentials>@{rest[bare.end():]}"
+    if shown != origin or re.search(r"\?[^\s]*=", origin):
         raise InputError(f"--origin '{shown.partition('?')[0]}' carries credentials or a query string, which "
                          "would be written into the patchset (committed with the project) and printed",
                          hint="give the public URL of the diff, e.g. https://github.com/OWNER/REPO/pull/N.diff")
@@ -331,8 +338,9 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
         except UnicodeDecodeError:
             raise InputError(f"{where}: the released file is not UTF-8; cannot apply a text diff to it") from None
         hunks = [_hunk(h) for h in pf]
-        file_ops, file_lines = _capture(path, original[path], hunks, where)
         edited[path] = _apply(original[path], hunks, where)
+        check_text(edited[path], f"{where} (as the diff makes it)")  # before libcst sees it: never a crash
+        file_ops, file_lines = _capture(path, original[path], hunks, where)
         ops += file_ops
         lines += file_lines
     if not ops:

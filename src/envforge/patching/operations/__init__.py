@@ -15,7 +15,9 @@ the methods so loading patchsets (``patches list``) stays fast.
 Kinds, by family: the anchored edits ``add-guard-operand``, ``add-dict-entry``,
 ``add-delegating-methods``, ``add-list-element`` (:mod:`.edits`); the replacements ``replace-definition``
 and ``replace-text`` written by ``envforge patches commit``, and the escape hatch ``codemod`` (a
-``libcst.codemod.Codemod`` class named by import path) (:mod:`.replacements`). The shared base is
+``libcst.codemod.Codemod`` class named by import path) (:mod:`.replacements`); the placements
+``add-definition``, ``remove-definition``, ``add-statement``, ``remove-statement`` anchored to their
+neighbours (:mod:`.placements`). The shared base is
 :mod:`.base`.
 """
 
@@ -28,6 +30,15 @@ from envforge.patching.operations.edits import (
     AddGuardOperand,
     AddListElement,
 )
+from envforge.patching.operations.placements import (
+    AddDefinition,
+    AddStatement,
+    MoveDefinition,
+    MoveStatement,
+    RemoveDefinition,
+    RemoveStatement,
+    ReplaceModuleComments,
+)
 from envforge.patching.operations.replacements import (
     Codemod,
     ReplaceDefinition,
@@ -39,15 +50,22 @@ from envforge.patching.operations.replacements import (
 
 __all__ = [
     "OPERATIONS",
+    "AddDefinition",
     "AddDelegatingMethods",
     "AddDictEntry",
     "AddGuardOperand",
     "AddListElement",
+    "AddStatement",
     "Codemod",
+    "MoveDefinition",
+    "MoveStatement",
     "OpContext",
     "Operation",
     "Outcome",
+    "RemoveDefinition",
+    "RemoveStatement",
     "ReplaceDefinition",
+    "ReplaceModuleComments",
     "ReplaceText",
     "definition_code",
     "definition_digest",
@@ -55,4 +73,6 @@ __all__ = [
 ]
 
 OPERATIONS.update((c.kind, c) for c in (AddGuardOperand, AddDictEntry, AddDelegatingMethods, AddListElement,
-                                         Codemod, ReplaceDefinition, ReplaceText))
+                                         Codemod, ReplaceDefinition, ReplaceText, AddDefinition, RemoveDefinition,
+                                         AddStatement, RemoveStatement, ReplaceModuleComments,
+                                         MoveDefinition, MoveStatement))

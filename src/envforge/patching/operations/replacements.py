@@ -127,6 +127,10 @@ class ReplaceDefinition(Operation):
     when the installed definition is the one the patchset was written against: its digest
     (:func:`definition_digest`, blank lines and comments above it left out, so moving it in the
     file does not matter) must be ``original_digest``. Written by ``envforge patches commit``.
+    ``comments`` (optional): the blank lines and comments above the new definition, exactly, when
+    they change too (else the installed ones are kept). A name defined more than once in its body
+    is told apart by its position among its namesakes (``run[1]``,
+    :func:`envforge.patching.operations.placements.item_names`).
 
     Holds when the definition already is ``code``. Drifts when the definition is not found
     exactly once, or is neither the original nor ``code`` (changed upstream: read it again).
@@ -134,13 +138,14 @@ class ReplaceDefinition(Operation):
 
     kind: ClassVar[str] = "replace-definition"
     keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(_digest_check),
-                                         "code": Str(stmt_check)}
+                                         "code": Str(stmt_check), "comments": Str()}
     required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest", "code"})
 
     file: str
     definition: str
     original_digest: str
     code: str
+    comments: str | None = None
 
     def describe(self) -> str:
         return f"{self.kind} {self.definition}"
@@ -149,17 +154,18 @@ class ReplaceDefinition(Operation):
         return f"definition {self.definition} with digest {self.original_digest}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
+        from envforge.patching.operations.placements import find_definition, full_code, parse_statement
 
-        found = definitions(module).get(self.definition, [])
+        found = find_definition(module, self.definition)
         if len(found) != 1:
             return Outcome("drifted", f"definition {self.definition} found {len(found)} times, expected 1")
         node = found[0]
-        new = cst.parse_module(self.code).body
-        if len(new) != 1 or type(new[0]) is not type(node):
+        parsed = parse_statement((self.comments or "") + self.code, in_class="." in self.definition)
+        if parsed is None or type(parsed) is not type(node):
             return Outcome("drifted", f"`code` is not one {type(node).__name__} statement", fix="write one definition in `code`")
-        new_node = new[0].with_changes(leading_lines=node.leading_lines)
-        if definition_code(node) == definition_code(new_node):
+        new_node = parsed if self.comments is not None else parsed.with_changes(leading_lines=node.leading_lines)
+        if definition_code(node) == definition_code(new_node) and (
+                self.comments is None or full_code(node) == full_code(new_node)):
             return Outcome("holds", f"{self.definition} is already the patched definition")
         digest = definition_digest(node)
         if digest != self.original_digest:

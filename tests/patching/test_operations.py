@@ -460,7 +460,9 @@ def test_from_table_builds_and_validates() -> None:
     _, problems = Operation.from_table({"kind": "add-dict-entri"}, "operation[2]", "")
     assert [(p.path, p.message) for p in problems] == [(
         "operation[2].kind", "must be one of 'add-guard-operand', 'add-dict-entry', "
-        "'add-delegating-methods', 'add-list-element', 'codemod', 'replace-definition', 'replace-text', got 'add-dict-entri'")]
+        "'add-delegating-methods', 'add-list-element', 'codemod', 'replace-definition', 'replace-text', "
+        "'add-definition', 'remove-definition', 'add-statement', 'remove-statement', 'replace-module-comments', "
+        "'move-definition', 'move-statement', got 'add-dict-entri'")]
 
 
 def test_form_feed_and_crlf_keep_line_numbers_aligned() -> None:

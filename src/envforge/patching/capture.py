@@ -120,11 +120,14 @@ def _qualified(parent: str | None, name: str) -> str:
 
 
 def _class_header(node: Any) -> str:
-    """A class's code with its body replaced by ``pass``: decorators, name, bases, comments above."""
+    """A class's code with its statements replaced by ``pass``: decorators, name, bases, the comments
+    above it and the comments closing its block."""
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 
-    return cst.Module([]).code_for_node(node.with_changes(
-        body=cst.IndentedBlock(body=[cst.SimpleStatementLine([cst.Pass()])])))
+    if not isinstance(node.body, cst.IndentedBlock):
+        return cst.Module([]).code_for_node(node)
+    return cst.Module([]).code_for_node(node.with_changes(  # the block's own comments (its footer) stay
+        body=node.body.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])))
 
 
 def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, path: str) -> list[dict[str, str]]:
@@ -149,7 +152,7 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
     removals: list[dict[str, str]] = []
     middle: list[dict[str, str]] = []
     added: list[int] = []
-    gone_defs: dict[str, int] = {}  # removed definitions by name (a name added again is a move)
+    gone_defs: dict[str, list[int]] = {}  # removed definitions by name (a namesake added again is a move)
     moved_stmts: dict[str, list[int]] = {}  # removed statements by code (the same code added again is a move)
     where = {"parent": parent} if parent else {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old_keys, new_keys, autojunk=False).get_opcodes():
@@ -177,34 +180,46 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
             continue
         for k in range(i1, i2):
             if old_names[k] is not None:
-                gone_defs[str(old_names[k])] = k
+                gone_defs.setdefault(str(old_names[k]).split("[")[0], []).append(k)
             else:
                 moved_stmts.setdefault(statement_code(old[k]), []).append(k)
         added += range(j1, j2)
     additions = []
+    pending = set(added)
     for j in sorted(added):
-        op = _addition(new, new_names, new_keys, j, parent, path)
+        pending.discard(j)
+        op = _addition(new, new_names, new_keys, j, parent, path, pending)
         name, code = new_names[j], statement_code(new[j])
-        if name is not None and name in gone_defs:  # the same name removed here: moved (and maybe changed)
+        base = name.split("[")[0] if name is not None else None
+        if base is not None and gone_defs.get(base):  # a namesake removed here: moved (and maybe changed)
+            same = [k for k in gone_defs[base] if statement_code(old[k]) == code]
+            k = (same or gone_defs[base])[-1]
+            gone_defs[base].remove(k)
             op = {"kind": "move-definition", "file": path, "definition": op["definition"],
-                  "original-digest": definition_digest(old[gone_defs.pop(name)]),
-                  **{k: v for k, v in op.items() if k not in ("kind", "file", "definition")}}
+                  "original-digest": definition_digest(old[k]),
+                  **{key: v for key, v in op.items() if key not in ("kind", "file", "definition")}}
         elif name is None and moved_stmts.get(code):  # the same statement removed here: moved
             moved_stmts[code].pop(0)
             op = {**op, "kind": "move-statement"}
         additions.append(op)
-    for name, k in gone_defs.items():
-        removals.append({"kind": "remove-definition", "file": path, "definition": _qualified(parent, name),
-                         "original-digest": definition_digest(old[k])})
+    new_digests = [definition_digest(n) for n, name in zip(new, new_names) if name is not None]
+    for k in sorted((k for ks in gone_defs.values() for k in ks), reverse=True):
+        op = {"kind": "remove-definition", "file": path, "definition": _qualified(parent, str(old_names[k])),
+              "original-digest": definition_digest(old[k])}
+        if "[" in str(old_names[k]) and op["original-digest"] in new_digests:  # an identical namesake stays
+            op["keep"] = str(new_digests.count(op["original-digest"]))
+        removals.append(op)
     for code, left in moved_stmts.items():
         removals += [{"kind": "remove-statement", "file": path, **where, "code": code} for _ in left]
     return removals + middle + additions
 
 
 def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tuple[str, str | None]], j: int,
-              parent: str | None, path: str) -> dict[str, str]:
+              parent: str | None, path: str, pending: set[int]) -> dict[str, str]:
     """``add-definition`` or ``add-statement`` for ``new[j]``, anchored after the statement before it
-    when that one is a definition or a statement that occurs once in the body, else at the start."""
+    when that one is a definition or a statement that occurs once in the body, else before the one
+    after it (when that one is in place already: not in ``pending``, the additions still to come),
+    else at the start."""
     op: dict[str, str] = {"kind": "add-definition" if names[j] is not None else "add-statement", "file": path}
     if names[j] is not None:
         op["definition"] = _qualified(parent, str(names[j]))
@@ -216,6 +231,9 @@ def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tu
             op["after-definition"] = str(value)
         elif keys.count(keys[j - 1]) == 1:
             op["after-statement"] = str(value)
+        elif j + 1 < len(new) and j + 1 not in pending and (keys[j + 1][0] == "def"
+                                                             or keys.count(keys[j + 1]) == 1):
+            op["before-definition" if keys[j + 1][0] == "def" else "before-statement"] = str(keys[j + 1][1])
         else:
             raise InputError(f"{path}: the statement added after `{str(value).strip()[:60]}` has no unique "
                              "neighbour to anchor it (that statement occurs more than once)",

@@ -108,7 +108,18 @@ def find_definition(module: Any, qualified: str) -> list[Any]:
     if holder is None:
         return []
     statements = _statements(holder, module)
-    return [s for s, n in zip(statements, item_names(statements), strict=True) if n == own]
+    return [statements[i] for i in _named(statements, own)]
+
+
+def _named(statements: Sequence[Any], name: str) -> list[int]:
+    """Indexes of the definitions named ``name`` (``f`` or ``f[k]``) among ``statements``; ``f[0]``
+    is also the one ``f`` while its namesakes are not there yet (an anchor taken from the patched
+    body, read while the patch is being applied)."""
+    names = item_names(statements)
+    hits = [i for i, n in enumerate(names) if n == name]
+    if not hits and name.endswith("[0]"):
+        hits = [i for i, n in enumerate(names) if n == name[:-3]]
+    return hits
 
 
 def _statements(holder: Any, module: Any) -> Sequence[Any]:
@@ -184,7 +195,7 @@ class _Placed(Operation):
         else:
             key, value = anchor
             if key.endswith("definition"):
-                hits = [i for i, n in enumerate(item_names(statements)) if n == value]
+                hits = _named(statements, value)
             else:
                 hits = [i for i, s in enumerate(statements) if statement_code(s) == value]
             if len(hits) != 1:
@@ -279,15 +290,20 @@ class AddStatement(_Placed):
 class RemoveDefinition(Operation):
     """Remove the definition ``definition`` (``f``, ``Class.method``, ``run[1]``) when it is the one
     the patch was written against (``original-digest``, as ``replace-definition``'s). Holds when it
-    is gone; drifts when it has another digest (changed upstream)."""
+    is gone; drifts when it has another digest (changed upstream). One of several namesakes
+    (``run[1]``) is the namesake with that digest: positions shift as namesakes go, digests do not;
+    none left with it holds; ``keep`` (a count, for identical namesakes) is how many with that
+    digest the patched body keeps."""
 
     kind: ClassVar[str] = "remove-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str()}
+    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(),
+                                         "keep": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count")}
     required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest"})
 
     file: str
     definition: str
     original_digest: str
+    keep: str | None = None
 
     def describe(self) -> str:
         return f"{self.kind} {self.definition}"
@@ -303,7 +319,13 @@ class RemoveDefinition(Operation):
         if holder is None:
             return Outcome("holds", f"{parent} is gone, and {self.definition} with it")
         statements = list(_statements(holder, module))
-        hits = [i for i, n in enumerate(item_names(statements)) if n == own]
+        if "[" in own:  # one of several namesakes: told by its digest (their positions shift as they go)
+            base = own.split("[")[0]
+            hits = [i for i, n in enumerate(item_names(statements)) if n is not None and n.split("[")[0] == base
+                    and definition_digest(statements[i]) == self.original_digest]
+            hits = hits[int(self.keep or 0):]  # identical namesakes: as many as the patched body has stay
+        else:
+            hits = [i for i, n in enumerate(item_names(statements)) if n == own]
         if not hits:
             return Outcome("holds", f"{self.definition} is already gone")
         digest = definition_digest(statements[hits[0]])
@@ -433,7 +455,7 @@ class _Moved(_Placed):
         if not 0 <= near < len(statements):
             return False
         if key.endswith("definition"):
-            return item_names(statements)[near] == value
+            return near in _named(statements, value)
         return statement_code(statements[near]) == value
 
 
@@ -460,8 +482,7 @@ class MoveDefinition(_Moved):
         return f"{self.kind} {self.definition}"
 
     def _find(self, statements: list[Any]) -> list[int]:
-        own = self.definition.rsplit(".", 1)[-1]
-        return [i for i, n in enumerate(item_names(statements)) if n == own]
+        return _named(statements, self.definition.rsplit(".", 1)[-1])
 
     def _movable(self, node: Any) -> str | None:
         from envforge.patching.operations.replacements import definition_digest

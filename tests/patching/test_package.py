@@ -24,7 +24,8 @@ def test_importing_syntax_does_not_load_the_engine() -> None:
 def test_importing_operations_loads_only_operations_and_syntax() -> None:
     assert loaded_after("import envforge.patching.operations") == [
         "envforge.patching", "envforge.patching.operations", "envforge.patching.operations.base",
-        "envforge.patching.operations.edits", "envforge.patching.operations.placements",
+        "envforge.patching.operations.edits", "envforge.patching.operations.moves",
+        "envforge.patching.operations.placements",
         "envforge.patching.operations.replacements", "envforge.patching.syntax"]
 
 

@@ -33,9 +33,6 @@ invalid lock pass validation, as they can corrupt uv's cache beside it.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -45,12 +42,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-import packaging
 from packaging.version import Version
 
-from envforge.core.cache import cache_root
 from envforge.core.errors import InputError
-from envforge.core.fs import atomic_write
 from envforge.core.textfile import decode_utf8, read_bytes, read_state
 from envforge.lock.ambiguity import (
     Ambiguity,
@@ -60,6 +54,7 @@ from envforge.lock.ambiguity import (
     pylock_ambiguities,
 )
 from envforge.lock.markerspace import overlaps, selected_together
+from envforge.lock.validcache import recalled, remember, validated_marker
 
 if TYPE_CHECKING:
     from packaging.pylock import Pylock
@@ -73,7 +68,6 @@ except ImportError:  # pragma: no cover - a dependency; kept readable without it
 __all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "parse_toml",
            "read_lock_file", "read_lock_text", "refuse_ambiguous"]
 
-_READER = "envforge.lockreader/3"  # bump when what the reader accepts changes: old cache entries stop counting
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
 _REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
                "uv.lock": "regenerate it with `uv lock`"}
@@ -293,8 +287,8 @@ _WALKED = (dict, list, datetime)
 def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:
     tool = doc.get("tool", {})
     envforge = tool.get("envforge", {}) if isinstance(tool, Mapping) else {}
-    marker = _validated_marker(text)
-    known = _recalled(marker)
+    marker = validated_marker(text)
+    known = recalled(marker)
     if known is not None and isinstance(envforge, Mapping):
         cached = tuple(_entry_of_table(p) for p in doc["packages"])
         return LockDocument(label, "pylock", doc, None, envforge, comments, cached, known)
@@ -318,7 +312,7 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
                              hint=_REGENERATE["pylock"])
     found = pylock_ambiguities(entries)
-    _remember(marker, found)
+    remember(marker, found)
     return LockDocument(label, "pylock", doc, lock, envforge, comments, entries, found)
 
 
@@ -395,50 +389,13 @@ def _entry_of_table(p: Mapping[str, Any]) -> LockEntry:
         p.get("vcs"), p.get("directory"), tuple(p.get("dependencies") or ()))
 
 
-def _validated_marker(text: str) -> Path | None:
-    """Where the fact "this exact text passed this reader under this packaging version" is kept:
-    ``$ENVFORGE_CACHE_DIR`` (else ``$XDG_CACHE_HOME/envforge``, ``~/.cache/envforge``)
-    ``/valid-locks/<sha256>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set."""
-    if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
-        return None
-    base = cache_root()
-    key = hashlib.sha256(f"{_READER}\0{packaging.__version__}\0".encode() + text.encode("utf-8")).hexdigest()
-    return base / "valid-locks" / key
-
-
-def _remember(marker: Path | None, found: Sequence[Ambiguity]) -> None:
-    """Keep "this text passed" and its ambiguities (a JSON list of ``[key, first, second, first
-    entry, second entry, witness]``) at ``marker``."""
-    if marker is None:
-        return
-    body = [[a.key, a.first, a.second, a.first_entry, a.second_entry, dict(a.witness)] for a in found]
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(marker, json.dumps(body).encode())
-    except OSError:
-        pass  # a read-only cache only costs the next read a validation
-
-
-def _recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
-    """The ambiguities kept at ``marker`` when this text passed before; ``None`` when it did not (or
-    the entry cannot be read: it is then validated again)."""
-    if marker is None:
-        return None
-    try:
-        body = json.loads(marker.read_bytes())
-        return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
-                     for k, i, j, a, b, w in body)
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
-
-
 def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:
-    marker = _validated_marker(text)
-    known = _recalled(marker)
+    marker = validated_marker(text)
+    known = recalled(marker)
     if known is not None:
         return LockDocument(label, "uv.lock", doc, None, {}, comments, (), known)
     from envforge.lock.uvconflicts import activations, conflict_sets  # lazy: packaging.markers, new texts only
-    from envforge.lock.uvlock import UvLockShapeError, check_shape
+    from envforge.lock.uvlock import UvLockShapeError, check_shape  # lazy: packaging.markers, new texts only
 
     try:
         entries = check_shape(doc)
@@ -447,7 +404,7 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: s
     conflicts = conflict_sets(doc)
     found = tuple(ambiguity_of(o, entries, "package")
                   for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts))
-    _remember(marker, found)
+    remember(marker, found)
     return LockDocument(label, "uv.lock", doc, None, {}, comments, (), found)
 
 

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+import textwrap
+from collections.abc import Iterable, Sequence
 
-__all__ = ["MAX_COMMENT", "MAX_LINE", "MAX_VALUE", "fit_line", "fit_lines", "shorten_pair"]
+from envforge.core.printable import escape_controls
+
+__all__ = ["MAX_COMMENT", "MAX_LINE", "MAX_VALUE", "MarkdownBudget", "fit_line", "fit_lines", "pieces", "shorten_pair",
+           "table_rows"]
 
 MAX_VALUE = 70  # characters of one side of a change a markdown row shows (the whole in <details>)
 _CONTEXT = 24  # characters kept on each side of where two shortened values differ
@@ -69,3 +73,51 @@ def shorten_pair(old: str, new: str, limit: int = MAX_VALUE) -> tuple[str, str]:
         return ("…" if start else "") + middle + ("…" if end < len(value) else "")
 
     return window(old), window(new)
+
+
+def pieces(item: str) -> list[str]:
+    """A fact too long for one row, wrapped at spaces into pieces the continuation rows carry
+    (nothing is left out)."""
+    if len(item) <= 150:
+        return [item]
+    return textwrap.wrap(item, width=150, break_long_words=False, break_on_hyphens=False) or [item]
+
+
+def table_rows(first: str, items: Sequence[str]) -> list[str]:
+    """One table row, continued on rows with empty cells where it would pass 200 characters."""
+    rows, line = [], first
+    for item in items:
+        if line.endswith("| ") or len(line) + len(item) + 7 <= 200:
+            line += item if line.endswith("| ") else f"<br>{item}"
+        else:
+            rows.append(line + " |")
+            line = f"| | | | | {item}"
+    rows.append(line + " |")
+    return rows
+
+
+class MarkdownBudget:
+    """Markdown lines within one GitHub comment; each line escaped and at most 200 characters."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.size = 0
+
+    def add(self, *lines: str) -> None:
+        for line in lines:
+            line = fit_line(escape_controls(line))
+            self.lines.append(line)
+            self.size += len(line) + 1
+
+    def rows(self, rows: Sequence[str | list[str]], what: str, reserve: int = 0) -> None:
+        """Add ``rows`` (a row may be several lines) while they fit, keeping ``reserve`` characters
+        for what follows; then one line saying how many were left out."""
+        for i, row in enumerate(rows):
+            block = [fit_line(escape_controls(x)) for x in ([row] if isinstance(row, str) else row)]
+            cost = sum(len(x) + 1 for x in block)
+            if self.size + cost > MAX_COMMENT - reserve - 400:
+                self.add("", f"_{len(rows) - i} more {what} are not shown: one GitHub comment holds "
+                             f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+                return
+            self.lines += block
+            self.size += cost

@@ -17,7 +17,7 @@ from envforge.core.plural import counted, noun
 from envforge.core.printable import escape_controls
 from envforge.lockdiff.changes import (FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, SharedChange,
                                       index_names)
-from envforge.lockdiff.budget import MAX_COMMENT, MAX_LINE, MAX_VALUE, fit_line, shorten_pair
+from envforge.lockdiff.budget import MAX_COMMENT, MAX_LINE, MAX_VALUE, MarkdownBudget, fit_line, pieces, shorten_pair, table_rows
 from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock
 
@@ -331,7 +331,7 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     """
     arrow = "→"
     names = diff.index_names
-    out = _Budget()
+    out = MarkdownBudget()
     out.add(f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "")
     out.add(*textwrap.wrap(summary_line(diff, show_all).replace(" -> ", f" {arrow} "), width=MAX_LINE,
                            break_long_words=False, break_on_hyphens=False), "")
@@ -365,8 +365,8 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
                     whole.append(f"- `{c.old_name or c.name}` {_versions(c, arrow)}: "
                                  + marker_text(c.old_marker, c.new_marker).replace(" -> ", f" {arrow} "))
                 items = [_md(piece) for n in shown for item in (_ITEMS.split(n) if len(n) > 100 else [n])
-                         for piece in _pieces(item)]
-                rows.append(_table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
+                         for piece in pieces(item)]
+                rows.append(table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
                                         f"{_md(_versions(c, arrow))} | ", items))
         out.rows(rows, "package changes", reserve=1_000)
         out.add("")
@@ -386,54 +386,6 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
         out.rows(field_rows, "lock settings", reserve=300)
         out.add("")
     return "\n".join(out.lines).rstrip("\n")
-
-
-def _pieces(item: str) -> list[str]:
-    """A fact too long for one row, wrapped at spaces into pieces the continuation rows carry
-    (nothing is left out)."""
-    if len(item) <= 150:
-        return [item]
-    return textwrap.wrap(item, width=150, break_long_words=False, break_on_hyphens=False) or [item]
-
-
-def _table_rows(first: str, items: Sequence[str]) -> list[str]:
-    """One table row, continued on rows with empty cells where it would pass 200 characters."""
-    rows, line = [], first
-    for item in items:
-        if line.endswith("| ") or len(line) + len(item) + 7 <= 200:
-            line += item if line.endswith("| ") else f"<br>{item}"
-        else:
-            rows.append(line + " |")
-            line = f"| | | | | {item}"
-    rows.append(line + " |")
-    return rows
-
-
-class _Budget:
-    """Markdown lines within one GitHub comment; each line escaped and at most 200 characters."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.size = 0
-
-    def add(self, *lines: str) -> None:
-        for line in lines:
-            line = fit_line(escape_controls(line))
-            self.lines.append(line)
-            self.size += len(line) + 1
-
-    def rows(self, rows: Sequence[str | list[str]], what: str, reserve: int = 0) -> None:
-        """Add ``rows`` (a row may be several lines) while they fit, keeping ``reserve`` characters
-        for what follows; then one line saying how many were left out."""
-        for i, row in enumerate(rows):
-            block = [fit_line(escape_controls(x)) for x in ([row] if isinstance(row, str) else row)]
-            cost = sum(len(x) + 1 for x in block)
-            if self.size + cost > MAX_COMMENT - reserve - 400:
-                self.add("", f"_{len(rows) - i} more {what} are not shown: one GitHub comment holds "
-                             f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
-                return
-            self.lines += block
-            self.size += cost
 
 
 def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:

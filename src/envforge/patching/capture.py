@@ -142,7 +142,7 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
     :raises InputError: an added statement with no unique neighbour to anchor it; a definition that
         changed between a function and a class.
     """
-    import difflib
+    import difflib  # lazy: only a capture compares bodies
 
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 

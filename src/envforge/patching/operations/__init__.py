@@ -17,7 +17,7 @@ Kinds, by family: the anchored edits ``add-guard-operand``, ``add-dict-entry``,
 and ``replace-text`` written by ``envforge patches commit``, and the escape hatch ``codemod`` (a
 ``libcst.codemod.Codemod`` class named by import path) (:mod:`.replacements`); the placements
 ``add-definition``, ``remove-definition``, ``add-statement``, ``remove-statement`` anchored to their
-neighbours (:mod:`.placements`). The shared base is
+neighbours (:mod:`.placements`), and the moves ``move-definition``, ``move-statement`` (:mod:`.moves`). The shared base is
 :mod:`.base`.
 """
 
@@ -30,11 +30,10 @@ from envforge.patching.operations.edits import (
     AddGuardOperand,
     AddListElement,
 )
+from envforge.patching.operations.moves import MoveDefinition, MoveStatement
 from envforge.patching.operations.placements import (
     AddDefinition,
     AddStatement,
-    MoveDefinition,
-    MoveStatement,
     RemoveDefinition,
     RemoveStatement,
     ReplaceModuleComments,

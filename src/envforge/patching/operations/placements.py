@@ -3,9 +3,9 @@ what upstream changes most (a helper function added beside the fix, a method dro
 or a constant added before a named definition), written by ``envforge patches commit`` and
 ``patches import``.
 
-Kinds: ``add-definition``, ``remove-definition``, ``move-definition``, ``add-statement``,
-``remove-statement``, ``move-statement`` (also a statement whose comments changed), and
-``replace-module-comments`` (the comments above the first statement or below the last). Each
+Kinds: ``add-definition``, ``remove-definition``, ``add-statement``, ``remove-statement``, and
+``replace-module-comments`` (the comments above the first statement or below the last); the moves
+``move-definition`` and ``move-statement`` are :mod:`.moves`. Each
 names its place by qualified names and code, never by line numbers:
 
 - the **body**: the module, or the class ``parent`` (``Class``, ``Outer.Inner``);
@@ -35,10 +35,9 @@ from envforge.patching.operations.base import OpContext, Operation, Outcome, stm
 if TYPE_CHECKING:
     import libcst as cst
 
-__all__ = ["AddDefinition", "AddStatement", "MoveDefinition", "MoveStatement", "RemoveDefinition", "RemoveStatement",
-           "ReplaceModuleComments",
-           "body_items", "find_definition", "full_code", "item_names", "module_comments", "parse_statement",
-           "statement_code"]
+__all__ = ["PLACE_KEYS", "AddDefinition", "AddStatement", "Placed", "RemoveDefinition", "RemoveStatement",
+           "ReplaceModuleComments", "body_items", "find_definition", "full_code", "item_names", "module_comments", "named",
+           "parse_statement", "statement_code", "statements_of", "with_statements"]
 
 _ANCHORS = ("after-definition", "after-statement", "before-definition", "before-statement")
 
@@ -67,14 +66,14 @@ def item_names(body: Sequence[Any]) -> list[str | None]:
 
 def statement_code(node: Any) -> str:
     """A statement's code without the blank lines and comments above it, at column 0."""
-    import libcst as cst  # lazy
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     return cst.Module([]).code_for_node(node.with_changes(leading_lines=()))
 
 
 def full_code(node: Any) -> str:
     """A statement's code with the blank lines and comments above it, at column 0."""
-    import libcst as cst  # lazy
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     return cst.Module([]).code_for_node(node)
 
@@ -82,7 +81,7 @@ def full_code(node: Any) -> str:
 def body_items(module: Any, parent: str | None) -> Any:
     """The class ``parent`` (a qualified name of :func:`item_names`' form: ``A``, ``A.B``, ``A[1]``)
     of ``module``, or ``module`` itself for ``None``; ``None`` when it is not found exactly once."""
-    import libcst as cst  # lazy
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     node: Any = module
     for part in (parent.split(".") if parent else ()):
@@ -99,7 +98,7 @@ def find_definition(module: Any, qualified: str) -> list[Any]:
     """The definitions named ``qualified`` (``f``, ``Class.method``, ``run[1]``): for a plain name
     every definition of it in its body (several when it is defined more than once: a caller that
     needs one says so), for an indexed one the one at that position among its namesakes."""
-    from envforge.patching.operations.replacements import definitions
+    from envforge.patching.operations.replacements import definitions  # lazy: the two modules import each other
 
     if "[" not in qualified:
         return list(definitions(module).get(qualified, []))
@@ -107,11 +106,11 @@ def find_definition(module: Any, qualified: str) -> list[Any]:
     holder = body_items(module, parent or None)
     if holder is None:
         return []
-    statements = _statements(holder, module)
-    return [statements[i] for i in _named(statements, own)]
+    statements = statements_of(holder, module)
+    return [statements[i] for i in named(statements, own)]
 
 
-def _named(statements: Sequence[Any], name: str) -> list[int]:
+def named(statements: Sequence[Any], name: str) -> list[int]:
     """Indexes of the definitions named ``name`` (``f`` or ``f[k]``) among ``statements``; ``f[0]``
     is also the one ``f`` while its namesakes are not there yet (an anchor taken from the patched
     body, read while the patch is being applied)."""
@@ -122,13 +121,13 @@ def _named(statements: Sequence[Any], name: str) -> list[int]:
     return hits
 
 
-def _statements(holder: Any, module: Any) -> Sequence[Any]:
+def statements_of(holder: Any, module: Any) -> Sequence[Any]:
     return holder.body if holder is module else holder.body.body
 
 
-def _with_statements(holder: Any, module: Any, statements: Sequence[Any]) -> Any:
+def with_statements(holder: Any, module: Any, statements: Sequence[Any]) -> Any:
     """``module`` with the body of ``holder`` (the module or one of its classes) set to ``statements``."""
-    import libcst as cst  # lazy
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     if holder is module:
         return module.with_changes(body=tuple(statements))
@@ -150,7 +149,7 @@ def parse_statement(code: str, *, in_class: bool = False) -> Any:
     the block's indentation and a comment with it (``EmptyLine.indent``); at column 0 both read as
     indented, so they are set that way (a blank line with spaces, or a comment at column 0 inside a
     class, then differs: the round trip of ``patches import`` / ``commit`` refuses it)."""
-    import libcst as cst  # lazy
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     body = cst.parse_module("pass\n" + code).body
     if len(body) != 2:
@@ -164,8 +163,9 @@ def parse_statement(code: str, *, in_class: bool = False) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class _Placed(Operation):
-    """What ``add-definition`` and ``add-statement`` share: a body, an anchor, the code to put there."""
+class Placed(Operation):
+    """What ``add-definition``, ``add-statement`` and the moves (:mod:`.moves`) share: a body, an
+    anchor, the code to put there."""
 
     def _anchor(self) -> tuple[str, str] | None:
         for key in _ANCHORS:
@@ -185,7 +185,7 @@ class _Placed(Operation):
         holder = body_items(module, getattr(self, "parent", None))
         if holder is None:
             return Outcome("drifted", f"class {getattr(self, 'parent', None)} found 0 or several times, expected 1")
-        statements = list(_statements(holder, module))
+        statements = list(statements_of(holder, module))
         there = present(statements)
         if there is not None:
             return there
@@ -195,27 +195,27 @@ class _Placed(Operation):
         else:
             key, value = anchor
             if key.endswith("definition"):
-                hits = _named(statements, value)
+                hits = named(statements, value)
             else:
                 hits = [i for i, s in enumerate(statements) if statement_code(s) == value]
             if len(hits) != 1:
                 return Outcome("drifted", f"{self.anchor_text()} found {len(hits)} times, expected 1")
             index = hits[0] + 1 if key.startswith("after") else hits[0]
         statements.insert(index, node)
-        return Outcome("changed", f"added at {self.anchor_text()}", _with_statements(holder, module, statements))
+        return Outcome("changed", f"added at {self.anchor_text()}", with_statements(holder, module, statements))
 
 
-_PLACE_KEYS: Mapping[str, Any] = {"parent": Str(), **{k: Str() for k in _ANCHORS}, "code": Str(stmt_check)}
+PLACE_KEYS: Mapping[str, Any] = {"parent": Str(), **{k: Str() for k in _ANCHORS}, "code": Str(stmt_check)}
 
 
 @dataclass(frozen=True, slots=True)
-class AddDefinition(_Placed):
+class AddDefinition(Placed):
     """Add the function or class ``definition`` (its ``code``, with the comments above it) to the
     module or class ``parent``, at the anchor. Holds when the body has it with that code; drifts
     when the body has a definition of that name with other code, or the anchor is not found once."""
 
     kind: ClassVar[str] = "add-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), **_PLACE_KEYS}
+    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), **PLACE_KEYS}
     required: ClassVar[frozenset[str]] = frozenset({"definition", "code"})
 
     file: str
@@ -251,13 +251,13 @@ class AddDefinition(_Placed):
 
 
 @dataclass(frozen=True, slots=True)
-class AddStatement(_Placed):
+class AddStatement(Placed):
     """Add a statement that is no definition (an import, a constant, ``__all__``, an ``if`` block)
     to the module or class ``parent``, at the anchor. Holds when the body has a statement with
     that code; drifts when the anchor is not found exactly once."""
 
     kind: ClassVar[str] = "add-statement"
-    keys: ClassVar[Mapping[str, Any]] = _PLACE_KEYS
+    keys: ClassVar[Mapping[str, Any]] = PLACE_KEYS
     required: ClassVar[frozenset[str]] = frozenset({"code"})
 
     file: str
@@ -312,13 +312,13 @@ class RemoveDefinition(Operation):
         return f"definition {self.definition} with digest {self.original_digest}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        from envforge.patching.operations.replacements import definition_digest
+        from envforge.patching.operations.replacements import definition_digest  # lazy: the two modules import each other
 
         parent, _, own = self.definition.rpartition(".")
         holder = body_items(module, parent or None)
         if holder is None:
             return Outcome("holds", f"{parent} is gone, and {self.definition} with it")
-        statements = list(_statements(holder, module))
+        statements = list(statements_of(holder, module))
         if "[" in own:  # one of several namesakes: told by its digest (their positions shift as they go)
             base = own.split("[")[0]
             hits = [i for i, n in enumerate(item_names(statements)) if n is not None and n.split("[")[0] == base
@@ -333,7 +333,7 @@ class RemoveDefinition(Operation):
             return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
                                       f"written against {self.original_digest}")
         del statements[hits[0]]
-        return Outcome("changed", f"removed {self.definition}", _with_statements(holder, module, statements))
+        return Outcome("changed", f"removed {self.definition}", with_statements(holder, module, statements))
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,14 +360,14 @@ class RemoveStatement(Operation):
         holder = body_items(module, self.parent)
         if holder is None:
             return Outcome("holds", f"class {self.parent} is gone, and the statement with it")
-        statements = list(_statements(holder, module))
+        statements = list(statements_of(holder, module))
         hits = [i for i, s in enumerate(statements) if statement_code(s) == self.code]
         if not hits:
             return Outcome("holds", "the statement is already gone")
         if len(hits) > 1:
             return Outcome("drifted", f"the statement found {len(hits)} times, expected 1")
         del statements[hits[0]]
-        return Outcome("changed", "removed the statement", _with_statements(holder, module, statements))
+        return Outcome("changed", "removed the statement", with_statements(holder, module, statements))
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +394,7 @@ class ReplaceModuleComments(Operation):
         return f"the module's {self.part} comments {self.before!r}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        import libcst as cst  # lazy
+        import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
         now = module_comments(module, self.part)
         if now == self.after:
@@ -410,114 +410,3 @@ def module_comments(module: Any, part: str) -> str:
     """The text of a module's ``header`` (comments and blank lines before its first statement) or
     ``footer`` (after its last)."""
     return str(module.with_changes(body=(), **{"footer" if part == "header" else "header": ()}).code)
-
-
-@dataclass(frozen=True, slots=True)
-class _Moved(_Placed):
-    """What ``move-definition`` and ``move-statement`` share: take the item out, put it (as ``code``,
-    with the comments above it) at the anchor. Holds when it already sits right after (or before)
-    its anchor with that code."""
-
-    def _find(self, statements: list[Any]) -> list[int]:
-        raise NotImplementedError
-
-    def _movable(self, node: Any) -> str | None:
-        """``None`` when ``node`` may be moved; else why it drifts."""
-        return None
-
-    def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        node = parse_statement(self.code, in_class=bool(getattr(self, "parent", None)))
-        if node is None:
-            return Outcome("drifted", "`code` is not one statement", fix="write one statement in `code`")
-        holder = body_items(module, getattr(self, "parent", None))
-        if holder is None:
-            return Outcome("drifted", f"class {getattr(self, 'parent', None)} found 0 or several times, expected 1")
-        statements = list(_statements(holder, module))
-        hits = self._find(statements)
-        if len(hits) != 1:
-            return Outcome("drifted", f"{self.describe().split(' ', 1)[1]} found {len(hits)} times, expected 1")
-        here = hits[0]
-        if full_code(statements[here]) == full_code(node) and self._at_anchor(statements, here):
-            return Outcome("holds", "it is already there")
-        why = self._movable(statements[here])
-        if why is not None:
-            return Outcome("drifted", why)
-        rest = statements[:here] + statements[here + 1:]
-        moved = self._place(_with_statements(holder, module, rest), node, lambda _: None)
-        return moved if moved.status != "changed" else Outcome("changed", f"moved to {self.anchor_text()}", moved.module)
-
-    def _at_anchor(self, statements: list[Any], here: int) -> bool:
-        anchor = self._anchor()
-        if anchor is None:
-            return here == 0
-        key, value = anchor
-        near = here - 1 if key.startswith("after") else here + 1
-        if not 0 <= near < len(statements):
-            return False
-        if key.endswith("definition"):
-            return near in _named(statements, value)
-        return statement_code(statements[near]) == value
-
-
-@dataclass(frozen=True, slots=True)
-class MoveDefinition(_Moved):
-    """Move the definition ``definition`` (the one with ``original-digest``, or already ``code``) to
-    the anchor, as ``code`` with its comments: a definition upstream moved (and maybe changed)."""
-
-    kind: ClassVar[str] = "move-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(), **_PLACE_KEYS}
-    required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest", "code"})
-
-    file: str
-    definition: str
-    original_digest: str
-    code: str
-    parent: str | None = None
-    after_definition: str | None = None
-    after_statement: str | None = None
-    before_definition: str | None = None
-    before_statement: str | None = None
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.definition}"
-
-    def _find(self, statements: list[Any]) -> list[int]:
-        return _named(statements, self.definition.rsplit(".", 1)[-1])
-
-    def _movable(self, node: Any) -> str | None:
-        from envforge.patching.operations.replacements import definition_digest
-
-        digest = definition_digest(node)
-        wanted = parse_statement(self.code)
-        if digest != self.original_digest and (wanted is None or statement_code(node) != statement_code(wanted)):
-            return (f"{self.definition} changed upstream: digest {digest}, the patch was written against "
-                    f"{self.original_digest}")
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class MoveStatement(_Moved):
-    """Move the statement whose code is ``code`` (comments above it left out; it must occur once in
-    the body) to the anchor, with the comments ``code`` carries: a statement upstream moved, or
-    whose comments changed."""
-
-    kind: ClassVar[str] = "move-statement"
-    keys: ClassVar[Mapping[str, Any]] = _PLACE_KEYS
-    required: ClassVar[frozenset[str]] = frozenset({"code"})
-
-    file: str
-    code: str
-    parent: str | None = None
-    after_definition: str | None = None
-    after_statement: str | None = None
-    before_definition: str | None = None
-    before_statement: str | None = None
-
-    def describe(self) -> str:
-        first = next((line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
-        return f"{self.kind} `{first.strip()[:60]}`"
-
-    def _find(self, statements: list[Any]) -> list[int]:
-        node = parse_statement(self.code)
-        want = statement_code(node) if node is not None else None
-        return [i for i, s in enumerate(statements) if statement_code(s) == want]

@@ -154,7 +154,7 @@ class ReplaceDefinition(Operation):
         return f"definition {self.definition} with digest {self.original_digest}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        from envforge.patching.operations.placements import find_definition, full_code, parse_statement
+        from envforge.patching.operations.placements import find_definition, full_code, parse_statement  # lazy: the two modules import each other
 
         found = find_definition(module, self.definition)
         if len(found) != 1:

@@ -1,0 +1,63 @@
+"""The validation cache of :mod:`envforge.lock.read`: "this exact text passed this reader under this
+packaging version", and the ambiguities found in it, kept under envforge's cache directory as
+``valid-locks/<sha256 of reader version, packaging version and the text>`` (a small JSON list of
+``[key, first, second, first entry, second entry, witness]``). A warm read skips ``Pylock.from_dict``,
+uv.lock's shape check and the same-name overlap search. ``ENVFORGE_NO_LOCK_CACHE=1`` turns it off.
+Whoever can write the cache directory can make an invalid lock pass validation, as they can corrupt
+uv's cache beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import packaging
+
+from envforge.core.cache import cache_root
+from envforge.core.fs import atomic_write
+from envforge.lock.ambiguity import Ambiguity
+
+__all__ = ["READER", "recalled", "remember", "validated_marker"]
+
+READER = "envforge.lockreader/3"  # bump when what the reader accepts changes: old cache entries stop counting
+
+
+def validated_marker(text: str) -> Path | None:
+    """Where the fact "this exact text passed this reader under this packaging version" is kept:
+    ``$ENVFORGE_CACHE_DIR`` (else ``$XDG_CACHE_HOME/envforge``, ``~/.cache/envforge``)
+    ``/valid-locks/<sha256>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set."""
+    if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
+        return None
+    base = cache_root()
+    key = hashlib.sha256(f"{READER}\0{packaging.__version__}\0".encode() + text.encode("utf-8")).hexdigest()
+    return base / "valid-locks" / key
+
+
+def remember(marker: Path | None, found: Sequence[Ambiguity]) -> None:
+    """Keep "this text passed" and its ambiguities (a JSON list of ``[key, first, second, first
+    entry, second entry, witness]``) at ``marker``."""
+    if marker is None:
+        return
+    body = [[a.key, a.first, a.second, a.first_entry, a.second_entry, dict(a.witness)] for a in found]
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(marker, json.dumps(body).encode())
+    except OSError:
+        pass  # a read-only cache only costs the next read a validation
+
+
+def recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
+    """The ambiguities kept at ``marker`` when this text passed before; ``None`` when it did not (or
+    the entry cannot be read: it is then validated again)."""
+    if marker is None:
+        return None
+    try:
+        body = json.loads(marker.read_bytes())
+        return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
+                     for k, i, j, a, b, w in body)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None

@@ -51,15 +51,17 @@ def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.001) as url:
         run = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 4, opts(5), schedule=schedule)
         assert all(r.ok for r in run.results) and len(run.send_lag_s) == 4
-        assert all(0 <= lag < 0.03 for lag in run.send_lag_s), run.send_lag_s  # on time on an idle server
+        # never before its time; how late depends on the machine's load, so no upper bound here (issue 41:
+        # a 0.03 s bound failed at load 7-17): the benchmarks (bench_send_lag.py) measure it
+        assert all(lag >= 0 for lag in run.send_lag_s), run.send_lag_s
         assert run.wall_s >= 0.15 and sys.getswitchinterval() == switch  # restored after pacing
         # cap 1, each request ~0.08 s (8 events 10 ms apart): the 2nd..4th wait for the one before
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.01) as url:
         capped = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5),
                            schedule=(0.0, 0.0, 0.0, 0.0))
     lags = capped.send_lag_s
-    assert all(r.ok for r in capped.results) and lags[0] < 0.03 and lags[1] < lags[2] < lags[3]
-    assert lags[3] >= 3 * 0.05
+    assert all(r.ok for r in capped.results) and 0 <= lags[0] < lags[1] < lags[2] < lags[3]  # each waits longer
+    assert lags[3] >= 3 * 0.05  # a lower bound: three requests of 8 events 10 ms apart ran first (load only adds)
 
 
 def test_a_level_keeps_its_connections_alive() -> None:

@@ -961,3 +961,16 @@ def test_a_tool_value_that_is_not_a_table_is_packagings_error() -> None:
     with pytest.raises(InvalidLock) as err:
         read_lock_text(HEAD + "packages = []\ntool = 1\n", label="x")
     assert (err.value.key, err.value.reason) == ("tool", "Unexpected type int (expected Mapping)")
+
+
+def test_a_number_of_more_digits_than_python_converts_is_exit_2_naming_the_line(tmp_path: Path,
+                                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: rc 70 (``ValueError: Exceeds the limit (4300 digits)``) before."""
+    path = tmp_path / "pylock.toml"
+    path.write_text('lock-version = "1.0"\ncreated-by = "x"\nx = ' + "9" * 5000 + "\npackages = []\n")
+    assert main(["lock", "diff", str(path), str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines()[0] == f"error: {path}:3: a number of more than 4,300 digits: no lock has one"
+    with pytest.raises(InvalidLock) as exc:
+        read_lock_text("version = 1\n[[package]]\nname = 'a'\nversion = '1'\nx = " + "1" * 4301 + "\n", label="uv.lock")
+    assert exc.value.message == "uv.lock:5: a number of more than 4,300 digits: no lock has one"

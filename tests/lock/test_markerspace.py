@@ -224,3 +224,51 @@ EQUIVALENCE = [
 @pytest.mark.parametrize(("a", "b", "same"), EQUIVALENCE)
 def test_equivalent_markers_are_true_in_the_same_environments(a: str, b: str | None, same: bool) -> None:
     assert (equivalent(a, b), equivalent(b, a)) == (same, same)
+
+
+# Behaviours issue 47 found unpinned (each asserted on the verdict a user sees).
+
+def test_satisfiable_searches_the_free_variables() -> None:
+    marker = ["'a' in extras and sys_platform == 'win32'"]
+    assert satisfiable(marker, {"extras": frozenset({"a"})}) is True  # needs sys_platform searched: win32
+    assert satisfiable(marker, {"extras": frozenset({"a"}), "sys_platform": "linux"}) is False
+    assert satisfiable(marker, {"extras": frozenset()}) is False
+    assert satisfiable(["python_version < '3.11' and python_version >= '3.10'"], {}) is True
+    assert satisfiable(["python_version < '3.10' and python_version >= '3.10'"], {}) is False
+
+
+def test_python_versions_are_sampled_just_below_and_above_a_literal() -> None:
+    assert overlap_witness(["python_full_version < '3.12.4'"], ["python_full_version >= '3.12.3'"]) == {
+        "python_full_version": "3.12.3"}
+    assert overlap_witness(["python_full_version < '3.12.4'"], ["python_full_version > '3.12.3'"]) is None
+    assert overlap_witness(["python_version < '3.12'"], ["python_version > '3.11'"]) is None
+    assert overlap_witness(["python_version <= '3.11'"], ["python_version >= '3.11'"]) == {"python_version": "3.11"}
+
+
+def test_the_combination_cap_is_undecided_counted_exclusive_for_overlaps() -> None:
+    import envforge.lock.markerspace as ms
+    # one conjunction with six free string variables of many literals: 11**6 combinations > 20,000
+    many = " and ".join(f"platform_release != 'r{k}'" for k in range(10))
+    a = many + " and " + " and ".join(f"{v} != 'x'" for v in ("platform_version", "platform_machine"))
+    assert ms._count(ms._axes(literals([parse(a)]))) <= ms.MAX_COMBINATIONS  # per group: decided
+    assert overlap_witness([a], [a]) is not None
+    big = [parse(" or ".join(f"platform_release == 'r{k}' and platform_version == 'v{k}' and "
+                             f"platform_machine == 'm{k}' and os_name == 'o{k}'" for k in range(12)))]
+    assert ms._count(ms._axes(literals(big))) > ms.MAX_COMBINATIONS
+    assert equivalent(str(big[0]), str(big[0]) + " or platform_release == 'zz'") is False  # undecided: a change
+
+
+def test_selected_together_with_two_names_selected_at_once() -> None:
+    entries = [("a", "1", None), ("b", "1", None), ("a", "2", None), ("b", "2", ["sys_platform == 'linux'"])]
+    assert selected_together(entries, {"sys_platform": "linux"}) == (Overlap(0, 2, {}),
+                                                                       Overlap(1, 3, {"sys_platform": "linux"}))
+    assert selected_together(entries, {"sys_platform": "win32"}) == (Overlap(0, 2, {}),)
+
+
+def test_a_later_pair_of_three_overlaps_after_the_first_was_kept_apart() -> None:
+    entries = [("t", "1+cpu", None), ("t", "1+gpu", None), ("t", "1", None)]
+    cpu, gpu = frozenset({_on("cpu")}), frozenset({_on("gpu")})
+    both = [frozenset({"cpu", "gpu"})]
+    assert overlaps(entries, activations=[cpu, gpu, ALWAYS], conflicts=both) == (Overlap(0, 2, {}),)
+    base = frozenset({_off("cpu", "gpu")})  # uv's negative layout: the base only with neither enabled
+    assert overlaps(entries, activations=[cpu, gpu, base], conflicts=both) == ()

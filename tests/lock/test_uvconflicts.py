@@ -283,3 +283,46 @@ def test_edge_conditions_positive_negative_and_merged() -> None:
     assert edge_condition(f"extra == '{a}' and extra != '{a}'", declared, one_set) == frozenset()
     nine = " and ".join(f"extra == 'extra-1-p-x{k}'" for k in range(9))  # more than 8 items: not decided
     assert edge_condition(nine, frozenset(f"extra-1-p-x{k}" for k in range(9)), []) == ALWAYS
+
+
+def test_a_graph_that_needs_several_passes_and_a_pruned_path() -> None:
+    """proj[cpu] -> a -> b -> c -> torchy 1 (edges listed from the leaf up: one pass is not enough);
+    proj[gpu] -> c too, and c -> torchy 2 only under gpu; a path needing cpu and gpu at once is pruned."""
+    text = (CONFLICTS + ROOT + '[package.optional-dependencies]\ncpu = [{ name = "a" }]\ngpu = [{ name = "c" }]\n\n'
+            + _pkg("c", "1", 'dependencies = [{ name = "torchy", version = "1", marker = "extra == \'extra-4-proj-cpu\'" },'
+                   ' { name = "torchy", version = "2", marker = "extra == \'extra-4-proj-gpu\'" }]\n')
+            + _pkg("b", "1", 'dependencies = [{ name = "c" }]\n')
+            + _pkg("a", "1", 'dependencies = [{ name = "b" }, { name = "torchy", version = "2", '
+                   'marker = "extra == \'extra-4-proj-gpu\'" }]\n')
+            + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")
+    act = activations(doc.data, conflict_sets(doc.data))
+    assert act == (ALWAYS, on(CPU) | on(GPU), on(CPU), on(CPU), on(CPU), on(GPU))
+    assert doc.ambiguities == ()
+
+
+def test_project_level_items_and_a_member_another_package_depends_on() -> None:
+    """Conflicts between two workspace members (``{ package = "a" }`` / ``{ package = "b" }``): each
+    member is active with its own project item; ``b`` is also depended on by ``tool`` (a member),
+    which then needs b's item too."""
+    text = ('version = 1\nconflicts = [[{ package = "a" }, { package = "b" }]]\n\n[manifest]\nmembers = ["a", "b"]\n\n'
+            '[[package]]\nname = "a"\nversion = "0.1.0"\nsource = { editable = "a" }\n'
+            'dependencies = [{ name = "torchy", version = "1" }]\n\n'
+            '[[package]]\nname = "b"\nversion = "0.1.0"\nsource = { editable = "b" }\n'
+            'dependencies = [{ name = "torchy", version = "2" }]\n\n'
+            + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data)) == (on("project-1-a"), on("project-1-b"),
+                                                             on("project-1-a"), on("project-1-b"))
+    assert doc.ambiguities == ()
+
+
+def test_an_edge_naming_more_items_than_are_decided_counts_as_always() -> None:
+    items = [f"extra-4-proj-x{k}" for k in range(9)]
+    conflicts = "[[" + ", ".join(f'{{ package = "proj", extra = "x{k}" }}' for k in range(9)) + "]]"
+    marker = " or ".join(f"extra == '{i}'" for i in items)
+    text = (f"version = 1\nconflicts = {conflicts}\n\n" + ROOT + f'dependencies = [{{ name = "torchy", version = "1", '
+            f'marker = "{marker}" }}, {{ name = "torchy", version = "2" }}]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data))[1] == ALWAYS  # 9 items: wider, never narrower
+    assert [(a.first, a.second) for a in doc.ambiguities] == [(1, 2)]

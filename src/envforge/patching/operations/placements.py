@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from envforge.core.schema import Str
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PLACE_KEYS", "AddDefinition", "AddStatement", "Placed", "RemoveDefinition", "RemoveStatement",
            "ReplaceModuleComments", "body_items", "find_definition", "full_code", "item_names", "module_comments", "named",
-           "parse_statement", "statement_code", "statements_of", "with_statements"]
+           "parse_statement", "replace_statement", "statement_code", "statements_of", "with_statements"]
 
 _ANCHORS = ("after-definition", "after-statement", "before-definition", "before-statement")
 
@@ -64,8 +65,11 @@ def item_names(body: Sequence[Any]) -> list[str | None]:
     return out
 
 
+@lru_cache(maxsize=65536)
 def statement_code(node: Any) -> str:
-    """A statement's code without the blank lines and comments above it, at column 0."""
+    """A statement's code without the blank lines and comments above it, at column 0. Remembered per
+    node (libcst nodes are immutable and hash by identity): an operation reads every statement of
+    its body, and a patchset has many operations on one body."""
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     return cst.Module([]).code_for_node(node.with_changes(leading_lines=()))
@@ -126,18 +130,64 @@ def statements_of(holder: Any, module: Any) -> Sequence[Any]:
 
 
 def with_statements(holder: Any, module: Any, statements: Sequence[Any]) -> Any:
-    """``module`` with the body of ``holder`` (the module or one of its classes) set to ``statements``."""
+    """``module`` with the body of ``holder`` (the module or one of its classes) set to ``statements``.
+
+    The class is found by identity along the bodies from the module down and only its ancestors are
+    rebuilt (a visit of the whole tree per operation made sglang's ``server_args.py``, 100 edits of
+    one class, take minutes); a class not reached that way (not in a class body chain) is replaced by
+    a visit."""
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     if holder is module:
         return module.with_changes(body=tuple(statements))
     new = holder.with_changes(body=holder.body.with_changes(body=tuple(statements)))
+    rebuilt = _replace_in(module, holder, new, depth=0)
+    if rebuilt is not None:
+        return rebuilt
 
     class _Swap(cst.CSTTransformer):
         def on_leave(self, original: Any, updated: Any) -> Any:
             return new if original is holder else updated
 
     return module.visit(_Swap())
+
+
+def replace_statement(module: Any, old: Any, new: Any) -> Any:
+    """``module`` with the statement ``old`` (of the module or of a class body, at any depth of
+    classes) replaced by ``new``, rebuilding only its ancestors; a full visit where it is not on
+    that chain (:func:`envforge.patching.syntax.replace_node`)."""
+    rebuilt = _replace_in(module, old, new, depth=0)
+    if rebuilt is not None:
+        return rebuilt
+    from envforge.patching import syntax  # lazy: the fallback only
+
+    return syntax.replace_node(module, old, new)
+
+
+def _replace_in(node: Any, old: Any, new: Any, depth: int) -> Any:
+    """``node`` (the module or a class) with ``old`` replaced by ``new`` somewhere in its class-body
+    chain, rebuilding only the path; ``None`` when ``old`` is not reached."""
+    import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
+
+    if depth > 50:
+        return None
+    body = node.body if isinstance(node, cst.Module) else getattr(node.body, "body", None)
+    if not isinstance(body, (list, tuple)):
+        return None
+    for i, child in enumerate(body):
+        if child is old:
+            replaced = (*body[:i], new, *body[i + 1:])
+        elif isinstance(child, cst.ClassDef):
+            inner = _replace_in(child, old, new, depth + 1)
+            if inner is None:
+                continue
+            replaced = (*body[:i], inner, *body[i + 1:])
+        else:
+            continue
+        if isinstance(node, cst.Module):
+            return node.with_changes(body=replaced)
+        return node.with_changes(body=node.body.with_changes(body=replaced))
+    return None
 
 
 def parse_statement(code: str, *, in_class: bool = False) -> Any:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import envforge.patching.syntax as syntax
 from envforge.core.schema import MapOf, Str
 from envforge.patching.operations.base import OpContext, Operation, Outcome, stmt_check
 
@@ -154,7 +153,12 @@ class ReplaceDefinition(Operation):
         return f"definition {self.definition} with digest {self.original_digest}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        from envforge.patching.operations.placements import find_definition, full_code, parse_statement  # lazy: the two modules import each other
+        from envforge.patching.operations.placements import (  # lazy: the two modules import each other
+            find_definition,
+            full_code,
+            parse_statement,
+            replace_statement,
+        )
 
         found = find_definition(module, self.definition)
         if len(found) != 1:
@@ -171,7 +175,7 @@ class ReplaceDefinition(Operation):
         if digest != self.original_digest:
             return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
                                       f"written against {self.original_digest}")
-        return Outcome("changed", f"replaced {self.definition}", syntax.replace_node(module, node, new_node))
+        return Outcome("changed", f"replaced {self.definition}", replace_statement(module, node, new_node))
 
 
 @dataclass(frozen=True, slots=True)

@@ -238,3 +238,32 @@ def test_write_patchset_puts_the_target_back_when_its_check_fails(tmp_path: Path
         "e.g. --versions '>=0.5.8,<0.5.11', or leave it out for ==<the release>")
     check_versions(">=0.5.8,<0.5.11")
     check_versions(None)
+
+
+def test_a_hand_edit_that_appends_a_helper_and_calls_it_is_captured(project: Path, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39: the commonest shape of a real fix, a helper added beside the guard that uses it, was
+    refused ("definitions were added ... next to a module-level edit"); now one add-definition
+    anchored after its neighbour, and the applied file is the edit byte for byte."""
+    sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
+    edit = tmp_path / "edit"
+    cli(capsys, "patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--project", str(project))
+    text = (edit / COMM).read_text()
+    anchor = "def apply_flashinfer_allreduce_fusion(batch_size: int):"
+    helper = ("def _is_sm120(major: int) -> bool:\n    \"\"\"SM120 (RTX PRO 6000 Blackwell).\"\"\"\n    return major == 12"
+              "\n\n\n")
+    (edit / COMM).write_text(text.replace(anchor, helper + anchor, 1) + "\n\n# appended by hand\nSM120 = _is_sm120(12)\n")
+    code, out, err = cli(capsys, "patches", "commit", str(edit), "--id", "helper", "--reason", "r", "--project",
+                         str(project))
+    assert code == 0, err
+    assert err.splitlines() == [f"  add-definition {COMM} _is_sm120", f"  add-statement {COMM} `SM120 = _is_sm120(12)`"]
+    ops = tomllib.loads((project / "patchsets" / "helper.toml").read_text())["operation"]
+    assert [{k: v for k, v in op.items() if k != "file"} for op in ops] == [
+        {"kind": "add-definition", "definition": "_is_sm120", "after-statement": "FUSE_ALLREDUCE_MAX_BATCH_SIZE = 2048\n",
+         "code": "\n\n" + helper.rstrip("\n") + "\n"},  # with the blank lines above it, as in the edit
+        {"kind": "add-statement", "after-definition": "CommunicateSummableTensorPairFn",
+         "code": "\n\n# appended by hand\nSM120 = _is_sm120(12)\n"}]
+    code, out, _ = cli(capsys, "apply-patches", "--site-packages", str(sp), "helper", "--project", str(project))
+    assert code == 0 and (sp / COMM).read_bytes() == (edit / COMM).read_bytes()
+    code, out, _ = cli(capsys, "apply-patches", "--site-packages", str(sp), "helper", "--project", str(project))
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["already-applied"] * 2

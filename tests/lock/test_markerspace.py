@@ -272,3 +272,21 @@ def test_a_later_pair_of_three_overlaps_after_the_first_was_kept_apart() -> None
     assert overlaps(entries, activations=[cpu, gpu, ALWAYS], conflicts=both) == (Overlap(0, 2, {}),)
     base = frozenset({_off("cpu", "gpu")})  # uv's negative layout: the base only with neither enabled
     assert overlaps(entries, activations=[cpu, gpu, base], conflicts=both) == ()
+
+
+def test_extra_on_either_side_of_the_comparison_is_a_set() -> None:
+    # 'v' == extra is uv's extra as much as extra == 'v' (packaging accepts both orders)
+    assert literals([parse("'extra-4-demo-cpu' == extra and 'extra-4-demo-gpu' != extra")]) == {
+        "extras": {"extra-4-demo-cpu", "extra-4-demo-gpu"}}
+    assert str(parse("'cpu' == extra")) == '"cpu" in extras'
+    assert str(parse("'cpu' != extra")) == '"cpu" not in extras'
+    assert overlap_witness(["'a' == extra"], ["'b' == extra"]) == {"extras": "{a, b}"}
+    assert str(parse("extra > 'a'")) == 'extra > "a"'  # other comparisons of extra are kept
+
+
+def test_first_overlap_takes_activations_and_conflicts_into_account() -> None:
+    entries = [("t", "1+cpu", None), ("t", "1+gpu", None)]
+    acts = [frozenset({_on("cpu")}), frozenset({_on("gpu")})]
+    assert first_overlap(entries, activations=acts, conflicts=[frozenset({"cpu", "gpu"})]) is None
+    assert first_overlap(entries, activations=acts, conflicts=[]) == Overlap(0, 1, {})
+    assert first_overlap(entries) == Overlap(0, 1, {})

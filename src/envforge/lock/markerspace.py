@@ -306,9 +306,9 @@ def _conjunction_witness(atoms: tuple[Any, ...]) -> tuple[tuple[str, str], ...] 
         lits: dict[str, set[str]] = {}
         _collect(members, lits)
         axes = _axes(lits)
-        if axes is None or len(axes) > 1 or _count(axes) > MAX_COMBINATIONS:
+        if axes is None or _count(axes) > MAX_COMBINATIONS:
             return None  # undecided: counts as exclusive (documented)
-        values = axes[0] if axes else [{}]
+        values = axes[0] if axes else [{}]  # one group, one axis (none: an atom without a variable)
         marker = Marker._from_markers(_joined(members))
         for value in values:
             if marker.evaluate({**base, **value}, context="lock_file"):  # type: ignore[arg-type]
@@ -408,7 +408,7 @@ def _collect(node: Any, out: dict[str, set[str]]) -> None:
 
 
 def _versions(literals: set[str]) -> list[str]:
-    out = {"3.12.0"} if not literals else set()
+    out: set[str] = set()  # called for a group some marker names: never without literals
     for lit in literals:
         parts = [int(p) for p in re.findall(r"\d+", lit.replace(".*", ""))[:3]] or [3]
         parts = (parts + [0, 0])[:3]

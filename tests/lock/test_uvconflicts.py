@@ -326,3 +326,55 @@ def test_an_edge_naming_more_items_than_are_decided_counts_as_always() -> None:
     doc = read_lock_text(text, label="uv.lock")
     assert activations(doc.data, conflict_sets(doc.data))[1] == ALWAYS  # 9 items: wider, never narrower
     assert [(a.first, a.second) for a in doc.ambiguities] == [(1, 2)]
+
+
+def test_a_conflict_set_of_one_item_is_no_conflict() -> None:
+    doc = {"conflicts": [[{"package": "proj", "extra": "cpu"}], [{"package": "proj", "extra": "a"},
+                                                                   {"package": "proj", "group": "b"}]]}
+    assert conflict_sets(doc) == (frozenset({"extra-4-proj-a", "group-4-proj-b"}),)
+
+
+def test_a_workspace_member_another_member_depends_on_is_a_root() -> None:
+    """``lib`` is a member of the workspace and ``proj[cpu]`` depends on it: installing the workspace
+    installs ``lib`` whatever extra is chosen, so its torchy 2 is always needed, and overlaps
+    ``proj[cpu]``'s torchy 1 unless a marker keeps them apart."""
+    text = (CONFLICTS + '[manifest]\nmembers = ["lib", "proj"]\n\n' + ROOT
+            + '[package.optional-dependencies]\ncpu = [{ name = "lib" }, { name = "torchy", version = "1" }]\n'
+            'gpu = [{ name = "torchy", version = "2" }]\n\n'
+            '[[package]]\nname = "lib"\nversion = "0.1.0"\nsource = { editable = "lib" }\n'
+            'dependencies = [{ name = "torchy", version = "2" }]\n\n' + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data)) == (ALWAYS, ALWAYS, on(CPU), ALWAYS)
+    assert [(a.first, a.second) for a in doc.ambiguities] == [(2, 3)]
+
+
+def test_an_edge_picks_its_entry_by_source_as_well_as_version() -> None:
+    """Two entries of one version from two indexes (uv writes ``source`` on the edge): each extra's
+    edge reaches only its own."""
+    text = (CONFLICTS + ROOT + '[package.optional-dependencies]\n'
+            'cpu = [{ name = "torchy", version = "2", source = { registry = "https://cpu/simple" } }]\n'
+            'gpu = [{ name = "torchy", version = "2", source = { registry = "https://gpu/simple" } }]\n\n'
+            '[[package]]\nname = "torchy"\nversion = "2"\nsource = { registry = "https://cpu/simple" }\n\n'
+            '[[package]]\nname = "torchy"\nversion = "2"\nsource = { registry = "https://gpu/simple" }\n')
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data)) == (ALWAYS, on(CPU), on(GPU))
+    assert doc.ambiguities == ()
+
+
+def test_past_the_alternatives_cap_an_entry_counts_as_always_needed() -> None:
+    """70 extras, none in conflict with another, each with a chain that needs one declared item of
+    its own set: more than 64 minimal alternatives reach ``torchy 1``, which then counts as always
+    needed (wider, never narrower) and overlaps ``torchy 2``."""
+    from envforge.lock.uvconflicts import MAX_ALTERNATIVES
+    n = MAX_ALTERNATIVES + 6
+    sets = ", ".join(f'[{{ package = "proj", extra = "e{k}" }}, {{ package = "proj", extra = "f{k}" }}]' for k in range(n))
+    extras = "".join(f'e{k} = [{{ name = "torchy", version = "1" }}]\n' for k in range(n))
+    text = (f"version = 1\nconflicts = [{sets}]\n\n" + ROOT + 'dependencies = [{ name = "torchy", version = "2", '
+            'marker = "extra == \'extra-4-proj-f0\'" }]\n[package.optional-dependencies]\n' + extras + "\n"
+            + _pkg("torchy", "1") + _pkg("torchy", "2"))
+    doc = read_lock_text(text, label="uv.lock")
+    act = activations(doc.data, conflict_sets(doc.data))
+    assert act[1] == ALWAYS and act[2] == on("extra-4-proj-f0")
+    fewer = text.replace(extras, "".join(f'e{k} = [{{ name = "torchy", version = "1" }}]\n' for k in range(3)))
+    assert activations(read_lock_text(fewer, label="uv.lock").data, conflict_sets(read_lock_text(fewer, label="uv.lock").data))[1] == (
+        on("extra-4-proj-e0") | on("extra-4-proj-e1") | on("extra-4-proj-e2"))

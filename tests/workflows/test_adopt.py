@@ -85,7 +85,8 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
     assert json.loads((proj / "recipes" / "team.adopted.json").read_text())["hand_edits"] == d["hand_edits"]
     assert (proj / "lockfiles" / "pylock.team-default.toml").is_file()
     assert d["captured"] == [{"distribution": "model-kernels", "patchset": "adopted-model-kernels",
-                              "captured": [edited], "operations": [f"replace-text {edited}"], "not_captured": []}]
+                              "captured": [edited], "operations": [f"add-statement {edited} `PATCHED_BY_SED = True`"],
+                              "not_captured": []}]
     # the next build reproduces the index part and, through the captured patchset, the hand edit
     built = envforge(proj, "build", "team")
     assert built.returncode == 0, built.stderr
@@ -99,9 +100,8 @@ def test_adopt_lock_rebuild_and_report_hand_edits(setup) -> None:  # type: ignor
     old = envforge(proj, "verify", str(env), "--lock", "lockfiles/pylock.team-default.toml", "--json")
     assert old.returncode == 1, old.stderr
     found = sorted((f["kind"], f["subject"]) for f in json.loads(old.stdout)["data"]["findings"])
-    assert found == [("patch-state", "adopted-model-kernels: model_kernels/__init__.py (replace-text at "
-                                     "`__version__ = '1.0'`)"),
-                     ("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
+    # the hand edit is there (the captured add-statement holds on it), and the file is not the released one
+    assert found == [("tampered", "model-kernels 1.0: model_kernels/__init__.py"), ("unexpected", "side-car 0.3")]
     new_env = envforge(proj, "verify", "team-default")
     assert new_env.returncode == 0, new_env.stdout + new_env.stderr
     # the project's only recipe and only environment are the defaults: nothing asks for quickstart
@@ -261,12 +261,14 @@ def test_edits_that_cannot_be_captured_are_reported_with_the_reason(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_path: Path) -> None:
-    """commit_edit keeps definitions and module statements; a comment added next to a changed
-    function is not in any operation, so the patchset would not give the edited bytes."""
+def test_comments_added_above_a_definition_are_captured_with_it(tmp_path: Path) -> None:
+    """A comment added above a function used to be in no operation (the capture was refused as
+    losing part of the edit); ``replace-definition`` now carries the comments above the definition
+    (issue 39), so the patchset gives the edited bytes."""
     import shutil
 
     from tests.conftest import cached_wheel, unpacked_wheel
+    from envforge.patching import load_patchset
     from envforge.workflows.adopt import capture_hand_edits
 
     env = tmp_path / "v"
@@ -282,11 +284,11 @@ def test_a_capture_that_would_lose_part_of_the_edit_is_refused_and_removed(tmp_p
     with serve(idx):
         adoption = adopt_environment(env, name="v", index_url=idx.url)
         (c,) = capture_hand_edits(adoption, tmp_path / "patchsets", tmp_path / "cache")
-    assert c.as_dict() == {"distribution": "sglang", "patchset": None, "captured": [], "operations": [],
-                           "not_captured": [{"path": "sglang/utils.py", "reason": (
-                               "cannot be captured: applying the captured patchset to the released file does not "
-                               "give the edited bytes (sglang/utils.py)")}]}
-    assert list((tmp_path / "patchsets").iterdir()) == []
+    assert c.as_dict() == {"distribution": "sglang", "patchset": "adopted-sglang", "captured": ["sglang/utils.py"],
+                           "operations": ["replace-definition sglang/utils.py execute_once",
+                                          "replace-definition sglang/utils.py info_once"], "not_captured": []}
+    ops = {op.definition: op for op in load_patchset(tmp_path / "patchsets" / "adopted-sglang.toml").operations}
+    assert ops["execute_once"].comments == "\n\n# team note\n"
 
 
 @pytest.mark.parametrize("directory, name", [("My Env.3", "my-env-3"), ("venv_prod-", "venv_prod"),

@@ -17,6 +17,7 @@ from envforge.patching.operations.placements import (
     Placed,
     body_items,
     full_code,
+    item_names,
     named,
     parse_statement,
     statement_code,
@@ -138,4 +139,5 @@ class MoveStatement(_Moved):
     def _find(self, statements: list[Any]) -> list[int]:
         node = parse_statement(self.code)
         want = statement_code(node) if node is not None else None
-        return [i for i, s in enumerate(statements) if statement_code(s) == want]
+        names = item_names(statements)
+        return [i for i, s in enumerate(statements) if names[i] is None and statement_code(s) == want]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from envforge.core.schema import Str
@@ -65,11 +64,10 @@ def item_names(body: Sequence[Any]) -> list[str | None]:
     return out
 
 
-@lru_cache(maxsize=65536)
 def statement_code(node: Any) -> str:
-    """A statement's code without the blank lines and comments above it, at column 0. Remembered per
-    node (libcst nodes are immutable and hash by identity): an operation reads every statement of
-    its body, and a patchset has many operations on one body."""
+    """A statement's code without the blank lines and comments above it, at column 0. (Not cached
+    across calls: a cache keyed by libcst nodes would keep whole trees alive to the end of the
+    process; the operations render statements only, never definitions, when they look for one.)"""
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     return cst.Module([]).code_for_node(node.with_changes(leading_lines=()))
@@ -247,7 +245,8 @@ class Placed(Operation):
             if key.endswith("definition"):
                 hits = named(statements, value)
             else:
-                hits = [i for i, s in enumerate(statements) if statement_code(s) == value]
+                names = item_names(statements)
+                hits = [i for i, s in enumerate(statements) if names[i] is None and statement_code(s) == value]
             if len(hits) != 1:
                 return Outcome("drifted", f"{self.anchor_text()} found {len(hits)} times, expected 1")
             index = hits[0] + 1 if key.startswith("after") else hits[0]
@@ -329,7 +328,8 @@ class AddStatement(Placed):
         want = statement_code(node)
 
         def present(statements: list[Any]) -> Outcome | None:
-            if any(statement_code(s) == want for s in statements):
+            names = item_names(statements)
+            if any(names[i] is None and statement_code(s) == want for i, s in enumerate(statements)):
                 return Outcome("holds", "the statement is already there")
             return None
 
@@ -411,7 +411,8 @@ class RemoveStatement(Operation):
         if holder is None:
             return Outcome("holds", f"class {self.parent} is gone, and the statement with it")
         statements = list(statements_of(holder, module))
-        hits = [i for i, s in enumerate(statements) if statement_code(s) == self.code]
+        names = item_names(statements)
+        hits = [i for i, s in enumerate(statements) if names[i] is None and statement_code(s) == self.code]
         if not hits:
             return Outcome("holds", "the statement is already gone")
         if len(hits) > 1:

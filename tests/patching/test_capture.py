@@ -267,3 +267,30 @@ def test_a_hand_edit_that_appends_a_helper_and_calls_it_is_captured(project: Pat
     assert code == 0 and (sp / COMM).read_bytes() == (edit / COMM).read_bytes()
     code, out, _ = cli(capsys, "apply-patches", "--site-packages", str(sp), "helper", "--project", str(project))
     assert code == 0 and [line.split()[0] for line in out.splitlines()] == ["already-applied"] * 2
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("# temp debugging\nimport a\nimport b\n", "import b\n"),  # sglang 0.5.11 nsa/utils.py: the header comment goes
+    ("import a\n", "# Copyright 2026\n\nimport a\n"),  # a licence header added
+    ("import a\n# end\n", "import a\n"),  # a closing comment removed
+    ("import a\n", "import a\n\n# end\n\n"),
+])
+def test_module_header_and_footer_comments_round_trip(old: str, new: str) -> None:
+    import libcst as cst
+
+    from envforge.patching.capture import capture_file
+    from envforge.patching.operations import OPERATIONS, OpContext
+
+    ops, _ = capture_file("m.py", old.encode(), new.encode(), label="m.py")
+    module = cst.parse_module(old)
+    for table in ops:
+        op, problems = OPERATIONS[table["kind"]].from_table(dict(table), "operation", "")
+        assert op is not None and not problems
+        outcome = op.run(module, OpContext(read_text=lambda p: None, patchset_dir=Path(".")))
+        assert outcome.status == "changed", outcome.detail
+        module = outcome.module
+    assert module.code == new
+    again = cst.parse_module(new)
+    for table in ops:  # on the patched text every operation holds
+        op, _ = OPERATIONS[table["kind"]].from_table(dict(table), "operation", "")
+        assert op is not None and op.run(again, OpContext(read_text=lambda p: None, patchset_dir=Path("."))).status == "holds"

@@ -452,12 +452,12 @@ class ReplaceModuleComments(Operation):
             return Outcome("holds", f"the {self.part} comments are already the patched ones")
         if now != self.before:
             return Outcome("drifted", f"the {self.part} comments changed upstream")
-        lines = cst.parse_module(self.after).header if self.part == "header" else cst.parse_module(
-            "pass\n" + self.after).footer
+        lines = (cst.parse_module(self.after + "pass\n").header if self.part == "header"  # a header precedes a statement
+                 else cst.parse_module("pass\n" + self.after).footer)
         return Outcome("changed", f"replaced the {self.part} comments", module.with_changes(**{self.part: lines}))
 
 
 def module_comments(module: Any, part: str) -> str:
     """The text of a module's ``header`` (comments and blank lines before its first statement) or
     ``footer`` (after its last)."""
-    return str(module.with_changes(body=(), **{"footer" if part == "header" else "header": ()}).code)
+    return "".join(module.code_for_node(line) for line in getattr(module, part))

@@ -139,8 +139,7 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
     statement removed and added again with its code (or only its comments changed), is one move. Statements are matched by their code and definitions
     by name (``run[1]`` among namesakes), in order (:class:`difflib.SequenceMatcher`).
 
-    :raises InputError: an added statement with no unique neighbour to anchor it; a definition that
-        changed between a function and a class.
+    :raises InputError: a definition that changed between a function and a class.
     """
     import difflib  # lazy: only a capture compares bodies
 
@@ -219,7 +218,8 @@ def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tu
     """``add-definition`` or ``add-statement`` for ``new[j]``, anchored after the statement before it
     when that one is a definition or a statement that occurs once in the body, else before the one
     after it (when that one is in place already: not in ``pending``, the additions still to come),
-    else at the start."""
+    else after the nth copy of the statement before it (``occurrence``); at the start when it is
+    the first."""
     op: dict[str, str] = {"kind": "add-definition" if names[j] is not None else "add-statement", "file": path}
     if names[j] is not None:
         op["definition"] = _qualified(parent, str(names[j]))
@@ -234,10 +234,9 @@ def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tu
         elif j + 1 < len(new) and j + 1 not in pending and (keys[j + 1][0] == "def"
                                                              or keys.count(keys[j + 1]) == 1):
             op["before-definition" if keys[j + 1][0] == "def" else "before-statement"] = str(keys[j + 1][1])
-        else:
-            raise InputError(f"{path}: the statement added after `{str(value).strip()[:60]}` has no unique "
-                             "neighbour to anchor it (that statement occurs more than once)",
-                             hint="write the patchset by hand (docs/patchsets.md, Operations)")
+        else:  # the nth of its copies (those before it are in place when this one is added)
+            op["after-statement"] = str(value)
+            op["occurrence"] = str(keys[:j - 1].count(keys[j - 1]))
     op["code"] = full_code(new[j])
     return op
 
@@ -312,8 +311,7 @@ def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tu
     to their neighbours for what was removed, added or moved). ``label`` names the file in errors.
 
     :raises InputError: a file that does not parse or decode; the encoding, the line endings or the
-        final newline changed; an added statement with no unique neighbour; a definition that
-        changed between function and class.
+        final newline changed; a definition that changed between function and class.
     """
     import libcst as cst  # lazy: ~0.5 s to import; `envforge` starts without it
 

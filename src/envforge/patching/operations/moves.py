@@ -96,6 +96,7 @@ class MoveDefinition(_Moved):
     after_statement: str | None = None
     before_definition: str | None = None
     before_statement: str | None = None
+    occurrence: str | None = None
 
     def describe(self) -> str:
         return f"{self.kind} {self.definition}"
@@ -131,6 +132,7 @@ class MoveStatement(_Moved):
     after_statement: str | None = None
     before_definition: str | None = None
     before_statement: str | None = None
+    occurrence: str | None = None
 
     def describe(self) -> str:
         first = next((line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")

@@ -11,7 +11,8 @@ names its place by qualified names and code, never by line numbers:
 - the **body**: the module, or the class ``parent`` (``Class``, ``Outer.Inner``);
 - the **anchor**: ``after-definition`` / ``before-definition`` (a definition of that body, by name),
   ``after-statement`` / ``before-statement`` (a statement of that body, by its code, which must occur
-  there exactly once), or none of them (the start of the body);
+  there exactly once, or the ``occurrence``-th of its copies, from 0, where it occurs several
+  times), or none of them (the start of the body);
 - **names**: ``f``, ``Class.method``; a name defined more than once in one body (decorated overloads,
   a property and its setter, ``if TYPE_CHECKING`` twins at module level are statements) is told apart
   by its position among its namesakes, ``run[0]``, ``run[1]`` (:func:`item_names`).
@@ -247,6 +248,9 @@ class Placed(Operation):
             else:
                 names = item_names(statements)
                 hits = [i for i, s in enumerate(statements) if names[i] is None and statement_code(s) == value]
+                nth = getattr(self, "occurrence", None)
+                if nth is not None:  # a statement that occurs more than once: the nth of them, from 0
+                    hits = hits[int(nth):int(nth) + 1]
             if len(hits) != 1:
                 return Outcome("drifted", f"{self.anchor_text()} found {len(hits)} times, expected 1")
             index = hits[0] + 1 if key.startswith("after") else hits[0]
@@ -254,7 +258,8 @@ class Placed(Operation):
         return Outcome("changed", f"added at {self.anchor_text()}", with_statements(holder, module, statements))
 
 
-PLACE_KEYS: Mapping[str, Any] = {"parent": Str(), **{k: Str() for k in _ANCHORS}, "code": Str(stmt_check)}
+PLACE_KEYS: Mapping[str, Any] = {"parent": Str(), **{k: Str() for k in _ANCHORS}, "code": Str(stmt_check),
+                                  "occurrence": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +280,7 @@ class AddDefinition(Placed):
     after_statement: str | None = None
     before_definition: str | None = None
     before_statement: str | None = None
+    occurrence: str | None = None
 
     def describe(self) -> str:
         return f"{self.kind} {self.definition}"
@@ -316,6 +322,7 @@ class AddStatement(Placed):
     after_statement: str | None = None
     before_definition: str | None = None
     before_statement: str | None = None
+    occurrence: str | None = None
 
     def describe(self) -> str:
         first = next((line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")

@@ -32,7 +32,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from envforge.lock.markerspace import ALWAYS, Activation, Alternative, combine, literals, parse, satisfiable
+from envforge.lock.markerspace import (
+    ALWAYS,
+    Activation,
+    Alternative,
+    combine,
+    literals,
+    parse,
+    satisfiable,
+    valid_selection,
+)
 
 __all__ = ["MAX_ALTERNATIVES", "activations", "conflict_sets", "edge_condition", "item_name"]
 
@@ -172,13 +181,9 @@ def edge_condition(marker: Any, declared: frozenset[str],
     found: set[Alternative] = set()
     for size in range(len(named) + 1):
         for on in map(frozenset, itertools.combinations(named, size)):
-            alt = combine(Alternative(on, frozenset(named) - on), ALWAYS_ALT, conflicts)
-            if alt is not None and satisfiable([marker], {"extras": on}):
-                found.add(alt)
+            if valid_selection(on, conflicts) and satisfiable([marker], {"extras": on}):
+                found.add(Alternative(on, frozenset(named) - on))
     return _merged(found)
-
-
-ALWAYS_ALT = Alternative(frozenset())
 
 
 def _merged(alternatives: set[Alternative]) -> frozenset[Alternative]:

@@ -55,7 +55,7 @@ def test_llama_named_eagle3_drafter_does_not_load_as_eagle3_in_sglang(tmp_path: 
     cfg = eagle3_config()
     d = write_drafter(tmp_path / "d-base", named(cfg, "LlamaForCausalLM"), eagle3_tensors(cfg))
     code, data = inspect_json(d, capsys)
-    assert (code, data["loads"]) == (1, {"sglang-0.5.9": False, "vllm": True})
+    assert (code, data["loads"]) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
     assert issues_of(data, d) == [
         ("eagle3-architecture", "config.architectures", "LlamaForCausalLMEagle3",
          PLAIN_LLAMA + "; lm_head.weight F16 [512, 64] fails its [4096, 64] size assertion and stops the server",
@@ -63,23 +63,24 @@ def test_llama_named_eagle3_drafter_does_not_load_as_eagle3_in_sglang(tmp_path: 
     assert data["classes"] == {
         "sglang-0.5.9": {"looked-up": "LlamaForCausalLM", "class": "LlamaForCausalLM", "module": "llama.py",
                          "eagle3": False},
-        "vllm": {"looked-up": "Eagle3LlamaForCausalLM", "class": "Eagle3LlamaForCausalLM",
+        "vllm-0.32.0": {"looked-up": "Eagle3LlamaForCausalLM", "class": "Eagle3LlamaForCausalLM",
                  "module": "llama_eagle3.py", "eagle3": True}}
     assert main(["drafter", "inspect", str(d)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[3] == ("  model class built: sglang-0.5.9 LlamaForCausalLM (llama.py), "
-                      "vllm Eagle3LlamaForCausalLM (llama_eagle3.py)")
-    assert out[-1] == "loads as trained in: sglang-0.5.9 no, vllm yes"
+    assert out[2] == ("  model class built: sglang-0.5.9 LlamaForCausalLM (llama.py), "
+                      "vllm-0.32.0 Eagle3LlamaForCausalLM (llama_eagle3.py)")
+    assert out[-1] == ("loads as trained in: sglang-0.5.9 no, vllm-0.32.0 yes (class and tensors; the auxiliary "
+                       "layers need the target: drafter check --target)")
 
 
 def test_correct_name_loads_as_eagle3_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config()
     d = write_drafter(tmp_path / "d-eagle3", cfg)
     code, data = inspect_json(d, capsys)
-    assert (code, data["loads"], data["issues"]) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+    assert (code, data["loads"], data["issues"]) == (0, {"sglang-0.5.9": True, "vllm-0.32.0": True}, [])
     assert data["classes"]["sglang-0.5.9"] == {"looked-up": "LlamaForCausalLMEagle3", "class": "LlamaForCausalLMEagle3",
                                                "module": "llama_eagle3.py", "eagle3": True}
-    assert data["classes"]["vllm"]["looked-up"] == "LlamaForCausalLMEagle3"  # vLLM keeps a name ending in Eagle3
+    assert data["classes"]["vllm-0.32.0"]["looked-up"] == "LlamaForCausalLMEagle3"  # vLLM keeps a name ending in Eagle3
 
 
 def test_full_vocabulary_plain_llama_gets_past_loading_and_stops_in_the_worker(tmp_path: Path) -> None:
@@ -109,7 +110,7 @@ def test_vllm_verdicts_follow_its_eagle3_rename() -> None:
 
     def vllm(*archs: str) -> list[tuple[str, str, str]]:
         found = architecture_problems(named(cfg, *archs), ())
-        return [(p.expected, p.actual, p.fix) for p in found if p.engines == ("vllm",)]
+        return [(p.expected, p.actual, p.fix) for p in found if p.engines == ("vllm-0.32.0",)]
 
     assert vllm("LlamaForCausalLM") == vllm("LlamaForCausalLMEagle3") == vllm("Eagle3LlamaForCausalLM") == []
     assert vllm("MistralForCausalLM") == [("LlamaForCausalLMEagle3", "vLLM (method eagle3) looks up "
@@ -138,7 +139,7 @@ def test_sglang_verdicts_for_other_names() -> None:
         '["Foo", "LlamaForCausalLMEagle3"]: SGLang 0.5.9 takes the first listed name its registry has, and Foo comes '
         "before LlamaForCausalLMEagle3"]
     assert [(p.actual, p.engines) for p in architecture_problems({**cfg, "architectures": None}, ())] == [
-        ("absent: neither engine can pick a model class (both select it by this name)", ("sglang-0.5.9", "vllm"))]
+        ("absent: neither engine can pick a model class (both select it by this name)", ("sglang-0.5.9", "vllm-0.32.0"))]
 
 
 def test_reduced_vocabulary_without_d2t_says_what_happens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,8 +148,8 @@ def test_reduced_vocabulary_without_d2t_says_what_happens(tmp_path: Path, capsys
     del tensors["d2t"]
     d = write_drafter(tmp_path / "d", cfg, tensors)
     code, data = inspect_json(d, capsys)
-    assert (code, data["loads"]) == (1, {"sglang-0.5.9": False, "vllm": False})
-    assert issues_of(data, d) == [("eagle3-d2t", "d2t", "[512]", NO_D2T, NO_D2T_FIX, ["sglang-0.5.9", "vllm"])]
+    assert (code, data["loads"]) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False})
+    assert issues_of(data, d) == [("eagle3-d2t", "d2t", "[512]", NO_D2T, NO_D2T_FIX, ["sglang-0.5.9", "vllm-0.32.0"])]
 
 
 def test_remote_inspect_of_a_llama_named_drafter(tmp_path: Path) -> None:
@@ -157,6 +158,6 @@ def test_remote_inspect_of_a_llama_named_drafter(tmp_path: Path) -> None:
     sha = server.add_commit("test-org/d-base", eagle3_files(named(cfg, "LlamaForCausalLM"), eagle3_tensors(cfg)))
     with running_hub(server):
         report = inspect_drafter(f"test-org/d-base@{sha}", endpoint=server.url, cache_dir=tmp_path)
-    assert report.loads == {"sglang-0.5.9": False, "vllm": True}
+    assert report.loads == {"sglang-0.5.9": False, "vllm-0.32.0": True}
     assert [(i.kind, i.subject, i.engines) for i in report.issues] == [
         ("eagle3-architecture", f"test-org/d-base@{sha}: config.architectures", ("sglang-0.5.9",))]

@@ -292,7 +292,7 @@ def test_inspect_reports_eagle3_shape_problems(tmp_path: Path) -> None:
     tensors["fc.weight"] = np.zeros((64, 128), dtype=np.float16)
     d = write_drafter(tmp_path / "bad", cfg, tensors)
     issues = inspect_drafter(str(d)).issues
-    both = ("sglang-0.5.9", "vllm")
+    both = ("sglang-0.5.9", "vllm-0.32.0")
     # t2d is skipped by both engines' loaders (an I8 t2d loads fine), so it is no finding
     assert [(i.kind, i.subject, i.expected, i.actual, i.engines) for i in issues] == [
         ("eagle3-fc", f"{d}: fc.weight", "[64, 192]", "F16 [64, 128]", both),
@@ -340,13 +340,21 @@ def test_check_target_compatibility(hub: Hub, tmp_path: Path) -> None:
     spec = f"test-org/drafter-a@{hub.a}"
     assert check_target(spec, str(target.parent), endpoint=hub.url, cache_dir=tmp_path).issues == ()
     wrapped = tmp_path / "k25.json"  # multimodal K2.5 nests the language model under text_config
-    wrapped.write_text(json.dumps({"text_config": {"hidden_size": 7168, "vocab_size": 163_840,
-                                                   "num_hidden_layers": 5}}))
+    wrapped.write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                   "text_config": {"hidden_size": 7168, "vocab_size": 163_840, "num_hidden_layers": 5}}))
     issues = check_target(spec, str(wrapped), endpoint=hub.url, cache_dir=tmp_path).issues
-    assert [(i.kind, i.expected, i.actual) for i in issues] == [
-        ("target-hidden-size", "7168", "drafter hidden 64, fc.weight F16 [64, 192]"),
-        ("target-layer-count", "ids in 0..3 (target has 5 layers)", "[1, 3, 5]"),
+    # ids [1, 3, 5]: both SGLang versions add 1 on a Llama target, and layer 6 is past the last (4)
+    assert [(i.kind, i.engines, i.expected) for i in issues] == [
+        ("target-hidden-size", (), "7168"),
+        ("target-layer-count", ("sglang-0.5.9",), "layers 0..4 (the target has 5)"),
+        ("target-layer-count", ("sglang-0.5.23",), "layers 0..4 (the target has 5)"),
+        ("eagle3-aux-layers", ("vllm-0.32.0",), "the inputs of layers 2, 4, 6 (sglang 0.5.23 reads this file's "
+                                                "ids as the inputs of layers 2, 4, 6)"),
     ]
+    assert issues[1].actual == ("sglang 0.5.9 captures the inputs of layers 2, 4, 6 (ids [1, 3, 5] from "
+                                "eagle_config.eagle_aux_hidden_state_layer_ids, + 1: sglang/srt/models/llama.py:778)")
+    assert issues[3].actual == ("vllm 0.32.0 (Model Runner V2, the default) captures the inputs of layers 2 (no ids "
+                                "read: the default [2, n // 2, n - 3]: vllm/model_executor/models/interfaces.py:1712)")
 
 
 def test_drafter_checks_runs_the_recipe_table(hub: Hub, tmp_path: Path) -> None:

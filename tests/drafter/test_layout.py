@@ -19,7 +19,7 @@ from tests.support.hub_server import eagle3_config, eagle3_tensors, write_drafte
 
 from envforge.cli import main
 
-BOTH = ["sglang-0.5.9", "vllm"]
+BOTH = ["sglang-0.5.9", "vllm-0.32.0"]
 
 
 def inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: dict[str, Any],
@@ -38,7 +38,7 @@ def rename(tensors: dict[str, Any], old: str, new: str) -> dict[str, Any]:
 
 def test_specforge_layout_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config()
-    assert inspect(tmp_path, capsys, cfg, eagle3_tensors(cfg)) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+    assert inspect(tmp_path, capsys, cfg, eagle3_tensors(cfg)) == (0, {"sglang-0.5.9": True, "vllm-0.32.0": True}, [])
 
 
 def test_model_prefixed_names_load_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,18 +46,18 @@ def test_model_prefixed_names_load_in_sglang_only(tmp_path: Path, capsys: pytest
     tensors = {("model." + k if k not in ("d2t", "t2d", "lm_head.weight") else k): v
                for k, v in eagle3_tensors(cfg).items()}
     code, loads, issues = inspect(tmp_path, capsys, cfg, tensors)
-    assert (code, loads) == (1, {"sglang-0.5.9": True, "vllm": False})
+    assert (code, loads) == (1, {"sglang-0.5.9": True, "vllm-0.32.0": False})
     names = [i for i in issues if i[0] == "eagle3-names"]
     assert names == [("eagle3-names", "model.* tensor names", "names without 'model.' (vLLM adds it)",
                       "12 names like model.fc.weight: vLLM looks up model.model.fc.weight and fails (KeyError)",
-                      ["vllm"])]
-    assert all(i[4] == ["vllm"] for i in issues)
+                      ["vllm-0.32.0"])]
+    assert all(i[4] == ["vllm-0.32.0"] for i in issues)
 
 
 def test_layers_0_names_load_in_vllm_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config()
     code, loads, issues = inspect(tmp_path, capsys, cfg, rename(eagle3_tensors(cfg), "midlayer.", "layers.0."))
-    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm": True})
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
     assert issues[0] == ("eagle3-midlayer", "midlayer.self_attn.q_proj.weight", "[64, 128]", "absent",
                          ["sglang-0.5.9"])
     assert issues[-1] == ("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
@@ -70,7 +70,7 @@ def test_without_t2d_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture
     cfg = eagle3_config()
     tensors = eagle3_tensors(cfg)
     del tensors["t2d"]
-    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm-0.32.0": True}, [])
 
 
 def test_full_vocabulary_without_d2t_loads_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,7 +78,7 @@ def test_full_vocabulary_without_d2t_loads_in_both(tmp_path: Path, capsys: pytes
     del cfg["draft_vocab_size"]
     tensors = eagle3_tensors({**cfg, "draft_vocab_size": 512}, np.arange(512))
     del tensors["d2t"], tensors["t2d"]
-    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm": True}, [])
+    assert inspect(tmp_path, capsys, cfg, tensors) == (0, {"sglang-0.5.9": True, "vllm-0.32.0": True}, [])
 
 
 def test_reduced_vocabulary_without_d2t_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,7 +86,7 @@ def test_reduced_vocabulary_without_d2t_loads_in_neither(tmp_path: Path, capsys:
     tensors = eagle3_tensors(cfg)
     del tensors["d2t"]
     code, loads, issues = inspect(tmp_path, capsys, cfg, tensors)
-    assert (code, loads, issues) == (1, {"sglang-0.5.9": False, "vllm": False}, [
+    assert (code, loads, issues) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False}, [
         ("eagle3-d2t", "d2t", "[512]", "absent, with draft_vocab_size 512 < vocab_size 4096: draft ids are read as "
          "target ids (draft position i proposes target token i), so drafts propose wrong tokens and acceptance "
          "collapses (accept length ≈ 1)", BOTH)])
@@ -96,25 +96,25 @@ def test_fc_for_another_target_width_loads_in_neither(tmp_path: Path, capsys: py
     cfg = eagle3_config()
     tensors = eagle3_tensors(cfg)
     tensors["fc.weight"] = np.zeros((64, 3 * 96), dtype=np.float16)
-    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False},
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False},
                                                        [("eagle3-fc", "fc.weight", "[64, 192]", "F16 [64, 288]", BOTH)])
 
 
 def test_fc_bias_loads_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config()
     tensors = {**eagle3_tensors(cfg), "fc.bias": np.zeros(64, dtype=np.float16)}
-    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm": False}, [
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm-0.32.0": False}, [
         ("eagle3-names", "tensors without a parameter", "only the parameters of Eagle3LlamaForCausalLM", "fc.bias",
-         ["vllm"])])
+         ["vllm-0.32.0"])])
 
 
 def test_no_lm_head_and_no_draft_vocab_loads_in_sglang_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config(vocab=512, draft_vocab=512)
     tensors = eagle3_tensors(cfg, np.arange(512))
     del cfg["draft_vocab_size"], tensors["lm_head.weight"]  # SGLang takes the target's lm_head
-    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm": False},
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": True, "vllm-0.32.0": False},
                                                        [("eagle3-lm_head", "lm_head.weight", "[512, 64]", "absent",
-                                                         ["vllm"])])
+                                                         ["vllm-0.32.0"])])
 
 
 def test_two_decoder_layers_load_in_vllm_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,7 +122,7 @@ def test_two_decoder_layers_load_in_vllm_only(tmp_path: Path, capsys: pytest.Cap
     base = rename(eagle3_tensors(cfg), "midlayer.", "layers.0.")
     second = {k.replace("layers.0.", "layers.1."): v for k, v in base.items() if k.startswith("layers.0.")}
     code, loads, issues = inspect(tmp_path, capsys, cfg, {**base, **second})
-    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm": True})
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
     assert ("eagle3-layers", "num_hidden_layers", "1", "2", ["sglang-0.5.9"]) in issues
     assert {i[4] == ["sglang-0.5.9"] for i in issues} == {True}
 
@@ -131,12 +131,12 @@ def test_missing_final_norm_loads_in_neither(tmp_path: Path, capsys: pytest.Capt
     cfg = eagle3_config()
     tensors = eagle3_tensors(cfg)
     del tensors["norm.weight"]
-    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False},
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False},
                                                        [("eagle3-norm", "norm.weight", "[64]", "absent", BOTH)])
 
 
 def test_embed_tokens_of_the_wrong_shape_loads_in_neither(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = eagle3_config()
     tensors = {**eagle3_tensors(cfg), "embed_tokens.weight": np.zeros((512, 64), dtype=np.float16)}
-    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm": False}, [
+    assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False}, [
         ("eagle3-embed_tokens", "embed_tokens.weight", "[4096, 64]", "F16 [512, 64]", BOTH)])

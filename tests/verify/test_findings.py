@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.core.kinds import REGISTRY
+from envforge.core.kinds import DRAFTER, DRAFTER_KIND_PREFIXES, REGISTRY, kind_of
 from envforge.verify.findings import Finding
 
 VERIFY = Path(__file__).resolve().parents[2] / "src" / "envforge" / "verify"
@@ -58,6 +58,10 @@ def produced() -> dict[str, set[tuple[str, str]]]:
 
 
 PRODUCED = produced()
+#: Kinds a verify module builds itself at the drafter level (the others come from envforge.drafter).
+PRODUCED_DRAFTER = {k: v for k, v in PRODUCED.items() if k.startswith(DRAFTER_KIND_PREFIXES)}
+for _k in PRODUCED_DRAFTER:
+    del PRODUCED[_k]
 
 
 def test_the_scan_finds_the_producers() -> None:
@@ -75,6 +79,11 @@ def test_the_scan_finds_the_producers() -> None:
 
 def test_every_registered_kind_has_a_producer_and_every_produced_kind_is_registered() -> None:
     assert sorted(PRODUCED) == sorted(REGISTRY)
+
+
+def test_drafter_kinds_verify_builds_itself_are_drafter_level() -> None:
+    assert PRODUCED_DRAFTER == {"drafter-engine-unproven": {("runner.py", "drafter")}}
+    assert all(kind_of(k) is DRAFTER for k in PRODUCED_DRAFTER)
 
 
 @pytest.mark.parametrize("kind", sorted(PRODUCED))

@@ -23,7 +23,9 @@ from envforge.drafter import (
     HubRevision,
     ModelClass,
     check_target,
+    AuxVerdict,
     compare,
+    engine_facts,
     fetch_drafter,
     inspect_drafter,
     resolve_revision,
@@ -76,12 +78,15 @@ def run_inspect(args: argparse.Namespace, ui: Ui) -> int:
                              endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
         ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues),
-                                         "loads": report.loads, "classes": _classes(report.classes)})
+                                         "loads": report.loads, "classes": _classes(report.classes),
+                                         "aux-layers": _aux(report.aux)})
     else:
         _render_drafter(report.drafter, report.classes, ui)
+        _render_aux(report.aux, ui)
         _render_issues(report.issues, "EAGLE-3 checks", ui)
         ui.result("loads as trained in: " + ", ".join(f"{e} {'yes' if ok else 'no'}"
-                                                        for e, ok in report.loads.items()))
+                                                        for e, ok in report.loads.items())
+                  + " (class and tensors; the auxiliary layers need the target: drafter check --target)")
     return 1 if report.issues else 0
 
 
@@ -99,12 +104,14 @@ def run_compare(args: argparse.Namespace, ui: Ui) -> int:
 def run_check(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge drafter check DRAFTER --target CONFIG``: 1 when incompatible."""
     report = check_target(args.drafter, args.target, allow_unpinned=args.allow_unpinned,
-                          endpoint=_endpoint(), cache_dir=args.cache_dir)
+                          endpoint=_endpoint(), cache_dir=args.cache_dir, engines=engine_facts(args.engine),
+                          trained=args.trained_aux_layers)
     if ui.json_mode:
         ui.emit_json("drafter-check", {"drafter": report.drafter.source, "target": report.target,
-                                       "issues": _issues(report.issues)})
+                                       "issues": _issues(report.issues), "aux-layers": _aux(report.aux)})
     else:
         ui.result(f"drafter {report.drafter.source} against target {report.target}")
+        _render_aux(report.aux, ui)
         _render_issues(report.issues, "compatibility", ui)
     return 1 if report.issues else 0
 
@@ -141,6 +148,17 @@ def _classes(classes: tuple[ModelClass, ...]) -> dict[str, dict[str, Any]]:
     """Per engine: the architecture name looked up and the class built (``None``: none known)."""
     return {c.engine: {"looked-up": c.looked_up, "class": c.name, "module": c.module, "eagle3": c.eagle3}
             for c in classes}
+
+
+def _aux(aux: AuxVerdict | None) -> dict[str, Any] | None:
+    """The auxiliary-layer verdict: per engine version and code path, the key and ids read and the
+    layers captured (None: not known, ``reason`` says why)."""
+    if aux is None:
+        return None
+    return {"basis": aux.basis or None,
+            "captures": [{"engine": c.engine, "path": c.path or None, "key": c.key, "ids": c.ids,
+                          "layers": None if c.layers is None else list(c.layers), "how": c.how,
+                          "reason": c.reason or None} for c in aux.captures]}
 
 
 def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
@@ -181,14 +199,27 @@ def _render_fetch(r: FetchResult, ui: Ui) -> None:
     ui.info(f"record: {r.record}")
 
 
+def _render_aux(aux: AuxVerdict | None, ui: Ui) -> None:
+    if aux is None:
+        return
+    ui.result("auxiliary layers, per engine version (the inputs of these target layers are fused):")
+    for c in aux.captures:
+        if c.layers is None and c.reason.startswith("which layers"):
+            read = f"reads {c.ids} from {c.key}" if c.key else "reads no ids (its default)"
+            who = c.engine + (f" ({c.path})" if c.path else "")
+            ui.result(f"  {who} {read}; the layers depend on the target (drafter check --target)")
+        else:
+            ui.result(f"  {c.describe()}")
+    if aux.basis:
+        ui.result(f"  judged against: {aux.basis}")
+
+
 def _render_drafter(d: Drafter, classes: tuple[ModelClass, ...], ui: Ui) -> None:
     ui.result(f"{d.source}  {d.architecture}")
     if d.repo and d.revision and d.local_dir is not None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
-    ids = d.aux_layers
-    ui.result(f"  auxiliary layers {ids if ids is not None else '(not set: SGLang default)'}")
     ui.result("  model class built: " + ", ".join(f"{c.engine} {c.describe()}" for c in classes))
     width = max((len(t.name) for t in d.tensors), default=0)
     ui.result(f"tensors ({len(d.tensors)}):")

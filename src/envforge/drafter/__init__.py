@@ -27,12 +27,13 @@ kind ``drafter-error`` and the other checks still run. Tests use a local hub-com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envforge.drafter.architecture import ModelClass, model_classes
+from envforge.drafter.auxlayers import AuxVerdict, aux_verdict
 from envforge.drafter.compare import (
     ConfigDiff,
     DrafterComparison,
@@ -50,18 +51,23 @@ from envforge.drafter.hub import (
     recheck_offline,
     resolve_revision,
 )
+from envforge.drafter.engines import ENGINE_FACTS, Capture, EngineFacts, facts_for
 from envforge.drafter.layout import ENGINES
 from envforge.drafter.model import Drafter, DrafterIssue, TensorInfo, eagle3_issues, target_issues
 from envforge.drafter.sources import byte_reader, open_drafter, open_local, read_config
-from envforge.core.errors import EnvforgeError
+from envforge.core.errors import EnvforgeError, InputError
 
 __all__ = [
+    "AuxVerdict",
+    "Capture",
     "CheckReport",
     "ConfigDiff",
     "Drafter",
     "DrafterComparison",
     "DrafterIssue",
     "ENGINES",
+    "ENGINE_FACTS",
+    "EngineFacts",
     "FetchResult",
     "HubRevision",
     "InspectReport",
@@ -73,6 +79,8 @@ __all__ = [
     "compare",
     "default_dest",
     "drafter_checks",
+    "engine_facts",
+    "facts_for",
     "fetch_drafter",
     "inspect_drafter",
     "resolve_revision",
@@ -81,12 +89,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class InspectReport:
-    """A drafter, its EAGLE-3 findings (empty when consistent) and the model class each engine
-    builds for its ``config.architectures`` (:func:`architecture.model_classes`: SGLang 0.5.9, vLLM)."""
+    """A drafter, its EAGLE-3 findings (empty when consistent), the model class each engine
+    builds for its ``config.architectures`` (:func:`architecture.model_classes`: SGLang 0.5.9, vLLM
+    0.32.0) and what each engine version reads as its aux layer ids (``aux``: no target, so no
+    layers and nothing judged; ``drafter check`` judges them)."""
 
     drafter: Drafter
     issues: tuple[DrafterIssue, ...]
     classes: tuple[ModelClass, ...]
+    aux: AuxVerdict | None = None
 
     @property
     def loads(self) -> dict[str, bool]:
@@ -96,11 +107,42 @@ class InspectReport:
 
 @dataclass(frozen=True, slots=True)
 class CheckReport:
-    """A drafter checked against a target config: its own EAGLE-3 findings plus compatibility ones."""
+    """A drafter checked against a target config: its own EAGLE-3 findings plus compatibility ones,
+    and ``aux``: the layers each engine version captures for it on that target and the problems
+    of the engines judged (:func:`envforge.drafter.auxlayers.aux_verdict`)."""
 
     drafter: Drafter
     target: str
     issues: tuple[DrafterIssue, ...]
+    aux: AuxVerdict | None = None
+
+
+def engine_facts(specs: Sequence[str]) -> tuple[EngineFacts, ...]:
+    """The engine versions ``specs`` name (``sglang==0.5.9``, ``vllm``: the newest envforge has);
+    every one envforge has facts for when ``specs`` is empty.
+
+    :raises InputError: a spec names an engine or version envforge has no facts for (the message
+        lists the ones it has).
+    """
+    if not specs:
+        return ENGINE_FACTS
+    out = []
+    for spec in specs:
+        engine, _, version = spec.partition("==")
+        found = facts_for(engine.strip().lower(), version.strip() or None)
+        if found is None:
+            known = ", ".join(f"{f.engine}=={f.version}" for f in ENGINE_FACTS)
+            raise InputError(f"--engine {spec}: envforge has no facts for this engine version",
+                             hint=f"one of {known}; the facts are read from each version's code "
+                                  "(docs/drafters.md, Engine versions)")
+        out.append(found)
+    return tuple(out)
+
+
+def aux_issues(d: Drafter, verdict: AuxVerdict) -> tuple[DrafterIssue, ...]:
+    """``verdict``'s problems as findings about ``d`` (one per engine version)."""
+    return tuple(DrafterIssue(p.kind, f"{d.source}: auxiliary layers", p.expected, p.actual, p.fix, (p.engine,))
+                 for p in verdict.problems)
 
 
 def default_dest(root: Path, rev: HubRevision) -> Path:
@@ -128,7 +170,7 @@ def inspect_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bo
     """Open ``spec`` (path or ``REPO@SHA``, remote reads headers only) and run the EAGLE-3 checks."""
     d = open_drafter(spec, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
                      endpoint=endpoint, cache_dir=cache_dir)
-    return InspectReport(d, eagle3_issues(d), model_classes(d.config))
+    return InspectReport(d, eagle3_issues(d), model_classes(d.config), aux_verdict(d.config, None))
 
 
 def compare(spec_a: str, spec_b: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
@@ -140,11 +182,15 @@ def compare(spec_a: str, spec_b: str, *, allow_unpinned: bool = False, endpoint:
 
 
 def check_target(spec: str, target: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
-                 cache_dir: Path | None = None) -> CheckReport:
-    """Check drafter ``spec`` against the target model config ``target`` (file, dir or ``REPO@SHA``)."""
+                 cache_dir: Path | None = None, engines: Sequence[EngineFacts] = ENGINE_FACTS,
+                 trained: Sequence[int] | None = None) -> CheckReport:
+    """Check drafter ``spec`` against the target model config ``target`` (file, dir or ``REPO@SHA``);
+    the auxiliary layers of ``engines`` are judged (``trained``: the layers it was trained on, see
+    :mod:`envforge.drafter.auxlayers`)."""
     d = open_drafter(spec, allow_unpinned=allow_unpinned, endpoint=endpoint, cache_dir=cache_dir)
     config = read_config(target, endpoint=endpoint, cache_dir=cache_dir)
-    return CheckReport(d, target, eagle3_issues(d) + target_issues(d, config, target))
+    aux = aux_verdict(d.config, config, engines=engines, trained=trained)
+    return CheckReport(d, target, eagle3_issues(d) + target_issues(d, config, target) + aux_issues(d, aux), aux)
 
 
 def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
@@ -153,13 +199,20 @@ def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
 
 
 def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
-                   endpoint: str | None = None, local_root: Path | None = None) -> tuple[DrafterIssue, ...]:
+                   endpoint: str | None = None, local_root: Path | None = None,
+                   engines: Sequence[EngineFacts] = ENGINE_FACTS,
+                   patched: Mapping[str, str] | None = None) -> tuple[DrafterIssue, ...]:
     """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc).
 
     In huggingface_hub's offline mode (``HF_HUB_OFFLINE=1``, B32) the drafter is checked from the
     copy ``envforge drafter fetch`` recorded under ``local_root`` (``<owner>--<name>/<sha>``, the
     fetch's default destination) after re-hashing it against its record; without one, the
     ``drafter-error`` says offline mode.
+
+    With ``target-config``, the auxiliary layers of ``engines`` (the engine versions the lock
+    installs) are judged against ``trained-aux-layers`` when the table has it (a list of layer
+    numbers), else against what the newest engines make of the file; ``patched`` as for
+    :meth:`envforge.drafter.engines.EngineFacts.hook` (classes a patchset gives the hook).
     """
     repo, revision = str(settings["repo"]), str(settings["revision"])
     spec = f"{repo}@{revision}"
@@ -176,8 +229,11 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
     issues = list(eagle3_issues(d))
     if target := settings.get("target-config"):
         try:
-            issues += target_issues(d, read_config(str(target), endpoint=endpoint, cache_dir=cache_dir),
-                                    str(target))
+            target_config = read_config(str(target), endpoint=endpoint, cache_dir=cache_dir)
+            issues += target_issues(d, target_config, str(target))
+            trained = settings.get("trained-aux-layers")
+            issues += aux_issues(d, aux_verdict(d.config, target_config, engines=engines, patched=patched,
+                                                trained=trained))
         except EnvforgeError as exc:
             issues.append(_error_issue(str(target), exc))
     for other in settings.get("compare", []):

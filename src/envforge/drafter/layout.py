@@ -12,13 +12,20 @@ test per layout):
   and **silently ignores** any name it does not find (``layers.0.*``, ``fc.bias``, ...); ``t2d`` is
   skipped; ``d2t`` becomes ``hot_token_id = d2t + arange``. A tensor of another shape fails
   ``default_weight_loader``'s size assertion.
-- vLLM, ``vllm/model_executor/models/llama_eagle3.py`` (``Eagle3LlamaForCausalLM``, main at commit
-  00bd1493): any ``num_hidden_layers`` (``layers.0`` .. ``layers.N-1``); ``midlayer.`` is renamed
+- vLLM 0.32.0, ``vllm/model_executor/models/llama_eagle3.py`` (``Eagle3LlamaForCausalLM``; the same
+  loader as main at commit 00bd1493): any ``num_hidden_layers`` (``layers.0`` .. ``layers.N-1``); ``midlayer.`` is renamed
   ``layers.0.``; every name but ``lm_head*`` and ``d2t`` gets ``model.`` in front, so a name that
   already has it (``model.fc.weight``) has no parameter, and any name without a parameter fails
   (``params_dict[name]``: ``KeyError``); ``t2d`` is skipped; ``d2t`` loads into
   ``draft_id_to_target_id`` (zeros when absent: draft id ``i`` becomes target id ``i``);
   ``embed_tokens`` is optional (shared with the target); ``fc`` never has a bias.
+
+EAGLE-3.1 drafters (``fc_norm``: one RMSNorm per auxiliary hidden state, ``fc_norm.{0,1,2}.weight``
+``[target_hidden]``; ``norm_output``) load in vLLM 0.32.0 when ``config.fc_norm`` is true
+(``llama_eagle3.py`` line 231 builds ``fc_norm``, line 252 reads ``norm_output``); SGLang 0.5.9's
+class has neither, so its loader skips the ``fc_norm`` tensors without a word and ignores
+``norm_output``: the drafter runs without the norms it was trained with (sglang#26506). SGLang
+builds them from 0.5.20 on (``sglang/srt/models/llama_eagle3.py`` line 185 in 0.5.23).
 
 These rules hold once the engine has built the EAGLE-3 class; which class it builds is decided
 by ``config.architectures`` (:mod:`envforge.drafter.architecture`). A missing ``d2t`` with a
@@ -40,7 +47,7 @@ from envforge.drafter.weights import TensorInfo
 
 __all__ = ["ENGINES", "LayoutProblem", "loader_problems"]
 
-SGLANG, VLLM = "sglang-0.5.9", "vllm"
+SGLANG, VLLM = "sglang-0.5.9", "vllm-0.32.0"
 #: The engines whose loaders the checks follow.
 ENGINES = (SGLANG, VLLM)
 
@@ -121,6 +128,18 @@ def _sglang(config: Mapping[str, Any], by: Mapping[str, TensorInfo]) -> list[Lay
         out.append(LayoutProblem("eagle3-layers", "num_hidden_layers", "1", str(layers),
                                  "SGLang 0.5.9 raises 'EAGLE3 currently only supports 1 layer'; use a "
                                  "one-layer drafter or vLLM", (SGLANG,)))
+    norms = sorted(n for n in by if n.startswith("fc_norm."))
+    if norms or config.get("norm_output") is True:
+        what = (f"{counted(len(norms), 'fc_norm tensor')} ({', '.join(norms[:3])}) skipped without a word"
+                if norms else "")
+        unread = "norm_output: true is not read (draft steps feed the pre-norm hidden state)" \
+            if config.get("norm_output") is True else ""
+        out.append(LayoutProblem("eagle3-fc-norm", "EAGLE-3.1 fc_norm / norm_output",
+                                 "the per-aux norms and norm_output the drafter was trained with",
+                                 "SGLang 0.5.9's LlamaForCausalLMEagle3 has no fc_norm: "
+                                 + "; ".join(x for x in (what, unread) if x),
+                                 "serve it with SGLang 0.5.20 or later (builds fc_norm and reads norm_output) or "
+                                 "vLLM 0.32.0; keep the tensors, they are trained weights", (SGLANG,)))
     ignored = sorted(n for n in by if n.startswith("layers.") and _canonical(n) not in _shapes(config))
     if ignored:
         out.append(LayoutProblem("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
@@ -139,6 +158,8 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
                                  f"model.{prefixed[0]} and fails (KeyError)", _FIX_NAMES + " (SGLang accepts both)",
                                  (VLLM,)))
     known = {_vllm_name(k) for k in _shapes(config)} | {"t2d", "mask_hidden"}
+    if config.get("fc_norm"):  # llama_eagle3.py:231: one RMSNorm per aux hidden state (three)
+        known |= {f"fc_norm.{i}.weight" for i in range(3)}
     layers = _int(config, "num_hidden_layers", 32) or 0
 
     def has_parameter(name: str) -> bool:
@@ -149,6 +170,14 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
         return _vllm_name(name) in known
 
     unknown = sorted(n for n in names if not n.startswith("model.") and not has_parameter(n))
+    norms = [n for n in unknown if n.startswith("fc_norm.")]
+    if norms and not config.get("fc_norm"):
+        out.append(LayoutProblem("eagle3-fc-norm", "fc_norm tensors without config.fc_norm",
+                                 '"fc_norm": true in config.json', f"{counted(len(norms), 'fc_norm tensor')} "
+                                 f"({', '.join(norms[:3])}) and no fc_norm key: vLLM 0.32.0 builds no fc_norm and "
+                                 "fails on them", 'set "fc_norm": true in config.json (they are trained weights: '
+                                 "never drop them)", (VLLM,)))
+        unknown = [n for n in unknown if n not in norms]
     if unknown:
         out.append(LayoutProblem("eagle3-names", "tensors without a parameter", "only the parameters of "
                                  "Eagle3LlamaForCausalLM", ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""),

@@ -21,9 +21,8 @@ tensor               shape                              meaning
 ``target_hidden`` is ``config.target_hidden_size`` when present, else ``config.hidden_size``
 (SGLang ``LlamaModel.__init__``). The auxiliary layer ids come from
 ``config.eagle_config.eagle_aux_hidden_state_layer_ids`` (SGLang ``model_runner.py``) or the
-top-level ``eagle_aux_hidden_state_layer_ids`` (vLLM). SGLang captures id ``k`` as the input of
-target layer ``k + 1`` (``deepseek_v2.py`` ``set_eagle3_layers_to_capture``: ``val + 1``), so an
-id is only captured when ``0 <= k <= num_hidden_layers - 2``.
+top-level ``eagle_aux_hidden_state_layer_ids`` (vLLM); which target layers each engine version
+then captures is :mod:`envforge.drafter.engines`'s (read from the engines' code).
 """
 
 from __future__ import annotations
@@ -187,11 +186,12 @@ def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tu
 
     Checks: target ``hidden_size`` against the drafter's ``target_hidden_size`` (or
     ``hidden_size``) and ``fc.weight``'s input width; target ``vocab_size`` against the drafter's
-    ``vocab_size`` and ``t2d``; the auxiliary layer ids against target ``num_hidden_layers``.
+    ``vocab_size`` and ``t2d``. The auxiliary layers, which depend on the engine version, are
+    :mod:`envforge.drafter.auxlayers`'s.
     """
     t = target_text_config(target)
     out: list[DrafterIssue] = []
-    t_hidden, t_vocab, t_layers = _int(t, "hidden_size"), _int(t, "vocab_size"), _int(t, "num_hidden_layers")
+    t_hidden, t_vocab = _int(t, "hidden_size"), _int(t, "vocab_size")
     d_hidden = _int(d.config, "target_hidden_size") or _int(d.config, "hidden_size")
     fc = d.tensor("fc.weight")
     if t_hidden is not None and (d_hidden != t_hidden or (fc and fc.shape[-1:] != (3 * t_hidden,))):
@@ -204,11 +204,4 @@ def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tu
         actual = f"drafter vocab_size {d_vocab}" + (f", t2d {t2d.describe()}" if t2d else "")
         out.append(_issue(d, "target-vocab-size", f"vocab_size vs {target_name}", t_vocab, actual,
                           "drafter and target must share one tokenizer"))
-    ids = aux_layer_ids(d.config)
-    if t_layers is not None and ids is not None:
-        bad = [i for i in ids if isinstance(i, int) and not 0 <= i <= t_layers - 2]
-        if bad:
-            out.append(_issue(d, "target-layer-count", f"eagle_aux_hidden_state_layer_ids vs {target_name}",
-                              f"ids in 0..{t_layers - 2} (target has {t_layers} layers)", ids,
-                              "pick auxiliary layers the target has; SGLang reads id k at layer k + 1"))
     return tuple(out)

@@ -243,6 +243,7 @@ _DRAFTER = Table({
     "target-config": Str(),
     "compare": ListOf(Str()),
     "allow-pickle": Bool(),
+    "trained-aux-layers": ListOf(Int(0)),
 }, frozenset({"repo", "revision"}))
 
 _SMOKE_SERVER = Table({

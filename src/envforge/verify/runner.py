@@ -15,12 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envforge.core.errors import InputError
+from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.kinds import LEVELS, check_levels
 from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
-from envforge.drafter import drafter_checks
+from envforge.drafter import ENGINE_FACTS, drafter_checks
+from envforge.drafter.sources import read_config
 from envforge.drafter.hub import offline_mode
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
@@ -32,7 +33,8 @@ from envforge.recipe.project import Project
 from envforge.verify.acceptance import acceptances_from, apply_acceptances
 from envforge.verify.findings import Check, Finding, VerifyReport
 from envforge.verify.gpu import GpuInputs, run_gpu
-from envforge.verify.inventory import read_env_lock
+from envforge.verify.drafterscope import drafter_scope, installed_delegations
+from envforge.verify.inventory import EnvLock, read_env_lock
 from envforge.verify.static import StaticInputs, installed_profile, run_static
 
 __all__ = ["VerifyOptions", "nvidia_proc_facts", "verify"]
@@ -149,7 +151,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         gpu_data = g.machine
         target = dict(g.target)
     if "drafter" in levels:
-        found_d, check_d = _drafter(recipe, options, project.root / "drafters" if project else None)
+        found_d, check_d = _drafter(recipe, options, project.root / "drafters" if project else None, lock, sp)
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
@@ -247,21 +249,47 @@ def _recipe_levels(recipe: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(lv for lv in wanted if lv in LEVELS) or ("static",)
 
 
-def _drafter(recipe: Mapping[str, Any], options: VerifyOptions,
-             local_root: Path | None) -> tuple[list[Finding], Check]:
+def _drafter(recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path | None, lock: EnvLock,
+             site_packages: Path) -> tuple[list[Finding], Check]:
     """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`
-    (offline: the copy fetched under ``local_root``, ``drafters/`` of the project)."""
+    (offline: the copy fetched under ``local_root``, ``drafters/`` of the project), for the engine
+    versions ``lock`` installs and the hooks the installed engine code has
+    (:mod:`envforge.verify.drafterscope`)."""
     settings = recipe.get("verify", {}).get("drafter")
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
+    scope = drafter_scope(lock)
+    patched = _target_delegations(settings, site_packages, options)
     issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint,
-                            local_root=local_root)
+                            local_root=local_root, engines=scope.engines, patched=patched)
     found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,
                      i.actual, i.fix, level="drafter") for i in issues]
+    known = ", ".join(f"{f.engine} {f.version}" for f in ENGINE_FACTS)
+    found += [Finding("drafter-engine-unproven", f"{name} {version}", f"an engine version envforge has facts for "
+                      f"({known})", f"{name} {version}: the auxiliary-layer verdict is not proven for it",
+                      "check the drafter on that version by hand (or serve a version envforge has facts for); "
+                      "docs/drafters.md, Engine versions", level="drafter") for name, version in scope.unproven]
     offline = f" (offline, HF_HUB_OFFLINE: the copy recorded under {local_root}, re-hashed)" \
         if offline_mode() and local_root is not None else ""
     return found, Check("drafter", "drafter", "findings" if found else "ok",
                         f"{settings['repo']}@{settings['revision']}{offline}")
+
+
+def _target_delegations(settings: Mapping[str, Any], site_packages: Path,
+                        options: VerifyOptions) -> Mapping[str, str]:
+    """Delegating hooks the installed sglang gives the target's class (an unreadable target
+    config is the drafter check's own finding, not this one's)."""
+    target = settings.get("target-config")
+    if not target:
+        return {}
+    try:
+        config = read_config(str(target), endpoint=options.hub_endpoint, cache_dir=options.hub_cache)
+    except EnvforgeError:
+        return {}
+    archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
+        return {}
+    return installed_delegations(site_packages, archs[0])
 
 
 def nvidia_proc_facts(proc: Path) -> dict[str, Any]:

@@ -48,8 +48,25 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     k.add_argument("drafter", metavar="DRAFTER", help="PATH or REPO@SHA")
     k.add_argument("--target", required=True, metavar="MODEL_CONFIG",
                    help="the target's config.json, a directory holding it, or REPO@SHA")
+    k.add_argument("--engine", action="append", default=[], metavar="ENGINE[==VERSION]",
+                   help="judge the auxiliary layers for this engine version (sglang==0.5.9, vllm: the newest "
+                        "envforge has facts for); repeatable; default: every version envforge has facts for")
+    k.add_argument("--trained-aux-layers", default=None, metavar="L,L,L", type=_layers,
+                   help="the target layers (0-based, whose input is fused) the drafter was trained on; "
+                        "default: what the newest SGLang and vLLM make of the file")
     _common(k)
     k.set_defaults(handler="envforge.cli.drafter:run_check")
+
+
+def _layers(text: str) -> list[int]:
+    """``"2,30,58"`` -> ``[2, 30, 58]``; anything else is a usage error (exit 2)."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"'{text}': give layer numbers, like 2,30,58")
+    return values
 
 
 def _common(p: argparse.ArgumentParser, *, pickle: bool = False) -> None:

@@ -140,3 +140,60 @@ def test_embed_tokens_of_the_wrong_shape_loads_in_neither(tmp_path: Path, capsys
     tensors = {**eagle3_tensors(cfg), "embed_tokens.weight": np.zeros((512, 64), dtype=np.float16)}
     assert inspect(tmp_path, capsys, cfg, tensors) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False}, [
         ("eagle3-embed_tokens", "embed_tokens.weight", "[4096, 64]", "F16 [512, 64]", BOTH)])
+
+
+def _eagle31(fc_norm: bool | None, norm_output: bool | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An EAGLE-3.1 drafter (sglang#26506): one fc_norm RMSNorm per aux hidden state, config flags."""
+    cfg = eagle3_config()
+    if fc_norm is not None:
+        cfg["fc_norm"] = fc_norm
+    if norm_output is not None:
+        cfg["norm_output"] = norm_output
+    tensors = eagle3_tensors(cfg)
+    for i in range(3):
+        tensors[f"fc_norm.{i}.weight"] = np.ones(64, dtype="float16")
+    return cfg, tensors
+
+
+def test_eagle31_norms_are_skipped_by_sglang_0_5_9_and_load_in_vllm(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """B61: SGLang 0.5.9 has no fc_norm (its loader drops the tensors, norm_output is unread);
+    vLLM 0.32.0 builds fc_norm when config.fc_norm is true (llama_eagle3.py:231)."""
+    code, loads, issues = inspect(tmp_path, capsys, *_eagle31(True, True))
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
+    assert issues == [(
+        "eagle3-fc-norm", "EAGLE-3.1 fc_norm / norm_output",
+        "the per-aux norms and norm_output the drafter was trained with",
+        "SGLang 0.5.9's LlamaForCausalLMEagle3 has no fc_norm: 3 fc_norm tensors (fc_norm.0.weight, fc_norm.1.weight, "
+        "fc_norm.2.weight) skipped without a word; norm_output: true is not read (draft steps feed the pre-norm "
+        "hidden state)", ["sglang-0.5.9"])]
+
+
+def test_eagle31_norms_without_the_config_flag_fail_in_vllm_and_are_never_to_be_dropped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, loads, issues = inspect(tmp_path, capsys, *_eagle31(None, None))
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": False})
+    assert [(i[0], i[2], i[4]) for i in issues] == [
+        ("eagle3-fc-norm", "the per-aux norms and norm_output the drafter was trained with", ["sglang-0.5.9"]),
+        ("eagle3-fc-norm", '"fc_norm": true in config.json', ["vllm-0.32.0"])]
+    assert issues[0][3].endswith("3 fc_norm tensors (fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight) "
+                                 "skipped without a word")
+    assert issues[1][3] == ("3 fc_norm tensors (fc_norm.0.weight, fc_norm.1.weight, fc_norm.2.weight) and no fc_norm "
+                            "key: vLLM 0.32.0 builds no fc_norm and fails on them")
+    d = write_drafter(tmp_path / "d2", *_eagle31(None, None))
+    main(["drafter", "inspect", str(d), "--json"])
+    fixes = [i["fix"] for i in json.loads(capsys.readouterr().out)["data"]["issues"]]
+    assert fixes == ["serve it with SGLang 0.5.20 or later (builds fc_norm and reads norm_output) or vLLM 0.32.0; "
+                     "keep the tensors, they are trained weights",
+                     'set "fc_norm": true in config.json (they are trained weights: never drop them)']
+
+
+def test_norm_output_alone_is_named_for_sglang_0_5_9(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = eagle3_config()
+    cfg["norm_output"] = True
+    code, loads, issues = inspect(tmp_path, capsys, cfg, eagle3_tensors(cfg))
+    assert (code, loads) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
+    assert [i[3] for i in issues] == ["SGLang 0.5.9's LlamaForCausalLMEagle3 has no fc_norm: norm_output: true is not "
+                                      "read (draft steps feed the pre-norm hidden state)"]
+    cfg["norm_output"] = False
+    assert inspect(tmp_path, capsys, cfg, eagle3_tensors(cfg))[0] == 0

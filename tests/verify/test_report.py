@@ -152,9 +152,24 @@ def test_drafter_level_runs_the_recipes_drafter_table(env: BuiltEnv, tmp_path: P
                           f'revision = "{sha}"\ntarget-config = "{target}"\n')
         report = verify(Environment(env.path), Project(root),
                         VerifyOptions(**options, hub_endpoint=hub.url))  # type: ignore[arg-type]
-    assert [c.status for c in report.checks] == ["findings"]
-    assert {f.level for f in report.findings} == {"drafter"}
-    assert "target-hidden-size" in [f.kind for f in report.findings]
+        assert [c.status for c in report.checks] == ["findings"]
+        assert {f.level for f in report.findings} == {"drafter"}
+        assert "target-hidden-size" in [f.kind for f in report.findings]
+        # B52: capture-before ids on a DeepSeek-V3 target; the lock installs sglang 0.5.9 only, so only it is judged
+        capture_before = eagle3_config(aux=(2, 30, 58))
+        sha = hub.add_commit("test-org/drafter-cb", eagle3_files(capture_before))
+        deepseek = tmp_path / "deepseek.json"
+        deepseek.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64,
+                                        "vocab_size": 4096, "num_hidden_layers": 61}))
+        recipe.write_text(recipe.read_text().split("[verify.drafter]")[0] + f'[verify.drafter]\nrepo = '
+                          f'"test-org/drafter-cb"\nrevision = "{sha}"\ntarget-config = "{deepseek}"\n')
+        report = verify(Environment(env.path), Project(root),
+                        VerifyOptions(**options, hub_endpoint=hub.url))  # type: ignore[arg-type]
+    assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [(
+        "eagle3-aux-layers", f"test-org/drafter-cb@{sha}: auxiliary layers (sglang-0.5.9)",
+        "the inputs of layers 2, 30, 58 (sglang 0.5.23 reads this file's ids as the inputs of layers 2, 30, 58)",
+        "sglang 0.5.9 captures the inputs of layers 3, 31, 59 (ids [2, 30, 58] from "
+        "eagle_config.eagle_aux_hidden_state_layer_ids, + 1: sglang/srt/models/deepseek_v2.py:2963)")]
 
 
 @pytest.mark.skipif(Path("/dev/nvidiactl").exists(), reason="this machine has an NVIDIA GPU")

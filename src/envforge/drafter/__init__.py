@@ -231,7 +231,7 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
         try:
             target_config = read_config(str(target), endpoint=endpoint, cache_dir=cache_dir)
             issues += target_issues(d, target_config, str(target))
-            trained = settings.get("trained-aux-layers")
+            trained = settings.get("trained-aux-layers") or None
             issues += aux_issues(d, aux_verdict(d.config, target_config, engines=engines, patched=patched,
                                                 trained=trained))
         except EnvforgeError as exc:

@@ -29,7 +29,7 @@ from typing import Any
 
 from envforge.drafter.engines import ENGINE_FACTS, Capture, EngineFacts, captures
 
-__all__ = ["AuxVerdict", "AuxProblem", "aux_verdict", "reference"]
+__all__ = ["AuxProblem", "AuxVerdict", "Reference", "aux_verdict", "reference"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,26 +55,36 @@ class AuxVerdict:
 
 
 def _layers(layers: Sequence[int]) -> str:
-    return ", ".join(map(str, layers))
+    return ", ".join(map(str, layers)) if layers else "no layer"
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """What the verdict judges against: ``layers`` (None: nothing to judge by), ``basis`` in words,
+    ``ambiguous``: the newest engines read the file's ids as different layers."""
+
+    layers: tuple[int, ...] | None
+    basis: str
+    ambiguous: bool = False
 
 
 def reference(config: Mapping[str, Any], architecture: str | None, layers: int,
-              patched: Mapping[str, str] | None = None) -> tuple[tuple[int, ...] | None, str]:
-    """``(layers, basis)``: what the newest version of each engine makes of ``config`` on this
-    target (module docstring, 2.), or ``(None, why)`` when they disagree or none reads ids."""
+              patched: Mapping[str, str] | None = None) -> Reference:
+    """What the newest version of each engine makes of ``config`` on this target (module
+    docstring, 2.): the layers the engines that read ids from the file agree on; not ambiguous and
+    no layers when none reads ids; ambiguous when they disagree."""
     newest: dict[str, EngineFacts] = {}
     for f in ENGINE_FACTS:
         newest[f.engine] = f
     readers = [c for f in newest.values() for c in captures(f, config, architecture, layers, patched)[:1]
                if c.key is not None and c.layers is not None]
-    found = {c.layers for c in readers}
-    if len(found) == 1:
-        names = " and ".join(c.engine for c in readers)
-        return readers[0].layers, f"{names} read{'s' if len(readers) == 1 else ''} this file's ids as the inputs " \
-                                  f"of layers {_layers(readers[0].layers or ())}"
     if not readers:
-        return None, "no engine reads ids from this file"
-    return None, "; ".join(c.describe() for c in readers)
+        return Reference(None, "no engine reads ids from this file")
+    if len({c.layers for c in readers}) > 1:
+        return Reference(None, "; ".join(c.describe() for c in readers), ambiguous=True)
+    names = " and ".join(c.engine for c in readers)
+    return Reference(readers[0].layers, f"{names} read{'s' if len(readers) == 1 else ''} this file's ids as "
+                                        f"the inputs of layers {_layers(readers[0].layers or ())}")
 
 
 def _with_ids(config: Mapping[str, Any], key: str, ids: list[int]) -> dict[str, Any]:
@@ -94,6 +104,8 @@ def _fix(f: EngineFacts, config: Mapping[str, Any], architecture: str | None, la
     ``want - 1``, the two conventions), checked with the same rules."""
     key = f.reads[0].keys[0]
     for ids in (list(want), [w - 1 for w in want]):
+        if any(i < 0 for i in ids):
+            continue
         if captures(f, _with_ids(config, key, ids), architecture, layers, patched)[0].layers == want:
             return (f"for {f.name}, set {key} to {ids} in the drafter's config.json (it captures "
                     f"{_layers(want)} then); check other engines again after the change")
@@ -111,11 +123,11 @@ def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
     shown = tuple(c for f in ENGINE_FACTS for c in captures(f, config, architecture, layers, patched))
     if layers is None:
         return AuxVerdict(shown, "", ())
-    if trained is not None:
-        want: tuple[int, ...] | None = tuple(sorted(set(trained)))
-        basis = f"trained on the inputs of layers {_layers(want)}"
-    else:
-        want, basis = reference(config, architecture, layers, patched)
+    ref = Reference(tuple(sorted(set(trained))), f"trained on the inputs of layers {_layers(trained)}") \
+        if trained else reference(config, architecture, layers, patched)
+    if ref.layers and max(ref.layers) > layers:  # layers the target lacks: the range check names them
+        ref = Reference(None, f"{ref.basis}, which the target ({layers} layers) does not have")
+    want, basis = ref.layers, ref.basis
     problems = []
     for f in engines:
         c = captures(f, config, architecture, layers, patched)[0]
@@ -125,15 +137,18 @@ def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
             problems.append(AuxProblem("target-layer-count", f.label, f"layers 0..{top} (the target has {layers})",
                                        c.describe(), f"{f.name} captures nothing for {_layers(outside)}: the drafter "
                                        "gets fewer hidden states than it fuses; pick ids the target has"))
-        elif c.layers is None and c.reason.startswith(("start-up fails", "the target class")):
+        elif c.layers is None and c.reason.startswith("the target class"):
             problems.append(AuxProblem("eagle3-aux-layers", f.label, "EAGLE-3 starts", c.describe(),
                                        "apply a patchset that gives the target class the hook (add-delegating-"
-                                       "methods to its language model) or use an engine version that has it"
-                                       if c.reason.startswith("the target class") else
-                                       _fix(f, config, architecture, layers, want or (), patched)))
+                                       "methods to its language model) or use an engine version that has it"))
+        elif c.layers is None and c.reason.startswith("start-up fails"):
+            problems.append(AuxProblem("eagle3-aux-layers", f.label, "EAGLE-3 starts", c.describe(),
+                                       _fix(f, config, architecture, layers, want, patched) if want else
+                                       f"write a list of integer layer ids under {c.key or f.reads[0].keys[0]}, or "
+                                       "remove it (the engine then uses its default)"))
         elif c.layers is None:
             continue  # the target's class is needed (a config without architectures): not judged
-        elif want is None and basis != "no engine reads ids from this file":
+        elif want is None and ref.ambiguous:
             problems.append(AuxProblem("eagle3-aux-layers", f.label, "one reading of the ids",
                                        f"{c.describe()}; the newest engines disagree: {basis}",
                                        "state the layers the drafter was trained on ([verify.drafter] "

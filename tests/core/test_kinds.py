@@ -24,7 +24,7 @@ from envforge.core.kinds import (
 
 GPU_KINDS = ["no-gpu", "cuda-unavailable", "gpu-count", "capability", "arch-list", "cuda-runtime", "driver-floor",
              "interconnect", "nccl-library", "native-op", "allreduce-failed", "allreduce-timeout", "env-profile-slower",
-             "gpu-probe-failed"]
+             "gpu-probe-failed", "gpu-model"]
 
 
 def test_the_levels_of_every_kind() -> None:
@@ -32,7 +32,7 @@ def test_the_levels_of_every_kind() -> None:
     assert sorted(k for k, v in REGISTRY.items() if v.any_level) == [
         "acceptance-expired", "acceptance-unmatched", "nothing-to-check"]
     assert {v.level for v in REGISTRY.values()} == {"static", "gpu"}
-    assert len(REGISTRY) == 47
+    assert len(REGISTRY) == 48
 
 
 def test_nccl_library_is_a_gpu_kind() -> None:
@@ -94,7 +94,7 @@ def test_the_checks_that_list_each_kind() -> None:
         "families": ["family-mismatch"], "cuda-major": ["cuda-major-mismatch"],
         "startup": ["startup-code", "startup-code-outside"], "yanked": ["yanked"],
         "accept": ["acceptance-expired", "acceptance-unmatched"], "gpu": ["no-gpu"], "cuda": ["cuda-unavailable"],
-        "gpu-count": ["gpu-count"], "capability": ["capability"], "arch-list": ["arch-list"],
+        "gpu-count": ["gpu-count"], "capability": ["capability", "gpu-model"], "arch-list": ["arch-list"],
         "cuda-runtime": ["cuda-runtime"], "driver-floor": ["driver-floor"], "interconnect": ["interconnect"],
         "nccl": ["nccl-library"],
         "native-ops": ["native-op"], "allreduce": ["allreduce-failed", "allreduce-timeout", "env-profile-slower"],

@@ -336,3 +336,21 @@ def test_an_invalid_recipe_is_an_error_not_a_clean_verify(tmp_path: Path, expire
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith(f"error: recipe {recipe} is invalid (1 problem):")
     assert "clean" not in res.stdout and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(("levels", "problem"), [
+    ('["static", "GPU"]', "verify.levels[1]: 'GPU' is not a verify level (one of static, gpu, drafter, smoke); "
+                          "did you mean 'gpu'?"),
+    ('["statc"]', "verify.levels[0]: 'statc' is not a verify level (one of static, gpu, drafter, smoke); "
+                  "did you mean 'static'?"),
+    ('["perf"]', "verify.levels[0]: 'perf' is not a verify level (one of static, gpu, drafter, smoke)"),
+])
+def test_a_verify_level_no_command_runs_is_refused_never_dropped(tmp_path: Path, levels: str, problem: str) -> None:
+    path = tmp_path / "r.toml"
+    path.write_text(f'[recipe]\nname = "r"\npython = "3.12"\n\n[verify]\nlevels = {levels}\n')
+    with pytest.raises(RecipeError) as exc:
+        load_recipe(path)
+    assert [line.strip().replace(str(path), "r.toml") for line in exc.value.message.splitlines()[1:]] == [
+        f"r.toml:6: {problem}"]
+    path.write_text('[recipe]\nname = "r"\npython = "3.12"\n\n[verify]\nlevels = ["static", "gpu", "drafter", "smoke"]\n')
+    load_recipe(path)

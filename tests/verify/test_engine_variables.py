@@ -5,6 +5,7 @@ name is accepted with [[verify.accept]]."""
 from __future__ import annotations
 
 import datetime
+import xml.etree.ElementTree as ET
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import uv
 from envforge.env.layout import Environment
 from envforge.recipe.project import Project
 from envforge.verify import VerifyOptions, verify
+from envforge.verify.report import as_junit
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import PCIE, make_env
 
@@ -51,3 +53,13 @@ def test_b60_profile_variables_are_findings_and_a_reviewed_one_is_accepted(tmp_p
         "SGLANG_ENABLE_JIT_DEEPGEM", "SGLANG_ENABLE_SPEC_V2"]
     assert [(a.finding.subject, a.reason) for a in report.accepted] == [
         ("SGLANG_USE_JIT_ALL_REDUCE", "read by our launcher wrapper")]
+    # every finding of the check accepted: the check is ok, and the JUnit report agrees with the exit code
+    for name in ("SGLANG_ENABLE_JIT_DEEPGEM", "SGLANG_ENABLE_SPEC_V2"):
+        recipe.write_text(recipe.read_text() + f'\n[[verify.accept]]\nkind = "engine-variable"\nsubject = "{name}"\n'
+                          f'reason = "reviewed"\nexpires = {expires}\n')
+    report = verify(Environment(env.path), Project(root), options)
+    profile = next(c for c in report.checks if c.name == "env-profile")
+    assert (report.findings, profile.status, profile.detail) == ((), "ok", "6 variables; every finding accepted")
+    suite = ET.fromstring(as_junit(report))
+    assert suite.get("failures") == "0"
+    assert [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None] == []

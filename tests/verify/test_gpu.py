@@ -143,11 +143,49 @@ def test_capability_and_count_against_the_recipe_target() -> None:
     assert [(f.kind, f.subject, f.expected, f.actual) for f in out.findings] == [
         ("gpu-count", "visible GPUs", "8 (RTX PRO 6000 Blackwell)", "2"),
         ("capability", "GPU 0 NVIDIA H200", "12.0 (RTX PRO 6000 Blackwell)", "9.0"),
-        ("capability", "GPU 1 NVIDIA H200", "12.0 (RTX PRO 6000 Blackwell)", "9.0")]
+        ("capability", "GPU 1 NVIDIA H200", "12.0 (RTX PRO 6000 Blackwell)", "9.0"),
+        ("gpu-model", "GPU 0 NVIDIA H200", "RTX PRO 6000 Blackwell (recipe target)", "NVIDIA H200"),
+        ("gpu-model", "GPU 1 NVIDIA H200", "RTX PRO 6000 Blackwell (recipe target)", "NVIDIA H200")]
     mine = G._target(G.GpuInputs(python=Path("python"), lock=lock, target=target, profiles={},
                                  target_from_machine=True), MACHINE, out)
     assert (mine["compute-capability"], mine["gpus"]) == ("9.0", 2)
     assert out.notes[0].startswith("target taken from this machine (--target-from-machine): 2x NVIDIA H200")
+
+
+def test_an_h100_does_not_pass_an_h200_target() -> None:
+    """Same capability 9.0, other memory: the recipe's serving flags are sized for the H200."""
+    lock = EnvLock(Path("pylock.toml"), (), {"cuda": "13.0.1"})
+    h100 = {**MACHINE, "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "capability": "9.0"}]}
+    for target, found in (({"gpu": "H200", "compute-capability": "9.0", "gpus": 1},
+                           [("gpu-model", "GPU 0 NVIDIA H100 80GB HBM3", "H200 (recipe target)", "NVIDIA H100 80GB HBM3")]),
+                          ({"gpu": "H100", "compute-capability": "9.0", "gpus": 1}, []),
+                          ({"gpu": "nvidia h100 80gb", "gpus": 1}, []),
+                          ({"gpu": "80GB H100", "gpus": 1}, [("gpu-model", "GPU 0 NVIDIA H100 80GB HBM3",
+                                                             "80GB H100 (recipe target)", "NVIDIA H100 80GB HBM3")]),
+                          ({"compute-capability": "9.0", "gpus": 1}, [])):
+        out = G._Out()
+        G._hardware(G.GpuInputs(python=Path("python"), lock=lock, target=target, profiles={}), h100, target, out)
+        assert [(f.kind, f.subject, f.expected, f.actual) for f in out.findings] == found, target
+    assert [G.gpu_model_matches(t, "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+            for t in ("RTX PRO 6000 Blackwell", "RTX 6000", "RTX PRO 6000 Ada", "", "Blackwell RTX")] == [
+        True, True, False, False, False]
+
+
+def test_the_recipes_driver_floor_is_read_when_higher() -> None:
+    machine = {**MACHINE, "driver": "580.65.06", "cuda_runtime": "12.8"}
+    lock = EnvLock(Path("pylock.toml"), (), {"cuda": "12.8"})
+    for minimum, found in (("580.82", [("driver-floor", ">= 580.82 (the recipe's [target] cuda-driver-min)",
+                                        "580.65.06")]),
+                           ("570.0", []), ("580.65.06", []), (" ", [])):
+        out = G._Out()
+        G._software(G.GpuInputs(python=Path("python"), lock=lock, target={"cuda-driver-min": minimum}, profiles={}),
+                    machine, out)
+        assert [(f.kind, f.expected, f.actual) for f in out.findings] == found, minimum
+    out = G._Out()  # no floor known for the runtime: the recipe's is the floor
+    G._software(G.GpuInputs(python=Path("python"), lock=lock, target={"cuda-driver-min": "999.1"}, profiles={}),
+                {**machine, "cuda_runtime": ""}, out)
+    assert [(f.kind, f.expected) for f in out.findings] == [
+        ("cuda-runtime", "12.8 (variant)"), ("driver-floor", ">= 999.1 (the recipe's [target] cuda-driver-min)")]
 
 
 def test_driver_floor_and_cuda_runtime_findings() -> None:

@@ -147,6 +147,7 @@ REGISTRY: Mapping[str, Kind] = {
     "engine-variable": _static("an env profile variable the installed engine (sglang, vLLM) does not read as "
                                "written: a name its registry and code lack, or a value its parser refuses (B60)",
                                "env-profile"),
+    "gpu-model": _gpu("a GPU is not the recipe's [target] gpu model (an H100 for an H200 target)", "capability"),
     "gpu-probe-failed": _gpu("the GPU probe could not run in the environment's interpreter", "gpu-info"),
 }
 

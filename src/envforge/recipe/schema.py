@@ -291,6 +291,19 @@ _SMOKE = Table({
 })
 
 
+#: ``[verify] levels``: verify's levels (envforge.core.kinds.LEVELS) and bench's ``smoke``.
+_VERIFY_LEVELS = ("static", "gpu", "drafter", "smoke")
+
+
+def _level_problem(v: str) -> str | None:
+    """A level no command runs would be dropped without a word (``"GPU"`` left the gpu level out)."""
+    if v in _VERIFY_LEVELS:
+        return None
+    close = [lv for lv in _VERIFY_LEVELS if lv == v.strip().lower()] or difflib.get_close_matches(v, _VERIFY_LEVELS, n=1)
+    return (f"'{v}' is not a verify level (one of {', '.join(_VERIFY_LEVELS)})"
+            + (f"; did you mean '{close[0]}'?" if close else ""))
+
+
 def _kind_problem(v: str) -> str | None:
     if is_known_kind(v):
         return None
@@ -360,5 +373,6 @@ RECIPE_SPEC = Table({
     "nccl-unknown": MapOf(Str(_reason_problem), _nccl_name_problem),
     "variant": MapOf(_VARIANT, lock_name_problem),
     "env": MapOf(MapOf(_profile_value, _env_problem), lock_name_problem),
-    "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str()), "accept": ListOf(_ACCEPT)}),
+    "verify": Table({"drafter": _DRAFTER, "smoke": _SMOKE, "levels": ListOf(Str(_level_problem)),
+                      "accept": ListOf(_ACCEPT)}),
 }, frozenset({"recipe"}))

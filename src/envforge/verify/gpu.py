@@ -13,6 +13,7 @@ CUDA minor version compatibility per major (same page, Table 2).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,7 +194,12 @@ def _hardware(inp: GpuInputs, machine: Mapping[str, Any], target: Mapping[str, A
     out.add("gpu-count", count, f"{len(gpus)} visible")
     caps = [_f("capability", f"GPU {g['index']} {g['name']}", f"{want_cc} ({target.get('gpu', 'recipe target')})",
                g["capability"], fix_target) for g in gpus if want_cc and g["capability"] != want_cc]
-    out.add("capability", caps, ", ".join(f"GPU {g['index']}: {g['capability']}" for g in gpus))
+    want_model = target.get("gpu")
+    models = [_f("gpu-model", f"GPU {g['index']} {g['name']}", f"{want_model} (recipe target)", g["name"],
+                 "run on the recipe's target GPU: its memory and bandwidth size the recipe's serving flags "
+                 "(--mem-fraction-static, batch sizes), or pass --target-from-machine")
+              for g in gpus if isinstance(want_model, str) and not gpu_model_matches(want_model, g["name"])]
+    out.add("capability", caps + models, ", ".join(f"GPU {g['index']}: {g['capability']}" for g in gpus))
     arch = machine.get("arch_list", [])
     wanted = {g["capability"]: f"GPU {g['index']} {g['name']}" for g in gpus}
     if want_cc:
@@ -204,6 +210,20 @@ def _hardware(inp: GpuInputs, machine: Mapping[str, Any], target: Mapping[str, A
            for cc, who in wanted.items() if not _arch_ok(cc, arch)]
     out.add("arch-list", bad, " ".join(arch))
     return not count and not caps
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def gpu_model_matches(target: str, name: str) -> bool:
+    """Whether the GPU ``name`` the driver reports (``NVIDIA H100 80GB HBM3``) is the recipe's
+    ``[target] gpu`` (``H200``, ``RTX PRO 6000 Blackwell``): every word of the target, in order,
+    among the name's words (case and punctuation ignored). ``H200`` is not ``H100``; ``H100`` is
+    ``NVIDIA H100 80GB HBM3`` and ``NVIDIA H100 NVL``."""
+    want, have = _tokens(target), _tokens(name)
+    it = iter(have)
+    return bool(want) and all(w in it for w in want)
 
 
 def _interconnect(inp: GpuInputs, target: Mapping[str, Any], out: _Out) -> None:
@@ -293,14 +313,18 @@ def _software(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
             "cuda-runtime", "torch.version.cuda", f"{want} (variant)", runtime or "none",
             "install the torch build of the variant's CUDA (`envforge build`)")], f"torch CUDA {runtime}")
     driver, floor = machine.get("driver"), driver_floor(runtime) if runtime else None
+    source = f"CUDA {runtime}, NVIDIA release notes"
+    recipe_min = inp.target.get("cuda-driver-min")  # [target] cuda-driver-min: the recipe's own floor
+    if isinstance(recipe_min, str) and recipe_min.strip() and (floor is None or _vtuple(recipe_min) > _vtuple(floor)):
+        floor, source = recipe_min.strip(), "the recipe's [target] cuda-driver-min"
     if not driver or not floor:
         out.skip("driver-floor", f"driver {driver or 'unknown'}, no floor known for CUDA {runtime or '?'}")
     else:
         low = _vtuple(driver) < _vtuple(floor)
-        found = [_f("driver-floor", "NVIDIA driver", f">= {floor} (CUDA {runtime}, NVIDIA release notes)",
+        found = [_f("driver-floor", "NVIDIA driver", f">= {floor} ({source})",
                     driver, "upgrade the driver, or use a variant built for an older CUDA")] if low else []
         out.add("driver-floor", found,
-                f"driver {driver} >= {floor} for CUDA {runtime}")
+                f"driver {driver} >= {floor} ({source})")
     libs = machine.get("nccl_libraries") or {}
     loaded = list(libs.get("loaded", []))
     out.add("nccl", nccl_library_findings(libs, inp.site_packages),

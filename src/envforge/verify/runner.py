@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.core.kinds import LEVELS, check_levels
+from envforge.core.kinds import LEVELS, belongs_to, check_levels
 from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
@@ -164,6 +164,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         entries = tuple(e for e in entries if e.kind != "yanked")
     failing, accepted = apply_acceptances(findings, entries, levels=levels,
                                           today=options.today or datetime.date.today())
+    checks = _settled(checks, failing, [a.finding for a in accepted])
     if entries:
         lapsed = [f for f in failing if f.kind.startswith("acceptance-")]
         checks.append(Check("accept", "static", "findings" if lapsed else "ok",
@@ -172,6 +173,16 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
                         fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),
                         measurements=measurements, target=target, elapsed_s=round(now() - start, 3),
                         accepted=tuple(accepted))
+
+
+def _settled(checks: list[Check], failing: list[Finding], accepted: list[Finding]) -> list[Check]:
+    """A check whose every finding a ``[[verify.accept]]`` entry accepted is ``ok`` (its detail
+    says so): the JUnit report and the exit code then agree (shared case test_junit_accepted)."""
+    def mine(c: Check, found: list[Finding]) -> bool:
+        return any(f.level == c.level and belongs_to(f.kind, c.name) for f in found)
+
+    return [replace(c, status="ok", detail=f"{c.detail}; every finding accepted".lstrip("; "))
+            if c.status == "findings" and mine(c, accepted) and not mine(c, failing) else c for c in checks]
 
 
 def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:

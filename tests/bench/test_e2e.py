@@ -222,6 +222,7 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     install(sp, "pcie", {"NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"})
     monkeypatch.setenv("NCCL_MAX_NCHANNELS", "32")
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "checkout"))  # B53: an unpatched checkout would shadow the env
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "sg.toml").write_text(SG_RECIPE.format(port=free_port(), script=bench_support.__file__))
     out = tmp_path / "sg.json"
@@ -241,6 +242,8 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     lines = [x for x in stdout.splitlines() if x.startswith("break-even at concurrency 1:")]
     assert len(lines) == 1 and " measured accept length 3.00: speculation " in lines[0]
     assert data["warnings"] == [
+        f"bench servers: PYTHONPATH={tmp_path / 'checkout'} dropped: it would put other code ahead of the "
+        "environment's site-packages (--keep-pythonpath keeps it)",
         "NCCL_MAX_NCHANNELS=32 from the caller's environment overrides the env profile 'pcie' (NCCL_MAX_NCHANNELS=2)",
         "server 'baseline': patchset 'sm120-flashinfer-allreduce-fusion' is applied but "
         "inert: the launch arguments lack --enable-flashinfer-allreduce-fusion"]
@@ -249,6 +252,7 @@ def test_bench_runs_each_configuration_computes_break_even_and_warns_inert_patch
     base_env = data["servers"][0]["env"]
     assert (base_env["NCCL_MAX_NCHANNELS"], base_env["NCCL_BUFFSIZE"]) == ("32", "131072")
     assert "HF_TOKEN" not in base_env and "hf_secret_value" not in out.read_text()
+    assert "PYTHONPATH" not in base_env
     assert data["fingerprint"]["effective_env_digest"].startswith("sha256:")
     assert data["failures"] == [] and data["method"] == {
         "prompts": "distinct per request, warm-up included (seed 0)", "order": "sequential",

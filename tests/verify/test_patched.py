@@ -100,3 +100,26 @@ def test_the_kinds_are_registered_for_the_patch_effect_check() -> None:
     assert (REGISTRY["shadowed-patch"].checks, REGISTRY["shadowed-patch"].rebuild_repairs) == (("patch-effect",), False)
     assert (REGISTRY["unlisted-patchset"].checks, REGISTRY["unlisted-patchset"].rebuild_repairs) == (
         ("patch-effect",), False)
+
+
+def test_a_pythonpath_checkout_shadowing_the_patch_names_pythonpath_in_the_fix(tmp_path: Path) -> None:
+    """B53: the caller's PYTHONPATH points at an unpatched copy of the package; the finding's fix is
+    about that entry, not the lock or the patchset."""
+    import shutil
+
+    env = charset_env(tmp_path / "proj")
+    so = extensions(env)
+    patched_by_hand(env, tmp_path)
+    for p in so:
+        p.unlink()
+    checkout = tmp_path / "checkout"
+    shutil.copytree(env.site_packages / "charset_normalizer", checkout / "charset_normalizer")
+    report = verify(Environment(env.path), Project(env.path.parent.parent),
+                    VerifyOptions(base_env={**os.environ, "PYTHONPATH": str(checkout)}))
+    shadowed = [f for f in report.findings if f.kind == "shadowed-patch"]
+    assert [(f.subject, f.fix) for f in shadowed] == [(
+        f"{PATCHSET_ID}: {MD}",
+        f"the caller's PYTHONPATH entry {checkout} is ahead of the environment's site-packages: unset PYTHONPATH or "
+        "remove that entry (`envforge run` and `envforge bench` drop it unless --keep-pythonpath); the lock and the "
+        "patchset are fine")]
+    assert shadowed[0].actual.startswith(f"the interpreter imports package charset_normalizer from {checkout}")

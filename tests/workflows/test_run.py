@@ -144,3 +144,43 @@ def test_a_flip_does_not_change_a_running_command(project: Path) -> None:
     assert module.startswith(f"{g1}/lib/python3.") and module.endswith("/site-packages/model_kernels/__init__.py")
     after = envforge(project, "run", "--", "python", "-c", "import sys; print(sys.prefix)")
     assert after.stdout == f"{g1.with_name('g0002')}\n"
+
+
+@pytest.mark.slow
+def test_a_callers_pythonpath_checkout_does_not_shadow_the_environment(project: Path, tmp_path: Path) -> None:
+    """B53: a PYTHONPATH naming an unpatched checkout of a package the environment has."""
+    checkout = tmp_path / "checkout"
+    (checkout / "model_kernels").mkdir(parents=True)
+    (checkout / "model_kernels" / "__init__.py").write_text("VERSION = 'the checkout'\n")
+    g1 = (project / "envs" / "r-default").resolve()
+    code = "import os, model_kernels; print(os.environ.get('PYTHONPATH'), model_kernels.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    res = subprocess.run([*ENVFORGE, "run", "--", "python", "-c", code], cwd=project, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"None {g1}/lib/python3.12/site-packages/model_kernels/")
+    assert res.stderr.splitlines()[1] == (f"warning: envforge run: PYTHONPATH={checkout} dropped: it would put other "
+                                          "code ahead of the environment's site-packages (--keep-pythonpath keeps it)")
+    kept = subprocess.run([*ENVFORGE, "run", "--keep-pythonpath", "--", "python", "-c", code], cwd=project,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert (kept.returncode, kept.stdout) == (0, f"{checkout} {checkout}/model_kernels/__init__.py\n")
+    assert kept.stderr.splitlines()[1] == (f"warning: envforge run: PYTHONPATH={checkout} kept (--keep-pythonpath): "
+                                           "modules found there shadow the environment's")
+
+
+def test_plan_run_drops_pythonpath_and_pythonhome_unless_kept(tmp_path: Path) -> None:
+    gen = fake_generation(tmp_path)
+    base = {"PATH": "/bin", "PYTHONPATH": "/src/sglang/python", "PYTHONHOME": "/h", "X": "1"}
+    plan = plan_run(Project(tmp_path), "r-default", ["python"], base)
+    assert {k: v for k, v in plan.environ.items() if k != "PATH"} == {"X": "1", "VIRTUAL_ENV": str(gen)}
+    assert plan.notes == (
+        "envforge run: PYTHONPATH=/src/sglang/python dropped: it would put other code ahead of the environment's "
+        "site-packages (--keep-pythonpath keeps it)",
+        "envforge run: PYTHONHOME=/h dropped: it would make the environment's interpreter another installation")
+    kept = plan_run(Project(tmp_path), "r-default", ["python"], base, keep_pythonpath=True)
+    assert (kept.environ["PYTHONPATH"], "PYTHONHOME" in kept.environ) == ("/src/sglang/python", False)
+    assert kept.notes == (
+        "envforge run: PYTHONHOME=/h dropped: it would make the environment's interpreter another installation",
+        "envforge run: PYTHONPATH=/src/sglang/python kept (--keep-pythonpath): modules found there shadow the "
+        "environment's")
+    assert plan_run(Project(tmp_path), "r-default", ["python"], {"PATH": "/bin", "PYTHONPATH": ""}).notes == ()

@@ -72,6 +72,7 @@ class BenchPlan:
     profile_env: Mapping[str, str] = field(default_factory=dict)
     site_packages: Path | None = None  # the engine's installed version picks its launcher's writes
     recipe_drafter: Mapping[str, Any] | None = None  # [verify.drafter]: the drafter verify checked (B42)
+    interpreter_notes: tuple[str, ...] = ()  # the caller's PYTHONPATH/PYTHONHOME dropped from base_env (B53)
 
     def selected(self) -> tuple[ServerConfig, ...]:
         """The server configurations to run, in recipe order.
@@ -193,7 +194,8 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
         url_session = Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
     else:
-        warnings = profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)
+        warnings = [*plan.interpreter_notes,
+                    *profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)]
         for w in warnings:
             progress(f"warning: {w}")
         fingerprint = replace(fingerprint, effective_env_digest=env_digest(

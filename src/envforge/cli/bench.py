@@ -31,6 +31,7 @@ from envforge.core.fs import atomic_write
 from envforge.core.extras import require
 from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
+from envforge.env.interpreter import isolate
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
 from envforge.patching import read_manifest
@@ -168,12 +169,14 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
             ui.warn(note)
     profile_name, profile_env = _profile(site_packages)
     output: Path = args.output
-    plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(os.environ),
+    isolated = isolate(os.environ, keep=args.keep_pythonpath)  # B53: a PYTHONPATH checkout would shadow the env
+    plan = BenchPlan(config=config, python=env.python if env else None, base_env=dict(isolated.environ),
                      log_dir=output.parent / f"{output.stem}-logs", fingerprint=fingerprint, url=args.url,
                      url_name=args.name, url_speculative=args.speculative, only=tuple(args.server),
                      activations=_activations(site_packages, ui), profile_name=profile_name,
                      profile_env=profile_env, site_packages=site_packages,
-                     recipe_drafter=resolved.verify.get("drafter") if resolved is not None else None)
+                     recipe_drafter=resolved.verify.get("drafter") if resolved is not None else None,
+                     interpreter_notes=tuple(isolated.notes("bench servers", "--keep-pythonpath")))
     report = run_bench(plan, progress=ui.progress, partial=lambda r: _write_partial(r, output, ui))
     _write(report, output, args, ui)
     if ui.json_mode:

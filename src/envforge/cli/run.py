@@ -38,8 +38,10 @@ def run_command(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge run``: never returns when the command starts (this process becomes it)."""
     env, command = split_words(list(args.words))
     project = project_of(args, ui, required=not (env is not None and "/" in env))
-    plan = plan_run(project, env, command, os.environ)
+    plan = plan_run(project, env, command, os.environ, keep_pythonpath=args.keep_pythonpath)
     ui.info(plan.describe())
+    for note in plan.notes:
+        ui.warn(note)
     sys.stdout.flush()
     sys.stderr.flush()
     exec_run(plan)

@@ -15,7 +15,8 @@ Two findings the file checks cannot give (docs/verify.md, "What the patch checks
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,22 +48,45 @@ def patch_effect(python: Path, site_packages: Path, envforge: Mapping[str, Any],
     paths = [f.path for f in manifest.files if module_name(f.path) is not None]
     resolved = resolve_modules(python, paths, env=env) if paths else {}
     why = {p: w for p, res in resolved.items() if (w := not_imported(site_packages, res)) is not None}
-    return [*shadowed_findings(manifest, why), *unlisted_findings(manifest, envforge, site_packages)]
+    entries = [e for e in ((env or {}).get("PYTHONPATH") or "").split(os.pathsep) if e]
+    via = {p: e for p in why if (e := _pythonpath_entry(resolved[p].chain, entries)) is not None}
+    return [*shadowed_findings(manifest, why, via), *unlisted_findings(manifest, envforge, site_packages)]
 
 
-def shadowed_findings(manifest: Manifest, why: Mapping[str, str]) -> list[Finding]:
+def _pythonpath_entry(chain: Sequence[Mapping[str, Any]], entries: Sequence[str]) -> str | None:
+    """The ``PYTHONPATH`` entry the interpreter resolved a level of the module from, or None."""
+    for level in chain:
+        for where in [level.get("origin"), *(level.get("locations") or [])]:
+            if not isinstance(where, str):
+                continue
+            real = os.path.realpath(where)
+            for entry in entries:
+                root = os.path.realpath(entry)
+                if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+                    return entry
+    return None
+
+
+def shadowed_findings(manifest: Manifest, why: Mapping[str, str],
+                      via_pythonpath: Mapping[str, str] | None = None) -> list[Finding]:
     """One ``shadowed-patch`` finding per patched file of ``manifest`` in ``why`` (path -> what the
-    interpreter imports instead, :func:`envforge.patching.resolution.not_imported`)."""
+    interpreter imports instead, :func:`envforge.patching.resolution.not_imported`). A file the
+    interpreter finds through a ``PYTHONPATH`` entry (``via_pythonpath``: path -> entry, B53) is the
+    caller's doing: the fix names that entry, not the lock or the patchset."""
     out = []
     for f in manifest.files:
         if f.path not in why:
             continue
         rec = manifest.patchset(f.patchset)
         dist = rec.distribution if rec is not None else "the distribution"
+        entry = (via_pythonpath or {}).get(f.path)
+        fix = (f"the caller's PYTHONPATH entry {entry} is ahead of the environment's site-packages: unset PYTHONPATH "
+               "or remove that entry (`envforge run` and `envforge bench` drop it unless --keep-pythonpath); the "
+               "lock and the patchset are fine" if entry is not None
+               else shadow_fix(dist, f"patchsets/{f.patchset}.toml"))
         out.append(Finding("shadowed-patch", f"{f.patchset}: {f.path}",
                            f"`import {module_name(f.path)}` loads {f.path}, the patched file",
-                           f"{why[f.path]}: the patch is on disk but never runs",
-                           shadow_fix(dist, f"patchsets/{f.patchset}.toml")))
+                           f"{why[f.path]}: the patch is on disk but never runs", fix))
     return out
 
 

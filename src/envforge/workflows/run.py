@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from envforge.core.errors import InputError
+from envforge.env.interpreter import isolate
 from envforge.env.layout import resolve_environment
 from envforge.recipe.project import Project
 
@@ -35,6 +36,7 @@ class RunPlan:
     generation: Path
     argv: tuple[str, ...]
     environ: Mapping[str, str]
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """The line ``run`` writes on stderr first: which generation runs the command."""
@@ -44,7 +46,7 @@ class RunPlan:
 def command_environment(generation: Path, base: Mapping[str, str]) -> dict[str, str]:
     """``base`` as an activated ``generation`` sees it: ``PATH`` with ``<generation>/bin`` first,
     ``VIRTUAL_ENV`` set to ``generation``, ``PYTHONHOME`` removed (it would point the interpreter
-    at another prefix)."""
+    at another prefix). ``PYTHONPATH`` is the caller's business: :func:`plan_run` decides it."""
     environ = {k: v for k, v in base.items() if k != "PYTHONHOME"}
     bin_dir = str(generation / "bin")
     rest = [p for p in base.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
@@ -53,9 +55,12 @@ def command_environment(generation: Path, base: Mapping[str, str]) -> dict[str, 
     return environ
 
 
-def plan_run(project: Project, env: str | None, command: Sequence[str], base: Mapping[str, str]) -> RunPlan:
+def plan_run(project: Project, env: str | None, command: Sequence[str], base: Mapping[str, str],
+             *, keep_pythonpath: bool = False) -> RunPlan:
     """Where and how ``command`` runs: in the live generation of ``env`` (a name under ``envs/``,
-    a path to a virtual environment, or None: :meth:`Project.default_environment`).
+    a path to a virtual environment, or None: :meth:`Project.default_environment`). The caller's
+    ``PYTHONPATH`` is dropped (B53: it would shadow the patched environment) unless
+    ``keep_pythonpath``; :attr:`RunPlan.notes` says which.
 
     :raises InputError: no command; no such environment; it has no ``bin/python``; ``command[0]``
         is not found on the generation's ``PATH``.
@@ -67,12 +72,14 @@ def plan_run(project: Project, env: str | None, command: Sequence[str], base: Ma
     if not (generation / "bin" / "python").exists():
         raise InputError(f"{generation} is not a virtual environment (no bin/python)",
                          hint="build it with `envforge build RECIPE`")
-    environ = command_environment(generation, base)
+    isolated = isolate(base, keep=keep_pythonpath)
+    environ = command_environment(generation, isolated.environ)
     found = shutil.which(command[0], path=environ["PATH"])
     if found is None:
         raise InputError(f"command not found: {command[0]} (PATH of {name}: {generation / 'bin'} first)",
                          hint="install it in the recipe, or give a path to it")
-    return RunPlan(name, generation, (found, *command[1:]), environ)
+    return RunPlan(name, generation, (found, *command[1:]), environ,
+                   tuple(isolated.notes("envforge run", "--keep-pythonpath")))
 
 
 def exec_run(plan: RunPlan) -> NoReturn:

@@ -116,6 +116,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="VARIANT", help="recipe variant (default: the only one)")
     p.add_argument("--project", type=Path, default=None, metavar="DIR", help="project directory (default: nearest with recipes/)")
     p.add_argument("--url", metavar="URL", help="measure the server already running at this URL; start nothing")
+    p.add_argument("--keep-pythonpath", action="store_true",
+                   help="start servers with the caller's PYTHONPATH (dropped by default: it shadows the environment)")
     p.add_argument("--name", default="url", metavar="NAME", help="name of the --url server in the report (default: url)")
     p.add_argument("--speculative", action="store_true", help="the --url server runs speculative decoding")
     p.add_argument("--api", choices=ENGINES,

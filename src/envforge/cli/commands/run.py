@@ -21,6 +21,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                    "not change what the running command imports. Names the generation on "
                                    "stderr; the exit status is CMD's.")
     p.add_argument("--project", metavar="DIR", help="project directory (default: nearest with recipes/)")
+    p.add_argument("--keep-pythonpath", action="store_true",
+                   help="keep the caller's PYTHONPATH/PYTHONHOME (dropped by default: they shadow the environment)")
     p.add_argument("words", nargs=argparse.REMAINDER, metavar="[ENV] -- CMD",
                    help="the environment (a name under envs/ or a path), then -- and the command")
     p.set_defaults(handler="envforge.cli.run:run_command")

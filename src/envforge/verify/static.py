@@ -52,6 +52,7 @@ from envforge.verify.records import (
     shared_files_note,
     stale_bytecode,
 )
+from envforge.verify.sharedlibs import other_major_links
 from envforge.verify.startup import (
     StartupScan,
     blocking_startup_files,
@@ -147,7 +148,7 @@ def run_static(inp: StaticInputs) -> StaticResult:
         if rows := provided_rows(inp.lock.envforge):  # only for locks with [provided]: other reports keep their checks
             c.add("provided", *check_provided(inp.python, sp, rows, probe_script("provided_probe.py"), inp.base_env))
         c.add("families", check_families(installed))
-        _cuda(inp.lock, installed, c)
+        _cuda(inp.lock, installed, c, sp, records)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
                                                 deep=inp.deep, records=records)
         c.add("record", found_r,
@@ -280,14 +281,36 @@ def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:
     return why is not None
 
 
-def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector) -> None:
+def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector, sp: Path,
+          records: Mapping[Installed, Sequence[Any]]) -> None:
     cuda = lock.envforge.get("cuda")
     if not cuda:
         c.skip("cuda-major", "the lock names no CUDA version ([tool.envforge] cuda)")
         return
     accepted = {str(e.get("name")) for e in lock.envforge.get("cuda-exceptions", []) if isinstance(e, Mapping)}
     found = [f for f in check_cuda_major(installed.values(), str(cuda)) if f.subject.split()[0] not in accepted]
+    found += _linked(sp, str(cuda), records, accepted)
     c.add("cuda-major", found, f"variant cuda {cuda}" + (f", {len(accepted)} reviewed exceptions" if accepted else ""))
+
+
+def _linked(sp: Path, cuda: str, records: Mapping[Installed, Sequence[Any]], accepted: set[str]) -> list[Finding]:
+    """A shared object linked against another CUDA major's runtime (B54): its ``DT_NEEDED``
+    entries, whatever the wheel's name or label say (:mod:`envforge.verify.sharedlibs`)."""
+    owner = {str(e.path): d for d, rows in records.items() for e in rows}
+    out = []
+    for link in other_major_links(sp, cuda):
+        dist = owner.get(link.path)
+        if dist is not None and dist.name in accepted:
+            continue
+        who = f"{dist.name} {dist.version}: " if dist is not None else ""
+        major = cuda.split(".", 1)[0]
+        out.append(Finding("cuda-library", f"{who}{link.path}", f"CUDA {major} libraries (the variant's CUDA {cuda})",
+                           f"NEEDED {link.library}, CUDA {link.major}: `import` fails with \"{link.library}: cannot "
+                           "open shared object file\" unless another CUDA runtime is on the loader's path",
+                           f"install the CUDA {major} build of {dist.name if dist else 'its distribution'} (a +cu{major}x "
+                           "wheel, or the index that serves it) and re-lock, or list it in the variant's "
+                           "cuda-exceptions with the reason"))
+    return out
 
 
 def patch_manifest(sp: Path) -> list[PatchedFile]:

@@ -63,3 +63,24 @@ def test_b60_profile_variables_are_findings_and_a_reviewed_one_is_accepted(tmp_p
     suite = ET.fromstring(as_junit(report))
     assert suite.get("failures") == "0"
     assert [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None] == []
+
+
+def test_importlib_metadata_is_asked_in_the_environments_interpreter(tmp_path: Path) -> None:
+    """A dist-info of the same name earlier on sys.path (a PYTHONPATH directory) is what
+    importlib.metadata.version reports: a real probe in the environment's interpreter."""
+    wheels = [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")]
+    env = make_env(tmp_path / "proj", wheels, uv=uv.find_uv_bin(), python=PY312)
+    root = env.path.parent.parent
+    options = VerifyOptions(levels=("static",), base_env=dict(os.environ))  # type: ignore[call-arg]
+    clean = verify(Environment(env.path), Project(root), options)
+    check = next(c for c in clean.checks if c.name == "metadata")
+    assert (check.status, [f for f in clean.findings if f.kind == "metadata-mismatch"]) == ("ok", [])
+    other = tmp_path / "other"
+    (other / "sglang-0.5.8.dist-info").mkdir(parents=True)
+    (other / "sglang-0.5.8.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.8\n")
+    shadowed = verify(Environment(env.path), Project(root),
+                      VerifyOptions(levels=("static",), base_env={**os.environ, "PYTHONPATH": str(other)}))  # type: ignore[call-arg]
+    found = [(f.subject, f.actual, f.fix) for f in shadowed.findings if f.kind == "metadata-mismatch"]
+    assert found == [("sglang 0.5.9", f"it reads sglang 0.5.8 from {other / 'sglang-0.5.8.dist-info'}",
+                      "remove the other copy's directory from PYTHONPATH or the .pth that adds it (the first dist-info "
+                      "on sys.path wins), or rebuild (`envforge build quickstart --variant default`)")]

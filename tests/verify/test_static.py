@@ -73,7 +73,7 @@ def test_default_environment_verifies_clean(tmp_path: Path) -> None:
     assert report.findings == ()
     assert report.exit_code == 0
     status = {c.name: c.status for c in report.checks}
-    assert status == {"platform": "skipped", "lock-integrity": "ok", "lock-current": "ok", "versions": "ok", "families": "ok", "cuda-major": "skipped",
+    assert status == {"platform": "skipped", "lock-integrity": "ok", "lock-current": "ok", "versions": "ok", "families": "ok", "metadata": "ok", "cuda-major": "skipped",
                       "record": "ok", "patched-files": "ok", "patch-states": "ok", "patch-effect": "ok",
                       "env-profile": "ok", "startup": "ok", "effective-env": "ok"}
     startup = next(c for c in report.checks if c.name == "startup")

@@ -107,6 +107,8 @@ REGISTRY: Mapping[str, Kind] = {
                                  "in the served process (B38)", "effective-env"),
     "family-mismatch": _static("distributions of one family are at different versions (B05)", "families"),
     "cuda-major-mismatch": _static("a CUDA runtime wheel of the other CUDA major (B03)", "cuda-major"),
+    "metadata-mismatch": _static("importlib.metadata in the environment's interpreter reports another version, or "
+                                 "reads the dist-info from outside site-packages", "metadata"),
     "cuda-library": _static("a shared object links another CUDA major's runtime library (NEEDED libcudart.so.12 in "
                             "a CUDA 13 variant, B54)", "cuda-major"),
     "file-conflict": _static("two distributions' RECORDs list one file; the installed bytes are one of them's",

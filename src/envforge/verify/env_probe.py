@@ -11,7 +11,8 @@ case B11), ``site`` (what the site module ran at this start: ``dirs``, the site 
 and ``bytecode``: per source path, null when this interpreter has no cached bytecode for
 it, else ``{"pyc", "mode", "stale"}`` where ``stale`` says whether the code this interpreter would
 load (``SourceFileLoader.get_code``: the cached ``.pyc`` when its own rules accept it) differs from
-compiling the source now (field case B10; CPython issue 121376). Nothing is written.
+compiling the source now (field case B10; CPython issue 121376); ``metadata``: what
+``importlib.metadata`` finds (:func:`metadata`). Nothing is written.
 """
 
 import json
@@ -91,13 +92,30 @@ def site_info():
     return info
 
 
+def metadata():
+    """What ``importlib.metadata`` finds, in its own order (the first of a name is what
+    ``version(name)`` reports): ``[name, version, dist-info path]`` per distribution."""
+    import importlib.metadata
+
+    out = []
+    for dist in importlib.metadata.distributions():
+        try:
+            name, version = dist.metadata["Name"], dist.version
+        except Exception:  # noqa: BLE001 - a broken METADATA is reported as such, never a crash of the probe
+            name, version = None, None
+        path = getattr(dist, "_path", None)
+        out.append([name, version, str(path) if path is not None else None])
+    return out
+
+
 def main():
     sys.dont_write_bytecode = True
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sc = sys.modules.get("sitecustomize")
     print(json.dumps({"python": platform.python_version(), "markers": marker_environment(),
                       "sitecustomize": getattr(sc, "__file__", None), "site": site_info(),
-                      "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])}}))
+                      "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])},
+                      "metadata": metadata()}))
 
 
 if __name__ == "__main__":

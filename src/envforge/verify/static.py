@@ -8,6 +8,8 @@ else reads files. See docs/verify.md for every finding kind.
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -148,6 +150,8 @@ def run_static(inp: StaticInputs) -> StaticResult:
         if rows := provided_rows(inp.lock.envforge):  # only for locks with [provided]: other reports keep their checks
             c.add("provided", *check_provided(inp.python, sp, rows, probe_script("provided_probe.py"), inp.base_env))
         c.add("families", check_families(installed))
+        c.add("metadata", metadata_findings(inp.lock, installed, probe.get("metadata"), sp),
+              f"importlib.metadata: {counted(len(probe.get('metadata') or []), 'distribution')}")
         _cuda(inp.lock, installed, c, sp, records)
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
                                                 deep=inp.deep, records=records)
@@ -291,6 +295,39 @@ def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector, sp: 
     found = [f for f in check_cuda_major(installed.values(), str(cuda)) if f.subject.split()[0] not in accepted]
     found += _linked(sp, str(cuda), records, accepted)
     c.add("cuda-major", found, f"variant cuda {cuda}" + (f", {len(accepted)} reviewed exceptions" if accepted else ""))
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def metadata_findings(lock: EnvLock, installed: Mapping[str, Installed], seen: Any, sp: Path) -> list[Finding]:
+    """What ``importlib.metadata`` reports in the environment's interpreter: for each locked
+    distribution installed in this site-packages, the first distribution of that name it finds
+    (the one ``importlib.metadata.version`` returns) must be that installed dist-info, with its
+    version. (The installed version against the lock is the ``versions`` check's.)"""
+    if not isinstance(seen, list):
+        return []
+    first: dict[str, tuple[Any, Any]] = {}
+    for row in seen:
+        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str):
+            first.setdefault(_canonical(row[0]), (row[1], row[2]))
+    out = []
+    for name in sorted({_canonical(p.name) for p in lock.packages}):
+        dist = installed.get(name)
+        if dist is None or name not in first:
+            continue
+        version, path = first[name]
+        same = isinstance(path, str) and os.path.realpath(path) == os.path.realpath(dist.dist_info)
+        if version == dist.version and same:
+            continue
+        out.append(Finding("metadata-mismatch", f"{dist.name} {dist.version}",
+                           f"importlib.metadata reads {dist.name} {dist.version} from {dist.dist_info.name} in this "
+                           "site-packages",
+                           f"it reads {dist.name} {version} from {path if isinstance(path, str) else 'elsewhere'}",
+                           "remove the other copy's directory from PYTHONPATH or the .pth that adds it (the first "
+                           "dist-info on sys.path wins), or rebuild (`envforge build`)"))
+    return out
 
 
 def _linked(sp: Path, cuda: str, records: Mapping[Installed, Sequence[Any]], accepted: set[str]) -> list[Finding]:

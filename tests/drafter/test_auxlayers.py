@@ -78,8 +78,8 @@ def test_top_level_ids_are_not_read_by_either_sglang() -> None:
 
 def test_nested_custom_ids_are_not_read_by_vllm_model_runner_v2() -> None:
     v = aux_verdict(drafter([1, 20, 40]), KIMI, patched=PATCHED)
-    assert [(p.engine, p.actual, p.fix) for p in v.problems] == [(
-        "vllm-0.32.0", "vllm 0.32.0 (Model Runner V2, the default) captures the inputs of layers 2, 30, 58 (no ids "
+    assert [(p.kind, p.engine, p.actual, p.fix) for p in v.problems] == [(
+        "eagle3-aux-layers", "vllm-0.32.0", "vllm 0.32.0 (Model Runner V2, the default) captures the inputs of layers 2, 30, 58 (no ids "
         f"read: the default [2, n // 2, n - 3]: {VL})",
         "for vllm 0.32.0, set eagle_aux_hidden_state_layer_ids to [2, 21, 41] in the drafter's config.json (it "
         "captures 2, 21, 41 then); check other engines again after the change")]
@@ -110,8 +110,8 @@ def test_the_newest_engines_disagreeing_asks_for_the_training_layers() -> None:
                        f"only when the first id is 1: {SG23}); vllm 0.32.0 (Model Runner V2, the default) captures "
                        f"the inputs of layers 3, 20, 40 (ids [3, 20, 40] from eagle_aux_hidden_state_layer_ids, "
                        f"as given: {VL})")
-    assert [(p.engine, p.expected, p.fix) for p in v.problems] == [
-        ("sglang-0.5.9", "one reading of the ids", "state the layers the drafter was trained on ([verify.drafter] "
+    assert [(p.kind, p.engine, p.expected, p.fix) for p in v.problems] == [
+        ("eagle3-aux-layers", "sglang-0.5.9", "one reading of the ids", "state the layers the drafter was trained on ([verify.drafter] "
                                                    "trained-aux-layers, or --trained-aux-layers)")]
     assert v.problems[0].actual.startswith(f"sglang 0.5.9 captures the inputs of layers 2, 30, 58 (ids [1, 29, 57] "
                                            f"from {NESTED}, + 1: {SG9}); the newest engines disagree: sglang 0.5.23")
@@ -131,8 +131,8 @@ def test_a_class_without_the_hook_stops_the_start_and_names_the_patch_route() ->
 def test_ids_that_are_not_integers_fail_the_start_in_sglang_only() -> None:
     v = aux_verdict(drafter([1, "a", 3]), KIMI, patched=PATCHED)
     assert v.basis == "no engine reads ids from this file"
-    assert [(p.engine, p.actual, p.fix) for p in v.problems] == [
-        (f"sglang-{version}", f"sglang {version}: start-up fails: {NESTED} is [1, 'a', 3], not a list of integer layer "
+    assert [(p.kind, p.expected, p.engine, p.actual, p.fix) for p in v.problems] == [
+        ("eagle3-aux-layers", "EAGLE-3 starts", f"sglang-{version}", f"sglang {version}: start-up fails: {NESTED} is [1, 'a', 3], not a list of integer layer "
                               f"ids (ids [1, 'a', 3] from {NESTED}, {rule}: {src})",
          f"write a list of integer layer ids under {NESTED}, or remove it (the engine then uses its default)")
         for version, rule, src in (("0.5.9", "+ 1", SG9), ("0.5.23", "+ 1 only when the first id is 1", SG23))]
@@ -148,8 +148,10 @@ def test_layers_the_target_lacks_are_named_per_engine_range() -> None:
     v = aux_verdict(drafter(None, [2, 30, 62]), KIMI, patched=PATCHED)
     assert v.basis == ("vllm 0.32.0 reads this file's ids as the inputs of layers 2, 30, 62, which the target "
                        "(61 layers) does not have")
-    assert [(p.kind, p.engine, p.expected, p.fix) for p in v.problems] == [
+    assert [(p.kind, p.engine, p.expected, p.actual, p.fix) for p in v.problems] == [
         ("target-layer-count", "vllm-0.32.0", "layers 0..61 (the target has 61)",
+         "vllm 0.32.0 (Model Runner V2, the default) captures the inputs of layers 2, 30, 62 (ids [2, 30, 62] from "
+         f"eagle_aux_hidden_state_layer_ids, as given: {VL})",
          "vllm 0.32.0 captures nothing for 62: the drafter gets fewer hidden states than it fuses; pick ids the "
          "target has")]
     assert problems(drafter([59, 60, 0])) == [  # 0.5.9: 60 + 1 = 61 is past the last layer; 0.5.23 takes them as given
@@ -163,7 +165,7 @@ def test_no_aux_hidden_state_captures_nothing_and_is_no_finding() -> None:
     config["eagle_config"]["use_aux_hidden_state"] = False
     v = aux_verdict(config, KIMI, patched=PATCHED)
     assert (v.problems, {c.layers for c in v.captures}) == ((), {()})
-    assert v.basis == "sglang 0.5.23 reads this file's ids as the inputs of layers no layer"
+    assert v.basis == "sglang 0.5.23 reads this file's ids as the inputs of layers none"
 
 
 def test_without_a_target_nothing_is_judged_and_sglang_needs_the_class() -> None:
@@ -238,3 +240,34 @@ def test_drafter_check_with_training_layers_and_bad_options(b52: tuple[Path, Pat
                           (["--trained-aux-layers=-1,2"], "'-1,2': give layer numbers, like 2,30,58")):
         assert main(["drafter", "check", str(d), "--target", str(target), *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_start_up_failures_name_the_ids_to_write() -> None:
+    v = aux_verdict(drafter([1, "a", 3]), KIMI, patched=PATCHED, trained=[2, 30, 58])
+    assert [(p.kind, p.engine, p.expected, p.fix) for p in v.problems] == [
+        ("eagle3-aux-layers", "sglang-0.5.9", "EAGLE-3 starts",
+         f"for sglang 0.5.9, set {NESTED} to [1, 29, 57] in the drafter's config.json (it captures 2, 30, 58 then); "
+         "check other engines again after the change"),
+        ("eagle3-aux-layers", "sglang-0.5.23", "EAGLE-3 starts",
+         f"for sglang 0.5.23, set {NESTED} to [2, 30, 58] in the drafter's config.json (it captures 2, 30, 58 then); "
+         "check other engines again after the change")]
+    qwen = {"architectures": ["Qwen3_5ForCausalLM"], "num_hidden_layers": 61}  # its hook takes ids as given, no default
+    v = aux_verdict(drafter(), qwen, engines=[facts_for("sglang", "0.5.23")])  # type: ignore[list-item]
+    assert [(p.kind, p.engine, p.expected, p.actual, p.fix) for p in v.problems] == [(
+        "eagle3-aux-layers", "sglang-0.5.23", "EAGLE-3 starts",
+        "sglang 0.5.23: start-up fails: the hook iterates the ids and there are none (TypeError) (no ids read: "
+        "sglang/srt/models/qwen3_5.py:1894)",
+        f"write the layer ids under {NESTED}: this target class's hook has no default")]
+
+
+def test_the_target_is_read_as_the_engines_read_it() -> None:
+    sg9 = [facts_for("sglang", "0.5.9")]
+    # architectures as a string is no list of names: no class, nothing judged for SGLang
+    assert aux_verdict(drafter([1, 29, 57]), {"architectures": "KimiK25ForConditionalGeneration",
+                                              "num_hidden_layers": 61}, engines=sg9).problems == ()  # type: ignore[arg-type]
+    one = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 1}  # a one-layer target is judged
+    assert [(p.kind, p.engine, p.expected) for p in aux_verdict(drafter([0]), one).problems] == [
+        ("target-layer-count", "sglang-0.5.9", "layers 0..0 (the target has 1)"),
+        ("target-layer-count", "sglang-0.5.23", "layers 0..0 (the target has 1)"),
+        ("target-layer-count", "vllm-0.32.0", "layers 0..1 (the target has 1)")]
+    assert aux_verdict(drafter([0]), {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": True}).problems == ()

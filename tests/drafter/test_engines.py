@@ -271,3 +271,100 @@ def test_vllm_eagle31_and_capture_position_facts(vllm_site: Path) -> None:
     llama = ast.unparse(parse(vllm_site / "vllm/model_executor/models/llama.py"))
     # after layer idx runs, its output is recorded as the input of layer idx + 1 (the same unit as SGLang)
     assert "self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)" in llama
+
+
+# -- every branch of the capture, in full ------------------------------------------------------------------
+
+
+def _drafter(nested: Any = None, top: Any = None, **extra: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"architectures": ["LlamaForCausalLMEagle3"], **extra}
+    if nested is not None:
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": nested}
+    if top is not None:
+        config["eagle_aux_hidden_state_layer_ids"] = top
+    return config
+
+
+def test_each_capture_branch_gives_its_whole_record() -> None:
+    from envforge.drafter.engines import Capture, capture
+
+    sg9, sg23, vl = facts_for("sglang", "0.5.9"), facts_for("sglang", "0.5.23"), facts_for("vllm", "0.32.0")
+    assert sg9 is not None and sg23 is not None and vl is not None
+    nested = "eagle_config.eagle_aux_hidden_state_layer_ids"
+    no_aux = _drafter([1, 29, 57])
+    no_aux["eagle_config"]["use_aux_hidden_state"] = False
+    cases = [
+        (capture(sg9, sg9.reads[0], no_aux, "LlamaForCausalLM", 61),
+         Capture("sglang 0.5.9", "", nested, [1, 29, 57], (), "eagle_config.use_aux_hidden_state is false")),
+        (capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), "KimiK25ForConditionalGeneration", 61),
+         Capture("sglang 0.5.9", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
+                 "sglang/srt/model_executor/model_runner.py:363", "the target class KimiK25ForConditionalGeneration has "
+                 "no set_eagle3_layers_to_capture: EAGLE-3 stops at start-up (AttributeError)")),
+        (capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "Gemma3ForConditionalGeneration", 61),
+         Capture("sglang 0.5.23", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
+                 "sglang/srt/models/gemma3_mm.py:543", "the target class Gemma3ForConditionalGeneration hands the ids "
+                 "to its language model, whose class envforge does not know for this target")),
+        (capture(sg9, sg9.reads[0], _drafter([1, "a", 3]), "LlamaForCausalLM", 61),
+         Capture("sglang 0.5.9", "", nested, [1, "a", 3], None, f"ids [1, 'a', 3] from {nested}, + 1: "
+                 "sglang/srt/models/llama.py:778", f"start-up fails: {nested} is [1, 'a', 3], not a list of integer "
+                 "layer ids")),
+        (capture(sg23, sg23.reads[0], _drafter(), "Qwen3_5ForCausalLM", 61),
+         Capture("sglang 0.5.23", "", None, None, None, "no ids read: sglang/srt/models/qwen3_5.py:1894",
+                 "start-up fails: the hook iterates the ids and there are none (TypeError)")),
+        (capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "GptOssForCausalLM", None),
+         Capture("sglang 0.5.23", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}, as given only when "
+                 "the largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337",
+                 "which layers depends on the target's layer count (give the target config)")),
+        (capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), None, 61),
+         Capture("sglang 0.5.9", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
+                 "sglang/srt/model_executor/model_runner.py:363",
+                 "which layers depends on the target's class and layer count (give the target config)")),
+        (capture(vl, vl.reads[1], _drafter([4, 5, 6], []), None, 61),
+         Capture("vllm 0.32.0", "VLLM_USE_V2_MODEL_RUNNER=0", nested, [4, 5, 6], (4, 5, 6),
+                 f"ids [4, 5, 6] from {nested}, as given: {VL_SOURCE}")),
+        (capture(sg23, sg23.reads[0], _drafter([2, 61]), "GptOssForCausalLM", 61),
+         Capture("sglang 0.5.23", "", nested, [2, 61], (2, 61), f"ids [2, 61] from {nested}, as given only when the "
+                 "largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337")),
+    ]
+    for got, want in cases:
+        assert got == want
+    assert cases[0][0].describe() == ("sglang 0.5.9 captures no layer (eagle_config.use_aux_hidden_state "
+                                      "is false)")
+    assert cases[4][0].describe() == ("sglang 0.5.23: start-up fails: the hook iterates the ids and there are none "
+                                      "(TypeError) (no ids read: sglang/srt/models/qwen3_5.py:1894)")
+
+
+VL_SOURCE = "vllm/model_executor/models/interfaces.py:1712"
+
+
+def test_hook_resolution_follows_delegations_and_stops_on_cycles() -> None:
+    from envforge.drafter.engines import CaptureHook, EngineFacts, Source
+
+    d = CaptureHook(DELEGATES, Source("m.py", 1))
+    plus = CaptureHook("plus-one", Source("n.py", 2))
+    facts = EngineFacts("sglang", "9", (), {"A": d, "B": d, "C": plus, "D": d}, None, {"A": "B", "B": "A", "D": "C"},
+                        None, None)
+    assert facts.hook("A") == (None, "A")  # A -> B -> A: no hook, never a loop
+    assert facts.hook("D") == (plus, "C")
+    assert facts.hook("E") == (None, "E")
+    assert facts.hook("E", {"E": "C"}) == (plus, "C")
+    assert facts.hook("C", {"C": "A"}) == (plus, "C")  # the engine's own hook comes first
+    gemma = facts_for("sglang", "0.5.23")
+    assert gemma is not None and gemma.hook("Gemma3ForConditionalGeneration")[0].rule == DELEGATES  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="^a delegating hook has no result of its own$"):
+        hook_result(DELEGATES, [1], 8)
+    with pytest.raises(ValueError, match=r"^the hook iterates the ids and there are none \(TypeError\)$"):
+        hook_result(AS_GIVEN, None, 8)
+
+
+def test_read_ids_says_which_key_counted() -> None:
+    sg, vl = facts_for("sglang", "0.5.9"), facts_for("vllm", "0.32.0")
+    assert sg is not None and vl is not None
+    nested = "eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert read_ids(sg.reads[0], {"eagle_config": {}}) == (None, None)
+    assert read_ids(sg.reads[0], {"eagle_config": {"eagle_aux_hidden_state_layer_ids": None}}) == (nested, None)
+    assert read_ids(sg.reads[0], {"eagle_config": {"eagle_aux_hidden_state_layer_ids": []}}) == (nested, [])
+    assert read_ids(vl.reads[1], {"eagle_aux_hidden_state_layer_ids": [], "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [1]}}) == (nested, [1])
+    assert read_ids(vl.reads[1], {"eagle_aux_hidden_state_layer_ids": "x"}) == (None, None)
+    assert read_ids(vl.reads[0], {"eagle_config": {"layer_ids": [7]}}) == ("eagle_config.layer_ids", [7])

@@ -55,7 +55,7 @@ class AuxVerdict:
 
 
 def _layers(layers: Sequence[int]) -> str:
-    return ", ".join(map(str, layers)) if layers else "no layer"
+    return ", ".join(map(str, layers)) if layers else "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +144,10 @@ def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
         elif c.layers is None and c.reason.startswith("start-up fails"):
             problems.append(AuxProblem("eagle3-aux-layers", f.label, "EAGLE-3 starts", c.describe(),
                                        _fix(f, config, architecture, layers, want, patched) if want else
-                                       f"write a list of integer layer ids under {c.key or f.reads[0].keys[0]}, or "
-                                       "remove it (the engine then uses its default)"))
+                                       f"write a list of integer layer ids under {c.key}, or remove it (the engine "
+                                       "then uses its default)" if c.key else
+                                       f"write the layer ids under {f.reads[0].keys[0]}: this target class's hook "
+                                       "has no default"))
         elif c.layers is None:
             continue  # the target's class is needed (a config without architectures): not judged
         elif want is None and ref.ambiguous:

@@ -293,8 +293,8 @@ class Capture:
         who = self.engine + (f" ({self.path})" if self.path else "")
         if self.layers is None:
             return f"{who}: {self.reason} ({self.how})"
-        layers = ", ".join(map(str, self.layers)) if self.layers else "no layer"
-        return f"{who} captures the inputs of layers {layers} ({self.how})"
+        layers = f"the inputs of layers {', '.join(map(str, self.layers))}" if self.layers else "no layer"
+        return f"{who} captures {layers} ({self.how})"
 
 
 def _ints(ids: Any) -> bool:
@@ -347,11 +347,18 @@ def capture(facts: EngineFacts, read: IdsRead, config: Mapping[str, Any], archit
         return Capture(facts.name, read.label, key, ids, None, f"{source}; {read.source}",
                        "which layers depends on the target's class and layer count (give the target config)")
     hook, owner = facts.hook(architecture or "", patched)
-    if hook is None or hook.rule == DELEGATES:
+    if hook is None:
         return Capture(facts.name, read.label, key, ids, None, f"{source}; {read.source}",
                        f"the target class {owner} has no set_eagle3_layers_to_capture: EAGLE-3 stops at "
                        "start-up (AttributeError)")
-    how = f"{source}, {_RULE_WORDS[hook.rule]}: {hook.source}" if key else f"{source}: {hook.source}"
+    if hook.rule == DELEGATES:
+        return Capture(facts.name, read.label, key, ids, None, f"{source}; {hook.source}",
+                       f"the target class {owner} hands the ids to its language model, whose class envforge does "
+                       "not know for this target")
+    if key:
+        how = f"{source}, {_RULE_WORDS[hook.rule]}: {hook.source}"
+    else:  # an as-given hook has no default of its own: it fails without ids
+        how = f"no ids read: {hook.source}" if hook.rule == AS_GIVEN else f"{source}: {hook.source}"
     if ids is not None and not _ints(ids):
         return Capture(facts.name, read.label, key, ids, None, how,
                        f"start-up fails: {key} is {ids!r}, not a list of integer layer ids")

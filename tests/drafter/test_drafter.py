@@ -24,6 +24,7 @@ from envforge.drafter import (
     inspect_drafter,
 )
 from envforge.drafter.hub import resolve_revision
+from envforge.drafter.sources import open_local
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
 
 # The field case: K2-sized vocabularies, 31,748 of 32,000 draft positions mapping elsewhere.
@@ -125,6 +126,34 @@ def test_fetch_default_dest_and_second_fetch_downloads_nothing(hub: Hub, tmp_pat
     again = fetch_drafter("test-org/drafter-a", hub.a, None, root=tmp_path, endpoint=hub.url)
     assert again.files == first.files
     assert [r.method for r in hub.server.requests if "resolve" in r.path] == []  # re-hashed, not re-fetched
+
+
+def test_a_local_file_swapped_after_the_fetch_is_named_never_blamed_on_the_host(hub: Hub, tmp_path: Path) -> None:
+    """B59: another commit's config.json of the same size with an old mtime (``cp -p``), which
+    huggingface_hub's local_dir would take as already downloaded (huggingface_hub PR 2223)."""
+    import os
+
+    first = fetch_drafter("test-org/drafter-a", hub.a, None, root=tmp_path, endpoint=hub.url)
+    config = first.dest / "config.json"
+    original = config.read_bytes()
+    swapped = original.replace(b'"rms_norm_eps"', b'"rms_norm_epz"')
+    assert len(swapped) == len(original) and swapped != original
+    config.write_bytes(swapped)
+    os.utime(config, (1_600_000_000, 1_600_000_000))
+    hub.server.reset_counters()
+    with pytest.raises(CheckFailed) as err:
+        fetch_drafter("test-org/drafter-a", hub.a, None, root=tmp_path, endpoint=hub.url)
+    assert err.value.message.startswith(f"{config} is already there and is not config.json of test-org/drafter-a@"
+                                        f"{hub.a} (git-sha1 ")
+    assert err.value.message.endswith("it was changed or replaced after an earlier fetch")
+    assert "host" not in str(err.value) and "corrupt" not in str(err.value)
+    assert config.read_bytes() == swapped  # kept: nothing lost
+    assert [r for r in hub.server.requests if "resolve" in r.path] == []  # nothing downloaded
+    d = open_local(first.dest)  # what inspect reads: not attributed to the pinned commit
+    assert (d.repo, d.revision, d.modified) == (None, None, ("config.json",))
+    config.write_bytes(original)
+    d = open_local(first.dest)
+    assert (d.repo, d.revision, d.modified) == ("test-org/drafter-a", hub.a, ())
 
 
 @pytest.mark.parametrize("revision", ["main", "short"])

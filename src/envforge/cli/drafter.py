@@ -218,6 +218,10 @@ def _render_drafter(d: Drafter, classes: tuple[ModelClass, ...], ui: Ui) -> None
     ui.result(f"{d.source}  {d.architecture}")
     if d.repo and d.revision and d.local_dir is not None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
+    if d.modified:
+        ui.warn(f"{', '.join(d.modified)} differ{'s' if len(d.modified) == 1 else ''} from the fetch record "
+                f"({d.local_dir}/envforge-drafter.json): changed after the fetch, so this is not the pinned commit's "
+                "content; move it away and `envforge drafter fetch` again to restore it")
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
     ui.result("  model class built: " + ", ".join(f"{c.engine} {c.describe()}" for c in classes))

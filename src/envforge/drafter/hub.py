@@ -309,6 +309,26 @@ def _record(rev: HubRevision, files: tuple[FetchedFile, ...]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+def _refuse_changed_local_files(rev: HubRevision, dest: Path) -> None:
+    """A file already in ``dest`` that is not the commit's (B59): huggingface_hub's ``local_dir``
+    trusts a file no newer than its ``.metadata`` (huggingface_hub PR 2223), so a config copied in
+    with an old mtime would be "verified" as the hub's and then blamed on the download. Checked
+    before any download, against the hub's sha256 / blob id; the file is kept, never overwritten.
+
+    :raises CheckFailed: naming the local file, its digest and the pinned commit's.
+    """
+    for f in rev.files:
+        path = dest / f.name
+        if not path.is_file() or path.is_symlink():
+            continue
+        kind, actual, expected, _, size = _digest(path, f)
+        if actual != expected or size != f.size:
+            raise CheckFailed(f"{path} is already there and is not {f.name} of {rev.spec} ({kind} {actual}, the "
+                              f"commit's {expected}; {size} of {f.size} bytes): it was changed or replaced after an "
+                              "earlier fetch", hint=f"move it away (nothing was downloaded or removed), then fetch "
+                                                    "again to get the commit's file")
+
+
 def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
           progress: Progress | None = None) -> FetchResult:
     """Download ``rev.files`` into ``dest`` at ``rev.sha``, re-hash each one, write the record.
@@ -321,6 +341,7 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     """
     from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
+    _refuse_changed_local_files(rev, dest)
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):
         if progress:

@@ -76,7 +76,9 @@ class Drafter:
 
     ``source`` is the path or ``repo@sha`` it came from; ``repo`` / ``revision`` are set for hub
     drafters and for fetched ones (from the fetch record); ``config`` is ``config.json``;
-    ``files`` the weight files read; ``pickle_files`` weights that were not read (pickle).
+    ``files`` the weight files read; ``pickle_files`` weights that were not read (pickle);
+    ``modified``: files of a fetched directory that differ from its fetch record (B59: then
+    ``repo`` / ``revision`` are None, the content is not the pinned commit's).
     """
     source: str
     repo: str | None
@@ -86,6 +88,7 @@ class Drafter:
     files: tuple[str, ...]
     pickle_files: tuple[str, ...] = ()
     local_dir: Path | None = None
+    modified: tuple[str, ...] = ()
 
     @property
     def architecture(self) -> str:

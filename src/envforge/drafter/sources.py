@@ -7,8 +7,11 @@ ranged GETs), used to read the small ``d2t`` tensor for comparisons.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from envforge.core.errors import InputError
 from envforge.drafter.hub import (
@@ -43,6 +46,9 @@ def open_local(path: Path) -> Drafter:
         meta = read_record(record)
     except FileNotFoundError:
         meta = {}
+    modified = _modified(directory, meta)
+    if modified:  # B59: not the pinned commit's content, whatever the record says
+        meta = {k: v for k, v in meta.items() if k not in ("repo", "revision")}
     weights = [path] if path.is_file() else _weights(directory, meta)
     tensors: list[TensorInfo] = []
     for w in weights:
@@ -52,7 +58,35 @@ def open_local(path: Path) -> Drafter:
         raise InputError(f"{path}: no *.safetensors weights found", hint="point at a drafter directory")
     return Drafter(str(path), meta.get("repo"), meta.get("revision"), load_json(directory / "config.json"),
                    tuple(sorted(tensors, key=lambda t: t.name)), tuple(w.name for w in weights),
-                   pickles, directory)
+                   pickles, directory, modified)
+
+
+def _modified(directory: Path, meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """Files the fetch record lists whose bytes differ from it: the size of every file, and the
+    sha256 of the JSON files (small: a weight file is re-hashed by ``drafter fetch`` and verify,
+    not by every read)."""
+    rows = meta.get("files")
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if not (isinstance(row, dict) and isinstance(row.get("name"), str)):
+            continue
+        name = row["name"]
+        target = directory / name
+        try:
+            size = target.stat().st_size
+        except OSError:
+            out.append(name)
+            continue
+        if size != row.get("size") or (name.endswith(".json") and _sha256(target) != row.get("sha256")):
+            out.append(name)
+    return tuple(out)
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    except OSError:
+        return None
 
 
 def local_weight_file(directory: Path, name: str) -> WeightFile:

@@ -76,7 +76,8 @@ class LocalIndex:
     url: str = ""
 
     def add(self, wheel: Path, *, upload_time: str | None = None) -> None:
-        """Copy ``wheel`` into ``files/`` and regenerate the project's simple page.
+        """Copy ``wheel`` (or an sdist, ``NAME-VERSION.tar.gz``) into ``files/`` and regenerate the
+        project's simple page.
 
         :param upload_time: RFC 3339 time (``2020-01-01T00:00:00Z``) published in the JSON page.
         """
@@ -108,7 +109,7 @@ class LocalIndex:
     def _write_page(self, project: str) -> None:
         links = []
         yanks = self._yanks()
-        for whl in sorted((self.root / "files").glob("*.whl")):
+        for whl in sorted([*(self.root / "files").glob("*.whl"), *(self.root / "files").glob("*.tar.gz")]):
             if canonicalize_name(whl.name.split("-")[0]) != project:
                 continue
             digest = hashlib.sha256(whl.read_bytes()).hexdigest()

@@ -120,3 +120,55 @@ def test_vllm_names_are_its_envs_registry() -> None:
         f"VLLM_USE_V2_MODEL_RUNER: vllm {vllm.version} reads no variable VLLM_USE_V2_MODEL_RUNER (neither its "
         f"registry vllm/envs.py, {len(vllm.typed)} names, nor its code), so it is ignored without a word; did you "
         "mean VLLM_USE_V2_MODEL_RUNNER?"]
+
+
+def _tree(root: Path, environ: str | None = None, envs: str | None = None, version: str = "1.0") -> Path:
+    if environ is not None:
+        (root / "sglang" / "srt").mkdir(parents=True)
+        (root / "sglang" / "srt" / "environ.py").write_text(environ)
+        (root / f"sglang-{version}.dist-info").mkdir()
+        (root / f"sglang-{version}.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    if envs is not None:
+        (root / "vllm").mkdir(parents=True)
+        (root / "vllm" / "envs.py").write_text(envs)
+    return root
+
+
+def test_a_registry_of_any_shape_is_read_as_written(tmp_path: Path) -> None:
+    environ = ("class Envs:\n"
+               "    SGLANG_A = EnvBool(True)\n"
+               "    SGLANG_B = EnvStr()\n"
+               "    SGLANG_C = EnvIntWithAlias(4, deprecated_name='SGLANG_OLD_C')\n"
+               "    SGLANG_D = Other(1)\n"
+               "    SGLANG_E = SGLANG_F = EnvBool(False)\n"
+               "    X: int = 1\n"
+               "    def method(self): pass\n")
+    (engine,) = engine_variables(_tree(tmp_path / "a", environ, version="9.9.9+local"))
+    assert (engine.version, dict(engine.typed), dict(engine.defaults)) == (
+        "9.9.9+local", {"SGLANG_A": "bool", "SGLANG_B": "str", "SGLANG_C": "int", "SGLANG_OLD_C": "int"},
+        {"SGLANG_A": "True", "SGLANG_B": "", "SGLANG_C": "4", "SGLANG_OLD_C": "4"})
+    assert problems({"SGLANG_OLD_C": "x", "SGLANG_A": "maybe", "SGLANG_ZZZZZZZZ": "1", "SGLANG_B": "anything"},
+                    (engine,)) == [
+        'SGLANG_A: "maybe" is not a boolean to it (true/1/yes/y, false/0/no/n, any case); sglang 9.9.9+local warns '
+        "and uses the default (True) (environ.py)",
+        'SGLANG_OLD_C: "x" is not an integer to it; sglang 9.9.9+local warns and uses the default (4) (environ.py)',
+        "SGLANG_ZZZZZZZZ: sglang 9.9.9+local reads no variable SGLANG_ZZZZZZZZ (neither its registry srt/environ.py, "
+        "4 names, nor its code), so it is ignored without a word"]
+    (engine,) = engine_variables(_tree(tmp_path / "b", "class Envs:\n    SGLANG_N = EnvJSON()\n"))
+    assert problems({"SGLANG_N": "{bad"}, (engine,)) == [
+        'SGLANG_N: "{bad" is not JSON to it; sglang 1.0 warns and uses the default (environ.py)']
+    assert problems({"SGLANG_N": "/etc/cfg"}, (engine,)) == problems({"SGLANG_N": "cfg.json"}, (engine,)) == []
+
+
+def test_vllm_registries_of_both_spellings(tmp_path: Path) -> None:
+    for i, text in enumerate(("environment_variables: dict[str, Callable] = {'VLLM_A': f, 'VLLM_B': g, 3: h}\n",
+                              "environment_variables = {'VLLM_A': f, 'VLLM_B': g}\n")):
+        (engine,) = engine_variables(_tree(tmp_path / str(i), envs=text))
+        assert (engine.engine, engine.prefix, set(engine.typed), engine.version) == (
+            "vllm", "VLLM_", {"VLLM_A", "VLLM_B"}, None)
+        assert problems({"VLLM_C": "1", "VLLM_A": "x", "SGLANG_A": "1"}, (engine,)) == [
+            "VLLM_C: vllm reads no variable VLLM_C (neither its registry vllm/envs.py, 2 names, nor its code), so it "
+            "is ignored without a word; did you mean VLLM_B?"]  # difflib: the closest, ties to the later name
+    for j, text in enumerate(("other = {}\n", "environment_variables = make()\n", "a, b = 1, 2\n")):
+        assert engine_variables(_tree(tmp_path / f"n{j}", envs=text)) == ()

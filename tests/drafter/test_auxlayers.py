@@ -271,3 +271,8 @@ def test_the_target_is_read_as_the_engines_read_it() -> None:
         ("target-layer-count", "sglang-0.5.23", "layers 0..0 (the target has 1)"),
         ("target-layer-count", "vllm-0.32.0", "layers 0..1 (the target has 1)")]
     assert aux_verdict(drafter([0]), {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": True}).problems == ()
+
+
+def test_json_true_is_layer_1_to_the_engines_as_to_python() -> None:
+    v = aux_verdict(drafter([True, 29, 57]), KIMI, patched=PATCHED)
+    assert (v.problems, [c.layers for c in v.captures][:2]) == ((), [(2, 30, 58), (2, 30, 58)])

@@ -40,7 +40,8 @@ LAYER_COUNTS = (4, 8, 32, 61, 94)
 
 _EAGLE = [None, "absent", {}, "a string", [1, 2], {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
           {"eagle_aux_hidden_state_layer_ids": []}, {"eagle_aux_hidden_state_layer_ids": None},
-          {"eagle_aux_hidden_state_layer_ids": 5}, {"layer_ids": [4, 5, 6]},
+          {"eagle_aux_hidden_state_layer_ids": 5}, {"eagle_aux_hidden_state_layer_ids": [True, 2, 40]},
+          {"layer_ids": [4, 5, 6]},
           {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": False},
           {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": True, "layer_ids": [7, 8, 9]},
           {"use_aux_hidden_state": 0}]

@@ -185,6 +185,6 @@ def generated_id_lists(layers: int) -> Iterator[list[int] | None]:
     n = layers
     yield None
     yield []
-    for ids in ([1, n // 2 - 1, n - 4], [2, n // 2, n - 3], [0, 1, 2], [1], [n - 3, 2, n // 2],
+    for ids in ([1, n // 2 - 1, n - 4], [2, n // 2, n - 3], [0, 1, 2], [1], [True, 2, 3], [n - 3, 2, n // 2],
                 [3, n // 3, n - 2], [1, 2, n - 1], [2, n - 1, n], [0, n // 2, n]):
         yield ids

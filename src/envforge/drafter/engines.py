@@ -298,7 +298,8 @@ class Capture:
 
 
 def _ints(ids: Any) -> bool:
-    return isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    """A list the hooks can do arithmetic on: Python ints (JSON ``true`` is 1 to them, as to Python)."""
+    return isinstance(ids, list) and all(isinstance(i, int) for i in ids)
 
 
 def hook_result(rule: str, ids: list[int] | None, layers: int | None) -> list[int] | None:
@@ -369,7 +370,7 @@ def capture(facts: EngineFacts, read: IdsRead, config: Mapping[str, Any], archit
     if result is None:
         return Capture(facts.name, read.label, key, ids, None, how,
                        "which layers depends on the target's layer count (give the target config)")
-    return Capture(facts.name, read.label, key, ids, tuple(sorted(set(result))), how)
+    return Capture(facts.name, read.label, key, ids, tuple(sorted({int(i) for i in result})), how)
 
 
 def captures(facts: EngineFacts, config: Mapping[str, Any], architecture: str | None, layers: int | None,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.env.build import build_constraints
+from envforge.env.buildconstraints import build_constraints
 from envforge.lock.model import LockedPackage
 from tests.conftest import cached_wheel
 from tests.support.localindex import LocalIndex, make_wheel, serve

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +36,7 @@ from envforge.core.fs import atomic_write, replace_symlink, sha256_hex
 from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
+from envforge.env.buildconstraints import build_constraints
 from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
 from envforge.env.layout import site_packages
 from envforge.env.provided import link_base
@@ -283,22 +283,6 @@ def _sync(plan: BuildPlan, progress: Progress | None, terminal: Progress | None 
     run_uv([*args, str(lock)], progress=progress, terminal=terminal)
     count = len(locked.packages)
     return f"{counted(count, 'distribution')} from {plan.lock.name}"
-
-
-def build_constraints(tool: Mapping[str, Any], packages: Sequence[Any]) -> list[str]:
-    """The build constraints of a source build: the recipe's recorded ``build-constraints`` (the
-    backend, B28), then ``name==version`` (with its marker) for every other locked distribution, so
-    an isolated build that needs the runtime's torch gets the locked torch, not the newest on the
-    index (B55; the role of uv's ``match-runtime``, derived from the lock). ``--build-constraints``
-    only constrains what a build asks for: nothing is added to a build that does not need it."""
-    recorded = [str(c) for c in tool.get("build-constraints", [])]
-    named = {re.split(r"[\s<>=!~;\[]", c, maxsplit=1)[0].lower().replace("_", "-") for c in recorded}
-    out = list(recorded)
-    for p in packages:
-        name = str(p.name).lower().replace("_", "-")
-        if p.version and name not in named:
-            out.append(f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker else ""))
-    return out
 
 
 def _index_args(tool: Mapping[str, Any]) -> list[str]:

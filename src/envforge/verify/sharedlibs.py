@@ -36,8 +36,8 @@ class CudaLink:
 
 def _needed(path: Path) -> list[str]:
     from elftools.common.exceptions import ELFError  # lazy: only verify reads ELF files
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
+    from elftools.elf.dynamic import DynamicSection  # lazy: only verify reads ELF files
+    from elftools.elf.elffile import ELFFile  # lazy: only verify reads ELF files
 
     try:
         with path.open("rb") as fh:

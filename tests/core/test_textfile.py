@@ -284,13 +284,17 @@ def _toml_of(doc: dict[str, Any]) -> bytes | None:
         return None
 
 
-def _only_envforge_errors(fn: Any, *args: Any) -> None:
-    """``fn(*args)`` either reads the input or refuses it as bad input: exit 2 with a message, never
-    another exception (a traceback, exit 70) and never another exit class."""
+def _only_envforge_errors(fn: Any, *args: Any, names: str | None = None) -> Any:
+    """``fn(*args)`` either reads the input (its result is returned) or refuses it as bad input:
+    exit 2 with a message (naming ``names``, the file, when given), never another exception (a
+    traceback, exit 70) and never another exit class; a refusal returns None."""
     try:
-        fn(*args)
+        return fn(*args)
     except EnvforgeError as err:
         assert err.exit_code == 2 and err.message.strip(), (err.exit_code, err.message)
+        if names is not None:
+            assert names in err.message + (err.hint or ""), (names, err.message)
+        return None
 
 
 def _seeded(paths: list[Path]) -> st.SearchStrategy[bytes]:
@@ -323,8 +327,10 @@ def test_fuzz_lock_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
 
     f = tmp_path / "pylock.fuzz.toml"
     f.write_bytes(data)
-    _only_envforge_errors(read_lock, f)
-    _only_envforge_errors(read_lock_file, f)
+    lock = _only_envforge_errors(read_lock, f, names=f.name)
+    if lock is not None:  # read: the packages it holds are named and versioned as strings, the path is the file
+        assert lock.path == f and all(isinstance(p.name, str) and p.name for p in lock.packages)
+    _only_envforge_errors(read_lock_file, f, names=f.name)
 
 
 @FUZZ
@@ -334,4 +340,6 @@ def test_fuzz_patchset_parsing_never_crashes(tmp_path: Path, data: bytes) -> Non
 
     f = tmp_path / "fuzz.toml"
     f.write_bytes(data)
-    _only_envforge_errors(load_patchset, f)
+    patchset = _only_envforge_errors(load_patchset, f, names=f.name)
+    if patchset is not None:  # read: an id, a distribution and its operations, each one with a file
+        assert patchset.id and patchset.distribution and all(op.file for op in patchset.operations)

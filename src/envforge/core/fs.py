@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write", "current_umask", "file_mode", "replace_symlink", "sha256_hex"]
+__all__ = ["atomic_write", "current_umask", "file_identity", "file_mode", "replace_symlink", "sha256_hex"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -43,6 +43,13 @@ def file_mode(path: Path) -> int:
         return os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         return 0o666 & ~current_umask()
+
+
+def file_identity(path: Path) -> tuple[int, int, int]:
+    """``(size, mtime_ns, inode)`` of ``path``: a file read earlier is still the same file while
+    this is unchanged (no writer keeps all three)."""
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:

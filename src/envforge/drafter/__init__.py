@@ -27,7 +27,7 @@ kind ``drafter-error`` and the other checks still run. Tests use a local hub-com
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,7 @@ def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
 def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
                    endpoint: str | None = None, local_root: Path | None = None,
                    engines: Sequence[EngineFacts] = ENGINE_FACTS,
-                   patched: Mapping[str, str] | None = None) -> tuple[DrafterIssue, ...]:
+                   patched_for: Callable[[str], Mapping[str, str]] | None = None) -> tuple[DrafterIssue, ...]:
     """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc).
 
     In huggingface_hub's offline mode (``HF_HUB_OFFLINE=1``, B32) the drafter is checked from the
@@ -211,8 +211,9 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
 
     With ``target-config``, the auxiliary layers of ``engines`` (the engine versions the lock
     installs) are judged against ``trained-aux-layers`` when the table has it (a list of layer
-    numbers), else against what the newest engines make of the file; ``patched`` as for
-    :meth:`envforge.drafter.engines.EngineFacts.hook` (classes a patchset gives the hook).
+    numbers), else against what the newest engines make of the file. ``patched_for``: called with the
+    target's architecture, returns the delegations the installed code adds (``patched`` of
+    :meth:`envforge.drafter.engines.EngineFacts.hook`; the target config is read once, here).
     """
     repo, revision = str(settings["repo"]), str(settings["revision"])
     spec = f"{repo}@{revision}"
@@ -232,6 +233,9 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
             target_config = read_config(str(target), endpoint=endpoint, cache_dir=cache_dir)
             issues += target_issues(d, target_config, str(target))
             trained = settings.get("trained-aux-layers") or None
+            archs = target_config.get("architectures")
+            patched = (patched_for(archs[0]) if patched_for is not None and isinstance(archs, list) and archs
+                       and isinstance(archs[0], str) else None)
             issues += aux_issues(d, aux_verdict(d.config, target_config, engines=engines, patched=patched,
                                                 trained=trained))
         except EnvforgeError as exc:

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
-from envforge.core.fs import atomic_write
+from envforge.core.fs import atomic_write, file_identity
 from envforge.core.printable import escape_controls
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
@@ -309,31 +309,31 @@ def _record(rev: HubRevision, files: tuple[FetchedFile, ...]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
-def _refuse_changed_local_files(rev: HubRevision, dest: Path) -> None:
+def _refuse_changed_local_files(rev: HubRevision, dest: Path) -> dict[str, tuple[tuple[int, int, int], FetchedFile]]:
     """A file already in ``dest`` that is not the commit's (B59): huggingface_hub's ``local_dir``
-    trusts a file no newer than its ``.metadata`` (huggingface_hub PR 2223), so a config copied in
-    with an old mtime would be "verified" as the hub's and then blamed on the download. Checked
-    before any download, against the hub's sha256 / blob id; the file is kept, never overwritten.
+    trusts a file no newer than its ``.metadata`` (PR 2223), so a config copied in with an old mtime
+    would be "verified" as the hub's and blamed on the download. Checked before any download; the
+    file is kept. Returns the matching files with their :func:`_stat_key`, for :func:`fetch`.
 
-    :raises CheckFailed: naming the local file, its digest and the pinned commit's.
-    """
+    :raises CheckFailed: naming the local file, its digest and the pinned commit's."""
+    matching = {}
     for f in rev.files:
         path = dest / f.name
-        if not path.is_file() or path.is_symlink():
-            continue
-        kind, actual, expected, _, size = _digest(path, f)
-        if actual != expected or size != f.size:
-            raise CheckFailed(f"{path} is already there and is not {f.name} of {rev.spec} ({kind} {actual}, the "
-                              f"commit's {expected}; {size} of {f.size} bytes): it was changed or replaced after an "
-                              "earlier fetch", hint=f"move it away (nothing was downloaded or removed), then fetch "
-                                                    "again to get the commit's file")
+        if path.is_file() and not path.is_symlink():
+            key, (kind, actual, expected, sha256, size) = file_identity(path), _digest(path, f)
+            if actual != expected or size != f.size:
+                raise CheckFailed(f"{path} is already there and is not {f.name} of {rev.spec} ({kind} {actual}, "
+                                  f"the commit's {expected}; {size} of {f.size} bytes): it was changed or replaced "
+                                  "after an earlier fetch", hint="move it away (nothing was downloaded or removed), "
+                                                                 "then fetch again to get the commit's file")
+            matching[f.name] = (key, FetchedFile(f.name, size, sha256))
+    return matching
 
 
 def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
           progress: Progress | None = None) -> FetchResult:
-    """Download ``rev.files`` into ``dest`` at ``rev.sha``, re-hash each one, write the record.
-
-    Files already in ``dest`` at that commit are not downloaded again but are re-hashed.
+    """Download ``rev.files`` into ``dest`` at ``rev.sha``, re-hash each one, write the record
+    (files already in ``dest`` at that commit are hashed once, not downloaded again).
 
     :raises CheckFailed: a file does not match the hub's sha256 / git blob id or size (the file is
         removed), or a ``*.incomplete`` partial download is left under ``dest``.
@@ -341,14 +341,17 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
     """
     from huggingface_hub import hf_hub_download  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
-    _refuse_changed_local_files(rev, dest)
+    present = _refuse_changed_local_files(rev, dest)
     done: list[FetchedFile] = []
     for i, f in enumerate(rev.files, 1):
         if progress:
             progress(f"[{i}/{len(rev.files)}] {f.name} ({f.size:,} bytes)")
         with hub_errors(f"hf_hub_download {rev.spec} {f.name}", rev.repo, rev.sha, endpoint):
             path = hf_hub_download(rev.repo, f.name, revision=rev.sha, local_dir=dest, endpoint=endpoint)
-        done.append(_verify(rev, f, Path(path)))
+        kept = present.get(f.name)  # hashed just before: not again when huggingface_hub left it as it was
+        same = (kept is not None and Path(path).resolve() == (dest / f.name).resolve()
+                and file_identity(Path(path)) == kept[0])
+        done.append(kept[1] if kept is not None and same else _verify(rev, f, Path(path)))
     check_partials(dest, rev.files)
     record = dest / RECORD_NAME
     atomic_write(record, _record(rev, tuple(done)).encode("utf-8"))  # a reader never sees half a record

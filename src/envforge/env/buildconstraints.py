@@ -8,9 +8,11 @@ exactly what a build asks for, so the locked versions are given there.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 __all__ = ["build_constraints"]
 
@@ -22,10 +24,9 @@ def build_constraints(tool: Mapping[str, Any], packages: Sequence[Any]) -> list[
     index (B55; the role of uv's ``match-runtime``, derived from the lock). ``--build-constraints``
     only constrains what a build asks for: nothing is added to a build that does not need it."""
     recorded = [str(c) for c in tool.get("build-constraints", [])]
-    named = {re.split(r"[\s<>=!~;\[]", c, maxsplit=1)[0].lower().replace("_", "-") for c in recorded}
+    named = {canonicalize_name(Requirement(c).name) for c in recorded}  # requirements: the recipe schema checked them
     out = list(recorded)
     for p in packages:
-        name = str(p.name).lower().replace("_", "-")
-        if p.version and name not in named:
+        if p.version and canonicalize_name(p.name) not in named:
             out.append(f"{p.name}=={p.version}" + (f" ; {p.marker}" if p.marker else ""))
     return out

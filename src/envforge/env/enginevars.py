@@ -27,6 +27,7 @@ from functools import cached_property
 from pathlib import Path
 
 from envforge.core.plural import counted
+from envforge.installed.distributions import find_distribution
 
 __all__ = ["EngineVariables", "engine_variables", "problems", "value_problem"]
 
@@ -78,14 +79,8 @@ class EngineVariables:
 
 
 def _version(site_packages: Path, distribution: str) -> str | None:
-    for meta in sorted(site_packages.glob(f"{distribution}-*.dist-info/METADATA")):
-        try:
-            for line in meta.read_text(encoding="utf-8", errors="replace").splitlines()[:20]:
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-        except OSError:
-            return None
-    return None
+    found = find_distribution(site_packages, distribution)
+    return found.version if found is not None else None
 
 
 def _parse(path: Path) -> ast.Module | None:

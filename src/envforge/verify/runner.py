@@ -15,13 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from envforge.core.errors import EnvforgeError, InputError
+from envforge.core.errors import InputError
 from envforge.core.kinds import LEVELS, belongs_to, check_levels
 from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
 from envforge.drafter import ENGINE_FACTS, drafter_checks
-from envforge.drafter.sources import read_config
 from envforge.drafter.hub import offline_mode
 from envforge.env.fingerprint import fingerprint_of
 from envforge.env.layout import Environment
@@ -270,9 +269,9 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
     scope = drafter_scope(lock)
-    patched = _target_delegations(settings, site_packages, options)
     issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint,
-                            local_root=local_root, engines=scope.engines, patched=patched)
+                            local_root=local_root, engines=scope.engines,
+                            patched_for=lambda arch: installed_delegations(site_packages, arch))
     found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,
                      i.actual, i.fix, level="drafter") for i in issues]
     known = ", ".join(f"{f.engine} {f.version}" for f in ENGINE_FACTS)
@@ -284,23 +283,6 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path
         if offline_mode() and local_root is not None else ""
     return found, Check("drafter", "drafter", "findings" if found else "ok",
                         f"{settings['repo']}@{settings['revision']}{offline}")
-
-
-def _target_delegations(settings: Mapping[str, Any], site_packages: Path,
-                        options: VerifyOptions) -> Mapping[str, str]:
-    """Delegating hooks the installed sglang gives the target's class (an unreadable target
-    config is the drafter check's own finding, not this one's)."""
-    target = settings.get("target-config")
-    if not target:
-        return {}
-    try:
-        config = read_config(str(target), endpoint=options.hub_endpoint, cache_dir=options.hub_cache)
-    except EnvforgeError:
-        return {}
-    archs = config.get("architectures")
-    if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
-        return {}
-    return installed_delegations(site_packages, archs[0])
 
 
 def nvidia_proc_facts(proc: Path) -> dict[str, Any]:

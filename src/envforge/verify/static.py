@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -18,6 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from packaging.utils import canonicalize_name
 
 from envforge import patching
 from envforge.core.errors import EnvforgeError, InputError
@@ -297,10 +298,6 @@ def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector, sp: 
     c.add("cuda-major", found, f"variant cuda {cuda}" + (f", {len(accepted)} reviewed exceptions" if accepted else ""))
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def metadata_findings(lock: EnvLock, installed: Mapping[str, Installed], seen: Any, sp: Path) -> list[Finding]:
     """What ``importlib.metadata`` reports in the environment's interpreter: for each locked
     distribution installed in this site-packages, the first distribution of that name it finds
@@ -311,9 +308,9 @@ def metadata_findings(lock: EnvLock, installed: Mapping[str, Installed], seen: A
     first: dict[str, tuple[Any, Any]] = {}
     for row in seen:
         if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str):
-            first.setdefault(_canonical(row[0]), (row[1], row[2]))
+            first.setdefault(canonicalize_name(row[0]), (row[1], row[2]))
     out = []
-    for name in sorted({_canonical(p.name) for p in lock.packages}):
+    for name in sorted({canonicalize_name(p.name) for p in lock.packages}):
         dist = installed.get(name)
         if dist is None or name not in first:
             continue

@@ -83,7 +83,7 @@ from envforge.bench.slo import Slo
 from envforge.bench.sweep import RateSweep
 from envforge.bench.workload import TraceWorkload, Workload, build_workload
 from envforge.core.errors import InputError
-from envforge.core.textfile import read_bytes
+from envforge.core.textfile import long_number_error, read_bytes
 
 __all__ = [
     "DEFAULT_LOAD_TIMEOUT_S",
@@ -339,6 +339,8 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
             data = json.loads(raw.decode("utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise InputError(f"{path}: not valid JSON: {getattr(exc, 'msg', type(exc).__name__)}") from None
+        except ValueError as exc:  # a number of more digits than CPython converts
+            raise long_number_error(str(path), raw, exc) from None
         texts = dict.fromkeys(sharegpt_prompts(data, path))  # first occurrence of each text, in file order
         return tuple(Prompt(i, t) for i, t in enumerate(texts)), digest
     prompts: list[Prompt] = []
@@ -354,6 +356,8 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
             raise InputError(f"{path}:{n}: not valid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}:{n}: not valid JSON: {exc.msg}") from None
+        except ValueError as exc:  # a number of more digits than CPython converts
+            raise long_number_error(f"{path}:{n}", data_line, exc, lines=False) from None
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
             raise InputError(f'{path}:{n}: expected an object {{"prompt": "<non-empty text>"}}')
         prompts.append(Prompt(len(prompts), obj["prompt"]))

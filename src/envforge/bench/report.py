@@ -35,7 +35,7 @@ from envforge.bench.result import BreakEven, Failure, ServerResult, break_even_r
 from envforge.bench.speculation import Drafter, SpeculationFailure, check_servers
 from envforge.bench.sweep import SweepResult
 from envforge.core.errors import InputError
-from envforge.core.textfile import decode_utf8, read_bytes
+from envforge.core.textfile import decode_utf8, long_number_error, read_bytes
 from envforge.env.fingerprint import Fingerprint
 
 __all__ = [
@@ -228,6 +228,8 @@ def read_report(path: Path) -> BenchReport:
         raise InputError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{path}: not a bench report: arrays or objects nested too deeply") from None
+    except ValueError as exc:  # a number of more digits than CPython converts
+        raise long_number_error(str(path), text, exc) from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema not in (SCHEMA, SCHEMA_V3, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
         found = schema if isinstance(doc, dict) else type(doc).__name__

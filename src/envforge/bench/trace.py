@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.core.textfile import read_bytes
+from envforge.core.textfile import long_number_error, read_bytes
 
 __all__ = ["BLOCK_TOKENS", "TRACE_LIMIT", "TraceRecord", "read_trace"]
 
@@ -87,6 +87,8 @@ def read_trace(path: Path) -> tuple[tuple[TraceRecord, ...], str]:
             raise InputError(f"{where}: not valid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise InputError(f"{where}: not valid JSON: {exc.msg}", hint=_SHAPE) from None
+        except ValueError as exc:  # a number of more digits than CPython converts
+            raise long_number_error(where, data_line, exc, lines=False, hint=_SHAPE) from None
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected an object, got {type(obj).__name__}", hint=_SHAPE)
         unknown = [k for k in obj if k not in _KEYS]

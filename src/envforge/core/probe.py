@@ -131,7 +131,7 @@ def run_probe(
     lines = out.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON (or a number too long to convert): no result
         data = None
     if data is None:
         raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],

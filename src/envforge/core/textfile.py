@@ -14,14 +14,17 @@ decide what absent means.
 
 Decoding is strict UTF-8 (TOML 1.0 requires it); a UTF-8 byte-order mark is dropped, a UTF-16 or
 UTF-32 one is named. Nesting deeper than ``tomllib``/``json`` can recurse (a few hundred levels of
-TOML arrays on CPython 3.11) is an input error, not a ``RecursionError``.
+TOML arrays on CPython 3.11) is an input error, not a ``RecursionError``; so is a number of more digits
+than CPython converts to an ``int`` (:func:`long_number_error`), wherever a reader meets one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +32,8 @@ from typing import Any
 
 from envforge.core.errors import InputError
 
-__all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "file_kind", "load_json", "load_toml", "parse_json", "parse_toml",
+__all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "file_kind", "load_json", "load_toml", "long_number_error",
+           "long_number_line", "parse_json", "parse_toml",
            "read_bytes", "read_state", "read_text"]
 
 SMALL_LIMIT = 1 << 20   # 1 MiB: recipes, patchsets, model configs
@@ -178,10 +182,39 @@ def read_text(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | No
                        error=error)
 
 
+def long_number_line(text: str | bytes) -> int | None:
+    """The line (1-based) of the first run of more digits than CPython converts to an ``int``
+    (``sys.get_int_max_str_digits()``, 4,300 by default), or ``None`` when there is none."""
+    digits = sys.get_int_max_str_digits() + 1
+    if isinstance(text, bytes):
+        found_b = re.search(rb"\d{%d,}" % digits, text)
+        return text.count(b"\n", 0, found_b.start()) + 1 if found_b else None
+    found = re.search(r"\d{%d,}" % digits, text)
+    return text.count("\n", 0, found.start()) + 1 if found else None
+
+
+def long_number_error(label: str, text: str | bytes, exc: ValueError, *, hint: str | None = None,
+                      lines: bool = True, error: type[InputError] = InputError) -> InputError:
+    """The error for a ``ValueError`` a parser raised on ``text`` that is not a syntax error: a number of
+    more digits than CPython converts (``json``'s and ``tomllib``'s ``int()`` of it; CPython's limit since
+    3.11, CVE-2020-10735). Names ``label:LINE`` and the limit; any other ``ValueError`` is named as such.
+
+    :param label: the file, or ``file:line`` for one line of a JSON-lines file (then ``lines=False``:
+        the line is not added again).
+    """
+    line = long_number_line(text)
+    if line is None and "integer string conversion" not in str(exc):
+        return error(f"{label}: not readable: {exc}", hint=hint)
+    where = f":{line}" if line is not None and lines else ""
+    return error(f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits",
+                 hint=hint or "no value envforge reads needs one: fix the file")
+
+
 def parse_toml(text: str, *, label: str, error: type[InputError] = InputError) -> dict[str, Any]:
     """``tomllib.loads(text)`` with every failure an :class:`InputError` naming ``label``.
 
-    :raises InputError: TOML syntax (with line and column), or nesting too deep for the parser.
+    :raises InputError: TOML syntax (with line and column), nesting too deep for the parser, or a
+        number too long to convert (:func:`long_number_error`: names the line).
     """
     try:
         return tomllib.loads(text)
@@ -189,12 +222,15 @@ def parse_toml(text: str, *, label: str, error: type[InputError] = InputError) -
         raise error(f"{label}: not valid TOML: {exc}") from None
     except RecursionError:
         raise error(f"{label}: not valid TOML for envforge: arrays or tables nested too deeply") from None
+    except ValueError as exc:
+        raise long_number_error(label, text, exc, error=error) from None
 
 
 def parse_json(data: str | bytes, *, label: str, error: type[InputError] = InputError) -> Any:
     """``json.loads(data)`` with every failure an :class:`InputError` naming ``label``.
 
-    :raises InputError: JSON syntax (with line and column), not UTF-8, or nesting too deep.
+    :raises InputError: JSON syntax (with line and column), not UTF-8, nesting too deep, or a number
+        too long to convert (:func:`long_number_error`: names the line).
     """
     try:
         return json.loads(data)
@@ -204,6 +240,8 @@ def parse_json(data: str | bytes, *, label: str, error: type[InputError] = Input
         raise error(f"{label}: not valid JSON: not UTF-8") from None
     except RecursionError:
         raise error(f"{label}: not valid JSON for envforge: arrays or objects nested too deeply") from None
+    except ValueError as exc:
+        raise long_number_error(label, data, exc, error=error) from None
 
 
 def load_toml(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None,

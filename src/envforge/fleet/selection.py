@@ -147,7 +147,7 @@ def lock_gpus(root: Path, env_name: str) -> tuple[int | None, str] | None:
     path = root / "lockfiles" / f"pylock.{env_name}.toml"
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError):  # TOMLDecodeError, UnicodeDecodeError, a number too long to convert
         return None
     target = data.get("tool", {}).get("envforge", {}).get("target", {})
     where = f"lockfiles/{path.name}"

@@ -46,7 +46,7 @@ from urllib.parse import unquote, urlparse
 from packaging.version import Version
 
 from envforge.core.errors import InputError
-from envforge.core.textfile import decode_utf8, read_bytes, read_state
+from envforge.core.textfile import decode_utf8, long_number_line, read_bytes, read_state
 from envforge.lock.ambiguity import (
     Ambiguity,
     Selectable,
@@ -239,7 +239,7 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
     except RecursionError:
         raise _too_deep(label) from None
     except ValueError as exc:  # int("9" * 5000): Python's limit on integer digits (sys.get_int_max_str_digits)
-        line = _long_number_line(text)
+        line = long_number_line(text)
         where = f":{line}" if line else ""
         raise InvalidLock(f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits: no lock "
                           "has one", reason=str(exc), hint="fix the file or regenerate it with `envforge lock`") from None
@@ -249,12 +249,6 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
 #: hashes). Deeper documents are refused, so nothing that walks a lock can exceed Python's recursion limit.
 MAX_DEPTH = 64
 _LINE = re.compile(r"at line (\d+),? column (\d+)")
-
-
-def _long_number_line(text: str) -> int | None:
-    """The line of the first run of more digits than Python converts to an int, or ``None``."""
-    found = re.search(r"\d{%d,}" % (sys.get_int_max_str_digits() + 1), text)
-    return text.count("\n", 0, found.start()) + 1 if found else None
 
 
 def _first_error(tomllib_message: str, rtoml_message: str | None) -> str:

@@ -66,7 +66,7 @@ def _known_entries(lockfiles: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
             if lock.stat().st_size > _LOCK_LIMIT:
                 continue
             doc = tomllib.loads(lock.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        except (OSError, ValueError):  # TOMLDecodeError, UnicodeDecodeError, a number too long to convert
             continue
         for pkg in doc.get("packages", []):
             for entry in _files(pkg) if isinstance(pkg, Mapping) else ():

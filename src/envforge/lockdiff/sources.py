@@ -127,7 +127,7 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
     for recipe in sorted(names):
         try:
             doc = tomllib.loads((recipes_dir / f"{recipe}.toml").read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        except (OSError, ValueError):  # TOMLDecodeError, UnicodeDecodeError, a number too long to convert
             continue
         variants = doc.get("variant")
         tables = [doc.get("indexes"), *(v.get("indexes") for v in variants.values()

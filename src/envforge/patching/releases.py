@@ -170,7 +170,11 @@ def _page_files(url: str, ctype: str, text: str) -> list[tuple[str, IndexFile]]:
     """``(file name, IndexFile)`` of a simple page at ``url`` (PEP 691 JSON or PEP 503 HTML)."""
     out: list[tuple[str, IndexFile]] = []
     if "json" in ctype:
-        for f in json.loads(text).get("files", []):
+        try:
+            files = json.loads(text).get("files", [])
+        except (ValueError, RecursionError, AttributeError):  # not JSON, a number too long, not an object
+            raise _unreachable(url, "the index page is not PEP 691 JSON") from None
+        for f in files:
             yanked = f.get("yanked")
             reason = None if not yanked else (yanked if isinstance(yanked, str) else "")
             out.append((str(f["filename"]), IndexFile(urljoin(url, str(f.get("url", ""))),

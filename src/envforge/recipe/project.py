@@ -13,12 +13,12 @@ else ``quickstart``.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from envforge.core.errors import InputError
+from envforge.core.textfile import SMALL_LIMIT, load_toml
 from envforge.recipe.load import load_recipe
 from envforge.recipe.model import DEFAULT_VARIANT
 from envforge.recipe.scaffold import default_project_dir, embedded_root
@@ -69,10 +69,7 @@ class Project:
         path = self.root / PROJECT_FILE
         if not path.is_file():
             return None
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not valid TOML: {exc}") from None
+        data = load_toml(path, what="project file", limit=SMALL_LIMIT)[0]
         table = data.get("project", {})
         value = table.get("default") if isinstance(table, Mapping) else None
         if value is None:

@@ -9,6 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +23,7 @@ from envforge.core.errors import InputError
 from envforge.env.generations import (
     current_generation,
     describe_generation,
+    discard_generation,
     exclusive_generations,
     generation_record,
     generation_root,
@@ -81,7 +86,8 @@ def test_remove_incomplete_keeps_the_complete_ones_and_the_one_being_built(tmp_p
     _gen(project, "g0003")
     root = generation_root(project, ENV)
     remove_incomplete(root, keep=root / "g0003")
-    assert sorted(p.name for p in root.iterdir()) == ["g0001", "g0003"]
+    assert sorted(p.name for p in root.iterdir()) == [".trash", "g0001", "g0003"]
+    assert list((root / ".trash").iterdir()) == []
 
 
 def test_a_second_holder_of_the_build_lock_is_refused(tmp_path: Path) -> None:
@@ -133,3 +139,49 @@ def test_the_live_generation_is_reused_only_when_built_from_the_same_lock_bytes(
     with pytest.raises(InputError) as exc:
         current_generation(link, lock, variant)
     assert exc.value.hint == "build a new generation: `envforge up demo --variant cpu --rebuild` (g0001 stays for rollback)"
+
+
+_KILLED_MID_REMOVAL = """
+import os, shutil, sys, time
+from pathlib import Path
+real = shutil.rmtree
+def slow(path, *a, **k):  # removes part of the tree, then waits to be killed
+    for sub in sorted(Path(path).glob("f*"))[:10]:
+        sub.unlink()
+    Path(sys.argv[2]).write_text("removing")
+    time.sleep(300)
+shutil.rmtree = slow
+from envforge.env.generations import discard_generation
+discard_generation(Path(sys.argv[1]))
+"""
+
+
+def test_a_removal_killed_part_way_leaves_nothing_that_lists_as_complete(tmp_path: Path) -> None:
+    """Issue 41: a second Ctrl-C while a generation was removed left it half-deleted with its record,
+    so `envs` listed it complete and `rollback --to` made it live. A real process is SIGKILLed inside
+    the removal: the generation is already out of every listing; gc's trash holds the rest."""
+    project = Project(tmp_path)
+    gen = _gen(project, "g0001", {"recipe": "demo"})
+    for i in range(20):
+        (gen / f"f{i}").write_text("x")
+    marker = tmp_path / "removing"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_MID_REMOVAL, str(gen), str(marker)], env=env,
+                            start_new_session=True)
+    try:
+        while not marker.exists():
+            assert proc.poll() is None, "the removal ended before it was killed"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    root = generation_root(project, ENV)
+    assert generations(project, ENV) == [] and not gen.exists()
+    (left,) = (root / ".trash").iterdir()
+    assert left.name.startswith("g0001.") and generation_record(left) is not None  # its record went with it
+    assert next_generation(root) == root / "g0001"
+
+
+def test_discarding_what_is_not_there_is_nothing(tmp_path: Path) -> None:
+    discard_generation(tmp_path / "g0001")
+    assert list(tmp_path.iterdir()) == [tmp_path / ".trash"]

@@ -205,7 +205,7 @@ def test_gc_json_freed_bytes_excludes_files_kept_alive_elsewhere(tmp_path: Path)
     gc = data_of(envforge(tmp_path, "gc", "--keep", "1", "--json"), "envforge.gc/1")
     assert gc == {"removed": [{"env": "e", "generation": "g0001", "own_bytes": own[0], "shared_bytes": (1 << 20) + pair},
                               {"env": "e", "generation": "g0002", "own_bytes": own[1], "shared_bytes": (1 << 20) + pair}],
-                  "kept": [{"env": "e", "generation": "g0003"}], "freed_bytes": expected}
+                  "kept": [{"env": "e", "generation": "g0003"}], "in_use": [], "freed_bytes": expected}
     assert expected < (1 << 20) and len(cache.read_bytes()) == 1 << 20
 
 

@@ -3,6 +3,7 @@ real second process started through the link, and a real flip (a second ``envfor
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.server import ServerLaunch, pinned_interpreter
-from envforge.env.processes import StaleProcess, can_scan, stale_processes, warning_lines
+from envforge.env.processes import StaleProcess, can_scan, generation_users, stale_processes, warning_lines
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
@@ -124,3 +125,59 @@ def test_without_proc_nothing_is_scanned_and_no_warning_is_printed(tmp_path: Pat
     one = StaleProcess(7, "python s.py", "g0001", "cwd", "g0002")
     assert warning_lines("x", (one,))[0] == ("envs/x: pid 7 still has its working directory in g0001, which is no "
                                              "longer live (live: g0002): python s.py")
+
+
+def _users_of(project: Path, pid: int) -> list[str]:
+    root = project / "envs" / ".generations" / "flip-default"
+    return [u.generation for u in generation_users(root) if u.pid == pid]
+
+
+def test_gc_keeps_the_generation_a_running_envforge_run_uses(project: Path) -> None:
+    """Issue 41: ``gc --keep 1`` removed the generation of a running ``envforge run`` (rc 0, no word);
+    the process then failed ``ModuleNotFoundError`` at its next import. Real processes: the run is
+    pinned to g0001, a build makes g0002 live, gc keeps g0001 while the run lives and removes it after."""
+    run = subprocess.Popen([*ENVFORGE, "run", "flip-default", "--", "python", "-c", "import time; time.sleep(300)"],
+                           cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        while not _users_of(project, run.pid):  # until the exec: `envforge run` replaces itself
+            assert run.poll() is None, "envforge run ended"
+            time.sleep(0.05)
+        assert _users_of(project, run.pid) == ["g0001"]
+        assert _rebuild(project).returncode == 0
+        gen = project / "envs" / ".generations" / "flip-default" / "g0001"
+        gc = envforge(project, "gc", "--keep", "1", "--json")
+        data = json.loads(gc.stdout)["data"]
+        assert (gc.returncode, data["removed"], data["kept"]) == (
+            0, [], [{"env": "flip-default", "generation": "g0001"}, {"env": "flip-default", "generation": "g0002"}])
+        assert [(u["env"], u["generation"], u["pid"]) for u in data["in_use"]] == [("flip-default", "g0001", run.pid)]
+        assert data["in_use"][0]["command"] == f"{gen}/bin/python -c import time; time.sleep(300)"
+        text = envforge(project, "gc", "--keep", "1")
+        assert text.stderr.splitlines()[0] == (
+            f"warning: kept flip-default/g0001: in use by pid {run.pid} ({gen}/bin/python -c import time; "
+            "time.sleep(300)); run gc again once it has stopped")
+        assert gen.is_dir() and run.poll() is None
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    gc = envforge(project, "gc", "--keep", "1", "--json")
+    data = json.loads(gc.stdout)["data"]
+    assert ([r["generation"] for r in data["removed"]], data["in_use"]) == (["g0001"], [])
+    assert not gen.exists()
+
+
+def test_generation_users_counts_cwd_argv_and_mapped_code(tmp_path: Path) -> None:
+    root = tmp_path / "envs" / ".generations" / "e"
+    for g in ("g0001", "g0002", "g0003"):
+        (root / g).mkdir(parents=True)
+    (root / "g0002" / "s.py").write_text("import time; time.sleep(300)\n")
+    by_cwd = _start(root / "g0001", [sys.executable, "-c", "import time; time.sleep(300)"])
+    by_argv = _start(tmp_path, [sys.executable, str(root / "g0002" / "s.py")])
+    try:
+        found = [(u.pid, u.generation) for u in generation_users(root)]
+        assert found == sorted([(by_cwd.pid, "g0001"), (by_argv.pid, "g0002")])
+        assert generation_users(root, skip=[by_cwd.pid, by_argv.pid]) == ()
+        assert generation_users(root, proc=tmp_path) == ()  # no /proc there: nothing scanned
+    finally:
+        for p in (by_cwd, by_argv):
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

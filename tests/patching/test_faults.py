@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from tests.support.patching_trees import PATCHSETS, slim_tree
 
-from envforge.core.errors import CheckFailed
+from envforge.core.errors import CheckFailed, InputError
 from envforge.core.mutex import environment_lock_path
 from envforge.patching import apply, load_patchsets, plan, read_manifest
 from envforge.patching.manifest import intent_path, manifest_path
@@ -291,3 +291,26 @@ def test_kill_inside_an_apply_of_two_patchsets_rolls_both_back(project: Path, tm
     assert ("rolled back an interrupted `apply-patches` of flashinfer-sm120-trtllm-comm, sm120-torch-symm-mem: "
             "1 file restored to their bytes before it") in err
     assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()
+
+
+@pytest.mark.parametrize("applied_first", [False, True])
+def test_a_fifo_in_place_of_a_file_to_patch_is_named_never_opened(project: Path, applied_first: bool) -> None:
+    """Issue 41: ``open()`` of a FIFO blocks until a writer comes: apply-patches and verify hung on one in
+    place of a file a patchset edits. Real processes, a real FIFO: apply-patches exits 2 naming it and
+    how to rebuild; the planner verify's patch-state check runs refuses it (a finding there)."""
+    import os  # noqa: PLC0415 (only this test makes FIFOs)
+
+    sp = sp_of(project)
+    if applied_first:
+        done = envforge(project, "apply-patches", "--site-packages", str(sp), SYMM)
+        assert done.wait(timeout=300) == 0, done.communicate()
+    (sp / SIZES).unlink()
+    os.mkfifo(sp / SIZES)
+    proc = envforge(project, "apply-patches", "--site-packages", str(sp), SYMM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err
+    assert err.splitlines()[0] == f"error: installed file {sp / SIZES} is not a regular file (a FIFO)"
+    assert err.splitlines()[1].startswith("  hint: ")
+    with pytest.raises(InputError) as refused:  # the planner verify's patch-state check runs
+        plan(sp, load_patchsets(PATCHSETS, [SYMM]))
+    assert refused.value.message == f"installed file {sp / SIZES} is not a regular file (a FIFO)"

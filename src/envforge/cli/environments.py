@@ -46,10 +46,14 @@ def run_gc(args: argparse.Namespace, ui: Ui) -> int:
         ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
                                         for e, g, own, shared in res.removed],
                             "kept": [{"env": e, "generation": g} for e, g in res.kept],
+                            "in_use": [{"env": e, "generation": g, "pid": pid, "command": cmd}
+                                       for e, g, pid, cmd in res.in_use],
                             "freed_bytes": res.freed_bytes})
         return 0
     for env, gen, own, shared in res.removed:
         ui.result(f"removed {env}/{gen}  {_usage(own, shared)}")
+    for env, gen, pid, cmd in res.in_use:
+        ui.warn(f"kept {env}/{gen}: in use by pid {pid} ({cmd}); run gc again once it has stopped")
     ui.info(f"gc: removed {counted(len(res.removed), 'generation')}, freed {size_text(res.freed_bytes)}; "
             f"kept {len(res.kept)}" + ("" if not any(r[3] for r in res.removed) else
                                         "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,8 @@ from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.buildconstraints import build_constraints
-from envforge.env.generations import exclusive_generations, generation_root, next_generation, remove_incomplete
+from envforge.env.generations import (discard_generation, exclusive_generations, generation_root, next_generation,
+                                      remove_incomplete)
 from envforge.env.layout import site_packages
 from envforge.env.provided import link_base
 from envforge.installed.distributions import find_distribution
@@ -450,6 +450,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
                 detail, patch_states = detail
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
+        step = "checks"  # metadata against the lock, yanked files: a signal here is not the manifest step's
         notes = tuple(metadata_disagreements(sp, plan.lock)) + _yank_warnings(plan)
         if not flip:
             say(f"{plan.generation.name} complete, not made live yet", log_only=True)
@@ -460,7 +461,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
     except (EnvforgeError, OSError) as exc:
         if _is_live(plan):  # the flip happened: the generation is complete and live, never removed
             raise
-        shutil.rmtree(plan.generation, ignore_errors=True)
+        discard_generation(plan.generation)
         cause = exc if isinstance(exc, EnvforgeError) else _os_error(exc)
         err = BuildError(step, cause, plan.generation, log_path)
         say(f"error: {err}", log_only=True)
@@ -470,7 +471,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
             note = (f"after the flip of {plan.link.name} to {plan.generation.name}: the build was complete "
                     f"and {plan.generation.name} is live; nothing was removed; full log: {log_path}")
         else:
-            shutil.rmtree(plan.generation, ignore_errors=True)
+            discard_generation(plan.generation)
             note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
                     f"environment was not changed, the half-built generation was removed; full log: {log_path}")
         say(f"stopped {note}", log_only=True)

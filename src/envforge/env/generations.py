@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ from envforge.recipe.project import Project
 
 __all__ = [
     "RollbackResult",
+    "TRASH",
     "current_generation",
     "describe_generation",
+    "discard_generation",
     "exclusive_generations",
     "generation_record",
     "generation_root",
@@ -76,6 +79,31 @@ def generations(project: Project, name: str) -> list[Path]:
     return sorted(done, key=lambda d: generation_number(d.name) or 0)
 
 
+#: Where a generation goes on its way out (``envs/.generations/<env>/.trash``): nothing lists it, gc empties it.
+TRASH = ".trash"
+
+
+def discard_generation(gen: Path) -> None:
+    """Remove generation directory ``gen`` so that no listing ever sees part of it: it is first renamed
+    (one ``rename(2)``, atomic) to ``<root>/.trash/<name>.<pid>.<ns>``, then removed. A signal during
+    the removal (a second Ctrl-C: removing a CUDA stack takes tens of seconds) leaves only that trash
+    entry, which ``envforge gc`` removes; before, it left a half-deleted generation whose record said
+    complete (issue 41). A missing ``gen`` is nothing to do; where the rename fails (another
+    filesystem under ``gen``), it is removed in place."""
+    trash = gen.parent / TRASH
+    try:
+        trash.mkdir(exist_ok=True)
+        target = trash / f"{gen.name}.{os.getpid()}.{time.monotonic_ns()}"
+        os.rename(gen, target)
+    except FileNotFoundError:
+        if not gen.exists():
+            return
+        target = gen
+    except OSError:
+        target = gen
+    shutil.rmtree(target, ignore_errors=True)
+
+
 def next_generation(root: Path) -> Path:
     """The directory the next build under ``root`` makes: one past the highest ``gNNNN`` there,
     complete or not (``g0001`` when there is none)."""
@@ -105,7 +133,7 @@ def remove_incomplete(root: Path, keep: Path) -> None:
     """Remove every incomplete generation under ``root`` but ``keep`` (a killed build's leftovers)."""
     for d in root.iterdir():
         if generation_number(d.name) is not None and d != keep and generation_record(d) is None:
-            shutil.rmtree(d, ignore_errors=True)
+            discard_generation(d)
 
 
 def rollback(project: Project, name: str, to: str | None = None) -> RollbackResult:

@@ -21,8 +21,9 @@ from typing import Any
 from envforge.core.errors import InputError
 from envforge.core.state import GENERATIONS_DIR, generation_number, is_generation_name
 from envforge.core.textfile import SMALL_LIMIT, read_state
-from envforge.env.generations import exclusive_generations, generation_record, generation_root
-from envforge.env.processes import StaleProcess, stale_processes
+from envforge.env.generations import (TRASH, discard_generation, exclusive_generations, generation_record,
+                                      generation_root)
+from envforge.env.processes import StaleProcess, generation_users, stale_processes
 from envforge.recipe.project import Project
 
 __all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
@@ -103,6 +104,9 @@ class GcResult:
     removed: tuple[tuple[str, str, int, int], ...]
     kept: tuple[tuple[str, str], ...]
     freed_bytes: int
+    in_use: tuple[tuple[str, str, int, str], ...] = ()
+    """Generations gc would have removed but kept because a process uses them: ``(env, generation,
+    pid, command)``, one per process (:func:`envforge.env.processes.generation_users`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +244,10 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
     complete) only while holding it, so a build that finishes meanwhile is seen as it is (field
     case N48: a listing made before the lock called the build's new live generation incomplete).
     A running build is never touched: its environment is refused with an error naming the lock.
+    A generation a process uses (runs from, works in, maps native code from: an ``envforge run``, a
+    bench server, a user's own interpreter) is never removed: it is kept and listed in
+    :attr:`GcResult.in_use` (issue 41: ``gc --keep 1`` removed it under a running server). Each is
+    removed by renaming it out of the listings first (:func:`envforge.env.generations.discard_generation`).
 
     :raises InputError: ``keep`` < 1, an unknown name, or a build of that environment is running.
     """
@@ -247,6 +255,7 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
         raise InputError(f"--keep {keep}: keep at least 1 generation (the live one is always kept)")
     removed: list[tuple[str, str, int, int]] = []
     kept: list[tuple[str, str]] = []
+    busy: list[tuple[str, str, int, str]] = []
     freed = 0
     for name in _environment_names(project, names):
         root = generation_root(project, name)
@@ -257,15 +266,18 @@ def collect_garbage(project: Project, *, keep: int, names: Sequence[str] = ()) -
             complete = [g for g in env.generations if g.complete]
             newest = {g.name for g in complete[-keep:]}
             doomed = [g for g in env.generations if not (g.live or g.name in newest)]
+            users = [u for u in generation_users(root) if u.generation in {g.name for g in doomed}] if doomed else []
+            busy += [(env.name, u.generation, u.pid, u.command) for u in users]
+            doomed = [g for g in doomed if g.name not in {u.generation for u in users}]
             kept += [(env.name, g.name) for g in env.generations if g not in doomed]
             freed += disk_usage(*(g.path for g in doomed)).own_bytes if doomed else 0  # links among them
             for g in doomed:
-                shutil.rmtree(g.path, ignore_errors=True)
+                discard_generation(g.path)
                 if g.log is not None:
                     g.log.unlink(missing_ok=True)
                 removed.append((env.name, g.name, g.own_bytes, g.shared_bytes))
             for orphan in root.glob("g*.log"):  # logs of failed builds, whose generation was removed
                 if is_generation_name(orphan.stem) and not orphan.with_suffix("").exists():
                     orphan.unlink(missing_ok=True)
-            shutil.rmtree(root / ".trash", ignore_errors=True)  # left by earlier envforge versions
-    return GcResult(tuple(removed), tuple(kept), freed)
+            shutil.rmtree(root / TRASH, ignore_errors=True)  # generations whose removal a signal stopped
+    return GcResult(tuple(removed), tuple(kept), freed, tuple(busy))

@@ -14,6 +14,9 @@ moved on. Nothing in the process warns. :func:`stale_processes` finds both kinds
 * ``/proc/<pid>/cwd``: a working directory inside a generation that is no longer live;
 * ``/proc/<pid>/maps``: the generations its loaded native code (``.so``) comes from, shown.
 
+:func:`generation_users` answers the question ``gc`` asks before it removes a generation: which
+processes run from it, have their working directory in it or map its native code, live or not.
+
 Processes this user may not inspect are skipped. Reads only.
 """
 
@@ -29,7 +32,7 @@ from typing import Any
 
 from envforge.core.state import GENERATIONS_DIR
 
-__all__ = ["StaleProcess", "can_scan", "stale_processes", "warning_lines"]
+__all__ = ["GenerationUser", "StaleProcess", "can_scan", "generation_users", "stale_processes", "warning_lines"]
 
 _GEN = re.compile(r"^g[0-9]{4,}$")
 _COMMAND_LIMIT = 200
@@ -69,6 +72,48 @@ class StaleProcess:
         """JSON shape (``envforge envs --json``, docs/verify.md)."""
         return {"pid": self.pid, "command": self.command, "generation": self.generation, "via": self.via,
                 "live": self.live, "loaded": list(self.loaded)}
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationUser:
+    """A process that uses generation ``generation``: it runs from it (its ``exe`` or a path in its
+    command line), has its working directory in it, or maps native code from it.
+
+    :ivar pid: its process id.
+    :ivar command: its command line, at most 200 characters.
+    :ivar generation: ``gNNNN``.
+    """
+
+    pid: int
+    command: str
+    generation: str
+
+
+def generation_users(root: Path, *, proc: Path = Path("/proc"), skip: Sequence[int] = ()) -> tuple[GenerationUser, ...]:
+    """Every (process, generation) pair where a process uses a generation under ``root``
+    (``envs/.generations/<env>``), sorted by pid then generation; this process is never counted.
+    Without a readable ``/proc`` (:func:`can_scan`), nothing is found.
+
+    :param skip: pids not to count.
+    """
+    if not can_scan(proc):
+        return ()
+    roots = _spellings(root)
+    ignore = {os.getpid(), *skip}
+    found = []
+    for entry in sorted((e for e in os.listdir(proc) if e.isdigit()), key=int):
+        pid = int(entry)
+        raw = None if pid in ignore else _read(proc / entry / "cmdline")
+        if not raw:
+            continue
+        argv = [a.decode("utf-8", errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
+        cwd = _readlink(proc / entry / "cwd")
+        paths = [os.path.normpath(os.path.join(cwd or "/", a)) for a in argv if "/" in a]
+        paths += [p for p in (_readlink(proc / entry / "exe"), cwd) if p]
+        gens = {g for p in paths if (g := _generation_in(p, roots)) is not None} | set(_loaded(proc, pid, roots))
+        command = " ".join(argv)[:_COMMAND_LIMIT]
+        found += [GenerationUser(pid, command, g) for g in sorted(gens)]
+    return tuple(found)
 
 
 def can_scan(proc: Path = Path("/proc")) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 from envforge.core.errors import InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.textfile import read_state
-from envforge.patching.manifest import originals_dir, read_manifest, rebuild_hint
+from envforge.patching.manifest import originals_dir, read_installed, read_manifest, rebuild_hint
 from envforge.patching.planning import inside, refuse_interrupted
 from envforge.patching.source import lines_of, readable_source
 
@@ -67,8 +67,8 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
             raise InputError(f"the saved original of {path} is missing ({original_file})",
                              hint=rebuild_hint(site_packages)) from None
         try:
-            current = current_file.read_bytes()
-        except OSError:
+            current = read_installed(site_packages, current_file)
+        except (FileNotFoundError, NotADirectoryError):
             raise InputError(f"patched file {current_file} is missing",
                              hint=rebuild_hint(site_packages)) from None
         before = lines_of(readable_source(original))

@@ -19,6 +19,7 @@ from envforge.core.fs import atomic_write, sha256_hex
 from envforge.core.plural import counted
 from envforge.core.textfile import read_state
 from envforge.patching.manifest import (
+    read_installed,
     Intent,
     IntentFile,
     Manifest,
@@ -100,7 +101,7 @@ def recover(site_packages: Path) -> tuple[str, ...]:
     for f in intent.files:
         target = inside(site_packages, f.path)
         try:
-            current = sha256_hex(target.read_bytes())
+            current = sha256_hex(read_installed(site_packages, target))
         except (FileNotFoundError, NotADirectoryError):
             current = "missing"
         if current == f.before_sha256:

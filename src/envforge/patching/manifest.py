@@ -23,6 +23,7 @@ from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, read_state
 
 __all__ = [
+    "read_installed",
     "INTENT_SCHEMA",
     "MANIFEST_SCHEMA",
     "AppliedPatchset",
@@ -297,3 +298,21 @@ def rebuild_hint(site_packages: Path) -> str:
     up = " (or `envforge up --rebuild`)" if (recipe, variant) == ("quickstart", "default") else ""
     return (f"rebuild the environment: `envforge build {recipe} --variant {variant}`{up} "
             f"(a fresh generation, patched from its lock)")
+
+
+def read_installed(site_packages: Path, path: Path) -> bytes:
+    """The bytes of ``path``, an installed file under ``site_packages`` that envforge patches, checks or
+    reverts. Only a regular file is opened (:func:`envforge.core.textfile.read_state`): ``open()`` of a
+    FIFO in its place blocks until a writer comes, and hung ``verify`` and ``apply-patches`` (issue 41).
+
+    :raises FileNotFoundError, NotADirectoryError: it is not there (the caller says what that means).
+    :raises InputError: not a regular file (names which), unreadable, or larger than 64 MiB; the hint
+        is :func:`rebuild_hint`.
+    """
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError:
+        pass  # read_state names the reason
+    return read_state(path, what="installed file", hint=lambda: rebuild_hint(site_packages))

@@ -21,6 +21,7 @@ from envforge.core.errors import CheckFailed, InputError
 from envforge.core.fs import sha256_hex
 from envforge.installed.editable import EditableInstall, editable_install
 from envforge.patching.manifest import (
+    read_installed,
     Manifest,
     intent_path,
     read_intent,
@@ -148,7 +149,7 @@ class _Run:
     def read(self, path: str) -> bytes | None:
         if path not in self.contents:
             try:
-                self.contents[path] = inside(self.site_packages, path).read_bytes()
+                self.contents[path] = read_installed(self.site_packages, inside(self.site_packages, path))
             except (FileNotFoundError, NotADirectoryError):
                 self.contents[path] = None
         return self.contents[path]

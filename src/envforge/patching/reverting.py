@@ -15,6 +15,7 @@ from envforge.core.fs import sha256_hex
 from envforge.core.textfile import read_state
 from envforge.patching.journal import journaled_write, prune_originals, recover
 from envforge.patching.manifest import (
+    read_installed,
     Manifest,
     PatchedFile,
     originals_dir,
@@ -91,7 +92,7 @@ def _read_for_revert(sp: Path, f: PatchedFile, *, original: bool = False) -> byt
     try:
         if original:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
             return read_state(path, what="saved original", hint=lambda: rebuild_hint(sp))
-        return path.read_bytes()
+        return read_installed(sp, path)
     except (FileNotFoundError, NotADirectoryError):
         what = (f"the saved original of {f.path} is missing ({path})" if original else
                 f"{f.path} is missing ({path}): deleted after envforge patched it")

@@ -32,7 +32,7 @@ from envforge.core.urls import redact
 from envforge.core.textfile import SMALL_LIMIT, read_bytes
 from envforge.installed.distributions import Installed, installed_distributions, read_record
 from envforge.patching.capture import capture_file, check_versions, write_patchset
-from envforge.patching.manifest import originals_dir, read_manifest
+from envforge.patching.manifest import originals_dir, read_installed, read_manifest
 from envforge.patching.operations import OpContext
 from envforge.patching.operations.base import relpath_check
 from envforge.patching.parserlimits import check_control, check_text
@@ -184,7 +184,7 @@ def _released(site_packages: Path, path: str) -> bytes:
         for f in manifest.files:  # the first record of a file holds the bytes as released
             if f.path == path:
                 return (originals_dir(site_packages) / f.original_sha256).read_bytes()
-    return (site_packages / path).read_bytes()
+    return read_installed(site_packages, site_packages / path)
 
 
 def _locate(lines: Sequence[str], hunk: _Hunk, start: int) -> int | None:

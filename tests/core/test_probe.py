@@ -218,7 +218,7 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
     still = types.SimpleNamespace(monotonic=lambda: 1000.0)
     monkeypatch.setattr(envforge.core.probe, "time", still)
     monkeypatch.setattr(envforge.core.deadline, "time", still)  # (where the deadline's clock is read)
-    real = subprocess.Popen.communicate
+    real = subprocess.Popen.wait
     waits: list[float | None] = []
 
     def fail(proc: subprocess.Popen[str], why: str) -> None:
@@ -226,7 +226,7 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
         real(proc)
         raise AssertionError(why)
 
-    def communicate(self, input=None, timeout=None):  # type: ignore[no-untyped-def]
+    def wait(self, timeout=None):  # type: ignore[no-untyped-def]
         waits.append(timeout)
         if len(waits) == 1:
             if os.getpgid(self.pid) != self.pid:
@@ -235,11 +235,11 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> list[float | None]:
                 fail(self, "the probe was waited for without a limit")
             raise subprocess.TimeoutExpired(self.args, timeout)
         try:
-            return real(self, input, timeout=10)
+            return real(self, timeout=10)
         except subprocess.TimeoutExpired:
             fail(self, "the probe's process group was not killed")
 
-    monkeypatch.setattr(subprocess.Popen, "communicate", communicate)
+    monkeypatch.setattr(subprocess.Popen, "wait", wait)
     return waits
 
 
@@ -317,3 +317,23 @@ def test_stop_running_probes_ends_a_probe_in_another_thread_and_its_grandchild(t
     theirs.join(timeout=10)
     assert not theirs.is_alive() and len(errors) == 2 and _wait_gone(int(other.read_text()))
     assert stop_running_probes() == 0
+
+
+def test_a_probe_that_prints_without_end_is_killed_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41: a module printing 1 GiB at import took the runner to 2 GB of memory. A real child writes
+    standard output for ever; the runner keeps at most STDOUT_LIMIT bytes (lowered here to 1 MiB), kills
+    the group and names the cause. Standard error is kept to its last STDERR_KEEP bytes."""
+    import envforge.core.probe as probe
+
+    monkeypatch.setattr(probe, "STDOUT_LIMIT", 1 << 20)
+    script = ("import sys\nsys.stderr.write('e' * (600 << 10) + 'last words')\nsys.stderr.flush()\n"
+              "while True:\n    sys.stdout.write('x' * 65536)\n")
+    with pytest.raises(ProbeError) as flood:
+        run_probe(PY, script, timeout_s=120)
+    assert flood.value.message.startswith("probe printed more than 1 MiB on standard output and was killed (process "
+                                          "group ")
+    assert flood.value.message.endswith("something the interpreter runs prints without end (start-up code, a "
+                                        "module at import)")
+    assert flood.value.hint == "run the environment's `python -c pass` and see what it prints"
+    assert flood.value.stderr_tail.endswith("last words") and len(flood.value.stderr_tail) <= probe.STDERR_KEEP
+    assert not isinstance(flood.value, ProbeTimeout)

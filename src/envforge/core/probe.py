@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,6 +33,12 @@ __all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python"
            "stop_running_probes"]
 
 _TAIL_LINES = 20
+#: Most bytes of a probe's standard output read (its JSON line included; the largest, the env probe on
+#: a CUDA stack of 170 distributions, prints well under 1 MiB): past it the group is killed (issue 41: a
+#: module printing 1 GiB at import took the runner to 2 GB of memory in 3 s).
+STDOUT_LIMIT = 64 << 20
+#: Bytes of a probe's standard error kept: the last ones (what errors end with); the rest is read and dropped.
+STDERR_KEEP = 256 << 10
 # Probes running now, in any thread, by the group they were started in (:func:`probe_group`; None: none):
 # a caller unwinding from a signal stops its group's (:func:`stop_running_probes`) instead of waiting for
 # their timeouts. Set and dict operations are atomic under the GIL.
@@ -95,7 +102,9 @@ def run_probe(
     :param clock: a ``time.monotonic``-like callable (injected for tests); default ``time.monotonic``.
     :raises ProbeTimeout: ran past ``timeout_s`` or the caller's deadline (``deadline_s`` set; raised
         without starting the probe when nothing is left of it).
-    :raises ProbeError: could not start, non-zero exit, or no JSON on the last stdout line.
+    :raises ProbeError: could not start, non-zero exit, no JSON on the last stdout line, or more than
+        :data:`STDOUT_LIMIT` bytes on standard output (the group is killed at once; standard error is
+        read to its end, its last :data:`STDERR_KEEP` bytes kept).
     """
     now = clock or time.monotonic
     argv = [str(python), *interpreter_flags, "-c", script, *args]
@@ -106,19 +115,23 @@ def run_probe(
     try:
         # Under the lifeline: the group is killed when the block ends (nothing left behind, even
         # children that outlived the probe), and when this process dies before that.
-        with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                      env=dict(env) if env is not None else None) as proc:
             _RUNNING[proc] = _GROUP.get()
+            out, err, ended = _bounded_output(proc, limit.timeout_s)
             try:
-                out, err = proc.communicate(timeout=limit.timeout_s)
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                out, err = proc.communicate()
-                if limit.limit_s is not None:
-                    raise _deadline_timeout(limit.limit_s, argv, proc.pid, err) from None
-                raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
-                                   f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
-                                   stderr_tail=_tail(err)) from None
+                if ended == "flooded":
+                    raise ProbeError(f"probe printed more than {STDOUT_LIMIT >> 20} MiB on standard output and was "
+                                     f"killed (process group {proc.pid}): something the interpreter runs prints "
+                                     "without end (start-up code, a module at import)", tool="python",
+                                     argv=argv[:2] + ["<probe>"], returncode=None, stderr_tail=_tail(err),
+                                     hint="run the environment's `python -c pass` and see what it prints")
+                if ended == "timeout":
+                    if limit.limit_s is not None:
+                        raise _deadline_timeout(limit.limit_s, argv, proc.pid, err)
+                    raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
+                                       f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
+                                       stderr_tail=_tail(err))
             finally:
                 _RUNNING.pop(proc, None)
     except OSError as exc:
@@ -137,6 +150,50 @@ def run_probe(
         raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],
                          returncode=proc.returncode, stderr_tail=_tail(out + "\n" + err))
     return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)
+
+
+def _bounded_output(proc: subprocess.Popen[bytes], timeout_s: float | None) -> tuple[str, str, str]:
+    """``(stdout, stderr, ended)`` of ``proc``, read by two threads: standard output up to
+    :data:`STDOUT_LIMIT` bytes, standard error to its end keeping the last :data:`STDERR_KEEP` bytes;
+    decoded as UTF-8 (bad bytes replaced). ``ended`` is ``"exited"``, ``"flooded"`` (more standard
+    output than the limit: the process group was killed at once) or ``"timeout"`` (ran past
+    ``timeout_s``: the group was killed).
+    """
+    out, err = bytearray(), bytearray()
+    flooded = threading.Event()
+
+    def drain_out() -> None:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(1 << 16):
+            out.extend(chunk)
+            if len(out) > STDOUT_LIMIT:
+                flooded.set()
+                kill_group(proc)
+                return
+
+    def drain_err() -> None:
+        assert proc.stderr is not None
+        while chunk := proc.stderr.read1(1 << 16):
+            err.extend(chunk)
+            if len(err) > 2 * STDERR_KEEP:
+                del err[:-STDERR_KEEP]
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (drain_out, drain_err)]
+    for t in readers:
+        t.start()
+    ended = "exited"
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
+        ended = "timeout"
+    for t in readers:  # the group is gone; a process that left it may still hold a pipe: do not wait for it
+        t.join(timeout=5.0)
+    if flooded.is_set():
+        ended = "flooded"
+    tail = bytes(err[-STDERR_KEEP:]).decode("utf-8", "replace")
+    return ("" if ended == "flooded" else out.decode("utf-8", "replace")), tail, ended
 
 
 @contextmanager

@@ -63,6 +63,13 @@ def test_a_fifo_in_a_dist_info_is_refused_not_read(tmp_path: Path, name: str) ->
     ('{"url": 5}', 'not a PEP 610 record (a JSON object with a string "url")'),
     ('{"dir_info": {"editable": true}}', 'not a PEP 610 record (a JSON object with a string "url")'),
     ('{"url": "file:///x", "dir_info": true}', "not a PEP 610 record (dir_info is not an object)"),
+    # Issue 41: a wrong-typed flag was read as "not editable"; PEP 610 makes it a boolean.
+    ('{"url": "file:///x", "dir_info": {"editable": "yes"}}',
+     'not a PEP 610 record (dir_info.editable is "yes", not true or false)'),
+    ('{"url": "file:///x", "dir_info": {"editable": 1}}',
+     "not a PEP 610 record (dir_info.editable is 1, not true or false)"),
+    ('{"url": "file:///x", "dir_info": {"editable": null}}',
+     "not a PEP 610 record (dir_info.editable is null, not true or false)"),
 ])
 def test_a_damaged_direct_url_json_is_an_error_never_an_index_install(tmp_path: Path, text: str, message: str) -> None:
     """Field cases N71 (exit 70 on deep nesting), N72 (a corrupt record silently an index install)."""
@@ -80,6 +87,10 @@ def test_a_sound_direct_url_json_reads_as_before(tmp_path: Path) -> None:
     assert direct_url(d) == {"url": "file:///src/tiny", "dir_info": {"editable": True}}
     assert editable_install(sp, "tinypkg") is not None
     assert direct_url(dist(tmp_path / "b")[1]) is None
+    sp, d = dist(tmp_path / "c", json.dumps({"url": "file:///src/tiny", "dir_info": {"editable": False}}))
+    assert editable_install(sp, "tinypkg") is None
+    sp, d = dist(tmp_path / "d", json.dumps({"url": "file:///src/tiny", "dir_info": {}}))  # absent: false (PEP 610)
+    assert editable_install(sp, "tinypkg") is None
     assert list(installed_distributions(sp)) == ["tinypkg"] and read_record(d)[0].path == "tinypkg/__init__.py"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,9 @@ def read_direct_url(dist_info: Path) -> Mapping[str, Any] | None:
     A corrupt record is never taken for an index install (field cases N71, N72).
 
     :raises InputError: not a regular file (a FIFO never blocks the read), larger than 1 MiB, not
-        JSON or nested too deeply, not a JSON object with a string ``url``, or a ``dir_info`` /
-        ``archive_info`` / ``vcs_info`` that is not an object; the message names the file.
+        JSON or nested too deeply, not a JSON object with a string ``url``, a ``dir_info`` /
+        ``archive_info`` / ``vcs_info`` that is not an object, or a ``dir_info.editable`` that is not a
+        JSON boolean (issue 41: ``"yes"`` was read as "not editable"); the message names the file.
     """
     path = dist_info / "direct_url.json"
     hint = "reinstall the distribution (its PEP 610 record is damaged)"
@@ -98,6 +100,10 @@ def read_direct_url(dist_info: Path) -> Mapping[str, Any] | None:
     bad = [k for k in ("dir_info", "archive_info", "vcs_info") if k in data and not isinstance(data[k], dict)]
     if bad:
         raise InputError(f"{path}: not a PEP 610 record ({bad[0]} is not an object)", hint=hint)
+    editable = data.get("dir_info", {}).get("editable", False)
+    if not isinstance(editable, bool):  # PEP 610: a boolean; "yes" is neither, never read as "not editable"
+        raise InputError(f"{path}: not a PEP 610 record (dir_info.editable is {json.dumps(editable)}, not true or false)",
+                         hint=hint)
     return data
 
 

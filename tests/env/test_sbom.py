@@ -136,3 +136,21 @@ def test_an_environment_envforge_did_not_build_is_exit_2(tmp_path: Path, capsys:
     _, err = capsys.readouterr()
     assert code == 2
     assert "hint: build the environment with `envforge build RECIPE` (it keeps the lock it was built from)" in err
+
+
+@pytest.mark.slow
+def test_a_distribution_whose_metadata_cannot_be_read_fails_the_sbom(quickstart: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: a METADATA missing, a FIFO or renamed gave "0 components" (rc 0); now exit 2 naming it."""
+    sp = site_packages(quickstart)
+    meta = next(sp.glob("sglang-*.dist-info")) / "METADATA"
+    meta.rename(meta.with_name("METADATA.moved"))
+    try:
+        code, out, err = sbom_of(quickstart, capsys)
+    finally:
+        meta.with_name("METADATA.moved").rename(meta)
+    assert (code, out) == (2, "")
+    shown = quickstart / "envs" / ENV / sp.relative_to((quickstart / "envs" / ENV).resolve())
+    assert err.splitlines()[0] == (f"error: the SBOM would leave out 1 distribution of {shown} whose METADATA cannot be "
+                                   f"read: {meta.parent.name} (no METADATA)")
+    assert err.splitlines()[1].startswith("  hint: rebuild the environment: `envforge build quickstart")

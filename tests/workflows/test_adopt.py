@@ -352,3 +352,30 @@ def test_a_fifo_in_the_environment_is_exit_2_not_a_hang(tmp_path: Path, fifo: st
     assert res.returncode == 2, res.stderr
     assert res.stderr.splitlines()[0] == "error: " + message.format(env=env)
     assert not (proj / "recipes" / "a1.toml").exists()
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    ("missing", "no METADATA"), ("empty", "METADATA names no Name or Version"),
+    ("fifo", "METADATA is not a regular file (a FIFO)")])
+def test_a_distribution_whose_metadata_cannot_be_read_is_exit_2_never_dropped(tmp_path: Path, damage: str,
+                                                                               reason: str) -> None:
+    """Issue 41: `init --from-env` left out a distribution whose METADATA was missing or empty (rc 0)."""
+    env = _fake_env(tmp_path, None)
+    sp = env / "lib" / "python3.12" / "site-packages"
+    meta = sp / "otherpkg-2.0.dist-info" / "METADATA"
+    meta.unlink()
+    if damage == "empty":
+        meta.write_text("")
+    elif damage == "fifo":
+        os.mkfifo(meta)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    res = subprocess.run([*ENVFORGE, "init", "--from-env", str(env), "--name", "a1", "--no-lock"], cwd=proj,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines() == [
+        f"error: the adopted lock would leave out 1 distribution of {sp} whose METADATA cannot be read: "
+        f"otherpkg-2.0.dist-info ({reason})",
+        "  hint: reinstall those distributions in the environment (or remove the leftover *.dist-info directories), "
+        "then adopt it again"]
+    assert not (proj / "recipes" / "a1.toml").exists()

@@ -44,10 +44,10 @@ from envforge.core.errors import CheckFailed, InputError
 from envforge.core.fs import sha256_hex
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, read_state
-from envforge.installed.distributions import Installed, installed_distributions
+from envforge.installed.distributions import Installed, installed_distributions, refuse_unreadable
 from envforge.lock.model import LockedPackage, LockedWheel, read_lock
 from envforge.patching.export import export_diff
-from envforge.patching.manifest import AppliedPatchset, manifest_sha256, read_manifest
+from envforge.patching.manifest import AppliedPatchset, manifest_sha256, read_manifest, rebuild_hint
 from envforge.patching.patchset import Patchset, load_patchset
 
 __all__ = ["SBOM_SPEC", "EnvironmentSbom", "environment_sbom"]
@@ -179,8 +179,9 @@ def environment_sbom(site_packages: Path, patchsets_dir: Path, *, name: str) -> 
     doc). ``name`` names the environment (``quickstart-default``); ``patchsets_dir`` holds the
     patchsets its patch manifest records.
 
-    :raises InputError: no ``.envforge/pylock.toml`` (not built by envforge), or an unreadable
-        lock copy, patch manifest or patchset.
+    :raises InputError: no ``.envforge/pylock.toml`` (not built by envforge), an unreadable
+        lock copy, patch manifest or patchset, or a ``*.dist-info`` whose METADATA cannot be read
+        (missing, empty, a FIFO: the SBOM would leave it out; issue 41 found "0 components", rc 0).
     :raises CheckFailed: a patchset file missing or changed since it was applied; an SBOM the
         CycloneDX 1.6 schema rejects (a bug: never expected).
     """
@@ -194,6 +195,7 @@ def environment_sbom(site_packages: Path, patchsets_dir: Path, *, name: str) -> 
     patched = _patchsets(site_packages, patchsets_dir, manifest.patchsets if manifest else ())
     lock_digest = "sha256:" + sha256_hex(state.lock_copy.read_bytes())
     dists = installed_distributions(site_packages)
+    refuse_unreadable(site_packages, what="the SBOM", fix=rebuild_hint(site_packages))
     components = [_component(d, _entry(lock.packages, d), patched.get(d.name, ())) for d in dists.values()]
     bom = Bom(components=components, metadata=_metadata(name, generation, state, lock_digest, built),
               serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"envforge:{name}:{generation}:{lock_digest}:"

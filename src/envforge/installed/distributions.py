@@ -11,6 +11,7 @@ import base64
 import csv
 import io
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +20,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from envforge.core.errors import InputError
-from envforge.core.textfile import LARGE_LIMIT, SMALL_LIMIT, parse_json, read_state
+from envforge.core.textfile import LARGE_LIMIT, SMALL_LIMIT, file_kind, parse_json, read_state
 
 __all__ = ["Installed", "RecordEntry", "direct_url", "find_distribution", "installed_distributions", "read_direct_url",
-           "read_record"]
+           "read_record", "refuse_unreadable", "unreadable_distributions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,54 @@ def installed_distributions(site_packages: Path) -> dict[str, Installed]:
         if name and version:
             found[canonicalize_name(name)] = Installed(canonicalize_name(name), version, d)
     return found
+
+
+def unreadable_distributions(site_packages: Path) -> tuple[tuple[Path, str], ...]:
+    """The ``*.dist-info`` entries :func:`installed_distributions` leaves out, each with why: ``(dist-info,
+    reason)``, sorted. Reasons: ``"no METADATA"``, ``"METADATA is not a regular file (a FIFO)"`` (or
+    another kind; never opened), ``"METADATA names no Name or Version"`` (empty, truncated), ``"METADATA
+    cannot be read: <OS reason>"``, ``"not a directory"``. An output that lists distributions (the SBOM,
+    an adopted lock) fails on these instead of dropping them (issue 41)."""
+    out: list[tuple[Path, str]] = []
+    for d in sorted(site_packages.glob("*.dist-info")):
+        meta = d / "METADATA"
+        try:
+            if not d.is_dir():
+                out.append((d, "not a directory"))
+                continue
+            kind = file_kind(os.stat(meta).st_mode)
+        except FileNotFoundError:
+            out.append((d, "no METADATA"))
+            continue
+        except OSError as exc:
+            out.append((d, f"METADATA cannot be read: {exc.strerror or exc}"))
+            continue
+        if kind is not None:
+            out.append((d, f"METADATA is not a regular file ({kind})"))
+            continue
+        try:
+            name, version = _metadata_fields(meta)
+        except InputError as exc:
+            out.append((d, f"METADATA cannot be read: {exc.message}"))
+            continue
+        if not (name and version):
+            out.append((d, "METADATA names no Name or Version"))
+    return tuple(out)
+
+
+def refuse_unreadable(site_packages: Path, *, what: str, fix: str) -> None:
+    """Raise when :func:`unreadable_distributions` finds any: ``what`` (e.g. ``"the SBOM"``) would leave
+    them out.
+
+    :raises InputError: ``<what> would leave out 2 distributions whose METADATA cannot be read:
+        foo-1.0.dist-info (no METADATA), ...``, with ``fix`` as the hint.
+    """
+    bad = unreadable_distributions(site_packages)
+    if bad:
+        listed = ", ".join(f"{d.name} ({why})" for d, why in bad)
+        count = f"{len(bad)} distribution{'' if len(bad) == 1 else 's'}"
+        raise InputError(f"{what} would leave out {count} of {site_packages} whose METADATA cannot be read: {listed}",
+                         hint=fix)
 
 
 def find_distribution(site_packages: Path, name: str) -> Installed | None:

@@ -33,7 +33,7 @@ from envforge.core.errors import EnvforgeError, InputError
 from envforge.core.textfile import SMALL_LIMIT, file_kind, read_state
 from envforge.core.urls import redact_credentials
 from envforge.env.layout import site_packages
-from envforge.installed.distributions import direct_url, installed_distributions, read_record
+from envforge.installed.distributions import direct_url, installed_distributions, read_record, refuse_unreadable
 from envforge.lock.routing import without_userinfo
 from envforge.lock.write import lock_variant, patchset_refs
 from envforge.patching.capture import commit_edit, new_edit
@@ -188,6 +188,8 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     python = _python_of(env)
     sp = site_packages(env)
     found = installed_distributions(sp)
+    refuse_unreadable(sp, what="the adopted lock", fix="reinstall those distributions in the environment (or remove "
+                                                        "the leftover *.dist-info directories), then adopt it again")
     if not found:
         raise InputError(f"{env} has no installed distributions (no *.dist-info in {sp})")
     indexes: dict[str, str] = {"pypi": index_url}

@@ -21,17 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
 from envforge.core.fs import atomic_write, file_identity
 from envforge.core.printable import escape_controls
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.drafter.hubclient import BodyTooLong, body_limit, endpoint_url, hub_errors, malformed_answer
 from envforge.drafter.model import PICKLE_SUFFIXES, Drafter, load_json
 from envforge.drafter.weights import TensorInfo, open_regular, read_weight_file
 
@@ -57,6 +56,10 @@ __all__ = [
 ]
 
 RECORD_NAME = "envforge-drafter.json"
+#: Most files one fetch selects, and most bytes of one selected ``*.json`` (issue 41: a repository of
+#: 20,000 JSON files was fetched whole).
+MAX_FILES = 256
+JSON_LIMIT = 64 << 20
 _SHA = re.compile(r"[0-9a-f]{40}")
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 Progress = Callable[[str], None]
@@ -116,54 +119,6 @@ def parse_repo_spec(spec: str) -> tuple[str, str] | None:
     return (repo, rev) if sep and rev and _REPO.fullmatch(repo) else None
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    import httpx2  # lazy: huggingface_hub's HTTP client, loaded only when the hub is used
-    from huggingface_hub.errors import SafetensorsParsingError  # lazy: as above
-
-    return (OSError, SafetensorsParsingError, httpx2.HTTPError)
-
-
-def endpoint_url(endpoint: str | None) -> str:
-    """The hub URL in use: ``endpoint``, else huggingface_hub's (``HF_ENDPOINT`` or huggingface.co)."""
-    if endpoint:
-        return endpoint.rstrip("/")
-    from huggingface_hub import constants  # lazy: huggingface_hub is heavy; loaded only when the hub is used
-
-    return str(constants.ENDPOINT)
-
-
-@contextmanager
-def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None) -> Iterator[None]:
-    """Turn huggingface_hub errors into envforge errors (input error for a missing repo or revision);
-    a transport error names the hub's host (``endpoint``, see :func:`endpoint_url`)."""
-    from huggingface_hub.errors import (  # lazy: huggingface_hub is heavy; loaded only when the hub is used
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
-    try:
-        yield
-    except OfflineModeIsEnabled:
-        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): {what} needs the hub",
-                         hint="check a drafter fetched earlier from its directory (`envforge drafter fetch REPO "
-                              "--revision SHA --dest DIR` re-hashes the recorded copy offline), or unset "
-                              "HF_HUB_OFFLINE") from None
-    except RepositoryNotFoundError:
-        raise InputError(f"repository {repo} not found on the hub",
-                         hint="check the id; a private or gated repository needs HF_TOKEN in the "
-                              "environment") from None
-    except RevisionNotFoundError:
-        raise InputError(f"revision '{revision}' not found in {repo}",
-                         hint="use a commit sha from the repository's history") from None
-    except _transport_errors() as exc:
-        url = endpoint_url(endpoint)
-        raise ExternalToolError(f"huggingface_hub failed talking to {urlsplit(url).netloc or url}: {what}",
-                                tool="huggingface_hub", argv=(what,), returncode=None, stderr_tail=str(exc)[-800:],
-                                hint=f"check the network and HF_ENDPOINT (the hub in use: {url}), then run "
-                                     "again") from None
-
-
 def _api(endpoint: str | None) -> Any:
     from huggingface_hub import HfApi  # lazy: huggingface_hub is heavy; loaded only when the hub is used
 
@@ -185,6 +140,13 @@ def _select(repo: str, sha: str, files: list[RemoteFile],
                          hint="check the repository and revision")
     chosen = [f for f in files if f.name.endswith(".json") or f in weights
               or (not weights and f in pickles)]
+    big = [f for f in chosen if f.name.endswith(".json") and f.size > JSON_LIMIT]
+    if len(chosen) > MAX_FILES or big:
+        why = (f"{len(chosen):,} files to fetch (a drafter has a config, an index and its weights; at most "
+               f"{MAX_FILES})" if len(chosen) > MAX_FILES else
+               f"{big[0].name} of {big[0].size:,} bytes (a JSON file of a drafter is at most {JSON_LIMIT >> 20} MiB)")
+        raise InputError(f"{repo}@{sha} is not a drafter repository envforge fetches: {why}; nothing was downloaded",
+                         hint="check the repository and revision")
     skipped = tuple(f.name for f in files if f not in chosen)
     return tuple(chosen), skipped
 
@@ -236,7 +198,12 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
                               f"pass it, or pass --allow-unpinned to take what '{revision}' points at and "
                               "record the sha")
     with hub_errors(f"model_info {repo}@{revision}", repo, revision, endpoint):
-        info = _api(endpoint).model_info(repo, revision=revision, files_metadata=True)
+        try:
+            info = _api(endpoint).model_info(repo, revision=revision, files_metadata=True)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a listing without `id`, `sha`, ...
+            raise malformed_answer(f"model_info {repo}@{revision}", endpoint, exc) from None
+    if not isinstance(info.sha, str) or not _SHA.fullmatch(info.sha):
+        raise malformed_answer(f"model_info {repo}@{revision}", endpoint, ValueError(f"sha {info.sha!r}"))
     sha = str(info.sha)
     pinned = bool(_SHA.fullmatch(revision)) and revision == sha
     if not pinned and not allow_unpinned:
@@ -347,7 +314,13 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
         if progress:
             progress(f"[{i}/{len(rev.files)}] {f.name} ({f.size:,} bytes)")
         with hub_errors(f"hf_hub_download {rev.spec} {f.name}", rev.repo, rev.sha, endpoint):
-            path = hf_hub_download(rev.repo, f.name, revision=rev.sha, local_dir=dest, endpoint=endpoint)
+            try:
+                with body_limit(f.size):  # what the hub lists: an endless body stops there
+                    path = hf_hub_download(rev.repo, f.name, revision=rev.sha, local_dir=dest, endpoint=endpoint)
+            except BodyTooLong:
+                for partial in find_partials(dest):  # nothing of a body longer than listed is kept
+                    partial.unlink(missing_ok=True)
+                raise
         kept = present.get(f.name)  # hashed just before: not again when huggingface_hub left it as it was
         same = (kept is not None and Path(path).resolve() == (dest / f.name).resolve()
                 and file_identity(Path(path)) == kept[0])
@@ -444,7 +417,7 @@ def _remote_json(rev: HubRevision, name: str, endpoint: str | None, cache_dir: P
     f = next((f for f in rev.files if f.name == name), None)
     if f is None:
         raise InputError(f"{rev.spec} has no {name}", hint="a drafter repository needs its config.json")
-    with hub_errors(f"hf_hub_download {rev.spec} {name}", rev.repo, rev.sha, endpoint):
+    with hub_errors(f"hf_hub_download {rev.spec} {name}", rev.repo, rev.sha, endpoint), body_limit(f.size):
         path = Path(hf_hub_download(rev.repo, name, revision=rev.sha, cache_dir=cache_dir,
                                     endpoint=endpoint))
     _verify(rev, f, path)
@@ -489,7 +462,7 @@ def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *
 
     url = hf_hub_url(repo, name, revision=sha, endpoint=endpoint)
     headers = {**build_hf_headers(), "Range": f"bytes={start}-{start + length - 1}"}
-    with hub_errors(f"GET {name} bytes {start}-{start + length - 1}", repo, sha, endpoint):
+    with hub_errors(f"GET {name} bytes {start}-{start + length - 1}", repo, sha, endpoint), body_limit(length):
         response = get_session().get(url, headers=headers, follow_redirects=True)
         hf_raise_for_status(response)
     data = bytes(response.content)

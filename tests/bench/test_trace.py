@@ -59,6 +59,12 @@ def test_the_readme_sample_reads_and_optional_hash_ids(tmp_path: Path) -> None:
      "'hash_ids' must be an array of integers >= 0", 'a Mooncake trace line is'),
     ('{"timestamp": 1, "input_length": 5, "output_length": 1, "session_id": 3}', "unknown key 'session_id'",
      'a Mooncake trace line is'),
+    # Issue 41: a length of 1e9 took bench past 2 GB before a request was sent.
+    ('{"timestamp": 1, "input_length": 1000000000, "output_length": 1}',
+     "'input_length' 1,000,000,000 is more than 10,000,000 tokens, the most envforge replays",
+     "exceeds every model's context"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 10000001}',
+     "'output_length' 10,000,001 is more than 10,000,000 tokens, the most envforge replays", "check the line"),
     ("[1, 2]", "expected an object, got list", 'a Mooncake trace line is'),
     ('{"timestamp": 1,', "not valid JSON: Expecting property name enclosed in double quotes",
      'a Mooncake trace line is'),
@@ -95,3 +101,16 @@ def test_the_cli_refuses_a_bad_trace_with_exit_2(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert f"error: {p}:2: no 'timestamp'" in err and "hint: every line needs its arrival in milliseconds" in err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_line_longer_than_the_bound_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """Issue 41: a 600 MB line under the 1 GiB file limit was parsed whole (past 2 GB of memory)."""
+    p = tmp_path / "t.jsonl"
+    ids = ", ".join(["1"] * (6 << 20))  # 18 MiB of hash ids
+    p.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                 '{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [' + ids + ']}\n')
+    size = len(p.read_bytes().splitlines()[1])
+    with pytest.raises(InputError) as exc:
+        read_trace(p)
+    assert exc.value.message == (f"{p}:2: a line of {size:,} bytes, more than 16 MiB (a 10M-token request's line is "
+                                 "about 200 KB)")

@@ -146,6 +146,15 @@ def test_a_repeated_trace_request_gets_its_own_last_token(model: Path, tmp_path:
     ({"dataset": "trace"}, "dataset 'trace' needs --trace FILE: a Mooncake-format JSON-lines trace", '"timestamp"'),
     ({"dataset": "trace", "trace": "mooncake_trace_small.jsonl", "trace-time-scale": 0},
      "--trace-time-scale: must be > 0, got 0", "1 replays at the recorded times"),
+    # Issue 41: sizes are checked before anything is allocated (a shared prefix of 1e12 was rc 70 MemoryError).
+    ({"dataset": "random", "random-input-len": 10_000_001},
+     "--random-input-len: 10,000,001 is more than 10,000,000, the most envforge generates", "check the value"),
+    ({"dataset": "shared-prefix", "gsp-system-prompt-len": 10**12},
+     "--gsp-system-prompt-len: 1,000,000,000,000 is more than 10,000,000, the most envforge generates",
+     "exceeds every model's context"),
+    ({"dataset": "shared-prefix", "gsp-num-groups": 5000, "gsp-system-prompt-len": 5001},
+     "--gsp-num-groups 5,000 x --gsp-system-prompt-len 5,001: 25,005,000 tokens of system prompts, more than the "
+     "25,000,000 envforge keeps", "fewer groups or shorter system prompts"),
 ])
 def test_bad_settings_are_refused_with_the_fix(model: Path, settings: dict[str, object], message: str,
                                                hint: str) -> None:
@@ -215,8 +224,8 @@ URL = ["bench", "--url", "http://127.0.0.1:9", "--api", "openai", "--no-plot"]  
     (["--dataset", "random", "--random-range-ratio", "1"],
      "error: argument --random-range-ratio: '1': the range ratio must be in [0, 1) (vLLM's rule), e.g. 0.5 for "
      "lengths from half to 1.5 times the mean"),
-    (["--dataset", "random", "--random-input-len", "0"], "error: argument --random-input-len: must be an integer >= 1, "
-     "got '0'"),
+    (["--dataset", "random", "--random-input-len", "0"], "error: argument --random-input-len: must be an integer from 1 "
+     "to 10000000, got '0'"),
     (["--dataset", "trace", "--trace", "T", "--trace-time-scale", "0"],
      "error: argument --trace-time-scale: '0': the time scale must be > 0 (inf allowed), e.g. 2 to replay twice as "
      "slow"),
@@ -256,3 +265,22 @@ def test_the_cli_needs_a_tokenizer_for_a_generated_dataset(tmp_path: Path, capsy
     assert ("error: dataset 'shared-prefix' counts input tokens with the model's tokenizer, and model 'tiny' is not a "
             "local directory with a tokenizer.json") in err
     assert "hint: give --tokenizer DIR: the checkpoint directory the server loads" in err
+
+
+def test_a_trace_whose_replay_would_take_more_than_a_week_is_refused(bpe: Path, tmp_path: Path) -> None:
+    """Issue 41: a record 10^15 ms after the one before waited silently for millennia."""
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 5, "input_length": 9, "output_length": 1}\n'
+                 '{"timestamp": 86400000, "input_length": 9, "output_length": 1}\n'
+                 '{"timestamp": 1000000000000000, "input_length": 9, "output_length": 1}\n')
+    with pytest.raises(InputError) as exc:
+        build_workload({"dataset": "trace", "tokenizer": str(bpe), "trace": str(p)}, base=tmp_path, model="m",
+                       label=flag)
+    assert exc.value.message == (f"{p}:3: timestamp 1e+15 ms is more than 7 days after the first request's (5 ms): "
+                                 "the replay would wait that long")
+    with pytest.raises(InputError) as exc:  # a day, replayed 8 times slower
+        build_workload({"dataset": "trace", "tokenizer": str(bpe), "trace": str(p), "trace-time-scale": 8},
+                       base=tmp_path, model="m", label=flag)
+    assert exc.value.message.startswith(f"{p}:2: timestamp 8.64e+07 ms is more than 7 days after the first request's "
+                                        "(5 ms x time scale 8)")
+    assert "lower --trace-time-scale" in (exc.value.hint or "")

@@ -55,10 +55,13 @@ def test_a_time_option_error_with_json_is_one_usage_error_envelope(value: str,
 INTEGERS = [
     (["fleet", "allreduce", "--ray", "auto"], "--port", PORT_RANGE, ["0", "-1", "70000", "65536", "nan", "1.5", ""]),
     (["bench"], "--port", PORT_RANGE, ["0", "65536", "inf"]),
-    (["bench"], "--repeats", "must be an integer >= 1", ["0", "-3", "nan", "2.5"]),
-    (["bench"], "--requests", "must be an integer >= 1", ["0", "inf"]),
-    (["bench"], "--warmup", "must be an integer >= 0", ["-1", "nan"]),
-    (["bench"], "--max-new-tokens", "must be an integer >= 1", ["0", "-1"]),
+    (["bench"], "--repeats", "must be an integer from 1 to 10000", ["0", "-3", "nan", "2.5", "10001"]),
+    (["bench"], "--requests", "must be an integer from 1 to 10000000", ["0", "inf", "10000001"]),
+    (["bench"], "--warmup", "must be an integer from 0 to 10000000", ["-1", "nan", "10000001"]),
+    (["bench"], "--max-new-tokens", "must be an integer from 1 to 10000000", ["0", "-1", "10000001"]),
+    (["bench"], "--random-input-len", "must be an integer from 1 to 10000000", ["0", "1000000000", "9" * 5000]),
+    (["bench"], "--gsp-system-prompt-len", "must be an integer from 1 to 10000000", ["0", "1000000000000"]),
+    (["bench"], "--gsp-num-groups", "must be an integer from 1 to 10000000", ["0", "10000001"]),
     (["bench"], "--load-timeout", "must be an integer from 1 to 1000000000", ["0", "-5", "10000000000", "nan"]),
 ]
 

@@ -15,7 +15,8 @@ are in arrival order; many share a timestamp (the released traces record whole s
 Read strictly: a line without one of the three numbers, with a length below 1, a negative or
 non-finite timestamp, a timestamp earlier than the line before (SGLang sorts; envforge refuses,
 since a recording out of order is a spliced or edited file), ``hash_ids`` that are not an array of
-integers >= 0, or any other key is bad input naming the line (exit 2).
+integers >= 0, a length above :data:`envforge.core.limits.MAX_REQUEST_TOKENS`, a line longer than
+:data:`~envforge.core.limits.MAX_TRACE_LINE` bytes, or any other key is bad input naming the line (exit 2).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
+from envforge.core.limits import MAX_REQUEST_TOKENS, MAX_TRACE_LINE
 from envforge.core.textfile import long_number_error, read_bytes
 
 __all__ = ["BLOCK_TOKENS", "TRACE_LIMIT", "TraceRecord", "read_trace"]
@@ -62,6 +64,9 @@ def _length(obj: dict[str, Any], key: str, where: str) -> int:
     if v < 1:
         raise InputError(f"{where}: '{key}' must be at least 1 token, got {v}",
                          hint="leave the request out of the trace, or give its real length")
+    if v > MAX_REQUEST_TOKENS:
+        raise InputError(f"{where}: '{key}' {v:,} is more than {MAX_REQUEST_TOKENS:,} tokens, the most envforge "
+                         "replays", hint="a request of more than 10M tokens exceeds every model's context; check the line")
     return v
 
 
@@ -79,6 +84,9 @@ def read_trace(path: Path) -> tuple[tuple[TraceRecord, ...], str]:
         if not data_line.strip():
             continue
         where = f"{path}:{n}"
+        if len(data_line) > MAX_TRACE_LINE:  # parsed whole, a line costs many times its bytes in memory
+            raise InputError(f"{where}: a line of {len(data_line):,} bytes, more than {MAX_TRACE_LINE >> 20} MiB (a "
+                             "10M-token request's line is about 200 KB)", hint=_SHAPE)
         try:
             obj = json.loads(data_line.decode("utf-8"))
         except UnicodeDecodeError as exc:

@@ -53,6 +53,7 @@ from envforge.bench.dataset import DATASETS, KEYS, Prompt
 from envforge.bench.tokenizer import LocalTokenizer, load_tokenizer
 from envforge.bench.trace import BLOCK_TOKENS, TraceRecord, read_trace
 from envforge.core.errors import InputError
+from envforge.core.limits import MAX_DATASET_TOKENS, MAX_REQUEST_TOKENS, MAX_TRACE_SPAN_S
 
 __all__ = [
     "ATTEMPTS",
@@ -302,11 +303,15 @@ def _number(settings: Mapping[str, Any], key: str, default: Any, label: Callable
     return v
 
 
-def _count(settings: Mapping[str, Any], key: str, default: int, label: Callable[[str], str]) -> int:
+def _count(settings: Mapping[str, Any], key: str, default: int, label: Callable[[str], str],
+           most: int = MAX_REQUEST_TOKENS) -> int:
     v = _number(settings, key, default, label)
     if not isinstance(v, int) or v < 1:
         raise InputError(f"{label(key)}: must be a whole number >= 1, got {v!r}",
                          hint="lengths and counts of 0 send nothing to measure")
+    if v > most:
+        raise InputError(f"{label(key)}: {v:,} is more than {most:,}, the most envforge generates",
+                         hint="a request of more than 10M tokens exceeds every model's context; check the value")
     return v
 
 
@@ -360,12 +365,18 @@ def build_workload(settings: Mapping[str, Any], *, base: Path, model: str,
                              hint="raise the input length or lower the range ratio (vLLM refuses the same)")
         return w
     if name == "shared-prefix":
-        return SharedPrefixWorkload(
+        gsp = SharedPrefixWorkload(
             tokenizer=tok, num_groups=_count(settings, "gsp-num-groups", 64, label),
             prompts_per_group=_count(settings, "gsp-prompts-per-group", 16, label),
             system_prompt_len=_count(settings, "gsp-system-prompt-len", 2048, label),
             question_len=_count(settings, "gsp-question-len", 128, label),
             output_len=_count(settings, "gsp-output-len", 256, label))
+        if gsp.num_groups * gsp.system_prompt_len > MAX_DATASET_TOKENS:
+            raise InputError(f"{label('gsp-num-groups')} {gsp.num_groups:,} x {label('gsp-system-prompt-len')} "
+                             f"{gsp.system_prompt_len:,}: {gsp.num_groups * gsp.system_prompt_len:,} tokens of system "
+                             f"prompts, more than the {MAX_DATASET_TOKENS:,} envforge keeps",
+                             hint="fewer groups or shorter system prompts")
+        return gsp
     if not settings.get("trace"):
         raise InputError(f"dataset 'trace' needs {label('trace')} FILE: a Mooncake-format JSON-lines trace",
                          hint='each line {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>}')
@@ -376,6 +387,14 @@ def build_workload(settings: Mapping[str, Any], *, base: Path, model: str,
     path = Path(settings["trace"])
     path = path if path.is_absolute() else base / path
     records, digest = read_trace(path)
+    late = next((r for r in records if (r.timestamp_ms - records[0].timestamp_ms) * scale / 1000 > MAX_TRACE_SPAN_S),
+                None)
+    if late is not None:
+        raise InputError(f"{path}:{late.line}: timestamp {late.timestamp_ms:g} ms is more than "
+                         f"{MAX_TRACE_SPAN_S // 86400} days after the first request's ({records[0].timestamp_ms:g} ms"
+                         f"{f' x time scale {scale:g}' if scale != 1 else ''}): the replay would wait that long",
+                         hint="timestamps are milliseconds from the start of the recording; cut the trace or lower "
+                              "--trace-time-scale")
     for rec in records:
         if rec.input_length <= tok.specials:
             raise InputError(f"{path}:{rec.line}: input_length {rec.input_length} leaves no prompt token besides the "

@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envforge.core.kinds import KINDS, is_known_kind
-from envforge.core.limits import MAX_CONCURRENCY, MAX_SEED
+from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED
 from envforge.core.schema import Bool, Date, Enum, Int, ListOf, MapOf, Number, OneOf, Problem, Str, Table
 from envforge.recipe.envvars import problems as env_value_problems, startup_reader
 from envforge.recipe.platforms import platform_problem
@@ -262,14 +262,14 @@ _SMOKE = Table({
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),
     "seed": Int(0, MAX_SEED),
-    "max-new-tokens": Int(1),
+    "max-new-tokens": Int(1, MAX_REQUEST_TOKENS),
     "temperature": Number(),
     "concurrency": ListOf(Int(1, MAX_CONCURRENCY)),
-    "repeats": Int(1),
-    "warmup": Int(0),
+    "repeats": Int(1, MAX_REPEATS),
+    "warmup": Int(0, MAX_REQUESTS),
     "load-timeout-s": Int(1),
     "port": Int(1),
-    "requests": Int(1),
+    "requests": Int(1, MAX_REQUESTS),
     "health": Str(),
     "request-timeout-s": Number(),
     "idle-timeout-s": Number(),
@@ -278,14 +278,14 @@ _SMOKE = Table({
     # the datasets of envforge.bench.workload (DATASETS, KEYS): listed here, the recipe layer sits below bench
     "dataset": Enum("prompts", "random", "shared-prefix", "trace"),
     "tokenizer": Str(),
-    "random-input-len": Int(1),
-    "random-output-len": Int(1),
+    "random-input-len": Int(1, MAX_REQUEST_TOKENS),
+    "random-output-len": Int(1, MAX_REQUEST_TOKENS),
     "random-range-ratio": Number(),
-    "gsp-num-groups": Int(1),
-    "gsp-prompts-per-group": Int(1),
-    "gsp-system-prompt-len": Int(1),
-    "gsp-question-len": Int(1),
-    "gsp-output-len": Int(1),
+    "gsp-num-groups": Int(1, MAX_REQUESTS),
+    "gsp-prompts-per-group": Int(1, MAX_REQUESTS),
+    "gsp-system-prompt-len": Int(1, MAX_REQUEST_TOKENS),
+    "gsp-question-len": Int(1, MAX_REQUEST_TOKENS),
+    "gsp-output-len": Int(1, MAX_REQUEST_TOKENS),
     "trace": Str(),
     "trace-time-scale": Number(),
 })

@@ -12,7 +12,7 @@ from envforge.bench.engines import ENGINES
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, parse_range
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
-from envforge.core.limits import MAX_CONCURRENCY, MAX_SEED
+from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED
 
 __all__ = ["register"]
 
@@ -139,21 +139,21 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokenizer", type=Path, metavar="DIR",
                    help="directory with the model's tokenizer.json, read offline, to count input tokens of the "
                         "random, shared-prefix and trace datasets (default: the model, when it is such a directory)")
-    p.add_argument("--random-input-len", type=integer(1), metavar="N",
+    p.add_argument("--random-input-len", type=integer(1, MAX_REQUEST_TOKENS), metavar="N",
                    help="random: mean input tokens per request (default 1024)")
-    p.add_argument("--random-output-len", type=integer(1), metavar="N",
+    p.add_argument("--random-output-len", type=integer(1, MAX_REQUEST_TOKENS), metavar="N",
                    help="random: mean output tokens per request (default 128)")
     p.add_argument("--random-range-ratio", type=_range_ratio, metavar="R",
                    help="random: lengths drawn uniformly from [L x (1 - R), L x (1 + R)], R in [0, 1) (default 0)")
-    p.add_argument("--gsp-num-groups", type=integer(1), metavar="N",
+    p.add_argument("--gsp-num-groups", type=integer(1, MAX_REQUESTS), metavar="N",
                    help="shared-prefix: groups, one system prompt each (default 64)")
-    p.add_argument("--gsp-prompts-per-group", type=integer(1), metavar="N",
+    p.add_argument("--gsp-prompts-per-group", type=integer(1, MAX_REQUESTS), metavar="N",
                    help="shared-prefix: questions per system prompt (default 16)")
-    p.add_argument("--gsp-system-prompt-len", type=integer(1), metavar="N",
+    p.add_argument("--gsp-system-prompt-len", type=integer(1, MAX_REQUEST_TOKENS), metavar="N",
                    help="shared-prefix: system prompt tokens (default 2048)")
-    p.add_argument("--gsp-question-len", type=integer(1), metavar="N",
+    p.add_argument("--gsp-question-len", type=integer(1, MAX_REQUEST_TOKENS), metavar="N",
                    help="shared-prefix: question tokens (default 128)")
-    p.add_argument("--gsp-output-len", type=integer(1), metavar="N",
+    p.add_argument("--gsp-output-len", type=integer(1, MAX_REQUEST_TOKENS), metavar="N",
                    help="shared-prefix: output tokens per request (default 256)")
     p.add_argument("--trace", type=Path, metavar="FILE",
                    help="trace: a Mooncake-format JSON-lines trace ({\"timestamp\": ms, \"input_length\", "
@@ -168,10 +168,10 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--burstiness", type=_burstiness, metavar="B",
                    help="with --request-rate: gamma-distributed gaps of shape B (1 = Poisson, the default; "
                         "< 1 burstier, > 1 more uniform, inf = constant), as vLLM")
-    p.add_argument("--repeats", type=integer(1), metavar="N", help="override the repeats per level")
-    p.add_argument("--requests", type=integer(1), metavar="N", help="override the requests per level and repeat")
-    p.add_argument("--warmup", type=integer(0), metavar="N", help="override the warm-up requests")
-    p.add_argument("--max-new-tokens", type=integer(1), metavar="N", help="override the output tokens per request")
+    p.add_argument("--repeats", type=integer(1, MAX_REPEATS), metavar="N", help="override the repeats per level")
+    p.add_argument("--requests", type=integer(1, MAX_REQUESTS), metavar="N", help="override the requests per level and repeat")
+    p.add_argument("--warmup", type=integer(0, MAX_REQUESTS), metavar="N", help="override the warm-up requests")
+    p.add_argument("--max-new-tokens", type=integer(1, MAX_REQUEST_TOKENS), metavar="N", help="override the output tokens per request")
     p.add_argument("--port", type=PORT, metavar="PORT", help="override the port the servers listen on")
     p.add_argument("--load-timeout", type=integer(1, int(MAX_SECONDS)), metavar="SECONDS", help="override the load timeout (default 1800 s)")
     p.add_argument("--request-timeout", type=seconds(), metavar="SECONDS",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.engines import engine
-from envforge.bench.gauges import Gap, GaugeSeries, Reading, Sample, parse_gauges, sample_of
+from envforge.bench.gauges import Gap, GaugeSeries, GaugeValueError, Reading, Sample, parse_gauges, sample_of
 
 DATA = Path(__file__).parents[1] / "data" / "bench"
 VLLM = engine("vllm").gauges
@@ -95,7 +95,7 @@ def test_series_summary_and_json_are_pinned() -> None:
                                 "waiting": {"max": 6.0, "mean": 2.6667}, "kv_cache_use": {"max": 0.25, "mean": 0.0837}}
     d = series.as_dict()
     assert d == {
-        "source": "http://127.0.0.1:8000/metrics", "interval_s": 0.5,
+        "source": "http://127.0.0.1:8000/metrics", "interval_s": 0.5, "read_cpu_s": None,
         "summary": {"samples": 4, "failed_scrapes": 3, "running": {"max": 4.0, "mean": 1.75},
                     "waiting": {"max": 6.0, "mean": 2.6667}, "kv_cache_use": {"max": 0.25, "mean": 0.0837}},
         "samples": [
@@ -112,6 +112,26 @@ def test_series_summary_and_json_are_pinned() -> None:
     joined = GaugeSeries.joined([series, GaugeSeries("u", 1.0, (Sample(9.0, 3, 5.0, 0.0, 0.5),))])
     assert joined is not None and joined.interval_s == 1.0 and len(joined.samples) == 5
     assert joined.summary()["running"] == {"max": 5.0, "mean": 2.4}
+    assert joined.read_cpu_s is None  # one part measured nothing: the sum is unknown
+    timed = [GaugeSeries("u", 0.5, (), read_cpu_s=0.25), GaugeSeries("u", 0.5, (), read_cpu_s=0.123456)]
+    both = GaugeSeries.joined(timed)
+    assert both is not None and both.read_cpu_s == pytest.approx(0.373456)
+    assert both.as_dict()["read_cpu_s"] == 0.3735 and GaugeSeries.from_dict(both.as_dict()).read_cpu_s == 0.3735
+
+
+@pytest.mark.parametrize(("line", "error"), [
+    ("vllm:num_requests_running NaN", "vllm:num_requests_running is nan, not a count >= 0"),
+    ("vllm:num_requests_waiting +Inf", "vllm:num_requests_waiting is inf, not a count >= 0"),
+    ("vllm:num_requests_waiting -3", "vllm:num_requests_waiting is -3.0, not a count >= 0"),
+    ("vllm:kv_cache_usage_perc 1.5", "vllm:kv_cache_usage_perc is 1.5, not a fraction from 0 to 1"),
+])
+def test_a_value_no_gauge_can_have_is_refused_by_name(line: str, error: str) -> None:
+    """Issue 41: NaN, infinities and negative gauges made the report invalid JSON or absurd."""
+    with pytest.raises(GaugeValueError) as bad:
+        parse_gauges(line + "\n", VLLM)
+    assert str(bad.value) == error
+    assert parse_gauges("vllm:kv_cache_usage_perc 1\nvllm:num_requests_running 0\n", VLLM).values == {
+        "running": 0.0, "waiting": None, "kv_cache_use": 1.0, "drafts": None, "accepted": None}
 
 
 def test_a_series_without_gauges_summarises_to_none() -> None:

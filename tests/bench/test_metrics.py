@@ -495,3 +495,12 @@ def test_scrape_non_utf8_and_long_error_bodies() -> None:
         with pytest.raises(MetricsError) as exc:
             scrape(ep, server="s")
     assert exc.value.message == f"{ep.url}/metrics is not Prometheus text: invalid metric name:<html>"
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-1"])
+def test_a_counter_no_server_can_have_is_refused_by_name(value: str) -> None:
+    """Issue 41: NaN and infinite counters made the report invalid JSON."""
+    with pytest.raises(MetricsError) as bad:
+        parse_metrics(f"vllm:generation_tokens_total {value}\n", source="http://h/metrics")
+    shown = {"NaN": "nan", "+Inf": "inf", "-1": "-1"}[value]  # as prometheus_client reads it
+    assert bad.value.message == f"http://h/metrics: vllm:generation_tokens_total is {shown}, not a count >= 0"

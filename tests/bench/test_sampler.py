@@ -131,3 +131,38 @@ def test_the_same_error_apart_is_two_gaps() -> None:
         series = sampler.series()
     assert [(g.scrapes, g.error) for g in series.gaps] == [(1, "GET /metrics answered HTTP 500")] * 2
     assert isinstance(series.gaps[0], Gap) and len(series.samples) >= 2
+
+
+def test_hostile_bodies_are_gaps_and_the_cost_of_reading_is_measured() -> None:
+    """Issue 41. A stand-in server, since no real server here produces these bodies: NaN gauges, a body
+    over METRICS_MAX_BYTES, and a valid body of 200,000 lines (vLLM's real body, padded with other
+    metrics, as a server with many LoRA adapters or models exports). Each bad read is a gap naming the
+    cause; the valid large body is read, its CPU cost recorded in the series."""
+    from envforge.bench.sampler import read_gauges, ScrapeFailed  # noqa: PLC0415
+    from envforge.bench.transport import METRICS_MAX_BYTES  # noqa: PLC0415
+
+    nan = (200, QUEUED[1].replace("vllm:num_requests_running{", "vllm:num_requests_running_x{") +
+           "vllm:num_requests_running NaN\n")
+    with answers([nan]) as (ep, _):
+        try:
+            read_gauges(ep, VLLM, timeout_s=5)
+        except ScrapeFailed as exc:
+            assert str(exc) == "GET /metrics: vllm:num_requests_running is nan, not a count >= 0"
+        else:
+            raise AssertionError("a NaN gauge was read")
+    huge = (200, "# pad\n" * (METRICS_MAX_BYTES // 6 + 1) + QUEUED[1])
+    with answers([huge]) as (ep, _):
+        try:
+            read_gauges(ep, VLLM, timeout_s=10)
+        except ScrapeFailed as exc:
+            assert str(exc).startswith("GET /metrics: ")
+        else:
+            raise AssertionError("a body over the limit was read")
+    padded = (200, "".join(f'other_metric{{model="m{i}"}} {i}\n' for i in range(200_000)) + QUEUED[1])
+    with answers([padded]) as (ep, seen):
+        t0 = time.monotonic()
+        with Sampler(ep, VLLM, interval_s=0.05, t0=t0, repeat=1) as sampler:
+            wait_for(seen, 2)
+        series = sampler.series()
+    assert len(series.samples) >= 1 and series.samples[0].waiting is not None
+    assert series.read_cpu_s is not None and series.read_cpu_s > 0

@@ -43,3 +43,20 @@ def test_a_repeat_stopped_after_its_gauges_were_kept_is_left_out() -> None:
     (lv,) = s.result(None, None).levels
     assert lv.server_metrics is not None and [x.t_s for x in lv.server_metrics.samples] == [0.1]
     assert lv.concurrency == 2 and len(lv.repeats) == 1
+
+
+def test_reading_the_metrics_route_that_takes_more_than_5_percent_of_a_repeat_is_warned_once() -> None:
+    """Issue 41: a 30 MiB /metrics body cost 7.5 s of bench's CPU per read and the report said nothing."""
+    s = _session()
+    key = (2, math.inf)
+    cheap = GaugeSeries("http://127.0.0.1:9/metrics", 0.5, (), read_cpu_s=0.05)
+    s._scrape_cost(key, 1, cheap, 1.0)  # 5 %: at the bound, no warning
+    assert s.warnings == []
+    costly = GaugeSeries("http://127.0.0.1:9/metrics", 0.5, (), read_cpu_s=0.6)
+    s._scrape_cost(key, 2, costly, 2.0)
+    assert s.warnings == [
+        "server 'sg': concurrency 2, repeat 2: reading http://127.0.0.1:9/metrics took 600 ms of bench's CPU, 30% of "
+        "the repeat's 2.00 s: the load generator shared its CPU with it, so latencies may be longer than the "
+        "server's; raise --metrics-interval, or pass --metrics-interval 0"]
+    s._scrape_cost(key, 3, costly, 2.0)
+    assert len(s.warnings) == 1

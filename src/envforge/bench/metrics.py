@@ -36,6 +36,7 @@ nothing here ever stands in a default such as an acceptance length of 1.0 for a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -123,6 +124,11 @@ def parse_metrics(text: str, *, source: str = "/metrics") -> EngineCounters:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
+                wanted = sample.name == PER_POSITION or sample.name in _SPEC or sample.name in (
+                    GENERATION_TOKENS, ITL_SUM, ITL_COUNT)
+                if wanted and not (math.isfinite(sample.value) and sample.value >= 0):  # issue 41: NaN reached the report
+                    raise MetricsError(f"{source}: {sample.name} is {sample.value!r}, not a count >= 0",
+                                       hint="a counter is a finite number >= 0: the server's metrics are broken")
                 if sample.name == PER_POSITION:
                     try:
                         pos = int(sample.labels["position"])

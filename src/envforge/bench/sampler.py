@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from envforge.bench.gauges import Gap, GaugeSeries, Reading, Sample, parse_gauges, sample_of
+from envforge.bench.gauges import Gap, GaugeSeries, GaugeValueError, Reading, Sample, parse_gauges, sample_of
 from envforge.bench.transport import METRICS_MAX_BYTES, ReadLimit, fetch
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ def read_gauges(endpoint: Endpoint, engine: Engine, *, timeout_s: float) -> Read
         raise ScrapeFailed(f"GET {route} answered HTTP {status}")
     try:
         reading = parse_gauges(body.decode("utf-8", "replace"), engine.gauges)
+    except GaugeValueError as exc:
+        raise ScrapeFailed(f"GET {route}: {exc}") from None
     except ValueError as exc:
         raise ScrapeFailed(f"GET {route} is not Prometheus text: {exc}") from None
     if reading.empty:
@@ -104,6 +106,7 @@ class Sampler:
         self._samples: list[Sample] = []
         self._gaps: list[Gap] = []
         self._failing = False  # the last read failed: a failure with its error extends its gap
+        self._cpu = 0.0  # CPU seconds of this thread's reads (time.thread_time): the measurement's cost
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"bench-metrics-{repeat}", daemon=True)
 
@@ -120,19 +123,22 @@ class Sampler:
 
     def series(self) -> GaugeSeries:
         """What was read (a copy; complete once the block has ended)."""
-        return GaugeSeries(self._source, self._interval, tuple(self._samples), tuple(self._gaps))
+        return GaugeSeries(self._source, self._interval, tuple(self._samples), tuple(self._gaps), self._cpu)
 
     def _loop(self) -> None:
         previous: Reading | None = None
         due = self._clock()
         while True:
             t = self._clock() - self._t0
+            cpu = time.thread_time()
             try:
                 reading = read_gauges(self._endpoint, self._engine, timeout_s=self._timeout)
             except ScrapeFailed as exc:
+                self._cpu += time.thread_time() - cpu
                 self._gap(t, str(exc))
                 self._failing = True
             else:
+                self._cpu += time.thread_time() - cpu
                 self._failing = False
                 self._samples.append(sample_of(reading, previous, t, self._repeat))
                 previous = reading

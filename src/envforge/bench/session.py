@@ -37,6 +37,8 @@ LevelKey = tuple[int, float]
 SWEEP_SHORT = 0.9
 #: The longest a cache flush's whole answer may take (seconds), and at most the idle timeout.
 FLUSH_TIMEOUT_S = 30.0
+#: The share of a repeat's wall time bench's own reads of the metrics route may take before it warns.
+SCRAPE_CPU_SHARE = 0.05
 
 
 class Session:
@@ -65,6 +67,7 @@ class Session:
         self.gauges: dict[LevelKey, list[GaugeSeries]] = {}
         self.level_t0: dict[LevelKey, float] = {}  # time.monotonic() at the start of a level's first repeat
         self.scraped: bool | None = None  # whether the server's gauges are read (None: not asked yet)
+        self.scrape_warned = False  # the cost of reading them was warned about
         self.metrics = "not scraped (nothing measured)"  # how they are read, or why not
         self.swept: SweepResult | None = None
 
@@ -204,8 +207,23 @@ class Session:
         tail = f", {failed} FAILED" if failed else ""
         if sampler is not None:
             tail += _engine_load(sampler.series())
+            self._scrape_cost(key, rep, sampler.series(), run.wall_s)
         self.progress(f"{self.name}: {_label(key)}, repeat {rep}/{self.cfg.repeats}: "
                       f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
+
+    def _scrape_cost(self, key: LevelKey, rep: int, series: GaugeSeries, wall_s: float) -> None:
+        """Warn (once per server) when reading the metrics route took more than :data:`SCRAPE_CPU_SHARE`
+        of a repeat's wall time in bench's own process: the load generator shared its CPU with it,
+        so the measurement may be disturbed (issue 41: 7.5 s of CPU per read of a 30 MiB body)."""
+        cpu = series.read_cpu_s or 0.0
+        if wall_s <= 0 or cpu <= SCRAPE_CPU_SHARE * wall_s or self.scrape_warned:
+            return
+        self.scrape_warned = True
+        w = (f"server '{self.name}': {_label(key)}, repeat {rep}: reading {series.source} took {cpu * 1000:.0f} ms of "
+             f"bench's CPU, {cpu / wall_s:.0%} of the repeat's {wall_s:.2f} s: the load generator shared its CPU with "
+             "it, so latencies may be longer than the server's; raise --metrics-interval, or pass --metrics-interval 0")
+        self.progress(f"warning: {w}")
+        self.warnings.append(w)
 
     @property
     def measured(self) -> bool:

@@ -12,6 +12,7 @@ the non-interactive Agg backend.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from envforge.bench.report import BenchReport
 from envforge.bench.result import LevelResult, ServerResult
 from envforge.core.errors import InputError
+from envforge.core.fs import atomic_write
 
 __all__ = ["plot_report"]
 
@@ -108,6 +110,7 @@ def plot_report(report: BenchReport, path: Path, *, title: str | None = None) ->
     server with metrics) and return it.
 
     :raises InputError: matplotlib is not installed.
+    :raises OSError: the file cannot be written (a full disk): nothing is left at ``path``.
     """
     plt = _pyplot()
     loaded = [s for s in report.servers if any(lv.server_metrics is not None and lv.server_metrics.samples
@@ -119,7 +122,11 @@ def plot_report(report: BenchReport, path: Path, *, title: str | None = None) ->
     for ax, server in zip((row[0] for row in axes[1:]), loaded):
         _load(ax, server, plt)
     fig.tight_layout()
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, format="png", metadata={"Software": None})
+    finally:
+        plt.close(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
-    plt.close(fig)
+    atomic_write(path, image.getvalue())  # a full disk leaves no 0-byte plot (issue 41)
     return path

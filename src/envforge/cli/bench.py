@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, RateSweep
 from envforge.bench.workload import build_workload
+from envforge.cli.crashlog import crash_log_dir
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
 from envforge.core.errors import CheckFailed, EnvforgeError, ExternalToolError, InputError
@@ -265,10 +267,34 @@ def _raise_failures(report: BenchReport, output: Path) -> None:
 
 
 def _save(report: BenchReport, output: Path) -> None:
-    """Write the report's JSON envelope to ``output`` atomically (a reader never sees half a report)."""
+    """Write the report's JSON envelope to ``output`` atomically (a reader never sees half a report).
+
+    :raises OSError: it cannot be written (nothing is left at ``output`` then)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    data = json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n"
-    atomic_write(output, data.encode("utf-8"))
+    atomic_write(output, _report_bytes(report))
+
+
+def _report_bytes(report: BenchReport) -> bytes:
+    return (json.dumps(envelope("bench", report.as_dict(), SCHEMA_VERSION), indent=2) + "\n").encode("utf-8")
+
+
+def _keep(report: BenchReport, output: Path, exc: OSError, ui: Ui) -> Path | None:
+    """A report that cannot be written to ``output`` (a full disk, issue 41: a whole run was lost) is
+    never lost: it goes to ``$XDG_STATE_HOME/envforge/bench-reports/`` (a second filesystem more often
+    than not), else, as the last resort, to standard output. Returns the file it went to (None: stdout)."""
+    why = exc.strerror or str(exc)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    kept = crash_log_dir(os.environ).parent / "bench-reports" / f"{output.stem}-{stamp}-{os.getpid()}.json"
+    try:
+        _save(report, kept)
+    except OSError:
+        ui.out.write(_report_bytes(report).decode("utf-8"))
+        ui.out.flush()
+        ui.warn(f"the report could not be written to {output} ({why}) nor to {kept.parent}: it is on standard "
+                "output above, whole")
+        return None
+    ui.warn(f"the report could not be written to {output} ({why}): it was written to {kept}")
+    return kept
 
 
 def _write_partial(report: BenchReport, output: Path, ui: Ui) -> None:
@@ -276,13 +302,25 @@ def _write_partial(report: BenchReport, output: Path, ui: Ui) -> None:
     try:
         _save(report, output)
     except OSError as exc:
-        ui.warn(f"the partial report could not be written to {output}: {exc.strerror or exc}")
+        _keep(report, output, exc, ui)
         return
     ui.warn(f"partial report (the repeats completed before the stop): {output}")
 
 
 def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) -> None:
-    _save(report, output)
+    """The report, then the plot. A report that cannot be written is kept elsewhere (:func:`_keep`) and the
+    run exits 3 naming where; a plot that cannot be written leaves no file and only a warning.
+
+    :raises ExternalToolError: the report went elsewhere than ``output``.
+    """
+    try:
+        _save(report, output)
+    except OSError as exc:
+        kept = _keep(report, output, exc, ui)
+        where = str(kept) if kept is not None else "standard output"
+        raise ExternalToolError(f"--output {output}: {exc.strerror or exc}; the report was kept at {where}",
+                                tool="bench", argv=(), returncode=None,
+                                hint="free space where --output points, then move the kept report there") from None
     ui.info(f"report: {output}")
     if args.no_plot:
         return
@@ -292,6 +330,8 @@ def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) 
         if args.plot is not None:
             raise
         ui.warn(f"no plot: {exc.message} ({exc.hint})")
+    except OSError as exc:
+        ui.warn(f"no plot: {args.plot or output.with_suffix('.png')}: {exc.strerror or exc} (the report is whole)")
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:

@@ -1,0 +1,96 @@
+"""``envforge bench``'s outputs on a real full filesystem (issue 41): a whole run's report was lost when
+the disk was full at the end (the pre-check's empty trial file fit), and a 0-byte plot was left.
+
+The filesystem is a real tmpfs of 256 KiB, filled to the last byte; mounting one needs root
+(CAP_SYS_ADMIN), so the tests skip elsewhere, saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.support.bench_reports import report
+
+from envforge.cli.bench import _write
+from envforge.cli.output import Ui
+from envforge.core.errors import ExternalToolError
+
+
+def _fill(directory: Path) -> None:
+    with open(directory / "filler", "wb", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass  # the filesystem is full
+
+
+@pytest.fixture
+def full(tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "full"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        _fill(where)
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+def _ui() -> tuple[Ui, io.StringIO, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    return Ui(out=out, err=err), out, err
+
+
+def _args(plot: Path | None = None) -> argparse.Namespace:
+    return argparse.Namespace(no_plot=plot is None, plot=plot)
+
+
+def test_a_report_the_full_disk_refuses_is_kept_in_the_state_directory(full: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    ui, out, err = _ui()
+    rep = report()
+    with pytest.raises(ExternalToolError) as stopped:
+        _write(rep, full / "r.json", _args(), ui)
+    (kept,) = (tmp_path / "state" / "envforge" / "bench-reports").iterdir()
+    assert stopped.value.message == f"--output {full / 'r.json'}: No space left on device; the report was kept at {kept}"
+    assert err.getvalue() == (f"warning: the report could not be written to {full / 'r.json'} (No space left on "
+                              f"device): it was written to {kept}\n")
+    assert json.loads(kept.read_text())["data"] == rep.as_dict()
+    assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no temp file, no half report
+    assert out.getvalue() == ""
+
+
+def test_with_nowhere_to_write_the_report_is_printed_whole(full: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(full / "state"))
+    ui, out, err = _ui()
+    rep = report()
+    with pytest.raises(ExternalToolError) as stopped:
+        _write(rep, full / "r.json", _args(), ui)
+    assert stopped.value.message.endswith("; the report was kept at standard output")
+    assert json.loads(out.getvalue())["data"] == rep.as_dict()
+    assert err.getvalue().endswith(f"nor to {full / 'state' / 'envforge' / 'bench-reports'}: it is on standard "
+                                   "output above, whole\n")
+
+
+def test_a_plot_the_full_disk_refuses_leaves_no_file(full: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    ui, _, err = _ui()
+    output = tmp_path / "r.json"
+    _write(report(), output, _args(full / "r.png"), ui)
+    assert json.loads(output.read_text())["data"] == report().as_dict()
+    assert err.getvalue().splitlines()[-1] == (f"warning: no plot: {full / 'r.png'}: No space left on device (the "
+                                               "report is whole)")
+    assert sorted(p.name for p in full.iterdir()) == ["filler"]
+    assert os.statvfs(full).f_bavail == 0

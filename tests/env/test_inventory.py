@@ -19,7 +19,7 @@ from tests.support.localindex import LocalIndex, make_wheel, serve
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
 GEN_KEYS = ["name", "path", "complete", "live", "recipe", "variant", "lock_digest", "size_bytes", "own_bytes",
-            "shared_bytes", "built_at", "log", "held_back"]
+            "shared_bytes", "built_at", "log", "held_back", "made_live"]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

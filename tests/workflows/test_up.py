@@ -276,6 +276,17 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
                             capture_output=True, text=True, timeout=120, env=env)
     assert (forced.returncode, forced.stdout) == (0, "envs/r-default: g0001 -> g0001\n"), forced.stderr
     assert os.readlink(other / "envs" / "r-default") == ".generations/r-default/g0001"
+    # Issue 41: it was still "never live", and the next `up` blamed files changed since the build.
+    shown = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=other, capture_output=True, text=True,
+                           timeout=120, env=env).stdout.splitlines()
+    assert "  failed verify when built (tampered); made live by `envforge rollback --to`  " in shown[1]
+    again_other = subprocess.run([sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True,
+                                 text=True, timeout=300, env=env)
+    assert again_other.returncode == 1
+    assert again_other.stderr.splitlines()[-1] == (
+        f"  stopped: g0001 failed verify when it was built (tampered) and was made live with `envforge rollback "
+        f"--to`; it fails the same way now, not because its files changed: {cause}")
+    assert sorted(p.name for p in (other / "envs" / ".generations" / "r-default").glob("g000?")) == ["g0001"]
 
     from envforge.uv.run import uv_binary
 

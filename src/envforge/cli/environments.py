@@ -31,7 +31,9 @@ def run_list(args: argparse.Namespace, ui: Ui) -> int:
             mark = "*" if g.live else " "
             what = (f"{g.recipe}/{g.variant}  {(g.lock_digest or 'lock unknown')[:19]}" if g.complete
                     else "incomplete (a killed build; `envforge gc` removes it)")
-            if g.held_back:
+            if g.held_back and g.made_live:
+                what += f"  failed verify when built ({', '.join(g.held_back)}); made live by `envforge rollback --to`"
+            elif g.held_back:
                 what += f"  held back: failed verify ({', '.join(g.held_back)}), never live"
             ui.result(f"  {mark} {g.name}  {what}  {_usage(g.own_bytes, g.shared_bytes)}  {_age(now - g.built_at)}")
         for line in warning_lines(env.name, env.stale):

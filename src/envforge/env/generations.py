@@ -41,6 +41,7 @@ __all__ = [
     "generations",
     "hold_back",
     "held_back",
+    "mark_made_live",
     "next_generation",
     "remove_incomplete",
     "rollback",
@@ -152,6 +153,7 @@ def rollback(project: Project, name: str, to: str | None = None) -> RollbackResu
         if first:
             target = _named_generation(name, generations(project, name), str(to))
             replace_symlink(link, target)
+            mark_made_live(target)
             return RollbackResult(link, target, target)
         live = (link.parent / os.readlink(link)).resolve()
         done = generations(project, name)
@@ -165,6 +167,7 @@ def rollback(project: Project, name: str, to: str | None = None) -> RollbackResu
                                  hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
             target = earlier[-1]
         replace_symlink(link, target)
+        mark_made_live(target)
     return RollbackResult(link, live, target)
 
 
@@ -222,6 +225,19 @@ def hold_back(gen: Path, kinds: Sequence[str], cause: str) -> None:
         return
     data = dict(describe_generation(gen))
     data["verify-failed"] = {"kinds": sorted(set(kinds)), "cause": cause}
+    atomic_write(record, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def mark_made_live(gen: Path) -> None:
+    """Record in ``gen``'s ``generation.json`` that ``envforge rollback --to`` made it live although it
+    failed verify when it was built (``made-live``: who and when, POSIX seconds): ``envs`` then no
+    longer calls it "never live", and ``envforge up`` says it failed verify when built instead of
+    blaming files changed since (issue 41). A generation that never failed verify is left as it is."""
+    record = generation_record(gen)
+    data = dict(describe_generation(gen))
+    if record is None or "verify-failed" not in data:
+        return
+    data["made-live"] = {"by": "envforge rollback --to", "at": round(time.time(), 3)}
     atomic_write(record, (json.dumps(data, indent=2) + "\n").encode())
 
 

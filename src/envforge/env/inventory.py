@@ -45,8 +45,10 @@ class GenerationInfo:
         generation); removing the generation does not free them.
     :ivar built_at: POSIX time the manifest was written (the directory's mtime when incomplete).
     :ivar log: the build log (``<name>.log`` beside the directory), or None.
-    :ivar held_back: the finding kinds it failed ``envforge up``'s verify with, so it was never made
+    :ivar held_back: the finding kinds it failed ``envforge up``'s verify with, so it was not made
         live (``verify-failed`` in ``generation.json``); empty for every other generation.
+    :ivar made_live: a held-back generation ``envforge rollback --to`` made live all the same
+        (``made-live`` in ``generation.json``).
     """
 
     name: str
@@ -62,6 +64,7 @@ class GenerationInfo:
     built_at: float
     log: Path | None
     held_back: tuple[str, ...] = ()
+    made_live: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge envs --json`` (docs/cli.md)."""
@@ -69,7 +72,8 @@ class GenerationInfo:
                 "recipe": self.recipe, "variant": self.variant, "lock_digest": self.lock_digest,
                 "size_bytes": self.size_bytes, "own_bytes": self.own_bytes, "shared_bytes": self.shared_bytes,
                 "built_at": round(self.built_at, 3),
-                "log": None if self.log is None else str(self.log), "held_back": list(self.held_back)}
+                "log": None if self.log is None else str(self.log), "held_back": list(self.held_back),
+                "made_live": self.made_live}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +185,7 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
         recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
         size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes,
         built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None,
-        held_back=_held_back(record))
+        held_back=_held_back(record), made_live=isinstance(record.get("made-live"), dict))
 
 
 def _held_back(record: dict[str, Any]) -> tuple[str, ...]:

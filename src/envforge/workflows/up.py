@@ -16,8 +16,7 @@ sequence lives in the CLI, so ``envforge up --json`` carries the same result as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from envforge.core.errors import EXIT_CHECK_FAILED
 from envforge.core.kinds import rebuild_repairs
 from envforge.core.probe import ProbeError
 from envforge.env import build
-from envforge.env.generations import current_generation, held_back, hold_back
+from envforge.env.generations import current_generation, describe_generation, held_back, hold_back
 from envforge.env.layout import Environment
 from envforge.lock.check import LockCheck, check_lock
 from envforge.lock.write import LockResult, lock_variant, patchset_refs
@@ -137,6 +136,14 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
             damage = sorted({f.kind for f in damaged.findings if repairable(f)})
             if not damage:
                 return MainJobResult(check, None, reused, damaged, locked=locked)
+            forced = describe_generation(reused)
+            failed_then = forced.get("verify-failed") if isinstance(forced.get("made-live"), Mapping) else None
+            if isinstance(failed_then, Mapping) and set(damage) <= set(failed_then.get("kinds", [])):
+                why = (f"{reused.name} failed verify when it was built ({', '.join(failed_then.get('kinds', []))}) "
+                       f"and was made live with `envforge rollback --to`; it fails the same way now, not because its "
+                       f"files changed: {failed_then.get('cause', '')}")
+                say(f"  stopped: {why}")
+                return MainJobResult(check, None, reused, damaged, locked=locked, stopped=why)
             why = f"fails verify ({', '.join(damage)}): its files changed since it was built"
         if failed is not None:
             return _stop(check, plan, failed, say, reused, damaged, locked)

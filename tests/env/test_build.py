@@ -323,8 +323,11 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
     log = gen.with_name("g0002.log")
     assert err.splitlines()[-1] == (
         f"error: stopped by signal SIGTERM during build step 'sync' of r-default (g0002); the live environment "
-        f"was not changed, the half-built generation was removed; full log: {log}")
+        f"was not changed, the half-built generation was moved out of the listings (the next build or `envforge gc` "
+        f"removes its files); full log: {log}")
     assert not gen.exists() and "Traceback" not in err
+    (trashed,) = (gen.parent / ".trash").iterdir()  # renamed, not removed: the stop did not wait for a removal
+    assert trashed.name.startswith("g0002.")
     assert log.read_text().splitlines()[-1].startswith("stopped during build step 'sync' of r-default (g0002)")
     assert _processes_mentioning(str(gen)) == []  # uv, in its own session, was stopped too
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"

@@ -471,9 +471,10 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
             note = (f"after the flip of {plan.link.name} to {plan.generation.name}: the build was complete "
                     f"and {plan.generation.name} is live; nothing was removed; full log: {log_path}")
         else:
-            discard_generation(plan.generation)
+            discard_generation(plan.generation, remove=False)  # one rename: the stop is not delayed by a removal
             note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
-                    f"environment was not changed, the half-built generation was removed; full log: {log_path}")
+                    f"environment was not changed, the half-built generation was moved out of the listings (the "
+                    f"next build or `envforge gc` removes its files); full log: {log_path}")
         say(f"stopped {note}", log_only=True)
         exc.add_note(note)
         raise

@@ -379,3 +379,35 @@ def test_a_distribution_whose_metadata_cannot_be_read_is_exit_2_never_dropped(tm
         "  hint: reinstall those distributions in the environment (or remove the leftover *.dist-info directories), "
         "then adopt it again"]
     assert not (proj / "recipes" / "a1.toml").exists()
+
+
+@pytest.mark.parametrize("how", ["file", "directory"])
+def test_a_hand_edit_reached_through_a_symlink_is_reported(tmp_path: Path, how: str) -> None:
+    """Issue 41: a package file (or directory) replaced by a symlink to an edited copy outside
+    site-packages was taken for a script outside it and skipped: the venv ran the edit, adoption
+    reported none."""
+    import base64  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+    import hashlib  # noqa: PLC0415
+
+    env = _fake_env(tmp_path, None)
+    sp = env / "lib" / "python3.12" / "site-packages"
+    released = b"VALUE = 1\n"
+    (sp / "otherpkg").mkdir()
+    (sp / "otherpkg" / "__init__.py").write_bytes(released)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(released).digest()).rstrip(b"=").decode()
+    (sp / "otherpkg-2.0.dist-info" / "RECORD").write_text(
+        f"otherpkg/__init__.py,sha256={digest},{len(released)}\notherpkg-2.0.dist-info/RECORD,,\n")
+    assert adopt_environment(env, name="a1").edits == ()
+    checkout = tmp_path / "checkout" / "otherpkg"
+    checkout.mkdir(parents=True)
+    (checkout / "__init__.py").write_bytes(b"VALUE = 2  # edited\n")
+    if how == "file":
+        (sp / "otherpkg" / "__init__.py").unlink()
+        (sp / "otherpkg" / "__init__.py").symlink_to(checkout / "__init__.py")
+    else:
+        shutil.rmtree(sp / "otherpkg")
+        (sp / "otherpkg").symlink_to(checkout)
+    (edit,) = adopt_environment(env, name="a1").edits
+    assert (edit.distribution, edit.path, edit.actual_sha256) == (
+        "otherpkg", "otherpkg/__init__.py", hashlib.sha256(b"VALUE = 2  # edited\n").hexdigest())

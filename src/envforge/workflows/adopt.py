@@ -163,8 +163,8 @@ def _edits(sp: Path, dist: Any) -> list[HandEdit]:
     for entry in read_record(dist):
         if entry.sha256 is None:
             continue
-        path = (sp / entry.path).resolve()
-        if not path.is_relative_to(sp.resolve()):
+        path = Path(os.path.normpath(sp / entry.path))
+        if not path.is_relative_to(sp):  # judged by the RECORD path, not where a symlink in it points (issue 41)
             continue  # scripts in bin/ (../../../bin/x): outside site-packages, launchers rewritten at install
         try:  # only a regular file is read: a FIFO in its place would block (field case N44)
             actual: str | None = _regular_file_sha256(path)

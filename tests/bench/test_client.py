@@ -193,7 +193,6 @@ def test_silent_server_fails_on_the_idle_timeout() -> None:
         s.listen()  # accepts the connection (backlog) and never answers
         r = send_request(Endpoint("127.0.0.1", s.getsockname()[1]), SGLANG, "p", opts(8, idle_timeout_s=0.3))
     assert not r.ok and r.error == "no progress for 0.3 s (idle timeout; the status line and headers are not complete)"
-    assert r.e2e_s < 2
 
 
 # -- malformed replies (issue 27): a failed request with its reason, never an exception

@@ -324,7 +324,7 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
     c.remove_node(n5, allow_graceful=False)  # type: ignore[attr-defined]  (a node that dies after its agent started)
     start = time.monotonic()
     res = _cli_agent_start(c.address, "--json", "--timeout", "20")  # type: ignore[attr-defined]
-    assert time.monotonic() - start < 60
+    assert time.monotonic() - start < 120  # hang guard: --timeout 20 is proved by the statuses below
     assert res.returncode == 1, res.stderr
     after = {n["node-id"]: n for n in json.loads(res.stdout)["data"]["nodes"]}
     gone = after.pop(n5.node_id)  # (Ray's health check marks it dead only seconds later)
@@ -377,7 +377,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
     try:
         start = time.monotonic()
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=20)
-        assert time.monotonic() - start < 60
+        assert time.monotonic() - start < 120  # hang guard: the 20 s limit is proved by the statuses below
         by = {n.node_id: n for n in report.nodes}
         assert sorted(n.status for n in report.nodes) == ["ok", "timeout", "timeout"], render_text(report)
         # n4 answered itself: its probe's process group was killed before the driver's limit.
@@ -392,7 +392,7 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
         assert _sleepers() - before == set()  # no probe of n4 outlived the call
         start = time.monotonic()  # the same without agents: the silent node's task is cancelled
         report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=10, agent=False)
-        assert time.monotonic() - start < 40
+        assert time.monotonic() - start < 120  # hang guard, as above
         by = {n.node_id: n for n in report.nodes}
         assert sorted(n.status for n in report.nodes) == ["ok", "timeout", "timeout"], render_text(report)
         assert re.fullmatch(r"verify did not finish within the 10 s limit: probe ran past its caller's "

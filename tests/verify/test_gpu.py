@@ -86,7 +86,7 @@ def test_hung_allreduce_is_killed_and_reported(stub_python: Path, tmp_path: Path
     out = G._Out()
     start = time.monotonic()
     G._allreduce(_inputs(stub_python, tmp_path, step_timeout_s=4.0), MACHINE, out)
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 120  # a hung step waits for ever: it was killed
     assert [(f.kind, f.subject, f.expected) for f in out.findings] == [
         ("allreduce-timeout", "all-reduce, profile nccl-default, world size 2", "finishes within 4 s"),
         ("allreduce-timeout", "all-reduce, profile pcie, world size 2", "finishes within 4 s")]

@@ -72,7 +72,7 @@ def test_sigterm_during_deep_hashing_with_a_fifo_in_the_env_stops_verify_at_once
     proc = subprocess.Popen(argv, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     took, err = sigterm_when(proc, lambda: _has_open(proc.pid, big))  # once a hashing thread is reading it
     assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
-    assert took < 5, took
+    assert took < 30, took  # it used to wait for the whole file: 105 s for 20 GiB
 
 
 def _has_open(pid: int, path: Path) -> bool:

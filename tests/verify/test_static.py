@@ -444,7 +444,7 @@ def test_a_deadline_holds_for_both_probe_threads(tmp_path: Path) -> None:
     start = time.monotonic()
     with deadline(2.0), pytest.raises(ProbeTimeout) as late:
         run(env)
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 150  # the stand-in interpreter sleeps 300 s: it was not waited for
     assert late.value.deadline_s == 2.0
 
 
@@ -513,7 +513,7 @@ def test_sigterm_while_a_probe_waits_on_a_slow_start_up_hook_stops_verify_at_onc
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     took, err = sigterm_when(proc, marker.exists)
     assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
-    assert took < 5, took
+    assert took < 30, took  # it used to wait for the probes' 60 s timeout (58 s)
     deadline = time.monotonic() + 10
     pids = [int(p) for p in marker.read_text().split()]
     while any(os.path.exists(f"/proc/{p}") and "zombie" not in _state(p) for p in pids):

@@ -172,3 +172,43 @@ def test_vllm_registries_of_both_spellings(tmp_path: Path) -> None:
             "is ignored without a word; did you mean VLLM_B?"]  # difflib: the closest, ties to the later name
     for j, text in enumerate(("other = {}\n", "environment_variables = make()\n", "a, b = 1, 2\n")):
         assert engine_variables(_tree(tmp_path / f"n{j}", envs=text)) == ()
+
+
+def test_build_notes_and_env_show_warns_what_the_installed_engine_does_not_read(tmp_path: Path) -> None:
+    """B60 at build and env show (verify found it; build and env show passed it without a word). A real
+    uv build from a local index of a wheel named sglang 0.5.9 that carries the real registry
+    (srt/environ.py of the released wheel); the profile sets a typo and a value its parser refuses."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from tests.support.localindex import LocalIndex, make_wheel, serve  # noqa: PLC0415
+
+    registry = (unpacked_wheel("sglang", "0.5.9") / "sglang" / "srt" / "environ.py").read_text()
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "sglang", "0.5.9", files={
+        "sglang/__init__.py": "", "sglang/srt/__init__.py": "", "sglang/srt/environ.py": registry}))
+    proj = tmp_path / "p"
+    (proj / "recipes").mkdir(parents=True)
+
+    def envforge(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=proj, capture_output=True, text=True,
+                              timeout=300)
+    with serve(idx):
+        (proj / "recipes" / "r.toml").write_text(
+            f'[recipe]\nname = "r"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\npypi = "{idx.url}"\n\n'
+            '[packages]\nsglang = "==0.5.9"\n\n[env.default]\nSGLANG_ENABLE_SPEC_V2 = "ture"\n'
+            'SGLANG_ENABLE_JIT_DEEPGEM = "0"\nSGLANG_ENABLE_JIT_DEEPGEMM = "0"\n')
+        assert envforge("lock", "r").returncode == 0
+        built = envforge("build", "r")
+    assert built.returncode == 0, built.stderr
+    expected = [
+        "env profile: SGLANG_ENABLE_JIT_DEEPGEM: sglang 0.5.9 reads no variable SGLANG_ENABLE_JIT_DEEPGEM (neither its "
+        "registry srt/environ.py, 209 names, nor its code), so it is ignored without a word; did you mean "
+        "SGLANG_ENABLE_JIT_DEEPGEMM?",
+        "env profile: SGLANG_ENABLE_SPEC_V2: \"ture\" is not a boolean to it (true/1/yes/y, false/0/no/n, any case); "
+        "sglang 0.5.9 warns and uses the default (False) (environ.py)"]
+    assert [line.removeprefix("warning: ") for line in built.stderr.splitlines() if "env profile: SGL" in line] == expected
+    shown = envforge("env", "show", "r-default", "--json")
+    assert shown.returncode == 1, shown.stderr
+    assert [w for w in json.loads(shown.stdout)["data"]["warnings"] if w.startswith("env profile: SGL")] == expected

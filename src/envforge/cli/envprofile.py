@@ -14,6 +14,7 @@ from envforge.cli.project import project_of
 from envforge.core.errors import InputError
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
+from envforge.env.enginevars import installed_problems
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import ProfileView, Served, ServedCommand, recipe_servers, recorded_profile, served, show
 from envforge.env.profile.effective import ENVIRONMENT
@@ -24,7 +25,8 @@ __all__ = ["run_show"]
 
 
 def run_show(args: argparse.Namespace, ui: Ui) -> int:
-    """``envforge env show [ENV]``: 1 when the profile is installed but inert, or misread."""
+    """``envforge env show [ENV]``: 1 when the profile is installed but inert, or misread (a hook's
+    warning, or an engine variable the installed engine does not read as written: B60)."""
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
     name = args.env or project.default_environment()
     env = resolve_environment(project, name, name)
@@ -32,7 +34,9 @@ def run_show(args: argparse.Namespace, ui: Ui) -> int:
     inert = view.installed is not None and not view.active
     servers, note = _servers(project, view.site_packages)
     runs = served(view, servers, os.environ)
-    extra = [*([note] if note else []), *_served_warnings(view, runs)]
+    profile_env = {v.name: v.profile_value for v in view.variables}
+    unread = installed_problems(profile_env, view.site_packages)
+    extra = [*([note] if note else []), *_served_warnings(view, runs), *unread]
     if ui.json_mode:
         data = view.as_dict()
         data["served"] = [r.as_dict() for r in runs]
@@ -43,7 +47,7 @@ def run_show(args: argparse.Namespace, ui: Ui) -> int:
         _render_served(runs, ui)
         for line in extra:
             ui.warn(line)
-    misread = any(w.startswith("envforge: env profile: ") for w in view.warnings)
+    misread = any(w.startswith("envforge: env profile: ") for w in view.warnings) or bool(unread)
     return 1 if inert or misread else 0
 
 

@@ -36,6 +36,7 @@ from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.buildconstraints import build_constraints
+from envforge.env.enginevars import installed_problems
 from envforge.env.generations import (discard_generation, exclusive_generations, generation_root, next_generation,
                                       remove_incomplete)
 from envforge.env.layout import site_packages
@@ -451,7 +452,8 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
         step = "checks"  # metadata against the lock, yanked files: a signal here is not the manifest step's
-        notes = tuple(metadata_disagreements(sp, plan.lock)) + _yank_warnings(plan)
+        notes = (*metadata_disagreements(sp, plan.lock), *installed_problems(plan.variant.env, sp),
+                 *_yank_warnings(plan))
         if not flip:
             say(f"{plan.generation.name} complete, not made live yet", log_only=True)
             return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)

@@ -29,7 +29,7 @@ from pathlib import Path
 from envforge.core.plural import counted
 from envforge.installed.distributions import find_distribution
 
-__all__ = ["EngineVariables", "engine_variables", "problems", "value_problem"]
+__all__ = ["EngineVariables", "engine_variables", "installed_problems", "problems", "value_problem"]
 
 #: The registry's field classes -> the type their ``parse`` reads (0.5.9 and 0.5.23).
 _KINDS = {"EnvBool": "bool", "EnvBoolWithAlias": "bool", "EnvInt": "int", "EnvIntWithAlias": "int",
@@ -189,3 +189,10 @@ def problems(env: Mapping[str, str], engines: tuple[EngineVariables, ...]) -> li
                        f"{engine.registry.parent.name}/{engine.registry.name}, {counted(len(engine.typed), 'name')}, "
                        f"nor its code), so it is ignored without a word{_did_you_mean(read_as, known)}")
     return out
+
+
+def installed_problems(env: Mapping[str, str], site_packages: Path) -> list[str]:
+    """:func:`problems` of ``env`` against the engines installed in ``site_packages``, each as
+    ``"env profile: NAME: why"``: what ``build`` notes and ``env show`` warns (field case B60: a typo
+    passed both while verify found it)."""
+    return [f"env profile: {p}" for p in problems(env, engine_variables(site_packages))] if env else []

@@ -53,7 +53,13 @@ def test_split_words() -> None:
     with pytest.raises(InputError) as no_dashes:
         split_words(["python", "-V"])
     assert no_dashes.value.message == "envforge run needs -- before the command: envforge run [ENV] -- CMD [ARG...]"
-    assert no_dashes.value.hint == "e.g. envforge run python -- python -c 'import sys; print(sys.prefix)'"
+    # issue 44: the hint took the command for an environment (`envforge run python -- ...` then failed)
+    assert no_dashes.value.hint == ("e.g. envforge run -- python -V (the project's default environment), or "
+                                    "envforge run ENV -- python -V")
+    with pytest.raises(InputError) as nothing:
+        split_words([])
+    assert nothing.value.hint == ("e.g. envforge run -- python (the project's default environment), or "
+                                  "envforge run ENV -- python")
     with pytest.raises(InputError) as two:
         split_words(["a", "b", "--", "ls"])
     assert two.value.message == "envforge run takes one environment before --, not a b"

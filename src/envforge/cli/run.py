@@ -24,8 +24,8 @@ def split_words(words: list[str]) -> tuple[str | None, list[str]]:
     """
     if "--" not in words:
         raise InputError(f"envforge run needs -- before the command: {USAGE}",
-                         hint=f"e.g. envforge run {words[0] if words else 'ENV'} -- python -c 'import sys; "
-                              "print(sys.prefix)'")
+                         hint=f"e.g. envforge run -- {' '.join(words) or 'python'} (the project's default environment), "
+                              f"or envforge run ENV -- {' '.join(words) or 'python'}")
     cut = words.index("--")
     before, command = words[:cut], words[cut + 1:]
     if len(before) > 1:

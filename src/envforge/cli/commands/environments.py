@@ -31,7 +31,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
                                    "Builds never prune by themselves.")
     g.add_argument("names", nargs="*", metavar="ENV", help="only these environments")
     g.add_argument("--keep", type=int, default=2, metavar="N",
-                   help="complete generations to keep per environment besides the live one (default: 2)")
+                   help="the N newest complete generations of each environment stay, and the live one (default: 2); "
+                        "with --keep 1 and the newest one live, nothing is left to roll back to")
     g.add_argument("--json", action="store_true", help="print a versioned JSON report on stdout")
     add_project_option(g)
     g.set_defaults(handler="envforge.cli.environments:run_gc")

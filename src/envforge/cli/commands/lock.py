@@ -20,6 +20,7 @@ def _lock_recipe(p: argparse.ArgumentParser) -> None:
 def _lock_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="VARIANT", help="one variant (default: every variant of the recipe)")
     p.add_argument("--check", action="store_true", help="never write; exit 1 and say why if a lock is stale")
+    p.add_argument("--all", action="store_true", help="every recipe under recipes/ and every variant of each")
     p.add_argument("--upgrade-package", action="append", default=[], metavar="P",
                    help="let P move to a newer version (others stay as locked)")
     p.add_argument("--offline", action="store_true", help="resolve from --find-links only; no network")

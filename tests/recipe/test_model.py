@@ -141,6 +141,23 @@ def test_unknown_env_profile(tmp_path: Path) -> None:
                             "  hint: add a table [env.nvlink]")
 
 
+def test_an_interconnect_profile_without_an_interconnect_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """Issue 44: [env.pcie] without [target] interconnect was silently never applied."""
+    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[env.default]\nA = "1"\n\n[env.pcie]\n'
+                        'NCCL_P2P_DISABLE = "1"\n')
+    with pytest.raises(RecipeError) as e:
+        load_recipe(p).resolve()
+    assert str(e.value) == (
+        f"{p}:8: [env.pcie] is applied when [target] interconnect = \"pcie\", and the recipe sets no interconnect: "
+        "it would never be applied\n"
+        "  hint: set interconnect = \"pcie\" under [target], or choose it when locking "
+        "(`envforge lock --env-profile pcie`)")
+    assert load_recipe(p).resolve(env_profile="pcie").env == {"A": "1", "NCCL_P2P_DISABLE": "1"}
+    with_link = write(tmp_path, p.read_text().replace('python = "3.12"\n', 'python = "3.12"\n\n[target]\n'
+                                                                        'interconnect = "nvlink"\n', 1))
+    assert load_recipe(with_link).resolve().env == {"A": "1"}  # another interconnect's profile: an alternative
+
+
 def test_two_keys_naming_one_distribution_are_refused(tmp_path: Path) -> None:
     p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[packages]\nsglang = "==0.5.9"\nSGLang = "==0.5.8"\n')
     with pytest.raises(RecipeError) as e:

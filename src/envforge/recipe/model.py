@@ -41,6 +41,8 @@ __all__ = [
 DEFAULT_VARIANT = "default"
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 DEFAULT_ENV_PROFILE = "default"
+#: ``[target] interconnect`` values (the recipe schema's); a profile of that name is chosen by it.
+INTERCONNECTS = ("pcie", "nvlink")
 
 
 class RecipeError(InputError):
@@ -296,6 +298,14 @@ class Recipe:
             return requested
         if self.target.interconnect in self.env_profiles:
             return self.target.interconnect
+        by_link = sorted(p for p in self.env_profiles if p in INTERCONNECTS)
+        if self.target.interconnect is None and by_link:  # issue 44: such a table was silently never applied
+            name = by_link[0]
+            raise RecipeError(f"{self.path}:{line_of(self.text, f'env.{name}') or '?'}: [env.{name}] is applied when "
+                              f"[target] interconnect = \"{name}\", and the recipe sets no interconnect: it would "
+                              "never be applied",
+                              hint=f"set interconnect = \"{name}\" under [target], or choose it when locking "
+                                   f"(`envforge lock --env-profile {name}`)")
         return DEFAULT_ENV_PROFILE if DEFAULT_ENV_PROFILE in self.env_profiles else None
 
     def _profile_env(self, profile: str | None) -> dict[str, str]:

@@ -24,6 +24,7 @@ from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKEN
 from envforge.core.schema import Bool, Date, Enum, Int, ListOf, MapOf, Number, OneOf, Problem, Str, Table
 from envforge.recipe.envvars import problems as env_value_problems, startup_reader
 from envforge.recipe.platforms import platform_problem
+from envforge.recipe.model import INTERCONNECTS
 
 __all__ = ["RECIPE_SPEC", "UV_LATEST_CUTOFF", "exclude_newer_cutoff", "lock_name_problem"]
 
@@ -355,7 +356,7 @@ RECIPE_SPEC = Table({
         "gpu": Str(),
         "compute-capability": Str(_cc_problem),
         "gpus": Int(1),
-        "interconnect": Enum("pcie", "nvlink"),
+        "interconnect": Enum(*INTERCONNECTS),
         "platform": _PLATFORM,
         "cuda-driver-min": Str(),
     }),

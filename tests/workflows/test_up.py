@@ -295,3 +295,31 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     assert fixed.returncode == 0, fixed.stderr
     assert "  envs/r-default -> g0003" in fixed.stderr.splitlines()
     assert os.readlink(link) == ".generations/r-default/g0003"
+
+
+@pytest.mark.slow
+def test_up_after_a_rollback_makes_the_generation_of_this_lock_live_again(tmp_path: Path, index: LocalIndex) -> None:
+    """Issue 44: `up` after `rollback` built a duplicate of the generation it had rolled back from."""
+    proj = tmp_path / "p"
+    _pinned(proj, index, "1.0")
+    assert envforge(proj, "up", "r").returncode == 0
+    _pinned(proj, index, "2.0")
+    assert envforge(proj, "lock", "r").returncode == 0
+    assert envforge(proj, "up", "r").returncode == 0
+    link = proj / "envs" / "r-default"
+    assert os.readlink(link) == ".generations/r-default/g0002"
+    assert envforge(proj, "rollback", "r-default").returncode == 0
+    again = envforge(proj, "up", "r")
+    assert again.returncode == 0, again.stderr
+    ours = [line for line in again.stderr.splitlines() if line.startswith(("[", "  envs/"))]
+    assert ours == [
+        "[1/3] lock pylock.r-default.toml: up to date",
+        "[2/3] build r-default: g0002 was built from this lock (--rebuild to build a new one); verifying it before "
+        "making it live again",
+        "[3/3] verify r-default (g0002)",
+        "  envs/r-default -> g0002"]
+    assert os.readlink(link) == ".generations/r-default/g0002"
+    gens = sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").glob("g000?"))
+    assert gens == ["g0001", "g0002"]  # no duplicate
+    rebuilt = envforge(proj, "up", "r", "--rebuild")  # asked for: a new one
+    assert rebuilt.returncode == 0 and os.readlink(link) == ".generations/r-default/g0003"

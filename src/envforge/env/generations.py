@@ -32,6 +32,7 @@ from envforge.recipe.project import Project
 __all__ = [
     "RollbackResult",
     "TRASH",
+    "built_from",
     "current_generation",
     "describe_generation",
     "discard_generation",
@@ -42,6 +43,7 @@ __all__ = [
     "hold_back",
     "held_back",
     "mark_made_live",
+    "relink",
     "next_generation",
     "remove_incomplete",
     "rollback",
@@ -247,6 +249,33 @@ def mark_made_live(gen: Path) -> None:
         return
     data["made-live"] = {"by": "envforge rollback --to", "at": round(time.time(), 3)}
     atomic_write(record, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def built_from(link: Path, lock: Path) -> Path | None:
+    """The newest complete generation of ``link`` that is not live, was built from exactly ``lock``
+    (same sha256) and never failed verify (:func:`hold_back`), else None: what ``envforge up`` makes
+    live again instead of building a duplicate after a ``rollback`` (issue 44)."""
+    root = link.parent / GENERATIONS_DIR / link.name
+    if not root.is_dir():
+        return None
+    live = (link.parent / os.readlink(link)).resolve() if link.is_symlink() else None
+    digest = "sha256:" + sha256_hex(lock.read_bytes())
+    done = sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
+                  key=lambda d: generation_number(d.name) or 0, reverse=True)
+    for gen in done:
+        record = describe_generation(gen)
+        if gen.resolve() != live and record.get("lock-digest") == digest and "verify-failed" not in record:
+            return gen
+    return None
+
+
+def relink(link: Path, gen: Path) -> None:
+    """Point ``link`` at generation ``gen`` (one ``os.replace``) under the generations' build lock, and
+    say so in ``gen``'s build log."""
+    with exclusive_generations(gen.parent):
+        replace_symlink(link, gen)
+        with open(gen.parent / f"{gen.name}.log", "a", encoding="utf-8") as log:
+            log.write(f"{link.name} -> {gen.name} (made live again by `envforge up`)\n")
 
 
 def held_back(link: Path, lock: Path) -> tuple[Path, Mapping[str, Any]] | None:

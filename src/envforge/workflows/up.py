@@ -25,7 +25,8 @@ from envforge.core.errors import EXIT_CHECK_FAILED
 from envforge.core.kinds import rebuild_repairs
 from envforge.core.probe import ProbeError
 from envforge.env import build
-from envforge.env.generations import current_generation, describe_generation, held_back, hold_back
+from envforge.env.generations import (built_from, current_generation, describe_generation, held_back, hold_back,
+                                      relink)
 from envforge.env.layout import Environment
 from envforge.lock.check import LockCheck, check_lock
 from envforge.lock.write import LockResult, lock_variant, patchset_refs
@@ -152,6 +153,17 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, damaged, " again")
     if failed is not None:
         return _stop(check, plan, failed, say, None, None, locked)
+    earlier = None if rebuild else built_from(plan.link, plan.lock)
+    if earlier is not None:  # after a rollback: the generation of this lock is there already (issue 44)
+        say(f"[2/3] build {plan.link.name}: {earlier.name} was built from this lock (--rebuild to build a new one); "
+            "verifying it before making it live again")
+        say(f"[3/3] verify {plan.link.name} ({earlier.name})")
+        again = verify(Environment(earlier), project, options)
+        if again.clean:
+            relink(plan.link, earlier)
+            say(f"  {plan.link.parent.name}/{plan.link.name} -> {earlier.name}")
+            return MainJobResult(check, None, earlier, replace(again, environment=str(plan.link)), locked=locked)
+        say(f"  {earlier.name} fails verify ({', '.join(again.kinds())}): building a new generation instead")
     say(f"[2/3] build {plan.link.name} ({plan.generation.name})")
     return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, None, "")
 

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,3 +95,30 @@ def test_a_plot_the_full_disk_refuses_leaves_no_file(full: Path, tmp_path: Path)
                                                "report is whole)")
     assert sorted(p.name for p in full.iterdir()) == ["filler"]
     assert os.statvfs(full).f_bavail == 0
+
+
+def test_bench_env_reads_the_recipe_env_was_built_from(tmp_path: Path) -> None:
+    """Issue 44: `bench ENV` read the project's default recipe, not the one ENV was built from. Two
+    recipes; b's environment is built by the real uv from a local index; `bench b-default --url` (nothing
+    listens there) says which recipe it reads and uses b's [verify.smoke] model."""
+    from tests.support.localindex import LocalIndex, make_wheel, serve  # noqa: PLC0415
+
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "w", "model-kernels", "1.0"))
+    proj = tmp_path / "p"
+    (proj / "recipes").mkdir(parents=True)
+    (proj / "envforge.toml").write_text('[project]\ndefault = "a"\n')
+
+    def envforge(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=proj, capture_output=True, text=True,
+                              timeout=300)
+    with serve(idx):
+        for name in ("a", "b"):
+            (proj / "recipes" / f"{name}.toml").write_text(
+                f'[recipe]\nname = "{name}"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
+                f'[packages]\nmodel-kernels = "==1.0"\n\n[verify.smoke]\nmodel = "model-of-{name}"\n')
+        assert envforge("lock", "b").returncode == 0
+        assert envforge("build", "b").returncode == 0
+    res = envforge("bench", "b-default", "--url", "http://127.0.0.1:9", "--no-plot", "--output", str(tmp_path / "r.json"))
+    assert res.returncode == 3, res.stderr
+    assert res.stderr.splitlines()[0] == "b-default: recipe b, variant default (what its generation was built from)"

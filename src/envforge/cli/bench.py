@@ -34,6 +34,7 @@ from envforge.core.extras import require
 from envforge.core.plural import counted
 from envforge.env.fingerprint import Fingerprint
 from envforge.env.interpreter import isolate
+from envforge.env.generations import describe_generation
 from envforge.env.layout import resolve_environment
 from envforge.env.profile import read_installed
 from envforge.patching import read_manifest
@@ -82,8 +83,15 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any, Path | No
     if args.url is not None and args.recipe is None and args.env is None:
         return _url_config(args, ui), None, None, None
     project = project_of(args, ui)
-    recipe = load_recipe(project.recipe_path(args.recipe))
-    resolved = recipe.resolve(args.variant)
+    recipe_arg, variant_arg = args.recipe, args.variant
+    if recipe_arg is None and args.env is not None:  # ENV's own recipe, as its generation records (issue 44)
+        built = describe_generation(resolve_environment(project, args.env, args.env).path.resolve())
+        if isinstance(built.get("recipe"), str) and project.recipes_dir.joinpath(f"{built['recipe']}.toml").is_file():
+            recipe_arg = built["recipe"]
+            variant_arg = variant_arg or (built.get("variant") if isinstance(built.get("variant"), str) else None)
+            ui.info(f"{args.env}: recipe {recipe_arg}, variant {variant_arg} (what its generation was built from)")
+    recipe = load_recipe(project.recipe_path(recipe_arg))
+    resolved = recipe.resolve(variant_arg)
     if args.url is not None and not resolved.verify.get("smoke"):
         return _url_config(args, ui), project, resolved, recipe.path
     return smoke_config(resolved.verify, recipe.path), project, resolved, recipe.path

@@ -36,12 +36,11 @@ from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.buildconstraints import build_constraints
-from envforge.env.enginevars import installed_problems
+from envforge.env.buildnotes import installed_notes
 from envforge.env.generations import (discard_generation, exclusive_generations, generation_root, next_generation,
                                       remove_incomplete)
 from envforge.env.layout import site_packages
 from envforge.env.provided import link_base
-from envforge.installed.distributions import find_distribution
 from envforge.lock.check import guard_lock
 from envforge.lock.model import read_lock
 from envforge.lock.patchsets import require_applicable
@@ -62,7 +61,6 @@ __all__ = [
     "LINK_MODES",
     "execute_build",
     "make_live",
-    "metadata_disagreements",
     "plan_build",
 ]
 
@@ -297,25 +295,6 @@ def _index_args(tool: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
-    """Installed distributions whose METADATA version lacks the lock's local label (field case B04).
-
-    sgl-kernel cu130 wheels were named ``...+cu130-...whl`` while their METADATA said the plain
-    version (sglang issues 14327, 20953). uv installs them; envforge reports it, never silently.
-    Only locked versions with a local label can disagree this way, so only those are read.
-    Returns one line per disagreement naming both strings and the index.
-    """
-    out = []
-    for entry in read_lock(lock).packages:
-        want = entry.version or ""
-        dist = find_distribution(sp, entry.name) if "+" in want else None
-        got = dist.version if dist is not None else None
-        if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
-            out.append(f"{entry.name}: the lock and the wheel file name say {want} (index "
-                       f"{entry.index or 'unknown'}), its installed METADATA says {got} (field case B04)")
-    return out
-
-
 def _yank_warnings(plan: BuildPlan) -> tuple[str, ...]:
     """A line per locked pin its index marks yanked since the lock was made (PEP 592, field case
     B48: ``pylock.r-default.toml: guardkit 1.1 is yanked on its index (reason: "...")``), and per
@@ -452,8 +431,7 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
         step = "checks"  # metadata against the lock, yanked files: a signal here is not the manifest step's
-        notes = (*metadata_disagreements(sp, plan.lock), *installed_problems(plan.variant.env, sp),
-                 *_yank_warnings(plan))
+        notes = installed_notes(sp, plan.lock, plan.variant.env, plan.variant.cuda) + _yank_warnings(plan)
         if not flip:
             say(f"{plan.generation.name} complete, not made live yet", log_only=True)
             return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)

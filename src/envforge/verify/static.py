@@ -55,7 +55,7 @@ from envforge.verify.records import (
     shared_files_note,
     stale_bytecode,
 )
-from envforge.verify.sharedlibs import other_major_links
+from envforge.installed.sharedlibs import other_major_links
 from envforge.verify.startup import (
     StartupScan,
     blocking_startup_files,
@@ -329,7 +329,7 @@ def metadata_findings(lock: EnvLock, installed: Mapping[str, Installed], seen: A
 
 def _linked(sp: Path, cuda: str, records: Mapping[Installed, Sequence[Any]], accepted: set[str]) -> list[Finding]:
     """A shared object linked against another CUDA major's runtime (B54): its ``DT_NEEDED``
-    entries, whatever the wheel's name or label say (:mod:`envforge.verify.sharedlibs`)."""
+    entries, whatever the wheel's name or label say (:mod:`envforge.installed.sharedlibs`)."""
     owner = {str(e.path): d for d, rows in records.items() for e in rows}
     out = []
     for link in other_major_links(sp, cuda):

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CudaLink", "cuda_links", "other_major_links"]
+__all__ = ["CudaLink", "cuda_links", "link_notes", "other_major_links"]
 
 _CUDA_SONAME = re.compile(r"lib(cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\.(\d+)$")
 _ELF_MAGIC = b"\x7fELF"
@@ -35,9 +35,9 @@ class CudaLink:
 
 
 def _needed(path: Path) -> list[str]:
-    from elftools.common.exceptions import ELFError  # lazy: only verify reads ELF files
-    from elftools.elf.dynamic import DynamicSection  # lazy: only verify reads ELF files
-    from elftools.elf.elffile import ELFFile  # lazy: only verify reads ELF files
+    from elftools.common.exceptions import ELFError  # lazy: only verify and build read ELF files
+    from elftools.elf.dynamic import DynamicSection  # lazy: as above
+    from elftools.elf.elffile import ELFFile  # lazy: as above
 
     try:
         with path.open("rb") as fh:
@@ -75,3 +75,13 @@ def other_major_links(site_packages: Path, cuda: str) -> list[CudaLink]:
     if not head.isdigit():
         return []
     return [link for link in cuda_links(site_packages) if link.major != int(head)]
+
+
+def link_notes(site_packages: Path, cuda: str | None) -> list[str]:
+    """What ``build`` notes for :func:`other_major_links` (verify's ``cuda-library`` finding says the
+    same with its fix): ``"cuda-library: sgl_kernel/common_ops.abi3.so needs libcudart.so.12 (CUDA 12),
+    the variant is CUDA 13.0.1: its import fails"``; [] without a CUDA release."""
+    if not cuda:
+        return []
+    return [f"cuda-library: {link.path} needs {link.library} (CUDA {link.major}), the variant is CUDA {cuda}: its "
+            "import fails unless another CUDA runtime is on the loader's path" for link in other_major_links(site_packages, cuda)]

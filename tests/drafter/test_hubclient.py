@@ -124,5 +124,6 @@ def test_a_listing_longer_than_the_api_bound_is_stopped(hub: Any) -> None:
     hub.mode = "hugeinfo"
     with pytest.raises(ExternalToolError) as stopped:
         resolve_revision(REPO, hub.sha, endpoint=hub.url)
-    assert stopped.value.message.startswith(f"the hub at {hub.url.removeprefix('http://')} sent more than "
-                                            f"{API_BODY_LIMIT:,} bytes for model_info {REPO}@{hub.sha} ")
+    assert stopped.value.message == (f"the hub at {hub.url.removeprefix('http://')} sent more than "
+                                     f"{API_BODY_LIMIT:,} bytes for model_info {REPO}@{hub.sha} (the bound of an answer "
+                                     "that is not a file): the download was stopped and nothing of it kept")

@@ -141,9 +141,10 @@ def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None)
                          hint="use a commit sha from the repository's history") from None
     except BodyTooLong as exc:
         url = endpoint_url(endpoint)
+        bound = ("a file's bound is the size the hub lists for it" if exc.limit != API_BODY_LIMIT
+                 else "the bound of an answer that is not a file")
         raise ExternalToolError(f"the hub at {urlsplit(url).netloc or url} sent more than {exc.limit:,} bytes for "
-                                f"{what} (a file's bound is the size the hub lists for it): the download was stopped "
-                                "and nothing of it kept",
+                                f"{what} ({bound}): the download was stopped and nothing of it kept",
                                 tool="huggingface_hub", argv=(what,), returncode=None,
                                 hint=f"check HF_ENDPOINT (the hub in use: {url}); a hub that sends more than it "
                                      "lists is broken or hostile") from None

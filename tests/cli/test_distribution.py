@@ -16,7 +16,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 def test_distribution_name_is_not_pypis_envforge():
     assert PROJECT["name"] == "envforge-stack"
-    assert PROJECT["scripts"] == {"envforge": "envforge.cli:run"}
+    assert PROJECT["scripts"] == {"envforge": "envforge.__main__:run"}
     assert PROJECT["version"] == envforge.__version__
 
 

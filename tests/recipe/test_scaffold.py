@@ -162,6 +162,12 @@ def test_init_next_steps_work_in_a_directory_that_is_not_a_git_repository(tmp_pa
     assert res.stderr.splitlines()[-1] == (
         f"next: `envforge up quickstart` in {q}; to review lock changes with `git diff`, make it a git repository "
         f"first: `git init`, then `git config diff.pylock.textconv 'envforge lock textconv'` in {q}")
+    # issue 44: a recipe of several variants: `up RECIPE` alone fails, so the step names one whose lock
+    # is committed and whose platform this machine runs (kimi-k25-sm120: cu128, x86_64)
+    res = subprocess.run([str(envforge), "init", str(tmp_path / "k"), "--recipe", "kimi-k25-sm120"], cwd=tmp_path,
+                         capture_output=True, text=True, env=env, timeout=60)
+    k = (tmp_path / "k").resolve()
+    assert res.stderr.splitlines()[-1].startswith(f"next: `envforge up kimi-k25-sm120 --variant cu128` in {k}; ")
 
 
 def test_commands_outside_a_project_say_so_or_name_the_default_home(tmp_path: Path) -> None:

@@ -8,7 +8,11 @@ import argparse
 from pathlib import Path
 
 from envforge.cli.output import Ui
+from envforge.core.errors import EnvforgeError
 from envforge.core.plural import counted
+from envforge.recipe.load import load_recipe
+from envforge.recipe.platforms import host_problem
+from envforge.recipe.project import Project
 from envforge.recipe.scaffold import TEXTCONV_COMMAND, git_state, scaffold
 from envforge.workflows.adopt import AdoptedProject, adopt_into_project
 
@@ -41,7 +45,7 @@ def _next_steps(root: Path, recipe: str, elsewhere: bool) -> str:
     """The ``next:`` line: commands that work in ``root`` as it is (``git config`` fails outside a
     repository, so a directory that is not one gets ``git init`` first)."""
     where = f" in {root}" if elsewhere else ""
-    up = f"`envforge up {recipe}`{where}"
+    up = f"`envforge up {recipe}{_variant_flag(root, recipe)}`{where}"
     state = git_state(root)
     if state == "set":
         return f"next: {up}"
@@ -49,6 +53,23 @@ def _next_steps(root: Path, recipe: str, elsewhere: bool) -> str:
         return f"next: `{TEXTCONV_COMMAND}` (once per clone), then {up}"
     return (f"next: {up}; to review lock changes with `git diff`, make it a git repository first: "
             f"`git init`, then `{TEXTCONV_COMMAND}`{where}")
+
+
+def _variant_flag(root: Path, recipe: str) -> str:
+    """`` --variant V`` when the recipe has several variants (``up`` then needs one, issue 44: the
+    suggested step failed): the first, in the recipe's order, with a committed lock whose platform
+    this machine runs, else the first; "" for a recipe of one variant (or one that does not load)."""
+    try:
+        loaded = load_recipe(Project(root).recipe_path(recipe))
+    except EnvforgeError:
+        return ""
+    if len(loaded.variants) < 2:
+        return ""
+    for name in loaded.variants:
+        variant = loaded.resolve(name)
+        if Project(root).lock_path(variant.lock_name).is_file() and host_problem(variant.target.platform) is None:
+            return f" --variant {name}"
+    return f" --variant {loaded.variants[0]}"
 
 
 def _render_adopted(res: AdoptedProject, root: Path, ui: Ui) -> int:

@@ -135,13 +135,18 @@ def test_comparison_json_is_pinned() -> None:
 
 
 def test_compare_zero_and_one_repeat_edges() -> None:
-    zero = Summary(1, 0.0, 0.0, 0.0, 0.0, None, None)
+    zero = Summary(3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     (row,) = compare(one_level(zero), one_level(summary(1, 2, 3))).rows
     assert (row.ratio, row.ratio_low, row.ratio_high, row.verdict) == (float("inf"), float("inf"), float("inf"),
                                                                        "faster")
-    one = Summary(1, 100.0, 100.0, 100.0, 100.0, None, None)  # a single repeat: min..max bounds
+    # issue 42: one repeat has no interval; "0.8 [0.8, 0.8] slower" was false certainty
+    one = Summary(1, 100.0, 100.0, 100.0, 100.0, None, None)
     (row,) = compare(one_level(one), one_level(Summary(1, 80.0, 80.0, 80.0, 80.0, None, None))).rows
-    assert (row.ratio, row.ratio_low, row.ratio_high, row.verdict) == (0.8, 0.8, 0.8, "slower")
+    assert (row.ratio, row.ratio_low, row.ratio_high, row.verdict) == (
+        0.8, None, None, "no interval (A and B: 1 repeat each; run --repeats >= 3)")
+    (row,) = compare(one_level(one), one_level(summary(60, 70, 80))).rows
+    assert (row.ratio_low, row.verdict) == (None, "no interval (A: 1 repeat; run --repeats >= 3)")
+    assert row.as_dict()["ratio_low"] is None and row.as_dict()["ratio_high"] is None
 
 
 def test_compare_lists_settings_and_levels_present_on_one_side() -> None:

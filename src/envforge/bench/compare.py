@@ -5,7 +5,9 @@ differ, when a speculative server's drafter differs (:func:`envforge.bench.specu
 when a server's effective variables differ, or when a fingerprint is empty (no envforge
 lock: two unknown environments are not "the same"). Ratios are B / A of the median output tok/s;
 the ratio interval is the conservative combination of the two 95% intervals
-``[B_low / A_high, B_high / A_low]`` (min/max when a side has one repeat). Repeats inside one run do
+``[B_low / A_high, B_high / A_low]``. A side of one repeat has no interval, so neither has the ratio:
+its verdict is "no interval", never a change (issue 42: two one-repeat reports of one server printed
+"0.632 [0.632, 0.632] slower"). Repeats inside one run do
 not see run-to-run drift (two back-to-back runs of one server on a shared machine gave
 "1.18x [1.08, 1.28]"), so a change is called only when the whole interval lies beyond
 ``1 + min_change`` (or below ``1 / (1 + min_change)``); otherwise the verdict is "no clear change".
@@ -42,16 +44,17 @@ class ComparisonRow:
     a_tok_s: float
     b_tok_s: float
     ratio: float
-    ratio_low: float
-    ratio_high: float
+    ratio_low: float | None
+    ratio_high: float | None
     verdict: str
     request_rate: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"server": self.server, "concurrency": self.concurrency, "request_rate": self.request_rate,
                 "a_tok_s": _r(self.a_tok_s),
-                "b_tok_s": _r(self.b_tok_s), "ratio": _r(self.ratio), "ratio_low": _r(self.ratio_low),
-                "ratio_high": _r(self.ratio_high), "verdict": self.verdict}
+                "b_tok_s": _r(self.b_tok_s), "ratio": _r(self.ratio),
+                "ratio_low": None if self.ratio_low is None else _r(self.ratio_low),
+                "ratio_high": None if self.ratio_high is None else _r(self.ratio_high), "verdict": self.verdict}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +78,13 @@ class Comparison:
 
 
 def _row(server: str, a: Summary, b: Summary, lv: LevelResult, min_change: float) -> ComparisonRow:
-    (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
     ratio = b.median / a.median if a.median > 0 else float("inf")
+    single = [side for side, s in (("A", a), ("B", b)) if s.ci_low is None or s.ci_high is None]
+    if single:
+        verdict = (f"no interval ({' and '.join(single)}: {'1 repeat' if len(single) == 1 else '1 repeat each'}; "
+                   "run --repeats >= 3)")
+        return ComparisonRow(server, lv.concurrency, a.median, b.median, ratio, None, None, verdict, lv.request_rate)
+    (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
     low = blo / ahi if ahi > 0 else float("inf")
     high = bhi / alo if alo > 0 else float("inf")
     verdict = ("faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change)

@@ -466,7 +466,8 @@ def _render_comparison(c: Comparison, a: Path, b: Path, ui: Ui) -> None:
     for r in c.rows:
         at = "" if r.request_rate is None else f" @ {r.request_rate:g}/s"  # an open-loop level: its rate
         ui.result(f"{r.server + at:<14} {r.concurrency:>4} {r.a_tok_s:>9.1f} {r.b_tok_s:>9.1f} {r.ratio:>6.3f} "
-                  f"{f'[{r.ratio_low:.3f}, {r.ratio_high:.3f}]':>16}  {r.verdict}")
+                  f"{'-' if r.ratio_low is None or r.ratio_high is None else f'[{r.ratio_low:.3f}, {r.ratio_high:.3f}]':>16}"
+                  f"  {r.verdict}")
     ui.result(f"a change is called only when the whole interval lies beyond {1 + c.min_change:.2f} or below "
               f"{1 / (1 + c.min_change):.3f} (--min-change {c.min_change:g})")
     for x in c.not_compared:

@@ -504,3 +504,11 @@ def test_a_counter_no_server_can_have_is_refused_by_name(value: str) -> None:
         parse_metrics(f"vllm:generation_tokens_total {value}\n", source="http://h/metrics")
     shown = {"NaN": "nan", "+Inf": "inf", "-1": "-1"}[value]  # as prometheus_client reads it
     assert bad.value.message == f"http://h/metrics: vllm:generation_tokens_total is {shown}, not a count >= 0"
+
+
+def test_an_engine_window_names_its_own_engine_as_the_source() -> None:
+    """Issue 42: the counters of any engine were written as "vllm /metrics"."""
+    assert EngineWindow(2, 10, 8, 0.5).as_dict()["source"] == "vllm /metrics"
+    assert EngineWindow(2, 10, 8, 0.5, engine="sglang").as_dict()["source"] == "sglang /metrics"
+    back = EngineWindow.from_dict(EngineWindow(2, 10, 8, 0.5, engine="sglang").as_dict(), engine="sglang")
+    assert back.engine == "sglang" and back.as_dict()["source"] == "sglang /metrics"

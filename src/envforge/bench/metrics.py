@@ -317,7 +317,7 @@ class EngineWindow:
         it: a report stores it beside (``{"name": engine, "counters": as_dict()}``)."""
         def r(x: float | None, nd: int = 4) -> float | None:
             return None if x is None else round(x, nd)
-        return {"source": "vllm /metrics", "requests": self.requests, "generation_tokens": self.generation_tokens,
+        return {"source": f"{self.engine} /metrics", "requests": self.requests, "generation_tokens": self.generation_tokens,
                 "decode_steps": self.decode_steps, "decode_s": r(self.decode_s, 9),
                 "decode_step_ms": r(self.decode_step_ms), "tokens_per_step": r(self.tokens_per_step),
                 "spec_decode": None if self.spec is None else self.spec.as_dict()}

@@ -139,3 +139,36 @@ def test_a_series_without_gauges_summarises_to_none() -> None:
     assert s == {"samples": 0, "failed_scrapes": 0, "running": None, "waiting": None, "kv_cache_use": None}
     with pytest.raises(TypeError, match="'server_metrics.samples' must be an array"):
         GaugeSeries.from_dict({"source": "u", "interval_s": 0.5, "samples": {}})
+
+
+def test_the_json_keeps_three_decimals_of_times_and_four_of_values() -> None:
+    """Pinned rounding of the report (mutation testing found these unpinned)."""
+    s = Sample(1.23456, 1, 2.123456, 0.0, 0.5)
+    assert s.as_dict()["t_s"] == 1.235 and s.as_dict()["running"] == 2.1235
+    assert Gap(1.23456, 2.34567, 1, 2, "e").as_dict() == {"from_s": 1.235, "to_s": 2.346, "repeat": 1, "scrapes": 2,
+                                                          "error": "e"}
+    series = GaugeSeries("u", 0.5, (Sample(0.0, 1, 1.234567, None, None), Sample(0.5, 1, 1.0, None, None)))
+    assert series.summary()["running"] == {"max": 1.2346, "mean": 1.1173}
+
+
+def test_a_counter_that_did_not_move_is_a_change_of_zero() -> None:
+    before = Reading({"running": 1.0, "drafts": 5.0, "accepted": 9.0})
+    after = Reading({"running": 1.0, "drafts": 5.0, "accepted": 12.0})
+    s = sample_of(after, before, 1.0, 1)
+    assert (s.drafts, s.accepted) == (0.0, 3.0)
+
+
+def test_one_replica_keeps_the_largest_of_its_samples() -> None:
+    """SGLang's --enable-metrics-for-all-schedulers: every tensor-parallel rank exports the same scheduler's
+    numbers (labelled tp_rank); the largest of them is the replica's, summed over replicas."""
+    text = ('vllm:num_requests_running{engine="0",tp_rank="0"} 5\nvllm:num_requests_running{engine="0",tp_rank="1"} 3\n'
+            'vllm:num_requests_running{engine="1",tp_rank="0"} 2\n')
+    assert parse_gauges(text, VLLM).values["running"] == 7.0
+
+
+def test_series_from_json_without_gaps_or_samples_and_joined_keeps_the_first_source() -> None:
+    assert GaugeSeries.from_dict({"source": "u", "interval_s": 0.5}) == GaugeSeries("u", 0.5, ())
+    with pytest.raises(TypeError, match="'server_metrics.gaps' must be an array"):
+        GaugeSeries.from_dict({"source": "u", "interval_s": 0.5, "samples": [], "gaps": {}})
+    joined = GaugeSeries.joined([GaugeSeries("first", 0.5, ()), GaugeSeries("second", 0.5, ())])
+    assert joined is not None and joined.source == "first"

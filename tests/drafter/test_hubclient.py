@@ -16,7 +16,8 @@ from tests.support.hub_server import HubServer, eagle3_config, eagle3_files, run
 from envforge.core.errors import ExternalToolError, InputError
 from envforge.drafter import fetch_drafter
 from envforge.drafter.hub import MAX_FILES, find_partials, resolve_revision
-from envforge.drafter.hubclient import API_BODY_LIMIT
+from envforge.drafter import hubclient
+from envforge.drafter.hubclient import API_BODY_LIMIT, BodyTooLong, endpoint_url
 
 REPO = "test-org/drafter-a"
 
@@ -73,6 +74,20 @@ class HostileHub(HubServer):
         self._send_body(h, json.dumps(data).encode(), "application/json")
 
 
+@pytest.fixture(autouse=True)
+def fresh_client() -> Any:
+    """Each test installs the bounded client itself (huggingface_hub's shared client rebuilt), so what
+    :func:`install` sets up is exercised in every test, not only in the first of a process."""
+    from huggingface_hub import set_client_factory  # noqa: PLC0415
+    from huggingface_hub.utils._http import default_client_factory  # noqa: PLC0415
+
+    hubclient._installed.clear()
+    set_client_factory(default_client_factory)
+    yield
+    hubclient._installed.clear()
+    set_client_factory(default_client_factory)
+
+
 @pytest.fixture
 def hub() -> Any:
     server = HostileHub()
@@ -118,6 +133,7 @@ def test_a_listing_without_id_or_sha_is_named_not_an_internal_error(hub: Any, mo
     assert bad.value.message == (f"the hub at {hub.url.removeprefix('http://')} answered model_info {REPO}@{hub.sha} "
                                  f"with something that is not a valid answer ({cause})")
     assert bad.value.hint == f"check HF_ENDPOINT (the hub in use: {hub.url})"
+    assert (bad.value.tool, bad.value.argv, bad.value.exit_code) == ("huggingface_hub", (f"model_info {REPO}@{hub.sha}",), 3)
 
 
 def test_a_listing_longer_than_the_api_bound_is_stopped(hub: Any) -> None:
@@ -127,3 +143,20 @@ def test_a_listing_longer_than_the_api_bound_is_stopped(hub: Any) -> None:
     assert stopped.value.message == (f"the hub at {hub.url.removeprefix('http://')} sent more than "
                                      f"{API_BODY_LIMIT:,} bytes for model_info {REPO}@{hub.sha} (the bound of an answer "
                                      "that is not a file): the download was stopped and nothing of it kept")
+
+
+def test_the_endpoint_and_the_error_texts() -> None:
+    assert endpoint_url("http://127.0.0.1:9/") == "http://127.0.0.1:9"
+    assert endpoint_url(None).startswith("http")  # huggingface_hub's own (HF_ENDPOINT or huggingface.co)
+    too_long = BodyTooLong("http://h/x", 1024)
+    assert (str(too_long), too_long.url, too_long.limit) == ("http://h/x: more than 1,024 bytes", "http://h/x", 1024)
+
+
+def test_installing_twice_keeps_one_client(hub: Any) -> None:
+    from huggingface_hub import get_session  # noqa: PLC0415
+
+    hubclient.install()
+    first = get_session()
+    hubclient.install()
+    assert get_session() is first  # the second call changes nothing
+    assert resolve_revision(REPO, hub.sha, endpoint=hub.url).sha == hub.sha

@@ -41,10 +41,14 @@ def mean_start_ms(python: Path, starts: int, env: dict[str, str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default="/root/.pyenv/versions/3.12.1/bin/python3.12")
+    ap.add_argument("--python", help="the interpreter of the environment (default: a Python 3.12, found as envforge finds one)")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--starts", type=int, default=20)
     a = ap.parse_args()
+    if a.python is None:
+        from envforge.uv.interpreter import find_python  # lazy: as the product finds a Python 3.12
+
+        a.python = str(find_python("3.12").path)
     runs = max(a.runs, 5)
     env = {k: v for k, v in os.environ.items() if k not in PCIE and not k.startswith("PYTHON")}
     with tempfile.TemporaryDirectory() as tmp:

@@ -93,8 +93,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         root = Path(tmp)
-        pyenv = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
-        py = str(pyenv) if pyenv.exists() else a.python
+        from envforge.uv.interpreter import PythonNotFound, find_python  # as the product finds a Python 3.12
+
+        try:
+            py = str(find_python("3.12").path)
+        except PythonNotFound:
+            py = a.python
         env = make_env(root, wheels, uv=uv, python=py)
         argv = [sys.executable, "-m", "envforge", "verify", "quickstart-default", "--project", str(root)]
         rc = subprocess.run(argv, capture_output=True).returncode

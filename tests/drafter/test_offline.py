@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.drafter.test_drafter import Hub, hub  # noqa: F401  (module-scoped fixture: the local hub)
 
 from envforge.drafter import fetch_drafter
+from tests.support.pythons import python_for
 
 
 def offline(hub: Hub, *argv: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
@@ -79,7 +80,7 @@ def test_verify_drafter_level_offline_checks_the_recorded_copy(hub: Hub, tmp_pat
     from tests.conftest import cached_wheel
     from tests.support.verify_envs import make_env
 
-    py312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+    py312 = str(python_for("3.12"))
     if not Path(py312).exists():
         pytest.skip("needs the pyenv Python 3.12.1")
     root = tmp_path / "proj"

@@ -42,9 +42,10 @@ from envforge.core.errors import InputError
 from envforge.env.profile import view
 from envforge.recipe.model import RecipeError
 from envforge.recipe.load import load_recipe
+from tests.support.pythons import python_for
 from tests.conftest import cached_wheel
 
-PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+PYTHON312 = python_for("3.12")
 DEBIAN_PYTHON = Path("/usr/bin/python3.11")
 DEBIAN_SITECUSTOMIZE = Path("/usr/lib/python3.11/sitecustomize.py")
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -294,9 +295,9 @@ def test_revert_leaves_site_packages_byte_identical_pth_mode(env_dir: Path) -> N
     assert revert(sp).removed == ()
 
 
-@pytest.mark.parametrize("version", ["3.10.13/bin/python3.10", "3.13.0/bin/python3.13"])
+@pytest.mark.parametrize("version", ["3.10", "3.13"])
 def test_hook_works_on_other_pythons(tmp_path: Path, version: str) -> None:
-    env_dir = make_venv(tmp_path / "venv", Path("/root/.pyenv/versions") / version)
+    env_dir = make_venv(tmp_path / "venv", python_for(version))
     install(site(env_dir), "pcie", PCIE)
     assert seen(py(env_dir)) == PCIE
     assert seen(py(env_dir), "-I", env=clean_env(NCCL_BUFFSIZE="7")) == {**PCIE, "NCCL_BUFFSIZE": "7"}

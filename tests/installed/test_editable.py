@@ -20,10 +20,11 @@ import pytest
 import uv
 from tests.conftest import CACHE, cached_wheel
 from tests.support.verify_envs import make_env
+from tests.support.pythons import python_for
 
 from envforge.installed.editable import editable_install
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 UV = uv.find_uv_bin()
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")]

@@ -24,8 +24,9 @@ from envforge.env.layout import Environment, site_packages
 from envforge.recipe.project import Project
 from envforge.verify import VerifyOptions, verify
 from tests.support.localindex import LocalIndex, make_wheel, serve
+from tests.support.pythons import python_for
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 ARCH = ("def get_flags(supported_major_versions):\n    return supported_major_versions\n\n\n"
         "def build_flags():\n    return get_flags(supported_major_versions=[9, 10])\n")
 PATCHSET = """\

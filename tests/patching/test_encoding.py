@@ -24,8 +24,9 @@ from envforge.patching.source import (
     source_encoding,
 )
 from tests.support.verify_envs import BuiltEnv, make_env, make_wheel
+from tests.support.pythons import python_for
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 
 OLD_DEF = 'def greet(name):\n    return GREETING + ", " + name\n'

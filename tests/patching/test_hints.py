@@ -14,10 +14,11 @@ import pytest
 import uv
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import make_env
+from tests.support.pythons import python_for
 
 from envforge.patching import read_manifest
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
            "(a fresh generation, patched from its lock)")

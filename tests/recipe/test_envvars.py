@@ -21,9 +21,10 @@ import uv
 from envforge.env.profile import PTH_FILE, hook_source, pth_source, profile_problems
 from envforge.recipe.envvars import NCCL_INT, NCCL_VERSION, nccl_integer, problems, startup_reader
 from envforge.verify.static import _misread
+from tests.support.pythons import python_for
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
-PYTHON312 = Path("/root/.pyenv/versions/3.12.1/bin/python3.12")
+PYTHON312 = python_for("3.12")
 
 # The field case (B19) and its whole kind, as a recipe.
 BAD_PROFILE = '''[recipe]

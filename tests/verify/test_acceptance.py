@@ -18,6 +18,7 @@ import pytest
 import uv
 from tests.conftest import CACHE, cached_wheel
 from tests.support.verify_envs import make_env
+from tests.support.pythons import python_for
 
 from envforge.core.kinds import LEVELS, REGISTRY, level_of
 from envforge.env.layout import Environment
@@ -30,7 +31,7 @@ from envforge.verify.findings import AcceptedFinding
 from envforge.verify.gpu import nccl_library_findings
 from envforge.verify.report import as_json, as_junit, as_text
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 ROOT = Path(__file__).resolve().parents[2]
 CONFLICT = Finding("file-conflict", "build_backend.py", "one distribution owns each installed file",
                    "claimed by flashinfer-python 0.6.3, torch-c-dlpack-ext 0.1.5; the installed bytes are "

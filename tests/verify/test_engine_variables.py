@@ -18,8 +18,9 @@ from envforge.verify import VerifyOptions, verify
 from envforge.verify.report import as_junit
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import PCIE, make_env
+from tests.support.pythons import python_for
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 
 B60 = {"SGLANG_ENABLE_JIT_DEEPGEM": "0", "SGLANG_USE_JIT_ALL_REDUCE": "1", "SGLANG_ENABLE_SPEC_V2": "ture"}

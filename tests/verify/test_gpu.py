@@ -18,8 +18,9 @@ import pytest
 from envforge.verify import gpu as G
 from envforge.verify.inventory import EnvLock
 from envforge.verify.versions import cuda_major_of
+from tests.support.pythons import python_for
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 MACHINE = {"python": "3.12.1", "devices_present": True, "driver": "580.159.04", "torch": "2.11.0+cu130",
            "cuda_available": True, "cuda_runtime": "13.0", "nccl": "2.28.9",
            "arch_list": ["sm_90", "sm_100", "sm_120"],

@@ -11,6 +11,7 @@ import pytest
 import uv
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import BuiltEnv, make_env
+from tests.support.pythons import python_for
 
 from envforge.cli import main
 from envforge.cli.output import Ui
@@ -19,7 +20,7 @@ from envforge.env.fingerprint import Fingerprint
 from envforge.verify.findings import Check, Finding, VerifyReport
 from envforge.verify.report import as_junit, as_text, summary_line
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 
 

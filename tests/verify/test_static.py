@@ -14,12 +14,13 @@ import pytest
 import uv
 from tests.conftest import cached_wheel
 from tests.support.verify_envs import BuiltEnv, install_wheels, make_env, make_wheel
+from tests.support.pythons import python_for
 
 from envforge.env.layout import Environment
 from envforge.recipe.project import Project
 from envforge.verify import Finding, VerifyOptions, verify
 
-PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+PY312 = str(python_for("3.12"))
 UV = uv.find_uv_bin()
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
 

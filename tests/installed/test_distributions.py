@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.installed.distributions import Installed, direct_url, installed_distributions, read_record
+from envforge.installed.distributions import (Installed, direct_url, find_distribution, installed_distributions, read_record,
+                                              refuse_unreadable, unreadable_distributions)
 from envforge.installed.editable import editable_install
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +119,47 @@ def test_fuzz_direct_url_json_never_crashes(tmp_path: Path, data: bytes) -> None
     except EnvforgeError:
         return
     assert rec is not None and isinstance(rec["url"], str)
+
+
+def test_every_dist_info_left_out_is_named_with_why(tmp_path: Path) -> None:
+    """Issue 41: outputs that list distributions dropped these without a word."""
+    sp = tmp_path / "sp"
+    for name, meta in (("ok-1.0", "Name: ok\nVersion: 1.0\n\n"), ("empty-1.0", ""), ("noversion-1.0", "Name: x\n\n"),
+                       ("nameonly-1.0", "Version: 1\n")):
+        (sp / f"{name}.dist-info").mkdir(parents=True)
+        (sp / f"{name}.dist-info" / "METADATA").write_text(meta)
+    (sp / "missing-1.0.dist-info").mkdir()
+    (sp / "fifo-1.0.dist-info").mkdir()
+    os.mkfifo(sp / "fifo-1.0.dist-info" / "METADATA")
+    (sp / "file-1.0.dist-info").write_text("")  # a file, not a directory
+    (sp / "big-1.0.dist-info").mkdir()
+    with open(sp / "big-1.0.dist-info" / "METADATA", "wb") as fh:
+        fh.truncate((64 << 20) + 1)  # sparse: over the limit a METADATA may have
+    assert [(d.name, why) for d, why in unreadable_distributions(sp)] == [
+        ("big-1.0.dist-info", f"METADATA cannot be read: METADATA {sp / 'big-1.0.dist-info' / 'METADATA'} is larger "
+                              "than 64 MiB: envforge never writes one that large"),
+        ("empty-1.0.dist-info", "METADATA names no Name or Version"),
+        ("fifo-1.0.dist-info", "METADATA is not a regular file (a FIFO)"),
+        ("file-1.0.dist-info", "not a directory"),
+        ("missing-1.0.dist-info", "no METADATA"),
+        ("nameonly-1.0.dist-info", "METADATA names no Name or Version"),
+        ("noversion-1.0.dist-info", "METADATA names no Name or Version")]
+    assert find_distribution(sp, "OK") == Installed("ok", "1.0", sp / "ok-1.0.dist-info")
+    assert find_distribution(sp, "missing") is None and find_distribution(sp, "nothere") is None
+    with pytest.raises(InputError) as refused:
+        refuse_unreadable(sp, what="the SBOM", fix="rebuild")
+    assert refused.value.message.startswith(f"the SBOM would leave out 7 distributions of {sp} whose METADATA cannot "
+                                            "be read: big-1.0.dist-info (METADATA cannot be read: ")
+    assert refused.value.message.endswith("noversion-1.0.dist-info (METADATA names no Name or Version)")
+    assert refused.value.hint == "rebuild"
+    good = tmp_path / "good"
+    (good / "ok-1.0.dist-info").mkdir(parents=True)
+    (good / "ok-1.0.dist-info" / "METADATA").write_text("Name: ok\nVersion: 1.0\n")
+    refuse_unreadable(good, what="x", fix="y")  # nothing to refuse
+    assert unreadable_distributions(good) == () and unreadable_distributions(tmp_path / "none") == ()
+    one = tmp_path / "one"
+    (one / "a-1.dist-info").mkdir(parents=True)
+    with pytest.raises(InputError) as single:
+        refuse_unreadable(one, what="the lock", fix="f")
+    assert single.value.message == f"the lock would leave out 1 distribution of {one} whose METADATA cannot be read: " \
+                                   "a-1.dist-info (no METADATA)"

@@ -151,6 +151,9 @@ def test_every_dist_info_left_out_is_named_with_why(tmp_path: Path) -> None:
     assert refused.value.message.startswith(f"the SBOM would leave out 7 distributions of {sp} whose METADATA cannot "
                                             "be read: big-1.0.dist-info (METADATA cannot be read: ")
     assert refused.value.message.endswith("noversion-1.0.dist-info (METADATA names no Name or Version)")
+    assert "), empty-1.0.dist-info (METADATA names no Name or Version), fifo-1.0.dist-info (METADATA is not a " \
+           "regular file (a FIFO)), file-1.0.dist-info (not a directory), missing-1.0.dist-info (no METADATA), " \
+           "nameonly-1.0.dist-info (" in refused.value.message
     assert refused.value.hint == "rebuild"
     good = tmp_path / "good"
     (good / "ok-1.0.dist-info").mkdir(parents=True)

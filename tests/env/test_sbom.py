@@ -154,3 +154,22 @@ def test_a_distribution_whose_metadata_cannot_be_read_fails_the_sbom(quickstart:
     assert err.splitlines()[0] == (f"error: the SBOM would leave out 1 distribution of {shown} whose METADATA cannot be "
                                    f"read: {meta.parent.name} (no METADATA)")
     assert err.splitlines()[1].startswith("  hint: rebuild the environment: `envforge build quickstart")
+
+
+@pytest.mark.slow
+def test_a_damaged_generation_record_is_said_not_silently_unknown(quickstart: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 41: the SBOM of a generation whose generation.json is damaged said "unknown", exit 0, no word."""
+    record = site_packages(quickstart) / ".envforge" / "generation.json"
+    kept = record.read_bytes()
+    out_file = tmp_path / "s.json"
+    try:
+        record.write_text('{"recipe": "quickstart"')  # cut short
+        code, out, err = sbom_of(quickstart, capsys, "-o", str(out_file))
+    finally:
+        record.write_bytes(kept)
+    assert (code, out) == (0, "")
+    shown = quickstart / "envs" / ENV / record.relative_to((quickstart / "envs" / ENV).resolve())
+    assert err.splitlines()[0].startswith(f"warning: generation record {shown} is not JSON (")
+    assert err.splitlines()[0].endswith('): the SBOM names the generation "unknown"')
+    assert err.splitlines()[1].startswith(f"wrote {out_file}: CycloneDX 1.6 (JSON), 2 components of {ENV} unknown")

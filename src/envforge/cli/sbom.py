@@ -21,6 +21,8 @@ def _sbom(args: argparse.Namespace, ui: Ui) -> int:
     env = resolve_environment(project, env_arg, default=env_arg or project.default_environment())
     name = env.path.name if "/" in (env_arg or "") else (env_arg or project.default_environment())
     sbom = environment_sbom(env.site_packages, project.patchsets_dir, name=name)
+    for line in sbom.warnings:
+        ui.warn(line)
     if ui.json_mode and not args.output:
         ui.emit_json("sbom", json.loads(sbom.text))
         return 0

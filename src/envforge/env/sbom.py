@@ -68,6 +68,8 @@ class EnvironmentSbom:
     generation: str
     components: int
     patched: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+    """What the SBOM could not say and why (a damaged ``generation.json``: the generation is "unknown")."""
 
 
 def _tags(dist: Installed) -> set[str]:
@@ -188,7 +190,7 @@ def environment_sbom(site_packages: Path, patchsets_dir: Path, *, name: str) -> 
     state = StateDir(site_packages)
     lock = read_lock(state.lock_copy, state_hint=_NO_LOCK)
     record = state.generation_record
-    generation = _generation(record)
+    generation, unread = _generation(record)
     built = dt.datetime.fromtimestamp(record.stat().st_mtime if record.is_file() else state.lock_copy.stat().st_mtime,
                                       tz=dt.UTC).replace(microsecond=0)
     manifest = read_manifest(site_packages)
@@ -207,13 +209,20 @@ def environment_sbom(site_packages: Path, patchsets_dir: Path, *, name: str) -> 
         raise CheckFailed(f"the SBOM of {name} does not validate against CycloneDX 1.6: {error}")
     rows = tuple(f"{d.name} {d.version}: {', '.join(ps.id for ps, _ in patched[d.name])}"
                  for d in dists.values() if d.name in patched)
-    return EnvironmentSbom(text, name, generation, len(components), rows)
+    return EnvironmentSbom(text, name, generation, len(components), rows, () if unread is None else (unread,))
 
 
-def _generation(record: Path) -> str:
-    """The generation name ``generation.json`` records (``g0001``), else ``unknown``."""
+def _generation(record: Path) -> tuple[str, str | None]:
+    """The generation name ``generation.json`` records (``g0001``), else ``unknown``; with why when the
+    record is there but cannot be read (never silently "unknown": issue 41)."""
     try:
-        data: Mapping[str, object] = json.loads(read_state(record, what="generation record", limit=SMALL_LIMIT))
-    except (FileNotFoundError, ValueError, InputError):
-        return "unknown"
-    return str(data.get("generation", "unknown"))
+        data: object = json.loads(read_state(record, what="generation record", limit=SMALL_LIMIT))
+    except FileNotFoundError:
+        return "unknown", None
+    except InputError as exc:
+        return "unknown", f"{exc.message}: the SBOM names the generation \"unknown\""
+    except (ValueError, RecursionError) as exc:
+        return "unknown", f"generation record {record} is not JSON ({exc}): the SBOM names the generation \"unknown\""
+    if not isinstance(data, Mapping) or not isinstance(data.get("generation"), str):
+        return "unknown", f"generation record {record} names no generation: the SBOM names it \"unknown\""
+    return str(data["generation"]), None

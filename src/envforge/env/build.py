@@ -38,7 +38,7 @@ from envforge.env import profile as envprofile
 from envforge.env.buildconstraints import build_constraints
 from envforge.env.buildnotes import installed_notes
 from envforge.env.generations import (discard_generation, exclusive_generations, generation_root, next_generation,
-                                      remove_incomplete)
+                                      relink, remove_incomplete)
 from envforge.env.layout import site_packages
 from envforge.env.provided import link_base
 from envforge.lock.check import guard_lock
@@ -386,11 +386,7 @@ def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
 def make_live(plan: BuildPlan) -> None:
     """Point ``plan.link`` at ``plan.generation`` (built by :func:`execute_build` with ``flip=False``),
     with one ``os.replace``, under the generations' build lock."""
-    with exclusive_generations(plan.generation.parent):
-        plan.link.parent.mkdir(parents=True, exist_ok=True)
-        replace_symlink(plan.link, plan.generation)
-        with open(plan.generation.parent / f"{plan.generation.name}.log", "a", encoding="utf-8") as log:
-            log.write(f"{plan.link.name} -> {plan.generation.name}\n")
+    relink(plan.link, plan.generation)
 
 
 def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,

@@ -251,31 +251,36 @@ def mark_made_live(gen: Path) -> None:
     atomic_write(record, (json.dumps(data, indent=2) + "\n").encode())
 
 
+def _complete(link: Path) -> list[Path]:
+    """The complete generations of environment link ``link``, oldest first."""
+    root = link.parent / GENERATIONS_DIR / link.name
+    if not root.is_dir():
+        return []
+    return sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
+                  key=lambda d: generation_number(d.name) or 0)
+
+
 def built_from(link: Path, lock: Path) -> Path | None:
     """The newest complete generation of ``link`` that is not live, was built from exactly ``lock``
     (same sha256) and never failed verify (:func:`hold_back`), else None: what ``envforge up`` makes
     live again instead of building a duplicate after a ``rollback`` (issue 44)."""
-    root = link.parent / GENERATIONS_DIR / link.name
-    if not root.is_dir():
-        return None
     live = (link.parent / os.readlink(link)).resolve() if link.is_symlink() else None
     digest = "sha256:" + sha256_hex(lock.read_bytes())
-    done = sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
-                  key=lambda d: generation_number(d.name) or 0, reverse=True)
-    for gen in done:
+    for gen in reversed(_complete(link)):
         record = describe_generation(gen)
         if gen.resolve() != live and record.get("lock-digest") == digest and "verify-failed" not in record:
             return gen
     return None
 
 
-def relink(link: Path, gen: Path) -> None:
+def relink(link: Path, gen: Path, *, why: str = "") -> None:
     """Point ``link`` at generation ``gen`` (one ``os.replace``) under the generations' build lock, and
-    say so in ``gen``'s build log."""
+    say so in ``gen``'s build log (``r-default -> g0002`` and ``why``, e.g. `` (made live again by ...)``)."""
     with exclusive_generations(gen.parent):
+        link.parent.mkdir(parents=True, exist_ok=True)
         replace_symlink(link, gen)
         with open(gen.parent / f"{gen.name}.log", "a", encoding="utf-8") as log:
-            log.write(f"{link.name} -> {gen.name} (made live again by `envforge up`)\n")
+            log.write(f"{link.name} -> {gen.name}{why}\n")
 
 
 def held_back(link: Path, lock: Path) -> tuple[Path, Mapping[str, Any]] | None:
@@ -283,11 +288,7 @@ def held_back(link: Path, lock: Path) -> tuple[Path, Mapping[str, Any]] | None:
     is not live and failed verify (:func:`hold_back`): ``(directory, its verify-failed record)``,
     else None. A build from the same lock bytes installs the same files from the same uv cache, so
     it would fail the same way."""
-    root = link.parent / GENERATIONS_DIR / link.name
-    if not root.is_dir():
-        return None
-    done = sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
-                  key=lambda d: generation_number(d.name) or 0)
+    done = _complete(link)
     if not done:
         return None
     newest = done[-1]

@@ -103,16 +103,12 @@ def generation_users(root: Path, *, proc: Path = Path("/proc"), skip: Sequence[i
     found = []
     for entry in sorted((e for e in os.listdir(proc) if e.isdigit()), key=int):
         pid = int(entry)
-        raw = None if pid in ignore else _read(proc / entry / "cmdline")
-        if not raw:
+        seen = None if pid in ignore else _paths(proc, pid)
+        if seen is None:
             continue
-        argv = [a.decode("utf-8", errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
-        cwd = _readlink(proc / entry / "cwd")
-        paths = [os.path.normpath(os.path.join(cwd or "/", a)) for a in argv if "/" in a]
-        paths += [p for p in (_readlink(proc / entry / "exe"), cwd) if p]
-        gens = {g for p in paths if (g := _generation_in(p, roots)) is not None} | set(_loaded(proc, pid, roots))
-        command = " ".join(argv)[:_COMMAND_LIMIT]
-        found += [GenerationUser(pid, command, g) for g in sorted(gens)]
+        command, cwd, paths = seen
+        gens = {g for p in [*paths, *([cwd] if cwd else [])] if (g := _generation_in(p, roots)) is not None}
+        found += [GenerationUser(pid, command, g) for g in sorted(gens | set(_loaded(proc, pid, roots)))]
     return tuple(found)
 
 
@@ -192,18 +188,28 @@ def stale_processes(link: Path, *, proc: Path = Path("/proc"), skip: Sequence[in
     return tuple(found)
 
 
-def _inspect(proc: Path, pid: int, roots: Sequence[str], links: Sequence[str], live: str,
-             flipped: float) -> StaleProcess | None:
+def _paths(proc: Path, pid: int) -> tuple[str, str | None, list[str]] | None:
+    """``(command, cwd, paths)`` of process ``pid``: its command line (at most 200 characters), its
+    working directory, and the paths it runs (the paths in its command line, taken from ``cwd``, and
+    its ``exe``); None when it is gone, a kernel thread, or not ours to read."""
     raw = _read(proc / str(pid) / "cmdline")
     if not raw:
-        return None  # gone, a kernel thread, or not ours to read
+        return None
     argv = [a.decode("utf-8", errors="replace") for a in raw.rstrip(b"\0").split(b"\0")]
     cwd = _readlink(proc / str(pid) / "cwd")
     paths = [os.path.normpath(os.path.join(cwd or "/", a)) for a in argv if "/" in a]
     exe = _readlink(proc / str(pid) / "exe")
     if exe:
         paths.append(exe)
-    command = " ".join(argv)[:_COMMAND_LIMIT]
+    return " ".join(argv)[:_COMMAND_LIMIT], cwd, paths
+
+
+def _inspect(proc: Path, pid: int, roots: Sequence[str], links: Sequence[str], live: str,
+             flipped: float) -> StaleProcess | None:
+    seen = _paths(proc, pid)
+    if seen is None:
+        return None
+    command, cwd, paths = seen
     pinned = next((g for p in paths if (g := _generation_in(p, roots)) is not None), None)
     via = "generation"
     if pinned is None and any(p == lk or p.startswith(lk + os.sep) for p in paths for lk in links):

@@ -19,7 +19,6 @@ from envforge.core.fs import atomic_write, sha256_hex
 from envforge.core.plural import counted
 from envforge.core.textfile import read_state
 from envforge.patching.manifest import (
-    read_installed,
     Intent,
     IntentFile,
     Manifest,
@@ -27,6 +26,7 @@ from envforge.patching.manifest import (
     intent_path,
     manifest_sha256,
     originals_dir,
+    read_installed,
     read_intent,
     read_manifest,
     rebuild_hint,

@@ -21,9 +21,9 @@ from envforge.core.errors import CheckFailed, InputError
 from envforge.core.fs import sha256_hex
 from envforge.installed.editable import EditableInstall, editable_install
 from envforge.patching.manifest import (
-    read_installed,
     Manifest,
     intent_path,
+    read_installed,
     read_intent,
     read_manifest,
     rebuild_hint,

@@ -15,10 +15,10 @@ from envforge.core.fs import sha256_hex
 from envforge.core.textfile import read_state
 from envforge.patching.journal import journaled_write, prune_originals, recover
 from envforge.patching.manifest import (
-    read_installed,
     Manifest,
     PatchedFile,
     originals_dir,
+    read_installed,
     read_manifest,
     rebuild_hint,
     write_manifest,

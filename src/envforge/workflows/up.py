@@ -160,7 +160,7 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
         say(f"[3/3] verify {plan.link.name} ({earlier.name})")
         again = verify(Environment(earlier), project, options)
         if again.clean:
-            relink(plan.link, earlier)
+            relink(plan.link, earlier, why=" (made live again by `envforge up`)")
             say(f"  {plan.link.parent.name}/{plan.link.name} -> {earlier.name}")
             return MainJobResult(check, None, earlier, replace(again, environment=str(plan.link)), locked=locked)
         say(f"  {earlier.name} fails verify ({', '.join(again.kinds())}): building a new generation instead")

@@ -93,3 +93,26 @@ def test_cli_exit_2_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.splitlines()[:2] == [f"error: {where}: a number of more than 4,300 digits", f"  hint: {HINT}"]
+
+
+def test_readers_that_skip_an_unreadable_file_skip_one_with_a_long_number(tmp_path: Path) -> None:
+    """Display-only and best-effort readers (lock diff's index names here, the wheelhouse's URL restore
+    below) skip a file they cannot read; a number too long to convert is one (it was rc 70 there)."""
+    from envforge.lockdiff.model import parse_lock  # noqa: PLC0415
+    from envforge.lockdiff.sources import recipe_index_names  # noqa: PLC0415
+
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text('[recipe]\nname = "r"\nn = ' + BIG + "\n")
+    lock = parse_lock('lock-version = "1.0"\ncreated-by = "x"\npackages = []\n[tool.envforge]\nrecipe = "r"\n',
+                      label="pylock.toml")
+    assert recipe_index_names([lock], tmp_path) == {}
+
+
+def test_the_wheelhouse_restore_skips_a_lock_with_a_long_number(tmp_path: Path) -> None:
+    from envforge.lock.wheelhouse import restore_urls  # noqa: PLC0415
+
+    lockfiles = tmp_path / "lockfiles"
+    lockfiles.mkdir()
+    (lockfiles / "pylock.r-default.toml").write_text('lock-version = "1.0"\nn = ' + BIG + "\n")
+    packages = [{"name": "a", "version": "1", "wheels": [{"path": str(tmp_path / "a-1-py3-none-any.whl")}]}]
+    assert restore_urls(packages, lockfiles, [tmp_path]) == packages

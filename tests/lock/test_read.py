@@ -974,3 +974,5 @@ def test_a_number_of_more_digits_than_python_converts_is_exit_2_naming_the_line(
     with pytest.raises(InvalidLock) as exc:
         read_lock_text("version = 1\n[[package]]\nname = 'a'\nversion = '1'\nx = " + "1" * 4301 + "\n", label="uv.lock")
     assert exc.value.message == "uv.lock:5: a number of more than 4,300 digits: no lock has one"
+    assert exc.value.hint == "fix the file or regenerate it with `envforge lock`"
+    assert exc.value.reason.startswith("Exceeds the limit (4300 digits) for integer string conversion")

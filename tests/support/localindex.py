@@ -19,6 +19,7 @@ import http.server
 import json
 import threading
 import time
+import uuid
 import zipfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -137,6 +138,7 @@ class LocalIndex:
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     delay_s = 0.0
+    prefix = ""  # "/<token>": each served index has URLs no other server in the run had
     auth: str | None = None  # "Basic <base64>" the client must send
     seen_auth: list[str] = []
 
@@ -144,6 +146,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
+        if self.prefix:
+            if not self.path.startswith(self.prefix + "/"):
+                self.send_error(404)
+                return
+            self.path = self.path[len(self.prefix):]
         if self.auth is not None:
             given = self.headers.get("Authorization")
             self.seen_auth.append(given or "")
@@ -172,16 +179,22 @@ def serve(index: LocalIndex, *, delay_s: float = 0.0,
           auth: tuple[str, str] | None = None) -> Iterator[LocalIndex]:
     """Serve ``index.root`` on 127.0.0.1 (a free port) while the block runs; sets ``index.url``.
 
+    The URL carries a path segment of its own (``http://127.0.0.1:PORT/<token>/simple``): uv's
+    cache is keyed by URL and the OS reuses ports, so without it a wheel another test fetched from
+    the same port and file name is served from the cache and the test's server never sees a request
+    (a slow mirror that is not slow: the CI failure of a SIGTERM-during-sync test).
+
     ``delay_s`` delays every wheel download (a slow mirror). ``auth`` (user, password) requires
     HTTP basic authentication on every request (401 otherwise), as a private index does.
     """
     header = None if auth is None else "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-    attrs = {"delay_s": delay_s, "auth": header, "seen_auth": []}
+    prefix = "/" + uuid.uuid4().hex[:12]
+    attrs = {"delay_s": delay_s, "auth": header, "seen_auth": [], "prefix": prefix}
     handler = partial(type("Handler", (_QuietHandler,), attrs), directory=str(index.root))
     server = QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    index.url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    index.url = f"http://127.0.0.1:{server.server_address[1]}{prefix}/simple"
     try:
         yield index
     finally:

@@ -68,7 +68,8 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "cpu.toml").write_text(RECIPE.format(model=model, port=port))
     out = tmp_path / "out" / "a.json"
-    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out)])
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out),
+                 "--percentiles", "50,99.9,90"])
     stdout, stderr = capsys.readouterr()
     assert code == 3, stderr  # stops-early: every request fails
     doc = json.loads(out.read_text())
@@ -98,6 +99,9 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
             assert lv["ttft_ms"]["median"] > 0 and lv["tpot_ms"]["median"] > 0 and lv["accept_length"] is None
             itl = lv["latency"]["itl_ms"]  # at most 4 requests x 7 gaps between 8 chunks with text
             assert itl["n"] <= 28 and itl["max"] >= itl["p99"] >= itl["p90"] >= itl["median"] > 0
+            # --percentiles 50,99.9,90: p50 and p99.9 after max, p90 not repeated
+            assert list(itl) == ["n", "mean", "median", "p90", "p95", "p99", "max", "p50", "p99.9"]
+            assert itl["p50"] == itl["median"] and itl["p99"] <= itl["p99.9"] <= itl["max"]
             per_token = lv["latency"]["itl_per_token_ms"]
             # seen here: one request's chunks with text were 7 for usage's 8 tokens (a token without
             # text, or two in one chunk): how the 8 spread over the chunks is unknown, no ITL per token
@@ -106,6 +110,9 @@ def test_bench_starts_measures_and_stops_a_real_server(tmp_path: Path, capsys: p
             assert lv["token_count"] == "server" and lv["failed_requests"] == 0  # usage.completion_tokens
     assert "'baseline' ready after" in stderr and "prompt-lookup: concurrency 2, repeat 2/2:" in stderr
     assert stdout.splitlines()[0].split()[:3] == ["server", "conc", "tok/s"]
+    assert doc["data"]["config"]["percentiles"] == [50.0, 99.9, 90.0]
+    head = next(line for line in stdout.splitlines() if line.startswith("per request ms"))
+    assert head.split()[4:] == ["metric", "mean", "median", "p90", "p95", "p99", "p50", "p99.9", "max"]
     assert "break-even: no speculative server reported verify steps (spec_verify_ct)" in stdout
     assert (tmp_path / "out" / "a-logs" / "baseline.log").stat().st_size > 0
     try:
@@ -693,6 +700,8 @@ def test_outputs_that_would_be_lost_or_overwrite_an_input_are_refused_before_mea
     (["--seed", "4294967296"], "argument --seed: must be an integer from 0 to 4294967295, got '4294967296'"),
     (["--concurrency", "1,100001"],
      "argument --concurrency/--max-concurrency: '1,100001': concurrency levels must be <= 100000"),
+    (["--percentiles", "50,0"], "--percentiles '50,0': '0' is not a percentile (a number above 0, at most 100)\n"
+                                "  hint: give numbers separated by commas, e.g. --percentiles 50,90,99,99.9"),
 ])
 def test_a_seed_or_concurrency_out_of_range_is_a_usage_error(capsys: pytest.CaptureFixture[str], flags: list[str],
                                                              message: str) -> None:

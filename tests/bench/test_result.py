@@ -198,3 +198,11 @@ def test_level_latency_distributions_are_vllms_pinned() -> None:
     assert LevelResult.from_dict(lv.as_dict()).as_dict() == lv.as_dict()
     unknown = replace(b, itl_tokens=())  # chunks counted, usage says more: how they spread is unknown
     assert level_result(2, [LevelRun(2, (a, unknown), 0.6)]).as_dict()["latency"]["itl_per_token_ms"] is None
+    # --percentiles 50,99.9,90: each distribution gains p50 and p99.9 after max (p90 is there already)
+    chosen = level_result(2, [LevelRun(2, (a, b), 0.6)], percentiles=(50.0, 99.9, 90.0)).as_dict()["latency"]
+    assert chosen["itl_ms"] == {"n": 5, "mean": 120.0, "median": 100.0, "p90": 160.0, "p95": 180.0, "p99": 196.0,
+                                "max": 200.0, "p50": 100.0, "p99.9": 199.6}
+    assert chosen["e2el_ms"] == {"n": 2, "mean": 450.0, "median": 450.0, "p90": 490.0, "p95": 495.0, "p99": 499.0,
+                                 "max": 500.0, "p50": 450.0, "p99.9": 499.9}
+    assert [list(chosen[k])[-2:] for k in chosen] == [["p50", "p99.9"]] * 5
+    assert LevelResult.from_dict({**lv.as_dict(), "latency": chosen}).as_dict()["latency"] == chosen

@@ -162,6 +162,7 @@ class SmokeConfig:
     dataset: Workload | None = None  # None: the prompt set above; else each request has its own lengths
     metrics_interval_s: float = DEFAULT_INTERVAL_S  # the server's gauges every so often; 0: not read
     sweep: RateSweep | None = None  # --sweep-rate: levels at rates searched for the SLO's limit
+    percentiles: tuple[float, ...] = ()  # --percentiles beyond p90, p95, p99 (envforge.bench.distribution)
 
     @property
     def engine(self) -> Engine:
@@ -284,7 +285,8 @@ class SmokeConfig:
                 "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
                 "burstiness": self.burstiness,
                 **({"served-model-name": self.served_model_name} if self.served_model_name else {}),
-                **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {})}
+                **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {}),
+                **({"percentiles": list(self.percentiles)} if self.percentiles else {})}
 
     def check_sweep(self) -> None:
         """With :attr:`sweep`: the settings a saturation sweep needs (:mod:`envforge.bench.sweep`).

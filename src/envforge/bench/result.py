@@ -23,6 +23,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from envforge.bench.client import LevelRun, RequestResult
@@ -139,17 +140,19 @@ def failures_of(server: str, run: LevelRun, repeat: int) -> tuple[Failure, ...]:
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "itl_per_token_ms", "e2el_ms")
 
 
-def latency_of(results: Sequence[RequestResult]) -> dict[str, Distribution | None]:
-    """The distributions of ``results`` (completed requests) by :data:`LATENCY_KEYS`; ITL per token
-    is None when one request's chunk token counts are unknown (:meth:`RequestResult.itl_per_token_s`)."""
+def latency_of(results: Sequence[RequestResult], percentiles: Sequence[float] = ()) -> dict[str, Distribution | None]:
+    """The distributions of ``results`` (completed requests) by :data:`LATENCY_KEYS`, each with the
+    ``percentiles`` chosen; ITL per token is None when one request's chunk token counts are unknown
+    (:meth:`RequestResult.itl_per_token_s`)."""
     per_token = [r.itl_per_token_s() for r in results]
+    dist = partial(distribution, percentiles=percentiles)
     return {
-        "ttft_ms": distribution([r.ttft_s for r in results if r.ttft_s is not None]),
-        "tpot_ms": distribution([r.tpot_s for r in results if r.tpot_s is not None]),
-        "itl_ms": distribution([g for r in results for g in r.itl_s]),
+        "ttft_ms": dist([r.ttft_s for r in results if r.ttft_s is not None]),
+        "tpot_ms": dist([r.tpot_s for r in results if r.tpot_s is not None]),
+        "itl_ms": dist([g for r in results for g in r.itl_s]),
         "itl_per_token_ms": None if any(x is None for x in per_token) else
-        distribution([g for x in per_token for g in x or ()]),
-        "e2el_ms": distribution([r.e2el_s for r in results if r.e2el_s is not None])}
+        dist([g for x in per_token for g in x or ()]),
+        "e2el_ms": dist([r.e2el_s for r in results if r.e2el_s is not None])}
 
 
 def _latency_dict(latency: Mapping[str, Distribution | None] | None) -> dict[str, Any] | None:
@@ -330,7 +333,7 @@ REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and 
 
 def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[EngineWindow] | None = None, *,
                  speculative: bool = False, slo: Slo | None = None, request_rate: float | None = None,
-                 server_metrics: GaugeSeries | None = None) -> LevelResult:
+                 server_metrics: GaugeSeries | None = None, percentiles: Sequence[float] = ()) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
     ``request_rate`` (requests/s, None: closed loop) and ``server_metrics`` are kept as they are,
     also for a level with failed requests.
@@ -339,6 +342,7 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
     engine's 1 + accepted / drafts over the level, None when no draft was proposed, and the verify
     cycle is the engine's mean decode-step time). ``slo``: targets to count the good requests of
     the level against (:mod:`envforge.bench.slo`: goodput over the repeats' summed wall time).
+    ``percentiles``: the chosen ones each latency distribution carries beyond p90, p95, p99.
     """
     if counters:
         assert len(counters) == len(runs), "one counter window per repeat"
@@ -355,7 +359,7 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
     steps = sum(r.verify_steps or 0 for r in reps)
     decode = sum(r.decode_s for r in reps if r.verify_steps)
     engine = sum_windows(counters) if counters else None
-    common = _level_figures(runs, reps, refused)
+    common = _level_figures(runs, reps, refused, percentiles)
     if slo is not None and not refused:  # chunk-counted speculative tokens: no TPOT to hold to a target
         common["goodput"] = goodput([r for run in runs for r in run.results], sum(run.wall_s for run in runs), slo)
     if engine is not None:
@@ -372,10 +376,11 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
         **extra)
 
 
-def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None) -> dict[str, Any]:
+def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None,
+                   percentiles: Sequence[float] = ()) -> dict[str, Any]:
     """The throughput summaries and latency distributions of a level without failures; a refused
     level (chunk-counted speculative tokens) has no tok/s, TPOT or ITL."""
-    latency = latency_of([r for run in runs for r in run.results])
+    latency = latency_of([r for run in runs for r in run.results], percentiles)
     lag = distribution([x for run in runs for x in run.send_lag_s])
     if refused:
         latency.update(tpot_ms=None, itl_ms=None, itl_per_token_ms=None)

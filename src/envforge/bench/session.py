@@ -236,7 +236,8 @@ class Session:
         conc, rate, n = *key, len(runs)
         return level_result(conc, runs, self.windows.get(key, [])[:n] or None, speculative=self.speculative,
                             slo=self.cfg.slo, request_rate=None if math.isinf(rate) else rate,
-                            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])[:n]))
+                            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])[:n]),
+                            percentiles=self.cfg.percentiles)
 
     def measure(self, *, interleaved: bool = False) -> None:
         """After a start: every level (one repeat each when ``interleaved``), or the sweep."""

@@ -20,6 +20,7 @@ from envforge.bench.dataset import KEYS
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
+from envforge.bench.distribution import parse_percentiles
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
@@ -150,6 +151,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     attainment = DEFAULT_ATTAINMENT if args.slo_attainment is None else args.slo_attainment
     slo = parse_slo(args.slo, attainment) if args.slo else None
     sweep = _sweep(args)
+    percentiles = parse_percentiles(args.percentiles) if args.percentiles is not None else None
     _check_outputs(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved, recipe_path = _config(args, ui)
@@ -158,7 +160,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
-        metrics_interval_s=args.metrics_interval)
+        metrics_interval_s=args.metrics_interval, percentiles=percentiles)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
@@ -406,20 +408,21 @@ def _render(report: BenchReport, ui: Ui) -> None:
 
 
 def _render_latency(report: BenchReport, ui: Ui) -> None:
-    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, max; in open loop
-    also the send lag (actual - intended send time)."""
+    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, the chosen
+    ``--percentiles``, max; in open loop also the send lag (actual - intended send time)."""
     rows = [(s.name, lv) for s in report.servers for lv in s.levels if lv.latency]
     if not rows:
         return
+    chosen = list(dict.fromkeys(k for _, lv in rows for d in (lv.latency or {}).values() if d for k, _ in d.chosen))
+    keys = ["mean", "median", "p90", "p95", "p99", *chosen, "max"]
     rate_head, rate = _rate_cell(report)
-    ui.result(f"{'per request ms':<14} {'conc':>4}{rate_head} {'metric':<16} {'mean':>9} {'median':>9} {'p90':>9} "
-              f"{'p95':>9} {'p99':>9} {'max':>9}")
+    ui.result(f"{'per request ms':<14} {'conc':>4}{rate_head} {'metric':<16} " + " ".join(f"{k:>9}" for k in keys))
     for name, lv in rows:
         lag = {"send_lag_ms": lv.send_lag_ms} if lv.send_lag_ms is not None else {}
         for key, d in [*((k, (lv.latency or {}).get(k)) for k in LATENCY_KEYS), *lag.items()]:
             if d is not None:
-                ui.result(f"{name:<14} {lv.concurrency:>4}{rate(lv)} {key.removesuffix('_ms'):<16} {d.mean:>9.2f} "
-                          f"{d.median:>9.2f} {d.p90:>9.2f} {d.p95:>9.2f} {d.p99:>9.2f} {d.max:>9.2f}")
+                cells = " ".join(f"{'-':>9}" if (v := d.value(k)) is None else f"{v:>9.2f}" for k in keys)
+                ui.result(f"{name:<14} {lv.concurrency:>4}{rate(lv)} {key.removesuffix('_ms'):<16} {cells}")
 
 
 def _render_gauges(report: BenchReport, ui: Ui) -> None:

@@ -185,6 +185,9 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
     p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
+    p.add_argument("--percentiles", default=None, metavar="LIST",
+                   help="latency percentiles to report beside p90, p95, p99, e.g. 50,99.9 (vLLM's "
+                        "--metric-percentiles; numpy's linear method)")
     p.add_argument("--sweep-rate", type=_sweep_range, default=None, metavar="LO:HI",
                    help="find the highest open-loop rate (requests/s) that meets --slo: LO, doubling up to HI, then "
                         "bisection (vllm bench sweep serve_sla's search); needs --slo and one --concurrency")

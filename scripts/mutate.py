@@ -11,16 +11,17 @@ What it does, so that the mutants are what the tests import:
 - copies the working tree (``git ls-files``: committed and uncommitted edits, never ``.venv`` or
   ``mutants``) into a scratch directory (``--workdir``, default a new temporary directory) and
   writes ``[tool.mutmut]`` into that copy's ``pyproject.toml`` only;
-- runs ``python -m mutmut run`` with this venv's *base* interpreter and ``PYTHONPATH`` =
-  ``mutants/src:mutants:<this venv's site-packages>``: site-packages on ``PYTHONPATH`` is not a
-  site directory, so the editable install's ``.pth`` import hook (which would import the checkout's
-  unmutated ``src/envforge``) never runs, and ``mutants/`` exists before the run (a path missing at
-  start-up is cached as unimportable);
+- runs mutmut in a venv of this venv's base interpreter whose ``.pth`` file puts ``mutants/src``,
+  ``mutants`` and this venv's site-packages on ``sys.path`` (:func:`_venv`): the editable
+  install's import hook (which would import the checkout's unmutated ``src/envforge``) never runs,
+  ``python -m envforge`` in a test's subprocess imports the mutant, no ``PYTHONPATH`` leaks into the
+  interpreters the tests build, and ``mutants/`` exists before the run (a path missing at start-up
+  is cached as unimportable);
 - prints one line of counts (killed, survived, timeout, suspicious, no tests, skipped) and the
   name of every survivor, for a person to sort into equivalent or "needs a test".
 
-Subprocess tests (``python -m envforge`` in a child) do not see a mutant in mutmut's runner: test the
-logic in-process (``envforge.cli.main([...])``) where a verdict must be pinned.
+Subprocess tests (``python -m envforge`` in a child, with the test's ``sys.executable``) see the mutant:
+mutmut switches it on through the ``MUTANT_UNDER_TEST`` environment variable, which children inherit.
 
 Exit status: 0 when the run finished (whatever the score), 2 on bad arguments, mutmut's own status
 when it fails.
@@ -78,6 +79,30 @@ def _configure(dest: Path, module: str, tests: list[str], pytest_args: list[str]
     (dest / "mutants" / "src").mkdir(parents=True, exist_ok=True)
 
 
+def _venv(work: Path) -> Path:
+    """A venv ``work/.venv`` of this venv's base interpreter whose ``_mutants.pth`` puts
+    ``mutants/src``, ``mutants`` and this venv's site-packages on ``sys.path``; its python.
+
+    Paths named in a ``.pth`` file are added as they are, not as site directories, so the development
+    venv's own ``.pth`` files (the editable install's import hook, which would import the checkout's
+    unmutated ``src/envforge``) never run; ``sys.executable`` of the tests is this venv's python, so
+    ``python -m envforge`` in a test's subprocess imports the mutant too, and no ``PYTHONPATH`` leaks
+    into the interpreters the tests build (their venvs would import the development venv's packages)."""
+    venv = work / ".venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    paths = [work / "mutants" / "src", work / "mutants", Path(sysconfig.get_paths()["purelib"])]
+    # A test's child (``python -m envforge`` in its own project directory) records trampoline hits in
+    # mutmut's "stats" pass, which reads [tool.mutmut] from the working directory: load it from ``work``.
+    preload = ("import os; exec(\"if 'MUTANT_UNDER_TEST' in os.environ:\\n import mutmut.configuration as c\\n"
+               f" d = os.getcwd(); os.chdir({str(work)!r}); c.config(); os.chdir(d)\")\n")
+    (Path(site) / "_mutants.pth").write_text("".join(f"{p}\n" for p in paths) + preload, encoding="utf-8")
+    return python
+
+
 def _counts(results: str) -> tuple[dict[str, int], list[str]]:
     """Count ``mutmut results --all true`` lines (``name: status``); return counts and survivors."""
     counts = dict.fromkeys(STATUSES, 0)
@@ -90,6 +115,15 @@ def _counts(results: str) -> tuple[dict[str, int], list[str]]:
         if status == "survived":
             survivors.append(name)
     return counts, survivors
+
+
+def _summary(module: str, counts: dict[str, int]) -> str:
+    """``<module>: K killed of N checked (S %); ...``: the score over the mutants run (``--only``
+    leaves the others "not checked"), then every other count that is not zero."""
+    total = sum(v for k, v in counts.items() if k != "not checked")
+    score = f"{100 * counts['killed'] / total:.1f} %" if total else "no mutants"
+    rest = ", ".join(f"{v} {k}" for k, v in counts.items() if k != "killed" and v)
+    return f"{module}: {counts['killed']} killed of {total} checked ({score})" + (f"; {rest}" if rest else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,10 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     _copy_tree(work)
     _configure(work, str(module), tests, args.pytest_arg)
-    site = sysconfig.get_paths()["purelib"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(work / "mutants" / "src"), str(work / "mutants"), site])}
-    env.pop("PYTHONHOME", None)
-    python = getattr(sys, "_base_executable", sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    python = str(_venv(work))
     print(f"mutating {module} against {' '.join(tests)} in {work}", flush=True)
     run = subprocess.run([python, "-m", "mutmut", "run", "--max-children", str(args.max_children), *args.only],
                          cwd=work, env=env)
@@ -133,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     results = subprocess.run([python, "-m", "mutmut", "results", "--all", "true"], cwd=work, env=env,
                              capture_output=True, text=True, check=False).stdout
     counts, survivors = _counts(results)
-    total = sum(counts.values())
-    score = f"{100 * counts['killed'] / total:.1f} %" if total else "no mutants"
-    print(f"{module}: {counts['killed']} killed of {total} ({score}); "
-          + ", ".join(f"{v} {k}" for k, v in counts.items() if k != "killed" and v))
+    print(_summary(str(module), counts))
     for name in survivors:
         print(f"  survived: {name}   (show: cd {work} && python -m mutmut show {name})")
     return 0

@@ -153,3 +153,92 @@ def test_the_probe_runs_no_package_code_and_follows_namespace_packages(tmp_path:
     assert not_imported(sp, leaf) == (
         f"the interpreter imports loud.ns.deep.leaf from loud/ns/deep/leaf{ext}, a compiled extension module (the "
         f"import system tries the extension suffixes {', '.join(importlib.machinery.EXTENSION_SUFFIXES)} before .py)")
+
+
+def _venv_at(root: Path, *, cfg: bool = True, python: bool = True) -> None:
+    (root / "bin").mkdir(parents=True)
+    if cfg:
+        (root / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    if python:
+        (root / "bin" / "python").write_text("")
+
+
+def test_env_interpreter_needs_lib_pyvenv_cfg_and_bin_python(tmp_path: Path, monkeypatch) -> None:
+    _venv_at(tmp_path / "v")
+    assert env_interpreter(tmp_path / "v" / "lib" / "python3.12" / "site-packages") == tmp_path / "v" / "bin" / "python"
+    assert env_interpreter(tmp_path / "v" / "notlib" / "python3.12" / "site-packages") is None
+    _venv_at(tmp_path / "nopython", python=False)
+    assert env_interpreter(tmp_path / "nopython" / "lib" / "python3.12" / "site-packages") is None
+    _venv_at(tmp_path / "nocfg", cfg=False)
+    assert env_interpreter(tmp_path / "nocfg" / "lib" / "python3.12" / "site-packages") is None
+    monkeypatch.chdir(tmp_path)  # a relative path of four parts is a venv's site-packages too
+    assert env_interpreter(Path("v/lib/python3.12/site-packages")) == Path("v/bin/python")
+    assert env_interpreter(Path("lib/python3.12/site-packages")) is None
+
+
+def _res(sp: Path, module: str, chain: list[dict[str, object]], suffixes: tuple[str, ...] = ()) -> Resolution:
+    path = module.replace(".", "/") + ".py"
+    return Resolution(path, module, tuple(chain), suffixes)
+
+
+def test_not_imported_names_the_level_that_leaves_site_packages(tmp_path: Path) -> None:
+    sp = tmp_path / "sp"
+    (sp / "pkg" / "sub").mkdir(parents=True)
+    here = {"module": "pkg", "origin": str(sp / "pkg" / "__init__.py"), "locations": [str(sp / "pkg")]}
+    # the chain stops at a package imported from elsewhere (its last level is not the module)
+    away = {"module": "pkg", "origin": "/src/pkg/__init__.py", "locations": ["/src/pkg"]}
+    assert not_imported(sp, _res(sp, "pkg.mod", [away])) == (
+        "the interpreter imports package pkg from /src/pkg/__init__.py, not from this site-packages")
+    # a sub-package from elsewhere, below a package that is here
+    sub = {"module": "pkg.sub", "origin": "/src/pkg/sub/__init__.py", "locations": ["/src/pkg/sub"]}
+    mod = {"module": "pkg.sub.mod", "origin": "/src/pkg/sub/mod.py"}
+    assert not_imported(sp, _res(sp, "pkg.sub.mod", [here, sub, mod])) == (
+        "the interpreter imports package pkg.sub from /src/pkg/sub/__init__.py, not from this site-packages")
+    # a namespace package: no origin, its locations named
+    ns = {"module": "pkg", "origin": None, "locations": ["/a/pkg", "/b/pkg"]}
+    assert not_imported(sp, _res(sp, "pkg.mod", [ns, {"module": "pkg.mod", "origin": "/a/pkg/mod.py"}])) == (
+        "the interpreter imports package pkg from /a/pkg, /b/pkg, not from this site-packages")
+    nowhere = {"module": "pkg", "origin": None, "locations": []}
+    assert not_imported(sp, _res(sp, "pkg.mod", [nowhere])) == (
+        "the interpreter imports package pkg from nowhere, not from this site-packages")
+
+
+def test_not_imported_names_another_source_file_without_the_extension_clause(tmp_path: Path) -> None:
+    sp = tmp_path / "sp"
+    (sp / "pkg").mkdir(parents=True)
+    (sp / "pkg" / "mod.py").write_text("")
+    here = {"module": "pkg", "origin": str(sp / "pkg" / "__init__.py"), "locations": [str(sp / "pkg")]}
+    other = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod_impl.py")}
+    suffixes = (".cpython-312-x86_64-linux-gnu.so", ".abi3.so", ".so")
+    assert not_imported(sp, _res(sp, "pkg.mod", [here, other], suffixes)) == (
+        "the interpreter imports pkg.mod from pkg/mod_impl.py")
+    ext = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod.abi3.so")}
+    assert not_imported(sp, _res(sp, "pkg.mod", [here, ext], suffixes)) == (
+        "the interpreter imports pkg.mod from pkg/mod.abi3.so, a compiled extension module (the import system tries "
+        "the extension suffixes .cpython-312-x86_64-linux-gnu.so, .abi3.so, .so before .py)")
+    same = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod.py")}
+    assert not_imported(sp, _res(sp, "pkg.mod", [here, same], suffixes)) is None
+
+
+def test_resolve_modules_asks_the_probe_once_and_reads_a_partial_answer(monkeypatch, tmp_path: Path) -> None:
+    """What is asked of the interpreter (one probe: the module names, the env, the timeout), and an
+    answer without ``modules`` or ``extension_suffixes`` (an interpreter whose probe printed less)
+    giving empty chains, never a crash. The real interpreter's answers: the tests above."""
+    from envforge.core.probe import ProbeResult
+    from envforge.patching import resolution
+
+    calls: list[tuple[Path, list[str], object, float]] = []
+
+    def fake(python: Path, script: str, *, args: list[str], env: object, timeout_s: float) -> ProbeResult:
+        assert "find_spec" in script  # import_probe.py, read as the package's resource
+        calls.append((python, list(args), env, timeout_s))
+        return ProbeResult({}, "", 0.0)
+
+    monkeypatch.setattr(resolution, "run_probe", fake)
+    got = resolve_modules(tmp_path / "python", ["a/b.py", "a/data.json", "a/b.py", "c.py"], env={"X": "1"},
+                          timeout_s=7.5)
+    assert got == {"a/b.py": Resolution("a/b.py", "a.b", (), ()), "c.py": Resolution("c.py", "c", (), ())}
+    assert calls == [(tmp_path / "python", ['{"modules": {"a/b.py": "a.b", "c.py": "c"}}'], {"X": "1"}, 7.5)]
+    assert resolve_modules(tmp_path / "python", ["a/data.json"]) == {} and len(calls) == 1
+    resolve_modules(tmp_path / "python", ["c.py"])
+    assert calls[-1][2:] == (None, 60.0)

@@ -63,3 +63,12 @@ def test_bad_arguments_exit_2_naming_them(args: list[str], said: str) -> None:
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutate.py"), *args], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
+
+
+def test_the_summary_scores_the_mutants_run() -> None:
+    counts = {"killed": 58, "survived": 2, "timeout": 0, "suspicious": 0, "no tests": 0, "skipped": 0,
+              "not checked": 156}
+    assert mutate._summary("src/envforge/patching/resolution.py", counts) == (
+        "src/envforge/patching/resolution.py: 58 killed of 60 checked (96.7 %); 2 survived, 156 not checked")
+    assert mutate._summary("m.py", dict.fromkeys(counts, 0) | {"killed": 68}) == "m.py: 68 killed of 68 checked (100.0 %)"
+    assert mutate._summary("m.py", dict.fromkeys(counts, 0)) == "m.py: 0 killed of 0 checked (no mutants)"

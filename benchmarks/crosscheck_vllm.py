@@ -258,7 +258,7 @@ def envforge_run(url: str, work: Path, load: Load, tag: str, *, speculative: boo
             **{k: lat[k]["median"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")}, "tok_s": rep["tok_s"], "tok_s_sent": rep["tok_s"],
             "accept_length": level.get("accept_length"),
             **{f"mean_{k}": lat[k]["mean"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
-            "client_cpu": share, "burst_share": None}
+            "client_cpu": share, "burst_share": None, "itl_count": lat["itl_ms"]["n"]}
 
 
 def vllm_run(venv: Path, url: str, model: Path, work: Path, load: Load, tag: str,
@@ -286,7 +286,8 @@ def vllm_run(venv: Path, url: str, model: Path, work: Path, load: Load, tag: str
             "e2el_ms": r["median_e2el_ms"], "tok_s": r["output_throughput"],
             "tok_s_sent": r["total_output_tokens"] / sent_wall, "accept_length": r.get("spec_decode_acceptance_length"),
             **{f"mean_{k}": r[f"mean_{k}"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
-            "client_cpu": share, "burst_share": burst_share(r["itls"], r["errors"])}
+            "client_cpu": share, "burst_share": burst_share(r["itls"], r["errors"]),
+            "itl_count": sum(len(gaps) for gaps, e in zip(r["itls"], r["errors"]) if not e)}
 
 
 def crosscheck(venv: Path, model: Path, work: Path, load: Load, *, mode: str, pairs: int,

@@ -71,7 +71,30 @@ def test_sglang_abort_chunk_is_recorded_with_message_and_status() -> None:
 
 def test_openai_stream_takes_usage_total_and_finish_reason() -> None:
     st = timeline_of(OPENAI, chunks("openai_completions_stream.sse"))
-    assert (len(st.events), st.total, st.verify, st.finish, st.token_count) == (5, 5, None, "length", "server")
+    assert (len(st.events), st.total, st.verify, st.finish, st.token_count) == (6, 5, None, "length", "server")
+    # SGLang's finish chunk (no text) is an arrival vLLM's client times, and carries no token
+    assert [e.tokens for e in st.events] == [1, 2, 3, 4, 5, 5]
+
+
+def _chunk(text: str | None, finish: str | None = None) -> dict[str, object]:
+    return {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+
+
+def test_an_empty_text_chunk_is_a_token_as_vllm_times_it() -> None:
+    """vLLM 0.32.0's client (``async_request_openai_completions``): every message with ``choices`` is
+    a token's arrival, "text could be empty here e.g. for special tokens"; a finish chunk without
+    text is timed and carries none."""
+    feed = [(0.1, _chunk("a")), (0.2, _chunk("")), (0.3, _chunk(None)), (0.4, _chunk("b", "length")),
+            (0.5, {"choices": [], "usage": {"completion_tokens": 4}})]
+    st = timeline_of(OPENAI, feed)
+    assert [(e.t_s, e.tokens) for e in st.events] == [(0.1, 1), (0.2, 2), (0.3, 3), (0.4, 4)]
+    assert (st.total, st.token_count, st.chunks) == (4, "server", 4)
+    bare = timeline_of(OPENAI, [(0.1, _chunk("a")), (0.2, _chunk("", "stop"))])
+    assert [(e.t_s, e.tokens) for e in bare.events] == [(0.1, 1), (0.2, 1)]
+    assert (bare.total, bare.token_count, bare.finish) == (1, "chunks", "stop")
+    chat = timeline_of(OPENAI, [(0.1, {"choices": [{"delta": {"content": ""}, "finish_reason": None}]}),
+                                (0.2, {"choices": [{"delta": {}, "finish_reason": "stop"}]})])
+    assert [(e.t_s, e.tokens) for e in chat.events] == [(0.1, 1), (0.2, 1)]
 
 
 def test_openai_stream_without_usage_counts_chunks_and_says_so() -> None:
@@ -88,6 +111,9 @@ def test_request_bodies() -> None:
     assert body == {"model": "m", "prompt": "hi", "max_tokens": 8, "temperature": 0.0, "stream": True,
                     "stream_options": {"include_usage": True}, "ignore_eos": True}
     assert "ignore_eos" not in OPENAI.request("hi", opts(8, ignore_eos=False))[1]
+    # natural output lengths: SGLang's /generate asks without it too
+    assert SGLANG.request("hi", opts(8, ignore_eos=False))[1]["sampling_params"] == {"max_new_tokens": 8,
+                                                                                   "temperature": 0.0}
 
 
 def test_endpoint_from_url() -> None:
@@ -284,3 +310,18 @@ def test_arbitrary_stream_bodies_end_as_a_result_or_a_reason(name: str, lines: l
     why = asyncio.run(_read_stream(reader, stream, lambda: None, _Reading(True), 0.0, time.perf_counter))
     assert why is None or (isinstance(why[0], str) and why[1] is None)
     assert _failure(stream, 8) is None or isinstance(_failure(stream, 8), tuple)
+
+
+def test_natural_lengths_complete_a_request_with_fewer_tokens_but_not_an_error() -> None:
+    short = timeline_of(OPENAI, [(0.1, _chunk("a")), (0.2, _chunk("b", "stop")),
+                                 (0.3, {"choices": [], "usage": {"completion_tokens": 2}})])
+    assert _failure(short, 8) == ("2 of 8 tokens (finish reason 'stop'): a request must yield exactly "
+                                  "max-new-tokens", None)
+    assert _failure(short, 8, natural=True) is None
+    assert _failure(short, 2) is None
+    cut = timeline_of(OPENAI, [(0.1, _chunk("a"))])  # no finish reason: closed early, in either mode
+    assert _failure(cut, 8, natural=True) == (
+        "the stream ended without a finish reason after 1 tokens (closed early)", None)
+    odd = timeline_of(OPENAI, [(0.1, _chunk("a", "content_filter"))])
+    assert _failure(odd, 8, natural=True) == (
+        "finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)

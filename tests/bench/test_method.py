@@ -26,8 +26,18 @@ def test_the_method_of_a_closed_loop_run_of_the_shipped_prompts() -> None:
                     "lengths": "every request asks for max-new-tokens (12) output tokens, checked exactly; input "
                                "tokens are not counted"},
         "server_metrics": "the engine's metrics route every 0.5 s during each measured repeat, where it has one "
-                          "(each server's server_metrics)"}
+                          "(each server's server_metrics)",
+        "output_lengths": ("exact: every request asks for its output tokens with ignore_eos (where the server takes "
+                           "it) and must yield exactly that many; one that stops early fails and its level has no "
+                           "figures")}
     assert dataset_method(cfg)["name"] == "prompts"
+    natural = report_method(cfg.with_overrides(output_lengths="natural"), interleaved=False)
+    assert natural["output_lengths"] == (
+        "natural: no ignore_eos; the output tokens asked for are each request's max_tokens and the server stops where "
+        "it stops (vLLM's default); figures are over the completed requests with their actual output lengths, and a "
+        "level fails only on errors")
+    assert natural["dataset"]["lengths"] == ("every request asks for max-new-tokens (12) output tokens at most "
+                                             "(natural lengths); input tokens are not counted")
     off = report_method(cfg.with_overrides(warmup=0, metrics_interval_s=0.0), interleaved=True)
     assert (off["order"], off["warmup"], off["server_metrics"]) == (
         "interleaved", "none", "not read (--metrics-interval 0)")

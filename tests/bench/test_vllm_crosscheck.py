@@ -3,7 +3,7 @@ reduced form of ``benchmarks/crosscheck_vllm.py`` (plain decoding, one A B pair,
 
 Both clients send the same prompts (each exactly 32 tokens by the server's ``/tokenize``), the same
 output length with ``ignore_eos``, the same Poisson schedule and concurrency cap; they must agree
-exactly on completed requests and output tokens. The latencies are only checked for being there: on
+exactly on completed requests, output tokens and the number of ITL gaps. The latencies are only checked for being there: on
 the shared 2-core machine a few requests give no stable median (docs/bench.md, "Cross-checked
 against vllm bench serve", has the full run).
 """
@@ -40,6 +40,8 @@ def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Pa
     runs = xc.crosscheck(venv, model, work, load, mode="plain", pairs=1, progress=lambda line: None)
     ((ours,), (theirs,)) = runs["envforge"], runs["vllm"]
     assert (ours["completed"], ours["output_tokens"]) == (theirs["completed"], theirs["output_tokens"]) == (6, 96)
+    # every chunk with a choice is an ITL arrival in both clients, its text empty or not: the gap counts agree
+    assert ours["itl_count"] == theirs["itl_count"] >= 6 * 15
     for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "tok_s"):
         assert ours[key] > 0 and theirs[key] > 0, key
     assert ours["accept_length"] is None and theirs["accept_length"] is None

@@ -109,8 +109,8 @@ class Endpoint:
 @dataclass(frozen=True, slots=True)
 class RequestOptions:
     """What every request of a run asks for: ``max_new_tokens`` exactly (``ignore_eos`` when the
-    server accepts it), at ``temperature``; ``timeout_s`` total and ``idle_timeout_s`` without
-    progress (seconds)."""
+    server accepts it), or at most with ``natural`` (no ignore_eos; any output length completes the
+    request), at ``temperature``; ``timeout_s`` total and ``idle_timeout_s`` without progress (seconds)."""
 
     model: str
     max_new_tokens: int
@@ -118,6 +118,7 @@ class RequestOptions:
     ignore_eos: bool = True
     timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    natural: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +253,7 @@ class Stream:
     ``token_count`` describe it.
     """
 
-    __slots__ = ("engine", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error")
+    __slots__ = ("engine", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error", "arrival")
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -264,6 +265,7 @@ class Stream:
         self.usage: int | None = None
         self.chunks = 0
         self.error: tuple[str, int | None] | None = None
+        self.arrival = False  # set by the engine: this chunk is an arrival that carries no token
 
     def feed(self, t: float, obj: Mapping[str, Any]) -> bool:
         """Take one chunk received ``t`` seconds after the send; True when it made progress.
@@ -277,7 +279,8 @@ class Stream:
             return True
         before = (self.finish, self.usage)
         new = self.engine.parse(self, obj)
-        if new > self.tokens:
+        if new > self.tokens or self.arrival:
+            self.arrival = False
             self.events.append(TokenEvent(t, new))
             self.tokens = new
             self.chunks += 1
@@ -301,8 +304,9 @@ def timeline_of(engine: Engine, chunks: Iterable[tuple[float, Mapping[str, Any]]
     return stream
 
 
-def _failure(stream: Stream, max_new_tokens: int) -> tuple[str, int | None] | None:
-    """Why a complete stream is a failed request (message, status), or None when it is not."""
+def _failure(stream: Stream, max_new_tokens: int, natural: bool = False) -> tuple[str, int | None] | None:
+    """Why a complete stream is a failed request (message, status), or None when it is not; with
+    ``natural`` lengths any token count completes it (vLLM's rule without ``--ignore-eos``)."""
     if stream.error is not None:
         return f"error chunk: {stream.error[0]}", stream.error[1]
     if stream.abort is not None:
@@ -311,7 +315,7 @@ def _failure(stream: Stream, max_new_tokens: int) -> tuple[str, int | None] | No
         return f"the stream ended without a finish reason after {stream.total} tokens (closed early)", None
     if stream.finish not in _OK_FINISH:
         return f"finish reason '{stream.finish}' (only 'length' and 'stop' complete a request)", None
-    if stream.total != max_new_tokens:
+    if stream.total != max_new_tokens and not natural:
         counted = "" if stream.token_count == "server" else " (counted as chunks: the server sent no usage)"
         return (f"{stream.total} of {max_new_tokens} tokens{counted} (finish reason '{stream.finish}'): "
                 f"a request must yield exactly max-new-tokens"), None
@@ -374,7 +378,7 @@ async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, eng
                 why = await _read_stream(lines, stream, progressed, reading, t0, clock)
                 e2e = clock() - t0
                 if why is None:
-                    why = _failure(stream, opts.max_new_tokens)
+                    why = _failure(stream, opts.max_new_tokens, opts.natural)
                     await _drain(lines)
         if why is not None:
             return _failed(t0, clock, why[0], why[1] if why[1] is not None else 200, stream)

@@ -163,6 +163,7 @@ class SmokeConfig:
     metrics_interval_s: float = DEFAULT_INTERVAL_S  # the server's gauges every so often; 0: not read
     sweep: RateSweep | None = None  # --sweep-rate: levels at rates searched for the SLO's limit
     percentiles: tuple[float, ...] = ()  # --percentiles beyond p90, p95, p99 (envforge.bench.distribution)
+    output_lengths: str = "exact"  # "exact" (ignore_eos, checked) or "natural" (the server stops where it stops)
 
     @property
     def engine(self) -> Engine:
@@ -178,6 +179,11 @@ class SmokeConfig:
         if size is not None:
             return self.requests or size
         return max(self.requests or max(5 * concurrency, 10), concurrency)
+
+    @property
+    def natural(self) -> bool:
+        """``--output-lengths natural``: no ignore_eos; a request completes with whatever it yields."""
+        return self.output_lengths == "natural"
 
     @property
     def per_request(self) -> bool:
@@ -277,6 +283,7 @@ class SmokeConfig:
                 "prompts": len(self.prompts), "seed": self.seed,
                 "dataset": self.dataset.as_dict() if self.dataset is not None else {"name": "prompts"},
                 "max-new-tokens": None if self.per_request else self.max_new_tokens,
+                "output-lengths": self.output_lengths,
                 "temperature": self.temperature, "concurrency": list(self.concurrency),
                 "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
                 "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,

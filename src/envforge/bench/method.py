@@ -7,13 +7,21 @@ from typing import Any
 
 from envforge.bench.config import SmokeConfig
 
-__all__ = ["report_method"]
+__all__ = ["EXACT", "NATURAL", "report_method"]
+
+
+#: ``method.output_lengths`` of each mode (``--output-lengths``).
+EXACT = ("exact: every request asks for its output tokens with ignore_eos (where the server takes it) and must "
+         "yield exactly that many; one that stops early fails and its level has no figures")
+NATURAL = ("natural: no ignore_eos; the output tokens asked for are each request's max_tokens and the server stops "
+           "where it stops (vLLM's default); figures are over the completed requests with their actual output "
+           "lengths, and a level fails only on errors")
 
 
 def report_method(cfg: SmokeConfig, *, interleaved: bool) -> dict[str, Any]:
     """The ``method`` object of a report (schema ``envforge.bench/4``): ``prompts``, ``order``
-    (``"interleaved"`` or ``"sequential"``), ``load``, ``warmup``, ``dataset`` and ``server_metrics``,
-    in that order; every value is a sentence except ``dataset`` (:func:`dataset_method`)."""
+    (``"interleaved"`` or ``"sequential"``), ``load``, ``warmup``, ``dataset``, ``server_metrics`` and
+    ``output_lengths``, in that order; every value is a sentence except ``dataset`` (:func:`dataset_method`)."""
     return {"prompts": "distinct per request, warm-up included (seed %d)" % cfg.seed,
             "order": "interleaved" if interleaved else "sequential",
             "load": load_method(cfg),
@@ -22,17 +30,19 @@ def report_method(cfg: SmokeConfig, *, interleaved: bool) -> dict[str, Any]:
             "dataset": dataset_method(cfg),
             "server_metrics": (f"the engine's metrics route every {cfg.metrics_interval_s:g} s during each "
                                "measured repeat, where it has one (each server's server_metrics)"
-                               if cfg.metrics_interval_s > 0 else "not read (--metrics-interval 0)")}
+                               if cfg.metrics_interval_s > 0 else "not read (--metrics-interval 0)"),
+            "output_lengths": NATURAL if cfg.natural else EXACT}
 
 
 def dataset_method(cfg: SmokeConfig) -> dict[str, Any]:
     """What was sent, for ``method.dataset``: a generated dataset's description (its settings, seed,
     tokenizer, length rule and the lengths drawn), or the prompt set's (name, count, digest, rule)."""
     if cfg.dataset is not None:
-        return cfg.dataset.describe(cfg.seed)
+        return cfg.dataset.describe(cfg.seed, cfg.natural)
+    asked = " at most (natural lengths)" if cfg.natural else ", checked exactly"
     return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
-            "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens, checked "
-                       "exactly; input tokens are not counted"}
+            "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens{asked}; "
+                       "input tokens are not counted"}
 
 
 def load_method(cfg: SmokeConfig) -> str:

@@ -66,9 +66,10 @@ EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a 
                      "never calls two such reports the same environment")
 
 
-def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -> list[str]:
+def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult], *, natural: bool = False) -> list[str]:
     """The warnings every report carries about its own trustworthiness, in a fixed order: an empty
-    fingerprint, unknown server variables, chunk-counted tokens, refused figures, unforced lengths."""
+    fingerprint, unknown server variables, chunk-counted tokens, refused figures, unforced lengths
+    (not with ``natural`` output lengths, which never force them)."""
     out = [EMPTY_FINGERPRINT] if fingerprint.empty else []
     for s in servers:
         if s.env is None:
@@ -80,7 +81,7 @@ def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult]) -
         for lv in s.levels:
             if lv.refused:
                 out.append(f"server '{s.name}', {lv.label}: {lv.refused}")
-        if not s.ignore_eos:
+        if not s.ignore_eos and not natural:
             out.append(f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
                        "request that stops early fails")
     return out

@@ -247,7 +247,7 @@ def _report(plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sess
     cfg = plan.config
     failures = [f for x in sessions for f in x.failures]
     warnings = warnings + [w for x in sessions for w in x.warnings]
-    warnings += report_warnings(fingerprint, results)
+    warnings += report_warnings(fingerprint, results, natural=cfg.natural)
     # servers run in envforge's working directory (no cwd given): a relative drafter directory there is local
     warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)
     warnings += [f"failed request: {f.line()}" for f in failures]

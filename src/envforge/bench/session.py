@@ -53,10 +53,10 @@ class Session:
         self.windows: dict[LevelKey, list[EngineWindow]] = {}
         self.warnings: list[str] = []
         self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                   ignore_eos=True, timeout_s=cfg.request_timeout_s,
-                                   idle_timeout_s=cfg.idle_timeout_s)
+                                   ignore_eos=not cfg.natural, timeout_s=cfg.request_timeout_s,
+                                   idle_timeout_s=cfg.idle_timeout_s, natural=cfg.natural)
         self.drawn = 0
-        self.probed = not self.engine.probes_ignore_eos
+        self.probed = cfg.natural or not self.engine.probes_ignore_eos  # natural: ignore_eos is never sent
         self.flush = cfg.flush_cache
         self.cache = "not flushed (no flush route)" if not self.flush else ""
         self.runs: dict[LevelKey, list[LevelRun]] = {}

@@ -134,10 +134,13 @@ class Workload:
         """The dataset's settings, JSON-able, in a fixed order (the report's ``config.dataset``)."""
         raise NotImplementedError
 
-    def lengths(self) -> str:
-        """How this dataset's lengths are set and which are exact (the report's ``method.dataset.lengths``)."""
-        return (f"output tokens per request as drawn, asked for (with ignore_eos where the server takes it) and "
-                f"checked exactly; input tokens "
+    def lengths(self, natural: bool = False) -> str:
+        """How this dataset's lengths are set and which are exact (the report's ``method.dataset.lengths``);
+        ``natural``: output lengths are each request's max_tokens, not forced (``--output-lengths natural``)."""
+        asked = ("asked for as each request's max_tokens (natural lengths: no ignore_eos; the actual lengths "
+                 "are reported)" if natural else "asked for (with ignore_eos where the server takes it) and "
+                 "checked exactly")
+        return (f"output tokens per request as drawn, {asked}; input tokens "
                 f"counted with {self.tokenizer.path} (special tokens included, no chat template): exact for a "
                 f"server that tokenizes with the same file; drawn lengths are met by decode / re-encode rounds "
                 f"(vLLM's), and off_target counts the prompts that came out otherwise")
@@ -146,7 +149,7 @@ class Workload:
         """``config.dataset``: the name, the settings and the tokenizer's digest."""
         return {"name": self.name, **self.parameters(), "tokenizer": self.tokenizer.digest}
 
-    def describe(self, seed: int) -> dict[str, Any]:
+    def describe(self, seed: int, natural: bool = False) -> dict[str, Any]:
         """``method.dataset``: the name, settings, seed, tokenizer, length rule, and the input and
         output tokens of every request drawn so far with ``seed`` (min, mean, max), and how many
         prompts' input tokens differ from their drawn length (``off_target``)."""
@@ -157,7 +160,7 @@ class Workload:
         return {"name": self.name, "parameters": self.parameters(), "seed": seed,
                 "tokenizer": {"path": str(self.tokenizer.path), "digest": self.tokenizer.digest,
                               "special_tokens": self.tokenizer.specials},
-                "lengths": self.lengths(), "prompts": len(made),
+                "lengths": self.lengths(natural), "prompts": len(made),
                 "input_tokens": spread([m.input_len for m in made]),
                 "output_tokens": spread([m.output_len for m in made]),
                 "off_target": sum(m.input_len != m.target for m in made)}
@@ -243,8 +246,8 @@ class SharedPrefixWorkload(Workload):
                 "gsp-system-prompt-len": self.system_prompt_len, "gsp-question-len": self.question_len,
                 "gsp-output-len": self.output_len}
 
-    def lengths(self) -> str:
-        return (super().lengths() + "; the drawn length is system prompt + question + special tokens, the "
+    def lengths(self, natural: bool = False) -> str:
+        return (super().lengths(natural) + "; the drawn length is system prompt + question + special tokens, the "
                 "blank line between them (SGLang's) adds its own tokens")
 
 
@@ -290,8 +293,8 @@ class TraceWorkload(Workload):
         return {"trace": str(self.path), "trace-digest": self.digest, "trace-records": len(self.records),
                 "trace-time-scale": self.time_scale}
 
-    def lengths(self) -> str:
-        return (super().lengths().replace("as drawn", "as recorded") + f"; prompts are made of one block of "
+    def lengths(self, natural: bool = False) -> str:
+        return (super().lengths(natural).replace("as drawn", "as recorded") + f"; prompts are made of one block of "
                 f"{BLOCK_TOKENS} drawn tokens per hash_ids entry (shared ids, shared text), so the recorded "
                 "prefix sharing is replayed as text")
 

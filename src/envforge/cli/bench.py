@@ -160,7 +160,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
-        metrics_interval_s=args.metrics_interval, percentiles=percentiles)
+        metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)

@@ -2,9 +2,12 @@
 
 Requests carry ``"stream": true`` and ``stream_options.include_usage`` (SGLang, vLLM,
 ``transformers serve``, TensorRT-LLM's ``trtllm-serve``). ``choices[0].finish_reason`` arrives on
-the last content chunk; the token count is ``usage.completion_tokens`` of the final chunk. Without
-usage the client counts chunks with text and says so (``token_count == "chunks"``): under
-speculative decoding one chunk carries a whole verify step (field case B23). ``ignore_eos`` is sent
+the last content chunk; the token count is ``usage.completion_tokens`` of the final chunk. Every
+chunk with a choice is an arrival (TTFT, ITL), its text empty (a special token) or not, as vLLM's
+client times them; a finish chunk without text carries no token. Without usage the client counts
+the chunks that carry one and says so
+(``token_count == "chunks"``): under speculative decoding one chunk carries a whole verify step
+(field case B23). ``ignore_eos`` is sent
 when the server accepts it (vLLM, SGLang); a server that rejects unknown fields answers HTTP 400/422
 naming it (``transformers serve``: 422 "Unexpected fields in the request"), so this engine probes it.
 """
@@ -57,5 +60,12 @@ class OpenAIEngine(Engine):
             stream.finish = str(first["finish_reason"])
             if stream.finish == "abort":
                 stream.abort = ("aborted by the server", None)
+        # every chunk with a choice is an arrival vLLM's client times (TTFT, ITL), its text empty or
+        # not (vllm/benchmarks/lib/endpoint_request_func.py, 0.32.0: "Note that text could be empty
+        # here e.g. for special tokens"); one with no text that ends the stream (SGLang's finish
+        # chunk) carries no token
         text = first.get("text") or mapping_field(first, "delta").get("content")
-        return stream.tokens + 1 if text else stream.tokens
+        if text or first.get("finish_reason") is None:
+            return stream.tokens + 1
+        stream.arrival = True
+        return stream.tokens

@@ -37,7 +37,8 @@ class SGLangEngine(Engine):
     metrics_hint = "SGLang serves /metrics only when started with --enable-metrics"
 
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
-        params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature, "ignore_eos": True}
+        params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature,
+                  **({"ignore_eos": True} if opts.ignore_eos else {})}
         return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
 
     def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:

@@ -325,3 +325,27 @@ def test_natural_lengths_complete_a_request_with_fewer_tokens_but_not_an_error()
     odd = timeline_of(OPENAI, [(0.1, _chunk("a", "content_filter"))])
     assert _failure(odd, 8, natural=True) == (
         "finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
+
+
+def test_chat_request_body_is_vllm_bench_serve_s_openai_chat() -> None:
+    chat = engine("openai-chat")
+    assert chat.request("hi", OPTS) == ("/v1/chat/completions", {
+        "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "stream": True,
+        "stream_options": {"include_usage": True}, "ignore_eos": True, "max_completion_tokens": 8})
+    assert "ignore_eos" not in chat.request("hi", opts(8, ignore_eos=False))[1]
+    assert (chat.probes_ignore_eos, chat.has_counters) == (True, False)
+
+
+def test_chat_stream_times_the_role_chunk_and_counts_content_chunks() -> None:
+    """transformers serve's chat stream, as sent: the role first, content chunks (several tokens in
+    one at times), a finish chunk without content, the usage chunk."""
+    feed = [(0.1, {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}),
+            (0.2, {"choices": [{"delta": {"content": "linking stability,"}, "finish_reason": None}]}),
+            (0.3, {"choices": [{"delta": {"content": " into"}, "finish_reason": None}]}),
+            (0.4, {"choices": [{"delta": {}, "finish_reason": "length"}]}),
+            (0.5, {"choices": [], "usage": {"completion_tokens": 3}})]
+    st = timeline_of(engine("openai-chat"), feed)
+    assert [(e.t_s, e.tokens) for e in st.events] == [(0.1, 0), (0.2, 1), (0.3, 2), (0.4, 2)]
+    assert (st.total, st.token_count, st.finish) == (3, "server", "length")
+    with pytest.raises(MalformedChunk, match="delta"):
+        timeline_of(engine("openai-chat"), [(0.1, {"choices": [{"delta": "x"}]})])

@@ -779,3 +779,34 @@ def test_natural_output_lengths_complete_requests_that_stop_early_on_a_real_serv
         assert lv["e2e_ms"]["median"] > 0 and lv["req_s"]["median"] > 0
     assert "FAILED" not in stdout
     print("DEBUG", json.dumps({k: v for k, v in srv["levels"][0].items() if k in ("tok_s", "ttft_ms", "tpot_ms", "latency", "repeats")})[:2500])
+
+
+def test_chat_completions_with_an_api_key_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``api = "openai-chat"`` (vLLM's ``--backend openai-chat``): a real ``transformers serve``
+    renders each prompt with the model's chat template and streams ``delta`` chunks (the role
+    first, then content); every request yields its 8 tokens, and the API key from
+    ``OPENAI_API_KEY`` is nowhere in the report, its logs or the output."""
+    key = "sk-envforge-test-5f1d2c9a"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model")
+    (tmp_path / "recipes").mkdir()
+    recipe = NATURAL_RECIPE.replace('api = "openai"', 'api = "openai-chat"').replace('"stops-early"', '"chat"')
+    (tmp_path / "recipes" / "cpu.toml").write_text(recipe.format(model=model, port=free_port()))
+    out = tmp_path / "c.json"
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out),
+                 "--no-plot", "--header", "X-Envforge-Test=chat"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    text = out.read_text()
+    data = json.loads(text)["data"]
+    assert data["config"]["api"] == "openai-chat" and data["failures"] == []
+    (srv,) = data["servers"]
+    for lv in srv["levels"]:
+        assert [r["output_tokens"] for r in lv["repeats"]] == [16, 16] and lv["token_count"] == "server"
+        # 2 repeats x 2 requests, each: the role chunk, 1-8 content chunks, the finish chunk: 2-9 gaps
+        assert 4 * 2 <= lv["latency"]["itl_ms"]["n"] <= 4 * 9 and lv["ttft_ms"]["median"] > 0
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log"))
+    for seen in (text, stdout, stderr, logs):
+        assert key not in seen and "X-Envforge-Test" not in seen

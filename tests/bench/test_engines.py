@@ -17,6 +17,7 @@ from envforge.bench.client import Endpoint, RequestOptions
 from envforge.bench.config import smoke_config, url_config
 from envforge.bench.engines import ENGINES, Engine, engine
 from envforge.bench.engines.openai import OpenAIEngine
+from envforge.bench.engines.openai_chat import OpenAIChatEngine
 from envforge.bench.engines.sglang import SGLangEngine
 from envforge.bench.engines.vllm import VLLMEngine
 from envforge.core.errors import EnvforgeError, InputError
@@ -25,8 +26,8 @@ OPTS = RequestOptions(model="m", max_new_tokens=8, temperature=0.5)
 
 
 def test_registry_names_and_classes() -> None:
-    assert ENGINES == ("sglang", "openai", "vllm")
-    assert [type(engine(n)) for n in ENGINES] == [SGLangEngine, OpenAIEngine, VLLMEngine]
+    assert ENGINES == ("sglang", "openai", "vllm", "openai-chat")
+    assert [type(engine(n)) for n in ENGINES] == [SGLangEngine, OpenAIEngine, VLLMEngine, OpenAIChatEngine]
     assert all(isinstance(engine(n), Engine) and engine(n).name == n for n in ENGINES)
     assert engine("vllm") is engine("vllm") and repr(engine("vllm")) == "<engine vllm>"
 
@@ -36,7 +37,8 @@ def test_each_engine_routes_and_rules_are_pinned() -> None:
             for n in ENGINES for e in [engine(n)]}
     assert rows == {"sglang": ("/health_generate", "/flush_cache", False, False, False),
                     "openai": ("/health", "", True, True, False),
-                    "vllm": ("/health", "", True, False, True)}
+                    "vllm": ("/health", "", True, False, True),
+                    "openai-chat": ("/health", "", True, True, False)}
     assert engine("vllm").counters_url(Endpoint("h", 8, "/p")) == "http://h:8/p/metrics"
 
 
@@ -53,7 +55,11 @@ def test_each_engine_gauge_names_are_pinned() -> None:
         "vllm": ("/metrics", {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
                               "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
                               "drafts": ("vllm:spec_decode_num_drafts_total",),
-                              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)})}
+                              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)}),
+        "openai-chat": ("/metrics", {"running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+                                     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+                                     "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                                                      "sglang:token_usage")})}
 
 
 def test_vllm_requests_are_openai_requests() -> None:
@@ -73,14 +79,14 @@ def test_unknown_engine_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         engine("trtllm")
     assert (exc.value.message, exc.value.hint) == ("unknown bench engine 'trtllm'",
-                                                   "api is one of sglang, openai, vllm")
+                                                   "api is one of sglang, openai, vllm, openai-chat")
     with pytest.raises(InputError) as exc:
         url_config(api="trtllm", model="m")
     assert exc.value.message == "unknown bench engine 'trtllm'"
     with pytest.raises(InputError) as exc:
         smoke_config({"smoke": {"model": "m", "api": "trtllm"}}, tmp_path / "r.toml")
     assert exc.value.message == f"{tmp_path / 'r.toml'}: verify.smoke.api: unknown bench engine 'trtllm'"
-    assert exc.value.hint == "api is one of sglang, openai, vllm"
+    assert exc.value.hint == "api is one of sglang, openai, vllm, openai-chat"
 
 
 def test_defaults_come_from_the_engine(tmp_path: Path) -> None:
@@ -89,7 +95,7 @@ def test_defaults_come_from_the_engine(tmp_path: Path) -> None:
             for n in ENGINES}
     assert {n: (c.health, c.flush_cache, c.engine.name) for n, c in cfgs.items()} == {
         "sglang": ("/health_generate", "/flush_cache", "sglang"), "openai": ("/health", "", "openai"),
-        "vllm": ("/health", "", "vllm")}
+        "vllm": ("/health", "", "vllm"), "openai-chat": ("/health", "", "openai-chat")}
     with pytest.raises(InputError) as exc:
         url_config(api="vllm", model=None)
     assert exc.value.message == "--url with --api vllm needs the served model's name"

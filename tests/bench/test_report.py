@@ -330,7 +330,7 @@ def test_v2_engine_key_is_checked(tmp_path: Path) -> None:
     rep = {"tok_s": 1.0, "wall_s": 1.0, "requests": 1, "output_tokens": 1, "e2e_ms": 1.0}
     p = tmp_path / "r.json"
     for engine, reason in [({"name": "trtllm", "counters": {"requests": 1}},
-                            "ValueError: engine 'trtllm' is not one of sglang, openai, vllm"),
+                            "ValueError: engine 'trtllm' is not one of sglang, openai, vllm, openai-chat"),
                            ({"name": "vllm"},
                             'TypeError: \'engine\' must be an object {"name": ..., "counters": {...}}'),
                            ({"name": 1, "counters": {}}, "TypeError: 'name' must be a string, got int")]:

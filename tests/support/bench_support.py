@@ -114,8 +114,12 @@ def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int =
                  "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
                  "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}
     (out / "tokenizer.json").write_text(json.dumps(tokenizer))
+    # a chat template, so the server's /v1/chat/completions can render a conversation
+    template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                "{% if add_generation_prompt %}assistant:{% endif %}")
     (out / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}))
+        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+         "chat_template": template}))
     return out
 
 

@@ -164,6 +164,7 @@ class SmokeConfig:
     sweep: RateSweep | None = None  # --sweep-rate: levels at rates searched for the SLO's limit
     percentiles: tuple[float, ...] = ()  # --percentiles beyond p90, p95, p99 (envforge.bench.distribution)
     output_lengths: str = "exact"  # "exact" (ignore_eos, checked) or "natural" (the server stops where it stops)
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in as_dict
 
     @property
     def engine(self) -> Engine:

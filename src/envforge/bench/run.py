@@ -109,7 +109,7 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
     warnings = [f"server '{s.name}': {w}" for w in inert_patch_warnings(tail, plan.activations)]
     for w in warnings:
         progress(f"warning: {w}")
-    endpoint = Endpoint(HOST, cfg.port)
+    endpoint = Endpoint(HOST, cfg.port, headers=cfg.headers)
     launch = ServerLaunch(s.name, (str(plan.python), *tail), {**plan.base_env, **s.env},
                           endpoint.url + cfg.health, plan.log_dir / f"{s.name}.log")
     launcher, unknown = served_launcher(plan.site_packages, tail, cfg.api)
@@ -189,7 +189,7 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
     url_session: Session | None = None
     if plan.url is not None:
         try:
-            endpoint = Endpoint.from_url(plan.url)
+            endpoint = Endpoint.from_url(plan.url, cfg.headers)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
         url_session = Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)

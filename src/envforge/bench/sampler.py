@@ -58,7 +58,7 @@ def read_gauges(endpoint: Endpoint, engine: Engine, *, timeout_s: float) -> Read
     route = engine.metrics
     try:
         status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + route, timeout_s=timeout_s,
-                             max_bytes=METRICS_MAX_BYTES)
+                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers)
     except ReadLimit as exc:
         raise ScrapeFailed(f"GET {route}: {exc.message}") from None
     except (OSError, http.client.HTTPException) as exc:

@@ -141,7 +141,7 @@ class Session:
             return
         # The flush answers at once; until its answer is complete nothing progresses, so it has
         # the idle timeout (at most FLUSH_TIMEOUT_S) for its whole answer.
-        status = post_status(self.endpoint.url + self.flush,
+        status = post_status(self.endpoint.url + self.flush, headers=self.endpoint.headers,
                              timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s))
         if status == 200:
             self.cache = f"flushed before each repeat (POST {self.flush})"

@@ -261,9 +261,10 @@ async def read_all(content: _Content, budget: Budget) -> bytes:
     return b"".join(parts)
 
 
-async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget) -> tuple[int, bytes]:
+async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget,
+                 headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes]:
     async with bounded(budget):
-        async with session.request(method, url) as resp:  # aiohttp sends POST with Content-Length: 0
+        async with session.request(method, url, headers=dict(headers) or None) as resp:  # aiohttp sends POST with Content-Length: 0
             return resp.status, await read_all(resp.content, budget)
 
 
@@ -278,9 +279,9 @@ def run_sync(make: Callable[[aiohttp.ClientSession], Awaitable[T]], connections:
 
 
 def fetch(host: str, port: int, method: str, path: str, *, timeout_s: float,
-          max_bytes: int = STATUS_MAX_BYTES) -> tuple[int, bytes]:
-    """``method path`` (an empty body for POST) and its whole answer within ``timeout_s`` seconds
-    and ``max_bytes`` bytes of body: the HTTP status and the body.
+          max_bytes: int = STATUS_MAX_BYTES, headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes]:
+    """``method path`` (an empty body for POST, the ``headers`` given) and its whole answer within
+    ``timeout_s`` seconds and ``max_bytes`` bytes of body: the HTTP status and the body.
 
     :raises ReadLimit: a limit ran out (the answer is dropped).
     :raises OSError: the connection failed (``ConnectionRefusedError``, a reset).
@@ -289,7 +290,7 @@ def fetch(host: str, port: int, method: str, path: str, *, timeout_s: float,
     budget = Budget(timeout_s=timeout_s, max_bytes=max_bytes)
     url = f"http://{host}:{port}{path}"
     try:
-        return run_sync(lambda s: _fetch(s, url, method, budget))
+        return run_sync(lambda s: _fetch(s, url, method, budget, headers))
     except (aiohttp.ClientConnectorError, aiohttp.ClientOSError) as exc:
         raise os_error(exc) from None
     except aiohttp.ClientError as exc:

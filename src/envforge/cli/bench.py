@@ -21,6 +21,7 @@ from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.distribution import parse_percentiles
+from envforge.bench.headers import request_headers
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
@@ -62,7 +63,7 @@ def _url_config(args: argparse.Namespace, ui: Any) -> Any:
     if args.api is not None:
         return url_config(api=args.api, model=args.model)
     try:
-        endpoint = Endpoint.from_url(args.url)
+        endpoint = Endpoint.from_url(args.url, request_headers(args.header, os.environ))
     except ValueError as exc:
         raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
     found = identify(endpoint)
@@ -152,6 +153,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     slo = parse_slo(args.slo, attainment) if args.slo else None
     sweep = _sweep(args)
     percentiles = parse_percentiles(args.percentiles) if args.percentiles is not None else None
+    headers = request_headers(args.header, os.environ) or None
     _check_outputs(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved, recipe_path = _config(args, ui)
@@ -160,7 +162,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
-        metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths)
+        metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths,
+        headers=headers)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)

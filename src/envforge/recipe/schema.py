@@ -259,7 +259,7 @@ _SMOKE_SERVER = Table({
 _SMOKE = Table({
     "model": Str(),
     "served-model-name": Str(),
-    "api": Enum("sglang", "openai", "vllm"),
+    "api": Enum("sglang", "openai", "vllm", "openai-chat"),
     "servers": ListOf(_SMOKE_SERVER),
     "prompts": Str(),
     "seed": Int(0, MAX_SEED),

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from envforge.bench.engines.base import Engine
 from envforge.bench.engines.openai import OpenAIEngine
+from envforge.bench.engines.openai_chat import OpenAIChatEngine
 from envforge.bench.engines.sglang import SGLangEngine
 from envforge.bench.engines.vllm import VLLMEngine
 from envforge.core.errors import InputError
 
 __all__ = ["ENGINES", "Engine", "engine"]
 
-_ALL: tuple[Engine, ...] = (SGLangEngine(), OpenAIEngine(), VLLMEngine())
+_ALL: tuple[Engine, ...] = (SGLangEngine(), OpenAIEngine(), VLLMEngine(), OpenAIChatEngine())
 _BY_NAME: dict[str, Engine] = {e.name: e for e in _ALL}
 
-#: The registry's engine names, in registry order: ``("sglang", "openai", "vllm")``.
+#: The registry's engine names, in registry order: ``("sglang", "openai", "vllm", "openai-chat")``.
 ENGINES: tuple[str, ...] = tuple(_BY_NAME)
 
 

@@ -64,8 +64,13 @@ class OpenAIEngine(Engine):
         # not (vllm/benchmarks/lib/endpoint_request_func.py, 0.32.0: "Note that text could be empty
         # here e.g. for special tokens"); one with no text that ends the stream (SGLang's finish
         # chunk) carries no token
-        text = first.get("text") or mapping_field(first, "delta").get("content")
-        if text or first.get("finish_reason") is None:
-            return stream.tokens + 1
+        finishing = first.get("finish_reason") is not None
+        if "delta" in first:  # chat: a chunk without content (the role, the finish) carries no token
+            content = mapping_field(first, "delta").get("content")
+            token = bool(content) or (content == "" and not finishing)
+        else:
+            token = bool(first.get("text")) or not finishing
+        if token:
+            return stream.tokens + 1  # its text, empty for a special token
         stream.arrival = True
         return stream.tokens

@@ -185,6 +185,10 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
     p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
+    p.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                   help="a header every request to the server carries (vLLM's --header), repeatable; "
+                        "OPENAI_API_KEY in the environment is sent as 'Authorization: Bearer <key>'; "
+                        "neither is written or printed")
     p.add_argument("--output-lengths", choices=("exact", "natural"), default=None,
                    help="exact (default): every request must yield its output tokens (ignore_eos), one that stops "
                         "early fails; natural: no ignore_eos, the server stops where it stops (vLLM's default; "

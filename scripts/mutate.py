@@ -22,6 +22,9 @@ What it does, so that the mutants are what the tests import:
 
 Subprocess tests (``python -m envforge`` in a child, with the test's ``sys.executable``) see the mutant:
 mutmut switches it on through the ``MUTANT_UNDER_TEST`` environment variable, which children inherit.
+But mutmut runs, for each mutant, only the tests it saw call the function in its own process: a
+function reached only through a child process is never tested against its mutants (they "survive");
+pin such a verdict with an in-process call as well.
 
 Exit status: 0 when the run finished (whatever the score), 2 on bad arguments, mutmut's own status
 when it fails.

@@ -28,6 +28,7 @@ from envforge.core.errors import CheckFailed, InputError
 from envforge.core.mutex import environment_lock_path
 from envforge.patching import apply, load_patchsets, plan, read_manifest
 from envforge.patching.manifest import intent_path, manifest_path
+from envforge.patching.planning import refuse_interrupted
 from envforge.verify import static
 
 SIZES = "sglang/srt/distributed/device_communicators/all_reduce_utils.py"
@@ -208,6 +209,16 @@ def test_patches_diff_of_a_half_applied_state_says_so_and_which_files_are_writte
     assert (proc.returncode, envelope["schema"], envelope["data"]["kind"], envelope["data"]["message"]) == (
         1, "envforge.error/1", "check-failed", expected.splitlines()[0][len("error: "):])
     assert {p: sha(sp / p) for p in (SIZES, MULTIMEM)} == half and intent_path(sp).exists()  # nothing touched
+    # in-process too (mutation testing selects tests by the calls it sees in its own process); then a
+    # file changed by hand since, and one gone, are "changed otherwise"
+    with pytest.raises(CheckFailed) as exc:
+        refuse_interrupted(sp)
+    assert str(exc.value) == expected[len("error: "):-1]
+    (sp / SIZES).write_bytes(b"# edited by hand\n")
+    (sp / MULTIMEM).unlink()
+    with pytest.raises(CheckFailed) as exc:
+        refuse_interrupted(sp)
+    assert exc.value.message.endswith(f"(changed otherwise: {SIZES}, {MULTIMEM})")
 
 
 def test_a_second_apply_waits_for_the_first_and_ends_in_a_whole_state(project: Path, tmp_path: Path) -> None:

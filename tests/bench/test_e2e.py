@@ -690,6 +690,15 @@ def test_a_run_stopped_by_sigterm_still_reports_the_repeats_it_completed(tmp_pat
     (["--output", "/proc/envforge-test/r.json"],
      "--output /proc/envforge-test/r.json: cannot write in /proc/envforge-test: No such file or directory",
      "give --output a path in a writable directory"),
+    (["--output", "{d}/r.json", "--csv", "{d}/r.json"],
+     "--csv {d}/r.json: the records would be written over the report or the plot", "give the CSV a .csv name of its own"),
+    (["--output", "{d}/r.json", "--csv", "{d}/r.png"],
+     "--csv {d}/r.png: the records would be written over the report or the plot", "give the CSV a .csv name of its own"),
+    (["--prompts", "{d}/p.jsonl", "--csv", "{d}/p.jsonl"],
+     "--csv {d}/p.jsonl is the --prompts file: the run would write over its own input", "write the CSV elsewhere"),
+    (["--csv", "/proc/envforge-test/r.csv"],
+     "--csv /proc/envforge-test/r.csv: cannot write in /proc/envforge-test: No such file or directory",
+     "give --csv a path in a writable directory"),
 ])
 def test_outputs_that_would_be_lost_or_overwrite_an_input_are_refused_before_measuring(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str, hint: str) -> None:
@@ -796,11 +805,19 @@ def test_chat_completions_with_an_api_key_on_a_real_server(tmp_path: Path, capsy
     (tmp_path / "recipes" / "cpu.toml").write_text(recipe.format(model=model, port=free_port()))
     out = tmp_path / "c.json"
     code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out),
-                 "--no-plot", "--header", "X-Envforge-Test=chat"])
+                 "--no-plot", "--header", "X-Envforge-Test=chat", "--csv", str(tmp_path / "c.csv")])
     stdout, stderr = capsys.readouterr()
     assert code == 0, stderr
     text = out.read_text()
     data = json.loads(text)["data"]
+    # --csv: one record per measured request (2 levels x 2 repeats x 2 requests), in the report and the CSV
+    recs = data["requests"]
+    assert [(r["concurrency"], r["repeat"], r["index"]) for r in recs] == [
+        (c, rep, i) for c in (1, 2) for rep in (1, 2) for i in (0, 1)]
+    assert all(r["ok"] and r["output_tokens"] == r["asked_tokens"] == 8 and r["server"] == "chat" for r in recs)
+    assert all(r["ttft_ms"] <= r["e2el_ms"] <= r["e2e_ms"] and len(r["itl_ms"]) >= 2 for r in recs)
+    rows = (tmp_path / "c.csv").read_text().splitlines()
+    assert len(rows) == 1 + 8 and rows[0].startswith("server,concurrency,request_rate,repeat,index,prompt_id,sent_ms")
     assert data["config"]["api"] == "openai-chat" and data["failures"] == []
     (srv,) = data["servers"]
     for lv in srv["levels"]:

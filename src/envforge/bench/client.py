@@ -174,12 +174,13 @@ class RequestResult:
 class LevelRun:
     """All requests of one repeat at one concurrency level; ``wall_s`` from first send to last end.
     ``send_lag_s`` (open loop only): per request, its actual send time minus its intended one
-    (seconds; waiting for the concurrency cap included)."""
+    (seconds; waiting for the concurrency cap included); ``starts_s``: each one's send from the first."""
 
     concurrency: int
     results: tuple[RequestResult, ...]
     wall_s: float
     send_lag_s: tuple[float, ...] = ()
+    starts_s: tuple[float, ...] = ()
 
 
 @dataclass
@@ -405,10 +406,9 @@ _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 async def _post(session: aiohttp.ClientSession, url: str, data: str,
                 extra: tuple[tuple[str, str], ...] = ()) -> aiohttp.ClientResponse:
-    """POST ``data`` (with the ``extra`` headers); sent once more on a new connection when the server
-    closed a kept-alive one before answering (``ServerDisconnectedError`` before the status line: it
-    closed the connection as the request went out, e.g. at its keep-alive timeout; nothing of the
-    answer was lost)."""
+    """POST ``data`` (and ``extra`` headers); sent again on a new connection when the server closed
+    a kept-alive one before answering (``ServerDisconnectedError`` before the status line, e.g. at
+    its keep-alive timeout: nothing of the answer was lost)."""
     headers = {**_HEADERS, **dict(extra)} if extra else _HEADERS
     try:
         return await session.post(url, data=data, headers=headers)

@@ -165,6 +165,7 @@ class SmokeConfig:
     percentiles: tuple[float, ...] = ()  # --percentiles beyond p90, p95, p99 (envforge.bench.distribution)
     output_lengths: str = "exact"  # "exact" (ignore_eos, checked) or "natural" (the server stops where it stops)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in as_dict
+    save_detailed: bool = False  # per-request records in the report (envforge.bench.records)
 
     @property
     def engine(self) -> Engine:

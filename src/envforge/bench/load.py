@@ -124,4 +124,5 @@ async def _level(conns: Connections, endpoint: Endpoint, engine: Engine, prompts
     done = await asyncio.gather(*(one(i) for i in range(len(prompts))))
     wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
     lags = tuple(d[0] - (t0 + at) for d, at in zip(done, schedule)) if schedule is not None else ()
-    return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags)
+    first = min((d[0] for d in done), default=0.0)
+    return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags, tuple(d[0] - first for d in done))

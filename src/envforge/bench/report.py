@@ -106,6 +106,7 @@ class BenchReport:
     drafters: Mapping[str, Drafter | None] | None = None
     speculation: tuple[SpeculationFailure, ...] = ()
     sweep: tuple[SweepResult, ...] = ()
+    requests: tuple[Mapping[str, Any], ...] = ()  # --save-detailed (envforge.bench.records)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/4`` envelope)."""
@@ -116,7 +117,7 @@ class BenchReport:
                 "break_even": [b.as_dict() for b in self.break_even],
                 "failures": [f.as_dict() for f in self.failures],
                 "speculation": [f.as_dict() for f in self.speculation], "sweep": [x.as_dict() for x in self.sweep],
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings), **({"requests": [dict(r) for r in self.requests]} if self.requests else {})}
 
     def slo_misses(self) -> list[str]:
         """One line per level whose goodput missed the SLO gate (fewer good requests than the
@@ -133,7 +134,7 @@ class BenchReport:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
         for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),
-                          ("method", dict), ("fingerprint", dict), ("sweep", list)):
+                          ("method", dict), ("fingerprint", dict), ("sweep", list), ("requests", list)):
             if d.get(key) is not None and not isinstance(d[key], kind):
                 raise TypeError(f"'{key}' must be a{'n array' if kind is list else 'n object'}")
         if not all(isinstance(w, str) for w in d.get("warnings") or ()):
@@ -148,7 +149,8 @@ class BenchReport:
                    tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {},
                    None if drafters is None else {str(k): None if v is None else Drafter.from_dict(v)
                                                   for k, v in drafters.items()},
-                   check_servers(servers), tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()))
+                   check_servers(servers), tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()),
+                   tuple(dict(r) for r in d.get("requests") or ()))
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -254,7 +254,8 @@ def _report(plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sess
     method = report_method(cfg, interleaved=cfg.interleave and plan.url is None)
     return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
                        tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
-                       check_servers(results), tuple(x.swept for x in sessions if x.swept is not None))
+                       check_servers(results), tuple(x.swept for x in sessions if x.swept is not None),
+                       tuple(r for x in sessions for r in x.records))
 
 
 def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],

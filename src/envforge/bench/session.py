@@ -16,12 +16,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_status
 from envforge.bench.config import SmokeConfig
+from envforge.bench.dataset import Prompt
 from envforge.bench.gauges import GaugeSeries
 from envforge.bench.load import Connections, run_level
 from envforge.bench.metrics import EngineWindow, describe
+from envforge.bench.records import request_records
 from envforge.bench.result import Failure, LevelResult, ServerResult, failures_of, level_result
 from envforge.bench.sampler import Sampler, probe
 from envforge.bench.server import RunningServer
@@ -70,6 +73,8 @@ class Session:
         self.scrape_warned = False  # the cost of reading them was warned about
         self.metrics = "not scraped (nothing measured)"  # how they are read, or why not
         self.swept: SweepResult | None = None
+        self.sent: tuple[list[Prompt], list[int]] = ([], [])  # the last _send's prompts and output tokens asked
+        self.records: list[dict[str, Any]] = []  # --save-detailed: per-request records of the measured repeats
 
     def close(self) -> None:
         """Close the kept-alive connections (after each start of the server, and at the end)."""
@@ -87,6 +92,7 @@ class Session:
         items = cfg.draw_requests(start, count)
         self.drawn = start + count
         lengths = [p.output_len or cfg.max_new_tokens for p in items] if cfg.per_request else None
+        self.sent = (items, lengths or [cfg.max_new_tokens] * len(items))
         if self.connections is None:  # one session of kept-alive connections per start of the server
             self.connections = Connections(max(self.cfg.concurrency))
         run = run_level(self.endpoint, self.engine, [p.text for p in items], conc, self.opts,
@@ -200,6 +206,9 @@ class Session:
             else:
                 run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=key[1])
         runs.append(run)
+        if self.cfg.save_detailed:
+            rate = None if math.isinf(key[1]) else key[1]
+            self.records += request_records(self.name, conc, rate, rep, run, *self.sent)
         self.failures.extend(failures_of(self.name, run, rep))
         ok = [r for r in run.results if r.ok]
         tokens = sum(r.output_tokens for r in ok)

@@ -22,6 +22,7 @@ from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
 from envforge.bench.distribution import parse_percentiles
 from envforge.bench.headers import request_headers
+from envforge.bench.records import write_csv
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
@@ -163,7 +164,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
         metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths,
-        headers=headers)
+        headers=headers, save_detailed=(args.save_detailed or args.csv is not None) or None)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
@@ -215,6 +216,9 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     return 0
 
 
+_WHAT = {"--output": "report", "--plot": "plot", "--csv": "CSV"}
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Before anything is measured: the report and the plot can be written where they are asked
     for, and neither would be written over the other or over an input (prompts, trace).
@@ -226,13 +230,16 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if plot is not None and plot.resolve() == output.resolve():
         raise InputError(f"--output {output}: the plot would be written over the report",
                          hint="give the report a .json name, --plot PATH elsewhere, or --no-plot")
+    if args.csv is not None and args.csv.resolve() in {output.resolve(), *([plot.resolve()] if plot else [])}:
+        raise InputError(f"--csv {args.csv}: the records would be written over the report or the plot",
+                         hint="give the CSV a .csv name of its own")
     inputs = {"--prompts": args.prompts, "--trace": args.trace}
     for flag, path in inputs.items():
-        for what, out in (("--output", output), ("--plot", plot)):
+        for what, out in (("--output", output), ("--plot", plot), ("--csv", args.csv)):
             if path is not None and out is not None and out.resolve() == Path(path).resolve():
                 raise InputError(f"{what} {out} is the {flag} file: the run would write over its own input",
-                                 hint=f"write the {'report' if what == '--output' else 'plot'} elsewhere")
-    for what, out in (("--output", output), ("--plot", plot)):
+                                 hint=f"write the {_WHAT[what]} elsewhere")
+    for what, out in (("--output", output), ("--plot", plot), ("--csv", args.csv)):
         if out is None:
             continue
         try:
@@ -335,6 +342,12 @@ def _write(report: BenchReport, output: Path, args: argparse.Namespace, ui: Ui) 
                                 tool="bench", argv=(), returncode=None,
                                 hint="free space where --output points, then move the kept report there") from None
     ui.info(f"report: {output}")
+    if args.csv is not None:
+        try:
+            write_csv(report.requests, args.csv)
+            ui.info(f"per-request records: {args.csv}")
+        except OSError as exc:
+            ui.warn(f"no CSV: {args.csv}: {exc.strerror or exc} (the report holds the same records)")
     if args.no_plot:
         return
     try:

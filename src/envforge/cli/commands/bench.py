@@ -185,6 +185,11 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "vLLM's --goodput): goodput per level, exit 1 when a level misses the gate")
     p.add_argument("--slo-attainment", type=_attainment, default=None, metavar="FRACTION",
                    help="the share of a level's requests that must meet every --slo target (default 0.9, DistServe's 90%%)")
+    p.add_argument("--save-detailed", action="store_true",
+                   help="keep one record per measured request in the report (requests: send time, TTFT, each "
+                        "ITL, E2EL, tokens, status, error; vLLM's --save-detailed)")
+    p.add_argument("--csv", type=Path, default=None, metavar="PATH",
+                   help="also write those per-request records as CSV (implies --save-detailed)")
     p.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                    help="a header every request to the server carries (vLLM's --header), repeatable; "
                         "OPENAI_API_KEY in the environment is sent as 'Authorization: Bearer <key>'; "

@@ -11,11 +11,14 @@ against vllm bench serve", has the full run).
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from tests.support.vllm_support import make_vllm_model, vllm_venv
+
+from envforge.cli import main
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "crosscheck_vllm.py"
 
@@ -30,7 +33,8 @@ def crosscheck_module():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Path) -> None:
+def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     xc = crosscheck_module()
     venv = vllm_venv()
     model = make_vllm_model(venv, tmp_path / "tiny")
@@ -47,3 +51,12 @@ def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Pa
     assert ours["accept_length"] is None and theirs["accept_length"] is None
     prompts = (work / "prompts.jsonl").read_text().splitlines()
     assert len(prompts) == 6 + 2 and len(set(prompts)) == len(prompts)
+    # bench compare reads the real vllm bench serve result beside envforge's report, pairs its one
+    # level with envforge's (same concurrency and rate) and calls no change against one run
+    (ours_file,), (theirs_file,) = sorted(work.glob("envforge-*.json")), sorted(work.glob("vllm-*.json"))
+    assert main(["bench", "compare", str(ours_file), str(theirs_file), "--allow-different-env", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["data"]["rows"]
+    assert [(r["concurrency"], r["request_rate"], r["verdict"]) for r in rows] == [
+        (2, 8.0, "no interval (A and B: 1 repeat each; run --repeats >= 3)")]
+    assert rows[0]["a_tok_s"] == pytest.approx(ours["tok_s"], rel=1e-3)
+    assert rows[0]["b_tok_s"] == pytest.approx(theirs["tok_s"], rel=1e-3)

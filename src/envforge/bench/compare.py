@@ -140,8 +140,10 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
         raise InputError("the reports come from different or unknown environments; their numbers are not "
                          "comparable:\n" + "\n".join(f"  {line}" for line in env_diff),
                          hint="compare anyway with --allow-different-env")
-    cfg_diff = [f"{k}: {a.config.get(k)} != {b.config.get(k)}"
-                for k in sorted(set(a.config) | set(b.config)) if a.config.get(k) != b.config.get(k)]
+    keys = set(a.config) | set(b.config)
+    if "source" in keys:  # a vllm bench serve result records only some settings: those are compared
+        keys = (set(a.config) & set(b.config)) - {"source"}
+    cfg_diff = [f"{k}: {a.config.get(k)} != {b.config.get(k)}" for k in sorted(keys) if a.config.get(k) != b.config.get(k)]
     rows, only_a, skipped = [], [], []
     b_by_name = {s.name: s for s in b.servers}
     for sa in a.servers:

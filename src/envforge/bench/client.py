@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from envforge.bench.engines.base import MalformedChunk, json_type
+from envforge.bench.endpoint import Endpoint
 from envforge.bench.transport import (
     MAX_LINE_BYTES,
     Budget,
@@ -52,6 +53,7 @@ from envforge.bench.transport import (
     bounded,
     error_text,
     fetch,
+    tls,
     run_sync,
 )
 
@@ -80,33 +82,6 @@ DEFAULT_REQUEST_TIMEOUT_S = 600.0
 DEFAULT_IDLE_TIMEOUT_S = 120.0
 _OK_FINISH = ("length", "stop")
 _BLANK = frozenset((b"\n", b"\r\n", b"\r"))
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """Where a server answers: ``host``, ``port`` and a path ``prefix`` (``""`` for the root), and
-    the ``headers`` every request to it carries (``--header``, ``OPENAI_API_KEY``: credentials,
-    so neither shown by ``repr`` nor compared)."""
-
-    host: str
-    port: int
-    prefix: str = ""
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
-
-    @classmethod
-    def from_url(cls, url: str, headers: tuple[tuple[str, str], ...] = ()) -> Endpoint:
-        """Parse ``http://host:port[/prefix]`` (only plain HTTP: the server is local or tunnelled).
-
-        :raises ValueError: another scheme or no host.
-        """
-        parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"'{url}' is not an http://HOST:PORT URL")
-        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"), headers)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}{self.prefix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,23 +188,26 @@ class Cancel:
                 pass
 
 
-def get_status(url: str, timeout_s: float = 5.0, headers: tuple[tuple[str, str], ...] = ()) -> int | str:
+def get_status(url: str, timeout_s: float = 5.0, headers: tuple[tuple[str, str], ...] = (),
+               ca: str | None = None) -> int | str:
     """GET ``url`` (with ``headers``): the HTTP status, or why there is none as text (``"connection
     refused"``, ``"no complete answer after 5 s"``, ``"the answer is larger than 1048576 bytes"``).
     The whole answer must arrive within ``timeout_s`` seconds (headers included)."""
-    return _status("GET", url, timeout_s, headers)
+    return _status("GET", url, timeout_s, headers, ca)
 
 
-def post_status(url: str, timeout_s: float = 30.0, headers: tuple[tuple[str, str], ...] = ()) -> int | str:
+def post_status(url: str, timeout_s: float = 30.0, headers: tuple[tuple[str, str], ...] = (),
+                ca: str | None = None) -> int | str:
     """POST ``url`` with an empty body (e.g. SGLang's ``/flush_cache``): the status or why there is
     none, as :func:`get_status`."""
-    return _status("POST", url, timeout_s, headers)
+    return _status("POST", url, timeout_s, headers, ca)
 
 
-def _status(method: str, url: str, timeout_s: float, headers: tuple[tuple[str, str], ...]) -> int | str:
+def _status(method: str, url: str, timeout_s: float, headers: tuple[tuple[str, str], ...], ca: str | None) -> int | str:
     ep = Endpoint.from_url(url)
     try:
-        return fetch(ep.host, ep.port, method, urlsplit(url).path or "/", timeout_s=timeout_s, headers=headers)[0]
+        return fetch(ep.host, ep.port, method, urlsplit(url).path or "/", timeout_s=timeout_s, headers=headers,
+                     scheme=ep.scheme, ca=ca)[0]
     except ReadLimit as exc:
         return exc.message
     except ConnectionRefusedError:
@@ -373,7 +351,7 @@ async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, eng
     data = json.dumps(body)
     try:
         async with bounded(budget) as progressed:
-            async with await _post(session, endpoint.url + path, data, endpoint.headers) as resp:
+            async with await _post(session, endpoint.url + path, data, endpoint) as resp:
                 reading.headers = True
                 if resp.status != 200:
                     text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
@@ -404,16 +382,15 @@ async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, eng
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
-async def _post(session: aiohttp.ClientSession, url: str, data: str,
-                extra: tuple[tuple[str, str], ...] = ()) -> aiohttp.ClientResponse:
-    """POST ``data`` (and ``extra`` headers); sent again on a new connection when the server closed
-    a kept-alive one before answering (``ServerDisconnectedError`` before the status line, e.g. at
-    its keep-alive timeout: nothing of the answer was lost)."""
-    headers = {**_HEADERS, **dict(extra)} if extra else _HEADERS
+async def _post(session: aiohttp.ClientSession, url: str, data: str, ep: Endpoint) -> aiohttp.ClientResponse:
+    """POST ``data`` (with ``ep``'s headers and TLS); sent again on a new connection when the server
+    closed a kept-alive one before answering (``ServerDisconnectedError`` before the status line,
+    e.g. at its keep-alive timeout: nothing of the answer was lost)."""
+    headers = {**_HEADERS, **dict(ep.headers)} if ep.headers else _HEADERS
     try:
-        return await session.post(url, data=data, headers=headers)
+        return await session.post(url, data=data, headers=headers, ssl=tls(ep.ca))
     except aiohttp.ServerDisconnectedError:
-        return await session.post(url, data=data, headers=headers)
+        return await session.post(url, data=data, headers=headers, ssl=tls(ep.ca))
 
 
 async def _drain(lines: LineReader) -> None:

@@ -166,6 +166,7 @@ class SmokeConfig:
     output_lengths: str = "exact"  # "exact" (ignore_eos, checked) or "natural" (the server stops where it stops)
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in as_dict
     save_detailed: bool = False  # per-request records in the report (envforge.bench.records)
+    ca_cert: str | None = None  # --ca-cert: the CA file an https --url server is verified with
 
     @property
     def engine(self) -> Engine:

@@ -168,7 +168,8 @@ def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: s
     url = endpoint.url + "/metrics"
     try:
         status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + "/metrics", timeout_s=timeout_s,
-                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers)
+                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers,
+                             scheme=endpoint.scheme, ca=endpoint.ca)
     except ReadLimit as exc:
         raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
                            f"{exc.message}", tool=server) from None

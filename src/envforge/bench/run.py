@@ -189,7 +189,7 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
     url_session: Session | None = None
     if plan.url is not None:
         try:
-            endpoint = Endpoint.from_url(plan.url, cfg.headers)
+            endpoint = Endpoint.from_url(plan.url, cfg.headers, cfg.ca_cert)
         except ValueError as exc:
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
         url_session = Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)

@@ -58,7 +58,8 @@ def read_gauges(endpoint: Endpoint, engine: Engine, *, timeout_s: float) -> Read
     route = engine.metrics
     try:
         status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + route, timeout_s=timeout_s,
-                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers)
+                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers,
+                             scheme=endpoint.scheme, ca=endpoint.ca)
     except ReadLimit as exc:
         raise ScrapeFailed(f"GET {route}: {exc.message}") from None
     except (OSError, http.client.HTTPException) as exc:

@@ -147,7 +147,7 @@ class Session:
             return
         # The flush answers at once; until its answer is complete nothing progresses, so it has
         # the idle timeout (at most FLUSH_TIMEOUT_S) for its whole answer.
-        status = post_status(self.endpoint.url + self.flush, headers=self.endpoint.headers,
+        status = post_status(self.endpoint.url + self.flush, headers=self.endpoint.headers, ca=self.endpoint.ca,
                              timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s))
         if status == 200:
             self.cache = f"flushed before each repeat (POST {self.flush})"

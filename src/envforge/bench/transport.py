@@ -27,6 +27,8 @@ generation's stream is legitimately gigabytes.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -50,6 +52,7 @@ __all__ = [
     "os_error",
     "read_all",
     "run_sync",
+    "tls",
 ]
 
 #: The longest line of a stream (bytes): SGLang's cumulative text of a 32k-token answer fits easily.
@@ -261,10 +264,20 @@ async def read_all(content: _Content, budget: Budget) -> bytes:
     return b"".join(parts)
 
 
+@functools.lru_cache(maxsize=8)
+def tls(ca: str | None) -> ssl.SSLContext | bool:
+    """What aiohttp verifies an https server with: the system's CAs (``True``) or a context that
+    trusts the CA certificates in the PEM file ``ca`` (one per file, built once).
+
+    :raises OSError: ``ca`` cannot be read; :raises ssl.SSLError: it holds no certificate.
+    """
+    return True if ca is None else ssl.create_default_context(cafile=ca)
+
+
 async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget,
-                 headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes]:
+                 headers: tuple[tuple[str, str], ...] = (), ca: str | None = None) -> tuple[int, bytes]:
     async with bounded(budget):
-        async with session.request(method, url, headers=dict(headers) or None) as resp:  # aiohttp sends POST with Content-Length: 0
+        async with session.request(method, url, headers=dict(headers) or None, ssl=tls(ca)) as resp:  # aiohttp sends POST with Content-Length: 0
             return resp.status, await read_all(resp.content, budget)
 
 
@@ -279,18 +292,20 @@ def run_sync(make: Callable[[aiohttp.ClientSession], Awaitable[T]], connections:
 
 
 def fetch(host: str, port: int, method: str, path: str, *, timeout_s: float,
-          max_bytes: int = STATUS_MAX_BYTES, headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, bytes]:
-    """``method path`` (an empty body for POST, the ``headers`` given) and its whole answer within
-    ``timeout_s`` seconds and ``max_bytes`` bytes of body: the HTTP status and the body.
+          max_bytes: int = STATUS_MAX_BYTES, headers: tuple[tuple[str, str], ...] = (),
+          scheme: str = "http", ca: str | None = None) -> tuple[int, bytes]:
+    """``method path`` (an empty body for POST, the ``headers`` given; ``scheme`` ``https``: the
+    server verified with :func:`tls` of ``ca``) and its whole answer within ``timeout_s`` seconds
+    and ``max_bytes`` bytes of body: the HTTP status and the body.
 
     :raises ReadLimit: a limit ran out (the answer is dropped).
     :raises OSError: the connection failed (``ConnectionRefusedError``, a reset).
     :raises HTTPError: the answer is not HTTP or broke off.
     """
     budget = Budget(timeout_s=timeout_s, max_bytes=max_bytes)
-    url = f"http://{host}:{port}{path}"
+    url = f"{scheme}://{host}:{port}{path}"
     try:
-        return run_sync(lambda s: _fetch(s, url, method, budget, headers))
+        return run_sync(lambda s: _fetch(s, url, method, budget, headers, ca))
     except (aiohttp.ClientConnectorError, aiohttp.ClientOSError) as exc:
         raise os_error(exc) from None
     except aiohttp.ClientError as exc:

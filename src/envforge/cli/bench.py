@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -21,6 +20,8 @@ from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
 from envforge.bench.report import SCHEMA_VERSION, BenchReport
 from envforge.bench.distribution import parse_percentiles
+from envforge.bench.endpoint import ca_file
+from envforge.cli.benchoutputs import check_outputs
 from envforge.bench.headers import request_headers
 from envforge.bench.records import write_csv
 from envforge.bench.vllmresult import paired, read_compared
@@ -65,7 +66,8 @@ def _url_config(args: argparse.Namespace, ui: Any) -> Any:
     if args.api is not None:
         return url_config(api=args.api, model=args.model)
     try:
-        endpoint = Endpoint.from_url(args.url, request_headers(args.header, os.environ))
+        endpoint = Endpoint.from_url(args.url, request_headers(args.header, os.environ),
+                                     ca_file(args.ca_cert) if args.ca_cert else None)
     except ValueError as exc:
         raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
     found = identify(endpoint)
@@ -156,7 +158,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     sweep = _sweep(args)
     percentiles = parse_percentiles(args.percentiles) if args.percentiles is not None else None
     headers = request_headers(args.header, os.environ) or None
-    _check_outputs(args)
+    check_outputs(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
     config, project, resolved, recipe_path = _config(args, ui)
     config = config.with_overrides(
@@ -165,7 +167,8 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
         metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths,
-        headers=headers, save_detailed=(args.save_detailed or args.csv is not None) or None)
+        headers=headers, save_detailed=(args.save_detailed or args.csv is not None) or None,
+        ca_cert=ca_file(args.ca_cert) if args.ca_cert else None)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
@@ -215,41 +218,6 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         raise CheckFailed("the SLO gate failed:\n" + "\n".join(f"  {m}" for m in misses),
                           hint=f"the per-request distributions are in the report: {output}")
     return 0
-
-
-_WHAT = {"--output": "report", "--plot": "plot", "--csv": "CSV"}
-
-
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Before anything is measured: the report and the plot can be written where they are asked
-    for, and neither would be written over the other or over an input (prompts, trace).
-
-    :raises InputError: either (exit 2, naming the flag and the path).
-    """
-    output: Path = args.output
-    plot: Path | None = None if args.no_plot else (args.plot or output.with_suffix(".png"))
-    if plot is not None and plot.resolve() == output.resolve():
-        raise InputError(f"--output {output}: the plot would be written over the report",
-                         hint="give the report a .json name, --plot PATH elsewhere, or --no-plot")
-    if args.csv is not None and args.csv.resolve() in {output.resolve(), *([plot.resolve()] if plot else [])}:
-        raise InputError(f"--csv {args.csv}: the records would be written over the report or the plot",
-                         hint="give the CSV a .csv name of its own")
-    inputs = {"--prompts": args.prompts, "--trace": args.trace}
-    for flag, path in inputs.items():
-        for what, out in (("--output", output), ("--plot", plot), ("--csv", args.csv)):
-            if path is not None and out is not None and out.resolve() == Path(path).resolve():
-                raise InputError(f"{what} {out} is the {flag} file: the run would write over its own input",
-                                 hint=f"write the {_WHAT[what]} elsewhere")
-    for what, out in (("--output", output), ("--plot", plot), ("--csv", args.csv)):
-        if out is None:
-            continue
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".envforge-check"):
-                pass
-        except OSError as exc:
-            raise InputError(f"{what} {out}: cannot write in {out.parent}: {exc.strerror or exc}",
-                             hint=f"give {what} a path in a writable directory") from None
 
 
 def _sweep(args: argparse.Namespace) -> RateSweep | None:

@@ -190,6 +190,8 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
                         "ITL, E2EL, tokens, status, error; vLLM's --save-detailed)")
     p.add_argument("--csv", type=Path, default=None, metavar="PATH",
                    help="also write those per-request records as CSV (implies --save-detailed)")
+    p.add_argument("--ca-cert", type=Path, default=None, metavar="PEM",
+                   help="verify an https --url server with the CA certificates in this file (default: the system's)")
     p.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                    help="a header every request to the server carries (vLLM's --header), repeatable; "
                         "OPENAI_API_KEY in the environment is sent as 'Authorization: Bearer <key>'; "

@@ -50,3 +50,10 @@ def test_a_bad_percentile_is_refused_naming_it(text: str, word: str) -> None:
         parse_percentiles(text)
     assert exc.value.message == f"--percentiles {text!r}: {word!r} is not a percentile (a number above 0, at most 100)"
     assert exc.value.hint == "give numbers separated by commas, e.g. --percentiles 50,90,99,99.9"
+
+
+def test_more_than_twenty_percentiles_are_refused() -> None:
+    assert len(parse_percentiles(",".join(str(p) for p in range(1, 21)))) == 20
+    with pytest.raises(InputError) as exc:
+        parse_percentiles(",".join(str(p) for p in range(1, 22)))
+    assert exc.value.message == "--percentiles: 21 percentiles; at most 20 are reported"

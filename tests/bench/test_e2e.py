@@ -699,6 +699,7 @@ def test_a_run_stopped_by_sigterm_still_reports_the_repeats_it_completed(tmp_pat
     (["--csv", "/proc/envforge-test/r.csv"],
      "--csv /proc/envforge-test/r.csv: cannot write in /proc/envforge-test: No such file or directory",
      "give --csv a path in a writable directory"),
+    (["--csv", "{d}"], "--csv {d}: is a directory", "give --csv a file name, e.g. {d}/bench.csv"),
 ])
 def test_outputs_that_would_be_lost_or_overwrite_an_input_are_refused_before_measuring(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str, hint: str) -> None:
@@ -708,7 +709,7 @@ def test_outputs_that_would_be_lost_or_overwrite_an_input_are_refused_before_mea
     d = str(tmp_path)
     assert main(["bench", "--url", "http://127.0.0.1:9", *[f.format(d=d) for f in flags]]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[:2] == [f"error: {message.format(d=d)}", f"  hint: {hint}"]
+    assert err[:2] == [f"error: {message.format(d=d)}", f"  hint: {hint.format(d=d)}"]
     assert (tmp_path / "p.jsonl").read_text() == '{"prompt": "a"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "p.jsonl"]
 

@@ -25,6 +25,8 @@ __all__ = ["PERCENTILES", "Distribution", "distribution", "parse_percentiles", "
 #: The percentiles every distribution carries; ``--percentiles`` adds others (vLLM: ``--metric-percentiles``).
 PERCENTILES = (90.0, 95.0, 99.0)
 _FIXED = ("mean", "median", "p90", "p95", "p99", "max")
+#: The most percentiles ``--percentiles`` takes (each is a column of the table and a key of every distribution).
+MAX_CHOSEN = 20
 
 
 def percentile_key(p: float) -> str:
@@ -36,9 +38,13 @@ def parse_percentiles(text: str, *, source: str = "--percentiles") -> tuple[floa
     """``"50,90,99,99.9"`` -> ``(50.0, 90.0, 99.0, 99.9)``: comma-separated numbers in (0, 100],
     duplicates dropped, in the order given.
 
-    :raises InputError: an empty item, a word, a number outside (0, 100] (exit 2, naming ``source``).
+    :raises InputError: more than :data:`MAX_CHOSEN`, an empty item, a word, a number outside (0, 100]
+        (exit 2, naming ``source``).
     """
     out: list[float] = []
+    if text.count(",") >= MAX_CHOSEN:
+        raise InputError(f"{source}: {text.count(',') + 1} percentiles; at most {MAX_CHOSEN} are reported",
+                         hint=f"choose the ones you compare, e.g. {source} 50,90,99,99.9")
     for item in text.split(","):
         word = item.strip()
         try:

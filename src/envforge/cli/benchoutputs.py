@@ -36,6 +36,9 @@ def check_outputs(args: argparse.Namespace) -> None:
     for what, out in (("--output", output), ("--plot", plot), ("--csv", args.csv)):
         if out is None:
             continue
+        if out.is_dir():
+            raise InputError(f"{what} {out}: is a directory", hint=f"give {what} a file name, e.g. {out / 'bench'}"
+                             + (".json" if what == "--output" else ".png" if what == "--plot" else ".csv"))
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".envforge-check"):

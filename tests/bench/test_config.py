@@ -18,7 +18,7 @@ from envforge.bench.config import (
     url_config,
 )
 from envforge.bench.run import BenchPlan, _prepare
-from envforge.core.errors import InputError
+from envforge.core.errors import EnvforgeError, InputError
 from envforge.env.fingerprint import Fingerprint
 from envforge.recipe.load import load_recipe
 from envforge.recipe.model import RecipeError
@@ -283,3 +283,20 @@ def test_the_recipe_schema_lists_exactly_the_datasets_and_their_keys() -> None:
         f"must be one of {', '.join(repr(d) for d in DATASETS)}, got 'x'")
     keys = {k for name, ks in KEYS.items() for k in ks} | {"dataset", "tokenizer"}
     assert keys <= set(_SMOKE.keys)
+
+
+def test_output_lengths_and_percentiles_from_the_recipe(tmp_path: Path) -> None:
+    cfg = config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "natural"\n'
+                                                                 "percentiles = [50, 99.9]\n", 1))
+    assert (cfg.output_lengths, cfg.natural, cfg.percentiles) == ("natural", True, (50.0, 99.9))
+    assert cfg.as_dict()["output-lengths"] == "natural" and cfg.as_dict()["percentiles"] == [50.0, 99.9]
+    plain = config_of(tmp_path, SGLANG)
+    assert (plain.output_lengths, plain.natural, plain.percentiles) == ("exact", False, ())
+    assert "percentiles" not in plain.as_dict()
+    with pytest.raises(InputError) as exc:
+        config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", "[verify.smoke]\npercentiles = [50, 0]\n", 1))
+    assert exc.value.message.endswith("verify.smoke.percentiles '50,0': '0' is not a percentile (a number above 0, "
+                                      "at most 100)")
+    with pytest.raises(EnvforgeError) as exc2:
+        config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "short"\n', 1))
+    assert "verify.smoke.output-lengths: must be one of 'exact', 'natural', got 'short'" in exc2.value.message

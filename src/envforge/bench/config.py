@@ -77,6 +77,7 @@ from typing import Any
 from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
 from envforge.bench.dataset import Prompt, sharegpt_prompts
+from envforge.bench.distribution import parse_percentiles
 from envforge.bench.engines import Engine, engine
 from envforge.bench.sampler import DEFAULT_INTERVAL_S
 from envforge.bench.slo import Slo
@@ -424,6 +425,9 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
         interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", eng.flush),
         served_model_name=smoke.get("served-model-name"), dataset=dataset,
+        output_lengths=smoke.get("output-lengths", "exact"),
+        percentiles=parse_percentiles(",".join(f"{p}" for p in smoke["percentiles"]), source=f"{where}.percentiles")
+        if smoke.get("percentiles") else (),
     )
 
 

@@ -276,6 +276,8 @@ _SMOKE = Table({
     "idle-timeout-s": Number(),
     "interleave": Bool(),
     "flush-cache": Str(),
+    "output-lengths": Enum("exact", "natural"),  # bench --output-lengths
+    "percentiles": ListOf(Number()),  # bench --percentiles (each in (0, 100], checked by bench)
     # the datasets of envforge.bench.workload (DATASETS, KEYS): listed here, the recipe layer sits below bench
     "dataset": Enum("prompts", "random", "shared-prefix", "trace"),
     "tokenizer": Str(),

@@ -54,7 +54,7 @@ def _ui() -> tuple[Ui, io.StringIO, io.StringIO]:
 
 
 def _args(plot: Path | None = None) -> argparse.Namespace:
-    return argparse.Namespace(no_plot=plot is None, plot=plot)
+    return argparse.Namespace(no_plot=plot is None, plot=plot, csv=None)
 
 
 def test_a_report_the_full_disk_refuses_is_kept_in_the_state_directory(full: Path, tmp_path: Path,

@@ -4,6 +4,7 @@ dist-info name. Real wheels: tests/patching/test_engine.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,7 +12,10 @@ import pytest
 
 from envforge.patching import apply, load_patchsets, plan
 from envforge.patching.patchset import Patchset
-from envforge.patching.planning import installed_version
+from envforge.core.errors import CheckFailed, InputError
+from envforge.patching.manifest import Intent, IntentFile, intent_path, write_intent
+from envforge.patching.planning import inside, installed_version, refuse_interrupted
+from envforge.patching.resolution import shadow_fix
 from envforge.patching.states import PatchReport
 
 PATCHSET = """\
@@ -223,3 +227,34 @@ def test_an_operation_that_raises_is_drifted_with_its_exception(tmp_path: Path,
     assert [(r.state, r.message.split("; anchor")[0]) for r in plan(sp, sets).results] == [
         ("drifted", "demo: demo/a.py: operation failed: RuntimeError: boom"),
         ("drifted", "demo: demo/b.py: operation failed: RuntimeError: boom")]
+
+
+def test_inside_refuses_a_path_that_leaves_site_packages_or_names_no_file(tmp_path: Path) -> None:
+    sp = tmp_path / "sp"
+    (sp / "demo").mkdir(parents=True)
+    assert inside(sp, "demo/m.py") == sp / "demo" / "m.py"
+    for path in ("demo/..", "../x.py", "/etc/passwd", "demo/../../x.py"):
+        with pytest.raises(InputError, match=r"outside site-packages"):
+            inside(sp, path)
+
+
+def test_a_shadowed_file_says_what_its_state_was(tmp_path: Path) -> None:
+    sp, sets = _two(tmp_path, files={"demo/a.py": "T = {1: 1, 3: 3}\n", "demo/b.py": "U = {2: 2}\n"})
+    why = "the interpreter imports demo.a from demo/a.so"
+    (row,) = [r for r in plan(sp, sets, shadowed={"demo/a.py": why}).results if r.file == "demo/a.py"]
+    assert (row.state, row.message) == ("shadowed", f"demo: demo/a.py: the source already has the fix, but {why}: "
+                                                    "the patched source never runs. Next step: " + shadow_fix(
+                                                        "demo-pkg", "demo.toml"))
+
+
+def test_an_interrupted_revert_of_two_patchsets_names_both_and_each_file_s_state(tmp_path: Path) -> None:
+    sp, _ = _two(tmp_path)
+    a = hashlib.sha256(b"T = {1: 1}\n").hexdigest()
+    write_intent(sp, Intent("revert", ("demo", "other"), "absent",
+                            (IntentFile("demo/a.py", "0" * 64, a), IntentFile("../outside.py", "0" * 64, a))))
+    with pytest.raises(CheckFailed) as exc:
+        refuse_interrupted(sp)
+    assert exc.value.message == (
+        f"an `apply-patches --revert` of demo, other was interrupted while writing demo/a.py, ../outside.py (record "
+        f"{intent_path(sp)}): some of these files may be written and others not (written: demo/a.py; changed "
+        "otherwise: ../outside.py)")

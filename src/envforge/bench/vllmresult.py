@@ -27,11 +27,12 @@ from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, long_number_error, read_bytes
 from envforge.env.fingerprint import Fingerprint
 
-__all__ = ["VLLM_SERVER", "is_vllm_result", "paired", "read_compared", "vllm_report"]
+__all__ = ["VLLM_SERVER", "from_vllm", "is_vllm_result", "paired", "read_compared", "vllm_report"]
 
 #: The server name a vLLM result's one level is listed under (``bench compare`` pairs it by name).
 VLLM_SERVER = "vllm bench serve"
 _NEEDED = ("backend", "completed", "output_throughput")
+_SOURCE = "vllm bench serve"  # config["source"] of such a report
 
 
 def is_vllm_result(doc: Any) -> bool:
@@ -74,7 +75,7 @@ def vllm_report(doc: Mapping[str, Any], path: Path, *, server: str = VLLM_SERVER
     srv = ServerResult(server, accept is not None, str(doc.get("base_url") or ""), None, None, (level,),
                        cache="unknown (a vllm bench serve result)")
     config = {"model": doc.get("model_id"), "concurrency": [concurrency], "request-rate": rate,
-              "burstiness": doc.get("burstiness"), "source": "vllm bench serve"}
+              "burstiness": doc.get("burstiness"), "source": _SOURCE}
     warnings = (f"{path} is a vllm bench serve result ({doc.get('backend')}, {doc.get('date', 'undated')}): one run "
                 f"of {completed} completed requests, so its tok/s has no interval; it records no environment, no "
                 "server variables and no per-request distributions; only model, concurrency, request rate and "
@@ -82,15 +83,16 @@ def vllm_report(doc: Mapping[str, Any], path: Path, *, server: str = VLLM_SERVER
     return BenchReport(Fingerprint(None, None, None, None), config, (srv,), (), warnings)
 
 
-def _from_vllm(r: BenchReport) -> bool:
-    return r.config.get("source") == "vllm bench serve" and [s.name for s in r.servers] == [VLLM_SERVER]
+def from_vllm(r: BenchReport) -> bool:
+    """Whether ``r`` is a vLLM result read by :func:`vllm_report` (its config's ``source``)."""
+    return r.config.get("source") == _SOURCE
 
 
 def paired(a: BenchReport, b: BenchReport) -> tuple[BenchReport, BenchReport]:
     """``a`` and ``b`` with a vLLM result's level listed under the other report's server when that
     report has exactly one (``bench compare`` pairs levels by server name); otherwise as they are."""
     for mine, other in ((a, b), (b, a)):
-        if _from_vllm(mine) and not _from_vllm(other) and len(other.servers) == 1:
+        if from_vllm(mine) and not from_vllm(other) and len(other.servers) == 1 and len(mine.servers) == 1:
             renamed = replace(mine, servers=(replace(mine.servers[0], name=other.servers[0].name),))
             return (renamed, b) if mine is a else (a, renamed)
     return a, b

@@ -12,24 +12,23 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from envforge.bench.client import Endpoint
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
 from envforge.bench.config import SWEEP_NEEDS_SLO, SmokeConfig, load_prompts, smoke_config, url_config
 from envforge.bench.dataset import KEYS
+from envforge.bench.distribution import parse_percentiles
+from envforge.bench.endpoint import Endpoint, ca_file
+from envforge.bench.headers import request_headers
 from envforge.bench.identity import identify
 from envforge.bench.plot import plot_report
-from envforge.bench.report import SCHEMA_VERSION, BenchReport
-from envforge.bench.distribution import parse_percentiles
-from envforge.bench.endpoint import ca_file
-from envforge.cli.benchoutputs import check_outputs
-from envforge.bench.headers import request_headers
 from envforge.bench.records import write_csv
-from envforge.bench.vllmresult import paired, read_compared
+from envforge.bench.report import SCHEMA_VERSION, BenchReport
 from envforge.bench.result import LATENCY_KEYS, LevelResult
 from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, RateSweep
+from envforge.bench.vllmresult import from_vllm, paired, read_compared
 from envforge.bench.workload import build_workload
+from envforge.cli.benchoutputs import check_outputs
 from envforge.cli.crashlog import crash_log_dir
 from envforge.cli.output import Ui, envelope
 from envforge.cli.project import project_of
@@ -60,14 +59,13 @@ def _activations(site_packages: Path | None, ui: Ui) -> tuple[tuple[str, str | N
     return tuple((p.id, p.activation) for p in manifest.patchsets) if manifest else ()
 
 
-def _url_config(args: argparse.Namespace, ui: Any) -> Any:
+def _url_config(args: argparse.Namespace, ui: Any, headers: tuple[tuple[str, str], ...], ca: str | None) -> Any:
     """The SmokeConfig of ``--url`` without a recipe's [verify.smoke]: ``--api``, else the engine the
     server says it is (envforge.bench.identity; the model too, when it serves exactly one), else sglang."""
     if args.api is not None:
         return url_config(api=args.api, model=args.model)
     try:
-        endpoint = Endpoint.from_url(args.url, request_headers(args.header, os.environ),
-                                     ca_file(args.ca_cert) if args.ca_cert else None)
+        endpoint = Endpoint.from_url(args.url, headers, ca)
     except ValueError as exc:
         raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
     found = identify(endpoint)
@@ -83,11 +81,12 @@ def _url_config(args: argparse.Namespace, ui: Any) -> Any:
     return url_config(api=found.api, model=model)
 
 
-def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any, Path | None]:
+def _config(args: argparse.Namespace, ui: Any, headers: tuple[tuple[str, str], ...],
+            ca: str | None) -> tuple[Any, Any, Any, Path | None]:
     """(SmokeConfig, Project or None, ResolvedVariant or None, the recipe's path or None): from the
     recipe's [verify.smoke], or for --url without one, from the flags and the server (:func:`_url_config`)."""
     if args.url is not None and args.recipe is None and args.env is None:
-        return _url_config(args, ui), None, None, None
+        return _url_config(args, ui, headers, ca), None, None, None
     project = project_of(args, ui)
     recipe_arg, variant_arg = args.recipe, args.variant
     if recipe_arg is None and args.env is not None:  # ENV's own recipe, as its generation records (issue 44)
@@ -99,7 +98,7 @@ def _config(args: argparse.Namespace, ui: Any) -> tuple[Any, Any, Any, Path | No
     recipe = load_recipe(project.recipe_path(recipe_arg))
     resolved = recipe.resolve(variant_arg)
     if args.url is not None and not resolved.verify.get("smoke"):
-        return _url_config(args, ui), project, resolved, recipe.path
+        return _url_config(args, ui, headers, ca), project, resolved, recipe.path
     return smoke_config(resolved.verify, recipe.path), project, resolved, recipe.path
 
 
@@ -157,18 +156,18 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
     slo = parse_slo(args.slo, attainment) if args.slo else None
     sweep = _sweep(args)
     percentiles = parse_percentiles(args.percentiles) if args.percentiles is not None else None
-    headers = request_headers(args.header, os.environ) or None
+    headers = request_headers(args.header, os.environ)
+    ca = ca_file(args.ca_cert) if args.ca_cert else None
     check_outputs(args)
     prompt_set = load_prompts(args.prompts) if args.prompts is not None else None
-    config, project, resolved, recipe_path = _config(args, ui)
+    config, project, resolved, recipe_path = _config(args, ui, headers, ca)
     config = config.with_overrides(
         concurrency=args.concurrency, repeats=args.repeats, requests=args.requests, warmup=args.warmup,
         max_new_tokens=args.max_new_tokens, port=args.port, load_timeout_s=args.load_timeout, model=args.model,
         request_timeout_s=args.request_timeout, idle_timeout_s=args.idle_timeout, interleave=args.interleave,
         slo=slo, request_rate=args.request_rate, burstiness=args.burstiness, seed=args.seed, sweep=sweep,
         metrics_interval_s=args.metrics_interval, percentiles=percentiles, output_lengths=args.output_lengths,
-        headers=headers, save_detailed=(args.save_detailed or args.csv is not None) or None,
-        ca_cert=ca_file(args.ca_cert) if args.ca_cert else None)
+        headers=headers or None, save_detailed=(args.save_detailed or args.csv is not None) or None, ca_cert=ca)
     if prompt_set is not None:
         prompts, digest = prompt_set
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
@@ -436,7 +435,7 @@ def _compare(args: argparse.Namespace, ui: Ui) -> int:
         if any(w.startswith("partial report:") for w in r.warnings):
             ui.warn(f"{path} is a partial report (the run was stopped): its levels may have fewer repeats than "
                     "its settings say, and servers or levels it did not reach are missing")
-        for w in r.warnings if r.config.get("source") == "vllm bench serve" else ():
+        for w in r.warnings if from_vllm(r) else ():
             ui.warn(w)
     comparison = compare(ra, rb, allow_different_env=args.allow_different_env, min_change=min_change)
     if ui.json_mode:

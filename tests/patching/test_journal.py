@@ -212,7 +212,7 @@ def test_a_rollback_keeps_the_originals_of_the_manifest_on_disk(sp: Path, monkey
 def test_a_file_already_back_is_not_counted(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     crash_in(monkeypatch, "write_manifest")
     with pytest.raises(Crash):
-        journaled_write(sp, "revert", [], (CHANGES[0], CHANGES[2]), APPLIED)
+        journaled_write(sp, "revert", [], (CHANGES[2], CHANGES[0]), APPLIED)  # b.py first: skipped, then a.py
     (sp / "pkg/b.py").write_bytes(B0)  # as if the kill came before its os.replace
     (sp / "pkg" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"pyc")  # a skipped file's bytecode stays
     assert recover(sp) == ("rolled back an interrupted `apply-patches --revert` of patchsets: 1 file restored to "
@@ -280,7 +280,8 @@ def test_a_saved_original_that_is_not_a_file_is_refused_by_name(sp: Path, monkey
     os.mkfifo(blob)  # opening it would block: it must be refused, not opened
     with pytest.raises(InputError) as info:
         recover(sp)
-    assert str(blob) in info.value.message and "saved original" in info.value.message
+    assert info.value.message == f"saved original {blob} is not a regular file (a FIFO)"
+    assert info.value.hint == rebuild_hint(sp)
     assert (sp / "pkg/a.py").read_bytes() == A1 and intent_path(sp).exists()
 
 
@@ -314,3 +315,33 @@ def test_prune_originals_keeps_what_is_asked_and_removes_an_empty_directory(sp: 
     assert originals(sp) == {"1" * 64: b"1" * 64}
     prune_originals(sp, set())
     assert not d.exists() and (sp / ".envforge").is_dir()
+
+
+def test_a_record_whose_file_is_not_a_regular_file_is_refused_with_the_rebuild_hint(
+        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    crash_in(monkeypatch, "write_manifest")
+    with pytest.raises(Crash):
+        journaled_write(sp, "apply", ["p1"], (CHANGES[0],), APPLIED)
+    (sp / "pkg/a.py").unlink()
+    os.mkfifo(sp / "pkg/a.py")
+    with pytest.raises(InputError) as info:
+        recover(sp)
+    assert info.value.hint == rebuild_hint(sp)
+    assert intent_path(sp).exists()
+
+
+def test_a_manifest_of_patchsets_without_files_is_recorded_by_its_digest(
+        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    only = Manifest(patchsets=APPLIED.patchsets, files=())
+    seen: list[Intent | None] = []
+    real = journal.write_manifest
+
+    def watched(site_packages: Path, manifest: Manifest) -> None:
+        seen.append(read_intent(site_packages))
+        real(site_packages, manifest)
+
+    monkeypatch.setattr(journal, "write_manifest", watched)
+    journaled_write(sp, "apply", ["p1"], (CHANGES[0],), only)
+    assert seen == [Intent("apply", ("p1",), sha(only.to_json().encode("utf-8")),
+                           (IntentFile("pkg/a.py", sha(A0), sha(A1)),))]
+    assert read_manifest(sp) == only and originals(sp) == {}

@@ -10,7 +10,6 @@ is written. A process killed in between leaves the record, and :func:`recover` r
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -120,7 +119,7 @@ def recover(site_packages: Path) -> tuple[str, ...]:
                               hint=rebuild_hint(site_packages))
         todo.append((target, saved))
     for target, data in todo:
-        atomic_write(target, data, mode=os.stat(target).st_mode & 0o7777)
+        atomic_write(target, data)  # keeps the file's permission bits (core.fs.file_mode)
         remove_bytecode(target)
     clear_intent(site_packages)
     manifest = read_manifest(site_packages) or Manifest()
@@ -138,7 +137,7 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
     try:
         for c in changes:
             target = inside(sp, c.path)
-            atomic_write(target, c.after, mode=os.stat(target).st_mode & 0o7777)
+            atomic_write(target, c.after)  # keeps the file's permission bits
             done.append(c)
     except BaseException as exc:
         for c in done:

@@ -290,3 +290,104 @@ def test_first_overlap_takes_activations_and_conflicts_into_account() -> None:
     assert first_overlap(entries, activations=acts, conflicts=[frozenset({"cpu", "gpu"})]) is None
     assert first_overlap(entries, activations=acts, conflicts=[]) == Overlap(0, 1, {})
     assert first_overlap(entries) == Overlap(0, 1, {})
+
+
+@pytest.mark.parametrize("marker", [
+    "python_version < '3.11'",  # the only literal: the version below it must be tried
+    "python_version < '3'",  # one part: the step is in the major version
+    "python_version < '3.1'",  # 3.0 is below
+    "python_version < '3.0'",  # below a zero part the step borrows: 2.99
+    "python_full_version < '3.11.0'",  # 3.10.99
+    "python_full_version < '3.0.0'",  # 2.99.99
+    "python_full_version == '3.11'",  # zero-padded: 3.11.0
+    "python_full_version == '3'",  # 3.0.0
+    "implementation_version < '3.9'",  # implementation_version moves with the Python version
+])
+def test_every_side_of_a_python_version_literal_is_reachable(marker: str) -> None:
+    assert satisfiable([marker], {}) is True
+
+
+def test_python_versions_are_each_breakpoint_the_release_after_it_and_the_release_below() -> None:
+    import envforge.lock.markerspace as ms
+    assert ms._versions({"3.11.0"}) == ["3.10.99", "3.11.0", "3.11.1", "3.12.0", "3.12.1"]
+    assert ms._versions({"3.0"}) == ["2.99.99", "3.0.0", "3.0.1", "3.1.0", "3.1.1"]
+    assert ms._versions({"3.12.*"}) == ["3.11.99", "3.12.0", "3.12.1", "3.13.0", "3.13.1"]
+    assert ms._versions({"3"}) == ["2.99.99", "3.0.0", "3.0.1", "3.1.0", "3.1.1", "4.0.0", "4.0.1"]
+    assert ms._versions({"0"}) == ["0.0.0", "0.0.1", "0.1.0", "0.1.1", "1.0.0", "1.0.1"]
+    assert ms._versions({"3.10.4.1"}) == ["3.10.3", "3.10.4", "3.10.5", "3.11.0", "3.11.1"]  # three parts at most
+    assert ms._versions({"x"}) == ms._versions({"3"})  # no digits: read as 3
+    assert ms._versions({"3.9", "3.10"}) == ["3.10.0", "3.10.1", "3.11.0", "3.11.1", "3.8.99", "3.9.0", "3.9.1",
+                                             "3.9.99"]
+    assert satisfiable(["python_full_version < '0'"], {}) is False
+
+
+def test_no_marker_on_either_side_overlaps_a_satisfiable_marker() -> None:
+    assert overlap_witness(["sys_platform == 'linux'"], None) == {}
+    assert overlap_witness(None, ["sys_platform == 'linux'"]) == {}
+    assert overlap_witness(["python_version < '3' and python_version > '3'"], None) is None
+
+
+def _at_the_cap(extra: str = "") -> str:
+    """Literals giving exactly MAX_COMBINATIONS (20,000) environments: 5 extras (2**5 subsets), 4
+    literals each of platform_machine, platform_release, platform_version (5 values each with the
+    "none of these" value), 2 unknown sys_platform values (5 platform profiles): 32 * 5**4."""
+    atoms = [f"'e{k}' in extras" for k in range(5)]
+    atoms += [f"{var} != '{var[9]}{k}'" for var in ("platform_machine", "platform_release", "platform_version")
+              for k in range(4)]
+    atoms += ["sys_platform != 's0'", "sys_platform != 's1'"]
+    return " and ".join(atoms) + extra
+
+
+def test_the_cap_is_inclusive_for_satisfiable_and_equivalent() -> None:
+    import envforge.lock.markerspace as ms
+    never = _at_the_cap(" and platform_machine == 'm0'")  # every literal already counted: still 20,000
+    assert ms._count(ms._axes(literals([parse(never)]))) == ms.MAX_COMBINATIONS
+    assert satisfiable([never], {}) is False  # decided at the cap
+    assert satisfiable([never + " and platform_machine != 'm4'"], {}) is True  # 24,000: undecided counts as true
+    reordered = " and ".join(reversed(_at_the_cap().split(" and ")))
+    assert equivalent(_at_the_cap(), reordered) is True
+    assert equivalent(_at_the_cap(" and platform_machine != 'm4'"),
+                      reordered + " and platform_machine != 'm4'") is False  # undecided: reported as a change
+
+
+def test_a_marker_past_the_expansion_limit_is_enumerated_up_to_the_cap() -> None:
+    import envforge.lock.markerspace as ms
+    # ten ORs of two comparisons joined by AND: 2**10 = 1,024 conjunctions > _MAX_TERMS (256)
+    pairs = [("platform_machine", "m0", "m1"), ("platform_machine", "m2", "m3"), ("platform_release", "r0", "r1"),
+             ("platform_release", "r2", "r3"), ("platform_version", "v0", "v1"), ("platform_version", "v2", "v3"),
+             ("sys_platform", "s0", "s1")]
+    ors = [f"({var} != '{x}' or {var} != '{y}')" for var, x, y in pairs]
+    ors += ["('e0' in extras or 'e1' in extras)", "('e2' in extras or 'e3' in extras)",
+            "('e4' in extras or 'e0' not in extras)"]
+    wide = " and ".join(ors)
+    assert ms._dnf(parse(wide)._markers) is None
+    assert ms._count(ms._axes(literals([parse(wide)]))) == ms.MAX_COMBINATIONS
+    # the first environment of the enumeration, showing only the variables the marker names
+    assert overlap_witness([wide], ["sys_platform == 'linux'"]) == {
+        "extras": "{e1, e2}", "platform_machine": "envforge-none-of-these",
+        "platform_release": "envforge-none-of-these", "platform_version": "envforge-none-of-these",
+        "sys_platform": "linux"}
+    assert overlap_witness([wide + " and ('e5' in extras or 'e5' not in extras)"], None) is None  # 40,000: undecided
+
+
+_PY_LITERALS = ("0", "3", "3.0", "3.1", "3.9", "3.11", "3.11.0", "3.12.4", "3.0.0", "3.10.*")
+_PY_MARKERS = [f"{var} {op} '{lit}'" for var in ("python_version", "python_full_version")
+               for op in ("<", "<=", ">", ">=", "==", "!=") for lit in _PY_LITERALS
+               if not lit.endswith("*") or op in ("==", "!=")]
+
+
+def test_python_version_overlaps_agree_with_packaging_on_a_dense_grid_of_versions() -> None:
+    """The oracle: packaging's own evaluation of both markers at every version X.Y.Z of a grid
+    (majors 0-4, minors 0-13 and 99, micros 0-13 and 99). Two markers overlap for envforge exactly
+    when they are both true at a version of the grid."""
+    from packaging.markers import Marker, default_environment
+    grid = [f"{x}.{y}.{z}" for x in range(5) for y in [*range(14), 99] for z in [*range(14), 99]]
+    base = default_environment()
+    truth = {}
+    for text in _PY_MARKERS:
+        marker = Marker(text)
+        truth[text] = {v for v in grid if marker.evaluate({**base, "python_full_version": v,
+                                                           "python_version": ".".join(v.split(".")[:2])})}
+    wrong = [(a, b) for i, a in enumerate(_PY_MARKERS) for b in _PY_MARKERS[i:]
+             if (overlap_witness([a], [b]) is not None) != bool(truth[a] & truth[b])]
+    assert wrong == []

@@ -863,7 +863,7 @@ def test_the_validation_cache_lives_under_the_users_cache_directory(tmp_path: Pa
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     text = HEAD + "packages = []\n"
-    key = hashlib.sha256(f"envforge.lockreader/3\0{packaging.__version__}\0{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"envforge.lockreader/4\0{packaging.__version__}\0{text}".encode()).hexdigest()
     read_lock_text(text, label="x")  # the directories are made as needed
     assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()] == [
         Path("home/.cache/envforge/valid-locks") / key]
@@ -976,3 +976,20 @@ def test_a_number_of_more_digits_than_python_converts_is_exit_2_naming_the_line(
     assert exc.value.message == "uv.lock:5: a number of more than 4,300 digits: no lock has one"
     assert exc.value.hint == "fix the file or regenerate it with `envforge lock`"
     assert exc.value.reason.startswith("Exceeds the limit (4300 digits) for integer string conversion")
+
+
+def test_an_overlap_below_a_zero_version_part_is_found_as_packaging_selects_both() -> None:
+    """python_full_version < '3.11.0' and python_version < '3.12' are both true on 3.10: the
+    oracle is packaging's own Pylock.select, which refuses the pair there (reader 3 missed it)."""
+    from packaging.markers import default_environment  # lazy: only this test needs it
+
+    entry = ('[[packages]]\nname = "idna"\nversion = "{v}"\nmarker = "{m}"\n'
+             'wheels = [{{ url = "https://e.example/idna-{v}-py3-none-any.whl", hashes = {{ sha256 = "ffff" }} }}]\n')
+    text = ('lock-version = "1.0"\ncreated-by = "envforge"\n' + entry.format(v="3.7", m="python_full_version < '3.11.0'")
+            + entry.format(v="3.10", m="python_version < '3.12'"))
+    found = read_lock_text(text, label="p").ambiguities
+    assert [(a.first, a.second, dict(a.witness)) for a in found] == [
+        (0, 1, {"python_full_version": "3.10.99", "python_version": "3.10"})]
+    with pytest.raises(PylockSelectError):
+        list(Pylock.from_dict(tomllib.loads(text)).select(environment={
+            **default_environment(), "python_full_version": "3.10.99", "python_version": "3.10"}))

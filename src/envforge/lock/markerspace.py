@@ -48,11 +48,12 @@ exclusive (no error); an error is never raised for markers that are in fact excl
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from envforge.lock.pyversions import representative_versions
 
 if TYPE_CHECKING:
     from packaging.markers import Marker
@@ -407,42 +408,6 @@ def _collect(node: Any, out: dict[str, set[str]]) -> None:
             out.setdefault(var.value, set()).add(value.value)
 
 
-def _versions(literals: set[str]) -> list[str]:
-    """Representative full versions for the Python version literals ``literals``.
-
-    A comparison's truth value changes only at a breakpoint: the literal ``L`` (zero-padded to
-    three parts), the next minor release ``X.(Y+1).0`` (``python_version`` is two parts, so
-    ``python_version <= '3.11'`` is ``python_full_version < '3.12.0'``, and ``== '3.11.*'`` ends
-    there) and, for a one-part literal, the next major ``(X+1).0.0``. Each breakpoint and the micro
-    release after it (inside the interval above it) are tried, and the release just below ``L``,
-    borrowing as subtraction does (``3.11.0`` -> ``3.10.99``, ``3.0`` -> ``2.99.99``): so two
-    markers are true together here exactly when packaging finds them true together at some release
-    (tests/lock/test_markerspace.py checks every pair of a grid against packaging). ``0`` has
-    nothing below it; a literal without digits is read as ``3``; parts past the third are ignored.
-    """
-    out: set[tuple[int, int, int]] = set()  # called for a group some marker names: never without literals
-    for lit in literals:
-        given = [int(d) for d in re.findall(r"\d+", lit)[:3]] or [3]
-        x, y, z = given + [0] * (3 - len(given))
-        breaks = [(x, y, z), (x, y + 1, 0)] + ([(x + 1, 0, 0)] if len(given) == 1 else [])
-        out.update(b for a, m, n in breaks for b in ((a, m, n), (a, m, n + 1)))
-        below = _below([x, y, z])
-        if below is not None:
-            out.add(below)
-    return sorted(".".join(map(str, v)) for v in out)
-
-
-def _below(parts: list[int]) -> tuple[int, int, int] | None:
-    """The release just below ``parts`` (three parts; a zero part borrows: 99), or ``None`` at 0.0.0."""
-    lower = list(parts)
-    for k in (2, 1, 0):
-        if lower[k] > 0:
-            lower[k] -= 1
-            lower[k + 1:] = [99] * (2 - k)
-            return (lower[0], lower[1], lower[2])
-    return None
-
-
 def _subsets(values: set[str]) -> list[frozenset[str]]:
     vals = sorted(values)
     return [frozenset(c) for r in range(len(vals) + 1) for c in itertools.combinations(vals, r)]
@@ -455,7 +420,7 @@ def _axes(lits: dict[str, set[str]]) -> list[list[dict[str, object]]] | None:
         return None
     axes: list[list[dict[str, object]]] = []
     if any(v in lits for v in _PY_VARS):
-        full = _versions(set().union(*(lits.get(v, set()) for v in _PY_VARS)))
+        full = representative_versions(set().union(*(lits.get(v, set()) for v in _PY_VARS)))
         axes.append([{"python_full_version": f, "python_version": ".".join(f.split(".")[:2]),
                       "implementation_version": f} for f in full])
     if any(v in lits for v in _PLATFORM_VARS):

@@ -23,7 +23,9 @@ from envforge.lock.ambiguity import Ambiguity
 
 __all__ = ["READER", "recalled", "remember", "validated_marker"]
 
-READER = "envforge.lockreader/3"  # bump when what the reader accepts changes: old cache entries stop counting
+# bump when what the reader accepts or finds changes: old cache entries stop counting
+# (4: the overlap search tries the Python versions below a zero part and after each breakpoint)
+READER = "envforge.lockreader/4"
 
 
 def validated_marker(text: str) -> Path | None:

@@ -4,11 +4,12 @@ the files, the manifest and the saved originals after each kind of revert, pinne
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
 
-from envforge.core.errors import CheckFailed
+from envforge.core.errors import CheckFailed, InputError
 from envforge.patching import journal
 from envforge.patching.journal import journaled_write
 from envforge.patching.manifest import (
@@ -172,3 +173,31 @@ def test_a_dry_run_never_rolls_back_and_refuses_the_half_written_state(sp: Path,
         revert(sp, dry_run=True)
     assert info.value.message.startswith("an `apply-patches --revert` of p2 was interrupted while writing pkg/a.py ")
     assert intent_path(sp).exists() and files(sp) == (A1, B1)
+
+
+def test_a_file_already_back_does_not_stop_the_older_entries(sp: Path) -> None:
+    (sp / "pkg/b.py").write_bytes(B0)  # the newest entry (p1's b.py) is already its original
+    report = revert(sp)
+    assert report == PatchReport(sp, (restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
+                                 (FileChange("", "pkg/a.py", A2, A0),), written=True, recovered=())
+    assert files(sp) == (A0, B0) and not manifest_path(sp).exists()
+
+
+def test_a_saved_original_that_is_not_a_file_is_named_and_never_opened(sp: Path) -> None:
+    blob = sp / ".envforge" / "originals" / sha(B0)
+    blob.unlink()
+    os.mkfifo(blob)
+    with pytest.raises(InputError) as info:
+        revert(sp)
+    assert (info.value.message, info.value.hint) == (f"saved original {blob} is not a regular file (a FIFO)",
+                                                     rebuild_hint(sp))
+    assert files(sp) == (A2, B1) and read_manifest(sp) == APPLIED
+
+
+def test_a_patched_file_that_is_not_a_file_is_refused_with_the_rebuild_hint(sp: Path) -> None:
+    (sp / "pkg/b.py").unlink()
+    os.mkfifo(sp / "pkg/b.py")
+    with pytest.raises(InputError) as info:
+        revert(sp)
+    assert info.value.hint == rebuild_hint(sp)
+    assert (sp / "pkg/a.py").read_bytes() == A2 and read_manifest(sp) == APPLIED

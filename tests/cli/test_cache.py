@@ -19,9 +19,10 @@ def test_the_cache_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(root))
     assert main(["cache", "dir"]) == 0
     out, err = capsys.readouterr()
-    assert (out, err.splitlines()) == (f"{root}\n", ["  patch-results        65 B  4 files",
-                                                     "  releases          3.5 KiB  8 files",
-                                                     "  valid-locks           0 B  1 file"])
+    assert (out, err.splitlines()) == (f"{root}\n", ["  patch-results          65 B  4 files",
+                                                     "  releases            3.5 KiB  8 files",
+                                                     "  valid-locks             0 B  1 file",
+                                                     "  marker-verdicts         0 B  0 files"])
     assert main(["cache", "dir", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert (doc["schema"], doc["data"]["root"], doc["data"]["bytes"], doc["data"]["caches"][2]) == (

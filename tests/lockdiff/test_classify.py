@@ -356,3 +356,52 @@ def test_uv_pip_compile_against_the_uv_export_names_each_difference_once(
     assert [(c.kind, c.name, c.old_version or c.new_version) for c in d.packages if not c.hidden] == [
         ("removed", "grp", "1.0"), ("removed", "grp", "2.0")]
     assert (d.index_moves, d.shared) == ((), ())
+
+
+def _verdict_file(a: str | None, b: str | None) -> Path:
+    import hashlib
+    import os
+
+    import packaging
+
+    key = hashlib.sha256(f"envforge.lockreader/4\0{packaging.__version__}\0{a!r}\0{b!r}".encode()).hexdigest()
+    return Path(os.environ["ENVFORGE_CACHE_DIR"]) / "marker-verdicts" / key
+
+
+def test_a_marker_verdict_is_kept_on_disk_and_answers_the_next_diff(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envforge.lockdiff import classify
+
+    joined = "sys_platform == 'linux' or sys_platform != 'linux'"
+    assert classify._same_space(joined, None) is True
+    assert classify._same_space("sys_platform == 'linux'", "sys_platform == 'win32'") is False
+    assert _verdict_file(joined, None).read_bytes() == b"1"
+    assert _verdict_file("sys_platform == 'linux'", "sys_platform == 'win32'").read_bytes() == b"0"
+    assert classify._same_space("os_name=='nt'", 'os_name == "nt"') is True  # one text once parsed
+    assert _verdict_file("os_name=='nt'", 'os_name == "nt"').read_bytes() == b"1"
+    classify._same_space.cache_clear()
+
+    def never(*_args: object) -> bool:
+        raise AssertionError("a kept verdict must answer without the marker search")
+
+    monkeypatch.setattr(classify, "equivalent", never)
+    assert classify._same_space(joined, None) is True
+    assert classify._same_space("sys_platform == 'linux'", "sys_platform == 'win32'") is False
+    _verdict_file(joined, None).write_bytes(b"yes")  # not a verdict: decided again, and kept
+    classify._same_space.cache_clear()
+    monkeypatch.setattr(classify, "equivalent", lambda a, b: False)
+    assert classify._same_space(joined, None) is False
+    assert _verdict_file(joined, None).read_bytes() == b"0"
+
+
+def test_no_lock_cache_keeps_no_verdict_and_an_unwritable_cache_costs_only_the_search(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from envforge.lockdiff import classify
+
+    monkeypatch.setenv("ENVFORGE_NO_LOCK_CACHE", "1")
+    assert classify._same_space("python_version < '3.11'", "python_version <= '3.10'") is True
+    assert not _verdict_file("python_version < '3.11'", "python_version <= '3.10'").parent.exists()
+    monkeypatch.delenv("ENVFORGE_NO_LOCK_CACHE")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "file"))  # a file where the directory should be
+    assert classify._same_space("python_version < '3.11'", "python_version < '3.10'") is False
+    assert classify._same_space("not a marker", "sys_platform == 'linux'") is False

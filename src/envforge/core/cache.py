@@ -3,16 +3,18 @@ clean | prune`` (as ``uv cache dir | clean | prune``).
 
 Everything here only saves time; removing any of it costs the next run the work again, never a result:
 
-================  ==========================================================  ===============================
-cache             what it holds                                               written by
-================  ==========================================================  ===============================
-``patch-results`` what a patchset's operations make of one file (``<key>.json``  ``patching/memo.py``
-                  and the patched bytes ``<key>.after``)
-``releases``      released code for ``envforge patches check``: index listings  ``patching/releases.py``,
-                  (``index/``), downloaded wheels (``wheels/``), their Python    ``patching/compat.py``
-                  files (``unpacked/<dist>-<version>/``) and results (``check/``)
-``valid-locks``   one empty marker per lock text the lock reader has validated  ``lock/read.py``
-================  ==========================================================  ===============================
+====================  ================================================================  ===========================
+cache                 what it holds                                                     written by
+====================  ================================================================  ===========================
+``patch-results``     what a patchset's operations make of one file (``<key>.json``     ``patching/memo.py``
+                      and the patched bytes ``<key>.after``)
+``releases``          released code for ``envforge patches check``: index listings      ``patching/releases.py``,
+                      (``index/``), downloaded wheels (``wheels/``), their Python       ``patching/compat.py``
+                      files (``unpacked/<dist>-<version>/``) and results (``check/``)
+``valid-locks``       one empty marker per lock text the lock reader has validated      ``lock/read.py``
+``marker-verdicts``   one byte per pair of markers ``lock diff`` compared: same         ``lockdiff/classify.py``
+                      environments (``1``) or not (``0``)
+====================  ================================================================  ===========================
 
 The root is ``$ENVFORGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/envforge``, else ``~/.cache/envforge``
 (:func:`cache_root`; the same rule as ``patching.memo.default_cache`` and ``lock/read.py``).
@@ -48,6 +50,7 @@ CACHES: Mapping[str, str] = {
     "patch-results": "patch results of build and apply-patches (patching/memo.py)",
     "releases": "released wheels and their Python files for patches check (patching/releases.py)",
     "valid-locks": "markers of lock texts already validated (lock/read.py)",
+    "marker-verdicts": "lock diff's verdicts on pairs of markers (lockdiff/classify.py)",
 }
 
 _LEFTOVER_FILES = (".part", ".envforge-tmp")  # an interrupted download; an interrupted atomic write

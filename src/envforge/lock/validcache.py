@@ -21,7 +21,7 @@ from envforge.core.cache import cache_root
 from envforge.core.fs import atomic_write
 from envforge.lock.ambiguity import Ambiguity
 
-__all__ = ["READER", "recalled", "remember", "validated_marker"]
+__all__ = ["READER", "recalled", "recalled_verdict", "remember", "remember_verdict", "validated_marker", "verdict_path"]
 
 # bump when what the reader accepts or finds changes: old cache entries stop counting
 # (4: the overlap search tries the Python versions below a zero part and after each breakpoint)
@@ -62,4 +62,36 @@ def recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
         return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
                      for k, i, j, a, b, w in body)
     except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def verdict_path(a: str | None, b: str | None) -> Path | None:
+    """Where the verdict "markers ``a`` and ``b`` are true in the same environments" of ``lock diff``
+    is kept (``None``: no marker): ``<cache root>/marker-verdicts/<sha256 of reader version, packaging
+    version, repr(a), repr(b)>``; ``None`` when ``ENVFORGE_NO_LOCK_CACHE`` is set. A warm diff of
+    the same two locks then needs no marker parse (packaging.markers and its imports: about 45 ms)."""
+    if os.environ.get("ENVFORGE_NO_LOCK_CACHE"):
+        return None
+    key = hashlib.sha256(f"{READER}\0{packaging.__version__}\0{a!r}\0{b!r}".encode()).hexdigest()
+    return cache_root() / "marker-verdicts" / key
+
+
+def remember_verdict(path: Path | None, same: bool) -> None:
+    """Keep the verdict at ``path`` (the byte ``1``: same environments, ``0``: not)."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, b"1" if same else b"0")
+    except OSError:
+        pass  # a read-only cache only costs the next diff a marker parse
+
+
+def recalled_verdict(path: Path | None) -> bool | None:
+    """The verdict kept at ``path``, or ``None`` (none kept, unreadable, or not ``0``/``1``: decided again)."""
+    if path is None:
+        return None
+    try:
+        return {b"1": True, b"0": False}.get(path.read_bytes())
+    except OSError:
         return None

@@ -69,6 +69,7 @@ from urllib.parse import unquote
 from packaging.version import InvalidVersion, Version
 
 from envforge.lock.markerspace import equivalent
+from envforge.lock.validcache import recalled_verdict, remember_verdict, verdict_path
 from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff, PackageChange, family_of, index_names
 from envforge.lockdiff.fields import envforge_changes, header_changes
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
@@ -285,15 +286,20 @@ def _same_space(a: str | None, b: str | None) -> bool:
     """Two markers with one text once parsed, or true in the same environments
     (:func:`envforge.lock.markerspace.equivalent`: a uv.lock entry's ``resolution-markers`` that
     join every fork are no marker; forks split another way over the same environments are the
-    same marker). Cached: a relock rewrites many entries' markers the same way."""
+    same marker). Cached in the process (a relock rewrites many entries' markers the same way) and
+    on disk (:func:`envforge.lock.validcache.verdict_path`: a warm diff parses no marker)."""
+    where = verdict_path(a, b)
+    known = recalled_verdict(where)
+    if known is not None:
+        return known
     from packaging.markers import InvalidMarker, Marker  # lazy: only where two markers differ
 
     try:
-        if a is not None and b is not None and str(Marker(a)) == str(Marker(b)):
-            return True
-        return equivalent(a, b)
+        same = (a is not None and b is not None and str(Marker(a)) == str(Marker(b))) or equivalent(a, b)
     except InvalidMarker:
-        return False
+        same = False
+    remember_verdict(where, same)
+    return same
 
 
 def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]

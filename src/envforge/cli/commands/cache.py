@@ -18,7 +18,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     commands = group(sub, "cache", help=SUMMARIES["cache"],
                      description=f"envforge's own caches under {_ROOT}: patch results (patch-results), released "
                                  "wheels and their Python files for `patches check` (releases), validated lock "
-                                 "texts (valid-locks). They only save time: removing them costs the next run the "
+                                 "texts (valid-locks), lock diff's marker verdicts (marker-verdicts). They only save time: removing them costs the next run the "
                                  "work again. uv's cache is uv's: `uv cache dir|clean|prune`.")
     d = commands.add_parser("dir", help="print the cache directory, and each cache's size on stderr",
                             description=f"Print envforge's cache directory ({_ROOT}) on stdout, and on stderr "
@@ -26,7 +26,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
     c = commands.add_parser("clean", help="remove envforge's caches (or the named ones)",
                             description="Remove the caches named (default: every one) and say what that freed. "
                                         "Run it when no `envforge patches check` is running.")
-    c.add_argument("names", nargs="*", metavar="CACHE", help="patch-results, releases or valid-locks (default: all)")
+    c.add_argument("names", nargs="*", metavar="CACHE", help="patch-results, releases, valid-locks or marker-verdicts (default: all)")
     p = commands.add_parser("prune", help="remove what no run reads again (unpacked wheels, interrupted leftovers)",
                             description="Remove what no later run reads: downloaded wheels whose Python files are "
                                         "unpacked, leftovers of interrupted downloads, unpacks and writes, patched "

@@ -307,6 +307,14 @@ def test_every_side_of_a_python_version_literal_is_reachable(marker: str) -> Non
     assert satisfiable([marker], {}) is True
 
 
+def test_each_set_variable_and_each_unknown_platform_value_is_searched_on_its_own() -> None:
+    assert overlap_witness(["'a' in extras and 'g' in dependency_groups"], ["'g' in dependency_groups"]) == {
+        "dependency_groups": "{g}", "extras": "{a}"}
+    # an unknown sys_platform moves alone: the other platform variables are "none of these" then
+    assert overlap_witness(["sys_platform == 'freebsd'"], ["platform_system != 'freebsd'"]) == {
+        "platform_system": "envforge-none-of-these", "sys_platform": "freebsd"}
+
+
 def test_nothing_is_below_python_zero() -> None:
     assert satisfiable(["python_full_version < '0'"], {}) is False
     assert satisfiable(["python_full_version <= '0'"], {}) is True

@@ -10,6 +10,8 @@ def test_python_versions_are_each_breakpoint_the_release_after_it_and_the_releas
     assert representative_versions({"3.0"}) == ["2.99.99", "3.0.0", "3.0.1", "3.1.0", "3.1.1"]
     assert representative_versions({"3.12.*"}) == ["3.11.99", "3.12.0", "3.12.1", "3.13.0", "3.13.1"]
     assert representative_versions({"3"}) == ["2.99.99", "3.0.0", "3.0.1", "3.1.0", "3.1.1", "4.0.0", "4.0.1"]
+    assert representative_versions({"3.1.0"}) == ["3.0.99", "3.1.0", "3.1.1", "3.2.0", "3.2.1"]
+    assert representative_versions({"1"}) == ["0.99.99", "1.0.0", "1.0.1", "1.1.0", "1.1.1", "2.0.0", "2.0.1"]
     assert representative_versions({"0"}) == ["0.0.0", "0.0.1", "0.1.0", "0.1.1", "1.0.0", "1.0.1"]
     # parts past the third are ignored
     assert representative_versions({"3.10.4.1"}) == ["3.10.3", "3.10.4", "3.10.5", "3.11.0", "3.11.1"]

@@ -23,24 +23,21 @@ def representative_versions(literals: set[str]) -> list[str]:
     (tests/lock/test_markerspace.py checks every pair of a grid against packaging). ``0`` has
     nothing below it; a literal without digits is read as ``3``; parts past the third are ignored.
     """
-    out: set[tuple[int, int, int]] = set()  # called for a group some marker names: never without literals
+    out: set[tuple[int, ...]] = set()  # called for a group some marker names: never without literals
     for lit in literals:
         given = [int(d) for d in re.findall(r"\d+", lit)[:3]] or [3]
         x, y, z = given + [0] * (3 - len(given))
         breaks = [(x, y, z), (x, y + 1, 0)] + ([(x + 1, 0, 0)] if len(given) == 1 else [])
         out.update(b for a, m, n in breaks for b in ((a, m, n), (a, m, n + 1)))
-        below = _below([x, y, z])
+        below = _below((x, y, z))
         if below is not None:
             out.add(below)
     return sorted(".".join(map(str, v)) for v in out)
 
 
-def _below(parts: list[int]) -> tuple[int, int, int] | None:
-    """The release just below ``parts`` (three parts; a zero part borrows: 99), or ``None`` at 0.0.0."""
-    lower = list(parts)
+def _below(parts: tuple[int, int, int]) -> tuple[int, ...] | None:
+    """The release just below ``parts`` (a zero part borrows: 99), or ``None`` at 0.0.0."""
     for k in (2, 1, 0):
-        if lower[k] > 0:
-            lower[k] -= 1
-            lower[k + 1:] = [99] * (2 - k)
-            return (lower[0], lower[1], lower[2])
+        if parts[k] > 0:
+            return parts[:k] + (parts[k] - 1,) + (99,) * (2 - k)
     return None

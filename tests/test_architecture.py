@@ -3,6 +3,7 @@
 - import-linter (``.importlinter``): the stage packages import only from the stages below them, and the
   independence contracts (bench and verify; lockdiff, patching and drafter) hold; no cycle between stages.
 - deptry (``[tool.deptry]`` in pyproject.toml): no undeclared import and no unused dependency.
+- mypy ``--strict`` (``[tool.mypy]`` in pyproject.toml) over ``src/envforge``: no type error.
 - No module over 500 lines; no top-level modules besides ``__init__`` and ``__main__``.
 - Function-level imports only for start-up time of heavy optional dependencies, each marked ``# lazy: ...``.
 """
@@ -38,6 +39,12 @@ def test_import_contracts_are_kept() -> None:
 def test_dependencies_are_declared_and_used() -> None:
     proc = subprocess.run([_tool("deptry"), "src"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_the_source_type_checks_under_mypy_strict() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mypy", "src/envforge"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.stdout.startswith("Success: no issues found")
 
 
 def _modules() -> list[Path]:

@@ -93,7 +93,8 @@ class Distribution:
         :raises KeyError: a field is missing; :raises TypeError/ValueError: a field is not a number.
         """
         chosen = tuple((k, float(v)) for k, v in d.items() if k not in ("n", *_FIXED) and _is_key(k))
-        return cls(int(d["n"]), *(float(d[k]) for k in _FIXED), chosen)
+        return cls(int(d["n"]), float(d["mean"]), float(d["median"]), float(d["p90"]), float(d["p95"]),
+                   float(d["p99"]), float(d["max"]), chosen)
 
 
 def _is_key(key: str) -> bool:

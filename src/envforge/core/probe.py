@@ -14,6 +14,7 @@ never orphans a probe's process group.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import threading
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from envforge.core.deadline import cut, deadline
 from envforge.core.errors import ExternalToolError
@@ -164,7 +165,8 @@ def _bounded_output(proc: subprocess.Popen[bytes], timeout_s: float | None) -> t
 
     def drain_out() -> None:
         assert proc.stdout is not None
-        while chunk := proc.stdout.read1(1 << 16):
+        stream = cast(io.BufferedReader, proc.stdout)  # Popen's default buffering: read1 is there
+        while chunk := stream.read1(1 << 16):
             out.extend(chunk)
             if len(out) > STDOUT_LIMIT:
                 flooded.set()
@@ -173,7 +175,8 @@ def _bounded_output(proc: subprocess.Popen[bytes], timeout_s: float | None) -> t
 
     def drain_err() -> None:
         assert proc.stderr is not None
-        while chunk := proc.stderr.read1(1 << 16):
+        stream = cast(io.BufferedReader, proc.stderr)
+        while chunk := stream.read1(1 << 16):
             err.extend(chunk)
             if len(err) > 2 * STDERR_KEEP:
                 del err[:-STDERR_KEEP]

@@ -121,7 +121,7 @@ def _vllm(site_packages: Path) -> EngineVariables | None:
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
         if (isinstance(target, ast.Name) and target.id == "environment_variables"
-                and isinstance(node.value, ast.Dict)):
+                and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict)):
             names = {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
             return EngineVariables("vllm", "VLLM_", registry, {n: "str" for n in names}, {},
                                    site_packages / "vllm", _version(site_packages, "vllm"))

@@ -109,7 +109,7 @@ def editable_install(site_packages: Path, distribution: str) -> EditableInstall 
         return None
     data = read_direct_url(info)
     dir_info = data.get("dir_info") if data is not None else None
-    if not isinstance(dir_info, dict) or dir_info.get("editable") is not True:
+    if data is None or not isinstance(dir_info, dict) or dir_info.get("editable") is not True:
         return None
     url = urlsplit(str(data.get("url", "")))
     project = Path(unquote(url.path)) if url.scheme == "file" else Path(str(data.get("url", "")))

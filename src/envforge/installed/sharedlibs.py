@@ -45,7 +45,7 @@ def _needed(path: Path) -> list[str]:
                 return []
             fh.seek(0)
             elf = ELFFile(fh)
-            return [str(tag.needed) for section in elf.iter_sections() if isinstance(section, DynamicSection)
+            return [str(getattr(tag, "needed")) for section in elf.iter_sections() if isinstance(section, DynamicSection)
                     for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
     except (OSError, ELFError, ValueError, KeyError, AttributeError):
         return []

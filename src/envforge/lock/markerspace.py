@@ -312,7 +312,8 @@ def _conjunction_witness(atoms: tuple[Any, ...]) -> tuple[tuple[str, str], ...] 
         values = axes[0] if axes else [{}]  # one group, one axis (none: an atom without a variable)
         marker = Marker._from_markers(_joined(members))
         for value in values:
-            if marker.evaluate({**base, **value}, context="lock_file"):  # type: ignore[arg-type]
+            env = {**base, **value}
+            if marker.evaluate(env, context="lock_file"):  # type: ignore[arg-type]
                 shown.update({k: _shown(v) for k, v in value.items() if k in lits})
                 break
         else:

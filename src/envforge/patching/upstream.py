@@ -100,7 +100,8 @@ def _parse(data: bytes, label: str) -> Any:
     :raises InputError: not UTF-8, CRLF line endings (a file header ending in CR), not a unified
         diff, or no file in it.
     """
-    import unidiff  # lazy: only `patches import` parses diffs
+    from unidiff.errors import UnidiffParseError  # lazy: only `patches import` parses diffs
+    from unidiff.patch import PatchSet  # lazy: as above
 
     try:
         text = data.decode("utf-8")
@@ -111,10 +112,10 @@ def _parse(data: bytes, label: str) -> Any:
             raise InputError(f"{label}:{crlf}: the file header ends in CRLF (\\r\\n): the diff was saved with "
                              "Windows line endings, so no hunk matches the released files",
                              hint=f"convert it (dos2unix {label}) and import it again")
-        patch = unidiff.PatchSet(text)
+        patch = PatchSet(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=_DIFF_HINT) from None
-    except unidiff.UnidiffParseError as exc:
+    except UnidiffParseError as exc:
         raise InputError(f"{label}: not a unified diff: {exc}", hint=_DIFF_HINT) from None
     if not len(patch):
         raise InputError(f"{label}: no file header (--- a/PATH, +++ b/PATH) in it", hint=_DIFF_HINT)

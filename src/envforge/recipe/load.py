@@ -40,7 +40,8 @@ def load_recipe(path: Path) -> Recipe:
 def _unreviewed(problems: list[Problem], data: Mapping[str, Any]) -> list[Problem]:
     """``problems`` without the unknown-name ones of the names ``[nccl-unknown]`` lists (reviewed,
     each with its reason; :func:`envforge.recipe.envvars.problems` with ``reviewed``)."""
-    reviewed = data.get("nccl-unknown") if isinstance(data.get("nccl-unknown"), Mapping) else {}
+    given = data.get("nccl-unknown")
+    reviewed: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     return [p for p in problems
             if not (p.path.rsplit(".", 1)[-1] in reviewed and p.message.startswith("no NCCL release envforge knows"))]
 

@@ -277,7 +277,8 @@ def recipe_servers(verify: Mapping[str, Any]) -> tuple[ServedCommand, ...]:
     for i, s in enumerate(smoke.get("servers") or ()):
         if not isinstance(s, Mapping) or not isinstance(s.get("args"), list):
             continue
-        env = s.get("env") if isinstance(s.get("env"), Mapping) else {}
+        given = s.get("env")
+        env: Mapping[Any, Any] = given if isinstance(given, Mapping) else {}
         out.append(ServedCommand(str(s.get("name") or f"server-{i + 1}"), tuple(str(a) for a in s["args"]),
                                  {str(k): str(v) for k, v in env.items()}, api))
     return tuple(out)

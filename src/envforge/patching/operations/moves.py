@@ -37,6 +37,9 @@ class _Moved(Placed):
     with the comments above it) at the anchor. Holds when it already sits right after (or before)
     its anchor with that code."""
 
+    if TYPE_CHECKING:  # each move's own dataclass field; not one of this base (its field order stays)
+        code: str
+
     def _find(self, statements: list[Any]) -> list[int]:
         raise NotImplementedError
 

@@ -26,7 +26,7 @@ inside the functions so loading patchsets stays fast.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -125,7 +125,8 @@ def named(statements: Sequence[Any], name: str) -> list[int]:
 
 
 def statements_of(holder: Any, module: Any) -> Sequence[Any]:
-    return holder.body if holder is module else holder.body.body
+    body: Sequence[Any] = holder.body if holder is module else holder.body.body
+    return body
 
 
 def with_statements(holder: Any, module: Any, statements: Sequence[Any]) -> Any:
@@ -228,7 +229,7 @@ class Placed(Operation):
         anchor = self._anchor()
         return f"{anchor[0].replace('-', ' ')} {anchor[1].strip()!r} in {where}" if anchor else f"the start of {where}"
 
-    def _place(self, module: cst.Module, node: Any, present: Any) -> Outcome:
+    def _place(self, module: cst.Module, node: Any, present: Callable[[list[Any]], Outcome | None]) -> Outcome:
         """Insert ``node`` at the anchor, unless ``present(statements)`` says the body has it
         (returns an :class:`Outcome` then)."""
         holder = body_items(module, getattr(self, "parent", None))

@@ -378,3 +378,51 @@ def test_past_the_alternatives_cap_an_entry_counts_as_always_needed() -> None:
     fewer = text.replace(extras, "".join(f'e{k} = [{{ name = "torchy", version = "1" }}]\n' for k in range(3)))
     assert activations(read_lock_text(fewer, label="uv.lock").data, conflict_sets(read_lock_text(fewer, label="uv.lock").data))[1] == (
         on("extra-4-proj-e0") | on("extra-4-proj-e1") | on("extra-4-proj-e2"))
+
+
+def test_at_the_alternatives_cap_every_alternative_is_kept() -> None:
+    from envforge.lock.uvconflicts import MAX_ALTERNATIVES, _minimal
+    alternatives = [Alternative(frozenset({f"extra-4-proj-e{k}"})) for k in range(MAX_ALTERNATIVES)]
+    assert _minimal(alternatives) == frozenset(alternatives)  # 64 incomparable ones: decided
+    assert _minimal([*alternatives, Alternative(frozenset({"extra-4-proj-x"}))]) == ALWAYS  # 65: always
+    assert _minimal([Alternative(frozenset({CPU})), Alternative(frozenset({CPU, GPU}))]) == on(CPU)
+
+
+def test_an_edge_naming_exactly_the_decided_number_of_items_is_decided() -> None:
+    items = [f"extra-4-proj-x{k}" for k in range(8)]
+    conflicts = [frozenset(items)]
+    marker = " or ".join(f"extra == '{i}'" for i in items)
+    assert edge_condition(marker, frozenset(items), conflicts) == frozenset(
+        Alternative(frozenset({i}), frozenset(items) - {i}) for i in items)
+
+
+def test_an_edge_condition_names_every_encoded_item_and_no_plain_extra() -> None:
+    declared = frozenset({CPU, GPU})
+    # an encoded item of another project, not declared: enumerated too (the marker needs it on)
+    assert edge_condition(f"extra == '{CPU}' and extra == 'extra-3-foo-x'", declared, [declared]) == frozenset(
+        {Alternative(frozenset({CPU, "extra-3-foo-x"}))})
+    # a plain extra name is no conflict item: the marker needs it, and no selection of items enables it
+    assert edge_condition(f"extra == '{CPU}' and extra == 'plain'", declared, [declared]) == frozenset()
+
+
+def test_merging_keeps_the_other_conditions_and_the_terms_nothing_covers() -> None:
+    from envforge.lock.uvconflicts import _merged
+    a, b, c = "extra-1-p-a", "extra-1-p-b", "extra-1-p-c"
+    x = Alternative(frozenset({a}), frozenset({b}))
+    y = Alternative(frozenset(), frozenset({a, b}))
+    assert _merged({x, y}) == frozenset({Alternative(frozenset(), frozenset({b}))})
+    t1 = Alternative(frozenset({a}), frozenset({b, c}))
+    t2 = Alternative(frozenset(), frozenset({a, b, c}))
+    t3 = Alternative(frozenset({a, b, c}))
+    assert _merged({t1, t2, t3}) == frozenset({t3, Alternative(frozenset(), frozenset({b, c}))})
+
+
+def test_a_group_edge_that_needs_an_extra_in_conflict_with_the_group_is_never_taken() -> None:
+    """uv's conflicts between the ``dev`` group and the ``cpu`` extra: a dev dependency whose marker
+    needs ``cpu`` can never be installed; ``torchy 1`` is reached only through ``cpu``."""
+    text = ('version = 1\nconflicts = [[{ package = "proj", group = "dev" }, { package = "proj", extra = "cpu" }]]\n\n'
+            + ROOT + '[package.optional-dependencies]\ncpu = [{ name = "torchy", version = "1" }]\n'
+            '[package.dev-dependencies]\ndev = [{ name = "torchy", version = "1", marker = "extra == \'extra-4-proj-cpu\'" }, '
+            '{ name = "ghost" }]\n\n' + _pkg("torchy", "1"))
+    doc = read_lock_text(text, label="uv.lock")
+    assert activations(doc.data, conflict_sets(doc.data)) == (ALWAYS, on(CPU))

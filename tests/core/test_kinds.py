@@ -32,7 +32,7 @@ def test_the_levels_of_every_kind() -> None:
     assert sorted(k for k, v in REGISTRY.items() if v.any_level) == [
         "acceptance-expired", "acceptance-unmatched", "nothing-to-check"]
     assert {v.level for v in REGISTRY.values()} == {"static", "gpu"}
-    assert len(REGISTRY) == 50
+    assert len(REGISTRY) == 51
 
 
 def test_nccl_library_is_a_gpu_kind() -> None:
@@ -92,6 +92,7 @@ def test_the_checks_that_list_each_kind() -> None:
                                                                                   "stale-bytecode"],
         "patch-states": ["patch-state", "patchset-out-of-range", "patchset-changed", "editable-install"], "env-profile": ["env-profile", "engine-variable"],
         "families": ["family-mismatch"], "metadata": ["metadata-mismatch"], "cuda-major": ["cuda-major-mismatch", "cuda-library"],
+        "torch-abi": ["torch-abi"],
         "startup": ["startup-code", "startup-code-outside"], "yanked": ["yanked"],
         "accept": ["acceptance-expired", "acceptance-unmatched"], "gpu": ["no-gpu"], "cuda": ["cuda-unavailable"],
         "gpu-count": ["gpu-count"], "capability": ["capability", "gpu-model"], "arch-list": ["arch-list"],

@@ -75,7 +75,7 @@ def test_default_environment_verifies_clean(tmp_path: Path) -> None:
     assert report.exit_code == 0
     status = {c.name: c.status for c in report.checks}
     assert status == {"platform": "skipped", "lock-integrity": "ok", "lock-current": "ok", "versions": "ok", "families": "ok", "metadata": "ok", "cuda-major": "skipped",
-                      "record": "ok", "patched-files": "ok", "patch-states": "ok", "patch-effect": "ok",
+                      "torch-abi": "skipped", "record": "ok", "patched-files": "ok", "patch-states": "ok", "patch-effect": "ok",
                       "env-profile": "ok", "startup": "ok", "effective-env": "ok"}
     startup = next(c for c in report.checks if c.name == "startup")
     assert startup.detail == "1 start-up hooks (0 owned by nothing), 0 other unowned files"

@@ -111,6 +111,9 @@ REGISTRY: Mapping[str, Kind] = {
                                  "reads the dist-info from outside site-packages", "metadata"),
     "cuda-library": _static("a shared object links another CUDA major's runtime library (NEEDED libcudart.so.12 in "
                             "a CUDA 13 variant, B54)", "cuda-major"),
+    "torch-abi": _static("a compiled extension links torch's libraries and its distribution pins another torch than "
+                         "the installed one (an override moved torch): its import fails with `undefined symbol`",
+                         "torch-abi"),
     "file-conflict": _static("two distributions' RECORDs list one file; the installed bytes are one of them's",
                              "record"),
     "shadowed-patch": _static("a patched file is not the file the interpreter imports for its module (a compiled "

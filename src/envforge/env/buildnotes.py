@@ -5,7 +5,9 @@
 - engine variables of the env profile the installed engine does not read as written (B60,
   :mod:`envforge.env.enginevars`);
 - extension modules linked against another CUDA major than the variant's (B54,
-  :mod:`envforge.installed.sharedlibs`).
+  :mod:`envforge.installed.sharedlibs`);
+- extension modules linked against torch whose distribution pins another torch than the installed
+  one (:mod:`envforge.installed.torchabi`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from envforge.env.enginevars import installed_problems
 from envforge.installed.distributions import find_distribution
 from envforge.installed.sharedlibs import link_notes
+from envforge.installed.torchabi import torch_notes
 from envforge.lock.model import read_lock
 
 __all__ = ["installed_notes", "metadata_disagreements"]
@@ -24,7 +27,7 @@ __all__ = ["installed_notes", "metadata_disagreements"]
 def installed_notes(sp: Path, lock: Path, env: Mapping[str, str], cuda: str | None) -> tuple[str, ...]:
     """Every note on the generation whose purelib is ``sp``, built from ``lock`` with the env profile
     variables ``env`` for CUDA release ``cuda`` (None: none), one line each, in the order above."""
-    return (*metadata_disagreements(sp, lock), *installed_problems(env, sp), *link_notes(sp, cuda))
+    return (*metadata_disagreements(sp, lock), *installed_problems(env, sp), *link_notes(sp, cuda), *torch_notes(sp))
 
 
 def metadata_disagreements(sp: Path, lock: Path) -> list[str]:

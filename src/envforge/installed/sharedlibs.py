@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CudaLink", "cuda_links", "link_notes", "other_major_links"]
+__all__ = ["CudaLink", "cuda_links", "link_notes", "needed", "other_major_links"]
 
 _CUDA_SONAME = re.compile(r"lib(cudart|cublas|cublasLt|nvrtc|nvJitLink)\.so\.(\d+)$")
 _ELF_MAGIC = b"\x7fELF"
@@ -34,7 +34,9 @@ class CudaLink:
     major: int
 
 
-def _needed(path: Path) -> list[str]:
+def needed(path: Path) -> list[str]:
+    """The ``DT_NEEDED`` entries of the ELF file ``path`` (sonames, in file order); [] for anything
+    that is not a readable ELF shared object. Read with pyelftools; nothing is loaded."""
     from elftools.common.exceptions import ELFError  # lazy: only verify and build read ELF files
     from elftools.elf.dynamic import DynamicSection  # lazy: as above
     from elftools.elf.elffile import ELFFile  # lazy: as above
@@ -61,7 +63,7 @@ def cuda_links(site_packages: Path) -> list[CudaLink]:
     """Every judged CUDA library (module docstring) a shared object under ``site_packages`` needs."""
     out = []
     for path in _extensions(site_packages):
-        for library in _needed(path):
+        for library in needed(path):
             m = _CUDA_SONAME.match(library)
             if m:
                 out.append(CudaLink(path.relative_to(site_packages).as_posix(), library, int(m.group(2))))

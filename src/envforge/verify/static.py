@@ -65,7 +65,7 @@ from envforge.verify.startup import (
     startup_findings,
 )
 from envforge.verify.unapplied import out_of_range_findings
-from envforge.verify.versions import check_cuda_major, check_families, check_versions
+from envforge.verify.versions import check_cuda_major, check_families, check_torch_builds, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
 
@@ -154,6 +154,10 @@ def run_static(inp: StaticInputs) -> StaticResult:
         c.add("metadata", metadata_findings(inp.lock, installed, probe.get("metadata"), sp),
               f"importlib.metadata: {counted(len(probe.get('metadata') or []), 'distribution')}")
         _cuda(inp.lock, installed, c, sp, records)
+        if "torch" in installed:
+            c.add("torch-abi", *check_torch_builds(sp, installed, records, probe.get("markers")))
+        else:
+            c.skip("torch-abi", "torch is not installed")
         found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
                                                 deep=inp.deep, records=records)
         c.add("record", found_r,

@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from packaging.markers import Marker
 from packaging.version import InvalidVersion, Version
 
+from envforge.core.plural import counted
+from envforge.installed.torchabi import torch_builds, unmet_builds
 from envforge.recipe.cuda import cuda_major, cuda_mismatches
 from envforge.verify.findings import Finding
 from envforge.verify.inventory import EnvLock, Installed, LockedPackage, direct_url
 from envforge.verify.records import read_record
 
-__all__ = ["FAMILIES", "check_cuda_major", "check_families", "check_versions", "cuda_major_of",
+__all__ = ["FAMILIES", "check_cuda_major", "check_families", "check_torch_builds", "check_versions", "cuda_major_of",
            "uv_cache_wheel"]
 
 #: Distributions that must share one public version (field case B05).
@@ -193,3 +196,23 @@ def check_cuda_major(installed: Iterable[Installed], cuda: str) -> list[Finding]
         f"built for CUDA {m.major} ({m.why})",
         f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls it in), "
         "relock and rebuild") for m in cuda_mismatches(((d.name, d.version) for d in installed), cuda)]
+
+
+def check_torch_builds(site_packages: Path, installed: Mapping[str, Installed], records: Mapping[Installed, Sequence[Any]],
+                       markers: Mapping[str, str] | None) -> tuple[list[Finding], str]:
+    """Every compiled extension that links torch's libraries and whose distribution pins a torch the
+    installed one does not meet (:mod:`envforge.installed.torchabi`), and the check's detail line.
+    ``installed`` must hold torch.
+
+    :raises InputError: a METADATA file is not a regular file or too large.
+    """
+    torch = installed["torch"]
+    builds = torch_builds(site_packages, records, markers)
+    found = [Finding(
+        "torch-abi", f"{b.distribution} {b.version}: {b.extension}",
+        f"{b.requirement} (the torch {b.distribution} {b.version} declares: the one its extensions were built against)",
+        f"torch {torch.version}: {b.extension} links {b.library}, whose C++ symbols change between torch releases; "
+        "its import fails (`undefined symbol`) or it misbehaves",
+        f"lock the {b.distribution} build made for torch {torch.version}, or lock {b.requirement} and drop the "
+        "override that moved torch; then rebuild") for b in unmet_builds(builds, torch.version)]
+    return found, f"torch {torch.version}; {counted(len(builds), 'extension distribution')} pinning torch"

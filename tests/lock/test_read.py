@@ -993,3 +993,29 @@ def test_an_overlap_below_a_zero_version_part_is_found_as_packaging_selects_both
     with pytest.raises(PylockSelectError):
         list(Pylock.from_dict(tomllib.loads(text)).select(environment={
             **default_environment(), "python_full_version": "3.10.99", "python_version": "3.10"}))
+
+
+def test_a_version_of_more_digits_than_python_converts_in_a_marker_is_exit_2_naming_the_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TOML reads it as a string and packaging's Pylock.from_dict accepts it, but no marker
+    evaluation can compare it (packaging raises ValueError too): the overlap search was rc 70."""
+    big = "1" * 5000
+    wheel = 'wheels = [{{ url = "https://e.example/idna-{v}-py3-none-any.whl", hashes = {{ sha256 = "ffff" }} }}]\n'
+    path = tmp_path / "pylock.toml"
+    path.write_text(HEAD + f'[[packages]]\nname = "idna"\nversion = "3.7"\nmarker = "python_version < \'{big}\'"\n'
+                    + wheel.format(v="3.7") + '[[packages]]\nname = "idna"\nversion = "3.8"\n'
+                    'marker = "python_version >= \'3\'"\n' + wheel.format(v="3.8"))
+    assert main(["lock", "diff", str(path), str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"error: {path}:6: a version of more than 4,300 digits in a marker: no installer can compare it",
+        "  hint: regenerate it with `envforge lock` (or the tool named in its created-by)"]
+    uv = ('version = 1\nrevision = 3\n\n[[package]]\nname = "b"\nversion = "1"\n'
+          f'resolution-markers = ["python_full_version < \'{big}\'"]\nsource = {{ registry = "https://x/simple" }}\n\n'
+          '[[package]]\nname = "b"\nversion = "2"\nresolution-markers = ["python_full_version >= \'3\'"]\n'
+          'source = { registry = "https://x/simple" }\n')
+    with pytest.raises(InvalidLock) as exc:
+        read_lock_text(uv, label="uv.lock")
+    assert (exc.value.message, exc.value.hint) == (
+        "uv.lock:7: a version of more than 4,300 digits in a marker: no installer can compare it",
+        "regenerate it with `uv lock`")

@@ -317,7 +317,10 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     if not isinstance(envforge, Mapping):
         raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
                              hint=_REGENERATE["pylock"])
-    found = pylock_ambiguities(entries)
+    try:
+        found = pylock_ambiguities(entries)
+    except ValueError as exc:
+        raise _long_version(label, text, exc, "pylock") from None
     remember(marker, found)
     return LockDocument(label, "pylock", doc, lock, envforge, comments, entries, found)
 
@@ -408,10 +411,25 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: s
     except UvLockShapeError as exc:
         raise InvalidLock.at(label, "uv.lock", exc.reason, key=exc.key, hint=_REGENERATE["uv.lock"]) from None
     conflicts = conflict_sets(doc)
-    found = tuple(ambiguity_of(o, entries, "package")
-                  for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts))
+    try:
+        found = tuple(ambiguity_of(o, entries, "package")
+                      for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts))
+    except ValueError as exc:
+        raise _long_version(label, text, exc, "uv.lock") from None
     remember(marker, found)
     return LockDocument(label, "uv.lock", doc, None, {}, comments, (), found)
+
+
+def _long_version(label: str, text: str, exc: ValueError, kind: str) -> InvalidLock:
+    """The error for a version in a marker that packaging cannot compare: ``int()`` of more digits
+    than CPython converts (``sys.get_int_max_str_digits()``), raised by the overlap search. TOML read
+    it as a string, so the TOML parse let it through; found by its line."""
+    line = long_number_line(text)
+    where = f":{line}" if line else ""
+    reason = f"a version of more than {sys.get_int_max_str_digits():,} digits in a marker: no installer can compare it"
+    if line is None:  # another ValueError of the search: say what it was
+        reason = f"a marker cannot be evaluated: {exc}"
+    return InvalidLock(f"{label}{where}: {reason}", reason=reason, hint=_REGENERATE[kind])
 
 
 def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str | None = None,

@@ -1019,3 +1019,28 @@ def test_a_version_of_more_digits_than_python_converts_in_a_marker_is_exit_2_nam
     assert (exc.value.message, exc.value.hint) == (
         "uv.lock:7: a version of more than 4,300 digits in a marker: no installer can compare it",
         "regenerate it with `uv lock`")
+
+
+def test_a_fifo_planted_as_a_validation_cache_entry_is_never_opened(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    text = HEAD + "packages = []\n"
+    key = hashlib.sha256(f"envforge.lockreader/4\0{packaging.__version__}\0{text}".encode()).hexdigest()
+    entry = tmp_path / "cache" / "valid-locks" / key
+    entry.parent.mkdir(parents=True)
+    os.mkfifo(entry)
+
+    def hung(*_args: object) -> None:
+        raise AssertionError("the cache entry was opened: a FIFO blocks")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(300)  # a guard that turns a hang into a failure, not a timing bound
+    try:
+        assert read_lock_text(text, label="x").pylock is not None  # validated again, as with no entry
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert entry.read_text() == "[]"  # the FIFO was replaced by the real entry

@@ -405,3 +405,26 @@ def test_no_lock_cache_keeps_no_verdict_and_an_unwritable_cache_costs_only_the_s
     monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "file"))  # a file where the directory should be
     assert classify._same_space("python_version < '3.11'", "python_version < '3.10'") is False
     assert classify._same_space("not a marker", "sys_platform == 'linux'") is False
+
+
+def test_a_fifo_planted_as_a_verdict_is_never_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    from envforge.lockdiff import classify
+
+    where = _verdict_file("sys_platform == 'linux'", None)
+    where.parent.mkdir(parents=True)
+    os.mkfifo(where)
+
+    def hung(*_args: object) -> None:
+        raise AssertionError("the verdict was opened: a FIFO blocks")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(300)  # a guard that turns a hang into a failure, not a timing bound
+    try:
+        assert classify._same_space("sys_platform == 'linux'", None) is False
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert where.read_bytes() == b"0"

@@ -18,7 +18,9 @@ from pathlib import Path
 import packaging
 
 from envforge.core.cache import cache_root
+from envforge.core.errors import InputError
 from envforge.core.fs import atomic_write
+from envforge.core.textfile import LARGE_LIMIT, SMALL_LIMIT, read_state
 from envforge.lock.ambiguity import Ambiguity
 
 __all__ = ["READER", "recalled", "recalled_verdict", "remember", "remember_verdict", "validated_marker", "verdict_path"]
@@ -58,10 +60,10 @@ def recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
     if marker is None:
         return None
     try:
-        body = json.loads(marker.read_bytes())
+        body = json.loads(read_state(marker, what="validation cache entry", limit=LARGE_LIMIT))
         return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
                      for k, i, j, a, b, w in body)
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError, InputError):  # a FIFO planted there: named, never opened
         return None
 
 
@@ -92,6 +94,6 @@ def recalled_verdict(path: Path | None) -> bool | None:
     if path is None:
         return None
     try:
-        return {b"1": True, b"0": False}.get(path.read_bytes())
-    except OSError:
+        return {b"1": True, b"0": False}.get(read_state(path, what="marker verdict", limit=SMALL_LIMIT))
+    except (OSError, InputError):  # not a regular file (a FIFO would block): decided again
         return None

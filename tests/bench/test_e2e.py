@@ -788,7 +788,44 @@ def test_natural_output_lengths_complete_requests_that_stop_early_on_a_real_serv
         assert len(outputs) == 2 and all(0 <= n < 2 * 8 for n in outputs)  # 2 requests, each fewer than 8 tokens
         assert lv["e2e_ms"]["median"] > 0 and lv["req_s"]["median"] > 0
     assert "FAILED" not in stdout
-    print("DEBUG", json.dumps({k: v for k, v in srv["levels"][0].items() if k in ("tok_s", "ttft_ms", "tpot_ms", "latency", "repeats")})[:2500])
+
+
+def test_natural_lengths_from_a_sharegpt_file_ask_for_each_replys_tokens_on_a_real_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's ``--dataset-name sharegpt`` rule in natural mode: each request's max_tokens is its
+    reply's length in the model's tokens (the tiny model's word-level tokenizer.json: one token a
+    word), pairs vLLM leaves out are left out with a warning; the model never stops early, so every
+    request yields exactly its reply's length."""
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model")
+    replies = {"the cache holds keys": "values of earlier tokens are kept",
+               "a drafter proposes tokens": "the target verifies them",
+               "short": "too short a prompt: left out",
+               "why batch the requests": "to fill the device"}
+    (tmp_path / "sharegpt.json").write_text(json.dumps([
+        {"conversations": [{"from": "human", "value": q}, {"from": "gpt", "value": a}]} for q, a in replies.items()]))
+    (tmp_path / "recipes").mkdir()
+    recipe = NATURAL_RECIPE.replace("max-new-tokens = 8\n", 'prompts = "../sharegpt.json"\n').replace(
+        '"stops-early"', '"sharegpt"')
+    (tmp_path / "recipes" / "cpu.toml").write_text(recipe.format(model=model, port=free_port()))
+    out = tmp_path / "s.json"
+    code = main(["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out),
+                 "--no-plot", "--output-lengths", "natural", "--save-detailed"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    assert ("natural lengths from a ShareGPT file: 1 of 4 prompts left out as vLLM leaves them out (prompt or reply "
+            "under 4 tokens, prompt over 1,024, both over 2,048)") in stderr
+    data = json.loads(out.read_text())["data"]
+    assert data["config"]["max-new-tokens"] is None and data["failures"] == []
+    assert data["method"]["dataset"]["output_tokens"] == {"min": 4, "max": 6, "total": 14}
+    kept = [(q, a) for q, a in replies.items() if q != "short"]  # renumbered 0, 1, 2 in file order
+    recs = data["requests"]
+    assert len(recs) == 2 * 2 * 2 and all(r["ok"] for r in recs)
+    for r in recs:
+        q, a = kept[r["prompt_id"]]
+        assert r["asked_tokens"] == r["output_tokens"] == len(a.split())
+        # its prompt's tokens in the first pass over the set; later passes tag the text ("[2] ..."): not counted
+        assert r["input_tokens"] in (len(q.split()), None)
 
 
 def test_chat_completions_with_an_api_key_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -122,3 +122,40 @@ def test_bench_env_reads_the_recipe_env_was_built_from(tmp_path: Path) -> None:
     res = envforge("bench", "b-default", "--url", "http://127.0.0.1:9", "--no-plot", "--output", str(tmp_path / "r.json"))
     assert res.returncode == 3, res.stderr
     assert res.stderr.splitlines()[0] == "b-default: recipe b, variant default (what its generation was built from)"
+
+
+def _sharegpt_config(tmp_path: Path, model: str, output_lengths: str = "natural") -> object:
+    from envforge.bench.config import load_prompts, url_config
+
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps([{"conversations": [{"value": "one two three four"}, {"value": "five six seven eight"}]},
+                                {"conversations": [{"value": "nine ten eleven twelve"}, {"value": "x"}]}]))
+    prompts, digest = load_prompts(path)
+    return url_config(api="openai", model=model).with_overrides(prompts=prompts, prompts_digest=digest,
+                                                                  output_lengths=output_lengths)
+
+
+def test_natural_sharegpt_lengths_need_the_tokenizer_and_say_what_they_use(tmp_path: Path) -> None:
+    from tests.support.bench_support import make_tiny_model
+
+    from envforge.cli.bench import _replies
+
+    args = argparse.Namespace(max_new_tokens=None, tokenizer=None)
+    ui, _, err = _ui()
+    cfg = _sharegpt_config(tmp_path, "some/hub-model")
+    assert _replies(cfg, args, {}, None, ui) is cfg  # type: ignore[arg-type]
+    assert err.getvalue() == ("warning: natural lengths from a ShareGPT file: model 'some/hub-model' is not a "
+                              "directory with a tokenizer.json and no --tokenizer is given, so every request asks for "
+                              "128 tokens instead of its reply's length\n")
+    model = make_tiny_model(tmp_path / "m")
+    ui, _, err = _ui()
+    got = _replies(_sharegpt_config(tmp_path, str(model)), args, {}, None, ui)  # type: ignore[arg-type]
+    assert [(p.text, p.input_len, p.output_len) for p in got.prompts] == [("one two three four", 4, 4)]
+    assert got.per_request and [p.output_len for p in got.draw_requests(0, 3)] == [4, 4, 4]
+    assert "1 of 2 prompts left out" in err.getvalue()
+    ui, _, err = _ui()
+    fixed = argparse.Namespace(max_new_tokens=16, tokenizer=None)  # vLLM's --sharegpt-output-len: fixed lengths
+    cfg = _sharegpt_config(tmp_path, str(model))
+    assert _replies(cfg, fixed, {}, None, ui) is cfg and err.getvalue() == ""  # type: ignore[arg-type]
+    cfg = _sharegpt_config(tmp_path, str(model), "exact")
+    assert _replies(cfg, args, {}, None, ui) is cfg and not cfg.per_request  # type: ignore[arg-type]

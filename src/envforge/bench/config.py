@@ -191,8 +191,9 @@ class SmokeConfig:
 
     @property
     def per_request(self) -> bool:
-        """Each request asks for its own output tokens (a generated dataset), not ``max_new_tokens``."""
-        return self.dataset is not None
+        """Each request asks for its own output tokens (a generated dataset, or ShareGPT replies in
+        natural mode: :func:`envforge.bench.dataset.reply_lengths`), not ``max_new_tokens``."""
+        return self.dataset is not None or any(p.output_len is not None for p in self.prompts)
 
     @property
     def trace(self) -> TraceWorkload | None:
@@ -255,8 +256,9 @@ class SmokeConfig:
             return self.dataset.items(start, count, self.seed)
         order = self.prompt_order(len(self.prompts))
         n = len(order)
-        return [Prompt(order[i % n].id, order[i % n].text if i < n else f"[{i // n + 1}] {order[i % n].text}")
-                for i in range(start, start + count)]
+        return [Prompt(p.id, p.text, output_len=p.output_len, input_len=p.input_len) if i < n
+                else Prompt(p.id, f"[{i // n + 1}] {p.text}", output_len=p.output_len)
+                for i in range(start, start + count) for p in (order[i % n],)]
 
     def repeat_start(self, drawn: int) -> int:
         """Where a measured repeat starts after ``drawn`` requests: ``drawn``; for a trace, the first
@@ -354,8 +356,10 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
             raise InputError(f"{path}: not valid JSON: {getattr(exc, 'msg', type(exc).__name__)}") from None
         except ValueError as exc:  # a number of more digits than CPython converts
             raise long_number_error(str(path), raw, exc) from None
-        texts = dict.fromkeys(sharegpt_prompts(data, path))  # first occurrence of each text, in file order
-        return tuple(Prompt(i, t) for i, t in enumerate(texts)), digest
+        pairs: dict[str, str | None] = {}
+        for text, reply in sharegpt_prompts(data, path):
+            pairs.setdefault(text, reply)  # first occurrence of each text, in file order
+        return tuple(Prompt(i, t, reply=r) for i, (t, r) in enumerate(pairs.items())), digest
     prompts: list[Prompt] = []
     for n, data_line in enumerate(raw.splitlines(), start=1):
         if not data_line.strip():

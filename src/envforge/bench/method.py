@@ -40,6 +40,13 @@ def dataset_method(cfg: SmokeConfig) -> dict[str, Any]:
     if cfg.dataset is not None:
         return cfg.dataset.describe(cfg.seed, cfg.natural)
     asked = " at most (natural lengths)" if cfg.natural else ", checked exactly"
+    if cfg.per_request:  # ShareGPT replies in natural mode (envforge.bench.dataset.reply_lengths)
+        asked_n = [p.output_len or 0 for p in cfg.prompts]
+        return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
+                "lengths": "every request asks for its ShareGPT reply's length in the model's tokens (special tokens "
+                           "included) at most, as vLLM's --dataset-name sharegpt does; pairs vLLM leaves out (prompt "
+                           "or reply under 4 tokens, prompt over 1,024, both over 2,048) are left out",
+                "output_tokens": {"min": min(asked_n), "max": max(asked_n), "total": sum(asked_n)}}
     return {"name": "prompts", "prompts": len(cfg.prompts), "digest": cfg.prompts_digest,
             "lengths": f"every request asks for max-new-tokens ({cfg.max_new_tokens}) output tokens{asked}; "
                        "input tokens are not counted"}

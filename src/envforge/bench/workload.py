@@ -64,6 +64,7 @@ __all__ = [
     "TraceWorkload",
     "Workload",
     "build_workload",
+    "find_tokenizer",
 ]
 
 #: Draws of one position before giving up on a text distinct from every one sent before.
@@ -318,13 +319,25 @@ def _count(settings: Mapping[str, Any], key: str, default: int, label: Callable[
     return v
 
 
-def _tokenizer_dir(settings: Mapping[str, Any], base: Path, model: str, name: str,
-                   label: Callable[[str], str]) -> LocalTokenizer:
+def find_tokenizer(settings: Mapping[str, Any], base: Path, model: str) -> LocalTokenizer | None:
+    """The tokenizer ``settings`` names (``tokenizer``: a directory, relative to ``base``), else the
+    model's directory when it holds a ``tokenizer.json``; None when neither.
+
+    :raises InputError: a named directory without a readable ``tokenizer.json`` (:func:`load_tokenizer`).
+    """
     if settings.get("tokenizer"):
         path = Path(settings["tokenizer"])
         return load_tokenizer(path if path.is_absolute() else base / path)
     if (Path(model) / "tokenizer.json").is_file():
         return load_tokenizer(Path(model))
+    return None
+
+
+def _tokenizer_dir(settings: Mapping[str, Any], base: Path, model: str, name: str,
+                   label: Callable[[str], str]) -> LocalTokenizer:
+    found = find_tokenizer(settings, base, model)
+    if found is not None:
+        return found
     raise InputError(f"dataset '{name}' counts input tokens with the model's tokenizer, and model '{model}' is not "
                      f"a local directory with a tokenizer.json",
                      hint=f"give {label('tokenizer')} DIR: the checkpoint directory the server loads (envforge reads "

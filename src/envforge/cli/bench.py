@@ -14,7 +14,7 @@ from typing import Any
 
 from envforge.bench.compare import DEFAULT_MIN_CHANGE, Comparison, compare
 from envforge.bench.config import SWEEP_NEEDS_SLO, SmokeConfig, load_prompts, smoke_config, url_config
-from envforge.bench.dataset import KEYS
+from envforge.bench.dataset import KEYS, reply_lengths
 from envforge.bench.distribution import parse_percentiles
 from envforge.bench.endpoint import Endpoint, ca_file
 from envforge.bench.headers import request_headers
@@ -27,7 +27,7 @@ from envforge.bench.run import BenchPlan, machine_fingerprint, run_bench
 from envforge.bench.slo import DEFAULT_ATTAINMENT, parse_slo
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, RateSweep
 from envforge.bench.vllmresult import from_vllm, paired, read_compared
-from envforge.bench.workload import build_workload
+from envforge.bench.workload import build_workload, find_tokenizer
 from envforge.cli.benchoutputs import check_outputs
 from envforge.cli.crashlog import crash_log_dir
 from envforge.cli.output import Ui, envelope
@@ -106,6 +106,30 @@ def _config(args: argparse.Namespace, ui: Any, headers: tuple[tuple[str, str], .
 _DATASET_FLAGS = ("dataset", "tokenizer", *(k for name, keys in KEYS.items() if name != "prompts" for k in keys))
 
 
+def _replies(config: SmokeConfig, args: argparse.Namespace, smoke: Mapping[str, Any], recipe_path: Path | None,
+             ui: Ui) -> SmokeConfig:
+    """Natural lengths from a ShareGPT file: each request asks for its reply's tokens, as vLLM's
+    ``--dataset-name sharegpt`` does (:func:`envforge.bench.dataset.reply_lengths`), unless
+    ``--max-new-tokens`` fixes them (vLLM's ``--sharegpt-output-len``); without the model's tokenizer,
+    ``max-new-tokens`` with a warning."""
+    if not config.natural or config.dataset is not None or args.max_new_tokens is not None \
+            or not any(p.reply is not None for p in config.prompts):
+        return config
+    named = {"tokenizer": str(Path.cwd() / args.tokenizer)} if args.tokenizer is not None else smoke
+    base = recipe_path.parent if recipe_path is not None else Path.cwd()
+    tokenizer = find_tokenizer(named, base, config.model)
+    if tokenizer is None:
+        ui.warn(f"natural lengths from a ShareGPT file: model '{config.model}' is not a directory with a "
+                f"tokenizer.json and no --tokenizer is given, so every request asks for {config.max_new_tokens} "
+                "tokens instead of its reply's length")
+        return config
+    prompts, left_out = reply_lengths(config.prompts, tokenizer.count)
+    if left_out:
+        ui.warn(f"natural lengths from a ShareGPT file: {left_out} of {len(config.prompts)} prompts left out as "
+                "vLLM leaves them out (prompt or reply under 4 tokens, prompt over 1,024, both over 2,048)")
+    return replace(config, prompts=prompts)
+
+
 def _dataset(config: SmokeConfig, args: argparse.Namespace, smoke: Mapping[str, Any],
              recipe_path: Path | None) -> SmokeConfig:
     """``config`` with the dataset the flags name (``--dataset`` and its settings over the recipe's
@@ -173,6 +197,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         config = config.with_overrides(prompts=prompts, prompts_digest=digest)
     smoke = (resolved.verify.get("smoke") or {}) if resolved is not None else {}
     config = _dataset(config, args, smoke, recipe_path)
+    config = _replies(config, args, smoke, recipe_path, ui)
     config.check()
     if args.api is not None and args.api != config.api:
         raise InputError(f"--api {args.api} contradicts the recipe's [verify.smoke] api = \"{config.api}\"",

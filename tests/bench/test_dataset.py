@@ -131,3 +131,15 @@ print(json.dumps([[s.prompt, s.prompt_len, s.expected_output_len] for s in ds.sa
     kept, left_out = reply_lengths(prompts, load_tokenizer(tok_dir / "tokenizer.json").count)
     assert [(p.text, p.input_len, p.output_len) for p in kept] == theirs
     assert 0 < left_out < len(entries) and len(theirs) > 20
+
+
+def test_turns_of_the_wrong_type_are_named_or_read_as_no_reply(tmp_path: Path) -> None:
+    p = tmp_path / "s.json"
+    with pytest.raises(InputError) as exc:
+        sharegpt_prompts({"conversations": []}, p)
+    assert exc.value.hint == 'or give a JSON-lines file of {"prompt": "..."} objects'
+    for first in ("just text", {"value": 7}):
+        with pytest.raises(InputError) as exc:
+            sharegpt_prompts([{"conversations": [first, {"value": "a reply"}]}], p)
+        assert exc.value.message == f"{p}: [0].conversations[0].value: expected the prompt's non-empty text"
+    assert sharegpt_prompts([{"conversations": [{"value": "q"}, "a reply as a bare string"]}], p) == [("q", None)]

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -229,6 +228,8 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         else:
             checked: dict[str, Any] = _with_timezones(doc, label)
             return checked
+    import tomllib  # lazy: only where rtoml refused the text, or is not installed (its patterns: about 3 ms)
+
     try:
         parsed: dict[str, Any] = _with_timezones(tomllib.loads(text), label)  # the same depth check
         return parsed

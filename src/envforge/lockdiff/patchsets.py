@@ -12,14 +12,12 @@ import); a patchset file that is missing or unreadable adds nothing.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from envforge.lock.model import PatchsetRef
-from envforge.lock.patchsets import unapplied_patchsets
 from envforge.lockdiff.changes import FieldChange, LockDiff
 from envforge.lockdiff.model import Lock
 
@@ -35,6 +33,8 @@ def _rows(envforge: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 
 def _ref(patchsets_dir: Path, pid: str) -> PatchsetRef | None:
+    import tomllib  # lazy: only a lock with patchsets reads their files (tomllib's patterns: about 3 ms)
+
     try:
         meta = tomllib.loads((patchsets_dir / f"{pid}.toml").read_text(encoding="utf-8")).get("patchset", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError):
@@ -57,6 +57,8 @@ def patchset_changes(old: Lock, new: Lock, patchsets_dir: Path) -> tuple[FieldCh
     refs = [ref for pid in ids if (ref := _ref(patchsets_dir, pid)) is not None]
     if not refs:
         return ()
+    from envforge.lock.patchsets import unapplied_patchsets  # lazy: packaging.specifiers (about 5 ms), with patchsets only
+
     before = {u.id for u in unapplied_patchsets(refs, _locked(old))}
     retired = {str(r.get("id")): str(r.get("reason")) for r in _rows(new.envforge, "retired-patchsets")}
     out = []

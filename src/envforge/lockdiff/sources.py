@@ -7,7 +7,6 @@ root, or to ``base`` when it starts with ``./`` or ``../``.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -119,6 +118,8 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
     names = [r for r in recipes if isinstance(r, str) and r]
     if not names:
         return {}
+    import tomllib  # lazy: only with index names to look up (tomllib's patterns: about 3 ms)
+
     # lazy: it loads the recipe modules
     from envforge.recipe.project import find_project
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envforge.lock.model import PatchsetRef
 from envforge.lockdiff.changes import FieldChange, LockDiff
 from envforge.lockdiff.model import Lock
+
+if TYPE_CHECKING:
+    from envforge.lock.model import PatchsetRef
 
 __all__ = ["NO_LONGER_APPLIES", "patchset_changes", "with_patchset_changes"]
 
@@ -34,6 +36,8 @@ def _rows(envforge: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
 
 def _ref(patchsets_dir: Path, pid: str) -> PatchsetRef | None:
     import tomllib  # lazy: only a lock with patchsets reads their files (tomllib's patterns: about 3 ms)
+
+    from envforge.lock.model import PatchsetRef  # lazy: lock.model's dataclasses (about 4 ms), with patchsets only
 
     try:
         meta = tomllib.loads((patchsets_dir / f"{pid}.toml").read_text(encoding="utf-8")).get("patchset", {})

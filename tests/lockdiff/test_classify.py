@@ -428,3 +428,11 @@ def test_a_fifo_planted_as_a_verdict_is_never_opened(monkeypatch: pytest.MonkeyP
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert where.read_bytes() == b"0"
+
+
+def test_a_verdict_makes_the_cache_directories_it_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from envforge.lockdiff import classify
+
+    monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "not" / "yet"))
+    assert classify._same_space("os_name == 'nt'", "os_name != 'nt'") is False
+    assert _verdict_file("os_name == 'nt'", "os_name != 'nt'").read_bytes() == b"0"

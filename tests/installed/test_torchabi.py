@@ -168,3 +168,7 @@ def test_the_environments_markers_decide_which_pin_is_judged(tmp_path: Path) -> 
     assert torch_builds(sp, records, {"sys_platform": "win32"}) == [
         TorchBuild("kernelkit", "1.0", "kernelkit/_ops.abi3.so", "libc10.so", "torch==9.0.0")]
     assert torch_builds(sp, records, {"sys_platform": "linux"}) == []
+    assert [f.subject for f in check_torch_builds(sp, installed, records, {"sys_platform": "win32"})[0]] == [
+        "kernelkit 1.0: kernelkit/_ops.abi3.so"]
+    assert check_torch_builds(sp, installed, records, {"sys_platform": "linux"}) == (
+        [], "torch 2.0.0; 0 extension distributions pinning torch")

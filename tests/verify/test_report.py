@@ -51,7 +51,7 @@ def test_json_envelope_and_junit_of_a_clean_environment(env: BuiltEnv, tmp_path:
     assert (data["report-schema"], data["clean"], data["levels"], data["findings"]) == (1, True, ["static"], [])
     assert data["fingerprint"]["env_profile"] == "pcie"
     suite = ET.parse(junit).getroot()
-    assert (suite.tag, suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("testsuite", "14", "0", "2")
+    assert (suite.tag, suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("testsuite", "15", "0", "3")
 
 
 def test_findings_exit_1_with_text_and_junit_failures(env: BuiltEnv, tmp_path: Path,
@@ -67,7 +67,7 @@ def test_findings_exit_1_with_text_and_junit_failures(env: BuiltEnv, tmp_path: P
                          "    actual:   missing (the env profile 'pcie' is recorded as installed)",
                          "    fix:      reinstall the locked profile: `envforge apply-patches quickstart-default` "
                          "(or `envforge build quickstart --variant default`)"]
-    assert lines[-1].startswith("verify static: 4 findings (12 checks ran, 2 skipped) in ")
+    assert lines[-1].startswith("verify static: 4 findings (12 checks ran, 3 skipped) in ")
     case = next(c for c in ET.parse(junit).getroot() if c.get("name") == "env-profile")
     assert [f.get("message") for f in case.findall("failure")] == [
         "env-profile: envforge-env.pth", "env-profile: ENVFORGE_PROFILE_PROBE", "env-profile: NCCL_BUFFSIZE",

@@ -1044,3 +1044,22 @@ def test_a_fifo_planted_as_a_validation_cache_entry_is_never_opened(tmp_path: Pa
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert entry.read_text() == "[]"  # the FIFO was replaced by the real entry
+
+
+def test_another_error_of_the_overlap_search_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envforge.lock import read
+
+    def fails(_entries: object) -> None:
+        raise ValueError("something packaging could not compare")
+
+    monkeypatch.setattr(read, "pylock_ambiguities", fails)
+    monkeypatch.setenv("ENVFORGE_NO_LOCK_CACHE", "1")
+    with pytest.raises(InvalidLock) as exc:
+        read_lock_text(HEAD + "packages = []\n", label="x")
+    assert (exc.value.message, exc.value.reason) == (
+        "x: a marker cannot be evaluated: something packaging could not compare",
+        "a marker cannot be evaluated: something packaging could not compare")
+    big = "1" * 5000
+    with pytest.raises(InvalidLock) as exc:
+        read_lock_text(HEAD + f'x = "{big}"\npackages = []\n', label="y")
+    assert exc.value.reason == "a version of more than 4,300 digits in a marker: no installer can compare it"

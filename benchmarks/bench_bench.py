@@ -43,8 +43,11 @@ def serve(port: int) -> None:
             self.start_stream(close=True)  # one connection per request, said so
             for i in range(1, TOKENS + 1):
                 finish = {"type": "length", "length": TOKENS} if i == TOKENS else None
-                body = {"text": "x" * i, "output_ids": [1] * i,
-                        "meta_info": {"id": "r", "finish_reason": finish, "completion_tokens": i}}
+                body = {
+                    "text": "x" * i,
+                    "output_ids": [1] * i,
+                    "meta_info": {"id": "r", "finish_reason": finish, "completion_tokens": i},
+                }
                 event = b"data: " + json.dumps(body).encode() + b"\n\n"
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n"))
@@ -83,8 +86,9 @@ def bare_aiohttp(url: str) -> None:
         async with aiohttp.ClientSession() as session:
             for _ in range(REQUESTS):
                 stamps = []
-                async with session.post(url + "/generate", data=body,
-                                        headers={"Content-Type": "application/json"}) as resp:
+                async with session.post(
+                    url + "/generate", data=body, headers={"Content-Type": "application/json"}
+                ) as resp:
                     buf = b""
                     while data := await resp.content.readany():
                         buf += data
@@ -94,6 +98,7 @@ def bare_aiohttp(url: str) -> None:
                                 json.loads(line[5:])
                                 stamps.append(time.perf_counter())
                 assert len(stamps) == TOKENS
+
     asyncio.run(main())
 
 
@@ -122,8 +127,10 @@ def main() -> None:
         print(f"bare aiohttp loop: {ma * 1000:.2f} ms/request")
         print(f"envforge client:   {me * 1000:.2f} ms/request")
         for name, ref, m in (("bare urllib", b, mb), ("bare aiohttp", a, ma)):
-            print(f"ratio envforge / {name}: {me / m:.2f} (of the medians); "
-                  f"{statistics.median(y / x for x, y in zip(ref, e)):.2f} (median of the per-run ratios)")
+            print(
+                f"ratio envforge / {name}: {me / m:.2f} (of the medians); "
+                f"{statistics.median(y / x for x, y in zip(ref, e)):.2f} (median of the per-run ratios)"
+            )
 
 
 if __name__ == "__main__":

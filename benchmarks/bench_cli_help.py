@@ -27,12 +27,14 @@ def commands() -> dict[str, list[str]]:
     """Name -> argv of each measured command (the console script users run)."""
     script = Path(sys.executable).with_name("envforge")
     envforge = [str(script)] if script.is_file() else [sys.executable, "-m", "envforge"]
-    return {"envforge --help": [*envforge, "--help"],
-            "envforge lock --help": [*envforge, "lock", "--help"],
-            "envforge lock diff --help": [*envforge, "lock", "diff", "--help"],
-            "envforge verify --help": [*envforge, "verify", "--help"],
-            "envforge completion bash": [*envforge, "completion", "bash"],
-            "python -c pass (floor)": [sys.executable, "-c", "pass"]}
+    return {
+        "envforge --help": [*envforge, "--help"],
+        "envforge lock --help": [*envforge, "lock", "--help"],
+        "envforge lock diff --help": [*envforge, "lock", "diff", "--help"],
+        "envforge verify --help": [*envforge, "verify", "--help"],
+        "envforge completion bash": [*envforge, "completion", "bash"],
+        "python -c pass (floor)": [sys.executable, "-c", "pass"],
+    }
 
 
 def main() -> int:

@@ -46,6 +46,7 @@ Chunks = list[tuple[float, float]]  # (client receive perf_counter, server monot
 
 # ---------------------------------------------------------------- the stand-in server
 
+
 def serve(port: int, tokens: int, gap_s: float) -> None:
     """Serve POST /v1/completions on 127.0.0.1:``port`` until killed (asyncio, keep-alive)."""
 
@@ -60,8 +61,20 @@ def serve(port: int, tokens: int, gap_s: float) -> None:
             due = start + (i - 1) * gap_s
             if (wait := due - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
-            writer.write(event({"choices": [{"index": 0, "text": "x", "stamp": time.monotonic(),
-                                             "finish_reason": "length" if i == tokens else None}]}))
+            writer.write(
+                event(
+                    {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "text": "x",
+                                "stamp": time.monotonic(),
+                                "finish_reason": "length" if i == tokens else None,
+                            }
+                        ]
+                    }
+                )
+            )
             await writer.drain()
         writer.write(event({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": tokens}}))
         data = b"data: [DONE]\n\n"
@@ -95,8 +108,15 @@ def serve(port: int, tokens: int, gap_s: float) -> None:
 
 # ---------------------------------------------------------------- the clients
 
-BODY = {"model": "m", "prompt": "p", "max_tokens": 0, "temperature": 0.0, "stream": True,
-        "stream_options": {"include_usage": True}, "ignore_eos": True}
+BODY = {
+    "model": "m",
+    "prompt": "p",
+    "max_tokens": 0,
+    "temperature": 0.0,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "ignore_eos": True,
+}
 
 
 def _take(line: bytes, out: Chunks) -> None:
@@ -143,12 +163,14 @@ def httpx_threads(url: str, n: int, conc: int, tokens: int) -> list[Chunks]:
 
     body = dict(BODY, max_tokens=tokens)
     with httpx2.Client(limits=httpx2.Limits(max_connections=conc), timeout=60) as client:
+
         def one() -> Chunks:
             out: Chunks = []
             with client.stream("POST", url + "/v1/completions", json=body) as resp:
                 for line in resp.iter_lines():
                     _take(line.encode(), out)
             return out
+
         return threads_client(one, n, conc)
 
 
@@ -166,6 +188,7 @@ def requests_threads(url: str, n: int, conc: int, tokens: int) -> list[Chunks]:
             for line in resp.iter_lines():
                 _take(line, out)
         return out
+
     return threads_client(one, n, conc)
 
 
@@ -175,6 +198,7 @@ async def _gather(one: Callable[[], Any], n: int, conc: int) -> list[Chunks]:
     async def limited() -> Chunks:
         async with sem:
             return await one()
+
     return list(await asyncio.gather(*(limited() for _ in range(n))))
 
 
@@ -185,13 +209,16 @@ def httpx_async(url: str, n: int, conc: int, tokens: int) -> list[Chunks]:
 
     async def main() -> list[Chunks]:
         async with httpx2.AsyncClient(limits=httpx2.Limits(max_connections=conc), timeout=60) as client:
+
             async def one() -> Chunks:
                 out: Chunks = []
                 async with client.stream("POST", url + "/v1/completions", json=body) as resp:
                     async for line in resp.aiter_lines():
                         _take(line.encode(), out)
                 return out
+
             return await _gather(one, n, conc)
+
     return asyncio.run(main())
 
 
@@ -203,6 +230,7 @@ def aiohttp_client(url: str, n: int, conc: int, tokens: int) -> list[Chunks]:
     async def main() -> list[Chunks]:
         connector = aiohttp.TCPConnector(limit=conc, keepalive_timeout=60)
         async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as session:
+
             async def one() -> Chunks:
                 out: Chunks = []
                 async with session.post(url + "/v1/completions", json=body) as resp:
@@ -213,12 +241,19 @@ def aiohttp_client(url: str, n: int, conc: int, tokens: int) -> list[Chunks]:
                             message, buf = buf.split(b"\n\n", 1)
                             _take(message.strip(), out)
                 return out
+
             return await _gather(one, n, conc)
+
     return asyncio.run(main())
 
 
-RUN = {"envforge": envforge_client, "httpx-threads": httpx_threads, "httpx-async": httpx_async,
-       "requests-threads": requests_threads, "aiohttp": aiohttp_client}
+RUN = {
+    "envforge": envforge_client,
+    "httpx-threads": httpx_threads,
+    "httpx-async": httpx_async,
+    "requests-threads": requests_threads,
+    "aiohttp": aiohttp_client,
+}
 
 
 def client_main(name: str, url: str, n: int, conc: int, tokens: int) -> None:
@@ -232,11 +267,21 @@ def client_main(name: str, url: str, n: int, conc: int, tokens: int) -> None:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert all(len(c) == tokens for c in per), [len(c) for c in per]
     lags = [[(r - s) * 1000.0 for r, s in c] for c in per]
-    print(json.dumps({"first": [c[0] for c in lags], "all": [x for c in lags for x in c],
-                      "cpu_s": cpu, "wall_s": wall, "chunks": sum(len(c) for c in per)}))
+    print(
+        json.dumps(
+            {
+                "first": [c[0] for c in lags],
+                "all": [x for c in lags for x in c],
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "chunks": sum(len(c) for c in per),
+            }
+        )
+    )
 
 
 # ---------------------------------------------------------------- the driver
+
 
 def available(name: str) -> bool:
     mod = MODULE.get(name)
@@ -270,12 +315,14 @@ def main() -> None:
         return client_main(a.client, a.url, a.n, a.c, a.tokens)
 
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     me = os.path.abspath(__file__)
-    server = subprocess.Popen([sys.executable, me, "--serve", str(port), "--tokens", str(a.tokens),
-                               "--gap-ms", str(a.gap_ms)])
+    server = subprocess.Popen(
+        [sys.executable, me, "--serve", str(port), "--tokens", str(a.tokens), "--gap-ms", str(a.gap_ms)]
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -293,19 +340,39 @@ def main() -> None:
         for conc in (int(x) for x in a.concurrency.split(",")):
             for rnd in range(a.rounds):
                 for c in clients:
-                    out = subprocess.run([sys.executable, me, "--client", c, "--url", url, "-n",
-                                          str(conc * a.requests_per_stream), "-c", str(conc), "--tokens",
-                                          str(a.tokens)], capture_output=True, text=True, check=True)
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            me,
+                            "--client",
+                            c,
+                            "--url",
+                            url,
+                            "-n",
+                            str(conc * a.requests_per_stream),
+                            "-c",
+                            str(conc),
+                            "--tokens",
+                            str(a.tokens),
+                        ],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
                     results.setdefault(str(conc), {}).setdefault(c, []).append(json.loads(out.stdout))
                 print(f"concurrency {conc}: round {rnd + 1} of {a.rounds} done", file=sys.stderr)
         load = os.getloadavg()[0]
     finally:
         server.terminate()
         server.wait()
-    print(f"{a.tokens} chunks a request, one every {a.gap_ms:g} ms; {a.requests_per_stream} x concurrency requests; "
-          f"{a.rounds} rounds; {os.cpu_count()} CPUs, load average {load:.1f} after")
-    print("| concurrency | client | first-chunk lag p50 / p99 ms | chunk lag p50 / p99 / max ms | "
-          "client CPU ms per 1000 chunks | tok/s |")
+    print(
+        f"{a.tokens} chunks a request, one every {a.gap_ms:g} ms; {a.requests_per_stream} x concurrency requests; "
+        f"{a.rounds} rounds; {os.cpu_count()} CPUs, load average {load:.1f} after"
+    )
+    print(
+        "| concurrency | client | first-chunk lag p50 / p99 ms | chunk lag p50 / p99 / max ms | "
+        "client CPU ms per 1000 chunks | tok/s |"
+    )
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for conc, per in results.items():
         for c, runs in per.items():
@@ -313,9 +380,11 @@ def main() -> None:
             every = np.array([x for r in runs for x in r["all"]])
             cpu = 1000.0 * sum(r["cpu_s"] for r in runs) / sum(r["chunks"] for r in runs) * 1000.0
             tps = float(np.median([r["chunks"] / r["wall_s"] for r in runs]))
-            print(f"| {conc} | {c} | {np.percentile(first, 50):.2f} / {np.percentile(first, 99):.2f} | "
-                  f"{np.percentile(every, 50):.2f} / {np.percentile(every, 99):.2f} / {every.max():.1f} | "
-                  f"{cpu:.1f} | {tps:.0f} |")
+            print(
+                f"| {conc} | {c} | {np.percentile(first, 50):.2f} / {np.percentile(first, 99):.2f} | "
+                f"{np.percentile(every, 50):.2f} / {np.percentile(every, 99):.2f} / {every.max():.1f} | "
+                f"{cpu:.1f} | {tps:.0f} |"
+            )
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"args": vars(a), "load_average": load, "results": results}, f)

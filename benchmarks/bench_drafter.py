@@ -49,29 +49,45 @@ def main() -> None:
     runs = max(5, args.runs)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        cfg = eagle3_config(hidden=args.hidden, intermediate=args.intermediate, heads=16,
-                            vocab=163_840, draft_vocab=32_000)
+        cfg = eagle3_config(
+            hidden=args.hidden, intermediate=args.intermediate, heads=16, vocab=163_840, draft_vocab=32_000
+        )
         local = write_drafter(tmp / "src", cfg)
         weights = (local / "model.safetensors").stat().st_size
         server = HubServer()
-        sha = server.add_commit("bench/drafter", {"config.json": local / "config.json",
-                                                  "model.safetensors": local / "model.safetensors"})
+        sha = server.add_commit(
+            "bench/drafter", {"config.json": local / "config.json", "model.safetensors": local / "model.safetensors"}
+        )
         full: list[tuple[int, float]] = []
         remote: list[tuple[int, float]] = []
         with running_hub(server):
             for i in range(runs):
                 dest = tmp / f"fetch-{i}"
-                full.append(measure(server, lambda: inspect_drafter(str(fetch_drafter(
-                    "bench/drafter", sha, dest, root=tmp, endpoint=server.url).dest))))
-                remote.append(measure(server, lambda: inspect_drafter(
-                    f"bench/drafter@{sha}", endpoint=server.url, cache_dir=tmp / f"cache-{i}")))
+                full.append(
+                    measure(
+                        server,
+                        lambda: inspect_drafter(
+                            str(fetch_drafter("bench/drafter", sha, dest, root=tmp, endpoint=server.url).dest)
+                        ),
+                    )
+                )
+                remote.append(
+                    measure(
+                        server,
+                        lambda: inspect_drafter(
+                            f"bench/drafter@{sha}", endpoint=server.url, cache_dir=tmp / f"cache-{i}"
+                        ),
+                    )
+                )
     fb, ft = statistics.median(b for b, _ in full), statistics.median(t for _, t in full)
     rb, rt = statistics.median(b for b, _ in remote), statistics.median(t for _, t in remote)
     print(f"drafter: {weights / 1e6:.1f} MB of safetensors weights, {runs} runs, medians")
     print(f"reference (fetch + inspect): {fb:>12,.0f} bytes  {ft:8.1f} ms")
     print(f"remote inspect (headers):    {rb:>12,.0f} bytes  {rt:8.1f} ms")
-    print(f"ratio remote / reference:    bytes {rb / fb:.5f} ({fb / rb:,.0f}x fewer)  "
-          f"time {rt / ft:.3f} ({ft / rt:.1f}x faster)")
+    print(
+        f"ratio remote / reference:    bytes {rb / fb:.5f} ({fb / rb:,.0f}x fewer)  "
+        f"time {rt / ft:.3f} ({ft / rt:.1f}x faster)"
+    )
 
 
 if __name__ == "__main__":

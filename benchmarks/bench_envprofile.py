@@ -41,7 +41,9 @@ def mean_start_ms(python: Path, starts: int, env: dict[str, str]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", help="the interpreter of the environment (default: a Python 3.12, found as envforge finds one)")
+    ap.add_argument(
+        "--python", help="the interpreter of the environment (default: a Python 3.12, found as envforge finds one)"
+    )
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--starts", type=int, default=20)
     a = ap.parse_args()

@@ -59,10 +59,21 @@ def main() -> None:
         c.wait_for_nodes()
         load = Path("/proc/loadavg").read_text().split()[:3]
         try:
-            local = [timed([*envforge, "verify", "quickstart-default", "--level", "static"], proj)
-                     for _ in range(args.runs)]
-            fleet = [*envforge, "fleet", "verify", "quickstart-default", "--level", "static",
-                     "--ray", c.address, "--project", str(proj)]
+            local = [
+                timed([*envforge, "verify", "quickstart-default", "--level", "static"], proj) for _ in range(args.runs)
+            ]
+            fleet = [
+                *envforge,
+                "fleet",
+                "verify",
+                "quickstart-default",
+                "--level",
+                "static",
+                "--ray",
+                c.address,
+                "--project",
+                str(proj),
+            ]
             stop = [*envforge, "fleet", "agent", "stop", "--ray", c.address]
             first, start, after_start = [], [], []
             for _ in range(args.runs):
@@ -79,12 +90,18 @@ def main() -> None:
     lm = statistics.median(local)
     print(f"load average before / after: {load} / {Path('/proc/loadavg').read_text().split()[:3]}")
     print(f"{'local verify':30} median {lm:.2f} s  runs {[round(x, 2) for x in local]}")
-    for name, runs in (("fleet verify, first call", first), ("fleet agent start (no agents)", start),
-                       ("fleet verify after start", after_start), ("fleet verify, later calls", later),
-                       ("fleet verify --no-agent", plain)):
+    for name, runs in (
+        ("fleet verify, first call", first),
+        ("fleet agent start (no agents)", start),
+        ("fleet verify after start", after_start),
+        ("fleet verify, later calls", later),
+        ("fleet verify --no-agent", plain),
+    ):
         m = statistics.median(runs)
-        print(f"{name:30} median {m:.2f} s  runs {[round(x, 2) for x in runs]} (4 nodes)  "
-              f"{m - lm:+.2f} s vs local (target <= +3.00 s)")
+        print(
+            f"{name:30} median {m:.2f} s  runs {[round(x, 2) for x in runs]} (4 nodes)  "
+            f"{m - lm:+.2f} s vs local (target <= +3.00 s)"
+        )
 
 
 if __name__ == "__main__":

@@ -60,9 +60,27 @@ def lock_pair(work: Path) -> tuple[float, float]:
     bare.mkdir()
     (bare / "pyproject.toml").write_text(uv_pyproject(variant))
     t_env = timed([*ENVFORGE, "lock", "kimi-k25-sm120", "--variant", "cu128"], proj)
-    t_uv = timed([uv(), "pip", "compile", "pyproject.toml", "--no-config", "--no-header", "--format",
-                  "pylock.toml", "--python-version", "3.12", "--python-platform", variant.target.platform,
-                  "-o", "pylock.toml", "-q"], bare, {"UV_PYTHON_DOWNLOADS": "never"})
+    t_uv = timed(
+        [
+            uv(),
+            "pip",
+            "compile",
+            "pyproject.toml",
+            "--no-config",
+            "--no-header",
+            "--format",
+            "pylock.toml",
+            "--python-version",
+            "3.12",
+            "--python-platform",
+            variant.target.platform,
+            "-o",
+            "pylock.toml",
+            "-q",
+        ],
+        bare,
+        {"UV_PYTHON_DOWNLOADS": "never"},
+    )
     return t_env, t_uv
 
 
@@ -75,7 +93,8 @@ def build_pair(work: Path) -> tuple[float, float, float]:
         text = (ROOT / "recipes" / "quickstart.toml").read_text()
         (proj / "recipes" / "quickstart.toml").write_text(text)
         (proj / "recipes" / "plain.toml").write_text(
-            _no_patchsets(text.replace('name = "quickstart"', 'name = "plain"')).split("[env.default]")[0])
+            _no_patchsets(text.replace('name = "quickstart"', 'name = "plain"')).split("[env.default]")[0]
+        )
         subprocess.run([*ENVFORGE, "lock", "plain"], cwd=proj, check=True, capture_output=True)
         subprocess.run([*ENVFORGE, "lock", "quickstart"], cwd=proj, check=True, capture_output=True)
     t_env = timed([*ENVFORGE, "build", "plain"], proj)
@@ -90,10 +109,23 @@ def bare_build(venv: Path, lock: Path) -> float:
     shutil.rmtree(venv, ignore_errors=True)
     py = str(find_python("3.12").path)
     t = time.perf_counter()
-    subprocess.run([uv(), "venv", "-q", "--python", py, str(venv)], check=True,
-                   env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
-    subprocess.run([uv(), "pip", "sync", "-q", "--preview-features", "pylock", "--python",
-                    str(venv / "bin" / "python"), str(lock)], check=True)
+    subprocess.run(
+        [uv(), "venv", "-q", "--python", py, str(venv)], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    )
+    subprocess.run(
+        [
+            uv(),
+            "pip",
+            "sync",
+            "-q",
+            "--preview-features",
+            "pylock",
+            "--python",
+            str(venv / "bin" / "python"),
+            str(lock),
+        ],
+        check=True,
+    )
     return time.perf_counter() - t
 
 
@@ -112,18 +144,24 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-lock", action="store_true", help="skip the PyPI-resolving lock pair")
-    ap.add_argument("--big", action="store_true",
-                    help="also build the real kimi-k25-sm120 cu128 stack (about 4.5 GB of wheels on the first run)")
+    ap.add_argument(
+        "--big",
+        action="store_true",
+        help="also build the real kimi-k25-sm120 cu128 stack (about 4.5 GB of wheels on the first run)",
+    )
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="envforge-bench-"))
     if args.big:
         big_build_pair(work)  # warm the cache
         pairs = [big_build_pair(work) for _ in range(args.runs)]
         a, b = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
-        print(f"kimi cu128 build {a:.1f} s, uv venv + pip sync {b:.1f} s: {a / b:.2f}x "
-              f"(envforge includes 4 patchsets (only the patched files leave uv's cache) and the env hook; median of {args.runs})")
-    rows: dict[str, list[float]] = {k: [] for k in ("lock", "uv compile", "build", "uv venv+sync",
-                                                     "build+patches", "--help", "python -c pass")}
+        print(
+            f"kimi cu128 build {a:.1f} s, uv venv + pip sync {b:.1f} s: {a / b:.2f}x "
+            f"(envforge includes 4 patchsets (only the patched files leave uv's cache) and the env hook; median of {args.runs})"
+        )
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("lock", "uv compile", "build", "uv venv+sync", "build+patches", "--help", "python -c pass")
+    }
     build_pair(work)  # warm the uv cache and the locks
     for _ in range(args.runs):
         if not args.skip_lock:
@@ -143,8 +181,10 @@ def main() -> None:
         print(f"lock  / uv pip compile       = {med['lock'] / med['uv compile']:.2f}x  (target <= 1.15x)")
     print(f"build / uv venv + pip sync   = {med['build'] / med['uv venv+sync']:.2f}x  (target <= 1.15x)")
     print(f"build with 4 patchsets + hook = {med['build+patches'] / med['uv venv+sync']:.2f}x of bare uv (scale)")
-    print(f"envforge --help = {med['--help'] * 1000:.0f} ms (target <= 300 ms); python -c pass = "
-          f"{med['python -c pass'] * 1000:.0f} ms")
+    print(
+        f"envforge --help = {med['--help'] * 1000:.0f} ms (target <= 300 ms); python -c pass = "
+        f"{med['python -c pass'] * 1000:.0f} ms"
+    )
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -48,8 +48,10 @@ DEFAULT_OLD = LOCKS / "notebook-235-old.toml"
 DEFAULT_NEW = LOCKS / "notebook-235-new.toml"
 FLOOR = "import sys, tomllib\nfor p in sys.argv[1:]:\n    tomllib.load(open(p, 'rb'))"
 IMPORT = "import sys, tomllib, packaging.pylock\nfor p in sys.argv[1:]:\n    tomllib.load(open(p, 'rb'))"
-VALIDATE = ("import sys, tomllib\nfrom packaging.pylock import Pylock\nfor p in sys.argv[1:]:\n"
-            "    Pylock.from_dict(tomllib.load(open(p, 'rb')))")
+VALIDATE = (
+    "import sys, tomllib\nfrom packaging.pylock import Pylock\nfor p in sys.argv[1:]:\n"
+    "    Pylock.from_dict(tomllib.load(open(p, 'rb')))"
+)
 ENVFORGE = "envforge lock diff (warm cache)"
 COLD = "envforge lock diff (cold)"
 FLOOR_NAME = "python + tomllib (floor)"
@@ -111,9 +113,12 @@ def main() -> int:
     parser.add_argument("old", nargs="?", type=Path, default=DEFAULT_OLD)
     parser.add_argument("new", nargs="?", type=Path, default=DEFAULT_NEW)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 when a CPU ratio to the validation floor is above 1.25")
-    parser.add_argument("--uvlock", action="store_true", help="the 3 MB uv.lock with conflicts, and a copy with one upgrade")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a CPU ratio to the validation floor is above 1.25"
+    )
+    parser.add_argument(
+        "--uvlock", action="store_true", help="the 3 MB uv.lock with conflicts, and a copy with one upgrade"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="envforge-bench-") as work:
         if args.uvlock:
@@ -141,48 +146,61 @@ def measure(args: argparse.Namespace) -> int:
                 wall[name].append(w)
                 cpu[name].append(c)
     runs = len(wall[ENVFORGE])
-    print(f"lock diff benchmark: {args.old} ({args.old.stat().st_size} bytes) vs {args.new} "
-          f"({args.new.stat().st_size} bytes); median of {runs} runs each, interleaved")
+    print(
+        f"lock diff benchmark: {args.old} ({args.old.stat().st_size} bytes) vs {args.new} "
+        f"({args.new.stat().st_size} bytes); median of {runs} runs each, interleaved"
+    )
     print(f"  {'command':<34} {'wall ms':>8} {'(range)':>13} {'cpu ms':>8} {'cpu / floor':>11}")
     floor_cpu = statistics.median(cpu[FLOOR_NAME])
     for name in cmds:
         spread = f"({min(wall[name]):.0f}-{max(wall[name]):.0f})"
-        print(f"  {name:<34} {statistics.median(wall[name]):8.1f} {spread:>13} "
-              f"{statistics.median(cpu[name]):8.1f} {statistics.median(cpu[name]) / floor_cpu:10.2f}x")
+        print(
+            f"  {name:<34} {statistics.median(wall[name]):8.1f} {spread:>13} "
+            f"{statistics.median(cpu[name]):8.1f} {statistics.median(cpu[name]) / floor_cpu:10.2f}x"
+        )
     med = {name: statistics.median(cpu[name]) for name in cmds}
     start = med["python -c pass (start)"]
     valid = VALID if VALID in cmds else FLOOR_NAME
     if VALID in cmds:
         imp = med["floor + import packaging.pylock"] - med[FLOOR_NAME]
         val = med[VALID] - med[FLOOR_NAME]
-        print(f"breakdown (cpu ms, differences of medians): interpreter start {start:.1f}; tomllib import + "
-              f"parse of both {med[FLOOR_NAME] - start:.1f}; import packaging.pylock {imp:.1f}; "
-              f"Pylock.from_dict of both {val - imp:.1f}; envforge's own work (imports, reading, "
-              f"classify, render) {med[COLD] - med[VALID]:.1f} cold, "
-              f"{med[ENVFORGE] - med[FLOOR_NAME]:.1f} above the floor warm")
+        print(
+            f"breakdown (cpu ms, differences of medians): interpreter start {start:.1f}; tomllib import + "
+            f"parse of both {med[FLOOR_NAME] - start:.1f}; import packaging.pylock {imp:.1f}; "
+            f"Pylock.from_dict of both {val - imp:.1f}; envforge's own work (imports, reading, "
+            f"classify, render) {med[COLD] - med[VALID]:.1f} cold, "
+            f"{med[ENVFORGE] - med[FLOOR_NAME]:.1f} above the floor warm"
+        )
     else:
-        print(f"breakdown (cpu ms, differences of medians): interpreter start {start:.1f}; tomllib import + "
-              f"parse of both {med[FLOOR_NAME] - start:.1f} (a uv.lock: the validation floor); envforge's own "
-              f"work {med[COLD] - med[FLOOR_NAME]:.1f} cold, {med[ENVFORGE] - med[FLOOR_NAME]:.1f} warm")
+        print(
+            f"breakdown (cpu ms, differences of medians): interpreter start {start:.1f}; tomllib import + "
+            f"parse of both {med[FLOOR_NAME] - start:.1f} (a uv.lock: the validation floor); envforge's own "
+            f"work {med[COLD] - med[FLOOR_NAME]:.1f} cold, {med[ENVFORGE] - med[FLOOR_NAME]:.1f} warm"
+        )
+
     # Paired ratios: each round runs every command back to back, so dividing within a round cancels
     # the drift of a shared machine's speed between rounds; the median of the rounds' ratios is kept.
     def paired(name: str, series: dict[str, list[float]]) -> float:
         return statistics.median(x / f for x, f in zip(series[name], series[FLOOR_NAME], strict=True))
 
     warm, cold = paired(ENVFORGE, wall), paired(COLD, wall)
-    print(f"ratio envforge / tomllib floor (median of per-round ratios): warm cache {warm:.2f}x wall, "
-          f"{paired(ENVFORGE, cpu):.2f}x cpu; cold {cold:.2f}x wall, {paired(COLD, cpu):.2f}x cpu; "
-          f"validation floor alone {paired(valid, wall):.2f}x "
-          f"wall, {paired(valid, cpu):.2f}x cpu; load average "
-          f"{os.getloadavg()[0]:.2f}")
+    print(
+        f"ratio envforge / tomllib floor (median of per-round ratios): warm cache {warm:.2f}x wall, "
+        f"{paired(ENVFORGE, cpu):.2f}x cpu; cold {cold:.2f}x wall, {paired(COLD, cpu):.2f}x cpu; "
+        f"validation floor alone {paired(valid, wall):.2f}x "
+        f"wall, {paired(valid, cpu):.2f}x cpu; load average "
+        f"{os.getloadavg()[0]:.2f}"
+    )
 
     def to_valid(name: str, series: dict[str, list[float]]) -> float:
         return statistics.median(x / f for x, f in zip(series[name], series[valid], strict=True))
 
-    print(f"ratio envforge / validation floor ({'tomllib parse + Pylock.from_dict' if valid == VALID else 'tomllib parse'}"
-          ", issue target <= 1.25x cold, warm <= 1.5x the tomllib floor): "
-          f"warm cache {to_valid(ENVFORGE, wall):.2f}x wall, {to_valid(ENVFORGE, cpu):.2f}x cpu; "
-          f"cold {to_valid(COLD, wall):.2f}x wall, {to_valid(COLD, cpu):.2f}x cpu")
+    print(
+        f"ratio envforge / validation floor ({'tomllib parse + Pylock.from_dict' if valid == VALID else 'tomllib parse'}"
+        ", issue target <= 1.25x cold, warm <= 1.5x the tomllib floor): "
+        f"warm cache {to_valid(ENVFORGE, wall):.2f}x wall, {to_valid(ENVFORGE, cpu):.2f}x cpu; "
+        f"cold {to_valid(COLD, wall):.2f}x wall, {to_valid(COLD, cpu):.2f}x cpu"
+    )
     worst = max(to_valid(ENVFORGE, cpu), to_valid(COLD, cpu))
     return 1 if args.check and worst > 1.25 else 0
 

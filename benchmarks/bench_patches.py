@@ -60,8 +60,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-patches-") as tmp:
         sp = _site_packages(Path(tmp))
         apply(sp, load_patchsets(REPO / "patchsets", ["flashinfer-sm120-trtllm-comm"]))
-        cmd = [sys.executable, "-m", "envforge", "apply-patches", "--project", str(REPO),
-               "--site-packages", str(sp), *SGLANG]
+        cmd = [
+            sys.executable,
+            "-m",
+            "envforge",
+            "apply-patches",
+            "--project",
+            str(REPO),
+            "--site-packages",
+            str(sp),
+            *SGLANG,
+        ]
         cold, warm, noop, ref = [], [], [], []
         for i in range(args.runs):
             fresh = {**os.environ, "ENVFORGE_CACHE_DIR": str(Path(tmp) / f"cache-{i}")}  # empty patch cache

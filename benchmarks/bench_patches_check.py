@@ -43,8 +43,19 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=CACHE, help="wheel cache (default: the test cache)")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    argv = [sys.executable, "-m", "envforge", "patches", "check", "--against", args.against,
-            "--cache", str(args.cache), "--project", str(REPO)]
+    argv = [
+        sys.executable,
+        "-m",
+        "envforge",
+        "patches",
+        "check",
+        "--against",
+        args.against,
+        "--cache",
+        str(args.cache),
+        "--project",
+        str(REPO),
+    ]
     first = time.perf_counter()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fetch, untimed
     print(f"first run (fetch what is missing, fill the cell cache): {time.perf_counter() - first:.1f} s")

@@ -38,15 +38,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.toml"
         names = sorted(NCCL_INT)[:40]
-        big.write_text('[recipe]\nname = "big"\npython = "3.12"\n\n[env.pcie]\n'
-                       + "".join(f'{n} = "1"\n' for n in names))
-        for label, path in (("kimi-k25-sm120.toml", ROOT / "recipes" / "kimi-k25-sm120.toml"),
-                            ("40 NCCL variables", big)):
+        big.write_text(
+            '[recipe]\nname = "big"\npython = "3.12"\n\n[env.pcie]\n' + "".join(f'{n} = "1"\n' for n in names)
+        )
+        for label, path in (
+            ("kimi-k25-sm120.toml", ROOT / "recipes" / "kimi-k25-sm120.toml"),
+            ("40 NCCL variables", big),
+        ):
             full, ref = [], []
             for _ in range(args.runs):
                 full.append(mean_load_ms(path, args.loads))
-                with mock.patch.object(recipe, "env_value_problems", lambda name, value: []), \
-                        mock.patch.object(recipe, "startup_reader", lambda name: None):
+                with (
+                    mock.patch.object(recipe, "env_value_problems", lambda name, value: []),
+                    mock.patch.object(recipe, "startup_reader", lambda name: None),
+                ):
                     ref.append(mean_load_ms(path, args.loads))
             f, r = statistics.median(full), statistics.median(ref)
             print(f"{label:22} load with env checks {f:.3f} ms, without {r:.3f} ms, ratio {f / r:.3f}")

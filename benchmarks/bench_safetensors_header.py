@@ -36,8 +36,10 @@ def main() -> None:
     runs = max(args.runs, 5)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        save_file({f"layers.{i}.w": np.zeros((4, 8), dtype=np.float16) for i in range(args.tensors)},
-                  str(d / "model.safetensors"))
+        save_file(
+            {f"layers.{i}.w": np.zeros((4, 8), dtype=np.float16) for i in range(args.tensors)},
+            str(d / "model.safetensors"),
+        )
         ref, ours = [], []
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -49,8 +51,10 @@ def main() -> None:
             ours.append((time.perf_counter() - t0) * 1000)
         assert n_ref == n_ours == args.tensors
     r, o = statistics.median(ref), statistics.median(ours)
-    print(f"{args.tensors} tensors, median of {runs}: safetensors.safe_open {r:.2f} ms, "
-          f"envforge {o:.2f} ms, ratio {o / r:.2f}")
+    print(
+        f"{args.tensors} tensors, median of {runs}: safetensors.safe_open {r:.2f} ms, "
+        f"envforge {o:.2f} ms, ratio {o / r:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def serve(port: int) -> None:
         def do_POST(self) -> None:
             self.read_body()
             self.start_stream(close=True)  # one connection per request, said so (aiohttp reuses otherwise)
-            events = [{"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == TOKENS else None}]}
-                      for i in range(1, TOKENS + 1)]
+            events = [
+                {"choices": [{"index": 0, "text": "x", "finish_reason": "length" if i == TOKENS else None}]}
+                for i in range(1, TOKENS + 1)
+            ]
             events.append({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": TOKENS}})
             out = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(out), out))
@@ -70,16 +72,16 @@ def relative_lags_ms(actual: Sequence[float], intended: Sequence[float]) -> list
 def envforge_lags(url: str, rate: float, n: int) -> list[float]:
     schedule = arrival_times(n, rate, 1.0, SEED)
     opts = RequestOptions(model="m", max_new_tokens=TOKENS)
-    run = run_level(Endpoint.from_url(url), engine("openai"), [f"p{i}" for i in range(n)], CAP, opts,
-                    schedule=schedule)
+    run = run_level(Endpoint.from_url(url), engine("openai"), [f"p{i}" for i in range(n)], CAP, opts, schedule=schedule)
     assert all(r.ok for r in run.results), next(r.error for r in run.results if not r.ok)
     return relative_lags_ms(run.send_lag_s, [0.0] * n)  # send_lag_s: actual - intended, from the level's start
 
 
 def vllm_lags(python: str, url: str, rate: float, n: int) -> list[float]:
     script = Path(__file__).with_name("send_lag_vllm.py")
-    out = subprocess.run([python, str(script), url, str(rate), str(n), str(SEED)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [python, str(script), url, str(rate), str(n), str(SEED)], check=True, capture_output=True, text=True
+    ).stdout
     data = json.loads(out.strip().splitlines()[-1])
     assert data["ok"] == n, data["ok"]
     return relative_lags_ms(data["start"], arrival_times(n, rate, 1.0, SEED))

@@ -87,8 +87,14 @@ def main() -> None:
         uv = uv_mod.find_uv_bin()
     wheels = [Path(w) for w in a.wheels] if a.wheels else _wheels()
     if a.make_env:
-        env = make_env(Path(a.make_env), wheels, uv=uv, python=a.python, system_site=a.system_site_packages,
-                       extra_site=Path(a.extra_site) if a.extra_site else None)
+        env = make_env(
+            Path(a.make_env),
+            wheels,
+            uv=uv,
+            python=a.python,
+            system_site=a.system_site_packages,
+            extra_site=Path(a.extra_site) if a.extra_site else None,
+        )
         print(env.path)
         return
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
@@ -104,8 +110,9 @@ def main() -> None:
         rc = subprocess.run(argv, capture_output=True).returncode
         t = _median_time(argv, a.runs)
         ref = _median_time([str(uv), "pip", "list", "--python", str(env.python)], a.runs) if uv else float("nan")
-        print(f"static verify, whole process (exit {rc}): median {t * 1000:.0f} ms of {a.runs} runs "
-              f"(target <= 2000 ms)")
+        print(
+            f"static verify, whole process (exit {rc}): median {t * 1000:.0f} ms of {a.runs} runs (target <= 2000 ms)"
+        )
         print(f"  reference `uv pip list` on the same env: {ref * 1000:.0f} ms; ratio {t / ref:.1f}x")
         _deep(root, env.site_packages, a.runs)
 

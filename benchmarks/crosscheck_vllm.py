@@ -66,25 +66,84 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.vllm_support import (  # noqa: E402
-    free_port, make_vllm_model, serve_args, short_tmpdir, vllm_env, vllm_server, vllm_venv)
+    free_port,
+    make_vllm_model,
+    serve_args,
+    short_tmpdir,
+    vllm_env,
+    vllm_server,
+    vllm_venv,
+)
 
 #: Words the tiny model's tokenizer (trained on the standard library's .py files) knows well.
-WORDS = ("def", "return", "import", "class", "self", "value", "data", "list", "index", "name", "file",
-         "path", "error", "print", "format", "string", "number", "result", "object", "module", "line",
-         "token", "buffer", "stream", "request", "server", "client", "socket", "thread", "queue", "lock",
-         "time", "date", "key", "item", "node", "tree", "parse", "write", "read", "open", "close")
+WORDS = (
+    "def",
+    "return",
+    "import",
+    "class",
+    "self",
+    "value",
+    "data",
+    "list",
+    "index",
+    "name",
+    "file",
+    "path",
+    "error",
+    "print",
+    "format",
+    "string",
+    "number",
+    "result",
+    "object",
+    "module",
+    "line",
+    "token",
+    "buffer",
+    "stream",
+    "request",
+    "server",
+    "client",
+    "socket",
+    "thread",
+    "queue",
+    "lock",
+    "time",
+    "date",
+    "key",
+    "item",
+    "node",
+    "tree",
+    "parse",
+    "write",
+    "read",
+    "open",
+    "close",
+)
 
 #: The rows of the table: (label, key of a run's figures, digits).
-ROWS = (("completed requests", "completed", 0), ("output tokens", "output_tokens", 0),
-        ("median TTFT ms", "ttft_ms", 2), ("median TPOT ms", "tpot_ms", 3), ("median ITL ms", "itl_ms", 3),
-        ("median E2EL ms", "e2el_ms", 2), ("output tok/s", "tok_s", 1),
-        ("tok/s (first send to last token)", "tok_s_sent", 1), ("accept length", "accept_length", 2),
-        ("mean TTFT ms", "mean_ttft_ms", 2), ("engine's mean TTFT ms", "engine_ttft_ms", 2),
-        ("mean TPOT ms", "mean_tpot_ms", 3), ("engine's mean TPOT ms", "engine_tpot_ms", 3),
-        ("mean ITL ms", "mean_itl_ms", 3), ("engine's mean ITL ms", "engine_itl_ms", 3),
-        ("mean E2EL ms", "mean_e2el_ms", 2), ("engine's mean E2EL ms", "engine_e2el_ms", 2),
-        ("requests streamed in one burst", "burst_share", 2), ("client CPU while measuring, cores", "client_cpu", 2),
-        ("load average (1 min) before the run", "load1", 1))
+ROWS = (
+    ("completed requests", "completed", 0),
+    ("output tokens", "output_tokens", 0),
+    ("median TTFT ms", "ttft_ms", 2),
+    ("median TPOT ms", "tpot_ms", 3),
+    ("median ITL ms", "itl_ms", 3),
+    ("median E2EL ms", "e2el_ms", 2),
+    ("output tok/s", "tok_s", 1),
+    ("tok/s (first send to last token)", "tok_s_sent", 1),
+    ("accept length", "accept_length", 2),
+    ("mean TTFT ms", "mean_ttft_ms", 2),
+    ("engine's mean TTFT ms", "engine_ttft_ms", 2),
+    ("mean TPOT ms", "mean_tpot_ms", 3),
+    ("engine's mean TPOT ms", "engine_tpot_ms", 3),
+    ("mean ITL ms", "mean_itl_ms", 3),
+    ("engine's mean ITL ms", "engine_itl_ms", 3),
+    ("mean E2EL ms", "mean_e2el_ms", 2),
+    ("engine's mean E2EL ms", "engine_e2el_ms", 2),
+    ("requests streamed in one burst", "burst_share", 2),
+    ("client CPU while measuring, cores", "client_cpu", 2),
+    ("load average (1 min) before the run", "load1", 1),
+)
 
 
 @dataclass(frozen=True)
@@ -126,8 +185,10 @@ def write_prompts(url: str, path: Path, count: int, tokens: int, seed: int = 0) 
         if n == tokens:
             prompts.append(" ".join(words))
     path.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
-    sharegpt = [{"id": str(i), "conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": "-"}]}
-                for i, p in enumerate(prompts)]
+    sharegpt = [
+        {"id": str(i), "conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": "-"}]}
+        for i, p in enumerate(prompts)
+    ]
     path.with_name("sharegpt.json").write_text(json.dumps(sharegpt, indent=0) + "\n")
     return prompts
 
@@ -147,8 +208,12 @@ max-new-tokens = {tokens}
 
 
 #: vLLM's per-request histograms (``vllm/v1/metrics/loggers.py``), stamped by the engine, not a client.
-HISTOGRAMS = {"ttft_ms": "vllm:time_to_first_token_seconds", "tpot_ms": "vllm:request_time_per_output_token_seconds",
-              "itl_ms": "vllm:inter_token_latency_seconds", "e2el_ms": "vllm:e2e_request_latency_seconds"}
+HISTOGRAMS = {
+    "ttft_ms": "vllm:time_to_first_token_seconds",
+    "tpot_ms": "vllm:request_time_per_output_token_seconds",
+    "itl_ms": "vllm:inter_token_latency_seconds",
+    "e2el_ms": "vllm:e2e_request_latency_seconds",
+}
 
 
 def engine_histograms(url: str) -> dict[str, tuple[float, float]]:
@@ -166,7 +231,9 @@ def engine_histograms(url: str) -> dict[str, tuple[float, float]]:
     return {k: (found[f"{n}_sum"][0], found[f"{n}_count"][0]) for k, n in HISTOGRAMS.items()}
 
 
-def engine_means(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]) -> dict[str, float | None]:
+def engine_means(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float | None]:
     """The engine's own mean TTFT, TPOT, ITL and E2EL (ms) over the requests between two scrapes."""
     out: dict[str, float | None] = {}
     for k in HISTOGRAMS:
@@ -179,7 +246,7 @@ def warm_up(url: str, prompts: Path, load: Load) -> None:
     """``load.warmup`` requests of ``load.max_new_tokens`` tokens at once (the level's concurrency),
     sent by neither client, before every run: both clients then start on an equally warm server and
     the engine's histograms between two scrapes hold the measured requests only."""
-    texts = [json.loads(line)["prompt"] for line in prompts.read_text().splitlines()][-load.warmup:]
+    texts = [json.loads(line)["prompt"] for line in prompts.read_text().splitlines()][-load.warmup :]
     body = {"model": "tiny", "max_tokens": load.max_new_tokens, "temperature": 0.0, "ignore_eos": True}
     with ThreadPoolExecutor(load.warmup) as pool:
         list(pool.map(lambda t: _post_json(url + "/v1/completions", {**body, "prompt": t}), texts))
@@ -211,7 +278,9 @@ def _cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_sampled(argv: Sequence[str], url: str, **kwargs: object) -> tuple[subprocess.CompletedProcess[str], float | None]:
+def run_sampled(
+    argv: Sequence[str], url: str, **kwargs: object
+) -> tuple[subprocess.CompletedProcess[str], float | None]:
     """Run a client; every 20 ms sample its CPU time and whether it has a connection to the server
     open. Returns the process and its CPU share (cores) while it had one: the client's own load on
     the shared machine during its measured requests (its start-up and imports left out)."""
@@ -240,58 +309,141 @@ def run_sampled(argv: Sequence[str], url: str, **kwargs: object) -> tuple[subpro
 def envforge_run(url: str, work: Path, load: Load, tag: str, *, speculative: bool) -> dict[str, float | None]:
     """One ``envforge bench --url`` run (one repeat of one level); its figures from the report."""
     (work / "recipes").mkdir(exist_ok=True)
-    (work / "recipes" / "crosscheck.toml").write_text(RECIPE.format(
-        prompts=work / "prompts.jsonl", seed=load.seed, tokens=load.max_new_tokens))
+    (work / "recipes" / "crosscheck.toml").write_text(
+        RECIPE.format(prompts=work / "prompts.jsonl", seed=load.seed, tokens=load.max_new_tokens)
+    )
     out = work / f"envforge-{tag}.json"
-    argv = [sys.executable, "-m", "envforge", "bench", "--url", url, "--name", tag, "--project", str(work),
-            "--recipe", "crosscheck", "--concurrency", str(load.concurrency), "--request-rate", str(load.rate),
-            "--burstiness", "1", "--requests", str(load.requests), "--repeats", "1",
-            "--warmup", "0", "--max-new-tokens", str(load.max_new_tokens),
-            "--output", str(out), "--no-plot", *(["--speculative"] if speculative else [])]
+    argv = [
+        sys.executable,
+        "-m",
+        "envforge",
+        "bench",
+        "--url",
+        url,
+        "--name",
+        tag,
+        "--project",
+        str(work),
+        "--recipe",
+        "crosscheck",
+        "--concurrency",
+        str(load.concurrency),
+        "--request-rate",
+        str(load.rate),
+        "--burstiness",
+        "1",
+        "--requests",
+        str(load.requests),
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--max-new-tokens",
+        str(load.max_new_tokens),
+        "--output",
+        str(out),
+        "--no-plot",
+        *(["--speculative"] if speculative else []),
+    ]
     proc, share = run_sampled(argv, url)
     if proc.returncode != 0:
         raise RuntimeError(f"envforge bench exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     (level,) = json.loads(out.read_text())["data"]["servers"][0]["levels"]
     (rep,) = level["repeats"]
     lat = level["latency"]
-    return {"completed": rep["requests"] - rep["failed"], "output_tokens": rep["output_tokens"],
-            **{k: lat[k]["median"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")}, "tok_s": rep["tok_s"], "tok_s_sent": rep["tok_s"],
-            "accept_length": level.get("accept_length"),
-            **{f"mean_{k}": lat[k]["mean"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
-            "client_cpu": share, "burst_share": None, "itl_count": lat["itl_ms"]["n"]}
+    return {
+        "completed": rep["requests"] - rep["failed"],
+        "output_tokens": rep["output_tokens"],
+        **{k: lat[k]["median"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
+        "tok_s": rep["tok_s"],
+        "tok_s_sent": rep["tok_s"],
+        "accept_length": level.get("accept_length"),
+        **{f"mean_{k}": lat[k]["mean"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
+        "client_cpu": share,
+        "burst_share": None,
+        "itl_count": lat["itl_ms"]["n"],
+    }
 
 
-def vllm_run(venv: Path, url: str, model: Path, work: Path, load: Load, tag: str,
-             env: dict[str, str]) -> dict[str, float | None]:
+def vllm_run(
+    venv: Path, url: str, model: Path, work: Path, load: Load, tag: str, env: dict[str, str]
+) -> dict[str, float | None]:
     """One ``vllm bench serve`` run of the server's own environment; its figures from
     ``--save-result --save-detailed``."""
     name = f"vllm-{tag}.json"
-    argv = [str(venv / "bin" / "vllm"), "bench", "serve", "--backend", "openai", "--base-url", url,
-            "--endpoint", "/v1/completions", "--model", str(model), "--served-model-name", "tiny",
-            "--tokenizer", str(model), "--dataset-name", "sharegpt", "--dataset-path", str(work / "sharegpt.json"),
-            "--sharegpt-output-len", str(load.max_new_tokens),
-            "--num-prompts", str(load.requests), "--request-rate", str(load.rate), "--burstiness", "1",
-            "--max-concurrency", str(load.concurrency), "--seed", str(load.seed), "--ignore-eos",
-            "--temperature", "0", "--num-warmups", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--save-result", "--save-detailed", "--result-dir", str(work), "--result-filename", name,
-            "--disable-tqdm"]
+    argv = [
+        str(venv / "bin" / "vllm"),
+        "bench",
+        "serve",
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        str(model),
+        "--served-model-name",
+        "tiny",
+        "--tokenizer",
+        str(model),
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        str(work / "sharegpt.json"),
+        "--sharegpt-output-len",
+        str(load.max_new_tokens),
+        "--num-prompts",
+        str(load.requests),
+        "--request-rate",
+        str(load.rate),
+        "--burstiness",
+        "1",
+        "--max-concurrency",
+        str(load.concurrency),
+        "--seed",
+        str(load.seed),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        "0",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        str(work),
+        "--result-filename",
+        name,
+        "--disable-tqdm",
+    ]
     proc, share = run_sampled(argv, url, env=env, cwd=work)
     if proc.returncode != 0:
         raise RuntimeError(f"vllm bench serve exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     r = json.loads((work / name).read_text())
     ends = [s + lat for s, lat, e in zip(r["start_times"], r["latencies"], r["errors"]) if not e]
     sent_wall = max(ends) - min(r["start_times"])
-    return {"completed": r["completed"], "output_tokens": r["total_output_tokens"],
-            "ttft_ms": r["median_ttft_ms"], "tpot_ms": r["median_tpot_ms"], "itl_ms": r["median_itl_ms"],
-            "e2el_ms": r["median_e2el_ms"], "tok_s": r["output_throughput"],
-            "tok_s_sent": r["total_output_tokens"] / sent_wall, "accept_length": r.get("spec_decode_acceptance_length"),
-            **{f"mean_{k}": r[f"mean_{k}"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
-            "client_cpu": share, "burst_share": burst_share(r["itls"], r["errors"]),
-            "itl_count": sum(len(gaps) for gaps, e in zip(r["itls"], r["errors"]) if not e)}
+    return {
+        "completed": r["completed"],
+        "output_tokens": r["total_output_tokens"],
+        "ttft_ms": r["median_ttft_ms"],
+        "tpot_ms": r["median_tpot_ms"],
+        "itl_ms": r["median_itl_ms"],
+        "e2el_ms": r["median_e2el_ms"],
+        "tok_s": r["output_throughput"],
+        "tok_s_sent": r["total_output_tokens"] / sent_wall,
+        "accept_length": r.get("spec_decode_acceptance_length"),
+        **{f"mean_{k}": r[f"mean_{k}"] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
+        "client_cpu": share,
+        "burst_share": burst_share(r["itls"], r["errors"]),
+        "itl_count": sum(len(gaps) for gaps, e in zip(r["itls"], r["errors"]) if not e),
+    }
 
 
-def crosscheck(venv: Path, model: Path, work: Path, load: Load, *, mode: str, pairs: int,
-               progress=print, first: str = "envforge") -> dict[str, list[dict[str, float | None]]]:
+def crosscheck(
+    venv: Path, model: Path, work: Path, load: Load, *, mode: str, pairs: int, progress=print, first: str = "envforge"
+) -> dict[str, list[dict[str, float | None]]]:
     """Start ``vllm serve`` in ``mode`` (``plain`` or ``draft``), write the prompts, run A B ``pairs``
     times (B A with ``first="vllm"``); returns ``{"envforge": [runs], "vllm": [runs]}``."""
     port = free_port()
@@ -299,8 +451,7 @@ def crosscheck(venv: Path, model: Path, work: Path, load: Load, *, mode: str, pa
     runs: dict[str, list[dict[str, float | None]]] = {"envforge": [], "vllm": []}
     with short_tmpdir() as tmp, vllm_server(venv, args, work, tmp, port, timeout_s=600) as server:
         progress(f"{mode}: vllm serve ready in {server.ready_s:.0f} s at {server.url}")
-        write_prompts(server.url, work / "prompts.jsonl", load.requests + load.warmup,
-                      load.prompt_tokens, load.seed)
+        write_prompts(server.url, work / "prompts.jsonl", load.requests + load.warmup, load.prompt_tokens, load.seed)
         env = vllm_env(work, tmp)
         for i in range(1, pairs + 1):
             for client in ("envforge", "vllm") if first == "envforge" else ("vllm", "envforge"):
@@ -336,18 +487,22 @@ def _spread(vals: Sequence[float | None]) -> str:
 def table(mode: str, runs: dict[str, list[dict[str, float | None]]]) -> str:
     """The markdown table of one mode: each client's mean over its runs, envforge / vLLM, each run,
     and each client's spread (max / min over its own runs)."""
-    lines = [f"| {mode} | envforge bench | vllm bench serve | envforge / vLLM | envforge runs | vLLM runs "
-             "| spread envforge | spread vLLM |",
-             "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |"]
+    lines = [
+        f"| {mode} | envforge bench | vllm bench serve | envforge / vLLM | envforge runs | vLLM runs "
+        "| spread envforge | spread vLLM |",
+        "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: |",
+    ]
     for label, key, digits in ROWS:
         a, b = ([r.get(key) for r in runs[c]] for c in ("envforge", "vllm"))
         ma, mb = _mean(a), _mean(b)
         if ma is None and mb is None:
             continue
         ratio = "-" if ma is None or not mb else f"{ma / mb:.3f}"
-        lines.append(f"| {label} | {_fmt(ma, digits)} | {_fmt(mb, digits)} | {ratio} | "
-                     f"{', '.join(_fmt(v, digits) for v in a)} | {', '.join(_fmt(v, digits) for v in b)} | "
-                     f"{_spread(a)} | {_spread(b)} |")
+        lines.append(
+            f"| {label} | {_fmt(ma, digits)} | {_fmt(mb, digits)} | {ratio} | "
+            f"{', '.join(_fmt(v, digits) for v in a)} | {', '.join(_fmt(v, digits) for v in b)} | "
+            f"{_spread(a)} | {_spread(b)} |"
+        )
     return "\n".join(lines)
 
 
@@ -360,8 +515,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4, help="the cap on requests in flight")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--prompt-tokens", type=int, default=32)
-    p.add_argument("--first", choices=("envforge", "vllm"), default="envforge",
-                   help="which client runs first in each pair (default envforge: A B A B)")
+    p.add_argument(
+        "--first",
+        choices=("envforge", "vllm"),
+        default="envforge",
+        help="which client runs first in each pair (default envforge: A B A B)",
+    )
     p.add_argument("--json", type=Path, help="also write every run's figures here")
     p.add_argument("--from-json", type=Path, help="print the tables of a --json file written earlier; run nothing")
     a = p.parse_args(argv)
@@ -371,8 +530,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     load = Load(a.requests, a.rate, a.concurrency, a.max_new_tokens, a.prompt_tokens)
     venv = vllm_venv()
-    everything: dict[str, object] = {"load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"},
-                                     "first": a.first}
+    everything: dict[str, object] = {
+        "load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"},
+        "first": a.first,
+    }
     with tempfile.TemporaryDirectory(prefix="envforge-crosscheck-") as d:
         model = make_vllm_model(venv, Path(d) / "tiny")
         for mode in a.modes.split(","):

@@ -31,8 +31,12 @@ CONFIGS = {
     "same-host": {},
     "same-host+pcie-profile": {"NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"},
     "as-across-hosts": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
-    "as-across-hosts+pcie-profile": {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1",
-                                     "NCCL_MAX_NCHANNELS": "2", "NCCL_BUFFSIZE": "131072"},
+    "as-across-hosts+pcie-profile": {
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_MAX_NCHANNELS": "2",
+        "NCCL_BUFFSIZE": "131072",
+    },
 }
 
 
@@ -40,8 +44,15 @@ def run(name: str, env: dict[str, str], port: int) -> dict[str, object]:
     procs = []
     for rank in (0, 1):
         penv = {**os.environ, "CUDA_VISIBLE_DEVICES": str(rank), "NCCL_NVLS_ENABLE": "0"}
-        procs.append(subprocess.Popen([sys.executable, "-c", CHILD, str(rank), str(port), json.dumps(env)],
-                                      env=penv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(rank), str(port), json.dumps(env)],
+                env=penv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=300) for p in procs]
     ranks = []
     for p, (out, err) in zip(procs, outs):
@@ -56,8 +67,12 @@ def main() -> None:
     results = [run(name, env, 29600 + i) for i, (name, env) in enumerate(CONFIGS.items())]
     import torch
 
-    doc = {"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-           "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())], "results": results}
+    doc = {
+        "torch": torch.__version__,
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "results": results,
+    }
     with open(sys.argv[1], "w") as fh:
         json.dump(doc, fh, indent=2)
     for r in results:

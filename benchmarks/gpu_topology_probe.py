@@ -82,11 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("topology-record"))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable,
-                              "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    for name, cmd in (("nvidia-smi-topo-m.txt", ["nvidia-smi", "topo", "-m"]),
-                      ("nvidia-smi-topo-p2p-n.txt", ["nvidia-smi", "topo", "-p2p", "n"]),
-                      ("nvidia-smi-L.txt", ["nvidia-smi", "-L"])):
+    record: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    for name, cmd in (
+        ("nvidia-smi-topo-m.txt", ["nvidia-smi", "topo", "-m"]),
+        ("nvidia-smi-topo-p2p-n.txt", ["nvidia-smi", "topo", "-p2p", "n"]),
+        ("nvidia-smi-L.txt", ["nvidia-smi", "-L"]),
+    ):
         code, text = _run(cmd)
         (args.out / name).write_text(text)
         record.setdefault("commands", {})[" ".join(cmd)] = code
@@ -103,9 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "topology.json").write_text(json.dumps(record, indent=2) + "\n")
     probe = record["probe"]
     print(f"source {probe.get('source')}, gpus {probe.get('gpus')}, links {probe.get('links')}")
-    print(f"tried {probe.get('tried')}; verdicts " + json.dumps(
-        {k: v.get("status") for k, v in record["verdicts"].items()} if "error" not in record["verdicts"]
-        else record["verdicts"]))
+    print(
+        f"tried {probe.get('tried')}; verdicts "
+        + json.dumps(
+            {k: v.get("status") for k, v in record["verdicts"].items()}
+            if "error" not in record["verdicts"]
+            else record["verdicts"]
+        )
+    )
     print(f"written to {args.out}")
     return 0 if probe.get("source") or record["commands"].get("nvidia-smi topo -m") == 0 else 1
 

@@ -29,14 +29,28 @@ async def main(url: str, rate: float, n: int, seed: int) -> None:
     freeze_gc_heap()  # as vllm bench serve's main does before benchmark(): no GC pauses over the static heap
     np.random.seed(seed)  # what vllm bench serve does with --seed before get_request draws its gaps
     requests = [SampleRequest(prompt=f"p{i}", prompt_len=1, expected_output_len=8) for i in range(n)]
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300, use_dns_cache=True,
-                                     keepalive_timeout=60, enable_cleanup_closed=True, force_close=False)
-    async with aiohttp.ClientSession(connector=connector, trust_env=True,
-                                     timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)) as session:
+    connector = aiohttp.TCPConnector(
+        limit=0,
+        limit_per_host=0,
+        ttl_dns_cache=300,
+        use_dns_cache=True,
+        keepalive_timeout=60,
+        enable_cleanup_closed=True,
+        force_close=False,
+    )
+    async with aiohttp.ClientSession(
+        connector=connector, trust_env=True, timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)
+    ) as session:
         tasks = []
         async for request, _ in get_request(requests, rate, 1.0):
-            inp = RequestFuncInput(prompt=request.prompt, api_url=url + "/v1/completions", prompt_len=1,
-                                   output_len=8, model="m", ignore_eos=True)
+            inp = RequestFuncInput(
+                prompt=request.prompt,
+                api_url=url + "/v1/completions",
+                prompt_len=1,
+                output_len=8,
+                model="m",
+                ignore_eos=True,
+            )
             tasks.append(asyncio.create_task(async_request_openai_completions(inp, session)))
         outputs = await asyncio.gather(*tasks)
     print(json.dumps({"start": [o.start_time for o in outputs], "ok": sum(o.success for o in outputs)}))

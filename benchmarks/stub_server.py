@@ -40,8 +40,9 @@ class QuietHandler(BaseHTTPRequestHandler):
         self.end_headers()
 
 
-def serve_forever(port: int, handler: type[BaseHTTPRequestHandler], *, backlog: int = 5,
-                  daemon_threads: bool = False) -> None:
+def serve_forever(
+    port: int, handler: type[BaseHTTPRequestHandler], *, backlog: int = 5, daemon_threads: bool = False
+) -> None:
     """Serve ``handler`` on 127.0.0.1:``port`` until killed, one thread a connection.
 
     ``backlog``: the listen queue (``request_queue_size``; 5 is the standard library's);
@@ -82,4 +83,3 @@ def spawned(script: str, *, wait_s: float = 10.0) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait()
-

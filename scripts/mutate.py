@@ -58,8 +58,12 @@ def _toml_list(items: list[str]) -> str:
 
 def _copy_tree(dest: Path) -> None:
     """Copy every file git knows (tracked or untracked, not ignored) as it is now in the working tree."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
     for raw in filter(None, names):
         rel = Path(os.fsdecode(raw))
         src = ROOT / rel
@@ -74,11 +78,14 @@ def _configure(dest: Path, module: str, tests: list[str], pytest_args: list[str]
     text = pyproject.read_text(encoding="utf-8")
     if "[tool.mutmut]" in text:
         raise SystemExit("error: pyproject.toml already has [tool.mutmut]; remove it (this script writes its own)")
-    pyproject.write_text(text + "\n[tool.mutmut]\n"
-                         f"source_paths = {_toml_list([module])}\n"
-                         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
-                         f"pytest_add_cli_args = {_toml_list(['-p', 'no:cacheprovider', '-x', '-q', *pytest_args])}\n"
-                         f"also_copy = {_toml_list(ALSO_COPY)}\n", encoding="utf-8")
+    pyproject.write_text(
+        text + "\n[tool.mutmut]\n"
+        f"source_paths = {_toml_list([module])}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
+        f"pytest_add_cli_args = {_toml_list(['-p', 'no:cacheprovider', '-x', '-q', *pytest_args])}\n"
+        f"also_copy = {_toml_list(ALSO_COPY)}\n",
+        encoding="utf-8",
+    )
     (dest / "mutants" / "src").mkdir(parents=True, exist_ok=True)
 
 
@@ -92,16 +99,23 @@ def _venv(work: Path) -> Path:
     ``python -m envforge`` in a test's subprocess imports the mutant too, and no ``PYTHONPATH`` leaks
     into the interpreters the tests build (their venvs would import the development venv's packages)."""
     venv = work / ".venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)], check=True
+    )
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     paths = [work / "mutants" / "src", work / "mutants", Path(sysconfig.get_paths()["purelib"])]
     # A test's child (``python -m envforge`` in its own project directory) records trampoline hits in
     # mutmut's "stats" pass, which reads [tool.mutmut] from the working directory: load it from ``work``.
-    preload = ("import os; exec(\"if 'MUTANT_UNDER_TEST' in os.environ:\\n import mutmut.configuration as c\\n"
-               f" d = os.getcwd(); os.chdir({str(work)!r}); c.config(); os.chdir(d)\")\n")
+    preload = (
+        "import os; exec(\"if 'MUTANT_UNDER_TEST' in os.environ:\\n import mutmut.configuration as c\\n"
+        f' d = os.getcwd(); os.chdir({str(work)!r}); c.config(); os.chdir(d)")\n'
+    )
     (Path(site) / "_mutants.pth").write_text("".join(f"{p}\n" for p in paths) + preload, encoding="utf-8")
     return python
 
@@ -133,12 +147,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="mutmut on one module against its tests (issue 47)")
     parser.add_argument("module", help="src/envforge/<pkg>/<module>.py")
     parser.add_argument("tests", nargs="*", help="test files or folders (default: the module's mirror folder)")
-    parser.add_argument("--only", action="append", default=[], metavar="GLOB",
-                        help="mutant names to run (mutmut's globs), repeatable; default all")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="mutant names to run (mutmut's globs), repeatable; default all",
+    )
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--workdir", type=Path, help="scratch directory (default: a new temporary one, kept)")
-    parser.add_argument("--pytest-arg", action="append", default=[], metavar="ARG",
-                        help="an extra pytest argument, e.g. --pytest-arg=-m --pytest-arg='not slow'")
+    parser.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra pytest argument, e.g. --pytest-arg=-m --pytest-arg='not slow'",
+    )
     args = parser.parse_args(argv)
     module = Path(args.module)
     if module.is_absolute():
@@ -160,13 +184,20 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     python = str(_venv(work))
     print(f"mutating {module} against {' '.join(tests)} in {work}", flush=True)
-    run = subprocess.run([python, "-m", "mutmut", "run", "--max-children", str(args.max_children), *args.only],
-                         cwd=work, env=env)
+    run = subprocess.run(
+        [python, "-m", "mutmut", "run", "--max-children", str(args.max_children), *args.only], cwd=work, env=env
+    )
     if run.returncode != 0:
         print(f"error: mutmut run exited {run.returncode}; the scratch copy stays in {work}", file=sys.stderr)
         return run.returncode
-    results = subprocess.run([python, "-m", "mutmut", "results", "--all", "true"], cwd=work, env=env,
-                             capture_output=True, text=True, check=False).stdout
+    results = subprocess.run(
+        [python, "-m", "mutmut", "results", "--all", "true"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     counts, survivors = _counts(results)
     print(_summary(str(module), counts))
     for name in survivors:

@@ -29,8 +29,19 @@ def cached_wheel(distribution: str, version: str) -> Path:
     found = [p for p in wheels.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-")]
     if found:
         return found[0]
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
-           "-d", str(wheels), f"{distribution}=={version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-d",
+        str(wheels),
+        f"{distribution}=={version}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = [p for p in wheels.glob("*.whl") if p.name.lower().startswith(f"{stem}-{version}-")]
     if proc.returncode != 0 or not found:
@@ -58,8 +69,9 @@ def site_packages_of(tmp_path: Path):  # type: ignore[no-untyped-def]
         sp = tmp_path / "site-packages"
         sp.mkdir(exist_ok=True)
         for name, version in dists:
-            shutil.copytree(unpacked_wheel(name, version), sp, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns(".complete"))
+            shutil.copytree(
+                unpacked_wheel(name, version), sp, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete")
+            )
         return sp
 
     return make

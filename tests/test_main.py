@@ -25,8 +25,9 @@ run()
 
 
 def test_a_ctrl_c_while_the_cli_is_imported_is_one_line_and_exit_130() -> None:
-    res = subprocess.run([sys.executable, "-c", INTERRUPTED_AT_IMPORT, "--help"], capture_output=True, text=True,
-                         timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AT_IMPORT, "--help"], capture_output=True, text=True, timeout=60
+    )
     assert (res.returncode, res.stdout, res.stderr) == (130, "", "error: interrupted\n")
 
 

@@ -6,6 +6,7 @@ Prints `REPO@SHA` (the commit sha tests/support/hub_server.py derives from the f
 it to SHA_FILE, then serves until killed. The server is the project's test hub (the subset of the hub API
 huggingface_hub's model_info and hf_hub_download use), not a copy of the hub.
 """
+
 import sys
 import threading
 from pathlib import Path

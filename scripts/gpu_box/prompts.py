@@ -9,6 +9,7 @@ no ignore_eos probe), from the shipped prompt set in its seed-0 order (SmokeConf
 Usage (the tool venv's python: envforge importable): python prompts.py OUTDIR CONCS PER_STREAM MIN
   -> OUTDIR/cC.jsonl for each C of CONCS (1,4,16,32), N = max(PER_STREAM x C, MIN) lines {"prompt": ...}
 """
+
 import json
 import sys
 from pathlib import Path

@@ -7,6 +7,7 @@ ENV: an environment (envs/<name>, the generation link) or a generation directory
 field, "equal" or "differ", then the verdict on the two digests issue 30 asks about; exit 0 when those two
 are equal, 1 when not.
 """
+
 import hashlib
 import json
 import sys
@@ -30,8 +31,12 @@ def installed(sp: Path) -> tuple[str, str, int]:
     """(digest of the sorted name==version list, digest of every RECORD line inside site-packages, lines)."""
     dists, lines = [], []
     for info in sorted(sp.glob("*.dist-info")):
-        meta = {k.strip().lower(): v.strip() for k, _, v in
-                (ln.partition(":") for ln in (info / "METADATA").read_text(errors="replace").splitlines()[:20])}
+        meta = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (
+                ln.partition(":") for ln in (info / "METADATA").read_text(errors="replace").splitlines()[:20]
+            )
+        }
         dists.append(f"{meta.get('name')}=={meta.get('version')}")
         record = info / "RECORD"
         if record.is_file():  # entries outside site-packages (bin/ scripts name their interpreter) are left out
@@ -58,8 +63,11 @@ def main(a: Path, b: Path) -> int:
         print(f"{name.ljust(width)}  {same:6}  A {x or 'none'}\n{' ' * width}          B {y or 'none'}")
     bad = [f for f in REQUIRED if fa.get(f) != fb.get(f)]
     none = [f for f in REQUIRED if fa.get(f) is None and fb.get(f) is None]
-    print("verdict: lock digest and patch-manifest digest " + ("differ: " + ", ".join(bad) if bad else "equal")
-          + (f" ({', '.join(none)}: none in either build, the lock names no patchsets)" if none else ""))
+    print(
+        "verdict: lock digest and patch-manifest digest "
+        + ("differ: " + ", ".join(bad) if bad else "equal")
+        + (f" ({', '.join(none)}: none in either build, the lock names no patchsets)" if none else "")
+    )
     return 1 if bad else 0
 
 

@@ -12,6 +12,7 @@ Usage (the tool venv's interpreter: envforge importable):
                                                                  WORKDIR/status); exit 1 unless all ready
   serve.py stop  WORKDIR                                         SIGTERM each server's process group, SIGKILL after 30 s
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,9 @@ def argvs(project: str, recipe_name: str, env_python: str, wanted: list[str]) ->
         if name not in by_name:
             sys.exit(f"serve.py: no server '{name}' in {recipe.path} (known: {', '.join(by_name)})")
         s = by_name[name]
-        tail = s.argv_tail(model=s.model or cfg.model, port=int(port),
-                           served_model_name=s.served_model_name or cfg.served_model_name)
+        tail = s.argv_tail(
+            model=s.model or cfg.model, port=int(port), served_model_name=s.served_model_name or cfg.served_model_name
+        )
         out.append((name, int(port), [env_python, *tail], dict(s.env)))
     return out
 
@@ -49,8 +51,14 @@ def start(project: str, recipe_name: str, env_python: str, workdir: str, wanted:
     (work / "logs").mkdir(parents=True, exist_ok=True)
     for name, port, argv, env in argvs(project, recipe_name, env_python, wanted):
         log = open(work / "logs" / f"serve-{name}.log", "w")
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         with open(work / "pids", "a") as fh:
             fh.write(f"{name} {proc.pid} {port} {time.time():.3f}\n")
         print(f"STARTED {name} pid {proc.pid} port {port}", flush=True)

@@ -16,6 +16,7 @@ ITL is unknown. For one running server the two tools must agree exactly on compl
 output tokens; the medians are compared within 10 % (tok/s, TTFT, TPOT, ITL). With several A B pairs a
 tool's figure is the median over its runs, and the second table lists every pair.
 """
+
 import json
 import re
 import statistics
@@ -45,8 +46,9 @@ def envforge_levels(data):
                 "tokens": sum(r["output_tokens"] for r in reps),
                 "tok_s": _median(lv.get("tok_s")),
                 "ttft": _median(lat.get("ttft_ms")) if lat.get("ttft_ms") else _median(lv.get("ttft_ms")),
-                "tpot": _median(lv.get("itl_ms")) if schema2 else
-                (_median(lat.get("tpot_ms")) if lat.get("tpot_ms") else _median(lv.get("tpot_ms"))),
+                "tpot": _median(lv.get("itl_ms"))
+                if schema2
+                else (_median(lat.get("tpot_ms")) if lat.get("tpot_ms") else _median(lv.get("tpot_ms"))),
                 "itl": None if schema2 else _median(lat.get("itl_ms")),
                 "accept": lv.get("accept_length"),
                 "failed_levels": [],
@@ -59,9 +61,15 @@ def envforge_levels(data):
 
 
 def vllm_figures(v):
-    return {"completed": v.get("completed"), "tokens": v.get("total_output_tokens"),
-            "tok_s": v.get("output_throughput"), "ttft": v.get("median_ttft_ms"), "tpot": v.get("median_tpot_ms"),
-            "itl": v.get("median_itl_ms"), "accept": v.get("spec_decode_acceptance_length")}
+    return {
+        "completed": v.get("completed"),
+        "tokens": v.get("total_output_tokens"),
+        "tok_s": v.get("output_throughput"),
+        "ttft": v.get("median_ttft_ms"),
+        "tpot": v.get("median_tpot_ms"),
+        "itl": v.get("median_itl_ms"),
+        "accept": v.get("spec_decode_acceptance_length"),
+    }
 
 
 def collect(root):
@@ -116,7 +124,9 @@ def verdict(e, v, same):
     A median only one tool has (schema 2's ITL) is named, not judged."""
     if e is None or v is None:
         return "missing: " + ("envforge" if e is None else "vLLM")
-    off = [LABEL[k] for k in METRICS if e[k] is not None and v[k] is not None and abs(ratio(e[k], v[k]) - 1) > TOLERANCE]
+    off = [
+        LABEL[k] for k in METRICS if e[k] is not None and v[k] is not None and abs(ratio(e[k], v[k]) - 1) > TOLERANCE
+    ]
     unknown = [LABEL[k] for k in METRICS if e[k] is None or v[k] is None]
     parts = (["counts differ"] if not same else []) + ([f"{', '.join(off)} off"] if off else [])
     text = "; ".join(parts) or "yes"
@@ -128,12 +138,16 @@ def main(root):
     if not runs:
         print(f"no ef-*/vb-* results in {root}")
         return 1
-    head = ["| mode | conc | pairs | completed ef / vLLM | output tokens ef / vLLM | tok/s ef / vLLM | TTFT ms ef / vLLM "
-            "| TPOT ms ef / vLLM | ITL ms ef / vLLM | accept ef / vLLM | within 10 % |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    detail = ["| mode | conc | pair | tok/s ef / vLLM | TTFT ms ef / vLLM (ef - vLLM) | TPOT ms ef / vLLM "
-              "| ITL ms ef / vLLM | accept ef / vLLM | bench's speculation checks |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    head = [
+        "| mode | conc | pairs | completed ef / vLLM | output tokens ef / vLLM | tok/s ef / vLLM | TTFT ms ef / vLLM "
+        "| TPOT ms ef / vLLM | ITL ms ef / vLLM | accept ef / vLLM | within 10 % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    detail = [
+        "| mode | conc | pair | tok/s ef / vLLM | TTFT ms ef / vLLM (ef - vLLM) | TPOT ms ef / vLLM "
+        "| ITL ms ef / vLLM | accept ef / vLLM | bench's speculation checks |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for (mode, c), pairs in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         whole = [(e, v) for _, e, v in pairs if e is not None and v is not None]
         same = all(e["completed"] == v["completed"] and e["tokens"] == v["tokens"] for e, v in whole)
@@ -142,18 +156,22 @@ def main(root):
         em = {k: _med([e[k] for e in es]) for k in (*METRICS, "accept")} if es else None
         vm = {k: _med([v[k] for v in vs]) for k in (*METRICS, "accept")} if vs else None
         g = lambda d, k: None if d is None else d[k]  # noqa: E731
-        head.append(f"| {mode} | {c} | {len(pairs)} | {_counts(pairs, 'completed')} | {_counts(pairs, 'tokens')} "
-                    f"| {cell(g(em, 'tok_s'), 0)} / {cell(g(vm, 'tok_s'), 0)} | {cell(g(em, 'ttft'))} / {cell(g(vm, 'ttft'))} "
-                    f"| {cell(g(em, 'tpot'), 2)} / {cell(g(vm, 'tpot'), 2)} | {cell(g(em, 'itl'), 2)} / {cell(g(vm, 'itl'), 2)} "
-                    f"| {cell(g(em, 'accept'), 3)} / {cell(g(vm, 'accept'), 3)} | {verdict(em, vm, same)}"
-                    f"{f'; {partial} pair(s) without both runs' if partial else ''} |")
+        head.append(
+            f"| {mode} | {c} | {len(pairs)} | {_counts(pairs, 'completed')} | {_counts(pairs, 'tokens')} "
+            f"| {cell(g(em, 'tok_s'), 0)} / {cell(g(vm, 'tok_s'), 0)} | {cell(g(em, 'ttft'))} / {cell(g(vm, 'ttft'))} "
+            f"| {cell(g(em, 'tpot'), 2)} / {cell(g(vm, 'tpot'), 2)} | {cell(g(em, 'itl'), 2)} / {cell(g(vm, 'itl'), 2)} "
+            f"| {cell(g(em, 'accept'), 3)} / {cell(g(vm, 'accept'), 3)} | {verdict(em, vm, same)}"
+            f"{f'; {partial} pair(s) without both runs' if partial else ''} |"
+        )
         for r, e, v in pairs:
             gap = None if g(e, "ttft") is None or g(v, "ttft") is None else e["ttft"] - v["ttft"]
             failed = ", ".join(e["failed_levels"]) if e and e["failed_levels"] else "-"
-            detail.append(f"| {mode} | {c} | {r} | {cell(g(e, 'tok_s'), 0)} / {cell(g(v, 'tok_s'), 0)} "
-                          f"| {cell(g(e, 'ttft'))} / {cell(g(v, 'ttft'))} ({'-' if gap is None else f'{gap:+.1f}'}) "
-                          f"| {cell(g(e, 'tpot'), 2)} / {cell(g(v, 'tpot'), 2)} | {cell(g(e, 'itl'), 2)} / {cell(g(v, 'itl'), 2)} "
-                          f"| {cell(g(e, 'accept'), 3)} / {cell(g(v, 'accept'), 3)} | {failed} |")
+            detail.append(
+                f"| {mode} | {c} | {r} | {cell(g(e, 'tok_s'), 0)} / {cell(g(v, 'tok_s'), 0)} "
+                f"| {cell(g(e, 'ttft'))} / {cell(g(v, 'ttft'))} ({'-' if gap is None else f'{gap:+.1f}'}) "
+                f"| {cell(g(e, 'tpot'), 2)} / {cell(g(v, 'tpot'), 2)} | {cell(g(e, 'itl'), 2)} / {cell(g(v, 'itl'), 2)} "
+                f"| {cell(g(e, 'accept'), 3)} / {cell(g(v, 'accept'), 3)} | {failed} |"
+            )
     print("\n".join(head))
     if any(len(p) > 1 for p in runs.values()):
         print("\nEvery pair (envforge first, then vLLM, on the same server):\n")

@@ -12,6 +12,7 @@ Usage: python vbench.py URL MODEL_DIR SERVED NAME OUTDIR CONCS PROMPTS_DIR MAX_N
 Writes OUTDIR/ef-NAME-cC-rR.json (+ .txt) and OUTDIR/vb-NAME-cC-rR.json (vLLM's --save-result) per run and
 prints one "EF ..." / "VB ..." line per run.
 """
+
 import json
 import os
 import subprocess
@@ -21,16 +22,47 @@ import urllib.request
 
 url, model_dir, served, name, outdir, concs, prompts_dir, max_new, rounds, spec = sys.argv[1:11]
 ef_cmd = sys.argv[11:]
-KEYS = ["completed", "failed", "total_output_tokens", "output_throughput", "median_ttft_ms", "median_tpot_ms",
-        "median_itl_ms", "spec_decode_acceptance_length", "duration"]
+KEYS = [
+    "completed",
+    "failed",
+    "total_output_tokens",
+    "output_throughput",
+    "median_ttft_ms",
+    "median_tpot_ms",
+    "median_itl_ms",
+    "spec_decode_acceptance_length",
+    "duration",
+]
 
 
 def envforge(c: int, n: int, r: int) -> None:
     out = f"{outdir}/ef-{name}-c{c}-r{r}"
-    argv = [*ef_cmd, "bench", "--url", url, "--api", "vllm", "--model", served, "--name", name,
-            *(["--speculative"] if spec == "1" else []), "--concurrency", str(c), "--repeats", "1",
-            "--requests", str(n), "--warmup", str(c), "--max-new-tokens", max_new, "--output", f"{out}.json",
-            "--no-plot"]
+    argv = [
+        *ef_cmd,
+        "bench",
+        "--url",
+        url,
+        "--api",
+        "vllm",
+        "--model",
+        served,
+        "--name",
+        name,
+        *(["--speculative"] if spec == "1" else []),
+        "--concurrency",
+        str(c),
+        "--repeats",
+        "1",
+        "--requests",
+        str(n),
+        "--warmup",
+        str(c),
+        "--max-new-tokens",
+        max_new,
+        "--output",
+        f"{out}.json",
+        "--no-plot",
+    ]
     t = time.time()
     with open(f"{out}.txt", "w") as fh:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
@@ -39,10 +71,13 @@ def envforge(c: int, n: int, r: int) -> None:
     try:
         lv = json.load(open(f"{out}.json"))["data"]["servers"][0]["levels"][0]
         lat = lv.get("latency") or {}
-        figures = {"tok_s": (lv.get("tok_s") or {}).get("median"),
-                   "ttft_ms": (lat.get("ttft_ms") or {}).get("median"),
-                   "tpot_ms": (lat.get("tpot_ms") or {}).get("median"),
-                   "itl_ms": (lat.get("itl_ms") or {}).get("median"), "accept": lv.get("accept_length")}
+        figures = {
+            "tok_s": (lv.get("tok_s") or {}).get("median"),
+            "ttft_ms": (lat.get("ttft_ms") or {}).get("median"),
+            "tpot_ms": (lat.get("tpot_ms") or {}).get("median"),
+            "itl_ms": (lat.get("itl_ms") or {}).get("median"),
+            "accept": lv.get("accept_length"),
+        }
     except (OSError, ValueError, KeyError, IndexError) as exc:
         figures = {"error": repr(exc)}
     print("EF", name, c, r, f"rc={rc}", f"{time.time() - t:.1f}s", json.dumps(figures), flush=True)
@@ -54,16 +89,57 @@ def vllm(c: int, n: int, r: int) -> None:
 
     p = FlexibleArgumentParser()
     add_cli_args(p)
-    args = p.parse_args([
-        "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-        "--model", model_dir, "--served-model-name", served, "--tokenizer", model_dir,
-        "--dataset-name", "custom", "--dataset-path", f"{prompts_dir}/c{c}.jsonl", "--disable-shuffle",
-        "--custom-output-len", max_new, "--skip-chat-template", "--ignore-eos", "--temperature", "0",
-        "--num-prompts", str(n), "--max-concurrency", str(c), "--request-rate", "inf",
-        "--num-warmups", str(c), "--ready-check-timeout-sec", "0",
-        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50",
-        "--save-result", "--result-dir", outdir, "--result-filename", f"vb-{name}-c{c}-r{r}.json",
-        "--request-id-prefix", f"vb-{name}-c{c}-r{r}-", "--disable-tqdm", "--seed", "0"])
+    args = p.parse_args(
+        [
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            model_dir,
+            "--served-model-name",
+            served,
+            "--tokenizer",
+            model_dir,
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            f"{prompts_dir}/c{c}.jsonl",
+            "--disable-shuffle",
+            "--custom-output-len",
+            max_new,
+            "--skip-chat-template",
+            "--ignore-eos",
+            "--temperature",
+            "0",
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(c),
+            "--request-rate",
+            "inf",
+            "--num-warmups",
+            str(c),
+            "--ready-check-timeout-sec",
+            "0",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--metric-percentiles",
+            "50",
+            "--save-result",
+            "--result-dir",
+            outdir,
+            "--result-filename",
+            f"vb-{name}-c{c}-r{r}.json",
+            "--request-id-prefix",
+            f"vb-{name}-c{c}-r{r}-",
+            "--disable-tqdm",
+            "--seed",
+            "0",
+        ]
+    )
     t = time.time()
     try:
         res = main(args)

@@ -3,13 +3,16 @@ checks, fingerprint and a summary (so verify runs once, for its JSON, and the lo
 
 Usage: python vtext.py VERIFY_JSON   (stdlib only)
 """
+
 import json
 import sys
 
 d = json.load(open(sys.argv[1]))["data"]
 for f in d.get("findings", []):
-    print(f"{f['kind']}: {f['subject']} [{f.get('level', '')}]\n    expected: {f['expected']}\n    actual:   {f['actual']}"
-          f"\n    fix:      {f['fix']}")
+    print(
+        f"{f['kind']}: {f['subject']} [{f.get('level', '')}]\n    expected: {f['expected']}\n    actual:   {f['actual']}"
+        f"\n    fix:      {f['fix']}"
+    )
 for f in d.get("accepted", []):
     print(f"accepted {f.get('kind')}: {f.get('subject')} (until {f.get('expires')}: {f.get('reason', '')})")
 checks = d.get("checks", [])
@@ -19,12 +22,16 @@ for c in checks:
 for note in d.get("notes", []):
     print(f"note: {note}")
 fp = d.get("fingerprint") or {}
-print(f"fingerprint: lock {fp.get('lock_digest')}, patches {fp.get('patch_manifest_digest') or 'none'}, "
-      f"gpu {fp.get('gpu_count')}x {fp.get('gpu')}, driver {fp.get('driver')}")
+print(
+    f"fingerprint: lock {fp.get('lock_digest')}, patches {fp.get('patch_manifest_digest') or 'none'}, "
+    f"gpu {fp.get('gpu_count')}x {fp.get('gpu')}, driver {fp.get('driver')}"
+)
 ran = sum(1 for c in checks if c["status"] != "skipped")
-print(f"verify {','.join(d.get('levels', []))}: {len(d.get('findings', []))} finding(s), "
-      f"{len(d.get('accepted', []))} accepted ({ran} checks ran, {len(checks) - ran} skipped) in {d.get('elapsed-s')} s, "
-      f"exit {d.get('exit-code')}")
+print(
+    f"verify {','.join(d.get('levels', []))}: {len(d.get('findings', []))} finding(s), "
+    f"{len(d.get('accepted', []))} accepted ({ran} checks ran, {len(checks) - ran} skipped) in {d.get('elapsed-s')} s, "
+    f"exit {d.get('exit-code')}"
+)
 for c in checks:
     if c["level"] == "drafter":
         print(f"drafter check: {c['status']}: {c['detail']}")

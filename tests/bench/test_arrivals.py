@@ -25,8 +25,9 @@ def vllm_schedule(count: int, rate: float, burstiness: float, seed: int) -> list
 
 @pytest.mark.parametrize("burstiness", [1.0, 0.5, 4.0])
 def test_the_schedule_is_vllms_for_the_same_seed(burstiness: float) -> None:
-    assert arrival_times(50, 20.0, burstiness, seed=7) == pytest.approx(vllm_schedule(50, 20.0, burstiness, 7),
-                                                                         rel=1e-12)
+    assert arrival_times(50, 20.0, burstiness, seed=7) == pytest.approx(
+        vllm_schedule(50, 20.0, burstiness, 7), rel=1e-12
+    )
 
 
 def test_schedule_shapes_pinned() -> None:

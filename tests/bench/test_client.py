@@ -37,7 +37,7 @@ def chunks(name: str, step_s: float = 0.1) -> list[tuple[float, dict[str, object
     """Parsed events of a recorded stream, the i-th at (i + 1) * step_s seconds ([DONE] dropped)."""
     out = []
     for i, raw in enumerate(e for e in sse_events(name) if b"[DONE]" not in e):
-        out.append((round((i + 1) * step_s, 6), json.loads(raw.decode()[len("data: "):])))
+        out.append((round((i + 1) * step_s, 6), json.loads(raw.decode()[len("data: ") :])))
     return out
 
 
@@ -84,16 +84,26 @@ def test_an_empty_text_chunk_is_a_token_as_vllm_times_it() -> None:
     """vLLM 0.32.0's client (``async_request_openai_completions``): every message with ``choices`` is
     a token's arrival, "text could be empty here e.g. for special tokens"; a finish chunk without
     text is timed and carries none."""
-    feed = [(0.1, _chunk("a")), (0.2, _chunk("")), (0.3, _chunk(None)), (0.4, _chunk("b", "length")),
-            (0.5, {"choices": [], "usage": {"completion_tokens": 4}})]
+    feed = [
+        (0.1, _chunk("a")),
+        (0.2, _chunk("")),
+        (0.3, _chunk(None)),
+        (0.4, _chunk("b", "length")),
+        (0.5, {"choices": [], "usage": {"completion_tokens": 4}}),
+    ]
     st = timeline_of(OPENAI, feed)
     assert [(e.t_s, e.tokens) for e in st.events] == [(0.1, 1), (0.2, 2), (0.3, 3), (0.4, 4)]
     assert (st.total, st.token_count, st.chunks) == (4, "server", 4)
     bare = timeline_of(OPENAI, [(0.1, _chunk("a")), (0.2, _chunk("", "stop"))])
     assert [(e.t_s, e.tokens) for e in bare.events] == [(0.1, 1), (0.2, 1)]
     assert (bare.total, bare.token_count, bare.finish) == (1, "chunks", "stop")
-    chat = timeline_of(OPENAI, [(0.1, {"choices": [{"delta": {"content": ""}, "finish_reason": None}]}),
-                                (0.2, {"choices": [{"delta": {}, "finish_reason": "stop"}]})])
+    chat = timeline_of(
+        OPENAI,
+        [
+            (0.1, {"choices": [{"delta": {"content": ""}, "finish_reason": None}]}),
+            (0.2, {"choices": [{"delta": {}, "finish_reason": "stop"}]}),
+        ],
+    )
     assert [(e.t_s, e.tokens) for e in chat.events] == [(0.1, 1), (0.2, 1)]
 
 
@@ -104,16 +114,30 @@ def test_openai_stream_without_usage_counts_chunks_and_says_so() -> None:
 
 def test_request_bodies() -> None:
     assert SGLANG.request("hi", OPTS) == (
-        "/generate", {"text": "hi", "stream": True,
-                      "sampling_params": {"max_new_tokens": 8, "temperature": 0.0, "ignore_eos": True}})
+        "/generate",
+        {
+            "text": "hi",
+            "stream": True,
+            "sampling_params": {"max_new_tokens": 8, "temperature": 0.0, "ignore_eos": True},
+        },
+    )
     path, body = OPENAI.request("hi", OPTS)
     assert path == "/v1/completions"
-    assert body == {"model": "m", "prompt": "hi", "max_tokens": 8, "temperature": 0.0, "stream": True,
-                    "stream_options": {"include_usage": True}, "ignore_eos": True}
+    assert body == {
+        "model": "m",
+        "prompt": "hi",
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
     assert "ignore_eos" not in OPENAI.request("hi", opts(8, ignore_eos=False))[1]
     # natural output lengths: SGLang's /generate asks without it too
-    assert SGLANG.request("hi", opts(8, ignore_eos=False))[1]["sampling_params"] == {"max_new_tokens": 8,
-                                                                                   "temperature": 0.0}
+    assert SGLANG.request("hi", opts(8, ignore_eos=False))[1]["sampling_params"] == {
+        "max_new_tokens": 8,
+        "temperature": 0.0,
+    }
 
 
 def test_endpoint_from_url() -> None:
@@ -159,9 +183,13 @@ def test_tpot_and_itl_are_vllms_on_a_recorded_eagle3_stream() -> None:
 def test_every_failed_request_is_accounted_for() -> None:
     """Stand-ins for documented shapes no real server here produces: SGLang's abort chunk and an
     early-closed stream (B24, tests/data/bench/README.md), a chunk-counted stream cut short (B23)."""
-    routes = {"/generate": "sglang_generate_stream_abort.sse", "/early/generate": "sglang_generate_stream_early_close.sse",
-              "/err/generate": "sglang_generate_stream_error.sse", "/ok/generate": "sglang_generate_stream.sse",
-              "/v1/completions": "openai_completions_stream_spec_no_usage.sse"}
+    routes = {
+        "/generate": "sglang_generate_stream_abort.sse",
+        "/early/generate": "sglang_generate_stream_early_close.sse",
+        "/err/generate": "sglang_generate_stream_error.sse",
+        "/ok/generate": "sglang_generate_stream.sse",
+        "/v1/completions": "openai_completions_stream_spec_no_usage.sse",
+    }
     with replay_server(routes) as url:
         ep = Endpoint.from_url(url)
         abort = send_request(ep, SGLANG, "p", opts(30))
@@ -174,13 +202,17 @@ def test_every_failed_request_is_accounted_for() -> None:
     assert abort.error == "aborted by the server: The server is overloaded; request aborted by the scheduler."
     assert (early.ok, early.status, early.output_tokens) == (False, 200, 3)
     assert early.error == "the stream ended without a finish reason after 3 tokens (closed early)"
-    assert not err.ok and err.error == ("error chunk: The input (40000 tokens) is longer than the model's "
-                                        "context length (32768 tokens).")
-    assert not short.ok and short.error == ("8 of 30 tokens (finish reason 'length'): a request must yield "
-                                            "exactly max-new-tokens")
+    assert not err.ok and err.error == (
+        "error chunk: The input (40000 tokens) is longer than the model's context length (32768 tokens)."
+    )
+    assert not short.ok and short.error == (
+        "8 of 30 tokens (finish reason 'length'): a request must yield exactly max-new-tokens"
+    )
     assert not chunky.ok and chunky.token_count == "chunks"
-    assert chunky.error == ("3 of 8 tokens (counted as chunks: the server sent no usage) (finish reason 'length'): "
-                            "a request must yield exactly max-new-tokens")
+    assert chunky.error == (
+        "3 of 8 tokens (counted as chunks: the server sent no usage) (finish reason 'length'): "
+        "a request must yield exactly max-new-tokens"
+    )
     assert (missing.ok, missing.status, missing.error) == (False, 404, "HTTP 404 from /v1/completions: ")
     port = int(url.rsplit(":", 1)[1])  # closed now
     refused = send_request(Endpoint("127.0.0.1", port), SGLANG, "p", OPTS)
@@ -188,9 +220,11 @@ def test_every_failed_request_is_accounted_for() -> None:
 
 
 def test_finish_reasons_other_than_length_or_stop_fail() -> None:
-    body = [(0.1, {"choices": [{"text": "a", "finish_reason": None}]}),
-            (0.2, {"choices": [{"text": "", "finish_reason": "content_filter"}]}),
-            (0.2, {"choices": [], "usage": {"completion_tokens": 1}})]
+    body = [
+        (0.1, {"choices": [{"text": "a", "finish_reason": None}]}),
+        (0.2, {"choices": [{"text": "", "finish_reason": "content_filter"}]}),
+        (0.2, {"choices": [], "usage": {"completion_tokens": 1}}),
+    ]
     st = timeline_of(OPENAI, body)
     assert st.finish == "content_filter" and st.total == 1
     assert _failure(st, 1) == ("finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
@@ -219,6 +253,7 @@ def test_silent_server_fails_on_the_idle_timeout() -> None:
     """Not a byte of the status line, as headers sent one byte at a time (test_transport): aiohttp
     parses the head, so a head that is not complete is what bench can say of both."""
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()  # accepts the connection (backlog) and never answers
@@ -228,15 +263,19 @@ def test_silent_server_fails_on_the_idle_timeout() -> None:
 
 # -- malformed replies (issue 27): a failed request with its reason, never an exception
 
-@pytest.mark.parametrize("mode, message", [
-    ("deepjson", "malformed chunk after 0 tokens: JSON nested too deeply"),
-    ("scalar", "malformed chunk after 0 tokens: a chunk is a JSON number, not an object"),
-    ("list", "malformed chunk after 0 tokens: a chunk is a JSON array, not an object"),
-    ("metastr", "malformed chunk after 0 tokens: 'meta_info' is a JSON string, not an object"),
-    ("tok_list", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON array, not a count"),
-    ("tok_null", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON null, not a count"),
-    ("tok_inf", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is inf, not a count"),
-])
+
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("deepjson", "malformed chunk after 0 tokens: JSON nested too deeply"),
+        ("scalar", "malformed chunk after 0 tokens: a chunk is a JSON number, not an object"),
+        ("list", "malformed chunk after 0 tokens: a chunk is a JSON array, not an object"),
+        ("metastr", "malformed chunk after 0 tokens: 'meta_info' is a JSON string, not an object"),
+        ("tok_list", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON array, not a count"),
+        ("tok_null", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is a JSON null, not a count"),
+        ("tok_inf", "malformed chunk after 7 tokens: 'meta_info.completion_tokens' is inf, not a count"),
+    ],
+)
 def test_a_malformed_stream_is_a_failed_request_with_its_reason(mode: str, message: str) -> None:
     """Real HTTP to a hostile local server (tests/support/hostile_server.py names each shape);
     before issue 27 each was an exception out of the client (bench exit 70)."""
@@ -246,27 +285,53 @@ def test_a_malformed_stream_is_a_failed_request_with_its_reason(mode: str, messa
 
 
 def test_openai_chunks_of_the_wrong_shape_are_malformed() -> None:
-    for chunk, why in [({"choices": "abc"}, "'choices' is a JSON string, not an array"),
-                       ({"choices": [5]}, "'choices[0]' is a JSON number, not an object"),
-                       ({"choices": [{"text": "", "delta": []}]}, "'delta' is a JSON array, not an object"),
-                       ({"usage": 3}, "'usage' is a JSON number, not an object"),
-                       ({"usage": {"completion_tokens": float("nan")}}, "'usage.completion_tokens' is nan, not a count")]:
+    for chunk, why in [
+        ({"choices": "abc"}, "'choices' is a JSON string, not an array"),
+        ({"choices": [5]}, "'choices[0]' is a JSON number, not an object"),
+        ({"choices": [{"text": "", "delta": []}]}, "'delta' is a JSON array, not an object"),
+        ({"usage": 3}, "'usage' is a JSON number, not an object"),
+        ({"usage": {"completion_tokens": float("nan")}}, "'usage.completion_tokens' is nan, not a count"),
+    ]:
         with pytest.raises(MalformedChunk) as exc:
             timeline_of(OPENAI, [(0.1, chunk)])
         assert str(exc.value) == why
     # what was accepted before stays accepted: a numeric string, a float (int() of it), a null usage
-    st_ = timeline_of(OPENAI, [(0.1, {"choices": [{"text": "a"}], "usage": None}),
-                               (0.2, {"choices": [], "usage": {"completion_tokens": "8"}})])
+    st_ = timeline_of(
+        OPENAI,
+        [
+            (0.1, {"choices": [{"text": "a"}], "usage": None}),
+            (0.2, {"choices": [], "usage": {"completion_tokens": "8"}}),
+        ],
+    )
     assert (st_.tokens, st_.usage) == (1, 8)
     assert timeline_of(SGLANG, [(0.1, {"meta_info": {"completion_tokens": 8.5}})]).usage == 8
 
 
-_KEYS = st.sampled_from(["text", "meta_info", "completion_tokens", "finish_reason", "type", "message", "status_code",
-                         "spec_verify_ct", "choices", "usage", "delta", "content", "error", "code", "x"])
-_SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
-            | st.text(max_size=8))
-_JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=5),
-                        max_leaves=12)
+_KEYS = st.sampled_from(
+    [
+        "text",
+        "meta_info",
+        "completion_tokens",
+        "finish_reason",
+        "type",
+        "message",
+        "status_code",
+        "spec_verify_ct",
+        "choices",
+        "usage",
+        "delta",
+        "content",
+        "error",
+        "code",
+        "x",
+    ]
+)
+_SCALARS = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8)
+)
+_JSONISH = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=5), max_leaves=12
+)
 _CHUNK = st.dictionaries(_KEYS, _JSONISH, max_size=5) | _JSONISH
 
 
@@ -285,11 +350,14 @@ def test_arbitrary_chunks_are_read_or_malformed_never_an_exception(name: str, ch
     assert why is None or isinstance(why[0], str)
 
 
-_LINES = st.lists(st.one_of(
-    st.builds(lambda v: b"data: " + json.dumps(v).encode() + b"\n", _CHUNK),
-    st.binary(max_size=20).map(lambda b: b + b"\n"),
-    st.sampled_from([b"\n", b": ping\n", b"data: [DONE]\n", b"data: " + b"[" * 5000 + b"\n", b"data: {\n"])),
-    max_size=8)
+_LINES = st.lists(
+    st.one_of(
+        st.builds(lambda v: b"data: " + json.dumps(v).encode() + b"\n", _CHUNK),
+        st.binary(max_size=20).map(lambda b: b + b"\n"),
+        st.sampled_from([b"\n", b": ping\n", b"data: [DONE]\n", b"data: " + b"[" * 5000 + b"\n", b"data: {\n"]),
+    ),
+    max_size=8,
+)
 
 
 class Pieces:
@@ -318,25 +386,42 @@ def test_arbitrary_stream_bodies_end_as_a_result_or_a_reason(name: str, lines: l
 
 
 def test_natural_lengths_complete_a_request_with_fewer_tokens_but_not_an_error() -> None:
-    short = timeline_of(OPENAI, [(0.1, _chunk("a")), (0.2, _chunk("b", "stop")),
-                                 (0.3, {"choices": [], "usage": {"completion_tokens": 2}})])
-    assert _failure(short, 8) == ("2 of 8 tokens (finish reason 'stop'): a request must yield exactly "
-                                  "max-new-tokens", None)
+    short = timeline_of(
+        OPENAI,
+        [(0.1, _chunk("a")), (0.2, _chunk("b", "stop")), (0.3, {"choices": [], "usage": {"completion_tokens": 2}})],
+    )
+    assert _failure(short, 8) == (
+        "2 of 8 tokens (finish reason 'stop'): a request must yield exactly max-new-tokens",
+        None,
+    )
     assert _failure(short, 8, natural=True) is None
     assert _failure(short, 2) is None
     cut = timeline_of(OPENAI, [(0.1, _chunk("a"))])  # no finish reason: closed early, in either mode
     assert _failure(cut, 8, natural=True) == (
-        "the stream ended without a finish reason after 1 tokens (closed early)", None)
+        "the stream ended without a finish reason after 1 tokens (closed early)",
+        None,
+    )
     odd = timeline_of(OPENAI, [(0.1, _chunk("a", "content_filter"))])
     assert _failure(odd, 8, natural=True) == (
-        "finish reason 'content_filter' (only 'length' and 'stop' complete a request)", None)
+        "finish reason 'content_filter' (only 'length' and 'stop' complete a request)",
+        None,
+    )
 
 
 def test_chat_request_body_is_vllm_bench_serve_s_openai_chat() -> None:
     chat = engine("openai-chat")
-    assert chat.request("hi", OPTS) == ("/v1/chat/completions", {
-        "model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.0, "stream": True,
-        "stream_options": {"include_usage": True}, "ignore_eos": True, "max_completion_tokens": 8})
+    assert chat.request("hi", OPTS) == (
+        "/v1/chat/completions",
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+            "max_completion_tokens": 8,
+        },
+    )
     assert "ignore_eos" not in chat.request("hi", opts(8, ignore_eos=False))[1]
     assert (chat.probes_ignore_eos, chat.has_counters) == (True, False)
 
@@ -344,11 +429,13 @@ def test_chat_request_body_is_vllm_bench_serve_s_openai_chat() -> None:
 def test_chat_stream_times_the_role_chunk_and_counts_content_chunks() -> None:
     """transformers serve's chat stream, as sent: the role first, content chunks (several tokens in
     one at times), a finish chunk without content, the usage chunk."""
-    feed = [(0.1, {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}),
-            (0.2, {"choices": [{"delta": {"content": "linking stability,"}, "finish_reason": None}]}),
-            (0.3, {"choices": [{"delta": {"content": " into"}, "finish_reason": None}]}),
-            (0.4, {"choices": [{"delta": {}, "finish_reason": "length"}]}),
-            (0.5, {"choices": [], "usage": {"completion_tokens": 3}})]
+    feed = [
+        (0.1, {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}),
+        (0.2, {"choices": [{"delta": {"content": "linking stability,"}, "finish_reason": None}]}),
+        (0.3, {"choices": [{"delta": {"content": " into"}, "finish_reason": None}]}),
+        (0.4, {"choices": [{"delta": {}, "finish_reason": "length"}]}),
+        (0.5, {"choices": [], "usage": {"completion_tokens": 3}}),
+    ]
     st = timeline_of(engine("openai-chat"), feed)
     assert [(e.t_s, e.tokens) for e in st.events] == [(0.1, 0), (0.2, 1), (0.3, 2), (0.4, 2)]
     assert (st.total, st.token_count, st.finish) == (3, "server", "length")

@@ -23,7 +23,7 @@ from envforge.env.fingerprint import Fingerprint
 from envforge.recipe.load import load_recipe
 from envforge.recipe.model import RecipeError
 
-SGLANG = '''
+SGLANG = """
 [recipe]
 name = "r"
 python = "3.12"
@@ -43,7 +43,7 @@ args = ["-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{por
         "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "3", "--tp", "8"]
 env = { SGLANG_ENABLE_SPEC_V2 = "1" }
-'''
+"""
 
 
 def config_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
@@ -55,13 +55,29 @@ def config_of(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
 
 def test_defaults_and_servers(tmp_path: Path) -> None:
     cfg = config_of(tmp_path, SGLANG)
-    assert (cfg.api, cfg.seed, cfg.max_new_tokens, cfg.temperature, cfg.repeats, cfg.warmup) == \
-        ("sglang", 0, 128, 0.0, 3, 2)
+    assert (cfg.api, cfg.seed, cfg.max_new_tokens, cfg.temperature, cfg.repeats, cfg.warmup) == (
+        "sglang",
+        0,
+        128,
+        0.0,
+        3,
+        2,
+    )
     assert (cfg.concurrency, cfg.load_timeout_s, cfg.port, cfg.health) == ((1, 32), 1800, 30000, "/health_generate")
     assert [s.name for s in cfg.servers] == ["baseline", "eagle3"]
     assert cfg.servers[1].speculative and cfg.servers[1].env == {"SGLANG_ENABLE_SPEC_V2": "1"}
     assert cfg.servers[0].argv_tail(model="M", port=31000) == [
-        "-m", "sglang.launch_server", "--model-path", "M", "--host", "127.0.0.1", "--port", "31000", "--tp", "8"]
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "M",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "31000",
+        "--tp",
+        "8",
+    ]
     assert len(cfg.prompts) == 32 and cfg.prompts_digest.startswith("sha256:")
     assert cfg.servers[0].model is None
 
@@ -87,7 +103,7 @@ def test_requests_and_prompt_order(tmp_path: Path) -> None:
 
 def test_openai_api_health_default_and_relative_prompts(tmp_path: Path) -> None:
     (tmp_path / "p.jsonl").write_text('{"prompt": "one"}\n\n{"prompt": "two"}\n')
-    cfg = config_of(tmp_path, SGLANG.replace('concurrency = [1, 32]', 'api = "openai"\nprompts = "p.jsonl"'))
+    cfg = config_of(tmp_path, SGLANG.replace("concurrency = [1, 32]", 'api = "openai"\nprompts = "p.jsonl"'))
     assert cfg.health == "/health" and [p.text for p in cfg.prompts] == ["one", "two"]
 
 
@@ -101,8 +117,9 @@ def test_missing_smoke_model_and_duplicate_names(tmp_path: Path) -> None:
     assert exc.value.message == f"{tmp_path / 'r.toml'}: verify.smoke: 'model' is required"
     with pytest.raises(InputError) as exc:
         config_of(tmp_path, SGLANG.replace('name = "eagle3"', 'name = "baseline"'))
-    assert exc.value.message == (f"{tmp_path / 'r.toml'}: verify.smoke.servers[1].name: 'baseline' is used twice; "
-                                 "names must be unique")
+    assert exc.value.message == (
+        f"{tmp_path / 'r.toml'}: verify.smoke.servers[1].name: 'baseline' is used twice; names must be unique"
+    )
 
 
 def test_unknown_smoke_key_is_a_recipe_error(tmp_path: Path) -> None:
@@ -126,7 +143,9 @@ def test_prompt_file_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         load_prompts(bad)
     assert (exc.value.message, exc.value.hint) == (
-        f"{bad}:2: not UTF-8 text (byte 1 of the line)", "save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+        f"{bad}:2: not UTF-8 text (byte 1 of the line)",
+        "save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+    )
     with pytest.raises(InputError) as exc:
         load_prompts(Path("/dev/zero"))  # before: read to the end of memory (MemoryError, exit 70)
     assert exc.value.message == "prompt set /dev/zero is not a regular file (a character device)"
@@ -144,11 +163,14 @@ def test_shipped_prompt_set_is_valid() -> None:
 
 
 def test_inert_patch_warning_when_activation_flag_is_missing() -> None:
-    pairs = [("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
-             ("sm120-torch-symm-mem", None)]
+    pairs = [
+        ("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
+        ("sm120-torch-symm-mem", None),
+    ]
     assert inert_patch_warnings(["--tp", "8"], pairs) == [
         "patchset 'sm120-flashinfer-allreduce-fusion' is applied but inert: the launch arguments lack "
-        "--enable-flashinfer-allreduce-fusion"]
+        "--enable-flashinfer-allreduce-fusion"
+    ]
     assert inert_patch_warnings(["--enable-flashinfer-allreduce-fusion"], pairs) == []
     assert inert_patch_warnings(["--mode=fast"], [("p", "--mode=fast")]) == []
     assert ServerConfig("x", ("{port}{port}",)).argv_tail(model="m", port=1) == ["11"]
@@ -181,8 +203,10 @@ def test_draw_gives_every_request_its_own_prompt() -> None:
 
 def test_timeouts_and_new_keys_are_read(tmp_path: Path) -> None:
     recipe = tmp_path / "r.toml"
-    cfg = smoke_config({"smoke": {"model": "m", "api": "openai", "request-timeout-s": 30, "idle-timeout-s": 5,
-                                  "interleave": True}}, recipe)
+    cfg = smoke_config(
+        {"smoke": {"model": "m", "api": "openai", "request-timeout-s": 30, "idle-timeout-s": 5, "interleave": True}},
+        recipe,
+    )
     assert (cfg.request_timeout_s, cfg.idle_timeout_s, cfg.interleave, cfg.flush_cache) == (30.0, 5.0, True, "")
     assert smoke_config({"smoke": {"model": "m"}}, recipe).flush_cache == "/flush_cache"
     assert cfg.as_dict()["request-timeout-s"] == 30.0 and cfg.as_dict()["flush-cache"] is None
@@ -199,7 +223,7 @@ def test_url_config_needs_a_model_for_openai() -> None:
     assert (cfg.model, cfg.health, cfg.flush_cache, cfg.servers) == ("default", "/health_generate", "/flush_cache", ())
 
 
-VLLM = '''
+VLLM = """
 [recipe]
 name = "r"
 python = "3.12"
@@ -218,7 +242,7 @@ args = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--served-model-n
 name = "other"
 served-model-name = "tiny-2"
 args = ["-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--served-model-name", "{served_model_name}"]
-'''
+"""
 
 
 def test_served_model_name_is_what_the_flag_and_the_requests_name(tmp_path: Path) -> None:
@@ -228,8 +252,9 @@ def test_served_model_name_is_what_the_flag_and_the_requests_name(tmp_path: Path
     assert (cfg.model, cfg.served_model_name) == ("/models/target", "tiny")
     assert [s.served_model_name for s in cfg.servers] == [None, "tiny-2"]
     assert cfg.as_dict()["served-model-name"] == "tiny"
-    plan = BenchPlan(cfg, Path(sys.executable), {}, tmp_path, Fingerprint(None, None, None, None),
-                     site_packages=tmp_path)
+    plan = BenchPlan(
+        cfg, Path(sys.executable), {}, tmp_path, Fingerprint(None, None, None, None), site_packages=tmp_path
+    )
     names = []
     for server in cfg.servers:
         started, _ = _prepare(plan, server, lambda _line: None)
@@ -248,17 +273,28 @@ def test_the_recipe_names_a_dataset_and_its_settings(tmp_path: Path) -> None:
 
     model = make_tiny_model(tmp_path / "model")
     (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": 5, "output_length": 2}\n')
-    random = SGLANG.replace("concurrency = [1, 32]", f'model = "{model}"\ndataset = "random"\nrandom-input-len = 64\n'
-                            "random-output-len = 16\nrandom-range-ratio = 0.25").replace(
-        'model = "moonshotai/Kimi-K2.5"\n', "", 1)
+    random = SGLANG.replace(
+        "concurrency = [1, 32]",
+        f'model = "{model}"\ndataset = "random"\nrandom-input-len = 64\n'
+        "random-output-len = 16\nrandom-range-ratio = 0.25",
+    ).replace('model = "moonshotai/Kimi-K2.5"\n', "", 1)
     cfg = config_of(tmp_path, random)
     assert isinstance(cfg.dataset, RandomWorkload) and cfg.per_request
     assert (cfg.dataset.input_len, cfg.dataset.output_len, cfg.dataset.range_ratio) == (64, 16, 0.25)
     assert cfg.dataset.tokenizer.path == model / "tokenizer.json"
-    assert cfg.as_dict()["dataset"] == {"name": "random", "random-input-len": 64, "random-output-len": 16,
-                                        "random-range-ratio": 0.25, "tokenizer": cfg.dataset.tokenizer.digest}
-    trace = config_of(tmp_path, SGLANG.replace("concurrency = [1, 32]", 'dataset = "trace"\ntrace = "t.jsonl"\n'
-                                               'tokenizer = "model"\ntrace-time-scale = 3'))
+    assert cfg.as_dict()["dataset"] == {
+        "name": "random",
+        "random-input-len": 64,
+        "random-output-len": 16,
+        "random-range-ratio": 0.25,
+        "tokenizer": cfg.dataset.tokenizer.digest,
+    }
+    trace = config_of(
+        tmp_path,
+        SGLANG.replace(
+            "concurrency = [1, 32]", 'dataset = "trace"\ntrace = "t.jsonl"\ntokenizer = "model"\ntrace-time-scale = 3'
+        ),
+    )
     assert isinstance(trace.dataset, TraceWorkload) and trace.dataset.path == tmp_path / "t.jsonl"
     assert trace.dataset.time_scale == 3.0 and trace.requests_at(8) == 1
     with pytest.raises(InputError) as exc:
@@ -266,8 +302,10 @@ def test_the_recipe_names_a_dataset_and_its_settings(tmp_path: Path) -> None:
     assert exc.value.message == f"{tmp_path / 'r.toml'}: verify.smoke.random-range-ratio: must be in [0, 1), got 1.5"
     with pytest.raises(InputError) as exc:
         config_of(tmp_path, random.replace('dataset = "random"', 'dataset = "random"\ngsp-num-groups = 4'))
-    assert exc.value.message == (f"{tmp_path / 'r.toml'}: verify.smoke.gsp-num-groups: a setting of dataset "
-                                 "'shared-prefix', but the dataset is 'random'")
+    assert exc.value.message == (
+        f"{tmp_path / 'r.toml'}: verify.smoke.gsp-num-groups: a setting of dataset "
+        "'shared-prefix', but the dataset is 'random'"
+    )
     with pytest.raises(RecipeError, match="verify.smoke.random-output-len"):
         config_of(tmp_path, random.replace("random-output-len = 16", "random-output-len = 0"))
     with pytest.raises(RecipeError, match="verify.smoke.dataset"):
@@ -280,14 +318,17 @@ def test_the_recipe_schema_lists_exactly_the_datasets_and_their_keys() -> None:
     from envforge.recipe.schema import _SMOKE
 
     assert _SMOKE.keys["dataset"].check("x") == (  # type: ignore[attr-defined]
-        f"must be one of {', '.join(repr(d) for d in DATASETS)}, got 'x'")
+        f"must be one of {', '.join(repr(d) for d in DATASETS)}, got 'x'"
+    )
     keys = {k for name, ks in KEYS.items() for k in ks} | {"dataset", "tokenizer"}
     assert keys <= set(_SMOKE.keys)
 
 
 def test_output_lengths_and_percentiles_from_the_recipe(tmp_path: Path) -> None:
-    cfg = config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "natural"\n'
-                                                                 "percentiles = [50, 99.9]\n", 1))
+    cfg = config_of(
+        tmp_path,
+        SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "natural"\npercentiles = [50, 99.9]\n', 1),
+    )
     assert (cfg.output_lengths, cfg.natural, cfg.percentiles) == ("natural", True, (50.0, 99.9))
     assert cfg.as_dict()["output-lengths"] == "natural" and cfg.as_dict()["percentiles"] == [50.0, 99.9]
     plain = config_of(tmp_path, SGLANG)
@@ -295,8 +336,9 @@ def test_output_lengths_and_percentiles_from_the_recipe(tmp_path: Path) -> None:
     assert "percentiles" not in plain.as_dict()
     with pytest.raises(InputError) as exc:
         config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", "[verify.smoke]\npercentiles = [50, 0]\n", 1))
-    assert exc.value.message.endswith("verify.smoke.percentiles '50,0': '0' is not a percentile (a number above 0, "
-                                      "at most 100)")
+    assert exc.value.message.endswith(
+        "verify.smoke.percentiles '50,0': '0' is not a percentile (a number above 0, at most 100)"
+    )
     with pytest.raises(EnvforgeError) as exc2:
         config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "short"\n', 1))
     assert "verify.smoke.output-lengths: must be one of 'exact', 'natural', got 'short'" in exc2.value.message

@@ -17,22 +17,31 @@ SHAREGPT = Path(__file__).parents[1] / "data" / "bench" / "sharegpt_small.json"
 
 def test_sharegpt_file_gives_first_turns_of_two_turn_entries_once() -> None:
     prompts, digest = load_prompts(SHAREGPT)
-    assert [p.text for p in prompts] == ["Explain what a KV cache stores during decoding.",
-                                         "Name two ways to batch requests on a GPU server.",
-                                         "Why does speculative decoding need a drafter?"]
+    assert [p.text for p in prompts] == [
+        "Explain what a KV cache stores during decoding.",
+        "Name two ways to batch requests on a GPU server.",
+        "Why does speculative decoding need a drafter?",
+    ]
     assert [p.id for p in prompts] == [0, 1, 2]
     assert digest == "sha256:" + hashlib.sha256(SHAREGPT.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"conversations": []}, 'a ShareGPT file is a JSON array of {"conversations": [...]} entries'),
-    ([{"conversations": "hi"}], '[0].conversations: expected an array of {"from", "value"} turns'),
-    ([1], '[0].conversations: expected an array of {"from", "value"} turns'),
-    ([{"conversations": [{"from": "human"}, {"from": "gpt", "value": "x"}]}],
-     "[0].conversations[0].value: expected the prompt's non-empty text"),
-    ([{"conversations": [{"from": "human", "value": "only one"}]}],
-     "no ShareGPT entry has two conversation turns (the prompt and a reply)"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"conversations": []}, 'a ShareGPT file is a JSON array of {"conversations": [...]} entries'),
+        ([{"conversations": "hi"}], '[0].conversations: expected an array of {"from", "value"} turns'),
+        ([1], '[0].conversations: expected an array of {"from", "value"} turns'),
+        (
+            [{"conversations": [{"from": "human"}, {"from": "gpt", "value": "x"}]}],
+            "[0].conversations[0].value: expected the prompt's non-empty text",
+        ),
+        (
+            [{"conversations": [{"from": "human", "value": "only one"}]}],
+            "no ShareGPT entry has two conversation turns (the prompt and a reply)",
+        ),
+    ],
+)
 def test_malformed_sharegpt_names_the_entry(tmp_path: Path, data: object, message: str) -> None:
     p = tmp_path / "s.json"
     p.write_text(json.dumps(data))
@@ -58,11 +67,14 @@ def test_sharegpt_pairs_keep_the_second_turn_as_the_reply(tmp_path: Path) -> Non
         ("Explain what a KV cache stores during decoding.", "It stores the keys and values of earlier tokens."),
         ("Name two ways to batch requests on a GPU server.", "Static batching and continuous batching."),
         ("Explain what a KV cache stores during decoding.", "A repeated first turn: read once."),
-        ("Why does speculative decoding need a drafter?", "The drafter proposes tokens the target verifies.")]
+        ("Why does speculative decoding need a drafter?", "The drafter proposes tokens the target verifies."),
+    ]
     prompts, _ = load_prompts(SHAREGPT)
-    assert [p.reply for p in prompts] == ["It stores the keys and values of earlier tokens.",
-                                          "Static batching and continuous batching.",
-                                          "The drafter proposes tokens the target verifies."]
+    assert [p.reply for p in prompts] == [
+        "It stores the keys and values of earlier tokens.",
+        "Static batching and continuous batching.",
+        "The drafter proposes tokens the target verifies.",
+    ]
     assert sharegpt_prompts([{"conversations": [{"value": "q"}, {"value": 7}]}], SHAREGPT) == [("q", None)]
 
 
@@ -74,8 +86,16 @@ def test_reply_lengths_follow_vllms_sharegpt_rule_at_each_bound() -> None:
     """A word count stands in for the tokenizer; the bounds are vLLM 0.32.0's is_valid_sequence."""
     from envforge.bench.dataset import Prompt, reply_lengths
 
-    cases = [(_words(4), _words(4)), (_words(3), _words(9)), (_words(9), _words(3)), (_words(1024), _words(1024)),
-             (_words(1025), _words(5)), (_words(1000), _words(1049)), ("no reply", None), (_words(5), _words(6))]
+    cases = [
+        (_words(4), _words(4)),
+        (_words(3), _words(9)),
+        (_words(9), _words(3)),
+        (_words(1024), _words(1024)),
+        (_words(1025), _words(5)),
+        (_words(1000), _words(1049)),
+        ("no reply", None),
+        (_words(5), _words(6)),
+    ]
     prompts = [Prompt(i, t, reply=r) for i, (t, r) in enumerate(cases)]
     kept, left_out = reply_lengths(prompts, lambda text: len(text.split()))
     assert left_out == 5
@@ -83,8 +103,9 @@ def test_reply_lengths_follow_vllms_sharegpt_rule_at_each_bound() -> None:
     assert kept[2] == Prompt(2, _words(5), output_len=6, input_len=5, reply=_words(6))
     with pytest.raises(InputError) as exc:
         reply_lengths(prompts[1:3], lambda text: len(text.split()))
-    assert exc.value.message == ("no prompt of the 2 has a reply vLLM keeps (prompt and reply >= 4 tokens, "
-                                 "prompt <= 1024, both <= 2048)")
+    assert exc.value.message == (
+        "no prompt of the 2 has a reply vLLM keeps (prompt and reply >= 4 tokens, prompt <= 1024, both <= 2048)"
+    )
     assert exc.value.hint == "give a ShareGPT file with longer replies, or fixed lengths with --max-new-tokens N"
 
 
@@ -111,16 +132,22 @@ def test_reply_lengths_are_what_vllm_bench_serve_samples_from_the_same_file(tmp_
     for i in range(120):  # lengths around every bound of the rule
         n_in = rng.choice([1, 2, 3, 4, 5, 8, 30, 300, 700, 1100])
         n_out = rng.choice([1, 2, 3, 4, 6, 40, 500, 1200, 1500])
-        entries.append({"id": str(i), "conversations": [
-            {"from": "human", "value": " ".join(rng.choice(words) for _ in range(n_in)) + f" #{i}"},
-            {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(n_out))}]})
+        entries.append(
+            {
+                "id": str(i),
+                "conversations": [
+                    {"from": "human", "value": " ".join(rng.choice(words) for _ in range(n_in)) + f" #{i}"},
+                    {"from": "gpt", "value": " ".join(rng.choice(words) for _ in range(n_out))},
+                ],
+            }
+        )
     path = tmp_path / "sharegpt.json"
     path.write_text(json.dumps(entries))
     script = f"""
 import json
 from transformers import PreTrainedTokenizerFast
 from vllm.benchmarks.datasets.datasets import ShareGPTDataset
-tok = PreTrainedTokenizerFast(tokenizer_file={str(tok_dir / 'tokenizer.json')!r})
+tok = PreTrainedTokenizerFast(tokenizer_file={str(tok_dir / "tokenizer.json")!r})
 ds = ShareGPTDataset(dataset_path={str(path)!r}, random_seed=0, disable_shuffle=True)
 print(json.dumps([[s.prompt, s.prompt_len, s.expected_output_len] for s in ds.sample(tok, num_requests=1000, no_oversample=True)]))
 """

@@ -11,7 +11,15 @@ from envforge.core.errors import InputError
 def test_distribution_is_numpy_linear_in_ms() -> None:
     # 1..10 ms: p90 = 9.1, p95 = 9.55, p99 = 9.91 (linear interpolation between order statistics)
     d = distribution([x / 1000 for x in range(1, 11)])
-    assert d is not None and d.as_dict() == {"n": 10, "mean": 5.5, "median": 5.5, "p90": 9.1, "p95": 9.55, "p99": 9.91, "max": 10.0}
+    assert d is not None and d.as_dict() == {
+        "n": 10,
+        "mean": 5.5,
+        "median": 5.5,
+        "p90": 9.1,
+        "p95": 9.55,
+        "p99": 9.91,
+        "max": 10.0,
+    }
     assert Distribution.from_dict(d.as_dict()).as_dict() == d.as_dict()
     assert PERCENTILES == (90.0, 95.0, 99.0)
 
@@ -26,14 +34,43 @@ def test_chosen_percentiles_are_keyed_as_vllm_spells_them() -> None:
     # 1..10 ms: p50 = 5.5, p99.9 = 9.991, p1 = 1.09; p90 chosen again is not repeated
     d = distribution([x / 1000 for x in range(1, 11)], percentiles=(50.0, 99.9, 90.0, 1.0, 100.0))
     assert d is not None and d.as_dict() == {
-        "n": 10, "mean": 5.5, "median": 5.5, "p90": 9.1, "p95": 9.55, "p99": 9.91, "max": 10.0,
-        "p50": 5.5, "p99.9": 9.991, "p1": 1.09, "p100": 10.0}
+        "n": 10,
+        "mean": 5.5,
+        "median": 5.5,
+        "p90": 9.1,
+        "p95": 9.55,
+        "p99": 9.91,
+        "max": 10.0,
+        "p50": 5.5,
+        "p99.9": 9.991,
+        "p1": 1.09,
+        "p100": 10.0,
+    }
     assert [(k, round(v, 6)) for k, v in d.chosen] == [("p50", 5.5), ("p99.9", 9.991), ("p1", 1.09), ("p100", 10.0)]
-    assert (d.value("p50"), d.value("p90"), d.value("median"), d.value("max"), d.value("p75")) == \
-        (5.5, 9.1, 5.5, 10.0, None)
+    assert (d.value("p50"), d.value("p90"), d.value("median"), d.value("max"), d.value("p75")) == (
+        5.5,
+        9.1,
+        5.5,
+        10.0,
+        None,
+    )
     assert Distribution.from_dict(d.as_dict()).as_dict() == d.as_dict()
-    assert Distribution.from_dict({"n": 1, "mean": 1, "median": 1, "p90": 1, "p95": 1, "p99": 1, "max": 1,
-                                   "p99.99": 2, "note": "x", "pX": 3, "p0": 4, "p101": 5}).chosen == (("p99.99", 2.0),)
+    assert Distribution.from_dict(
+        {
+            "n": 1,
+            "mean": 1,
+            "median": 1,
+            "p90": 1,
+            "p95": 1,
+            "p99": 1,
+            "max": 1,
+            "p99.99": 2,
+            "note": "x",
+            "pX": 3,
+            "p0": 4,
+            "p101": 5,
+        }
+    ).chosen == (("p99.99", 2.0),)
     assert [percentile_key(p) for p in (50.0, 99.9, 99.0, 0.5, 100.0)] == ["p50", "p99.9", "p99", "p0.5", "p100"]
 
 
@@ -43,8 +80,19 @@ def test_parse_percentiles_in_order_without_duplicates() -> None:
     assert parse_percentiles("0.5") == (0.5,)
 
 
-@pytest.mark.parametrize(("text", "word"), [("0", "0"), ("50,", ""), ("101", "101"), ("-5", "-5"), ("p99", "p99"),
-                                            ("nan", "nan"), ("inf", "inf"), ("50,,90", "")])
+@pytest.mark.parametrize(
+    ("text", "word"),
+    [
+        ("0", "0"),
+        ("50,", ""),
+        ("101", "101"),
+        ("-5", "-5"),
+        ("p99", "p99"),
+        ("nan", "nan"),
+        ("inf", "inf"),
+        ("50,,90", ""),
+    ],
+)
 def test_a_bad_percentile_is_refused_naming_it(text: str, word: str) -> None:
     with pytest.raises(InputError) as exc:
         parse_percentiles(text)

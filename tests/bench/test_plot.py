@@ -31,11 +31,14 @@ def test_a_report_without_metrics_is_one_panel(tmp_path: Path) -> None:
 
 
 def test_a_sweep_plots_against_the_rate_with_the_engine_load_below(tmp_path: Path) -> None:
-    series = GaugeSeries("u", 0.5, (Sample(0.0, 1, 1.0, 0.0, 0.1), Sample(0.5, 1, 4.0, 2.0, 0.3),
-                                    Sample(2.0, 2, 3.0, None, None)))
+    series = GaugeSeries(
+        "u", 0.5, (Sample(0.0, 1, 1.0, 0.0, 0.1), Sample(0.5, 1, 4.0, 2.0, 0.3), Sample(2.0, 2, 3.0, None, None))
+    )
     slo = Slo({"ttft": 100.0})  # every request of run(): TTFT 50 ms
-    levels = tuple(level_result(8, [run(8, w, 4)], slo=slo, request_rate=rate, server_metrics=series)
-                   for rate, w in ((0.5, 2.0), (1.0, 2.0), (2.0, 2.0)))
+    levels = tuple(
+        level_result(8, [run(8, w, 4)], slo=slo, request_rate=rate, server_metrics=series)
+        for rate, w in ((0.5, 2.0), (1.0, 2.0), (2.0, 2.0))
+    )
     assert all(lv.goodput is not None and lv.goodput.met for lv in levels)
     missed = replace(levels[2].goodput, met=False) if levels[2].goodput is not None else None
     levels = (*levels[:2], replace(levels[2], goodput=missed))

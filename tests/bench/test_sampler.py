@@ -62,14 +62,17 @@ def test_probe_decides_once_whether_a_server_is_scraped() -> None:
         assert probe(ep, VLLM, interval_s=0.5) is None
     with answers([(404, "Not Found")]) as (ep, _):
         assert probe(ep, VLLM, interval_s=0.5) == (
-            "not scraped: GET /metrics answered HTTP 404; vLLM serves /metrics unless started with --disable-log-stats")
+            "not scraped: GET /metrics answered HTTP 404; vLLM serves /metrics unless started with --disable-log-stats"
+        )
         assert probe(ep, engine("openai"), interval_s=0.5) == (
             "not scraped: GET /metrics answered HTTP 404; an OpenAI-compatible server may have no Prometheus route "
-            "(transformers serve has none); vLLM's and SGLang's gauges are read where it has one")
+            "(transformers serve has none); vLLM's and SGLang's gauges are read where it has one"
+        )
     with answers([(200, "# a Prometheus body of another program\nup 1\n")]) as (ep, _):
         assert probe(ep, engine("sglang"), interval_s=0.5) == (
             "not scraped: GET /metrics has none of sglang:num_running_reqs, sglang:num_queue_reqs, sglang:token_usage; "
-            "SGLang serves /metrics only when started with --enable-metrics")
+            "SGLang serves /metrics only when started with --enable-metrics"
+        )
     with answers([QUEUED]) as (ep, seen):
         assert probe(ep, VLLM, interval_s=0) == "not scraped (--metrics-interval 0)" and seen == []
 
@@ -87,7 +90,14 @@ def test_scrape_timeout_bounds() -> None:
 
 def test_sampler_records_samples_and_gaps_and_never_raises() -> None:
     # two good reads, three failed ones (two alike, then another), then good reads again
-    sequence = [DRAFT_1, DRAFT_2, (503, "busy"), (503, "busy"), (200, "vllm:num_requests_running{engine=\"0\" 3.0\n"), DRAFT_2]
+    sequence = [
+        DRAFT_1,
+        DRAFT_2,
+        (503, "busy"),
+        (503, "busy"),
+        (200, 'vllm:num_requests_running{engine="0" 3.0\n'),
+        DRAFT_2,
+    ]
     with answers(sequence) as (ep, seen):
         t0 = time.monotonic()
         with Sampler(ep, VLLM, interval_s=0.05, t0=t0, repeat=2) as sampler:
@@ -99,7 +109,9 @@ def test_sampler_records_samples_and_gaps_and_never_raises() -> None:
     assert (second.running, second.drafts, second.accepted) == (1.0, 1115.0, 3345.0)
     assert rest and (rest[0].drafts, rest[0].accepted) == (0.0, 0.0)  # the same body again: no change
     assert [(g.repeat, g.scrapes, g.error.split(":")[0]) for g in series.gaps] == [
-        (2, 2, "GET /metrics answered HTTP 503"), (2, 1, "GET /metrics is not Prometheus text")]
+        (2, 2, "GET /metrics answered HTTP 503"),
+        (2, 1, "GET /metrics is not Prometheus text"),
+    ]
     assert series.gaps[0].from_s < series.gaps[0].to_s < series.gaps[1].from_s
     assert all(0 <= s.t_s < 20 for s in series.samples)
     assert [s.t_s for s in series.samples] == sorted(s.t_s for s in series.samples)
@@ -141,8 +153,11 @@ def test_hostile_bodies_are_gaps_and_the_cost_of_reading_is_measured() -> None:
     from envforge.bench.sampler import read_gauges, ScrapeFailed  # noqa: PLC0415
     from envforge.bench.transport import METRICS_MAX_BYTES  # noqa: PLC0415
 
-    nan = (200, QUEUED[1].replace("vllm:num_requests_running{", "vllm:num_requests_running_x{") +
-           "vllm:num_requests_running NaN\n")
+    nan = (
+        200,
+        QUEUED[1].replace("vllm:num_requests_running{", "vllm:num_requests_running_x{")
+        + "vllm:num_requests_running NaN\n",
+    )
     with answers([nan]) as (ep, _):
         try:
             read_gauges(ep, VLLM, timeout_s=5)

@@ -17,8 +17,9 @@ def _session() -> Session:
 
 
 def _run(tokens: int) -> LevelRun:
-    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, tpot_s=0.15 / (tokens - 1),
-                      decode_s=0.15, e2el_s=0.2)
+    r = RequestResult(
+        ok=True, output_tokens=tokens, e2e_s=0.2, ttft_s=0.05, tpot_s=0.15 / (tokens - 1), decode_s=0.15, e2el_s=0.2
+    )
     return LevelRun(2, (r, r), 0.25)
 
 
@@ -38,8 +39,10 @@ def test_a_repeat_stopped_after_its_gauges_were_kept_is_left_out() -> None:
     s = _session()
     key = (2, math.inf)
     s.runs[key] = [_run(16)]
-    s.gauges[key] = [GaugeSeries("u", 0.5, (Sample(t_s=0.1, repeat=1, running=2, waiting=0, kv_cache_use=0.01),)),
-                     GaugeSeries("u", 0.5, (Sample(t_s=0.9, repeat=2, running=2, waiting=7, kv_cache_use=0.5),))]
+    s.gauges[key] = [
+        GaugeSeries("u", 0.5, (Sample(t_s=0.1, repeat=1, running=2, waiting=0, kv_cache_use=0.01),)),
+        GaugeSeries("u", 0.5, (Sample(t_s=0.9, repeat=2, running=2, waiting=7, kv_cache_use=0.5),)),
+    ]
     (lv,) = s.result(None, None).levels
     assert lv.server_metrics is not None and [x.t_s for x in lv.server_metrics.samples] == [0.1]
     assert lv.concurrency == 2 and len(lv.repeats) == 1
@@ -57,6 +60,7 @@ def test_reading_the_metrics_route_that_takes_more_than_5_percent_of_a_repeat_is
     assert s.warnings == [
         "server 'sg': concurrency 2, repeat 2: reading http://127.0.0.1:9/metrics took 600 ms of bench's CPU, 30% of "
         "the repeat's 2.00 s: the load generator shared its CPU with it, so latencies may be longer than the "
-        "server's; raise --metrics-interval, or pass --metrics-interval 0"]
+        "server's; raise --metrics-interval, or pass --metrics-interval 0"
+    ]
     s._scrape_cost(key, 3, costly, 2.0)
     assert len(s.warnings) == 1

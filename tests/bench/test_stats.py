@@ -41,8 +41,9 @@ def test_interval_low_end_is_clamped_at_zero() -> None:
 def test_summary_round_trips_through_dict() -> None:
     s = summarize([1.0, 2.0, 4.0])
     assert s is not None
-    assert Summary.from_dict(s.as_dict()) == Summary(**{k: (round(v, 4) if isinstance(v, float) else v)
-                                                        for k, v in s.as_dict().items()})
+    assert Summary.from_dict(s.as_dict()) == Summary(
+        **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in s.as_dict().items()}
+    )
 
 
 def test_t_quantiles_match_the_table_and_go_beyond_30_degrees_of_freedom() -> None:
@@ -65,10 +66,18 @@ def test_interval_of_41_repeats_uses_t_with_40_degrees_of_freedom() -> None:
 
 def test_summary_as_dict_keys_and_rounding() -> None:
     s = Summary(3, 1.234567, 2.0, 0.5, 3.0, None, 4.444449)
-    assert s.as_dict() == {"n": 3, "median": 1.2346, "mean": 2.0, "min": 0.5, "max": 3.0, "ci_low": None,
-                           "ci_high": 4.4444}
-    assert Summary.from_dict({"n": 2, "median": 1, "mean": 2, "min": 0, "max": 3}) == Summary(2, 1.0, 2.0, 0.0, 3.0,
-                                                                                               None, None)
+    assert s.as_dict() == {
+        "n": 3,
+        "median": 1.2346,
+        "mean": 2.0,
+        "min": 0.5,
+        "max": 3.0,
+        "ci_low": None,
+        "ci_high": 4.4444,
+    }
+    assert Summary.from_dict({"n": 2, "median": 1, "mean": 2, "min": 0, "max": 3}) == Summary(
+        2, 1.0, 2.0, 0.0, 3.0, None, None
+    )
 
 
 def test_break_even_field_numbers() -> None:

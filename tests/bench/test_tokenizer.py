@@ -52,7 +52,8 @@ def test_bad_tokenizers_are_refused(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"version": "1.0"}')
     with pytest.raises(InputError) as exc:
         load_tokenizer(tmp_path / "bad.json")
-    assert exc.value.message.startswith(f"tokenizer {tmp_path / 'bad.json'}: not a tokenizer.json the tokenizers "
-                                        "library reads: ")
+    assert exc.value.message.startswith(
+        f"tokenizer {tmp_path / 'bad.json'}: not a tokenizer.json the tokenizers library reads: "
+    )
     with pytest.raises(InputError, match="does not exist"):
         load_tokenizer(tmp_path / "missing.json")

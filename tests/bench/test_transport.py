@@ -49,11 +49,38 @@ SGLANG = engine("sglang")
 def bench(url: str, tmp_path: Path, *extra: str, timeout_s: float = 120.0) -> tuple[Measured, dict | None]:
     """``envforge bench --url url`` (2 requests of 8 tokens, no warm-up), measured; and its report."""
     out = tmp_path / "r.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent)]),
-           "XDG_STATE_HOME": str(tmp_path / "state"), "ENVFORGE_CACHE_DIR": str(tmp_path / "cache")}
-    m = run_measured([sys.executable, "-m", "envforge", "bench", "--url", url, "--concurrency", "1", "--repeats", "1",
-                      "--requests", "2", "--warmup", "0", "--max-new-tokens", "8", "--output", str(out), "--no-plot",
-                      *extra], timeout_s=timeout_s, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent)]),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "ENVFORGE_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    m = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "bench",
+            "--url",
+            url,
+            "--concurrency",
+            "1",
+            "--repeats",
+            "1",
+            "--requests",
+            "2",
+            "--warmup",
+            "0",
+            "--max-new-tokens",
+            "8",
+            "--output",
+            str(out),
+            "--no-plot",
+            *extra,
+        ],
+        timeout_s=timeout_s,
+        env=env,
+    )
     return m, (json.loads(out.read_text())["data"] if out.exists() else None)
 
 
@@ -66,8 +93,10 @@ def test_an_endless_flush_answer_is_cut_at_the_status_limit(tmp_path: Path) -> N
     with hostile_server("flushbig") as url:
         m, _ = bench(url, tmp_path)
     assert m.returncode == 0, m.stderr[-2000:]
-    assert ("warning: server 'url': not flushed: POST /flush_cache answered the answer is larger than 1048576 "
-            "bytes; prompts are distinct anyway") in m.stderr
+    assert (
+        "warning: server 'url': not flushed: POST /flush_cache answered the answer is larger than 1048576 "
+        "bytes; prompts are distinct anyway"
+    ) in m.stderr
     assert m.max_rss_kib < RSS_CAP_KIB
 
 
@@ -76,7 +105,8 @@ def test_a_trickling_flush_answer_ends_at_the_idle_timeout(tmp_path: Path) -> No
         m, report = bench(url, tmp_path, "--idle-timeout", "2")
     assert m.returncode == 0, m.stderr[-2000:]
     assert report is not None and report["servers"][0]["cache"] == (
-        "not flushed: POST /flush_cache answered no complete answer after 2 s")
+        "not flushed: POST /flush_cache answered no complete answer after 2 s"
+    )
 
 
 def test_one_endless_stream_line_is_a_failed_request_in_bounded_memory(tmp_path: Path) -> None:
@@ -101,16 +131,17 @@ def test_slow_headers_end_at_the_request_timeout_and_the_idle_timeout(tmp_path: 
         assert messages(report) == ["no end after 2 s (request timeout; 0 tokens so far)"] * 2
         m, report = bench(url, tmp_path, "--idle-timeout", "2", "--request-timeout", "30")
     assert m.returncode == 3, m.stderr[-2000:]
-    assert messages(report) == [
-        "no progress for 2 s (idle timeout; the status line and headers are not complete)"] * 2
+    assert messages(report) == ["no progress for 2 s (idle timeout; the status line and headers are not complete)"] * 2
 
 
 def test_an_endless_metrics_answer_is_a_metrics_error(tmp_path: Path) -> None:
     with hostile_server("metricsbig") as url:
         m, _ = bench(url, tmp_path, "--api", "vllm", "--model", "m")
     assert m.returncode == 3, m.stderr[-2000:]
-    assert (f"error: cannot read the speculative-decoding counters of server 'url' from {url}/metrics: "
-            "the answer is larger than 8388608 bytes") in m.stderr
+    assert (
+        f"error: cannot read the speculative-decoding counters of server 'url' from {url}/metrics: "
+        "the answer is larger than 8388608 bytes"
+    ) in m.stderr
     assert m.max_rss_kib < RSS_CAP_KIB
 
 
@@ -140,13 +171,34 @@ args = ["{script.__file__}", "{{port}}", "healthbig"]
     (env_dir / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
     (env_dir / "bin").mkdir()
     (env_dir / "bin" / "python").symlink_to(sys.executable)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent)]),
-           "XDG_STATE_HOME": str(tmp_path / "state"), "ENVFORGE_CACHE_DIR": str(tmp_path / "cache")}
-    m = run_measured([sys.executable, "-m", "envforge", "bench", "--project", str(tmp_path), "--recipe", "hb",
-                      "--output", str(tmp_path / "h.json"), "--no-plot"], timeout_s=120, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent)]),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "ENVFORGE_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    m = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "bench",
+            "--project",
+            str(tmp_path),
+            "--recipe",
+            "hb",
+            "--output",
+            str(tmp_path / "h.json"),
+            "--no-plot",
+        ],
+        timeout_s=120,
+        env=env,
+    )
     assert m.returncode == 3, m.stderr[-2000:]
-    assert (f"error: server 'hostile' was not ready after 4 s (GET http://127.0.0.1:{port}/health_generate: "
-            "the answer is larger than 1048576 bytes); stopped it") in m.stderr
+    assert (
+        f"error: server 'hostile' was not ready after 4 s (GET http://127.0.0.1:{port}/health_generate: "
+        "the answer is larger than 1048576 bytes); stopped it"
+    ) in m.stderr
     assert m.max_rss_kib < RSS_CAP_KIB
 
 
@@ -167,8 +219,10 @@ def test_status_routes_are_bounded_in_bytes_and_time() -> None:
 def test_metrics_scrape_is_bounded() -> None:
     with hostile_server("metricsbig") as url, pytest.raises(MetricsError) as exc:
         scrape(Endpoint.from_url(url), server="s")
-    assert exc.value.message == (f"cannot read the speculative-decoding counters of server 's' from {url}/metrics: "
-                                 "the answer is larger than 8388608 bytes")
+    assert exc.value.message == (
+        f"cannot read the speculative-decoding counters of server 's' from {url}/metrics: "
+        "the answer is larger than 8388608 bytes"
+    )
 
 
 def test_stream_limits_hold_during_a_read_not_between_lines() -> None:
@@ -212,11 +266,12 @@ def lines_of(*pieces: bytes) -> tuple[list[bytes], Budget]:
         while line := await reader.readline():
             out.append(line)
         return out
+
     return asyncio.run(all_lines()), budget
 
 
 def test_line_reader_joins_pieces_and_keeps_endings() -> None:
-    lines, budget = lines_of(b"data: {\"a\"", b": 1}\n\nda", b"ta: [DONE]\n", b"\n", b"tail")
+    lines, budget = lines_of(b'data: {"a"', b": 1}\n\nda", b"ta: [DONE]\n", b"\n", b"tail")
     assert lines == [b'data: {"a": 1}\n', b"\n", b"data: [DONE]\n", b"\n", b"tail"]
     assert budget.received == 10 + 8 + 11 + 1 + 4
 
@@ -247,8 +302,12 @@ def test_each_limit_has_its_kind_number_and_message() -> None:
     assert as_tuple(b.limit("progress")) == ("idle", 2.5, "no data for 2.5 s", "no data for 2.5 s")
     b.count(1)
     assert as_tuple(b.limit("progress")) == ("progress", 2.5, "no progress for 2.5 s", "no progress for 2.5 s")
-    assert as_tuple(b.limit("size")) == ("size", 64, "the answer is larger than 64 bytes",
-                                         "the answer is larger than 64 bytes")
+    assert as_tuple(b.limit("size")) == (
+        "size",
+        64,
+        "the answer is larger than 64 bytes",
+        "the answer is larger than 64 bytes",
+    )
     with pytest.raises(ValueError, match="no limit of kind 'idle'"):
         b.limit("idle")
 
@@ -279,6 +338,7 @@ def test_a_line_reader_at_its_limits_and_after() -> None:
 
     async def three() -> list[bytes]:
         return [await reader.readline(), await reader.readline(), await reader.readline()]
+
     assert asyncio.run(three()) == [b"x\n", b"", b""]
     # a line over the limit drops what was buffered; the next read starts afresh
     long_then_short = Pieces(b"q" * (MAX_LINE_BYTES + 2), b"ok\n")
@@ -290,6 +350,7 @@ def test_a_line_reader_at_its_limits_and_after() -> None:
         except ReadLimit as exc:
             return exc.kind, await reader.readline()
         return "none", b""
+
     assert asyncio.run(after_limit()) == ("line", b"ok\n")
     # a second line of a piece that fits the limit, though it ends past the limit's offset in the piece
     fits, _ = lines_of(b"a\n" + b"b" * (MAX_LINE_BYTES - 2) + b"\n")
@@ -353,6 +414,7 @@ def test_fetch_errors_are_the_operating_systems_or_http_errors() -> None:
         conn.recv(65536)
         conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
         conn.close()
+
     threading.Thread(target=not_http, daemon=True).start()
     try:
         with pytest.raises(HTTPError) as bad:
@@ -365,9 +427,11 @@ def test_fetch_errors_are_the_operating_systems_or_http_errors() -> None:
 
 def test_error_text_and_os_error() -> None:
     assert error_text(HTTPError("ServerDisconnectedError: Server disconnected")) == (
-        "ServerDisconnectedError: Server disconnected")
+        "ServerDisconnectedError: Server disconnected"
+    )
     assert error_text(ConnectionResetError(104, "Connection reset by peer")) == (
-        "ConnectionResetError: [Errno 104] Connection reset by peer")
+        "ConnectionResetError: [Errno 104] Connection reset by peer"
+    )
     assert error_text(TimeoutError()) == "TimeoutError"
     assert error_text(ValueError("BOX")) == "ValueError: BOX"
     inner = ConnectionRefusedError(111, "Connect call failed")
@@ -381,8 +445,15 @@ def test_a_new_session_pools_keeps_alive_and_trusts_nothing_from_the_environment
         async with new_session(0) as s:
             c = s.connector
             assert isinstance(c, aiohttp.TCPConnector)
-            return (c.limit, c._keepalive_timeout, s.auto_decompress, s.trust_env,
-                    type(s.cookie_jar).__name__, s.timeout.total)
+            return (
+                c.limit,
+                c._keepalive_timeout,
+                s.auto_decompress,
+                s.trust_env,
+                type(s.cookie_jar).__name__,
+                s.timeout.total,
+            )
+
     assert asyncio.run(settings()) == (1, KEEPALIVE_S, False, False, "DummyCookieJar", None)
     assert KEEPALIVE_S == 4.0
 
@@ -394,4 +465,5 @@ def test_run_sync_runs_on_a_new_loop_with_a_session_it_closes() -> None:
         kept.append(s)
         assert s.connector is not None and s.connector.limit == 3
         return 7
+
     assert run_sync(use, connections=3) == 7 and kept[0].closed

@@ -15,33 +15,53 @@ from envforge.env.fingerprint import Fingerprint
 from envforge.recipe.launchers import SGLANG_0_5_9
 from tests.conftest import cached_wheel
 
-B38_PROFILE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "CUDA_MODULE_LOADING": "EAGER", "NCCL_CUMEM_ENABLE": "0",
-               "NCCL_NVLS_ENABLE": "0"}
+B38_PROFILE = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "CUDA_MODULE_LOADING": "EAGER",
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_NVLS_ENABLE": "0",
+}
 SYMM_ARGS = ("-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}", "--enable-symm-mem")
 
 
 def test_the_caller_wins_over_the_profile_and_the_server_env_over_both() -> None:
-    assert effective_env({"NCCL_MAX_NCHANNELS": "2", "NCCL_ALGO": "Ring"}, {"NCCL_MAX_NCHANNELS": "32"},
-                         {"NCCL_ALGO": "Tree"}, conf_paths=[]) == {"NCCL_ALGO": "Tree", "NCCL_MAX_NCHANNELS": "32"}
+    assert effective_env(
+        {"NCCL_MAX_NCHANNELS": "2", "NCCL_ALGO": "Ring"},
+        {"NCCL_MAX_NCHANNELS": "32"},
+        {"NCCL_ALGO": "Tree"},
+        conf_paths=[],
+    ) == {"NCCL_ALGO": "Tree", "NCCL_MAX_NCHANNELS": "32"}
 
 
 def test_symm_mem_server_records_the_launchers_value_with_its_source() -> None:
     eff = server_environment(B38_PROFILE, {}, None, SYMM_ARGS, launcher=SGLANG_0_5_9, conf_paths=[])
     values, sources = recorded_values(eff), eff.sources()
     assert (values["NCCL_CUMEM_ENABLE"], sources["NCCL_CUMEM_ENABLE"]) == (
-        "1", "launcher sglang-0.5.9 (--enable-symm-mem)")
+        "1",
+        "launcher sglang-0.5.9 (--enable-symm-mem)",
+    )
     assert (values["CUDA_DEVICE_MAX_CONNECTIONS"], sources["CUDA_DEVICE_MAX_CONNECTIONS"]) == (
-        "8", "launcher sglang-0.5.9")
-    assert recorded_values(server_environment({"SGLANG_RUN_ID": "x"}, {}, None, (), launcher=SGLANG_0_5_9,
-                                              conf_paths=[]))["SGLANG_RUN_ID"] == PER_RUN == "<per run>"
+        "8",
+        "launcher sglang-0.5.9",
+    )
+    assert (
+        recorded_values(server_environment({"SGLANG_RUN_ID": "x"}, {}, None, (), launcher=SGLANG_0_5_9, conf_paths=[]))[
+            "SGLANG_RUN_ID"
+        ]
+        == PER_RUN
+        == "<per run>"
+    )
 
 
 def test_nccl_conf_values_are_recorded_with_the_file(tmp_path: Path) -> None:
     conf = tmp_path / "nccl.conf"
     conf.write_text("NCCL_SOCKET_IFNAME=^docker0\nNCCL_MAX_NCHANNELS=32\n")
     eff = server_environment({"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_CONF_FILE": str(conf)})
-    assert recorded_values(eff) == {"NCCL_CONF_FILE": str(conf), "NCCL_MAX_NCHANNELS": "2",
-                                    "NCCL_SOCKET_IFNAME": "^docker0"}
+    assert recorded_values(eff) == {
+        "NCCL_CONF_FILE": str(conf),
+        "NCCL_MAX_NCHANNELS": "2",
+        "NCCL_SOCKET_IFNAME": "^docker0",
+    }
     assert eff.sources()["NCCL_SOCKET_IFNAME"] == f"nccl.conf {conf}"
 
 
@@ -54,14 +74,23 @@ def sglang_site(tmp_path: Path) -> Path:
     return sp
 
 
-def test_a_bench_server_with_enable_symm_mem_records_launcher_values_and_warns(sglang_site: Path,
-                                                                               tmp_path: Path) -> None:
+def test_a_bench_server_with_enable_symm_mem_records_launcher_values_and_warns(
+    sglang_site: Path, tmp_path: Path
+) -> None:
     server = ServerConfig("symm-mem", SYMM_ARGS)
-    cfg = SmokeConfig(model="m", api="sglang", servers=(server,), prompts=(Prompt(0, "hi"),),
-                      prompts_digest="sha256:00", port=38611)
-    plan = BenchPlan(cfg, Path(sys.executable), {"NCCL_CONF_FILE": str(tmp_path / "absent.conf")}, tmp_path,
-                     Fingerprint(None, None, None, None), profile_name="pcie", profile_env=B38_PROFILE,
-                     site_packages=sglang_site)
+    cfg = SmokeConfig(
+        model="m", api="sglang", servers=(server,), prompts=(Prompt(0, "hi"),), prompts_digest="sha256:00", port=38611
+    )
+    plan = BenchPlan(
+        cfg,
+        Path(sys.executable),
+        {"NCCL_CONF_FILE": str(tmp_path / "absent.conf")},
+        tmp_path,
+        Fingerprint(None, None, None, None),
+        profile_name="pcie",
+        profile_env=B38_PROFILE,
+        site_packages=sglang_site,
+    )
     said: list[str] = []
     started, warnings = _prepare(plan, server, said.append)
     assert started.env["NCCL_CUMEM_ENABLE"] == "1"
@@ -77,5 +106,6 @@ def test_a_bench_server_with_enable_symm_mem_records_launcher_values_and_warns(s
         "server 'symm-mem': NCCL_CUMEM_ENABLE=1 from launcher sglang-0.5.9 (--enable-symm-mem) overrides the env "
         "profile 'pcie' (NCCL_CUMEM_ENABLE=0)",
         "server 'symm-mem': NCCL_NVLS_ENABLE=1 from launcher sglang-0.5.9 (--enable-symm-mem) overrides the env "
-        "profile 'pcie' (NCCL_NVLS_ENABLE=0)"]
+        "profile 'pcie' (NCCL_NVLS_ENABLE=0)",
+    ]
     assert said == [f"warning: {w}" for w in warnings]

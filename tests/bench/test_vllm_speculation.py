@@ -46,7 +46,7 @@ weights["lm_head.weight"] = torch.roll(weights["lm_head.weight"], shifts=1, dims
 save_file(weights, path, metadata={"format": "pt"})
 """
 
-RECIPE = '''
+RECIPE = """
 [recipe]
 name = "vllm"
 python = "3.11"
@@ -68,7 +68,7 @@ name = "shifted-vocab"
 speculative = true
 args = {args}
 env = {env}
-'''
+"""
 
 ARGS = [*RECIPE_SERVE_ARGS, "--speculative-config"]
 
@@ -90,18 +90,21 @@ def spec_config(draft: Path) -> str:
 
 
 @pytest.mark.slow
-def test_a_drafter_that_never_agrees_fails_the_level(models: tuple[Path, Path, Path], tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_drafter_that_never_agrees_fails_the_level(
+    models: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     venv, target, draft = models
     port = free_port()
     with short_tmpdir() as tmpdir:
         env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
-        (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
-            model=target, port=port, args=json.dumps([*ARGS, spec_config(draft)]), env=toml_inline(env)))
+        (tmp_path / "recipes" / "vllm.toml").write_text(
+            RECIPE.format(model=target, port=port, args=json.dumps([*ARGS, spec_config(draft)]), env=toml_inline(env))
+        )
         out = tmp_path / "out" / "vllm.json"
-        code = main(["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out),
-                     "--no-plot"])
+        code = main(
+            ["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out), "--no-plot"]
+        )
     captured = capsys.readouterr()
     assert code == 1, captured.err[-3000:]
     data = json.loads(out.read_text())["data"]  # the report is written before the exit
@@ -110,33 +113,65 @@ def test_a_drafter_that_never_agrees_fails_the_level(models: tuple[Path, Path, P
     spec = lv["engine"]["counters"]["spec_decode"]
     # 2 requests x 16 tokens: every verify step keeps only the target's token, so 15 drafted steps each
     assert (spec["drafts"], spec["draft_tokens"], spec["accepted"]) == (30, 90, 0) and lv["accept_length"] == 1.0
-    assert data["speculation"] == [{
-        "server": "shifted-vocab", "concurrency": 1, "rule": "no-accepted-draft", "accept_length": 1.0,
-        "accepted": 0, "steps": 30, "k": 3,
-        "message": "accept length 1.000 (0.000 accepted draft tokens per verify step): not one draft token was "
-                   "accepted in 30 verify steps (vLLM's spec_decode counters)",
-        "causes": ["a wrong drafter (trained for another target model)",
-                   "a broken d2t / vocabulary mapping (draft ids read as other target ids, B22)",
-                   "drafter weights not loaded (a missing tensor left at its initial value)"]}]
+    assert data["speculation"] == [
+        {
+            "server": "shifted-vocab",
+            "concurrency": 1,
+            "rule": "no-accepted-draft",
+            "accept_length": 1.0,
+            "accepted": 0,
+            "steps": 30,
+            "k": 3,
+            "message": "accept length 1.000 (0.000 accepted draft tokens per verify step): not one draft token was "
+            "accepted in 30 verify steps (vLLM's spec_decode counters)",
+            "causes": [
+                "a wrong drafter (trained for another target model)",
+                "a broken d2t / vocabulary mapping (draft ids read as other target ids, B22)",
+                "drafter weights not loaded (a missing tensor left at its initial value)",
+            ],
+        }
+    ]
     assert data["fingerprint"]["drafters"] == {
-        "shifted-vocab": {"repo": str(draft), "revision": None, "local": True, "pinned": False}}
+        "shifted-vocab": {"repo": str(draft), "revision": None, "local": True, "pinned": False}
+    }
     assert "FAILED level: server 'shifted-vocab', concurrency 1: accept length 1.000" in captured.out
     assert "error: 1 speculative level FAILED the speculation checks:" in captured.err
     assert processes_mentioning(str(target)) == []
 
 
 @pytest.mark.slow
-def test_vllm_is_recognised_at_url_without_api_or_model(models: tuple[Path, Path, Path], tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_vllm_is_recognised_at_url_without_api_or_model(
+    models: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     venv, target, draft = models
     port = free_port()
     args = [*serve_args(target, port), "--speculative-config", spec_config(draft)]
     out = tmp_path / "url.json"
     (tmp_path / "vllm").mkdir()
     with short_tmpdir() as tmpdir, vllm_server(venv, args, tmp_path / "vllm", tmpdir, port) as server:
-        code = main(["bench", "--url", server.url, "--speculative", "--name", "shifted", "--concurrency", "1",
-                     "--repeats", "1", "--requests", "2", "--warmup", "1", "--max-new-tokens", "16",
-                     "--output", str(out), "--no-plot"])
+        code = main(
+            [
+                "bench",
+                "--url",
+                server.url,
+                "--speculative",
+                "--name",
+                "shifted",
+                "--concurrency",
+                "1",
+                "--repeats",
+                "1",
+                "--requests",
+                "2",
+                "--warmup",
+                "1",
+                "--max-new-tokens",
+                "16",
+                "--output",
+                str(out),
+                "--no-plot",
+            ]
+        )
     captured = capsys.readouterr()
     assert code == 1, captured.err[-3000:]
     assert "--url: vllm server (GET /v1/models: owned_by 'vllm'), model 'tiny'" in captured.err
@@ -148,28 +183,36 @@ def test_vllm_is_recognised_at_url_without_api_or_model(models: tuple[Path, Path
 
 
 @pytest.mark.slow
-def test_ngram_that_never_finds_a_match_fails_the_level(models: tuple[Path, Path, Path], tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_ngram_that_never_finds_a_match_fails_the_level(
+    models: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # ngram looking for a 20-token match: in a prompt of a dozen words plus 16 output tokens there is
     # none, so vLLM never proposes a draft (its counters exist and stay at 0)
     venv, target, _draft = models
     port = free_port()
-    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 20,
-                        "prompt_lookup_max": 20})
+    ngram = json.dumps(
+        {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 20, "prompt_lookup_max": 20}
+    )
     with short_tmpdir() as tmpdir:
         env = recipe_env(tmp_path / "vllm", tmpdir)
         (tmp_path / "recipes").mkdir()
-        (tmp_path / "recipes" / "vllm.toml").write_text(RECIPE.format(
-            model=target, port=port, args=json.dumps([*ARGS, ngram]), env=toml_inline(env)))
+        (tmp_path / "recipes" / "vllm.toml").write_text(
+            RECIPE.format(model=target, port=port, args=json.dumps([*ARGS, ngram]), env=toml_inline(env))
+        )
         out = tmp_path / "out" / "vllm.json"
-        code = main(["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out),
-                     "--no-plot"])
+        code = main(
+            ["bench", str(venv), "--project", str(tmp_path), "--recipe", "vllm", "--output", str(out), "--no-plot"]
+        )
     captured = capsys.readouterr()
     assert code == 1, captured.err[-3000:]
     data = json.loads(out.read_text())["data"]
     (lv,) = data["servers"][0]["levels"]
     assert lv["engine"]["counters"]["spec_decode"]["drafts"] == 0 and lv["accept_length"] is None
     assert [(f["rule"], f["k"], f["message"]) for f in data["speculation"]] == [
-        ("no-draft", 3, "no draft was proposed in 30 decoded tokens (vLLM's spec_decode counters): speculation did "
-                        "nothing")]
+        (
+            "no-draft",
+            3,
+            "no draft was proposed in 30 decoded tokens (vLLM's spec_decode counters): speculation did nothing",
+        )
+    ]
     assert data["fingerprint"]["drafters"] == {"shifted-vocab": None}  # ngram has no drafter

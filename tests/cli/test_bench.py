@@ -37,8 +37,9 @@ def _fill(directory: Path) -> None:
 def full(tmp_path: Path) -> Iterator[Path]:
     where = tmp_path / "full"
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], capture_output=True,
-                             text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
     try:
@@ -57,17 +58,22 @@ def _args(plot: Path | None = None) -> argparse.Namespace:
     return argparse.Namespace(no_plot=plot is None, plot=plot, csv=None)
 
 
-def test_a_report_the_full_disk_refuses_is_kept_in_the_state_directory(full: Path, tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_report_the_full_disk_refuses_is_kept_in_the_state_directory(
+    full: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     ui, out, err = _ui()
     rep = report()
     with pytest.raises(ExternalToolError) as stopped:
         _write(rep, full / "r.json", _args(), ui)
     (kept,) = (tmp_path / "state" / "envforge" / "bench-reports").iterdir()
-    assert stopped.value.message == f"--output {full / 'r.json'}: No space left on device; the report was kept at {kept}"
-    assert err.getvalue() == (f"warning: the report could not be written to {full / 'r.json'} (No space left on "
-                              f"device): it was written to {kept}\n")
+    assert (
+        stopped.value.message == f"--output {full / 'r.json'}: No space left on device; the report was kept at {kept}"
+    )
+    assert err.getvalue() == (
+        f"warning: the report could not be written to {full / 'r.json'} (No space left on "
+        f"device): it was written to {kept}\n"
+    )
     assert json.loads(kept.read_text())["data"] == rep.as_dict()
     assert sorted(p.name for p in full.iterdir()) == ["filler"]  # no temp file, no half report
     assert out.getvalue() == ""
@@ -81,8 +87,9 @@ def test_with_nowhere_to_write_the_report_is_printed_whole(full: Path, monkeypat
         _write(rep, full / "r.json", _args(), ui)
     assert stopped.value.message.endswith("; the report was kept at standard output")
     assert json.loads(out.getvalue())["data"] == rep.as_dict()
-    assert err.getvalue().endswith(f"nor to {full / 'state' / 'envforge' / 'bench-reports'}: it is on standard "
-                                   "output above, whole\n")
+    assert err.getvalue().endswith(
+        f"nor to {full / 'state' / 'envforge' / 'bench-reports'}: it is on standard output above, whole\n"
+    )
 
 
 def test_a_plot_the_full_disk_refuses_leaves_no_file(full: Path, tmp_path: Path) -> None:
@@ -91,8 +98,9 @@ def test_a_plot_the_full_disk_refuses_leaves_no_file(full: Path, tmp_path: Path)
     output = tmp_path / "r.json"
     _write(report(), output, _args(full / "r.png"), ui)
     assert json.loads(output.read_text())["data"] == report().as_dict()
-    assert err.getvalue().splitlines()[-1] == (f"warning: no plot: {full / 'r.png'}: No space left on device (the "
-                                               "report is whole)")
+    assert err.getvalue().splitlines()[-1] == (
+        f"warning: no plot: {full / 'r.png'}: No space left on device (the report is whole)"
+    )
     assert sorted(p.name for p in full.iterdir()) == ["filler"]
     assert os.statvfs(full).f_bavail == 0
 
@@ -110,16 +118,21 @@ def test_bench_env_reads_the_recipe_env_was_built_from(tmp_path: Path) -> None:
     (proj / "envforge.toml").write_text('[project]\ndefault = "a"\n')
 
     def envforge(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=proj, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "envforge", *args], cwd=proj, capture_output=True, text=True, timeout=300
+        )
+
     with serve(idx):
         for name in ("a", "b"):
             (proj / "recipes" / f"{name}.toml").write_text(
                 f'[recipe]\nname = "{name}"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-                f'[packages]\nmodel-kernels = "==1.0"\n\n[verify.smoke]\nmodel = "model-of-{name}"\n')
+                f'[packages]\nmodel-kernels = "==1.0"\n\n[verify.smoke]\nmodel = "model-of-{name}"\n'
+            )
         assert envforge("lock", "b").returncode == 0
         assert envforge("build", "b").returncode == 0
-    res = envforge("bench", "b-default", "--url", "http://127.0.0.1:9", "--no-plot", "--output", str(tmp_path / "r.json"))
+    res = envforge(
+        "bench", "b-default", "--url", "http://127.0.0.1:9", "--no-plot", "--output", str(tmp_path / "r.json")
+    )
     assert res.returncode == 3, res.stderr
     assert res.stderr.splitlines()[0] == "b-default: recipe b, variant default (what its generation was built from)"
 
@@ -128,11 +141,18 @@ def _sharegpt_config(tmp_path: Path, model: str, output_lengths: str = "natural"
     from envforge.bench.config import load_prompts, url_config
 
     path = tmp_path / "sharegpt.json"
-    path.write_text(json.dumps([{"conversations": [{"value": "one two three four"}, {"value": "five six seven eight"}]},
-                                {"conversations": [{"value": "nine ten eleven twelve"}, {"value": "x"}]}]))
+    path.write_text(
+        json.dumps(
+            [
+                {"conversations": [{"value": "one two three four"}, {"value": "five six seven eight"}]},
+                {"conversations": [{"value": "nine ten eleven twelve"}, {"value": "x"}]},
+            ]
+        )
+    )
     prompts, digest = load_prompts(path)
-    return url_config(api="openai", model=model).with_overrides(prompts=prompts, prompts_digest=digest,
-                                                                  output_lengths=output_lengths)
+    return url_config(api="openai", model=model).with_overrides(
+        prompts=prompts, prompts_digest=digest, output_lengths=output_lengths
+    )
 
 
 def test_natural_sharegpt_lengths_need_the_tokenizer_and_say_what_they_use(tmp_path: Path) -> None:
@@ -144,9 +164,11 @@ def test_natural_sharegpt_lengths_need_the_tokenizer_and_say_what_they_use(tmp_p
     ui, _, err = _ui()
     cfg = _sharegpt_config(tmp_path, "some/hub-model")
     assert _replies(cfg, args, {}, None, ui) is cfg  # type: ignore[arg-type]
-    assert err.getvalue() == ("warning: natural lengths from a ShareGPT file: model 'some/hub-model' is not a "
-                              "directory with a tokenizer.json and no --tokenizer is given, so every request asks for "
-                              "128 tokens instead of its reply's length\n")
+    assert err.getvalue() == (
+        "warning: natural lengths from a ShareGPT file: model 'some/hub-model' is not a "
+        "directory with a tokenizer.json and no --tokenizer is given, so every request asks for "
+        "128 tokens instead of its reply's length\n"
+    )
     model = make_tiny_model(tmp_path / "m")
     ui, _, err = _ui()
     got = _replies(_sharegpt_config(tmp_path, str(model)), args, {}, None, ui)  # type: ignore[arg-type]

@@ -31,11 +31,18 @@ ENVFORGE = Path(sys.executable).with_name("envforge")
 HYPHENATED = ("lock-diff", "lock-textconv", "bench-compare", "patches-export", "patches-list", "env-show")
 
 
-def envforge(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def envforge(
+    *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the installed console script (PYTHONPATH from the test run: this checkout's code)."""
-    return subprocess.run([str(ENVFORGE), *argv], cwd=cwd or ROOT, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [str(ENVFORGE), *argv],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
 def documented_error_envelope() -> dict[str, Any]:
@@ -64,29 +71,33 @@ def assert_error_envelope(stdout: str, *, kind: str, exit_code: int) -> dict[str
 
 def assert_no_traceback(res: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in res.stderr + res.stdout
-    assert "File \"" not in res.stderr
+    assert 'File "' not in res.stderr
 
 
 # --- command groups ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv, usage", [
-    (["--help"], "usage: envforge [-h] [--version] COMMAND ..."),
-    (["patches", "--help"], "usage: envforge patches [-h] COMMAND ..."),
-    (["env", "--help"], "usage: envforge env [-h] COMMAND ..."),
-    (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
-    (["lock", "diff", "--help"], "usage: envforge lock diff [-h]"),
-    (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] FILE"),
-    (["bench", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
-    (["bench", "compare", "--help"], "usage: envforge bench compare [-h]"),
-    (["bench", "serve-venv", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
-    (["lock", "kimi", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
-    (["patches", "list", "--help"], "usage: envforge patches list [-h]"),
-    (["patches", "export", "--help"], "usage: envforge patches export [-h]"),
-    (["env", "show", "--help"], "usage: envforge env show [-h]"),
-    (["env", "list", "--help"], "usage: envforge env list [-h]"),
-    (["drafter", "--help"], "usage: envforge drafter [-h] COMMAND ..."),
-    (["completion", "--help"], "usage: envforge completion [-h] SHELL"),
-])
+
+@pytest.mark.parametrize(
+    "argv, usage",
+    [
+        (["--help"], "usage: envforge [-h] [--version] COMMAND ..."),
+        (["patches", "--help"], "usage: envforge patches [-h] COMMAND ..."),
+        (["env", "--help"], "usage: envforge env [-h] COMMAND ..."),
+        (["lock", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
+        (["lock", "diff", "--help"], "usage: envforge lock diff [-h]"),
+        (["lock", "textconv", "--help"], "usage: envforge lock textconv [-h] FILE"),
+        (["bench", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
+        (["bench", "compare", "--help"], "usage: envforge bench compare [-h]"),
+        (["bench", "serve-venv", "--help"], "usage: envforge bench [ENV] [--recipe RECIPE] [--url URL] [options]"),
+        (["lock", "kimi", "--help"], "usage: envforge lock [RECIPE] [--variant VARIANT] [--check] [options]"),
+        (["patches", "list", "--help"], "usage: envforge patches list [-h]"),
+        (["patches", "export", "--help"], "usage: envforge patches export [-h]"),
+        (["env", "show", "--help"], "usage: envforge env show [-h]"),
+        (["env", "list", "--help"], "usage: envforge env list [-h]"),
+        (["drafter", "--help"], "usage: envforge drafter [-h] COMMAND ..."),
+        (["completion", "--help"], "usage: envforge completion [-h] SHELL"),
+    ],
+)
 def test_every_group_and_subcommand_has_help(argv: list[str], usage: str) -> None:
     res = envforge(*argv)
     assert (res.returncode, res.stderr) == (0, "")
@@ -97,9 +108,13 @@ def test_every_group_and_subcommand_has_help(argv: list[str], usage: str) -> Non
 def test_apply_patches_help_says_revert_removes_the_env_profile() -> None:
     res = envforge("apply-patches", "--help")
     assert res.returncode == 0
-    assert " ".join(res.stdout.split()).count(
-        "--revert restore the original files byte-exact; without PATCHSET names this also removes the "
-        "environment's env profile hook (.pth or sitecustomize block)") == 1
+    assert (
+        " ".join(res.stdout.split()).count(
+            "--revert restore the original files byte-exact; without PATCHSET names this also removes the "
+            "environment's env profile hook (.pth or sitecustomize block)"
+        )
+        == 1
+    )
 
 
 def test_no_internal_hyphenated_name_in_any_help_or_usage() -> None:
@@ -116,8 +131,14 @@ def test_no_internal_hyphenated_name_in_any_help_or_usage() -> None:
                     walk(sub)
 
     walk(build_parser())
-    assert {"envforge lock diff", "envforge patches list", "envforge env show", "envforge bench compare",
-            "envforge drafter fetch", "envforge envs"} <= set(seen)
+    assert {
+        "envforge lock diff",
+        "envforge patches list",
+        "envforge env show",
+        "envforge bench compare",
+        "envforge drafter fetch",
+        "envforge envs",
+    } <= set(seen)
 
 
 @pytest.mark.parametrize("group", ["patches", "env", "drafter"])
@@ -150,6 +171,7 @@ def test_unknown_option_is_reported_with_the_subcommands_usage() -> None:
 
 # --- JSON errors ------------------------------------------------------------------------------
 
+
 def test_documented_error_example_is_what_the_cli_prints() -> None:
     """The literal block in docs/cli.md is the output of the command it names."""
     res = envforge("lock", "diff", "/nonexistent", "b", "--json")
@@ -157,8 +179,10 @@ def test_documented_error_example_is_what_the_cli_prints() -> None:
     documented = documented_error_envelope()
     documented["envforge"] = json.loads(res.stdout)["envforge"]
     assert json.loads(res.stdout) == documented
-    assert res.stderr == ("error: /nonexistent: no such file\n  hint: a side is a lock path, REV:PATH "
-                          "(e.g. HEAD~1:lockfiles/pylock.NAME.toml), or use --git REV\n")
+    assert res.stderr == (
+        "error: /nonexistent: no such file\n  hint: a side is a lock path, REV:PATH "
+        "(e.g. HEAD~1:lockfiles/pylock.NAME.toml), or use --git REV\n"
+    )
 
 
 def test_usage_error_with_json_prints_the_envelope() -> None:
@@ -168,8 +192,10 @@ def test_usage_error_with_json_prints_the_envelope() -> None:
     assert data["message"].startswith("argument COMMAND: invalid choice: 'nope' (choose from 'lock', 'build'")
     assert data["hint"] == "usage: envforge [-h] [--version] COMMAND ..."
     res = envforge("lock", "diff", "--format", "json", "--bogus")
-    assert assert_error_envelope(res.stdout, kind="usage-error", exit_code=2)["message"] == \
-        "unrecognized arguments: --bogus"
+    assert (
+        assert_error_envelope(res.stdout, kind="usage-error", exit_code=2)["message"]
+        == "unrecognized arguments: --bogus"
+    )
 
 
 def test_input_error_with_json_for_build_and_rollback(tmp_path: Path) -> None:
@@ -205,8 +231,12 @@ sys.exit(main(sys.argv[1:]))
 def test_internal_error_is_one_line_exit_70_and_a_log(tmp_path: Path, json_flag: list[str]) -> None:
     """A bug (here a core function that raises RuntimeError) is exit 70: one line naming the log file,
     the traceback only in that file, never on the terminal."""
-    res = subprocess.run([sys.executable, "-c", BOOM, "lock", "diff", "a", "b", *json_flag],
-                         capture_output=True, text=True, env={**os.environ, "XDG_STATE_HOME": str(tmp_path)})
+    res = subprocess.run(
+        [sys.executable, "-c", BOOM, "lock", "diff", "a", "b", *json_flag],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+    )
     assert res.returncode == 70
     assert_no_traceback(res)
     (line,) = res.stderr.splitlines()
@@ -225,8 +255,12 @@ def test_internal_error_is_one_line_exit_70_and_a_log(tmp_path: Path, json_flag:
 
 
 def test_internal_error_log_masks_url_credentials(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-c", BOOM, "lock", "diff", "https://user:s3cret@host/x", "b"],
-                         capture_output=True, text=True, env={**os.environ, "XDG_STATE_HOME": str(tmp_path)})
+    res = subprocess.run(
+        [sys.executable, "-c", BOOM, "lock", "diff", "https://user:s3cret@host/x", "b"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path)},
+    )
     assert res.returncode == 70
     (log,) = (tmp_path / "envforge" / "logs").glob("*.log")
     assert "s3cret" not in log.read_text() and "https://***@host/x" in log.read_text()
@@ -234,22 +268,33 @@ def test_internal_error_log_masks_url_credentials(tmp_path: Path) -> None:
 
 # --- bad input files ----------------------------------------------------------------------------
 
+
 def project_with_recipe(tmp_path: Path, content: bytes) -> Path:
     (tmp_path / "recipes").mkdir(exist_ok=True)
     (tmp_path / "recipes" / "bad.toml").write_bytes(content)
     return tmp_path / "recipes" / "bad.toml"
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b'[recipe]\nname = "caf\xe9"\n', ":2: byte 0xe9 at offset 20 is not UTF-8"),
-    ('[recipe]\nname = "x"\n'.encode("utf-16"), " is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
-    (b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", ": not valid TOML for envforge: arrays or tables nested too deeply"),
-    (b"a = " + b"{b = " * 100_000 + b"}" * 100_000 + b"\n", ": not valid TOML for envforge: arrays or tables nested too deeply"),
-    (b"x" * ((1 << 20) + 1), " is larger than 1 MiB: not a recipe envforge reads"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b'[recipe]\nname = "caf\xe9"\n', ":2: byte 0xe9 at offset 20 is not UTF-8"),
+        ('[recipe]\nname = "x"\n'.encode("utf-16"), " is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
+        (
+            b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+            ": not valid TOML for envforge: arrays or tables nested too deeply",
+        ),
+        (
+            b"a = " + b"{b = " * 100_000 + b"}" * 100_000 + b"\n",
+            ": not valid TOML for envforge: arrays or tables nested too deeply",
+        ),
+        (b"x" * ((1 << 20) + 1), " is larger than 1 MiB: not a recipe envforge reads"),
+    ],
+)
 @pytest.mark.parametrize("command", [["lock", "bad", "--check"], ["build", "bad", "--dry-run"], ["up", "bad"]])
-def test_bad_recipe_bytes_are_exit_2_with_file_and_reason(tmp_path: Path, content: bytes, reason: str,
-                                                          command: list[str]) -> None:
+def test_bad_recipe_bytes_are_exit_2_with_file_and_reason(
+    tmp_path: Path, content: bytes, reason: str, command: list[str]
+) -> None:
     path = project_with_recipe(tmp_path, content)
     res = envforge(*command, "--project", str(tmp_path))
     assert res.returncode == 2, res.stderr
@@ -263,16 +308,23 @@ def test_lock_diff_of_dev_zero_stops_at_the_size_limit() -> None:
     called a device "larger than 64 MiB"; now the file type is checked before any byte is read."""
     res = envforge("lock", "diff", "/dev/zero", "/dev/zero", timeout=60)
     assert res.returncode == 2
-    assert res.stderr == ("error: lock /dev/zero is not a regular file (a character device)\n"
-                          "  hint: pass the path of a lock file\n")
+    assert res.stderr == (
+        "error: lock /dev/zero is not a regular file (a character device)\n  hint: pass the path of a lock file\n"
+    )
     assert_no_traceback(res)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"\xff\xfel\x00o\x00c\x00k\x00", "error: {p} is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
-    (b'lock-version = "1.0"\n\x80\n', "error: {p}:2: byte 0x80 at offset 21 is not UTF-8"),
-    (b"a = " + b"[" * 50_000 + b"]" * 50_000, "error: {p} is not a lock: arrays or tables nested too deeply (more than 64 levels)"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\xff\xfel\x00o\x00c\x00k\x00", "error: {p} is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
+        (b'lock-version = "1.0"\n\x80\n', "error: {p}:2: byte 0x80 at offset 21 is not UTF-8"),
+        (
+            b"a = " + b"[" * 50_000 + b"]" * 50_000,
+            "error: {p} is not a lock: arrays or tables nested too deeply (more than 64 levels)",
+        ),
+    ],
+)
 def test_bad_lock_bytes_in_lock_diff_and_textconv(tmp_path: Path, content: bytes, message: str) -> None:
     p = tmp_path / "pylock.x.toml"
     p.write_bytes(content)
@@ -289,49 +341,66 @@ def test_bad_bench_report_is_exit_2(tmp_path: Path) -> None:
     res = envforge("bench", "compare", str(deep), str(utf16), "--json")
     assert res.returncode == 2
     assert_no_traceback(res)
-    assert assert_error_envelope(res.stdout, kind="input-error", exit_code=2)["message"] == \
-        f"{deep}: not a bench report: arrays or objects nested too deeply"
+    assert (
+        assert_error_envelope(res.stdout, kind="input-error", exit_code=2)["message"]
+        == f"{deep}: not a bench report: arrays or objects nested too deeply"
+    )
 
 
 # --- shell completion --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shell, marker", [("bash", "complete "), ("zsh", "#compdef envforge"),
-                                           ("fish", "complete --command envforge")])
+
+@pytest.mark.parametrize(
+    "shell, marker", [("bash", "complete "), ("zsh", "#compdef envforge"), ("fish", "complete --command envforge")]
+)
 def test_completion_scripts(shell: str, marker: str) -> None:
     res = envforge("completion", shell)
     assert res.returncode == 0 and marker in res.stdout
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("line, expected", [
-    ("envforge pat", ["patches"]),
-    ("envforge lock d", ["diff"]),
-    ("envforge lock diff --e", ["--exit-code"]),
-    ("envforge env ", ["list", "show"]),
-    ("envforge completion ", ["bash", "fish", "zsh"]),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("envforge pat", ["patches"]),
+        ("envforge lock d", ["diff"]),
+        ("envforge lock diff --e", ["--exit-code"]),
+        ("envforge env ", ["list", "show"]),
+        ("envforge completion ", ["bash", "fish", "zsh"]),
+    ],
+)
 def test_bash_completes_groups_subcommands_and_options(line: str, expected: list[str]) -> None:
     """The real bash function from `envforge completion bash`, called the way bash calls it."""
     words = line.split(" ")
-    script = (f'source <("{ENVFORGE}" completion bash)\n'
-              f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
-              f'COMP_LINE="{line}"; COMP_POINT={len(line)}\n'
-              '_python_argcomplete envforge; printf "%s\\n" "${COMPREPLY[@]}"\n')
-    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PATH": f"{ENVFORGE.parent}:{os.environ['PATH']}"})
+    script = (
+        f'source <("{ENVFORGE}" completion bash)\n'
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        f'COMP_LINE="{line}"; COMP_POINT={len(line)}\n'
+        '_python_argcomplete envforge; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    res = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{ENVFORGE.parent}:{os.environ['PATH']}"},
+    )
     words_out = [w.strip() for w in res.stdout.splitlines() if w.strip()]
     assert sorted(w for w in words_out if not w.startswith("-") or line.endswith("-e")) == expected, res.stderr
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("line, expected", [
-    ("envforge lock ", ["diff", "kimi", "quickstart", "textconv"]),
-    ("envforge lock q", ["quickstart"]),
-    ("envforge build k", ["kimi"]),
-    ("envforge rollback ", ["kimi-default", "quickstart-default"]),
-    ("envforge bench q", ["quickstart-default"]),
-    ("envforge verify k", ["kimi-default"]),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("envforge lock ", ["diff", "kimi", "quickstart", "textconv"]),
+        ("envforge lock q", ["quickstart"]),
+        ("envforge build k", ["kimi"]),
+        ("envforge rollback ", ["kimi-default", "quickstart-default"]),
+        ("envforge bench q", ["quickstart-default"]),
+        ("envforge verify k", ["kimi-default"]),
+    ],
+)
 def test_bash_completes_recipes_and_environments(tmp_path: Path, line: str, expected: list[str]) -> None:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "envs").mkdir()
@@ -339,22 +408,42 @@ def test_bash_completes_recipes_and_environments(tmp_path: Path, line: str, expe
         (tmp_path / "recipes" / f"{name}.toml").write_text("")
         (tmp_path / "envs" / f"{name}-default").symlink_to(tmp_path)
     words = line.split(" ")
-    script = (f'source <("{ENVFORGE}" completion bash)\n'
-              f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
-              f'COMP_LINE="{line}"; COMP_POINT={len(line)}\n'
-              '_python_argcomplete envforge; printf "%s\\n" "${COMPREPLY[@]}"\n')
-    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                         env={**os.environ, "PATH": f"{ENVFORGE.parent}:{os.environ['PATH']}"})
+    script = (
+        f'source <("{ENVFORGE}" completion bash)\n'
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+        f'COMP_LINE="{line}"; COMP_POINT={len(line)}\n'
+        '_python_argcomplete envforge; printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    res = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": f"{ENVFORGE.parent}:{os.environ['PATH']}"},
+    )
     assert sorted(w.strip() for w in res.stdout.splitlines() if w.strip() and not w.startswith("-")) == expected
 
 
 def test_fish_protocol_completes_subcommands(tmp_path: Path) -> None:
     """What the fish function sets before calling envforge (argcomplete's fish protocol)."""
     out = tmp_path / "out"
-    res = subprocess.run([str(ENVFORGE)], capture_output=True, text=True, timeout=60, env={
-        **os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_SHELL": "fish", "_ARGCOMPLETE_IFS": "\n",
-        "_ARGCOMPLETE_DFS": "\t", "COMP_LINE": "envforge bench ", "COMP_POINT": "15",
-        "_ARGCOMPLETE_STDOUT_FILENAME": str(out)})
+    res = subprocess.run(
+        [str(ENVFORGE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_SHELL": "fish",
+            "_ARGCOMPLETE_IFS": "\n",
+            "_ARGCOMPLETE_DFS": "\t",
+            "COMP_LINE": "envforge bench ",
+            "COMP_POINT": "15",
+            "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        },
+    )
     assert res.returncode == 0
     assert "compare" in [w.split("\t")[0] for w in out.read_text().splitlines()]
 
@@ -420,7 +509,8 @@ HANDLERS = {
     "envforge fleet agent stop": "envforge.cli.fleet:_agent_stop",
     "envforge init": "envforge.cli.init:run_init",
     "envforge completion": "envforge.cli.completion:run_completion",
-    "envforge cache dir": "envforge.cli.cache:run_dir", "envforge cache clean": "envforge.cli.cache:run_clean",
+    "envforge cache dir": "envforge.cli.cache:run_dir",
+    "envforge cache clean": "envforge.cli.cache:run_clean",
     "envforge cache prune": "envforge.cli.cache:run_prune",
 }
 
@@ -441,8 +531,14 @@ def test_every_command_names_its_handler_by_a_reference_that_resolves() -> None:
     walk(build_parser())
     references = {prog: ref for prog, ref in found.items() if isinstance(ref, str)}
     assert references == HANDLERS
-    assert set(found) - set(references) == {"envforge patches", "envforge env", "envforge drafter", "envforge fleet",
-                                             "envforge fleet agent", "envforge cache"}  # groups without a bare form: their help
+    assert set(found) - set(references) == {
+        "envforge patches",
+        "envforge env",
+        "envforge drafter",
+        "envforge fleet",
+        "envforge fleet agent",
+        "envforge cache",
+    }  # groups without a bare form: their help
     for ref in references.values():
         function = handler_of(ref)
         assert inspect.isfunction(function) and f"{function.__module__}:{function.__name__}" == ref
@@ -461,19 +557,45 @@ def test_the_listing_is_the_full_parsers_top_level() -> None:
     full, listing = build_parser(), _listing()
     assert listing.format_help() == full.format_help()
     assert listing.format_usage() == full.format_usage() == "usage: envforge [-h] [--version] COMMAND ...\n"
-    assert list(SUMMARIES) == ["lock", "build", "rollback", "up", "run", "env", "envs", "gc", "apply-patches", "patches",
-                               "sbom", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"]
+    assert list(SUMMARIES) == [
+        "lock",
+        "build",
+        "rollback",
+        "up",
+        "run",
+        "env",
+        "envs",
+        "gc",
+        "apply-patches",
+        "patches",
+        "sbom",
+        "verify",
+        "drafter",
+        "bench",
+        "fleet",
+        "cache",
+        "init",
+        "completion",
+    ]
 
 
-@pytest.mark.parametrize("argv, rc, stderr", [
-    (["bogus"], 2, "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
-                   "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', "
-                   "'cache', 'init', 'completion')"),
-    (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
-    (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),
-])
-def test_words_before_the_command_are_parsed_with_the_full_parser(argv: list[str], rc: int, stderr: str,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, rc, stderr",
+    [
+        (
+            ["bogus"],
+            2,
+            "error: argument COMMAND: invalid choice: 'bogus' (choose from 'lock', 'build', 'rollback', "
+            "'up', 'run', 'env', 'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', "
+            "'cache', 'init', 'completion')",
+        ),
+        (["--bogus", "lock", "diff", "a"], 2, "error: unrecognized arguments: --bogus"),
+        (["--json", "lock", "diff", "a", "b", "--nope"], 2, "error: unrecognized arguments: --json --nope"),
+    ],
+)
+def test_words_before_the_command_are_parsed_with_the_full_parser(
+    argv: list[str], rc: int, stderr: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == rc
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == stderr
@@ -491,17 +613,31 @@ except SystemExit as exc:
 print(code, " ".join(sorted(m for m in sys.modules if m.startswith("envforge"))))
 """
 
-_BASE = ["envforge", "envforge.cli", "envforge.cli.commands", "envforge.cli.output", "envforge.cli.parser",
-         "envforge.core", "envforge.core.errors", "envforge.core.printable", "envforge.core.urls"]
+_BASE = [
+    "envforge",
+    "envforge.cli",
+    "envforge.cli.commands",
+    "envforge.cli.output",
+    "envforge.cli.parser",
+    "envforge.core",
+    "envforge.core.errors",
+    "envforge.core.printable",
+    "envforge.core.urls",
+]
 
 
-@pytest.mark.parametrize("argv, modules", [
-    (["--help"], []),
-    ([], []),
-    (["lock", "diff", "--help"], ["envforge.cli.commands.lock", "envforge.cli.commands.lockdiff",
-                                  "envforge.cli.options"]),
-    (["verify", "--help"], ["envforge.cli.commands.verify"]),
-])
+@pytest.mark.parametrize(
+    "argv, modules",
+    [
+        (["--help"], []),
+        ([], []),
+        (
+            ["lock", "diff", "--help"],
+            ["envforge.cli.commands.lock", "envforge.cli.commands.lockdiff", "envforge.cli.options"],
+        ),
+        (["verify", "--help"], ["envforge.cli.commands.verify"]),
+    ],
+)
 def test_help_imports_no_handler_and_no_stage_above_core(argv: list[str], modules: list[str]) -> None:
     """``--help`` registers commands (``cli/commands``) and imports no handler module (``cli/<group>.py``)
     and no stage package above ``envforge.core``."""
@@ -512,8 +648,9 @@ def test_help_imports_no_handler_and_no_stage_above_core(argv: list[str], module
 
 
 def test_a_command_imports_only_its_handler_module() -> None:
-    res = subprocess.run([sys.executable, "-c", IMPORTS, "lock", "diff", "/nonexistent", "b"], capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-c", IMPORTS, "lock", "diff", "/nonexistent", "b"], capture_output=True, text=True, timeout=60
+    )
     code, names = res.stdout.splitlines()[-1].split(" ", 1)
     assert code == "2"
     handlers = [n for n in names.split() if n.startswith("envforge.cli.") and not n.startswith("envforge.cli.commands")]
@@ -521,10 +658,31 @@ def test_a_command_imports_only_its_handler_module() -> None:
     assert not [n for n in names.split() if n.startswith("envforge.recipe.")]  # two lock files need no recipe
 
 
-@pytest.mark.parametrize("command", ["lock", "build", "rollback", "up", "env", "envs", "gc", "apply-patches",
-                                     "patches", "sbom", "verify", "drafter", "bench", "fleet", "cache", "init", "completion"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "lock",
+        "build",
+        "rollback",
+        "up",
+        "env",
+        "envs",
+        "gc",
+        "apply-patches",
+        "patches",
+        "sbom",
+        "verify",
+        "drafter",
+        "bench",
+        "fleet",
+        "cache",
+        "init",
+        "completion",
+    ],
+)
 def test_one_command_parser_is_the_full_parser_for_that_command(command: str) -> None:
     """Every help text and usage under COMMAND is the same in the parser built for COMMAND alone."""
+
     def helps(parser: Any) -> dict[str, str]:
         out = {parser.prog: parser.format_help()}
         for action in parser._actions:
@@ -541,27 +699,35 @@ def test_one_command_parser_is_the_full_parser_for_that_command(command: str) ->
     assert f"envforge {command}" in alone
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("https://ghp_T0KEN@github.com/x", "https://<credentials>@github.com/x"),
-    ("url=https://user:pw@pypi.example/simple", "url=https://<credentials>@pypi.example/simple"),
-    ("added https://hf_T0KEN@huggingface.co/r and http://a@b/c", "added https://<credentials>@huggingface.co/r and "
-     "http://<credentials>@b/c"),
-    ("git+ssh://git@github.com/o/r.git", "git+ssh://git@github.com/o/r.git"),
-    ("ssh://git@host/r", "ssh://git@host/r"),
-    ("mail me at a@b.c, see https://pypi.org/simple", "mail me at a@b.c, see https://pypi.org/simple"),
-])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("https://ghp_T0KEN@github.com/x", "https://<credentials>@github.com/x"),
+        ("url=https://user:pw@pypi.example/simple", "url=https://<credentials>@pypi.example/simple"),
+        (
+            "added https://hf_T0KEN@huggingface.co/r and http://a@b/c",
+            "added https://<credentials>@huggingface.co/r and http://<credentials>@b/c",
+        ),
+        ("git+ssh://git@github.com/o/r.git", "git+ssh://git@github.com/o/r.git"),
+        ("ssh://git@host/r", "ssh://git@host/r"),
+        ("mail me at a@b.c, see https://pypi.org/simple", "mail me at a@b.c, see https://pypi.org/simple"),
+    ],
+)
 def test_redact_hides_a_token_given_as_the_user_name(text: str, shown: str) -> None:
     assert redact(text) == shown
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("1abc://u:p@h", "1abc://<credentials>@h"),              # leading digits kept, scheme from the letter
-    ("xhttps://tok@h/", "xhttps://<credentials>@h/"),
-    ("_https://tok@h", "_https://<credentials>@h"),          # after an underscore too
-    ("https://a:b:c@h", "https://<credentials>@h"),          # the password may hold ":"
-    ("s = 'https://u:p@h' and 'http://t@h'", "s = 'https://<credentials>@h' and 'http://<credentials>@h'"),
-    ("x" * 50 + "://u:p@h", "x" * 50 + "://<credentials>@h"),
-])
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("1abc://u:p@h", "1abc://<credentials>@h"),  # leading digits kept, scheme from the letter
+        ("xhttps://tok@h/", "xhttps://<credentials>@h/"),
+        ("_https://tok@h", "_https://<credentials>@h"),  # after an underscore too
+        ("https://a:b:c@h", "https://<credentials>@h"),  # the password may hold ":"
+        ("s = 'https://u:p@h' and 'http://t@h'", "s = 'https://<credentials>@h' and 'http://<credentials>@h'"),
+        ("x" * 50 + "://u:p@h", "x" * 50 + "://<credentials>@h"),
+    ],
+)
 def test_redact_edge_cases(text: str, shown: str) -> None:
     assert redact(text) == shown
 
@@ -570,14 +736,16 @@ def test_redaction_is_linear_in_the_text() -> None:
     """A 5 MB lock value made a lock diff run for hours: the URL patterns backtracked quadratically on
     long runs of scheme characters without "://". A hang guard (a subprocess with a generous
     timeout; linear time is well under a second per text here), not a timing assertion."""
-    code = ("from envforge.cli.output import redact\nfrom envforge.lock.routing import redact_userinfo\n"
-            "from envforge.cli.crashlog import mask_userinfo\nfrom envforge.recipe.envvars import secret_problem\n"
-            "n = 1_000_000\n"
-            "texts = ['x' * n, 'a1' * n, 'a.b' * n, 'a://' + 'x:' * n, 'a://' * n, 'h://' + 'u' * n + ':' + 'p' * n]\n"
-            "for t in texts:\n"
-            "    assert redact(t) == t and redact_userinfo(t) == t and mask_userinfo(t) == t\n"
-            "    assert secret_problem('NCCL_DEBUG', t) is None\n"
-            "print('ok')")
+    code = (
+        "from envforge.cli.output import redact\nfrom envforge.lock.routing import redact_userinfo\n"
+        "from envforge.cli.crashlog import mask_userinfo\nfrom envforge.recipe.envvars import secret_problem\n"
+        "n = 1_000_000\n"
+        "texts = ['x' * n, 'a1' * n, 'a.b' * n, 'a://' + 'x:' * n, 'a://' * n, 'h://' + 'u' * n + ':' + 'p' * n]\n"
+        "for t in texts:\n"
+        "    assert redact(t) == t and redact_userinfo(t) == t and mask_userinfo(t) == t\n"
+        "    assert secret_problem('NCCL_DEBUG', t) is None\n"
+        "print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (out.returncode, out.stdout) == (0, "ok\n"), out.stderr[-2000:]
 
@@ -590,8 +758,11 @@ def test_lock_textconv_and_diff_never_print_a_token_user_name(tmp_path: Path) ->
     old.write_text(src)
     new.write_text(src.replace('url = "https://pypi.org/simple"}', 'url = "https://T0KSECRET@pypi.org/simple"}'))
     assert "T0KSECRET" in new.read_text()
-    for argv in (("lock", "textconv", str(new)), ("lock", "diff", str(old), str(new)),
-                 ("lock", "diff", "--json", str(old), str(new))):
+    for argv in (
+        ("lock", "textconv", str(new)),
+        ("lock", "diff", str(old), str(new)),
+        ("lock", "diff", "--json", str(old), str(new)),
+    ):
         res = envforge(*argv, cwd=tmp_path)
         assert res.returncode in (0, 1), (argv, res.stderr)
         assert "T0KSECRET" not in res.stdout + res.stderr, argv

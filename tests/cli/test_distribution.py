@@ -22,8 +22,11 @@ def test_distribution_name_is_not_pypis_envforge():
 
 def test_extras_refer_to_the_distribution_itself():
     test = PROJECT["optional-dependencies"]["test"]
-    assert [r for r in test if r.startswith("envforge")] == ["envforge-stack[bench,drafter,plot,sbom]",
-                                                             "envforge-stack[bench-test]", "envforge-stack[fleet]"]
+    assert [r for r in test if r.startswith("envforge")] == [
+        "envforge-stack[bench,drafter,plot,sbom]",
+        "envforge-stack[bench-test]",
+        "envforge-stack[fleet]",
+    ]
 
 
 def _install_lines() -> list[tuple[str, str]]:

@@ -15,8 +15,10 @@ from tests.cli.test_parser_tree import commands
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 HEAD = "## Every command and its options"
-INTRO = ("Generated from the parser (`python -m tests.cli.test_docs_cli --write`; tests/cli/test_docs_cli.py "
-         "fails when this section and the parser differ). `envforge COMMAND --help` shows the same.")
+INTRO = (
+    "Generated from the parser (`python -m tests.cli.test_docs_cli --write`; tests/cli/test_docs_cli.py "
+    "fails when this section and the parser differ). `envforge COMMAND --help` shows the same."
+)
 _SKIP = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
 
 
@@ -67,7 +69,8 @@ def test_docs_cli_lists_every_command_with_its_options() -> None:
     assert HEAD in text, f"docs/cli.md has no '{HEAD}' section: python -m tests.cli.test_docs_cli --write"
     section = _split(text)[1]
     assert section.rstrip("\n") == reference().rstrip("\n"), (
-        "docs/cli.md differs from the parser: python -m tests.cli.test_docs_cli --write")
+        "docs/cli.md differs from the parser: python -m tests.cli.test_docs_cli --write"
+    )
 
 
 def test_the_reference_names_every_command_and_option() -> None:

@@ -12,8 +12,9 @@ from tests.support.localindex import LocalIndex, make_wheel, serve
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_check_all_checks_every_recipe_and_the_default_says_which_it_checked(tmp_path: Path) -> None:
@@ -27,7 +28,9 @@ def test_check_all_checks_every_recipe_and_the_default_says_which_it_checked(tmp
     def recipe(name: str, version: str) -> None:
         (proj / "recipes" / f"{name}.toml").write_text(
             f'[recipe]\nname = "{name}"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            f'[packages]\nmodel-kernels = "=={version}"\n')
+            f'[packages]\nmodel-kernels = "=={version}"\n'
+        )
+
     with serve(idx):
         recipe("a", "1.0")
         recipe("b", "1.0")
@@ -37,11 +40,15 @@ def test_check_all_checks_every_recipe_and_the_default_says_which_it_checked(tmp
         every = envforge(proj, "lock", "--check", "--all")
         both = envforge(proj, "lock", "b", "--all")
     assert (default.returncode, default.stdout) == (0, f"{proj / 'lockfiles' / 'pylock.a-default.toml'}: up to date\n")
-    assert default.stderr == ("checking the project's default recipe (a); 1 other recipe not checked: `envforge lock "
-                              "--check --all` checks every one\n")
+    assert default.stderr == (
+        "checking the project's default recipe (a); 1 other recipe not checked: `envforge lock "
+        "--check --all` checks every one\n"
+    )
     assert every.returncode == 1
     lines = every.stdout.splitlines()
     assert lines[0] == f"{proj / 'lockfiles' / 'pylock.a-default.toml'}: up to date"
     assert lines[1] == f"{proj / 'lockfiles' / 'pylock.b-default.toml'}: stale"
     assert (both.returncode, both.stderr.splitlines()[0]) == (
-        2, "error: --all with RECIPE: --all takes every recipe and variant")
+        2,
+        "error: --all with RECIPE: --all takes every recipe and variant",
+    )

@@ -22,10 +22,14 @@ LOCK = "lockfiles/pylock.kimi-k25-sm120-cu128.toml"
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True, env=env).stdout
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
 @pytest.fixture
@@ -83,8 +87,9 @@ def test_git_rev_lists_every_changed_lockfile(repo: Path, capsys: pytest.Capture
     code, out, _ = run(capsys, "lock", "diff", "--git", "HEAD", "--exit-code")
     assert code == 1
     assert f"lock diff: HEAD:{LOCK} -> {LOCK}" in out
-    assert ("lock diff: HEAD:lockfiles/pylock.kimi-k25-sm120-cu130.toml -> (none)\n"
-            "lockfile removed (170 packages)") in out
+    assert (
+        "lock diff: HEAD:lockfiles/pylock.kimi-k25-sm120-cu130.toml -> (none)\nlockfile removed (170 packages)"
+    ) in out
 
 
 def test_git_errors(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,8 +99,8 @@ def test_git_errors(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "lock", "diff", "HEAD:lockfiles/pylock.other.toml", LOCK)
     head = git(repo, "rev-parse", "HEAD")[:12]
     assert err.splitlines()[0] == (
-        "error: HEAD:lockfiles/pylock.other.toml: lockfiles/pylock.other.toml does not exist in "
-        f"revision HEAD ({head})")
+        f"error: HEAD:lockfiles/pylock.other.toml: lockfiles/pylock.other.toml does not exist in revision HEAD ({head})"
+    )
 
 
 def test_conflicted_lock_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,8 +108,9 @@ def test_conflicted_lock_is_an_input_error(tmp_path: Path, capsys: pytest.Captur
     bad.write_text('<<<<<<< ours\nlock-version = "1.0"\n=======\n>>>>>>> theirs\n')
     code, _, err = run(capsys, "lock", "diff", str(CU128), str(bad))
     assert code == 2
-    assert err.splitlines()[0] == (f"error: {bad}:1: merge-conflict marker '<<<<<<<': the lockfile "
-                                   "was merged with unresolved conflicts")
+    assert err.splitlines()[0] == (
+        f"error: {bad}:1: merge-conflict marker '<<<<<<<': the lockfile was merged with unresolved conflicts"
+    )
 
 
 def test_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -147,13 +153,19 @@ def test_textconv_falls_back_to_raw_text(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_file_diff_never_imports_gitpython_and_validates_through_packaging_pylock_once(tmp_path: Path) -> None:
-    code = ("import sys\nfrom envforge.cli import main\n"
-            f"main(['lock', 'diff', {str(CU128)!r}, {str(NEXT)!r}])\n"
-            "print(sorted(m for m in ('git', 'packaging.pylock') if m in sys.modules))")
+    code = (
+        "import sys\nfrom envforge.cli import main\n"
+        f"main(['lock', 'diff', {str(CU128)!r}, {str(NEXT)!r}])\n"
+        "print(sorted(m for m in ('git', 'packaging.pylock') if m in sys.modules))"
+    )
     env = {**os.environ, "ENVFORGE_CACHE_DIR": str(tmp_path)}
     env.pop("ENVFORGE_NO_LOCK_CACHE", None)
-    seen = [subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
-                           env=env).stdout.splitlines()[-1] for _ in range(2)]
+    seen = [
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+        ).stdout.splitlines()[-1]
+        for _ in range(2)
+    ]
     assert seen == ["['packaging.pylock']", "[]"]  # validated the first time; the same bytes are not re-validated
 
 
@@ -170,8 +182,9 @@ def test_json_all_includes_metadata_churn(capsys: pytest.CaptureFixture[str]) ->
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_git_diff_with_nothing_changed_prints_nothing_on_stdout(repo: Path) -> None:
@@ -202,8 +215,10 @@ def test_variants_matrix_wraps_long_settings_cells_on_a_terminal_only(tmp_path: 
     cell = row["cells"][0]
     assert len(cell) == 71 and cell.startswith("sha256:")
     at = next(i for i, line in enumerate(lines) if line.startswith("  packages-digest "))
-    assert [line[subject + 2:].split("  ")[0] for line in lines[at:at + 2]] == [cell[:48], cell[48:]]
-    assert lines[at + 1][:subject + 2].strip() == "" and lines[at + 2].startswith("  ")  # continuation, then the next row
+    assert [line[subject + 2 :].split("  ")[0] for line in lines[at : at + 2]] == [cell[:48], cell[48:]]
+    assert lines[at + 1][: subject + 2].strip() == "" and lines[at + 2].startswith(
+        "  "
+    )  # continuation, then the next row
     exceptions = [r for r in data["rows"] if r["subject"] == "cuda-exceptions"]
     assert exceptions and max(len(c) for c in exceptions[0]["cells"]) > 100  # wrapped on the terminal
     markdown = envforge(tmp_path, "lock", "diff", "kimi-k25-sm120", "--variants", "--format", "markdown").stdout
@@ -213,14 +228,20 @@ def test_variants_matrix_wraps_long_settings_cells_on_a_terminal_only(tmp_path: 
 def test_a_locks_control_characters_are_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An escape sequence or a newline in a lock's value never reaches the terminal or git diff raw:
     a newline would make textconv print a package line that is not in the lock."""
-    base = ('lock-version = "1.0"\ncreated-by = "t"\n\n[[packages]]\nname = "six"\nversion = "1.16.0"\n'
-            'wheels = [{ url = "https://h.example/six-1.16.0-py2.py3-none-any.whl", hashes = { sha256 = "'
-            + "a" * 64 + '" } }]\n\n[tool.envforge]\n')
+    base = (
+        'lock-version = "1.0"\ncreated-by = "t"\n\n[[packages]]\nname = "six"\nversion = "1.16.0"\n'
+        'wheels = [{ url = "https://h.example/six-1.16.0-py2.py3-none-any.whl", hashes = { sha256 = "'
+        + "a" * 64
+        + '" } }]\n\n[tool.envforge]\n'
+    )
     old, new = tmp_path / "pylock.old.toml", tmp_path / "pylock.new.toml"
     old.write_text(base + 'recipe = "t"\n')
     new.write_text(base + 'recipe = "t\\u001b[31mRED\\nsix  9.9.9  files=1:000000000000\\r"\n')
-    for argv in (["lock", "diff", str(old), str(new)], ["lock", "diff", str(old), str(new), "--format", "markdown"],
-                 ["lock", "textconv", str(new)]):
+    for argv in (
+        ["lock", "diff", str(old), str(new)],
+        ["lock", "diff", str(old), str(new), "--format", "markdown"],
+        ["lock", "textconv", str(new)],
+    ):
         code, out, err = run(capsys, *argv)
         assert code == 0 and "\x1b" not in out + err and "\r" not in out
         assert "\\x1b[31mRED\\nsix  9.9.9  files=1:000000000000" in out  # a trailing \\r may be trimmed
@@ -228,8 +249,9 @@ def test_a_locks_control_characters_are_shown_escaped(tmp_path: Path, capsys: py
 
 
 @pytest.mark.parametrize("what", ["/dev/zero", "dir"])
-def test_textconv_without_a_raw_text_to_show_is_exit_2(what: str, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_textconv_without_a_raw_text_to_show_is_exit_2(
+    what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = Path(what) if what.startswith("/") else tmp_path
     code, out, err = run(capsys, "lock", "textconv", str(path))
     assert (code, out) == (2, "")

@@ -36,20 +36,25 @@ BAD_SECONDS = ["nan", "NaN", "inf", "-inf", "0", "-0", "-1", "1e-9", "1e10", "1e
 
 @pytest.mark.parametrize("argv, option, must", OPTIONS, ids=[f"{i}-{a[0]}-{o}" for i, (a, o, _) in enumerate(OPTIONS)])
 def test_every_time_option_refuses_what_is_not_a_finite_positive_number_of_seconds(
-        argv: list[str], option: str, must: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv: list[str], option: str, must: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     for value in BAD_SECONDS if must != ANY_S else [v for v in BAD_SECONDS if v != "1e-9"]:  # bench: any s > 0
         assert main([*argv, f"{option}={value}"]) == 2, value
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {option}: {must}, got {value!r}"
 
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
-def test_a_time_option_error_with_json_is_one_usage_error_envelope(value: str,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_time_option_error_with_json_is_one_usage_error_envelope(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["fleet", "verify", "quickstart-default", "--ray", "auto", "--timeout", value, "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "envforge.error/1"
     assert (doc["data"]["kind"], doc["data"]["message"], doc["data"]["exit_code"]) == (
-        "usage-error", f"argument --timeout: {FLEET_S}, got {value!r}", 2)
+        "usage-error",
+        f"argument --timeout: {FLEET_S}, got {value!r}",
+        2,
+    )
 
 
 INTEGERS = [
@@ -67,9 +72,9 @@ INTEGERS = [
 
 
 @pytest.mark.parametrize("argv, option, must, values", INTEGERS, ids=[f"{a[0]}-{o}" for a, o, _, _ in INTEGERS])
-def test_every_integer_option_refuses_values_out_of_its_range(argv: list[str], option: str, must: str,
-                                                              values: list[str],
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_integer_option_refuses_values_out_of_its_range(
+    argv: list[str], option: str, must: str, values: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     for value in values:
         assert main([*argv, f"{option}={value}"]) == 2, value
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {option}: {must}, got {value!r}"
@@ -90,10 +95,34 @@ def test_valid_values_still_parse_large_ones_included() -> None:
     assert verify.parse_args(["verify", "--step-timeout", "1"]).step_timeout == 1.0
     assert verify.parse_args(["verify"]).step_timeout == 120.0
     bench = build_parser("bench")
-    args = bench.parse_args(["bench", "--repeats", "1", "--warmup", "0", "--port", "30000", "--load-timeout",
-                             "1800", "--request-timeout", "0.5", "--idle-timeout", "1e9", "--max-new-tokens", "1"])
-    assert (args.repeats, args.warmup, args.port, args.load_timeout, args.request_timeout, args.idle_timeout,
-            args.max_new_tokens) == (1, 0, 30000, 1800, 0.5, 1e9, 1)
+    args = bench.parse_args(
+        [
+            "bench",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--port",
+            "30000",
+            "--load-timeout",
+            "1800",
+            "--request-timeout",
+            "0.5",
+            "--idle-timeout",
+            "1e9",
+            "--max-new-tokens",
+            "1",
+        ]
+    )
+    assert (
+        args.repeats,
+        args.warmup,
+        args.port,
+        args.load_timeout,
+        args.request_timeout,
+        args.idle_timeout,
+        args.max_new_tokens,
+    ) == (1, 0, 30000, 1800, 0.5, 1e9, 1)
 
 
 def test_the_shared_types_themselves() -> None:
@@ -111,19 +140,35 @@ def test_the_shared_types_themselves() -> None:
     assert str(info.value) == "must be an integer from 2 to 4, got '5'"
 
 
-@pytest.mark.parametrize("argv, usage, message", [
-    (["verfy"], "usage: envforge [-h] [--version] COMMAND ...",
-     "invalid choice: 'verfy'; did you mean 'verify'? (choose from 'lock', 'build', 'rollback', 'up', 'run', 'env', "
-     "'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')"),
-    (["patches", "lsit"], "usage: envforge patches [-h] COMMAND ...",
-     "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'import', 'list')"),
-    (["env", "shwo"], "usage: envforge env [-h] COMMAND ...",
-     "invalid choice: 'shwo'; did you mean 'show'? (choose from 'list', 'show')"),
-    (["fleet", "xyzzy"], "usage: envforge fleet [-h] COMMAND ...",
-     "invalid choice: 'xyzzy' (choose from 'verify', 'build', 'allreduce', 'agent')"),
-])
-def test_a_mistyped_command_is_exit_2_with_the_nearest_command(argv: list[str], usage: str, message: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, usage, message",
+    [
+        (
+            ["verfy"],
+            "usage: envforge [-h] [--version] COMMAND ...",
+            "invalid choice: 'verfy'; did you mean 'verify'? (choose from 'lock', 'build', 'rollback', 'up', 'run', 'env', "
+            "'envs', 'gc', 'apply-patches', 'patches', 'sbom', 'verify', 'drafter', 'bench', 'fleet', 'cache', 'init', 'completion')",
+        ),
+        (
+            ["patches", "lsit"],
+            "usage: envforge patches [-h] COMMAND ...",
+            "invalid choice: 'lsit'; did you mean 'list'? (choose from 'export', 'check', 'diff', 'new', 'commit', 'import', 'list')",
+        ),
+        (
+            ["env", "shwo"],
+            "usage: envforge env [-h] COMMAND ...",
+            "invalid choice: 'shwo'; did you mean 'show'? (choose from 'list', 'show')",
+        ),
+        (
+            ["fleet", "xyzzy"],
+            "usage: envforge fleet [-h] COMMAND ...",
+            "invalid choice: 'xyzzy' (choose from 'verify', 'build', 'allreduce', 'agent')",
+        ),
+    ],
+)
+def test_a_mistyped_command_is_exit_2_with_the_nearest_command(
+    argv: list[str], usage: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     assert capsys.readouterr().err.splitlines() == [usage, f"error: argument COMMAND: {message}"]
     assert main([*argv, "--json"]) == 2
@@ -136,13 +181,19 @@ OUTPUTS = [(["sbom"], "-o/--output", "-o"), (["patches", "export", "p"], "-o/--o
 
 @pytest.mark.parametrize("argv, name, option", OUTPUTS, ids=[a[0] for a, _, _ in OUTPUTS])
 def test_every_output_file_option_refuses_a_directory_or_a_missing_parent(
-        argv: list[str], name: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv: list[str], name: str, option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Before any handler runs: no temp file is made beside the target (``/`` for ``-o /tmp``)."""
     missing = tmp_path / "no" / "x.json"
-    cases = [(str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'out.json'}"),
-             (str(missing), f"{missing}: no directory {missing.parent}; make it first (mkdir -p {missing.parent}) "
-                            "or give a file in an existing directory"),
-             ("", "empty path; give the file to write, e.g. -o out.json")]
+    cases = [
+        (str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'out.json'}"),
+        (
+            str(missing),
+            f"{missing}: no directory {missing.parent}; make it first (mkdir -p {missing.parent}) "
+            "or give a file in an existing directory",
+        ),
+        ("", "empty path; give the file to write, e.g. -o out.json"),
+    ]
     for value, message in cases:
         assert main([*argv, f"{option}={value}"]) == 2, value
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument {name}: {message}"
@@ -154,10 +205,14 @@ def test_bench_output_may_name_directories_bench_makes(tmp_path: Path, capsys: p
     """bench makes the report's missing parent directories (runs/today/a.json); it refuses only an
     empty path, a directory, or a path under a file, before anything runs."""
     (tmp_path / "a.txt").write_text("")
-    cases = [(str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'bench.json'}"),
-             (str(tmp_path / "a.txt" / "x.json"), f"{tmp_path / 'a.txt' / 'x.json'}: {tmp_path / 'a.txt'} is not a "
-                                                   "directory; give a file in a directory"),
-             ("", "empty path; give the file to write, e.g. --output bench.json")]
+    cases = [
+        (str(tmp_path), f"{tmp_path}: is a directory; give a file name in it, e.g. {tmp_path / 'bench.json'}"),
+        (
+            str(tmp_path / "a.txt" / "x.json"),
+            f"{tmp_path / 'a.txt' / 'x.json'}: {tmp_path / 'a.txt'} is not a directory; give a file in a directory",
+        ),
+        ("", "empty path; give the file to write, e.g. --output bench.json"),
+    ]
     for value, message in cases:
         assert main(["bench", f"--output={value}"]) == 2, value
         assert capsys.readouterr().err.splitlines()[-1] == f"error: argument --output: {message}"
@@ -165,11 +220,14 @@ def test_bench_output_may_name_directories_bench_makes(tmp_path: Path, capsys: p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
 
 
-@pytest.mark.parametrize("argv, dest", [
-    (["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV"], "diff"),
-    (["patches", "export", "p", "-o", "x.diff", "ENV"], "patchset"),
-    (["patches", "new", "sglang", "--json", "ENV"], "distribution"),
-])
+@pytest.mark.parametrize(
+    "argv, dest",
+    [
+        (["patches", "import", "d.diff", "--id", "x", "--reason", "y", "ENV"], "diff"),
+        (["patches", "export", "p", "-o", "x.diff", "ENV"], "patchset"),
+        (["patches", "new", "sglang", "--json", "ENV"], "distribution"),
+    ],
+)
 def test_an_optional_env_after_options_is_the_env_not_unrecognized(argv: list[str], dest: str) -> None:
     """``DIFF --id x --reason y ENV`` as the usage line writes it (argparse 3.11-3.13 alone: ``unrecognized
     arguments: ENV``); the first positional and the options are still read."""

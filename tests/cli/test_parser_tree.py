@@ -14,8 +14,9 @@ from envforge.cli import build_parser
 _NO_HELP_NEEDED = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
 
 
-def commands(parser: argparse.ArgumentParser | None = None,
-             words: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def commands(
+    parser: argparse.ArgumentParser | None = None, words: tuple[str, ...] = ()
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """``(command words, parser)`` for every parser of the tree, groups included."""
     parser = parser or build_parser()
     yield " ".join(("envforge", *words)), parser
@@ -35,8 +36,16 @@ def _takes_value(action: argparse.Action) -> bool:
 
 def test_the_tree_is_walked_whole() -> None:
     names = {name for name, _ in commands()}
-    assert {"envforge", "envforge build", "envforge up", "envforge lock diff", "envforge patches new",
-            "envforge fleet agent stop", "envforge drafter check", "envforge bench compare"} <= names
+    assert {
+        "envforge",
+        "envforge build",
+        "envforge up",
+        "envforge lock diff",
+        "envforge patches new",
+        "envforge fleet agent stop",
+        "envforge drafter check",
+        "envforge bench compare",
+    } <= names
     assert len(names) >= 35
 
 
@@ -45,14 +54,22 @@ def test_every_command_has_a_description_paragraph() -> None:
 
 
 def test_every_argument_has_help_text() -> None:
-    missing = [f"{name} {a.option_strings or a.dest}" for name, p in commands() for a in _arguments(p)
-               if not (a.help or "").strip()]
+    missing = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, p in commands()
+        for a in _arguments(p)
+        if not (a.help or "").strip()
+    ]
     assert missing == []
 
 
 def test_every_argument_that_takes_a_value_names_it() -> None:
-    implicit = [f"{name} {a.option_strings or a.dest}" for name, p in commands() for a in _arguments(p)
-                if _takes_value(a) and not a.metavar]
+    implicit = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, p in commands()
+        for a in _arguments(p)
+        if _takes_value(a) and not a.metavar
+    ]
     assert implicit == []
 
 
@@ -64,7 +81,12 @@ def test_one_metavar_per_option_everywhere() -> None:
                 shown[a.option_strings[-1]].add(str(a.metavar))
     assert {option: metavars for option, metavars in shown.items() if len(metavars) > 1} == {}
     assert (shown["--project"], shown["--recipe"], shown["--variant"], shown["--output"], shown["--json"]) == (
-        {"DIR"}, {"RECIPE"}, {"VARIANT"}, {"PATH"}, set())
+        {"DIR"},
+        {"RECIPE"},
+        {"VARIANT"},
+        {"PATH"},
+        set(),
+    )
 
 
 def test_env_is_a_positional_everywhere_it_names_an_environment() -> None:
@@ -72,9 +94,11 @@ def test_env_is_a_positional_everywhere_it_names_an_environment() -> None:
     ``patches export PATCHSET [ENV]`` as ``verify [ENV]``); ``--env`` is only fleet allreduce's
     ``NAME=VALUE`` (a variable for every rank)."""
     parse = build_parser().parse_args
-    assert (parse(["patches", "new", "sglang", "team-default"]).env,
-            parse(["patches", "export", "fix-x", "team-default"]).env,
-            parse(["patches", "new", "sglang"]).env) == ("team-default", "team-default", None)
+    assert (
+        parse(["patches", "new", "sglang", "team-default"]).env,
+        parse(["patches", "export", "fix-x", "team-default"]).env,
+        parse(["patches", "new", "sglang"]).env,
+    ) == ("team-default", "team-default", None)
     envs = [name for name, p in commands() for a in _arguments(p) if "--env" in a.option_strings]
     assert envs == ["envforge fleet allreduce"]
 
@@ -85,8 +109,11 @@ NO_JSON = {"envforge lock textconv", "envforge run", "envforge completion"}
 
 
 def test_every_command_with_a_result_takes_json() -> None:
-    leaves = [(name, p) for name, p in commands()
-              if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
-              or name in ("envforge lock", "envforge bench")]  # groups that run on their own
+    leaves = [
+        (name, p)
+        for name, p in commands()
+        if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
+        or name in ("envforge lock", "envforge bench")
+    ]  # groups that run on their own
     without = {name for name, p in leaves if not any("--json" in a.option_strings for a in p._actions)}
     assert without == NO_JSON

@@ -65,10 +65,16 @@ def test_apply_patches_on_the_default_environment(project: Path, capsys: pytest.
     assert main(["apply-patches", "--project", str(project)]) == 0
     out, err = capsys.readouterr()
     assert [line.split()[:2] for line in out.splitlines()] == [
-        ["applied", "flashinfer-sm120-trtllm-comm"], ["applied", "sm120-flashinfer-allreduce-fusion"],
-        ["applied", "sm120-torch-symm-mem"], ["applied", "sm120-torch-symm-mem"], ["applied", "kimik25-eagle3-delegation"]]
-    assert ("note: sm120-flashinfer-allreduce-fusion takes effect only when the server is launched with "
-            "--enable-flashinfer-allreduce-fusion") in err
+        ["applied", "flashinfer-sm120-trtllm-comm"],
+        ["applied", "sm120-flashinfer-allreduce-fusion"],
+        ["applied", "sm120-torch-symm-mem"],
+        ["applied", "sm120-torch-symm-mem"],
+        ["applied", "kimik25-eagle3-delegation"],
+    ]
+    assert (
+        "note: sm120-flashinfer-allreduce-fusion takes effect only when the server is launched with "
+        "--enable-flashinfer-allreduce-fusion"
+    ) in err
     assert main(["apply-patches", "--project", str(project), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "envforge.apply-patches/1"
@@ -79,12 +85,26 @@ def test_apply_patches_on_the_default_environment(project: Path, capsys: pytest.
 
 def test_dry_run_prints_the_diff(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sp = sp_of(project)
-    assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--dry-run",
-                 "--project", str(project)]) == 0
+    assert (
+        main(
+            [
+                "apply-patches",
+                "--site-packages",
+                str(sp),
+                "kimik25-eagle3-delegation",
+                "--dry-run",
+                "--project",
+                str(project),
+            ]
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     status, diff = out.split("\n", 1)  # the status lines on stdout as without --dry-run, then the diff
-    assert status == ("applied          kimik25-eagle3-delegation  sglang/srt/models/kimi_k25.py  added "
-                      "get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture to KimiK25ForConditionalGeneration")
+    assert status == (
+        "applied          kimik25-eagle3-delegation  sglang/srt/models/kimi_k25.py  added "
+        "get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture to KimiK25ForConditionalGeneration"
+    )
     assert diff.startswith("--- a/sglang/srt/models/kimi_k25.py\n+++ b/sglang/srt/models/kimi_k25.py\n")
     assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):\n" in out
     assert err.splitlines()[-1] == "dry run: 1 file would change, nothing written"
@@ -100,8 +120,10 @@ def test_dry_run_of_a_hand_edited_patched_file_exits_1(project: Path, capsys: py
     assert main(["apply-patches", "--dry-run", "--project", str(project)]) == 1
     out, err = capsys.readouterr()
     assert "drifted          sm120-flashinfer-allreduce-fusion  sglang/srt/layers/communicator.py" in out.splitlines()
-    assert "error: sm120-flashinfer-allreduce-fusion: sglang/srt/layers/communicator.py: changed since envforge " \
-           "patched it (manifest sha256 " in err
+    assert (
+        "error: sm120-flashinfer-allreduce-fusion: sglang/srt/layers/communicator.py: changed since envforge "
+        "patched it (manifest sha256 " in err
+    )
 
 
 def test_unmet_requirement_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,10 +141,25 @@ def test_unknown_patchset_and_environment_exit_2(project: Path, capsys: pytest.C
 
 def test_patches_export_and_list(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out_file = tmp_path / "fusion.patch"
-    assert main(["patches", "export", "sm120-torch-symm-mem", "--site-packages", str(sp_of(project)),
-                 "-o", str(out_file), "--project", str(project)]) == 0
+    assert (
+        main(
+            [
+                "patches",
+                "export",
+                "sm120-torch-symm-mem",
+                "--site-packages",
+                str(sp_of(project)),
+                "-o",
+                str(out_file),
+                "--project",
+                str(project),
+            ]
+        )
+        == 0
+    )
     assert out_file.read_text().startswith(
-        "--- a/python/sglang/srt/distributed/device_communicators/all_reduce_utils.py\n")
+        "--- a/python/sglang/srt/distributed/device_communicators/all_reduce_utils.py\n"
+    )
     capsys.readouterr()
     assert main(["patches", "list", "--json", "--project", str(project)]) == 0
     rows = json.loads(capsys.readouterr().out)["data"]
@@ -132,48 +169,72 @@ def test_patches_export_and_list(project: Path, tmp_path: Path, capsys: pytest.C
 
 
 def test_patches_list_shows_where_an_imported_patchset_came_from(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``patches import`` records the diff's sha256 and origin; ``patches list`` shows both."""
     sha = hashlib.sha256(b"the diff").hexdigest()
     origin = "https://github.com/flashinfer-ai/flashinfer/compare/v0.6.16.post4...v0.6.17"
     src = (project / "patchsets" / "flashinfer-sm120-trtllm-comm.toml").read_text()
     (project / "patchsets" / "flashinfer-sm120-trtllm-comm.toml").write_text(
-        src.replace('upstream-prefix = ""\n', f'upstream-prefix = ""\ndiff-sha256 = "{sha}"\ndiff-origin = "{origin}"\n'))
+        src.replace(
+            'upstream-prefix = ""\n', f'upstream-prefix = ""\ndiff-sha256 = "{sha}"\ndiff-origin = "{origin}"\n'
+        )
+    )
     assert main(["patches", "list", "--json", "--project", str(project)]) == 0
     row = json.loads(capsys.readouterr().out)["data"][0]
     assert (row["id"], row["diff-sha256"], row["diff-origin"]) == ("flashinfer-sm120-trtllm-comm", sha, origin)
     assert main(["patches", "list", "--project", str(project)]) == 0
     assert capsys.readouterr().out.splitlines()[1:3] == [
         "    flashinfer's all-reduce fusion kernels are not built for SM120 before 0.6.17",
-        f"    imported from {origin} (diff sha256 {sha[:16]}...)"]
+        f"    imported from {origin} (diff sha256 {sha[:16]}...)",
+    ]
 
 
 def test_default_patchsets_without_a_lock_are_those_of_installed_distributions(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sp = slim_tree(tmp_path / "sp", ("flashinfer-python", "0.6.4"))
     assert main(["apply-patches", "--site-packages", str(sp), "--project", str(PATCHSETS.parent)]) == 0
     assert [line.split()[:2] for line in capsys.readouterr().out.splitlines()] == [
-        ["applied", "flashinfer-sm120-trtllm-comm"]]
+        ["applied", "flashinfer-sm120-trtllm-comm"]
+    ]
 
 
 def test_revert_after_the_patched_file_was_deleted_is_an_error_not_a_traceback(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sp = sp_of(project)
-    assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--project", str(project)]) == 0
+    assert (
+        main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation", "--project", str(project)]) == 0
+    )
     kimi = sp / "sglang" / "srt" / "models" / "kimi_k25.py"
     kimi.unlink()
     capsys.readouterr()
-    assert main(["apply-patches", "--site-packages", str(sp), "--revert", "kimik25-eagle3-delegation",
-                 "--project", str(project)]) == 1
+    assert (
+        main(
+            [
+                "apply-patches",
+                "--site-packages",
+                str(sp),
+                "--revert",
+                "kimik25-eagle3-delegation",
+                "--project",
+                str(project),
+            ]
+        )
+        == 1
+    )
     assert capsys.readouterr().err == (
         f"error: cannot revert kimik25-eagle3-delegation: sglang/srt/models/kimi_k25.py is missing ({kimi}): "
         "deleted after envforge patched it; nothing was changed\n"
         "  hint: this environment was not built by envforge: reinstall the patched distributions "
-        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again\n")
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again\n"
+    )
 
 
-def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_patches_diff_shows_the_applied_diff_against_the_originals(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """On a patched environment `apply-patches --dry-run` has nothing left to do; `patches diff`
     shows what was changed, from the saved originals."""
     assert main(["patches", "diff", "--project", str(project)]) == 0
@@ -186,10 +247,13 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
     out, err = capsys.readouterr()
     assert err == ""
     heads = [line for line in out.splitlines() if line.startswith("--- a/")]
-    assert heads == ["--- a/flashinfer/jit/comm.py",
-                     "--- a/sglang/srt/distributed/device_communicators/all_reduce_utils.py",
-                     "--- a/sglang/srt/distributed/device_communicators/torch_symm_mem.py",
-                     "--- a/sglang/srt/layers/communicator.py", "--- a/sglang/srt/models/kimi_k25.py"]
+    assert heads == [
+        "--- a/flashinfer/jit/comm.py",
+        "--- a/sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+        "--- a/sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+        "--- a/sglang/srt/layers/communicator.py",
+        "--- a/sglang/srt/models/kimi_k25.py",
+    ]
     assert main(["patches", "diff", "--json", "--project", str(project)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "envforge.patches-diff/1"
@@ -202,8 +266,10 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
     assert main(["patches", "diff", "--project", str(project)]) == 1
     out, err = capsys.readouterr()
     assert "+# hand edit" in out
-    assert err == (f"warning: {files[0]['path']} changed since envforge patched it (verify reports it as "
-                   "tampered); the diff shows it as it is now\n")
+    assert err == (
+        f"warning: {files[0]['path']} changed since envforge patched it (verify reports it as "
+        "tampered); the diff shows it as it is now\n"
+    )
     # a full revert restores the originals and removes the env profile hook, and says so
     target.write_text(target.read_text().replace("# hand edit\n", ""))
     assert main(["apply-patches", "--revert", "--project", str(project)]) == 0
@@ -214,8 +280,10 @@ def test_patches_diff_shows_the_applied_diff_against_the_originals(project: Path
 
 # --- envforge's own patch state damaged, through the real script: exit 2 at once, never a hang -------
 
-REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
-           "(a fresh generation, patched from its lock)")
+REBUILD = (
+    "rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
+    "(a fresh generation, patched from its lock)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -226,27 +294,46 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["fifo", "dev-zero", "directory", "oversized"])
-@pytest.mark.parametrize("name, what, hint", [
-    ("patches.json", "patch manifest", f"restore it from a backup, or {REBUILD}"),
-    ("patch-intent.json", "patch intent record", REBUILD),
-])
+@pytest.mark.parametrize(
+    "name, what, hint",
+    [
+        ("patches.json", "patch manifest", f"restore it from a backup, or {REBUILD}"),
+        ("patch-intent.json", "patch intent record", REBUILD),
+    ],
+)
 @pytest.mark.parametrize("revert", [False, True])
-def test_damaged_patch_state_is_exit_2_naming_it(quickstart: Path, name: str, what: str, hint: str, how: str,
-                                                 revert: bool) -> None:
+def test_damaged_patch_state_is_exit_2_naming_it(
+    quickstart: Path, name: str, what: str, hint: str, how: str, revert: bool
+) -> None:
     sp = next((quickstart / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     path = sp / ".envforge" / name
     if name == "patch-intent.json":  # left only by a killed apply: stand one in to damage
         path.write_text("{}")
     try:
         with damaged(path, how):
-            res = subprocess.run([sys.executable, "-m", "envforge", "apply-patches", "quickstart-default",
-                                  *(["--revert"] if revert else [])], cwd=quickstart, capture_output=True,
-                                 text=True, timeout=60, env=dict(os.environ))
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "envforge",
+                    "apply-patches",
+                    "quickstart-default",
+                    *(["--revert"] if revert else []),
+                ],
+                cwd=quickstart,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=dict(os.environ),
+            )
     finally:
         if name == "patch-intent.json":
             path.unlink()
-    reason = ("is larger than 64 MiB: envforge never writes one that large" if how == "oversized"
-              else f"is not a regular file ({DAMAGE_KIND[how]})")
+    reason = (
+        "is larger than 64 MiB: envforge never writes one that large"
+        if how == "oversized"
+        else f"is not a regular file ({DAMAGE_KIND[how]})"
+    )
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
     assert "Traceback" not in res.stderr
@@ -261,21 +348,35 @@ def test_new_commit_and_export_print_json_reports(tmp_path: Path, capsys: pytest
     edit, where = tmp_path / "edit", ("--project", str(project))
     assert main(["patches", "new", "sglang", "--site-packages", str(sp), "-o", str(edit), "--json", *where]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["schema"], doc["data"]) == ("envforge.patches-new/1", {
-        "path": str(edit), "distribution": "sglang", "version": "0.5.9", "files": 6})
+    assert (doc["schema"], doc["data"]) == (
+        "envforge.patches-new/1",
+        {"path": str(edit), "distribution": "sglang", "version": "0.5.9", "files": 6},
+    )
     comm = edit / "sglang/srt/layers/communicator.py"
-    comm.write_text(comm.read_text().replace("        )(context=context, **kwargs)\n",
-                                             "        )(context=context, **kwargs)  # edited\n", 1))
+    comm.write_text(
+        comm.read_text().replace(
+            "        )(context=context, **kwargs)\n", "        )(context=context, **kwargs)  # edited\n", 1
+        )
+    )
     assert main(["patches", "commit", str(edit), "--id", "cap", "--reason", "r", "--json", *where]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert (doc["schema"], doc["data"]) == ("envforge.patches-commit/1", {
-        "path": str(project / "patchsets" / "cap.toml"), "id": "cap",
-        "operations": ["replace-definition sglang/srt/layers/communicator.py CommunicateSummableTensorPairFn.execute"]})
+    assert (doc["schema"], doc["data"]) == (
+        "envforge.patches-commit/1",
+        {
+            "path": str(project / "patchsets" / "cap.toml"),
+            "id": "cap",
+            "operations": [
+                "replace-definition sglang/srt/layers/communicator.py CommunicateSummableTensorPairFn.execute"
+            ],
+        },
+    )
     plain = slim_tree(tmp_path / "plain", ("sglang", "0.5.9"))
     assert main(["patches", "export", "cap", "--site-packages", str(plain), "--json", *where]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == "envforge.patches-export/1" and (doc["data"]["patchset"], doc["data"]["output"]) == (
-        "cap", None)
+        "cap",
+        None,
+    )
     assert doc["data"]["diff"].startswith("--- a/sglang/srt/layers/communicator.py\n")
     out = tmp_path / "cap.diff"
     assert main(["patches", "export", "cap", "--site-packages", str(plain), "-o", str(out), "--json", *where]) == 0

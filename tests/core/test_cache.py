@@ -64,7 +64,11 @@ def test_sizes_count_each_inode_once_and_follow_no_link(tmp_path: Path) -> None:
     os.link(files["read-wheel"], root / "releases" / "wheels" / "hardlink.whl")
     (root / "releases" / "wheels" / "elsewhere").symlink_to(tmp_path)
     assert [(s.name, s.files, s.bytes) for s in cache_sizes(root)] == [
-        ("patch-results", 4, 65), ("releases", 8, 3580), ("valid-locks", 1, 0), ("marker-verdicts", 0, 0)]
+        ("patch-results", 4, 65),
+        ("releases", 8, 3580),
+        ("valid-locks", 1, 0),
+        ("marker-verdicts", 0, 0),
+    ]
     assert [s.name for s in cache_sizes(tmp_path / "none")] == list(CACHES)
     assert sum(s.bytes for s in cache_sizes(tmp_path / "none")) == 0
 
@@ -74,9 +78,18 @@ def test_prune_removes_only_what_no_run_reads_again(tmp_path: Path) -> None:
     files = _tree(root)
     removal = prune(root)
     rel = root / "releases"
-    assert removal.paths == tuple(sorted([
-        files["orphan-bytes"], files["tmp"], rel / "unpacked" / "sglang-0.5.12.partial",
-        rel / "unpacked" / "sglang-0.5.13", files["read-wheel"], files["part"]]))
+    assert removal.paths == tuple(
+        sorted(
+            [
+                files["orphan-bytes"],
+                files["tmp"],
+                rel / "unpacked" / "sglang-0.5.12.partial",
+                rel / "unpacked" / "sglang-0.5.13",
+                files["read-wheel"],
+                files["part"],
+            ]
+        )
+    )
     assert (removal.files, removal.bytes) == (6, 30 + 5 + 40 + 50 + 1000 + 300)
     kept = ["result", "result-bytes", "unread-wheel", "listing", "marker"]
     assert [name for name, path in files.items() if path.exists()] == kept
@@ -92,9 +105,9 @@ def test_clean_removes_the_named_caches_or_all(tmp_path: Path) -> None:
     assert sorted(p.name for p in root.iterdir()) == ["patch-results", "releases"]
     with pytest.raises(InputError) as exc:
         clean(root, ["releases", "wheels"])
-    assert str(exc.value) == ("no cache named 'wheels'\n"
-                              "  hint: envforge's caches: patch-results, releases, valid-locks, "
-                              "marker-verdicts")
+    assert str(exc.value) == (
+        "no cache named 'wheels'\n  hint: envforge's caches: patch-results, releases, valid-locks, marker-verdicts"
+    )
     assert (root / "releases").is_dir()
     with pytest.raises(InputError) as exc:
         clean(root, ["relases", "patch-result"])
@@ -109,6 +122,10 @@ def test_a_fifo_in_the_cache_never_blocks(tmp_path: Path) -> None:
     tree.mkdir(parents=True)
     os.mkfifo(tree / ".complete-py")
     os.mkfifo(_file(root / "patch-results" / "x", 0).with_name("aa.after"))
-    assert [(s.name, s.files) for s in cache_sizes(root)] == [("patch-results", 1), ("releases", 0),
-                                                              ("valid-locks", 0), ("marker-verdicts", 0)]
+    assert [(s.name, s.files) for s in cache_sizes(root)] == [
+        ("patch-results", 1),
+        ("releases", 0),
+        ("valid-locks", 0),
+        ("marker-verdicts", 0),
+    ]
     assert prune(root).paths == (root / "patch-results" / "aa.after", tree)

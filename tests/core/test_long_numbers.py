@@ -33,12 +33,17 @@ def test_long_number_line_counts_lines_in_text_and_bytes() -> None:
 
 def test_long_number_error_names_the_line_unless_told_it_is_one() -> None:
     exc = ValueError("Exceeds the limit (4300 digits) for integer string conversion")
-    assert long_number_error("f.json", "{\n\"a\": " + BIG + "}", exc).message == \
-        "f.json:2: a number of more than 4,300 digits"
-    assert long_number_error("f.jsonl:7", BIG, exc, lines=False).message == \
-        "f.jsonl:7: a number of more than 4,300 digits"
-    assert long_number_error("f.json", "{}", ValueError("something else")).message == \
-        "f.json: not readable: something else"
+    assert (
+        long_number_error("f.json", '{\n"a": ' + BIG + "}", exc).message
+        == "f.json:2: a number of more than 4,300 digits"
+    )
+    assert (
+        long_number_error("f.jsonl:7", BIG, exc, lines=False).message == "f.jsonl:7: a number of more than 4,300 digits"
+    )
+    assert (
+        long_number_error("f.json", "{}", ValueError("something else")).message
+        == "f.json: not readable: something else"
+    )
     assert long_number_error("f.json", "x", exc).hint == HINT
 
 
@@ -50,7 +55,7 @@ def test_parse_toml_and_json_name_the_line() -> None:
         parse_json('{"a":\n' + BIG + "}", label="r.json")
     assert err.value.message == "r.json:2: a number of more than 4,300 digits"
     with pytest.raises(InputError) as err:
-        parse_json(b'[' + BIG.encode() + b"]", label="r.json")
+        parse_json(b"[" + BIG.encode() + b"]", label="r.json")
     assert err.value.message == "r.json:1: a number of more than 4,300 digits"
 
 
@@ -66,8 +71,10 @@ def test_prompt_sets_and_traces_name_the_line(tmp_path: Path) -> None:
         load_prompts(sharegpt)
     assert err.value.message == f"{sharegpt}:2: a number of more than 4,300 digits"
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 5}\n'
-                     '{"timestamp": ' + BIG + ', "input_length": 5, "output_length": 5}\n')
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 5, "output_length": 5}\n'
+        '{"timestamp": ' + BIG + ', "input_length": 5, "output_length": 5}\n'
+    )
     with pytest.raises(InputError) as err:
         read_trace(trace)
     assert err.value.message == f"{trace}:2: a number of more than 4,300 digits"
@@ -103,8 +110,9 @@ def test_readers_that_skip_an_unreadable_file_skip_one_with_a_long_number(tmp_pa
 
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text('[recipe]\nname = "r"\nn = ' + BIG + "\n")
-    lock = parse_lock('lock-version = "1.0"\ncreated-by = "x"\npackages = []\n[tool.envforge]\nrecipe = "r"\n',
-                      label="pylock.toml")
+    lock = parse_lock(
+        'lock-version = "1.0"\ncreated-by = "x"\npackages = []\n[tool.envforge]\nrecipe = "r"\n', label="pylock.toml"
+    )
     assert recipe_index_names([lock], tmp_path) == {}
 
 

@@ -40,8 +40,9 @@ def _wait_gone(pid: int, within_s: float = 5.0) -> bool:
 
 
 def test_the_last_stdout_line_is_the_answer() -> None:
-    result = run_probe(PY, "import json, sys; print('noise'); print(json.dumps({'argv': sys.argv[1:]}))",
-                       args=["a", "b"])
+    result = run_probe(
+        PY, "import json, sys; print('noise'); print(json.dumps({'argv': sys.argv[1:]}))", args=["a", "b"]
+    )
     assert result.data == {"argv": ["a", "b"]}
     assert result.elapsed_s > 0
 
@@ -54,7 +55,10 @@ def test_a_failing_or_silent_probe_is_a_probe_error() -> None:
     with pytest.raises(ProbeError) as failed:
         run_probe(PY, "import sys; sys.stderr.write('boom\\n'); sys.exit(3)")
     assert (failed.value.message, failed.value.returncode, failed.value.stderr_tail) == (
-        "probe exited with status 3", 3, "boom")
+        "probe exited with status 3",
+        3,
+        "boom",
+    )
     with pytest.raises(ProbeError) as silent:
         run_probe(PY, "print('not json')")
     assert silent.value.message == "probe printed no JSON on its last line"
@@ -92,8 +96,11 @@ def test_a_deadline_cuts_the_timeout_and_leaves_no_process() -> None:
 def test_the_grandchild_dies_with_the_group(tmp_path: Path) -> None:
     marker = tmp_path / "child-pid"
     with deadline(2.0), pytest.raises(ProbeTimeout):
-        run_probe(PY, HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
-                  args=[str(marker)])
+        run_probe(
+            PY,
+            HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
+            args=[str(marker)],
+        )
     assert _wait_gone(int(marker.read_text()))
 
 
@@ -137,7 +144,11 @@ def test_a_failed_probe_names_the_tool_and_hides_the_script() -> None:
     with pytest.raises(ProbeError) as failed:
         run_probe(PY, "import sys; sys.stderr.write('boom\\nbang\\n'); sys.exit(3)", args=["x"])
     assert (failed.value.tool, failed.value.argv, failed.value.returncode, failed.value.stderr_tail) == (
-        "python", ARGV, 3, "boom\nbang")
+        "python",
+        ARGV,
+        3,
+        "boom\nbang",
+    )
     assert failed.value.hint is None
 
 
@@ -150,13 +161,20 @@ def test_the_stderr_tail_is_the_last_20_lines() -> None:
 def test_no_json_shows_stdout_then_stderr() -> None:
     with pytest.raises(ProbeError) as silent:
         run_probe(PY, "import sys; print('not json'); sys.stderr.write('a warning\\n')")
-    assert (silent.value.message, silent.value.tool, silent.value.argv, silent.value.returncode,
-            silent.value.stderr_tail) == ("probe printed no JSON on its last line", "python", ARGV, 0,
-                                          "not json\n\na warning")
+    assert (
+        silent.value.message,
+        silent.value.tool,
+        silent.value.argv,
+        silent.value.returncode,
+        silent.value.stderr_tail,
+    ) == ("probe printed no JSON on its last line", "python", ARGV, 0, "not json\n\na warning")
     with pytest.raises(ProbeError) as empty:
         run_probe(PY, "pass")
     assert (empty.value.message, empty.value.returncode, empty.value.stderr_tail) == (
-        "probe printed no JSON on its last line", 0, "")
+        "probe printed no JSON on its last line",
+        0,
+        "",
+    )
     with pytest.raises(ProbeError) as null:
         run_probe(PY, "print('{\"a\": 1}'); print('null')")
     assert null.value.message == "probe printed no JSON on its last line"
@@ -165,10 +183,19 @@ def test_no_json_shows_stdout_then_stderr() -> None:
 def test_a_probe_that_cannot_start_says_what_to_do() -> None:
     with pytest.raises(ProbeError) as missing:
         run_probe(Path("/nonexistent/bin/python"), "pass", args=["a"])
-    assert (missing.value.message, missing.value.tool, missing.value.argv, missing.value.returncode,
-            missing.value.hint) == (
-        "cannot start /nonexistent/bin/python: No such file or directory", "python",
-        ("/nonexistent/bin/python", "-c", "pass", "a"), None, "is the environment built? run `envforge build`")
+    assert (
+        missing.value.message,
+        missing.value.tool,
+        missing.value.argv,
+        missing.value.returncode,
+        missing.value.hint,
+    ) == (
+        "cannot start /nonexistent/bin/python: No such file or directory",
+        "python",
+        ("/nonexistent/bin/python", "-c", "pass", "a"),
+        None,
+        "is the environment built? run `envforge build`",
+    )
 
 
 def test_the_answer_keeps_stderr_and_the_elapsed_time_of_the_clock() -> None:
@@ -185,8 +212,12 @@ def test_env_is_the_whole_environment_of_the_child(monkeypatch: pytest.MonkeyPat
 
 
 def test_interpreter_flags_come_before_the_script() -> None:
-    assert run_probe(PY, "import json, sys; print(json.dumps([sys.flags.isolated, sys.argv[1:]]))",
-                     interpreter_flags=["-I"], args=["-I"]).data == [1, ["-I"]]
+    assert run_probe(
+        PY,
+        "import json, sys; print(json.dumps([sys.flags.isolated, sys.argv[1:]]))",
+        interpreter_flags=["-I"],
+        args=["-I"],
+    ).data == [1, ["-I"]]
 
 
 STDERR_THEN_HANG = "import sys, time; sys.stderr.write('waiting\\n'); sys.stderr.flush(); time.sleep(300)"
@@ -196,11 +227,20 @@ def test_a_timed_out_probe_keeps_its_stderr() -> None:
     with pytest.raises(ProbeTimeout) as own:
         run_probe(PY, STDERR_THEN_HANG, timeout_s=1.5)
     assert (own.value.tool, own.value.argv, own.value.returncode, own.value.stderr_tail) == (
-        "python", ARGV, None, "waiting")
+        "python",
+        ARGV,
+        None,
+        "waiting",
+    )
     with deadline(1.5), pytest.raises(ProbeTimeout) as cut:
         run_probe(PY, STDERR_THEN_HANG, timeout_s=60)
     assert (cut.value.tool, cut.value.argv, cut.value.returncode, cut.value.stderr_tail, cut.value.deadline_s) == (
-        "python", ARGV, None, "waiting", 1.5)
+        "python",
+        ARGV,
+        None,
+        "waiting",
+        1.5,
+    )
 
 
 @pytest.fixture
@@ -274,9 +314,14 @@ def test_a_deadline_with_exactly_nothing_left_starts_nothing(frozen: list[float 
     with deadline(0), pytest.raises(ProbeTimeout) as late:
         run_probe(PY, f"open({str(flag)!r}, 'w').close()", timeout_s=5)
     assert frozen == []
-    assert (late.value.message, late.value.deadline_s, late.value.tool, late.value.argv, late.value.returncode,
-            late.value.stderr_tail) == ("probe ran past its caller's 0 s limit and was not started", 0, "python",
-                                        ARGV, None, "")
+    assert (
+        late.value.message,
+        late.value.deadline_s,
+        late.value.tool,
+        late.value.argv,
+        late.value.returncode,
+        late.value.stderr_tail,
+    ) == ("probe ran past its caller's 0 s limit and was not started", 0, "python", ARGV, None, "")
     assert not flag.exists()
 
 
@@ -292,8 +337,12 @@ def test_stop_running_probes_ends_a_probe_in_another_thread_and_its_grandchild(t
 
     def worker(marker: Path) -> None:
         try:
-            run_probe(PY, HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
-                      args=[str(marker)], timeout_s=300)
+            run_probe(
+                PY,
+                HANG.replace("print(child.pid, flush=True)", "open(sys.argv[1], 'w').write(str(child.pid))"),
+                args=[str(marker)],
+                timeout_s=300,
+            )
         except ProbeError as exc:
             errors.append(exc)
 
@@ -326,14 +375,18 @@ def test_a_probe_that_prints_without_end_is_killed_at_the_limit(monkeypatch: pyt
     import envforge.core.probe as probe
 
     monkeypatch.setattr(probe, "STDOUT_LIMIT", 1 << 20)
-    script = ("import sys\nsys.stderr.write('e' * (600 << 10) + 'last words')\nsys.stderr.flush()\n"
-              "while True:\n    sys.stdout.write('x' * 65536)\n")
+    script = (
+        "import sys\nsys.stderr.write('e' * (600 << 10) + 'last words')\nsys.stderr.flush()\n"
+        "while True:\n    sys.stdout.write('x' * 65536)\n"
+    )
     with pytest.raises(ProbeError) as flood:
         run_probe(PY, script, timeout_s=120)
-    assert flood.value.message.startswith("probe printed more than 1 MiB on standard output and was killed (process "
-                                          "group ")
-    assert flood.value.message.endswith("something the interpreter runs prints without end (start-up code, a "
-                                        "module at import)")
+    assert flood.value.message.startswith(
+        "probe printed more than 1 MiB on standard output and was killed (process group "
+    )
+    assert flood.value.message.endswith(
+        "something the interpreter runs prints without end (start-up code, a module at import)"
+    )
     assert flood.value.hint == "run the environment's `python -c pass` and see what it prints"
     assert flood.value.stderr_tail.endswith("last words") and len(flood.value.stderr_tail) <= probe.STDERR_KEEP
     assert not isinstance(flood.value, ProbeTimeout)

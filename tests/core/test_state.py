@@ -25,9 +25,19 @@ def test_the_directory_names() -> None:
 def test_every_state_path_of_a_site_packages() -> None:
     sp = Path("/e/lib/python3.12/site-packages")
     state = StateDir(sp)
-    assert {name: str(getattr(state, name)) for name in (
-        "path", "generation_record", "lock_copy", "patch_manifest", "patch_intent", "originals",
-        "profile_record", "mutex")} == {
+    assert {
+        name: str(getattr(state, name))
+        for name in (
+            "path",
+            "generation_record",
+            "lock_copy",
+            "patch_manifest",
+            "patch_intent",
+            "originals",
+            "profile_record",
+            "mutex",
+        )
+    } == {
         "path": "/e/lib/python3.12/site-packages/.envforge",
         "generation_record": "/e/lib/python3.12/site-packages/.envforge/generation.json",
         "lock_copy": "/e/lib/python3.12/site-packages/.envforge/pylock.toml",

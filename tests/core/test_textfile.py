@@ -16,18 +16,33 @@ import tomlkit
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.core.textfile import (LARGE_LIMIT, SMALL_LIMIT, decode_utf8, load_json, load_toml, parse_json,
-                               parse_toml, read_bytes, read_state)
+from envforge.core.textfile import (
+    LARGE_LIMIT,
+    SMALL_LIMIT,
+    decode_utf8,
+    load_json,
+    load_toml,
+    parse_json,
+    parse_toml,
+    read_bytes,
+    read_state,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = [ROOT / "recipes" / "quickstart.toml", ROOT / "recipes" / "kimi-k25-sm120.toml"]
 LOCK = ROOT / "tests" / "data" / "locks" / "sglang-0.5.9" / "pylock.kimi-k25-sm120-cu128.toml"
 PATCHSETS = sorted((ROOT / "patchsets").glob("*.toml"))
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 # --- the helpers, with literal messages ---------------------------------------------------------
+
 
 def test_read_bytes_limits(tmp_path: Path) -> None:
     f = tmp_path / "r.toml"
@@ -39,8 +54,10 @@ def test_read_bytes_limits(tmp_path: Path) -> None:
     assert exc.value.hint == "check the path; envforge reads recipe files up to 10 bytes"
     with pytest.raises(InputError) as exc:
         read_bytes(Path("/dev/zero"), what="lock")
-    assert (exc.value.message, exc.value.hint) == ("lock /dev/zero is not a regular file (a character device)",
-                                                   "pass the path of a lock file")
+    assert (exc.value.message, exc.value.hint) == (
+        "lock /dev/zero is not a regular file (a character device)",
+        "pass the path of a lock file",
+    )
     assert (SMALL_LIMIT, LARGE_LIMIT) == (1048576, 67108864)
 
 
@@ -72,13 +89,19 @@ def test_read_bytes_of_a_fifo_is_bounded(tmp_path: Path) -> None:
         writer.wait()
 
 
-@pytest.mark.parametrize("data, message", [
-    ("a".encode("utf-16"), "f.toml is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
-    ("a".encode("utf-16-be").join([b"\xfe\xff", b""]), "f.toml is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
-    ("a".encode("utf-32"), "f.toml is UTF-32 (it starts with a UTF-32 byte-order mark), not UTF-8"),
-    (b"ok\nline2 \xc3(\n", "f.toml:2: byte 0xc3 at offset 9 is not UTF-8"),
-    (b"\x80", "f.toml:1: byte 0x80 at offset 0 is not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("a".encode("utf-16"), "f.toml is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8"),
+        (
+            "a".encode("utf-16-be").join([b"\xfe\xff", b""]),
+            "f.toml is UTF-16 (it starts with a UTF-16 byte-order mark), not UTF-8",
+        ),
+        ("a".encode("utf-32"), "f.toml is UTF-32 (it starts with a UTF-32 byte-order mark), not UTF-8"),
+        (b"ok\nline2 \xc3(\n", "f.toml:2: byte 0xc3 at offset 9 is not UTF-8"),
+        (b"\x80", "f.toml:1: byte 0x80 at offset 0 is not UTF-8"),
+    ],
+)
 def test_decode_utf8_names_the_encoding_or_the_byte(data: bytes, message: str) -> None:
     with pytest.raises(InputError) as exc:
         decode_utf8(data, label="f.toml")
@@ -90,28 +113,35 @@ def test_decode_utf8_drops_a_utf8_bom() -> None:
     assert decode_utf8(b"\xef\xbb\xbfa = 1\n", label="f") == "a = 1\n"
 
 
-@pytest.mark.parametrize("text", ["a = " + "[" * 100_000 + "]" * 100_000,
-                                  "a = " + "{b = " * 100_000 + "}" * 100_000,
-                                  "a = " + "[" * 2000 + "]" * 2000])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = " + "[" * 100_000 + "]" * 100_000,
+        "a = " + "{b = " * 100_000 + "}" * 100_000,
+        "a = " + "[" * 2000 + "]" * 2000,
+    ],
+)
 def test_parse_toml_deep_nesting(text: str) -> None:
     with pytest.raises(InputError, match=r"^f: not valid TOML for envforge: arrays or tables nested too deeply$"):
         parse_toml(text, label="f")
 
 
 def test_parse_toml_and_json_syntax_errors() -> None:
-    with pytest.raises(InputError, match=r"^f: not valid TOML: Expected '=' after a key in a key/value pair \(at line 1, column 3\)$"):
+    with pytest.raises(
+        InputError, match=r"^f: not valid TOML: Expected '=' after a key in a key/value pair \(at line 1, column 3\)$"
+    ):
         parse_toml("a b", label="f")
     with pytest.raises(InputError, match=r"^f: not valid JSON: Expecting value: line 1 column 1 \(char 0\)$"):
         parse_json("", label="f")
     with pytest.raises(InputError, match=r"^f: not valid JSON for envforge: arrays or objects nested too deeply$"):
         parse_json("[" * 100_000 + "]" * 100_000, label="f")
     with pytest.raises(InputError, match=r"^f: not valid JSON: not UTF-8$"):
-        parse_json(b"\"\xff\"", label="f")
+        parse_json(b'"\xff"', label="f")
 
 
 def test_load_toml_and_json_round(tmp_path: Path) -> None:
     f = tmp_path / "a.toml"
-    f.write_text('a = 1\n')
+    f.write_text("a = 1\n")
     assert load_toml(f, what="recipe") == ({"a": 1}, "a = 1\n")
     j = tmp_path / "a.json"
     j.write_text('{"a": [1]}')
@@ -119,6 +149,7 @@ def test_load_toml_and_json_round(tmp_path: Path) -> None:
 
 
 # --- read_state: envforge's own state files, regular files only -----------------------------------
+
 
 class _Hung(Exception):
     pass
@@ -149,7 +180,9 @@ def test_read_state_reads_a_regular_file_up_to_its_limit(tmp_path: Path) -> None
     with pytest.raises(InputError) as exc:
         read_state(f, what="patch manifest", limit=10, hint=HINT)
     assert (exc.value.message, exc.value.hint) == (
-        f"patch manifest {f} is larger than 10 bytes: envforge never writes one that large", HINT)
+        f"patch manifest {f} is larger than 10 bytes: envforge never writes one that large",
+        HINT,
+    )
     link = tmp_path / "link.json"
     link.symlink_to(f)  # a symlink is followed: the target is judged
     assert read_state(link, what="patch manifest") == b"x" * 11
@@ -177,16 +210,19 @@ def test_read_state_refuses_a_fifo_without_opening_it(tmp_path: Path, no_hang: N
         read_state(link, what="env profile record")
 
 
-def test_read_state_refuses_a_fifo_swapped_in_after_the_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            no_hang: None) -> None:
+def test_read_state_refuses_a_fifo_swapped_in_after_the_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_hang: None
+) -> None:
     """The stat saw a regular file, a FIFO is there by the open: opened non-blocking, refused by fstat."""
     regular = tmp_path / "regular"
     regular.write_bytes(b"{}")
     fifo = tmp_path / "generation.json"
     os.mkfifo(fifo)
     real_stat = os.stat
-    monkeypatch.setattr("envforge.core.textfile.os.stat",
-                        lambda p, *a, **k: real_stat(regular) if Path(p) == fifo else real_stat(p, *a, **k))
+    monkeypatch.setattr(
+        "envforge.core.textfile.os.stat",
+        lambda p, *a, **k: real_stat(regular) if Path(p) == fifo else real_stat(p, *a, **k),
+    )
     with pytest.raises(InputError, match=rf"^generation record {fifo} is not a regular file \(a FIFO\)$"):
         read_state(fifo, what="generation record")
 
@@ -221,7 +257,9 @@ def test_read_state_missing_is_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         read_state(dangling, what="patch manifest")
     (tmp_path / "file").write_text("x")
-    with pytest.raises(InputError, match=rf"^cannot read patch manifest {tmp_path}/file/patches.json: Not a directory$"):
+    with pytest.raises(
+        InputError, match=rf"^cannot read patch manifest {tmp_path}/file/patches.json: Not a directory$"
+    ):
         read_state(tmp_path / "file" / "patches.json", what="patch manifest")
 
 
@@ -254,26 +292,55 @@ def test_read_state_unreadable_names_the_reason(tmp_path: Path) -> None:
 
 # --- fuzz: recipes, locks and patchsets end in a result or an EnvforgeError -----------------------
 
+
 def _mutations(seed: bytes) -> st.SearchStrategy[bytes]:
     """Real files cut, spliced with random bytes, with a byte flipped, or a line repeated."""
     n = len(seed)
     cut = st.integers(0, n).map(lambda i: seed[:i])
-    splice = st.tuples(st.integers(0, n), st.binary(max_size=40)).map(lambda t: seed[:t[0]] + t[1] + seed[t[0]:])
+    splice = st.tuples(st.integers(0, n), st.binary(max_size=40)).map(lambda t: seed[: t[0]] + t[1] + seed[t[0] :])
     flip = st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, 255)).map(
-        lambda t: seed[:t[0]] + bytes([t[1]]) + seed[t[0] + 1:])
+        lambda t: seed[: t[0]] + bytes([t[1]]) + seed[t[0] + 1 :]
+    )
     lines = seed.splitlines(keepends=True)
-    repeat = st.integers(0, max(len(lines) - 1, 0)).map(lambda i: b"".join(lines[:i + 1] + lines[i:]))
-    drop = st.integers(0, max(len(lines) - 1, 0)).map(lambda i: b"".join(lines[:i] + lines[i + 1:]))
+    repeat = st.integers(0, max(len(lines) - 1, 0)).map(lambda i: b"".join(lines[: i + 1] + lines[i:]))
+    drop = st.integers(0, max(len(lines) - 1, 0)).map(lambda i: b"".join(lines[:i] + lines[i + 1 :]))
     return st.one_of(cut, splice, flip, repeat, drop)
 
 
-_KEYS = st.sampled_from(["recipe", "name", "python", "packages", "variant", "target", "indexes", "index",
-                         "overrides", "env", "patchsets", "version", "url", "lock-version", "wheels", "hashes",
-                         "sha256", "tool", "envforge", "marker", "requires-python", "default", "pcie", "x"])
-_SCALARS = st.one_of(st.text(max_size=12), st.integers(-2, 2**70), st.booleans(), st.floats(allow_nan=True),
-                     st.dates())
-_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(_KEYS, inner, max_size=4)), max_leaves=20)
+_KEYS = st.sampled_from(
+    [
+        "recipe",
+        "name",
+        "python",
+        "packages",
+        "variant",
+        "target",
+        "indexes",
+        "index",
+        "overrides",
+        "env",
+        "patchsets",
+        "version",
+        "url",
+        "lock-version",
+        "wheels",
+        "hashes",
+        "sha256",
+        "tool",
+        "envforge",
+        "marker",
+        "requires-python",
+        "default",
+        "pcie",
+        "x",
+    ]
+)
+_SCALARS = st.one_of(st.text(max_size=12), st.integers(-2, 2**70), st.booleans(), st.floats(allow_nan=True), st.dates())
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=4)),
+    max_leaves=20,
+)
 _DOCS = st.dictionaries(_KEYS, _VALUES, max_size=6)
 
 
@@ -318,8 +385,13 @@ def test_fuzz_recipe_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
 
 
 @FUZZ
-@given(data=st.one_of(_mutations(LOCK.read_bytes()[:6000]), _DOCS.map(_toml_of).filter(lambda b: b is not None),
-                      st.binary(max_size=200)))
+@given(
+    data=st.one_of(
+        _mutations(LOCK.read_bytes()[:6000]),
+        _DOCS.map(_toml_of).filter(lambda b: b is not None),
+        st.binary(max_size=200),
+    )
+)
 def test_fuzz_lock_parsing_never_crashes(tmp_path: Path, data: bytes) -> None:
     """Both lock readers: ``lock.read_lock`` (build, verify) and ``lockdiff`` (review)."""
     from envforge.lock.model import read_lock

@@ -24,16 +24,24 @@ from envforge.drafter import inspect_drafter
 from envforge.drafter.architecture import architecture_problems, model_classes
 
 SGLANG_ONLY = ["sglang-0.5.9"]
-FIX = ('set config.json "architectures" to ["LlamaForCausalLMEagle3"] (the name SGLang maps to its EAGLE-3 '
-       "loader; vLLM maps it to the same layout)")
-PLAIN_LLAMA = ("LlamaForCausalLM: SGLang 0.5.9 loads it as a plain Llama, not as EAGLE-3: llama.py's "
-               "LlamaForCausalLM finds no parameter for 14 of 15 tensors (d2t, fc.weight, midlayer.hidden_norm.weight, "
-               "midlayer.input_layernorm.weight, ...) and drops them with a warning")
+FIX = (
+    'set config.json "architectures" to ["LlamaForCausalLMEagle3"] (the name SGLang maps to its EAGLE-3 '
+    "loader; vLLM maps it to the same layout)"
+)
+PLAIN_LLAMA = (
+    "LlamaForCausalLM: SGLang 0.5.9 loads it as a plain Llama, not as EAGLE-3: llama.py's "
+    "LlamaForCausalLM finds no parameter for 14 of 15 tensors (d2t, fc.weight, midlayer.hidden_norm.weight, "
+    "midlayer.input_layernorm.weight, ...) and drops them with a warning"
+)
 WORKER = "its EAGLE-3 worker then stops: only LlamaForCausalLMEagle3 has hot_token_id (AttributeError)"
-NO_D2T = ("absent, with draft_vocab_size 512 < vocab_size 4096: draft ids are read as target ids (draft position i "
-          "proposes target token i), so drafts propose wrong tokens and acceptance collapses (accept length ≈ 1)")
-NO_D2T_FIX = ("ship the d2t tensor from the training run (target id = i + d2t[i], built with the draft vocabulary); "
-              "a d2t rebuilt from another vocabulary maps to other tokens")
+NO_D2T = (
+    "absent, with draft_vocab_size 512 < vocab_size 4096: draft ids are read as target ids (draft position i "
+    "proposes target token i), so drafts propose wrong tokens and acceptance collapses (accept length ≈ 1)"
+)
+NO_D2T_FIX = (
+    "ship the d2t tensor from the training run (target id = i + d2t[i], built with the draft vocabulary); "
+    "a d2t rebuilt from another vocabulary maps to other tokens"
+)
 
 
 def inspect_json(d: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
@@ -46,31 +54,53 @@ def named(config: dict[str, Any], *archs: str) -> dict[str, Any]:
 
 
 def issues_of(data: dict[str, Any], d: Path) -> list[tuple[str, str, str, str, str, list[str]]]:
-    return [(i["kind"], i["subject"].removeprefix(f"{d}: "), i["expected"], i["actual"], i["fix"], i["engines"])
-            for i in data["issues"]]
+    return [
+        (i["kind"], i["subject"].removeprefix(f"{d}: "), i["expected"], i["actual"], i["fix"], i["engines"])
+        for i in data["issues"]
+    ]
 
 
-def test_llama_named_eagle3_drafter_does_not_load_as_eagle3_in_sglang(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_llama_named_eagle3_drafter_does_not_load_as_eagle3_in_sglang(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     cfg = eagle3_config()
     d = write_drafter(tmp_path / "d-base", named(cfg, "LlamaForCausalLM"), eagle3_tensors(cfg))
     code, data = inspect_json(d, capsys)
     assert (code, data["loads"]) == (1, {"sglang-0.5.9": False, "vllm-0.32.0": True})
     assert issues_of(data, d) == [
-        ("eagle3-architecture", "config.architectures", "LlamaForCausalLMEagle3",
-         PLAIN_LLAMA + "; lm_head.weight F16 [512, 64] fails its [4096, 64] size assertion and stops the server",
-         FIX, SGLANG_ONLY)]
+        (
+            "eagle3-architecture",
+            "config.architectures",
+            "LlamaForCausalLMEagle3",
+            PLAIN_LLAMA + "; lm_head.weight F16 [512, 64] fails its [4096, 64] size assertion and stops the server",
+            FIX,
+            SGLANG_ONLY,
+        )
+    ]
     assert data["classes"] == {
-        "sglang-0.5.9": {"looked-up": "LlamaForCausalLM", "class": "LlamaForCausalLM", "module": "llama.py",
-                         "eagle3": False},
-        "vllm-0.32.0": {"looked-up": "Eagle3LlamaForCausalLM", "class": "Eagle3LlamaForCausalLM",
-                 "module": "llama_eagle3.py", "eagle3": True}}
+        "sglang-0.5.9": {
+            "looked-up": "LlamaForCausalLM",
+            "class": "LlamaForCausalLM",
+            "module": "llama.py",
+            "eagle3": False,
+        },
+        "vllm-0.32.0": {
+            "looked-up": "Eagle3LlamaForCausalLM",
+            "class": "Eagle3LlamaForCausalLM",
+            "module": "llama_eagle3.py",
+            "eagle3": True,
+        },
+    }
     assert main(["drafter", "inspect", str(d)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[2] == ("  model class built: sglang-0.5.9 LlamaForCausalLM (llama.py), "
-                      "vllm-0.32.0 Eagle3LlamaForCausalLM (llama_eagle3.py)")
-    assert out[-1] == ("loads as trained in: sglang-0.5.9 no, vllm-0.32.0 yes (class and tensors; the auxiliary "
-                       "layers need the target: drafter check --target)")
+    assert out[2] == (
+        "  model class built: sglang-0.5.9 LlamaForCausalLM (llama.py), "
+        "vllm-0.32.0 Eagle3LlamaForCausalLM (llama_eagle3.py)"
+    )
+    assert out[-1] == (
+        "loads as trained in: sglang-0.5.9 no, vllm-0.32.0 yes (class and tensors; the auxiliary "
+        "layers need the target: drafter check --target)"
+    )
 
 
 def test_correct_name_loads_as_eagle3_in_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,8 +108,12 @@ def test_correct_name_loads_as_eagle3_in_both(tmp_path: Path, capsys: pytest.Cap
     d = write_drafter(tmp_path / "d-eagle3", cfg)
     code, data = inspect_json(d, capsys)
     assert (code, data["loads"], data["issues"]) == (0, {"sglang-0.5.9": True, "vllm-0.32.0": True}, [])
-    assert data["classes"]["sglang-0.5.9"] == {"looked-up": "LlamaForCausalLMEagle3", "class": "LlamaForCausalLMEagle3",
-                                               "module": "llama_eagle3.py", "eagle3": True}
+    assert data["classes"]["sglang-0.5.9"] == {
+        "looked-up": "LlamaForCausalLMEagle3",
+        "class": "LlamaForCausalLMEagle3",
+        "module": "llama_eagle3.py",
+        "eagle3": True,
+    }
     assert data["classes"]["vllm-0.32.0"]["looked-up"] == "LlamaForCausalLMEagle3"  # vLLM keeps a name ending in Eagle3
 
 
@@ -90,17 +124,38 @@ def test_full_vocabulary_plain_llama_gets_past_loading_and_stops_in_the_worker(t
     assert (issue.actual, issue.engines) == (f"{PLAIN_LLAMA}; {WORKER}", ("sglang-0.5.9",))
 
 
-@pytest.mark.parametrize(("archs", "sglang", "vllm"), [
-    (["LlamaForCausalLM"], "LlamaForCausalLM (llama.py)", "Eagle3LlamaForCausalLM (llama_eagle3.py)"),
-    (["LlamaForCausalLMEagle3"], "LlamaForCausalLMEagle3 (llama_eagle3.py)", "Eagle3LlamaForCausalLM (llama_eagle3.py)"),
-    (["Eagle3LlamaForCausalLM"], "Eagle3LlamaForCausalLM (not a class envforge knows)",
-     "Eagle3LlamaForCausalLM (llama_eagle3.py)"),
-    (["Qwen3ForCausalLM"], "Qwen3ForCausalLM (not a class envforge knows)", "Eagle3Qwen3ForCausalLM (qwen3_eagle3.py)"),
-    (["LlamaForCausalLMEagle"], "LlamaForCausalLMEagle (llama_eagle.py)",
-     "Eagle3LlamaForCausalLMEagle (not a class envforge knows)"),
-    (["Foo", "LlamaForCausalLMEagle3"], "Foo (not a class envforge knows)", "Eagle3LlamaForCausalLM (llama_eagle3.py)"),
-    ([], "no model class", "no model class"),
-])
+@pytest.mark.parametrize(
+    ("archs", "sglang", "vllm"),
+    [
+        (["LlamaForCausalLM"], "LlamaForCausalLM (llama.py)", "Eagle3LlamaForCausalLM (llama_eagle3.py)"),
+        (
+            ["LlamaForCausalLMEagle3"],
+            "LlamaForCausalLMEagle3 (llama_eagle3.py)",
+            "Eagle3LlamaForCausalLM (llama_eagle3.py)",
+        ),
+        (
+            ["Eagle3LlamaForCausalLM"],
+            "Eagle3LlamaForCausalLM (not a class envforge knows)",
+            "Eagle3LlamaForCausalLM (llama_eagle3.py)",
+        ),
+        (
+            ["Qwen3ForCausalLM"],
+            "Qwen3ForCausalLM (not a class envforge knows)",
+            "Eagle3Qwen3ForCausalLM (qwen3_eagle3.py)",
+        ),
+        (
+            ["LlamaForCausalLMEagle"],
+            "LlamaForCausalLMEagle (llama_eagle.py)",
+            "Eagle3LlamaForCausalLMEagle (not a class envforge knows)",
+        ),
+        (
+            ["Foo", "LlamaForCausalLMEagle3"],
+            "Foo (not a class envforge knows)",
+            "Eagle3LlamaForCausalLM (llama_eagle3.py)",
+        ),
+        ([], "no model class", "no model class"),
+    ],
+)
 def test_each_engine_selects_by_name(archs: list[str], sglang: str, vllm: str) -> None:
     assert [c.describe() for c in model_classes({"architectures": archs})] == [sglang, vllm]
 
@@ -113,13 +168,23 @@ def test_vllm_verdicts_follow_its_eagle3_rename() -> None:
         return [(p.expected, p.actual, p.fix) for p in found if p.engines == ("vllm-0.32.0",)]
 
     assert vllm("LlamaForCausalLM") == vllm("LlamaForCausalLMEagle3") == vllm("Eagle3LlamaForCausalLM") == []
-    assert vllm("MistralForCausalLM") == [("LlamaForCausalLMEagle3", "vLLM (method eagle3) looks up "
-                                           "Eagle3MistralForCausalLM, which its registry does not have (ValueError: "
-                                           "architecture not supported)", FIX)]
-    assert vllm("Qwen3ForCausalLM") == [(
-        "Eagle3LlamaForCausalLM (llama_eagle3.py)", "vLLM (method eagle3) builds Eagle3Qwen3ForCausalLM "
-        "(qwen3_eagle3.py), an EAGLE-3 class whose loader envforge does not follow: the vllm verdict is not proven",
-        "serve it in vLLM to check it; envforge checks the llama_eagle3 layout only")]
+    assert vllm("MistralForCausalLM") == [
+        (
+            "LlamaForCausalLMEagle3",
+            "vLLM (method eagle3) looks up "
+            "Eagle3MistralForCausalLM, which its registry does not have (ValueError: "
+            "architecture not supported)",
+            FIX,
+        )
+    ]
+    assert vllm("Qwen3ForCausalLM") == [
+        (
+            "Eagle3LlamaForCausalLM (llama_eagle3.py)",
+            "vLLM (method eagle3) builds Eagle3Qwen3ForCausalLM "
+            "(qwen3_eagle3.py), an EAGLE-3 class whose loader envforge does not follow: the vllm verdict is not proven",
+            "serve it in vLLM to check it; envforge checks the llama_eagle3 layout only",
+        )
+    ]
 
 
 def test_sglang_verdicts_for_other_names() -> None:
@@ -131,15 +196,19 @@ def test_sglang_verdicts_for_other_names() -> None:
     assert sglang("LlamaForCausalLMEagle3") == []
     assert sglang("LlamaForCausalLMEagle") == [
         f"LlamaForCausalLMEagle: SGLang 0.5.9 builds LlamaForCausalLMEagle (llama_eagle.py), not its EAGLE-3 class "
-        f"LlamaForCausalLMEagle3; {WORKER}"]
+        f"LlamaForCausalLMEagle3; {WORKER}"
+    ]
     assert sglang("Eagle3LlamaForCausalLM") == [
         "Eagle3LlamaForCausalLM: not SGLang 0.5.9's EAGLE-3 class LlamaForCausalLMEagle3; SGLang builds the class of "
-        f"that name if its registry or the Transformers fallback has one, and {WORKER}"]
+        f"that name if its registry or the Transformers fallback has one, and {WORKER}"
+    ]
     assert sglang("Foo", "LlamaForCausalLMEagle3") == [
         '["Foo", "LlamaForCausalLMEagle3"]: SGLang 0.5.9 takes the first listed name its registry has, and Foo comes '
-        "before LlamaForCausalLMEagle3"]
+        "before LlamaForCausalLMEagle3"
+    ]
     assert [(p.actual, p.engines) for p in architecture_problems({**cfg, "architectures": None}, ())] == [
-        ("absent: neither engine can pick a model class (both select it by this name)", ("sglang-0.5.9", "vllm-0.32.0"))]
+        ("absent: neither engine can pick a model class (both select it by this name)", ("sglang-0.5.9", "vllm-0.32.0"))
+    ]
 
 
 def test_reduced_vocabulary_without_d2t_says_what_happens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,4 +229,5 @@ def test_remote_inspect_of_a_llama_named_drafter(tmp_path: Path) -> None:
         report = inspect_drafter(f"test-org/d-base@{sha}", endpoint=server.url, cache_dir=tmp_path)
     assert report.loads == {"sglang-0.5.9": False, "vllm-0.32.0": True}
     assert [(i.kind, i.subject, i.engines) for i in report.issues] == [
-        ("eagle3-architecture", f"test-org/d-base@{sha}: config.architectures", ("sglang-0.5.9",))]
+        ("eagle3-architecture", f"test-org/d-base@{sha}: config.architectures", ("sglang-0.5.9",))
+    ]

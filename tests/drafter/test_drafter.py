@@ -16,13 +16,7 @@ import numpy as np
 import pytest
 from tests.support.hub_server import HubServer, eagle3_config, eagle3_files, eagle3_tensors, running_hub, write_drafter
 
-from envforge.drafter import (
-    check_target,
-    compare,
-    drafter_checks,
-    fetch_drafter,
-    inspect_drafter,
-)
+from envforge.drafter import check_target, compare, drafter_checks, fetch_drafter, inspect_drafter
 from envforge.drafter.hub import resolve_revision
 from envforge.drafter.sources import open_local
 from envforge.core.errors import CheckFailed, ExternalToolError, InputError
@@ -36,14 +30,14 @@ TOKEN = "hf_test_secret_token_0123456789"
 class Hub:
     server: HubServer
     url: str
-    a: str          # drafter-a@main
-    b: str          # drafter-b, d2t differs from a in DRAFT - SAME positions
-    dev: str        # drafter-a@dev (a branch)
+    a: str  # drafter-a@main
+    b: str  # drafter-b, d2t differs from a in DRAFT - SAME positions
+    dev: str  # drafter-a@dev (a branch)
     corrupt: str
     pickle: str
-    mixed: str      # safetensors + a pickle file + README + code
-    short: str      # test-org/truncated: half the weights served, size announced
-    silent: str     # test-org/truncated-silently: half served, size hidden from HEAD
+    mixed: str  # safetensors + a pickle file + README + code
+    short: str  # test-org/truncated: half the weights served, size announced
+    silent: str  # test-org/truncated-silently: half served, size hidden from HEAD
 
 
 def _field_pair() -> tuple[np.ndarray, np.ndarray]:
@@ -67,10 +61,18 @@ def hub() -> Iterator[Hub]:
     small = eagle3_config()
     corrupt = server.add_commit("test-org/drafter-corrupt", eagle3_files(small))
     server.corrupt("test-org/drafter-corrupt", corrupt, "model.safetensors")
-    pickle = server.add_commit("test-org/pickle-only", {"config.json": json.dumps(small).encode(),
-                                                        "pytorch_model.bin": b"\x80\x04pickle" * 64})
-    mixed = server.add_commit("test-org/mixed", {**eagle3_files(small), "README.md": b"# drafter\n",
-                                                 "pytorch_model.bin": b"\x80\x04", "modeling.py": b"import os\n"})
+    pickle = server.add_commit(
+        "test-org/pickle-only", {"config.json": json.dumps(small).encode(), "pytorch_model.bin": b"\x80\x04pickle" * 64}
+    )
+    mixed = server.add_commit(
+        "test-org/mixed",
+        {
+            **eagle3_files(small),
+            "README.md": b"# drafter\n",
+            "pytorch_model.bin": b"\x80\x04",
+            "modeling.py": b"import os\n",
+        },
+    )
     short = server.add_commit("test-org/truncated", eagle3_files(small))
     server.truncate("test-org/truncated", short, "model.safetensors")
     silent = server.add_commit("test-org/truncated-silently", eagle3_files(small))
@@ -86,7 +88,10 @@ def test_fetch_pinned_downloads_only_safetensors_and_json_and_records_digests(hu
     result = fetch_drafter("test-org/mixed", hub.mixed, tmp_path / "d", root=tmp_path, endpoint=hub.url)
     assert [f.name for f in result.files] == ["config.json", "model.safetensors"]
     assert sorted(p.name for p in (tmp_path / "d").iterdir() if not p.name.startswith(".")) == [
-        "config.json", "envforge-drafter.json", "model.safetensors"]
+        "config.json",
+        "envforge-drafter.json",
+        "model.safetensors",
+    ]
     record = json.loads(result.record.read_text())
     assert record["revision"] == hub.mixed and record["pinned"] is True
     assert record["skipped"] == ["README.md", "modeling.py", "pytorch_model.bin"]
@@ -94,7 +99,8 @@ def test_fetch_pinned_downloads_only_safetensors_and_json_and_records_digests(hu
 
 
 def test_fetch_reads_each_file_once_to_verify_and_writes_the_record_atomically(
-        hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The sha256 in the record is the one computed to check the hub's digest (no second pass over
     the weights); the record is replaced whole (temp file + os.replace) with mode 0666 & ~umask."""
     dest = tmp_path / "d"
@@ -114,7 +120,9 @@ def test_fetch_reads_each_file_once_to_verify_and_writes_the_record_atomically(
         os.umask(old)
     assert sorted(reads) == ["config.json", "model.safetensors"]  # once each: LFS sha256, git blob sha1
     served = hub.server.repos["test-org/drafter-a"][hub.a]
-    assert [(f.name, f.sha256) for f in result.files] == [(n, served[n].sha256) for n in ("config.json", "model.safetensors")]
+    assert [(f.name, f.sha256) for f in result.files] == [
+        (n, served[n].sha256) for n in ("config.json", "model.safetensors")
+    ]
     assert result.record.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in dest.iterdir() if "envforge-tmp" in p.name] == []
 
@@ -143,8 +151,9 @@ def test_a_local_file_swapped_after_the_fetch_is_named_never_blamed_on_the_host(
     hub.server.reset_counters()
     with pytest.raises(CheckFailed) as err:
         fetch_drafter("test-org/drafter-a", hub.a, None, root=tmp_path, endpoint=hub.url)
-    assert err.value.message.startswith(f"{config} is already there and is not config.json of test-org/drafter-a@"
-                                        f"{hub.a} (git-sha1 ")
+    assert err.value.message.startswith(
+        f"{config} is already there and is not config.json of test-org/drafter-a@{hub.a} (git-sha1 "
+    )
     assert err.value.message.endswith("it was changed or replaced after an earlier fetch")
     assert "host" not in str(err.value) and "corrupt" not in str(err.value)
     assert config.read_bytes() == swapped  # kept: nothing lost
@@ -167,7 +176,8 @@ def test_fetch_refuses_a_branch_or_short_sha(hub: Hub, tmp_path: Path, revision:
         f"revision '{revision}' of test-org/drafter-a is not a commit sha (40 hex digits); the hub was not "
         f"contacted\n  hint: find the sha with `envforge drafter fetch test-org/drafter-a --revision {revision} "
         "--allow-unpinned --dry-run` (or the repository's commit history on the hub) and pass it, or pass "
-        f"--allow-unpinned to take what '{revision}' points at and record the sha")
+        f"--allow-unpinned to take what '{revision}' points at and record the sha"
+    )
     assert len(hub.server.requests) == asked  # refused before any request
     assert not (tmp_path / "config.json").exists()
 
@@ -181,8 +191,7 @@ def test_a_branch_is_refused_offline_before_the_hub_is_asked(tmp_path: Path) -> 
 
 
 def test_allow_unpinned_records_the_resolved_sha(hub: Hub, tmp_path: Path) -> None:
-    result = fetch_drafter("test-org/drafter-a", "dev", tmp_path, root=tmp_path, allow_unpinned=True,
-                           endpoint=hub.url)
+    result = fetch_drafter("test-org/drafter-a", "dev", tmp_path, root=tmp_path, allow_unpinned=True, endpoint=hub.url)
     record = json.loads(result.record.read_text())
     assert (record["requested"], record["revision"], record["pinned"]) == ("dev", hub.dev, False)
 
@@ -194,9 +203,11 @@ def test_pickle_only_is_refused_unless_allowed(hub: Hub, tmp_path: Path) -> None
         f"test-org/pickle-only@{hub.pickle} has only pickle weights (pytorch_model.bin); loading pickle "
         "can run arbitrary code\n"
         "  hint: use a revision with safetensors weights, or pass --allow-pickle (allow-pickle = true) "
-        "if you trust this repository")
-    result = fetch_drafter("test-org/pickle-only", hub.pickle, tmp_path, root=tmp_path, allow_pickle=True,
-                           endpoint=hub.url)
+        "if you trust this repository"
+    )
+    result = fetch_drafter(
+        "test-org/pickle-only", hub.pickle, tmp_path, root=tmp_path, allow_pickle=True, endpoint=hub.url
+    )
     assert [f.name for f in result.files] == ["config.json", "pytorch_model.bin"]
 
 
@@ -212,15 +223,18 @@ def test_corrupt_download_is_detected_by_rehash_and_removed(hub: Hub, tmp_path: 
         f"sha256 {served}, expected {f.sha256} ({f.size} of {f.size} bytes); "
         f"removed {tmp_path / 'model.safetensors'}\n"
         "  hint: the download is corrupt (huggingface_hub issue 3643); fetch again, and report it to "
-        "the host if it repeats")
+        "the host if it repeats"
+    )
     assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_truncated_download_fails_loudly_and_leaves_no_partial(hub: Hub, tmp_path: Path) -> None:
     with pytest.raises(ExternalToolError) as err:
         fetch_drafter("test-org/truncated", hub.short, tmp_path, root=tmp_path, endpoint=hub.url)
-    assert err.value.message == (f"huggingface_hub failed talking to {hub.url.split('//')[1]}: "
-                                 f"hf_hub_download test-org/truncated@{hub.short} model.safetensors")
+    assert err.value.message == (
+        f"huggingface_hub failed talking to {hub.url.split('//')[1]}: "
+        f"hf_hub_download test-org/truncated@{hub.short} model.safetensors"
+    )
     assert "Consistency check failed" in err.value.stderr_tail
     assert list(tmp_path.rglob("*.incomplete")) == []
     assert not (tmp_path / "model.safetensors").exists()
@@ -230,8 +244,9 @@ def test_silently_truncated_download_is_caught_by_rehash(hub: Hub, tmp_path: Pat
     f = hub.server.repos["test-org/truncated-silently"][hub.silent]["model.safetensors"]
     with pytest.raises(CheckFailed) as err:
         fetch_drafter("test-org/truncated-silently", hub.silent, tmp_path, root=tmp_path, endpoint=hub.url)
-    assert err.value.message.endswith(f"expected {f.sha256} ({f.size // 2} of {f.size} bytes); "
-                                      f"removed {tmp_path / 'model.safetensors'}")
+    assert err.value.message.endswith(
+        f"expected {f.sha256} ({f.size // 2} of {f.size} bytes); removed {tmp_path / 'model.safetensors'}"
+    )
 
 
 def test_leftover_partial_download_is_an_error_naming_it(hub: Hub, tmp_path: Path) -> None:
@@ -243,13 +258,15 @@ def test_leftover_partial_download_is_an_error_naming_it(hub: Hub, tmp_path: Pat
     assert str(err.value) == (
         f"a partial download was left in {tmp_path}: .cache/huggingface/download/Xk2.0123abcd.incomplete\n"
         "  hint: a download was interrupted or failed silently (huggingface_hub issue 3643); delete the "
-        "partial file and fetch again")
+        "partial file and fetch again"
+    )
     with pytest.raises(CheckFailed, match="a partial download was left in"):
         inspect_drafter(str(tmp_path))
 
 
-def test_token_from_environment_is_sent_and_never_written(hub: Hub, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_token_from_environment_is_sent_and_never_written(
+    hub: Hub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     hub.server.reset_counters()
     fetch_drafter("test-org/drafter-a", hub.a, tmp_path, root=tmp_path, endpoint=hub.url)
@@ -262,8 +279,10 @@ def test_token_from_environment_is_sent_and_never_written(hub: Hub, tmp_path: Pa
 def test_unknown_repo_revision_and_spec(hub: Hub, tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         resolve_revision("test-org/nope", hub.a, endpoint=hub.url)
-    assert str(err.value) == ("repository test-org/nope not found on the hub\n  hint: check the id; a private "
-                              "or gated repository needs HF_TOKEN in the environment")
+    assert str(err.value) == (
+        "repository test-org/nope not found on the hub\n  hint: check the id; a private "
+        "or gated repository needs HF_TOKEN in the environment"
+    )
     with pytest.raises(InputError) as err:
         resolve_revision("test-org/drafter-a", "0" * 40, endpoint=hub.url)
     assert err.value.message == f"revision '{'0' * 40}' not found in test-org/drafter-a"
@@ -279,7 +298,8 @@ def test_unreachable_hub_is_an_external_tool_error(tmp_path: Path) -> None:
         resolve_revision("test-org/drafter-a", "0" * 40, endpoint=url)
     assert (err.value.message, err.value.hint) == (
         f"huggingface_hub failed talking to {url.split('//')[1]}: model_info test-org/drafter-a@{'0' * 40}",
-        f"check the network and HF_ENDPOINT (the hub in use: {url}), then run again")
+        f"check the network and HF_ENDPOINT (the hub in use: {url}), then run again",
+    )
 
 
 # -- inspect --------------------------------------------------------------------------------------
@@ -300,7 +320,8 @@ def test_remote_inspect_of_100_mb_drafter_transfers_under_1_mb(tmp_path: Path) -
     assert transferred < 1_000_000, transferred
     assert remote.issues == ()
     assert [(t.name, t.dtype, t.shape) for t in remote.drafter.tensors] == [
-        (t.name, t.dtype, t.shape) for t in inspect_drafter(str(local)).drafter.tensors]
+        (t.name, t.dtype, t.shape) for t in inspect_drafter(str(local)).drafter.tensors
+    ]
 
 
 def test_inspect_reads_architecture_config_and_tensors(hub: Hub, tmp_path: Path) -> None:
@@ -352,8 +373,7 @@ def test_compare_counts_the_field_case_d2t_difference(hub: Hub, tmp_path: Path) 
 
 def test_compare_remote_pair_reads_headers_and_d2t_only(hub: Hub, tmp_path: Path) -> None:
     hub.server.reset_counters()
-    c = compare(f"test-org/drafter-a@{hub.a}", f"test-org/drafter-b@{hub.b}", endpoint=hub.url,
-                cache_dir=tmp_path)
+    c = compare(f"test-org/drafter-a@{hub.a}", f"test-org/drafter-b@{hub.b}", endpoint=hub.url, cache_dir=tmp_path)
     assert c.vocab is not None and c.vocab.different == 31_748
     weights = 2 * hub.server.repos["test-org/drafter-a"][hub.a]["model.safetensors"].size
     assert hub.server.bytes_served < weights / 4
@@ -369,8 +389,14 @@ def test_check_target_compatibility(hub: Hub, tmp_path: Path) -> None:
     spec = f"test-org/drafter-a@{hub.a}"
     assert check_target(spec, str(target.parent), endpoint=hub.url, cache_dir=tmp_path).issues == ()
     wrapped = tmp_path / "k25.json"  # multimodal K2.5 nests the language model under text_config
-    wrapped.write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
-                                   "text_config": {"hidden_size": 7168, "vocab_size": 163_840, "num_hidden_layers": 5}}))
+    wrapped.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "text_config": {"hidden_size": 7168, "vocab_size": 163_840, "num_hidden_layers": 5},
+            }
+        )
+    )
     issues = check_target(spec, str(wrapped), endpoint=hub.url, cache_dir=tmp_path).issues
     # ids [1, 3, 5]: both SGLang versions add 1 on a Llama target, and layer 6 is past the last (4)
     assert [(i.kind, i.engines, i.expected) for i in issues] == [
@@ -378,23 +404,28 @@ def test_check_target_compatibility(hub: Hub, tmp_path: Path) -> None:
         ("target-layer-count", ("sglang-0.5.9",), "layers 0..4 (the target has 5)"),
         ("target-layer-count", ("sglang-0.5.23",), "layers 0..4 (the target has 5)"),
     ]  # vLLM's default capture is not judged against layers the target lacks
-    assert issues[1].actual == ("sglang 0.5.9 captures the inputs of layers 2, 4, 6 (ids [1, 3, 5] from "
-                                "eagle_config.eagle_aux_hidden_state_layer_ids, + 1: sglang/srt/models/llama.py:778)")
-
+    assert issues[1].actual == (
+        "sglang 0.5.9 captures the inputs of layers 2, 4, 6 (ids [1, 3, 5] from "
+        "eagle_config.eagle_aux_hidden_state_layer_ids, + 1: sglang/srt/models/llama.py:778)"
+    )
 
 
 def test_drafter_checks_runs_the_recipe_table(hub: Hub, tmp_path: Path) -> None:
     target = tmp_path / "config.json"
     target.write_text(json.dumps({"hidden_size": 64, "vocab_size": 1000, "num_hidden_layers": 61}))
-    settings = {"repo": "test-org/drafter-a", "revision": hub.a, "target-config": str(target),
-                "compare": [f"test-org/drafter-b@{hub.b}", "test-org/drafter-b@main"]}
+    settings = {
+        "repo": "test-org/drafter-a",
+        "revision": hub.a,
+        "target-config": str(target),
+        "compare": [f"test-org/drafter-b@{hub.b}", "test-org/drafter-b@main"],
+    }
     issues = drafter_checks(settings, cache_dir=tmp_path / "cache", endpoint=hub.url)
     assert [i.kind for i in issues] == ["target-vocab-size", "drafter-tensor", "vocab-mapping", "drafter-error"]
     assert issues[2].actual == "31,748 of 32,000 differ; vocabularies overlap in 252 tokens"
-    assert issues[3].actual == ("revision 'main' of test-org/drafter-b is not a commit sha (40 hex digits); "
-                                "the hub was not contacted")
-    unpinned = drafter_checks({"repo": "test-org/drafter-a", "revision": "main"}, cache_dir=tmp_path,
-                              endpoint=hub.url)
+    assert issues[3].actual == (
+        "revision 'main' of test-org/drafter-b is not a commit sha (40 hex digits); the hub was not contacted"
+    )
+    unpinned = drafter_checks({"repo": "test-org/drafter-a", "revision": "main"}, cache_dir=tmp_path, endpoint=hub.url)
     assert [(i.kind, i.subject) for i in unpinned] == [("drafter-error", "test-org/drafter-a@main")]
 
 
@@ -408,9 +439,14 @@ def test_local_inspect_of_a_fetch_uses_its_record(hub: Hub, tmp_path: Path) -> N
 
 # -- hostile file names (issue 27, fault suite N91) ----------------------------------------------
 
-ESCAPING = {"../../../../EVIL1.json": "a '..' part", "sub/../../../../EVIL2.json": "a '..' part",
-            "..\\..\\EVIL4.json": "a '..' part", "/EVIL3.json": "an absolute path",
-            "\\EVIL5.json": "an absolute path", "C:EVIL6.json": "an absolute path"}
+ESCAPING = {
+    "../../../../EVIL1.json": "a '..' part",
+    "sub/../../../../EVIL2.json": "a '..' part",
+    "..\\..\\EVIL4.json": "a '..' part",
+    "/EVIL3.json": "an absolute path",
+    "\\EVIL5.json": "an absolute path",
+    "C:EVIL6.json": "an absolute path",
+}
 
 
 @pytest.mark.parametrize("name", list(ESCAPING))
@@ -427,11 +463,19 @@ def test_a_file_name_pointing_outside_is_refused_by_envforge_in_fetch_and_dry_ru
         env = {**os.environ, "HF_ENDPOINT": server.url, "HF_TOKEN": TOKEN, "HF_HOME": str(tmp_path / "hf")}
         for extra in (["--dry-run"], ["--dest", str(work / "dest")], ["--dry-run", "--json"]):
             server.reset_counters()
-            res = subprocess.run([sys.executable, "-m", "envforge", "drafter", "fetch", "evil/drafter", "--revision",
-                                  sha, *extra], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+            res = subprocess.run(
+                [sys.executable, "-m", "envforge", "drafter", "fetch", "evil/drafter", "--revision", sha, *extra],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert res.returncode == 2, (extra, res.stderr)
-            message = (f"evil/drafter@{sha} has file names that point outside the download directory: "
-                       f"{name!r} ({ESCAPING[name]}); nothing was downloaded")
+            message = (
+                f"evil/drafter@{sha} has file names that point outside the download directory: "
+                f"{name!r} ({ESCAPING[name]}); nothing was downloaded"
+            )
             assert f"error: {message}\n" in res.stderr
             if "--json" in extra:
                 assert json.loads(res.stdout)["data"]["message"] == message

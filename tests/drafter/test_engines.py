@@ -38,13 +38,22 @@ from tests.support.engine_code import (
 SGLANG = [f for f in ENGINE_FACTS if f.engine == "sglang"]
 LAYER_COUNTS = (4, 8, 32, 61, 94)
 
-_EAGLE = [None, "absent", {}, "a string", [1, 2], {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
-          {"eagle_aux_hidden_state_layer_ids": []}, {"eagle_aux_hidden_state_layer_ids": None},
-          {"eagle_aux_hidden_state_layer_ids": 5}, {"eagle_aux_hidden_state_layer_ids": [True, 2, 40]},
-          {"layer_ids": [4, 5, 6]},
-          {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": False},
-          {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": True, "layer_ids": [7, 8, 9]},
-          {"use_aux_hidden_state": 0}]
+_EAGLE = [
+    None,
+    "absent",
+    {},
+    "a string",
+    [1, 2],
+    {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
+    {"eagle_aux_hidden_state_layer_ids": []},
+    {"eagle_aux_hidden_state_layer_ids": None},
+    {"eagle_aux_hidden_state_layer_ids": 5},
+    {"eagle_aux_hidden_state_layer_ids": [True, 2, 40]},
+    {"layer_ids": [4, 5, 6]},
+    {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": False},
+    {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], "use_aux_hidden_state": True, "layer_ids": [7, 8, 9]},
+    {"use_aux_hidden_state": 0},
+]
 _TOP = ["absent", [3, 20, 40], [], None, "x", [0]]
 
 
@@ -129,11 +138,19 @@ def test_kimi_k25_has_no_hook_in_0_5_9_and_delegates_to_deepseek_v3_in_0_5_23() 
     assert old.hook("KimiK25ForConditionalGeneration") == (None, "KimiK25ForConditionalGeneration")
     hook, owner = new.hook("KimiK25ForConditionalGeneration")
     assert (owner, hook and hook.rule, hook and str(hook.source)) == (
-        "DeepseekV3ForCausalLM", "plus-one-if-first-is-1", "sglang/srt/models/deepseek_v2.py:3458")
+        "DeepseekV3ForCausalLM",
+        "plus-one-if-first-is-1",
+        "sglang/srt/models/deepseek_v2.py:3458",
+    )
     # a patch that gives 0.5.9's class the delegating hook (kimik25-eagle3-delegation)
-    hook, owner = old.hook("KimiK25ForConditionalGeneration", {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM"})
+    hook, owner = old.hook(
+        "KimiK25ForConditionalGeneration", {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM"}
+    )
     assert (owner, hook and hook.rule, hook and str(hook.source)) == (
-        "DeepseekV3ForCausalLM", "plus-one", "sglang/srt/models/deepseek_v2.py:2963")
+        "DeepseekV3ForCausalLM",
+        "plus-one",
+        "sglang/srt/models/deepseek_v2.py:2963",
+    )
 
 
 # -- SGLang: where the runner reads the ids ---------------------------------------------------------------
@@ -159,8 +176,9 @@ def test_eagle31_facts_match_the_sglang_loaders() -> None:
     assert "fc_norm" not in (_site(old) / "sglang/srt/models/llama_eagle3.py").read_text()
     assert "norm_output" not in (_site(old) / "sglang/srt/models/llama_eagle3.py").read_text()
     assert '"fc_norm"' in _line(_site(new), new.fc_norm.path, new.fc_norm.line)
-    assert 'self.norm_output = getattr(config, "norm_output"' in _line(_site(new), new.norm_output.path,
-                                                                      new.norm_output.line)
+    assert 'self.norm_output = getattr(config, "norm_output"' in _line(
+        _site(new), new.norm_output.path, new.norm_output.line
+    )
 
 
 def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -180,9 +198,13 @@ def _loop_order(tree: ast.AST, cls: str, capture: str) -> list[tuple[int, int]]:
             for loop in (n for n in ast.walk(node) if isinstance(n, ast.For)):
                 body = _flat(loop.body)
                 marks = [i for i, s in enumerate(body) if capture in ast.unparse(s)]
-                calls = [i for i, s in enumerate(body)
-                         if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
-                         and ast.unparse(s.value.func) in ("layer", "self.layers[i]")]
+                calls = [
+                    i
+                    for i, s in enumerate(body)
+                    if isinstance(s, ast.Assign)
+                    and isinstance(s.value, ast.Call)
+                    and ast.unparse(s.value.func) in ("layer", "self.layers[i]")
+                ]
                 if marks and calls:
                     out.append((marks[0], calls[0]))
     return out
@@ -205,8 +227,10 @@ def test_sglang_captures_the_input_of_a_layer_before_it_runs(facts: EngineFacts)
     """0.5.9 appends ``hidden_states + residual`` before calling layer ``i``; 0.5.23 hands the capture
     to layer ``i``, whose input stage records it before attention: the same unit either way."""
     site = _site(facts)
-    for module, model, layer in (("llama.py", "LlamaModel", "LlamaDecoderLayer"),
-                                 ("deepseek_v2.py", "DeepseekV2Model", "DeepseekV2DecoderLayer")):
+    for module, model, layer in (
+        ("llama.py", "LlamaModel", "LlamaDecoderLayer"),
+        ("deepseek_v2.py", "DeepseekV2Model", "DeepseekV2DecoderLayer"),
+    ):
         tree = parse(site / "sglang/srt/models" / module)
         order = _loop_order(tree, model, "layers_to_capture")
         assert order, module
@@ -247,28 +271,37 @@ def test_vllm_takes_the_ids_as_given_and_defaults_like_its_interface(vllm_site: 
     src = facts.any_target.source
     assert "def get_eagle3_default_aux_hidden_state_layers" in _line(vllm_site, src.path, src.line)
     tree = parse(vllm_site / src.path)
-    setter = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_set_aux_hidden_state_layers")
+    setter = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_set_aux_hidden_state_layers"
+    )
     assert "tuple(sorted(set(layers)))" in ast.unparse(setter)  # as given, sorted, repeats dropped
-    default = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-                   and n.name == "get_eagle3_default_aux_hidden_state_layers")
+    default = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.name == "get_eagle3_default_aux_hidden_state_layers"
+    )
     namespace: dict[str, Any] = {}
     default.decorator_list = []
     exec(compile(ast.Module(body=[default], type_ignores=[]), src.path, "exec"), namespace)  # noqa: S102
     from types import SimpleNamespace
+
     for layers in LAYER_COUNTS:
         holder = SimpleNamespace(model=SimpleNamespace(layers=[None] * layers))
-        assert list(namespace["get_eagle3_default_aux_hidden_state_layers"](holder)) == \
-            hook_result(AS_GIVEN_OR_DEFAULT, None, layers)
+        assert list(namespace["get_eagle3_default_aux_hidden_state_layers"](holder)) == hook_result(
+            AS_GIVEN_OR_DEFAULT, None, layers
+        )
 
 
 @pytest.mark.slow
 def test_vllm_eagle31_and_capture_position_facts(vllm_site: Path) -> None:
     facts = facts_for("vllm", "0.32.0")
     assert facts is not None and facts.fc_norm and facts.norm_output
-    assert 'use_fc_norm = getattr(self.config, "fc_norm", False)' in _line(vllm_site, facts.fc_norm.path,
-                                                                            facts.fc_norm.line)
-    assert 'getattr(self.config, "norm_output", False)' in _line(vllm_site, facts.norm_output.path,
-                                                                 facts.norm_output.line)
+    assert 'use_fc_norm = getattr(self.config, "fc_norm", False)' in _line(
+        vllm_site, facts.fc_norm.path, facts.fc_norm.line
+    )
+    assert 'getattr(self.config, "norm_output", False)' in _line(
+        vllm_site, facts.norm_output.path, facts.norm_output.line
+    )
     llama = ast.unparse(parse(vllm_site / "vllm/model_executor/models/llama.py"))
     # after layer idx runs, its output is recorded as the input of layer idx + 1 (the same unit as SGLang)
     assert "self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)" in llama
@@ -295,44 +328,116 @@ def test_each_capture_branch_gives_its_whole_record() -> None:
     no_aux = _drafter([1, 29, 57])
     no_aux["eagle_config"]["use_aux_hidden_state"] = False
     cases = [
-        (capture(sg9, sg9.reads[0], no_aux, "LlamaForCausalLM", 61),
-         Capture("sglang 0.5.9", "", nested, [1, 29, 57], (), "eagle_config.use_aux_hidden_state is false")),
-        (capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), "KimiK25ForConditionalGeneration", 61),
-         Capture("sglang 0.5.9", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
-                 "sglang/srt/model_executor/model_runner.py:363", "the target class KimiK25ForConditionalGeneration has "
-                 "no set_eagle3_layers_to_capture: EAGLE-3 stops at start-up (AttributeError)")),
-        (capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "Gemma3ForConditionalGeneration", 61),
-         Capture("sglang 0.5.23", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
-                 "sglang/srt/models/gemma3_mm.py:543", "the target class Gemma3ForConditionalGeneration hands the ids "
-                 "to its language model, whose class envforge does not know for this target")),
-        (capture(sg9, sg9.reads[0], _drafter([1, "a", 3]), "LlamaForCausalLM", 61),
-         Capture("sglang 0.5.9", "", nested, [1, "a", 3], None, f"ids [1, 'a', 3] from {nested}, + 1: "
-                 "sglang/srt/models/llama.py:778", f"start-up fails: {nested} is [1, 'a', 3], not a list of integer "
-                 "layer ids")),
-        (capture(sg23, sg23.reads[0], _drafter(), "Qwen3_5ForCausalLM", 61),
-         Capture("sglang 0.5.23", "", None, None, None, "no ids read: sglang/srt/models/qwen3_5.py:1894",
-                 "start-up fails: the hook iterates the ids and there are none (TypeError)")),
-        (capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "GptOssForCausalLM", None),
-         Capture("sglang 0.5.23", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}, as given only when "
-                 "the largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337",
-                 "which layers depends on the target's layer count (give the target config)")),
-        (capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), None, 61),
-         Capture("sglang 0.5.9", "", nested, [1, 29, 57], None, f"ids [1, 29, 57] from {nested}; "
-                 "sglang/srt/model_executor/model_runner.py:363",
-                 "which layers depends on the target's class and layer count (give the target config)")),
-        (capture(vl, vl.reads[1], _drafter([4, 5, 6], []), None, 61),
-         Capture("vllm 0.32.0", "VLLM_USE_V2_MODEL_RUNNER=0", nested, [4, 5, 6], (4, 5, 6),
-                 f"ids [4, 5, 6] from {nested}, as given: {VL_SOURCE}")),
-        (capture(sg23, sg23.reads[0], _drafter([2, 61]), "GptOssForCausalLM", 61),
-         Capture("sglang 0.5.23", "", nested, [2, 61], (2, 61), f"ids [2, 61] from {nested}, as given only when the "
-                 "largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337")),
+        (
+            capture(sg9, sg9.reads[0], no_aux, "LlamaForCausalLM", 61),
+            Capture("sglang 0.5.9", "", nested, [1, 29, 57], (), "eagle_config.use_aux_hidden_state is false"),
+        ),
+        (
+            capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), "KimiK25ForConditionalGeneration", 61),
+            Capture(
+                "sglang 0.5.9",
+                "",
+                nested,
+                [1, 29, 57],
+                None,
+                f"ids [1, 29, 57] from {nested}; sglang/srt/model_executor/model_runner.py:363",
+                "the target class KimiK25ForConditionalGeneration has "
+                "no set_eagle3_layers_to_capture: EAGLE-3 stops at start-up (AttributeError)",
+            ),
+        ),
+        (
+            capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "Gemma3ForConditionalGeneration", 61),
+            Capture(
+                "sglang 0.5.23",
+                "",
+                nested,
+                [1, 29, 57],
+                None,
+                f"ids [1, 29, 57] from {nested}; sglang/srt/models/gemma3_mm.py:543",
+                "the target class Gemma3ForConditionalGeneration hands the ids "
+                "to its language model, whose class envforge does not know for this target",
+            ),
+        ),
+        (
+            capture(sg9, sg9.reads[0], _drafter([1, "a", 3]), "LlamaForCausalLM", 61),
+            Capture(
+                "sglang 0.5.9",
+                "",
+                nested,
+                [1, "a", 3],
+                None,
+                f"ids [1, 'a', 3] from {nested}, + 1: sglang/srt/models/llama.py:778",
+                f"start-up fails: {nested} is [1, 'a', 3], not a list of integer layer ids",
+            ),
+        ),
+        (
+            capture(sg23, sg23.reads[0], _drafter(), "Qwen3_5ForCausalLM", 61),
+            Capture(
+                "sglang 0.5.23",
+                "",
+                None,
+                None,
+                None,
+                "no ids read: sglang/srt/models/qwen3_5.py:1894",
+                "start-up fails: the hook iterates the ids and there are none (TypeError)",
+            ),
+        ),
+        (
+            capture(sg23, sg23.reads[0], _drafter([1, 29, 57]), "GptOssForCausalLM", None),
+            Capture(
+                "sglang 0.5.23",
+                "",
+                nested,
+                [1, 29, 57],
+                None,
+                f"ids [1, 29, 57] from {nested}, as given only when "
+                "the largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337",
+                "which layers depends on the target's layer count (give the target config)",
+            ),
+        ),
+        (
+            capture(sg9, sg9.reads[0], _drafter([1, 29, 57]), None, 61),
+            Capture(
+                "sglang 0.5.9",
+                "",
+                nested,
+                [1, 29, 57],
+                None,
+                f"ids [1, 29, 57] from {nested}; sglang/srt/model_executor/model_runner.py:363",
+                "which layers depends on the target's class and layer count (give the target config)",
+            ),
+        ),
+        (
+            capture(vl, vl.reads[1], _drafter([4, 5, 6], []), None, 61),
+            Capture(
+                "vllm 0.32.0",
+                "VLLM_USE_V2_MODEL_RUNNER=0",
+                nested,
+                [4, 5, 6],
+                (4, 5, 6),
+                f"ids [4, 5, 6] from {nested}, as given: {VL_SOURCE}",
+            ),
+        ),
+        (
+            capture(sg23, sg23.reads[0], _drafter([2, 61]), "GptOssForCausalLM", 61),
+            Capture(
+                "sglang 0.5.23",
+                "",
+                nested,
+                [2, 61],
+                (2, 61),
+                f"ids [2, 61] from {nested}, as given only when the "
+                "largest id is the layer count, else + 1: sglang/srt/models/gpt_oss.py:1337",
+            ),
+        ),
     ]
     for got, want in cases:
         assert got == want
-    assert cases[0][0].describe() == ("sglang 0.5.9 captures no layer (eagle_config.use_aux_hidden_state "
-                                      "is false)")
-    assert cases[4][0].describe() == ("sglang 0.5.23: start-up fails: the hook iterates the ids and there are none "
-                                      "(TypeError) (no ids read: sglang/srt/models/qwen3_5.py:1894)")
+    assert cases[0][0].describe() == ("sglang 0.5.9 captures no layer (eagle_config.use_aux_hidden_state is false)")
+    assert cases[4][0].describe() == (
+        "sglang 0.5.23: start-up fails: the hook iterates the ids and there are none "
+        "(TypeError) (no ids read: sglang/srt/models/qwen3_5.py:1894)"
+    )
 
 
 VL_SOURCE = "vllm/model_executor/models/interfaces.py:1712"
@@ -343,8 +448,9 @@ def test_hook_resolution_follows_delegations_and_stops_on_cycles() -> None:
 
     d = CaptureHook(DELEGATES, Source("m.py", 1))
     plus = CaptureHook("plus-one", Source("n.py", 2))
-    facts = EngineFacts("sglang", "9", (), {"A": d, "B": d, "C": plus, "D": d}, None, {"A": "B", "B": "A", "D": "C"},
-                        None, None)
+    facts = EngineFacts(
+        "sglang", "9", (), {"A": d, "B": d, "C": plus, "D": d}, None, {"A": "B", "B": "A", "D": "C"}, None, None
+    )
     assert facts.hook("A") == (None, "A")  # A -> B -> A: no hook, never a loop
     assert facts.hook("D") == (plus, "C")
     assert facts.hook("E") == (None, "E")
@@ -365,7 +471,8 @@ def test_read_ids_says_which_key_counted() -> None:
     assert read_ids(sg.reads[0], {"eagle_config": {}}) == (None, None)
     assert read_ids(sg.reads[0], {"eagle_config": {"eagle_aux_hidden_state_layer_ids": None}}) == (nested, None)
     assert read_ids(sg.reads[0], {"eagle_config": {"eagle_aux_hidden_state_layer_ids": []}}) == (nested, [])
-    assert read_ids(vl.reads[1], {"eagle_aux_hidden_state_layer_ids": [], "eagle_config": {
-        "eagle_aux_hidden_state_layer_ids": [1]}}) == (nested, [1])
+    assert read_ids(
+        vl.reads[1], {"eagle_aux_hidden_state_layer_ids": [], "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1]}}
+    ) == (nested, [1])
     assert read_ids(vl.reads[1], {"eagle_aux_hidden_state_layer_ids": "x"}) == (None, None)
     assert read_ids(vl.reads[0], {"eagle_config": {"layer_ids": [7]}}) == ("eagle_config.layer_ids", [7])

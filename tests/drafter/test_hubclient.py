@@ -60,7 +60,9 @@ class HostileHub(HubServer):
         found = self._resolve(repo, rev)
         assert not isinstance(found, str)
         sha, files = found
-        siblings: list[dict[str, object]] = [{"rfilename": n, "size": f.size, "blobId": f.blob} for n, f in files.items()]
+        siblings: list[dict[str, object]] = [
+            {"rfilename": n, "size": f.size, "blobId": f.blob} for n, f in files.items()
+        ]
         data: dict[str, object] = {"_id": sha[:24], "id": repo, "modelId": repo, "sha": sha, "siblings": siblings}
         if self.mode == "manyfiles":
             siblings += [{"rfilename": f"extra/{i}.json", "size": 2, "blobId": "0" * 40} for i in range(20_000)]
@@ -108,7 +110,8 @@ def test_a_body_longer_than_listed_is_stopped_and_nothing_of_it_kept(hub: Any, t
     assert stopped.value.message == (
         f"the hub at {hub.url.removeprefix('http://')} sent more than {listed:,} bytes for hf_hub_download "
         f"{REPO}@{hub.sha} {name} (a file's bound is the size the hub lists for it): the download was stopped and "
-        "nothing of it kept")
+        "nothing of it kept"
+    )
     assert find_partials(dest) == [] and not (dest / name).exists()
     written = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()) if dest.exists() else 0
     assert written < 16 << 20  # the other, honest files only
@@ -121,7 +124,8 @@ def test_a_repository_of_20000_json_files_is_refused_before_any_download(hub: An
         fetch_drafter(REPO, hub.sha, tmp_path / "d", root=tmp_path, endpoint=hub.url)
     assert refused.value.message == (
         f"{REPO}@{hub.sha} is not a drafter repository envforge fetches: 20,002 files to fetch (a drafter has a "
-        f"config, an index and its weights; at most {MAX_FILES}); nothing was downloaded")
+        f"config, an index and its weights; at most {MAX_FILES}); nothing was downloaded"
+    )
     assert [r.method for r in hub.requests] == ["GET"]  # the listing only
 
 
@@ -130,19 +134,27 @@ def test_a_listing_without_id_or_sha_is_named_not_an_internal_error(hub: Any, mo
     hub.mode = mode
     with pytest.raises(ExternalToolError) as bad:
         resolve_revision(REPO, hub.sha, endpoint=hub.url)
-    assert bad.value.message == (f"the hub at {hub.url.removeprefix('http://')} answered model_info {REPO}@{hub.sha} "
-                                 f"with something that is not a valid answer ({cause})")
+    assert bad.value.message == (
+        f"the hub at {hub.url.removeprefix('http://')} answered model_info {REPO}@{hub.sha} "
+        f"with something that is not a valid answer ({cause})"
+    )
     assert bad.value.hint == f"check HF_ENDPOINT (the hub in use: {hub.url})"
-    assert (bad.value.tool, bad.value.argv, bad.value.exit_code) == ("huggingface_hub", (f"model_info {REPO}@{hub.sha}",), 3)
+    assert (bad.value.tool, bad.value.argv, bad.value.exit_code) == (
+        "huggingface_hub",
+        (f"model_info {REPO}@{hub.sha}",),
+        3,
+    )
 
 
 def test_a_listing_longer_than_the_api_bound_is_stopped(hub: Any) -> None:
     hub.mode = "hugeinfo"
     with pytest.raises(ExternalToolError) as stopped:
         resolve_revision(REPO, hub.sha, endpoint=hub.url)
-    assert stopped.value.message == (f"the hub at {hub.url.removeprefix('http://')} sent more than "
-                                     f"{API_BODY_LIMIT:,} bytes for model_info {REPO}@{hub.sha} (the bound of an answer "
-                                     "that is not a file): the download was stopped and nothing of it kept")
+    assert stopped.value.message == (
+        f"the hub at {hub.url.removeprefix('http://')} sent more than "
+        f"{API_BODY_LIMIT:,} bytes for model_info {REPO}@{hub.sha} (the bound of an answer "
+        "that is not a file): the download was stopped and nothing of it kept"
+    )
 
 
 def test_the_endpoint_and_the_error_texts() -> None:

@@ -22,8 +22,9 @@ from tests.support.pythons import python_for
 
 def offline(hub: Hub, *argv: str) -> subprocess.CompletedProcess[str]:  # noqa: F811
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": hub.url, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "envforge", "drafter", *argv], capture_output=True, text=True,
-                          timeout=120, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", "drafter", *argv], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_offline_recheck_of_a_pinned_fetched_drafter_rehashes_it_and_passes(hub: Hub, tmp_path: Path) -> None:  # noqa: F811
@@ -39,7 +40,8 @@ def test_offline_recheck_of_a_pinned_fetched_drafter_rehashes_it_and_passes(hub:
         f"  config.json  {files['config.json'].size:,} bytes  sha256 {files['config.json'].sha256}  matches the "
         "fetch record\n"
         f"  model.safetensors  {files['model.safetensors'].size:,} bytes  sha256 "
-        f"{files['model.safetensors'].sha256}  matches the fetch record\n")
+        f"{files['model.safetensors'].sha256}  matches the fetch record\n"
+    )
     assert "failed talking" not in proc.stderr
     assert proc.stderr == "nothing was downloaded; the hub's metadata was checked when the copy was fetched\n"
 
@@ -53,8 +55,9 @@ def test_offline_recheck_finds_a_changed_local_copy(hub: Hub, tmp_path: Path) ->
         f.truncate(size - 100)
     proc = offline(hub, "fetch", "test-org/drafter-a", "--revision", hub.a, "--dest", str(dest))
     assert proc.returncode == 1
-    assert proc.stderr.startswith(f"error: model.safetensors of test-org/drafter-a@{hub.a} in {dest} differs from "
-                                  "its fetch record: sha256 ")
+    assert proc.stderr.startswith(
+        f"error: model.safetensors of test-org/drafter-a@{hub.a} in {dest} differs from its fetch record: sha256 "
+    )
     assert f"({size - 100:,} bytes), recorded " in proc.stderr and weights.exists()  # nothing removed offline
 
 
@@ -65,11 +68,14 @@ def test_offline_without_a_recorded_copy_says_offline_not_network(hub: Hub, tmp_
         f"error: huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and {tmp_path / 'none'} holds no "
         f"recorded copy of test-org/drafter-a@{hub.a} (no envforge-drafter.json)\n"
         "  hint: fetch it once with the hub reachable (unset HF_HUB_OFFLINE), or pass --dest DIR of an earlier "
-        "fetch\n")
+        "fetch\n"
+    )
     remote = offline(hub, "inspect", f"test-org/drafter-a@{hub.a}")
     assert remote.returncode == 2
-    assert remote.stderr.startswith(f"error: huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): model_info "
-                                    f"test-org/drafter-a@{hub.a} needs the hub\n")
+    assert remote.stderr.startswith(
+        f"error: huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): model_info "
+        f"test-org/drafter-a@{hub.a} needs the hub\n"
+    )
 
 
 def test_verify_drafter_level_offline_checks_the_recorded_copy(hub: Hub, tmp_path: Path) -> None:  # noqa: F811
@@ -84,19 +90,37 @@ def test_verify_drafter_level_offline_checks_the_recorded_copy(hub: Hub, tmp_pat
     if not Path(py312).exists():
         pytest.skip("needs the pyenv Python 3.12.1")
     root = tmp_path / "proj"
-    make_env(root, [cached_wheel("flashinfer-python", "0.6.4")], uv=uv.find_uv_bin(), python=py312,
-             patchsets=(), profile=None)
+    make_env(
+        root,
+        [cached_wheel("flashinfer-python", "0.6.4")],
+        uv=uv.find_uv_bin(),
+        python=py312,
+        patchsets=(),
+        profile=None,
+    )
     recipe = root / "recipes" / "quickstart.toml"
     recipe.write_text(recipe.read_text() + f'\n[verify.drafter]\nrepo = "test-org/drafter-a"\nrevision = "{hub.a}"\n')
     fetch_drafter("test-org/drafter-a", hub.a, None, root=root / "drafters", endpoint=hub.url)  # default dest
     hub.server.reset_counters()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": hub.url}
-    proc = subprocess.run([sys.executable, "-m", "envforge", "verify", "--level", "drafter", "--json"], cwd=root,
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envforge", "verify", "--level", "drafter", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert hub.server.requests == []
     data = json.loads(proc.stdout)["data"]
     assert data["findings"] == []
-    assert data["checks"] == [{"name": "drafter", "level": "drafter", "status": "ok",
-                               "detail": f"test-org/drafter-a@{hub.a} (offline, HF_HUB_OFFLINE: the copy recorded "
-                                         f"under {root / 'drafters'}, re-hashed)"}]
+    assert data["checks"] == [
+        {
+            "name": "drafter",
+            "level": "drafter",
+            "status": "ok",
+            "detail": f"test-org/drafter-a@{hub.a} (offline, HF_HUB_OFFLINE: the copy recorded "
+            f"under {root / 'drafters'}, re-hashed)",
+        }
+    ]

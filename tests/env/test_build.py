@@ -26,21 +26,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def envforge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
 
 
 def make_project(tmp_path: Path, index: LocalIndex, version: str = "1.0") -> Path:
     (tmp_path / "recipes").mkdir(parents=True, exist_ok=True)
     (tmp_path / "recipes" / "r.toml").write_text(
         f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{index.url}"\n\n'
-        f'[packages]\nmodel-kernels = "=={version}"\n\n[env.default]\nENVFORGE_TEST_FLAG = "on"\n')
+        f'[packages]\nmodel-kernels = "=={version}"\n\n[env.default]\nENVFORGE_TEST_FLAG = "on"\n'
+    )
     return tmp_path
 
 
 def env_python_says(proj: Path, code: str) -> str:
-    out = subprocess.run([str(proj / "envs" / "r-default" / "bin" / "python"), "-c", code],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(proj / "envs" / "r-default" / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -62,10 +65,15 @@ def test_build_makes_generations_and_rollback_flips_back(tmp_path: Path, index: 
     assert first.returncode == 0, first.stderr
     assert first.stdout == "envs/r-default -> g0001\n"
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0001"
-    assert env_python_says(proj, "import model_kernels, os; print(model_kernels.__version__, "
-                                 "os.environ['ENVFORGE_TEST_FLAG'])") == "1.0 on"
-    record = json.loads(next((proj / "envs" / "r-default").glob(
-        "lib/python3*/site-packages/.envforge/generation.json")).read_text())
+    assert (
+        env_python_says(
+            proj, "import model_kernels, os; print(model_kernels.__version__, os.environ['ENVFORGE_TEST_FLAG'])"
+        )
+        == "1.0 on"
+    )
+    record = json.loads(
+        next((proj / "envs" / "r-default").glob("lib/python3*/site-packages/.envforge/generation.json")).read_text()
+    )
     assert (record["recipe"], record["variant"], record["generation"]) == ("r", "default", "g0001")
 
     recipe = proj / "recipes" / "r.toml"
@@ -115,8 +123,9 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
         # The recipe and its lock (digest re-recorded) name the mirror, so the index guard allows it.
         recipe.write_text(recipe.read_text().replace(index.url, slow.url))
         lock.write_text(restamp(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])))
-        proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(
+            [*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
         gen = proj / "envs" / ".generations" / "r-default" / "g0002"
         for _ in range(300):  # wait until the new generation exists and sync is downloading
             if (gen / "pyvenv.cfg").exists():
@@ -131,8 +140,10 @@ def test_killed_build_leaves_the_previous_environment_importable(tmp_path: Path,
     # SIGKILL cannot clean up: the leftover is listed as incomplete, never as a generation, and
     # `envforge gc` removes it.
     listed = json.loads(envforge(proj, "envs", "--json").stdout)["data"]["environments"][0]
-    assert (listed["live"], [(g["name"], g["complete"], g["live"]) for g in listed["generations"]]) == \
-        ("g0001", [("g0001", True, True), ("g0002", False, False)])
+    assert (listed["live"], [(g["name"], g["complete"], g["live"]) for g in listed["generations"]]) == (
+        "g0001",
+        [("g0001", True, True), ("g0002", False, False)],
+    )
     assert envforge(proj, "rollback", "r-default", "--to", "g0002").returncode == 2
     gc = json.loads(envforge(proj, "gc", "--json").stdout)["data"]
     assert [(r["env"], r["generation"]) for r in gc["removed"]] == [("r-default", "g0002")] and not gen.exists()
@@ -152,18 +163,23 @@ def test_hand_edited_lock_builds_nothing(tmp_path: Path, index: LocalIndex) -> N
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     text = lock.read_text()
     wheel = make_wheel(tmp_path / "w", "extra-pkg", "1.0")
-    entry = (f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", hashes = '
-             f'{{ sha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}" }} }}]\n\n')
-    cases = ((text.replace("[tool.envforge]", entry + "[tool.envforge]", 1), "is not the lock `envforge lock` wrote:"),
-             (text[:text.index("[[packages]]")] + "[tool.envforge]", "is not a valid PEP 751 lock at `packages`:"),
-             (text[:text.index("[tool.envforge]")], "is not the lock `envforge lock` wrote:"))
+    entry = (
+        f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", hashes = '
+        f'{{ sha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}" }} }}]\n\n'
+    )
+    cases = (
+        (text.replace("[tool.envforge]", entry + "[tool.envforge]", 1), "is not the lock `envforge lock` wrote:"),
+        (text[: text.index("[[packages]]")] + "[tool.envforge]", "is not a valid PEP 751 lock at `packages`:"),
+        (text[: text.index("[tool.envforge]")], "is not the lock `envforge lock` wrote:"),
+    )
     for bad, says in cases:
         lock.write_text(bad)
         res = envforge(proj, "build", "r")
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith(f"error: {lock} {says}"), res.stderr
-        assert sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").iterdir()
-                      if re.fullmatch(r"g\d+", p.name)) == ["g0001"]
+        assert sorted(
+            p.name for p in (proj / "envs" / ".generations" / "r-default").iterdir() if re.fullmatch(r"g\d+", p.name)
+        ) == ["g0001"]
     assert env_python_says(proj, "import model_kernels; print(model_kernels.__name__)") == "model_kernels"
 
 
@@ -178,7 +194,8 @@ def test_index_guard_runs_at_build(tmp_path: Path, index: LocalIndex) -> None:
     assert res.returncode == 1, res.stderr
     assert res.stderr.splitlines()[:2] == [
         f"error: {lock}: packages come from indexes not allowed for them:",
-        "  model-kernels 1.0 came from unknown (mirror.invalid); allowed: pypi"]
+        "  model-kernels 1.0 came from unknown (mirror.invalid); allowed: pypi",
+    ]
     assert not (proj / "envs" / "r-default").exists()
 
 
@@ -186,12 +203,15 @@ def test_b04_local_label_missing_from_metadata_is_reported_not_silent(tmp_path: 
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(
         f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\ncu130 = "{index.url}"\n\n'
-        '[packages]\nkern = { version = "==1.0+cu130", index = "cu130" }\n')
+        '[packages]\nkern = { version = "==1.0+cu130", index = "cu130" }\n'
+    )
     assert envforge(tmp_path, "lock", "r").returncode == 0
     res = envforge(tmp_path, "build", "r")
     assert res.returncode == 0
-    assert (f"warning: kern: the lock and the wheel file name say 1.0+cu130 (index {index.url}), "
-            "its installed METADATA says 1.0 (field case B04)") in res.stderr
+    assert (
+        f"warning: kern: the lock and the wheel file name say 1.0+cu130 (index {index.url}), "
+        "its installed METADATA says 1.0 (field case B04)"
+    ) in res.stderr
 
 
 def test_a_pin_yanked_since_the_lock_is_warned_with_the_index_reason(tmp_path: Path) -> None:
@@ -205,16 +225,20 @@ def test_a_pin_yanked_since_the_lock_is_warned_with_the_index_reason(tmp_path: P
         idx.yank("model_kernels-1.0-py3-none-any.whl", "wrong SM120 kernels; use 1.1")
         res = envforge(proj, "build", "r", env={"ENVFORGE_CACHE_DIR": str(tmp_path / "cache")})
     assert res.returncode == 0, res.stderr
-    assert ('warning: pylock.r-default.toml: model-kernels 1.0 is yanked on its index '
-            '(reason: "wrong SM120 kernels; use 1.1")') in res.stderr.splitlines()
+    assert (
+        "warning: pylock.r-default.toml: model-kernels 1.0 is yanked on its index "
+        '(reason: "wrong SM120 kernels; use 1.1")'
+    ) in res.stderr.splitlines()
 
 
 def test_build_without_a_lock_says_what_to_run(tmp_path: Path, index: LocalIndex) -> None:
     proj = make_project(tmp_path, index)
     res = envforge(proj, "build", "r")
     assert res.returncode == 2
-    assert res.stderr == (f"error: no lock for r-default: {proj / 'lockfiles' / 'pylock.r-default.toml'} does not exist\n"
-                          "  hint: run `envforge lock r --variant default` first\n")
+    assert res.stderr == (
+        f"error: no lock for r-default: {proj / 'lockfiles' / 'pylock.r-default.toml'} does not exist\n"
+        "  hint: run `envforge lock r --variant default` first\n"
+    )
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, index: LocalIndex) -> None:
@@ -232,8 +256,11 @@ def test_missing_python_names_the_version_and_how_to_provide_it() -> None:
     assert str(e.value) == (
         "no Python 3.99 found on this machine (searched pyenv installs and uv's discovery; envforge never "
         "downloads Pythons)\n  hint: install Python 3.99 (e.g. `pyenv install 3.99` or `apt-get install "
-        "python3.99`) or pass --python PATH")
-    with pytest.raises(PythonNotFound, match=r"^--python /bin/true is not a Python interpreter; the recipe needs Python 3.12$"):
+        "python3.99`) or pass --python PATH"
+    )
+    with pytest.raises(
+        PythonNotFound, match=r"^--python /bin/true is not a Python interpreter; the recipe needs Python 3.12$"
+    ):
         find_python("3.12", Path("/bin/true"))
 
 
@@ -252,8 +279,10 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     assert "verify static: clean" in res.stdout
     second = envforge(proj, "up")  # nothing changed: verify again, no new generation
     assert second.returncode == 0
-    assert ("[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
-            "verifying before trusting it" in second.stderr)
+    assert (
+        "[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
+        "verifying before trusting it" in second.stderr
+    )
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     manifest = json.loads((sp / ".envforge" / "patches.json").read_text())
     patched = [sp / f["path"] for f in manifest["files"]]
@@ -269,7 +298,9 @@ def test_up_runs_the_main_job_on_the_quickstart_recipe(tmp_path: Path) -> None:
     again = envforge(proj, "apply-patches")
     assert again.returncode == 0 and "env profile pcie: 3 variables (pth)" in again.stderr
     assert (sp / "envforge-env.pth").exists()
-    assert {f["path"]: f["new_sha256"] for f in json.loads((sp / ".envforge" / "patches.json").read_text())["files"]} == before
+    assert {
+        f["path"]: f["new_sha256"] for f in json.loads((sp / ".envforge" / "patches.json").read_text())["files"]
+    } == before
     assert envforge(proj, "verify").returncode == 0
 
 
@@ -279,7 +310,8 @@ def test_offline_build_from_a_wheelhouse(tmp_path: Path) -> None:
     make_wheel(house, "model-kernels", "1.0")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(
-        '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\nmodel-kernels = "==1.0"\n')
+        '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\nmodel-kernels = "==1.0"\n'
+    )
     offline = ("--offline", "--find-links", str(house))
     assert envforge(tmp_path, "lock", "r", *offline, "--local-paths").returncode == 0
     res = envforge(tmp_path, "build", "r", *offline, env={"UV_INDEX_URL": "http://127.0.0.1:9/simple"})
@@ -309,8 +341,9 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
         recipe = proj / "recipes" / "r.toml"
         recipe.write_text(recipe.read_text().replace(index.url, slow.url))
         lock.write_text(restamp(lock.read_text().replace(index.url.rsplit("/", 1)[0], slow.url.rsplit("/", 1)[0])))
-        proc = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         gen = proj / "envs" / ".generations" / "r-default" / "g0002"
         for _ in range(300):
             if _processes_mentioning(str(gen)) and (gen / "pyvenv.cfg").exists():
@@ -324,7 +357,8 @@ def test_sigterm_stops_the_build_and_its_uv_and_keeps_the_live_environment(tmp_p
     assert err.splitlines()[-1] == (
         f"error: stopped by signal SIGTERM during build step 'sync' of r-default (g0002); the live environment "
         f"was not changed, the half-built generation was moved out of the listings (the next build or `envforge gc` "
-        f"removes its files); full log: {log}")
+        f"removes its files); full log: {log}"
+    )
     assert not gen.exists() and "Traceback" not in err
     (trashed,) = (gen.parent / ".trash").iterdir()  # renamed, not removed: the stop did not wait for a removal
     assert trashed.name.startswith("g0002.")
@@ -411,11 +445,15 @@ def test_build_refuses_a_profile_the_lock_does_not_record(tmp_path: Path) -> Non
     lock = proj / "lockfiles" / "pylock.quickstart-default.toml"
     no_uv = {"ENVFORGE_UV": "/bin/false"}
     edited = envforge(proj, "build", env=no_uv)
-    assert (edited.returncode, edited.stderr) == (2, (
-        f"error: {lock}: the env profile to install is not the one the lock records:\n"
-        "  env.NCCL_BUFFSIZE: locked '131072', building '262144'\n"
-        "  hint: record it first: `envforge lock quickstart --variant default --env-profile pcie` "
-        "(or `envforge up`, which locks then builds)\n"))
+    assert (edited.returncode, edited.stderr) == (
+        2,
+        (
+            f"error: {lock}: the env profile to install is not the one the lock records:\n"
+            "  env.NCCL_BUFFSIZE: locked '131072', building '262144'\n"
+            "  hint: record it first: `envforge lock quickstart --variant default --env-profile pcie` "
+            "(or `envforge up`, which locks then builds)\n"
+        ),
+    )
     other = envforge(proj, "build", "--env-profile", "nvlink", env=no_uv)
     assert other.returncode == 2
     assert other.stderr.splitlines()[1:4] == [
@@ -433,9 +471,13 @@ def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: 
     gen = tmp_path / "envs" / ".generations" / "demo-cpu" / "g0002"
     sp = gen / "lib" / "python3.12" / "site-packages"
     sp.mkdir(parents=True)
-    plan: Any = SimpleNamespace(lock=lock, generation=gen, python=SimpleNamespace(version="3.12.1"),
-                                variant=SimpleNamespace(recipe="demo", variant="cpu", env_profile="pcie"),
-                                link_mode="copy")
+    plan: Any = SimpleNamespace(
+        lock=lock,
+        generation=gen,
+        python=SimpleNamespace(version="3.12.1"),
+        variant=SimpleNamespace(recipe="demo", variant="cpu", env_profile="pcie"),
+        link_mode="copy",
+    )
     old = os.umask(0o022)
     try:
         assert _manifest(plan, sp) == ".envforge/generation.json"
@@ -443,9 +485,16 @@ def test_the_manifest_step_copies_the_lock_and_writes_the_record_last(tmp_path: 
         os.umask(old)
     assert (sp / ".envforge" / "pylock.toml").read_bytes() == b'lock-version = "1.0"\n'
     assert json.loads((sp / ".envforge" / "generation.json").read_text()) == {
-        "schema": 1, "recipe": "demo", "variant": "cpu", "lock": str(lock),
+        "schema": 1,
+        "recipe": "demo",
+        "variant": "cpu",
+        "lock": str(lock),
         "lock-digest": "sha256:" + hashlib.sha256(b'lock-version = "1.0"\n').hexdigest(),
-        "generation": "g0002", "python": "3.12.1", "env-profile": "pcie", "link-mode": "copy"}
+        "generation": "g0002",
+        "python": "3.12.1",
+        "env-profile": "pcie",
+        "link-mode": "copy",
+    }
     assert sorted(p.name for p in (sp / ".envforge").iterdir()) == ["generation.json", "pylock.toml"]
     assert {oct(p.stat().st_mode & 0o7777) for p in (sp / ".envforge").iterdir()} == {"0o644"}
 
@@ -469,14 +518,21 @@ def test_sigterm_right_after_the_flip_keeps_the_generation_it_made_live(tmp_path
     proj = make_project(tmp_path / "p", index)
     assert envforge(proj, "lock", "r").returncode == 0
     assert envforge(proj, "build", "r").returncode == 0
-    res = subprocess.run([sys.executable, "-c", _TERM_AFTER_FLIP], cwd=proj, capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    res = subprocess.run(
+        [sys.executable, "-c", _TERM_AFTER_FLIP],
+        cwd=proj,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     gen = proj / "envs" / ".generations" / "r-default" / "g0002"
     log = gen.with_name("g0002.log")
     assert res.returncode == 128 + signal.SIGTERM, res.stderr
     assert res.stderr.splitlines()[-1] == (
         f"error: stopped by signal SIGTERM after the flip of r-default to g0002: the build was complete and "
-        f"g0002 is live; nothing was removed; full log: {log}")
+        f"g0002 is live; nothing was removed; full log: {log}"
+    )
     assert "was not changed" not in res.stderr
     assert os.readlink(proj / "envs" / "r-default") == ".generations/r-default/g0002"
     assert (gen / "lib" / "python3.12" / "site-packages" / ".envforge" / "generation.json").is_file()
@@ -516,4 +572,5 @@ def test_link_mode_from_the_option_or_uv_link_mode_is_used_and_recorded(tmp_path
     assert bad.stderr.splitlines()[-2:] == [
         "error: unknown link mode 'reflink' (from --link-mode or UV_LINK_MODE)",
         "  hint: one of clone, copy, hardlink, symlink; `copy` gives every generation its own files, so an "
-        "in-place edit never reaches uv's cache"]
+        "in-place edit never reaches uv's cache",
+    ]

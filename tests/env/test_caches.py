@@ -33,27 +33,36 @@ for node in ast.parse((sp / "flashinfer/jit/env.py").read_text()).body:
         exec(compile(ast.Module([node], []), "env.py", "exec"), ns)
 print(json.dumps({"env": {k: os.environ.get(k) for k in NAMES}, "flashinfer": str(ns["FLASHINFER_CACHE_DIR"])}))
 """.replace("NAMES", repr(NAMES))
-OUTER = ("import subprocess, sys; sys.stdout.write(subprocess.run([sys.executable, '-c', sys.argv[1]], "
-         "capture_output=True, text=True, check=True).stdout)")
+OUTER = (
+    "import subprocess, sys; sys.stdout.write(subprocess.run([sys.executable, '-c', sys.argv[1]], "
+    "capture_output=True, text=True, check=True).stdout)"
+)
 
 
 def envforge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})}
+    )
 
 
 def child_sees(python: Path, env: dict[str, str] | None = None) -> dict[str, object]:
     base = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
-    out = subprocess.run([str(python), "-c", OUTER, INNER], capture_output=True, text=True, timeout=120,
-                         env={**base, **(env or {})})
+    out = subprocess.run(
+        [str(python), "-c", OUTER, INNER], capture_output=True, text=True, timeout=120, env={**base, **(env or {})}
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
 def expected(gen: Path) -> dict[str, str]:
-    return {"FLASHINFER_WORKSPACE_BASE": str(gen), "SGLANG_CACHE_DIR": f"{gen}/.cache/sglang",
-            "SGLANG_DG_CACHE_DIR": f"{gen}/.cache/deep_gemm", "TORCHINDUCTOR_CACHE_DIR": f"{gen}/.cache/torchinductor",
-            "TRITON_CACHE_DIR": f"{gen}/.cache/triton", "VLLM_CACHE_ROOT": f"{gen}/.cache/vllm"}
+    return {
+        "FLASHINFER_WORKSPACE_BASE": str(gen),
+        "SGLANG_CACHE_DIR": f"{gen}/.cache/sglang",
+        "SGLANG_DG_CACHE_DIR": f"{gen}/.cache/deep_gemm",
+        "TORCHINDUCTOR_CACHE_DIR": f"{gen}/.cache/torchinductor",
+        "TRITON_CACHE_DIR": f"{gen}/.cache/triton",
+        "VLLM_CACHE_ROOT": f"{gen}/.cache/vllm",
+    }
 
 
 @pytest.fixture
@@ -67,7 +76,8 @@ def project(tmp_path: Path):  # type: ignore[no-untyped-def]
     with serve(idx):
         (proj / "recipes" / "fi.toml").write_text(
             f'[recipe]\nname = "fi"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            '[packages]\nflashinfer-python = "==0.6.4"\nmodel-kernels = "==1.0"\n')
+            '[packages]\nflashinfer-python = "==0.6.4"\nmodel-kernels = "==1.0"\n'
+        )
         yield proj
 
 
@@ -104,8 +114,13 @@ def test_each_generation_compiles_into_its_own_cache_and_rollback_goes_back_to_i
 def test_cache_variables_skip_what_the_profile_sets_the_recipe_opt_out() -> None:
     assert cache_variables("/e/g0003", {}) == expected(Path("/e/g0003"))
     shared = cache_variables("/e/g0003", {"FLASHINFER_WORKSPACE_BASE": "/srv/warm", "NCCL_DEBUG": "WARN"})
-    assert sorted(shared) == ["SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
-                              "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT"]
+    assert sorted(shared) == [
+        "SGLANG_CACHE_DIR",
+        "SGLANG_DG_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "VLLM_CACHE_ROOT",
+    ]
 
 
 def test_install_records_caches_only_for_a_venv_and_can_leave_them_out(tmp_path: Path) -> None:
@@ -133,6 +148,8 @@ def test_verify_names_caches_recorded_for_another_generation(tmp_path: Path) -> 
     data["caches"] = expected(tmp_path / "g0001")
     record.write_text(json.dumps(data))
     problems = installed_problems(sp)
-    assert problems[0] == (f"{record}: its kernel caches are not under this generation {tmp_path / 'g0002'} "
-                           "(copied from another environment?)")
+    assert problems[0] == (
+        f"{record}: its kernel caches are not under this generation {tmp_path / 'g0002'} "
+        "(copied from another environment?)"
+    )
     assert ast.parse((sp / "_envforge_env.py").read_text())  # the hook itself still parses

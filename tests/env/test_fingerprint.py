@@ -15,13 +15,26 @@ def test_describe_without_gpu_facts() -> None:
 
 
 def test_describe_no_gpu_and_gpus() -> None:
-    fp = Fingerprint(lock_digest=None, patch_manifest_digest="sha256:bb", env_profile="pcie",
-                     env_profile_digest="sha256:cc", gpu_count=0, driver="580.1")
+    fp = Fingerprint(
+        lock_digest=None,
+        patch_manifest_digest="sha256:bb",
+        env_profile="pcie",
+        env_profile_digest="sha256:cc",
+        gpu_count=0,
+        driver="580.1",
+    )
     assert fp.describe() == "lock none, patches sha256:bb, profile pcie sha256:cc, no GPU, driver 580.1"
-    fp = Fingerprint(lock_digest="sha256:aa", patch_manifest_digest=None, env_profile="nvlink",
-                     env_profile_digest="sha256:dd", gpu="NVIDIA H200", gpu_count=2)
-    assert fp.describe() == ("lock sha256:aa, patches none, profile nvlink sha256:dd, gpu 2x NVIDIA H200, "
-                             "driver unknown")
+    fp = Fingerprint(
+        lock_digest="sha256:aa",
+        patch_manifest_digest=None,
+        env_profile="nvlink",
+        env_profile_digest="sha256:dd",
+        gpu="NVIDIA H200",
+        gpu_count=2,
+    )
+    assert fp.describe() == (
+        "lock sha256:aa, patches none, profile nvlink sha256:dd, gpu 2x NVIDIA H200, driver unknown"
+    )
     assert "None" not in Fingerprint(None, None, None, None, gpu_count=3).describe()
 
 
@@ -34,11 +47,21 @@ def test_differences_say_unknown() -> None:
 def test_the_json_shape_names_every_field_in_order() -> None:
     """docs/verify.md and docs/architecture.md document these keys (``envforge.verify/1``, bench reports)."""
     fp = Fingerprint("sha256:aa", None, "pcie", "sha256:cc", startup_digest="sha256:dd")
-    assert fp.as_dict() == {"lock_digest": "sha256:aa", "patch_manifest_digest": None, "env_profile": "pcie",
-                            "env_profile_digest": "sha256:cc", "python": None, "driver": None, "gpu": None,
-                            "gpu_count": None, "compute_capability": None, "platform": None,
-                            "effective_env_digest": None, "startup_digest": "sha256:dd",
-                            "nccl_conf_digest": None}
+    assert fp.as_dict() == {
+        "lock_digest": "sha256:aa",
+        "patch_manifest_digest": None,
+        "env_profile": "pcie",
+        "env_profile_digest": "sha256:cc",
+        "python": None,
+        "driver": None,
+        "gpu": None,
+        "gpu_count": None,
+        "compute_capability": None,
+        "platform": None,
+        "effective_env_digest": None,
+        "startup_digest": "sha256:dd",
+        "nccl_conf_digest": None,
+    }
     assert Fingerprint.from_dict({"lock_digest": "sha256:aa"}).startup_digest is None  # reports older than B36
 
 

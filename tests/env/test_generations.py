@@ -138,7 +138,10 @@ def test_the_live_generation_is_reused_only_when_built_from_the_same_lock_bytes(
     record.mkdir()  # damaged: not a regular file
     with pytest.raises(InputError) as exc:
         current_generation(link, lock, variant)
-    assert exc.value.hint == "build a new generation: `envforge up demo --variant cpu --rebuild` (g0001 stays for rollback)"
+    assert (
+        exc.value.hint
+        == "build a new generation: `envforge up demo --variant cpu --rebuild` (g0001 stays for rollback)"
+    )
 
 
 _KILLED_MID_REMOVAL = """
@@ -166,8 +169,9 @@ def test_a_removal_killed_part_way_leaves_nothing_that_lists_as_complete(tmp_pat
         (gen / f"f{i}").write_text("x")
     marker = tmp_path / "removing"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_MID_REMOVAL, str(gen), str(marker)], env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_MID_REMOVAL, str(gen), str(marker)], env=env, start_new_session=True
+    )
     try:
         while not marker.exists():
             assert proc.poll() is None, "the removal ended before it was killed"

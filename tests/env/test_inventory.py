@@ -18,8 +18,22 @@ from envforge.env.inventory import disk_usage
 from tests.support.localindex import LocalIndex, make_wheel, serve
 
 ENVFORGE = [sys.executable, "-m", "envforge"]
-GEN_KEYS = ["name", "path", "complete", "live", "recipe", "variant", "lock_digest", "size_bytes", "own_bytes",
-            "shared_bytes", "built_at", "log", "held_back", "made_live"]
+GEN_KEYS = [
+    "name",
+    "path",
+    "complete",
+    "live",
+    "recipe",
+    "variant",
+    "lock_digest",
+    "size_bytes",
+    "own_bytes",
+    "shared_bytes",
+    "built_at",
+    "log",
+    "held_back",
+    "made_live",
+]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -42,7 +56,8 @@ def proj(tmp_path: Path):  # type: ignore[no-untyped-def]
     with serve(idx):
         (root / "recipes" / "r.toml").write_text(
             f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            '[packages]\nmodel-kernels = "==1.0"\n')
+            '[packages]\nmodel-kernels = "==1.0"\n'
+        )
         yield root
 
 
@@ -61,8 +76,10 @@ def test_no_environments_yet(tmp_path: Path) -> None:
     assert res.stderr == "no environments yet: `envforge up` or `envforge build RECIPE` makes one\n"
     assert data_of(envforge(tmp_path, "env", "list", "--json"), "envforge.envs/1") == {"environments": []}
     res = envforge(tmp_path, "envs", "nope", "--json")
-    assert res.returncode == 2 and json.loads(res.stdout)["data"]["message"] == \
-        f"no environment named 'nope' in {tmp_path / 'envs'}"
+    assert (
+        res.returncode == 2
+        and json.loads(res.stdout)["data"]["message"] == f"no environment named 'nope' in {tmp_path / 'envs'}"
+    )
 
 
 @pytest.mark.slow
@@ -81,7 +98,8 @@ def test_envs_rollback_to_and_forward_and_gc(proj: Path) -> None:
     assert [(g["name"], g["complete"], g["live"], g["recipe"], g["variant"], g["lock_digest"]) for g in gens] == [
         ("g0001", True, False, "r", "default", digest1),
         ("g0002", True, False, "r", "default", digest2),
-        ("g0003", True, True, "r", "default", digest2)]
+        ("g0003", True, True, "r", "default", digest2),
+    ]
     root = proj / "envs" / ".generations" / "r-default"
     for g in gens:
         assert g["path"] == str(root / g["name"]) and g["log"] == str(root / f"{g['name']}.log")
@@ -96,14 +114,20 @@ def test_envs_rollback_to_and_forward_and_gc(proj: Path) -> None:
     assert human[3].startswith(f"  * g0003  r/default  {digest2[:19]}  ") and human[3].endswith(" s ago")
 
     back = envforge(proj, "rollback", "r-default", "--to", "g0001", "--json")
-    assert data_of(back, "envforge.rollback/1") == {"env": "r-default", "link": str(proj / "envs" / "r-default"),
-                                                    "previous": "g0003", "current": "g0001"}
+    assert data_of(back, "envforge.rollback/1") == {
+        "env": "r-default",
+        "link": str(proj / "envs" / "r-default"),
+        "previous": "g0003",
+        "current": "g0001",
+    }
     fwd = envforge(proj, "rollback", "r-default", "--to", "3")
     assert (fwd.returncode, fwd.stdout) == (0, "envs/r-default: g0001 -> g0003\n")
     bad = envforge(proj, "rollback", "r-default", "--to", "g0009")
     assert bad.returncode == 2
-    assert bad.stderr.splitlines()[0] == \
-        "error: r-default has no complete generation 'g0009' (generations: g0001, g0002, g0003)"
+    assert (
+        bad.stderr.splitlines()[0]
+        == "error: r-default has no complete generation 'g0009' (generations: g0001, g0002, g0003)"
+    )
 
     gc = data_of(envforge(proj, "gc", "--keep", "1", "--json"), "envforge.gc/1")
     assert [(r["env"], r["generation"]) for r in gc["removed"]] == [("r-default", "g0001"), ("r-default", "g0002")]
@@ -157,8 +181,9 @@ def test_envs_and_gc_count_hardlinks_into_uv_cache_as_shared_not_freed(tmp_path:
     cache = tmp_path / "uv-cache" / "cache.so"
     cache.parent.mkdir()
     cache.write_bytes(os.urandom(1 << 20))
-    g1 = _fake_generation(envs, "g0001", {"cache.so": cache, "pair.so": os.urandom(256 << 10),
-                                          "own.py": os.urandom(64 << 10)})
+    g1 = _fake_generation(
+        envs, "g0001", {"cache.so": cache, "pair.so": os.urandom(256 << 10), "own.py": os.urandom(64 << 10)}
+    )
     g2 = _fake_generation(envs, "g0002", {"cache.so": cache, "pair.so": g1 / "pair.so"})
     g3 = _fake_generation(envs, "g0003", {"cache.so": cache})
     (envs / "e").symlink_to(".generations/e/g0003")
@@ -170,7 +195,8 @@ def test_envs_and_gc_count_hardlinks_into_uv_cache_as_shared_not_freed(tmp_path:
     assert [(g["name"], g["own_bytes"], g["shared_bytes"]) for g in gens] == [
         ("g0001", own1, shared + pair),
         ("g0002", _allocated(*_tree(g2, {"cache.so", "pair.so"})), shared + pair),
-        ("g0003", _allocated(*_tree(g3, {"cache.so"})), shared)]
+        ("g0003", _allocated(*_tree(g3, {"cache.so"})), shared),
+    ]
     assert shared == 1 << 20 and gens[0]["size_bytes"] == own1 + shared + pair
 
     human = envforge(tmp_path, "envs")
@@ -182,8 +208,10 @@ def test_envs_and_gc_count_hardlinks_into_uv_cache_as_shared_not_freed(tmp_path:
     freed = own1 + pair + _allocated(*_tree(g2, {"cache.so", "pair.so"}))
     gc = envforge(tmp_path, "gc", "--keep", "1")
     assert gc.returncode == 0, gc.stderr
-    assert gc.stderr == (f"gc: removed 2 generations, freed {freed / 1024:.1f} KiB; kept 1; files hardlinked "
-                         "from uv's cache stay (`uv cache prune` frees those)\n")
+    assert gc.stderr == (
+        f"gc: removed 2 generations, freed {freed / 1024:.1f} KiB; kept 1; files hardlinked "
+        "from uv's cache stay (`uv cache prune` frees those)\n"
+    )
     assert gc.stdout.splitlines()[0].startswith("removed e/g0001  ")
     assert len(cache.read_bytes()) == 1 << 20 and not g1.exists() and not g2.exists()
 
@@ -203,9 +231,15 @@ def test_gc_json_freed_bytes_excludes_files_kept_alive_elsewhere(tmp_path: Path)
     pair = _allocated(g1 / "pair.so")
 
     gc = data_of(envforge(tmp_path, "gc", "--keep", "1", "--json"), "envforge.gc/1")
-    assert gc == {"removed": [{"env": "e", "generation": "g0001", "own_bytes": own[0], "shared_bytes": (1 << 20) + pair},
-                              {"env": "e", "generation": "g0002", "own_bytes": own[1], "shared_bytes": (1 << 20) + pair}],
-                  "kept": [{"env": "e", "generation": "g0003"}], "in_use": [], "freed_bytes": expected}
+    assert gc == {
+        "removed": [
+            {"env": "e", "generation": "g0001", "own_bytes": own[0], "shared_bytes": (1 << 20) + pair},
+            {"env": "e", "generation": "g0002", "own_bytes": own[1], "shared_bytes": (1 << 20) + pair},
+        ],
+        "kept": [{"env": "e", "generation": "g0003"}],
+        "in_use": [],
+        "freed_bytes": expected,
+    }
     assert expected < (1 << 20) and len(cache.read_bytes()) == 1 << 20
 
 
@@ -266,14 +300,21 @@ def test_gc_racing_a_build_never_removes_the_generation_the_build_makes_live(pro
     recipe.write_text(recipe.read_text().replace('"==1.0"', '"==2.0"'))
     assert envforge(proj, "lock", "r").returncode == 0
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    build = subprocess.Popen([sys.executable, "-c", _SLOW_BUILD], cwd=proj, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    build = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_BUILD],
+        cwd=proj,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     gen = proj / "envs" / ".generations" / "r-default" / "g0002"
     deadline = time.monotonic() + 120
     while not (gen / "pyvenv.cfg").is_file() and time.monotonic() < deadline:
         time.sleep(0.02)
-    gc = subprocess.run([sys.executable, "-c", _SLOW_GC], cwd=proj, capture_output=True, text=True, timeout=120,
-                        env=env)
+    gc = subprocess.run(
+        [sys.executable, "-c", _SLOW_GC], cwd=proj, capture_output=True, text=True, timeout=120, env=env
+    )
     _, err = build.communicate(timeout=120)
     assert build.returncode == 0, err
     assert "removed r-default/g0002" not in gc.stdout + gc.stderr
@@ -291,8 +332,9 @@ def test_builds_and_gcs_at_random_moments_keep_the_live_generation(proj: Path) -
     for delay in (0.0, 0.3, 0.6, 0.9, 1.2, 1.5):
         if time.monotonic() > deadline:
             break
-        build = subprocess.Popen([*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        build = subprocess.Popen(
+            [*ENVFORGE, "build", "r"], cwd=proj, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(delay)
         gc = envforge(proj, "gc", "--keep", "50")
         assert build.wait(timeout=120) in (0, 2)

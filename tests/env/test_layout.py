@@ -19,9 +19,15 @@ def test_a_missing_path_is_named_as_a_path_and_a_missing_name_lists_envs(tmp_pat
         resolve_environment(project, str(tmp_path / "nope"), default="d")
     assert (exc.value.message, exc.value.hint) == (
         f"environment {tmp_path / 'nope'} does not exist",
-        "give the path of a virtual environment, or an environment name under envs/")
+        "give the path of a virtual environment, or an environment name under envs/",
+    )
     with pytest.raises(InputError) as exc:
         resolve_environment(project, "nope", default="d")
     assert (exc.value.message, exc.value.hint) == (
-        f"no environment 'nope' in {tmp_path / 'envs'}", "build it with `envforge build`; existing: quickstart-default")
-    assert resolve_environment(project, None, default="quickstart-default").path == tmp_path / "envs" / "quickstart-default"
+        f"no environment 'nope' in {tmp_path / 'envs'}",
+        "build it with `envforge build`; existing: quickstart-default",
+    )
+    assert (
+        resolve_environment(project, None, default="quickstart-default").path
+        == tmp_path / "envs" / "quickstart-default"
+    )

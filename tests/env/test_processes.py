@@ -36,15 +36,15 @@ def project(tmp_path: Path) -> Iterator[Path]:
     with serve(idx):
         (proj / "recipes" / "flip.toml").write_text(
             f'[recipe]\nname = "flip"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            '[packages]\nmodel-kernels = "==1.0"\n')
+            '[packages]\nmodel-kernels = "==1.0"\n'
+        )
         assert envforge(proj, "lock", "flip").returncode == 0
         assert envforge(proj, "build", "flip").returncode == 0
         yield proj
 
 
 def _start(cwd: Path, argv: list[str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     time.sleep(1.2)  # well before the flip: the link's mtime and the start time are compared
     return proc
 
@@ -74,7 +74,8 @@ def test_build_rollback_envs_and_verify_name_a_process_of_the_old_generation(pro
             "time.sleep(121)",
             "warning: envs/flip-default: restart them to run the live generation; start servers from "
             "envs/.generations/flip-default/<generation>/bin/python (as `envforge bench` does) so that a "
-            "later build or rollback cannot change what they import"]
+            "later build or rollback cannot change what they import",
+        ]
 
         listed = envforge(project, "envs")
         assert listed.returncode == 0 and listed.stderr.splitlines() == warnings
@@ -82,13 +83,14 @@ def test_build_rollback_envs_and_verify_name_a_process_of_the_old_generation(pro
         assert verified.returncode == 1
         lines = verified.stdout.splitlines()
         at = lines.index(f"stale-process: pid {pinned.pid}")
-        assert lines[at:at + 4] == [
+        assert lines[at : at + 4] == [
             f"stale-process: pid {pinned.pid}",
             "    expected: every process of flip-default runs the live generation g0002",
             f"    actual:   {link.parent / '.generations' / 'flip-default' / 'g0001'}/bin/python -c import time; "
             "time.sleep(121): still runs from g0001, which is no longer live (live: g0002)",
             "    fix:      restart it from envs/.generations/flip-default/g0002/bin/python (a server pinned to its "
-            "generation keeps importing from it after a build or rollback)"]
+            "generation keeps importing from it after a build or rollback)",
+        ]
         assert f"stale-process: pid {through_link.pid}" in lines
 
         back = envforge(project, "rollback", "flip-default")
@@ -98,7 +100,8 @@ def test_build_rollback_envs_and_verify_name_a_process_of_the_old_generation(pro
         assert back.stderr.splitlines()[0] == (
             f"warning: envs/flip-default: pid {through_link.pid} was started through the link before it was "
             "flipped to g0001: its lazy imports and spawned workers now come from g0001: "
-            "envs/flip-default/bin/python -c import time; time.sleep(120)")
+            "envs/flip-default/bin/python -c import time; time.sleep(120)"
+        )
         assert [p.pid for p in stale_processes(link)] == [through_link.pid]
     finally:
         for p in (through_link, pinned):
@@ -123,8 +126,9 @@ def test_without_proc_nothing_is_scanned_and_no_warning_is_printed(tmp_path: Pat
     assert stale_processes(tmp_path / "envs" / "x", proc=tmp_path) == ()
     assert warning_lines("x", ()) == []
     one = StaleProcess(7, "python s.py", "g0001", "cwd", "g0002")
-    assert warning_lines("x", (one,))[0] == ("envs/x: pid 7 still has its working directory in g0001, which is no "
-                                             "longer live (live: g0002): python s.py")
+    assert warning_lines("x", (one,))[0] == (
+        "envs/x: pid 7 still has its working directory in g0001, which is no longer live (live: g0002): python s.py"
+    )
 
 
 def _users_of(project: Path, pid: int) -> list[str]:
@@ -136,8 +140,13 @@ def test_gc_keeps_the_generation_a_running_envforge_run_uses(project: Path) -> N
     """Issue 41: ``gc --keep 1`` removed the generation of a running ``envforge run`` (rc 0, no word);
     the process then failed ``ModuleNotFoundError`` at its next import. Real processes: the run is
     pinned to g0001, a build makes g0002 live, gc keeps g0001 while the run lives and removes it after."""
-    run = subprocess.Popen([*ENVFORGE, "run", "flip-default", "--", "python", "-c", "import time; time.sleep(300)"],
-                           cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    run = subprocess.Popen(
+        [*ENVFORGE, "run", "flip-default", "--", "python", "-c", "import time; time.sleep(300)"],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         while not _users_of(project, run.pid):  # until the exec: `envforge run` replaces itself
             assert run.poll() is None, "envforge run ended"
@@ -148,13 +157,17 @@ def test_gc_keeps_the_generation_a_running_envforge_run_uses(project: Path) -> N
         gc = envforge(project, "gc", "--keep", "1", "--json")
         data = json.loads(gc.stdout)["data"]
         assert (gc.returncode, data["removed"], data["kept"]) == (
-            0, [], [{"env": "flip-default", "generation": "g0001"}, {"env": "flip-default", "generation": "g0002"}])
+            0,
+            [],
+            [{"env": "flip-default", "generation": "g0001"}, {"env": "flip-default", "generation": "g0002"}],
+        )
         assert [(u["env"], u["generation"], u["pid"]) for u in data["in_use"]] == [("flip-default", "g0001", run.pid)]
         assert data["in_use"][0]["command"] == f"{gen}/bin/python -c import time; time.sleep(300)"
         text = envforge(project, "gc", "--keep", "1")
         assert text.stderr.splitlines()[0] == (
             f"warning: kept flip-default/g0001: in use by pid {run.pid} ({gen}/bin/python -c import time; "
-            "time.sleep(300)); run gc again once it has stopped")
+            "time.sleep(300)); run gc again once it has stopped"
+        )
         assert gen.is_dir() and run.poll() is None
     finally:
         os.killpg(run.pid, signal.SIGKILL)

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -57,8 +56,9 @@ def make_venv(base: Path, python: Path) -> Path:
     if not python.exists():
         pytest.skip(f"{python} is not installed")
     env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", str(python), str(base)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [uv.find_uv_bin(), "venv", "-q", "--python", str(python), str(base)], check=True, env=env, capture_output=True
+    )
     return base
 
 
@@ -68,14 +68,25 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_py(python: Path, code: str, *flags: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), *flags, "-c", code], capture_output=True, text=True,
-                          env=dict(env if env is not None else clean_env()), timeout=60)
+def run_py(
+    python: Path, code: str, *flags: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), *flags, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(env if env is not None else clean_env()),
+        timeout=60,
+    )
 
 
 def seen(python: Path, *flags: str, env: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    proc = run_py(python, f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {sorted(PCIE)!r}}}))",
-                  *flags, env=env)
+    proc = run_py(
+        python,
+        f"import json, os; print(json.dumps({{k: os.environ.get(k) for k in {sorted(PCIE)!r}}}))",
+        *flags,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
@@ -131,13 +142,23 @@ def test_install_writes_deterministic_bytes_and_record(tmp_path: Path) -> None:
     assert (a / "_envforge_env.py").read_text() == hook_source("pcie", PCIE)
     assert len(pth_source().splitlines()) == 1
     assert json.loads((a / ".envforge/env-profile.json").read_text()) == {
-        "schema": 1, "profile": "pcie", "mode": "pth",
+        "schema": 1,
+        "profile": "pcie",
+        "mode": "pth",
         "env": {"NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
-        "files": ["envforge-env.pth", "_envforge_env.py"], "absent-before": [".envforge", "__pycache__"],
-        "sitecustomize": None, "caches": {}}
-    assert read_installed(a) == InstalledProfile("pcie", "pth", {"NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
-                                                 ("envforge-env.pth", "_envforge_env.py"),
-                                                 (".envforge", "__pycache__"), None)
+        "files": ["envforge-env.pth", "_envforge_env.py"],
+        "absent-before": [".envforge", "__pycache__"],
+        "sitecustomize": None,
+        "caches": {},
+    }
+    assert read_installed(a) == InstalledProfile(
+        "pcie",
+        "pth",
+        {"NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
+        ("envforge-env.pth", "_envforge_env.py"),
+        (".envforge", "__pycache__"),
+        None,
+    )
 
 
 @pytest.fixture
@@ -152,29 +173,36 @@ def mode(path: Path) -> int:
 
 
 def test_written_files_are_0644_under_umask_022_so_other_users_pythons_read_the_pth(
-        tmp_path: Path, umask022: None) -> None:
+    tmp_path: Path, umask022: None
+) -> None:
     install(tmp_path, "pcie", PCIE)
-    assert {n: oct(mode(tmp_path / n)) for n in ("envforge-env.pth", "_envforge_env.py",
-                                                  ".envforge/env-profile.json")} == {
-        "envforge-env.pth": "0o644", "_envforge_env.py": "0o644", ".envforge/env-profile.json": "0o644"}
+    assert {
+        n: oct(mode(tmp_path / n)) for n in ("envforge-env.pth", "_envforge_env.py", ".envforge/env-profile.json")
+    } == {"envforge-env.pth": "0o644", "_envforge_env.py": "0o644", ".envforge/env-profile.json": "0o644"}
 
 
 def test_recorded_profile_names_a_broken_lock_copy(tmp_path: Path) -> None:
     lock = tmp_path / ".envforge" / "pylock.toml"
     lock.parent.mkdir()
-    lock.write_text('lock-version = "1.0"\ncreated-by = "t"\npackages = []\n'
-                    '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_BUFFSIZE = "131072" }\n')
+    lock.write_text(
+        'lock-version = "1.0"\ncreated-by = "t"\npackages = []\n'
+        '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_BUFFSIZE = "131072" }\n'
+    )
     assert recorded_profile(tmp_path) == ("pcie", {"NCCL_BUFFSIZE": "131072"})
     lock.write_text("[tool.envforge\n")
     with pytest.raises(InputError) as exc:
         recorded_profile(tmp_path)
-    assert str(exc.value) == (f"{lock} is not valid TOML: Expected ']' at the end of a table declaration "
-                              "(at line 1, column 15)\n  hint: fix the file or regenerate it with `envforge lock`")
+    assert str(exc.value) == (
+        f"{lock} is not valid TOML: Expected ']' at the end of a table declaration "
+        "(at line 1, column 15)\n  hint: fix the file or regenerate it with `envforge lock`"
+    )
     lock.write_text('[tool.envforge]\nenv-profile = "pcie"\n')
     with pytest.raises(InputError) as exc:
         recorded_profile(tmp_path)
-    assert exc.value.message == (f"{lock} is TOML but not a lock: it has neither `lock-version` and "
-                                 "`[[packages]]` (PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)")
+    assert exc.value.message == (
+        f"{lock} is TOML but not a lock: it has neither `lock-version` and "
+        "`[[packages]]` (PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)"
+    )
 
 
 def test_reinstall_replaces_cleanly_and_empty_profile_installs_nothing(tmp_path: Path) -> None:
@@ -197,8 +225,9 @@ def test_invalid_inputs_are_refused_with_exact_messages(tmp_path: Path) -> None:
     (tmp_path / "_envforge_env.py").write_text("# someone else's module\n")
     with pytest.raises(InputError) as exc:
         install(tmp_path, "pcie", PCIE)
-    assert exc.value.message == (f"{tmp_path / '_envforge_env.py'} exists and was not written by envforge; "
-                                 "refusing to overwrite it")
+    assert exc.value.message == (
+        f"{tmp_path / '_envforge_env.py'} exists and was not written by envforge; refusing to overwrite it"
+    )
 
 
 def test_read_installed_names_a_broken_record(tmp_path: Path) -> None:
@@ -206,7 +235,10 @@ def test_read_installed_names_a_broken_record(tmp_path: Path) -> None:
     (tmp_path / ".envforge/env-profile.json").write_text('{"schema": 7, "mode": "pth"}')
     with pytest.raises(InputError) as exc:
         read_installed(tmp_path)
-    assert exc.value.message == f"{tmp_path / '.envforge/env-profile.json'}: not an env profile record of schema 1 (schema=7)"
+    assert (
+        exc.value.message
+        == f"{tmp_path / '.envforge/env-profile.json'}: not an env profile record of schema 1 (schema=7)"
+    )
     assert read_installed(tmp_path / "nowhere") is None
 
 
@@ -219,9 +251,12 @@ def test_hook_reaches_spawn_subprocess_isolated_and_nousersite_children(env_dir:
     assert seen(python) == PCIE
     assert seen(python, "-I") == PCIE
     assert seen(python, env=clean_env(PYTHONNOUSERSITE="1")) == PCIE
-    child = run_py(python, "import os, subprocess, sys\n"
-                           "for k in ('NCCL_MAX_NCHANNELS', 'NCCL_BUFFSIZE'): os.environ.pop(k)\n"
-                           "subprocess.run([sys.executable, '-c', 'import os; print(os.environ[\"NCCL_BUFFSIZE\"])'])")
+    child = run_py(
+        python,
+        "import os, subprocess, sys\n"
+        "for k in ('NCCL_MAX_NCHANNELS', 'NCCL_BUFFSIZE'): os.environ.pop(k)\n"
+        "subprocess.run([sys.executable, '-c', 'import os; print(os.environ[\"NCCL_BUFFSIZE\"])'])",
+    )
     assert (child.returncode, child.stdout, child.stderr) == (0, "131072\n", "")
     for flags, extra in (((), {}), (("-I",), {}), ((), {"PYTHONNOUSERSITE": "1"})):
         report = check_reach(python, PCIE, flags=flags, caller_env=clean_env(**extra))
@@ -247,7 +282,9 @@ def test_caller_explicit_value_wins_and_show_says_so(env_dir: Path) -> None:
     view = show(python, env=caller)
     assert (view.active, view.mode, view.profile) == (True, "pth", "pcie")
     assert [(v.name, v.value, v.profile_value, v.source) for v in view.variables] == [
-        ("NCCL_BUFFSIZE", "999", "131072", "caller"), ("NCCL_MAX_NCHANNELS", "2", "2", "profile")]
+        ("NCCL_BUFFSIZE", "999", "131072", "caller"),
+        ("NCCL_MAX_NCHANNELS", "2", "2", "profile"),
+    ]
     assert view.installed == read_installed(site(env_dir))
 
 
@@ -266,15 +303,19 @@ def test_broken_or_missing_hook_gives_one_warning_and_start_succeeds(env_dir: Pa
     assert installed_problems(sp) == ()
     (sp / "_envforge_env.py").write_text("ENV = {\n")
     assert installed_problems(sp) == (
-        f"{sp / '_envforge_env.py'}: not the bytes envforge writes for env profile 'pcie'",)
+        f"{sp / '_envforge_env.py'}: not the bytes envforge writes for env profile 'pcie'",
+    )
     proc = run_py(python, "print('up')")
     assert (proc.returncode, proc.stdout) == (0, "up\n")
-    assert proc.stderr == ("envforge: env profile hook not loaded (SyntaxError: '{' was never closed "
-                           "(_envforge_env.py, line 1)); its variables are not set: run `envforge "
-                           "apply-patches` to repair or `--revert` to remove envforge-env.pth\n")
+    assert proc.stderr == (
+        "envforge: env profile hook not loaded (SyntaxError: '{' was never closed "
+        "(_envforge_env.py, line 1)); its variables are not set: run `envforge "
+        "apply-patches` to repair or `--revert` to remove envforge-env.pth\n"
+    )
     (sp / "_envforge_env.py").unlink()
     assert installed_problems(sp) == (
-        f"{sp / '_envforge_env.py'}: missing (the env profile 'pcie' is recorded as installed)",)
+        f"{sp / '_envforge_env.py'}: missing (the env profile 'pcie' is recorded as installed)",
+    )
     proc = run_py(python, "print('up')")
     assert (proc.returncode, proc.stdout, proc.stderr.count("\n")) == (0, "up\n", 1)
     assert "(ModuleNotFoundError: No module named '_envforge_env')" in proc.stderr
@@ -335,8 +376,9 @@ def test_sitecustomize_created_by_envforge_is_deleted_on_revert(env_dir: Path) -
     python, sp = py(env_dir), site(env_dir)
     before = tree_digest(sp)
     install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env())
-    assert (sp / "sitecustomize.py").read_text() == block_source("pcie", PCIE,
-                                                                 cache_variables(str(env_dir.resolve()), PCIE))
+    assert (sp / "sitecustomize.py").read_text() == block_source(
+        "pcie", PCIE, cache_variables(str(env_dir.resolve()), PCIE)
+    )
     assert seen(python) == PCIE
     assert revert(sp).removed == ("sitecustomize.py",)
     assert tree_digest(sp) == before
@@ -352,9 +394,12 @@ def test_sitecustomize_shadowed_by_an_earlier_sys_path_entry(env_dir: Path, tmp_
         install(sp, "pcie", PCIE, mode="sitecustomize", probe_env=clean_env(PYTHONPATH=str(tmp_path)))
     assert exc.value.message == (
         f"sitecustomize mode would not run: {py(env_dir)} imports {tmp_path / 'sitecustomize.py'}, "
-        f"which precedes {sp / 'sitecustomize.py'} on sys.path (only the first `sitecustomize` is imported)")
-    assert exc.value.hint == ("use the .pth mode (the default: `--env-mode pth`); a .pth hook runs "
-                              "whichever sitecustomize the interpreter imports")
+        f"which precedes {sp / 'sitecustomize.py'} on sys.path (only the first `sitecustomize` is imported)"
+    )
+    assert exc.value.hint == (
+        "use the .pth mode (the default: `--env-mode pth`); a .pth hook runs "
+        "whichever sitecustomize the interpreter imports"
+    )
     assert exc.value.exit_code == 1
     assert tree_digest(sp) == before  # refused before touching anything: the nvlink hook is still there
     install(sp, "pcie", PCIE)  # the .pth mode works whatever sitecustomize wins
@@ -375,8 +420,9 @@ def test_b11_debian_system_sitecustomize_shadows_a_venv_one(tmp_path: Path) -> N
 # --- CLI ------------------------------------------------------------------------------------
 
 
-def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_env_show_json_and_text(
+    env_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     install(site(env_dir), "pcie", PCIE)
     for k in PCIE:
         monkeypatch.delenv(k, raising=False)
@@ -386,31 +432,39 @@ def test_cli_env_show_json_and_text(env_dir: Path, tmp_path: Path, capsys: pytes
     assert (out["schema"], out["data"]["profile"], out["data"]["active"]) == ("envforge.env-show/1", "pcie", True)
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:] == [f"env profile: pcie (pth: {site(env_dir) / '_envforge_env.py'})",
-                         "  NCCL_BUFFSIZE      = 4096  [caller]  (profile: 131072)",
-                         "  NCCL_MAX_NCHANNELS = 2  [profile]"]
+    assert lines[1:] == [
+        f"env profile: pcie (pth: {site(env_dir) / '_envforge_env.py'})",
+        "  NCCL_BUFFSIZE      = 4096  [caller]  (profile: 131072)",
+        "  NCCL_MAX_NCHANNELS = 2  [profile]",
+    ]
     (site(env_dir) / "envforge-env.pth").unlink()  # recorded but inert: exit 1 with a warning
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
     head = f"warning: profile 'pcie' is installed in {site(env_dir)} but no hook ran at start-up; "
     assert capsys.readouterr().err == head + (
         "the environment's lock records no env profile, so `envforge apply-patches` cannot re-install it: "
-        "rebuild the environment (`envforge build`)\n")
+        "rebuild the environment (`envforge build`)\n"
+    )
     (site(env_dir) / ".envforge" / "pylock.toml").write_text(
         'lock-version = "1.0"\ncreated-by = "t"\npackages = []\n'
-        '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_MAX_NCHANNELS = "2" }\n')
+        '[tool.envforge]\nenv-profile = "pcie"\nenv = { NCCL_MAX_NCHANNELS = "2" }\n'
+    )
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 1
     assert capsys.readouterr().err == head + (
-        f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)\n")
+        f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)\n"
+    )
     assert main(["env", "show", str(env_dir), "--json", "--project", str(tmp_path)]) == 1
     assert json.loads(capsys.readouterr().out)["data"]["warnings"] == [
-        head[len("warning: "):] + f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)"]
+        head[len("warning: ") :]
+        + f"re-install it with `envforge apply-patches {env_dir}` (the .pth mode is the default)"
+    ]
 
 
 def test_sitecustomize_mode_needs_to_know_the_interpreter(tmp_path: Path) -> None:
     with pytest.raises(InputError) as exc:
         install(tmp_path, "pcie", PCIE, mode="sitecustomize")
-    assert exc.value.message == (f"cannot tell which interpreter uses {tmp_path}, so cannot check which "
-                                 "sitecustomize it imports")
+    assert exc.value.message == (
+        f"cannot tell which interpreter uses {tmp_path}, so cannot check which sitecustomize it imports"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -421,7 +475,9 @@ def test_recipe_profile_by_interconnect_or_by_name_reaches_the_env(env_dir: Path
     recipe = load_recipe(RECIPES / "quickstart.toml")
     by_target = recipe.resolve()
     assert (by_target.env_profile, dict(by_target.env)) == (
-        "pcie", {"ENVFORGE_PROFILE_PROBE": "1", "NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"})
+        "pcie",
+        {"ENVFORGE_PROFILE_PROBE": "1", "NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"},
+    )
     nvlink = recipe.resolve(env_profile="nvlink")
     assert (nvlink.env_profile, dict(nvlink.env)) == ("nvlink", {"ENVFORGE_PROFILE_PROBE": "1"})
     with pytest.raises(RecipeError) as exc:
@@ -431,8 +487,10 @@ def test_recipe_profile_by_interconnect_or_by_name_reaches_the_env(env_dir: Path
     install(site(env_dir), by_target.env_profile, by_target.env)  # a rebuild with another profile
     view = show(py(env_dir), env=clean_env())
     assert [(v.name, v.value, v.source) for v in view.variables] == [
-        ("ENVFORGE_PROFILE_PROBE", "1", "profile"), ("NCCL_BUFFSIZE", "131072", "profile"),
-        ("NCCL_MAX_NCHANNELS", "2", "profile")]
+        ("ENVFORGE_PROFILE_PROBE", "1", "profile"),
+        ("NCCL_BUFFSIZE", "131072", "profile"),
+        ("NCCL_MAX_NCHANNELS", "2", "profile"),
+    ]
 
 
 def test_the_show_probe_reads_the_record_where_install_writes_it() -> None:
@@ -442,13 +500,15 @@ def test_the_show_probe_reads_the_record_where_install_writes_it() -> None:
 
 # --- the served process: NCCL's files (B44), the engine's launcher (B38) ---------------------------
 
-B44_CONF = ("# as container images write it (aws/deep-learning-containers Dockerfile: echo ... >> /etc/nccl.conf)\n"
-            "NCCL_SOCKET_IFNAME=^docker0\nNCCL_P2P_DISABLE=1\nNCCL_BUFFSIZE=128K\nNCCL_MAX_NCHANNELS=32\n")
+B44_CONF = (
+    "# as container images write it (aws/deep-learning-containers Dockerfile: echo ... >> /etc/nccl.conf)\n"
+    "NCCL_SOCKET_IFNAME=^docker0\nNCCL_P2P_DISABLE=1\nNCCL_BUFFSIZE=128K\nNCCL_MAX_NCHANNELS=32\n"
+)
 
 
-def test_cli_env_show_names_the_values_an_nccl_conf_file_sets(env_dir: Path, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_env_show_names_the_values_an_nccl_conf_file_sets(
+    env_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     install(site(env_dir), "pcie", PCIE)
     for k in [*PCIE, "NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE"]:
         monkeypatch.delenv(k, raising=False)
@@ -459,15 +519,17 @@ def test_cli_env_show_names_the_values_an_nccl_conf_file_sets(env_dir: Path, tmp
     monkeypatch.setenv("NCCL_CONF_FILE", str(conf))
     assert main(["env", "show", str(env_dir), "--project", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1:] == [f"env profile: pcie (pth: {site(env_dir) / '_envforge_env.py'})",
-                         "  NCCL_BUFFSIZE      = 131072  [profile]",
-                         "  NCCL_MAX_NCHANNELS = 2  [profile]",
-                         "served process (no [verify.smoke] server):",
-                         "  NCCL_BUFFSIZE      = 131072  [profile]",
-                         "  NCCL_MAX_NCHANNELS = 2  [profile]",
-                         f"  NCCL_P2P_DISABLE   = 1  [nccl.conf {conf}]",
-                         f"  NCCL_SOCKET_IFNAME = ^docker0  [nccl.conf {conf}]",
-                         f"  NCCL reads {conf} ({digest})"]
+    assert lines[1:] == [
+        f"env profile: pcie (pth: {site(env_dir) / '_envforge_env.py'})",
+        "  NCCL_BUFFSIZE      = 131072  [profile]",
+        "  NCCL_MAX_NCHANNELS = 2  [profile]",
+        "served process (no [verify.smoke] server):",
+        "  NCCL_BUFFSIZE      = 131072  [profile]",
+        "  NCCL_MAX_NCHANNELS = 2  [profile]",
+        f"  NCCL_P2P_DISABLE   = 1  [nccl.conf {conf}]",
+        f"  NCCL_SOCKET_IFNAME = ^docker0  [nccl.conf {conf}]",
+        f"  NCCL reads {conf} ({digest})",
+    ]
     assert main(["env", "show", str(env_dir), "--json", "--project", str(tmp_path)]) == 0
     (served,) = json.loads(capsys.readouterr().out)["data"]["served"]
     assert served["nccl-conf-files"] == [{"path": str(conf), "digest": digest}]
@@ -502,8 +564,12 @@ api = "sglang"
 name = "symm-mem"
 args = ["-m", "sglang.launch_server", "--model-path", "{model}", "--port", "{port}", "--enable-symm-mem"]
 """
-B38_PROFILE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "CUDA_MODULE_LOADING": "EAGER", "NCCL_CUMEM_ENABLE": "0",
-               "NCCL_NVLS_ENABLE": "0"}
+B38_PROFILE = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "CUDA_MODULE_LOADING": "EAGER",
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_NVLS_ENABLE": "0",
+}
 
 
 @pytest.fixture
@@ -525,9 +591,9 @@ def sglang_env(env_dir: Path, tmp_path: Path) -> Iterator[Path]:
         (sp / ".envforge" / "generation.json").unlink()
 
 
-def test_cli_env_show_says_what_the_launcher_overwrites(sglang_env: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_env_show_says_what_the_launcher_overwrites(
+    sglang_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for k in [*B38_PROFILE, "NCCL_CONF_FILE", "TRTLLM_ENABLE_PDL", "CUTE_DSL_LOG_LEVEL", "CUTE_DSL_LOG_TO_CONSOLE"]:
         monkeypatch.delenv(k, raising=False)
     assert main(["env", "show", str(sglang_env), "--project", str(tmp_path)]) == 0
@@ -540,7 +606,8 @@ def test_cli_env_show_says_what_the_launcher_overwrites(sglang_env: Path, tmp_pa
         "  CUTE_DSL_LOG_TO_CONSOLE     = 1  [launcher sglang-0.5.9]",
         "  NCCL_CUMEM_ENABLE           = 1  [launcher sglang-0.5.9 (--enable-symm-mem)]  (profile: 0)",
         "  NCCL_NVLS_ENABLE            = 1  [launcher sglang-0.5.9 (--enable-symm-mem)]  (profile: 0)",
-        "  TRTLLM_ENABLE_PDL           = 1  [launcher sglang-0.5.9]"]
+        "  TRTLLM_ENABLE_PDL           = 1  [launcher sglang-0.5.9]",
+    ]
     assert captured.err.splitlines() == [
         "warning: envforge: served process 'symm-mem': CUDA_DEVICE_MAX_CONNECTIONS=8 from launcher sglang-0.5.9 "
         "overrides the env profile 'pcie' (CUDA_DEVICE_MAX_CONNECTIONS=1)",
@@ -549,4 +616,5 @@ def test_cli_env_show_says_what_the_launcher_overwrites(sglang_env: Path, tmp_pa
         "warning: envforge: served process 'symm-mem': NCCL_CUMEM_ENABLE=1 from launcher sglang-0.5.9 "
         "(--enable-symm-mem) overrides the env profile 'pcie' (NCCL_CUMEM_ENABLE=0)",
         "warning: envforge: served process 'symm-mem': NCCL_NVLS_ENABLE=1 from launcher sglang-0.5.9 "
-        "(--enable-symm-mem) overrides the env profile 'pcie' (NCCL_NVLS_ENABLE=0)"]
+        "(--enable-symm-mem) overrides the env profile 'pcie' (NCCL_NVLS_ENABLE=0)",
+    ]

@@ -21,8 +21,9 @@ NO_INDEX: dict[str, str] = {}  # --offline: uv asks no index
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **NO_INDEX})
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **NO_INDEX}
+    )
 
 
 @pytest.fixture
@@ -33,8 +34,11 @@ def base(tmp_path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "base")], check=True)
     py = tmp_path / "base" / "bin" / "python"
     uv = Path(sys.executable).with_name("uv")
-    subprocess.run([str(uv), "pip", "install", "--no-config", "--offline", "--python", str(py), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(uv), "pip", "install", "--no-config", "--offline", "--python", str(py), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     return py
 
 
@@ -44,7 +48,8 @@ def project(root: Path, provided: str = '"==2.11.0+cu130"') -> tuple[Path, tuple
     make_wheel(house, "app", "1.0", requires=["tinytorch==2.11.0+cu130"])
     (root / "recipes").mkdir(parents=True)
     (root / "recipes" / "r.toml").write_text(
-        f'[recipe]\nname = "r"\npython = "{PY}"\n\n[packages]\napp = "==1.0"\n\n[provided]\ntinytorch = {provided}\n')
+        f'[recipe]\nname = "r"\npython = "{PY}"\n\n[packages]\napp = "==1.0"\n\n[provided]\ntinytorch = {provided}\n'
+    )
     return root, ("--offline", "--find-links", str(house))
 
 
@@ -54,8 +59,9 @@ def test_the_lock_leaves_the_provided_distribution_out_and_records_it(tmp_path: 
     assert res.returncode == 0, res.stderr
     lock = tomllib.loads((proj / "lockfiles" / "pylock.r-default.toml").read_text())
     assert [p["name"] for p in lock["packages"]] == ["app"]  # uv --excludes: tinytorch neither locked nor looked up
-    assert lock["tool"]["envforge"]["provided"] == [{"name": "tinytorch", "version": "2.11.0+cu130",
-                                                     "import": "tinytorch"}]
+    assert lock["tool"]["envforge"]["provided"] == [
+        {"name": "tinytorch", "version": "2.11.0+cu130", "import": "tinytorch"}
+    ]
     assert lock["tool"]["envforge"]["inputs"]["provided"] == ["tinytorch==2.11.0+cu130 import=tinytorch"]
 
 
@@ -69,12 +75,21 @@ def test_build_makes_it_visible_without_installing_it_and_verify_proves_it(tmp_p
     assert not list(sp.glob("tinytorch*"))  # never installed
     base_sp = next(base.parent.parent.glob("lib/python3*/site-packages"))
     assert (sp / PTH_NAME).read_text() == f"{base_sp}\n"
-    out = subprocess.run([str(env_py), "-c", "import tinytorch, app; print(tinytorch.__version__, tinytorch.__file__)"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [str(env_py), "-c", "import tinytorch, app; print(tinytorch.__version__, tinytorch.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out[0] == "2.11.0+cu130" and out[1].startswith(str(base_sp))
     record = json.loads((sp / ".envforge" / "provided.json").read_text())
-    assert record == {"schema": 1, "base-python": str(base), "site-packages": [str(base_sp)], "pth": PTH_NAME,
-                      "provided": [{"name": "tinytorch", "version": "2.11.0+cu130", "import": "tinytorch"}]}
+    assert record == {
+        "schema": 1,
+        "base-python": str(base),
+        "site-packages": [str(base_sp)],
+        "pth": PTH_NAME,
+        "provided": [{"name": "tinytorch", "version": "2.11.0+cu130", "import": "tinytorch"}],
+    }
 
     verify = envforge(proj, "verify", "r-default", "--level", "static", "--json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
@@ -96,10 +111,17 @@ def test_verify_fails_when_the_base_provides_another_version(tmp_path: Path, bas
     found = [f for f in json.loads(verify.stdout)["data"]["findings"] if f["kind"] == "provided"]
     base_sp = next(base.parent.parent.glob("lib/python3*/site-packages"))
     assert [(f["subject"], f["expected"], f["actual"]) for f in found] == [
-        ("tinytorch", "tinytorch 2.11.0+cu128 provided by the base interpreter",
-         f"its metadata says 2.11.0+cu130 ({base_sp})"),
-        ("tinytorch (import tinytorch)", "tinytorch.__version__ == '2.11.0+cu128'",
-         f"tinytorch.__version__ is '2.11.0+cu130' ({base_sp}/tinytorch/__init__.py)")]
+        (
+            "tinytorch",
+            "tinytorch 2.11.0+cu128 provided by the base interpreter",
+            f"its metadata says 2.11.0+cu130 ({base_sp})",
+        ),
+        (
+            "tinytorch (import tinytorch)",
+            "tinytorch.__version__ == '2.11.0+cu128'",
+            f"tinytorch.__version__ is '2.11.0+cu130' ({base_sp}/tinytorch/__init__.py)",
+        ),
+    ]
 
 
 def test_a_provided_distribution_named_in_packages_too_is_refused(tmp_path: Path) -> None:
@@ -115,5 +137,7 @@ def test_a_provided_range_is_refused(tmp_path: Path) -> None:
     proj, _ = project(tmp_path / "p", provided='">=2.11"')
     res = envforge(proj, "lock", "r")
     assert res.returncode == 2
-    assert ("provided.tinytorch: '>=2.11' does not pin one exact version; write the version the base "
-            "interpreter reports, local label included, e.g. '==2.11.0+cu130'") in res.stderr
+    assert (
+        "provided.tinytorch: '>=2.11' does not pin one exact version; write the version the base "
+        "interpreter reports, local label included, e.g. '==2.11.0+cu130'"
+    ) in res.stderr

@@ -48,14 +48,17 @@ def props(component: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_quickstart_sbom_validates_and_lists_every_distribution_and_patch(
-        quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out_file = tmp_path / "sbom.cdx.json"
     code, out, err = sbom_of(quickstart, capsys, "-o", str(out_file))
     assert (code, out) == (0, "")
-    assert err == (f"wrote {out_file}: CycloneDX 1.6 (JSON), 2 components of {ENV} g0001\n"
-                   "  patched flashinfer-python 0.6.4: flashinfer-sm120-trtllm-comm\n"
-                   "  patched sglang 0.5.9: kimik25-eagle3-delegation, sm120-flashinfer-allreduce-fusion, "
-                   "sm120-torch-symm-mem\n")
+    assert err == (
+        f"wrote {out_file}: CycloneDX 1.6 (JSON), 2 components of {ENV} g0001\n"
+        "  patched flashinfer-python 0.6.4: flashinfer-sm120-trtllm-comm\n"
+        "  patched sglang 0.5.9: kimik25-eagle3-delegation, sm120-flashinfer-allreduce-fusion, "
+        "sm120-torch-symm-mem\n"
+    )
     text = out_file.read_text()
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None  # cyclonedx's own validator
     bom = json.loads(text)
@@ -74,20 +77,24 @@ def test_the_quickstart_sbom_validates_and_lists_every_distribution_and_patch(
         assert "envforge:local-version-label" not in props(c)  # PyPI's builds carry none
 
     patches = {name: sorted(p["resolves"][0]["id"] for p in c["pedigree"]["patches"]) for name, c in by_name.items()}
-    assert patches == {"flashinfer-python": ["flashinfer-sm120-trtllm-comm"],
-                       "sglang": ["kimik25-eagle3-delegation", "sm120-flashinfer-allreduce-fusion",
-                                  "sm120-torch-symm-mem"]}
+    assert patches == {
+        "flashinfer-python": ["flashinfer-sm120-trtllm-comm"],
+        "sglang": ["kimik25-eagle3-delegation", "sm120-flashinfer-allreduce-fusion", "sm120-torch-symm-mem"],
+    }
     (fi,) = by_name["flashinfer-python"]["pedigree"]["patches"]
     assert fi["type"] == "unofficial"
-    assert fi["resolves"][0]["description"] == ("flashinfer's all-reduce fusion kernels are not built for SM120 "
-                                                "before 0.6.17")
+    assert fi["resolves"][0]["description"] == (
+        "flashinfer's all-reduce fusion kernels are not built for SM120 before 0.6.17"
+    )
     digest = props(by_name["flashinfer-python"])["envforge:patchset:flashinfer-sm120-trtllm-comm"]
     assert digest == next(p["digest"] for p in lock.envforge["patchsets"] if p["id"] == "flashinfer-sm120-trtllm-comm")
     assert main(["patches", "export", "flashinfer-sm120-trtllm-comm", ENV, "--project", str(quickstart)]) == 0
     exported = capsys.readouterr()[0]
     assert fi["diff"]["text"]["content"] == exported  # the diff `patches export` writes
     assert fi["diff"]["text"]["content"].splitlines()[6:8] == [
-        "-        supported_major_versions=[9, 10]", "+        supported_major_versions=[9, 10, 12]"]
+        "-        supported_major_versions=[9, 10]",
+        "+        supported_major_versions=[9, 10, 12]",
+    ]
 
     # the same generation gives the same bytes (stdout form included)
     code, out, _ = sbom_of(quickstart, capsys)
@@ -95,8 +102,9 @@ def test_the_quickstart_sbom_validates_and_lists_every_distribution_and_patch(
 
 
 @pytest.mark.slow
-def test_a_patchset_changed_since_the_build_is_refused(quickstart: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_patchset_changed_since_the_build_is_refused(
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     project = tmp_path / "proj"
     shutil.copytree(quickstart / "patchsets", project / "patchsets")
     (project / "recipes").mkdir()
@@ -115,7 +123,9 @@ def test_a_local_version_label_and_another_index_are_recorded(tmp_path: Path) ->
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(sp)
     text = lock_text([("demo-kernels", "2.0+cu130", wheel)], {"schema": 1})
-    text = text.replace('version = "2.0+cu130"\n', 'version = "2.0+cu130"\nindex = "https://download.example/whl/cu130"\n')
+    text = text.replace(
+        'version = "2.0+cu130"\n', 'version = "2.0+cu130"\nindex = "https://download.example/whl/cu130"\n'
+    )
     (sp / ".envforge").mkdir()
     (sp / ".envforge" / "pylock.toml").write_text(text)
     sbom = environment_sbom(sp, tmp_path / "patchsets", name="demo-default")
@@ -123,8 +133,11 @@ def test_a_local_version_label_and_another_index_are_recorded(tmp_path: Path) ->
     (c,) = json.loads(sbom.text)["components"]
     assert (c["name"], c["version"]) == ("demo-kernels", "2.0+cu130")
     assert c["purl"] == ("pkg:pypi/demo-kernels@2.0%2Bcu130?repository_url=https://download.example/whl/cu130")
-    assert props(c) == {"envforge:index": "https://download.example/whl/cu130", "envforge:local-version-label": "cu130",
-                        "envforge:locked": "true"}
+    assert props(c) == {
+        "envforge:index": "https://download.example/whl/cu130",
+        "envforge:local-version-label": "cu130",
+        "envforge:locked": "true",
+    }
     assert "pedigree" not in c
     assert (sbom.generation, sbom.patched) == ("unknown", ())
 
@@ -139,8 +152,9 @@ def test_an_environment_envforge_did_not_build_is_exit_2(tmp_path: Path, capsys:
 
 
 @pytest.mark.slow
-def test_a_distribution_whose_metadata_cannot_be_read_fails_the_sbom(quickstart: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_distribution_whose_metadata_cannot_be_read_fails_the_sbom(
+    quickstart: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 41: a METADATA missing, a FIFO or renamed gave "0 components" (rc 0); now exit 2 naming it."""
     sp = site_packages(quickstart)
     meta = next(sp.glob("sglang-*.dist-info")) / "METADATA"
@@ -151,14 +165,17 @@ def test_a_distribution_whose_metadata_cannot_be_read_fails_the_sbom(quickstart:
         meta.with_name("METADATA.moved").rename(meta)
     assert (code, out) == (2, "")
     shown = quickstart / "envs" / ENV / sp.relative_to((quickstart / "envs" / ENV).resolve())
-    assert err.splitlines()[0] == (f"error: the SBOM would leave out 1 distribution of {shown} whose METADATA cannot be "
-                                   f"read: {meta.parent.name} (no METADATA)")
+    assert err.splitlines()[0] == (
+        f"error: the SBOM would leave out 1 distribution of {shown} whose METADATA cannot be "
+        f"read: {meta.parent.name} (no METADATA)"
+    )
     assert err.splitlines()[1].startswith("  hint: rebuild the environment: `envforge build quickstart")
 
 
 @pytest.mark.slow
-def test_a_damaged_generation_record_is_said_not_silently_unknown(quickstart: Path, tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_damaged_generation_record_is_said_not_silently_unknown(
+    quickstart: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Issue 41: the SBOM of a generation whose generation.json is damaged said "unknown", exit 0, no word."""
     record = site_packages(quickstart) / ".envforge" / "generation.json"
     kept = record.read_bytes()

@@ -19,11 +19,19 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_an_agent_loads_the_node_side_of_the_fleet_only_and_stamps_it() -> None:
-    code = ("import json, sys; from envforge.fleet.agent import NodeAgent; a = NodeAgent(); "
-            "print(json.dumps([sorted(m for m in sys.modules if m.startswith('envforge.fleet')), "
-            "sorted(p.rsplit('/', 1)[-1] for p in a._stamp if '/envforge/fleet/' in p)]))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
-                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    code = (
+        "import json, sys; from envforge.fleet.agent import NodeAgent; a = NodeAgent(); "
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('envforge.fleet')), "
+        "sorted(p.rsplit('/', 1)[-1] for p in a._stamp if '/envforge/fleet/' in p)]))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
     modules, stamped = json.loads(res.stdout)
     assert modules == ["envforge.fleet", "envforge.fleet.agent", "envforge.fleet.tasks"]  # never the driver
     assert stamped == ["__init__.py", "agent.py", "tasks.py"]

@@ -52,7 +52,6 @@ def _project(dest: Path) -> Path:
     return dest
 
 
-
 def _copy_project(src: Path, dest: Path) -> None:
     """A copy of a built project for another node. The env profile's hook points the kernel caches
     under its own generation (field case B49), so the copy's hook is re-installed for the copy's
@@ -64,12 +63,18 @@ def _copy_project(src: Path, dest: Path) -> None:
         if record is not None:
             install(sp, record.profile, record.env, mode=record.mode)
 
+
 @pytest.fixture(scope="module")
 def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("fleet")
     first = _project(base / "n0")
-    res = subprocess.run([sys.executable, "-m", "envforge", "build", "quickstart"], cwd=first,
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "build", "quickstart"],
+        cwd=first,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     out = {"n0": first}
     for name in ("n1", "n2", "n3", "n4"):
@@ -117,9 +122,12 @@ def cluster(roots: dict[str, Path]) -> Iterator[tuple[object, dict[str, str]]]:
 
 def test_majority_and_differences_from_literal_fingerprints() -> None:
     fp = {"lock_digest": "sha256:aa", "env_profile_values": {"NCCL_BUFFSIZE": "131072"}, "python": "3.12.1"}
-    nodes = [FleetNode("a", "h1", "ok", fingerprint=fp), FleetNode("b", "h2", "ok", fingerprint=fp),
-             FleetNode("c", "h3", "ok", fingerprint={**fp, "env_profile_values": {"NCCL_BUFFSIZE": "4M"}}),
-             FleetNode("d", "h4", "timeout", error="no answer within 5 s (the task was cancelled)")]
+    nodes = [
+        FleetNode("a", "h1", "ok", fingerprint=fp),
+        FleetNode("b", "h2", "ok", fingerprint=fp),
+        FleetNode("c", "h3", "ok", fingerprint={**fp, "env_profile_values": {"NCCL_BUFFSIZE": "4M"}}),
+        FleetNode("d", "h4", "timeout", error="no answer within 5 s (the task was cancelled)"),
+    ]
     majority, differs = majority_differences(nodes)
     assert majority["lock_digest"] == "sha256:aa"
     assert majority["env_profile_values"] == {"NCCL_BUFFSIZE": "131072"}
@@ -174,8 +182,9 @@ def _agents(expected: list[str] | None = None) -> list[str]:
     moment later, but more than 30 s once in a full CI run on this loaded 2-core machine)."""
     deadline = time.monotonic() + 120
     while True:
-        names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                       if a["namespace"] == NAMESPACE)
+        names = sorted(
+            a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE
+        )
         if expected is None or names == expected or time.monotonic() > deadline:
             return names
         time.sleep(0.2)
@@ -184,9 +193,27 @@ def _agents(expected: list[str] | None = None) -> list[str]:
 def _cli_verify(address: str, *extra: str) -> tuple[int, dict[str, dict[str, object]]]:
     """``envforge fleet verify`` as a user runs it (its own process, its own Ray job): exit status and
     each node's JSON answer by node id."""
-    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static",
-                          "--ray", address, "--project", str(ROOT), "--json", *extra],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "fleet",
+            "verify",
+            ENV,
+            "--level",
+            "static",
+            "--ray",
+            address,
+            "--project",
+            str(ROOT),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     data = json.loads(res.stdout)["data"]  # the whole report arrived: the fast exit flushed it
     assert data["exit-code"] == res.returncode, res.stderr
     return res.returncode, {n["node-id"]: n for n in data["nodes"]}
@@ -206,7 +233,8 @@ def _without_n4(c: object, ids: dict[str, str]) -> None:
 
 
 def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_and_stopped(
-        cluster: tuple[object, dict[str, str]]) -> None:
+    cluster: tuple[object, dict[str, str]],
+) -> None:
     c, ids = cluster
     _without_n4(c, ids)
     live = [ids[k] for k in ("n0", "n1", "n2", "n3")]
@@ -245,8 +273,12 @@ def test_agents_are_reused_replaced_when_envforge_changes_restarted_when_dead_an
         assert agent["pid"] != by[node].detail["agent"]["pid"]
         assert agent["calls"] == 1 and agent["replaced-because"] == [str(path)]
 
-    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "stop", "--ray", c.address],  # type: ignore[attr-defined]
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "fleet", "agent", "stop", "--ray", c.address],  # type: ignore[attr-defined]
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert (res.returncode, res.stdout) == (0, "stopped 4 envforge agents\n"), res.stderr
     assert _agents([]) == []
     code, plain = _cli_verify(c.address, "--no-agent")  # type: ignore[attr-defined]
@@ -265,9 +297,16 @@ def test_an_agent_of_another_envforge_is_replaced(cluster: tuple[object, dict[st
             return {"findings": []}
 
     stop_agents(ray)
-    old = ray.remote(num_cpus=0)(OlderAgent).options(
-        name=agent_name(ids["n0"]), namespace=NAMESPACE, lifetime="detached",
-        scheduling_strategy=NodeAffinitySchedulingStrategy(ids["n0"], soft=False)).remote()
+    old = (
+        ray.remote(num_cpus=0)(OlderAgent)
+        .options(
+            name=agent_name(ids["n0"]),
+            namespace=NAMESPACE,
+            lifetime="detached",
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ids["n0"], soft=False),
+        )
+        .remote()
+    )
     ray.get(old.verify.remote(ENV, "", ()))  # it runs
     report = fleet_verify(c.address, ENV, Path("/nonexistent"), levels=("static",), timeout_s=120)  # type: ignore[attr-defined]
     n0 = next(n for n in report.nodes if n.node_id == ids["n0"])
@@ -279,18 +318,28 @@ def test_an_agent_of_another_envforge_is_replaced(cluster: tuple[object, dict[st
 
 
 def _cli_agent_start(address: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", "fleet", "agent", "start", "--ray", address, *extra],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", "fleet", "agent", "start", "--ray", address, *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_is_reported(
-        cluster: tuple[object, dict[str, str]], roots: dict[str, Path]) -> None:
+    cluster: tuple[object, dict[str, str]], roots: dict[str, Path]
+) -> None:
     c, ids = cluster
     _without_n4(c, ids)
     stop_agents(ray)  # (none when the test before ran: it ends with them stopped)
     _agents([])
-    n5 = c.add_node(num_cpus=1, **GPUS, node_ip_address="127.0.0.1", include_dashboard=False,  # type: ignore[attr-defined]
-                    env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])})
+    n5 = c.add_node(
+        num_cpus=1,
+        **GPUS,
+        node_ip_address="127.0.0.1",
+        include_dashboard=False,  # type: ignore[attr-defined]
+        env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])},
+    )
     c.wait_for_nodes()  # type: ignore[attr-defined]
     live = sorted([ids[k] for k in ("n0", "n1", "n2", "n3")] + [n5.node_id])
 
@@ -298,8 +347,9 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
     assert res.returncode == 0, res.stderr
     first = {n["node-id"]: n for n in json.loads(res.stdout)["data"]["nodes"]}
     assert sorted(first) == live
-    assert {k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"])
-            for k, v in first.items()} == {k: ("ok", "started", 1) for k in live}
+    assert {
+        k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"]) for k, v in first.items()
+    } == {k: ("ok", "started", 1) for k in live}
     assert _agents() == [f"agent-{k}" for k in live]
 
     res = _cli_agent_start(c.address)  # type: ignore[attr-defined]  (twice: nothing new starts)
@@ -314,12 +364,20 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
 
     code, verified = _cli_verify(c.address)  # type: ignore[attr-defined]  (every agent answers: a later call)
     assert code == 1
-    assert {k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"])  # type: ignore[index]
-            for k, v in verified.items()} == {
-        ids["n0"]: ("ok", "running", 3), ids["n1"]: ("ok", "running", 3), ids["n2"]: ("findings", "running", 3),
-        ids["n3"]: ("findings", "running", 3), n5.node_id: ("ok", "running", 3)}
-    assert all(v["detail"]["agent"]["pid"] == first[k]["detail"]["agent"]["pid"]  # type: ignore[index]
-               for k, v in verified.items())
+    assert {
+        k: (v["status"], v["detail"]["agent"]["state"], v["detail"]["agent"]["calls"])  # type: ignore[index]
+        for k, v in verified.items()
+    } == {
+        ids["n0"]: ("ok", "running", 3),
+        ids["n1"]: ("ok", "running", 3),
+        ids["n2"]: ("findings", "running", 3),
+        ids["n3"]: ("findings", "running", 3),
+        n5.node_id: ("ok", "running", 3),
+    }
+    assert all(
+        v["detail"]["agent"]["pid"] == first[k]["detail"]["agent"]["pid"]  # type: ignore[index]
+        for k, v in verified.items()
+    )
 
     c.remove_node(n5, allow_graceful=False)  # type: ignore[attr-defined]  (a node that dies after its agent started)
     start = time.monotonic()
@@ -330,7 +388,8 @@ def test_agent_start_brings_agents_up_once_verify_reuses_them_and_a_killed_node_
     gone = after.pop(n5.node_id)  # (Ray's health check marks it dead only seconds later)
     assert gone["status"] in ("failed", "timeout") and gone["error"], gone
     assert {k: (v["status"], v["detail"]["agent"]["state"]) for k, v in after.items()} == {
-        k: ("ok", "running") for k in live if k != n5.node_id}
+        k: ("ok", "running") for k in live if k != n5.node_id
+    }
     stop_agents(ray)
 
 
@@ -354,9 +413,17 @@ def _holding_the_env_lock(root: Path) -> subprocess.Popen[str]:
 
     sp = next((root / "envs" / ENV).resolve().glob("lib/python3*/site-packages"))
     (sp / ".envforge" / "patch-intent.json").write_text("{}")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
-                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)",
-                               str(environment_lock_path(sp))], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)",
+            str(environment_lock_path(sp)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     return holder
 
@@ -383,7 +450,9 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
         # n4 answered itself: its probe's process group was killed before the driver's limit.
         assert by[hung].status == "timeout" and re.fullmatch(
             r"verify did not finish within the 20 s limit: probe ran past its caller's [\d.]+ s limit and "
-            r"was killed \(process group \d+\)", by[hung].error or ""), by[hung]
+            r"was killed \(process group \d+\)",
+            by[hung].error or "",
+        ), by[hung]
         assert by[hung].detail["agent"]["state"] == "started"
         assert by[waits].error == "no answer within 20 s (its agent was stopped)"
         assert report.exit_code == 1
@@ -397,13 +466,18 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
         assert time.monotonic() - start < 120  # hang guard, as above
         by = {n.node_id: n for n in report.nodes}
         assert sorted(n.status for n in report.nodes) == ["ok", "timeout", "timeout"], render_text(report)
-        assert re.fullmatch(r"verify did not finish within the 20 s limit: probe ran past its caller's "
-                            r"[\d.]+ s limit and was killed \(process group \d+\)", by[hung].error or ""), by[hung]
+        assert re.fullmatch(
+            r"verify did not finish within the 20 s limit: probe ran past its caller's "
+            r"[\d.]+ s limit and was killed \(process group \d+\)",
+            by[hung].error or "",
+        ), by[hung]
         assert by[waits].error == "no answer within 20 s (the task was cancelled)"
         assert all("agent" not in n.detail for n in report.nodes)
         assert _sleepers() - before == set()
-        assert sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                      if a["namespace"] == NAMESPACE) == kept  # --no-agent stopped none
+        assert (
+            sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE)
+            == kept
+        )  # --no-agent stopped none
 
         # Two drivers at once: the second's call runs beside the first's stuck one (a threaded
         # agent), so each node answers each call itself, and neither stops the other's agent.
@@ -411,18 +485,40 @@ def test_fleet_verify_times_out_a_node_instead_of_hanging_and_leaves_no_probe(ro
         holder.wait()
         for intent in stuck.glob("envs/*/lib/python3*/site-packages/.envforge/patch-intent.json"):
             intent.unlink()
-        first = subprocess.Popen([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static",
-                                  "--ray", c.address, "--project", str(ROOT), "--json", "--timeout", "30"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "envforge",
+                "fleet",
+                "verify",
+                ENV,
+                "--level",
+                "static",
+                "--ray",
+                c.address,
+                "--project",
+                str(ROOT),
+                "--json",
+                "--timeout",
+                "30",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(4)
         code, second = _cli_verify(c.address, "--timeout", "15")
         out, err = first.communicate(timeout=120)
         earlier = {n["node-id"]: n for n in json.loads(out)["data"]["nodes"]}
         for answers, limit in ((second, 15), (earlier, 30)):
             assert answers[hung]["status"] == "timeout", answers[hung]
-            assert answers[hung]["error"].startswith(f"verify did not finish within the {limit} s limit: probe ran past")
+            assert answers[hung]["error"].startswith(
+                f"verify did not finish within the {limit} s limit: probe ran past"
+            )
             assert {k: v["status"] for k, v in answers.items() if k != hung} == {
-                n: "ok" for n in answers if n != hung}, answers
+                n: "ok" for n in answers if n != hung
+            }, answers
         assert _sleepers() - before == set()
 
         # An agent stopped while its probe runs (`fleet agent stop`, or Ray killing it): the probe's
@@ -451,7 +547,7 @@ def test_fleet_build_reports_which_nodes_flipped_and_allreduce_spans_nodes(roots
     broken = roots["n1"].parent / "broken"
     _copy_project(roots["n1"], broken)
     lock = broken / "lockfiles" / "pylock.quickstart-default.toml"
-    lock.write_text(lock.read_text().replace("sha256 = \"", "sha256 = \"0", 1))  # a wheel hash that cannot match
+    lock.write_text(lock.read_text().replace('sha256 = "', 'sha256 = "0', 1))  # a wheel hash that cannot match
     stalled = roots["n1"].parent / "stalled"  # a node whose uv never answers
     _copy_project(roots["n1"], stalled)
     stuck_uv = stalled / "stuck-uv"
@@ -472,16 +568,24 @@ def test_fleet_build_reports_which_nodes_flipped_and_allreduce_spans_nodes(roots
         # The stalled node stopped its own uv (process group killed) and answered before the driver's limit.
         late = by_status["timeout"]
         assert late.detail == {"before": "g0001", "after": "g0001", "flipped": False}
-        assert re.match(r"build did not finish within the 45 s limit: build failed at step '[\w-]+': uv \w+ ran "
-                        r"past its caller's [\d.]+ s limit and was stopped\n", late.error or ""), late
+        assert re.match(
+            r"build did not finish within the 45 s limit: build failed at step '[\w-]+': uv \w+ ran "
+            r"past its caller's [\d.]+ s limit and was stopped\n",
+            late.error or "",
+        ), late
         assert (stalled / "envs" / ENV).resolve().name == "g0001"
-        assert not Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").exists() or \
-            Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").read_bytes() == b""  # gone (or a zombie)
-        ar = fleet_allreduce(c.address, sizes=(43008, 1 << 20), repeats=3, port=29533,
-                             env={"NCCL_MAX_NCHANNELS": "2"}, timeout_s=120)  # no GPU resources here: gloo
+        assert (
+            not Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").exists()
+            or Path(f"/proc/{int((stalled / 'sleep.pid').read_text())}/cmdline").read_bytes() == b""
+        )  # gone (or a zombie)
+        ar = fleet_allreduce(
+            c.address, sizes=(43008, 1 << 20), repeats=3, port=29533, env={"NCCL_MAX_NCHANNELS": "2"}, timeout_s=120
+        )  # no GPU resources here: gloo
         assert ar.backend == ("gloo", "the selected nodes have no GPU resources (nccl needs a GPU on every rank)")
-        assert render_text(ar)[0] == "backend gloo: the selected nodes have no GPU resources (nccl needs a GPU on " \
-                                     "every rank)"
+        assert (
+            render_text(ar)[0] == "backend gloo: the selected nodes have no GPU resources (nccl needs a GPU on "
+            "every rank)"
+        )
         assert [n.status for n in ar.nodes] == ["ok", "ok", "ok"], render_text(ar)
         assert [n.detail["rank"] for n in ar.nodes] == [0, 1, 2]
         assert all(s["sum-ok"] and s["median-us"] > 0 for n in ar.nodes for s in n.detail["sizes"])
@@ -498,28 +602,63 @@ def test_a_gpu_free_head_is_skipped_not_failed(roots: dict[str, Path], tmp_path:
 
     ray.shutdown()
     args = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
-    c = Cluster(initialize_head=True, head_node_args={**args, "num_cpus": 0, "num_gpus": 0, "env_vars": {
-        "ENVFORGE_FLEET_ROOT": str(tmp_path / "head-control-plane")}})
-    big = c.add_node(**args, num_cpus=1, num_gpus=8, labels={"pool": "gpu"},
-                     env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])}).node_id
-    small = c.add_node(**args, num_cpus=1, num_gpus=1, labels={"pool": "gpu"},
-                       env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n0"])}).node_id
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            **args,
+            "num_cpus": 0,
+            "num_gpus": 0,
+            "env_vars": {"ENVFORGE_FLEET_ROOT": str(tmp_path / "head-control-plane")},
+        },
+    )
+    big = c.add_node(
+        **args, num_cpus=1, num_gpus=8, labels={"pool": "gpu"}, env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n1"])}
+    ).node_id
+    small = c.add_node(
+        **args, num_cpus=1, num_gpus=1, labels={"pool": "gpu"}, env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n0"])}
+    ).node_id
     c.wait_for_nodes()
     head = c.head_node.node_id
 
     def cli(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static", "--ray",
-                               c.address, "--project", str(ROOT), "--no-agent", "--timeout", "120", *extra],
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "envforge",
+                "fleet",
+                "verify",
+                ENV,
+                "--level",
+                "static",
+                "--ray",
+                c.address,
+                "--project",
+                str(ROOT),
+                "--no-agent",
+                "--timeout",
+                "120",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     try:
         res = cli()
         assert res.returncode == 0, res.stdout + res.stderr
         lines = res.stdout.splitlines()
-        assert lines[0] == ("selected 1 of 3 alive nodes: nodes with at least 8 GPUs ([target] gpus = 8 in "
-                            "lockfiles/pylock.quickstart-default.toml)")
-        assert sorted(lines[1:3]) == sorted([f"skipped 127.0.0.1 {head[:8]}: no GPU resources (needs 8)",
-                                             f"skipped 127.0.0.1 {small[:8]}: 1 GPU (needs 8)"])
+        assert lines[0] == (
+            "selected 1 of 3 alive nodes: nodes with at least 8 GPUs ([target] gpus = 8 in "
+            "lockfiles/pylock.quickstart-default.toml)"
+        )
+        assert sorted(lines[1:3]) == sorted(
+            [
+                f"skipped 127.0.0.1 {head[:8]}: no GPU resources (needs 8)",
+                f"skipped 127.0.0.1 {small[:8]}: 1 GPU (needs 8)",
+            ]
+        )
         assert lines[3].startswith(f"127.0.0.1 {big[:8]} ok: lock "), lines[3]
         assert lines[-1].startswith("fleet verify: 1 node (2 skipped), 0 not ok, 0 differ from the majority in ")
 
@@ -533,17 +672,36 @@ def test_a_gpu_free_head_is_skipped_not_failed(roots: dict[str, Path], tmp_path:
         res = cli("--num-gpus", "16")
         assert res.returncode == 1, res.stdout + res.stderr
         assert res.stdout.splitlines()[0] == "selected 0 of 3 alive nodes: nodes with at least 16 GPUs (--num-gpus 16)"
-        assert res.stdout.splitlines()[-1] == ("fleet verify: no alive node qualifies (3 skipped); pick nodes with "
-                                               "--num-gpus, --label, --resource or --all-nodes")
+        assert res.stdout.splitlines()[-1] == (
+            "fleet verify: no alive node qualifies (3 skipped); pick nodes with "
+            "--num-gpus, --label, --resource or --all-nodes"
+        )
     finally:
         ray.shutdown()
         c.shutdown()
 
 
 def test_cli_without_a_cluster_is_a_clear_error(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--ray", "127.0.0.1:1",
-                          "--project", str(ROOT), "--timeout", "5"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "RAY_ADDRESS": ""})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "fleet",
+            "verify",
+            ENV,
+            "--ray",
+            "127.0.0.1:1",
+            "--project",
+            str(ROOT),
+            "--timeout",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     assert res.returncode == 3, res.stderr
     assert "error: cannot connect to the Ray cluster at 127.0.0.1:1" in res.stderr
     assert "Traceback" not in res.stderr
@@ -553,26 +711,52 @@ def test_an_allreduce_on_one_node_is_not_ok() -> None:
     node = single_node({"NodeID": "abc", "NodeManagerAddress": "127.0.0.1"})
     report = FleetReport("allreduce", (node,), {}, {}, 0.1)
     assert node.status == "failed"
-    assert node.error == ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
-                          "(add nodes with `ray start --address HEAD:PORT`)")
+    assert node.error == (
+        "only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
+        "(add nodes with `ray start --address HEAD:PORT`)"
+    )
     assert report.exit_code == 1
 
 
 def test_cli_output_is_envforges_only_when_a_node_dies_and_node_hints_arrive(
-        cluster: tuple[object, dict[str, str]], roots: dict[str, Path]) -> None:
+    cluster: tuple[object, dict[str, str]], roots: dict[str, Path]
+) -> None:
     """A node that dies during `envforge fleet verify --json` (its interpreter hangs, then its raylet
     is killed): stdout is exactly the one JSON document and stderr is empty, where Ray printed the dead
     raylet's last 20 log lines (about 45 lines) to stdout; then a name no node has: each node's
     `failed` line carries the local command's hint."""
     c, ids = cluster
     _without_n4(c, ids)
-    doomed = c.add_node(num_cpus=1, **GPUS, node_ip_address="127.0.0.1",  # type: ignore[attr-defined]
-                        include_dashboard=False,
-                        env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])})  # n4's hanging interpreter
+    doomed = c.add_node(
+        num_cpus=1,
+        **GPUS,
+        node_ip_address="127.0.0.1",  # type: ignore[attr-defined]
+        include_dashboard=False,
+        env_vars={"ENVFORGE_FLEET_ROOT": str(roots["n4"])},
+    )  # n4's hanging interpreter
     c.wait_for_nodes()  # type: ignore[attr-defined]
-    proc = subprocess.Popen([sys.executable, "-m", "envforge", "fleet", "verify", ENV, "--level", "static", "--ray",
-                             c.address, "--project", str(ROOT), "--json", "--timeout", "120"],  # type: ignore[attr-defined]
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "fleet",
+            "verify",
+            ENV,
+            "--level",
+            "static",
+            "--ray",
+            c.address,
+            "--project",
+            str(ROOT),
+            "--json",
+            "--timeout",
+            "120",
+        ],  # type: ignore[attr-defined]
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(10)  # its verify is inside the never-answering interpreter by now
     c.remove_node(doomed, allow_graceful=False)  # type: ignore[attr-defined]
     out, err = proc.communicate(timeout=200)
@@ -582,8 +766,24 @@ def test_cli_output_is_envforges_only_when_a_node_dies_and_node_hints_arrive(
     assert by[doomed.node_id]["status"] in ("failed", "timeout"), by[doomed.node_id]
     assert proc.returncode == data["exit-code"] == 1 and data["allreduce"] is None
 
-    res = subprocess.run([sys.executable, "-m", "envforge", "fleet", "verify", "nosuch", "--ray", c.address,  # type: ignore[attr-defined]
-                          "--project", str(ROOT), "--no-agent"], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "fleet",
+            "verify",
+            "nosuch",
+            "--ray",
+            c.address,  # type: ignore[attr-defined]
+            "--project",
+            str(ROOT),
+            "--no-agent",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 1, res.stderr
     lines = res.stdout.splitlines()
     failed = [i for i, ln in enumerate(lines) if " failed: no environment 'nosuch' in " in ln]

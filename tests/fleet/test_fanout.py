@@ -76,20 +76,75 @@ class Way:
 
 def test_the_fan_out_reports_every_node_answered_failed_resent_or_late() -> None:
     ray = FakeRay()
-    way = Way(ray, {"n1": {"x": 1}, "n2": RuntimeError("remote traceback\n  line\nboom at the end\n"),
-                    "n3": PENDING, "n4": ValueError("no such node"), "n5": {"x": 5}}, again={"n5": {"x": 6}})
+    way = Way(
+        ray,
+        {
+            "n1": {"x": 1},
+            "n2": RuntimeError("remote traceback\n  line\nboom at the end\n"),
+            "n3": PENDING,
+            "n4": ValueError("no such node"),
+            "n5": {"x": 5},
+        },
+        again={"n5": {"x": 6}},
+    )
     out = _fan_out(ray, [node(f"n{i}") for i in range(1, 6)], way, timeout_s=0.05)
     assert [n.as_dict() for n in out] == [
-        {"node-id": "n4", "host": "10.0.0.4", "status": "failed", "fingerprint": {}, "findings": [],
-         "elapsed-s": None, "error": "ValueError: no such node", "hint": None, "detail": {}},
-        {"node-id": "n1", "host": "10.0.0.1", "status": "ok", "fingerprint": {}, "findings": [],
-         "elapsed-s": None, "error": None, "hint": None, "detail": {"x": 1}},
-        {"node-id": "n2", "host": "10.0.0.2", "status": "failed", "fingerprint": {}, "findings": [],
-         "elapsed-s": None, "error": "RuntimeError: boom at the end", "hint": None, "detail": {}},
-        {"node-id": "n5", "host": "10.0.0.5", "status": "ok", "fingerprint": {}, "findings": [],
-         "elapsed-s": None, "error": None, "hint": None, "detail": {"x": 6}},
-        {"node-id": "n3", "host": "10.0.0.3", "status": "timeout", "fingerprint": {}, "findings": [],
-         "elapsed-s": None, "error": "no answer within 0.05 s (call 3 abandoned)", "hint": None, "detail": {}}]
+        {
+            "node-id": "n4",
+            "host": "10.0.0.4",
+            "status": "failed",
+            "fingerprint": {},
+            "findings": [],
+            "elapsed-s": None,
+            "error": "ValueError: no such node",
+            "hint": None,
+            "detail": {},
+        },
+        {
+            "node-id": "n1",
+            "host": "10.0.0.1",
+            "status": "ok",
+            "fingerprint": {},
+            "findings": [],
+            "elapsed-s": None,
+            "error": None,
+            "hint": None,
+            "detail": {"x": 1},
+        },
+        {
+            "node-id": "n2",
+            "host": "10.0.0.2",
+            "status": "failed",
+            "fingerprint": {},
+            "findings": [],
+            "elapsed-s": None,
+            "error": "RuntimeError: boom at the end",
+            "hint": None,
+            "detail": {},
+        },
+        {
+            "node-id": "n5",
+            "host": "10.0.0.5",
+            "status": "ok",
+            "fingerprint": {},
+            "findings": [],
+            "elapsed-s": None,
+            "error": None,
+            "hint": None,
+            "detail": {"x": 6},
+        },
+        {
+            "node-id": "n3",
+            "host": "10.0.0.3",
+            "status": "timeout",
+            "fingerprint": {},
+            "findings": [],
+            "elapsed-s": None,
+            "error": "no answer within 0.05 s (call 3 abandoned)",
+            "hint": None,
+            "detail": {},
+        },
+    ]
     assert ray.cancelled == [3]
 
 
@@ -98,6 +153,7 @@ def test_no_nodes_is_no_answers() -> None:
 
 
 # ---- through the agents ------------------------------------------------------------------------
+
 
 class FakeMethod:
     def __init__(self, ray: FakeRay, agent: FakeAgent) -> None:
@@ -136,27 +192,54 @@ def _agent(pid: int, calls: int) -> dict[str, Any]:
 
 def test_agents_are_reused_started_replaced_once_and_stopped_when_late(monkeypatch: pytest.MonkeyPatch) -> None:
     ray = FakeRay()
-    made = _agents(monkeypatch, ray, {
-        "n1": [{"findings": [], "agent": _agent(11, 4)}],  # running
-        "n2": [{STALE: ["/x/a.py"], "agent": _agent(12, 9)}, {"findings": [], "agent": _agent(13, 1)}],
-        "n3": [TypeError, {"findings": [{"kind": "tampered", "subject": "f"}], "agent": _agent(14, 1)}],
-        "n4": [{STALE: ["/x/a.py"], "agent": _agent(15, 2)}, {STALE: ["/x/b.py"], "agent": _agent(16, 1)}],
-        "n5": [PENDING],
-        "n6": [{"error": "no environment 'e'", "hint": "build it", "agent": _agent(17, 1)}],
-    })
+    made = _agents(
+        monkeypatch,
+        ray,
+        {
+            "n1": [{"findings": [], "agent": _agent(11, 4)}],  # running
+            "n2": [{STALE: ["/x/a.py"], "agent": _agent(12, 9)}, {"findings": [], "agent": _agent(13, 1)}],
+            "n3": [TypeError, {"findings": [{"kind": "tampered", "subject": "f"}], "agent": _agent(14, 1)}],
+            "n4": [{STALE: ["/x/a.py"], "agent": _agent(15, 2)}, {STALE: ["/x/b.py"], "agent": _agent(16, 1)}],
+            "n5": [PENDING],
+            "n6": [{"error": "no environment 'e'", "hint": "build it", "agent": _agent(17, 1)}],
+        },
+    )
     way = _Agents(ray, "verify", ("e", "/p", ("static",), None))
     out = {n.node_id: n for n in _fan_out(ray, [node(f"n{i}") for i in range(1, 7)], way, timeout_s=0.05)}
-    assert made == [("n1", None), ("n2", None), ("n3", None), ("n3", "n3#0"), ("n4", None), ("n5", None),
-                    ("n6", None), ("n2", "n2#0"), ("n4", "n4#0")]
+    assert made == [
+        ("n1", None),
+        ("n2", None),
+        ("n3", None),
+        ("n3", "n3#0"),
+        ("n4", None),
+        ("n5", None),
+        ("n6", None),
+        ("n2", "n2#0"),
+        ("n4", "n4#0"),
+    ]
     assert {k: (n.status, n.error, dict(n.detail)) for k, n in out.items()} == {
         "n1": ("ok", None, {"agent": {**_agent(11, 4), "replaced-because": [], "state": "running"}}),
         "n2": ("ok", None, {"agent": {**_agent(13, 1), "replaced-because": ["/x/a.py"], "state": "replaced"}}),
-        "n3": ("findings", None, {"agent": {**_agent(14, 1), "state": "replaced", "replaced-because": [
-            "its methods differ from this envforge's (TypeError: too many positional arguments)"]}}),
+        "n3": (
+            "findings",
+            None,
+            {
+                "agent": {
+                    **_agent(14, 1),
+                    "state": "replaced",
+                    "replaced-because": [
+                        "its methods differ from this envforge's (TypeError: too many positional arguments)"
+                    ],
+                }
+            },
+        ),
         "n4": ("failed", "RuntimeError: a new agent found its code changed too: /x/b.py", {}),
         "n5": ("timeout", "no answer within 0.05 s (its agent was stopped)", {}),
-        "n6": ("failed", "no environment 'e'", {"agent": {**_agent(17, 1), "replaced-because": [],
-                                                          "state": "started"}}),
+        "n6": (
+            "failed",
+            "no environment 'e'",
+            {"agent": {**_agent(17, 1), "replaced-because": [], "state": "started"}},
+        ),
     }
     assert out["n6"].hint == "build it"
     assert ray.killed == ["n3#0", "n2#0", "n4#0", "n5#0"]  # replaced (in the order met), then the late one

@@ -14,8 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from envforge.core.errors import EnvforgeError, InputError
-from envforge.installed.distributions import (Installed, direct_url, find_distribution, installed_distributions, read_record,
-                                              refuse_unreadable, unreadable_distributions)
+from envforge.installed.distributions import (
+    Installed,
+    direct_url,
+    find_distribution,
+    installed_distributions,
+    read_record,
+    refuse_unreadable,
+    unreadable_distributions,
+)
 from envforge.installed.editable import editable_install
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,17 +46,24 @@ def test_a_fifo_in_a_dist_info_is_refused_not_read(tmp_path: Path, name: str) ->
     sp, d = dist(tmp_path)
     (d.dist_info / name).unlink(missing_ok=True)
     os.mkfifo(d.dist_info / name)
-    code = ("import sys; from pathlib import Path\n"
-            "from envforge.installed.distributions import Installed, installed_distributions, direct_url, read_record\n"
-            "from envforge.core.errors import InputError\n"
-            f"d = Installed('tinypkg', '1.0', Path({str(d.dist_info)!r}))\n"
-            "try:\n"
-            f"    print(sorted(installed_distributions(Path({str(sp)!r}))))\n"
-            "    read_record(d); direct_url(d)\n"
-            "except InputError as e:\n"
-            "    print(e.message)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from envforge.installed.distributions import Installed, installed_distributions, direct_url, read_record\n"
+        "from envforge.core.errors import InputError\n"
+        f"d = Installed('tinypkg', '1.0', Path({str(d.dist_info)!r}))\n"
+        "try:\n"
+        f"    print(sorted(installed_distributions(Path({str(sp)!r}))))\n"
+        "    read_record(d); direct_url(d)\n"
+        "except InputError as e:\n"
+        "    print(e.message)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     if name == "METADATA":  # a dist-info without a regular METADATA is no distribution
         assert res.stdout == "[]\n", res.stderr
         return
@@ -57,21 +71,30 @@ def test_a_fifo_in_a_dist_info_is_refused_not_read(tmp_path: Path, name: str) ->
     assert res.stdout == f"['tinypkg']\n{what} {d.dist_info / name} is not a regular file (a FIFO)\n", res.stderr
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[" * 100000, "not valid JSON for envforge: arrays or objects nested too deeply"),
-    ("not json", "not valid JSON: Expecting value: line 1 column 1 (char 0)"),
-    ("[1, 2]", 'not a PEP 610 record (a JSON object with a string "url")'),
-    ('{"url": 5}', 'not a PEP 610 record (a JSON object with a string "url")'),
-    ('{"dir_info": {"editable": true}}', 'not a PEP 610 record (a JSON object with a string "url")'),
-    ('{"url": "file:///x", "dir_info": true}', "not a PEP 610 record (dir_info is not an object)"),
-    # Issue 41: a wrong-typed flag was read as "not editable"; PEP 610 makes it a boolean.
-    ('{"url": "file:///x", "dir_info": {"editable": "yes"}}',
-     'not a PEP 610 record (dir_info.editable is "yes", not true or false)'),
-    ('{"url": "file:///x", "dir_info": {"editable": 1}}',
-     "not a PEP 610 record (dir_info.editable is 1, not true or false)"),
-    ('{"url": "file:///x", "dir_info": {"editable": null}}',
-     "not a PEP 610 record (dir_info.editable is null, not true or false)"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100000, "not valid JSON for envforge: arrays or objects nested too deeply"),
+        ("not json", "not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+        ("[1, 2]", 'not a PEP 610 record (a JSON object with a string "url")'),
+        ('{"url": 5}', 'not a PEP 610 record (a JSON object with a string "url")'),
+        ('{"dir_info": {"editable": true}}', 'not a PEP 610 record (a JSON object with a string "url")'),
+        ('{"url": "file:///x", "dir_info": true}', "not a PEP 610 record (dir_info is not an object)"),
+        # Issue 41: a wrong-typed flag was read as "not editable"; PEP 610 makes it a boolean.
+        (
+            '{"url": "file:///x", "dir_info": {"editable": "yes"}}',
+            'not a PEP 610 record (dir_info.editable is "yes", not true or false)',
+        ),
+        (
+            '{"url": "file:///x", "dir_info": {"editable": 1}}',
+            "not a PEP 610 record (dir_info.editable is 1, not true or false)",
+        ),
+        (
+            '{"url": "file:///x", "dir_info": {"editable": null}}',
+            "not a PEP 610 record (dir_info.editable is null, not true or false)",
+        ),
+    ],
+)
 def test_a_damaged_direct_url_json_is_an_error_never_an_index_install(tmp_path: Path, text: str, message: str) -> None:
     """Field cases N71 (exit 70 on deep nesting), N72 (a corrupt record silently an index install)."""
     sp, d = dist(tmp_path, text)
@@ -95,14 +118,21 @@ def test_a_sound_direct_url_json_reads_as_before(tmp_path: Path) -> None:
     assert list(installed_distributions(sp)) == ["tinypkg"] and read_record(d)[0].path == "tinypkg/__init__.py"
 
 
-_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
-                     lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                             st.dictionaries(st.sampled_from(["url", "dir_info", "archive_info",
-                                                                              "vcs_info", "editable", "hash", "x"]),
-                                                             inner, max_size=4)), max_leaves=12)
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.sampled_from(["url", "dir_info", "archive_info", "vcs_info", "editable", "hash", "x"]), inner, max_size=4
+        ),
+    ),
+    max_leaves=12,
+)
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.one_of(_JSON.map(lambda v: json.dumps(v).encode()), st.binary(max_size=120)))
 def test_fuzz_direct_url_json_never_crashes(tmp_path: Path, data: bytes) -> None:
     """Random JSON values and bytes as direct_url.json: a record, None, or an envforge error."""
@@ -124,8 +154,12 @@ def test_fuzz_direct_url_json_never_crashes(tmp_path: Path, data: bytes) -> None
 def test_every_dist_info_left_out_is_named_with_why(tmp_path: Path) -> None:
     """Issue 41: outputs that list distributions dropped these without a word."""
     sp = tmp_path / "sp"
-    for name, meta in (("ok-1.0", "Name: ok\nVersion: 1.0\n\n"), ("empty-1.0", ""), ("noversion-1.0", "Name: x\n\n"),
-                       ("nameonly-1.0", "Version: 1\n")):
+    for name, meta in (
+        ("ok-1.0", "Name: ok\nVersion: 1.0\n\n"),
+        ("empty-1.0", ""),
+        ("noversion-1.0", "Name: x\n\n"),
+        ("nameonly-1.0", "Version: 1\n"),
+    ):
         (sp / f"{name}.dist-info").mkdir(parents=True)
         (sp / f"{name}.dist-info" / "METADATA").write_text(meta)
     (sp / "missing-1.0.dist-info").mkdir()
@@ -136,24 +170,32 @@ def test_every_dist_info_left_out_is_named_with_why(tmp_path: Path) -> None:
     with open(sp / "big-1.0.dist-info" / "METADATA", "wb") as fh:
         fh.truncate((64 << 20) + 1)  # sparse: over the limit a METADATA may have
     assert [(d.name, why) for d, why in unreadable_distributions(sp)] == [
-        ("big-1.0.dist-info", f"METADATA cannot be read: METADATA {sp / 'big-1.0.dist-info' / 'METADATA'} is larger "
-                              "than 64 MiB: envforge never writes one that large"),
+        (
+            "big-1.0.dist-info",
+            f"METADATA cannot be read: METADATA {sp / 'big-1.0.dist-info' / 'METADATA'} is larger "
+            "than 64 MiB: envforge never writes one that large",
+        ),
         ("empty-1.0.dist-info", "METADATA names no Name or Version"),
         ("fifo-1.0.dist-info", "METADATA is not a regular file (a FIFO)"),
         ("file-1.0.dist-info", "not a directory"),
         ("missing-1.0.dist-info", "no METADATA"),
         ("nameonly-1.0.dist-info", "METADATA names no Name or Version"),
-        ("noversion-1.0.dist-info", "METADATA names no Name or Version")]
+        ("noversion-1.0.dist-info", "METADATA names no Name or Version"),
+    ]
     assert find_distribution(sp, "OK") == Installed("ok", "1.0", sp / "ok-1.0.dist-info")
     assert find_distribution(sp, "missing") is None and find_distribution(sp, "nothere") is None
     with pytest.raises(InputError) as refused:
         refuse_unreadable(sp, what="the SBOM", fix="rebuild")
-    assert refused.value.message.startswith(f"the SBOM would leave out 7 distributions of {sp} whose METADATA cannot "
-                                            "be read: big-1.0.dist-info (METADATA cannot be read: ")
+    assert refused.value.message.startswith(
+        f"the SBOM would leave out 7 distributions of {sp} whose METADATA cannot "
+        "be read: big-1.0.dist-info (METADATA cannot be read: "
+    )
     assert refused.value.message.endswith("noversion-1.0.dist-info (METADATA names no Name or Version)")
-    assert "), empty-1.0.dist-info (METADATA names no Name or Version), fifo-1.0.dist-info (METADATA is not a " \
-           "regular file (a FIFO)), file-1.0.dist-info (not a directory), missing-1.0.dist-info (no METADATA), " \
-           "nameonly-1.0.dist-info (" in refused.value.message
+    assert (
+        "), empty-1.0.dist-info (METADATA names no Name or Version), fifo-1.0.dist-info (METADATA is not a "
+        "regular file (a FIFO)), file-1.0.dist-info (not a directory), missing-1.0.dist-info (no METADATA), "
+        "nameonly-1.0.dist-info (" in refused.value.message
+    )
     assert refused.value.hint == "rebuild"
     good = tmp_path / "good"
     (good / "ok-1.0.dist-info").mkdir(parents=True)
@@ -164,5 +206,7 @@ def test_every_dist_info_left_out_is_named_with_why(tmp_path: Path) -> None:
     (one / "a-1.dist-info").mkdir(parents=True)
     with pytest.raises(InputError) as single:
         refuse_unreadable(one, what="the lock", fix="f")
-    assert single.value.message == f"the lock would leave out 1 distribution of {one} whose METADATA cannot be read: " \
-                                   "a-1.dist-info (no METADATA)"
+    assert (
+        single.value.message == f"the lock would leave out 1 distribution of {one} whose METADATA cannot be read: "
+        "a-1.dist-info (no METADATA)"
+    )

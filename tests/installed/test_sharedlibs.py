@@ -21,14 +21,18 @@ def test_the_needed_cuda_runtime_is_read_from_the_elf(tmp_path: Path) -> None:
     (sp / "kernelkit" / "fake.so").write_text("not an ELF file")  # a text file with the suffix: not judged
     (sp / "kernelkit" / "cut.so").write_bytes(b"\x7fELF\x02\x01\x01" + b"\x00" * 9)  # a truncated ELF header
     (sp / "kernelkit" / "link.so").symlink_to("_ops.cpython-312-x86_64-linux-gnu.so")
-    assert cuda_links(sp) == [CudaLink("kernelkit/_ops.cpython-312-x86_64-linux-gnu.so", "libcudart.so.12", 12),
-                              CudaLink("other/_C.abi3.so", "libcudart.so.13", 13)]
+    assert cuda_links(sp) == [
+        CudaLink("kernelkit/_ops.cpython-312-x86_64-linux-gnu.so", "libcudart.so.12", 12),
+        CudaLink("other/_C.abi3.so", "libcudart.so.13", 13),
+    ]
     assert other_major_links(sp, "13.0.1") == [
-        CudaLink("kernelkit/_ops.cpython-312-x86_64-linux-gnu.so", "libcudart.so.12", 12)]
+        CudaLink("kernelkit/_ops.cpython-312-x86_64-linux-gnu.so", "libcudart.so.12", 12)
+    ]
     assert other_major_links(sp, "12.8") == [CudaLink("other/_C.abi3.so", "libcudart.so.13", 13)]
     assert other_major_links(sp, "cpu") == []
     # what the finding predicts: the loader cannot open it without that runtime on its path
     import ctypes
+
     with pytest.raises(OSError, match="libcudart.so.12: cannot open shared object file"):
         ctypes.CDLL(str(sp / "kernelkit" / "_ops.cpython-312-x86_64-linux-gnu.so"))
 
@@ -39,5 +43,6 @@ def test_build_notes_name_each_extension_of_another_major(tmp_path: Path) -> Non
     build(tmp_path / "b12", 12, sp, "kernelkit/_ops.abi3.so")
     assert link_notes(sp, "13.0.1") == [
         "cuda-library: kernelkit/_ops.abi3.so needs libcudart.so.12 (CUDA 12), the variant is CUDA 13.0.1: its import "
-        "fails unless another CUDA runtime is on the loader's path"]
+        "fails unless another CUDA runtime is on the loader's path"
+    ]
     assert link_notes(sp, "12.8") == [] and link_notes(sp, None) == []

@@ -20,8 +20,9 @@ ENVFORGE = [sys.executable, "-m", "envforge"]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=dict(os.environ)
+    )
 
 
 def project(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
@@ -31,7 +32,8 @@ def project(tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "lowt.toml").write_text(
         '[recipe]\nname = "lowt"\npython = "3.12"\nexclude-newer = "0001-01-01T00:00:00Z"\n\n'
-        f'[packages]\ntinypkg = ">=1.0"\n{extra}')
+        f'[packages]\ntinypkg = ">=1.0"\n{extra}'
+    )
     return tmp_path, house
 
 
@@ -44,8 +46,9 @@ def test_exclude_newer_with_find_links_is_refused_not_silently_unapplied(tmp_pat
         "--find-links, which have no upload times (uv keeps them whatever their date), and the lock would record "
         "the cutoff as if it held: tinypkg 1.1",
         "  hint: lock where the index is reachable, without --find-links (uv reads the index's upload times), or "
-        "exempt each package with the reason reviewers read: [exclude-newer-exempt] tinypkg = \"from a wheelhouse, "
-        "no upload times\" (recorded in the lock's inputs)"]
+        'exempt each package with the reason reviewers read: [exclude-newer-exempt] tinypkg = "from a wheelhouse, '
+        "no upload times\" (recorded in the lock's inputs)",
+    ]
     assert not (proj / "lockfiles").exists()
 
 
@@ -55,8 +58,7 @@ def test_an_exempt_package_from_find_links_is_locked_and_the_exemption_recorded(
     assert res.returncode == 0, res.stderr
     data = tomllib.loads((proj / "lockfiles" / "pylock.lowt-default.toml").read_text())
     assert [(p["name"], p["version"]) for p in data["packages"]] == [("tinypkg", "1.1")]
-    assert data["tool"]["envforge"]["inputs"]["exclude-newer-exempt"] == [
-        "tinypkg: from a wheelhouse, no upload times"]
+    assert data["tool"]["envforge"]["inputs"]["exclude-newer-exempt"] == ["tinypkg: from a wheelhouse, no upload times"]
 
 
 def test_an_override_of_a_routed_package_is_not_silently_outside_the_cutoff(tmp_path: Path) -> None:
@@ -71,10 +73,12 @@ def test_an_override_of_a_routed_package_is_not_silently_outside_the_cutoff(tmp_
         cuda.add(make_wheel(built / "c", "kit", version), upload_time=uploaded)
     with serve(default), serve(cuda):
         (tmp_path / "recipes").mkdir()
-        recipe = (f'[recipe]\nname = "r"\npython = "3.12"\nexclude-newer = "2024-01-01T00:00:00Z"\n\n'
-                  f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
-                  '[packages]\napp = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n\n'
-                  '[overrides]\nkit = { version = ">=1.0", reason = "upstream pins kit 1.0" }\n')
+        recipe = (
+            f'[recipe]\nname = "r"\npython = "3.12"\nexclude-newer = "2024-01-01T00:00:00Z"\n\n'
+            f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
+            '[packages]\napp = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n\n'
+            '[overrides]\nkit = { version = ">=1.0", reason = "upstream pins kit 1.0" }\n'
+        )
         (tmp_path / "recipes" / "r.toml").write_text(recipe)
         res = envforge(tmp_path, "lock", "r")
         assert res.returncode == 2, res.stderr
@@ -83,9 +87,10 @@ def test_an_override_of_a_routed_package_is_not_silently_outside_the_cutoff(tmp_
             "of a package routed to an index is looked up through that index's page of the package given as "
             "--find-links (B51, uv#16933), which has no upload times, so uv keeps its files whatever their date, "
             "and the lock would record the cutoff as if it held",
-            "  hint: exempt it with the reason reviewers read: [exclude-newer-exempt] kit = \"override of a routed "
+            '  hint: exempt it with the reason reviewers read: [exclude-newer-exempt] kit = "override of a routed '
             "package: no upload times\" (recorded in the lock's inputs), and pin the override with ==; or drop the "
-            "override"]
+            "override",
+        ]
         assert not (tmp_path / "lockfiles").exists()
         (tmp_path / "recipes" / "r.toml").write_text(recipe + '\n[exclude-newer-exempt]\nkit = "B51 route"\n')
         ok = envforge(tmp_path, "lock", "r")

@@ -17,8 +17,10 @@ H = 'hashes = { sha256 = "ffff" }'
 
 def _entry(version: str, marker: str | None = None) -> str:
     where = f"marker = {marker!r}\n" if marker else ""
-    return (f'[[packages]]\nname = "idna"\nversion = "{version}"\n{where}'
-            f'wheels = [{{ url = "https://e.example/idna-{version}-py3-none-any.whl", {H} }}]\n')
+    return (
+        f'[[packages]]\nname = "idna"\nversion = "{version}"\n{where}'
+        f'wheels = [{{ url = "https://e.example/idna-{version}-py3-none-any.whl", {H} }}]\n'
+    )
 
 
 def test_the_build_guard_refuses_two_entries_selected_for_the_variants_python(tmp_path: Path) -> None:
@@ -33,19 +35,29 @@ def test_the_build_guard_refuses_two_entries_selected_for_the_variants_python(tm
     assert (err.value.message, err.value.exit_code) == (
         f"{lock}: cannot install idna: packages[0] (idna 3.7; marker python_version < '3.13') and packages[1] "
         "(idna 3.10; marker python_version >= '3.12') are both selected for this environment (e.g. "
-        "python_version = '3.12'); an installer cannot choose between them", 2)
+        "python_version = '3.12'); an installer cannot choose between them",
+        2,
+    )
 
 
 def test_python_sets_the_three_python_variables() -> None:
-    entries = read_lock_text(HEAD + _entry("3.7", "python_full_version < '3.12.4'")
-                             + _entry("3.10", "implementation_version >= '3.12.2'"), label="p").entries
+    entries = read_lock_text(
+        HEAD + _entry("3.7", "python_full_version < '3.12.4'") + _entry("3.10", "implementation_version >= '3.12.2'"),
+        label="p",
+    ).entries
     refuse_ambiguous("p", entries, python="3.12")  # 3.12.0: only the first
     refuse_ambiguous("p", entries, python="3.12.5")  # only the second
     with pytest.raises(InvalidLock) as err:
         refuse_ambiguous("p", entries, python="3.12.3")
-    assert err.value.reason.endswith("are both selected for this environment (e.g. implementation_version = "
-                                     "'3.12.3', python_full_version = '3.12.3'); an installer cannot choose "
-                                     "between them")
+    assert err.value.reason.endswith(
+        "are both selected for this environment (e.g. implementation_version = "
+        "'3.12.3', python_full_version = '3.12.3'); an installer cannot choose "
+        "between them"
+    )
     with pytest.raises(InvalidLock):
-        refuse_ambiguous("p", entries, python="3.12", environment={"python_full_version": "3.12.3",
-                                                                    "implementation_version": "3.12.3"})
+        refuse_ambiguous(
+            "p",
+            entries,
+            python="3.12",
+            environment={"python_full_version": "3.12.3", "implementation_version": "3.12.3"},
+        )

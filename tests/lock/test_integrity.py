@@ -50,16 +50,25 @@ def test_committed_locks_record_the_digest_of_their_packages() -> None:
         lock = read_lock(path)
         assert lock.envforge["packages-digest"] == lock.digest, path
         assert integrity_problems(lock) == []
-    assert read_lock(REPO / "lockfiles" / KIMI).digest == \
-        "sha256:abba5b95c8440c66268d228cb42d03f8c2322e29421d71f7f2dc8cea0c539d53"
+    assert (
+        read_lock(REPO / "lockfiles" / KIMI).digest
+        == "sha256:abba5b95c8440c66268d228cb42d03f8c2322e29421d71f7f2dc8cea0c539d53"
+    )
 
 
 def test_digest_is_of_the_canonical_form_not_the_layout() -> None:
     a = [{"name": "x", "version": "1", "wheels": [{"url": "u", "hashes": {"sha256": "00"}}]}]
     b = [{"wheels": [{"hashes": {"sha256": "00"}, "url": "u"}], "version": "1", "name": "x"}]
-    assert packages_digest(a) == packages_digest(b) == (
-        "sha256:" + hashlib.sha256(b'[{"name":"x","version":"1","wheels":[{"hashes":{"sha256":"00"},"url":"u"}]}]')
-        .hexdigest())
+    assert (
+        packages_digest(a)
+        == packages_digest(b)
+        == (
+            "sha256:"
+            + hashlib.sha256(
+                b'[{"name":"x","version":"1","wheels":[{"hashes":{"sha256":"00"},"url":"u"}]}]'
+            ).hexdigest()
+        )
+    )
     assert packages_digest(a) != packages_digest([{**a[0], "version": "2"}])
 
 
@@ -74,14 +83,17 @@ def test_intact_lock_is_up_to_date(project: Path, capsys: pytest.CaptureFixture[
     assert (code, out) == (0, f"{project / 'lockfiles' / KIMI}: up to date\n")
 
 
-def test_hand_added_entry_with_a_correct_hash_is_an_error(project: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_hand_added_entry_with_a_correct_hash_is_an_error(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     wheel = make_wheel(tmp_path / "w", "extra-pkg", "1.0")
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     lock = project / "lockfiles" / KIMI
     text = lock.read_text()
-    entry = (f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", '
-             f'hashes = {{ sha256 = "{digest}" }} }}]\n\n')
+    entry = (
+        f'[[packages]]\nname = "extra-pkg"\nversion = "1.0"\nwheels = [{{ path = "{wheel}", '
+        f'hashes = {{ sha256 = "{digest}" }} }}]\n\n'
+    )
     lock.write_text(text.replace("[tool.envforge]", entry + "[tool.envforge]", 1))
     code, out, err = check(project, capsys)
     recorded = read_lock(REPO / "lockfiles" / KIMI).digest
@@ -90,9 +102,12 @@ def test_hand_added_entry_with_a_correct_hash_is_an_error(project: Path, tmp_pat
         f"error: {lock} is not the lock `envforge lock` wrote:",
         f"  its [[packages]] are not the ones `envforge lock` wrote: packages-digest {recorded}, the file's "
         f"packages hash to {read_lock(lock).digest} (an entry added, removed, cut off or edited by hand, e.g. a "
-        "changed wheel hash)"]
-    assert err.splitlines()[2] == ("  hint: regenerate it with `envforge lock kimi-k25-sm120 --variant cu128` and "
-                                   "review the diff; never edit a lock by hand")
+        "changed wheel hash)",
+    ]
+    assert err.splitlines()[2] == (
+        "  hint: regenerate it with `envforge lock kimi-k25-sm120 --variant cu128` and "
+        "review the diff; never edit a lock by hand"
+    )
 
 
 def test_changed_wheel_hash_is_an_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,15 +124,17 @@ def test_changed_wheel_hash_is_an_error(project: Path, capsys: pytest.CaptureFix
 def test_lock_without_its_envforge_table_is_an_error(project: Path) -> None:
     lock = project / "lockfiles" / KIMI
     text = lock.read_text()
-    lock.write_text(text[:text.index("[tool.envforge]")])
+    lock.write_text(text[: text.index("[tool.envforge]")])
     with pytest.raises(LockIntegrityError) as err:
         check_integrity(read_lock(lock))
     assert err.value.problems == (
-        "it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end",)
+        "it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end",
+    )
 
 
-def test_lock_missing_a_package_its_inputs_record_is_an_error(project: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_lock_missing_a_package_its_inputs_record_is_an_error(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The file contradicts itself (inputs name sglang, [[packages]] lacks it), even with a
     restamped digest: not what `envforge lock` wrote (exit 2), whatever the recipe says."""
     lock = project / "lockfiles" / KIMI
@@ -126,35 +143,44 @@ def test_lock_missing_a_package_its_inputs_record_is_an_error(project: Path,
     end = text.index("[[packages]]", start + 1)
     lock.write_text(restamp(text[:start] + text[end:]))  # even with a matching digest
     assert integrity_problems(read_lock(lock)) == [
-        "[tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"]
+        "[tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"
+    ]
     code, out, err = check(project, capsys)
     assert (code, out) == (2, "")
     assert err.splitlines()[:2] == [
         f"error: {lock} is not the lock `envforge lock` wrote:",
-        "  [tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]"]
+        "  [tool.envforge] inputs.packages records sglang==0.5.9, which is not in its [[packages]]",
+    ]
 
 
-def test_inputs_of_another_shape_are_an_error_and_no_inputs_is_stale(project: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_inputs_of_another_shape_are_an_error_and_no_inputs_is_stale(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lock = project / "lockfiles" / KIMI
     text = lock.read_text()
     start = text.index("[tool.envforge.inputs]")
     end = text.index("\n[", start + 1)
-    trimmed = text[:start] + text[end + 1:]
+    trimmed = text[:start] + text[end + 1 :]
     lock.write_text(trimmed.replace("[tool.envforge]\n", '[tool.envforge]\ninputs = "x"\n', 1))
     assert integrity_problems(read_lock(lock)) == [
-        "[tool.envforge] inputs is not a table (the recipe keys the lock was made from)"]
+        "[tool.envforge] inputs is not a table (the recipe keys the lock was made from)"
+    ]
     lock.write_text(trimmed)
     assert integrity_problems(read_lock(lock)) == []
     code, out, err = check(project, capsys)
-    assert (code, out.splitlines(), err) == (1, [
-        f"{lock}: stale",
-        "  packages.sgl-kernel: locked (absent), recipe now sgl-kernel==0.3.21",
-        "  packages.sglang: locked (absent), recipe now sglang==0.5.9",
-        "  packages.torch: locked (absent), recipe now torch==2.9.1",
-        "  platform: locked (absent), recipe now 'x86_64-manylinux_2_28'",
-        "  python: locked (absent), recipe now '3.12'",
-        "  resolution: locked (absent), recipe now 'full'"], "")
+    assert (code, out.splitlines(), err) == (
+        1,
+        [
+            f"{lock}: stale",
+            "  packages.sgl-kernel: locked (absent), recipe now sgl-kernel==0.3.21",
+            "  packages.sglang: locked (absent), recipe now sglang==0.5.9",
+            "  packages.torch: locked (absent), recipe now torch==2.9.1",
+            "  platform: locked (absent), recipe now 'x86_64-manylinux_2_28'",
+            "  python: locked (absent), recipe now '3.12'",
+            "  resolution: locked (absent), recipe now 'full'",
+        ],
+        "",
+    )
 
 
 def _cut_offsets(text: str) -> list[int]:
@@ -163,8 +189,16 @@ def _cut_offsets(text: str) -> list[int]:
     sglang = text.index('[[packages]]\nname = "sglang"\n')
     tool = text.index("[tool.envforge]")
     digest = text.index("packages-digest")
-    return [sglang, sglang + 30, text.index("hashes", sglang) + 3, tool, tool + 5, digest + 20,
-            len(text) - 40, len(text) // 3]
+    return [
+        sglang,
+        sglang + 30,
+        text.index("hashes", sglang) + 3,
+        tool,
+        tool + 5,
+        digest + 20,
+        len(text) - 40,
+        len(text) // 3,
+    ]
 
 
 def test_truncated_lock_never_passes_and_never_tracebacks(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -182,9 +216,11 @@ def test_truncated_lock_through_the_console_script(project: Path) -> None:
     data = (REPO / "lockfiles" / KIMI).read_bytes()
     sglang = data.index(b'[[packages]]\nname = "sglang"\n')
     lock.write_bytes(data[:sglang])
-    proc = subprocess.run([sys.executable, "-m", "envforge", *CHECK, "--project", str(project)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "envforge", *CHECK, "--project", str(project)], capture_output=True, text=True
+    )
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr.splitlines()[:2] == [
         f"error: {lock} is not the lock `envforge lock` wrote:",
-        "  it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end"]
+        "  it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end",
+    ]

@@ -45,8 +45,14 @@ def _env(cwd: Path) -> dict[str, str]:
 
 
 def _uv(args: list[str], cwd: Path, pub: LocalIndex) -> str:
-    res = subprocess.run([uv_binary(), *args, "--no-progress", "--default-index", pub.url], cwd=cwd, env=_env(cwd),
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [uv_binary(), *args, "--no-progress", "--default-index", pub.url],
+        cwd=cwd,
+        env=_env(cwd),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout
 
@@ -95,7 +101,8 @@ def _exported(text: str) -> set[tuple[str, str]]:
 
 
 def test_what_envforge_counts_as_needed_is_what_uv_installs_for_each_choice(
-        locked: tuple[dict[Project, Path], LocalIndex]) -> None:
+    locked: tuple[dict[Project, Path], LocalIndex],
+) -> None:
     """For every valid choice of extras and groups, the entries uv exports are exactly those whose
     activation allows that choice (every choice's items on, the other declared items off)."""
     paths, pub = locked
@@ -107,8 +114,22 @@ def test_what_envforge_counts_as_needed_is_what_uv_installs_for_each_choice(
         entries = [(p["name"], p["version"]) for p in doc.packages]
         for selection in project.selections():
             flags = [f for s in selection for f in (("--group", s[1:]) if s.startswith(":") else ("--extra", s))]
-            uv_installs = _exported(_uv(["export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
-                                         "--format", "requirements.txt", *flags], path.parent, pub))
+            uv_installs = _exported(
+                _uv(
+                    [
+                        "export",
+                        "--frozen",
+                        "--no-hashes",
+                        "--no-header",
+                        "--no-annotate",
+                        "--format",
+                        "requirements.txt",
+                        *flags,
+                    ],
+                    path.parent,
+                    pub,
+                )
+            )
             on = _items(selection)
             chosen = frozenset({Alternative(on, declared - on)})
             ours = {e for e, a in zip(entries, act, strict=True) if e[0] != "proj" and compatible(a, chosen, conflicts)}
@@ -134,8 +155,16 @@ def _edge(dep: dict[str, object]) -> dict[str, object]:
 
 
 #: The environments the grid's markers tell apart (its forks: Python 3.10 to 3.13, three platforms).
-_ENVIRONMENTS = [{**default_environment(), "python_full_version": f"3.{minor}.0", "python_version": f"3.{minor}",
-                  "sys_platform": platform} for minor in (10, 11, 12, 13) for platform in ("linux", "win32", "darwin")]
+_ENVIRONMENTS = [
+    {
+        **default_environment(),
+        "python_full_version": f"3.{minor}.0",
+        "python_version": f"3.{minor}",
+        "sys_platform": platform,
+    }
+    for minor in (10, 11, 12, 13)
+    for platform in ("linux", "win32", "darwin")
+]
 
 
 def _where(markers: list[str] | None) -> tuple[bool, ...]:
@@ -160,8 +189,9 @@ def _by_name(path: Path) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def test_lock_diff_names_every_entry_change_once(locked: tuple[dict[Project, Path], LocalIndex],
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_lock_diff_names_every_entry_change_once(
+    locked: tuple[dict[Project, Path], LocalIndex], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Oracle: the names whose entries differ (the raw tables uv wrote, compared whole). ``lock diff
     --all --json`` must name exactly those (a change line, an index move or a shared fact), and no
     entry of a name in two change lines."""
@@ -203,15 +233,33 @@ def test_a_public_uv_lock_with_conflicts_is_read_and_never_narrower_than_uv() ->
     entries = [(p["name"], p.get("version")) for p in doc.packages]
     numpy = {e: a for e, a in zip(entries, act, strict=True) if e[0] == "numpy"}
     lit, vllm = sorted(declared)
-    assert numpy == {("numpy", "1.26.4"): frozenset({Alternative(frozenset({lit}))}),
-                     ("numpy", "2.2.6"): frozenset({Alternative(frozenset(), frozenset({lit}))}),
-                     ("numpy", "2.3.5"): frozenset({Alternative(frozenset(), frozenset({lit}))})}
+    assert numpy == {
+        ("numpy", "1.26.4"): frozenset({Alternative(frozenset({lit}))}),
+        ("numpy", "2.2.6"): frozenset({Alternative(frozenset(), frozenset({lit}))}),
+        ("numpy", "2.3.5"): frozenset({Alternative(frozenset(), frozenset({lit}))}),
+    }
     env = {k: v for k, v in os.environ.items() if not k.startswith("UV_")}
     for extra in (None, "lit", "vllm"):
         flags = ["--extra", extra] if extra else []
-        res = subprocess.run([uv_binary(), "export", "--frozen", "--no-hashes", "--no-header", "--no-annotate",
-                              "--all-groups", "--no-progress", *flags], cwd=PUBLIC, env={**env, "UV_NO_CONFIG": "1"},
-                             capture_output=True, text=True, timeout=120, check=True)
+        res = subprocess.run(
+            [
+                uv_binary(),
+                "export",
+                "--frozen",
+                "--no-hashes",
+                "--no-header",
+                "--no-annotate",
+                "--all-groups",
+                "--no-progress",
+                *flags,
+            ],
+            cwd=PUBLIC,
+            env={**env, "UV_NO_CONFIG": "1"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         on = frozenset({f"extra-16-transformer-lens-{extra}"} if extra else ())
         chosen = frozenset({Alternative(on, declared - on)})
         ours = {e for e, a in zip(entries, act, strict=True) if compatible(a, chosen, conflicts)}

@@ -17,4 +17,12 @@ def test_python_versions_are_each_breakpoint_the_release_after_it_and_the_releas
     assert representative_versions({"3.10.4.1"}) == ["3.10.3", "3.10.4", "3.10.5", "3.11.0", "3.11.1"]
     assert representative_versions({"x"}) == representative_versions({"3"})  # no digits: read as 3
     assert representative_versions({"3.9", "3.10"}) == [
-        "3.10.0", "3.10.1", "3.11.0", "3.11.1", "3.8.99", "3.9.0", "3.9.1", "3.9.99"]
+        "3.10.0",
+        "3.10.1",
+        "3.11.0",
+        "3.11.1",
+        "3.8.99",
+        "3.9.0",
+        "3.9.1",
+        "3.9.99",
+    ]

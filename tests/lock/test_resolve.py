@@ -35,23 +35,32 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalInd
     default.add(make_wheel(wheels / "d", "nvidia-thing-cu13", "13.0.1"))
     cuda.add(make_wheel(wheels / "c", "torch", "2.9.1+cu130"))
     cuda.add(make_wheel(wheels / "c", "certifi", "2017.4.17"))  # decoy
-    cuda.add(make_wheel(wheels / "c", "app", "0.1", requires=["certifi"]))  # decoy, like sglang 0.5.2 on the cu130 index
+    cuda.add(
+        make_wheel(wheels / "c", "app", "0.1", requires=["certifi"])
+    )  # decoy, like sglang 0.5.2 on the cu130 index
     with serve(default), serve(cuda):
         yield default, cuda
 
 
-def project(tmp_path: Path, default: LocalIndex, cuda: LocalIndex, extra: str = "",
-            packages: str = 'app = "==1.0"\ntorch = { version = "==2.9.1+cu130", index = "cu130" }') -> Path:
+def project(
+    tmp_path: Path,
+    default: LocalIndex,
+    cuda: LocalIndex,
+    extra: str = "",
+    packages: str = 'app = "==1.0"\ntorch = { version = "==2.9.1+cu130", index = "cu130" }',
+) -> Path:
     (tmp_path / "recipes").mkdir(parents=True)
     (tmp_path / "recipes" / "r.toml").write_text(
         f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
-        f"[packages]\n{packages}\n{extra}")
+        f"[packages]\n{packages}\n{extra}"
+    )
     return tmp_path
 
 
 def envforge(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})}
+    )
 
 
 def packages_of(lock: Path) -> dict[str, tuple[str, str]]:
@@ -67,12 +76,16 @@ def test_routed_package_comes_from_its_index_and_nothing_else_does(tmp_path: Pat
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     assert res.stdout == f"{lock}: 4 packages\n"
     assert packages_of(lock) == {
-        "app": ("1.0", default.url), "certifi": ("2026.1.1", default.url),
-        "lib": ("1.0", default.url), "torch": ("2.9.1+cu130", cuda.url),
+        "app": ("1.0", default.url),
+        "certifi": ("2026.1.1", default.url),
+        "lib": ("1.0", default.url),
+        "torch": ("2.9.1+cu130", cuda.url),
     }
     tool = tomllib.loads(lock.read_text())["tool"]["envforge"]
-    assert tool["indexes"] == [{"name": "cu130", "url": cuda.url, "packages": ["torch"]},
-                               {"name": "pypi", "url": default.url}]
+    assert tool["indexes"] == [
+        {"name": "cu130", "url": cuda.url, "packages": ["torch"]},
+        {"name": "pypi", "url": default.url},
+    ]
     # Same inputs, same bytes.
     before = lock.read_bytes()
     again = envforge(proj, "lock", "r")
@@ -81,8 +94,9 @@ def test_routed_package_comes_from_its_index_and_nothing_else_does(tmp_path: Pat
 
 def test_guard_names_a_package_taken_from_an_index_not_allowed_for_it(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
     default, cuda = indexes
-    proj = project(tmp_path, default, cuda,
-                   packages='app = ">=0.1"\ntorch = { version = "==2.9.1+cu130", index = "cu130" }')
+    proj = project(
+        tmp_path, default, cuda, packages='app = ">=0.1"\ntorch = { version = "==2.9.1+cu130", index = "cu130" }'
+    )
     # An extra index from the caller's uv settings: uv would prefer it (first-index strategy) and
     # take the decoys, an old app and a years-old certifi, with no error of its own. envforge
     # refuses the variable before uv runs (B18) ...
@@ -100,9 +114,28 @@ def test_guard_names_a_package_taken_from_an_index_not_allowed_for_it(tmp_path: 
     work = tmp_path / "uv"
     work.mkdir()
     (work / "pyproject.toml").write_text(uv_pyproject(variant))
-    subprocess.run([uv_binary(), "pip", "compile", "pyproject.toml", "--no-config", "--format", "pylock.toml",
-                    "--python-version", "3.12", "--default-index", default.url, "--extra-index-url", cuda.url,
-                    "-o", "pylock.toml"], cwd=work, check=True, capture_output=True)
+    subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "compile",
+            "pyproject.toml",
+            "--no-config",
+            "--format",
+            "pylock.toml",
+            "--python-version",
+            "3.12",
+            "--default-index",
+            default.url,
+            "--extra-index-url",
+            cuda.url,
+            "-o",
+            "pylock.toml",
+        ],
+        cwd=work,
+        check=True,
+        capture_output=True,
+    )
     with pytest.raises(CheckFailed) as exc:
         guard_resolution(tomllib.loads((work / "pylock.toml").read_text())["packages"], variant, ())
     assert str(exc.value).splitlines() == [  # both decoys named, with the index they came from
@@ -127,7 +160,9 @@ def test_check_is_offline_and_names_the_changed_key(tmp_path: Path, indexes) -> 
     before = lock.read_bytes()
     stale = envforge(proj, "lock", "r", "--check", env=no_uv)
     assert (stale.returncode, stale.stdout) == (
-        1, f"{lock}: stale\n  packages.app: locked app==1.0, recipe now app>=1.0\n")
+        1,
+        f"{lock}: stale\n  packages.app: locked app==1.0, recipe now app>=1.0\n",
+    )
     assert lock.read_bytes() == before
 
 
@@ -137,18 +172,28 @@ def test_unsatisfiable_lock_explains_the_chain_and_suggests_an_override(tmp_path
     res = envforge(proj, "lock", "r")
     assert res.returncode == 2
     assert "error: r-default cannot be resolved; uv explains the conflict:" in res.stderr
-    assert ("Because all versions of app depend on lib==1.0 and the recipe depends on app==1.0, "
-            "we can conclude that the recipe depends on lib==1.0.") in res.stderr
-    assert ('hint: if the upstream pin is wrong for your stack, override it with a reason, e.g. '
-            '[variant.default.overrides] lib = { version = "==X", reason = "..." }') in res.stderr
-    fixed = project(tmp_path / "fixed", default, cuda, packages='app = "==1.0"\nlib = "==2.0"',
-                    extra='\n[overrides]\nlib = { version = "==2.0", reason = "app 1.0 pins lib 1.0; 2.0 fixes SM120" }\n')
+    assert (
+        "Because all versions of app depend on lib==1.0 and the recipe depends on app==1.0, "
+        "we can conclude that the recipe depends on lib==1.0."
+    ) in res.stderr
+    assert (
+        "hint: if the upstream pin is wrong for your stack, override it with a reason, e.g. "
+        '[variant.default.overrides] lib = { version = "==X", reason = "..." }'
+    ) in res.stderr
+    fixed = project(
+        tmp_path / "fixed",
+        default,
+        cuda,
+        packages='app = "==1.0"\nlib = "==2.0"',
+        extra='\n[overrides]\nlib = { version = "==2.0", reason = "app 1.0 pins lib 1.0; 2.0 fixes SM120" }\n',
+    )
     ok = envforge(fixed, "lock", "r")
     assert ok.returncode == 0, ok.stderr
     lock = fixed / "lockfiles" / "pylock.r-default.toml"
     assert packages_of(lock)["lib"] == ("2.0", default.url)
     assert tomllib.loads(lock.read_text())["tool"]["envforge"]["overrides"] == [
-        {"name": "lib", "version": "==2.0", "reason": "app 1.0 pins lib 1.0; 2.0 fixes SM120"}]
+        {"name": "lib", "version": "==2.0", "reason": "app 1.0 pins lib 1.0; 2.0 fixes SM120"}
+    ]
 
 
 def test_unreachable_index_fails_fast_naming_it(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
@@ -157,13 +202,16 @@ def test_unreachable_index_fails_fast_naming_it(tmp_path: Path, indexes) -> None
     (tmp_path / "recipes" / "r.toml").write_text(
         f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{default.url}"\n'
         'cu130 = "http://127.0.0.1:9/whl/cu130"\n\n'
-        '[packages]\ntorch = { version = "==2.9.1+cu130", index = "cu130" }\n')
+        '[packages]\ntorch = { version = "==2.9.1+cu130", index = "cu130" }\n'
+    )
     res = envforge(tmp_path, "lock", "r")  # the 120 s subprocess timeout guards against a hang
     assert res.returncode == 3
     assert "error: cannot reach index 'cu130' (http://127.0.0.1:9/whl/cu130) while locking r-default" in res.stderr
-    assert ("hint: lock where the index is reachable and commit the lock; on this machine, build from a wheelhouse "
-            "of its files: `envforge build r --variant default --offline --find-links DIR` (an offline relock keeps "
-            "the URLs the committed locks record; `--local-paths` makes a lock for this machine only)") in res.stderr
+    assert (
+        "hint: lock where the index is reachable and commit the lock; on this machine, build from a wheelhouse "
+        "of its files: `envforge build r --variant default --offline --find-links DIR` (an offline relock keeps "
+        "the URLs the committed locks record; `--local-paths` makes a lock for this machine only)"
+    ) in res.stderr
 
 
 def test_offline_lock_from_a_wheelhouse(tmp_path: Path) -> None:
@@ -171,18 +219,19 @@ def test_offline_lock_from_a_wheelhouse(tmp_path: Path) -> None:
     make_wheel(house, "torch", "2.9.1+cu130")
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(
-        '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\ntorch = "==2.9.1+cu130"\n')
+        '[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\ntorch = "==2.9.1+cu130"\n'
+    )
     res = envforge(tmp_path, "lock", "r", "--offline", "--find-links", str(house), "--local-paths")
     assert res.returncode == 0, res.stderr
     lock = tomllib.loads((tmp_path / "lockfiles" / "pylock.r-default.toml").read_text())
-    assert lock["tool"]["envforge"]["indexes"] == [
-        {"name": "find-links", "url": "find-links", "packages": ["torch"]}]
+    assert lock["tool"]["envforge"]["indexes"] == [{"name": "find-links", "url": "find-links", "packages": ["torch"]}]
 
 
 def test_cuda12_variant_refuses_cuda13_wheels(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
     default, cuda = indexes
-    proj = project(tmp_path, default, cuda, packages='nvidia-thing-cu13 = "==13.0.1"',
-                   extra='\n[variant.cu128]\ncuda = "12.8"\n')
+    proj = project(
+        tmp_path, default, cuda, packages='nvidia-thing-cu13 = "==13.0.1"', extra='\n[variant.cu128]\ncuda = "12.8"\n'
+    )
     res = envforge(proj, "lock", "r", "--variant", "cu128")
     assert res.returncode == 1
     assert res.stderr.splitlines()[-4:] == [
@@ -197,8 +246,7 @@ def test_cuda12_variant_refuses_cuda13_wheels(tmp_path: Path, indexes) -> None: 
 
 def test_committed_kimi_cu128_lock_is_fresh_and_complete() -> None:
     root = Path(__file__).resolve().parents[2]
-    res = envforge(root, "lock", "kimi-k25-sm120", "--variant", "cu128", "--check",
-                   env={"ENVFORGE_UV": "/bin/false"})
+    res = envforge(root, "lock", "kimi-k25-sm120", "--variant", "cu128", "--check", env={"ENVFORGE_UV": "/bin/false"})
     assert res.returncode == 0, res.stdout + res.stderr
     lock = root / "lockfiles" / "pylock.kimi-k25-sm120-cu128.toml"
     pkgs = tomllib.loads(lock.read_text())["packages"]
@@ -206,7 +254,11 @@ def test_committed_kimi_cu128_lock_is_fresh_and_complete() -> None:
     assert all(w["hashes"]["sha256"] for p in pkgs for w in p["wheels"])
     versions = {p["name"]: p["version"] for p in pkgs}
     assert (versions["sglang"], versions["torch"], versions["sgl-kernel"], versions["flashinfer-python"]) == (
-        "0.5.9", "2.9.1", "0.3.21", "0.6.3")
+        "0.5.9",
+        "2.9.1",
+        "0.3.21",
+        "0.6.3",
+    )
     assert not [n for n in versions if n.endswith("-cu13")]
 
 
@@ -240,23 +292,32 @@ def test_read_lock_names_what_a_path_is_and_reads_a_pipe(tmp_path: Path) -> None
 
 def test_exclude_newer_on_an_index_without_upload_times_names_the_exemption_key(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
     default, cuda = indexes
-    recipe = (f'[recipe]\nname = "frozen"\npython = "3.12"\nexclude-newer = "2026-06-01T00:00:00Z"\n\n'
-              f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
-              '[packages]\ntorch = { version = "==2.9.1+cu130", index = "cu130" }\n')
+    recipe = (
+        f'[recipe]\nname = "frozen"\npython = "3.12"\nexclude-newer = "2026-06-01T00:00:00Z"\n\n'
+        f'[indexes]\npypi = "{default.url}"\ncu130 = "{cuda.url}"\n\n'
+        '[packages]\ntorch = { version = "==2.9.1+cu130", index = "cu130" }\n'
+    )
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "frozen.toml").write_text(recipe)
     res = envforge(tmp_path, "lock", "frozen")
     assert res.returncode == 2
-    err = res.stderr[res.stderr.index("error:"):].splitlines()
-    assert err[0] == ("error: frozen-default cannot be resolved: exclude-newer (2026-06-01T00:00:00Z) left no "
-                      "version of torch; uv says:")
-    assert err[1] == ("  warning: `torch-2.9.1+cu130-py3-none-any.whl` is missing an upload date, but user "
-                      "provided: 2026-06-01T00:00:00Z")
-    assert err[-1] == ('  hint: its index publishes no upload times: exempt it from exclude-newer in the recipe, '
-                       'with a reason: [exclude-newer-exempt] torch = "..." (uv\'s exclude-newer-package, '
-                       "recorded in the lock's inputs)")
+    err = res.stderr[res.stderr.index("error:") :].splitlines()
+    assert err[0] == (
+        "error: frozen-default cannot be resolved: exclude-newer (2026-06-01T00:00:00Z) left no "
+        "version of torch; uv says:"
+    )
+    assert err[1] == (
+        "  warning: `torch-2.9.1+cu130-py3-none-any.whl` is missing an upload date, but user "
+        "provided: 2026-06-01T00:00:00Z"
+    )
+    assert err[-1] == (
+        "  hint: its index publishes no upload times: exempt it from exclude-newer in the recipe, "
+        'with a reason: [exclude-newer-exempt] torch = "..." (uv\'s exclude-newer-package, '
+        "recorded in the lock's inputs)"
+    )
     (tmp_path / "recipes" / "frozen.toml").write_text(
-        recipe + '\n[exclude-newer-exempt]\ntorch = "download.pytorch.org publishes no upload times"\n')
+        recipe + '\n[exclude-newer-exempt]\ntorch = "download.pytorch.org publishes no upload times"\n'
+    )
     res = envforge(tmp_path, "lock", "frozen")
     assert res.returncode == 0, res.stderr
     lock = tmp_path / "lockfiles" / "pylock.frozen-default.toml"
@@ -275,19 +336,23 @@ def test_an_override_of_a_routed_package_keeps_its_route(tmp_path: Path) -> None
         cuda.add(make_wheel(wheels / "c", "kit", v))
     cuda.add(make_wheel(wheels / "c", "six", "1.17.0"))
     with serve(default), serve(cuda):
-        proj = project(tmp_path / "p", default, cuda,
-                       packages='app = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n'
-                                'six = { version = ">=1", index = "cu130" }',
-                       extra='\n[overrides]\nkit = { version = "==1.1", reason = "upstream pins kit 1.0" }\n'
-                             'six = { version = "==1.17.0", reason = "test" }\n')
+        proj = project(
+            tmp_path / "p",
+            default,
+            cuda,
+            packages='app = "==1.0"\nkit = { version = ">=1.0", index = "cu130" }\n'
+            'six = { version = ">=1", index = "cu130" }',
+            extra='\n[overrides]\nkit = { version = "==1.1", reason = "upstream pins kit 1.0" }\n'
+            'six = { version = "==1.17.0", reason = "test" }\n',
+        )
         res = envforge(proj, "lock", "r")
         assert res.returncode == 0, res.stderr
         lock = proj / "lockfiles" / "pylock.r-default.toml"
-        assert packages_of(lock) == {"app": ("1.0", default.url), "kit": ("1.1", cuda.url),
-                                     "six": ("1.17.0", cuda.url)}
+        assert packages_of(lock) == {"app": ("1.0", default.url), "kit": ("1.1", cuda.url), "six": ("1.17.0", cuda.url)}
         six = next(p for p in tomllib.loads(lock.read_text())["packages"] if p["name"] == "six")
         assert [w["url"] for w in six["wheels"]] == [
-            f"{cuda.url.rsplit('/simple', 1)[0]}/files/six-1.17.0-py3-none-any.whl"]
+            f"{cuda.url.rsplit('/simple', 1)[0]}/files/six-1.17.0-py3-none-any.whl"
+        ]
 
 
 def test_a_package_on_no_index_is_not_told_to_add_an_override(tmp_path: Path, indexes) -> None:  # type: ignore[no-untyped-def]
@@ -295,11 +360,14 @@ def test_a_package_on_no_index_is_not_told_to_add_an_override(tmp_path: Path, in
     proj = project(tmp_path, default, cuda, packages='nokit = { version = "==1.0", index = "cu130" }')
     res = envforge(proj, "lock", "r")
     assert res.returncode == 2
-    err = res.stderr[res.stderr.index("error:"):].splitlines()
-    assert err[0] == ("error: r-default cannot be resolved: nokit is not on the index 'cu130' the recipe routes "
-                      "it to; uv says:")
-    assert err[-1] == ('  hint: check the name, or route it to the index that has it: [packages] nokit = '
-                       '{ version = "...", index = "NAME" } with NAME in [indexes]')
+    err = res.stderr[res.stderr.index("error:") :].splitlines()
+    assert err[0] == (
+        "error: r-default cannot be resolved: nokit is not on the index 'cu130' the recipe routes it to; uv says:"
+    )
+    assert err[-1] == (
+        "  hint: check the name, or route it to the index that has it: [packages] nokit = "
+        '{ version = "...", index = "NAME" } with NAME in [indexes]'
+    )
 
 
 def test_a_pin_yanked_upstream_is_a_warning_with_its_reason(tmp_path: Path) -> None:
@@ -307,22 +375,28 @@ def test_a_pin_yanked_upstream_is_a_warning_with_its_reason(tmp_path: Path) -> N
     for v in ("1.0", "1.1"):
         idx.add(make_wheel(tmp_path / "built", "guardkit", v))
     page = idx.root / "simple" / "guardkit" / "index.html"
-    page.write_text(page.read_text().replace(
-        '<a href="../../files/guardkit-1.1', '<a data-yanked="miscompiles the SM120 guard; use 1.0" '
-                                             'href="../../files/guardkit-1.1'))
+    page.write_text(
+        page.read_text().replace(
+            '<a href="../../files/guardkit-1.1',
+            '<a data-yanked="miscompiles the SM120 guard; use 1.0" href="../../files/guardkit-1.1',
+        )
+    )
     with serve(idx):
         (tmp_path / "recipes").mkdir()
         (tmp_path / "recipes" / "gk.toml").write_text(
             f'[recipe]\nname = "gk"\npython = "3.12"\nresolution = "no-deps"\n\n[indexes]\ngk-local = "{idx.url}"\n\n'
-            '[packages]\nguardkit = { version = "==1.1", index = "gk-local" }\n')
+            '[packages]\nguardkit = { version = "==1.1", index = "gk-local" }\n'
+        )
         res = envforge(tmp_path, "lock", "gk")
         assert res.returncode == 0, res.stderr
-        assert res.stderr.splitlines()[-1] == ('warning: gk-default: guardkit 1.1 is yanked on its index '
-                                               '(reason: "miscompiles the SM120 guard; use 1.0")')
+        assert res.stderr.splitlines()[-1] == (
+            'warning: gk-default: guardkit 1.1 is yanked on its index (reason: "miscompiles the SM120 guard; use 1.0")'
+        )
         res = envforge(tmp_path, "lock", "gk", "--json")
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["data"]["locks"][0]["warnings"] == [
-            'guardkit 1.1 is yanked on its index (reason: "miscompiles the SM120 guard; use 1.0")']
+            'guardkit 1.1 is yanked on its index (reason: "miscompiles the SM120 guard; use 1.0")'
+        ]
 
 
 # --- issue 27: a date as exclude-newer means the same instant on every machine
@@ -338,7 +412,8 @@ def test_a_date_cutoff_locks_the_same_in_every_time_zone(tmp_path: Path) -> None
         (tmp_path / "recipes").mkdir()
         (tmp_path / "recipes" / "d.toml").write_text(
             f'[recipe]\nname = "d"\npython = "3.12"\nexclude-newer = "2024-01-01"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            '[packages]\ndtpkg = ">=1.0"\n')
+            '[packages]\ndtpkg = ">=1.0"\n'
+        )
         lock = tmp_path / "lockfiles" / "pylock.d-default.toml"
         made = {}
         for tz in ("Etc/GMT-12", "UTC", "Etc/GMT+12"):  # UTC+12, UTC, UTC-12

@@ -42,9 +42,16 @@ def project(tmp_path: Path) -> Path:
 
 def matrix(project: Path, states: dict[str, str]) -> CompatMatrix:
     (ps,) = load_patchsets(project / "patchsets", [PID])
-    cells = tuple(Cell(PID, ps.distribution, v, s, (("flashinfer/jit/comm.py", "add-list-element", s,
-                                                      MESSAGE if s == "upstream-fixed" else "added 12"),))
-                  for v, s in states.items())
+    cells = tuple(
+        Cell(
+            PID,
+            ps.distribution,
+            v,
+            s,
+            (("flashinfer/jit/comm.py", "add-list-element", s, MESSAGE if s == "upstream-fixed" else "added 12"),),
+        )
+        for v, s in states.items()
+    )
     return CompatMatrix((ps,), (("flashinfer-python", tuple(states)),), cells)
 
 
@@ -58,23 +65,32 @@ def test_variants_locking_a_fixed_release_retire_now_the_others_after_the_upgrad
         ("cu130-current", "now", ("0.7.2",), "0.7.2", "pylock.kimi-k25-sm120-cu130-current.toml"),
     ]
     now = out[3]
-    assert now.describe() == ("[variant.cu130-current] locks flashinfer-python 0.7.2, where "
-                              f"{PID} is upstream-fixed: retire it now")
+    assert now.describe() == (
+        f"[variant.cu130-current] locks flashinfer-python 0.7.2, where {PID} is upstream-fixed: retire it now"
+    )
     assert now.entry() == (
         f'{{ id = "{PID}", reason = "flashinfer-python 0.7.2 already does it: `envforge patches check {PID} '
         f'--against flashinfer-python==0.7.2` reports upstream-fixed ({EVIDENCE}); upstream-fixed on 0.6.17, 0.7.2" }}'
-        " (add to its retire-patchsets)")
-    assert out[1].describe() == ("[variant.cu130] is not locked yet: once its lock moves flashinfer-python to "
-                                 f"0.6.17 or later, retire {PID}")
+        " (add to its retire-patchsets)"
+    )
+    assert out[1].describe() == (
+        f"[variant.cu130] is not locked yet: once its lock moves flashinfer-python to 0.6.17 or later, retire {PID}"
+    )
 
 
 def test_a_lock_newer_than_every_release_checked_is_named_not_guessed(project: Path) -> None:
     m = matrix(project, {"0.6.16.post4": "applied", "0.6.17": "upstream-fixed"})
     out = propose_retirements(m, load_recipe(project / "recipes" / "kimi-k25-sm120.toml"), Project(project))
-    assert [(r.variant, r.when) for r in out] == [("cu128", "after-upgrade"), ("cu130", "after-upgrade"),
-                                                  ("cu130-aarch64", "unchecked"), ("cu130-current", "unchecked")]
-    assert out[3].describe() == ("[variant.cu130-current] locks flashinfer-python 0.7.2, newer than every release "
-                                 f"checked: check it (`envforge patches check {PID} --against flashinfer-python==0.7.2`)")
+    assert [(r.variant, r.when) for r in out] == [
+        ("cu128", "after-upgrade"),
+        ("cu130", "after-upgrade"),
+        ("cu130-aarch64", "unchecked"),
+        ("cu130-current", "unchecked"),
+    ]
+    assert out[3].describe() == (
+        "[variant.cu130-current] locks flashinfer-python 0.7.2, newer than every release "
+        f"checked: check it (`envforge patches check {PID} --against flashinfer-python==0.7.2`)"
+    )
     assert out[3].to_dict()["entry"] is None
 
 
@@ -85,21 +101,37 @@ def test_nothing_upstream_fixed_proposes_nothing(project: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_patches_check_proposes_the_entries_on_the_real_wheels(project: Path, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_patches_check_proposes_the_entries_on_the_real_wheels(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     index = LocalIndex(tmp_path / "index")
     for version in ("0.6.16.post4", "0.6.17", "0.7.2"):
         index.add(cached_wheel("flashinfer-python", version))
     with serve(index) as served:
-        args = ["patches", "check", PID, "--against", "flashinfer-python>=0.6.16.post4", "--recipe", "kimi-k25-sm120",
-                "--index-url", served.url, "--cache", str(tmp_path / "cache"), "--project", str(project)]
+        args = [
+            "patches",
+            "check",
+            PID,
+            "--against",
+            "flashinfer-python>=0.6.16.post4",
+            "--recipe",
+            "kimi-k25-sm120",
+            "--index-url",
+            served.url,
+            "--cache",
+            str(tmp_path / "cache"),
+            "--project",
+            str(project),
+        ]
         code = main(args)
         out, _ = capsys.readouterr()
         assert main([*args, "--json"]) == 0
         data = json.loads(capsys.readouterr()[0])["data"]
     assert code == 0
-    reason = (f"flashinfer-python {{v}} already does it: `envforge patches check {PID} --against flashinfer-python=={{v}}`"
-              f" reports upstream-fixed ({EVIDENCE}); upstream-fixed on 0.6.17, 0.7.2")
+    reason = (
+        f"flashinfer-python {{v}} already does it: `envforge patches check {PID} --against flashinfer-python=={{v}}`"
+        f" reports upstream-fixed ({EVIDENCE}); upstream-fixed on 0.6.17, 0.7.2"
+    )
     entry = f'    {{{{ id = "{PID}", reason = "{reason}" }}}} (add to its retire-patchsets)'
     assert out == textwrap.dedent(f"""\
         flashinfer-python  {PID}
@@ -118,4 +150,8 @@ def test_patches_check_proposes_the_entries_on_the_real_wheels(project: Path, tm
         {{e2}}
         """).format(e1=entry.format(v="0.6.17"), e2=entry.format(v="0.7.2"))
     assert [(r["variant"], r["when"]) for r in data["retirements"]] == [
-        ("cu128", "after-upgrade"), ("cu130", "after-upgrade"), ("cu130-aarch64", "now"), ("cu130-current", "now")]
+        ("cu128", "after-upgrade"),
+        ("cu130", "after-upgrade"),
+        ("cu130-aarch64", "now"),
+        ("cu130-current", "now"),
+    ]

@@ -15,8 +15,9 @@ ENVFORGE = [sys.executable, "-m", "envforge"]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=dict(os.environ)
+    )
 
 
 def test_an_offline_relock_keeps_the_index_urls_and_a_new_wheel_is_refused(tmp_path: Path) -> None:
@@ -30,8 +31,10 @@ def test_an_offline_relock_keeps_the_index_urls_and_a_new_wheel_is_refused(tmp_p
     recipe = proj / "recipes" / "tiny.toml"
     lock = proj / "lockfiles" / "pylock.tiny-default.toml"
     with serve(idx):
-        recipe.write_text(f'[recipe]\nname = "tiny"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-                          '[packages]\ntinypkg = "==1.0"\n')
+        recipe.write_text(
+            f'[recipe]\nname = "tiny"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
+            '[packages]\ntinypkg = "==1.0"\n'
+        )
         assert envforge(proj, "lock", "tiny").returncode == 0
     online = lock.read_text()
     assert f'url = "{idx.url.removesuffix("/simple")}/files/tinypkg-1.0-py3-none-any.whl"' in online
@@ -55,7 +58,8 @@ def test_an_offline_relock_keeps_the_index_urls_and_a_new_wheel_is_refused(tmp_p
         "  hint: lock once where the indexes are reachable (`envforge lock tiny --variant default`) and commit it: "
         "offline relocks keep the URLs and hashes it records for the same files; a lock that stays on this machine: "
         "`envforge lock tiny --variant default --offline --find-links DIR --local-paths` (`lock --check` then calls "
-        "it stale, except with --find-links DIR)"]
+        "it stale, except with --find-links DIR)",
+    ]
     assert lock.read_text() == online
 
     # asked for: a lock for this machine only, which `lock --check` calls stale unless given its wheelhouse
@@ -68,5 +72,6 @@ def test_an_offline_relock_keeps_the_index_urls_and_a_new_wheel_is_refused(tmp_p
         f"{lock}: stale",
         "  wheelhouse: 1 package locked as local paths, not index URLs (tinypkg; "
         f"file://{house.resolve()}/tinypkg-1.1-py3-none-any.whl): relock where the indexes are reachable: "
-        "`envforge lock tiny --variant default`"]
+        "`envforge lock tiny --variant default`",
+    ]
     assert envforge(proj, "lock", "tiny", "--check", "--find-links", str(house)).returncode == 0

@@ -21,8 +21,13 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs (root only); unmounted after the test."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                                           capture_output=True, timeout=30).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, timeout=30
+        ).returncode
+        != 0
+    ):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         yield mnt
@@ -38,7 +43,9 @@ def test_lock_on_a_full_disk_names_the_file_and_leaves_no_temp_file(tmp_path: Pa
     proj = full_disk / "p"
     (proj / "recipes").mkdir(parents=True)
     recipe = proj / "recipes" / "tiny.toml"
-    recipe.write_text('[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n[packages]\ntinypkg = "==1.0"\n')
+    recipe.write_text(
+        '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n[packages]\ntinypkg = "==1.0"\n'
+    )
     offline = ("--offline", "--find-links", str(house), "--local-paths")
     first = subprocess.run([*ENVFORGE, "lock", "tiny", *offline], cwd=proj, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
@@ -54,13 +61,15 @@ def test_lock_on_a_full_disk_names_the_file_and_leaves_no_temp_file(tmp_path: Pa
         except OSError:
             pass
     try:
-        res = subprocess.run([*ENVFORGE, "lock", "tiny", *offline], cwd=proj, capture_output=True, text=True,
-                             timeout=300)
+        res = subprocess.run(
+            [*ENVFORGE, "lock", "tiny", *offline], cwd=proj, capture_output=True, text=True, timeout=300
+        )
     finally:
         filler.unlink()
     assert res.returncode == 3, res.stderr
     assert res.stderr.splitlines()[-1] == (
-        f"error: cannot write {lock}: No space left on device; the previous lock is unchanged")
+        f"error: cannot write {lock}: No space left on device; the previous lock is unchanged"
+    )
     assert lock.read_bytes() == old
     assert sorted(p.name for p in lock.parent.iterdir()) == ["pylock.tiny-default.toml"]  # no temp file left
     shutil.rmtree(proj)

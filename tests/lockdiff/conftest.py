@@ -19,4 +19,3 @@ def _empty_caches(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     for cached in (markerspace.parse, markerspace._pair_witness, markerspace._base, classify._same_space):
         cached.cache_clear()
     yield
-

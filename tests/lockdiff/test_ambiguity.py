@@ -8,9 +8,15 @@ from envforge.lockdiff.render import diff_data, render_markdown, render_terminal
 
 HEAD = 'lock-version = "1.0"\ncreated-by = "pip"\n'
 H = 'hashes = { sha256 = "ffff" }'
-TWO = (HEAD + f'[[packages]]\nname = "idna"\nversion = "3.7"\nwheels = [{{ url = "https://e.example/idna-3.7-py3-none-any.whl", {H} }}]\n'
-       f'[[packages]]\nname = "idna"\nversion = "3.10"\nwheels = [{{ url = "https://e.example/idna-3.10-py3-none-any.whl", {H} }}]\n')
-ONE = HEAD + f'[[packages]]\nname = "idna"\nversion = "3.7"\nwheels = [{{ url = "https://e.example/idna-3.7-py3-none-any.whl", {H} }}]\n'
+TWO = (
+    HEAD
+    + f'[[packages]]\nname = "idna"\nversion = "3.7"\nwheels = [{{ url = "https://e.example/idna-3.7-py3-none-any.whl", {H} }}]\n'
+    f'[[packages]]\nname = "idna"\nversion = "3.10"\nwheels = [{{ url = "https://e.example/idna-3.10-py3-none-any.whl", {H} }}]\n'
+)
+ONE = (
+    HEAD
+    + f'[[packages]]\nname = "idna"\nversion = "3.7"\nwheels = [{{ url = "https://e.example/idna-3.7-py3-none-any.whl", {H} }}]\n'
+)
 TEXT = "packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active together"
 
 
@@ -18,10 +24,13 @@ def test_the_new_sides_ambiguity_is_shown_and_is_not_a_change() -> None:
     diff = diff_locks(parse_lock(TWO, label="a.toml"), parse_lock(TWO, label="b.toml"))
     assert (diff.ambiguities, diff.has_changes()) == ((TEXT,), False)
     assert render_terminal(diff, width=None).splitlines() == [
-        "lock diff: a.toml -> b.toml", "2 -> 2 packages: no changes",
-        f"! ambiguous in b.toml: {TEXT}; an install is refused where both are selected"]
+        "lock diff: a.toml -> b.toml",
+        "2 -> 2 packages: no changes",
+        f"! ambiguous in b.toml: {TEXT}; an install is refused where both are selected",
+    ]
     assert render_markdown(diff).splitlines()[4] == (
-        f"- ⚠️ **ambiguous**: {TEXT}; an install is refused where both are selected")
+        f"- ⚠️ **ambiguous**: {TEXT}; an install is refused where both are selected"
+    )
     assert diff_data(diff)["ambiguities"] == [TEXT]
 
 

@@ -42,7 +42,7 @@ PDM_DEPS = (f"pdm=={PDM}", "hishel[httpx2]>=1.4,<2")
 
 
 def _project(cpu: LocalIndex, gpu: LocalIndex, torchy: str) -> str:
-    return f'''[project]
+    return f"""[project]
 name = "proj"
 version = "0.1.0"
 requires-python = ">=3.10"
@@ -57,7 +57,7 @@ gpu = ["torchy{torchy}", "helper"]
 package = false
 conflicts = [[{{ extra = "cpu" }}, {{ extra = "gpu" }}]]
 
-''' + sources_toml(cpu, gpu)
+""" + sources_toml(cpu, gpu)
 
 
 def _run(argv: list[str], cwd: Path) -> str:
@@ -85,18 +85,80 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str
             index = ["--default-index", pub.url]
             _run([*uv, "lock", *index], project)
             for extra in ("cpu", "gpu"):
-                _run([*uv, "export", "--frozen", "--extra", extra, "--format", "pylock.toml",
-                      "-o", f"pylock.{extra}.toml", *index], project)
-            _run([*uv, "export", "--frozen", "--extra", "cpu", "--no-hashes", "--format",
-                  "requirements.txt", "-o", "requirements.txt", *index], project)
-            _run([sys.executable, f"{pip}/pip", "lock", "--isolated", "--no-cache-dir", "--index-url", pub.url,
-                  "--extra-index-url", cpu.url, "-r", "requirements.txt", "-o", "pip.toml"], project)
-            (project / "requirements.in").write_text(f"torchy{'==2.0.*' if side == 'old' else '>=2'}\nhelper\n"
-                                                    "six==1.16.0; sys_platform == 'linux'\n"
-                                                    "six==1.17.0; sys_platform != 'linux'\n")
-            _run([*uv, "pip", "compile", "--universal", "--format", "pylock.toml", "-o", "pylock.compile.toml",
-                  "--index-strategy", "unsafe-best-match", "--index-url", pub.url, "--extra-index-url", cpu.url,
-                  "requirements.in"], project)
+                _run(
+                    [
+                        *uv,
+                        "export",
+                        "--frozen",
+                        "--extra",
+                        extra,
+                        "--format",
+                        "pylock.toml",
+                        "-o",
+                        f"pylock.{extra}.toml",
+                        *index,
+                    ],
+                    project,
+                )
+            _run(
+                [
+                    *uv,
+                    "export",
+                    "--frozen",
+                    "--extra",
+                    "cpu",
+                    "--no-hashes",
+                    "--format",
+                    "requirements.txt",
+                    "-o",
+                    "requirements.txt",
+                    *index,
+                ],
+                project,
+            )
+            _run(
+                [
+                    sys.executable,
+                    f"{pip}/pip",
+                    "lock",
+                    "--isolated",
+                    "--no-cache-dir",
+                    "--index-url",
+                    pub.url,
+                    "--extra-index-url",
+                    cpu.url,
+                    "-r",
+                    "requirements.txt",
+                    "-o",
+                    "pip.toml",
+                ],
+                project,
+            )
+            (project / "requirements.in").write_text(
+                f"torchy{'==2.0.*' if side == 'old' else '>=2'}\nhelper\n"
+                "six==1.16.0; sys_platform == 'linux'\n"
+                "six==1.17.0; sys_platform != 'linux'\n"
+            )
+            _run(
+                [
+                    *uv,
+                    "pip",
+                    "compile",
+                    "--universal",
+                    "--format",
+                    "pylock.toml",
+                    "-o",
+                    "pylock.compile.toml",
+                    "--index-strategy",
+                    "unsafe-best-match",
+                    "--index-url",
+                    pub.url,
+                    "--extra-index-url",
+                    cpu.url,
+                    "requirements.in",
+                ],
+                project,
+            )
             for name in ("uv.lock", "pylock.cpu.toml", "pylock.gpu.toml", "pip.toml", "pylock.compile.toml"):
                 locks[f"{side}/{name}"] = parse_lock((project / name).read_text(), label=f"{side}/{name}")
         yield locks, {cpu.url: "cpu", gpu.url: "gpu", pub.url: "pub"}
@@ -110,33 +172,64 @@ def _shown(text: str, names: dict[str, str]) -> list[str]:
 
 def test_every_lock_the_tools_wrote_is_read(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
     locks, _ = written
-    assert {label: (lock.kind, lock.header.get("created-by"), sorted(lock.packages))
-            for label, lock in locks.items() if label.startswith("new/")} == {
-        "new/uv.lock": ("uv.lock", None, [
-            "grp 1.0 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version < '3.12' "
-            "and sys_platform == 'linux'",
-            "grp 2.0 ; python_full_version >= '3.12' and sys_platform != 'linux' or python_full_version >= '3.12' "
-            "and sys_platform == 'linux'",
-            "helper", "proj",
-            "six 1.16.0 ; python_full_version < '3.12' and sys_platform == 'linux' or python_full_version >= "
-            "'3.12' and sys_platform == 'linux'",
-            "six 1.17.0 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version >= "
-            "'3.12' and sys_platform != 'linux'",
-            "torchy 2.1.0+cpu ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version "
-            "< '3.12' and sys_platform == 'linux' or python_full_version >= '3.12' and sys_platform != 'linux' "
-            "or python_full_version >= '3.12' and sys_platform == 'linux'",
-            "torchy 2.1.0+cu1 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version "
-            "< '3.12' and sys_platform == 'linux' or python_full_version >= '3.12' and sys_platform != 'linux' "
-            "or python_full_version >= '3.12' and sys_platform == 'linux'"]),
-        "new/pylock.cpu.toml": ("pylock", "uv", [
-            "grp 1.0 ; python_full_version < '3.12'", "grp 2.0 ; python_full_version >= '3.12'", "helper",
-            "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"]),
-        "new/pylock.gpu.toml": ("pylock", "uv", [
-            "grp 1.0 ; python_full_version < '3.12'", "grp 2.0 ; python_full_version >= '3.12'", "helper",
-            "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"]),
+    assert {
+        label: (lock.kind, lock.header.get("created-by"), sorted(lock.packages))
+        for label, lock in locks.items()
+        if label.startswith("new/")
+    } == {
+        "new/uv.lock": (
+            "uv.lock",
+            None,
+            [
+                "grp 1.0 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version < '3.12' "
+                "and sys_platform == 'linux'",
+                "grp 2.0 ; python_full_version >= '3.12' and sys_platform != 'linux' or python_full_version >= '3.12' "
+                "and sys_platform == 'linux'",
+                "helper",
+                "proj",
+                "six 1.16.0 ; python_full_version < '3.12' and sys_platform == 'linux' or python_full_version >= "
+                "'3.12' and sys_platform == 'linux'",
+                "six 1.17.0 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version >= "
+                "'3.12' and sys_platform != 'linux'",
+                "torchy 2.1.0+cpu ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version "
+                "< '3.12' and sys_platform == 'linux' or python_full_version >= '3.12' and sys_platform != 'linux' "
+                "or python_full_version >= '3.12' and sys_platform == 'linux'",
+                "torchy 2.1.0+cu1 ; python_full_version < '3.12' and sys_platform != 'linux' or python_full_version "
+                "< '3.12' and sys_platform == 'linux' or python_full_version >= '3.12' and sys_platform != 'linux' "
+                "or python_full_version >= '3.12' and sys_platform == 'linux'",
+            ],
+        ),
+        "new/pylock.cpu.toml": (
+            "pylock",
+            "uv",
+            [
+                "grp 1.0 ; python_full_version < '3.12'",
+                "grp 2.0 ; python_full_version >= '3.12'",
+                "helper",
+                "six 1.16.0 ; sys_platform == 'linux'",
+                "six 1.17.0 ; sys_platform != 'linux'",
+                "torchy",
+            ],
+        ),
+        "new/pylock.gpu.toml": (
+            "pylock",
+            "uv",
+            [
+                "grp 1.0 ; python_full_version < '3.12'",
+                "grp 2.0 ; python_full_version >= '3.12'",
+                "helper",
+                "six 1.16.0 ; sys_platform == 'linux'",
+                "six 1.17.0 ; sys_platform != 'linux'",
+                "torchy",
+            ],
+        ),
         "new/pip.toml": ("pylock", "pip", ["grp", "helper", "six", "torchy"]),
-        "new/pylock.compile.toml": ("pylock", "uv", [
-            "helper", "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"])}
+        "new/pylock.compile.toml": (
+            "pylock",
+            "uv",
+            ["helper", "six 1.16.0 ; sys_platform == 'linux'", "six 1.17.0 ; sys_platform != 'linux'", "torchy"],
+        ),
+    }
 
 
 def test_relock_of_uv_lock_says_each_change_once(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
@@ -146,27 +239,35 @@ def test_relock_of_uv_lock_says_each_change_once(written: tuple[dict[str, Lock],
     d = diff_locks(locks["old/uv.lock"], locks["new/uv.lock"])
     assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
         ("fields", "proj", "0.1.0", "0.1.0"),
-        ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu"), ("upgraded", "torchy", "2.0.0+cu1", "2.1.0+cu1")]
+        ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu"),
+        ("upgraded", "torchy", "2.0.0+cu1", "2.1.0+cu1"),
+    ]
     assert d.packages[0].dependencies == ()
     assert [a.split(" {")[0] for a in d.packages[0].attributes] == [
-        "+metadata.requires-dist torchy >=2", "+metadata.requires-dist torchy >=2",
-        "-metadata.requires-dist torchy ==2.0.*", "-metadata.requires-dist torchy ==2.0.*"]
+        "+metadata.requires-dist torchy >=2",
+        "+metadata.requires-dist torchy >=2",
+        "-metadata.requires-dist torchy ==2.0.*",
+        "-metadata.requires-dist torchy ==2.0.*",
+    ]
     assert (d.index_moves, d.shared, d.fields) == ((), (), ())
 
 
 @pytest.mark.parametrize("name", ["pylock.cpu.toml", "pylock.gpu.toml", "pip.toml", "pylock.compile.toml"])
 def test_relock_of_an_export_or_a_pip_lock_is_one_upgrade(
-        written: tuple[dict[str, Lock], dict[str, str]], name: str) -> None:
+    written: tuple[dict[str, Lock], dict[str, str]], name: str
+) -> None:
     locks, names = written
     d = diff_locks(locks[f"old/{name}"], locks[f"new/{name}"])
     local = "cu1" if "gpu" in name else "cpu"
     assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
-        ("upgraded", "torchy", f"2.0.0+{local}", f"2.1.0+{local}")]
+        ("upgraded", "torchy", f"2.0.0+{local}", f"2.1.0+{local}")
+    ]
     assert (d.index_moves, d.shared, d.fields) == ((), (), ())
 
 
 def test_uv_export_against_pip_lock_lists_every_entry_once_and_no_move(
-        written: tuple[dict[str, Lock], dict[str, str]]) -> None:
+    written: tuple[dict[str, Lock], dict[str, str]],
+) -> None:
     """pip locks for this interpreter (Linux, Python 3.11): the other forks' entries are removed and
     the kept ones lose their markers. pip names no index and quotes ``+``: the same files at the
     same URLs are no move (with ``--all``, one hidden line each)."""
@@ -181,22 +282,25 @@ def test_uv_export_against_pip_lock_lists_every_entry_once_and_no_move(
         "  marker   six  1.16.0  marker \"sys_platform == 'linux'\" -> (none)",
         "  removed  six  1.17.0  where sys_platform != 'linux'; index <pub>/simple",
         "lock settings ([tool.envforge] and header)",
-        "  requires-python: removed >=3.10"]
+        "  requires-python: removed >=3.10",
+    ]
     hidden = [c for c in d.packages if c.hidden]
     assert [(c.name, c.detail) for c in hidden] == [
         ("helper", "index named on one side only, same files at the same URLs"),
-        ("torchy", "index named on one side only, same files at the same URLs")]
+        ("torchy", "index named on one side only, same files at the same URLs"),
+    ]
     assert d.index_moves == ()
 
 
-def test_every_entry_and_change_is_listed_once_in_markdown(
-        written: tuple[dict[str, Lock], dict[str, str]]) -> None:
+def test_every_entry_and_change_is_listed_once_in_markdown(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
     locks, names = written
     md = render_markdown(diff_locks(locks["old/uv.lock"], locks["new/uv.lock"]))
     rows = [line for line in md.splitlines() if line.startswith("|") and "`" in line.split("|")[3]]
     assert [line.split("|")[2:5] for line in rows] == [
-        [" fields ", " `proj` ", " 0.1.0 "], [" upgraded ", " `torchy` ", " 2.0.0+cpu → 2.1.0+cpu "],
-        [" upgraded ", " `torchy` ", " 2.0.0+cu1 → 2.1.0+cu1 "]]
+        [" fields ", " `proj` ", " 0.1.0 "],
+        [" upgraded ", " `torchy` ", " 2.0.0+cpu → 2.1.0+cpu "],
+        [" upgraded ", " `torchy` ", " 2.0.0+cu1 → 2.1.0+cu1 "],
+    ]
 
 
 def test_uv_lock_against_its_own_export(written: tuple[dict[str, Lock], dict[str, str]]) -> None:
@@ -205,10 +309,11 @@ def test_uv_lock_against_its_own_export(written: tuple[dict[str, Lock], dict[str
     Python forks) are the export's markers over the same environments: no marker change."""
     locks, names = written
     d = diff_locks(locks["new/uv.lock"], locks["new/pylock.cpu.toml"])
-    assert [(c.kind, c.name, c.new_version or c.old_version, c.marker_changed) for c in d.packages
-            if not c.hidden] == [
-        ("dependencies", "helper", "1.0", False), ("removed", "proj", "0.1.0", False),
-        ("removed", "torchy", "2.1.0+cu1", False)]
+    assert [(c.kind, c.name, c.new_version or c.old_version, c.marker_changed) for c in d.packages if not c.hidden] == [
+        ("dependencies", "helper", "1.0", False),
+        ("removed", "proj", "0.1.0", False),
+        ("removed", "torchy", "2.1.0+cu1", False),
+    ]
 
 
 def _pdm() -> Path:
@@ -220,11 +325,20 @@ def _pdm() -> Path:
     with open(CACHE / f"pdm-{PDM}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
-            made = subprocess.run([uv_binary(), "venv", "-q", "--clear", "--python", sys.executable, str(target)],
-                                  capture_output=True, text=True)
-            got = made.returncode == 0 and subprocess.run(
-                [uv_binary(), "pip", "install", "-q", "--python", str(target / "bin" / "python"), *PDM_DEPS],
-                capture_output=True, text=True).returncode == 0
+            made = subprocess.run(
+                [uv_binary(), "venv", "-q", "--clear", "--python", sys.executable, str(target)],
+                capture_output=True,
+                text=True,
+            )
+            got = (
+                made.returncode == 0
+                and subprocess.run(
+                    [uv_binary(), "pip", "install", "-q", "--python", str(target / "bin" / "python"), *PDM_DEPS],
+                    capture_output=True,
+                    text=True,
+                ).returncode
+                == 0
+            )
             if not got:
                 pytest.skip(f"cannot install {' '.join(PDM_DEPS)} into the test cache")
             marker.write_text("ok\n")
@@ -265,18 +379,28 @@ def pdm_written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     for name, version in (("six", "1.17.0"), ("grp", "2.0")):
         pub.add(make_wheel(root / "wheels" / "pub", name, version))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_", "PDM_"))}
-    env.update(PDM_HOME=str(root / "home"), PDM_CACHE_DIR=str(root / "cache"), PDM_CHECK_UPDATE="false",
-               PDM_PYTHON=sys.executable, PDM_USE_VENV="false")
+    env.update(
+        PDM_HOME=str(root / "home"),
+        PDM_CACHE_DIR=str(root / "cache"),
+        PDM_CHECK_UPDATE="false",
+        PDM_PYTHON=sys.executable,
+        PDM_USE_VENV="false",
+    )
     locks: dict[str, Lock] = {}
     with serve(cpu), serve(pub):
         for side, torchy in (("old", "2.0.0+cpu"), ("new", "2.1.0+cpu")):
             project = root / side
             project.mkdir()
             (project / "pyproject.toml").write_text(_pdm_project(pub, cpu, torchy))
-            for args in (["lock"], ["export", "-f", "pylock", "-o", "export.toml"],
-                         ["config", "--local", "lock.format", "pylock"], ["lock"]):
-                res = subprocess.run([str(pdm), *args], cwd=project, env=env, capture_output=True, text=True,
-                                     timeout=180)
+            for args in (
+                ["lock"],
+                ["export", "-f", "pylock", "-o", "export.toml"],
+                ["config", "--local", "lock.format", "pylock"],
+                ["lock"],
+            ):
+                res = subprocess.run(
+                    [str(pdm), *args], cwd=project, env=env, capture_output=True, text=True, timeout=180
+                )
                 assert res.returncode == 0, res.stderr
                 if args[0] == "export":  # pdm keeps using a pdm.lock it finds, whatever lock.format says
                     (project / "pdm.lock").unlink()
@@ -292,14 +416,17 @@ def test_every_lock_pdm_wrote_is_read_and_a_relock_is_one_upgrade(pdm_written: d
     assert (lock.header.get("created-by"), lock.lists["dependency-groups"]) == ("pdm", ("default",))
     assert lock.lists["tool.pdm.targets"] == ("{requires_python=>=3.10}",)  # a table item without a name
     assert {p.name: (p.version, p.marker) for p in lock.packages.values()} == {
-        "grp": ("2.0", '"default" in dependency_groups'), "helper": ("1.0", '"default" in dependency_groups'),
+        "grp": ("2.0", '"default" in dependency_groups'),
+        "helper": ("1.0", '"default" in dependency_groups'),
         "six": ("1.17.0", 'sys_platform == "linux" and "default" in dependency_groups'),
-        "torchy": ("2.1.0+cpu", '"default" in dependency_groups')}
+        "torchy": ("2.1.0+cpu", '"default" in dependency_groups'),
+    }
     assert dict(lock.packages["helper"].attrs)["tool.pdm.dependencies"] == "torchy"
     for name in ("pylock.toml", "export.toml"):
         d = diff_locks(pdm_written[f"old/{name}"], pdm_written[f"new/{name}"])
         assert [(c.kind, c.name, c.old_version, c.new_version) for c in d.packages] == [
-            ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu")]
+            ("upgraded", "torchy", "2.0.0+cpu", "2.1.0+cpu")
+        ]
         assert d.index_moves == d.shared == ()
 
 
@@ -313,7 +440,8 @@ def test_the_issues_conflicting_extras_relock_is_two_upgrades_and_nothing_else()
         "3 -> 3 packages: 2 upgraded",
         "torch family (2 upgraded)",
         "  upgraded  torch  2.8.0+cpu -> 2.9.1+cpu      minor",
-        "  upgraded  torch  2.8.0+cu128 -> 2.9.1+cu128  minor"]
+        "  upgraded  torch  2.8.0+cu128 -> 2.9.1+cu128  minor",
+    ]
 
 
 def _uv(torch_index: str) -> str:
@@ -344,17 +472,21 @@ def test_an_edge_pinning_a_moved_entry_follows_the_move() -> None:
         "lock diff: old.lock -> new.lock",
         "2 -> 2 packages: 1 moved",
         "torch family (1 moved)",
-        "  moved  torch  2.9.1  index https://download.pytorch.org/whl/{cu128 -> cu130}"]
+        "  moved  torch  2.9.1  index https://download.pytorch.org/whl/{cu128 -> cu130}",
+    ]
 
 
 def test_uv_pip_compile_against_the_uv_export_names_each_difference_once(
-        written: tuple[dict[str, Lock], dict[str, str]]) -> None:
+    written: tuple[dict[str, Lock], dict[str, str]],
+) -> None:
     """Two uv writers of one resolution: the export of the project's cpu extra has grp (the project's
     own dependency), the compile of the requirements file does not; the rest is the same files."""
     locks, names = written
     d = diff_locks(locks["new/pylock.cpu.toml"], locks["new/pylock.compile.toml"])
     assert [(c.kind, c.name, c.old_version or c.new_version) for c in d.packages if not c.hidden] == [
-        ("removed", "grp", "1.0"), ("removed", "grp", "2.0")]
+        ("removed", "grp", "1.0"),
+        ("removed", "grp", "2.0"),
+    ]
     assert (d.index_moves, d.shared) == ((), ())
 
 
@@ -394,7 +526,8 @@ def test_a_marker_verdict_is_kept_on_disk_and_answers_the_next_diff(monkeypatch:
 
 
 def test_no_lock_cache_keeps_no_verdict_and_an_unwritable_cache_costs_only_the_search(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from envforge.lockdiff import classify
 
     monkeypatch.setenv("ENVFORGE_NO_LOCK_CACHE", "1")

@@ -15,8 +15,13 @@ NEW = "tests/data/locks/envforge-sglang-0.5.10/pylock.kimi-k25-sm120-cu128.toml"
 
 
 def test_sglang_upgrade_between_envforge_locks() -> None:
-    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", OLD, NEW, "--exit-code"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "lock", "diff", OLD, NEW, "--exit-code"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 1  # changes: the CI gate trips
     lines = [ln.split() for ln in res.stdout.splitlines()]
     assert ["upgraded", "sglang", "0.5.9", "->", "0.5.10", "patch"] in lines
@@ -28,10 +33,18 @@ def test_sglang_upgrade_between_envforge_locks() -> None:
 
 
 def test_variants_matrix_names_the_variants_without_a_lock() -> None:
-    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "diff", "kimi-k25-sm120", "--variants"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "lock", "diff", "kimi-k25-sm120", "--variants"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0
-    assert res.stderr == ("warning: variants of kimi-k25-sm120 without a lock (not in the matrix): cu130; "
-                          "lock them with `envforge lock kimi-k25-sm120 --variant cu130`\n")
-    assert res.stdout.startswith("kimi-k25-sm120: 3 variants (cu128, cu130-aarch64, cu130-current); "
-                                 "80 packages identical, 134 differ")
+    assert res.stderr == (
+        "warning: variants of kimi-k25-sm120 without a lock (not in the matrix): cu130; "
+        "lock them with `envforge lock kimi-k25-sm120 --variant cu130`\n"
+    )
+    assert res.stdout.startswith(
+        "kimi-k25-sm120: 3 variants (cu128, cu130-aarch64, cu130-current); 80 packages identical, 134 differ"
+    )

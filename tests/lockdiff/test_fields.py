@@ -27,26 +27,47 @@ Setter = Callable[[Doc, Any], None]
 
 
 def pylock() -> Doc:
-    return {"lock-version": "1.0", "created-by": "uv",
-            "packages": [{"name": "six", "version": "1.17.0", "index": "https://pypi.org/simple",
-                          "wheels": [{"url": WHEEL, "hashes": {"sha256": H1}}]}]}
+    return {
+        "lock-version": "1.0",
+        "created-by": "uv",
+        "packages": [
+            {
+                "name": "six",
+                "version": "1.17.0",
+                "index": "https://pypi.org/simple",
+                "wheels": [{"url": WHEEL, "hashes": {"sha256": H1}}],
+            }
+        ],
+    }
 
 
 def uvlock() -> Doc:
-    return {"version": 1, "revision": 3, "requires-python": ">=3.12",
-            "package": [{"name": "six", "version": "1.17.0", "source": {"registry": "https://pypi.org/simple"},
-                         "wheels": [{"url": WHEEL, "hash": f"sha256:{H1}"}]}]}
+    return {
+        "version": 1,
+        "revision": 3,
+        "requires-python": ">=3.12",
+        "package": [
+            {
+                "name": "six",
+                "version": "1.17.0",
+                "source": {"registry": "https://pypi.org/simple"},
+                "wheels": [{"url": WHEEL, "hash": f"sha256:{H1}"}],
+            }
+        ],
+    }
 
 
 def top(key: str) -> Setter:
     def put(d: Doc, v: Any) -> None:
         d[key] = v
+
     return put
 
 
 def sub(table: str, key: str) -> Setter:
     def put(d: Doc, v: Any) -> None:
         d.setdefault(table, {})[key] = v
+
     return put
 
 
@@ -56,12 +77,14 @@ def pkg(key: str, *, drop: tuple[str, ...] = ()) -> Setter:
         for k in drop:
             p.pop(k, None)
         p[key] = v
+
     return put
 
 
 def meta(key: str) -> Setter:
     def put(d: Doc, v: Any) -> None:
         d["package"][0].setdefault("metadata", {})[key] = v
+
     return put
 
 
@@ -90,8 +113,12 @@ CASES: dict[tuple[str, str], tuple[Callable[[], Doc], Setter, Any, Any]] = {
     ("pylock", "lock-version"): (pylock, top("lock-version"), "1.0", "1.1"),
     ("pylock", "created-by"): (pylock, top("created-by"), "uv", "pdm"),
     ("pylock", "requires-python"): (pylock, top("requires-python"), ">=3.10", ">=3.11"),
-    ("pylock", "environments"): (pylock, top("environments"), ["sys_platform == 'linux'"],
-                                 ["sys_platform == 'darwin'"]),
+    ("pylock", "environments"): (
+        pylock,
+        top("environments"),
+        ["sys_platform == 'linux'"],
+        ["sys_platform == 'darwin'"],
+    ),
     ("pylock", "extras"): (pylock, top("extras"), ["a"], ["b"]),
     ("pylock", "dependency-groups"): (pylock, top("dependency-groups"), ["dev"], ["test"]),
     ("pylock", "default-groups"): (pylock, top("default-groups"), ["dev"], ["test"]),
@@ -102,61 +129,133 @@ CASES: dict[tuple[str, str], tuple[Callable[[], Doc], Setter, Any, Any]] = {
     ("pylock", "packages.requires-python"): (pylock, pkg("requires-python"), ">=3.8", ">=3.9"),
     ("pylock", "packages.dependencies"): (pylock, pkg("dependencies"), [{"name": "a"}], [{"name": "b"}]),
     ("pylock", "packages.index"): (pylock, pkg("index"), "https://pypi.org/simple", "https://mirror.example/simple"),
-    ("pylock", "packages.vcs"): (pylock, pkg("vcs", drop=NO_FILES),
-                                 {"type": "git", "url": "https://g.example/six", "commit-id": "a" * 40},
-                                 {"type": "git", "url": "https://g.example/six", "commit-id": "b" * 40}),
-    ("pylock", "packages.directory"): (pylock, pkg("directory", drop=NO_FILES), {"path": "../six"},
-                                       {"path": "../six", "editable": True}),
-    ("pylock", "packages.archive"): (pylock, pkg("archive", drop=NO_FILES),
-                                     {"url": "https://e.example/six.tar.gz", "hashes": {"sha256": H1}},
-                                     {"url": "https://e.example/six.tar.gz", "hashes": {"sha256": H2}}),
-    ("pylock", "packages.sdist"): (pylock, pkg("sdist"), {"url": PY_SDIST, "hashes": {"sha256": H1}},
-                                   {"url": PY_SDIST, "hashes": {"sha256": H2}}),
+    ("pylock", "packages.vcs"): (
+        pylock,
+        pkg("vcs", drop=NO_FILES),
+        {"type": "git", "url": "https://g.example/six", "commit-id": "a" * 40},
+        {"type": "git", "url": "https://g.example/six", "commit-id": "b" * 40},
+    ),
+    ("pylock", "packages.directory"): (
+        pylock,
+        pkg("directory", drop=NO_FILES),
+        {"path": "../six"},
+        {"path": "../six", "editable": True},
+    ),
+    ("pylock", "packages.archive"): (
+        pylock,
+        pkg("archive", drop=NO_FILES),
+        {"url": "https://e.example/six.tar.gz", "hashes": {"sha256": H1}},
+        {"url": "https://e.example/six.tar.gz", "hashes": {"sha256": H2}},
+    ),
+    ("pylock", "packages.sdist"): (
+        pylock,
+        pkg("sdist"),
+        {"url": PY_SDIST, "hashes": {"sha256": H1}},
+        {"url": PY_SDIST, "hashes": {"sha256": H2}},
+    ),
     ("pylock", "packages.wheels"): (pylock, wheel_hash, H1, H2),
-    ("pylock", "packages.attestation-identities"): (pylock, pkg("attestation-identities"),
-                                                    [{"kind": "GitHub", "repository": "a/six"}],
-                                                    [{"kind": "GitHub", "repository": "b/six"}]),
+    ("pylock", "packages.attestation-identities"): (
+        pylock,
+        pkg("attestation-identities"),
+        [{"kind": "GitHub", "repository": "a/six"}],
+        [{"kind": "GitHub", "repository": "b/six"}],
+    ),
     ("pylock", "packages.tool"): (pylock, pkg("tool"), {"x": {"y": 1}}, {"x": {"y": 2}}),
     ("uv.lock", "version"): (uvlock, top("version"), 1, 2),
     ("uv.lock", "revision"): (uvlock, top("revision"), 2, 3),
     ("uv.lock", "requires-python"): (uvlock, top("requires-python"), ">=3.11", ">=3.12"),
-    ("uv.lock", "resolution-markers"): (uvlock, top("resolution-markers"), ["sys_platform == 'linux'"],
-                                        ["sys_platform != 'linux'"]),
-    ("uv.lock", "supported-markers"): (uvlock, top("supported-markers"), ["sys_platform == 'linux'"],
-                                       ["sys_platform != 'linux'"]),
-    ("uv.lock", "required-markers"): (uvlock, top("required-markers"), ["sys_platform == 'linux'"],
-                                      ["sys_platform != 'linux'"]),
-    ("uv.lock", "conflicts"): (uvlock, top("conflicts"), [[{"package": "d", "extra": "a"}, {"package": "d", "extra": "b"}]],
-                               [[{"package": "d", "extra": "a"}, {"package": "d", "extra": "c"}]]),
+    ("uv.lock", "resolution-markers"): (
+        uvlock,
+        top("resolution-markers"),
+        ["sys_platform == 'linux'"],
+        ["sys_platform != 'linux'"],
+    ),
+    ("uv.lock", "supported-markers"): (
+        uvlock,
+        top("supported-markers"),
+        ["sys_platform == 'linux'"],
+        ["sys_platform != 'linux'"],
+    ),
+    ("uv.lock", "required-markers"): (
+        uvlock,
+        top("required-markers"),
+        ["sys_platform == 'linux'"],
+        ["sys_platform != 'linux'"],
+    ),
+    ("uv.lock", "conflicts"): (
+        uvlock,
+        top("conflicts"),
+        [[{"package": "d", "extra": "a"}, {"package": "d", "extra": "b"}]],
+        [[{"package": "d", "extra": "a"}, {"package": "d", "extra": "c"}]],
+    ),
     ("uv.lock", "options.* (resolution-mode, prerelease-mode, exclude-newer...)"): (
-        uvlock, top("options"), {"resolution-mode": "highest", "exclude-newer-package": {"six": "2025-01-01T00:00:00Z"}},
-        {"resolution-mode": "highest", "exclude-newer-package": {"six": "2025-02-01T00:00:00Z"}}),
+        uvlock,
+        top("options"),
+        {"resolution-mode": "highest", "exclude-newer-package": {"six": "2025-01-01T00:00:00Z"}},
+        {"resolution-mode": "highest", "exclude-newer-package": {"six": "2025-02-01T00:00:00Z"}},
+    ),
     ("uv.lock", "manifest.members"): (uvlock, sub("manifest", "members"), ["a"], ["a", "b"]),
     ("uv.lock", "manifest.requirements"): (uvlock, sub("manifest", "requirements"), REQ, REQ2),
     ("uv.lock", "manifest.constraints"): (uvlock, sub("manifest", "constraints"), REQ, REQ2),
     ("uv.lock", "manifest.overrides"): (uvlock, sub("manifest", "overrides"), REQ, REQ2),
     ("uv.lock", "manifest.build-constraints"): (uvlock, sub("manifest", "build-constraints"), REQ, REQ2),
-    ("uv.lock", "manifest.dependency-groups"): (uvlock, sub("manifest", "dependency-groups"), {"dev": REQ},
-                                                {"dev": REQ2}),
-    ("uv.lock", "manifest.dependency-metadata"): (uvlock, sub("manifest", "dependency-metadata"),
-                                                  [{"name": "x", "version": "1"}], [{"name": "x", "version": "2"}]),
+    ("uv.lock", "manifest.dependency-groups"): (
+        uvlock,
+        sub("manifest", "dependency-groups"),
+        {"dev": REQ},
+        {"dev": REQ2},
+    ),
+    ("uv.lock", "manifest.dependency-metadata"): (
+        uvlock,
+        sub("manifest", "dependency-metadata"),
+        [{"name": "x", "version": "1"}],
+        [{"name": "x", "version": "2"}],
+    ),
     ("uv.lock", "package.version"): (uvlock, version, "1.17.0", "1.16.0"),
-    ("uv.lock", "package.source"): (uvlock, pkg("source"), {"registry": "https://pypi.org/simple"},
-                                    {"editable": "../six"}),
-    ("uv.lock", "package.resolution-markers"): (uvlock, pkg("resolution-markers"), ["sys_platform == 'linux'"],
-                                                ["sys_platform != 'linux'"]),
+    ("uv.lock", "package.source"): (
+        uvlock,
+        pkg("source"),
+        {"registry": "https://pypi.org/simple"},
+        {"editable": "../six"},
+    ),
+    ("uv.lock", "package.resolution-markers"): (
+        uvlock,
+        pkg("resolution-markers"),
+        ["sys_platform == 'linux'"],
+        ["sys_platform != 'linux'"],
+    ),
     ("uv.lock", "package.dependencies"): (uvlock, pkg("dependencies"), [{"name": "a"}], [{"name": "b"}]),
-    ("uv.lock", "package.optional-dependencies"): (uvlock, pkg("optional-dependencies"), {"x": [{"name": "a"}]},
-                                                   {"x": [{"name": "b"}]}),
-    ("uv.lock", "package.dev-dependencies"): (uvlock, pkg("dev-dependencies"), {"dev": [{"name": "a"}]},
-                                              {"dev": [{"name": "b"}]}),
-    ("uv.lock", "package.sdist"): (uvlock, pkg("sdist"), {"url": PY_SDIST, "hash": f"sha256:{H1}"},
-                                   {"url": PY_SDIST, "hash": f"sha256:{H2}"}),
+    ("uv.lock", "package.optional-dependencies"): (
+        uvlock,
+        pkg("optional-dependencies"),
+        {"x": [{"name": "a"}]},
+        {"x": [{"name": "b"}]},
+    ),
+    ("uv.lock", "package.dev-dependencies"): (
+        uvlock,
+        pkg("dev-dependencies"),
+        {"dev": [{"name": "a"}]},
+        {"dev": [{"name": "b"}]},
+    ),
+    ("uv.lock", "package.sdist"): (
+        uvlock,
+        pkg("sdist"),
+        {"url": PY_SDIST, "hash": f"sha256:{H1}"},
+        {"url": PY_SDIST, "hash": f"sha256:{H2}"},
+    ),
     ("uv.lock", "package.wheels"): (uvlock, wheel_hash, H1, H2),
-    ("uv.lock", "package.metadata.requires-dist"): (uvlock, meta("requires-dist"), [{"name": "a"}],
-                                                    [{"name": "a", "specifier": ">=1"}]),
-    ("uv.lock", "package.metadata.requires-dev"): (uvlock, meta("requires-dev"), {"dev": [{"name": "a"}]},
-                                                   {"dev": [{"name": "b"}]}),
+    ("uv.lock", "package.metadata.requires-dist"): (
+        uvlock,
+        meta("requires-dist"),
+        [{"name": "a"}],
+        [{"name": "a", "specifier": ">=1"}],
+    ),
+    ("uv.lock", "package.metadata.requires-dev"): (
+        uvlock,
+        meta("requires-dev"),
+        {"dev": [{"name": "a"}]},
+        {"dev": [{"name": "b"}]},
+    ),
     ("uv.lock", "package.metadata.provides-extras"): (uvlock, meta("provides-extras"), ["a"], ["b"]),
     ("both", "any other key (top level or package)"): (uvlock, pkg("future-key"), "a", "b"),
 }
@@ -164,8 +263,10 @@ CASES: dict[tuple[str, str], tuple[Callable[[], Doc], Setter, Any, Any]] = {
 
 def documented() -> dict[tuple[str, str], str]:
     text = DOC.read_text()
-    table = text[text.index("<!-- fields -->"):text.index("<!-- /fields -->")]
-    rows = re.findall(r"^\| (pylock|uv\.lock|both) \| `?([^|`]+?)`?( \([^|]*\))? \| (shown|hidden|refused) \|", table, re.MULTILINE)
+    table = text[text.index("<!-- fields -->") : text.index("<!-- /fields -->")]
+    rows = re.findall(
+        r"^\| (pylock|uv\.lock|both) \| `?([^|`]+?)`?( \([^|]*\))? \| (shown|hidden|refused) \|", table, re.MULTILINE
+    )
     return {(fmt, field + (extra or "")): how for fmt, field, extra, how in rows}
 
 

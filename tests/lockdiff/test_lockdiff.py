@@ -60,6 +60,7 @@ def edited(cu128_text: str, old: str, new: str) -> Lock:
 
 # --- reading ---------------------------------------------------------------------------------
 
+
 def test_reads_real_pylock_and_uv_lock(cu128: Lock) -> None:
     assert (cu128.kind, len(cu128.packages)) == ("pylock", 169)
     torch = cu128.packages["torch"]
@@ -78,15 +79,17 @@ def test_index_key_of_pep751_is_the_source() -> None:
 
 # --- change kinds ----------------------------------------------------------------------------
 
+
 def test_upgrade_levels_added_removed(upgrade_rows: list[str]) -> None:
-    assert upgrade_rows[1] == ("169 -> 183 packages: 16 added, 2 removed, 13 upgraded, 1 marker, "
-                               "2 lock settings")
-    for line in ("upgraded sglang 0.5.9 -> 0.5.10 patch",
-                 "upgraded torchcodec 0.8.0 -> 0.9.1 minor",
-                 "upgraded transformers 4.57.1 -> 5.3.0 major",
-                 "upgraded flashinfer-python 0.6.3 -> 0.6.7.post2 patch",
-                 "added sglang-kernel 0.4.1",
-                 "removed hf-transfer 0.1.9"):
+    assert upgrade_rows[1] == ("169 -> 183 packages: 16 added, 2 removed, 13 upgraded, 1 marker, 2 lock settings")
+    for line in (
+        "upgraded sglang 0.5.9 -> 0.5.10 patch",
+        "upgraded torchcodec 0.8.0 -> 0.9.1 minor",
+        "upgraded transformers 4.57.1 -> 5.3.0 major",
+        "upgraded flashinfer-python 0.6.3 -> 0.6.7.post2 patch",
+        "added sglang-kernel 0.4.1",
+        "removed hf-transfer 0.1.9",
+    ):
         assert line in upgrade_rows
 
 
@@ -101,42 +104,58 @@ def test_marker_change_is_shown(upgrade_rows: list[str]) -> None:
 
 
 def test_cuda_move_local_labels_replacements_and_index(cuda_rows: list[str]) -> None:
-    assert cuda_rows[1] == ("169 -> 170 packages: 1 index move (3 packages), 1 added, 15 replaced, "
-                            "2 upgraded, 4 local label, 7 lock settings")
+    assert cuda_rows[1] == (
+        "169 -> 170 packages: 1 index move (3 packages), 1 added, 15 replaced, "
+        "2 upgraded, 4 local label, 7 lock settings"
+    )
     # the three torch packages move together: said once, not on each line
     assert cuda_rows[2] == "3 packages moved index pypi -> pytorch-cu130 (torch, torchaudio, torchvision)"
-    for line in ("local label torch 2.9.1 -> 2.9.1+cu130 no label -> +cu130",
-                 "local label sgl-kernel 0.3.21 -> 0.3.21+cu130 no label -> +cu130; "
-                 "index pypi -> sgl-kernel-cu130",
-                 "replaced nvidia-cublas-cu12 12.8.4.1 -> nvidia-cublas 13.0.0.19 -cu12 -> unsuffixed; "
-                 "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
-                 "replaced nvidia-nccl-cu12 2.27.5 -> nvidia-nccl-cu13 2.27.7 -cu12 -> -cu13; "
-                 "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
-                 "added flashinfer-jit-cache 0.6.4+cu130 index flashinfer-cu130",
-                 "upgraded flashinfer-python 0.6.3 -> 0.6.4 patch"):
+    for line in (
+        "local label torch 2.9.1 -> 2.9.1+cu130 no label -> +cu130",
+        "local label sgl-kernel 0.3.21 -> 0.3.21+cu130 no label -> +cu130; index pypi -> sgl-kernel-cu130",
+        "replaced nvidia-cublas-cu12 12.8.4.1 -> nvidia-cublas 13.0.0.19 -cu12 -> unsuffixed; "
+        "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
+        "replaced nvidia-nccl-cu12 2.27.5 -> nvidia-nccl-cu13 2.27.7 -cu12 -> -cu13; "
+        "marker \"platform_machine == 'x86_64' and sys_platform == 'linux'\" -> (none)",
+        "added flashinfer-jit-cache 0.6.4+cu130 index flashinfer-cu130",
+        "upgraded flashinfer-python 0.6.3 -> 0.6.4 patch",
+    ):
         assert line in cuda_rows
 
 
 def test_families_grouped_in_order(cu128: Lock) -> None:
     text = term(diff_locks(cu128, load(CU130)))
     headings = [line for line in text.splitlines()[3:] if not line.startswith(" ")]
-    assert headings == ["torch family (3 local label)", "nvidia-* / cuda-* (15 replaced)",
-                        "flashinfer-* (1 added, 2 upgraded)", "sglang (1 local label)",
-                        "lock settings ([tool.envforge] and header)"]
+    assert headings == [
+        "torch family (3 local label)",
+        "nvidia-* / cuda-* (15 replaced)",
+        "flashinfer-* (1 added, 2 upgraded)",
+        "sglang (1 local label)",
+        "lock settings ([tool.envforge] and header)",
+    ]
 
 
 def test_local_label_between_two_labels() -> None:
     text = CU130.read_text()
-    old = parse_lock(re.sub(r"/(torch|torchaudio)-2\.9\.1(\+|%2B)cu130", r"/\1-2.9.1\2cu128",
-                            text.replace('version = "2.9.1+cu130"', 'version = "2.9.1+cu128"')), label="a.toml")
+    old = parse_lock(
+        re.sub(
+            r"/(torch|torchaudio)-2\.9\.1(\+|%2B)cu130",
+            r"/\1-2.9.1\2cu128",
+            text.replace('version = "2.9.1+cu130"', 'version = "2.9.1+cu128"'),
+        ),
+        label="a.toml",
+    )
     out = rows(term(diff_locks(old, parse_lock(text, label="b.toml"))))
     assert "local label torch 2.9.1+cu128 -> 2.9.1+cu130 +cu128 -> +cu130" in out
 
 
 def test_index_change_same_version() -> None:
     text = CU128.read_text()
-    new = edited(text, 'name = "idna"\nversion = "3.20"\n',
-                 'name = "idna"\nversion = "3.20"\nindex = "https://mirror.example/simple"\n')
+    new = edited(
+        text,
+        'name = "idna"\nversion = "3.20"\n',
+        'name = "idna"\nversion = "3.20"\nindex = "https://mirror.example/simple"\n',
+    )
     out = rows(term(diff_locks(load(CU128), new)))
     # same files (same hashes) from another index: moved, not a rebuild
     assert "moved idna 3.20 index pypi -> https://mirror.example/simple" in out
@@ -166,11 +185,12 @@ def test_files_added_or_removed_same_version() -> None:
 def test_metadata_churn_hidden_unless_all() -> None:
     diff = diff_locks(load(UV_OLD), load(UV_NEW))
     out = rows(term(diff))
-    assert out[1] == ("8 -> 9 packages: 1 added, 2 upgraded, 1 lock setting "
-                      "(6 metadata-only hidden; --all shows them)")
-    assert ("upgraded polars 1.32.3 -> 1.34.0 minor; wheels +any, +py3, -linux aarch64, -linux x86_64, "
-            "-macos arm64, -macos x86_64, -win amd64, -win arm64, -cp39-abi3; "
-            "dependencies +polars-runtime-32") in out
+    assert out[1] == ("8 -> 9 packages: 1 added, 2 upgraded, 1 lock setting (6 metadata-only hidden; --all shows them)")
+    assert (
+        "upgraded polars 1.32.3 -> 1.34.0 minor; wheels +any, +py3, -linux aarch64, -linux x86_64, "
+        "-macos arm64, -macos x86_64, -win amd64, -win arm64, -cp39-abi3; "
+        "dependencies +polars-runtime-32"
+    ) in out
     assert "added polars-runtime-32 1.34.0" in out
     assert "options.exclude-newer: added 2025-10-15T00:00:00Z" in out
     assert not any(r.startswith("metadata") for r in out)
@@ -196,31 +216,39 @@ def test_identical_locks_have_no_changes(cu128: Lock) -> None:
 
 def one_package(version: str) -> Lock:
     wheel = f"https://files.pythonhosted.org/packages/xx/demo-{version}-py3-none-any.whl"
-    return parse_lock(f'lock-version = "1.0"\ncreated-by = "t"\n[[packages]]\nname = "demo"\n'
-                      f'version = "{version}"\nwheels = [{{ url = "{wheel}", hashes = {{ sha256 = "00" }} }}]\n',
-                      label=version)
+    return parse_lock(
+        f'lock-version = "1.0"\ncreated-by = "t"\n[[packages]]\nname = "demo"\n'
+        f'version = "{version}"\nwheels = [{{ url = "{wheel}", hashes = {{ sha256 = "00" }} }}]\n',
+        label=version,
+    )
 
 
-@pytest.mark.parametrize(("old", "new", "line"), [
-    ("1.0rc1", "1.0", "upgraded demo 1.0rc1 -> 1.0 pre"),
-    ("1.0", "1.0.post1", "upgraded demo 1.0 -> 1.0.post1 post"),
-    ("12.8.4.1", "12.8.4.2", "upgraded demo 12.8.4.1 -> 12.8.4.2 patch"),
-    ("2.9.0+cu128", "2.9.1+cu130", "upgraded demo 2.9.0+cu128 -> 2.9.1+cu130 patch; local label +cu128 -> +cu130"),
-    ("2.0", "1!1.0", "upgraded demo 2.0 -> 1!1.0 major"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "line"),
+    [
+        ("1.0rc1", "1.0", "upgraded demo 1.0rc1 -> 1.0 pre"),
+        ("1.0", "1.0.post1", "upgraded demo 1.0 -> 1.0.post1 post"),
+        ("12.8.4.1", "12.8.4.2", "upgraded demo 12.8.4.1 -> 12.8.4.2 patch"),
+        ("2.9.0+cu128", "2.9.1+cu130", "upgraded demo 2.9.0+cu128 -> 2.9.1+cu130 patch; local label +cu128 -> +cu130"),
+        ("2.0", "1!1.0", "upgraded demo 2.0 -> 1!1.0 major"),
+    ],
+)
 def test_version_levels(old: str, new: str, line: str) -> None:
     assert rows(term(diff_locks(one_package(old), one_package(new))))[3] == line
 
 
 # --- [tool.envforge] -------------------------------------------------------------------------
 
+
 def test_envforge_overrides_indexes_cuda(cuda_rows: list[str]) -> None:
-    for line in ("cuda: 12.8 -> 13.0.1",
-                 "variant: cu128 -> cu130",
-                 "index pytorch-cu130: added url=https://download.pytorch.org/whl/cu130, "
-                 "packages=[torch, torchaudio, torchvision]",
-                 "override flashinfer-python: added ==0.6.4 (SM120 allreduce fusion and CUDA 13 "
-                 "fixes; sglang 0.5.9 pins ==0.6.3)"):
+    for line in (
+        "cuda: 12.8 -> 13.0.1",
+        "variant: cu128 -> cu130",
+        "index pytorch-cu130: added url=https://download.pytorch.org/whl/cu130, "
+        "packages=[torch, torchaudio, torchvision]",
+        "override flashinfer-python: added ==0.6.4 (SM120 allreduce fusion and CUDA 13 "
+        "fixes; sglang 0.5.9 pins ==0.6.3)",
+    ):
         assert line in cuda_rows
 
 
@@ -255,10 +283,13 @@ def test_envforge_patchsets_profile_target_env_reason() -> None:
 
 # --- errors ----------------------------------------------------------------------------------
 
+
 def test_merge_conflict_markers_name_file_and_line() -> None:
-    text = CU128.read_text().replace('name = "idna"\nversion = "3.20"\n',
-                                     '<<<<<<< HEAD\nname = "idna"\nversion = "3.20"\n=======\n'
-                                     'name = "idna"\nversion = "3.19"\n>>>>>>> other\n', 1)
+    text = CU128.read_text().replace(
+        'name = "idna"\nversion = "3.20"\n',
+        '<<<<<<< HEAD\nname = "idna"\nversion = "3.20"\n=======\nname = "idna"\nversion = "3.19"\n>>>>>>> other\n',
+        1,
+    )
     line = text.splitlines().index("<<<<<<< HEAD") + 1
     with pytest.raises(InputError) as err:
         parse_lock(text, label="lockfiles/pylock.kimi-k25-sm120-cu128.toml")
@@ -266,7 +297,8 @@ def test_merge_conflict_markers_name_file_and_line() -> None:
         f"lockfiles/pylock.kimi-k25-sm120-cu128.toml:{line}: merge-conflict marker '<<<<<<<': "
         "the lockfile was merged with unresolved conflicts\n"
         "  hint: resolve the conflict in git (take one side, e.g. `git checkout --theirs -- FILE`), "
-        "then re-run `envforge lock` to regenerate the lock")
+        "then re-run `envforge lock` to regenerate the lock"
+    )
 
 
 def test_recipe_is_not_a_lock() -> None:
@@ -276,7 +308,8 @@ def test_recipe_is_not_a_lock() -> None:
     assert err.value.message == (
         "recipes/kimi-k25-sm120.toml is TOML but not a lock (it looks like an envforge recipe): it "
         "has neither `lock-version` and `[[packages]]` (PEP 751 pylock.toml) nor `version` and "
-        "`[[package]]` (uv.lock)")
+        "`[[package]]` (uv.lock)"
+    )
 
 
 def test_invalid_toml_and_malformed_pylock() -> None:
@@ -284,28 +317,35 @@ def test_invalid_toml_and_malformed_pylock() -> None:
         parse_lock('lock-version = "1.0"\npackages = [', label="x.toml")
     assert err.value.message.startswith("x.toml is not valid TOML: ")
     with pytest.raises(InputError) as err:
-        parse_lock('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nversion = "1"\n',
-                   label="x.toml")
-    assert err.value.message == ("x.toml is not a valid PEP 751 lock at `packages[0].name`: Missing "
-                                 "required value")
+        parse_lock('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nversion = "1"\n', label="x.toml")
+    assert err.value.message == ("x.toml is not a valid PEP 751 lock at `packages[0].name`: Missing required value")
 
 
 # --- outputs ---------------------------------------------------------------------------------
 
+
 def test_markdown_table(cu128: Lock) -> None:
     md = render_markdown(diff_locks(cu128, load(CU130)))
     lines = md.splitlines()
-    assert lines[0] == ("### Lock diff: `pylock.kimi-k25-sm120-cu128.toml` → "
-                        "`pylock.kimi-k25-sm120-cu130.toml`")
+    assert lines[0] == ("### Lock diff: `pylock.kimi-k25-sm120-cu128.toml` → `pylock.kimi-k25-sm120-cu130.toml`")
     assert "| **torch family** | local label | `torch` | 2.9.1 → 2.9.1+cu130 | no label → +cu130 |" in lines
-    assert "| **sglang** | local label | `sgl-kernel` | 0.3.21 → 0.3.21+cu130 | no label → +cu130<br>index " \
-           "pypi → sgl-kernel-cu130 |" in lines
-    assert lines[4:10] == ["- **3 packages** moved index `pypi → pytorch-cu130`",
-                           "  <details><summary>packages</summary>", "", "  torch, torchaudio, torchvision",
-                           "", "  </details>"]
-    assert "| **nvidia-\\* / cuda-\\*** | replaced | `nvidia-cublas-cu12` | 12.8.4.1 → nvidia-cublas " \
-           "13.0.0.19 | -cu12 → unsuffixed<br>marker \"platform_machine == 'x86_64' and sys_platform == " \
-           "'linux'\" → (none) |" in lines
+    assert (
+        "| **sglang** | local label | `sgl-kernel` | 0.3.21 → 0.3.21+cu130 | no label → +cu130<br>index "
+        "pypi → sgl-kernel-cu130 |" in lines
+    )
+    assert lines[4:10] == [
+        "- **3 packages** moved index `pypi → pytorch-cu130`",
+        "  <details><summary>packages</summary>",
+        "",
+        "  torch, torchaudio, torchvision",
+        "",
+        "  </details>",
+    ]
+    assert (
+        "| **nvidia-\\* / cuda-\\*** | replaced | `nvidia-cublas-cu12` | 12.8.4.1 → nvidia-cublas "
+        "13.0.0.19 | -cu12 → unsuffixed<br>marker \"platform_machine == 'x86_64' and sys_platform == "
+        "'linux'\" → (none) |" in lines
+    )
     assert "| `cuda` | 12.8 → 13.0.1 |" in lines
 
 
@@ -314,10 +354,15 @@ def test_json_data_is_serializable(cu128: Lock) -> None:
     assert data["summary"] == {"local": 4, "replaced": 15, "upgraded": 2, "added": 1}
     torch = next(c for c in data["changes"] if c["new_name"] == "torch")
     assert torch["kind"] == "local" and torch["new_source"] is None  # in the index move
-    assert data["index_moves"] == [{"old": "https://pypi.org/simple",
-                                    "new": "https://download.pytorch.org/whl/cu130",
-                                    "old_name": "pypi", "new_name": "pytorch-cu130",
-                                    "packages": ["torch", "torchaudio", "torchvision"]}]
+    assert data["index_moves"] == [
+        {
+            "old": "https://pypi.org/simple",
+            "new": "https://download.pytorch.org/whl/cu130",
+            "old_name": "pypi",
+            "new_name": "pytorch-cu130",
+            "packages": ["torch", "torchaudio", "torchvision"],
+        }
+    ]
     json.dumps(data)
 
 
@@ -329,8 +374,10 @@ def test_textconv_is_stable_and_ignores_metadata() -> None:
     cu130 = render_textconv(load(CU130)).splitlines()
     assert cu130[0] == "# envforge lock textconv: pylock, 170 packages"
     assert any(line.startswith("torch  2.9.1+cu130  index=pytorch-cu130  files=1:") for line in cu130)
-    assert "override.flashinfer-python = ==0.6.4  # SM120 allreduce fusion and CUDA 13 fixes; " \
-           "sglang 0.5.9 pins ==0.6.3" in cu130
+    assert (
+        "override.flashinfer-python = ==0.6.4  # SM120 allreduce fusion and CUDA 13 fixes; "
+        "sglang 0.5.9 pins ==0.6.3" in cu130
+    )
 
 
 PIP_LOCK = """\
@@ -374,7 +421,10 @@ def test_textconv_of_a_pip_lock_shows_no_index_where_pip_wrote_none() -> None:
     was shown as ``index=`` before), while an entry that names one still shows it."""
     lines = render_textconv(parse_lock(PIP_LOCK, label="pip.toml")).splitlines()
     assert [line.split("  files=")[0] for line in lines[2:]] == [
-        "helper  1.0  index=https://download.pytorch.org/whl/cpu", "six  1.17.0", "torchy  2.1.0+cpu"]
+        "helper  1.0  index=https://download.pytorch.org/whl/cpu",
+        "six  1.17.0",
+        "torchy  2.1.0+cpu",
+    ]
 
 
 # --- docs/lock-diff.md examples --------------------------------------------------------------
@@ -392,8 +442,10 @@ def doc_examples() -> dict[str, str]:
     shapes = DATA / "lockdiff"
 
     def pair(case: str, ext: str = ".toml") -> LockDiff:
-        return diff_locks(load(shapes / f"{case}-old{ext}", label=f"{case}-old{ext}"),
-                          load(shapes / f"{case}-new{ext}", label=f"{case}-new{ext}"))
+        return diff_locks(
+            load(shapes / f"{case}-old{ext}", label=f"{case}-old{ext}"),
+            load(shapes / f"{case}-new{ext}", label=f"{case}-new{ext}"),
+        )
 
     moved = diff_data(pair("index-move"))
     return {
@@ -412,8 +464,7 @@ def doc_examples() -> dict[str, str]:
 
 def write_doc_examples() -> None:
     examples = doc_examples()
-    DOC.write_text(_EXAMPLE.sub(lambda m: m.group(1) + examples[m.group(2)] + "\n" + m.group(4),
-                                DOC.read_text()))
+    DOC.write_text(_EXAMPLE.sub(lambda m: m.group(1) + examples[m.group(2)] + "\n" + m.group(4), DOC.read_text()))
 
 
 def test_docs_examples_are_current() -> None:
@@ -421,16 +472,20 @@ def test_docs_examples_are_current() -> None:
     assert found == doc_examples(), "run `python tests/lockdiff/test_lockdiff.py` to refresh docs/lock-diff.md"
 
 
-
 def test_uv_lock_git_source_change() -> None:
     def lock(commit: str) -> Lock:
-        return parse_lock('version = 1\nrevision = 3\nrequires-python = ">=3.11"\n\n[[package]]\n'
-                          'name = "sglang"\nversion = "0.5.9"\n'
-                          f'source = {{ git = "https://github.com/sgl-project/sglang?rev=main#{commit}" }}\n',
-                          label=f"uv.lock@{commit}")
+        return parse_lock(
+            'version = 1\nrevision = 3\nrequires-python = ">=3.11"\n\n[[package]]\n'
+            'name = "sglang"\nversion = "0.5.9"\n'
+            f'source = {{ git = "https://github.com/sgl-project/sglang?rev=main#{commit}" }}\n',
+            label=f"uv.lock@{commit}",
+        )
+
     out = rows(term(diff_locks(lock("aaaa"), lock("bbbb"))))
-    assert out[3] == ("source sglang 0.5.9 source git https://github.com/sgl-project/sglang?rev=main#aaaa"
-                      " -> git https://github.com/sgl-project/sglang?rev=main#bbbb")
+    assert out[3] == (
+        "source sglang 0.5.9 source git https://github.com/sgl-project/sglang?rev=main#aaaa"
+        " -> git https://github.com/sgl-project/sglang?rev=main#bbbb"
+    )
 
 
 if __name__ == "__main__":

@@ -28,15 +28,22 @@ def sha(data: bytes) -> str:
 
 
 APPLIED = Manifest(
-    patchsets=(AppliedPatchset("p1", "sha256:" + "1" * 64, "pkg", "1.0"),
-               AppliedPatchset("p2", "sha256:" + "2" * 64, "pkg", "1.0")),
-    files=(PatchedFile("pkg/a.py", "p1", sha(A0), sha(A1)), PatchedFile("pkg/b.py", "p1", sha(B0), sha(B1)),
-           PatchedFile("pkg/a.py", "p2", sha(A1), sha(A2))))
+    patchsets=(
+        AppliedPatchset("p1", "sha256:" + "1" * 64, "pkg", "1.0"),
+        AppliedPatchset("p2", "sha256:" + "2" * 64, "pkg", "1.0"),
+    ),
+    files=(
+        PatchedFile("pkg/a.py", "p1", sha(A0), sha(A1)),
+        PatchedFile("pkg/b.py", "p1", sha(B0), sha(B1)),
+        PatchedFile("pkg/a.py", "p2", sha(A1), sha(A2)),
+    ),
+)
 
 
 @pytest.fixture(autouse=True)
 def _never_hang() -> Iterator[None]:
     """A FIFO opened by mistake blocks for ever: turn that into a failure (a guard, not a timing bound)."""
+
     def hung(*_args: object) -> None:
         raise AssertionError("applied_diff blocked (a FIFO was opened)")
 
@@ -53,23 +60,34 @@ def sp(tmp_path: Path) -> Path:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "a.py").write_bytes(A0)
     (root / "pkg" / "b.py").write_bytes(B0)
-    journaled_write(root, "apply", ["p1", "p2"],
-                    (FileChange("p1", "pkg/a.py", A0, A1), FileChange("p1", "pkg/b.py", B0, B1),
-                     FileChange("p2", "pkg/a.py", A1, A2)), APPLIED)
+    journaled_write(
+        root,
+        "apply",
+        ["p1", "p2"],
+        (
+            FileChange("p1", "pkg/a.py", A0, A1),
+            FileChange("p1", "pkg/b.py", B0, B1),
+            FileChange("p2", "pkg/a.py", A1, A2),
+        ),
+        APPLIED,
+    )
     return root
 
 
 def test_each_file_is_diffed_against_its_first_original_with_its_stack_of_patchsets(sp: Path) -> None:
     assert applied_diff(sp) == (
-        AppliedFile("pkg/a.py", ("p1", "p2"), "--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n-a = 0\n+a = 2\n x = 1\n",
-                    True),
-        AppliedFile("pkg/b.py", ("p1",), "--- a/pkg/b.py\n+++ b/pkg/b.py\n@@ -1 +1 @@\n-b = 0\n+b = 1\n", True))
+        AppliedFile(
+            "pkg/a.py", ("p1", "p2"), "--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,2 +1,2 @@\n-a = 0\n+a = 2\n x = 1\n", True
+        ),
+        AppliedFile("pkg/b.py", ("p1",), "--- a/pkg/b.py\n+++ b/pkg/b.py\n@@ -1 +1 @@\n-b = 0\n+b = 1\n", True),
+    )
 
 
 def test_a_file_changed_since_shows_its_current_bytes_and_is_not_as_recorded(sp: Path) -> None:
     (sp / "pkg/b.py").write_bytes(b"b = 7\n")
     assert applied_diff(sp)[1] == AppliedFile(
-        "pkg/b.py", ("p1",), "--- a/pkg/b.py\n+++ b/pkg/b.py\n@@ -1 +1 @@\n-b = 0\n+b = 7\n", False)
+        "pkg/b.py", ("p1",), "--- a/pkg/b.py\n+++ b/pkg/b.py\n@@ -1 +1 @@\n-b = 0\n+b = 7\n", False
+    )
 
 
 def test_never_patched_is_empty(tmp_path: Path) -> None:
@@ -82,8 +100,10 @@ def test_a_fifo_as_saved_original_is_named_and_never_opened(sp: Path) -> None:
     os.mkfifo(blob)
     with pytest.raises(InputError) as info:
         applied_diff(sp)
-    assert (info.value.message, info.value.hint) == (f"saved original {blob} is not a regular file (a FIFO)",
-                                                     rebuild_hint(sp))
+    assert (info.value.message, info.value.hint) == (
+        f"saved original {blob} is not a regular file (a FIFO)",
+        rebuild_hint(sp),
+    )
 
 
 def test_a_fifo_as_patched_file_is_named_and_never_opened(sp: Path) -> None:
@@ -104,8 +124,10 @@ def test_a_missing_original_or_patched_file_says_which(sp: Path) -> None:
     blob.unlink()
     with pytest.raises(InputError) as info:
         applied_diff(sp)
-    assert (info.value.message, info.value.hint) == (f"the saved original of pkg/a.py is missing ({blob})",
-                                                     rebuild_hint(sp))
+    assert (info.value.message, info.value.hint) == (
+        f"the saved original of pkg/a.py is missing ({blob})",
+        rebuild_hint(sp),
+    )
 
 
 def test_an_interrupted_write_is_refused_not_read_as_a_diff(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,12 +17,7 @@ import uv
 
 from envforge import patching
 from envforge.patching.applied import applied_diff
-from envforge.patching.source import (
-    UnencodableEdit,
-    decode_source,
-    readable_source,
-    source_encoding,
-)
+from envforge.patching.source import UnencodableEdit, decode_source, readable_source, source_encoding
 from tests.support.verify_envs import BuiltEnv, make_env, make_wheel
 from tests.support.pythons import python_for
 
@@ -31,25 +26,29 @@ pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyen
 
 OLD_DEF = 'def greet(name):\n    return GREETING + ", " + name\n'
 NEW_DEF = 'def greet(name):\n    return GREETING + ", " + name + " ¡olé!"\n'
-LEGACY = ('# -*- coding: latin-1 -*-\n'
-          '"""Legacy module: café, naïve, © 2009."""\n'
-          '\n'
-          'GREETING = "Grüß Gott"\n'
-          '\n'
-          '\n'
-          f'{OLD_DEF}'
-          '\n'
-          '\n'
-          'def farewell():\n'
-          '    return "Adiós"\n').encode("latin-1")
+LEGACY = (
+    "# -*- coding: latin-1 -*-\n"
+    '"""Legacy module: café, naïve, © 2009."""\n'
+    "\n"
+    'GREETING = "Grüß Gott"\n'
+    "\n"
+    "\n"
+    f"{OLD_DEF}"
+    "\n"
+    "\n"
+    "def farewell():\n"
+    '    return "Adiós"\n'
+).encode("latin-1")
 FILE = "oldlib/legacy.py"
 
 
 def patchset(pid: str, code: str) -> str:
     digest = "sha256:" + hashlib.sha256(OLD_DEF.encode("utf-8")).hexdigest()
-    return (f'[patchset]\nid = "{pid}"\ndistribution = "oldlib"\nversions = "==1.0"\nreason = "B30"\n\n'
-            f'[[operation]]\nkind = "replace-definition"\nfile = "{FILE}"\ndefinition = "greet"\n'
-            f'original-digest = "{digest}"\ncode = \'\'\'{code}\'\'\'\n')
+    return (
+        f'[patchset]\nid = "{pid}"\ndistribution = "oldlib"\nversions = "==1.0"\nreason = "B30"\n\n'
+        f'[[operation]]\nkind = "replace-definition"\nfile = "{FILE}"\ndefinition = "greet"\n'
+        f"original-digest = \"{digest}\"\ncode = '''{code}'''\n"
+    )
 
 
 def latin1_env(tmp_path: Path) -> BuiltEnv:
@@ -60,14 +59,20 @@ def latin1_env(tmp_path: Path) -> BuiltEnv:
     euro = NEW_DEF.replace("¡olé!", "5 €")
     (root / "patchsets" / "greet-euro.toml").write_text(patchset("greet-euro", euro), encoding="utf-8")
     wheel = make_wheel(tmp_path / "wheels", "oldlib", "1.0", files={"oldlib/__init__.py": b"", FILE: LEGACY})
-    return make_env(root, [wheel], uv=uv.find_uv_bin(), python=PY312, name="oldlib-default", patchsets=(),
-                    profile=None)
+    return make_env(root, [wheel], uv=uv.find_uv_bin(), python=PY312, name="oldlib-default", patchsets=(), profile=None)
 
 
 def run_greet(env: BuiltEnv) -> str:
-    return subprocess.run([str(env.python), "-c", "import oldlib.legacy as m; print(m.greet('Ana'))"],
-                          capture_output=True, check=True, env={**os.environ, "PYTHONIOENCODING": "utf-8"}
-                          ).stdout.decode("utf-8").strip()
+    return (
+        subprocess.run(
+            [str(env.python), "-c", "import oldlib.legacy as m; print(m.greet('Ana'))"],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        )
+        .stdout.decode("utf-8")
+        .strip()
+    )
 
 
 def test_the_encoding_is_the_one_python_reads() -> None:
@@ -79,8 +84,9 @@ def test_the_encoding_is_the_one_python_reads() -> None:
     with pytest.raises(SyntaxError, match="unknown encoding: klingon"):
         source_encoding(b"# coding: klingon\nx = 1\n")
     assert readable_source(b"# coding: klingon\nx = '\xff'\n") == "# coding: klingon\nx = '\ufffd'\n"
-    assert str(UnencodableEdit("latin-1", "€")) == ("the edit holds '€' (U+20AC), which the file's declared "
-                                                    "encoding latin-1 (PEP 263 coding cookie) cannot hold")
+    assert str(UnencodableEdit("latin-1", "€")) == (
+        "the edit holds '€' (U+20AC), which the file's declared encoding latin-1 (PEP 263 coding cookie) cannot hold"
+    )
 
 
 def test_a_latin1_module_is_patched_and_written_back_in_latin1(tmp_path: Path) -> None:
@@ -92,8 +98,11 @@ def test_a_latin1_module_is_patched_and_written_back_in_latin1(tmp_path: Path) -
     dry = patching.apply(sp, sets, dry_run=True)
     assert [(r.state, r.message) for r in dry.results] == [("applied", "replaced greet")]
     assert [line for line in dry.diff().splitlines() if line[:1] in "+-"] == [
-        "--- a/oldlib/legacy.py", "+++ b/oldlib/legacy.py", '-    return GREETING + ", " + name',
-        '+    return GREETING + ", " + name + " ¡olé!"']
+        "--- a/oldlib/legacy.py",
+        "+++ b/oldlib/legacy.py",
+        '-    return GREETING + ", " + name',
+        '+    return GREETING + ", " + name + " ¡olé!"',
+    ]
 
     report = patching.apply(sp, sets)
     assert report.ok and report.written
@@ -117,8 +126,11 @@ def test_a_replacement_the_declared_encoding_cannot_hold_is_refused_naming_the_c
     report = patching.apply(env.site_packages, sets)
     assert not report.ok and not report.written
     assert report.errors == (
-        ("greet-euro: oldlib/legacy.py: the patched file cannot be written back: the edit holds '€' (U+20AC), which "
-        "the file's declared encoding latin-1 (PEP 263 coding cookie) cannot hold; nothing written; installed "
-        "oldlib 1.0. Next step: in greet-euro.toml, write '€' as the escape \\u20ac (in a string literal) in the "
-        "operation's code, so the file stays latin-1"),)
+        (
+            "greet-euro: oldlib/legacy.py: the patched file cannot be written back: the edit holds '€' (U+20AC), which "
+            "the file's declared encoding latin-1 (PEP 263 coding cookie) cannot hold; nothing written; installed "
+            "oldlib 1.0. Next step: in greet-euro.toml, write '€' as the escape \\u20ac (in a string literal) in the "
+            "operation's code, so the file stays latin-1"
+        ),
+    )
     assert (env.site_packages / FILE).read_bytes() == LEGACY

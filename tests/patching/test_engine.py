@@ -38,14 +38,26 @@ def sha(path: Path) -> str:
 
 # What the released code calls for, read from each release (see the comments in patchsets/*.toml).
 SGLANG_MATRIX = {
-    "0.5.8": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
-              "kimik25-eagle3-delegation": ["out-of-range"]},
-    "0.5.9": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
-              "kimik25-eagle3-delegation": ["applied"]},
-    "0.5.10": {"sm120-flashinfer-allreduce-fusion": ["applied"], "sm120-torch-symm-mem": ["applied", "applied"],
-               "kimik25-eagle3-delegation": ["upstream-fixed"]},
-    "0.5.23": {"sm120-flashinfer-allreduce-fusion": ["out-of-range"], "sm120-torch-symm-mem": ["applied", "applied"],
-               "kimik25-eagle3-delegation": ["upstream-fixed"]},
+    "0.5.8": {
+        "sm120-flashinfer-allreduce-fusion": ["applied"],
+        "sm120-torch-symm-mem": ["applied", "applied"],
+        "kimik25-eagle3-delegation": ["out-of-range"],
+    },
+    "0.5.9": {
+        "sm120-flashinfer-allreduce-fusion": ["applied"],
+        "sm120-torch-symm-mem": ["applied", "applied"],
+        "kimik25-eagle3-delegation": ["applied"],
+    },
+    "0.5.10": {
+        "sm120-flashinfer-allreduce-fusion": ["applied"],
+        "sm120-torch-symm-mem": ["applied", "applied"],
+        "kimik25-eagle3-delegation": ["upstream-fixed"],
+    },
+    "0.5.23": {
+        "sm120-flashinfer-allreduce-fusion": ["out-of-range"],
+        "sm120-torch-symm-mem": ["applied", "applied"],
+        "kimik25-eagle3-delegation": ["upstream-fixed"],
+    },
 }
 
 
@@ -65,14 +77,17 @@ def test_sglang_version_matrix(tmp_path: Path, version: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("version", "state"), [("0.6.3", "applied"), ("0.6.4", "applied"),
-                                                ("0.6.17", "upstream-fixed")])
+@pytest.mark.parametrize(
+    ("version", "state"), [("0.6.3", "applied"), ("0.6.4", "applied"), ("0.6.17", "upstream-fixed")]
+)
 def test_flashinfer_version_matrix(tmp_path: Path, version: str, state: str) -> None:
     sp = slim_tree(tmp_path / "sp", ("flashinfer-python", version))
     report = apply(sp, load_patchsets(PATCHSETS, ["flashinfer-sm120-trtllm-comm"]))
     assert states(report) == {"flashinfer-sm120-trtllm-comm": [state]}
     fn = _function(ast.parse((sp / COMM).read_text()), "gen_trtllm_comm_module")
-    call = next(n for n in ast.walk(fn) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get_nvcc_flags_list")
+    call = next(
+        n for n in ast.walk(fn) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "get_nvcc_flags_list"
+    )
     assert ast.literal_eval(call.keywords[0].value) == [9, 10, 12]
 
 
@@ -90,16 +105,21 @@ def _class(tree: ast.Module, name: str) -> ast.ClassDef:
 
 
 def _assigned(tree: ast.Module | ast.ClassDef, name: str) -> ast.expr:
-    return next(n.value for n in tree.body if isinstance(n, ast.Assign)
-                and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name)
+    return next(
+        n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and n.targets[0].id == name
+    )
 
 
 def test_apply_on_059_patched_ast(sp059: Path) -> None:
     report = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
     assert report.ok and report.written
     assert {s for v in states(report).values() for s in v} == {"applied"}
-    assert report.activations == (("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
-                                  ("sm120-torch-symm-mem", "--enable-torch-symm-mem"))
+    assert report.activations == (
+        ("sm120-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion"),
+        ("sm120-torch-symm-mem", "--enable-torch-symm-mem"),
+    )
 
     guard = ast.parse((sp059 / GUARD).read_text())
     ret = _function(guard, "apply_flashinfer_allreduce_fusion").body[0]
@@ -143,8 +163,12 @@ def _check_delegation_behaviour(kimi: ast.ClassDef) -> None:
     k.set_embed_and_head("E", "H")
     k.set_eagle3_layers_to_capture()
     k.set_eagle3_layers_to_capture([1, 2])
-    assert calls == [("get_embed_and_head", ()), ("set_embed_and_head", ("E", "H")),
-                     ("set_eagle3_layers_to_capture", (None,)), ("set_eagle3_layers_to_capture", ([1, 2],))]
+    assert calls == [
+        ("get_embed_and_head", ()),
+        ("set_embed_and_head", ("E", "H")),
+        ("set_eagle3_layers_to_capture", (None,)),
+        ("set_eagle3_layers_to_capture", ([1, 2],)),
+    ]
 
 
 def test_reapply_is_a_byte_noop(sp059: Path) -> None:
@@ -165,8 +189,9 @@ def test_revert_restores_original_sha256(sp059: Path) -> None:
     apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS))
     assert all(sha(p) != original[p] for p in files)
     manifest = read_manifest(sp059)
-    assert manifest is not None and [f.original_sha256 for f in manifest.files] == \
-        [original[sp059 / f.path] for f in manifest.files]
+    assert manifest is not None and [f.original_sha256 for f in manifest.files] == [
+        original[sp059 / f.path] for f in manifest.files
+    ]
     report = revert(sp059)
     assert {r.state for r in report.results} == {"reverted"} and len(report.results) == 5
     assert {p: sha(p) for p in files} == original
@@ -181,8 +206,9 @@ def test_revert_one_patchset_keeps_the_others(sp059: Path) -> None:
     manifest = read_manifest(sp059)
     assert manifest is not None and "kimik25-eagle3-delegation" not in [p.id for p in manifest.patchsets]
     assert sha(sp059 / KIMI) == original
-    assert states(plan(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))) == \
-        {"sm120-torch-symm-mem": ["already-applied", "already-applied"]}
+    assert states(plan(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))) == {
+        "sm120-torch-symm-mem": ["already-applied", "already-applied"]
+    }
 
 
 def test_revert_refuses_a_tampered_file(sp059: Path) -> None:
@@ -197,7 +223,8 @@ def test_revert_refuses_a_tampered_file(sp059: Path) -> None:
         f"{KIMI} changed since envforge patched it: sha256 {sha(sp059 / KIMI)}, expected {patched} (patched) "
         f"or {manifest.files[0].original_sha256} (original)\n  hint: this environment was not built by envforge: reinstall the patched distributions "
         "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` "
-        "again")
+        "again"
+    )
 
 
 def test_hardlinked_target_is_replaced_not_edited(sp059: Path, tmp_path: Path) -> None:
@@ -230,8 +257,10 @@ def test_dry_run_writes_nothing(sp059: Path) -> None:
     assert {p: sha(sp059 / p) for p in (GUARD, KIMI)} == before and not (sp059 / ".envforge").exists()
     diff = report.diff()
     assert diff.startswith("--- a/flashinfer/jit/comm.py\n+++ b/flashinfer/jit/comm.py\n")
-    assert "-        (_is_sm90_supported or _is_sm100_supported)\n" \
-           "+        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n" in diff
+    assert (
+        "-        (_is_sm90_supported or _is_sm100_supported)\n"
+        "+        (_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n" in diff
+    )
 
 
 def test_requirement_unmet_is_refused_and_named(sp059: Path) -> None:
@@ -242,10 +271,16 @@ def test_requirement_unmet_is_refused_and_named(sp059: Path) -> None:
         "sm120-flashinfer-allreduce-fusion refused: requirement `patchset:flashinfer-sm120-trtllm-comm | "
         "flashinfer-python>=0.6.17` is unmet (patchset flashinfer-sm120-trtllm-comm is not applied; "
         "flashinfer-python is 0.6.4); flashinfer-python before 0.6.17 builds its all-reduce fusion "
-        "kernels for SM90/SM100 only",)
+        "kernels for SM90/SM100 only",
+    )
     # Named in either order, the requirement is applied first; once recorded, it stays met.
-    ordered = apply(sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion", "flashinfer-sm120-trtllm-comm"]))
-    assert [r.patchset for r in ordered.results] == ["flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion"]
+    ordered = apply(
+        sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion", "flashinfer-sm120-trtllm-comm"])
+    )
+    assert [r.patchset for r in ordered.results] == [
+        "flashinfer-sm120-trtllm-comm",
+        "sm120-flashinfer-allreduce-fusion",
+    ]
     assert ordered.ok
     revert(sp059, ["sm120-flashinfer-allreduce-fusion"])
     assert apply(sp059, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"])).ok
@@ -254,9 +289,13 @@ def test_requirement_unmet_is_refused_and_named(sp059: Path) -> None:
 def test_out_of_range_when_not_installed(tmp_path: Path) -> None:
     sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
     report = plan(sp, load_patchsets(PATCHSETS, ["flashinfer-sm120-trtllm-comm"]))
-    assert [(r.state, r.message) for r in report.results] == [(
-        "out-of-range", "flashinfer-python is not installed; flashinfer-sm120-trtllm-comm is written for "
-                        "flashinfer-python>=0.6.3,<=0.7.4")]
+    assert [(r.state, r.message) for r in report.results] == [
+        (
+            "out-of-range",
+            "flashinfer-python is not installed; flashinfer-sm120-trtllm-comm is written for "
+            "flashinfer-python>=0.6.3,<=0.7.4",
+        )
+    ]
 
 
 def _widened(tmp_path: Path, pid: str, old: str, new: str) -> Path:
@@ -276,30 +315,37 @@ def test_drift_names_patchset_file_anchor_version_range_and_next_step(tmp_path: 
         "sm120-flashinfer-allreduce-fusion: sglang/srt/layers/communicator.py: file is missing; anchor "
         "`_is_sm90_supported or _is_sm100_supported` in apply_flashinfer_allreduce_fusion(); installed sglang "
         "0.5.23, patchset written for sglang>=0.5.8. Next step: read the installed file, then update the anchor "
-        "in sm120-flashinfer-allreduce-fusion.toml or narrow its `versions` to exclude 0.5.23",)
+        "in sm120-flashinfer-allreduce-fusion.toml or narrow its `versions` to exclude 0.5.23",
+    )
 
 
 def test_patchset_is_all_or_nothing(sp059: Path, tmp_path: Path) -> None:
-    d = _widened(tmp_path, "sm120-torch-symm-mem", 'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"',
-                 'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTICAST"')
+    d = _widened(
+        tmp_path,
+        "sm120-torch-symm-mem",
+        'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTIMEM"',
+        'target = "TorchSymmMemCommunicator._WORLD_SIZES_MULTICAST"',
+    )
     before = sha(sp059 / SIZES)
     report = apply(sp059, load_patchsets(d))
     assert [(r.file, r.state) for r in report.results] == [(SIZES, "applied"), (MULTIMEM, "drifted")]
-    assert report.results[0].message == ("added key 12 to TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES; not written: "
-                                         "another operation of this patchset drifted")
+    assert report.results[0].message == (
+        "added key 12 to TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES; not written: another operation of this patchset drifted"
+    )
     assert "assignment of TorchSymmMemCommunicator._WORLD_SIZES_MULTICAST found 0 times, expected 1" in report.errors[0]
     assert sha(sp059 / SIZES) == before and report.changes == () and read_manifest(sp059) is None
 
 
 def test_a_key_of_the_wrong_type_drifts_and_writes_nothing(sp059: Path, tmp_path: Path) -> None:
-    d = _widened(tmp_path, "sm120-torch-symm-mem", "key = 12\nvalue = \"\"\"{", "key = \"12\"\nvalue = \"\"\"{")
+    d = _widened(tmp_path, "sm120-torch-symm-mem", 'key = 12\nvalue = """{', 'key = "12"\nvalue = """{')
     before = sha(sp059 / SIZES)
     report = apply(sp059, load_patchsets(d))
     assert [(r.file, r.state) for r in report.results] == [(SIZES, "drifted"), (MULTIMEM, "applied")]
     assert report.errors == (
         f"sm120-torch-symm-mem: {SIZES}: TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES: existing keys are int, the "
         'patchset\'s key is str ("12"); installed sglang 0.5.9. Next step: in sm120-torch-symm-mem.toml, '
-        "write `key` as a TOML integer (key = 12)",)
+        "write `key` as a TOML integer (key = 12)",
+    )
     assert sha(sp059 / SIZES) == before and report.changes == () and read_manifest(sp059) is None
 
 
@@ -341,7 +387,8 @@ def _demo_tree(tmp_path: Path) -> tuple[Path, Path]:
         (d / f"{pid}.toml").write_text(
             f'[patchset]\nid = "{pid}"\ndistribution = "demo"\nversions = "==1.0"\nreason = "r"\n'
             + ('\n[[patchset.requires]]\nany-of = ["patchset:a"]\n' if pid == "b" else "")
-            + f'\n[[operation]]\nkind = "add-dict-entry"\nfile = "demo/t.py"\ntarget = "T"\nkey = {key}\nvalue = "{key}"\n')
+            + f'\n[[operation]]\nkind = "add-dict-entry"\nfile = "demo/t.py"\ntarget = "T"\nkey = {key}\nvalue = "{key}"\n'
+        )
     return sp, d
 
 
@@ -353,8 +400,9 @@ def test_two_patchsets_on_one_file_stack_and_revert(tmp_path: Path) -> None:
     assert (sp / "demo" / "t.py").read_text() == "T = {\n    1: 1,\n    2: 2,\n    3: 3,\n}\n"
     with pytest.raises(CheckFailed) as exc:
         revert(sp, ["a"])
-    assert str(exc.value) == ("cannot revert a: demo/t.py was patched after it by b\n"
-                              "  hint: revert b too (envforge apply-patches --revert)")
+    assert str(exc.value) == (
+        "cannot revert a: demo/t.py was patched after it by b\n  hint: revert b too (envforge apply-patches --revert)"
+    )
     revert(sp, ["b"])
     assert (sp / "demo" / "t.py").read_text() == "T = {\n    1: 1,\n    2: 2,\n}\n"
     apply(sp, load_patchsets(d))
@@ -371,12 +419,14 @@ def test_a_hand_edit_to_a_patched_file_drifts(sp059: Path) -> None:
     report = apply(sp059, load_patchsets(PATCHSETS, ALL_PATCHSETS), dry_run=True)
     assert not report.ok and report.changes == ()
     assert [(r.patchset, r.state) for r in report.results if r.file == GUARD] == [
-        ("sm120-flashinfer-allreduce-fusion", "drifted")]
+        ("sm120-flashinfer-allreduce-fusion", "drifted")
+    ]
     assert report.errors == (
         f"sm120-flashinfer-allreduce-fusion: {GUARD}: changed since envforge patched it (manifest sha256 "
         f"{patched}, now {sha(sp059 / GUARD)}); `envforge apply-patches --revert` refuses it too. Next step: "
         "undo the edit, or this environment was not built by envforge: reinstall the patched distributions "
-        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again; to keep the change, write it as a patchset",)
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again; to keep the change, write it as a patchset",
+    )
     assert {r.state for r in report.results if r.file != GUARD} == {"already-applied"}
 
 
@@ -420,7 +470,8 @@ def test_a_failed_write_restores_the_files_already_replaced(sp059: Path, monkeyp
         apply(sp059, load_patchsets(PATCHSETS, ["sm120-torch-symm-mem"]))
     assert str(exc.value) == (
         f"cannot write {sp059 / MULTIMEM}: Permission denied; 1 file of this patchset restored, nothing changed\n"
-        "  hint: run as the owner of the environment, or patch a virtual environment")
+        "  hint: run as the owner of the environment, or patch a virtual environment"
+    )
     assert {p: sha(sp059 / p) for p in (SIZES, MULTIMEM)} == before
     assert read_manifest(sp059) is None and list((sp059 / ".envforge" / "originals").iterdir()) == []
     assert [p.name for p in (sp059 / MULTIMEM).parent.iterdir() if "envforge-tmp" in p.name] == []
@@ -440,7 +491,8 @@ def test_a_path_outside_site_packages_is_neither_read_nor_written(tmp_path: Path
     assert str(exc.value) == (
         f"../outside/victim.py: outside site-packages {sp} (resolves to {victim}); envforge reads and writes "
         "only files under site-packages\n  hint: fix `file` in the patchset, or the path in "
-        ".envforge/patches.json (or rebuild the environment with `envforge build`)")
+        ".envforge/patches.json (or rebuild the environment with `envforge build`)"
+    )
     (sp / "evil").symlink_to(victim.parent)
     via_link = replace(a, operations=tuple(replace(op, file="evil/victim.py") for op in a.operations))
     with pytest.raises(InputError, match=r"^evil/victim.py: outside site-packages "):
@@ -465,7 +517,8 @@ def test_revert_refuses_a_hand_edited_manifest_path(tmp_path: Path) -> None:
     assert str(exc.value).endswith(
         "' is not a hex sha256\n  hint: this environment was not built by envforge: reinstall the patched "
         "distributions (`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "
-        "`envforge apply-patches` again")
+        "`envforge apply-patches` again"
+    )
 
 
 def test_written_state_files_are_0644_under_umask_022_and_patched_files_keep_their_mode(tmp_path: Path) -> None:
@@ -494,7 +547,8 @@ def test_revert_names_a_missing_saved_original_and_writes_nothing(tmp_path: Path
     assert str(exc.value) == (
         f"cannot revert a: the saved original of demo/t.py is missing ({saved}); nothing was changed\n"
         "  hint: this environment was not built by envforge: reinstall the patched distributions "
-        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again")
+        "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again"
+    )
     assert (sp / "demo" / "t.py").read_bytes() == patched and read_manifest(sp) is not None
 
 
@@ -504,9 +558,14 @@ COMM_FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("version", "guard"), [("0.5.21", "apply_flashinfer_allreduce_fusion"),
-                                                ("0.5.22", "flashinfer_ar_fusion_applies"),
-                                                ("0.5.23", "flashinfer_ar_fusion_applies")])
+@pytest.mark.parametrize(
+    ("version", "guard"),
+    [
+        ("0.5.21", "apply_flashinfer_allreduce_fusion"),
+        ("0.5.22", "flashinfer_ar_fusion_applies"),
+        ("0.5.23", "flashinfer_ar_fusion_applies"),
+    ],
+)
 def test_fusion_guard_where_it_moved_from_0521(tmp_path: Path, version: str, guard: str) -> None:
     """Issue 16.2: on every release from 0.5.21 to the newest the guard is in add_norm.py (renamed
     in 0.5.22) and _resolve_backend refuses all but SM90/SM100; both gain SM120."""
@@ -516,7 +575,8 @@ def test_fusion_guard_where_it_moved_from_0521(tmp_path: Path, version: str, gua
     report = apply(sp, sets)
     assert [(r.file, r.state, r.message) for r in report.results] == [
         (ADD_NORM, "applied", f"added `_is_sm120_supported` to the guard in {guard}(); defined _is_sm120_supported"),
-        (COMM_FUSION, "applied", "added `get_platform().is_sm120` to the guard in _resolve_backend()")]
+        (COMM_FUSION, "applied", "added `get_platform().is_sm120` to the guard in _resolve_backend()"),
+    ]
     assert report.activations == ((LAYER_BOUNDARY, "--flashinfer-allreduce-fusion-backend=auto"),)
     norm = ast.parse((sp / ADD_NORM).read_text())
     assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)" in ast.unparse(_function(norm, guard))
@@ -527,8 +587,9 @@ def test_fusion_guard_where_it_moved_from_0521(tmp_path: Path, version: str, gua
     revert(sp)
     assert {p: sha(sp / p) for p in pristine} == pristine
     # the old patchset is out of range here, the new one out of range before 0.5.21
-    assert [r.state for r in plan(sp, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"])).results] == \
-        ["out-of-range"]
+    assert [r.state for r in plan(sp, load_patchsets(PATCHSETS, ["sm120-flashinfer-allreduce-fusion"])).results] == [
+        "out-of-range"
+    ]
 
 
 @pytest.mark.slow
@@ -536,20 +597,32 @@ def test_fusion_guard_upstream_fixed_and_drifted(tmp_path: Path) -> None:
     """upstream-fixed: sglang 0.5.23 with SM120 in both guards, as an upstream fix would write it
     (no release has it yet); drifted: the patchset widened to 0.5.20, which has no add_norm.py."""
     sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.23"), ("flashinfer-python", "0.6.17"))
-    for rel, old, new in ((ADD_NORM, "(_is_sm90_supported or _is_sm100_supported)",
-                           "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)"),
-                          (ADD_NORM, "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n",
-                           "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n"
-                           "_is_sm120_supported = _is_cuda and get_platform().is_sm120\n"),
-                          (COMM_FUSION, "get_platform().is_sm90 or get_platform().is_sm100)",
-                           "get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)")):
+    for rel, old, new in (
+        (
+            ADD_NORM,
+            "(_is_sm90_supported or _is_sm100_supported)",
+            "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+        ),
+        (
+            ADD_NORM,
+            "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n",
+            "_is_sm100_supported = _is_cuda and get_platform().is_sm100\n"
+            "_is_sm120_supported = _is_cuda and get_platform().is_sm120\n",
+        ),
+        (
+            COMM_FUSION,
+            "get_platform().is_sm90 or get_platform().is_sm100)",
+            "get_platform().is_sm90 or get_platform().is_sm100 or get_platform().is_sm120)",
+        ),
+    ):
         text = (sp / rel).read_text()
         assert text.count(old) == 1
         (sp / rel).write_text(text.replace(old, new))
     (ps,) = load_patchsets(PATCHSETS, [LAYER_BOUNDARY])
     assert [(r.state, r.message) for r in apply(sp, [ps]).results] == [
         ("upstream-fixed", "`_is_sm120_supported` already in the guard"),
-        ("upstream-fixed", "`get_platform().is_sm120` already in the guard")]
+        ("upstream-fixed", "`get_platform().is_sm120` already in the guard"),
+    ]
     old = slim_tree(tmp_path / "old", ("sglang", "0.5.20"), ("flashinfer-python", "0.6.17"))
     widened = replace(ps, specifier=SpecifierSet(">=0.5.20"), _versions=">=0.5.20")
     report = plan(old, [widened])
@@ -558,4 +631,5 @@ def test_fusion_guard_upstream_fixed_and_drifted(tmp_path: Path) -> None:
     assert results[1].message.endswith("; not written: another operation of this patchset drifted")
     assert results[0].message.startswith(
         f"{LAYER_BOUNDARY}: {ADD_NORM}: file is missing; anchor `_is_sm90_supported or _is_sm100_supported` in "
-        "flashinfer_ar_fusion_applies() | apply_flashinfer_allreduce_fusion(); installed sglang 0.5.20")
+        "flashinfer_ar_fusion_applies() | apply_flashinfer_allreduce_fusion(); installed sglang 0.5.20"
+    )

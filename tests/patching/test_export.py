@@ -25,7 +25,9 @@ def upstream_checkout(tmp_path: Path, files: dict[str, bytes]) -> Path:
 
 
 @pytest.mark.skipif(GIT is None, reason="git is not installed")
-@pytest.mark.parametrize("pid", ["sm120-flashinfer-allreduce-fusion", "sm120-torch-symm-mem", "kimik25-eagle3-delegation"])
+@pytest.mark.parametrize(
+    "pid", ["sm120-flashinfer-allreduce-fusion", "sm120-torch-symm-mem", "kimik25-eagle3-delegation"]
+)
 def test_export_applies_with_git_in_the_upstream_layout(tmp_path: Path, pid: str) -> None:
     sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
     (ps,) = load_patchsets(PATCHSETS, [pid])
@@ -53,8 +55,10 @@ def test_nothing_to_export_when_upstream_fixed(tmp_path: Path) -> None:
     (ps,) = load_patchsets(PATCHSETS, ["flashinfer-sm120-trtllm-comm"])
     with pytest.raises(CheckFailed) as exc:
         export_diff(sp, ps)
-    assert str(exc.value) == ("nothing to export: flashinfer-python 0.6.17 already does what "
-                              "flashinfer-sm120-trtllm-comm does\n  hint: the patch is upstream-fixed for this version")
+    assert str(exc.value) == (
+        "nothing to export: flashinfer-python 0.6.17 already does what "
+        "flashinfer-sm120-trtllm-comm does\n  hint: the patch is upstream-fixed for this version"
+    )
 
 
 def test_export_out_of_range(tmp_path: Path) -> None:
@@ -62,5 +66,7 @@ def test_export_out_of_range(tmp_path: Path) -> None:
     (ps,) = load_patchsets(PATCHSETS, ["kimik25-eagle3-delegation"])
     with pytest.raises(CheckFailed) as exc:
         export_diff(sp, ps)
-    assert str(exc.value) == ("cannot export kimik25-eagle3-delegation: sglang 0.5.8 is outside >=0.5.9,<=0.5.23\n"
-                              "  hint: point --site-packages at an environment with sglang>=0.5.9,<=0.5.23")
+    assert str(exc.value) == (
+        "cannot export kimik25-eagle3-delegation: sglang 0.5.8 is outside >=0.5.9,<=0.5.23\n"
+        "  hint: point --site-packages at an environment with sglang>=0.5.9,<=0.5.23"
+    )

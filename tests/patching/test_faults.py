@@ -90,8 +90,12 @@ def envforge(project: Path, *args: str, hold: Path | None = None) -> subprocess.
     """``envforge ARGS --project PROJECT`` in a fresh process; with ``hold``, held in the kill window
     (:data:`HOLD_AFTER_FIRST_REPLACE`, marker ``hold``)."""
     program = ["-m", "envforge"] if hold is None else ["-c", HOLD_AFTER_FIRST_REPLACE, str(hold)]
-    return subprocess.Popen([sys.executable, *program, *args, "--project", str(project)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, *program, *args, "--project", str(project)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
@@ -121,23 +125,35 @@ def test_kill_after_the_first_replace_then_reapply_rolls_back_and_applies(projec
     assert sha(sp / SIZES) != pristine[SIZES] and sha(sp / MULTIMEM) == pristine[MULTIMEM]
     assert not manifest_path(sp).exists() and intent_path(sp).exists()
     record = json.loads(intent_path(sp).read_text())
-    assert (record["schema"], record["action"], record["patchsets"], record["manifest_after"] != "absent") == \
-        (1, "apply", [SYMM], True)
+    assert (record["schema"], record["action"], record["patchsets"], record["manifest_after"] != "absent") == (
+        1,
+        "apply",
+        [SYMM],
+        True,
+    )
     assert [f["path"] for f in record["files"]] == [SIZES, MULTIMEM]
     # a plan (dry run, verify's patch-states) refuses to read states from half-written files
-    with pytest.raises(CheckFailed, match=r"^an `apply-patches` of sm120-torch-symm-mem was interrupted while "
-                                          rf"writing {SIZES}, {MULTIMEM} \(record "):
+    with pytest.raises(
+        CheckFailed,
+        match=r"^an `apply-patches` of sm120-torch-symm-mem was interrupted while "
+        rf"writing {SIZES}, {MULTIMEM} \(record ",
+    ):
         plan(sp, load_patchsets(PATCHSETS, [SYMM]))
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), SYMM)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert ("rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file restored to their "
-            "bytes before it; the patch manifest was not written, so none of its files stay changed") in err
+    assert (
+        "rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file restored to their "
+        "bytes before it; the patch manifest was not written, so none of its files stay changed"
+    ) in err
     assert [line.split()[:3] for line in out.splitlines()] == [["applied", SYMM, SIZES], ["applied", SYMM, MULTIMEM]]
     assert not intent_path(sp).exists()
     manifest = read_manifest(sp)
     assert manifest is not None
-    assert [(f.path, f.original_sha256) for f in manifest.files] == [(SIZES, pristine[SIZES]), (MULTIMEM, pristine[MULTIMEM])]
+    assert [(f.path, f.original_sha256) for f in manifest.files] == [
+        (SIZES, pristine[SIZES]),
+        (MULTIMEM, pristine[MULTIMEM]),
+    ]
     assert all(sha(sp / f.path) == f.new_sha256 for f in manifest.files)
     assert sorted(p.name for p in (sp / ".envforge" / "originals").iterdir()) == sorted(pristine.values())
 
@@ -166,8 +182,10 @@ def test_kill_inside_a_revert_then_revert_again(project: Path, tmp_path: Path) -
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), "--revert")
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert ("rolled back an interrupted `apply-patches --revert` of sm120-torch-symm-mem: 1 file restored "
-            "to their bytes before it") in err
+    assert (
+        "rolled back an interrupted `apply-patches --revert` of sm120-torch-symm-mem: 1 file restored "
+        "to their bytes before it"
+    ) in err
     assert [line.split()[0] for line in out.splitlines()] == ["reverted", "reverted"]
     assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()
 
@@ -179,27 +197,35 @@ def test_verify_rolls_back_an_interrupted_apply(project: Path, tmp_path: Path) -
     killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
     collector = static._Collector()
     static._recover_interrupted(sp, collector)
-    assert collector.notes == ["rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file "
-                               "restored to their bytes before it; the patch manifest was not written, so none "
-                               "of its files stay changed"]
+    assert collector.notes == [
+        "rolled back an interrupted `apply-patches` of sm120-torch-symm-mem: 1 file "
+        "restored to their bytes before it; the patch manifest was not written, so none "
+        "of its files stay changed"
+    ]
     assert sha(sp / SIZES) == pristine and not intent_path(sp).exists()
 
 
 def test_patches_diff_of_a_half_applied_state_says_so_and_which_files_are_written(
-        project: Path, tmp_path: Path) -> None:
+    project: Path, tmp_path: Path
+) -> None:
     """Fault suite N93: after a crash mid-apply, ``patches diff`` said "no patches applied" (and ``patches
     export`` took the half-written file for the original); both now refuse as the dry run does (exit 1),
     naming the written and the unwritten files, and change nothing."""
     sp = sp_of(project)
     killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp), SYMM)
     half = {p: sha(sp / p) for p in (SIZES, MULTIMEM)}
-    expected = (f"error: an `apply-patches` of {SYMM} was interrupted while writing {SIZES}, {MULTIMEM} (record "
-                f"{intent_path(sp)}): some of these files may be written and others not (written: {SIZES}; "
-                f"not written: {MULTIMEM})\n"
-                "  hint: run `envforge apply-patches` (or `envforge verify`) on the environment: it rolls the "
-                "interrupted write back first\n")
-    for args in (("patches", "diff", "--site-packages", str(sp)), ("patches", "export", SYMM, "--site-packages", str(sp)),
-                 ("apply-patches", "--dry-run", "--site-packages", str(sp), SYMM)):
+    expected = (
+        f"error: an `apply-patches` of {SYMM} was interrupted while writing {SIZES}, {MULTIMEM} (record "
+        f"{intent_path(sp)}): some of these files may be written and others not (written: {SIZES}; "
+        f"not written: {MULTIMEM})\n"
+        "  hint: run `envforge apply-patches` (or `envforge verify`) on the environment: it rolls the "
+        "interrupted write back first\n"
+    )
+    for args in (
+        ("patches", "diff", "--site-packages", str(sp)),
+        ("patches", "export", SYMM, "--site-packages", str(sp)),
+        ("apply-patches", "--dry-run", "--site-packages", str(sp), SYMM),
+    ):
         proc = envforge(project, *args)
         out, err = proc.communicate(timeout=120)
         assert (proc.returncode, out, err) == (1, "", expected), args
@@ -207,13 +233,17 @@ def test_patches_diff_of_a_half_applied_state_says_so_and_which_files_are_writte
     out, _ = proc.communicate(timeout=120)
     envelope = json.loads(out)
     assert (proc.returncode, envelope["schema"], envelope["data"]["kind"], envelope["data"]["message"]) == (
-        1, "envforge.error/1", "check-failed", expected.splitlines()[0][len("error: "):])
+        1,
+        "envforge.error/1",
+        "check-failed",
+        expected.splitlines()[0][len("error: ") :],
+    )
     assert {p: sha(sp / p) for p in (SIZES, MULTIMEM)} == half and intent_path(sp).exists()  # nothing touched
     # in-process too (mutation testing selects tests by the calls it sees in its own process); then a
     # file changed by hand since, and one gone, are "changed otherwise"
     with pytest.raises(CheckFailed) as exc:
         refuse_interrupted(sp)
-    assert str(exc.value) == expected[len("error: "):-1]
+    assert str(exc.value) == expected[len("error: ") : -1]
     (sp / SIZES).write_bytes(b"# edited by hand\n")
     (sp / MULTIMEM).unlink()
     with pytest.raises(CheckFailed) as exc:
@@ -242,8 +272,10 @@ def test_a_second_apply_waits_for_the_first_and_ends_in_a_whole_state(project: P
 
 def test_two_concurrent_applies_serialise(project: Path) -> None:
     sp = sp_of(project)
-    procs = [envforge(project, "apply-patches", "--site-packages", str(sp), "flashinfer-sm120-trtllm-comm", SYMM)
-             for _ in range(2)]
+    procs = [
+        envforge(project, "apply-patches", "--site-packages", str(sp), "flashinfer-sm120-trtllm-comm", SYMM)
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     states = sorted(tuple(line.split()[0] for line in out.splitlines()) for out, _ in outs)
@@ -274,15 +306,21 @@ def test_build_refuses_while_apply_patches_holds_the_environment_lock(project: P
 def test_manifest_digest_does_not_depend_on_the_order_patchsets_were_applied(tmp_path: Path) -> None:
     one = slim_tree(tmp_path / "one", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
     two = slim_tree(tmp_path / "two", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.4"))
-    for sp, order in ((one, ["flashinfer-sm120-trtllm-comm", SYMM, "kimik25-eagle3-delegation"]),
-                      (two, ["kimik25-eagle3-delegation", SYMM, "flashinfer-sm120-trtllm-comm"])):
+    for sp, order in (
+        (one, ["flashinfer-sm120-trtllm-comm", SYMM, "kimik25-eagle3-delegation"]),
+        (two, ["kimik25-eagle3-delegation", SYMM, "flashinfer-sm120-trtllm-comm"]),
+    ):
         for pid in order:
             assert apply(sp, load_patchsets(PATCHSETS, [pid])).ok
     assert manifest_path(one).read_bytes() == manifest_path(two).read_bytes()
     data = json.loads(manifest_path(one).read_text())
     assert [p["id"] for p in data["patchsets"]] == ["flashinfer-sm120-trtllm-comm", "kimik25-eagle3-delegation", SYMM]
-    assert [f["path"] for f in data["files"]] == ["flashinfer/jit/comm.py", SIZES, MULTIMEM,
-                                                  "sglang/srt/models/kimi_k25.py"]
+    assert [f["path"] for f in data["files"]] == [
+        "flashinfer/jit/comm.py",
+        SIZES,
+        MULTIMEM,
+        "sglang/srt/models/kimi_k25.py",
+    ]
 
 
 def test_kill_inside_an_apply_of_two_patchsets_rolls_both_back(project: Path, tmp_path: Path) -> None:
@@ -290,17 +328,22 @@ def test_kill_inside_an_apply_of_two_patchsets_rolls_both_back(project: Path, tm
     sp = sp_of(project)
     comm = "flashinfer/jit/comm.py"
     pristine = {p: sha(sp / p) for p in (comm, SIZES, MULTIMEM)}
-    killed_in_the_window(project, tmp_path, "apply-patches", "--site-packages", str(sp),
-                         "flashinfer-sm120-trtllm-comm", SYMM)
+    killed_in_the_window(
+        project, tmp_path, "apply-patches", "--site-packages", str(sp), "flashinfer-sm120-trtllm-comm", SYMM
+    )
     assert [p for p in pristine if sha(sp / p) != pristine[p]] == [comm]
     record = json.loads(intent_path(sp).read_text())
     assert (record["patchsets"], [f["path"] for f in record["files"]]) == (
-        ["flashinfer-sm120-trtllm-comm", SYMM], [comm, SIZES, MULTIMEM])
+        ["flashinfer-sm120-trtllm-comm", SYMM],
+        [comm, SIZES, MULTIMEM],
+    )
     proc = envforge(project, "apply-patches", "--site-packages", str(sp), "--revert")
     out, err = proc.communicate()
     assert proc.returncode == 0, err
-    assert ("rolled back an interrupted `apply-patches` of flashinfer-sm120-trtllm-comm, sm120-torch-symm-mem: "
-            "1 file restored to their bytes before it") in err
+    assert (
+        "rolled back an interrupted `apply-patches` of flashinfer-sm120-trtllm-comm, sm120-torch-symm-mem: "
+        "1 file restored to their bytes before it"
+    ) in err
     assert {p: sha(sp / p) for p in pristine} == pristine and not manifest_path(sp).exists()
 
 

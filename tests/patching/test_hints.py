@@ -20,20 +20,29 @@ from envforge.patching import read_manifest
 
 PY312 = str(python_for("3.12"))
 pytestmark = pytest.mark.skipif(not Path(PY312).exists(), reason="needs the pyenv Python 3.12.1")
-REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
-           "(a fresh generation, patched from its lock)")
-NOT_BUILT = ("this environment was not built by envforge: reinstall the patched distributions (`uv pip install "
-             "--python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again")
+REBUILD = (
+    "rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
+    "(a fresh generation, patched from its lock)"
+)
+NOT_BUILT = (
+    "this environment was not built by envforge: reinstall the patched distributions (`uv pip install "
+    "--python <env>/bin/python --reinstall DIST==VERSION`), then run `envforge apply-patches` again"
+)
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_drifted_patched_file_gets_the_same_working_fix_everywhere(tmp_path: Path) -> None:
-    env = make_env(tmp_path / "proj", [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")],
-                   uv=uv.find_uv_bin(), python=PY312)
+    env = make_env(
+        tmp_path / "proj",
+        [cached_wheel("sglang", "0.5.9"), cached_wheel("flashinfer-python", "0.6.4")],
+        uv=uv.find_uv_bin(),
+        python=PY312,
+    )
     proj = tmp_path / "proj"
     manifest = read_manifest(env.site_packages)
     assert manifest is not None
@@ -50,8 +59,10 @@ def test_drifted_patched_file_gets_the_same_working_fix_everywhere(tmp_path: Pat
 
     report = json.loads(envforge(proj, "verify", "quickstart-default", "--json").stdout)["data"]
     fixes = {f["kind"]: f["fix"] for f in report["findings"]}
-    expected = ("undo the edit, or rebuild the environment: `envforge build quickstart --variant default` (a fresh "
-                "generation, patched from its lock)")
+    expected = (
+        "undo the edit, or rebuild the environment: `envforge build quickstart --variant default` (a fresh "
+        "generation, patched from its lock)"
+    )
     assert fixes["tampered"] == expected + "; to keep the change, write it as a patchset, relock and rebuild"
     assert fixes["patch-state"] == expected
     assert not [f for f in fixes.values() if "apply-patches" in f]
@@ -60,7 +71,9 @@ def test_drifted_patched_file_gets_the_same_working_fix_everywhere(tmp_path: Pat
     saved = manifest_file.read_bytes()
     manifest_file.write_text("{not json")  # the record itself damaged: the same rebuild
     broken = envforge(proj, "apply-patches", "quickstart-default", "--revert")
-    assert broken.returncode == 2 and broken.stderr.splitlines()[-1] == f"  hint: restore it from a backup, or {REBUILD}"
+    assert (
+        broken.returncode == 2 and broken.stderr.splitlines()[-1] == f"  hint: restore it from a backup, or {REBUILD}"
+    )
     manifest_file.write_bytes(saved)
 
     (env.site_packages / ".envforge" / "generation.json").unlink()  # a venv envforge did not build

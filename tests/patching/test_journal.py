@@ -66,13 +66,22 @@ def originals(sp: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in d.iterdir()} if d.is_dir() else {}
 
 
-CHANGES = (FileChange("p1", "pkg/a.py", A0, A1), FileChange("p2", "pkg/a.py", A1, A2),
-           FileChange("p1", "pkg/b.py", B0, B1))
+CHANGES = (
+    FileChange("p1", "pkg/a.py", A0, A1),
+    FileChange("p2", "pkg/a.py", A1, A2),
+    FileChange("p1", "pkg/b.py", B0, B1),
+)
 APPLIED = Manifest(
-    patchsets=(AppliedPatchset("p1", "sha256:" + "1" * 64, "pkg", "1.0"),
-               AppliedPatchset("p2", "sha256:" + "2" * 64, "pkg", "1.0")),
-    files=(PatchedFile("pkg/a.py", "p1", sha(A0), sha(A1)), PatchedFile("pkg/a.py", "p2", sha(A1), sha(A2)),
-           PatchedFile("pkg/b.py", "p1", sha(B0), sha(B1))))
+    patchsets=(
+        AppliedPatchset("p1", "sha256:" + "1" * 64, "pkg", "1.0"),
+        AppliedPatchset("p2", "sha256:" + "2" * 64, "pkg", "1.0"),
+    ),
+    files=(
+        PatchedFile("pkg/a.py", "p1", sha(A0), sha(A1)),
+        PatchedFile("pkg/a.py", "p2", sha(A1), sha(A2)),
+        PatchedFile("pkg/b.py", "p1", sha(B0), sha(B1)),
+    ),
+)
 
 
 def crash_in(monkeypatch: pytest.MonkeyPatch, name: str, *, times: int = 1) -> None:
@@ -91,8 +100,10 @@ def crash_in(monkeypatch: pytest.MonkeyPatch, name: str, *, times: int = 1) -> N
 
 # -- journaled_write ------------------------------------------------------------------------------
 
+
 def test_a_write_saves_every_before_records_one_file_each_then_writes_and_clears(
-        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: dict[str, object] = {}
     real = journal.write_manifest
 
@@ -104,8 +115,12 @@ def test_a_write_saves_every_before_records_one_file_each_then_writes_and_clears
 
     monkeypatch.setattr(journal, "write_manifest", watched)
     journaled_write(sp, "apply", ["p1", "p2"], CHANGES, APPLIED)
-    assert seen["intent"] == Intent("apply", ("p1", "p2"), sha(APPLIED.to_json().encode("utf-8")),
-                                    (IntentFile("pkg/a.py", sha(A0), sha(A2)), IntentFile("pkg/b.py", sha(B0), sha(B1))))
+    assert seen["intent"] == Intent(
+        "apply",
+        ("p1", "p2"),
+        sha(APPLIED.to_json().encode("utf-8")),
+        (IntentFile("pkg/a.py", sha(A0), sha(A2)), IntentFile("pkg/b.py", sha(B0), sha(B1))),
+    )
     # the stacked file's intermediate is saved too: it is p2's original
     assert seen["originals"] == {sha(A0): A0, sha(A1): A1, sha(B0): B0}
     assert seen["files"] == (A2, B1)
@@ -118,10 +133,14 @@ def test_a_write_saves_every_before_records_one_file_each_then_writes_and_clears
 
 
 def test_a_write_to_the_empty_manifest_records_absent_and_prunes_every_original(
-        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     journaled_write(sp, "apply", ["p1", "p2"], CHANGES, APPLIED)
-    back = (FileChange("p2", "pkg/a.py", A2, A1), FileChange("p1", "pkg/a.py", A1, A0),
-            FileChange("p1", "pkg/b.py", B1, B0))
+    back = (
+        FileChange("p2", "pkg/a.py", A2, A1),
+        FileChange("p1", "pkg/a.py", A1, A0),
+        FileChange("p1", "pkg/b.py", B1, B0),
+    )
     seen: list[Intent | None] = []
     real = journal.write_manifest
 
@@ -131,8 +150,14 @@ def test_a_write_to_the_empty_manifest_records_absent_and_prunes_every_original(
 
     monkeypatch.setattr(journal, "write_manifest", watched)
     journaled_write(sp, "revert", ["p2", "p1"], back, Manifest())
-    assert seen == [Intent("revert", ("p2", "p1"), "absent",
-                           (IntentFile("pkg/a.py", sha(A2), sha(A0)), IntentFile("pkg/b.py", sha(B1), sha(B0))))]
+    assert seen == [
+        Intent(
+            "revert",
+            ("p2", "p1"),
+            "absent",
+            (IntentFile("pkg/a.py", sha(A2), sha(A0)), IntentFile("pkg/b.py", sha(B1), sha(B0))),
+        )
+    ]
     assert (sp / "pkg/a.py").read_bytes() == A0 and (sp / "pkg/b.py").read_bytes() == B0
     assert not manifest_path(sp).exists() and not (sp / ".envforge" / "originals").exists()
     assert not intent_path(sp).exists()
@@ -145,8 +170,9 @@ def test_an_unwritable_file_restores_the_files_written_removes_what_it_saved_and
     (sp / "pkg" / "b.py").mkdir()  # os.replace onto a directory fails: EISDIR
     with pytest.raises(InputError) as info:
         journaled_write(sp, "apply", ["p1"], (CHANGES[0], CHANGES[2]), APPLIED)
-    assert info.value.message == (f"cannot write {sp}/pkg/b.py: Is a directory; "
-                                  "1 file of this patchset restored, nothing changed")
+    assert info.value.message == (
+        f"cannot write {sp}/pkg/b.py: Is a directory; 1 file of this patchset restored, nothing changed"
+    )
     assert info.value.hint == "run as the owner of the environment, or patch a virtual environment"
     assert (sp / "pkg/a.py").read_bytes() == A0
     assert not intent_path(sp).exists()
@@ -155,7 +181,9 @@ def test_an_unwritable_file_restores_the_files_written_removes_what_it_saved_and
     assert pyc(sp) == ["a.cpython-311.pyc", "a.cpython-312.opt-1.pyc", "ab.cpython-311.pyc", "b.cpython-311.pyc"]
 
 
-def test_an_interrupt_while_writing_restores_and_propagates_unchanged(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupt_while_writing_restores_and_propagates_unchanged(
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = journal.atomic_write
 
     def second_file_interrupted(path: Path, data: bytes, **kwargs: object) -> None:
@@ -172,6 +200,7 @@ def test_an_interrupt_while_writing_restores_and_propagates_unchanged(sp: Path, 
 
 # -- recover --------------------------------------------------------------------------------------
 
+
 def test_no_record_recovers_nothing(sp: Path) -> None:
     assert recover(sp) == ()
     assert not (sp / ".envforge").exists()
@@ -184,8 +213,10 @@ def test_killed_before_the_manifest_rolls_every_file_back(sp: Path, monkeypatch:
     assert (sp / "pkg/a.py").read_bytes() == A2 and intent_path(sp).exists()
     (sp / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"compiled from the patched bytes")
     (sp / "pkg/a.py").chmod(0o600)
-    assert recover(sp) == ("rolled back an interrupted `apply-patches` of p1, p2: 2 files restored to their bytes "
-                           "before it; the patch manifest was not written, so none of its files stay changed",)
+    assert recover(sp) == (
+        "rolled back an interrupted `apply-patches` of p1, p2: 2 files restored to their bytes "
+        "before it; the patch manifest was not written, so none of its files stay changed",
+    )
     assert (sp / "pkg/a.py").read_bytes() == A0 and (sp / "pkg/b.py").read_bytes() == B0
     assert (sp / "pkg/a.py").stat().st_mode & 0o7777 == 0o600
     assert pyc(sp) == ["ab.cpython-311.pyc"]
@@ -202,8 +233,10 @@ def test_a_rollback_keeps_the_originals_of_the_manifest_on_disk(sp: Path, monkey
     with pytest.raises(Crash):
         journaled_write(sp, "apply", ["p2"], (CHANGES[1],), Manifest(APPLIED.patchsets, APPLIED.files[:2]))
     assert originals(sp) == {sha(A0): A0, sha(A1): A1}
-    assert recover(sp) == ("rolled back an interrupted `apply-patches` of p2: 1 file restored to their bytes "
-                           "before it; the patch manifest was not written, so none of its files stay changed",)
+    assert recover(sp) == (
+        "rolled back an interrupted `apply-patches` of p2: 1 file restored to their bytes "
+        "before it; the patch manifest was not written, so none of its files stay changed",
+    )
     assert (sp / "pkg/a.py").read_bytes() == A1
     assert read_manifest(sp) == first
     assert originals(sp) == {sha(A0): A0}
@@ -215,8 +248,10 @@ def test_a_file_already_back_is_not_counted(sp: Path, monkeypatch: pytest.Monkey
         journaled_write(sp, "revert", [], (CHANGES[2], CHANGES[0]), APPLIED)  # b.py first: skipped, then a.py
     (sp / "pkg/b.py").write_bytes(B0)  # as if the kill came before its os.replace
     (sp / "pkg" / "__pycache__" / "b.cpython-311.pyc").write_bytes(b"pyc")  # a skipped file's bytecode stays
-    assert recover(sp) == ("rolled back an interrupted `apply-patches --revert` of patchsets: 1 file restored to "
-                           "their bytes before it; the patch manifest was not written, so none of its files stay changed",)
+    assert recover(sp) == (
+        "rolled back an interrupted `apply-patches --revert` of patchsets: 1 file restored to "
+        "their bytes before it; the patch manifest was not written, so none of its files stay changed",
+    )
     assert (sp / "pkg/a.py").read_bytes() == A0 and (sp / "pkg/b.py").read_bytes() == B0
     assert pyc(sp) == ["ab.cpython-311.pyc", "b.cpython-311.pyc"]
 
@@ -227,8 +262,9 @@ def test_killed_after_the_manifest_only_clears_the_record_and_prunes(sp: Path, m
         journaled_write(sp, "revert", ["p9"], (CHANGES[0],), Manifest(APPLIED.patchsets[:1], APPLIED.files[:1]))
     (sp / ".envforge" / "originals" / ("f" * 64)).write_bytes(b"stale")
     monkeypatch.undo()
-    assert recover(sp) == ("recovered an interrupted `apply-patches --revert` of p9: it had completed "
-                           "(the patch manifest was written)",)
+    assert recover(sp) == (
+        "recovered an interrupted `apply-patches --revert` of p9: it had completed (the patch manifest was written)",
+    )
     assert (sp / "pkg/a.py").read_bytes() == A1  # the completed write stays
     assert not intent_path(sp).exists()
     assert originals(sp) == {sha(A0): A0}
@@ -236,7 +272,8 @@ def test_killed_after_the_manifest_only_clears_the_record_and_prunes(sp: Path, m
 
 @pytest.mark.parametrize("where", ["hand-edited", "missing"])
 def test_a_file_that_is_neither_before_nor_after_refuses_and_writes_nothing(
-        sp: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    sp: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     crash_in(monkeypatch, "write_manifest")
     with pytest.raises(Crash):
         journaled_write(sp, "apply", ["p1"], (CHANGES[0], CHANGES[2]), APPLIED)
@@ -251,7 +288,8 @@ def test_a_file_that_is_neither_before_nor_after_refuses_and_writes_nothing(
         recover(sp)
     assert info.value.message == (
         f"cannot roll back an interrupted `apply-patches` of p1: pkg/b.py is {now}, neither {sha(B0)} (before) "
-        f"nor {sha(B1)} (after); nothing was changed (record {intent_path(sp)})")
+        f"nor {sha(B1)} (after); nothing was changed (record {intent_path(sp)})"
+    )
     assert info.value.hint == rebuild_hint(sp)
     assert (sp / "pkg/a.py").read_bytes() == A1  # nothing written: a.py is still the patched bytes
     assert intent_path(sp).read_bytes() == record
@@ -265,8 +303,10 @@ def test_a_missing_saved_original_refuses_and_writes_nothing(sp: Path, monkeypat
     blob.unlink()
     with pytest.raises(CheckFailed) as info:
         recover(sp)
-    assert info.value.message == (f"cannot roll back an interrupted `apply-patches` of p1: the saved bytes of "
-                                  f"pkg/b.py ({blob}) are missing; nothing was changed (record {intent_path(sp)})")
+    assert info.value.message == (
+        f"cannot roll back an interrupted `apply-patches` of p1: the saved bytes of "
+        f"pkg/b.py ({blob}) are missing; nothing was changed (record {intent_path(sp)})"
+    )
     assert (sp / "pkg/a.py").read_bytes() == A1 and (sp / "pkg/b.py").read_bytes() == B1
     assert intent_path(sp).exists()
 
@@ -287,9 +327,17 @@ def test_a_saved_original_that_is_not_a_file_is_refused_by_name(sp: Path, monkey
 
 def test_a_record_naming_a_path_outside_site_packages_is_refused(sp: Path) -> None:
     intent_path(sp).parent.mkdir(parents=True)
-    intent_path(sp).write_text(json.dumps({
-        "schema": 1, "action": "apply", "patchsets": ["p1"], "manifest_after": "0" * 64,
-        "files": [{"path": "../outside.py", "before_sha256": sha(A0), "after_sha256": sha(A1)}]}))
+    intent_path(sp).write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "action": "apply",
+                "patchsets": ["p1"],
+                "manifest_after": "0" * 64,
+                "files": [{"path": "../outside.py", "before_sha256": sha(A0), "after_sha256": sha(A1)}],
+            }
+        )
+    )
     with pytest.raises(InputError) as info:
         recover(sp)
     assert info.value.message.startswith("../outside.py: outside site-packages ")
@@ -297,6 +345,7 @@ def test_a_record_naming_a_path_outside_site_packages_is_refused(sp: Path) -> No
 
 
 # -- remove_bytecode, prune_originals -------------------------------------------------------------
+
 
 def test_remove_bytecode_removes_only_the_modules_own(sp: Path) -> None:
     remove_bytecode(sp / "pkg" / "a.py")
@@ -318,7 +367,8 @@ def test_prune_originals_keeps_what_is_asked_and_removes_an_empty_directory(sp: 
 
 
 def test_a_record_whose_file_is_not_a_regular_file_is_refused_with_the_rebuild_hint(
-        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     crash_in(monkeypatch, "write_manifest")
     with pytest.raises(Crash):
         journaled_write(sp, "apply", ["p1"], (CHANGES[0],), APPLIED)
@@ -331,7 +381,8 @@ def test_a_record_whose_file_is_not_a_regular_file_is_refused_with_the_rebuild_h
 
 
 def test_a_manifest_of_patchsets_without_files_is_recorded_by_its_digest(
-        sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     only = Manifest(patchsets=APPLIED.patchsets, files=())
     seen: list[Intent | None] = []
     real = journal.write_manifest
@@ -342,6 +393,7 @@ def test_a_manifest_of_patchsets_without_files_is_recorded_by_its_digest(
 
     monkeypatch.setattr(journal, "write_manifest", watched)
     journaled_write(sp, "apply", ["p1"], (CHANGES[0],), only)
-    assert seen == [Intent("apply", ("p1",), sha(only.to_json().encode("utf-8")),
-                           (IntentFile("pkg/a.py", sha(A0), sha(A1)),))]
+    assert seen == [
+        Intent("apply", ("p1",), sha(only.to_json().encode("utf-8")), (IntentFile("pkg/a.py", sha(A0), sha(A1)),))
+    ]
     assert read_manifest(sp) == only and originals(sp) == {}

@@ -30,10 +30,16 @@ def test_round_trip_and_fixed_bytes(tmp_path: Path) -> None:
     assert read_manifest(tmp_path) == MANIFEST
     assert json.loads(manifest_path(tmp_path).read_text()) == {
         "schema": 1,
-        "patchsets": [{"id": "p", "digest": "sha256:" + "a" * 64, "distribution": "sglang",
-                       "version": "0.5.9", "activation": "--flag"}],
-        "files": [{"path": "sglang/x.py", "patchset": "p", "original_sha256": "b" * 64,
-                   "new_sha256": "c" * 64}],
+        "patchsets": [
+            {
+                "id": "p",
+                "digest": "sha256:" + "a" * 64,
+                "distribution": "sglang",
+                "version": "0.5.9",
+                "activation": "--flag",
+            }
+        ],
+        "files": [{"path": "sglang/x.py", "patchset": "p", "original_sha256": "b" * 64, "new_sha256": "c" * 64}],
     }
     first = manifest_path(tmp_path).read_bytes()
     write_manifest(tmp_path, MANIFEST)
@@ -52,8 +58,10 @@ def test_unknown_schema(tmp_path: Path) -> None:
     manifest_path(tmp_path).write_text('{"schema": 7}')
     with pytest.raises(InputError) as exc:
         read_manifest(tmp_path)
-    assert str(exc.value) == (f"{manifest_path(tmp_path)}: unknown patch manifest schema 7\n"
-                              "  hint: this envforge reads schema 1; upgrade envforge")
+    assert str(exc.value) == (
+        f"{manifest_path(tmp_path)}: unknown patch manifest schema 7\n"
+        "  hint: this envforge reads schema 1; upgrade envforge"
+    )
 
 
 def test_atomic_write_breaks_hardlinks_and_keeps_mode(tmp_path: Path) -> None:

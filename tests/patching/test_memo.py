@@ -24,8 +24,9 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_a_second_environment_takes_states_and_bytes_from_the_cache(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_environment_takes_states_and_bytes_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = ResultCache(tmp_path / "cache")
     first = slim_tree(tmp_path / "one", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.17"))
     cold = apply(first, load_patchsets(PATCHSETS, SGLANG_PATCHSETS), cache=cache)
@@ -38,8 +39,9 @@ def test_a_second_environment_takes_states_and_bytes_from_the_cache(tmp_path: Pa
     monkeypatch.setattr(planning, "evaluate_file", no_parsing)
     second = slim_tree(tmp_path / "two", ("sglang", "0.5.9"), ("flashinfer-python", "0.6.17"))
     warm = apply(second, load_patchsets(PATCHSETS, SGLANG_PATCHSETS), cache=cache)
-    assert [(r.patchset, r.file, r.state, r.message) for r in warm.results] == \
-        [(r.patchset, r.file, r.state, r.message) for r in cold.results]
+    assert [(r.patchset, r.file, r.state, r.message) for r in warm.results] == [
+        (r.patchset, r.file, r.state, r.message) for r in cold.results
+    ]
     assert {c.path: sha(second / c.path) for c in warm.changes} == {c.path: sha(first / c.path) for c in cold.changes}
     assert (second / ".envforge" / "patches.json").read_bytes() == (first / ".envforge" / "patches.json").read_bytes()
 
@@ -82,7 +84,8 @@ def test_verify_names_the_other_hardlinked_files_of_a_patched_distribution(tmp_p
     patched = [PatchedFile(KIMI, "0" * 64, "1" * 64, "kimik25-eagle3-delegation")]
     assert shared_files_note(sp, installed_distributions(sp).values(), patched) == (
         "hardlinked (shared with uv's cache): 2 of sglang other files of the patched distributions; envforge "
-        "replaced only the files it patched, so edit none of the others in place")
+        "replaced only the files it patched, so edit none of the others in place"
+    )
     assert shared_files_note(sp, installed_distributions(sp).values(), []) is None
 
 
@@ -101,8 +104,17 @@ def test_an_entry_is_written_whole_with_the_mode_open_would_give(tmp_path: Path)
 
 def test_the_engine_tag_hashes_every_module_that_decides_a_result() -> None:
     here = Path(memo.__file__).parent
-    assert memo.ENGINE_SOURCES == ("states.py", "planning.py", "operations/__init__.py", "operations/base.py",
-                                   "operations/edits.py", "operations/replacements.py", "syntax.py", "source.py",
-                                   "soundness.py", "memo.py")
+    assert memo.ENGINE_SOURCES == (
+        "states.py",
+        "planning.py",
+        "operations/__init__.py",
+        "operations/base.py",
+        "operations/edits.py",
+        "operations/replacements.py",
+        "syntax.py",
+        "source.py",
+        "soundness.py",
+        "memo.py",
+    )
     assert all((here / name).is_file() for name in memo.ENGINE_SOURCES)
     assert len(memo.engine_tag()) == 64

@@ -27,8 +27,9 @@ def ctx(files: dict[str, str] | None = None, directory: Path = Path(".")) -> OpC
     return OpContext(read_text=lambda p: (files or {}).get(p), patchset_dir=directory)
 
 
-def run(op: Operation, source: str, files: dict[str, str] | None = None,
-        directory: Path = Path(".")) -> tuple[Outcome, str]:
+def run(
+    op: Operation, source: str, files: dict[str, str] | None = None, directory: Path = Path(".")
+) -> tuple[Outcome, str]:
     """Run ``op`` on the whole file; check that on the partial parse (only the statements the
     operation wants) it ends the same, and that both renderers give libcst's own output."""
     text = textwrap.dedent(source)
@@ -64,9 +65,15 @@ def fusion(n):
     )
 """
 
-GUARD = AddGuardOperand(file="m.py", function="fusion", anchor="_sm90 or _sm100", operand="_sm120",
-                        define="_sm120 = _is_cuda and is_sm120()", define_after="_sm100",
-                        import_="from utils import is_sm120")
+GUARD = AddGuardOperand(
+    file="m.py",
+    function="fusion",
+    anchor="_sm90 or _sm100",
+    operand="_sm120",
+    define="_sm120 = _is_cuda and is_sm120()",
+    define_after="_sm100",
+    import_="from utils import is_sm120",
+)
 
 
 def test_guard_operand_added_with_define_and_import() -> None:
@@ -90,20 +97,22 @@ def test_guard_operand_reapplied_holds() -> None:
     assert outcome.status == "holds" and twice == once
 
 
-@pytest.mark.parametrize(("change", "detail"), [
-    (("(_sm90 or _sm100)", "(_sm90 or _sm100 or _sm110)"), "anchor matched 0 times in fusion(), expected 1"),
-    (("and n > 0", "and n > 0 and (_sm90 or _sm100)"), "anchor matched 2 times in fusion(), expected 1"),
-    (("def fusion(n)", "def fusion2(n)"), "function fusion found 0 times, expected 1"),
-    (("_sm100 = _is_cuda", "_sm100x = _is_cuda"), "module-level assignment of _sm100 found 0 times, expected 1"),
-])
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        (("(_sm90 or _sm100)", "(_sm90 or _sm100 or _sm110)"), "anchor matched 0 times in fusion(), expected 1"),
+        (("and n > 0", "and n > 0 and (_sm90 or _sm100)"), "anchor matched 2 times in fusion(), expected 1"),
+        (("def fusion(n)", "def fusion2(n)"), "function fusion found 0 times, expected 1"),
+        (("_sm100 = _is_cuda", "_sm100x = _is_cuda"), "module-level assignment of _sm100 found 0 times, expected 1"),
+    ],
+)
 def test_guard_operand_drifts(change: tuple[str, str], detail: str) -> None:
     outcome, _ = run(GUARD, GUARD_SRC.replace(*change))
     assert (outcome.status, outcome.detail) == ("drifted", detail)
 
 
 def test_guard_operand_import_single_line_and_missing() -> None:
-    op = AddGuardOperand(file="m.py", function="f", anchor="a or b", operand="c",
-                         import_="from x import c")
+    op = AddGuardOperand(file="m.py", function="f", anchor="a or b", operand="c", import_="from x import c")
     _, code = run(op, "from x import a, b\n\ndef f():\n    return a or b\n")
     assert code == "from x import a, b, c\n\ndef f():\n    return a or b or c\n"
     _, code = run(op, "import os\n\ndef f():\n    return a or b\n")
@@ -159,11 +168,14 @@ def test_dict_entry_single_line_and_string_key() -> None:
     assert code == 'D = {"a": 1, "b": 2}\n'
 
 
-@pytest.mark.parametrize(("source", "detail"), [
-    ("X = 1\n", "assignment of SIZES found 0 times, expected 1"),
-    ("SIZES = {}\nSIZES = {}\n", "assignment of SIZES found 2 times, expected 1"),
-    ("SIZES = dict(a=1)\n", "SIZES is not assigned a dict literal"),
-])
+@pytest.mark.parametrize(
+    ("source", "detail"),
+    [
+        ("X = 1\n", "assignment of SIZES found 0 times, expected 1"),
+        ("SIZES = {}\nSIZES = {}\n", "assignment of SIZES found 2 times, expected 1"),
+        ("SIZES = dict(a=1)\n", "SIZES is not assigned a dict literal"),
+    ],
+)
 def test_dict_entry_drifts(source: str, detail: str) -> None:
     outcome, _ = run(AddDictEntry(file="m.py", target="SIZES", key=12, value="[]"), source)
     assert (outcome.status, outcome.detail) == ("drifted", detail)
@@ -172,17 +184,22 @@ def test_dict_entry_drifts(source: str, detail: str) -> None:
 def test_dict_entry_refuses_a_key_of_another_type_than_the_existing_keys() -> None:
     outcome, _ = run(AddDictEntry(file="m.py", target="SIZES", key="12", value="[]"), DICT_SRC)
     assert (outcome.status, outcome.detail, outcome.fix) == (
-        "drifted", 'SIZES: existing keys are int, the patchset\'s key is str ("12")',
-        "write `key` as a TOML integer (key = 12)")
+        "drifted",
+        'SIZES: existing keys are int, the patchset\'s key is str ("12")',
+        "write `key` as a TOML integer (key = 12)",
+    )
     outcome, _ = run(AddDictEntry(file="m.py", target="D", key=2, value="2"), 'D = {"a": 1}\n')
     assert (outcome.status, outcome.detail, outcome.fix) == (
-        "drifted", "D: existing keys are str, the patchset's key is int (2)", "write `key` as a TOML string")
+        "drifted",
+        "D: existing keys are str, the patchset's key is int (2)",
+        "write `key` as a TOML string",
+    )
     # Keys of mixed types give no single type to compare with: the entry is added.
     _, code = run(AddDictEntry(file="m.py", target="D", key="b", value="2"), 'D = {1: 1, "a": 2}\n')
     assert code == 'D = {1: 1, "a": 2, "b": 2}\n'
 
 
-DELEGATE = '''\
+DELEGATE = """\
 class Base:
     def get_embed_and_head(self):
         return 1
@@ -196,9 +213,9 @@ class V3(Base):
 
     def odd(self, a, /, b, *rest, k: int = 3, **kw):
         pass
-'''
+"""
 
-WRAPPER = '''\
+WRAPPER = """\
 class Wrapper:
     def __init__(self):
         self.language_model = V3()
@@ -208,49 +225,79 @@ class Wrapper:
 
 
 EntryClass = [Wrapper]
-'''
+"""
 
-METHODS = AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model",
-                               methods=["get_embed_and_head", "set_embed_and_head", "set_eagle3_layers_to_capture"],
-                               signatures_from={"file": "d.py", "class": "V3"})
+METHODS = AddDelegatingMethods(
+    file="w.py",
+    class_="Wrapper",
+    attribute="language_model",
+    methods=["get_embed_and_head", "set_embed_and_head", "set_eagle3_layers_to_capture"],
+    signatures_from={"file": "d.py", "class": "V3"},
+)
 
 
 def test_delegating_methods_adds_only_the_missing_with_delegate_signatures() -> None:
     outcome, code = run(METHODS, WRAPPER, {"d.py": DELEGATE})
     assert outcome.detail == "added set_embed_and_head, set_eagle3_layers_to_capture to Wrapper"
-    assert code == WRAPPER.replace("get_embed_and_head()\n\n\nEntry", (
-        "get_embed_and_head()\n\n"
-        "    def set_embed_and_head(self, embed, head):\n"
-        "        return self.language_model.set_embed_and_head(embed, head)\n\n"
-        "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
-        "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n\n\nEntry"))
+    assert code == WRAPPER.replace(
+        "get_embed_and_head()\n\n\nEntry",
+        (
+            "get_embed_and_head()\n\n"
+            "    def set_embed_and_head(self, embed, head):\n"
+            "        return self.language_model.set_embed_and_head(embed, head)\n\n"
+            "    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+            "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n\n\nEntry"
+        ),
+    )
     again, _ = run(METHODS, code, {"d.py": DELEGATE})
     assert (again.status, again.detail) == (
-        "holds", "Wrapper already defines get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture")
+        "holds",
+        "Wrapper already defines get_embed_and_head, set_embed_and_head, set_eagle3_layers_to_capture",
+    )
 
 
 def test_delegating_method_signature_kinds() -> None:
-    op = AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model", methods=["odd"],
-                              signatures_from={"file": "d.py", "class": "V3"})
+    op = AddDelegatingMethods(
+        file="w.py",
+        class_="Wrapper",
+        attribute="language_model",
+        methods=["odd"],
+        signatures_from={"file": "d.py", "class": "V3"},
+    )
     _, code = run(op, WRAPPER, {"d.py": DELEGATE})
-    assert ("    def odd(self, a, /, b, *rest, k=3, **kw):\n"
-            "        return self.language_model.odd(a, b, *rest, k=k, **kw)\n") in code
+    assert (
+        "    def odd(self, a, /, b, *rest, k=3, **kw):\n"
+        "        return self.language_model.odd(a, b, *rest, k=k, **kw)\n"
+    ) in code
 
 
-@pytest.mark.parametrize(("source", "files", "detail"), [
-    (WRAPPER.replace("class Wrapper", "class Other"), {"d.py": DELEGATE}, "class Wrapper found 0 times, expected 1"),
-    (WRAPPER.replace("self.language_model = V3()", "self.lm = V3()"), {"d.py": DELEGATE},
-     "class Wrapper never assigns self.language_model"),
-    (WRAPPER, {}, "delegate file d.py is missing"),
-    (WRAPPER, {"d.py": DELEGATE.replace("def set_embed_and_head", "def set_embed")},
-     "delegate V3 (d.py) has no method set_embed_and_head"),
-])
+@pytest.mark.parametrize(
+    ("source", "files", "detail"),
+    [
+        (
+            WRAPPER.replace("class Wrapper", "class Other"),
+            {"d.py": DELEGATE},
+            "class Wrapper found 0 times, expected 1",
+        ),
+        (
+            WRAPPER.replace("self.language_model = V3()", "self.lm = V3()"),
+            {"d.py": DELEGATE},
+            "class Wrapper never assigns self.language_model",
+        ),
+        (WRAPPER, {}, "delegate file d.py is missing"),
+        (
+            WRAPPER,
+            {"d.py": DELEGATE.replace("def set_embed_and_head", "def set_embed")},
+            "delegate V3 (d.py) has no method set_embed_and_head",
+        ),
+    ],
+)
 def test_delegating_methods_drifts(source: str, files: dict[str, str], detail: str) -> None:
     outcome, _ = run(METHODS, source, files)
     assert (outcome.status, outcome.detail) == ("drifted", detail)
 
 
-KINDS_DELEGATE = '''\
+KINDS_DELEGATE = """\
 import functools, typing
 
 
@@ -315,36 +362,65 @@ class Base:
 
 class V3(Base):
     pass
-'''
+"""
 
 
 def delegating(*methods: str) -> AddDelegatingMethods:
-    return AddDelegatingMethods(file="w.py", class_="Wrapper", attribute="language_model", methods=list(methods),
-                                signatures_from={"file": "d.py", "class": "V3"})
+    return AddDelegatingMethods(
+        file="w.py",
+        class_="Wrapper",
+        attribute="language_model",
+        methods=list(methods),
+        signatures_from={"file": "d.py", "class": "V3"},
+    )
 
 
-@pytest.mark.parametrize(("method", "detail", "added"), [
-    ("config_for", "config_for (classmethod)",
-     "    @classmethod\n    def config_for(cls, config, *, strict=False):\n"
-     "        return V3.config_for(config, strict=strict)\n"),
-    ("helper", "helper (staticmethod)",
-     "    @staticmethod\n    def helper(a, b=2):\n        return V3.helper(a, b)\n"),
-    ("start_layer", "start_layer (property)",
-     "    @property\n    def start_layer(self):\n        return self.language_model.start_layer\n"),
-    ("finished", "finished (property+setter+deleter)",
-     "    @property\n    def finished(self):\n        return self.language_model.finished\n\n"
-     "    @finished.setter\n    def finished(self, value):\n        self.language_model.finished = value\n\n"
-     "    @finished.deleter\n    def finished(self):\n        del self.language_model.finished\n"),
-    ("table", "table (property)",
-     "    @property\n    def table(self):\n        return self.language_model.table\n"),
-    ("encode", "encode (async)",
-     "    async def encode(self, prompt, **kw):\n        return await self.language_model.encode(prompt, **kw)\n"),
-    ("stream", "stream (async-generator)",
-     "    async def stream(self, obj, request=None):\n"
-     "        async for item in self.language_model.stream(obj, request):\n            yield item\n"),
-    ("pick", "pick", "    def pick(self, x):\n        return self.language_model.pick(x)\n"),
-    ("load", "load", "    def load(self, path):\n        return self.language_model.load(path)\n"),
-])
+@pytest.mark.parametrize(
+    ("method", "detail", "added"),
+    [
+        (
+            "config_for",
+            "config_for (classmethod)",
+            "    @classmethod\n    def config_for(cls, config, *, strict=False):\n"
+            "        return V3.config_for(config, strict=strict)\n",
+        ),
+        (
+            "helper",
+            "helper (staticmethod)",
+            "    @staticmethod\n    def helper(a, b=2):\n        return V3.helper(a, b)\n",
+        ),
+        (
+            "start_layer",
+            "start_layer (property)",
+            "    @property\n    def start_layer(self):\n        return self.language_model.start_layer\n",
+        ),
+        (
+            "finished",
+            "finished (property+setter+deleter)",
+            "    @property\n    def finished(self):\n        return self.language_model.finished\n\n"
+            "    @finished.setter\n    def finished(self, value):\n        self.language_model.finished = value\n\n"
+            "    @finished.deleter\n    def finished(self):\n        del self.language_model.finished\n",
+        ),
+        (
+            "table",
+            "table (property)",
+            "    @property\n    def table(self):\n        return self.language_model.table\n",
+        ),
+        (
+            "encode",
+            "encode (async)",
+            "    async def encode(self, prompt, **kw):\n        return await self.language_model.encode(prompt, **kw)\n",
+        ),
+        (
+            "stream",
+            "stream (async-generator)",
+            "    async def stream(self, obj, request=None):\n"
+            "        async for item in self.language_model.stream(obj, request):\n            yield item\n",
+        ),
+        ("pick", "pick", "    def pick(self, x):\n        return self.language_model.pick(x)\n"),
+        ("load", "load", "    def load(self, path):\n        return self.language_model.load(path)\n"),
+    ],
+)
 def test_delegating_methods_keep_the_delegates_kind(method: str, detail: str, added: str) -> None:
     """Field case B29: a classmethod, staticmethod, property or async delegate keeps its kind."""
     outcome, code = run(delegating(method), WRAPPER, {"d.py": KINDS_DELEGATE})
@@ -352,16 +428,21 @@ def test_delegating_methods_keep_the_delegates_kind(method: str, detail: str, ad
     assert code == WRAPPER.replace("get_embed_and_head()\n\n\nEntry", f"get_embed_and_head()\n\n{added}\n\nEntry")
 
 
-@pytest.mark.parametrize(("method", "why"), [
-    ("event_loop", "is decorated with @torch.inference_mode() (a kind envforge cannot delegate)"),
-    ("cached", "is decorated with @functools.lru_cache (a kind envforge cannot delegate)"),
-    ("ping", "is an async staticmethod (a kind envforge cannot delegate)"),
-])
+@pytest.mark.parametrize(
+    ("method", "why"),
+    [
+        ("event_loop", "is decorated with @torch.inference_mode() (a kind envforge cannot delegate)"),
+        ("cached", "is decorated with @functools.lru_cache (a kind envforge cannot delegate)"),
+        ("ping", "is an async staticmethod (a kind envforge cannot delegate)"),
+    ],
+)
 def test_delegating_methods_refuse_a_kind_they_cannot_tell(method: str, why: str) -> None:
     outcome, _ = run(delegating(method), WRAPPER, {"d.py": KINDS_DELEGATE})
     assert (outcome.status, outcome.detail) == (
-        "drifted", f"delegate V3.{method} {why}; envforge delegates plain, async, classmethod, staticmethod "
-                   "and property methods only")
+        "drifted",
+        f"delegate V3.{method} {why}; envforge delegates plain, async, classmethod, staticmethod "
+        "and property methods only",
+    )
 
 
 LIST_SRC = """\
@@ -372,8 +453,14 @@ def gen():
     return flags
 """
 
-LIST = AddListElement(file="c.py", function="gen", call="get_nvcc_flags_list",
-                      keyword="supported_major_versions", element="12", anchor="[9, 10]")
+LIST = AddListElement(
+    file="c.py",
+    function="gen",
+    call="get_nvcc_flags_list",
+    keyword="supported_major_versions",
+    element="12",
+    anchor="[9, 10]",
+)
 
 
 def test_list_element_added_then_holds() -> None:
@@ -383,25 +470,34 @@ def test_list_element_added_then_holds() -> None:
     assert (again.status, again.detail) == ("holds", "supported_major_versions already lists 12")
 
 
-@pytest.mark.parametrize(("change", "detail"), [
-    (("[9, 10]", "[9, 10, 11]"), "supported_major_versions is [9, 10, 11], expected [9, 10]"),
-    (("get_nvcc_flags_list", "flags_for"), "get_nvcc_flags_list(supported_major_versions=[...]) found 0 times in gen(), expected 1"),
-])
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        (("[9, 10]", "[9, 10, 11]"), "supported_major_versions is [9, 10, 11], expected [9, 10]"),
+        (
+            ("get_nvcc_flags_list", "flags_for"),
+            "get_nvcc_flags_list(supported_major_versions=[...]) found 0 times in gen(), expected 1",
+        ),
+    ],
+)
 def test_list_element_drifts(change: tuple[str, str], detail: str) -> None:
     outcome, _ = run(LIST, LIST_SRC.replace(*change))
     assert (outcome.status, outcome.detail) == ("drifted", detail)
 
 
 def test_list_element_refuses_an_element_of_another_type() -> None:
-    op = AddListElement(file="c.py", function="gen", call="get_nvcc_flags_list",
-                        keyword="supported_major_versions", element='"12"')
+    op = AddListElement(
+        file="c.py", function="gen", call="get_nvcc_flags_list", keyword="supported_major_versions", element='"12"'
+    )
     outcome, _ = run(op, LIST_SRC)
     assert (outcome.status, outcome.detail, outcome.fix) == (
-        "drifted", "supported_major_versions: existing elements are int, the patchset's element is str (\"12\")",
-        "write `element` as a Python int literal")
+        "drifted",
+        'supported_major_versions: existing elements are int, the patchset\'s element is str ("12")',
+        "write `element` as a Python int literal",
+    )
 
 
-CODEMOD = '''\
+CODEMOD = """\
 import libcst as cst
 from libcst.codemod import Codemod, SkipFile
 
@@ -426,7 +522,7 @@ class _Swap(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         return updated.with_changes(value=self.new) if updated.value == self.old else updated
-'''
+"""
 
 
 def test_codemod_escape_hatch(tmp_path: Path) -> None:
@@ -435,7 +531,9 @@ def test_codemod_escape_hatch(tmp_path: Path) -> None:
     outcome, code = run(op, "x = a\n", directory=tmp_path)
     assert (outcome.status, code) == ("changed", "x = b\n")
     assert run(op, "x = b\n", directory=tmp_path)[0].status == "holds"
-    assert run(op, "skip = 1\n", directory=tmp_path)[0].detail == "codemod my_codemods_t1:Rename left the file unchanged"
+    assert (
+        run(op, "skip = 1\n", directory=tmp_path)[0].detail == "codemod my_codemods_t1:Rename left the file unchanged"
+    )
     boom = run(op, "boom = 1\n", directory=tmp_path)[0]
     assert (boom.status, boom.detail) == ("drifted", "codemod my_codemods_t1:Rename failed: boom found")
     missing = run(Codemod(file="m.py", codemod="nope_t1:X"), "x = 1\n", directory=tmp_path)[0]
@@ -447,22 +545,31 @@ def _table(**kw: Any) -> dict[str, Any]:
 
 
 def test_from_table_builds_and_validates() -> None:
-    op, problems = Operation.from_table(_table(kind="add-list-element", function="f", call="c",
-                                               keyword="k", element="12"), "operation[0]", "")
+    op, problems = Operation.from_table(
+        _table(kind="add-list-element", function="f", call="c", keyword="k", element="12"), "operation[0]", ""
+    )
     assert problems == [] and isinstance(op, AddListElement) and op.anchor is None
-    op, problems = Operation.from_table(_table(kind="add-guard-operand", function="f", anchor="a or",
-                                               operand="b", extra=1), "operation[1]", "")
+    op, problems = Operation.from_table(
+        _table(kind="add-guard-operand", function="f", anchor="a or", operand="b", extra=1), "operation[1]", ""
+    )
     assert op is None
     assert [(p.path, p.message) for p in problems] == [
         ("operation[1].anchor", "not a Python expression: invalid syntax"),
-        ("operation[1].extra", "unknown key; known keys: anchor, define, define-after, file, function, import, kind, operand"),
+        (
+            "operation[1].extra",
+            "unknown key; known keys: anchor, define, define-after, file, function, import, kind, operand",
+        ),
     ]
     _, problems = Operation.from_table({"kind": "add-dict-entri"}, "operation[2]", "")
-    assert [(p.path, p.message) for p in problems] == [(
-        "operation[2].kind", "must be one of 'add-guard-operand', 'add-dict-entry', "
-        "'add-delegating-methods', 'add-list-element', 'codemod', 'replace-definition', 'replace-text', "
-        "'add-definition', 'remove-definition', 'add-statement', 'remove-statement', 'replace-module-comments', "
-        "'move-definition', 'move-statement', got 'add-dict-entri'")]
+    assert [(p.path, p.message) for p in problems] == [
+        (
+            "operation[2].kind",
+            "must be one of 'add-guard-operand', 'add-dict-entry', "
+            "'add-delegating-methods', 'add-list-element', 'codemod', 'replace-definition', 'replace-text', "
+            "'add-definition', 'remove-definition', 'add-statement', 'remove-statement', 'replace-module-comments', "
+            "'move-definition', 'move-statement', got 'add-dict-entri'",
+        )
+    ]
 
 
 def test_form_feed_and_crlf_keep_line_numbers_aligned() -> None:
@@ -476,20 +583,27 @@ def test_form_feed_and_crlf_keep_line_numbers_aligned() -> None:
 
 
 def test_guard_operand_function_alternatives() -> None:
-    op, problems = Operation.from_table(_table(kind="add-guard-operand", function=["g", "f"], anchor="a or b",
-                                               operand="c"), "operation[0]", "")
+    op, problems = Operation.from_table(
+        _table(kind="add-guard-operand", function=["g", "f"], anchor="a or b", operand="c"), "operation[0]", ""
+    )
     assert problems == [] and isinstance(op, AddGuardOperand) and op.names == ("g", "f")
     assert op.describe() == "add-guard-operand g | f: `a or b` + `c`"
     assert op.anchor_text() == "`a or b` in g() | f()"
     outcome, code = run(op, "def f():\n    return a or b\n")
-    assert (outcome.status, outcome.detail, code) == ("changed", "added `c` to the guard in f()",
-                                                      "def f():\n    return a or b or c\n")
+    assert (outcome.status, outcome.detail, code) == (
+        "changed",
+        "added `c` to the guard in f()",
+        "def f():\n    return a or b or c\n",
+    )
     both = run(op, "def f():\n    return a or b\n\n\ndef g():\n    return a or b\n")[0]
     assert (both.status, both.detail) == ("drifted", "functions g | f (alternatives) found 2 times, expected 1")
-    _, problems = Operation.from_table(_table(kind="add-guard-operand", function=[1], anchor="a or b",
-                                              operand="c"), "operation[1]", "")
+    _, problems = Operation.from_table(
+        _table(kind="add-guard-operand", function=[1], anchor="a or b", operand="c"), "operation[1]", ""
+    )
     assert [p.path for p in problems] == ["operation[1].function[0]"]
-    _, problems = Operation.from_table(_table(kind="add-guard-operand", function=1, anchor="a or b",
-                                              operand="c"), "operation[2]", "")
+    _, problems = Operation.from_table(
+        _table(kind="add-guard-operand", function=1, anchor="a or b", operand="c"), "operation[2]", ""
+    )
     assert [(p.path, p.message) for p in problems] == [
-        ("operation[2].function", "expected a function name or a list of alternative names, got an integer (1)")]
+        ("operation[2].function", "expected a function name or a list of alternative names, got an integer (1)")
+    ]

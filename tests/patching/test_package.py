@@ -23,10 +23,15 @@ def test_importing_syntax_does_not_load_the_engine() -> None:
 
 def test_importing_operations_loads_only_operations_and_syntax() -> None:
     assert loaded_after("import envforge.patching.operations") == [
-        "envforge.patching", "envforge.patching.operations", "envforge.patching.operations.base",
-        "envforge.patching.operations.edits", "envforge.patching.operations.moves",
+        "envforge.patching",
+        "envforge.patching.operations",
+        "envforge.patching.operations.base",
+        "envforge.patching.operations.edits",
+        "envforge.patching.operations.moves",
         "envforge.patching.operations.placements",
-        "envforge.patching.operations.replacements", "envforge.patching.syntax"]
+        "envforge.patching.operations.replacements",
+        "envforge.patching.syntax",
+    ]
 
 
 def test_importing_the_manifest_does_not_load_the_engine() -> None:
@@ -34,21 +39,36 @@ def test_importing_the_manifest_does_not_load_the_engine() -> None:
 
 
 def test_every_public_name_comes_from_its_module() -> None:
-    homes = {name: getattr(patching, name).__module__ for name in patching.__all__
-             if callable(getattr(patching, name)) and not isinstance(getattr(patching, name), tuple)}
+    homes = {
+        name: getattr(patching, name).__module__
+        for name in patching.__all__
+        if callable(getattr(patching, name)) and not isinstance(getattr(patching, name), tuple)
+    }
     assert homes == {
-        "FileChange": "envforge.patching.states", "Manifest": "envforge.patching.manifest",
-        "OperationResult": "envforge.patching.states", "PatchReport": "envforge.patching.states",
-        "PatchedFile": "envforge.patching.manifest", "Patchset": "envforge.patching.patchset",
-        "PatchsetError": "envforge.patching.patchset", "Unmet": "envforge.patching.states",
-        "apply": "envforge.patching.applying", "export_diff": "envforge.patching.export",
-        "installed_version": "envforge.patching.planning", "load_patchset": "envforge.patching.patchset",
-        "load_patchsets": "envforge.patching.patchset", "plan": "envforge.patching.planning",
-        "read_manifest": "envforge.patching.manifest", "recover": "envforge.patching.journal",
-        "revert": "envforge.patching.reverting"}
+        "FileChange": "envforge.patching.states",
+        "Manifest": "envforge.patching.manifest",
+        "OperationResult": "envforge.patching.states",
+        "PatchReport": "envforge.patching.states",
+        "PatchedFile": "envforge.patching.manifest",
+        "Patchset": "envforge.patching.patchset",
+        "PatchsetError": "envforge.patching.patchset",
+        "Unmet": "envforge.patching.states",
+        "apply": "envforge.patching.applying",
+        "export_diff": "envforge.patching.export",
+        "installed_version": "envforge.patching.planning",
+        "load_patchset": "envforge.patching.patchset",
+        "load_patchsets": "envforge.patching.patchset",
+        "plan": "envforge.patching.planning",
+        "read_manifest": "envforge.patching.manifest",
+        "recover": "envforge.patching.journal",
+        "revert": "envforge.patching.reverting",
+    }
     assert (patching.APPLIED, patching.REVERTED, patching.SHADOWED, patching.STATES) == (
-        "applied", "reverted", "shadowed",
-        ("applied", "already-applied", "upstream-fixed", "out-of-range", "drifted", "shadowed"))
+        "applied",
+        "reverted",
+        "shadowed",
+        ("applied", "already-applied", "upstream-fixed", "out-of-range", "drifted", "shadowed"),
+    )
     assert set(patching.__all__) <= set(dir(patching))
 
 

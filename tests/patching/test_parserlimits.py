@@ -29,63 +29,102 @@ def _site(root: Path) -> Path:
     info = sp / "tinypkg-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n")
-    (info / "RECORD").write_text("tinypkg/__init__.py,,\ntinypkg-1.0.dist-info/METADATA,,\ntinypkg-1.0.dist-info/RECORD,,\n")
+    (info / "RECORD").write_text(
+        "tinypkg/__init__.py,,\ntinypkg-1.0.dist-info/METADATA,,\ntinypkg-1.0.dist-info/RECORD,,\n"
+    )
     return sp
 
 
 def _diff(new: str) -> str:
-    return ("--- a/tinypkg/__init__.py\n+++ b/tinypkg/__init__.py\n@@ -1,4 +1,4 @@\n VALUE = 1\n \n def f(x):\n"
-            f"-    return x + 1\n+{new}\n")
+    return (
+        "--- a/tinypkg/__init__.py\n+++ b/tinypkg/__init__.py\n@@ -1,4 +1,4 @@\n VALUE = 1\n \n def f(x):\n"
+        f"-    return x + 1\n+{new}\n"
+    )
 
 
 def _import(tmp_path: Path, diff: str, *extra: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "x.diff"
     path.write_text(diff)
     project = project_tree(tmp_path / "proj")
-    return subprocess.run([sys.executable, "-m", "envforge", "patches", "import", str(path), "--id", "x", "--reason",
-                           "r", "--site-packages", str(_site(tmp_path)), "--project", str(project), *extra],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envforge",
+            "patches",
+            "import",
+            str(path),
+            "--id",
+            "x",
+            "--reason",
+            "r",
+            "--site-packages",
+            str(_site(tmp_path)),
+            "--project",
+            str(project),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
-@pytest.mark.parametrize(("new", "message"), [
-    ("    return " + "(" * 2000 + "x" + ")" * 2000,
-     "4: brackets nested more than 100 deep: envforge does not parse such code (CPython refuses 200)"),
-    ("    return x + " + "1+" * 5000 + "1",
-     "4: more than 1000 operators chained in one expression: envforge does not parse such code"),
-])
+@pytest.mark.parametrize(
+    ("new", "message"),
+    [
+        (
+            "    return " + "(" * 2000 + "x" + ")" * 2000,
+            "4: brackets nested more than 100 deep: envforge does not parse such code (CPython refuses 200)",
+        ),
+        (
+            "    return x + " + "1+" * 5000 + "1",
+            "4: more than 1000 operators chained in one expression: envforge does not parse such code",
+        ),
+    ],
+)
 def test_code_libcst_cannot_parse_safely_is_refused_naming_the_line(tmp_path: Path, new: str, message: str) -> None:
     res = _import(tmp_path, _diff(new))
     assert res.returncode == 2, res.stderr[-500:]
-    assert res.stderr.splitlines()[0] == (f"error: {tmp_path / 'x.diff'}: tinypkg/__init__.py (as the diff makes it):"
-                                          f"{message}")
+    assert res.stderr.splitlines()[0] == (
+        f"error: {tmp_path / 'x.diff'}: tinypkg/__init__.py (as the diff makes it):{message}"
+    )
     assert not list((tmp_path / "proj" / "patchsets").iterdir())
 
 
 def test_a_nul_in_the_diff_is_refused_naming_its_line(tmp_path: Path) -> None:
     res = _import(tmp_path, _diff("    return x + 3  # \x00"))
     assert res.returncode == 2
-    assert res.stderr.splitlines()[0] == (f"error: {tmp_path / 'x.diff'}:8: a control character (\\x00) in the text: "
-                                          "not Python source or a diff of it")
+    assert res.stderr.splitlines()[0] == (
+        f"error: {tmp_path / 'x.diff'}:8: a control character (\\x00) in the text: not Python source or a diff of it"
+    )
 
 
-@pytest.mark.parametrize(("origin", "shown"), [
-    ("alice:SECRET@github.com/x.diff", "<credentials>@github.com/x.diff"),
-    ("https://alice:SECRET@github.com/x.diff", "https://<credentials>@github.com/x.diff"),
-    ("github.com/x.diff?token=SECRET", "github.com/x.diff"),
-])
+@pytest.mark.parametrize(
+    ("origin", "shown"),
+    [
+        ("alice:SECRET@github.com/x.diff", "<credentials>@github.com/x.diff"),
+        ("https://alice:SECRET@github.com/x.diff", "https://<credentials>@github.com/x.diff"),
+        ("github.com/x.diff?token=SECRET", "github.com/x.diff"),
+    ],
+)
 def test_an_origin_with_a_secret_is_refused_with_or_without_a_scheme(tmp_path: Path, origin: str, shown: str) -> None:
     res = _import(tmp_path, _diff("    return x + 3"), "--origin", origin)
     assert res.returncode == 2
     assert "SECRET" not in res.stderr + res.stdout
-    assert res.stderr.splitlines()[0] == (f"error: --origin '{shown}' carries credentials or a query string, which "
-                                          "would be written into the patchset (committed with the project) and printed")
+    assert res.stderr.splitlines()[0] == (
+        f"error: --origin '{shown}' carries credentials or a query string, which "
+        "would be written into the patchset (committed with the project) and printed"
+    )
     assert not list((tmp_path / "proj" / "patchsets").iterdir())
 
 
 def test_an_escape_in_the_origin_is_refused(tmp_path: Path) -> None:
     res = _import(tmp_path, _diff("    return x + 3"), "--origin", "https://x/\x1b[31mred.diff")
     assert (res.returncode, res.stderr.splitlines()[0]) == (
-        2, "error: --origin:1: a control character (\\x1b) in the text: not Python source or a diff of it")
+        2,
+        "error: --origin:1: a control character (\\x1b) in the text: not Python source or a diff of it",
+    )
 
 
 def test_the_good_diff_still_imports(tmp_path: Path) -> None:

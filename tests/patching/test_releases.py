@@ -31,8 +31,11 @@ def _pipless_python(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A real ``uv venv`` (no pip in it) and the environment that puts envforge's source and its
     dependencies, every distribution of this interpreter's site-packages but pip, on its path."""
     venv = tmp_path / "venv"
-    subprocess.run([uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True,
-                   env={**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"})
+    subprocess.run(
+        [uv_binary(), "venv", "--quiet", "--python", sys.executable, str(venv)],
+        check=True,
+        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"},
+    )
     deps = tmp_path / "deps"
     deps.mkdir()
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
@@ -56,10 +59,30 @@ def test_patches_check_runs_from_a_uv_venv_without_pip_then_offline(tmp_path: Pa
     cache = tmp_path / "cache"
 
     def check(url: str, cache_dir: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(python), "-m", "envforge", "patches", "check", "sm120-torch-symm-mem",
-                               "--against", "sglang==0.5.9", "--against", "sglang==0.5.23", "--index-url", url,
-                               "--cache", str(cache_dir), "--project", str(project)],
-                              capture_output=True, text=True, env=env, timeout=300)
+        return subprocess.run(
+            [
+                str(python),
+                "-m",
+                "envforge",
+                "patches",
+                "check",
+                "sm120-torch-symm-mem",
+                "--against",
+                "sglang==0.5.9",
+                "--against",
+                "sglang==0.5.23",
+                "--index-url",
+                url,
+                "--cache",
+                str(cache_dir),
+                "--project",
+                str(project),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
 
     with serve(idx) as served:
         url = served.url
@@ -74,8 +97,9 @@ def test_patches_check_runs_from_a_uv_venv_without_pip_then_offline(tmp_path: Pa
     third = check(url, tmp_path / "empty-cache")
     host = url.split("/")[2]
     assert third.returncode == EXIT_TOOL_FAILED
-    assert third.stderr.splitlines()[0] == (f"error: cannot read the package index at {url}/sglang/: "
-                                            f"{host} refused the connection (nothing listens there)")
+    assert third.stderr.splitlines()[0] == (
+        f"error: cannot read the package index at {url}/sglang/: {host} refused the connection (nothing listens there)"
+    )
 
 
 @pytest.fixture
@@ -102,12 +126,15 @@ def test_a_wheel_whose_hash_is_not_the_pages_is_refused(demo_index: LocalIndex, 
     listing = list_releases("demo-kernels", demo_index.url)
     name = "demo_kernels-1.0-py3-none-any.whl"
     info = listing.files[name]
-    bad = releases.IndexListing(listing.distribution, listing.index_url, listing.wheels,
-                                {**listing.files, name: IndexFile(info.url, "0" * 64)})
+    bad = releases.IndexListing(
+        listing.distribution, listing.index_url, listing.wheels, {**listing.files, name: IndexFile(info.url, "0" * 64)}
+    )
     with pytest.raises(IndexUnreachable) as exc:
         fetch_release(bad, "1.0", tmp_path / "c")
-    assert exc.value.message == (f"{name} from {info.url}: sha256 {info.sha256} is not the {'0' * 64} its index "
-                                 "page gives (hash mismatch); not used")
+    assert exc.value.message == (
+        f"{name} from {info.url}: sha256 {info.sha256} is not the {'0' * 64} its index "
+        "page gives (hash mismatch); not used"
+    )
     assert exc.value.exit_code == 3
     assert not (tmp_path / "c" / "wheels" / name).exists()
     assert not (tmp_path / "c" / "wheels" / f"{name}.part").exists()
@@ -123,18 +150,24 @@ def test_a_missing_wheel_names_the_http_status(demo_index: LocalIndex, tmp_path:
 
 
 def test_yanked_files_carry_their_reason_and_do_not_count(tmp_path: Path) -> None:
-    page = ('<a data-yanked="miscompiles the SM120 guard; use 1.0" href="g-1.1-py3-none-any.whl#sha256=ab">'
-            'g-1.1-py3-none-any.whl</a><a data-yanked href="g-1.2-py3-none-any.whl">g-1.2-py3-none-any.whl</a>'
-            '<a href="../../f/g-1.0-py3-none-any.whl#sha256=cd">g-1.0-py3-none-any.whl</a>')
+    page = (
+        '<a data-yanked="miscompiles the SM120 guard; use 1.0" href="g-1.1-py3-none-any.whl#sha256=ab">'
+        'g-1.1-py3-none-any.whl</a><a data-yanked href="g-1.2-py3-none-any.whl">g-1.2-py3-none-any.whl</a>'
+        '<a href="../../f/g-1.0-py3-none-any.whl#sha256=cd">g-1.0-py3-none-any.whl</a>'
+    )
     files = releases._page_files("http://h/simple/g/", "text/html", page)
     assert files == [
-        ("g-1.1-py3-none-any.whl", IndexFile("http://h/simple/g/g-1.1-py3-none-any.whl", "ab",
-                                             "miscompiles the SM120 guard; use 1.0")),
+        (
+            "g-1.1-py3-none-any.whl",
+            IndexFile("http://h/simple/g/g-1.1-py3-none-any.whl", "ab", "miscompiles the SM120 guard; use 1.0"),
+        ),
         ("g-1.2-py3-none-any.whl", IndexFile("http://h/simple/g/g-1.2-py3-none-any.whl", None, "")),
-        ("g-1.0-py3-none-any.whl", IndexFile("http://h/f/g-1.0-py3-none-any.whl", "cd", None))]
+        ("g-1.0-py3-none-any.whl", IndexFile("http://h/f/g-1.0-py3-none-any.whl", "cd", None)),
+    ]
     data = '{"files": [{"filename": "g-1.1-py3-none-any.whl", "url": "g.whl", "yanked": "bad"}]}'
     assert releases._page_files("http://h/simple/g/", "application/vnd.pypi.simple.v1+json", data) == [
-        ("g-1.1-py3-none-any.whl", IndexFile("http://h/simple/g/g.whl", None, "bad"))]
+        ("g-1.1-py3-none-any.whl", IndexFile("http://h/simple/g/g.whl", None, "bad"))
+    ]
 
 
 def test_a_wheel_for_this_interpreter_is_preferred() -> None:
@@ -151,12 +184,15 @@ def test_an_index_that_never_answers_times_out(monkeypatch: pytest.MonkeyPatch) 
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
         with pytest.raises(IndexUnreachable) as exc:
             list_releases("demo", url)
-    assert exc.value.message == (f"cannot read the package index at {url}/demo/: no answer from "
-                                 f"{url.split('/')[2]} within 0.3 s (timeout)")
+    assert exc.value.message == (
+        f"cannot read the package index at {url}/demo/: no answer from {url.split('/')[2]} within 0.3 s (timeout)"
+    )
 
 
 def test_a_name_that_does_not_resolve_says_dns() -> None:
     with pytest.raises(IndexUnreachable) as exc:
         list_releases("demo", "http://no-such-host.invalid/simple")
-    assert exc.value.message == ("cannot read the package index at http://no-such-host.invalid/simple/demo/: "
-                                 "the name no-such-host.invalid does not resolve (DNS)")
+    assert exc.value.message == (
+        "cannot read the package index at http://no-such-host.invalid/simple/demo/: "
+        "the name no-such-host.invalid does not resolve (DNS)"
+    )

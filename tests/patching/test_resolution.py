@@ -11,25 +11,14 @@ import sys
 from pathlib import Path
 
 from envforge import patching
-from envforge.patching.resolution import (
-    Resolution,
-    env_interpreter,
-    module_name,
-    not_imported,
-    resolve_modules,
-)
-from tests.support.charset_env import (
-    MD,
-    PATCHSET_ID,
-    charset_env,
-    extensions,
-    moved_aside,
-)
+from envforge.patching.resolution import Resolution, env_interpreter, module_name, not_imported, resolve_modules
+from tests.support.charset_env import MD, PATCHSET_ID, charset_env, extensions, moved_aside
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def test_module_names_of_paths() -> None:
@@ -53,22 +42,32 @@ def test_the_interpreter_imports_the_compiled_module_so_the_patch_is_shadowed(tm
     report = patching.apply(env.site_packages, sets)
     assert [(r.state, r.file) for r in report.results] == [("shadowed", MD)]
     assert not report.ok and not report.written and report.changes == ()
-    suffixes = subprocess.run([str(env.python), "-c", ("import importlib.machinery as m; "
-                               "print(', '.join(m.EXTENSION_SUFFIXES))")], capture_output=True, text=True,
-                              check=True).stdout.strip()
+    suffixes = subprocess.run(
+        [str(env.python), "-c", ("import importlib.machinery as m; print(', '.join(m.EXTENSION_SUFFIXES))")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert report.errors == (
-        (f"{PATCHSET_ID}: {MD}: the edit would apply, but the interpreter imports charset_normalizer.md from "
-        f"charset_normalizer/{ext.name}, a compiled extension module (the import system tries the extension "
-        f"suffixes {suffixes} before .py): the patched source never runs; nothing written. Next step: patch the "
-        f"code the interpreter runs: install a build of charset-normalizer without that module (its pure-Python "
-        f"py3-none-any wheel, if it publishes one) and re-lock, or remove the patchset from the recipe; or narrow "
-        f"`versions` in cn-threshold.toml to exclude this release"),)
+        (
+            f"{PATCHSET_ID}: {MD}: the edit would apply, but the interpreter imports charset_normalizer.md from "
+            f"charset_normalizer/{ext.name}, a compiled extension module (the import system tries the extension "
+            f"suffixes {suffixes} before .py): the patched source never runs; nothing written. Next step: patch the "
+            f"code the interpreter runs: install a build of charset-normalizer without that module (its pure-Python "
+            f"py3-none-any wheel, if it publishes one) and re-lock, or remove the patchset from the recipe; or narrow "
+            f"`versions` in cn-threshold.toml to exclude this release"
+        ),
+    )
     assert (env.site_packages / MD).read_bytes() == before
     assert patching.read_manifest(env.site_packages) is None
 
     # the import system agrees: the extension is what runs
-    origin = subprocess.run([str(env.python), "-c", "import charset_normalizer.md as m; print(m.__file__)"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    origin = subprocess.run(
+        [str(env.python), "-c", "import charset_normalizer.md as m; print(m.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert Path(origin).name == ext.name
 
     cli = envforge(tmp_path / "proj", "apply-patches", "cn-default", PATCHSET_ID)
@@ -85,18 +84,30 @@ def test_without_the_compiled_modules_the_source_is_imported_and_the_patch_appli
     with moved_aside(extensions(env), tmp_path / "aside"):
         report = patching.apply(env.site_packages, sets)
         assert [(r.state, r.file) for r in report.results] == [("applied", MD)] and report.written
-        runs = subprocess.run([str(env.python), "-c", ("import inspect, charset_normalizer.md as m; "
-                               "print(m.__file__.rsplit('/', 1)[1], inspect.signature(m.mess_ratio.__wrapped__)"
-                               ".parameters['maximum_threshold'].default)")],
-                              capture_output=True, text=True, check=True).stdout.split()
+        runs = subprocess.run(
+            [
+                str(env.python),
+                "-c",
+                (
+                    "import inspect, charset_normalizer.md as m; "
+                    "print(m.__file__.rsplit('/', 1)[1], inspect.signature(m.mess_ratio.__wrapped__)"
+                    ".parameters['maximum_threshold'].default)"
+                ),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         assert runs == ["md.py", "0.35"]
         again = patching.apply(env.site_packages, sets)
         assert [r.state for r in again.results] == ["already-applied"] and again.ok
     # the compiled module back (a reinstall of the same wheel, an upgrade): patched on disk, never run
     later = patching.apply(env.site_packages, sets)
     assert [r.state for r in later.results] == ["shadowed"] and not later.ok
-    assert later.results[0].message.startswith(f"{PATCHSET_ID}: {MD}: the file is patched, but the interpreter "
-                                               f"imports charset_normalizer.md from charset_normalizer/md.")
+    assert later.results[0].message.startswith(
+        f"{PATCHSET_ID}: {MD}: the file is patched, but the interpreter "
+        f"imports charset_normalizer.md from charset_normalizer/md."
+    )
     assert "nothing written" not in later.results[0].message
 
 
@@ -112,22 +123,47 @@ def test_resolution_chain_names_where_the_name_leaves_site_packages(tmp_path: Pa
     (sp / "pkg").mkdir(parents=True)
     (sp / "pkg" / "mod.py").write_text("")
     other = tmp_path / "elsewhere" / "pkg"
-    elsewhere = Resolution("pkg/mod.py", "pkg.mod", (
-        {"module": "pkg", "origin": str(other / "__init__.py"), "loader": "SourceFileLoader",
-         "locations": [str(other)]},
-        {"module": "pkg.mod", "origin": str(other / "mod.py"), "loader": "SourceFileLoader", "locations": None}))
-    assert not_imported(sp, elsewhere) == (f"the interpreter imports package pkg from {other / '__init__.py'}, "
-                                           f"not from this site-packages")
-    here = Resolution("pkg/mod.py", "pkg.mod", (
-        {"module": "pkg", "origin": None, "loader": "NamespaceLoader", "locations": [str(sp / "pkg")]},
-        {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod.py"), "loader": "SourceFileLoader",
-         "locations": None}))
+    elsewhere = Resolution(
+        "pkg/mod.py",
+        "pkg.mod",
+        (
+            {
+                "module": "pkg",
+                "origin": str(other / "__init__.py"),
+                "loader": "SourceFileLoader",
+                "locations": [str(other)],
+            },
+            {"module": "pkg.mod", "origin": str(other / "mod.py"), "loader": "SourceFileLoader", "locations": None},
+        ),
+    )
+    assert not_imported(sp, elsewhere) == (
+        f"the interpreter imports package pkg from {other / '__init__.py'}, not from this site-packages"
+    )
+    here = Resolution(
+        "pkg/mod.py",
+        "pkg.mod",
+        (
+            {"module": "pkg", "origin": None, "loader": "NamespaceLoader", "locations": [str(sp / "pkg")]},
+            {
+                "module": "pkg.mod",
+                "origin": str(sp / "pkg" / "mod.py"),
+                "loader": "SourceFileLoader",
+                "locations": None,
+            },
+        ),
+    )
     assert not_imported(sp, here) is None
-    missing = Resolution("pkg/mod.py", "pkg.mod", (
-        {"module": "pkg", "origin": None, "loader": "NamespaceLoader", "locations": [str(sp / "pkg")]},
-        {"module": "pkg.mod", "origin": None, "loader": None, "locations": None}))
-    assert not_imported(sp, missing) == ("the interpreter finds no module pkg.mod "
-                                         "(import pkg.mod fails or loads no file)")
+    missing = Resolution(
+        "pkg/mod.py",
+        "pkg.mod",
+        (
+            {"module": "pkg", "origin": None, "loader": "NamespaceLoader", "locations": [str(sp / "pkg")]},
+            {"module": "pkg.mod", "origin": None, "loader": None, "locations": None},
+        ),
+    )
+    assert not_imported(sp, missing) == (
+        "the interpreter finds no module pkg.mod (import pkg.mod fails or loads no file)"
+    )
     broken = Resolution("pkg/mod.py", "pkg.mod", ({"module": "pkg", "error": "ValueError: pkg.__spec__ is None"},))
     assert not_imported(sp, broken) == "the interpreter cannot resolve pkg: ValueError: pkg.__spec__ is None"
 
@@ -152,7 +188,8 @@ def test_the_probe_runs_no_package_code_and_follows_namespace_packages(tmp_path:
     assert leaf.chain[1]["origin"] is None and leaf.chain[1]["locations"] == [str(sp / "loud" / "ns")]
     assert not_imported(sp, leaf) == (
         f"the interpreter imports loud.ns.deep.leaf from loud/ns/deep/leaf{ext}, a compiled extension module (the "
-        f"import system tries the extension suffixes {', '.join(importlib.machinery.EXTENSION_SUFFIXES)} before .py)")
+        f"import system tries the extension suffixes {', '.join(importlib.machinery.EXTENSION_SUFFIXES)} before .py)"
+    )
 
 
 def _venv_at(root: Path, *, cfg: bool = True, python: bool = True) -> None:
@@ -188,19 +225,23 @@ def test_not_imported_names_the_level_that_leaves_site_packages(tmp_path: Path) 
     # the chain stops at a package imported from elsewhere (its last level is not the module)
     away = {"module": "pkg", "origin": "/src/pkg/__init__.py", "locations": ["/src/pkg"]}
     assert not_imported(sp, _res(sp, "pkg.mod", [away])) == (
-        "the interpreter imports package pkg from /src/pkg/__init__.py, not from this site-packages")
+        "the interpreter imports package pkg from /src/pkg/__init__.py, not from this site-packages"
+    )
     # a sub-package from elsewhere, below a package that is here
     sub = {"module": "pkg.sub", "origin": "/src/pkg/sub/__init__.py", "locations": ["/src/pkg/sub"]}
     mod = {"module": "pkg.sub.mod", "origin": "/src/pkg/sub/mod.py"}
     assert not_imported(sp, _res(sp, "pkg.sub.mod", [here, sub, mod])) == (
-        "the interpreter imports package pkg.sub from /src/pkg/sub/__init__.py, not from this site-packages")
+        "the interpreter imports package pkg.sub from /src/pkg/sub/__init__.py, not from this site-packages"
+    )
     # a namespace package: no origin, its locations named
     ns = {"module": "pkg", "origin": None, "locations": ["/a/pkg", "/b/pkg"]}
     assert not_imported(sp, _res(sp, "pkg.mod", [ns, {"module": "pkg.mod", "origin": "/a/pkg/mod.py"}])) == (
-        "the interpreter imports package pkg from /a/pkg, /b/pkg, not from this site-packages")
+        "the interpreter imports package pkg from /a/pkg, /b/pkg, not from this site-packages"
+    )
     nowhere = {"module": "pkg", "origin": None, "locations": []}
     assert not_imported(sp, _res(sp, "pkg.mod", [nowhere])) == (
-        "the interpreter imports package pkg from nowhere, not from this site-packages")
+        "the interpreter imports package pkg from nowhere, not from this site-packages"
+    )
 
 
 def test_not_imported_names_another_source_file_without_the_extension_clause(tmp_path: Path) -> None:
@@ -211,11 +252,13 @@ def test_not_imported_names_another_source_file_without_the_extension_clause(tmp
     other = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod_impl.py")}
     suffixes = (".cpython-312-x86_64-linux-gnu.so", ".abi3.so", ".so")
     assert not_imported(sp, _res(sp, "pkg.mod", [here, other], suffixes)) == (
-        "the interpreter imports pkg.mod from pkg/mod_impl.py")
+        "the interpreter imports pkg.mod from pkg/mod_impl.py"
+    )
     ext = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod.abi3.so")}
     assert not_imported(sp, _res(sp, "pkg.mod", [here, ext], suffixes)) == (
         "the interpreter imports pkg.mod from pkg/mod.abi3.so, a compiled extension module (the import system tries "
-        "the extension suffixes .cpython-312-x86_64-linux-gnu.so, .abi3.so, .so before .py)")
+        "the extension suffixes .cpython-312-x86_64-linux-gnu.so, .abi3.so, .so before .py)"
+    )
     same = {"module": "pkg.mod", "origin": str(sp / "pkg" / "mod.py")}
     assert not_imported(sp, _res(sp, "pkg.mod", [here, same], suffixes)) is None
 
@@ -235,8 +278,9 @@ def test_resolve_modules_asks_the_probe_once_and_reads_a_partial_answer(monkeypa
         return ProbeResult({}, "", 0.0)
 
     monkeypatch.setattr(resolution, "run_probe", fake)
-    got = resolve_modules(tmp_path / "python", ["a/b.py", "a/data.json", "a/b.py", "c.py"], env={"X": "1"},
-                          timeout_s=7.5)
+    got = resolve_modules(
+        tmp_path / "python", ["a/b.py", "a/data.json", "a/b.py", "c.py"], env={"X": "1"}, timeout_s=7.5
+    )
     assert got == {"a/b.py": Resolution("a/b.py", "a.b", (), ()), "c.py": Resolution("c.py", "c", (), ())}
     assert calls == [(tmp_path / "python", ['{"modules": {"a/b.py": "a.b", "c.py": "c"}}'], {"X": "1"}, 7.5)]
     assert resolve_modules(tmp_path / "python", ["a/data.json"]) == {} and len(calls) == 1

@@ -51,9 +51,17 @@ def sp(tmp_path: Path) -> Path:
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "a.py").write_bytes(A0)
     (root / "pkg" / "b.py").write_bytes(B0)
-    journaled_write(root, "apply", ["p1", "p2"],
-                    (FileChange("p1", "pkg/a.py", A0, A1), FileChange("p2", "pkg/a.py", A1, A2),
-                     FileChange("p1", "pkg/b.py", B0, B1)), APPLIED)
+    journaled_write(
+        root,
+        "apply",
+        ["p1", "p2"],
+        (
+            FileChange("p1", "pkg/a.py", A0, A1),
+            FileChange("p2", "pkg/a.py", A1, A2),
+            FileChange("p1", "pkg/b.py", B0, B1),
+        ),
+        APPLIED,
+    )
     return root
 
 
@@ -69,8 +77,12 @@ def files(sp: Path) -> tuple[bytes, bytes]:
 def test_reverting_everything_restores_each_file_newest_first_and_removes_the_state(sp: Path) -> None:
     report = revert(sp)
     assert report == PatchReport(
-        sp, (restored("p1", "pkg/b.py", B0), restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
-        (FileChange("", "pkg/a.py", A2, A0), FileChange("", "pkg/b.py", B1, B0)), written=True, recovered=())
+        sp,
+        (restored("p1", "pkg/b.py", B0), restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
+        (FileChange("", "pkg/a.py", A2, A0), FileChange("", "pkg/b.py", B1, B0)),
+        written=True,
+        recovered=(),
+    )
     assert files(sp) == (A0, B0)
     assert not manifest_path(sp).exists() and originals(sp) == set()
     assert revert(sp) == PatchReport(sp, (), (), written=False, recovered=())  # twice: nothing to do
@@ -79,16 +91,21 @@ def test_reverting_everything_restores_each_file_newest_first_and_removes_the_st
 def test_a_dry_run_reports_the_same_and_writes_nothing(sp: Path) -> None:
     report = revert(sp, dry_run=True)
     assert report == PatchReport(
-        sp, (restored("p1", "pkg/b.py", B0), restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
-        (FileChange("", "pkg/a.py", A2, A0), FileChange("", "pkg/b.py", B1, B0)), written=False, recovered=())
+        sp,
+        (restored("p1", "pkg/b.py", B0), restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
+        (FileChange("", "pkg/a.py", A2, A0), FileChange("", "pkg/b.py", B1, B0)),
+        written=False,
+        recovered=(),
+    )
     assert files(sp) == (A2, B1)
     assert read_manifest(sp) == APPLIED and originals(sp) == {sha(A0), sha(A1), sha(B0)}
 
 
 def test_reverting_the_newer_of_two_keeps_the_older_and_its_originals(sp: Path) -> None:
     report = revert(sp, ["p2", "not-applied"])
-    assert report == PatchReport(sp, (restored("p2", "pkg/a.py", A1),), (FileChange("", "pkg/a.py", A2, A1),),
-                                 written=True, recovered=())
+    assert report == PatchReport(
+        sp, (restored("p2", "pkg/a.py", A1),), (FileChange("", "pkg/a.py", A2, A1),), written=True, recovered=()
+    )
     assert files(sp) == (A1, B1)
     assert read_manifest(sp) == Manifest((P1,), (FA1, FB1))
     assert originals(sp) == {sha(A0), sha(B0)}
@@ -116,8 +133,10 @@ def test_a_file_changed_since_the_patch_is_refused_naming_both_digests(sp: Path)
     with pytest.raises(CheckFailed) as info:
         revert(sp)
     hand = sha(b"b = 'by hand'\n")
-    assert info.value.message == (f"pkg/b.py changed since envforge patched it: sha256 {hand}, "
-                                  f"expected {sha(B1)} (patched) or {sha(B0)} (original)")
+    assert info.value.message == (
+        f"pkg/b.py changed since envforge patched it: sha256 {hand}, "
+        f"expected {sha(B1)} (patched) or {sha(B0)} (original)"
+    )
     assert info.value.hint == rebuild_hint(sp)
     assert (sp / "pkg/a.py").read_bytes() == A2 and read_manifest(sp) == APPLIED
 
@@ -126,8 +145,10 @@ def test_a_deleted_file_is_refused_and_nothing_is_written(sp: Path) -> None:
     (sp / "pkg/b.py").unlink()
     with pytest.raises(CheckFailed) as info:
         revert(sp)
-    assert info.value.message == (f"cannot revert p1: pkg/b.py is missing ({sp / 'pkg/b.py'}): deleted after "
-                                  "envforge patched it; nothing was changed")
+    assert info.value.message == (
+        f"cannot revert p1: pkg/b.py is missing ({sp / 'pkg/b.py'}): deleted after "
+        "envforge patched it; nothing was changed"
+    )
     assert info.value.hint == rebuild_hint(sp)
     assert (sp / "pkg/a.py").read_bytes() == A2 and read_manifest(sp) == APPLIED
 
@@ -137,7 +158,10 @@ def test_a_missing_saved_original_is_refused_and_nothing_is_written(sp: Path) ->
     blob.unlink()
     with pytest.raises(CheckFailed) as info:
         revert(sp)
-    assert info.value.message == f"cannot revert p2: the saved original of pkg/a.py is missing ({blob}); nothing was changed"
+    assert (
+        info.value.message
+        == f"cannot revert p2: the saved original of pkg/a.py is missing ({blob}); nothing was changed"
+    )
     assert info.value.hint == rebuild_hint(sp)
     assert files(sp) == (A2, B1) and read_manifest(sp) == APPLIED
 
@@ -148,6 +172,7 @@ class Crash(BaseException):
 
 def interrupted_revert(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Leave the intent record of a revert of p2 killed before its manifest was written."""
+
     def killed(*_args: object) -> None:
         raise Crash
 
@@ -161,13 +186,17 @@ def interrupted_revert(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_revert_first_rolls_back_an_interrupted_write_and_says_so(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     interrupted_revert(sp, monkeypatch)
     report = revert(sp, ["p1", "p2"])
-    assert report.recovered == ("rolled back an interrupted `apply-patches --revert` of p2: 1 file restored to their "
-                                "bytes before it; the patch manifest was not written, so none of its files stay changed",)
+    assert report.recovered == (
+        "rolled back an interrupted `apply-patches --revert` of p2: 1 file restored to their "
+        "bytes before it; the patch manifest was not written, so none of its files stay changed",
+    )
     assert report.written is True and files(sp) == (A0, B0)
     assert not intent_path(sp).exists() and not manifest_path(sp).exists()
 
 
-def test_a_dry_run_never_rolls_back_and_refuses_the_half_written_state(sp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dry_run_never_rolls_back_and_refuses_the_half_written_state(
+    sp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     interrupted_revert(sp, monkeypatch)
     with pytest.raises(CheckFailed) as info:
         revert(sp, dry_run=True)
@@ -178,8 +207,13 @@ def test_a_dry_run_never_rolls_back_and_refuses_the_half_written_state(sp: Path,
 def test_a_file_already_back_does_not_stop_the_older_entries(sp: Path) -> None:
     (sp / "pkg/b.py").write_bytes(B0)  # the newest entry (p1's b.py) is already its original
     report = revert(sp)
-    assert report == PatchReport(sp, (restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
-                                 (FileChange("", "pkg/a.py", A2, A0),), written=True, recovered=())
+    assert report == PatchReport(
+        sp,
+        (restored("p2", "pkg/a.py", A1), restored("p1", "pkg/a.py", A0)),
+        (FileChange("", "pkg/a.py", A2, A0),),
+        written=True,
+        recovered=(),
+    )
     assert files(sp) == (A0, B0) and not manifest_path(sp).exists()
 
 
@@ -189,8 +223,10 @@ def test_a_saved_original_that_is_not_a_file_is_named_and_never_opened(sp: Path)
     os.mkfifo(blob)
     with pytest.raises(InputError) as info:
         revert(sp)
-    assert (info.value.message, info.value.hint) == (f"saved original {blob} is not a regular file (a FIFO)",
-                                                     rebuild_hint(sp))
+    assert (info.value.message, info.value.hint) == (
+        f"saved original {blob} is not a regular file (a FIFO)",
+        rebuild_hint(sp),
+    )
     assert files(sp) == (A2, B1) and read_manifest(sp) == APPLIED
 
 

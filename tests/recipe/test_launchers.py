@@ -26,16 +26,22 @@ def _assignments(fn: ast.FunctionDef) -> list[tuple[str, int, ast.expr, ast.expr
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign):
             for t in node.targets:
-                if (isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ"
-                        and isinstance(t.slice, ast.Constant)):
+                if (
+                    isinstance(t, ast.Subscript)
+                    and ast.unparse(t.value) == "os.environ"
+                    and isinstance(t.slice, ast.Constant)
+                ):
                     out.append((t.slice.value, node.lineno, node.value, guard.get(id(node))))
     return sorted(out, key=lambda a: a[1])
 
 
 def _flags(expr: ast.AST) -> set[str]:
     """``server_args.enable_symm_mem`` in an expression -> ``--enable-symm-mem``."""
-    return {"--" + n.attr.replace("_", "-") for n in ast.walk(expr)
-            if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "server_args"}
+    return {
+        "--" + n.attr.replace("_", "-")
+        for n in ast.walk(expr)
+        if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "server_args"
+    }
 
 
 ASSIGNED = _assignments(_function("_set_envs_and_config"))
@@ -43,9 +49,15 @@ ASSIGNED = _assignments(_function("_set_envs_and_config"))
 
 def test_the_scan_reads_the_real_launch_code() -> None:
     assert [(name, line) for name, line, _, _ in ASSIGNED] == [
-        ("NCCL_CUMEM_ENABLE", 809), ("NCCL_NVLS_ENABLE", 815), ("CUDA_DEVICE_MAX_CONNECTIONS", 818),
-        ("CUDA_MODULE_LOADING", 819), ("TRTLLM_ENABLE_PDL", 823), ("CUTE_DSL_LOG_LEVEL", 827),
-        ("CUTE_DSL_LOG_TO_CONSOLE", 831), ("SGLANG_RUN_ID", 834)]
+        ("NCCL_CUMEM_ENABLE", 809),
+        ("NCCL_NVLS_ENABLE", 815),
+        ("CUDA_DEVICE_MAX_CONNECTIONS", 818),
+        ("CUDA_MODULE_LOADING", 819),
+        ("TRTLLM_ENABLE_PDL", 823),
+        ("CUTE_DSL_LOG_LEVEL", 827),
+        ("CUTE_DSL_LOG_TO_CONSOLE", 831),
+        ("SGLANG_RUN_ID", 834),
+    ]
 
 
 def test_every_assignment_of_the_real_wheel_is_in_the_table_with_its_line() -> None:
@@ -82,16 +94,37 @@ def test_the_run_id_is_per_run_so_the_table_holds_no_value() -> None:
 # The variables sglang 0.5.9's own _set_envs_and_config left in os.environ (field case B38: a
 # stub server that runs the real function), from a profile CUDA_DEVICE_MAX_CONNECTIONS=1,
 # CUDA_MODULE_LOADING=EAGER, NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE=0.
-B38_PROFILE = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "CUDA_MODULE_LOADING": "EAGER", "NCCL_CUMEM_ENABLE": "0",
-               "NCCL_NVLS_ENABLE": "0"}
+B38_PROFILE = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+    "CUDA_MODULE_LOADING": "EAGER",
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_NVLS_ENABLE": "0",
+}
 
 
-@pytest.mark.parametrize("argv,dumped", [
-    (["--model-path", "stub"], {"CUDA_DEVICE_MAX_CONNECTIONS": "8", "CUDA_MODULE_LOADING": "AUTO",
-                                "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}),
-    (["--model-path", "stub", "--enable-symm-mem"], {"CUDA_DEVICE_MAX_CONNECTIONS": "8", "CUDA_MODULE_LOADING": "AUTO",
-                                                     "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}),
-])
+@pytest.mark.parametrize(
+    "argv,dumped",
+    [
+        (
+            ["--model-path", "stub"],
+            {
+                "CUDA_DEVICE_MAX_CONNECTIONS": "8",
+                "CUDA_MODULE_LOADING": "AUTO",
+                "NCCL_CUMEM_ENABLE": "0",
+                "NCCL_NVLS_ENABLE": "0",
+            },
+        ),
+        (
+            ["--model-path", "stub", "--enable-symm-mem"],
+            {
+                "CUDA_DEVICE_MAX_CONNECTIONS": "8",
+                "CUDA_MODULE_LOADING": "AUTO",
+                "NCCL_CUMEM_ENABLE": "1",
+                "NCCL_NVLS_ENABLE": "1",
+            },
+        ),
+    ],
+)
 def test_applying_the_table_gives_what_the_real_launcher_left(argv: list[str], dumped: dict[str, str]) -> None:
     writes = SGLANG_0_5_9.apply(B38_PROFILE, argv)
     after = {**B38_PROFILE, **{k: w.value for k, w in writes.items() if k in B38_PROFILE}}

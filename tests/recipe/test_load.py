@@ -26,36 +26,50 @@ def recipe(tmp_path: Path, text: str) -> Path:
 
 
 def test_build_from_source_without_build_constraints_is_refused_with_the_fix(tmp_path: Path) -> None:
-    path = recipe(tmp_path, HEAD + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\nsdpkg = "no wheel upstream"\n'
-                  '\n[variant.a]\n\n[variant.b.build-from-source]\nother = "also none"\n')
+    path = recipe(
+        tmp_path,
+        HEAD + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\nsdpkg = "no wheel upstream"\n'
+        '\n[variant.a]\n\n[variant.b.build-from-source]\nother = "also none"\n',
+    )
     with pytest.raises(RecipeError) as e:
         load_recipe(path)
-    why = ("is built from source at install time, but [recipe] build-constraints pins no build backend, so the "
-           "build would use whatever version uv finds that day; pin the backend its pyproject.toml [build-system] "
-           "requires, e.g. build-constraints = [\"setuptools==80.9.0\"]")
-    assert str(e.value) == "\n".join([
-        f"recipe {path} is invalid (2 problems):",
-        f"  {path}:10: build-from-source.sdpkg: {why}",
-        f"  {path}:15: variant.b.build-from-source.other: {why}",
-        "  hint: see docs/recipes.md, \"Source builds (B28)\""])
+    why = (
+        "is built from source at install time, but [recipe] build-constraints pins no build backend, so the "
+        "build would use whatever version uv finds that day; pin the backend its pyproject.toml [build-system] "
+        'requires, e.g. build-constraints = ["setuptools==80.9.0"]'
+    )
+    assert str(e.value) == "\n".join(
+        [
+            f"recipe {path} is invalid (2 problems):",
+            f"  {path}:10: build-from-source.sdpkg: {why}",
+            f"  {path}:15: variant.b.build-from-source.other: {why}",
+            '  hint: see docs/recipes.md, "Source builds (B28)"',
+        ]
+    )
     assert e.value.exit_code == 2
 
 
-@pytest.mark.parametrize("constraints", ['build-constraints = []\n', ''])
+@pytest.mark.parametrize("constraints", ["build-constraints = []\n", ""])
 def test_the_cli_refuses_it_before_uv_runs(tmp_path: Path, constraints: str) -> None:
     recipe(tmp_path, HEAD + constraints + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\nsdpkg = "x"\n')
     for args in (("lock", "sd"), ("lock", "sd", "--check")):
-        res = subprocess.run([sys.executable, "-m", "envforge", *args], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=120)
+        res = subprocess.run(
+            [sys.executable, "-m", "envforge", *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
         assert res.returncode == 2, res.stderr
-        assert "build-from-source.sdpkg: is built from source at install time, but [recipe] build-constraints " \
-               "pins no build backend" in res.stderr
+        assert (
+            "build-from-source.sdpkg: is built from source at install time, but [recipe] build-constraints "
+            "pins no build backend" in res.stderr
+        )
     assert not (tmp_path / "lockfiles").exists()
 
 
 def test_pinned_backend_or_an_empty_opt_in_table_loads(tmp_path: Path) -> None:
-    pinned = recipe(tmp_path, HEAD.replace('"no-deps"\n', '"no-deps"\nbuild-constraints = ["setuptools==80.9.0"]\n')
-                    + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\nsdpkg = "no wheel upstream"\n')
+    pinned = recipe(
+        tmp_path,
+        HEAD.replace('"no-deps"\n', '"no-deps"\nbuild-constraints = ["setuptools==80.9.0"]\n')
+        + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\nsdpkg = "no wheel upstream"\n',
+    )
     assert load_recipe(pinned).resolve().source_builds == {"sdpkg": "no wheel upstream"}
     empty = recipe(tmp_path, HEAD + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\n')
     assert load_recipe(empty).resolve().source_builds == {}

@@ -25,7 +25,10 @@ def test_kimi_cu130_routes_torch_family_to_its_index_and_records_override_reason
     assert (pins["sgl-kernel"].specifier, pins["sgl-kernel"].index) == ("==0.3.21+cu130", "sgl-kernel-cu130")
     assert pins["sglang"].index is None
     assert {p.name: p.specifier for p in v.packages if p.name.startswith("flashinfer")} == {
-        "flashinfer-cubin": "==0.6.4", "flashinfer-jit-cache": "==0.6.4+cu130", "flashinfer-python": "==0.6.4"}
+        "flashinfer-cubin": "==0.6.4",
+        "flashinfer-jit-cache": "==0.6.4+cu130",
+        "flashinfer-python": "==0.6.4",
+    }
     fi = next(o for o in v.overrides if o.name == "flashinfer-python")
     assert fi.specifier == "==0.6.4" and "sglang 0.5.9 pins ==0.6.3" in fi.reason
     assert v.lock_name == "kimi-k25-sm120-cu130" and v.cuda == "13.0.1"
@@ -47,9 +50,13 @@ def test_multi_variant_recipe_needs_a_variant(tmp_path: Path) -> None:
     r = load_recipe(ROOT / "recipes" / "kimi-k25-sm120.toml")
     with pytest.raises(RecipeError) as e:
         r.resolve(None)
-    assert str(e.value) == (f"{r.path}: recipe 'kimi-k25-sm120' has variants cu128, cu130, cu130-aarch64, cu130-current; choose one\n"
-                            "  hint: pass --variant cu128")
-    with pytest.raises(RecipeError, match="has no variant 'cu999' \\(it has: cu128, cu130, cu130-aarch64, cu130-current\\)"):
+    assert str(e.value) == (
+        f"{r.path}: recipe 'kimi-k25-sm120' has variants cu128, cu130, cu130-aarch64, cu130-current; choose one\n"
+        "  hint: pass --variant cu128"
+    )
+    with pytest.raises(
+        RecipeError, match="has no variant 'cu999' \\(it has: cu128, cu130, cu130-aarch64, cu130-current\\)"
+    ):
         r.resolve("cu999")
 
 
@@ -60,12 +67,12 @@ def test_unknown_key_gives_line_and_did_you_mean(tmp_path: Path) -> None:
     assert str(e.value) == (
         f"recipe {p} is invalid (1 problem):\n"
         f"  {p}:6: target.compute_capability: unknown key; did you mean 'compute-capability'?\n"
-        "  hint: see docs/recipes.md for the recipe schema")
+        "  hint: see docs/recipes.md for the recipe schema"
+    )
 
 
 def test_wrong_type_names_file_key_path_and_line(tmp_path: Path) -> None:
-    p = write(tmp_path, '[recipe]\nname = "x"\npython = "3.12"\n\n[target]\ngpus = "8"\n'
-                        'compute-capability = 12.0\n')
+    p = write(tmp_path, '[recipe]\nname = "x"\npython = "3.12"\n\n[target]\ngpus = "8"\ncompute-capability = 12.0\n')
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
     assert str(e.value).splitlines()[:3] == [
@@ -76,12 +83,16 @@ def test_wrong_type_names_file_key_path_and_line(tmp_path: Path) -> None:
 
 
 def test_wrong_type_inside_a_variant_table(tmp_path: Path) -> None:
-    p = write(tmp_path, '[recipe]\nname = "x"\npython = "3.12"\n\n[variant.cu130]\n'
-                        'packages = { torch = { version = "==2.9.1", index = 3 } }\n')
+    p = write(
+        tmp_path,
+        '[recipe]\nname = "x"\npython = "3.12"\n\n[variant.cu130]\n'
+        'packages = { torch = { version = "==2.9.1", index = 3 } }\n',
+    )
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
     assert str(e.value).splitlines()[1] == (
-        f"  {p}:6: variant.cu130.packages.torch.index: expected a string, got an integer (3)")
+        f"  {p}:6: variant.cu130.packages.torch.index: expected a string, got an integer (3)"
+    )
 
 
 def test_name_with_a_dot_cannot_form_a_pep751_file_name(tmp_path: Path) -> None:
@@ -90,7 +101,8 @@ def test_name_with_a_dot_cannot_form_a_pep751_file_name(tmp_path: Path) -> None:
         load_recipe(p)
     assert str(e.value).splitlines()[1] == (
         f"  {p}:2: recipe.name: 'kimi.k25' cannot form a PEP 751 lock file name "
-        "(pylock.<name>.toml allows no dots); use letters, digits, '-' and '_' only")
+        "(pylock.<name>.toml allows no dots); use letters, digits, '-' and '_' only"
+    )
 
 
 def test_variant_name_with_a_dot(tmp_path: Path) -> None:
@@ -111,20 +123,25 @@ def test_missing_required_key_and_bad_specifier(tmp_path: Path) -> None:
 
 
 def test_override_without_reason_is_refused(tmp_path: Path) -> None:
-    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[overrides]\n'
-                        'flashinfer-python = { version = "==0.6.4" }\n')
+    p = write(
+        tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[overrides]\nflashinfer-python = { version = "==0.6.4" }\n'
+    )
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
     assert str(e.value).splitlines()[1] == f"  {p}:6: overrides.flashinfer-python.reason: missing required key"
 
 
 def test_undefined_index_is_named_with_the_fix(tmp_path: Path) -> None:
-    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[packages]\n'
-                        'torch = { version = "==2.9.1", index = "cu130" }\n')
+    p = write(
+        tmp_path,
+        '[recipe]\nname = "k"\npython = "3.12"\n\n[packages]\ntorch = { version = "==2.9.1", index = "cu130" }\n',
+    )
     with pytest.raises(RecipeError) as e:
         load_recipe(p).resolve()
-    assert str(e.value) == (f"{p}:6: packages.torch.index: index 'cu130' is not defined\n"
-                            "  hint: add it under [indexes] or [variant.default.indexes] (defined: none)")
+    assert str(e.value) == (
+        f"{p}:6: packages.torch.index: index 'cu130' is not defined\n"
+        "  hint: add it under [indexes] or [variant.default.indexes] (defined: none)"
+    )
 
 
 def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
@@ -137,24 +154,30 @@ def test_unknown_env_profile(tmp_path: Path) -> None:
     p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[env.pcie]\nNCCL_BUFFSIZE = "1"\n')
     with pytest.raises(RecipeError) as e:
         load_recipe(p).resolve(env_profile="nvlink")
-    assert str(e.value) == (f"{p}: env profile 'nvlink' is not defined (defined: pcie)\n"
-                            "  hint: add a table [env.nvlink]")
+    assert str(e.value) == (
+        f"{p}: env profile 'nvlink' is not defined (defined: pcie)\n  hint: add a table [env.nvlink]"
+    )
 
 
 def test_an_interconnect_profile_without_an_interconnect_is_refused_with_the_fix(tmp_path: Path) -> None:
     """Issue 44: [env.pcie] without [target] interconnect was silently never applied."""
-    p = write(tmp_path, '[recipe]\nname = "k"\npython = "3.12"\n\n[env.default]\nA = "1"\n\n[env.pcie]\n'
-                        'NCCL_P2P_DISABLE = "1"\n')
+    p = write(
+        tmp_path,
+        '[recipe]\nname = "k"\npython = "3.12"\n\n[env.default]\nA = "1"\n\n[env.pcie]\nNCCL_P2P_DISABLE = "1"\n',
+    )
     with pytest.raises(RecipeError) as e:
         load_recipe(p).resolve()
     assert str(e.value) == (
-        f"{p}:8: [env.pcie] is applied when [target] interconnect = \"pcie\", and the recipe sets no interconnect: "
+        f'{p}:8: [env.pcie] is applied when [target] interconnect = "pcie", and the recipe sets no interconnect: '
         "it would never be applied\n"
-        "  hint: set interconnect = \"pcie\" under [target], or choose it when locking "
-        "(`envforge lock --env-profile pcie`)")
+        '  hint: set interconnect = "pcie" under [target], or choose it when locking '
+        "(`envforge lock --env-profile pcie`)"
+    )
     assert load_recipe(p).resolve(env_profile="pcie").env == {"A": "1", "NCCL_P2P_DISABLE": "1"}
-    with_link = write(tmp_path, p.read_text().replace('python = "3.12"\n', 'python = "3.12"\n\n[target]\n'
-                                                                        'interconnect = "nvlink"\n', 1))
+    with_link = write(
+        tmp_path,
+        p.read_text().replace('python = "3.12"\n', 'python = "3.12"\n\n[target]\ninterconnect = "nvlink"\n', 1),
+    )
     assert load_recipe(with_link).resolve().env == {"A": "1"}  # another interconnect's profile: an alternative
 
 
@@ -163,7 +186,8 @@ def test_two_keys_naming_one_distribution_are_refused(tmp_path: Path) -> None:
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
     assert str(e.value).splitlines()[1] == (
-        f"  {p}:7: packages.SGLang: names the same distribution as 'sglang' (both normalise to 'sglang'); keep one")
+        f"  {p}:7: packages.SGLang: names the same distribution as 'sglang' (both normalise to 'sglang'); keep one"
+    )
 
 
 def test_python_must_be_a_version(tmp_path: Path) -> None:
@@ -179,8 +203,10 @@ def test_recipe_name_must_match_its_file_in_recipes(tmp_path: Path) -> None:
     p.write_text('[recipe]\nname = "other"\npython = "3.12"\n')
     with pytest.raises(RecipeError) as e:
         load_recipe(p)
-    assert str(e.value) == (f"{p}: recipe.name 'other' does not match the file name 'mismatch.toml'\n"
-                            "  hint: rename the file to recipes/other.toml or set name = \"mismatch\"")
+    assert str(e.value) == (
+        f"{p}: recipe.name 'other' does not match the file name 'mismatch.toml'\n"
+        '  hint: rename the file to recipes/other.toml or set name = "mismatch"'
+    )
 
 
 def test_index_url_must_be_a_url(tmp_path: Path) -> None:
@@ -189,7 +215,8 @@ def test_index_url_must_be_a_url(tmp_path: Path) -> None:
         load_recipe(p)
     assert str(e.value).splitlines()[1] == (
         f"  {p}:6: indexes.mine: 'download.pytorch.org/whl cu130' is not an index URL; use "
-        "http(s)://host/path/simple (a PEP 503 index) or file:///dir")
+        "http(s)://host/path/simple (a PEP 503 index) or file:///dir"
+    )
 
 
 def load_recipe_text(tmp_path: Path, text: str) -> None:
@@ -215,20 +242,32 @@ def test_retire_patchsets_of_the_recipe_and_the_variant_merge_by_id(tmp_path: Pa
     recipe = load_recipe(write(tmp_path, RETIRING))
     old, new = recipe.resolve("old"), recipe.resolve("new")
     assert (old.patchsets, dict(old.retired_patchsets)) == (
-        ("a-fix",), {"b-fix": "b is written for 2.x", "c-fix": "c is upstream since 2.0"})
+        ("a-fix",),
+        {"b-fix": "b is written for 2.x", "c-fix": "c is upstream since 2.0"},
+    )
     assert (new.patchsets, dict(new.retired_patchsets)) == (
-        ("b-fix",), {"a-fix": "a is written for 1.x", "c-fix": "in 2.1 itself"})
+        ("b-fix",),
+        {"a-fix": "a is written for 1.x", "c-fix": "in 2.1 itself"},
+    )
     assert "retire" not in str(old.inputs())  # not a resolution input: the recipe digest stays
 
 
-@pytest.mark.parametrize(("entry", "message"), [
-    ('{ id = "z-fix", reason = "r" }', "variant.old.retire-patchsets[0].id: retires 'z-fix', which [recipe] "
-                                       "patchsets does not list (it lists: a-fix, b-fix, c-fix)"),
-    ('{ id = "b-fix", reason = " " }', "variant.old.retire-patchsets[0].reason: give the reason reviewers read"),
-    ('{ id = "b-fix" }', "r.toml:8: variant.old.retire-patchsets[0].reason: missing required key"),
-    ('{ id = "b-fix", reason = "r" }, { id = "b-fix", reason = "s" }',
-     "variant.old.retire-patchsets[1].id: retires 'b-fix' again; keep one entry"),
-])
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            '{ id = "z-fix", reason = "r" }',
+            "variant.old.retire-patchsets[0].id: retires 'z-fix', which [recipe] "
+            "patchsets does not list (it lists: a-fix, b-fix, c-fix)",
+        ),
+        ('{ id = "b-fix", reason = " " }', "variant.old.retire-patchsets[0].reason: give the reason reviewers read"),
+        ('{ id = "b-fix" }', "r.toml:8: variant.old.retire-patchsets[0].reason: missing required key"),
+        (
+            '{ id = "b-fix", reason = "r" }, { id = "b-fix", reason = "s" }',
+            "variant.old.retire-patchsets[1].id: retires 'b-fix' again; keep one entry",
+        ),
+    ],
+)
 def test_a_retirement_needs_a_listed_id_and_a_reason(tmp_path: Path, entry: str, message: str) -> None:
     text = RETIRING.replace('[{ id = "b-fix", reason = "b is written for 2.x" }]', f"[{entry}]")
     with pytest.raises(RecipeError) as exc:
@@ -237,13 +276,18 @@ def test_a_retirement_needs_a_listed_id_and_a_reason(tmp_path: Path, entry: str,
 
 
 def test_accept_variants_name_variants_of_the_recipe(tmp_path: Path) -> None:
-    entry = ('\n[[verify.accept]]\nkind = "file-conflict"\nsubject = "x.py"\nreason = "r"\nexpires = 2030-01-01\n'
-             'variants = ["{}"]\n')
-    load_recipe_text(tmp_path, RETIRING + entry.format("old") + entry.format("new"))  # one entry per variant: no duplicate
+    entry = (
+        '\n[[verify.accept]]\nkind = "file-conflict"\nsubject = "x.py"\nreason = "r"\nexpires = 2030-01-01\n'
+        'variants = ["{}"]\n'
+    )
+    load_recipe_text(
+        tmp_path, RETIRING + entry.format("old") + entry.format("new")
+    )  # one entry per variant: no duplicate
     with pytest.raises(RecipeError) as exc:
         load_recipe_text(tmp_path, RETIRING + entry.format("oldd"))
     assert "verify.accept[0].variants: 'oldd' is not a variant of this recipe (it has: new, old)" in str(exc.value)
     with pytest.raises(RecipeError) as exc:
         load_recipe_text(tmp_path, RETIRING + entry.format("old") + entry.format("old"))
-    assert "verify.accept[1]: accepts file-conflict 'x.py' again (already verify.accept[0]); keep one entry" in \
-        str(exc.value)
+    assert "verify.accept[1]: accepts file-conflict 'x.py' again (already verify.accept[0]); keep one entry" in str(
+        exc.value
+    )

@@ -22,14 +22,38 @@ from tests.conftest import cached_wheel
 # What `strings -n 6 libnccl.so.2 | grep -oE '^NCCL_[A-Z0-9_]+$'` prints: a whole printable run.
 _NAME = re.compile(rb"(?<![\x20-\x7e\t])(NCCL_[A-Z0-9_]+)(?![\x20-\x7e\t])")
 # Enum constants and log subsystems that share the prefix (the ncclnames docstring's list).
-_ENUM_PREFIXES = ("NCCL_PARAM_TYPE_", "NCCL_PARAM_FLAG_", "NCCL_LOG_", "NCCL_GIN_TYPE_", "NCCL_GIN_CONNECTION_",
-                  "NCCL_NET_DEVICE_GIN_")
-_NOT_VARIABLES = frozenset({
-    "NCCL_NET_MERGE_POLICY_ALL", "NCCL_NET_MERGE_POLICY_RAIL", "NCCL_SIGNAL_NONE",
-    # NCCL_DEBUG_SUBSYS subsystems (NCCL_NET is also a variable, and stays).
-    "NCCL_INIT", "NCCL_COLL", "NCCL_P2P", "NCCL_SHM", "NCCL_GRAPH", "NCCL_TUNING", "NCCL_ENV", "NCCL_ALLOC",
-    "NCCL_CALL", "NCCL_PROXY", "NCCL_NVLS", "NCCL_BOOTSTRAP", "NCCL_REG", "NCCL_PROFILE", "NCCL_RAS", "NCCL_ALL",
-})
+_ENUM_PREFIXES = (
+    "NCCL_PARAM_TYPE_",
+    "NCCL_PARAM_FLAG_",
+    "NCCL_LOG_",
+    "NCCL_GIN_TYPE_",
+    "NCCL_GIN_CONNECTION_",
+    "NCCL_NET_DEVICE_GIN_",
+)
+_NOT_VARIABLES = frozenset(
+    {
+        "NCCL_NET_MERGE_POLICY_ALL",
+        "NCCL_NET_MERGE_POLICY_RAIL",
+        "NCCL_SIGNAL_NONE",
+        # NCCL_DEBUG_SUBSYS subsystems (NCCL_NET is also a variable, and stays).
+        "NCCL_INIT",
+        "NCCL_COLL",
+        "NCCL_P2P",
+        "NCCL_SHM",
+        "NCCL_GRAPH",
+        "NCCL_TUNING",
+        "NCCL_ENV",
+        "NCCL_ALLOC",
+        "NCCL_CALL",
+        "NCCL_PROXY",
+        "NCCL_NVLS",
+        "NCCL_BOOTSTRAP",
+        "NCCL_REG",
+        "NCCL_PROFILE",
+        "NCCL_RAS",
+        "NCCL_ALL",
+    }
+)
 
 
 def _library_names(distribution: str, version: str) -> frozenset[str]:

@@ -82,10 +82,13 @@ def test_several_recipes_and_no_default_say_how_to_name_one(tmp_path: Path) -> N
     recipe(tmp_path, "beta")
     with pytest.raises(InputError) as err:
         Project(tmp_path).default_recipe()
-    assert err.value.message == (f"which recipe? {tmp_path / 'recipes'} has alpha, beta and "
-                              f"{tmp_path / 'envforge.toml'} names no default")
-    assert err.value.hint == ('name one (e.g. `envforge up alpha`), or set the project\'s default: '
-                              'default = "alpha" under [project] in envforge.toml')
+    assert err.value.message == (
+        f"which recipe? {tmp_path / 'recipes'} has alpha, beta and {tmp_path / 'envforge.toml'} names no default"
+    )
+    assert err.value.hint == (
+        "name one (e.g. `envforge up alpha`), or set the project's default: "
+        'default = "alpha" under [project] in envforge.toml'
+    )
     built(tmp_path, "alpha-default", "beta-default")
     with pytest.raises(InputError, match="^which recipe"):
         Project(tmp_path).default_environment()
@@ -96,16 +99,20 @@ def test_a_named_default_that_does_not_exist(tmp_path: Path) -> None:
     (tmp_path / "envforge.toml").write_text('[project]\ndefault = "gone"\n')
     with pytest.raises(InputError) as err:
         Project(tmp_path).recipe_path(None)
-    assert err.value.message == (f"{tmp_path / 'envforge.toml'} names the default recipe 'gone', but "
-                              f"{tmp_path / 'recipes'} has no gone.toml")
+    assert err.value.message == (
+        f"{tmp_path / 'envforge.toml'} names the default recipe 'gone', but {tmp_path / 'recipes'} has no gone.toml"
+    )
     assert err.value.hint == "known recipes: alpha"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[project]\ndefault = 3\n", "[project] default must be a recipe name (a string), not 3"),
-    ('[project]\ndefault = ""\n', "[project] default must be a recipe name (a string), not ''"),
-    ("[project\n", "not valid TOML: "),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[project]\ndefault = 3\n", "[project] default must be a recipe name (a string), not 3"),
+        ('[project]\ndefault = ""\n', "[project] default must be a recipe name (a string), not ''"),
+        ("[project\n", "not valid TOML: "),
+    ],
+)
 def test_an_invalid_project_file(tmp_path: Path, text: str, message: str) -> None:
     recipe(tmp_path, "alpha")
     (tmp_path / "envforge.toml").write_text(text)

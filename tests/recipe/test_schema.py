@@ -19,10 +19,21 @@ from envforge.core.schema import validate
 from envforge.uv.run import uv_binary
 from envforge.uv.settings import UV_VERSION
 
-BOUNDARY = ["9999-12-30T22:00:00Z", "9999-12-30T22:00:00.999999999Z", "9999-12-31T00:00:00+02:00",
-            "9999-12-30T20:00:00-02:00", "9999-12-29", "0001-01-01", "0001-01-01T00:00:00+05:00",
-            "9999-12-30T22:00:01Z", "9999-12-31T23:59:59Z", "9999-12-30T23:00:01+01:00", "9999-12-30",
-            "9999-12-31", "2024-01-01T00:00:00.1234567891Z"]
+BOUNDARY = [
+    "9999-12-30T22:00:00Z",
+    "9999-12-30T22:00:00.999999999Z",
+    "9999-12-31T00:00:00+02:00",
+    "9999-12-30T20:00:00-02:00",
+    "9999-12-29",
+    "0001-01-01",
+    "0001-01-01T00:00:00+05:00",
+    "9999-12-30T22:00:01Z",
+    "9999-12-31T23:59:59Z",
+    "9999-12-30T23:00:01+01:00",
+    "9999-12-30",
+    "9999-12-31",
+    "2024-01-01T00:00:00.1234567891Z",
+]
 
 
 def accepted(value: str) -> bool:
@@ -32,9 +43,24 @@ def accepted(value: str) -> bool:
 def uv_takes(value: str, tmp_path: Path) -> bool:
     req = tmp_path / "empty.in"
     req.write_text("")
-    res = subprocess.run([uv_binary(), "pip", "compile", "--no-config", "--offline", "--no-index", "--quiet",
-                          "--exclude-newer", value, str(req)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "TZ": "Etc/GMT+12"})
+    res = subprocess.run(
+        [
+            uv_binary(),
+            "pip",
+            "compile",
+            "--no-config",
+            "--offline",
+            "--no-index",
+            "--quiet",
+            "--exclude-newer",
+            value,
+            str(req),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TZ": "Etc/GMT+12"},
+    )
     assert res.returncode in (0, 2), res.stderr
     return res.returncode == 0
 
@@ -59,11 +85,15 @@ def test_the_bound_is_jiffs_latest_timestamp() -> None:
 def test_a_cutoff_later_than_uv_reads_is_exit_2_at_recipe_load(tmp_path: Path) -> None:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(
-        '[recipe]\nname = "r"\npython = "3.12"\nexclude-newer = "9999-12-31T23:59:59Z"\n')
-    res = subprocess.run([sys.executable, "-m", "envforge", "lock", "r"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120)
+        '[recipe]\nname = "r"\npython = "3.12"\nexclude-newer = "9999-12-31T23:59:59Z"\n'
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "lock", "r"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 2, res.stderr
-    assert (f"{tmp_path}/recipes/r.toml:4: recipe.exclude-newer: '9999-12-31T23:59:59Z' is later than uv can read "
-            "(its latest point in time is 9999-12-30T22:00:00Z, for a date 9999-12-29); write the cutoff you mean, "
-            "e.g. today's date, or remove the key") in res.stderr
+    assert (
+        f"{tmp_path}/recipes/r.toml:4: recipe.exclude-newer: '9999-12-31T23:59:59Z' is later than uv can read "
+        "(its latest point in time is 9999-12-30T22:00:00Z, for a date 9999-12-29); write the cutoff you mean, "
+        "e.g. today's date, or remove the key"
+    ) in res.stderr
     assert not (tmp_path / "lockfiles").exists()

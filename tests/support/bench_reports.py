@@ -6,17 +6,27 @@ from dataclasses import replace
 
 from envforge.bench.client import LevelRun, RequestResult
 from envforge.bench.report import BenchReport
-from envforge.bench.result import LevelResult, ServerResult, break_even_rows, level_result
+from envforge.bench.breakeven import break_even_rows
+from envforge.bench.result import LevelResult, ServerResult, level_result
 from envforge.bench.stats import Summary
 from envforge.env.fingerprint import Fingerprint
 
 FP = Fingerprint("sha256:aa", None, "pcie", "sha256:bb", "3.12", "580.65", "RTX PRO 6000", 8, "12.0")
 
 
-def run(c: int, wall_s: float, n: int, *, tokens: int = 100, itl_s: float = 0.0122, verify: int | None = None,
-        decode_s: float = 1.0) -> LevelRun:
-    r = RequestResult(ok=True, output_tokens=tokens, e2e_s=wall_s, ttft_s=0.05, tpot_s=itl_s, decode_s=decode_s,
-                      verify_steps=verify)
+def run(
+    c: int,
+    wall_s: float,
+    n: int,
+    *,
+    tokens: int = 100,
+    itl_s: float = 0.0122,
+    verify: int | None = None,
+    decode_s: float = 1.0,
+) -> LevelRun:
+    r = RequestResult(
+        ok=True, output_tokens=tokens, e2e_s=wall_s, ttft_s=0.05, tpot_s=itl_s, decode_s=decode_s, verify_steps=verify
+    )
     return LevelRun(c, tuple(r for _ in range(n)), wall_s)
 
 
@@ -33,8 +43,7 @@ def report(fp: Fingerprint = FP, walls: list[float] = [2.0, 2.1, 1.9]) -> BenchR
 
 
 def ok(tokens: int = 100, **kw: object) -> RequestResult:
-    return RequestResult(ok=True, output_tokens=tokens, e2e_s=1.0, ttft_s=0.05, tpot_s=0.01, decode_s=0.99,
-                         **kw)  # type: ignore[arg-type]
+    return RequestResult(ok=True, output_tokens=tokens, e2e_s=1.0, ttft_s=0.05, tpot_s=0.01, decode_s=0.99, **kw)  # type: ignore[arg-type]
 
 
 def bad(message: str, status: int | None) -> RequestResult:

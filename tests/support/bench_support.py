@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
+
 if __package__ in (None, ""):  # run as a script (a test recipe's server): make `tests.support` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -50,10 +51,10 @@ def transformers_serve_python() -> Path:
 
 #: A ``[[verify.smoke.servers]]`` entry's ``args`` and ``env`` for ``transformers serve`` on CPU, as
 #: recipe-template text for ``str.format`` (braces doubled: ``{{model}}`` reaches the recipe as ``{model}``).
-TRANSFORMERS_SERVE_TOML = '''args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
+TRANSFORMERS_SERVE_TOML = """args = ["-m", "transformers.cli.transformers", "serve", "{{model}}", "--host", "{{host}}", "--port", "{{port}}",
         "--device", "cpu"]
 env = {{ HF_HUB_OFFLINE = "1", OMP_NUM_THREADS = "1" }}
-'''
+"""
 
 
 def venv_of(python: Path) -> Path:
@@ -69,8 +70,9 @@ def _words() -> list[str]:
     return sorted({w for p in prompts for w in p.text.split()})
 
 
-def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0,
-                    stops_at_once: bool = False) -> Path:
+def make_tiny_model(
+    out: Path, *, hidden: int = 32, layers: int = 2, seed: int = 0, stops_at_once: bool = False
+) -> Path:
     """Write a tiny random-weight Llama (safetensors, config, word-level tokenizer) into ``out``.
 
     ``stops_at_once``: the final norm's weights are zero, so every logit is 0 and greedy decoding
@@ -87,39 +89,87 @@ def make_tiny_model(out: Path, *, hidden: int = 32, layers: int = 2, seed: int =
         return (rng.standard_normal(shape) * 0.5).astype(np.float32)
 
     inter = 2 * hidden
-    tensors = {"model.embed_tokens.weight": w(len(vocab), hidden), "lm_head.weight": w(len(vocab), hidden),
-               "model.norm.weight": np.zeros(hidden, np.float32) if stops_at_once else np.ones(hidden, np.float32)}
+    tensors = {
+        "model.embed_tokens.weight": w(len(vocab), hidden),
+        "lm_head.weight": w(len(vocab), hidden),
+        "model.norm.weight": np.zeros(hidden, np.float32) if stops_at_once else np.ones(hidden, np.float32),
+    }
     for i in range(layers):
         p = f"model.layers.{i}."
-        tensors.update({p + "input_layernorm.weight": np.ones(hidden, np.float32),
-                        p + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
-                        p + "mlp.gate_proj.weight": w(inter, hidden), p + "mlp.up_proj.weight": w(inter, hidden),
-                        p + "mlp.down_proj.weight": w(hidden, inter)})
+        tensors.update(
+            {
+                p + "input_layernorm.weight": np.ones(hidden, np.float32),
+                p + "post_attention_layernorm.weight": np.ones(hidden, np.float32),
+                p + "mlp.gate_proj.weight": w(inter, hidden),
+                p + "mlp.up_proj.weight": w(inter, hidden),
+                p + "mlp.down_proj.weight": w(hidden, inter),
+            }
+        )
         for proj in "qkvo":
             tensors[p + f"self_attn.{proj}_proj.weight"] = w(hidden, hidden)
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": len(vocab),
-              "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
-              "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": hidden // 2,
-              "max_position_embeddings": 1024, "rms_norm_eps": 1e-6, "hidden_act": "silu",
-              "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False, "dtype": "float32"}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": len(vocab),
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": hidden // 2,
+        "max_position_embeddings": 1024,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "tie_word_embeddings": False,
+        "dtype": "float32",
+    }
     (out / "config.json").write_text(json.dumps(config, indent=1))
     # No eos in the generation config: every request produces exactly max_tokens tokens.
     gen = {"bos_token_id": 1, "eos_token_id": 0} if stops_at_once else {"bos_token_id": 1}
     (out / "generation_config.json").write_text(json.dumps(gen))
-    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for i, t in enumerate(specials)]
-    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
-                 "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
-                 "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"}}
+    added = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, t in enumerate(specials)
+    ]
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+    }
     (out / "tokenizer.json").write_text(json.dumps(tokenizer))
     # a chat template, so the server's /v1/chat/completions can render a conversation
-    template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-                "{% if add_generation_prompt %}assistant:{% endif %}")
-    (out / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
-         "chat_template": template}))
+    template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}"
+    )
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "chat_template": template,
+            }
+        )
+    )
     return out
 
 
@@ -136,11 +186,17 @@ def make_bpe_tokenizer(out: Path, *, vocab_size: int = 400) -> Path:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     prompts, _ = load_prompts(shipped_prompts())
     tok.train_from_iterator([p.text for p in prompts], trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+    )
     tok.save(str(out / "tokenizer.json"))
     return out
 
@@ -152,8 +208,13 @@ def sse_events(name: str) -> list[bytes]:
 
 
 @contextmanager
-def replay_server(routes: Mapping[str, str], gap_s: float = 0.0, port: int = 0,
-                  log: list[tuple[str, bytes]] | None = None, peers: list[int] | None = None) -> Iterator[str]:
+def replay_server(
+    routes: Mapping[str, str],
+    gap_s: float = 0.0,
+    port: int = 0,
+    log: list[tuple[str, bytes]] | None = None,
+    peers: list[int] | None = None,
+) -> Iterator[str]:
     """A local HTTP server (127.0.0.1, ``port`` or a free one) that answers ``POST <path>`` by
     streaming the recorded events of ``routes[path]`` with ``gap_s`` seconds between them (chunked
     encoding), and ``GET /health`` / ``/health_generate`` with 200. Yields its base URL.

@@ -119,8 +119,16 @@ def charset_env(root: Path, *, listed: bool = True) -> BuiltEnv:
     (root / "recipes").mkdir()
     wheel, python = charset_wheel()
     ref = {"id": PATCHSET_ID, "digest": "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()}
-    return make_env(root, [wheel], uv=uv.find_uv_bin(), python=python, name="cn-default", patchsets=(),
-                    profile=None, envforge={"patchsets": [ref] if listed else []})
+    return make_env(
+        root,
+        [wheel],
+        uv=uv.find_uv_bin(),
+        python=python,
+        name="cn-default",
+        patchsets=(),
+        profile=None,
+        envforge={"patchsets": [ref] if listed else []},
+    )
 
 
 class moved_aside:

@@ -20,12 +20,12 @@ def build(tmp: Path, major: int, sp: Path, rel: str) -> Path:
     rt_dir.mkdir(parents=True, exist_ok=True)
     (rt_dir / "rt.c").write_text(RUNTIME % (major * 1000))
     lib = rt_dir / f"libcudart.so.{major}"
-    subprocess.run([CC, "-shared", "-fPIC", f"-Wl,-soname,libcudart.so.{major}", "-o", str(lib), str(rt_dir / "rt.c")],
-                   check=True)
+    subprocess.run(
+        [CC, "-shared", "-fPIC", f"-Wl,-soname,libcudart.so.{major}", "-o", str(lib), str(rt_dir / "rt.c")], check=True
+    )
     (rt_dir / "libcudart.so").symlink_to(lib.name)
     (tmp / "ops.c").write_text(OPS)
     out = sp / rel
     out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([CC, "-shared", "-fPIC", "-o", str(out), str(tmp / "ops.c"), f"-L{rt_dir}", "-lcudart"],
-                   check=True)
+    subprocess.run([CC, "-shared", "-fPIC", "-o", str(out), str(tmp / "ops.c"), f"-L{rt_dir}", "-lcudart"], check=True)
     return out

@@ -42,8 +42,9 @@ def _classes(models: Path) -> tuple[dict[str, tuple[str, ast.ClassDef]], dict[st
         for node in parse(f).body:
             if isinstance(node, ast.ClassDef):
                 classes.setdefault(node.name, (f.name, node))
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EntryClass"
-                                                    for t in node.targets):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets
+            ):
                 value = node.value
                 elts = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
                 for e in elts:
@@ -82,8 +83,12 @@ def language_model_class(site: Path, module: str, cls: str) -> str | None:
     for node in ast.walk(parse(site / "sglang" / "srt" / "models" / module)):
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for a in ast.walk(node):
-                if (isinstance(a, ast.Assign) and any(ast.unparse(t) == "self.language_model" for t in a.targets)
-                        and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name)):
+                if (
+                    isinstance(a, ast.Assign)
+                    and any(ast.unparse(t) == "self.language_model" for t in a.targets)
+                    and isinstance(a.value, ast.Call)
+                    and isinstance(a.value.func, ast.Name)
+                ):
                     return a.value.func.id
     return None
 
@@ -115,12 +120,22 @@ def run_capture_hook(hook: CaptureHook, ids: list[int] | None, layers: int) -> A
     ``ids`` (None: the config names none) and a target of ``layers`` decoder layers: a list, or
     :data:`DELEGATED` when the hook passes ``ids`` on unchanged to its language model."""
     last_rank = SimpleNamespace(is_last_rank=True)
-    namespace: dict[str, Any] = {"Optional": Optional, "List": List, "get_pp_group": lambda: last_rank,
-                                 "get_parallel": lambda: SimpleNamespace(pp_group=last_rank)}
+    namespace: dict[str, Any] = {
+        "Optional": Optional,
+        "List": List,
+        "get_pp_group": lambda: last_rank,
+        "get_parallel": lambda: SimpleNamespace(pp_group=last_rank),
+    }
     exec(_compiled(hook), namespace)  # noqa: S102 - the engine's own code is the oracle
     config = SimpleNamespace(num_hidden_layers=layers, text_config=SimpleNamespace(num_hidden_layers=layers))
-    outer = SimpleNamespace(pp_group=last_rank, config=config, model=_Inner(layers),
-                            language_model=_Inner(layers), layers=_Inner(layers).layers, layers_to_capture=None)
+    outer = SimpleNamespace(
+        pp_group=last_rank,
+        config=config,
+        model=_Inner(layers),
+        language_model=_Inner(layers),
+        layers=_Inner(layers).layers,
+        layers_to_capture=None,
+    )
     namespace["set_eagle3_layers_to_capture"](outer, ids)
     if outer.layers_to_capture is not None:  # a hook on the decoder stack itself (qwen3_5.py)
         return list(outer.layers_to_capture)
@@ -147,17 +162,39 @@ def sglang_read_ids(path: Path, drafter: Mapping[str, Any]) -> tuple[Any, Any]:
     (in ``path``: the statement whose code names ``eagle_aux_hidden_state_layer_ids``) ->
     ``(use_aux_hidden_state, layer ids)`` as the runner keeps them."""
     tree = parse(path)
-    block = next(n for n in ast.walk(tree) if isinstance(n, ast.Try)
-                 and "eagle_aux_hidden_state_layer_ids" in ast.unparse(n)
-                 and "draft_model_config.hf_config" in ast.unparse(n))
+    block = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Try)
+        and "eagle_aux_hidden_state_layer_ids" in ast.unparse(n)
+        and "draft_model_config.hf_config" in ast.unparse(n)
+    )
     target = SimpleNamespace(eagle_use_aux_hidden_state=True, eagle_aux_hidden_state_layer_ids="unset")
-    names = {ast.unparse(a.targets[0]).split(".")[0] for a in ast.walk(block) if isinstance(a, ast.Assign)
-             and isinstance(a.targets[0], ast.Attribute)}
+    names = {
+        ast.unparse(a.targets[0]).split(".")[0]
+        for a in ast.walk(block)
+        if isinstance(a, ast.Assign) and isinstance(a.targets[0], ast.Attribute)
+    }
     holder = names.pop()  # "self" (0.5.9) or "config" (0.5.20+)
-    fn = ast.Module(body=[ast.FunctionDef(
-        name="read", args=ast.arguments(posonlyargs=[], args=[ast.arg(holder), ast.arg("draft_model_config")],
-                                        kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=[block], decorator_list=[], returns=None, type_params=[])], type_ignores=[])
+    fn = ast.Module(
+        body=[
+            ast.FunctionDef(
+                name="read",
+                args=ast.arguments(
+                    posonlyargs=[],
+                    args=[ast.arg(holder), ast.arg("draft_model_config")],
+                    kwonlyargs=[],
+                    kw_defaults=[],
+                    defaults=[],
+                ),
+                body=[block],
+                decorator_list=[],
+                returns=None,
+                type_params=[],
+            )
+        ],
+        type_ignores=[],
+    )
     ast.fix_missing_locations(fn)
     namespace: dict[str, Any] = {}
     exec(compile(fn, str(path), "exec"), namespace)  # noqa: S102
@@ -185,6 +222,16 @@ def generated_id_lists(layers: int) -> Iterator[list[int] | None]:
     n = layers
     yield None
     yield []
-    for ids in ([1, n // 2 - 1, n - 4], [2, n // 2, n - 3], [0, 1, 2], [1], [True, 2, 3], [n - 3, 2, n // 2],
-                [3, n // 3, n - 2], [1, 2, n - 1], [2, n - 1, n], [0, n // 2, n]):
+    for ids in (
+        [1, n // 2 - 1, n - 4],
+        [2, n // 2, n - 3],
+        [0, 1, 2],
+        [1],
+        [True, 2, 3],
+        [n - 3, 2, n // 2],
+        [3, n // 3, n - 2],
+        [1, 2, n - 1],
+        [2, n - 1, n],
+        [0, n // 2, n],
+    ):
         yield ids

@@ -48,8 +48,23 @@ _BLOCK = b"A" * (1 << 20)
 _SSE = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
 _OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
 _ENDLESS = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
-MODES = ("goodsse", "healthbig", "flushbig", "flushtrickle", "metricsbig", "hugeline", "hugeline_slow",
-         "slowloris", "deepjson", "scalar", "list", "metastr", "tok_list", "tok_null", "tok_inf")
+MODES = (
+    "goodsse",
+    "healthbig",
+    "flushbig",
+    "flushtrickle",
+    "metricsbig",
+    "hugeline",
+    "hugeline_slow",
+    "slowloris",
+    "deepjson",
+    "scalar",
+    "list",
+    "metastr",
+    "tok_list",
+    "tok_null",
+    "tok_inf",
+)
 
 
 def good_stream(n: int = 8, last_tokens: object = None) -> bytes:
@@ -59,8 +74,11 @@ def good_stream(n: int = 8, last_tokens: object = None) -> bytes:
     for i in range(1, n + 1):
         fin = {"type": "length"} if i == n else None
         ct = last_tokens if i == n and last_tokens is not None else i
-        out += b"data: " + json.dumps({"text": "x" * i, "meta_info": {"completion_tokens": ct,
-                                                                      "finish_reason": fin}}).encode() + b"\n\n"
+        out += (
+            b"data: "
+            + json.dumps({"text": "x" * i, "meta_info": {"completion_tokens": ct, "finish_reason": fin}}).encode()
+            + b"\n\n"
+        )
     return out + b"data: [DONE]\n\n"
 
 
@@ -71,8 +89,11 @@ def _for(seconds: float) -> Iterator[None]:
 
 
 def _answer(s: socket.socket, mode: str, method: str, path: str) -> None:
-    if (mode == "healthbig" and method == "GET") or (mode == "flushbig" and path == "/flush_cache") or (
-            mode == "metricsbig" and path == "/metrics"):
+    if (
+        (mode == "healthbig" and method == "GET")
+        or (mode == "flushbig" and path == "/flush_cache")
+        or (mode == "metricsbig" and path == "/metrics")
+    ):
         s.sendall(_ENDLESS)
         for _ in _for(LIFETIME_S):
             s.sendall(_BLOCK)
@@ -102,11 +123,15 @@ def _answer(s: socket.socket, mode: str, method: str, path: str) -> None:
             s.sendall(bytes([b]))
             time.sleep(0.25)
         return
-    bodies = {"deepjson": b"data: " + b"[" * 200_000 + b"\n\n", "scalar": b"data: 5\n\ndata: [DONE]\n\n",
-              "list": b"data: [1, 2]\n\ndata: [DONE]\n\n",
-              "metastr": b'data: {"text": "x", "meta_info": "oops"}\n\ndata: [DONE]\n\n',
-              "tok_list": good_stream(last_tokens=[8]), "tok_null": good_stream(last_tokens="null"),
-              "tok_inf": good_stream(last_tokens=float("inf"))}
+    bodies = {
+        "deepjson": b"data: " + b"[" * 200_000 + b"\n\n",
+        "scalar": b"data: 5\n\ndata: [DONE]\n\n",
+        "list": b"data: [1, 2]\n\ndata: [DONE]\n\n",
+        "metastr": b'data: {"text": "x", "meta_info": "oops"}\n\ndata: [DONE]\n\n',
+        "tok_list": good_stream(last_tokens=[8]),
+        "tok_null": good_stream(last_tokens="null"),
+        "tok_inf": good_stream(last_tokens=float("inf")),
+    }
     body = bodies.get(mode, good_stream())
     if mode == "tok_null":
         body = body.replace(b'"completion_tokens": "null"', b'"completion_tokens": null')
@@ -179,8 +204,9 @@ class Measured:
     max_rss_kib: int
 
 
-def run_measured(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None,
-                 address_space_bytes: int = 4 << 30) -> Measured:
+def run_measured(
+    argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None, address_space_bytes: int = 4 << 30
+) -> Measured:
     """Run ``argv`` under an address-space limit (so an unbounded reader cannot take the machine),
     kill it with SIGKILL after ``timeout_s`` seconds, and measure it."""
 
@@ -189,8 +215,14 @@ def run_measured(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                env=dict(env) if env is not None else None, preexec_fn=limit)
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            preexec_fn=limit,
+        )
         peak = 0
         while True:
             peak = max(peak, _hwm_kib(proc.pid))
@@ -206,8 +238,13 @@ def run_measured(argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        return Measured(proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                        wall, peak or usage.ru_maxrss)
+        return Measured(
+            proc.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            wall,
+            peak or usage.ru_maxrss,
+        )
 
 
 def _hwm_kib(pid: int) -> int:

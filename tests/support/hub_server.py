@@ -32,8 +32,16 @@ from urllib.parse import unquote, urlsplit
 
 from tests.support.httpserve import QuietServer
 
-__all__ = ["HubServer", "Request", "eagle3_config", "eagle3_files", "eagle3_tensors", "git_blob_sha1",
-           "running_hub", "write_drafter"]
+__all__ = [
+    "HubServer",
+    "Request",
+    "eagle3_config",
+    "eagle3_files",
+    "eagle3_tensors",
+    "git_blob_sha1",
+    "running_hub",
+    "write_drafter",
+]
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl")
 _API = re.compile(r"^/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?$")
@@ -142,8 +150,15 @@ class HubServer:
 
     def _log(self, handler: BaseHTTPRequestHandler, body_bytes: int) -> None:
         with self._lock:
-            self.requests.append(Request(handler.command, handler.path, handler.headers.get("Range"),
-                                         handler.headers.get("Authorization"), body_bytes))
+            self.requests.append(
+                Request(
+                    handler.command,
+                    handler.path,
+                    handler.headers.get("Range"),
+                    handler.headers.get("Authorization"),
+                    body_bytes,
+                )
+            )
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         path = unquote(urlsplit(h.path).path)
@@ -182,8 +197,15 @@ class HubServer:
             if name.endswith(LFS_SUFFIXES):
                 entry["lfs"] = {"size": f.size, "sha256": f.sha256, "pointerSize": 134}
             siblings.append(entry)
-        data = {"_id": sha[:24], "id": repo, "modelId": repo, "sha": sha, "private": False,
-                "tags": [], "siblings": siblings}
+        data = {
+            "_id": sha[:24],
+            "id": repo,
+            "modelId": repo,
+            "sha": sha,
+            "private": False,
+            "tags": [],
+            "siblings": siblings,
+        }
         h.send_response(200)
         self._send_body(h, json.dumps(data).encode(), "application/json")
 
@@ -258,15 +280,29 @@ def running_hub(hub: HubServer | None = None, *, port: int = 0) -> Iterator[HubS
 # -- EAGLE-3-shaped drafters, built with real safetensors files ------------------------------------
 
 
-def eagle3_config(*, hidden: int = 64, intermediate: int = 128, heads: int = 4, vocab: int = 4096,
-                  draft_vocab: int = 512, aux: tuple[int, ...] = (1, 3, 5),
-                  target_hidden: int | None = None) -> dict[str, object]:
+def eagle3_config(
+    *,
+    hidden: int = 64,
+    intermediate: int = 128,
+    heads: int = 4,
+    vocab: int = 4096,
+    draft_vocab: int = 512,
+    aux: tuple[int, ...] = (1, 3, 5),
+    target_hidden: int | None = None,
+) -> dict[str, object]:
     """A ``config.json`` shaped like SpecForge's LlamaForCausalLMEagle3 drafters."""
     config: dict[str, object] = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-        "hidden_size": hidden, "intermediate_size": intermediate, "num_attention_heads": heads,
-        "num_key_value_heads": heads, "num_hidden_layers": 1, "vocab_size": vocab,
-        "draft_vocab_size": draft_vocab, "tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_attention_heads": heads,
+        "num_key_value_heads": heads,
+        "num_hidden_layers": 1,
+        "vocab_size": vocab,
+        "draft_vocab_size": draft_vocab,
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-5,
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(aux), "use_aux_hidden_state": True},
     }
     if target_hidden is not None:
@@ -274,8 +310,9 @@ def eagle3_config(*, hidden: int = 64, intermediate: int = 128, heads: int = 4, 
     return config
 
 
-def eagle3_tensors(config: dict[str, object], target_ids: "object | None" = None,
-                   dtype: str = "float16") -> dict[str, "object"]:
+def eagle3_tensors(
+    config: dict[str, object], target_ids: "object | None" = None, dtype: str = "float16"
+) -> dict[str, "object"]:
     """Numpy tensors of an EAGLE-3 drafter for ``config``; ``target_ids[i]`` is draft position i's
     target token (default: ``2 * i``), stored as ``d2t = target_ids - arange`` and ``t2d``."""
     import numpy as np
@@ -291,13 +328,21 @@ def eagle3_tensors(config: dict[str, object], target_ids: "object | None" = None
         return np.zeros(shape, dtype=dtype)
 
     return {
-        "d2t": ids - np.arange(draft, dtype=np.int64), "t2d": t2d, "fc.weight": w(h, 3 * th),
-        "midlayer.self_attn.q_proj.weight": w(h, 2 * h), "midlayer.self_attn.k_proj.weight": w(h, 2 * h),
-        "midlayer.self_attn.v_proj.weight": w(h, 2 * h), "midlayer.self_attn.o_proj.weight": w(h, h),
-        "midlayer.mlp.gate_proj.weight": w(inter, h), "midlayer.mlp.up_proj.weight": w(inter, h),
-        "midlayer.mlp.down_proj.weight": w(h, inter), "midlayer.hidden_norm.weight": w(h),
-        "midlayer.input_layernorm.weight": w(h), "midlayer.post_attention_layernorm.weight": w(h),
-        "norm.weight": w(h), "lm_head.weight": w(draft, h),
+        "d2t": ids - np.arange(draft, dtype=np.int64),
+        "t2d": t2d,
+        "fc.weight": w(h, 3 * th),
+        "midlayer.self_attn.q_proj.weight": w(h, 2 * h),
+        "midlayer.self_attn.k_proj.weight": w(h, 2 * h),
+        "midlayer.self_attn.v_proj.weight": w(h, 2 * h),
+        "midlayer.self_attn.o_proj.weight": w(h, h),
+        "midlayer.mlp.gate_proj.weight": w(inter, h),
+        "midlayer.mlp.up_proj.weight": w(inter, h),
+        "midlayer.mlp.down_proj.weight": w(h, inter),
+        "midlayer.hidden_norm.weight": w(h),
+        "midlayer.input_layernorm.weight": w(h),
+        "midlayer.post_attention_layernorm.weight": w(h),
+        "norm.weight": w(h),
+        "lm_head.weight": w(draft, h),
     }
 
 
@@ -306,8 +351,7 @@ def eagle3_files(config: dict[str, object], tensors: dict[str, object] | None = 
     from safetensors.numpy import save
 
     tensors = tensors if tensors is not None else eagle3_tensors(config)
-    return {"config.json": json.dumps(config, indent=2).encode(),
-            "model.safetensors": save(tensors)}  # type: ignore[arg-type]
+    return {"config.json": json.dumps(config, indent=2).encode(), "model.safetensors": save(tensors)}  # type: ignore[arg-type]
 
 
 def write_drafter(directory: Path, config: dict[str, object], tensors: dict[str, object] | None = None) -> Path:
@@ -316,6 +360,8 @@ def write_drafter(directory: Path, config: dict[str, object], tensors: dict[str,
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    save_file(tensors if tensors is not None else eagle3_tensors(config),  # type: ignore[arg-type]
-              str(directory / "model.safetensors"))
+    save_file(
+        tensors if tensors is not None else eagle3_tensors(config),  # type: ignore[arg-type]
+        str(directory / "model.safetensors"),
+    )
     return directory

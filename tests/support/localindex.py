@@ -57,7 +57,8 @@ def make_wheel(
     content = dict(files or {f"{dist}/__init__.py": f"__version__ = {version!r}\n"})
     content[f"{info}/METADATA"] = "".join(
         [f"Metadata-Version: 2.1\nName: {name}\nVersion: {metadata_version or version}\n"]
-        + [f"Requires-Dist: {r}\n" for r in requires])
+        + [f"Requires-Dist: {r}\n" for r in requires]
+    )
     content[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     record = "".join(f"{p},{_record_hash(t.encode())},{len(t.encode())}\n" for p, t in content.items())
     content[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
@@ -115,25 +116,35 @@ class LocalIndex:
                 continue
             digest = hashlib.sha256(whl.read_bytes()).hexdigest()
             yanked = f' data-yanked="{html.escape(yanks[whl.name])}"' if whl.name in yanks else ""
-            links.append(f'<a{yanked} href="../../files/{html.escape(whl.name)}#sha256={digest}">'
-                         f'{html.escape(whl.name)}</a><br/>')
+            links.append(
+                f'<a{yanked} href="../../files/{html.escape(whl.name)}#sha256={digest}">'
+                f"{html.escape(whl.name)}</a><br/>"
+            )
         page = self.root / "simple" / project / "index.html"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n")
         times = self._times()
         if times or yanks:  # PEP 691 JSON with PEP 700 upload-time and PEP 592 yanked
-            files = [{"filename": w.name, "url": f"../../files/{w.name}",
-                      "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
-                      **({"upload-time": times[w.name]} if w.name in times else {}),
-                      **({"yanked": yanks[w.name] or True} if w.name in yanks else {})}
-                     for w in sorted((self.root / "files").glob("*.whl"))
-                     if canonicalize_name(w.name.split("-")[0]) == project]
-            (page.parent / "index.json").write_text(json.dumps(
-                {"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": []}))
+            files = [
+                {
+                    "filename": w.name,
+                    "url": f"../../files/{w.name}",
+                    "hashes": {"sha256": hashlib.sha256(w.read_bytes()).hexdigest()},
+                    **({"upload-time": times[w.name]} if w.name in times else {}),
+                    **({"yanked": yanks[w.name] or True} if w.name in yanks else {}),
+                }
+                for w in sorted((self.root / "files").glob("*.whl"))
+                if canonicalize_name(w.name.split("-")[0]) == project
+            ]
+            (page.parent / "index.json").write_text(
+                json.dumps({"meta": {"api-version": "1.1"}, "name": project, "files": files, "versions": []})
+            )
         projects = sorted(p.name for p in (self.root / "simple").iterdir() if p.is_dir())
         (self.root / "simple" / "index.html").write_text(
             "<!DOCTYPE html><html><body>\n"
-            + "\n".join(f'<a href="{p}/">{p}</a><br/>' for p in projects) + "\n</body></html>\n")
+            + "\n".join(f'<a href="{p}/">{p}</a><br/>' for p in projects)
+            + "\n</body></html>\n"
+        )
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -150,7 +161,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
             if not self.path.startswith(self.prefix + "/"):
                 self.send_error(404)
                 return
-            self.path = self.path[len(self.prefix):]
+            self.path = self.path[len(self.prefix) :]
         if self.auth is not None:
             given = self.headers.get("Authorization")
             self.seen_auth.append(given or "")
@@ -175,8 +186,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(index: LocalIndex, *, delay_s: float = 0.0,
-          auth: tuple[str, str] | None = None) -> Iterator[LocalIndex]:
+def serve(index: LocalIndex, *, delay_s: float = 0.0, auth: tuple[str, str] | None = None) -> Iterator[LocalIndex]:
     """Serve ``index.root`` on 127.0.0.1 (a free port) while the block runs; sets ``index.url``.
 
     The URL carries a path segment of its own (``http://127.0.0.1:PORT/<token>/simple``): uv's

@@ -42,8 +42,14 @@ def build_indexes(root: Path) -> dict[str, LocalIndex]:
     pub.add(make_wheel(wheels / "pub", "helper", "1.0", requires=["torchy"]))
     pub.add(make_wheel(wheels / "pub", "onlycpu", "1.0", requires=["torchy", "tail"]))
     pub.add(make_wheel(wheels / "pub", "tail", "1.0"))
-    for name, version in (("six", "1.16.0"), ("six", "1.17.0"), ("pyf", "1.0"), ("pyf", "2.0"), ("grp", "1.0"),
-                          ("grp", "2.0")):
+    for name, version in (
+        ("six", "1.16.0"),
+        ("six", "1.17.0"),
+        ("pyf", "1.0"),
+        ("pyf", "2.0"),
+        ("grp", "1.0"),
+        ("grp", "2.0"),
+    ):
         pub.add(make_wheel(wheels / "pub", name, version))
     return indexes
 
@@ -51,12 +57,12 @@ def build_indexes(root: Path) -> dict[str, LocalIndex]:
 #: The grid's axes, each with its values in order.
 AXES: dict[str, tuple[str, ...]] = {
     "conflicts": ("extras2", "extras3", "groups", "extras+groups"),
-    "base": ("none", "lib"),            # lib (outside every extra) needs the base torchy
-    "chain": ("none", "onlycpu"),       # a chain only the cpu extra (or group ga) pulls
+    "base": ("none", "lib"),  # lib (outside every extra) needs the base torchy
+    "chain": ("none", "onlycpu"),  # a chain only the cpu extra (or group ga) pulls
     "fork": ("none", "platform", "python"),
-    "pins": ("same", "per-extra"),      # torchy >=2 everywhere, or ==2.0.* under cpu and >=2.1 elsewhere
-    "override": ("none", "six"),        # [tool.uv] override-dependencies
-    "python": (">=3.10", ">=3.11"),     # requires-python
+    "pins": ("same", "per-extra"),  # torchy >=2 everywhere, or ==2.0.* under cpu and >=2.1 elsewhere
+    "override": ("none", "six"),  # [tool.uv] override-dependencies
+    "python": (">=3.10", ">=3.11"),  # requires-python
 }
 
 
@@ -113,8 +119,14 @@ class Project:
         extras = [s for s in self.selectors if not s.startswith(":")]
         groups = [s[1:] for s in self.selectors if s.startswith(":")]
         chain = ["onlycpu"] if self.get("chain") == "onlycpu" else []
-        lines = ["[project]", 'name = "proj"', 'version = "0.1.0"', f'requires-python = "{self.get("python")}"',
-                 f"dependencies = {deps!r}", ""]
+        lines = [
+            "[project]",
+            'name = "proj"',
+            'version = "0.1.0"',
+            f'requires-python = "{self.get("python")}"',
+            f"dependencies = {deps!r}",
+            "",
+        ]
         if extras:
             lines.append("[project.optional-dependencies]")
             for e in extras:

@@ -18,13 +18,15 @@ REPO = Path(__file__).resolve().parents[2]
 PATCHSETS = REPO / "patchsets"
 
 FILES = {
-    "sglang": ("sglang/srt/layers/communicator.py",
-               "sglang/srt/distributed/device_communicators/all_reduce_utils.py",
-               "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
-               "sglang/srt/models/kimi_k25.py",
-               "sglang/srt/models/deepseek_v2.py",
-               "sglang/srt/layers/layer_boundary/residual/add_norm.py",
-               "sglang/srt/layers/flashinfer_comm_fusion.py"),
+    "sglang": (
+        "sglang/srt/layers/communicator.py",
+        "sglang/srt/distributed/device_communicators/all_reduce_utils.py",
+        "sglang/srt/distributed/device_communicators/torch_symm_mem.py",
+        "sglang/srt/models/kimi_k25.py",
+        "sglang/srt/models/deepseek_v2.py",
+        "sglang/srt/layers/layer_boundary/residual/add_norm.py",
+        "sglang/srt/layers/flashinfer_comm_fusion.py",
+    ),
     "flashinfer-python": ("flashinfer/jit/comm.py",),
 }
 

@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 
 
-def sigterm_when(proc: subprocess.Popen[str], ready: Callable[[], bool], *,
-                 wait_s: float = 60.0) -> tuple[float, str]:
+def sigterm_when(proc: subprocess.Popen[str], ready: Callable[[], bool], *, wait_s: float = 60.0) -> tuple[float, str]:
     """Poll ``ready()`` every 50 ms, then send ``proc`` SIGTERM; return (seconds it took to exit, its stderr).
 
     ``proc`` was started with ``stdout`` and ``stderr`` pipes, in text mode. Fails the test

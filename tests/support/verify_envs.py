@@ -25,8 +25,12 @@ from typing import Any
 from envforge.lock.digest import packages_digest
 
 REPO = Path(__file__).resolve().parents[2]
-QUICKSTART_PATCHSETS = ("flashinfer-sm120-trtllm-comm", "sm120-flashinfer-allreduce-fusion",
-                        "sm120-torch-symm-mem", "kimik25-eagle3-delegation")
+QUICKSTART_PATCHSETS = (
+    "flashinfer-sm120-trtllm-comm",
+    "sm120-flashinfer-allreduce-fusion",
+    "sm120-torch-symm-mem",
+    "kimik25-eagle3-delegation",
+)
 PCIE = {"ENVFORGE_PROFILE_PROBE": "1", "NCCL_BUFFSIZE": "131072", "NCCL_MAX_NCHANNELS": "2"}
 TARGET = {"gpu": "RTX PRO 6000 Blackwell", "compute-capability": "12.0", "gpus": 8, "interconnect": "pcie"}
 
@@ -43,8 +47,14 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def make_wheel(directory: Path, name: str, version: str, *, metadata_version: str | None = None,
-               files: Mapping[str, bytes] | None = None) -> Path:
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    *,
+    metadata_version: str | None = None,
+    files: Mapping[str, bytes] | None = None,
+) -> Path:
     """A real pure-python wheel ``<name>-<version>-py3-none-any.whl``; METADATA says
     ``metadata_version`` (default ``version``; B04 wheels say the version without the label)."""
     dist = name.replace("-", "_")
@@ -52,8 +62,9 @@ def make_wheel(directory: Path, name: str, version: str, *, metadata_version: st
     info = f"{dist}-{meta_v}.dist-info"
     content = dict(files or {f"{dist}/__init__.py": f"VERSION = {version!r}\n".encode()})
     content[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {meta_v}\n".encode()
-    content[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\n"
-                                b"Tag: py3-none-any\n")
+    content[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: envforge-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record = "".join(f"{k},{_record_hash(v)},{len(v)}\n" for k, v in content.items()) + f"{info}/RECORD,,\n"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{dist}-{version}-py3-none-any.whl"
@@ -98,12 +109,19 @@ def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mappin
         if marker:
             lines.append(f"marker = {json.dumps(marker.strip())}")
         if wheel is not None:
-            lines += ["wheels = [", f"  {{ name = {json.dumps(wheel.name)}, path = {json.dumps(str(wheel))}, "
-                      f"hashes = {{ sha256 = {json.dumps(sha256(wheel))} }} }},", "]"]
+            lines += [
+                "wheels = [",
+                f"  {{ name = {json.dumps(wheel.name)}, path = {json.dumps(str(wheel))}, "
+                f"hashes = {{ sha256 = {json.dumps(sha256(wheel))} }} }},",
+                "]",
+            ]
         else:  # a package needs a source (PEP 751): a wheel URL nobody fetches in these tests
             fname = f"{name.strip().replace('-', '_')}-{version}-py3-none-any.whl"
-            lines += ["wheels = [", f"  {{ url = \"https://files.example.invalid/{fname}\", "
-                      f"hashes = {{ sha256 = \"{'0' * 64}\" }} }},", "]"]
+            lines += [
+                "wheels = [",
+                f'  {{ url = "https://files.example.invalid/{fname}", hashes = {{ sha256 = "{"0" * 64}" }} }},',
+                "]",
+            ]
         lines.append("")
     packages_text = "\n".join(lines) + "\n"
     digest = packages_digest(tomllib.loads(packages_text).get("packages", []))
@@ -113,40 +131,81 @@ def lock_text(packages: Sequence[tuple[str, str, Path | None]], envforge: Mappin
     return "\n".join(lines) + "\n"
 
 
-def _install(env: Path, wheels: Sequence[Path], uv: str | None, *, system_site: bool, python: str,
-             extra_site: Path | None = None) -> None:
+def _install(
+    env: Path, wheels: Sequence[Path], uv: str | None, *, system_site: bool, python: str, extra_site: Path | None = None
+) -> None:
     if uv:
-        subprocess.run([uv, "venv", "-q", "--python", python, *(["--system-site-packages"] if system_site else []),
-                        str(env)], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+        subprocess.run(
+            [uv, "venv", "-q", "--python", python, *(["--system-site-packages"] if system_site else []), str(env)],
+            check=True,
+            env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        )
         if wheels:
-            subprocess.run([uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"), "--no-deps",
-                            *[str(w) for w in wheels]], check=True)
+            subprocess.run(
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "-q",
+                    "--python",
+                    str(env / "bin" / "python"),
+                    "--no-deps",
+                    *[str(w) for w in wheels],
+                ],
+                check=True,
+            )
         return
-    subprocess.run([python, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system_site else []),
-                    str(env)], check=True)
+    subprocess.run(
+        [python, "-m", "venv", "--without-pip", *(["--system-site-packages"] if system_site else []), str(env)],
+        check=True,
+    )
     if extra_site is not None:  # a venv made from a venv sees the base's site, not the image's: add it
         (site_packages_of(env) / "_image_site.pth").write_text(f"import site; site.addsitedir({str(extra_site)!r})\n")
     if wheels:
-        subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                        "--no-compile", *[str(w) for w in wheels]], check=True)
+        subprocess.run(
+            [
+                str(env / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-index",
+                "--no-compile",
+                *[str(w) for w in wheels],
+            ],
+            check=True,
+        )
 
 
 def install_wheels(env: BuiltEnv, wheels: Sequence[Path], *, uv: str | None, extra: Sequence[str] = ()) -> None:
     """Install more wheels into a built env (with uv; ``extra`` arguments such as --find-links)."""
     assert uv is not None
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(env.python), "--no-deps", *extra,
-                    *[str(w) for w in wheels]], check=True)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(env.python), "--no-deps", *extra, *[str(w) for w in wheels]],
+        check=True,
+    )
 
 
 def site_packages_of(env: Path) -> Path:
     return next(env.glob("lib/python3*/site-packages"))
 
 
-def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str, name: str = "quickstart-default",
-             locked: Sequence[tuple[str, str, Path | None]] | None = None, envforge: Mapping[str, Any] | None = None,
-             patchsets: Sequence[str] = QUICKSTART_PATCHSETS,
-             profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
-             system_site: bool = False, project_lock: bool = True, extra_site: Path | None = None) -> BuiltEnv:
+def make_env(
+    root: Path,
+    wheels: Sequence[Path],
+    *,
+    uv: str | None,
+    python: str,
+    name: str = "quickstart-default",
+    locked: Sequence[tuple[str, str, Path | None]] | None = None,
+    envforge: Mapping[str, Any] | None = None,
+    patchsets: Sequence[str] = QUICKSTART_PATCHSETS,
+    profile: tuple[str, Mapping[str, str]] | None = ("pcie", PCIE),
+    system_site: bool = False,
+    project_lock: bool = True,
+    extra_site: Path | None = None,
+) -> BuiltEnv:
     """Build ``root/envs/<name>`` (a project at ``root`` with the repo's recipes and patchsets)."""
     for sub in ("recipes", "patchsets"):
         if not (root / sub).exists():
@@ -156,12 +215,19 @@ def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str,
     sp = site_packages_of(env)
     if patchsets:
         from envforge import patching
+
         report = patching.apply(sp, patching.load_patchsets(root / "patchsets", list(patchsets)))
         assert report.ok, report.errors
-    tool: dict[str, Any] = {"schema": 1, "recipe": name.rsplit("-", 1)[0], "variant": name.rsplit("-", 1)[1],
-                            "target": TARGET, "patchsets": [_patchset_ref(root, p) for p in patchsets]}
+    tool: dict[str, Any] = {
+        "schema": 1,
+        "recipe": name.rsplit("-", 1)[0],
+        "variant": name.rsplit("-", 1)[1],
+        "target": TARGET,
+        "patchsets": [_patchset_ref(root, p) for p in patchsets],
+    }
     if profile is not None:
         from envforge.env import profile as envprofile
+
         envprofile.install(sp, profile[0], profile[1])
         tool.update({"env-profile": profile[0], "env": dict(profile[1])})
     tool.update(envforge or {})
@@ -174,9 +240,15 @@ def make_env(root: Path, wheels: Sequence[Path], *, uv: str | None, python: str,
     if project_lock:
         lock.parent.mkdir(exist_ok=True)
         lock.write_text(text)
-    gen = {"schema": 1, "recipe": tool["recipe"], "variant": tool["variant"], "lock": str(lock),
-           "lock-digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest(), "generation": "g0001",
-           "python": python}
+    gen = {
+        "schema": 1,
+        "recipe": tool["recipe"],
+        "variant": tool["variant"],
+        "lock": str(lock),
+        "lock-digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest(),
+        "generation": "g0001",
+        "python": python,
+    }
     (state / "generation.json").write_text(json.dumps(gen, indent=2) + "\n")
     return BuiltEnv(env, sp, env / "bin" / "python", lock)
 
@@ -202,8 +274,14 @@ def build_quickstart(dest: Path, timeout: float = 600) -> Path:
     dest.mkdir(parents=True)
     for d in ("recipes", "patchsets", "lockfiles"):
         shutil.copytree(REPO / d, dest / d)
-    res = subprocess.run([sys.executable, "-m", "envforge", "build", "quickstart"], cwd=dest, capture_output=True,
-                         text=True, timeout=timeout, env=dict(os.environ))
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "build", "quickstart"],
+        cwd=dest,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
     if res.returncode != 0:
         raise RuntimeError(res.stderr)
     return dest
@@ -251,11 +329,27 @@ def build_tiny(dest: Path, files: Mapping[str, bytes] | None = None, timeout: fl
     make_wheel(house, "tinypkg", "1.0", files=files or {"tinypkg/__init__.py": b"VALUE = 1\n"})
     (dest / "recipes").mkdir(parents=True)
     (dest / "recipes" / "tiny.toml").write_text(
-        '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n\n[packages]\ntinypkg = "==1.0"\n')
+        '[recipe]\nname = "tiny"\npython = "3.12"\nresolution = "no-deps"\n\n[packages]\ntinypkg = "==1.0"\n'
+    )
     for command in ("lock", "build"):
-        res = subprocess.run([sys.executable, "-m", "envforge", command, "tiny", "--offline", "--find-links",
-                              str(house), *(("--local-paths",) if command == "lock" else ())], cwd=dest, capture_output=True, text=True, timeout=timeout,
-                             env=dict(os.environ))
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "envforge",
+                command,
+                "tiny",
+                "--offline",
+                "--find-links",
+                str(house),
+                *(("--local-paths",) if command == "lock" else ()),
+            ],
+            cwd=dest,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ),
+        )
         if res.returncode != 0:
             raise RuntimeError(res.stderr)
     return site_packages_of(dest / "envs" / "tiny-default")

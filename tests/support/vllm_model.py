@@ -51,18 +51,38 @@ def main(out: str) -> None:
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
     trainer = trainers.BpeTrainer(vocab_size=1000, special_tokens=specials, limit_alphabet=80, min_frequency=2)
     tok.train_from_iterator(corpus(), trainer)
-    chat_template = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
-                     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-    hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
-                                     pad_token="<pad>", chat_template=chat_template, model_max_length=4096)
+    chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    hf_tok = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        chat_template=chat_template,
+        model_max_length=4096,
+    )
     hf_tok.save_pretrained(out)
-    cfg = LlamaConfig(vocab_size=len(hf_tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
-                      bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id,
-                      pad_token_id=hf_tok.pad_token_id, tie_word_embeddings=False, torch_dtype="float32")
+    cfg = LlamaConfig(
+        vocab_size=len(hf_tok),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=4096,
+        bos_token_id=hf_tok.bos_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
     model = LlamaForCausalLM(cfg)
-    model.generation_config = GenerationConfig(bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id,
-                                               pad_token_id=hf_tok.pad_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=hf_tok.bos_token_id, eos_token_id=hf_tok.eos_token_id, pad_token_id=hf_tok.pad_token_id
+    )
     model.save_pretrained(out)
     print(f"saved to {out}: vocab={len(hf_tok)} params={sum(p.numel() for p in model.parameters())}")
 

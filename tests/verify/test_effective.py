@@ -14,10 +14,19 @@ from envforge.verify.findings import Check, Finding, VerifyReport
 from envforge.verify.report import as_text
 from tests.conftest import cached_wheel
 
-B38_RECORD = {"profile": "pcie", "env": {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "CUDA_MODULE_LOADING": "EAGER",
-                                         "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}}
-SERVERS = (ServedCommand("baseline", ("-m", "sglang.launch_server", "--model-path", "{model}"), {}, "sglang"),
-           ServedCommand("symm-mem", ("-m", "sglang.launch_server", "--enable-symm-mem"), {}, "sglang"))
+B38_RECORD = {
+    "profile": "pcie",
+    "env": {
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "CUDA_MODULE_LOADING": "EAGER",
+        "NCCL_CUMEM_ENABLE": "0",
+        "NCCL_NVLS_ENABLE": "0",
+    },
+}
+SERVERS = (
+    ServedCommand("baseline", ("-m", "sglang.launch_server", "--model-path", "{model}"), {}, "sglang"),
+    ServedCommand("symm-mem", ("-m", "sglang.launch_server", "--enable-symm-mem"), {}, "sglang"),
+)
 
 
 @pytest.fixture
@@ -31,9 +40,15 @@ def sglang_site(tmp_path: Path) -> Path:
 
 
 def _text(found: list[Finding], notes: list[str]) -> list[str]:
-    report = VerifyReport("env", ("static",), Fingerprint(None, None, None, None), tuple(found),
-                          (Check("effective-env", "static", "findings" if found else "ok"),), tuple(notes),
-                          elapsed_s=0.1)
+    report = VerifyReport(
+        "env",
+        ("static",),
+        Fingerprint(None, None, None, None),
+        tuple(found),
+        (Check("effective-env", "static", "findings" if found else "ok"),),
+        tuple(notes),
+        elapsed_s=0.1,
+    )
     return as_text(report)[:-2]  # without the fingerprint and summary lines
 
 
@@ -41,16 +56,21 @@ def test_b38_each_launcher_override_is_a_finding_per_server(sglang_site: Path, t
     found, notes, detail = effective_findings(sglang_site, B38_RECORD, SERVERS, {}, home=tmp_path)
     assert notes == [] and detail.startswith("2 servers, launcher sglang-0.5.9, ")
     assert [f.subject for f in found] == [
-        "server 'baseline': CUDA_DEVICE_MAX_CONNECTIONS", "server 'baseline': CUDA_MODULE_LOADING",
-        "server 'symm-mem': CUDA_DEVICE_MAX_CONNECTIONS", "server 'symm-mem': CUDA_MODULE_LOADING",
-        "server 'symm-mem': NCCL_CUMEM_ENABLE", "server 'symm-mem': NCCL_NVLS_ENABLE"]
+        "server 'baseline': CUDA_DEVICE_MAX_CONNECTIONS",
+        "server 'baseline': CUDA_MODULE_LOADING",
+        "server 'symm-mem': CUDA_DEVICE_MAX_CONNECTIONS",
+        "server 'symm-mem': CUDA_MODULE_LOADING",
+        "server 'symm-mem': NCCL_CUMEM_ENABLE",
+        "server 'symm-mem': NCCL_NVLS_ENABLE",
+    ]
     assert all(f.from_recipe for f in found)
     assert _text(found[4:5], notes) == [
         "launcher-override: server 'symm-mem': NCCL_CUMEM_ENABLE",
         "    expected: 0 (env profile 'pcie')",
         "    actual:   1 (launcher sglang-0.5.9 (--enable-symm-mem) sets it after the profile's hook ran)",
         "    fix:      the engine's launch code wins over the profile: drop NCCL_CUMEM_ENABLE from the recipe's "
-        "[env.*] table, or change the server's flags; accept it with [[verify.accept]] if intended"]
+        "[env.*] table, or change the server's flags; accept it with [[verify.accept]] if intended",
+    ]
 
 
 def test_another_sglang_version_has_no_data_and_no_finding(tmp_path: Path) -> None:
@@ -74,7 +94,8 @@ def test_b44_variables_only_an_nccl_conf_file_sets_are_notes(tmp_path: Path, mon
         f"note: NCCL_P2P_DISABLE=1 from nccl.conf {conf} is in effect for NCCL and in no recipe: set it in the "
         "recipe's [env.*] table to pin it (the profile wins over the file)",
         f"note: NCCL_SOCKET_IFNAME=^docker0 from nccl.conf {conf} is in effect for NCCL and in no recipe: set it in "
-        "the recipe's [env.*] table to pin it (the profile wins over the file)"]
+        "the recipe's [env.*] table to pin it (the profile wins over the file)",
+    ]
     # ~/.nccl.conf of the home directory NCCL uses
     conf.rename(tmp_path / ".nccl.conf")
     _, notes, detail = effective_findings(tmp_path, record, (), {}, home=tmp_path)

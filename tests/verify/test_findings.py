@@ -35,9 +35,15 @@ def _wrappers(tree: ast.Module) -> dict[str, str]:
             continue
         first = fn.args.args[0].arg
         for ret in ast.walk(fn):
-            if (isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call)
-                    and isinstance(ret.value.func, ast.Name) and ret.value.func.id == "Finding"
-                    and ret.value.args and isinstance(ret.value.args[0], ast.Name) and ret.value.args[0].id == first):
+            if (
+                isinstance(ret, ast.Return)
+                and isinstance(ret.value, ast.Call)
+                and isinstance(ret.value.func, ast.Name)
+                and ret.value.func.id == "Finding"
+                and ret.value.args
+                and isinstance(ret.value.args[0], ast.Name)
+                and ret.value.args[0].id == first
+            ):
                 out[fn.name] = _level(ret.value)
     return out
 
@@ -49,8 +55,13 @@ def produced() -> dict[str, set[tuple[str, str]]]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         wrappers = {"Finding": "", **_wrappers(tree)}
         for call in ast.walk(tree):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in wrappers
-                    and call.args and isinstance(call.args[0], ast.Constant)):
+            if not (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id in wrappers
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+            ):
                 continue
             level = wrappers[call.func.id] or _level(call)
             out.setdefault(str(call.args[0].value), set()).add((path.name, level))
@@ -102,9 +113,17 @@ def test_every_check_a_kind_names_is_a_check_verify_runs() -> None:
     names = set()
     for path in VERIFY.glob("*.py"):
         for call in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant)
-                    and (isinstance(call.func, ast.Name) and call.func.id == "Check"
-                         or isinstance(call.func, ast.Attribute) and call.func.attr in ("add", "skip"))):
+            if (
+                isinstance(call, ast.Call)
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+                and (
+                    isinstance(call.func, ast.Name)
+                    and call.func.id == "Check"
+                    or isinstance(call.func, ast.Attribute)
+                    and call.func.attr in ("add", "skip")
+                )
+            ):
                 names.add(call.args[0].value)
     registered = {c for k in REGISTRY.values() for c in k.checks}
     assert registered - names == set()
@@ -114,5 +133,11 @@ def test_every_check_a_kind_names_is_a_check_verify_runs() -> None:
 def test_the_json_shape_of_a_finding_is_unchanged() -> None:
     """``from_recipe`` (why ``up`` does not rebuild for it) is not part of ``envforge.verify/1``."""
     f = Finding("env-profile", "NCCL_BUFFSIZE", "e", "a", "fix", from_recipe=True)
-    assert f.as_dict() == {"kind": "env-profile", "level": "static", "subject": "NCCL_BUFFSIZE", "expected": "e",
-                           "actual": "a", "fix": "fix"}
+    assert f.as_dict() == {
+        "kind": "env-profile",
+        "level": "static",
+        "subject": "NCCL_BUFFSIZE",
+        "expected": "e",
+        "actual": "a",
+        "fix": "fix",
+    }

@@ -33,7 +33,7 @@ from tests.support.localindex import LocalIndex, serve
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "b36"
 ENVFORGE = [sys.executable, "-m", "envforge"]
-PTH_LINE = ('import os, sys; os.environ.setdefault("PTH_PROBE", "startup hook ran in pid %d" % os.getpid())')
+PTH_LINE = 'import os, sys; os.environ.setdefault("PTH_PROBE", "startup hook ran in pid %d" % os.getpid())'
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -48,8 +48,11 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp / "p"
     (root / "recipes").mkdir(parents=True)
     with serve(idx):
-        recipe = CASE.joinpath("sixenv.toml").read_text().replace(
-            "[packages]", f'[indexes]\npypi = "{idx.url}"\n\n[packages]')
+        recipe = (
+            CASE.joinpath("sixenv.toml")
+            .read_text()
+            .replace("[packages]", f'[indexes]\npypi = "{idx.url}"\n\n[packages]')
+        )
         (root / "recipes" / "sixenv.toml").write_text(recipe + '\n[env.default]\nNCCL_BUFFSIZE = "131072"\n')
         res = envforge(root, "lock", "sixenv")
         assert res.returncode == 0, res.stderr
@@ -91,17 +94,31 @@ def dropped(project: Path) -> Iterator[Path]:
 def test_a_clean_built_environment_has_no_unowned_file(project: Path) -> None:
     sp = site_packages(project)
     run_with_bytecode(project, "import six")  # bytecode of owned modules is owned
-    assert sorted(p.name for p in (sp / "__pycache__").iterdir()) == ["_envforge_env.cpython-312.pyc",
-                                                                      "six.cpython-312.pyc"]
-    assert sorted(p.name for p in sp.iterdir()) == [".envforge", "__pycache__", "_envforge_env.py",
-                                                    "envforge-env.pth", "six-1.17.0.dist-info", "six.py"]
+    assert sorted(p.name for p in (sp / "__pycache__").iterdir()) == [
+        "_envforge_env.cpython-312.pyc",
+        "six.cpython-312.pyc",
+    ]
+    assert sorted(p.name for p in sp.iterdir()) == [
+        ".envforge",
+        "__pycache__",
+        "_envforge_env.py",
+        "envforge-env.pth",
+        "six-1.17.0.dist-info",
+        "six.py",
+    ]
     rc, data = verify_json(project)
     assert rc == 0, data["findings"]
     startup = next(c for c in data["checks"] if c["name"] == "startup")
-    assert startup == {"name": "startup", "level": "static", "status": "ok",
-                       "detail": "1 start-up hooks (0 owned by nothing), 0 other unowned files"}
-    assert "start-up code run at every interpreter start: envforge-env.pth (the envforge env profile 'default')" \
+    assert startup == {
+        "name": "startup",
+        "level": "static",
+        "status": "ok",
+        "detail": "1 start-up hooks (0 owned by nothing), 0 other unowned files",
+    }
+    assert (
+        "start-up code run at every interpreter start: envforge-env.pth (the envforge env profile 'default')"
         in data["notes"]
+    )
     assert not any("no RECORD and no envforge record owns" in n for n in data["notes"])
     assert startup_files(sp) == ("envforge-env.pth",)
 
@@ -113,16 +130,28 @@ def test_the_case_files_are_findings_in_fast_and_deep_mode(project: Path, droppe
         got = [(f["kind"], f["subject"], f["actual"]) for f in data["findings"]]
         assert got == [
             ("startup-code", "litellm_init.pth", f"executed at every interpreter start: {PTH_LINE}; no RECORD owns it"),
-            ("startup-code", "sitecustomize.py", ("`sitecustomize` imported at every interpreter start (site imports "
-                                                  "the first one on sys.path); no RECORD owns it"))]
+            (
+                "startup-code",
+                "sitecustomize.py",
+                (
+                    "`sitecustomize` imported at every interpreter start (site imports "
+                    "the first one on sys.path); no RECORD owns it"
+                ),
+            ),
+        ]
         assert data["findings"][0]["expected"] == "start-up code that a distribution's RECORD or envforge installed"
         assert data["findings"][0]["fix"].endswith(
             "then remove it, or rebuild: `envforge build sixenv --variant default` (a fresh generation holds only "
-            "what the lock installs)")
-        assert ("start-up code run at every interpreter start: envforge-env.pth (the envforge env profile "
-                "'default'), litellm_init.pth (owned by nothing), sitecustomize.py (owned by nothing)") in data["notes"]
-        assert ("1 file in site-packages that no RECORD and no envforge record owns (not run at start-up; they "
-                "run only when imported): __pycache__/sitecustomize.cpython-312.pyc") in data["notes"]
+            "what the lock installs)"
+        )
+        assert (
+            "start-up code run at every interpreter start: envforge-env.pth (the envforge env profile "
+            "'default'), litellm_init.pth (owned by nothing), sitecustomize.py (owned by nothing)"
+        ) in data["notes"]
+        assert (
+            "1 file in site-packages that no RECORD and no envforge record owns (not run at start-up; they "
+            "run only when imported): __pycache__/sitecustomize.cpython-312.pyc"
+        ) in data["notes"]
 
 
 def test_text_output_names_the_finding(project: Path, dropped: Path) -> None:
@@ -165,8 +194,10 @@ def test_an_owned_hook_is_named_with_its_distribution(tmp_path: Path) -> None:
     (sp / "stray.txt").write_text("x")
     (info / "RECORD").write_text("demo-precedence.pth,,\ndemo.py,,\ndemo-1.0.dist-info/RECORD,,\n")
     scan = scan_site_dir(sp)
-    assert scan == StartupScan(hooks=(StartupHook(str(sp), "demo-precedence.pth", "demo 1.0",
-                                                  ("import os; var = 'x'",)),), unowned=("stray.txt",))
+    assert scan == StartupScan(
+        hooks=(StartupHook(str(sp), "demo-precedence.pth", "demo 1.0", ("import os; var = 'x'",)),),
+        unowned=("stray.txt",),
+    )
     assert startup_findings(scan) == []
 
 
@@ -177,7 +208,9 @@ def test_venv_tool_hook_is_the_venvs_only_with_its_exact_line(tmp_path: Path) ->
     (env / "pyvenv.cfg").write_text("home = /usr/bin\nvirtualenv = 20.26.6\n")
     (sp / "_virtualenv.pth").write_text("import _virtualenv")
     (sp / "_virtualenv.py").write_text("")
-    assert [(h.name, h.owner) for h in scan_site_dir(sp).hooks] == [("_virtualenv.pth", "the venv (virtualenv 20.26.6)")]
+    assert [(h.name, h.owner) for h in scan_site_dir(sp).hooks] == [
+        ("_virtualenv.pth", "the venv (virtualenv 20.26.6)")
+    ]
     assert scan_site_dir(sp).unowned == ()
     (sp / "_virtualenv.pth").write_text("import _virtualenv; import evil")
     scan = scan_site_dir(sp)
@@ -194,8 +227,9 @@ def test_pth_lines_site_executes() -> None:
 def test_a_long_import_line_is_cut_at_100_characters() -> None:
     hook = StartupHook("/sp", "x.pth", None, ("import " + "a" * 200, "import b"))
     (found,) = startup_findings(StartupScan((hook,), ()))
-    assert found.actual == ("executed at every interpreter start: import " + "a" * 93 + "… (+1 more import lines); "
-                            "no RECORD owns it")
+    assert found.actual == (
+        "executed at every interpreter start: import " + "a" * 93 + "… (+1 more import lines); no RECORD owns it"
+    )
     assert startup_findings(StartupScan((StartupHook("/sp", "y.pth", "demo 1.0", ("import y",)),), ())) == []
 
 
@@ -210,8 +244,11 @@ def test_startup_files_and_digest(tmp_path: Path) -> None:
     (sp / "sitecustomize" / "__init__.py").write_text("")
     (sp / "sitecustomize_helper.py").write_text("")
     os.mkfifo(sp / "fifo.pth")
-    assert startup_files(sp) == ("paths.pth", "sitecustomize/__init__.py",
-                                 "usercustomize.cpython-312-x86_64-linux-gnu.so")
+    assert startup_files(sp) == (
+        "paths.pth",
+        "sitecustomize/__init__.py",
+        "usercustomize.cpython-312-x86_64-linux-gnu.so",
+    )
     assert startup_digest(sp) != empty
     assert startup_digest(sp / "absent") is None
 
@@ -226,18 +263,29 @@ def test_start_up_code_outside_the_environment(tmp_path: Path) -> None:
     (base / "paths-only.pth").write_text("/opt/x\n")
     (stdlib / "sitecustomize.py").write_text("")
     (elsewhere / "usercustomize.py").write_text("")
-    site = {"dirs": [str(sp), str(base)], "stdlib": [str(stdlib)], "sitecustomize": str(stdlib / "sitecustomize.py"),
-            "usercustomize": str(elsewhere / "usercustomize.py")}
+    site = {
+        "dirs": [str(sp), str(base)],
+        "stdlib": [str(stdlib)],
+        "sitecustomize": str(stdlib / "sitecustomize.py"),
+        "usercustomize": str(elsewhere / "usercustomize.py"),
+    }
     hooks, found = check_outside(sp, site)
     assert [(h.site_dir, h.name, h.owner) for h in hooks] == [
-        (str(base), "litellm_init.pth", None), (str(stdlib), "sitecustomize.py", "the interpreter"),
-        (str(elsewhere), "usercustomize.py", None)]
-    assert [(f.kind, f.subject) for f in found] == [("startup-code-outside", str(base / "litellm_init.pth")),
-                                                    ("startup-code-outside", str(elsewhere / "usercustomize.py"))]
+        (str(base), "litellm_init.pth", None),
+        (str(stdlib), "sitecustomize.py", "the interpreter"),
+        (str(elsewhere), "usercustomize.py", None),
+    ]
+    assert [(f.kind, f.subject) for f in found] == [
+        ("startup-code-outside", str(base / "litellm_init.pth")),
+        ("startup-code-outside", str(elsewhere / "usercustomize.py")),
+    ]
     assert found[0].fix.startswith("outside this environment, so a rebuild keeps it")
     assert hook_notes(hooks, (), sp) == [
-        (f"start-up code run at every interpreter start: {base / 'litellm_init.pth'} (owned by nothing), "
-         f"{stdlib / 'sitecustomize.py'} (the interpreter), {elsewhere / 'usercustomize.py'} (owned by nothing)")]
+        (
+            f"start-up code run at every interpreter start: {base / 'litellm_init.pth'} (owned by nothing), "
+            f"{stdlib / 'sitecustomize.py'} (the interpreter), {elsewhere / 'usercustomize.py'} (owned by nothing)"
+        )
+    ]
     assert check_outside(sp, {}) == ([], [])
 
 
@@ -253,27 +301,40 @@ def test_a_standard_library_sitecustomize_linked_into_etc_is_the_interpreters(tm
     (stdlib / "sitecustomize.py").symlink_to(etc / "sitecustomize.py")
     (stdlib / "usercustomize.py").write_text("")
     (elsewhere / "usercustomize.py").symlink_to(stdlib / "usercustomize.py")
-    site = {"dirs": [str(sp)], "stdlib": [str(stdlib)], "sitecustomize": str(stdlib / "sitecustomize.py"),
-            "usercustomize": str(elsewhere / "usercustomize.py")}
+    site = {
+        "dirs": [str(sp)],
+        "stdlib": [str(stdlib)],
+        "sitecustomize": str(stdlib / "sitecustomize.py"),
+        "usercustomize": str(elsewhere / "usercustomize.py"),
+    }
     hooks, found = check_outside(sp, site)
     assert [(h.site_dir, h.name, h.owner) for h in hooks] == [
-        (str(stdlib), "sitecustomize.py", "the interpreter"), (str(elsewhere), "usercustomize.py", "the interpreter")]
+        (str(stdlib), "sitecustomize.py", "the interpreter"),
+        (str(elsewhere), "usercustomize.py", "the interpreter"),
+    ]
     assert found == []
 
 
 def test_unowned_files_note_lists_ten_names() -> None:
     names = tuple(f"f{i:02d}.txt" for i in range(12))
     assert hook_notes((), names, Path("/sp")) == [
-        ("12 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they run only "
-         "when imported): f00.txt, f01.txt, f02.txt, f03.txt, f04.txt, f05.txt, f06.txt, f07.txt, f08.txt, f09.txt "
-         "(+2 more)")]
+        (
+            "12 files in site-packages that no RECORD and no envforge record owns (not run at start-up; they run only "
+            "when imported): f00.txt, f01.txt, f02.txt, f03.txt, f04.txt, f05.txt, f06.txt, f07.txt, f08.txt, f09.txt "
+            "(+2 more)"
+        )
+    ]
 
 
 def test_envforge_sitecustomize_block_is_owned_but_not_the_text_it_was_merged_into(tmp_path: Path) -> None:
     block = block_source("pcie", {"NCCL_BUFFSIZE": "131072"})
     (tmp_path / "sitecustomize.py").write_text(block)
-    record = {"profile": "pcie", "mode": "sitecustomize", "files": ["sitecustomize.py"],
-              "sitecustomize": {"created": True}}
+    record = {
+        "profile": "pcie",
+        "mode": "sitecustomize",
+        "files": ["sitecustomize.py"],
+        "sitecustomize": {"created": True},
+    }
     assert [h.owner for h in scan_site_dir(tmp_path, profile=record).hooks] == ["the envforge env profile 'pcie'"]
     (tmp_path / "sitecustomize.py").write_text("import os\n" + block)
     merged = {**record, "sitecustomize": {"created": False}}
@@ -294,13 +355,19 @@ def test_a_fifo_the_interpreter_reads_at_start_is_exit_2_before_it_is_started(tm
     os.mkfifo(fifo)
     assert blocking_startup_files(sp, env / "bin" / "python") == [(fifo, "a FIFO")]
     for deep in ([], ["--deep"]):
-        res = subprocess.run([sys.executable, "-m", "envforge", "verify", "tiny-default", *deep], cwd=tmp_path / "p",
-                             capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [sys.executable, "-m", "envforge", "verify", "tiny-default", *deep],
+            cwd=tmp_path / "p",
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert (res.returncode, res.stdout) == (2, "")
         assert res.stderr.splitlines()[-2:] == [
             f"error: the environment's interpreter reads {fifo} (a FIFO) at every start and would block on it; "
             "nothing was run",
-            "  hint: remove it (a start-up file is a regular file), or rebuild the environment: `envforge build`"]
+            "  hint: remove it (a start-up file is a regular file), or rebuild the environment: `envforge build`",
+        ]
 
 
 def test_blocking_startup_files_skips_regular_files_directories_and_absent_ones(tmp_path: Path) -> None:
@@ -317,9 +384,16 @@ def test_the_hook_of_a_build_without_an_env_profile_is_named_without_a_raw_none(
     from tests.support.verify_envs import build_tiny
 
     build_tiny(tmp_path / "p")
-    res = subprocess.run([sys.executable, "-m", "envforge", "verify", "tiny-default"], cwd=tmp_path / "p",
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "envforge", "verify", "tiny-default"],
+        cwd=tmp_path / "p",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 0, res.stderr
-    assert "note: start-up code run at every interpreter start: envforge-env.pth (envforge (no env profile))\n" \
+    assert (
+        "note: start-up code run at every interpreter start: envforge-env.pth (envforge (no env profile))\n"
         in res.stdout
+    )
     assert "None" not in res.stdout + res.stderr

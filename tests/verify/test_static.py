@@ -74,13 +74,29 @@ def test_default_environment_verifies_clean(tmp_path: Path) -> None:
     assert report.findings == ()
     assert report.exit_code == 0
     status = {c.name: c.status for c in report.checks}
-    assert status == {"platform": "skipped", "lock-integrity": "ok", "lock-current": "ok", "versions": "ok", "families": "ok", "metadata": "ok", "cuda-major": "skipped",
-                      "torch-abi": "skipped", "record": "ok", "patched-files": "ok", "patch-states": "ok", "patch-effect": "ok",
-                      "env-profile": "ok", "startup": "ok", "effective-env": "ok"}
+    assert status == {
+        "platform": "skipped",
+        "lock-integrity": "ok",
+        "lock-current": "ok",
+        "versions": "ok",
+        "families": "ok",
+        "metadata": "ok",
+        "cuda-major": "skipped",
+        "torch-abi": "skipped",
+        "record": "ok",
+        "patched-files": "ok",
+        "patch-states": "ok",
+        "patch-effect": "ok",
+        "env-profile": "ok",
+        "startup": "ok",
+        "effective-env": "ok",
+    }
     startup = next(c for c in report.checks if c.name == "startup")
     assert startup.detail == "1 start-up hooks (0 owned by nothing), 0 other unowned files"
-    assert "start-up code run at every interpreter start: envforge-env.pth (the envforge env profile 'pcie')" \
+    assert (
+        "start-up code run at every interpreter start: envforge-env.pth (the envforge env profile 'pcie')"
         in report.notes
+    )
     assert report.fingerprint.env_profile == "pcie"
     assert report.fingerprint.lock_digest == "sha256:" + sha(env.site_packages / ".envforge" / "pylock.toml")
 
@@ -91,11 +107,17 @@ def test_edited_file_is_tampered(tmp_path: Path) -> None:
     before = record_hash(env, "sglang/version.py")
     edit(target, target.read_bytes() + b"# local edit\n")
     report = run(env)
-    assert report.findings == (Finding(
-        "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
-        f"sha256 {sha(target)}", "undo the edit, or rebuild the environment: `envforge build quickstart --variant "
-        "default` (a fresh generation, patched from its lock); to keep the change, write it as a patchset, relock "
-        "and rebuild"),)
+    assert report.findings == (
+        Finding(
+            "tampered",
+            "sglang 0.5.9: sglang/version.py",
+            f"sha256 {before} (RECORD of sglang 0.5.9)",
+            f"sha256 {sha(target)}",
+            "undo the edit, or rebuild the environment: `envforge build quickstart --variant "
+            "default` (a fresh generation, patched from its lock); to keep the change, write it as a patchset, relock "
+            "and rebuild",
+        ),
+    )
     assert report.exit_code == 1
 
 
@@ -117,7 +139,8 @@ def test_hardlinked_patched_file(tmp_path: Path) -> None:
     os.link(env.site_packages / rel, tmp_path / "other-env-copy.py")
     report = run(env)
     assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
-        ("hardlinked", rel, "link count 1 (a private copy)", "link count 2")]
+        ("hardlinked", rel, "link count 1 (a private copy)", "link count 2")
+    ]
 
 
 _COMPILE = """
@@ -141,8 +164,12 @@ def compile_in_env(env: BuiltEnv, src: Path, data: bytes, mode: str, fake_header
 
     tmp = src.with_name(src.stem + "_before_patch.py.txt")
     tmp.write_bytes(data)
-    out = subprocess.run([str(env.python), "-c", _COMPILE, str(src), str(tmp), mode, "1" if fake_header else "0"],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [str(env.python), "-c", _COMPILE, str(src), str(tmp), mode, "1" if fake_header else "0"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     tmp.unlink()
     return Path(out)
 
@@ -163,8 +190,12 @@ def test_unchecked_hash_bytecode_of_the_original_hides_the_patch(tmp_path: Path)
     report = run(env)
     pyc_rel = str(pyc.relative_to(env.site_packages))
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("stale-bytecode", pyc_rel,
-         "the interpreter would load unchecked-hash bytecode of other source (written before the patch)")]
+        (
+            "stale-bytecode",
+            pyc_rel,
+            "the interpreter would load unchecked-hash bytecode of other source (written before the patch)",
+        )
+    ]
     assert report.findings[0].fix == f"delete {pyc_rel} (Python then compiles the patched source again)"
 
 
@@ -173,7 +204,8 @@ def test_timestamp_bytecode_with_a_matching_header_hides_the_patch(tmp_path: Pat
     rel = patched_file(env)
     compile_in_env(env, env.site_packages / rel, original_bytes(env, rel), "TIMESTAMP", fake_header=True)
     assert [(f.kind, f.actual) for f in run(env).findings] == [
-        ("stale-bytecode", "the interpreter would load timestamp bytecode of other source (written before the patch)")]
+        ("stale-bytecode", "the interpreter would load timestamp bytecode of other source (written before the patch)")
+    ]
 
 
 def test_bytecode_python_would_recheck_or_that_matches_is_no_finding(tmp_path: Path) -> None:
@@ -207,11 +239,14 @@ def test_extra_flashinfer_package_is_unexpected_and_splits_the_family(tmp_path: 
     assert by_kind["unexpected"].actual == "installed but not in lock: flashinfer-jit-cache 0.6.9+cu130"
     assert by_kind["unexpected"].fix == (
         f"remove it (`uv pip uninstall --python {env.path}/bin/python flashinfer-jit-cache`) or add it to the "
-        "recipe and relock; `envforge build quickstart --variant default` installs exactly the lock")
+        "recipe and relock; `envforge build quickstart --variant default` installs exactly the lock"
+    )
     fam = by_kind["family-mismatch"]
     assert (fam.subject, fam.expected, fam.actual) == (
-        "flashinfer family", "one public version (flashinfer-python 0.6.4)",
-        "flashinfer-python 0.6.4, flashinfer-jit-cache 0.6.9+cu130")
+        "flashinfer family",
+        "one public version (flashinfer-python 0.6.4)",
+        "flashinfer-python 0.6.4, flashinfer-jit-cache 0.6.9+cu130",
+    )
     # The fix works as written (uv's own binary for `uv`): the environment verifies clean after it.
     command = by_kind["unexpected"].fix.split("`")[1].split()
     subprocess.run([UV, *command[1:]], check=True, capture_output=True)
@@ -220,22 +255,27 @@ def test_extra_flashinfer_package_is_unexpected_and_splits_the_family(tmp_path: 
 
 def test_version_mismatch_and_missing(tmp_path: Path) -> None:
     sg, fi = _wheels()
-    env = build(tmp_path, locked=[("sglang", "0.5.9", sg), ("flashinfer-python", "0.6.3", None),
-                                  ("sgl-kernel", "0.3.21", None)])
+    env = build(
+        tmp_path, locked=[("sglang", "0.5.9", sg), ("flashinfer-python", "0.6.3", None), ("sgl-kernel", "0.3.21", None)]
+    )
     report = run(env)
     assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
         ("version-mismatch", "flashinfer-python", "0.6.3", "0.6.4"),
-        ("missing", "sgl-kernel", "sgl-kernel 0.3.21 (in the lock)", "not installed")]
+        ("missing", "sgl-kernel", "sgl-kernel 0.3.21 (in the lock)", "not installed"),
+    ]
 
 
 def test_local_label_mismatch(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "w", "sgl-kernel", "0.3.21+cu128")
-    env = build(tmp_path, wheels=[*_wheels(), wheel],
-                locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
-                        ("sgl-kernel", "0.3.21+cu130", None)])
+    env = build(
+        tmp_path,
+        wheels=[*_wheels(), wheel],
+        locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None), ("sgl-kernel", "0.3.21+cu130", None)],
+    )
     report = run(env)
     assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
-        ("local-label-mismatch", "sgl-kernel", "0.3.21+cu130", "0.3.21+cu128")]
+        ("local-label-mismatch", "sgl-kernel", "0.3.21+cu130", "0.3.21+cu128")
+    ]
 
 
 def test_removed_hook_does_not_reach_a_spawned_child(tmp_path: Path) -> None:
@@ -246,7 +286,8 @@ def test_removed_hook_does_not_reach_a_spawned_child(tmp_path: Path) -> None:
         ("env-profile", "envforge-env.pth", "missing (the env profile 'pcie' is recorded as installed)"),
         ("env-profile", "ENVFORGE_PROFILE_PROBE", "unset"),
         ("env-profile", "NCCL_BUFFSIZE", "unset"),
-        ("env-profile", "NCCL_MAX_NCHANNELS", "unset")]
+        ("env-profile", "NCCL_MAX_NCHANNELS", "unset"),
+    ]
     assert report.findings[2].expected == "131072 in a spawned child"
 
 
@@ -262,7 +303,8 @@ def test_missing_installed_file(tmp_path: Path) -> None:
     (env.site_packages / "sglang" / "version.py").unlink()
     report = run(env)
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("missing-file", "sglang 0.5.9: sglang/version.py", "absent")]
+        ("missing-file", "sglang 0.5.9: sglang/version.py", "absent")
+    ]
 
 
 def test_deep_catches_a_same_size_edit_that_fast_mode_trusts(tmp_path: Path) -> None:
@@ -280,12 +322,15 @@ def test_deep_catches_a_same_size_edit_that_fast_mode_trusts(tmp_path: Path) -> 
 
 def test_reverted_patches_are_not_in_their_expected_state(tmp_path: Path) -> None:
     from envforge import patching
+
     env = build(tmp_path)
     patching.revert(env.site_packages)
     report = run(env)
     assert {f.kind for f in report.findings} == {"patch-state"}
-    assert all(f.expected == "already-applied" and f.actual == "not applied (apply would change the file)"
-               for f in report.findings)
+    assert all(
+        f.expected == "already-applied" and f.actual == "not applied (apply would change the file)"
+        for f in report.findings
+    )
     assert report.findings[0].fix == "run `envforge apply-patches quickstart-default`"
 
 
@@ -295,14 +340,14 @@ def test_changed_patchset_file(tmp_path: Path) -> None:
     ps.write_text(ps.read_text() + "\n# reviewed\n")
     report = run(env)
     found = [f for f in report.findings if f.kind == "patchset-changed"]
-    assert [(f.subject, f.actual) for f in found] == [
-        ("sm120-torch-symm-mem", "digest sha256:" + sha(ps))]
+    assert [(f.subject, f.actual) for f in found] == [("sm120-torch-symm-mem", "digest sha256:" + sha(ps))]
 
 
 def _b04_env(tmp_path: Path, extra: list[str]) -> BuiltEnv:
     wheel = make_wheel(tmp_path / "w", "pkgx", "1.0+cu130", metadata_version="1.0")
-    env = build(tmp_path, locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
-                                  ("pkgx", "1.0+cu130", wheel)])
+    env = build(
+        tmp_path, locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None), ("pkgx", "1.0+cu130", wheel)]
+    )
     install_wheels(env, [] if extra else [wheel], uv=UV, extra=[*extra, "pkgx==1.0+cu130"] if extra else [])
     return env
 
@@ -312,8 +357,10 @@ def test_b04_label_in_file_name_only_is_confirmed_by_direct_url(tmp_path: Path) 
     assert (env.site_packages / "pkgx-1.0.dist-info").is_dir()
     report = run(env)
     assert report.findings == ()
-    assert report.notes[0] == ("pkgx: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by the wheel "
-                               "file name in direct_url.json (pkgx-1.0+cu130-py3-none-any.whl)")
+    assert report.notes[0] == (
+        "pkgx: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by the wheel "
+        "file name in direct_url.json (pkgx-1.0+cu130-py3-none-any.whl)"
+    )
     # the patched sglang and flashinfer keep their other files as uv's hardlinks (issue 16.4)
     assert report.notes[1:] == () or report.notes[1].startswith("hardlinked (shared with uv's cache): ")
 
@@ -324,23 +371,34 @@ def test_b04_from_an_index_is_confirmed_by_uv_cache(tmp_path: Path) -> None:
     assert not (env.site_packages / "pkgx-1.0.dist-info" / "direct_url.json").exists()
     report = run(env, uv_cache=cache)
     assert report.findings == ()
-    assert report.notes[0].endswith("variant confirmed by uv's cache: the installed files are hardlinks of the "
-                                    "cached wheel pkgx-1.0+cu130-py3-none-any.whl")
+    assert report.notes[0].endswith(
+        "variant confirmed by uv's cache: the installed files are hardlinks of the "
+        "cached wheel pkgx-1.0+cu130-py3-none-any.whl"
+    )
     unconfirmed = run(env, uv_cache=tmp_path / "no-cache")
     assert [(f.kind, f.subject, f.expected) for f in unconfirmed.findings] == [
-        ("variant-unconfirmed", "pkgx", "1.0+cu130 (wheel pkgx-1.0+cu130-py3-none-any.whl)")]
+        ("variant-unconfirmed", "pkgx", "1.0+cu130 (wheel pkgx-1.0+cu130-py3-none-any.whl)")
+    ]
 
 
 def test_b03_cuda13_wheels_in_a_cu12_variant(tmp_path: Path) -> None:
     w = tmp_path / "w"
-    extra = [make_wheel(w, "nvidia-nccl-cu13", "2.28.3"), make_wheel(w, "cuda-bindings", "13.0.1"),
-             make_wheel(w, "nvidia-nccl-cu12", "2.27.3"), make_wheel(w, "nvidia-cufft", "12.0.0.15")]
+    extra = [
+        make_wheel(w, "nvidia-nccl-cu13", "2.28.3"),
+        make_wheel(w, "cuda-bindings", "13.0.1"),
+        make_wheel(w, "nvidia-nccl-cu12", "2.27.3"),
+        make_wheel(w, "nvidia-cufft", "12.0.0.15"),
+    ]
     env = build(tmp_path, wheels=[*_wheels(), *extra], envforge={"cuda": "12.8"})
     report = run(env)
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("cuda-major-mismatch", "cuda-bindings 13.0.1",
-         "built for CUDA 13 (cuda-bindings is versioned by CUDA release)"),
-        ("cuda-major-mismatch", "nvidia-nccl-cu13 2.28.3", "built for CUDA 13 (name suffix -cu13)")]
+        (
+            "cuda-major-mismatch",
+            "cuda-bindings 13.0.1",
+            "built for CUDA 13 (cuda-bindings is versioned by CUDA release)",
+        ),
+        ("cuda-major-mismatch", "nvidia-nccl-cu13 2.28.3", "built for CUDA 13 (name suffix -cu13)"),
+    ]
     assert report.findings[0].expected == "CUDA 12 wheels (variant cuda 12.8)"
 
 
@@ -355,9 +413,15 @@ def test_uv_hardlinked_install_counts_once_a_patch_breaks_the_link(tmp_path: Pat
 
 
 def test_markers_are_evaluated_in_the_environments_interpreter(tmp_path: Path) -> None:
-    env = build(tmp_path, locked=[("sglang", "0.5.9", None), ("flashinfer-python", "0.6.4", None),
-                                  ("pywin32; sys_platform == 'win32'", "311", None),
-                                  ("sgl-kernel; python_version >= '3.12'", "0.3.21", None)])
+    env = build(
+        tmp_path,
+        locked=[
+            ("sglang", "0.5.9", None),
+            ("flashinfer-python", "0.6.4", None),
+            ("pywin32; sys_platform == 'win32'", "311", None),
+            ("sgl-kernel; python_version >= '3.12'", "0.3.21", None),
+        ],
+    )
     report = run(env)
     assert [(f.kind, f.subject) for f in report.findings] == [("missing", "sgl-kernel")]
     assert report.fingerprint.python == "3.12.1"
@@ -367,14 +431,21 @@ def test_two_wheels_installing_one_file_is_a_conflict_not_a_tamper(tmp_path: Pat
     """Seen on the real kimi cu128 stack: flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5 both
     install a top-level build_backend.py; whichever uv installs last wins."""
     w = tmp_path / "w"
-    extra = [make_wheel(w, "pkga", "1.0", files={"shared_helper.py": b"A = 1\n", "pkga/__init__.py": b""}),
-             make_wheel(w, "pkgb", "1.0", files={"shared_helper.py": b"B = 22\n", "pkgb/__init__.py": b""})]
+    extra = [
+        make_wheel(w, "pkga", "1.0", files={"shared_helper.py": b"A = 1\n", "pkga/__init__.py": b""}),
+        make_wheel(w, "pkgb", "1.0", files={"shared_helper.py": b"B = 22\n", "pkgb/__init__.py": b""}),
+    ]
     env = build(tmp_path, wheels=[*_wheels(), *extra])
     winner = "pkga" if (env.site_packages / "shared_helper.py").read_bytes() == b"A = 1\n" else "pkgb"
     report = run(env)
     assert [(f.kind, f.subject, f.expected, f.actual) for f in report.findings] == [
-        ("file-conflict", "shared_helper.py", "one distribution owns each installed file",
-         f"claimed by pkga 1.0, pkgb 1.0; the installed bytes are {winner}'s")]
+        (
+            "file-conflict",
+            "shared_helper.py",
+            "one distribution owns each installed file",
+            f"claimed by pkga 1.0, pkgb 1.0; the installed bytes are {winner}'s",
+        )
+    ]
 
 
 def test_missing_project_lock_is_a_finding_not_a_skipped_check(tmp_path: Path) -> None:
@@ -384,7 +455,8 @@ def test_missing_project_lock_is_a_finding_not_a_skipped_check(tmp_path: Path) -
     project_lock.unlink()
     report = run(env)
     assert [(f.kind, f.subject, f.actual) for f in report.findings] == [
-        ("missing-lock", str(project_lock), "no such file")]
+        ("missing-lock", str(project_lock), "no such file")
+    ]
     assert {c.name: c.status for c in report.checks}["lock-current"] == "findings"
 
 
@@ -397,13 +469,16 @@ def test_hand_edited_lock_copy_is_a_lock_integrity_finding(tmp_path: Path) -> No
     copy.write_text(text.replace(first.group(1), "0" * 64))
     report = run(env)
     kinds = [(f.kind, f.subject) for f in report.findings]
-    assert kinds[:2] == [("lock-integrity", str(copy)),
-                         ("stale-environment", str(env.path.parent.parent / "lockfiles" / f"pylock.{env.path.name}.toml"))]
+    assert kinds[:2] == [
+        ("lock-integrity", str(copy)),
+        ("stale-environment", str(env.path.parent.parent / "lockfiles" / f"pylock.{env.path.name}.toml")),
+    ]
     assert report.findings[0].actual.startswith("its [[packages]] are not the ones `envforge lock` wrote: ")
 
 
-def test_an_in_place_edit_through_uv_cache_names_the_cache_clean(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_in_place_edit_through_uv_cache_names_the_cache_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`envforge up` on an environment edited in place (`echo >> file`): the file is a hardlink of uv's
     cache, so the edit changed the cache; up rebuilt, the rebuild installed the edited bytes again,
     and the finding's fix (`envforge build`) did the same forever. The fix now names `uv cache clean`,
@@ -417,12 +492,18 @@ def test_an_in_place_edit_through_uv_cache_names_the_cache_clean(tmp_path: Path,
     with target.open("ab") as fh:  # in place, through the hardlink
         fh.write(b"# local edit\n")
     report = run(env)
-    assert report.findings == (Finding(
-        "tampered", "sglang 0.5.9: sglang/version.py", f"sha256 {before} (RECORD of sglang 0.5.9)",
-        f"sha256 {sha(target)}", f"the file is a hardlink shared with uv's cache ({target.stat().st_nlink} links), so "
-        "the edit changed uv's cached copy too and a rebuild installs the edited bytes again: run `uv cache clean "
-        "sglang` first, then rebuild: `envforge build quickstart --variant default` (a fresh generation, patched "
-        "from its lock); edit installed files by replacing them, never in place"),)
+    assert report.findings == (
+        Finding(
+            "tampered",
+            "sglang 0.5.9: sglang/version.py",
+            f"sha256 {before} (RECORD of sglang 0.5.9)",
+            f"sha256 {sha(target)}",
+            f"the file is a hardlink shared with uv's cache ({target.stat().st_nlink} links), so "
+            "the edit changed uv's cached copy too and a rebuild installs the edited bytes again: run `uv cache clean "
+            "sglang` first, then rebuild: `envforge build quickstart --variant default` (a fresh generation, patched "
+            "from its lock); edit installed files by replacing them, never in place",
+        ),
+    )
     again = build(tmp_path / "again", wheels=[cached_wheel("sglang", "0.5.9")], patchsets=(), profile=None)
     assert [f.kind for f in run(again).findings] == ["tampered"]  # what a rebuild gives: the edit again
     subprocess.run([UV, "cache", "clean", "sglang"], check=True, capture_output=True)
@@ -451,17 +532,25 @@ def test_a_deadline_holds_for_both_probe_threads(tmp_path: Path) -> None:
 
 # --- envforge's own state files damaged: exit 2 at once, the file named, a hint; never a hang -----
 
-REBUILD = ("rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
-           "(a fresh generation, patched from its lock)")
+REBUILD = (
+    "rebuild the environment: `envforge build quickstart --variant default` (or `envforge up --rebuild`) "
+    "(a fresh generation, patched from its lock)"
+)
 STATE_FILES = {  # file: (how messages name it, its size limit, the hint)
     "patches.json": ("patch manifest", "64 MiB", f"restore it from a backup, or {REBUILD}"),
     "env-profile.json": ("env profile record", "1 MiB", REBUILD),
-    "generation.json": ("generation record", "1 MiB",
-                        "rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
-                        "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)"),
-    "pylock.toml": ("lock", "64 MiB",
-                    "rebuild it with `envforge build` (it copies the lock into .envforge/); for an environment "
-                    "envforge did not build: `envforge init --from-env ENV`, then `envforge verify ENV --lock LOCK`"),
+    "generation.json": (
+        "generation record",
+        "1 MiB",
+        "rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
+        "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)",
+    ),
+    "pylock.toml": (
+        "lock",
+        "64 MiB",
+        "rebuild it with `envforge build` (it copies the lock into .envforge/); for an environment "
+        "envforge did not build: `envforge init --from-env ENV`, then `envforge verify ENV --lock LOCK`",
+    ),
 }
 
 
@@ -487,10 +576,19 @@ def test_damaged_state_file_is_exit_2_naming_it(quickstart: Path, name: str, how
     sp = next((quickstart / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
     path = sp / ".envforge" / name
     with damaged(path, how, limit=(1 << 20) if size == "1 MiB" else (64 << 20)):
-        res = subprocess.run([sys.executable, "-m", "envforge", "verify", "quickstart-default", "--level", "static"],
-                             cwd=quickstart, capture_output=True, text=True, timeout=60, env=dict(os.environ))
-    reason = (f"is larger than {size}: envforge never writes one that large" if how == "oversized"
-              else f"is not a regular file ({DAMAGE_KIND[how]})")
+        res = subprocess.run(
+            [sys.executable, "-m", "envforge", "verify", "quickstart-default", "--level", "static"],
+            cwd=quickstart,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    reason = (
+        f"is larger than {size}: envforge never writes one that large"
+        if how == "oversized"
+        else f"is not a regular file ({DAMAGE_KIND[how]})"
+    )
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr.splitlines()[-2:] == [f"error: {what} {path} {reason}", f"  hint: {hint}"]
     assert "Traceback" not in res.stderr
@@ -508,10 +606,16 @@ def test_sigterm_while_a_probe_waits_on_a_slow_start_up_hook_stops_verify_at_onc
 
     sp = build_tiny(tmp_path / "p")
     marker = tmp_path / "probe-started"
-    (sp / "sitecustomize.py").write_text(f"import os, time\nopen({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')\n"
-                                         "time.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "envforge", "verify", "tiny-default"], cwd=tmp_path / "p",
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (sp / "sitecustomize.py").write_text(
+        f"import os, time\nopen({str(marker)!r}, 'a').write(str(os.getpid()) + '\\n')\ntime.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envforge", "verify", "tiny-default"],
+        cwd=tmp_path / "p",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     took, err = sigterm_when(proc, marker.exists)
     assert (proc.returncode, err.splitlines()[-1]) == (143, "error: stopped by signal SIGTERM")
     assert took < 30, took  # it used to wait for the probes' 60 s timeout (58 s)

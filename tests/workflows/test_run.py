@@ -20,8 +20,9 @@ ENVFORGE = [sys.executable, "-m", "envforge"]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))
+    return subprocess.run(
+        [*ENVFORGE, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=dict(os.environ)
+    )
 
 
 def fake_generation(root: Path, name: str = "r-default", gen: str = "g0001") -> Path:
@@ -41,8 +42,7 @@ def fake_generation(root: Path, name: str = "r-default", gen: str = "g0001") -> 
 def test_command_environment_is_an_activated_generation(tmp_path: Path) -> None:
     gen = tmp_path / "g0001"
     base = {"PATH": f"/usr/bin:{gen}/bin:/bin", "PYTHONHOME": "/elsewhere", "HOME": "/h"}
-    assert command_environment(gen, base) == {"PATH": f"{gen}/bin:/usr/bin:/bin", "HOME": "/h",
-                                              "VIRTUAL_ENV": str(gen)}
+    assert command_environment(gen, base) == {"PATH": f"{gen}/bin:/usr/bin:/bin", "HOME": "/h", "VIRTUAL_ENV": str(gen)}
     assert base["PYTHONHOME"] == "/elsewhere"  # the caller's mapping is not changed
 
 
@@ -54,12 +54,14 @@ def test_split_words() -> None:
         split_words(["python", "-V"])
     assert no_dashes.value.message == "envforge run needs -- before the command: envforge run [ENV] -- CMD [ARG...]"
     # issue 44: the hint took the command for an environment (`envforge run python -- ...` then failed)
-    assert no_dashes.value.hint == ("e.g. envforge run -- python -V (the project's default environment), or "
-                                    "envforge run ENV -- python -V")
+    assert no_dashes.value.hint == (
+        "e.g. envforge run -- python -V (the project's default environment), or envforge run ENV -- python -V"
+    )
     with pytest.raises(InputError) as nothing:
         split_words([])
-    assert nothing.value.hint == ("e.g. envforge run -- python (the project's default environment), or "
-                                  "envforge run ENV -- python")
+    assert nothing.value.hint == (
+        "e.g. envforge run -- python (the project's default environment), or envforge run ENV -- python"
+    )
     with pytest.raises(InputError) as two:
         split_words(["a", "b", "--", "ls"])
     assert two.value.message == "envforge run takes one environment before --, not a b"
@@ -82,8 +84,9 @@ def test_plan_run_refusals(tmp_path: Path) -> None:
     assert (none.value.message, none.value.hint) == ("no command to run", "envforge run [ENV] -- CMD [ARG...]")
     with pytest.raises(InputError) as missing:
         plan_run(Project(tmp_path), "r-default", ["no-such-tool-here"], {"PATH": "/nonexistent"})
-    assert missing.value.message == (f"command not found: no-such-tool-here (PATH of r-default: "
-                                     f"{gen.resolve() / 'bin'} first)")
+    assert missing.value.message == (
+        f"command not found: no-such-tool-here (PATH of r-default: {gen.resolve() / 'bin'} first)"
+    )
     (gen / "bin" / "python").unlink()
     with pytest.raises(InputError) as broken:
         plan_run(Project(tmp_path), "r-default", ["ls"], {"PATH": "/bin"})
@@ -101,7 +104,8 @@ def project(tmp_path: Path):  # type: ignore[no-untyped-def]
     with serve(idx):
         (proj / "recipes" / "r.toml").write_text(
             f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{idx.url}"\n\n'
-            '[packages]\nmodel-kernels = "==1.0"\n\n[env.default]\nENVFORGE_TEST_FLAG = "on"\n')
+            '[packages]\nmodel-kernels = "==1.0"\n\n[env.default]\nENVFORGE_TEST_FLAG = "on"\n'
+        )
         up = envforge(proj, "up")
         assert up.returncode == 0, up.stderr
         yield proj
@@ -115,8 +119,10 @@ def test_run_in_a_real_built_environment(project: Path) -> None:
     assert (res.returncode, res.stdout) == (0, f"{g1}\n")
     assert res.stderr == f"envforge run: r-default -> g0001 ({g1})\n"
 
-    code = "import os, model_kernels; print(os.environ['ENVFORGE_TEST_FLAG'], os.environ['VIRTUAL_ENV'], " \
-           "model_kernels.__file__.startswith(os.environ['VIRTUAL_ENV']))"
+    code = (
+        "import os, model_kernels; print(os.environ['ENVFORGE_TEST_FLAG'], os.environ['VIRTUAL_ENV'], "
+        "model_kernels.__file__.startswith(os.environ['VIRTUAL_ENV']))"
+    )
     seen = envforge(project, "run", "--", "python", "-c", code)  # ENV: the project's only environment
     assert (seen.returncode, seen.stdout) == (0, f"on {g1} True\n"), seen.stderr
 
@@ -132,11 +138,22 @@ def test_run_in_a_real_built_environment(project: Path) -> None:
 def test_a_flip_does_not_change_a_running_command(project: Path) -> None:
     g1 = (project / "envs" / "r-default").resolve()
     waiting = subprocess.Popen(
-        [*ENVFORGE, "run", "--", "python", "-c",
-         "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); input(); import model_kernels; "
-         "print(sys.prefix, model_kernels.__file__)"],
-        cwd=project, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ))
+        [
+            *ENVFORGE,
+            "run",
+            "--",
+            "python",
+            "-c",
+            "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); input(); import model_kernels; "
+            "print(sys.prefix, model_kernels.__file__)",
+        ],
+        cwd=project,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         assert waiting.stdout is not None and waiting.stdout.readline() == "ready\n"
         rebuilt = envforge(project, "build")  # g0002; envs/r-default flips to it
@@ -161,17 +178,33 @@ def test_a_callers_pythonpath_checkout_does_not_shadow_the_environment(project: 
     g1 = (project / "envs" / "r-default").resolve()
     code = "import os, model_kernels; print(os.environ.get('PYTHONPATH'), model_kernels.__file__)"
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    res = subprocess.run([*ENVFORGE, "run", "--", "python", "-c", code], cwd=project, capture_output=True, text=True,
-                         timeout=300, env=env)
+    res = subprocess.run(
+        [*ENVFORGE, "run", "--", "python", "-c", code],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith(f"None {g1}/lib/python3.12/site-packages/model_kernels/")
-    assert res.stderr.splitlines()[1] == (f"warning: envforge run: PYTHONPATH={checkout} dropped: it would put other "
-                                          "code ahead of the environment's site-packages (--keep-pythonpath keeps it)")
-    kept = subprocess.run([*ENVFORGE, "run", "--keep-pythonpath", "--", "python", "-c", code], cwd=project,
-                          capture_output=True, text=True, timeout=300, env=env)
+    assert res.stderr.splitlines()[1] == (
+        f"warning: envforge run: PYTHONPATH={checkout} dropped: it would put other "
+        "code ahead of the environment's site-packages (--keep-pythonpath keeps it)"
+    )
+    kept = subprocess.run(
+        [*ENVFORGE, "run", "--keep-pythonpath", "--", "python", "-c", code],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert (kept.returncode, kept.stdout) == (0, f"{checkout} {checkout}/model_kernels/__init__.py\n")
-    assert kept.stderr.splitlines()[1] == (f"warning: envforge run: PYTHONPATH={checkout} kept (--keep-pythonpath): "
-                                           "modules found there shadow the environment's")
+    assert kept.stderr.splitlines()[1] == (
+        f"warning: envforge run: PYTHONPATH={checkout} kept (--keep-pythonpath): "
+        "modules found there shadow the environment's"
+    )
 
 
 def test_plan_run_drops_pythonpath_and_pythonhome_unless_kept(tmp_path: Path) -> None:
@@ -182,11 +215,13 @@ def test_plan_run_drops_pythonpath_and_pythonhome_unless_kept(tmp_path: Path) ->
     assert plan.notes == (
         "envforge run: PYTHONPATH=/src/sglang/python dropped: it would put other code ahead of the environment's "
         "site-packages (--keep-pythonpath keeps it)",
-        "envforge run: PYTHONHOME=/h dropped: it would make the environment's interpreter another installation")
+        "envforge run: PYTHONHOME=/h dropped: it would make the environment's interpreter another installation",
+    )
     kept = plan_run(Project(tmp_path), "r-default", ["python"], base, keep_pythonpath=True)
     assert (kept.environ["PYTHONPATH"], "PYTHONHOME" in kept.environ) == ("/src/sglang/python", False)
     assert kept.notes == (
         "envforge run: PYTHONHOME=/h dropped: it would make the environment's interpreter another installation",
         "envforge run: PYTHONPATH=/src/sglang/python kept (--keep-pythonpath): modules found there shadow the "
-        "environment's")
+        "environment's",
+    )
     assert plan_run(Project(tmp_path), "r-default", ["python"], {"PATH": "/bin", "PYTHONPATH": ""}).notes == ()

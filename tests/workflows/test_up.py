@@ -17,15 +17,21 @@ from tests.support.verify_envs import DAMAGE_KIND, build_quickstart, damaged
 
 from envforge.core.kinds import REGISTRY
 from envforge.verify import Finding
-from envforge.verify.static import _misread
+from envforge.verify.variables import misread_findings as _misread
 from envforge.workflows.up import repairable
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def envforge(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envforge", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "envforge", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
 
 
 def _built_quickstart(tmp_path: Path) -> Path:
@@ -45,7 +51,7 @@ def _built_quickstart(tmp_path: Path) -> Path:
 def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path) -> None:
     proj = _built_quickstart(tmp_path)
     sp = next((proj / "envs" / "quickstart-default").glob("lib/python3*/site-packages"))
-    (sp / "sglang" / "version.py").unlink()                          # a file removed
+    (sp / "sglang" / "version.py").unlink()  # a file removed
     edited = sp / "sglang" / "lang" / "api.py"  # a file edited as `sed -i` does: a new file replaces it
     edited.unlink()  # (writing in place would write through uv's hardlink into the shared cache)
     edited.write_text("raise SystemExit\n")
@@ -54,11 +60,13 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
 
     again = envforge(proj, "up", "--json")
     assert again.returncode == 0, again.stderr
-    assert ("[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
-            "verifying before trusting it\n"
-            "[3/3] verify quickstart-default\n"
-            "  damaged: g0001 fails verify (missing-file, tampered): its files changed since it was built; "
-            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    assert (
+        "[2/3] build quickstart-default: reusing g0001 (built from this lock; --rebuild to force a new one); "
+        "verifying before trusting it\n"
+        "[3/3] verify quickstart-default\n"
+        "  damaged: g0001 fails verify (missing-file, tampered): its files changed since it was built; "
+        "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n"
+    ) in again.stderr
     assert "up to date" not in again.stderr.split("[2/3]", 1)[1]  # never about the generation it replaces
     assert "[3/3] verify quickstart-default again" in again.stderr
     data = json.loads(again.stdout)["data"]
@@ -69,22 +77,30 @@ def test_up_rebuilds_a_live_generation_damaged_since_it_was_built(tmp_path: Path
 
     third = envforge(proj, "up")  # intact now: reused, no third generation
     assert third.returncode == 0
-    assert ("[2/3] build quickstart-default: reusing g0002 (built from this lock; --rebuild to force a new one); "
-            "verifying before trusting it\n") in third.stderr
+    assert (
+        "[2/3] build quickstart-default: reusing g0002 (built from this lock; --rebuild to force a new one); "
+        "verifying before trusting it\n"
+    ) in third.stderr
 
 
 def test_only_damage_a_rebuild_repairs_triggers_one() -> None:
-    hook_gone = Finding("env-profile", "hook", "profile pcie installed (.envforge/env-profile.json)",
-                        "no env profile installed", "reinstall")
-    misread, = _misread({"NCCL_BUFFSIZE": "128K"})  # about the recipe: every build from this lock has it
+    hook_gone = Finding(
+        "env-profile",
+        "hook",
+        "profile pcie installed (.envforge/env-profile.json)",
+        "no env profile installed",
+        "reinstall",
+    )
+    (misread,) = _misread({"NCCL_BUFFSIZE": "128K"})  # about the recipe: every build from this lock has it
     assert (misread.kind, misread.from_recipe, hook_gone.from_recipe) == ("env-profile", True, False)
     assert [repairable(f) for f in (hook_gone, misread)] == [True, False]
     # the structured reason, not the text: the same words without it are damage a rebuild repairs
     assert repairable(replace(misread, from_recipe=False)) is True
     assert repairable(replace(hook_gone, from_recipe=True)) is False
-    assert [repairable(Finding(k, "s", "e", "a", "f")) for k in ("tampered", "missing-file", "file-conflict",
-                                                                  "capability", "patchset-changed")] == [
-        True, True, False, False, False]
+    assert [
+        repairable(Finding(k, "s", "e", "a", "f"))
+        for k in ("tampered", "missing-file", "file-conflict", "capability", "patchset-changed")
+    ] == [True, True, False, False, False]
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTRY))
@@ -96,7 +112,9 @@ def test_a_rebuild_is_for_the_kinds_the_registry_says_it_repairs(kind: str) -> N
 
 def test_drafter_and_unknown_kinds_are_not_repaired_by_a_rebuild() -> None:
     assert [repairable(Finding(k, "s", "e", "a", "f", "drafter")) for k in ("eagle3-d2t", "no-such-kind")] == [
-        False, False]
+        False,
+        False,
+    ]
 
 
 @pytest.mark.slow
@@ -109,11 +127,17 @@ def test_up_rebuilds_a_generation_whose_interpreter_is_gone(tmp_path: Path) -> N
     python.unlink()
     again = envforge(proj, "up", "--json")
     assert again.returncode == 0, again.stderr
-    assert (f"  damaged: g0001 cannot run its interpreter (cannot start {python}: No such file or directory); "
-            "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n") in again.stderr
+    assert (
+        f"  damaged: g0001 cannot run its interpreter (cannot start {python}: No such file or directory); "
+        "rebuilding as g0002 from the same lock (g0001 stays for rollback)\n"
+    ) in again.stderr
     data = json.loads(again.stdout)["data"]
     assert (data["build"]["generation"], data["reused"], data["verify"]["clean"], data["damaged"]) == (
-        "g0002", None, True, None)
+        "g0002",
+        None,
+        True,
+        None,
+    )
     assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0002")
 
 
@@ -132,16 +156,32 @@ def test_up_on_a_damaged_generation_record_is_exit_2_naming_it(quickstart: Path,
     gen = proj / "envs" / ".generations" / "quickstart-default" / "g0001"
     path = next(gen.glob("lib/python3*/site-packages")) / ".envforge" / "generation.json"
     with damaged(path, how, limit=1 << 20):
-        res = subprocess.run([sys.executable, "-m", "envforge", "up"], cwd=proj, capture_output=True, text=True,
-                             timeout=60, env=dict(os.environ))
-        listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True,
-                                text=True, timeout=60, env=dict(os.environ))
-    reason = ("is larger than 1 MiB: envforge never writes one that large" if how == "oversized"
-              else f"is not a regular file ({DAMAGE_KIND[how]})")
+        res = subprocess.run(
+            [sys.executable, "-m", "envforge", "up"],
+            cwd=proj,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+        listed = subprocess.run(
+            [sys.executable, "-m", "envforge", "envs"],
+            cwd=proj,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
+    reason = (
+        "is larger than 1 MiB: envforge never writes one that large"
+        if how == "oversized"
+        else f"is not a regular file ({DAMAGE_KIND[how]})"
+    )
     assert (res.returncode, res.stdout) == (2, "")
     assert res.stderr.splitlines()[-2:] == [
         f"error: generation record {path} {reason}",
-        "  hint: build a new generation: `envforge up quickstart --variant default --rebuild` (g0001 stays for rollback)"]
+        "  hint: build a new generation: `envforge up quickstart --variant default --rebuild` (g0001 stays for rollback)",
+    ]
     assert "Traceback" not in res.stderr
     assert os.readlink(proj / "envs" / "quickstart-default").endswith("g0001")  # nothing built or flipped
     # `envforge envs` lists it (its record unknown) instead of blocking on it
@@ -161,7 +201,8 @@ def _pinned(proj: Path, index: LocalIndex, version: str) -> None:
     (proj / "recipes").mkdir(parents=True, exist_ok=True)
     (proj / "recipes" / "r.toml").write_text(
         f'[recipe]\nname = "r"\npython = "3.12"\n\n[indexes]\npypi = "{index.url}"\n\n'
-        f'[packages]\nmodel-kernels = "=={version}"\n')
+        f'[packages]\nmodel-kernels = "=={version}"\n'
+    )
 
 
 @pytest.mark.slow
@@ -175,7 +216,8 @@ def test_up_locks_when_there_is_no_lock_and_stops_on_a_stale_one(tmp_path: Path,
         "[1/3] lock pylock.r-default.toml: none yet, locking now (as `envforge lock r --variant default`; "
         "commit lockfiles/pylock.r-default.toml)",
         "  lockfiles/pylock.r-default.toml: 1 package, locked now",
-        "[2/3] build r-default (g0001)"]
+        "[2/3] build r-default (g0001)",
+    ]
     lock = proj / "lockfiles" / "pylock.r-default.toml"
     locked = lock.read_bytes()
     assert b'name = "model-kernels"\nversion = "1.0"' in locked
@@ -191,20 +233,22 @@ def test_up_locks_when_there_is_no_lock_and_stops_on_a_stale_one(tmp_path: Path,
     assert stale.stderr.splitlines() == [
         "[1/3] lock pylock.r-default.toml: stale",
         "  packages.model-kernels: locked model-kernels==1.0, recipe now model-kernels==2.0",
-        "  run `envforge lock r --variant default` and review the change"]
+        "  run `envforge lock r --variant default` and review the change",
+    ]
     assert lock.read_bytes() == locked
     assert sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").glob("g*")) == ["g0001", "g0001.log"]
 
     lock.unlink()  # no lock again: --json says it was created
     made = envforge(proj, "up", "r", "--json")
     assert made.returncode == 0, made.stderr
-    assert json.loads(made.stdout)["data"]["lock"] == {"path": str(lock), "fresh": True, "reasons": [],
-                                                        "created": True}
+    assert json.loads(made.stdout)["data"]["lock"] == {"path": str(lock), "fresh": True, "reasons": [], "created": True}
     assert b'name = "model-kernels"\nversion = "2.0"' in lock.read_bytes()
 
 
 @pytest.mark.slow
-def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tmp_path: Path, index: LocalIndex) -> None:
+def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(
+    tmp_path: Path, index: LocalIndex
+) -> None:
     """`echo >> file` in a generation writes through uv's hardlink into its cache: every build from the
     lock installs the edited bytes again. `up` rebuilds once, verifies the new generation before it is
     live, holds it back, and the next `up` stops with the cause instead of building g0003, g0004, ..."""
@@ -213,8 +257,14 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}  # one filesystem with the project
 
     def up(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "envforge", "up", "r", *args], cwd=proj, capture_output=True,
-                              text=True, timeout=300, env=env)
+        return subprocess.run(
+            [sys.executable, "-m", "envforge", "up", "r", *args],
+            cwd=proj,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
 
     assert up().returncode == 0
     link = proj / "envs" / "r-default"
@@ -235,14 +285,17 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
         "the same lock (g0001 stays for rollback)",
         "[3/3] verify r-default again (g0002, before it is made live)",
         "  g0002 fails verify: not made live; envs/r-default stays at g0001 (to use it anyway: `envforge rollback "
-        "r-default --to g0002`)"]
+        "r-default --to g0002`)",
+    ]
     assert "tampered: model-kernels 1.0: model_kernels/__init__.py" in again.stdout
     assert os.readlink(link) == ".generations/r-default/g0001"  # never flipped to what failed verify
     g2 = proj / "envs" / ".generations" / "r-default" / "g0002"
-    cause = ("installed files are not their RECORD's bytes (model-kernels) in a generation built just now: uv "
-             "installed them from its cache, which an in-place edit through a hardlink changed; run `uv cache "
-             "clean model-kernels`, then `envforge up r --variant default --rebuild` (--link-mode copy keeps edits "
-             "out of uv's cache)")
+    cause = (
+        "installed files are not their RECORD's bytes (model-kernels) in a generation built just now: uv "
+        "installed them from its cache, which an in-place edit through a hardlink changed; run `uv cache "
+        "clean model-kernels`, then `envforge up r --variant default --rebuild` (--link-mode copy keeps edits "
+        "out of uv's cache)"
+    )
     record = json.loads(next(g2.glob("lib/python3*/site-packages/.envforge/generation.json")).read_text())
     assert record["verify-failed"] == {"kinds": ["tampered"], "cause": cause}
 
@@ -250,13 +303,15 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     assert third.returncode == 1
     assert third.stderr.splitlines()[-1] == (
         f"  stopped: g0002, built from this lock, failed verify (tampered) and was not made live; a build from the "
-        f"same lock fails the same way: {cause}")
+        f"same lock fails the same way: {cause}"
+    )
     data = json.loads(third.stdout)["data"]
     assert (data["build"], data["reused"], data["held"]) == (None, "g0001", None)
     assert data["stopped"].startswith("g0002, built from this lock, failed verify (tampered)")
     assert sorted(p.name for p in g2.parent.glob("g000?")) == ["g0001", "g0002"]
-    listed = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True, text=True,
-                            timeout=120, env=env).stdout.splitlines()
+    listed = subprocess.run(
+        [sys.executable, "-m", "envforge", "envs"], cwd=proj, capture_output=True, text=True, timeout=120, env=env
+    ).stdout.splitlines()
     assert [line[:10] for line in listed] == ["r-default ", "  * g0001 ", "    g0002 "]
     assert "held back" not in listed[1]
     assert "  held back: failed verify (tampered), never live  " in listed[2]
@@ -266,26 +321,38 @@ def test_an_in_place_edit_through_uvs_hardlink_stops_after_one_failed_rebuild(tm
     other = tmp_path / "other"
     shutil.copytree(proj / "recipes", other / "recipes")
     shutil.copytree(proj / "lockfiles", other / "lockfiles")
-    first = subprocess.run([sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True, text=True,
-                           timeout=300, env=env)
+    first = subprocess.run(
+        [sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True, text=True, timeout=300, env=env
+    )
     assert first.returncode == 1
-    assert ("  g0001 fails verify: not made live; envs/r-default has no live generation yet (to use it anyway: "
-            "`envforge rollback r-default --to g0001`)") in first.stderr.splitlines()
+    assert (
+        "  g0001 fails verify: not made live; envs/r-default has no live generation yet (to use it anyway: "
+        "`envforge rollback r-default --to g0001`)"
+    ) in first.stderr.splitlines()
     assert not (other / "envs" / "r-default").is_symlink()
-    forced = subprocess.run([sys.executable, "-m", "envforge", "rollback", "r-default", "--to", "g0001"], cwd=other,
-                            capture_output=True, text=True, timeout=120, env=env)
+    forced = subprocess.run(
+        [sys.executable, "-m", "envforge", "rollback", "r-default", "--to", "g0001"],
+        cwd=other,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert (forced.returncode, forced.stdout) == (0, "envs/r-default: g0001 -> g0001\n"), forced.stderr
     assert os.readlink(other / "envs" / "r-default") == ".generations/r-default/g0001"
     # Issue 41: it was still "never live", and the next `up` blamed files changed since the build.
-    shown = subprocess.run([sys.executable, "-m", "envforge", "envs"], cwd=other, capture_output=True, text=True,
-                           timeout=120, env=env).stdout.splitlines()
+    shown = subprocess.run(
+        [sys.executable, "-m", "envforge", "envs"], cwd=other, capture_output=True, text=True, timeout=120, env=env
+    ).stdout.splitlines()
     assert "  failed verify when built (tampered); made live by `envforge rollback --to`  " in shown[1]
-    again_other = subprocess.run([sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True,
-                                 text=True, timeout=300, env=env)
+    again_other = subprocess.run(
+        [sys.executable, "-m", "envforge", "up", "r"], cwd=other, capture_output=True, text=True, timeout=300, env=env
+    )
     assert again_other.returncode == 1
     assert again_other.stderr.splitlines()[-1] == (
         f"  stopped: g0001 failed verify when it was built (tampered) and was made live with `envforge rollback "
-        f"--to`; it fails the same way now, not because its files changed: {cause}")
+        f"--to`; it fails the same way now, not because its files changed: {cause}"
+    )
     assert sorted(p.name for p in (other / "envs" / ".generations" / "r-default").glob("g000?")) == ["g0001"]
 
     from envforge.uv.run import uv_binary
@@ -317,7 +384,8 @@ def test_up_after_a_rollback_makes_the_generation_of_this_lock_live_again(tmp_pa
         "[2/3] build r-default: g0002 was built from this lock (--rebuild to build a new one); verifying it before "
         "making it live again",
         "[3/3] verify r-default (g0002)",
-        "  envs/r-default -> g0002"]
+        "  envs/r-default -> g0002",
+    ]
     assert os.readlink(link) == ".generations/r-default/g0002"
     gens = sorted(p.name for p in (proj / "envs" / ".generations" / "r-default").glob("g000?"))
     assert gens == ["g0001", "g0002"]  # no duplicate

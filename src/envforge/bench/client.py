@@ -188,16 +188,18 @@ class Cancel:
                 pass
 
 
-def get_status(url: str, timeout_s: float = 5.0, headers: tuple[tuple[str, str], ...] = (),
-               ca: str | None = None) -> int | str:
+def get_status(
+    url: str, timeout_s: float = 5.0, headers: tuple[tuple[str, str], ...] = (), ca: str | None = None
+) -> int | str:
     """GET ``url`` (with ``headers``): the HTTP status, or why there is none as text (``"connection
     refused"``, ``"no complete answer after 5 s"``, ``"the answer is larger than 1048576 bytes"``).
     The whole answer must arrive within ``timeout_s`` seconds (headers included)."""
     return _status("GET", url, timeout_s, headers, ca)
 
 
-def post_status(url: str, timeout_s: float = 30.0, headers: tuple[tuple[str, str], ...] = (),
-                ca: str | None = None) -> int | str:
+def post_status(
+    url: str, timeout_s: float = 30.0, headers: tuple[tuple[str, str], ...] = (), ca: str | None = None
+) -> int | str:
     """POST ``url`` with an empty body (e.g. SGLang's ``/flush_cache``): the status or why there is
     none, as :func:`get_status`."""
     return _status("POST", url, timeout_s, headers, ca)
@@ -206,8 +208,16 @@ def post_status(url: str, timeout_s: float = 30.0, headers: tuple[tuple[str, str
 def _status(method: str, url: str, timeout_s: float, headers: tuple[tuple[str, str], ...], ca: str | None) -> int | str:
     ep = Endpoint.from_url(url)
     try:
-        return fetch(ep.host, ep.port, method, urlsplit(url).path or "/", timeout_s=timeout_s, headers=headers,
-                     scheme=ep.scheme, ca=ca)[0]
+        return fetch(
+            ep.host,
+            ep.port,
+            method,
+            urlsplit(url).path or "/",
+            timeout_s=timeout_s,
+            headers=headers,
+            scheme=ep.scheme,
+            ca=ca,
+        )[0]
     except ReadLimit as exc:
         return exc.message
     except ConnectionRefusedError:
@@ -299,30 +309,55 @@ def _failure(stream: Stream, max_new_tokens: int, natural: bool = False) -> tupl
         return f"finish reason '{stream.finish}' (only 'length' and 'stop' complete a request)", None
     if stream.total != max_new_tokens and not natural:
         counted = "" if stream.token_count == "server" else " (counted as chunks: the server sent no usage)"
-        return (f"{stream.total} of {max_new_tokens} tokens{counted} (finish reason '{stream.finish}'): "
-                f"a request must yield exactly max-new-tokens"), None
+        return (
+            f"{stream.total} of {max_new_tokens} tokens{counted} (finish reason '{stream.finish}'): "
+            f"a request must yield exactly max-new-tokens"
+        ), None
     return None
 
 
 def _result(stream: Stream, e2e: float) -> RequestResult:
     events, tokens = stream.events, stream.total
-    common = {"output_tokens": tokens, "e2e_s": e2e, "verify_steps": stream.verify, "status": 200,
-              "finish": stream.finish, "token_count": stream.token_count, "chunks": stream.chunks}
+    common = {
+        "output_tokens": tokens,
+        "e2e_s": e2e,
+        "verify_steps": stream.verify,
+        "status": 200,
+        "finish": stream.finish,
+        "token_count": stream.token_count,
+        "chunks": stream.chunks,
+    }
     if not events:
         return RequestResult(ok=True, **common)  # type: ignore[arg-type]
     first, last = events[0], events[-1]
     tpot = (last.t_s - first.t_s) / (tokens - 1) if tokens > 1 else None
     gaps = tuple(b.t_s - a.t_s for a, b in zip(events, events[1:]))
     carried = tuple(b.tokens - a.tokens for a, b in zip(events, events[1:])) if last.tokens == tokens else ()
-    return RequestResult(ok=True, ttft_s=first.t_s, tpot_s=tpot, decode_s=last.t_s - first.t_s, e2el_s=last.t_s,
-                         itl_s=gaps, itl_tokens=carried, **common)  # type: ignore[arg-type]
+    return RequestResult(
+        ok=True,
+        ttft_s=first.t_s,
+        tpot_s=tpot,
+        decode_s=last.t_s - first.t_s,
+        e2el_s=last.t_s,
+        itl_s=gaps,
+        itl_tokens=carried,
+        **common,  # type: ignore[arg-type]
+    )
 
 
-def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stream: Stream | None = None) -> RequestResult:
-    return RequestResult(ok=False, output_tokens=stream.total if stream else 0, e2e_s=clock() - t0, error=error,
-                         status=status, finish=stream.finish if stream else None,
-                         token_count=stream.token_count if stream else "server",
-                         chunks=stream.chunks if stream else 0)
+def _failed(
+    t0: float, clock: Clock, error: str, status: int | None = None, stream: Stream | None = None
+) -> RequestResult:
+    return RequestResult(
+        ok=False,
+        output_tokens=stream.total if stream else 0,
+        e2e_s=clock() - t0,
+        error=error,
+        status=status,
+        finish=stream.finish if stream else None,
+        token_count=stream.token_count if stream else "server",
+        chunks=stream.chunks if stream else 0,
+    )
 
 
 #: How long a request waits, after ``data: [DONE]``, for the end of the body, so that its connection
@@ -330,9 +365,16 @@ def _failed(t0: float, clock: Clock, error: str, status: int | None = None, stre
 DRAIN_S = 0.1
 
 
-async def stream_request(session: aiohttp.ClientSession, endpoint: Endpoint, engine: Engine, prompt: str,
-                         opts: RequestOptions, *, cancel: Cancel | None = None,
-                         clock: Clock = time.perf_counter) -> RequestResult:
+async def stream_request(
+    session: aiohttp.ClientSession,
+    endpoint: Endpoint,
+    engine: Engine,
+    prompt: str,
+    opts: RequestOptions,
+    *,
+    cancel: Cancel | None = None,
+    clock: Clock = time.perf_counter,
+) -> RequestResult:
     """Send one streamed request on ``session`` and time its chunks. Never raises for a failed
     request: the returned :class:`RequestResult` has ``ok=False``, ``error`` and ``status`` set (see
     the module docstring for what fails a request); a request cancelled by ``cancel`` is
@@ -404,12 +446,18 @@ async def _drain(lines: LineReader) -> None:
         pass
 
 
-def send_request(endpoint: Endpoint, engine: Engine, prompt: str, opts: RequestOptions, *,
-                 cancel: Cancel | None = None, clock: Clock = time.perf_counter) -> RequestResult:
+def send_request(
+    endpoint: Endpoint,
+    engine: Engine,
+    prompt: str,
+    opts: RequestOptions,
+    *,
+    cancel: Cancel | None = None,
+    clock: Clock = time.perf_counter,
+) -> RequestResult:
     """:func:`stream_request` on a session of its own, run to its end on a new event loop (for one
     request from synchronous code; a run of many uses :class:`envforge.bench.load.Connections`)."""
-    return run_sync(lambda session: stream_request(session, endpoint, engine, prompt, opts, cancel=cancel,
-                                                   clock=clock))
+    return run_sync(lambda session: stream_request(session, endpoint, engine, prompt, opts, cancel=cancel, clock=clock))
 
 
 @dataclass(slots=True)
@@ -430,8 +478,11 @@ def _limit_message(exc: ReadLimit, opts: RequestOptions, stream: Stream, reading
     if exc.kind == "idle":
         return f"no data for {exc.limit:g} s (idle timeout)"
     if exc.kind == "progress":
-        detail = (f"only keep-alive data after {stream.total} tokens" if reading.idle_lines
-                  else f"an unfinished line after {stream.total} tokens")
+        detail = (
+            f"only keep-alive data after {stream.total} tokens"
+            if reading.idle_lines
+            else f"an unfinished line after {stream.total} tokens"
+        )
         return f"no progress for {exc.limit:g} s (idle timeout; {detail})"
     if exc.kind == "line":
         return f"a stream line longer than {MAX_LINE_BYTES} bytes after {stream.total} tokens"
@@ -442,8 +493,9 @@ class _Lines(Protocol):
     def readline(self) -> Awaitable[bytes]: ...
 
 
-async def _read_stream(lines: _Lines, stream: Stream, progressed: Callable[[], None], reading: _Reading, t0: float,
-                       clock: Clock) -> tuple[str, int | None] | None:
+async def _read_stream(
+    lines: _Lines, stream: Stream, progressed: Callable[[], None], reading: _Reading, t0: float, clock: Clock
+) -> tuple[str, int | None] | None:
     """Feed ``stream`` line by line (:class:`~envforge.bench.transport.LineReader`: each line
     bounded; a limit that runs out raises :class:`~envforge.bench.transport.ReadLimit`), calling
     ``progressed()`` at each chunk that makes progress. A malformed chunk is returned as a failure;

@@ -50,11 +50,17 @@ class ComparisonRow:
     request_rate: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "concurrency": self.concurrency, "request_rate": self.request_rate,
-                "a_tok_s": _r(self.a_tok_s),
-                "b_tok_s": _r(self.b_tok_s), "ratio": _r(self.ratio),
-                "ratio_low": None if self.ratio_low is None else _r(self.ratio_low),
-                "ratio_high": None if self.ratio_high is None else _r(self.ratio_high), "verdict": self.verdict}
+        return {
+            "server": self.server,
+            "concurrency": self.concurrency,
+            "request_rate": self.request_rate,
+            "a_tok_s": _r(self.a_tok_s),
+            "b_tok_s": _r(self.b_tok_s),
+            "ratio": _r(self.ratio),
+            "ratio_low": None if self.ratio_low is None else _r(self.ratio_low),
+            "ratio_high": None if self.ratio_high is None else _r(self.ratio_high),
+            "verdict": self.verdict,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,24 +77,30 @@ class Comparison:
     min_change: float = DEFAULT_MIN_CHANGE
 
     def as_dict(self) -> dict[str, Any]:
-        return {"min_change": self.min_change, "rows": [r.as_dict() for r in self.rows],
-                "env_differences": list(self.env_differences),
-                "config_differences": list(self.config_differences), "only_in_a": list(self.only_in_a),
-                "only_in_b": list(self.only_in_b), "not_compared": list(self.not_compared)}
+        return {
+            "min_change": self.min_change,
+            "rows": [r.as_dict() for r in self.rows],
+            "env_differences": list(self.env_differences),
+            "config_differences": list(self.config_differences),
+            "only_in_a": list(self.only_in_a),
+            "only_in_b": list(self.only_in_b),
+            "not_compared": list(self.not_compared),
+        }
 
 
 def _row(server: str, a: Summary, b: Summary, lv: LevelResult, min_change: float) -> ComparisonRow:
     ratio = b.median / a.median if a.median > 0 else float("inf")
     single = [side for side, s in (("A", a), ("B", b)) if s.ci_low is None or s.ci_high is None]
     if single:
-        verdict = (f"no interval ({' and '.join(single)}: {'1 repeat' if len(single) == 1 else '1 repeat each'}; "
-                   "run --repeats >= 3)")
+        verdict = (
+            f"no interval ({' and '.join(single)}: {'1 repeat' if len(single) == 1 else '1 repeat each'}; "
+            "run --repeats >= 3)"
+        )
         return ComparisonRow(server, lv.concurrency, a.median, b.median, ratio, None, None, verdict, lv.request_rate)
     (alo, ahi), (blo, bhi) = a.bounds(), b.bounds()
     low = blo / ahi if ahi > 0 else float("inf")
     high = bhi / alo if alo > 0 else float("inf")
-    verdict = ("faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change)
-               else "no clear change")
+    verdict = "faster" if low > 1.0 + min_change else "slower" if high < 1.0 / (1.0 + min_change) else "no clear change"
     return ComparisonRow(server, lv.concurrency, a.median, b.median, ratio, low, high, verdict, lv.request_rate)
 
 
@@ -127,8 +139,9 @@ def _why_no_figure(lv: LevelResult, side: str, report: BenchReport, server: str)
     return None
 
 
-def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False,
-            min_change: float = DEFAULT_MIN_CHANGE) -> Comparison:
+def compare(
+    a: BenchReport, b: BenchReport, *, allow_different_env: bool = False, min_change: float = DEFAULT_MIN_CHANGE
+) -> Comparison:
     """Compare report ``b`` against ``a`` (ratios B / A); a change is called only beyond ``min_change``.
 
     :raises InputError: the environments differ or are unknown (fingerprints, a server's effective
@@ -137,13 +150,17 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
     """
     env_diff = _env_differences(a, b)
     if env_diff and not allow_different_env:
-        raise InputError("the reports come from different or unknown environments; their numbers are not "
-                         "comparable:\n" + "\n".join(f"  {line}" for line in env_diff),
-                         hint="compare anyway with --allow-different-env")
+        raise InputError(
+            "the reports come from different or unknown environments; their numbers are not "
+            "comparable:\n" + "\n".join(f"  {line}" for line in env_diff),
+            hint="compare anyway with --allow-different-env",
+        )
     keys = set(a.config) | set(b.config)
     if "source" in keys:  # a vllm bench serve result records only some settings: those are compared
         keys = (set(a.config) & set(b.config)) - {"source"}
-    cfg_diff = [f"{k}: {a.config.get(k)} != {b.config.get(k)}" for k in sorted(keys) if a.config.get(k) != b.config.get(k)]
+    cfg_diff = [
+        f"{k}: {a.config.get(k)} != {b.config.get(k)}" for k in sorted(keys) if a.config.get(k) != b.config.get(k)
+    ]
     rows, only_a, skipped = [], [], []
     b_by_name = {s.name: s for s in b.servers}
     for sa in a.servers:
@@ -159,7 +176,12 @@ def compare(a: BenchReport, b: BenchReport, *, allow_different_env: bool = False
                 continue
             rows.append(_row(sa.name, lv.tok_s, other.tok_s, lv, min_change))
     a_keys = {(s.name, lv.concurrency, lv.request_rate) for s in a.servers for lv in s.levels}
-    only_b = [_where(s.name, lv) for s in b.servers for lv in s.levels
-              if (s.name, lv.concurrency, lv.request_rate) not in a_keys]
-    return Comparison(tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b),
-                      tuple(skipped), min_change)
+    only_b = [
+        _where(s.name, lv)
+        for s in b.servers
+        for lv in s.levels
+        if (s.name, lv.concurrency, lv.request_rate) not in a_keys
+    ]
+    return Comparison(
+        tuple(rows), tuple(env_diff), tuple(cfg_diff), tuple(only_a), tuple(only_b), tuple(skipped), min_change
+    )

@@ -101,8 +101,10 @@ __all__ = [
 ]
 
 #: The message and hint of a sweep without SLO targets (the CLI says it before reading the recipe).
-SWEEP_NEEDS_SLO = ("--sweep-rate needs --slo: the sweep looks for the highest rate that meets it",
-                   "add the targets, e.g. --slo ttft:200 tpot:50")
+SWEEP_NEEDS_SLO = (
+    "--sweep-rate needs --slo: the sweep looks for the highest rate that meets it",
+    "add the targets, e.g. --slo ttft:200 tpot:50",
+)
 DEFAULT_LOAD_TIMEOUT_S = 1800
 DEFAULT_PORT = 30000
 HOST = "127.0.0.1"
@@ -123,8 +125,12 @@ class ServerConfig:
     def argv_tail(self, *, model: str, port: int, host: str = HOST, served_model_name: str | None = None) -> list[str]:
         """``args`` with ``{model}``, ``{host}``, ``{port}`` and ``{served_model_name}`` (default: the
         model) substituted (nothing else is touched)."""
-        subst = {"{model}": model, "{host}": host, "{port}": str(port),
-                 "{served_model_name}": served_model_name or model}
+        subst = {
+            "{model}": model,
+            "{host}": host,
+            "{port}": str(port),
+            "{served_model_name}": served_model_name or model,
+        }
         out = []
         for a in self.args:
             for k, v in subst.items():
@@ -212,16 +218,22 @@ class SmokeConfig:
         if trace is None:
             return
         if self.sweep is not None:
-            raise InputError(f"--sweep-rate with the trace {trace.path}: the trace gives every request's send time",
-                             hint="drop --sweep-rate, or sweep a generated dataset (--dataset random)")
+            raise InputError(
+                f"--sweep-rate with the trace {trace.path}: the trace gives every request's send time",
+                hint="drop --sweep-rate, or sweep a generated dataset (--dataset random)",
+            )
         if self.open_loop:
-            raise InputError(f"--request-rate {self.request_rate:g} with the trace {trace.path}: the trace gives "
-                             "every request's send time",
-                             hint="drop --request-rate, or scale the recorded times with --trace-time-scale")
+            raise InputError(
+                f"--request-rate {self.request_rate:g} with the trace {trace.path}: the trace gives "
+                "every request's send time",
+                hint="drop --request-rate, or scale the recorded times with --trace-time-scale",
+            )
         if self.requests is not None and self.requests > trace.size:
-            raise InputError(f"requests = {self.requests} per repeat, but the trace {trace.path} has "
-                             f"{trace.size} records: a repeat replays the trace once from its start",
-                             hint=f"ask for at most {trace.size} requests (the default is the whole trace)")
+            raise InputError(
+                f"requests = {self.requests} per repeat, but the trace {trace.path} has "
+                f"{trace.size} records: a repeat replays the trace once from its start",
+                hint=f"ask for at most {trace.size} requests (the default is the whole trace)",
+            )
 
     def warmup_at(self, concurrency: int) -> int:
         """Warm-up requests before a level: ``max(warmup, concurrency)``, none when ``warmup`` is 0."""
@@ -256,9 +268,13 @@ class SmokeConfig:
             return self.dataset.items(start, count, self.seed)
         order = self.prompt_order(len(self.prompts))
         n = len(order)
-        return [Prompt(p.id, p.text, output_len=p.output_len, input_len=p.input_len) if i < n
-                else Prompt(p.id, f"[{i // n + 1}] {p.text}", output_len=p.output_len)
-                for i in range(start, start + count) for p in (order[i % n],)]
+        return [
+            Prompt(p.id, p.text, output_len=p.output_len, input_len=p.input_len)
+            if i < n
+            else Prompt(p.id, f"[{i // n + 1}] {p.text}", output_len=p.output_len)
+            for i in range(start, start + count)
+            for p in (order[i % n],)
+        ]
 
     def repeat_start(self, drawn: int) -> int:
         """Where a measured repeat starts after ``drawn`` requests: ``drawn``; for a trace, the first
@@ -285,21 +301,31 @@ class SmokeConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The settings that determine comparability, JSON-able, keys in a fixed order."""
-        return {"model": self.model, "api": self.api, "prompts-digest": self.prompts_digest,
-                "prompts": len(self.prompts), "seed": self.seed,
-                "dataset": self.dataset.as_dict() if self.dataset is not None else {"name": "prompts"},
-                "max-new-tokens": None if self.per_request else self.max_new_tokens,
-                "output-lengths": self.output_lengths,
-                "temperature": self.temperature, "concurrency": list(self.concurrency),
-                "repeats": self.repeats, "warmup": self.warmup, "requests": self.requests,
-                "request-timeout-s": self.request_timeout_s, "idle-timeout-s": self.idle_timeout_s,
-                "interleave": self.interleave, "flush-cache": self.flush_cache or None,
-                "slo": self.slo.as_dict() if self.slo.targets else None,
-                "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
-                "burstiness": self.burstiness,
-                **({"served-model-name": self.served_model_name} if self.served_model_name else {}),
-                **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {}),
-                **({"percentiles": list(self.percentiles)} if self.percentiles else {})}
+        return {
+            "model": self.model,
+            "api": self.api,
+            "prompts-digest": self.prompts_digest,
+            "prompts": len(self.prompts),
+            "seed": self.seed,
+            "dataset": self.dataset.as_dict() if self.dataset is not None else {"name": "prompts"},
+            "max-new-tokens": None if self.per_request else self.max_new_tokens,
+            "output-lengths": self.output_lengths,
+            "temperature": self.temperature,
+            "concurrency": list(self.concurrency),
+            "repeats": self.repeats,
+            "warmup": self.warmup,
+            "requests": self.requests,
+            "request-timeout-s": self.request_timeout_s,
+            "idle-timeout-s": self.idle_timeout_s,
+            "interleave": self.interleave,
+            "flush-cache": self.flush_cache or None,
+            "slo": self.slo.as_dict() if self.slo.targets else None,
+            "request-rate": None if math.isinf(self.request_rate) else self.request_rate,
+            "burstiness": self.burstiness,
+            **({"served-model-name": self.served_model_name} if self.served_model_name else {}),
+            **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {}),
+            **({"percentiles": list(self.percentiles)} if self.percentiles else {}),
+        }
 
     def check_sweep(self) -> None:
         """With :attr:`sweep`: the settings a saturation sweep needs (:mod:`envforge.bench.sweep`).
@@ -313,16 +339,22 @@ class SmokeConfig:
         if not self.slo.targets:
             raise InputError(SWEEP_NEEDS_SLO[0], hint=SWEEP_NEEDS_SLO[1])
         if self.open_loop:
-            raise InputError(f"--sweep-rate and --request-rate {self.request_rate:g} contradict each other: the "
-                             "sweep picks the rates", hint="drop --request-rate")
+            raise InputError(
+                f"--sweep-rate and --request-rate {self.request_rate:g} contradict each other: the "
+                "sweep picks the rates",
+                hint="drop --request-rate",
+            )
         if len(self.concurrency) != 1:
-            raise InputError(f"--sweep-rate measures one concurrency cap, but {len(self.concurrency)} levels are "
-                             f"set ({', '.join(map(str, self.concurrency))})",
-                             hint="give --concurrency N: the most requests in flight at any rate (vLLM's "
-                                  "--max-concurrency)")
+            raise InputError(
+                f"--sweep-rate measures one concurrency cap, but {len(self.concurrency)} levels are "
+                f"set ({', '.join(map(str, self.concurrency))})",
+                hint="give --concurrency N: the most requests in flight at any rate (vLLM's --max-concurrency)",
+            )
         if self.interleave:
-            raise InputError("--sweep-rate cannot interleave servers: each rate is chosen from the levels before it",
-                             hint="drop --interleave (or interleave = true from [verify.smoke])")
+            raise InputError(
+                "--sweep-rate cannot interleave servers: each rate is chosen from the levels before it",
+                hint="drop --interleave (or interleave = true from [verify.smoke])",
+            )
 
 
 def shipped_prompts() -> Path:
@@ -346,8 +378,12 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
         :data:`PROMPTS_LIMIT` (:func:`envforge.core.textfile.read_bytes`; a pipe is read to the limit),
         a line that is not such an object, a malformed ShareGPT file, or no prompts.
     """
-    raw = read_bytes(path, what="prompt set", limit=PROMPTS_LIMIT,
-                     hint="give a JSON-lines prompt file or a ShareGPT JSON file (docs/bench.md)")
+    raw = read_bytes(
+        path,
+        what="prompt set",
+        limit=PROMPTS_LIMIT,
+        hint="give a JSON-lines prompt file or a ShareGPT JSON file (docs/bench.md)",
+    )
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     if raw.lstrip()[:1] == b"[":
         try:
@@ -367,8 +403,10 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
         try:
             obj = json.loads(data_line.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise InputError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line)",
-                             hint="save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+            raise InputError(
+                f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line)",
+                hint="save the prompt set as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            ) from None
         except RecursionError:
             raise InputError(f"{path}:{n}: not valid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
@@ -396,18 +434,28 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     smoke = verify.get("smoke")
     where = f"{recipe_path}: verify.smoke"
     if not smoke:
-        raise InputError(f"{recipe_path}: the recipe has no [verify.smoke] table",
-                         hint="add [verify.smoke] with model and [[verify.smoke.servers]], see docs/bench.md")
+        raise InputError(
+            f"{recipe_path}: the recipe has no [verify.smoke] table",
+            hint="add [verify.smoke] with model and [[verify.smoke.servers]], see docs/bench.md",
+        )
     if "model" not in smoke:
         raise InputError(f"{where}: 'model' is required", hint='e.g. model = "moonshotai/Kimi-K2.5"')
-    servers = tuple(ServerConfig(s["name"], tuple(s["args"]), dict(s.get("env", {})), bool(s.get("speculative")),
-                                 s.get("model"), s.get("served-model-name")) for s in smoke.get("servers", ()))
+    servers = tuple(
+        ServerConfig(
+            s["name"],
+            tuple(s["args"]),
+            dict(s.get("env", {})),
+            bool(s.get("speculative")),
+            s.get("model"),
+            s.get("served-model-name"),
+        )
+        for s in smoke.get("servers", ())
+    )
     _check_servers(servers, where)
     for key in ("request-timeout-s", "idle-timeout-s"):
         if key in smoke and not smoke[key] > 0:
             raise InputError(f"{where}.{key}: must be > 0 seconds, got {smoke[key]}")
-    dataset = build_workload(smoke, base=recipe_path.parent, model=smoke["model"],
-                             label=lambda key: f"{where}.{key}")
+    dataset = build_workload(smoke, base=recipe_path.parent, model=smoke["model"], label=lambda key: f"{where}.{key}")
     prompts_path = Path(smoke["prompts"]) if "prompts" in smoke else shipped_prompts()
     if not prompts_path.is_absolute():
         prompts_path = recipe_path.parent / prompts_path
@@ -418,20 +466,31 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
     except InputError as exc:
         raise InputError(f"{where}.api: {exc.message}", hint=exc.hint) from None
     return SmokeConfig(
-        model=smoke["model"], api=api, servers=servers, prompts=prompts, prompts_digest=digest,
-        seed=smoke.get("seed", 0), max_new_tokens=smoke.get("max-new-tokens", 128),
+        model=smoke["model"],
+        api=api,
+        servers=servers,
+        prompts=prompts,
+        prompts_digest=digest,
+        seed=smoke.get("seed", 0),
+        max_new_tokens=smoke.get("max-new-tokens", 128),
         temperature=float(smoke.get("temperature", 0.0)),
-        concurrency=tuple(smoke.get("concurrency", (1, 4, 16, 32))), repeats=smoke.get("repeats", 3),
-        warmup=smoke.get("warmup", 2), requests=smoke.get("requests"),
+        concurrency=tuple(smoke.get("concurrency", (1, 4, 16, 32))),
+        repeats=smoke.get("repeats", 3),
+        warmup=smoke.get("warmup", 2),
+        requests=smoke.get("requests"),
         load_timeout_s=smoke.get("load-timeout-s", DEFAULT_LOAD_TIMEOUT_S),
-        port=smoke.get("port", DEFAULT_PORT), health=smoke.get("health", eng.health),
+        port=smoke.get("port", DEFAULT_PORT),
+        health=smoke.get("health", eng.health),
         request_timeout_s=float(smoke.get("request-timeout-s", DEFAULT_REQUEST_TIMEOUT_S)),
         idle_timeout_s=float(smoke.get("idle-timeout-s", DEFAULT_IDLE_TIMEOUT_S)),
-        interleave=bool(smoke.get("interleave", False)), flush_cache=smoke.get("flush-cache", eng.flush),
-        served_model_name=smoke.get("served-model-name"), dataset=dataset,
+        interleave=bool(smoke.get("interleave", False)),
+        flush_cache=smoke.get("flush-cache", eng.flush),
+        served_model_name=smoke.get("served-model-name"),
+        dataset=dataset,
         output_lengths=smoke.get("output-lengths", "exact"),
         percentiles=parse_percentiles(",".join(f"{p}" for p in smoke["percentiles"]), source=f"{where}.percentiles")
-        if smoke.get("percentiles") else (),
+        if smoke.get("percentiles")
+        else (),
     )
 
 
@@ -444,11 +503,20 @@ def url_config(*, api: str, model: str | None) -> SmokeConfig:
     """
     eng = engine(api)
     if model is None and eng.needs_model:
-        raise InputError(f"--url with --api {api} needs the served model's name",
-                         hint="pass --model NAME (what GET /v1/models lists), or a recipe with [verify.smoke]")
+        raise InputError(
+            f"--url with --api {api} needs the served model's name",
+            hint="pass --model NAME (what GET /v1/models lists), or a recipe with [verify.smoke]",
+        )
     prompts, digest = load_prompts(shipped_prompts())
-    return SmokeConfig(model=model or "default", api=api, servers=(), prompts=prompts, prompts_digest=digest,
-                       health=eng.health, flush_cache=eng.flush)
+    return SmokeConfig(
+        model=model or "default",
+        api=api,
+        servers=(),
+        prompts=prompts,
+        prompts_digest=digest,
+        health=eng.health,
+        flush_cache=eng.flush,
+    )
 
 
 def _check_servers(servers: Sequence[ServerConfig], where: str) -> None:
@@ -472,5 +540,8 @@ def inert_patch_warnings(server_args: Sequence[str], activations: Iterable[tuple
     :returns: one line per inert patchset, in input order; flags given as ``--flag=value`` count.
     """
     present = {a.split("=", 1)[0] for a in server_args}
-    return [f"patchset '{pid}' is applied but inert: the launch arguments lack {flag}"
-            for pid, flag in activations if flag and flag.split("=", 1)[0] not in present]
+    return [
+        f"patchset '{pid}' is applied but inert: the launch arguments lack {flag}"
+        for pid, flag in activations
+        if flag and flag.split("=", 1)[0] not in present
+    ]

@@ -33,8 +33,13 @@ DATASETS = ("prompts", "random", "shared-prefix", "trace")
 KEYS: dict[str, tuple[str, ...]] = {
     "prompts": ("prompts",),
     "random": ("random-input-len", "random-output-len", "random-range-ratio"),
-    "shared-prefix": ("gsp-num-groups", "gsp-prompts-per-group", "gsp-system-prompt-len", "gsp-question-len",
-                      "gsp-output-len"),
+    "shared-prefix": (
+        "gsp-num-groups",
+        "gsp-prompts-per-group",
+        "gsp-system-prompt-len",
+        "gsp-question-len",
+        "gsp-output-len",
+    ),
     "trace": ("trace", "trace-time-scale"),
 }
 
@@ -64,15 +69,17 @@ def sharegpt_prompts(data: Any, path: Path) -> list[tuple[str, str | None]]:
         entry (``[3].conversations[0].value``).
     """
     if not isinstance(data, list):
-        raise InputError(f"{path}: a ShareGPT file is a JSON array of {{\"conversations\": [...]}} entries",
-                         hint="or give a JSON-lines file of {\"prompt\": \"...\"} objects")
+        raise InputError(
+            f'{path}: a ShareGPT file is a JSON array of {{"conversations": [...]}} entries',
+            hint='or give a JSON-lines file of {"prompt": "..."} objects',
+        )
     out = []
     for i, entry in enumerate(data):
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(entry, dict) or not isinstance(turns, Sequence) or isinstance(turns, str):
             if isinstance(entry, dict) and "conversations" not in entry:
                 continue  # vLLM keeps only entries with conversations
-            raise InputError(f"{path}: [{i}].conversations: expected an array of {{\"from\", \"value\"}} turns")
+            raise InputError(f'{path}: [{i}].conversations: expected an array of {{"from", "value"}} turns')
         if len(turns) < 2:
             continue  # vLLM: at least two conversation turns
         first = turns[0]
@@ -113,7 +120,9 @@ def reply_lengths(prompts: Sequence[Prompt], count: Callable[[str], int]) -> tup
             continue
         kept.append(Prompt(len(kept), p.text, output_len=n_out, input_len=n_in, reply=p.reply))
     if not kept:
-        raise InputError(f"no prompt of the {len(prompts)} has a reply vLLM keeps (prompt and reply >= {MIN_LEN} "
-                         f"tokens, prompt <= {MAX_PROMPT_LEN}, both <= {MAX_TOTAL_LEN})",
-                         hint="give a ShareGPT file with longer replies, or fixed lengths with --max-new-tokens N")
+        raise InputError(
+            f"no prompt of the {len(prompts)} has a reply vLLM keeps (prompt and reply >= {MIN_LEN} "
+            f"tokens, prompt <= {MAX_PROMPT_LEN}, both <= {MAX_TOTAL_LEN})",
+            hint="give a ShareGPT file with longer replies, or fixed lengths with --max-new-tokens N",
+        )
     return tuple(kept), len(prompts) - len(kept)

@@ -43,8 +43,10 @@ def parse_percentiles(text: str, *, source: str = "--percentiles") -> tuple[floa
     """
     out: list[float] = []
     if text.count(",") >= MAX_CHOSEN:
-        raise InputError(f"{source}: {text.count(',') + 1} percentiles; at most {MAX_CHOSEN} are reported",
-                         hint=f"choose the ones you compare, e.g. {source} 50,90,99,99.9")
+        raise InputError(
+            f"{source}: {text.count(',') + 1} percentiles; at most {MAX_CHOSEN} are reported",
+            hint=f"choose the ones you compare, e.g. {source} 50,90,99,99.9",
+        )
     for item in text.split(","):
         word = item.strip()
         try:
@@ -52,8 +54,10 @@ def parse_percentiles(text: str, *, source: str = "--percentiles") -> tuple[floa
         except ValueError:
             p = math.nan
         if not 0.0 < p <= 100.0:
-            raise InputError(f"{source} {text!r}: {word!r} is not a percentile (a number above 0, at most 100)",
-                             hint=f"give numbers separated by commas, e.g. {source} 50,90,99,99.9")
+            raise InputError(
+                f"{source} {text!r}: {word!r} is not a percentile (a number above 0, at most 100)",
+                hint=f"give numbers separated by commas, e.g. {source} 50,90,99,99.9",
+            )
         if p not in out:
             out.append(p)
     return tuple(out)
@@ -93,8 +97,16 @@ class Distribution:
         :raises KeyError: a field is missing; :raises TypeError/ValueError: a field is not a number.
         """
         chosen = tuple((k, float(v)) for k, v in d.items() if k not in ("n", *_FIXED) and _is_key(k))
-        return cls(int(d["n"]), float(d["mean"]), float(d["median"]), float(d["p90"]), float(d["p95"]),
-                   float(d["p99"]), float(d["max"]), chosen)
+        return cls(
+            int(d["n"]),
+            float(d["mean"]),
+            float(d["median"]),
+            float(d["p90"]),
+            float(d["p95"]),
+            float(d["p99"]),
+            float(d["max"]),
+            chosen,
+        )
 
 
 def _is_key(key: str) -> bool:
@@ -104,14 +116,16 @@ def _is_key(key: str) -> bool:
         return False
 
 
-def distribution(values: Sequence[float], *, scale: float = 1000.0,
-                 percentiles: Sequence[float] = ()) -> Distribution | None:
+def distribution(
+    values: Sequence[float], *, scale: float = 1000.0, percentiles: Sequence[float] = ()
+) -> Distribution | None:
     """The distribution of ``values`` (seconds) in ms (``scale``), with the ``percentiles`` chosen
     (:func:`parse_percentiles`), or None when there are no values."""
     if not values:
         return None
     a = np.asarray(values, dtype=float) * scale
     p90, p95, p99 = (float(x) for x in np.percentile(a, PERCENTILES))
-    chosen = tuple((percentile_key(p), float(np.percentile(a, p))) for p in percentiles
-                   if percentile_key(p) not in _FIXED)  # p90, p95, p99 are there already
+    chosen = tuple(
+        (percentile_key(p), float(np.percentile(a, p))) for p in percentiles if percentile_key(p) not in _FIXED
+    )  # p90, p95, p99 are there already
     return Distribution(len(a), float(np.mean(a)), float(np.median(a)), p90, p95, p99, float(np.max(a)), chosen)

@@ -28,8 +28,10 @@ def ca_file(path: Path) -> str:
         tls(str(path))
     except (OSError, ssl.SSLError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InputError(f"--ca-cert {path}: {why}",
-                         hint="give a PEM file of the CA certificate(s) that signed the server's certificate") from None
+        raise InputError(
+            f"--ca-cert {path}: {why}",
+            hint="give a PEM file of the CA certificate(s) that signed the server's certificate",
+        ) from None
     return str(path)
 
 

@@ -123,8 +123,7 @@ def parse_gauges(text: str, names: Mapping[str, Sequence[str]]) -> Reading:
     values: dict[str, float | None] = {}
     for key, candidates in names.items():
         hit = next((found[n] for n in candidates if n in found), None)
-        values[key] = (None if hit is None else max(hit.values()) if key in _MAX_OVER_REPLICAS
-                       else sum(hit.values()))
+        values[key] = None if hit is None else max(hit.values()) if key in _MAX_OVER_REPLICAS else sum(hit.values())
     return Reading(values)
 
 
@@ -146,30 +145,48 @@ class Sample:
     def as_dict(self) -> dict[str, Any]:
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
-        return {"t_s": round(self.t_s, 3), "repeat": self.repeat, "running": r(self.running),
-                "waiting": r(self.waiting), "kv_cache_use": r(self.kv_cache_use), "drafts": r(self.drafts),
-                "accepted": r(self.accepted)}
+
+        return {
+            "t_s": round(self.t_s, 3),
+            "repeat": self.repeat,
+            "running": r(self.running),
+            "waiting": r(self.waiting),
+            "kv_cache_use": r(self.kv_cache_use),
+            "drafts": r(self.drafts),
+            "accepted": r(self.accepted),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
         def opt(key: str) -> float | None:
             v = d.get(key)
             return None if v is None else float(v)
-        return cls(float(d["t_s"]), int(d["repeat"]), opt("running"), opt("waiting"), opt("kv_cache_use"),
-                   opt("drafts"), opt("accepted"))
+
+        return cls(
+            float(d["t_s"]),
+            int(d["repeat"]),
+            opt("running"),
+            opt("waiting"),
+            opt("kv_cache_use"),
+            opt("drafts"),
+            opt("accepted"),
+        )
 
 
 def sample_of(reading: Reading, previous: Reading | None, t_s: float, repeat: int) -> Sample:
     """``reading`` at ``t_s`` as a :class:`Sample`; its counters as the change since ``previous``
     (the repeat's previous reading; None: no change to give). A counter that went backwards (the
     server restarted) gives None, not a negative count."""
+
     def delta(key: str) -> float | None:
         now = reading.values.get(key)
         before = previous.values.get(key) if previous is not None else None
         return None if now is None or before is None or now < before else now - before
+
     v = reading.values
-    return Sample(t_s, repeat, v.get("running"), v.get("waiting"), v.get("kv_cache_use"), delta("drafts"),
-                  delta("accepted"))
+    return Sample(
+        t_s, repeat, v.get("running"), v.get("waiting"), v.get("kv_cache_use"), delta("drafts"), delta("accepted")
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +201,13 @@ class Gap:
     error: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"from_s": round(self.from_s, 3), "to_s": round(self.to_s, 3), "repeat": self.repeat,
-                "scrapes": self.scrapes, "error": self.error}
+        return {
+            "from_s": round(self.from_s, 3),
+            "to_s": round(self.to_s, 3),
+            "repeat": self.repeat,
+            "scrapes": self.scrapes,
+            "error": self.error,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gap:
@@ -214,14 +236,22 @@ class GaugeSeries:
     def summary(self) -> dict[str, Any]:
         """``{"samples", "failed_scrapes", "running", "waiting", "kv_cache_use"}``: each gauge's
         ``{"max", "mean"}`` over the samples (None when no sample has it)."""
-        return {"samples": len(self.samples), "failed_scrapes": sum(g.scrapes for g in self.gaps),
-                **{k: _stat(getattr(s, k) for s in self.samples) for k in GAUGE_KEYS}}
+        return {
+            "samples": len(self.samples),
+            "failed_scrapes": sum(g.scrapes for g in self.gaps),
+            **{k: _stat(getattr(s, k) for s in self.samples) for k in GAUGE_KEYS},
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able: ``source``, ``interval_s``, ``read_cpu_s``, ``summary``, ``samples``, ``gaps``."""
-        return {"source": self.source, "interval_s": self.interval_s,
-                "read_cpu_s": None if self.read_cpu_s is None else round(self.read_cpu_s, 4), "summary": self.summary(),
-                "samples": [s.as_dict() for s in self.samples], "gaps": [g.as_dict() for g in self.gaps]}
+        return {
+            "source": self.source,
+            "interval_s": self.interval_s,
+            "read_cpu_s": None if self.read_cpu_s is None else round(self.read_cpu_s, 4),
+            "summary": self.summary(),
+            "samples": [s.as_dict() for s in self.samples],
+            "gaps": [g.as_dict() for g in self.gaps],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GaugeSeries:
@@ -230,8 +260,13 @@ class GaugeSeries:
             if not isinstance(d.get(key, []), list):
                 raise TypeError(f"'server_metrics.{key}' must be an array")
         cpu = d.get("read_cpu_s")
-        return cls(str(d["source"]), float(d["interval_s"]), tuple(Sample.from_dict(s) for s in d.get("samples", ())),
-                   tuple(Gap.from_dict(g) for g in d.get("gaps", ())), None if cpu is None else float(cpu))
+        return cls(
+            str(d["source"]),
+            float(d["interval_s"]),
+            tuple(Sample.from_dict(s) for s in d.get("samples", ())),
+            tuple(Gap.from_dict(g) for g in d.get("gaps", ())),
+            None if cpu is None else float(cpu),
+        )
 
     @classmethod
     def joined(cls, parts: Sequence[GaugeSeries]) -> GaugeSeries | None:
@@ -239,6 +274,10 @@ class GaugeSeries:
         if not parts:
             return None
         cpus = [p.read_cpu_s for p in parts]
-        return cls(parts[0].source, max(p.interval_s for p in parts), tuple(s for p in parts for s in p.samples),
-                   tuple(g for p in parts for g in p.gaps),
-                   None if any(c is None for c in cpus) else sum(c for c in cpus if c is not None))
+        return cls(
+            parts[0].source,
+            max(p.interval_s for p in parts),
+            tuple(s for p in parts for s in p.samples),
+            tuple(g for p in parts for g in p.gaps),
+            None if any(c is None for c in cpus) else sum(c for c in cpus if c is not None),
+        )

@@ -31,19 +31,25 @@ def request_headers(given: Sequence[str], environ: Mapping[str, str]) -> tuple[t
     out: dict[str, tuple[str, str]] = {}
     if key := environ.get("OPENAI_API_KEY", ""):
         if _bad_value(key):
-            raise InputError("OPENAI_API_KEY holds a line break or another control character (not shown)",
-                             hint="set OPENAI_API_KEY to the key alone")
+            raise InputError(
+                "OPENAI_API_KEY holds a line break or another control character (not shown)",
+                hint="set OPENAI_API_KEY to the key alone",
+            )
         out["authorization"] = ("Authorization", f"Bearer {key}")
     for i, item in enumerate(given, 1):
         name, sep, value = item.partition("=")
         name = name.strip()
         if not sep or not _TOKEN.fullmatch(name):
             shown = f" ({name!r})" if _TOKEN.fullmatch(name) else ""
-            raise InputError(f"--header #{i}{shown}: expected NAME=VALUE with an HTTP field name (the value is not "
-                             "shown)", hint="e.g. --header X-Tenant=team-a")
+            raise InputError(
+                f"--header #{i}{shown}: expected NAME=VALUE with an HTTP field name (the value is not shown)",
+                hint="e.g. --header X-Tenant=team-a",
+            )
         if _bad_value(value):
-            raise InputError(f"--header #{i} ({name!r}): the value holds a line break or another control character "
-                             "(not shown)", hint="give the value on one line")
+            raise InputError(
+                f"--header #{i} ({name!r}): the value holds a line break or another control character (not shown)",
+                hint="give the value on one line",
+            )
         out[name.lower()] = (name, value.strip())
     return tuple(out.values())
 

@@ -46,9 +46,17 @@ class ServerIdentity:
 def _get(endpoint: Endpoint, route: str, max_bytes: int, timeout_s: float) -> bytes | str:
     """The body of a 200 answer, or a short reason (str) why there is none."""
     try:
-        status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + route, timeout_s=timeout_s,
-                             max_bytes=max_bytes, headers=endpoint.headers,
-                             scheme=endpoint.scheme, ca=endpoint.ca)
+        status, body = fetch(
+            endpoint.host,
+            endpoint.port,
+            "GET",
+            endpoint.prefix + route,
+            timeout_s=timeout_s,
+            max_bytes=max_bytes,
+            headers=endpoint.headers,
+            scheme=endpoint.scheme,
+            ca=endpoint.ca,
+        )
     except ReadLimit as exc:
         return exc.message
     except (OSError, HTTPError) as exc:

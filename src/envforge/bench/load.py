@@ -71,10 +71,19 @@ class Connections:
         self.close()
 
 
-def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concurrency: int, opts: RequestOptions, *,
-              cancel: Cancel | None = None, clock: Clock = time.perf_counter,
-              schedule: Sequence[float] | None = None, max_new_tokens: Sequence[int] | None = None,
-              connections: Connections | None = None) -> LevelRun:
+def run_level(
+    endpoint: Endpoint,
+    engine: Engine,
+    prompts: Sequence[str],
+    concurrency: int,
+    opts: RequestOptions,
+    *,
+    cancel: Cancel | None = None,
+    clock: Clock = time.perf_counter,
+    schedule: Sequence[float] | None = None,
+    max_new_tokens: Sequence[int] | None = None,
+    connections: Connections | None = None,
+) -> LevelRun:
     """Send ``prompts`` with at most ``concurrency`` requests in flight; results in prompt order.
 
     ``schedule`` (open loop, :func:`envforge.bench.arrivals.arrival_times`): the intended send time
@@ -92,8 +101,11 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     cancel = cancel or Cancel()
     own = connections is None
     conns = Connections(concurrency) if connections is None else connections
-    per = [opts] * len(prompts) if max_new_tokens is None else [
-        opts if n == opts.max_new_tokens else replace(opts, max_new_tokens=n) for n in max_new_tokens]
+    per = (
+        [opts] * len(prompts)
+        if max_new_tokens is None
+        else [opts if n == opts.max_new_tokens else replace(opts, max_new_tokens=n) for n in max_new_tokens]
+    )
     try:
         run = conns.run(_level(conns, endpoint, engine, prompts, per, concurrency, cancel, clock, schedule))
     except BaseException:
@@ -106,9 +118,17 @@ def run_level(endpoint: Endpoint, engine: Engine, prompts: Sequence[str], concur
     return run
 
 
-async def _level(conns: Connections, endpoint: Endpoint, engine: Engine, prompts: Sequence[str],
-                 per: Sequence[RequestOptions], concurrency: int, cancel: Cancel, clock: Clock,
-                 schedule: Sequence[float] | None) -> LevelRun:
+async def _level(
+    conns: Connections,
+    endpoint: Endpoint,
+    engine: Engine,
+    prompts: Sequence[str],
+    per: Sequence[RequestOptions],
+    concurrency: int,
+    cancel: Cancel,
+    clock: Clock,
+    schedule: Sequence[float] | None,
+) -> LevelRun:
     session = await conns.session()
     senders = asyncio.Semaphore(concurrency)
     t0 = clock()

@@ -124,32 +124,43 @@ def parse_metrics(text: str, *, source: str = "/metrics") -> EngineCounters:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                wanted = sample.name == PER_POSITION or sample.name in _SPEC or sample.name in (
-                    GENERATION_TOKENS, ITL_SUM, ITL_COUNT)
-                if wanted and not (math.isfinite(sample.value) and sample.value >= 0):  # issue 41: NaN reached the report
-                    raise MetricsError(f"{source}: {sample.name} is {sample.value!r}, not a count >= 0",
-                                       hint="a counter is a finite number >= 0: the server's metrics are broken")
+                wanted = (
+                    sample.name == PER_POSITION
+                    or sample.name in _SPEC
+                    or sample.name in (GENERATION_TOKENS, ITL_SUM, ITL_COUNT)
+                )
+                if wanted and not (
+                    math.isfinite(sample.value) and sample.value >= 0
+                ):  # issue 41: NaN reached the report
+                    raise MetricsError(
+                        f"{source}: {sample.name} is {sample.value!r}, not a count >= 0",
+                        hint="a counter is a finite number >= 0: the server's metrics are broken",
+                    )
                 if sample.name == PER_POSITION:
                     try:
                         pos = int(sample.labels["position"])
                     except (KeyError, ValueError):
-                        raise MetricsError(f"{source}: {PER_POSITION} sample without an integer 'position' "
-                                           f"label: {sample.labels}") from None
+                        raise MetricsError(
+                            f"{source}: {PER_POSITION} sample without an integer 'position' label: {sample.labels}"
+                        ) from None
                     positions[pos] = positions.get(pos, 0.0) + sample.value
                 elif sample.name in _SPEC or sample.name in (GENERATION_TOKENS, ITL_SUM, ITL_COUNT):
                     sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     except ValueError as exc:
-        raise MetricsError(f"{source} is not Prometheus text: {exc}",
-                           hint="is this a vLLM server? api = \"vllm\" reads vLLM's GET /metrics") from None
+        raise MetricsError(
+            f"{source} is not Prometheus text: {exc}",
+            hint='is this a vLLM server? api = "vllm" reads vLLM\'s GET /metrics',
+        ) from None
     engine = EngineCounters(sums.get(GENERATION_TOKENS), sums.get(ITL_SUM), sums.get(ITL_COUNT), None)
     present = [n for n in _SPEC if n in sums]
     if not present and not positions:
         return engine
     missing = [n for n in _SPEC if n not in sums]
     if missing:
-        raise MetricsError(f"{source} has only some speculative-decoding counters: missing {', '.join(missing)}",
-                           hint="vLLM exports drafts, draft tokens and accepted tokens together; "
-                                "is this vLLM >= 0.10 (V1 engine)?")
+        raise MetricsError(
+            f"{source} has only some speculative-decoding counters: missing {', '.join(missing)}",
+            hint="vLLM exports drafts, draft tokens and accepted tokens together; is this vLLM >= 0.10 (V1 engine)?",
+        )
     if positions and sorted(positions) != list(range(len(positions))):
         raise MetricsError(f"{source}: {PER_POSITION} positions {sorted(positions)} are not 0..k-1")
     per_pos = tuple(positions[i] for i in range(len(positions)))
@@ -167,20 +178,33 @@ def scrape(endpoint: Endpoint, *, timeout_s: float = SCRAPE_TIMEOUT_S, server: s
     """
     url = endpoint.url + "/metrics"
     try:
-        status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + "/metrics", timeout_s=timeout_s,
-                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers,
-                             scheme=endpoint.scheme, ca=endpoint.ca)
+        status, body = fetch(
+            endpoint.host,
+            endpoint.port,
+            "GET",
+            endpoint.prefix + "/metrics",
+            timeout_s=timeout_s,
+            max_bytes=METRICS_MAX_BYTES,
+            headers=endpoint.headers,
+            scheme=endpoint.scheme,
+            ca=endpoint.ca,
+        )
     except ReadLimit as exc:
-        raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
-                           f"{exc.message}", tool=server) from None
+        raise MetricsError(
+            f"cannot read the speculative-decoding counters of server '{server}' from {url}: {exc.message}", tool=server
+        ) from None
     except (OSError, HTTPError) as exc:
-        raise MetricsError(f"cannot read the speculative-decoding counters of server '{server}' from {url}: "
-                           f"{error_text(exc)}", tool=server) from None
+        raise MetricsError(
+            f"cannot read the speculative-decoding counters of server '{server}' from {url}: {error_text(exc)}",
+            tool=server,
+        ) from None
     if status != 200:
-        raise MetricsError(f"GET {url} answered HTTP {status} (server '{server}'): "
-                           f"{body[:200].decode('utf-8', 'replace').strip()}", tool=server,
-                           hint="api = \"vllm\" needs vLLM's Prometheus endpoint; it is on unless "
-                                "the server was started with --disable-log-stats")
+        raise MetricsError(
+            f"GET {url} answered HTTP {status} (server '{server}'): {body[:200].decode('utf-8', 'replace').strip()}",
+            tool=server,
+            hint='api = "vllm" needs vLLM\'s Prometheus endpoint; it is on unless '
+            "the server was started with --disable-log-stats",
+        )
     return parse_metrics(body.decode("utf-8", "replace"), source=url)
 
 
@@ -214,27 +238,39 @@ class SpecDecodeStats:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able; rates rounded to 4 decimals; ``source`` names the counters' origin."""
+
         def r(x: float | None) -> float | None:
             return None if x is None else round(x, 4)
+
         rates = self.per_position_rates
-        return {"drafts": self.drafts, "draft_tokens": self.draft_tokens,
-                "accepted": self.accepted, "per_position_accepted": list(self.per_position_accepted),
-                "mean_acceptance_length": r(self.mean_acceptance_length),
-                "draft_acceptance_rate": r(self.draft_acceptance_rate),
-                "per_position_rates": None if rates is None else [round(x, 4) for x in rates]}
+        return {
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "per_position_accepted": list(self.per_position_accepted),
+            "mean_acceptance_length": r(self.mean_acceptance_length),
+            "draft_acceptance_rate": r(self.draft_acceptance_rate),
+            "per_position_rates": None if rates is None else [round(x, 4) for x in rates],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SpecDecodeStats:
         """Inverse of :meth:`as_dict` (the rates are recomputed from the counts)."""
-        return cls(int(d["drafts"]), int(d["draft_tokens"]), int(d["accepted"]),
-                   tuple(int(x) for x in d.get("per_position_accepted") or ()))
+        return cls(
+            int(d["drafts"]),
+            int(d["draft_tokens"]),
+            int(d["accepted"]),
+            tuple(int(x) for x in d.get("per_position_accepted") or ()),
+        )
 
 
 def _count(name: str, before: float, after: float, source: str) -> int:
     delta = after - before
     if delta < 0:
-        raise MetricsError(f"{source}: {name} went backwards ({before:g} -> {after:g}): the server restarted "
-                           f"during the measurement", hint="run the benchmark again against a stable server")
+        raise MetricsError(
+            f"{source}: {name} went backwards ({before:g} -> {after:g}): the server restarted during the measurement",
+            hint="run the benchmark again against a stable server",
+        )
     if delta != int(delta):
         raise MetricsError(f"{source}: {name} moved by {delta:g}, not a whole number of events")
     return int(delta)
@@ -253,7 +289,7 @@ def spec_delta(before: SpecCounters, after: SpecCounters, *, source: str = "/met
     n = max(len(before.per_position), len(after.per_position))
     b = before.per_position + (0.0,) * (n - len(before.per_position))
     a = after.per_position + (0.0,) * (n - len(after.per_position))
-    per_pos = tuple(_count(f"{PER_POSITION}{{position=\"{i}\"}}", b[i], a[i], source) for i in range(n))
+    per_pos = tuple(_count(f'{PER_POSITION}{{position="{i}"}}', b[i], a[i], source) for i in range(n))
     stats = SpecDecodeStats(drafts, draft_tokens, accepted, per_pos)
     problems = []
     if accepted > draft_tokens:
@@ -265,8 +301,7 @@ def spec_delta(before: SpecCounters, after: SpecCounters, *, source: str = "/met
     if any(x > drafts for x in per_pos):
         problems.append(f"a position accepted more tokens ({max(per_pos)}) than there were drafts ({drafts})")
     if problems:
-        raise MetricsError(f"{source}: the speculative-decoding counters contradict each other: "
-                           + "; ".join(problems))
+        raise MetricsError(f"{source}: the speculative-decoding counters contradict each other: " + "; ".join(problems))
     return stats
 
 
@@ -276,10 +311,12 @@ def sum_stats(windows: Iterable[SpecDecodeStats]) -> SpecDecodeStats | None:
     if not ws:
         return None
     n = max(len(w.per_position_accepted) for w in ws)
-    per_pos = tuple(sum(w.per_position_accepted[i] if i < len(w.per_position_accepted) else 0 for w in ws)
-                    for i in range(n))
-    return SpecDecodeStats(sum(w.drafts for w in ws), sum(w.draft_tokens for w in ws), sum(w.accepted for w in ws),
-                           per_pos)
+    per_pos = tuple(
+        sum(w.per_position_accepted[i] if i < len(w.per_position_accepted) else 0 for w in ws) for i in range(n)
+    )
+    return SpecDecodeStats(
+        sum(w.drafts for w in ws), sum(w.draft_tokens for w in ws), sum(w.accepted for w in ws), per_pos
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,21 +353,36 @@ class EngineWindow:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able (``decode_s`` rounded to 9 decimals, derived values to 4); ``engine`` is not in
         it: a report stores it beside (``{"name": engine, "counters": as_dict()}``)."""
+
         def r(x: float | None, nd: int = 4) -> float | None:
             return None if x is None else round(x, nd)
-        return {"source": f"{self.engine} /metrics", "requests": self.requests, "generation_tokens": self.generation_tokens,
-                "decode_steps": self.decode_steps, "decode_s": r(self.decode_s, 9),
-                "decode_step_ms": r(self.decode_step_ms), "tokens_per_step": r(self.tokens_per_step),
-                "spec_decode": None if self.spec is None else self.spec.as_dict()}
+
+        return {
+            "source": f"{self.engine} /metrics",
+            "requests": self.requests,
+            "generation_tokens": self.generation_tokens,
+            "decode_steps": self.decode_steps,
+            "decode_s": r(self.decode_s, 9),
+            "decode_step_ms": r(self.decode_step_ms),
+            "tokens_per_step": r(self.tokens_per_step),
+            "spec_decode": None if self.spec is None else self.spec.as_dict(),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, engine: str = "vllm") -> EngineWindow:
         """Inverse of :meth:`as_dict` (derived values recomputed) for the counters of ``engine``."""
+
         def opt(key: str) -> int | None:
             return None if d.get(key) is None else int(d[key])
-        return cls(int(d["requests"]), opt("generation_tokens"), opt("decode_steps"),
-                   None if d.get("decode_s") is None else float(d["decode_s"]),
-                   SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None, engine)
+
+        return cls(
+            int(d["requests"]),
+            opt("generation_tokens"),
+            opt("decode_steps"),
+            None if d.get("decode_s") is None else float(d["decode_s"]),
+            SpecDecodeStats.from_dict(d["spec_decode"]) if d.get("spec_decode") else None,
+            engine,
+        )
 
 
 def sum_windows(windows: Sequence[EngineWindow]) -> EngineWindow | None:
@@ -341,36 +393,59 @@ def sum_windows(windows: Sequence[EngineWindow]) -> EngineWindow | None:
 
     def total(values: Sequence[Any]) -> Any:
         return None if any(v is None for v in values) else sum(values)
+
     specs = [w.spec for w in windows]
-    return EngineWindow(sum(w.requests for w in windows), total([w.generation_tokens for w in windows]),
-                        total([w.decode_steps for w in windows]), total([w.decode_s for w in windows]),
-                        None if any(s is None for s in specs) else sum_stats(s for s in specs if s is not None),
-                        windows[0].engine)
+    return EngineWindow(
+        sum(w.requests for w in windows),
+        total([w.generation_tokens for w in windows]),
+        total([w.decode_steps for w in windows]),
+        total([w.decode_s for w in windows]),
+        None if any(s is None for s in specs) else sum_stats(s for s in specs if s is not None),
+        windows[0].engine,
+    )
 
 
-def engine_delta(before: EngineCounters, after: EngineCounters, *, requests: int,
-                 source: str = "/metrics") -> EngineWindow:
+def engine_delta(
+    before: EngineCounters, after: EngineCounters, *, requests: int, source: str = "/metrics"
+) -> EngineWindow:
     """``after - before`` of every engine counter (:func:`spec_delta` for the speculative ones).
 
     :raises MetricsError: a counter went backwards or the speculative deltas contradict each other.
     """
+
     def delta(name: str, b: float | None, a: float | None) -> int | None:
         return None if a is None or b is None else _count(name, b, a, source)
+
     spec = spec_delta(before.spec, after.spec, source=source) if before.spec and after.spec else None
     decode_s = None
     if after.decode_s is not None and before.decode_s is not None:
         if after.decode_s < before.decode_s:
-            raise MetricsError(f"{source}: {ITL_SUM} went backwards ({before.decode_s:g} -> {after.decode_s:g}): "
-                               f"the server restarted during the measurement",
-                               hint="run the benchmark again against a stable server")
+            raise MetricsError(
+                f"{source}: {ITL_SUM} went backwards ({before.decode_s:g} -> {after.decode_s:g}): "
+                f"the server restarted during the measurement",
+                hint="run the benchmark again against a stable server",
+            )
         decode_s = after.decode_s - before.decode_s
-    return EngineWindow(requests, delta(GENERATION_TOKENS, before.generation_tokens, after.generation_tokens),
-                        delta(ITL_COUNT, before.decode_steps, after.decode_steps), decode_s, spec)
+    return EngineWindow(
+        requests,
+        delta(GENERATION_TOKENS, before.generation_tokens, after.generation_tokens),
+        delta(ITL_COUNT, before.decode_steps, after.decode_steps),
+        decode_s,
+        spec,
+    )
 
 
-def check_window(server: str, speculative: bool, before: EngineCounters, after: EngineCounters, *,
-                 output_tokens: int, requests: int, source: str = "/metrics",
-                 where: str = "") -> tuple[EngineWindow, list[str]]:
+def check_window(
+    server: str,
+    speculative: bool,
+    before: EngineCounters,
+    after: EngineCounters,
+    *,
+    output_tokens: int,
+    requests: int,
+    source: str = "/metrics",
+    where: str = "",
+) -> tuple[EngineWindow, list[str]]:
     """Judge one measured window of a vLLM server against what its configuration says.
 
     :param speculative: the configuration is marked speculative (``speculative = true`` / ``--speculative``).
@@ -388,41 +463,54 @@ def check_window(server: str, speculative: bool, before: EngineCounters, after: 
     if not speculative and (before.spec is not None or after.spec is not None):
         raise MetricsError(
             f"server '{server}' is not marked speculative but {source} has vLLM's speculative-decoding "
-            f"counters: it runs speculative decoding, so its decode step is no baseline", tool=server,
-            hint="set speculative = true for it (--speculative with --url), or start it without "
-                 "--speculative-config")
+            f"counters: it runs speculative decoding, so its decode step is no baseline",
+            tool=server,
+            hint="set speculative = true for it (--speculative with --url), or start it without --speculative-config",
+        )
     if speculative and (before.spec is None or after.spec is None):
         raise MetricsError(
             f"server '{server}' is marked speculative but {source} has no vllm:spec_decode_* counters{at}: "
-            f"it runs without speculative decoding", tool=server,
+            f"it runs without speculative decoding",
+            tool=server,
             hint="start it with --speculative-config (vLLM registers these counters only then), "
-                 "or drop speculative = true / --speculative")
+            "or drop speculative = true / --speculative",
+        )
     window = engine_delta(before, after, requests=requests, source=source)
     warnings = []
     decoded = output_tokens - requests  # each request's first token comes from prefill, not a decode step
     spec = window.spec
     if spec is not None and spec.drafts == 0 and decoded > 0:
-        warnings.append(f"server '{server}'{at}: vLLM proposed no draft in {decoded} decoded tokens "
-                        f"(vllm:spec_decode_num_drafts_total did not move); no acceptance length for this window")
+        warnings.append(
+            f"server '{server}'{at}: vLLM proposed no draft in {decoded} decoded tokens "
+            f"(vllm:spec_decode_num_drafts_total did not move); no acceptance length for this window"
+        )
     elif spec is not None and window.decode_steps is not None and window.decode_steps > spec.drafts:
-        warnings.append(f"server '{server}'{at}: {window.decode_steps - spec.drafts} of {window.decode_steps} "
-                        f"decode steps proposed no draft; the acceptance length counts drafted steps only, "
-                        f"break-even uses the tokens per decode step")
+        warnings.append(
+            f"server '{server}'{at}: {window.decode_steps - spec.drafts} of {window.decode_steps} "
+            f"decode steps proposed no draft; the acceptance length counts drafted steps only, "
+            f"break-even uses the tokens per decode step"
+        )
     if window.generation_tokens is not None and window.generation_tokens != output_tokens:
-        warnings.append(f"server '{server}'{at}: vLLM generated {window.generation_tokens} tokens but bench "
-                        f"received {output_tokens}: other clients use this server and its counters "
-                        f"include their requests")
+        warnings.append(
+            f"server '{server}'{at}: vLLM generated {window.generation_tokens} tokens but bench "
+            f"received {output_tokens}: other clients use this server and its counters "
+            f"include their requests"
+        )
     if window.decode_steps is None or window.decode_s is None:
-        warnings.append(f"server '{server}'{at}: {source} has no vllm:inter_token_latency_seconds histogram; "
-                        f"the decode step comes from the stream's chunk timing")
+        warnings.append(
+            f"server '{server}'{at}: {source} has no vllm:inter_token_latency_seconds histogram; "
+            f"the decode step comes from the stream's chunk timing"
+        )
     return window, warnings
 
 
 def describe(stats: SpecDecodeStats) -> Sequence[str]:
     """Human-readable lines: acceptance length, draft acceptance rate, per-position rates."""
     mal, rate, pos = stats.mean_acceptance_length, stats.draft_acceptance_rate, stats.per_position_rates
-    return [f"mean acceptance length {'-' if mal is None else f'{mal:.3f}'} "
-            f"(1 + {stats.accepted} accepted / {stats.drafts} drafts)",
-            f"draft acceptance rate {'-' if rate is None else f'{rate:.3f}'} "
-            f"({stats.accepted} of {stats.draft_tokens} draft tokens)",
-            "per-position acceptance " + ("-" if not pos else ", ".join(f"{x:.3f}" for x in pos))]
+    return [
+        f"mean acceptance length {'-' if mal is None else f'{mal:.3f}'} "
+        f"(1 + {stats.accepted} accepted / {stats.drafts} drafts)",
+        f"draft acceptance rate {'-' if rate is None else f'{rate:.3f}'} "
+        f"({stats.accepted} of {stats.draft_tokens} draft tokens)",
+        "per-position acceptance " + ("-" if not pos else ", ".join(f"{x:.3f}" for x in pos)),
+    ]

@@ -24,17 +24,44 @@ from envforge.core.fs import atomic_write
 __all__ = ["FIELDS", "csv_text", "request_records", "write_csv"]
 
 #: The keys of a record, in order (also the CSV header).
-FIELDS = ("server", "concurrency", "request_rate", "repeat", "index", "prompt_id", "sent_ms", "ttft_ms",
-          "tpot_ms", "e2el_ms", "e2e_ms", "input_tokens", "asked_tokens", "output_tokens", "token_count",
-          "chunks", "ok", "status", "finish", "error", "itl_ms")
+FIELDS = (
+    "server",
+    "concurrency",
+    "request_rate",
+    "repeat",
+    "index",
+    "prompt_id",
+    "sent_ms",
+    "ttft_ms",
+    "tpot_ms",
+    "e2el_ms",
+    "e2e_ms",
+    "input_tokens",
+    "asked_tokens",
+    "output_tokens",
+    "token_count",
+    "chunks",
+    "ok",
+    "status",
+    "finish",
+    "error",
+    "itl_ms",
+)
 
 
 def _ms(s: float | None) -> float | None:
     return None if s is None else round(s * 1000.0, 4)
 
 
-def request_records(server: str, concurrency: int, request_rate: float | None, repeat: int, run: LevelRun,
-                    prompts: Sequence[Prompt], asked: Sequence[int]) -> list[dict[str, Any]]:
+def request_records(
+    server: str,
+    concurrency: int,
+    request_rate: float | None,
+    repeat: int,
+    run: LevelRun,
+    prompts: Sequence[Prompt],
+    asked: Sequence[int],
+) -> list[dict[str, Any]]:
     """The records of one measured repeat: ``run``'s results with the ``prompts`` they sent and the
     output tokens each ``asked`` for (parallel sequences); ``request_rate`` None for a closed loop.
 
@@ -45,13 +72,31 @@ def request_records(server: str, concurrency: int, request_rate: float | None, r
         raise ValueError(f"{n} results, {len(prompts)} prompts, {len(asked)} lengths, {len(run.starts_s)} starts")
     out = []
     for i, (r, p, k) in enumerate(zip(run.results, prompts, asked)):
-        out.append({
-            "server": server, "concurrency": concurrency, "request_rate": request_rate, "repeat": repeat,
-            "index": i, "prompt_id": p.id, "sent_ms": _ms(run.starts_s[i]) if run.starts_s else None,
-            "ttft_ms": _ms(r.ttft_s), "tpot_ms": _ms(r.tpot_s), "e2el_ms": _ms(r.e2el_s), "e2e_ms": _ms(r.e2e_s),
-            "input_tokens": p.input_len, "asked_tokens": k, "output_tokens": r.output_tokens,
-            "token_count": r.token_count, "chunks": r.chunks, "ok": r.ok, "status": r.status, "finish": r.finish,
-            "error": r.error, "itl_ms": [_ms(g) for g in r.itl_s]})
+        out.append(
+            {
+                "server": server,
+                "concurrency": concurrency,
+                "request_rate": request_rate,
+                "repeat": repeat,
+                "index": i,
+                "prompt_id": p.id,
+                "sent_ms": _ms(run.starts_s[i]) if run.starts_s else None,
+                "ttft_ms": _ms(r.ttft_s),
+                "tpot_ms": _ms(r.tpot_s),
+                "e2el_ms": _ms(r.e2el_s),
+                "e2e_ms": _ms(r.e2e_s),
+                "input_tokens": p.input_len,
+                "asked_tokens": k,
+                "output_tokens": r.output_tokens,
+                "token_count": r.token_count,
+                "chunks": r.chunks,
+                "ok": r.ok,
+                "status": r.status,
+                "finish": r.finish,
+                "error": r.error,
+                "itl_ms": [_ms(g) for g in r.itl_s],
+            }
+        )
     return out
 
 

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envforge.bench.result import BreakEven, Failure, ServerResult, break_even_rows
+from envforge.bench.breakeven import BreakEven, break_even_rows
+from envforge.bench.result import Failure, ServerResult
 from envforge.bench.speculation import Drafter, SpeculationFailure, check_servers
 from envforge.bench.sweep import SweepResult
 from envforge.core.errors import InputError
@@ -61,9 +62,11 @@ SCHEMA_V2 = "envforge.bench/2"
 SCHEMA_V3 = "envforge.bench/3"
 
 
-EMPTY_FINGERPRINT = ("the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
-                     "--url without ENV): these numbers are tied to no environment state, and `bench compare` "
-                     "never calls two such reports the same environment")
+EMPTY_FINGERPRINT = (
+    "the environment fingerprint is empty (no envforge lock: a plain virtual environment, or "
+    "--url without ENV): these numbers are tied to no environment state, and `bench compare` "
+    "never calls two such reports the same environment"
+)
 
 
 def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult], *, natural: bool = False) -> list[str]:
@@ -76,14 +79,18 @@ def report_warnings(fingerprint: Fingerprint, servers: Sequence[ServerResult], *
             out.append(f"server '{s.name}': not started by envforge; the variables it runs with are unknown")
         counts = {lv.token_count for lv in s.levels}
         if counts - {"server"}:
-            out.append(f"server '{s.name}': output tokens counted as chunks (the server sent no usage); exact "
-                       "only when every chunk holds one token")
+            out.append(
+                f"server '{s.name}': output tokens counted as chunks (the server sent no usage); exact "
+                "only when every chunk holds one token"
+            )
         for lv in s.levels:
             if lv.refused:
                 out.append(f"server '{s.name}', {lv.label}: {lv.refused}")
         if not s.ignore_eos and not natural:
-            out.append(f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
-                       "request that stops early fails")
+            out.append(
+                f"server '{s.name}': the server rejected ignore_eos; output lengths are not forced, and a "
+                "request that stops early fails"
+            )
     return out
 
 
@@ -110,14 +117,21 @@ class BenchReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (the ``data`` of an ``envforge.bench/4`` envelope)."""
-        drafters = None if self.drafters is None else {
-            k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
-        return {"fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters}, "config": dict(self.config),
-                "method": dict(self.method or {}), "servers": [s.as_dict() for s in self.servers],
-                "break_even": [b.as_dict() for b in self.break_even],
-                "failures": [f.as_dict() for f in self.failures],
-                "speculation": [f.as_dict() for f in self.speculation], "sweep": [x.as_dict() for x in self.sweep],
-                "warnings": list(self.warnings), **({"requests": [dict(r) for r in self.requests]} if self.requests else {})}
+        drafters = (
+            None if self.drafters is None else {k: None if v is None else v.as_dict() for k, v in self.drafters.items()}
+        )
+        return {
+            "fingerprint": {**self.fingerprint.as_dict(), "drafters": drafters},
+            "config": dict(self.config),
+            "method": dict(self.method or {}),
+            "servers": [s.as_dict() for s in self.servers],
+            "break_even": [b.as_dict() for b in self.break_even],
+            "failures": [f.as_dict() for f in self.failures],
+            "speculation": [f.as_dict() for f in self.speculation],
+            "sweep": [x.as_dict() for x in self.sweep],
+            "warnings": list(self.warnings),
+            **({"requests": [dict(r) for r in self.requests]} if self.requests else {}),
+        }
 
     def slo_misses(self) -> list[str]:
         """One line per level whose goodput missed the SLO gate (fewer good requests than the
@@ -126,15 +140,26 @@ class BenchReport:
         slo = self.config.get("slo") or {}
         targets = ", ".join(f"{k} <= {v:g} ms" for k, v in (slo.get("targets_ms") or {}).items())
         need = slo.get("attainment")
-        return [f"server '{s.name}', {lv.label}: {lv.goodput.good} of {lv.goodput.completed} "
-                f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
-                for s in self.servers for lv in s.levels
-                if lv.goodput is not None and not lv.goodput.met]
+        return [
+            f"server '{s.name}', {lv.label}: {lv.goodput.good} of {lv.goodput.completed} "
+            f"requests ({lv.goodput.attained:.1%}) met {targets}; the gate needs {need:.0%}"
+            for s in self.servers
+            for lv in s.levels
+            if lv.goodput is not None and not lv.goodput.met
+        ]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchReport:
-        for key, kind in (("servers", list), ("failures", list), ("warnings", list), ("config", dict),
-                          ("method", dict), ("fingerprint", dict), ("sweep", list), ("requests", list)):
+        for key, kind in (
+            ("servers", list),
+            ("failures", list),
+            ("warnings", list),
+            ("config", dict),
+            ("method", dict),
+            ("fingerprint", dict),
+            ("sweep", list),
+            ("requests", list),
+        ):
             if d.get(key) is not None and not isinstance(d[key], kind):
                 raise TypeError(f"'{key}' must be a{'n array' if kind is list else 'n object'}")
         if not all(isinstance(w, str) for w in d.get("warnings") or ()):
@@ -144,13 +169,21 @@ class BenchReport:
         drafters = fp.get("drafters")
         if drafters is not None and not isinstance(drafters, Mapping):
             raise TypeError("'fingerprint.drafters' must be an object")
-        return cls(Fingerprint.from_dict(fp), d.get("config") or {}, servers,
-                   break_even_rows(servers), tuple(d.get("warnings") or ()),
-                   tuple(Failure.from_dict(f) for f in d.get("failures") or ()), d.get("method") or {},
-                   None if drafters is None else {str(k): None if v is None else Drafter.from_dict(v)
-                                                  for k, v in drafters.items()},
-                   check_servers(servers), tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()),
-                   tuple(dict(r) for r in d.get("requests") or ()))
+        return cls(
+            Fingerprint.from_dict(fp),
+            d.get("config") or {},
+            servers,
+            break_even_rows(servers),
+            tuple(d.get("warnings") or ()),
+            tuple(Failure.from_dict(f) for f in d.get("failures") or ()),
+            d.get("method") or {},
+            None
+            if drafters is None
+            else {str(k): None if v is None else Drafter.from_dict(v) for k, v in drafters.items()},
+            check_servers(servers),
+            tuple(SweepResult.from_dict(x) for x in d.get("sweep") or ()),
+            tuple(dict(r) for r in d.get("requests") or ()),
+        )
 
 
 def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -160,16 +193,19 @@ def upgrade_v1(data: Mapping[str, Any]) -> dict[str, Any]:
 
     Malformed parts are left for :meth:`BenchReport.from_dict` to name.
     """
+
     def move(x: Mapping[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in x.items() if k != "vllm"}
         if x.get("vllm"):  # /1 read an empty or null "vllm" as none
             out["engine"] = {"name": "vllm", "counters": x["vllm"]}
         return out
+
     return _levels_and_repeats(data, move)
 
 
 def _levels_and_repeats(data: Mapping[str, Any], change: Any) -> dict[str, Any]:
     """``data`` with ``change(level_or_repeat)`` applied to every level and repeat object."""
+
     def level_or_repeat(x: Any) -> Any:
         if not isinstance(x, Mapping):
             return x
@@ -193,8 +229,10 @@ def upgrade_v2(data: Mapping[str, Any]) -> dict[str, Any]:
     first: vLLM's TPOT under another name); everything else is kept. ``/2`` measured no
     distributions, request throughput or goodput, so those read as absent.
     """
+
     def rename(x: Mapping[str, Any]) -> dict[str, Any]:
         return {("tpot_ms" if k == "itl_ms" else k): v for k, v in x.items()}
+
     return _levels_and_repeats(data, rename)
 
 
@@ -211,6 +249,7 @@ def upgrade_v3(data: Mapping[str, Any]) -> dict[str, Any]:
 
     def level(x: Mapping[str, Any]) -> dict[str, Any]:
         return {**x, "request_rate": x.get("request_rate", rate)} if "concurrency" in x else dict(x)
+
     out = _levels_and_repeats(data, level)
     if isinstance(config, Mapping) and "dataset" not in config:
         out["config"] = {**config, "dataset": {"name": "prompts"}}
@@ -236,9 +275,11 @@ def read_report(path: Path) -> BenchReport:
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema not in (SCHEMA, SCHEMA_V3, SCHEMA_V2, SCHEMA_V1) or not isinstance(doc.get("data"), dict):
         found = schema if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r}, "
-                         f"{SCHEMA_V3!r}, {SCHEMA_V2!r} or {SCHEMA_V1!r})",
-                         hint="write one with `envforge bench --output FILE`")
+        raise InputError(
+            f"{path} is not an envforge bench report (schema {found!r}, expected {SCHEMA!r}, "
+            f"{SCHEMA_V3!r}, {SCHEMA_V2!r} or {SCHEMA_V1!r})",
+            hint="write one with `envforge bench --output FILE`",
+        )
     data = doc["data"]
     if schema == SCHEMA_V1:
         data = upgrade_v1(data)

@@ -32,17 +32,15 @@ from envforge.bench.engines import ENGINES
 from envforge.bench.gauges import GaugeSeries
 from envforge.bench.metrics import EngineWindow, sum_windows
 from envforge.bench.slo import Goodput, Slo, goodput
-from envforge.bench.stats import Summary, break_even_accept_length, summarize
+from envforge.bench.stats import Summary, summarize
 
 __all__ = [
     "REFUSED_CHUNKS",
-    "BreakEven",
     "Failure",
     "LevelResult",
     "LATENCY_KEYS",
     "RepeatResult",
     "ServerResult",
-    "break_even_rows",
     "failures_of",
     "level_result",
     "repeat_result",
@@ -81,7 +79,6 @@ def _median_ms(values: Sequence[float | None]) -> float | None:
     return statistics.median(vs) if vs else None
 
 
-
 def _counters_dict(w: EngineWindow) -> dict[str, Any]:
     """``{"name": <engine>, "counters": {...}}``: the ``engine`` key of a repeat or level."""
     return {"name": w.engine, "counters": w.as_dict()}
@@ -97,7 +94,7 @@ def _counters_of(d: Mapping[str, Any]) -> EngineWindow | None:
     if e is None:
         return None
     if not isinstance(e, Mapping) or not isinstance(e.get("counters"), Mapping):
-        raise TypeError("'engine' must be an object {\"name\": ..., \"counters\": {...}}")
+        raise TypeError('\'engine\' must be an object {"name": ..., "counters": {...}}')
     name = _text(e, "name")
     if name not in ENGINES:
         raise ValueError(f"engine '{name}' is not one of {', '.join(ENGINES)}")
@@ -116,8 +113,13 @@ class Failure:
     status: int | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "concurrency": self.concurrency, "repeat": self.repeat,
-                "status": self.status, "message": self.message}
+        return {
+            "server": self.server,
+            "concurrency": self.concurrency,
+            "repeat": self.repeat,
+            "status": self.status,
+            "message": self.message,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Failure:
@@ -132,8 +134,9 @@ class Failure:
 
 def failures_of(server: str, run: LevelRun, repeat: int) -> tuple[Failure, ...]:
     """The failed requests of one repeat (``repeat`` 0 for the warm-up) as :class:`Failure` rows."""
-    return tuple(Failure(server, run.concurrency, repeat, r.error or "failed", r.status)
-                 for r in run.results if not r.ok)
+    return tuple(
+        Failure(server, run.concurrency, repeat, r.error or "failed", r.status) for r in run.results if not r.ok
+    )
 
 
 #: The per-request distributions of a level, in report order (vLLM's metric names, in ms).
@@ -150,9 +153,11 @@ def latency_of(results: Sequence[RequestResult], percentiles: Sequence[float] = 
         "ttft_ms": dist([r.ttft_s for r in results if r.ttft_s is not None]),
         "tpot_ms": dist([r.tpot_s for r in results if r.tpot_s is not None]),
         "itl_ms": dist([g for r in results for g in r.itl_s]),
-        "itl_per_token_ms": None if any(x is None for x in per_token) else
-        dist([g for x in per_token for g in x or ()]),
-        "e2el_ms": dist([r.e2el_s for r in results if r.e2el_s is not None])}
+        "itl_per_token_ms": None
+        if any(x is None for x in per_token)
+        else dist([g for x in per_token for g in x or ()]),
+        "e2el_ms": dist([r.e2el_s for r in results if r.e2el_s is not None]),
+    }
 
 
 def _latency_dict(latency: Mapping[str, Distribution | None] | None) -> dict[str, Any] | None:
@@ -196,10 +201,19 @@ class RepeatResult:
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "tok_s": _r(self.tok_s), "req_s": _r(self.req_s), "wall_s": _r(self.wall_s), "requests": self.requests,
-            "failed": self.failed, "output_tokens": self.output_tokens, "token_count": self.token_count,
-            "ttft_ms": _r(self.ttft_ms), "tpot_ms": _r(self.tpot_ms), "e2e_ms": _r(self.e2e_ms), "verify_steps": self.verify_steps,
-            "decode_s": _r(self.decode_s)}
+            "tok_s": _r(self.tok_s),
+            "req_s": _r(self.req_s),
+            "wall_s": _r(self.wall_s),
+            "requests": self.requests,
+            "failed": self.failed,
+            "output_tokens": self.output_tokens,
+            "token_count": self.token_count,
+            "ttft_ms": _r(self.ttft_ms),
+            "tpot_ms": _r(self.tpot_ms),
+            "e2e_ms": _r(self.e2e_ms),
+            "verify_steps": self.verify_steps,
+            "decode_s": _r(self.decode_s),
+        }
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
         return d
@@ -208,18 +222,29 @@ class RepeatResult:
     def from_dict(cls, d: Mapping[str, Any]) -> RepeatResult:
         def opt(key: str) -> float | None:
             return _number(d, key)
+
         steps = d.get("verify_steps")
+
         def req(key: str) -> float:
             value = _number(d, key)
             if value is None:
                 raise TypeError(f"'{key}' must be a number, got null")
             return value
-        return cls(tok_s=req("tok_s"), wall_s=req("wall_s"), requests=int(d["requests"]),
-                   output_tokens=int(d["output_tokens"]), ttft_ms=opt("ttft_ms"), tpot_ms=opt("tpot_ms"),
-                   e2e_ms=req("e2e_ms"), verify_steps=None if steps is None else int(steps),
-                   decode_s=float(d.get("decode_s") or 0.0), failed=int(d.get("failed") or 0),
-                   token_count=str(d.get("token_count") or "server"),
-                   counters=_counters_of(d))
+
+        return cls(
+            tok_s=req("tok_s"),
+            wall_s=req("wall_s"),
+            requests=int(d["requests"]),
+            output_tokens=int(d["output_tokens"]),
+            ttft_ms=opt("ttft_ms"),
+            tpot_ms=opt("tpot_ms"),
+            e2e_ms=req("e2e_ms"),
+            verify_steps=None if steps is None else int(steps),
+            decode_s=float(d.get("decode_s") or 0.0),
+            failed=int(d.get("failed") or 0),
+            token_count=str(d.get("token_count") or "server"),
+            counters=_counters_of(d),
+        )
 
 
 def _token_count(kinds: set[str]) -> str:
@@ -240,11 +265,19 @@ def repeat_result(run: LevelRun, counters: EngineWindow | None = None) -> Repeat
     verify = spec.drafts if spec is not None else sum(steps) if steps else None
     decode = sum(r.decode_s or 0.0 for r in rs if spec is not None or r.verify_steps is not None)
     return RepeatResult(
-        tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0, wall_s=run.wall_s, requests=len(run.results),
-        output_tokens=tokens, ttft_ms=_median_ms([r.ttft_s for r in rs]),
-        tpot_ms=_median_ms([r.tpot_s for r in rs]), e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
-        verify_steps=verify, decode_s=decode, failed=len(run.results) - len(rs),
-        token_count=_token_count({r.token_count for r in rs}), counters=counters)
+        tok_s=tokens / run.wall_s if run.wall_s > 0 else 0.0,
+        wall_s=run.wall_s,
+        requests=len(run.results),
+        output_tokens=tokens,
+        ttft_ms=_median_ms([r.ttft_s for r in rs]),
+        tpot_ms=_median_ms([r.tpot_s for r in rs]),
+        e2e_ms=_median_ms([r.e2e_s for r in rs]) or 0.0,
+        verify_steps=verify,
+        decode_s=decode,
+        failed=len(run.results) - len(rs),
+        token_count=_token_count({r.token_count for r in rs}),
+        counters=counters,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,15 +324,25 @@ class LevelResult:
     def as_dict(self) -> dict[str, Any]:
         def s(x: Summary | None) -> dict[str, Any] | None:
             return None if x is None else x.as_dict()
+
         d: dict[str, Any] = {
-            "concurrency": self.concurrency, "request_rate": self.request_rate, "failed_requests": self.failed_requests,
-            "token_count": self.token_count, "refused": self.refused, "tok_s": s(self.tok_s),
-            "req_s": s(self.req_s), "ttft_ms": s(self.ttft_ms), "tpot_ms": s(self.tpot_ms), "e2e_ms": s(self.e2e_ms),
+            "concurrency": self.concurrency,
+            "request_rate": self.request_rate,
+            "failed_requests": self.failed_requests,
+            "token_count": self.token_count,
+            "refused": self.refused,
+            "tok_s": s(self.tok_s),
+            "req_s": s(self.req_s),
+            "ttft_ms": s(self.ttft_ms),
+            "tpot_ms": s(self.tpot_ms),
+            "e2e_ms": s(self.e2e_ms),
             "latency": _latency_dict(self.latency),
             "goodput": None if self.goodput is None else self.goodput.as_dict(),
             "send_lag_ms": None if self.send_lag_ms is None else self.send_lag_ms.as_dict(),
-            "accept_length": _r(self.accept_length), "verify_cycle_ms": _r(self.verify_cycle_ms),
-            "server_metrics": None if self.server_metrics is None else self.server_metrics.as_dict()}
+            "accept_length": _r(self.accept_length),
+            "verify_cycle_ms": _r(self.verify_cycle_ms),
+            "server_metrics": None if self.server_metrics is None else self.server_metrics.as_dict(),
+        }
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
         d["repeats"] = [r.as_dict() for r in self.repeats]
@@ -309,14 +352,27 @@ class LevelResult:
     def from_dict(cls, d: Mapping[str, Any]) -> LevelResult:
         def s(x: Any) -> Summary | None:
             return None if x is None else Summary.from_dict(x)
-        return cls(int(d["concurrency"]), tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())),
-                   s(d.get("tok_s")), s(d.get("ttft_ms")), s(d.get("tpot_ms")), s(d.get("e2e_ms")),
-                   _number(d, "accept_length"), _number(d, "verify_cycle_ms"), int(d.get("failed_requests") or 0),
-                   str(d.get("token_count") or "server"), None if d.get("refused") is None else _text(d, "refused"),
-                   _counters_of(d), s(d.get("req_s")), _latency_of_dict(d.get("latency")),
-                   None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]),
-                   None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]),
-                   _number(d, "request_rate"), _series_of(d.get("server_metrics")))
+
+        return cls(
+            int(d["concurrency"]),
+            tuple(RepeatResult.from_dict(r) for r in d.get("repeats", ())),
+            s(d.get("tok_s")),
+            s(d.get("ttft_ms")),
+            s(d.get("tpot_ms")),
+            s(d.get("e2e_ms")),
+            _number(d, "accept_length"),
+            _number(d, "verify_cycle_ms"),
+            int(d.get("failed_requests") or 0),
+            str(d.get("token_count") or "server"),
+            None if d.get("refused") is None else _text(d, "refused"),
+            _counters_of(d),
+            s(d.get("req_s")),
+            _latency_of_dict(d.get("latency")),
+            None if d.get("goodput") is None else Goodput.from_dict(d["goodput"]),
+            None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]),
+            _number(d, "request_rate"),
+            _series_of(d.get("server_metrics")),
+        )
 
 
 def _series_of(d: Any) -> GaugeSeries | None:
@@ -327,13 +383,23 @@ def _series_of(d: Any) -> GaugeSeries | None:
     return GaugeSeries.from_dict(d)
 
 
-REFUSED_CHUNKS = ("tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
-                  "server carries a whole verify step: no tok/s, TPOT or ITL")
+REFUSED_CHUNKS = (
+    "tokens were counted as chunks (the server sent no usage) and one chunk of a speculative "
+    "server carries a whole verify step: no tok/s, TPOT or ITL"
+)
 
 
-def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[EngineWindow] | None = None, *,
-                 speculative: bool = False, slo: Slo | None = None, request_rate: float | None = None,
-                 server_metrics: GaugeSeries | None = None, percentiles: Sequence[float] = ()) -> LevelResult:
+def level_result(
+    concurrency: int,
+    runs: Sequence[LevelRun],
+    counters: Sequence[EngineWindow] | None = None,
+    *,
+    speculative: bool = False,
+    slo: Slo | None = None,
+    request_rate: float | None = None,
+    server_metrics: GaugeSeries | None = None,
+    percentiles: Sequence[float] = (),
+) -> LevelResult:
     """Summaries over the repeats ``runs`` of one level (at least one); none when a request failed.
     ``request_rate`` (requests/s, None: closed loop) and ``server_metrics`` are kept as they are,
     also for a level with failed requests.
@@ -364,31 +430,50 @@ def level_result(concurrency: int, runs: Sequence[LevelRun], counters: Sequence[
         common["goodput"] = goodput([r for run in runs for r in run.results], sum(run.wall_s for run in runs), slo)
     if engine is not None:
         spec = engine.spec
-        cycle = engine.decode_step_ms if engine.decode_step_ms is not None else (
-            decode * 1000.0 / steps if steps else None)
+        cycle = (
+            engine.decode_step_ms if engine.decode_step_ms is not None else (decode * 1000.0 / steps if steps else None)
+        )
         return LevelResult(
-            concurrency=concurrency, repeats=reps, accept_length=spec.mean_acceptance_length if spec else None,
-            verify_cycle_ms=cycle if spec and spec.drafts else None, token_count=count, refused=refused,
-            counters=engine, **common, **extra)
+            concurrency=concurrency,
+            repeats=reps,
+            accept_length=spec.mean_acceptance_length if spec else None,
+            verify_cycle_ms=cycle if spec and spec.drafts else None,
+            token_count=count,
+            refused=refused,
+            counters=engine,
+            **common,
+            **extra,
+        )
     return LevelResult(
-        concurrency=concurrency, repeats=reps, accept_length=tokens / steps if steps else None,
-        verify_cycle_ms=decode * 1000.0 / steps if steps else None, token_count=count, refused=refused, **common,
-        **extra)
+        concurrency=concurrency,
+        repeats=reps,
+        accept_length=tokens / steps if steps else None,
+        verify_cycle_ms=decode * 1000.0 / steps if steps else None,
+        token_count=count,
+        refused=refused,
+        **common,
+        **extra,
+    )
 
 
-def _level_figures(runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None,
-                   percentiles: Sequence[float] = ()) -> dict[str, Any]:
+def _level_figures(
+    runs: Sequence[LevelRun], reps: Sequence[RepeatResult], refused: str | None, percentiles: Sequence[float] = ()
+) -> dict[str, Any]:
     """The throughput summaries and latency distributions of a level without failures; a refused
     level (chunk-counted speculative tokens) has no tok/s, TPOT or ITL."""
     latency = latency_of([r for run in runs for r in run.results], percentiles)
     lag = distribution([x for run in runs for x in run.send_lag_s])
     if refused:
         latency.update(tpot_ms=None, itl_ms=None, itl_per_token_ms=None)
-    return {"tok_s": None if refused else summarize([r.tok_s for r in reps]),
-            "req_s": summarize([r.req_s for r in reps]),
-            "ttft_ms": summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
-            "tpot_ms": None if refused else summarize([r.tpot_ms for r in reps if r.tpot_ms is not None]),
-            "e2e_ms": summarize([r.e2e_ms for r in reps]), "latency": latency, "send_lag_ms": lag}
+    return {
+        "tok_s": None if refused else summarize([r.tok_s for r in reps]),
+        "req_s": summarize([r.req_s for r in reps]),
+        "ttft_ms": summarize([r.ttft_ms for r in reps if r.ttft_ms is not None]),
+        "tpot_ms": None if refused else summarize([r.tpot_ms for r in reps if r.tpot_ms is not None]),
+        "e2e_ms": summarize([r.e2e_ms for r in reps]),
+        "latency": latency,
+        "send_lag_ms": lag,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,16 +502,24 @@ class ServerResult:
 
     def level(self, concurrency: int, request_rate: float | None = None) -> LevelResult | None:
         """The level at ``concurrency`` and ``request_rate`` (None: closed loop), the first if several."""
-        return next((lv for lv in self.levels if (lv.concurrency, lv.request_rate) == (concurrency, request_rate)),
-                    None)
+        return next(
+            (lv for lv in self.levels if (lv.concurrency, lv.request_rate) == (concurrency, request_rate)), None
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "speculative": self.speculative, "url": self.url,
-                "argv": list(self.argv) if self.argv is not None else None, "load_s": _r(self.load_s, 2),
-                "env": dict(self.env) if self.env is not None else None,
-                "env_sources": dict(self.env_sources) if self.env_sources is not None else None,
-                "ignore_eos": self.ignore_eos, "cache": self.cache, "server_metrics": self.server_metrics,
-                "levels": [lv.as_dict() for lv in self.levels]}
+        return {
+            "name": self.name,
+            "speculative": self.speculative,
+            "url": self.url,
+            "argv": list(self.argv) if self.argv is not None else None,
+            "load_s": _r(self.load_s, 2),
+            "env": dict(self.env) if self.env is not None else None,
+            "env_sources": dict(self.env_sources) if self.env_sources is not None else None,
+            "ignore_eos": self.ignore_eos,
+            "cache": self.cache,
+            "server_metrics": self.server_metrics,
+            "levels": [lv.as_dict() for lv in self.levels],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ServerResult:
@@ -435,66 +528,16 @@ class ServerResult:
         argv = d.get("argv")
         if argv is not None and (not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)):
             raise TypeError("'argv' must be a list of strings or null")
-        return cls(_text(d, "name"), bool(d.get("speculative")), _text(d, "url", ""),
-                   tuple(argv) if argv is not None else None, _number(d, "load_s"),
-                   tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
-                   {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
-                   bool(d.get("ignore_eos", True)), str(d.get("cache") or "not flushed"),
-                   {str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else None,
-                   str(d.get("server_metrics") or "not scraped"))
-
-
-@dataclass(frozen=True, slots=True)
-class BreakEven:
-    """At one level: the baseline decode step (ms), the speculative verify cycle (ms), the accept
-    length at which speculation pays (cycle / step), the measured accept length, and the verdict.
-
-    With engine counters on both servers (vLLM) the step and cycle are the engine's mean decode-step
-    times and the verdict compares ``tokens_per_cycle`` (output tokens per decode step, steps without
-    a draft included) with the break-even, not the acceptance length, which counts drafted steps only.
-    """
-
-    baseline: str
-    speculative: str
-    concurrency: int
-    decode_step_ms: float
-    verify_cycle_ms: float
-    break_even: float
-    accept_length: float
-    pays: bool
-    tokens_per_cycle: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        d = {"baseline": self.baseline, "speculative": self.speculative, "concurrency": self.concurrency,
-             "decode_step_ms": _r(self.decode_step_ms), "verify_cycle_ms": _r(self.verify_cycle_ms),
-             "break_even_accept_length": _r(self.break_even, 3), "accept_length": _r(self.accept_length, 3),
-             "pays": self.pays}
-        if self.tokens_per_cycle is not None:
-            d["tokens_per_cycle"] = _r(self.tokens_per_cycle, 3)
-        return d
-
-
-def break_even_rows(servers: Sequence[ServerResult]) -> tuple[BreakEven, ...]:
-    """Break-even rows: the first non-speculative server against each speculative one that reports
-    verify steps, at every concurrency level both measured without failures."""
-    base = next((s for s in servers if not s.speculative), None)
-    if base is None:
-        return ()
-    rows = []
-    for spec in (s for s in servers if s.speculative):
-        for lv in spec.levels:
-            b = base.level(lv.concurrency, lv.request_rate)
-            if (b is not None and lv.accept_length is not None and lv.counters is not None
-                    and b.counters is not None and not b.failed_requests and not lv.failed_requests):
-                step, cycle, per = b.counters.decode_step_ms, lv.counters.decode_step_ms, lv.counters.tokens_per_step
-                if step is not None and cycle is not None and per is not None:  # both from the engine
-                    be = break_even_accept_length(cycle, step)
-                    rows.append(BreakEven(base.name, spec.name, lv.concurrency, step, cycle, be, lv.accept_length,
-                                          per > be, per))
-                    continue
-            if b is None or b.tpot_ms is None or lv.verify_cycle_ms is None or lv.accept_length is None:
-                continue
-            be = break_even_accept_length(lv.verify_cycle_ms, b.tpot_ms.median)
-            rows.append(BreakEven(base.name, spec.name, lv.concurrency, b.tpot_ms.median, lv.verify_cycle_ms,
-                                  be, lv.accept_length, lv.accept_length > be))
-    return tuple(rows)
+        return cls(
+            _text(d, "name"),
+            bool(d.get("speculative")),
+            _text(d, "url", ""),
+            tuple(argv) if argv is not None else None,
+            _number(d, "load_s"),
+            tuple(LevelResult.from_dict(x) for x in d.get("levels", ())),
+            {str(k): str(v) for k, v in env.items()} if isinstance(env, Mapping) else None,
+            bool(d.get("ignore_eos", True)),
+            str(d.get("cache") or "not flushed"),
+            {str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else None,
+            str(d.get("server_metrics") or "not scraped"),
+        )

@@ -36,7 +36,8 @@ from envforge.bench.client import Endpoint
 from envforge.bench.config import HOST, ServerConfig, SmokeConfig, inert_patch_warnings
 from envforge.bench.method import report_method
 from envforge.bench.report import BenchReport, report_warnings
-from envforge.bench.result import ServerResult, break_even_rows
+from envforge.bench.breakeven import break_even_rows
+from envforge.bench.result import ServerResult
 from envforge.bench.server import ServerLaunch, running_server
 from envforge.bench.session import Session
 from envforge.bench.speculation import check_servers, drafter_warnings, drafters_of
@@ -81,13 +82,17 @@ class BenchPlan:
         """
         names = [s.name for s in self.config.servers]
         if not names:
-            raise InputError("[verify.smoke] defines no server configuration to start",
-                             hint='add [[verify.smoke.servers]] name = "baseline", args = [...], '
-                                  "or measure a running server with --url")
+            raise InputError(
+                "[verify.smoke] defines no server configuration to start",
+                hint='add [[verify.smoke.servers]] name = "baseline", args = [...], '
+                "or measure a running server with --url",
+            )
         unknown = [n for n in self.only if n not in names]
         if unknown:
-            raise InputError(f"no server configuration named {', '.join(unknown)} in [verify.smoke]",
-                             hint=f"defined: {', '.join(names)}")
+            raise InputError(
+                f"no server configuration named {', '.join(unknown)} in [verify.smoke]",
+                hint=f"defined: {', '.join(names)}",
+            )
         return tuple(s for s in self.config.servers if not self.only or s.name in self.only)
 
 
@@ -110,14 +115,21 @@ def _prepare(plan: BenchPlan, s: ServerConfig, progress: Progress) -> tuple[_Sta
     for w in warnings:
         progress(f"warning: {w}")
     endpoint = Endpoint(HOST, cfg.port, headers=cfg.headers)
-    launch = ServerLaunch(s.name, (str(plan.python), *tail), {**plan.base_env, **s.env},
-                          endpoint.url + cfg.health, plan.log_dir / f"{s.name}.log")
+    launch = ServerLaunch(
+        s.name,
+        (str(plan.python), *tail),
+        {**plan.base_env, **s.env},
+        endpoint.url + cfg.health,
+        plan.log_dir / f"{s.name}.log",
+    )
     launcher, unknown = served_launcher(plan.site_packages, tail, cfg.api)
     eff = server_environment(plan.profile_env, plan.base_env, s.env, tail, launcher=launcher, unknown_launcher=unknown)
     more = [f"server '{s.name}': {w}" for w in eff.overrides(plan.profile_name)]
     if unknown:
-        more.append(f"server '{s.name}': envforge has no launcher data for {unknown}: the variables its launch "
-                    "code sets are not in the report")
+        more.append(
+            f"server '{s.name}': envforge has no launcher data for {unknown}: the variables its launch "
+            "code sets are not in the report"
+        )
     for w in more:
         progress(f"warning: {w}")
     session = Session(s.name, served or model, endpoint, cfg, progress, s.speculative)
@@ -194,17 +206,20 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
             raise InputError(f"--url: {exc}", hint="e.g. --url http://127.0.0.1:30000") from None
         url_session = Session(plan.url_name, cfg.model, endpoint, cfg, progress, plan.url_speculative)
     else:
-        warnings = [*plan.interpreter_notes,
-                    *profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)]
+        warnings = [*plan.interpreter_notes, *profile_overrides(plan.profile_name, plan.profile_env, plan.base_env)]
         for w in warnings:
             progress(f"warning: {w}")
-        fingerprint = replace(fingerprint, effective_env_digest=env_digest(
-            effective_env(plan.profile_env, plan.base_env)))
+        fingerprint = replace(
+            fingerprint, effective_env_digest=env_digest(effective_env(plan.profile_env, plan.base_env))
+        )
 
     def report(more: list[str]) -> BenchReport:
         sessions = [url_session] if url_session is not None else [st.session for st in prepared]
-        results = ([url_session.result(None, None)] if url_session is not None else
-                   [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st in prepared])
+        results = (
+            [url_session.result(None, None)]
+            if url_session is not None
+            else [st.session.result(redact_argv(st.launch.argv), st.env, st.sources) for st in prepared]
+        )
         return _report(plan, fingerprint, more + warnings, sessions, results)
 
     try:
@@ -221,8 +236,14 @@ def run_bench(plan: BenchPlan, *, progress: Progress = lambda _: None, partial: 
         if partial is not None:
             prepared[:] = [st for st in prepared if st.session.measured]  # servers not reached are absent
             if url_session.measured if url_session is not None else prepared:
-                partial(report([f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
-                                "repeats completed before"]))
+                partial(
+                    report(
+                        [
+                            f"partial report: the run was stopped ({_stop_reason(exc)}); it holds only the "
+                            "repeats completed before"
+                        ]
+                    )
+                )
         raise
 
 
@@ -241,8 +262,9 @@ def _stop_reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _report(plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sessions: list[Session],
-            results: list[ServerResult]) -> BenchReport:
+def _report(
+    plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sessions: list[Session], results: list[ServerResult]
+) -> BenchReport:
     """The report of ``sessions`` (their ``results``), with the run's ``warnings`` first."""
     cfg = plan.config
     failures = [f for x in sessions for f in x.failures]
@@ -252,14 +274,24 @@ def _report(plan: BenchPlan, fingerprint: Fingerprint, warnings: list[str], sess
     warnings += drafter_warnings(results, plan.recipe_drafter, is_dir=os.path.isdir)
     warnings += [f"failed request: {f.line()}" for f in failures]
     method = report_method(cfg, interleaved=cfg.interleave and plan.url is None)
-    return BenchReport(fingerprint, cfg.as_dict(), tuple(results), break_even_rows(results), tuple(warnings),
-                       tuple(failures), method, drafters_of(results, is_dir=os.path.isdir),
-                       check_servers(results), tuple(x.swept for x in sessions if x.swept is not None),
-                       tuple(r for x in sessions for r in x.records))
+    return BenchReport(
+        fingerprint,
+        cfg.as_dict(),
+        tuple(results),
+        break_even_rows(results),
+        tuple(warnings),
+        tuple(failures),
+        method,
+        drafters_of(results, is_dir=os.path.isdir),
+        check_servers(results),
+        tuple(x.swept for x in sessions if x.swept is not None),
+        tuple(r for x in sessions for r in x.records),
+    )
 
 
-def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str],
-                        *, timeout_s: float = 120.0) -> tuple[Fingerprint, str | None]:
+def machine_fingerprint(
+    site_packages: Path, python: Path, env: Mapping[str, str], *, timeout_s: float = 120.0
+) -> tuple[Fingerprint, str | None]:
     """The environment's fingerprint with the machine facts (Python, driver, GPU name, count,
     compute capability) from verify's GPU info probe (``envforge/verify/gpu_probe.py``, mode
     ``info``), run by the environment's interpreter, so bench and verify reports carry the same
@@ -269,8 +301,7 @@ def machine_fingerprint(site_packages: Path, python: Path, env: Mapping[str, str
     """
     try:
         script = (resources.files("envforge.verify") / "gpu_probe.py").read_text(encoding="utf-8")
-        data: Any = run_probe(python, script, args=[json.dumps({"mode": "info"})], env=env,
-                              timeout_s=timeout_s).data
+        data: Any = run_probe(python, script, args=[json.dumps({"mode": "info"})], env=env, timeout_s=timeout_s).data
     except (ImportError, OSError, ProbeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return fingerprint_of(site_packages), f"no machine facts in the fingerprint: {first}"

@@ -57,9 +57,17 @@ def read_gauges(endpoint: Endpoint, engine: Engine, *, timeout_s: float) -> Read
     """
     route = engine.metrics
     try:
-        status, body = fetch(endpoint.host, endpoint.port, "GET", endpoint.prefix + route, timeout_s=timeout_s,
-                             max_bytes=METRICS_MAX_BYTES, headers=endpoint.headers,
-                             scheme=endpoint.scheme, ca=endpoint.ca)
+        status, body = fetch(
+            endpoint.host,
+            endpoint.port,
+            "GET",
+            endpoint.prefix + route,
+            timeout_s=timeout_s,
+            max_bytes=METRICS_MAX_BYTES,
+            headers=endpoint.headers,
+            scheme=endpoint.scheme,
+            ca=endpoint.ca,
+        )
     except ReadLimit as exc:
         raise ScrapeFailed(f"GET {route}: {exc.message}") from None
     except (OSError, http.client.HTTPException) as exc:
@@ -98,8 +106,17 @@ class Sampler:
     (``with Sampler(...) as s:``), samples timed in seconds from ``t0`` (``clock()`` at the start of
     the level) and tagged with ``repeat``; :meth:`series` after the block."""
 
-    def __init__(self, endpoint: Endpoint, engine: Engine, *, interval_s: float, t0: float, repeat: int,
-                 clock: Callable[[], float] = time.monotonic, max_samples: int = MAX_SAMPLES) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        engine: Engine,
+        *,
+        interval_s: float,
+        t0: float,
+        repeat: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_samples: int = MAX_SAMPLES,
+    ) -> None:
         self._endpoint, self._engine, self._timeout = endpoint, engine, scrape_timeout(interval_s)
         self._source = endpoint.url + engine.metrics
         self._interval, self._t0, self._repeat, self._clock = interval_s, t0, repeat, clock
@@ -162,7 +179,18 @@ class Sampler:
 
         def add(a: float | None, b: float | None) -> float | None:
             return b if a is None else a if b is None else a + b
-        kept = [Sample(b.t_s, b.repeat, b.running, b.waiting, b.kv_cache_use, add(a.drafts, b.drafts),
-                       add(a.accepted, b.accepted)) for a, b in zip(s[0::2], s[1::2])]
+
+        kept = [
+            Sample(
+                b.t_s,
+                b.repeat,
+                b.running,
+                b.waiting,
+                b.kv_cache_use,
+                add(a.drafts, b.drafts),
+                add(a.accepted, b.accepted),
+            )
+            for a, b in zip(s[0::2], s[1::2])
+        ]
         self._samples = kept + ([s[-1]] if len(s) % 2 else [])
         self._interval *= 2

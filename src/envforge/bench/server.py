@@ -79,7 +79,7 @@ def group_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
@@ -127,8 +127,12 @@ class RunningServer:
         """The error for a server that exited; ``when`` is e.g. ``"while loading (after 7.1 s)"``."""
         return ServerCrashed(
             f"server '{self.launch.name}' exited with status {self.proc.returncode} {when}",
-            tool=self.launch.name, argv=self.launch.argv, returncode=self.proc.returncode,
-            stderr_tail=self.log_tail(), hint=f"full log: {self.launch.log_path}")
+            tool=self.launch.name,
+            argv=self.launch.argv,
+            returncode=self.proc.returncode,
+            stderr_tail=self.log_tail(),
+            hint=f"full log: {self.launch.log_path}",
+        )
 
     def stop(self, grace_s: float | None = None) -> None:
         """SIGTERM the group, wait up to ``grace_s`` seconds (default ``stop_grace_s``) for it to
@@ -164,17 +168,26 @@ def _launch(launch: ServerLaunch, stop_grace_s: float) -> RunningServer:
     launch.log_path.parent.mkdir(parents=True, exist_ok=True)
     with launch.log_path.open("ab") as log:
         try:
-            proc = subprocess.Popen(list(launch.argv), stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, env=dict(launch.env), start_new_session=True)
+            proc = subprocess.Popen(
+                list(launch.argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(launch.env),
+                start_new_session=True,
+            )
         except OSError as exc:
-            raise ServerCrashed(f"cannot start server '{launch.name}': {exc.strerror}", tool=launch.name,
-                                argv=launch.argv, returncode=None,
-                                hint="is the environment built? run `envforge build`") from None
+            raise ServerCrashed(
+                f"cannot start server '{launch.name}': {exc.strerror}",
+                tool=launch.name,
+                argv=launch.argv,
+                returncode=None,
+                hint="is the environment built? run `envforge build`",
+            ) from None
     return RunningServer(launch, proc, stop_grace_s)
 
 
-def _wait_ready(server: RunningServer, timeout_s: float, progress: Progress, every_s: float,
-                poll_s: float) -> float:
+def _wait_ready(server: RunningServer, timeout_s: float, progress: Progress, every_s: float, poll_s: float) -> float:
     start = time.monotonic()
     last_report, answer = start, "no answer yet"
     while True:
@@ -188,21 +201,33 @@ def _wait_ready(server: RunningServer, timeout_s: float, progress: Progress, eve
         if time.monotonic() - start >= timeout_s:
             raise ServerTimeout(
                 f"server '{server.launch.name}' was not ready after {timeout_s:g} s "
-                f"(GET {server.launch.health_url}: {answer}); stopped it", tool=server.launch.name,
-                argv=server.launch.argv, returncode=None, stderr_tail=server.log_tail(),
+                f"(GET {server.launch.health_url}: {answer}); stopped it",
+                tool=server.launch.name,
+                argv=server.launch.argv,
+                returncode=None,
+                stderr_tail=server.log_tail(),
                 hint=f"raise load-timeout-s in [verify.smoke] if it is still loading; full log: "
-                     f"{server.launch.log_path}")
+                f"{server.launch.log_path}",
+            )
         if time.monotonic() - last_report >= every_s:
             last_report = time.monotonic()
             last_line = (server.log_tail(1) or "(log empty)")[:160]
-            progress(f"waiting for '{server.launch.name}' (pid {server.pgid}): {elapsed:.0f} s of "
-                     f"{timeout_s:g} s, health: {answer}; log: {last_line}")
+            progress(
+                f"waiting for '{server.launch.name}' (pid {server.pgid}): {elapsed:.0f} s of "
+                f"{timeout_s:g} s, health: {answer}; log: {last_line}"
+            )
         time.sleep(poll_s)
 
 
-def start_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progress = lambda _: None,
-                 progress_every_s: float = 15.0, poll_s: float = 0.5,
-                 stop_grace_s: float = 20.0) -> tuple[RunningServer, float]:
+def start_server(
+    launch: ServerLaunch,
+    *,
+    load_timeout_s: float,
+    progress: Progress = lambda _: None,
+    progress_every_s: float = 15.0,
+    poll_s: float = 0.5,
+    stop_grace_s: float = 20.0,
+) -> tuple[RunningServer, float]:
     """Start ``launch`` and wait until its health URL answers 200 while the process lives.
 
     ``stop_grace_s`` is the time between SIGTERM and SIGKILL when the server has to be stopped.
@@ -215,9 +240,10 @@ def start_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progr
     """
     host, port = _host_port(launch.health_url)
     if port_in_use(host, port):
-        raise InputError(f"port {port} on {host} is already in use; a server started there would not be "
-                         f"the one answering", hint="stop what listens there, set port in [verify.smoke], "
-                                                    "or measure it with --url")
+        raise InputError(
+            f"port {port} on {host} is already in use; a server started there would not be the one answering",
+            hint="stop what listens there, set port in [verify.smoke], or measure it with --url",
+        )
     server = _launch(launch, stop_grace_s)
     try:
         return server, _wait_ready(server, load_timeout_s, progress, progress_every_s, poll_s)
@@ -232,12 +258,22 @@ def _host_port(url: str) -> tuple[str, int]:
 
 
 @contextmanager
-def running_server(launch: ServerLaunch, *, load_timeout_s: float, progress: Progress = lambda _: None,
-                   progress_every_s: float = 15.0,
-                   stop_grace_s: float = 20.0) -> Iterator[tuple[RunningServer, float]]:
+def running_server(
+    launch: ServerLaunch,
+    *,
+    load_timeout_s: float,
+    progress: Progress = lambda _: None,
+    progress_every_s: float = 15.0,
+    stop_grace_s: float = 20.0,
+) -> Iterator[tuple[RunningServer, float]]:
     """Context manager around :func:`start_server` that always stops the server on exit."""
-    server, load_s = start_server(launch, load_timeout_s=load_timeout_s, progress=progress,
-                                  progress_every_s=progress_every_s, stop_grace_s=stop_grace_s)
+    server, load_s = start_server(
+        launch,
+        load_timeout_s=load_timeout_s,
+        progress=progress,
+        progress_every_s=progress_every_s,
+        stop_grace_s=stop_grace_s,
+    )
     try:
         yield server, load_s
     finally:

@@ -47,17 +47,24 @@ SCRAPE_CPU_SHARE = 0.05
 class Session:
     """One server configuration's measurements, possibly over several starts (interleaving)."""
 
-    def __init__(self, name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress,
-                 speculative: bool) -> None:
+    def __init__(
+        self, name: str, model: str, endpoint: Endpoint, cfg: SmokeConfig, progress: Progress, speculative: bool
+    ) -> None:
         self.name, self.endpoint, self.cfg, self.progress = name, endpoint, cfg, progress
         self.engine = cfg.engine
         self.speculative = speculative
         self.warmed: set[int] = set()
         self.windows: dict[LevelKey, list[EngineWindow]] = {}
         self.warnings: list[str] = []
-        self.opts = RequestOptions(model=model, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                   ignore_eos=not cfg.natural, timeout_s=cfg.request_timeout_s,
-                                   idle_timeout_s=cfg.idle_timeout_s, natural=cfg.natural)
+        self.opts = RequestOptions(
+            model=model,
+            max_new_tokens=cfg.max_new_tokens,
+            temperature=cfg.temperature,
+            ignore_eos=not cfg.natural,
+            timeout_s=cfg.request_timeout_s,
+            idle_timeout_s=cfg.idle_timeout_s,
+            natural=cfg.natural,
+        )
         self.drawn = 0
         self.probed = cfg.natural or not self.engine.probes_ignore_eos  # natural: ignore_eos is never sent
         self.flush = cfg.flush_cache
@@ -95,9 +102,16 @@ class Session:
         self.sent = (items, lengths or [cfg.max_new_tokens] * len(items))
         if self.connections is None:  # one session of kept-alive connections per start of the server
             self.connections = Connections(max(self.cfg.concurrency))
-        run = run_level(self.endpoint, self.engine, [p.text for p in items], conc, self.opts,
-                        schedule=cfg.schedule(items, rate) if paced else None, max_new_tokens=lengths,
-                        connections=self.connections)
+        run = run_level(
+            self.endpoint,
+            self.engine,
+            [p.text for p in items],
+            conc,
+            self.opts,
+            schedule=cfg.schedule(items, rate) if paced else None,
+            max_new_tokens=lengths,
+            connections=self.connections,
+        )
         self._check_alive(run)
         return run
 
@@ -147,8 +161,12 @@ class Session:
             return
         # The flush answers at once; until its answer is complete nothing progresses, so it has
         # the idle timeout (at most FLUSH_TIMEOUT_S) for its whole answer.
-        status = post_status(self.endpoint.url + self.flush, headers=self.endpoint.headers, ca=self.endpoint.ca,
-                             timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s))
+        status = post_status(
+            self.endpoint.url + self.flush,
+            headers=self.endpoint.headers,
+            ca=self.endpoint.ca,
+            timeout_s=min(FLUSH_TIMEOUT_S, self.opts.idle_timeout_s, self.opts.timeout_s),
+        )
         if status == 200:
             self.cache = f"flushed before each repeat (POST {self.flush})"
             return
@@ -164,9 +182,16 @@ class Session:
         run = self._send(conc, self.cfg.requests_at(conc), paced=True, rate=rate)
         after = eng.read_counters(self.endpoint, server=self.name)
         where = f"at concurrency {conc}" + ("" if math.isinf(rate) else f", {rate:g} requests/s")
-        window, w = eng.window(self.name, self.speculative, before, after,
-                               output_tokens=sum(r.output_tokens for r in run.results), requests=len(run.results),
-                               source=eng.counters_url(self.endpoint), where=f"{where}, repeat {rep}")
+        window, w = eng.window(
+            self.name,
+            self.speculative,
+            before,
+            after,
+            output_tokens=sum(r.output_tokens for r in run.results),
+            requests=len(run.results),
+            source=eng.counters_url(self.endpoint),
+            where=f"{where}, repeat {rep}",
+        )
         for line in w:
             self.progress(f"warning: {line}")
         self.warnings.extend(w)
@@ -217,8 +242,10 @@ class Session:
         if sampler is not None:
             tail += _engine_load(sampler.series())
             self._scrape_cost(key, rep, sampler.series(), run.wall_s)
-        self.progress(f"{self.name}: {_label(key)}, repeat {rep}/{self.cfg.repeats}: "
-                      f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}")
+        self.progress(
+            f"{self.name}: {_label(key)}, repeat {rep}/{self.cfg.repeats}: "
+            f"{tokens / run.wall_s if run.wall_s else 0:.1f} tok/s{tail}"
+        )
 
     def _scrape_cost(self, key: LevelKey, rep: int, series: GaugeSeries, wall_s: float) -> None:
         """Warn (once per server) when reading the metrics route took more than :data:`SCRAPE_CPU_SHARE`
@@ -228,9 +255,11 @@ class Session:
         if wall_s <= 0 or cpu <= SCRAPE_CPU_SHARE * wall_s or self.scrape_warned:
             return
         self.scrape_warned = True
-        w = (f"server '{self.name}': {_label(key)}, repeat {rep}: reading {series.source} took {cpu * 1000:.0f} ms of "
-             f"bench's CPU, {cpu / wall_s:.0%} of the repeat's {wall_s:.2f} s: the load generator shared its CPU with "
-             "it, so latencies may be longer than the server's; raise --metrics-interval, or pass --metrics-interval 0")
+        w = (
+            f"server '{self.name}': {_label(key)}, repeat {rep}: reading {series.source} took {cpu * 1000:.0f} ms of "
+            f"bench's CPU, {cpu / wall_s:.0%} of the repeat's {wall_s:.2f} s: the load generator shared its CPU with "
+            "it, so latencies may be longer than the server's; raise --metrics-interval, or pass --metrics-interval 0"
+        )
         self.progress(f"warning: {w}")
         self.warnings.append(w)
 
@@ -243,10 +272,16 @@ class Session:
         # a repeat stopped part-way may have left its counter window or gauges without its run: only
         # the completed repeats' are taken (each is appended before its run)
         conc, rate, n = *key, len(runs)
-        return level_result(conc, runs, self.windows.get(key, [])[:n] or None, speculative=self.speculative,
-                            slo=self.cfg.slo, request_rate=None if math.isinf(rate) else rate,
-                            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])[:n]),
-                            percentiles=self.cfg.percentiles)
+        return level_result(
+            conc,
+            runs,
+            self.windows.get(key, [])[:n] or None,
+            speculative=self.speculative,
+            slo=self.cfg.slo,
+            request_rate=None if math.isinf(rate) else rate,
+            server_metrics=GaugeSeries.joined(self.gauges.get(key, [])[:n]),
+            percentiles=self.cfg.percentiles,
+        )
 
     def measure(self, *, interleaved: bool = False) -> None:
         """After a start: every level (one repeat each when ``interleaved``), or the sweep."""
@@ -270,25 +305,34 @@ class Session:
             lv = self._level((conc, rate), self.runs[(conc, rate)])
             g = lv.goodput
             met = not lv.failed_requests and g is not None and g.met
-            why = (f"{lv.failed_requests} failed requests" if lv.failed_requests else "no goodput" if g is None
-                   else f"{g.good} of {g.completed} requests ({g.attained:.1%}) met the SLO")
+            why = (
+                f"{lv.failed_requests} failed requests"
+                if lv.failed_requests
+                else "no goodput"
+                if g is None
+                else f"{g.good} of {g.completed} requests ({g.attained:.1%}) met the SLO"
+            )
             self.progress(f"{self.name}: sweep: {rate:g} requests/s {'met' if met else 'MISSED'} the gate: {why}")
             return met
+
         result = SweepResult(self.name, conc, cfg.sweep, run_sweep(cfg.sweep, measure))
         self.progress(result.line())
         best = result.highest_passing_rate
         done = self._level((conc, best), self.runs[(conc, best)]).req_s if best is not None else None
         if best is not None and done is not None and done.median < SWEEP_SHORT * best:
             # the server fell behind the rate, but the level ended before its queue made the SLO miss
-            w = (f"server '{self.name}': at {best:g} requests/s, the highest rate that met the SLO, it completed "
-                 f"{done.median:.3g} requests/s: {cfg.requests_at(conc)} requests ended the level before a queue "
-                 f"could build up; a longer level (--requests) may miss the SLO at this rate")
+            w = (
+                f"server '{self.name}': at {best:g} requests/s, the highest rate that met the SLO, it completed "
+                f"{done.median:.3g} requests/s: {cfg.requests_at(conc)} requests ended the level before a queue "
+                f"could build up; a longer level (--requests) may miss the SLO at this rate"
+            )
             self.progress(f"warning: {w}")
             self.warnings.append(w)
         return result
 
-    def result(self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None,
-               sources: Mapping[str, str] | None = None) -> ServerResult:
+    def result(
+        self, argv: tuple[str, ...] | None, env: Mapping[str, str] | None, sources: Mapping[str, str] | None = None
+    ) -> ServerResult:
         levels = []
         for key, runs in self.runs.items():
             if runs:
@@ -296,8 +340,19 @@ class Session:
                 if lv.counters is not None and lv.counters.spec is not None:
                     self.progress(f"{self.name}: {lv.label}: " + "; ".join(describe(lv.counters.spec)))
                 levels.append(lv)
-        return ServerResult(self.name, self.speculative, self.endpoint.url, argv, self.load_s, tuple(levels), env,
-                            self.opts.ignore_eos, self.cache, sources, self.metrics)
+        return ServerResult(
+            self.name,
+            self.speculative,
+            self.endpoint.url,
+            argv,
+            self.load_s,
+            tuple(levels),
+            env,
+            self.opts.ignore_eos,
+            self.cache,
+            sources,
+            self.metrics,
+        )
 
 
 def _label(key: LevelKey) -> str:

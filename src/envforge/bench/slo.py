@@ -37,8 +37,10 @@ class Slo:
     attainment: float = DEFAULT_ATTAINMENT
 
     def as_dict(self) -> dict[str, Any]:
-        return {"targets_ms": {k: self.targets[k] for k in SLO_KEYS if k in self.targets},
-                "attainment": self.attainment}
+        return {
+            "targets_ms": {k: self.targets[k] for k in SLO_KEYS if k in self.targets},
+            "attainment": self.attainment,
+        }
 
 
 def parse_slo(items: Iterable[str], attainment: float = DEFAULT_ATTAINMENT) -> Slo:
@@ -51,22 +53,29 @@ def parse_slo(items: Iterable[str], attainment: float = DEFAULT_ATTAINMENT) -> S
     for item in (x for text in items for x in text.split()):
         key, sep, value = item.partition(":")
         if key not in SLO_KEYS or not sep:
-            raise InputError(f"--slo {item}: expected METRIC:MS with METRIC one of {', '.join(SLO_KEYS)}",
-                             hint="e.g. --slo ttft:200 tpot:50")
+            raise InputError(
+                f"--slo {item}: expected METRIC:MS with METRIC one of {', '.join(SLO_KEYS)}",
+                hint="e.g. --slo ttft:200 tpot:50",
+            )
         try:  # plain decimal digits only: float() would also take '1_0', ' 5', 'nan' and '1e3'
             ms = float(value) if re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", value) else -1.0
         except ValueError:
             ms = -1.0
         if not ms > 0 or ms == float("inf"):
-            raise InputError(f"--slo {item}: the target must be a positive number of milliseconds",
-                             hint="e.g. --slo ttft:200 tpot:50")
+            raise InputError(
+                f"--slo {item}: the target must be a positive number of milliseconds",
+                hint="e.g. --slo ttft:200 tpot:50",
+            )
         if key in targets:
-            raise InputError(f"--slo: '{key}' is given twice ({targets[key]:g} and {ms:g})",
-                             hint="give each metric once")
+            raise InputError(
+                f"--slo: '{key}' is given twice ({targets[key]:g} and {ms:g})", hint="give each metric once"
+            )
         targets[key] = ms
     if not 0 < attainment <= 1:
-        raise InputError(f"--slo-attainment {attainment:g}: must be a fraction in (0, 1]",
-                         hint="e.g. --slo-attainment 0.9 for 90 % of the requests")
+        raise InputError(
+            f"--slo-attainment {attainment:g}: must be a fraction in (0, 1]",
+            hint="e.g. --slo-attainment 0.9 for 90 % of the requests",
+        )
     return Slo(targets, attainment)
 
 
@@ -83,8 +92,13 @@ class Goodput:
     met: bool
 
     def as_dict(self) -> dict[str, Any]:
-        return {"good": self.good, "completed": self.completed, "req_s": round(self.req_s, 4),
-                "attained": round(self.attained, 4), "met": self.met}
+        return {
+            "good": self.good,
+            "completed": self.completed,
+            "req_s": round(self.req_s, 4),
+            "attained": round(self.attained, 4),
+            "met": self.met,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Goodput:
@@ -93,8 +107,10 @@ class Goodput:
 
 def _is_good(r: RequestResult, targets: Mapping[str, float]) -> bool:
     values = {"ttft": r.ttft_s, "tpot": r.tpot_s if r.tpot_s is not None else 0.0, "e2el": r.e2el_s}
-    return all(values[k] is not None and values[k] * 1000.0 <= ms  # type: ignore[operator]
-               for k, ms in targets.items())
+    return all(
+        values[k] is not None and values[k] * 1000.0 <= ms  # type: ignore[operator]
+        for k, ms in targets.items()
+    )
 
 
 def goodput(results: Sequence[RequestResult], wall_s: float, slo: Slo) -> Goodput | None:

@@ -68,13 +68,20 @@ _SNAPSHOT = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<
 _FETCHED = re.compile(r"(?:^|/)drafters/(?P<org>[^/]+?)--(?P<name>[^/]+)/(?P<rev>[0-9a-f]{40})/?$")
 
 _CAUSES = {
-    "no-draft": ("the drafter is not running (another speculative method than meant, e.g. ngram finding "
-                 "no match in the prompts)", "a wrong num_speculative_tokens (0)"),
-    "no-accepted-draft": ("a wrong drafter (trained for another target model)",
-                          "a broken d2t / vocabulary mapping (draft ids read as other target ids, B22)",
-                          "drafter weights not loaded (a missing tensor left at its initial value)"),
-    "above-k": ("a wrong k: the server runs with more draft tokens than its arguments say",
-                "counters of another server or engine read as this one's"),
+    "no-draft": (
+        "the drafter is not running (another speculative method than meant, e.g. ngram finding "
+        "no match in the prompts)",
+        "a wrong num_speculative_tokens (0)",
+    ),
+    "no-accepted-draft": (
+        "a wrong drafter (trained for another target model)",
+        "a broken d2t / vocabulary mapping (draft ids read as other target ids, B22)",
+        "drafter weights not loaded (a missing tensor left at its initial value)",
+    ),
+    "above-k": (
+        "a wrong k: the server runs with more draft tokens than its arguments say",
+        "counters of another server or engine read as this one's",
+    ),
 }
 _CAUSES["accept-length-1"] = _CAUSES["no-accepted-draft"]
 
@@ -138,8 +145,9 @@ def _drafter(path: object, revision: object, is_dir: IsDir | None) -> Drafter | 
     snap = _SNAPSHOT.search(path) or _FETCHED.search(path)
     if snap:
         return Drafter(f"{snap['org']}/{snap['name']}", rev or snap["rev"], local=True)
-    local = path.startswith(("/", "./", "../", "~")) or not _HUB_ID.fullmatch(path) or \
-        (is_dir is not None and is_dir(path))
+    local = (
+        path.startswith(("/", "./", "../", "~")) or not _HUB_ID.fullmatch(path) or (is_dir is not None and is_dir(path))
+    )
     return Drafter(path, rev, local)
 
 
@@ -201,9 +209,12 @@ def speculative_launch(argv: Sequence[str] | None, *, is_dir: IsDir | None = Non
     config = _vllm_config(opts)
     if config is not None:
         method = config.get("method")
-        return SpeculativeLaunch("vllm", method if isinstance(method, str) else None,
-                                 _drafter(config.get("model"), config.get("revision"), is_dir),
-                                 _int(config.get("num_speculative_tokens")))
+        return SpeculativeLaunch(
+            "vllm",
+            method if isinstance(method, str) else None,
+            _drafter(config.get("model"), config.get("revision"), is_dir),
+            _int(config.get("num_speculative_tokens")),
+        )
     algorithm = opts.get("--speculative-algorithm")
     path = opts.get("--speculative-draft-model-path", opts.get("--speculative-draft-model"))
     if algorithm is None and path is None:
@@ -214,7 +225,9 @@ def speculative_launch(argv: Sequence[str] | None, *, is_dir: IsDir | None = Non
         k = None if draft_tokens is None else draft_tokens - 1
     else:
         k = _int(opts.get("--speculative-num-steps")) if upper in ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE") else None
-    return SpeculativeLaunch("sglang", algorithm, _drafter(path, opts.get("--speculative-draft-model-revision"), is_dir), k)
+    return SpeculativeLaunch(
+        "sglang", algorithm, _drafter(path, opts.get("--speculative-draft-model-revision"), is_dir), k
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,14 +248,22 @@ class SpeculationFailure:
 
     def line(self) -> str:
         """``server 'x', concurrency 1: <message>; likely causes: a; b``."""
-        return f"server '{self.server}', concurrency {self.concurrency}: {self.message}; likely causes: " \
-               + "; ".join(self.causes)
+        return f"server '{self.server}', concurrency {self.concurrency}: {self.message}; likely causes: " + "; ".join(
+            self.causes
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "concurrency": self.concurrency, "rule": self.rule,
-                "accept_length": None if self.accept_length is None else round(self.accept_length, 4),
-                "accepted": self.accepted, "steps": self.steps, "k": self.k, "message": self.message,
-                "causes": list(self.causes)}
+        return {
+            "server": self.server,
+            "concurrency": self.concurrency,
+            "rule": self.rule,
+            "accept_length": None if self.accept_length is None else round(self.accept_length, 4),
+            "accepted": self.accepted,
+            "steps": self.steps,
+            "k": self.k,
+            "message": self.message,
+            "causes": list(self.causes),
+        }
 
 
 def _counts(lv: LevelResult) -> tuple[int, int, int, str] | None:
@@ -251,8 +272,11 @@ def _counts(lv: LevelResult) -> tuple[int, int, int, str] | None:
     engine = lv.counters
     if engine is not None and engine.spec is not None:
         spec = engine.spec
-        decoded = (engine.generation_tokens - engine.requests) if engine.generation_tokens is not None else \
-            sum(r.output_tokens - (r.requests - r.failed) for r in lv.repeats)
+        decoded = (
+            (engine.generation_tokens - engine.requests)
+            if engine.generation_tokens is not None
+            else sum(r.output_tokens - (r.requests - r.failed) for r in lv.repeats)
+        )
         return spec.accepted, spec.drafts, decoded, "vLLM's spec_decode counters"
     counted = [r for r in lv.repeats if r.verify_steps is not None]
     if not counted:
@@ -276,20 +300,34 @@ def check_level(server: str, lv: LevelResult, k: int | None) -> SpeculationFailu
 
     def failure(rule: str, message: str) -> SpeculationFailure:
         return SpeculationFailure(server, lv.concurrency, rule, al, accepted, steps, k, message, _CAUSES[rule])
+
     if steps == 0:
-        return failure("no-draft", f"no draft was proposed in {decoded} decoded tokens ({source}): "
-                                   "speculation did nothing") if decoded > 0 else None
+        return (
+            failure(
+                "no-draft", f"no draft was proposed in {decoded} decoded tokens ({source}): speculation did nothing"
+            )
+            if decoded > 0
+            else None
+        )
     shown = ("-" if al is None else f"{al:.3f}") + f" ({accepted / steps:.3f} accepted draft tokens per verify step)"
     if accepted == 0:
-        return failure("no-accepted-draft", f"accept length {shown}: not one draft token was accepted in "
-                                            f"{steps} verify steps ({source})")
+        return failure(
+            "no-accepted-draft",
+            f"accept length {shown}: not one draft token was accepted in {steps} verify steps ({source})",
+        )
     if accepted <= NOISE * steps:
-        return failure("accept-length-1", f"accept length {shown}: {accepted} draft tokens accepted in {steps} "
-                                          f"verify steps, at most {NOISE} a step ({source}): speculation does "
-                                          "nothing")
+        return failure(
+            "accept-length-1",
+            f"accept length {shown}: {accepted} draft tokens accepted in {steps} "
+            f"verify steps, at most {NOISE} a step ({source}): speculation does "
+            "nothing",
+        )
     if k is not None and accepted > k * steps:
-        return failure("above-k", f"accept length {shown} is above num_speculative_tokens + 1 = {k + 1}: "
-                                  f"{accepted} draft tokens accepted in {steps} verify steps ({source})")
+        return failure(
+            "above-k",
+            f"accept length {shown} is above num_speculative_tokens + 1 = {k + 1}: "
+            f"{accepted} draft tokens accepted in {steps} verify steps ({source})",
+        )
     return None
 
 
@@ -298,8 +336,11 @@ def _k_of(s: ServerResult) -> int | None:
     launch = speculative_launch(s.argv)
     if launch is not None and launch.k is not None:
         return launch.k
-    positions = [len(lv.counters.spec.per_position_accepted) for lv in s.levels
-                 if lv.counters is not None and lv.counters.spec is not None and lv.counters.spec.per_position_accepted]
+    positions = [
+        len(lv.counters.spec.per_position_accepted)
+        for lv in s.levels
+        if lv.counters is not None and lv.counters.spec is not None and lv.counters.spec.per_position_accepted
+    ]
     return max(positions) if positions else None
 
 
@@ -324,8 +365,9 @@ def drafters_of(servers: Sequence[ServerResult], *, is_dir: IsDir | None = None)
     return out
 
 
-def drafter_warnings(servers: Sequence[ServerResult], recipe: Mapping[str, Any] | None, *,
-                     is_dir: IsDir | None = None) -> list[str]:
+def drafter_warnings(
+    servers: Sequence[ServerResult], recipe: Mapping[str, Any] | None, *, is_dir: IsDir | None = None
+) -> list[str]:
     """Warnings about the drafter each speculative server envforge started loads (B42): a hub
     drafter without a commit revision, and one other than the recipe's ``[verify.drafter]``
     (``recipe``: that table, with ``repo`` and ``revision``; None when the recipe has none);
@@ -339,21 +381,32 @@ def drafter_warnings(servers: Sequence[ServerResult], recipe: Mapping[str, Any] 
             continue
         where = f"server '{s.name}'"
         if want is not None and d.repo != want.repo and not d.local:
-            out.append(f"{where} loads drafter {d.describe()}, not the one [verify.drafter] names and verify "
-                       f"checked ({want.describe()})")
+            out.append(
+                f"{where} loads drafter {d.describe()}, not the one [verify.drafter] names and verify "
+                f"checked ({want.describe()})"
+            )
             continue
         if not d.local and not d.pinned:
             pin = (want.revision if want is not None else None) or "<40-hex commit>"
-            what = "without a pinned revision" if d.revision is None else f"with revision '{d.revision}', a " \
-                "branch or tag, not a commit"
-            out.append(f"{where}: drafter {d.repo} started {what}: it measures whatever that points to on the "
-                       f"day (B42); pin it: {launch.pin(pin)}")
+            what = (
+                "without a pinned revision"
+                if d.revision is None
+                else f"with revision '{d.revision}', a branch or tag, not a commit"
+            )
+            out.append(
+                f"{where}: drafter {d.repo} started {what}: it measures whatever that points to on the "
+                f"day (B42); pin it: {launch.pin(pin)}"
+            )
         elif want is not None and d.repo == want.repo and d.revision != want.revision:
-            out.append(f"{where} loads drafter {d.describe()}, but [verify.drafter] pins revision "
-                       f"{want.revision} (the one verify checked)")
+            out.append(
+                f"{where} loads drafter {d.describe()}, but [verify.drafter] pins revision "
+                f"{want.revision} (the one verify checked)"
+            )
         elif want is not None and d.local and d.repo != want.repo:
-            out.append(f"{where} loads drafter {d.describe()}: envforge cannot tell whether it is "
-                       f"[verify.drafter]'s {want.describe()}")
+            out.append(
+                f"{where} loads drafter {d.describe()}: envforge cannot tell whether it is "
+                f"[verify.drafter]'s {want.describe()}"
+            )
     return out
 
 
@@ -366,6 +419,7 @@ def drafter_differences(a: Mapping[str, Drafter | None] | None, b: Mapping[str, 
     for name in sorted(set(a) & set(b)):
         da, db = a[name], b[name]
         if da != db:
-            out.append(f"server '{name}': drafter {da.describe() if da else 'unknown'} != "
-                       f"{db.describe() if db else 'unknown'}")
+            out.append(
+                f"server '{name}': drafter {da.describe() if da else 'unknown'} != {db.describe() if db else 'unknown'}"
+            )
     return out

@@ -52,10 +52,15 @@ class Summary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Summary:
         """Inverse of :meth:`as_dict`."""
-        return cls(n=int(data["n"]), median=float(data["median"]), mean=float(data["mean"]),
-                   min=float(data["min"]), max=float(data["max"]),
-                   ci_low=None if data.get("ci_low") is None else float(data["ci_low"]),
-                   ci_high=None if data.get("ci_high") is None else float(data["ci_high"]))
+        return cls(
+            n=int(data["n"]),
+            median=float(data["median"]),
+            mean=float(data["mean"]),
+            min=float(data["min"]),
+            max=float(data["max"]),
+            ci_low=None if data.get("ci_low") is None else float(data["ci_low"]),
+            ci_high=None if data.get("ci_high") is None else float(data["ci_high"]),
+        )
 
     def bounds(self) -> tuple[float, float]:
         """The 95% interval, or ``(min, max)`` when there is none (a single repeat)."""
@@ -74,8 +79,9 @@ def summarize(values: Sequence[float]) -> Summary | None:
     if n > 1:
         half = t_quantile_975(n - 1) * statistics.stdev(values) / math.sqrt(n)
         lo, hi = max(0.0, mean - half), mean + half
-    return Summary(n=n, median=statistics.median(values), mean=mean, min=min(values), max=max(values),
-                   ci_low=lo, ci_high=hi)
+    return Summary(
+        n=n, median=statistics.median(values), mean=mean, min=min(values), max=max(values), ci_low=lo, ci_high=hi
+    )
 
 
 def break_even_accept_length(verify_cycle_ms: float, decode_step_ms: float) -> float:

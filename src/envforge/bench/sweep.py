@@ -31,8 +31,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PRECISION", "OUTCOMES", "RateSweep", "SweepResult", "next_rate",
-           "parse_range", "run_sweep"]
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DEFAULT_PRECISION",
+    "OUTCOMES",
+    "RateSweep",
+    "SweepResult",
+    "next_rate",
+    "parse_range",
+    "run_sweep",
+]
 
 #: Bisection stops when the first failing rate is within this fraction above the last passing one:
 #: the run-to-run drift of a level (docs/bench.md, "Noise") is about as large.
@@ -152,8 +160,10 @@ class SweepResult:
         s, best, worst, n = self.spec, self.highest_passing_rate, self.lowest_failing_rate, len(self.levels)
         head, outcome = f"sweep '{self.server}' (concurrency {self.concurrency}): ", self.outcome
         if outcome == "low-fails":
-            return head + (f"the lowest rate, {s.low:g} requests/s, already missed the SLO: no rate in "
-                           f"{s.low:g}..{s.high:g} meets it")
+            return head + (
+                f"the lowest rate, {s.low:g} requests/s, already missed the SLO: no rate in "
+                f"{s.low:g}..{s.high:g} meets it"
+            )
         if outcome == "high-passes":
             return head + f"the highest rate, {s.high:g} requests/s, still met the SLO: the limit lies above it"
         line = head + f"{best:g} requests/s is the highest rate that met the SLO"
@@ -166,11 +176,19 @@ class SweepResult:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, one entry of the report's ``sweep``."""
-        return {"server": self.server, "concurrency": self.concurrency, "low": self.spec.low, "high": self.spec.high,
-                "precision": self.spec.precision, "max_steps": self.spec.max_steps,
-                "levels": [{"request_rate": r, "met": m} for r, m in self.levels],
-                "highest_passing_rate": self.highest_passing_rate, "lowest_failing_rate": self.lowest_failing_rate,
-                "outcome": self.outcome, "line": self.line()}
+        return {
+            "server": self.server,
+            "concurrency": self.concurrency,
+            "low": self.spec.low,
+            "high": self.spec.high,
+            "precision": self.spec.precision,
+            "max_steps": self.spec.max_steps,
+            "levels": [{"request_rate": r, "met": m} for r, m in self.levels],
+            "highest_passing_rate": self.highest_passing_rate,
+            "lowest_failing_rate": self.lowest_failing_rate,
+            "outcome": self.outcome,
+            "line": self.line(),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SweepResult:
@@ -178,5 +196,9 @@ class SweepResult:
         if not isinstance(d.get("levels"), list):
             raise TypeError("'sweep.levels' must be an array")
         spec = RateSweep(float(d["low"]), float(d["high"]), float(d["precision"]), int(d["max_steps"]))
-        return cls(str(d["server"]), int(d["concurrency"]), spec,
-                   tuple((float(x["request_rate"]), bool(x["met"])) for x in d["levels"]))
+        return cls(
+            str(d["server"]),
+            int(d["concurrency"]),
+            spec,
+            tuple((float(x["request_rate"]), bool(x["met"])) for x in d["levels"]),
+        )

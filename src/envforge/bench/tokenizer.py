@@ -108,8 +108,10 @@ def load_tokenizer(path: Path) -> LocalTokenizer:
     from tokenizers import Tokenizer
 
     file = path / "tokenizer.json" if path.is_dir() else path
-    hint = ("give a directory with the model's tokenizer.json (the checkpoint directory the server loads); "
-            "envforge reads it offline and never downloads one")
+    hint = (
+        "give a directory with the model's tokenizer.json (the checkpoint directory the server loads); "
+        "envforge reads it offline and never downloads one"
+    )
     if path.is_dir() and not file.exists():
         raise InputError(f"tokenizer: {path} has no tokenizer.json", hint=hint)
     raw = read_bytes(file, what="tokenizer", limit=TOKENIZER_LIMIT, hint=hint)
@@ -117,15 +119,18 @@ def load_tokenizer(path: Path) -> LocalTokenizer:
         tok = Tokenizer.from_buffer(raw)
     except Exception as exc:  # the Rust library raises a plain Exception for every parse error
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"tokenizer {file}: not a tokenizer.json the tokenizers library reads: {first}",
-                         hint=hint) from None
+        raise InputError(
+            f"tokenizer {file}: not a tokenizer.json the tokenizers library reads: {first}", hint=hint
+        ) from None
     added = set(tok.get_added_tokens_decoder())
     ids = sorted(set(tok.get_vocab(with_added_tokens=False).values()) - added)
     texts = tok.decode_batch([[i] for i in ids], skip_special_tokens=True)
     back = tok.encode_batch(texts, add_special_tokens=False)
-    allowed = np.array([i for i, t, e in zip(ids, texts, back) if t and "\ufffd" not in t and e.ids == [i]],
-                       dtype=np.int64)
+    allowed = np.array(
+        [i for i, t, e in zip(ids, texts, back) if t and "\ufffd" not in t and e.ids == [i]], dtype=np.int64
+    )
     if not len(allowed):
         raise InputError(f"tokenizer {file}: no token of the vocabulary decodes to text that encodes back to it")
-    return LocalTokenizer(file, "sha256:" + hashlib.sha256(raw).hexdigest(),
-                          int(tok.num_special_tokens_to_add(False)), allowed, tok)
+    return LocalTokenizer(
+        file, "sha256:" + hashlib.sha256(raw).hexdigest(), int(tok.num_special_tokens_to_add(False)), allowed, tok
+    )

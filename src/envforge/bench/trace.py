@@ -39,8 +39,10 @@ BLOCK_TOKENS = 512
 #: The largest trace read (1 GiB; the released conversation trace is about 3 MB).
 TRACE_LIMIT = 1 << 30
 _KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
-_SHAPE = ('a Mooncake trace line is {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>} '
-          'with optional "hash_ids": [<int>, ...]')
+_SHAPE = (
+    'a Mooncake trace line is {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>} '
+    'with optional "hash_ids": [<int>, ...]'
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +64,15 @@ def _length(obj: dict[str, Any], key: str, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise InputError(f"{where}: '{key}' must be a whole number of tokens, got {json.dumps(v)}", hint=_SHAPE)
     if v < 1:
-        raise InputError(f"{where}: '{key}' must be at least 1 token, got {v}",
-                         hint="leave the request out of the trace, or give its real length")
+        raise InputError(
+            f"{where}: '{key}' must be at least 1 token, got {v}",
+            hint="leave the request out of the trace, or give its real length",
+        )
     if v > MAX_REQUEST_TOKENS:
-        raise InputError(f"{where}: '{key}' {v:,} is more than {MAX_REQUEST_TOKENS:,} tokens, the most envforge "
-                         "replays", hint="a request of more than 10M tokens exceeds every model's context; check the line")
+        raise InputError(
+            f"{where}: '{key}' {v:,} is more than {MAX_REQUEST_TOKENS:,} tokens, the most envforge replays",
+            hint="a request of more than 10M tokens exceeds every model's context; check the line",
+        )
     return v
 
 
@@ -77,16 +83,23 @@ def read_trace(path: Path) -> tuple[tuple[TraceRecord, ...], str]:
     :raises InputError: unreadable, not UTF-8 JSON lines, a line of another shape (the message
         names ``<path>:<line>`` and the key), timestamps going backwards, or no record.
     """
-    raw = read_bytes(path, what="trace", limit=TRACE_LIMIT,
-                     hint="give a Mooncake-format JSON-lines trace (docs/bench.md, \"Datasets\")")
+    raw = read_bytes(
+        path,
+        what="trace",
+        limit=TRACE_LIMIT,
+        hint='give a Mooncake-format JSON-lines trace (docs/bench.md, "Datasets")',
+    )
     records: list[TraceRecord] = []
     for n, data_line in enumerate(raw.splitlines(), start=1):
         if not data_line.strip():
             continue
         where = f"{path}:{n}"
         if len(data_line) > MAX_TRACE_LINE:  # parsed whole, a line costs many times its bytes in memory
-            raise InputError(f"{where}: a line of {len(data_line):,} bytes, more than {MAX_TRACE_LINE >> 20} MiB (a "
-                             "10M-token request's line is about 200 KB)", hint=_SHAPE)
+            raise InputError(
+                f"{where}: a line of {len(data_line):,} bytes, more than {MAX_TRACE_LINE >> 20} MiB (a "
+                "10M-token request's line is about 200 KB)",
+                hint=_SHAPE,
+            )
         try:
             obj = json.loads(data_line.decode("utf-8"))
         except UnicodeDecodeError as exc:
@@ -104,21 +117,28 @@ def read_trace(path: Path) -> tuple[tuple[TraceRecord, ...], str]:
             raise InputError(f"{where}: unknown key '{unknown[0]}'", hint=_SHAPE)
         ts = obj.get("timestamp")
         if ts is None:
-            raise InputError(f"{where}: no 'timestamp'",
-                             hint="every line needs its arrival in milliseconds from the start of the recording; "
-                                  + _SHAPE)
+            raise InputError(
+                f"{where}: no 'timestamp'",
+                hint="every line needs its arrival in milliseconds from the start of the recording; " + _SHAPE,
+            )
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0:
-            raise InputError(f"{where}: 'timestamp' must be a number of milliseconds >= 0, got {json.dumps(ts)}",
-                             hint=_SHAPE)
+            raise InputError(
+                f"{where}: 'timestamp' must be a number of milliseconds >= 0, got {json.dumps(ts)}", hint=_SHAPE
+            )
         if records and ts < records[-1].timestamp_ms:
-            raise InputError(f"{where}: timestamp {ts:g} ms is earlier than {records[-1].timestamp_ms:g} ms on "
-                             f"line {records[-1].line}: a trace is in arrival order",
-                             hint="sort the trace by timestamp (e.g. jq -c -s 'sort_by(.timestamp)[]' trace.jsonl)")
+            raise InputError(
+                f"{where}: timestamp {ts:g} ms is earlier than {records[-1].timestamp_ms:g} ms on "
+                f"line {records[-1].line}: a trace is in arrival order",
+                hint="sort the trace by timestamp (e.g. jq -c -s 'sort_by(.timestamp)[]' trace.jsonl)",
+            )
         ids = obj.get("hash_ids", [])
         if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int) or h < 0 for h in ids):
             raise InputError(f"{where}: 'hash_ids' must be an array of integers >= 0", hint=_SHAPE)
-        records.append(TraceRecord(float(ts), _length(obj, "input_length", where),
-                                   _length(obj, "output_length", where), tuple(ids), n))
+        records.append(
+            TraceRecord(
+                float(ts), _length(obj, "input_length", where), _length(obj, "output_length", where), tuple(ids), n
+            )
+        )
     if not records:
         raise InputError(f"{path}: the trace has no request", hint=_SHAPE)
     return tuple(records), "sha256:" + hashlib.sha256(raw).hexdigest()

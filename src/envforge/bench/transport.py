@@ -94,11 +94,11 @@ class Budget:
     from construction (the clock asyncio's loop runs on). Mutable: it counts the bytes received and
     moves the progress deadline."""
 
-    __slots__ = ("timeout_s", "progress_s", "max_bytes", "end", "progress_by", "received",
-                 "_received_at_progress")
+    __slots__ = ("timeout_s", "progress_s", "max_bytes", "end", "progress_by", "received", "_received_at_progress")
 
-    def __init__(self, *, timeout_s: float, progress_s: float | None = None,
-                 max_bytes: int | None = STATUS_MAX_BYTES) -> None:
+    def __init__(
+        self, *, timeout_s: float, progress_s: float | None = None, max_bytes: int | None = STATUS_MAX_BYTES
+    ) -> None:
         now = time.monotonic()
         self.timeout_s = timeout_s
         self.progress_s = progress_s
@@ -218,7 +218,7 @@ class LineReader:
                 if cut + 1 - pos > MAX_LINE_BYTES:
                     break
                 self._pos = cut + 1
-                return buf[pos:cut + 1]
+                return buf[pos : cut + 1]
             if len(buf) - pos > MAX_LINE_BYTES:
                 break
             if self._eof:
@@ -248,8 +248,11 @@ def new_session(connections: int) -> aiohttp.ClientSession:
     the environment. Must be created and closed inside a running event loop."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=max(1, connections), keepalive_timeout=KEEPALIVE_S),
-        timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False, trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar())
+        timeout=aiohttp.ClientTimeout(total=None),
+        auto_decompress=False,
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
 
 
 async def read_all(content: _Content, budget: Budget) -> bytes:
@@ -274,10 +277,18 @@ def tls(ca: str | None) -> ssl.SSLContext | bool:
     return True if ca is None else ssl.create_default_context(cafile=ca)
 
 
-async def _fetch(session: aiohttp.ClientSession, url: str, method: str, budget: Budget,
-                 headers: tuple[tuple[str, str], ...] = (), ca: str | None = None) -> tuple[int, bytes]:
+async def _fetch(
+    session: aiohttp.ClientSession,
+    url: str,
+    method: str,
+    budget: Budget,
+    headers: tuple[tuple[str, str], ...] = (),
+    ca: str | None = None,
+) -> tuple[int, bytes]:
     async with bounded(budget):
-        async with session.request(method, url, headers=dict(headers) or None, ssl=tls(ca)) as resp:  # aiohttp sends POST with Content-Length: 0
+        async with session.request(
+            method, url, headers=dict(headers) or None, ssl=tls(ca)
+        ) as resp:  # aiohttp sends POST with Content-Length: 0
             return resp.status, await read_all(resp.content, budget)
 
 
@@ -291,9 +302,18 @@ def run_sync(make: Callable[[aiohttp.ClientSession], Awaitable[T]], connections:
     return asyncio.run(main())
 
 
-def fetch(host: str, port: int, method: str, path: str, *, timeout_s: float,
-          max_bytes: int = STATUS_MAX_BYTES, headers: tuple[tuple[str, str], ...] = (),
-          scheme: str = "http", ca: str | None = None) -> tuple[int, bytes]:
+def fetch(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    *,
+    timeout_s: float,
+    max_bytes: int = STATUS_MAX_BYTES,
+    headers: tuple[tuple[str, str], ...] = (),
+    scheme: str = "http",
+    ca: str | None = None,
+) -> tuple[int, bytes]:
     """``method path`` (an empty body for POST, the ``headers`` given; ``scheme`` ``https``: the
     server verified with :func:`tls` of ``ca``) and its whole answer within ``timeout_s`` seconds
     and ``max_bytes`` bytes of body: the HTTP status and the body.

@@ -28,23 +28,45 @@ from pathlib import Path
 from envforge.env.profile.effective import TRACKED_PREFIXES, EffectiveEnvironment, effective_environment, shown
 from envforge.recipe.launchers import Launcher
 
-__all__ = ["PER_RUN", "TRACKED_PREFIXES", "effective_env", "env_digest", "profile_overrides", "recorded_values",
-           "server_environment"]
+__all__ = [
+    "PER_RUN",
+    "TRACKED_PREFIXES",
+    "effective_env",
+    "env_digest",
+    "profile_overrides",
+    "recorded_values",
+    "server_environment",
+]
 
 #: How a report records a value the launcher computes per run.
 PER_RUN = "<per run>"
 
 
-def server_environment(profile: Mapping[str, str], caller: Mapping[str, str], server: Mapping[str, str] | None = None,
-                       argv: Sequence[str] = (), *, launcher: Launcher | None = None,
-                       unknown_launcher: str | None = None, conf_paths: Sequence[Path] | None = None,
-                       home: Path | None = None) -> EffectiveEnvironment:
+def server_environment(
+    profile: Mapping[str, str],
+    caller: Mapping[str, str],
+    server: Mapping[str, str] | None = None,
+    argv: Sequence[str] = (),
+    *,
+    launcher: Launcher | None = None,
+    unknown_launcher: str | None = None,
+    conf_paths: Sequence[Path] | None = None,
+    home: Path | None = None,
+) -> EffectiveEnvironment:
     """What a server started with ``argv`` runs with, each variable with its source: ``server``
     (the configuration's ``env``) over ``caller`` over ``profile``, then ``launcher``'s writes,
     then NCCL's files (``conf_paths``; default: those NCCL reads, see
     :func:`~envforge.env.profile.effective.nccl_conf_paths`)."""
-    return effective_environment(profile, argv, caller, server_env=server, launcher=launcher,
-                                 unknown_launcher=unknown_launcher, conf_paths=conf_paths, home=home)
+    return effective_environment(
+        profile,
+        argv,
+        caller,
+        server_env=server,
+        launcher=launcher,
+        unknown_launcher=unknown_launcher,
+        conf_paths=conf_paths,
+        home=home,
+    )
 
 
 def recorded_values(eff: EffectiveEnvironment) -> dict[str, str]:
@@ -52,18 +74,25 @@ def recorded_values(eff: EffectiveEnvironment) -> dict[str, str]:
     return {k: PER_RUN if v is None else v for k, v in eff.values().items()}
 
 
-def effective_env(profile: Mapping[str, str], caller: Mapping[str, str],
-                  server: Mapping[str, str] | None = None, argv: Sequence[str] = (), *,
-                  launcher: Launcher | None = None, conf_paths: Sequence[Path] | None = None,
-                  home: Path | None = None) -> dict[str, str]:
+def effective_env(
+    profile: Mapping[str, str],
+    caller: Mapping[str, str],
+    server: Mapping[str, str] | None = None,
+    argv: Sequence[str] = (),
+    *,
+    launcher: Launcher | None = None,
+    conf_paths: Sequence[Path] | None = None,
+    home: Path | None = None,
+) -> dict[str, str]:
     """The tracked variables a server started with, sorted by name (:func:`server_environment`,
     :func:`recorded_values`).
 
     >>> effective_env({"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_MAX_NCHANNELS": "32", "HOME": "/root"}, conf_paths=[])
     {'NCCL_MAX_NCHANNELS': '32'}
     """
-    return recorded_values(server_environment(profile, caller, server, argv, launcher=launcher,
-                                              conf_paths=conf_paths, home=home))
+    return recorded_values(
+        server_environment(profile, caller, server, argv, launcher=launcher, conf_paths=conf_paths, home=home)
+    )
 
 
 def profile_overrides(profile_name: str | None, profile: Mapping[str, str], caller: Mapping[str, str]) -> list[str]:
@@ -72,9 +101,12 @@ def profile_overrides(profile_name: str | None, profile: Mapping[str, str], call
     >>> profile_overrides("pcie", {"NCCL_MAX_NCHANNELS": "2"}, {"NCCL_MAX_NCHANNELS": "32"})
     ["NCCL_MAX_NCHANNELS=32 from the caller's environment overrides the env profile 'pcie' (NCCL_MAX_NCHANNELS=2)"]
     """
-    return [f"{k}={shown(k, caller[k])} from the caller's environment overrides the env profile "
-            f"'{profile_name}' ({k}={shown(k, v)})"
-            for k, v in sorted(profile.items()) if k in caller and caller[k] != v]
+    return [
+        f"{k}={shown(k, caller[k])} from the caller's environment overrides the env profile "
+        f"'{profile_name}' ({k}={shown(k, v)})"
+        for k, v in sorted(profile.items())
+        if k in caller and caller[k] != v
+    ]
 
 
 def env_digest(env: Mapping[str, str]) -> str:

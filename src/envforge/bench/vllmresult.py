@@ -45,8 +45,10 @@ def _number(doc: Mapping[str, Any], key: str, path: Path, *, optional: bool = Fa
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"{path}: {key}: expected a number >= 0 in a vllm bench serve result, got {value!r}",
-                         hint="give the file `vllm bench serve --save-result` wrote, unedited")
+        raise InputError(
+            f"{path}: {key}: expected a number >= 0 in a vllm bench serve result, got {value!r}",
+            hint="give the file `vllm bench serve --save-result` wrote, unedited",
+        )
     return float(value)
 
 
@@ -60,26 +62,50 @@ def vllm_report(doc: Mapping[str, Any], path: Path, *, server: str = VLLM_SERVER
     rate_value = doc.get("request_rate", "inf")
     rate = None if rate_value in ("inf", None) else _number(doc, "request_rate", path)
     cap = _number(doc, "max_concurrency", path, optional=True)
-    concurrency = int(cap) if cap is not None else int(_number(doc, "num_prompts", path, optional=True)
-                                                        or completed + failed)
+    concurrency = (
+        int(cap) if cap is not None else int(_number(doc, "num_prompts", path, optional=True) or completed + failed)
+    )
     accept = _number(doc, "spec_decode_acceptance_length", path, optional=True)
 
     def one(key: str) -> Any:
         value = None if failed else _number(doc, key, path, optional=True)
         return None if value is None else summarize([value])
 
-    level = LevelResult(concurrency=concurrency, repeats=(), tok_s=one("output_throughput"),
-                        ttft_ms=one("median_ttft_ms"), tpot_ms=one("median_tpot_ms"), e2e_ms=one("median_e2el_ms"),
-                        accept_length=accept, verify_cycle_ms=None, failed_requests=failed,
-                        req_s=one("request_throughput"), request_rate=rate)
-    srv = ServerResult(server, accept is not None, str(doc.get("base_url") or ""), None, None, (level,),
-                       cache="unknown (a vllm bench serve result)")
-    config = {"model": doc.get("model_id"), "concurrency": [concurrency], "request-rate": rate,
-              "burstiness": doc.get("burstiness"), "source": _SOURCE}
-    warnings = (f"{path} is a vllm bench serve result ({doc.get('backend')}, {doc.get('date', 'undated')}): one run "
-                f"of {completed} completed requests, so its tok/s has no interval; it records no environment, no "
-                "server variables and no per-request distributions; only model, concurrency, request rate and "
-                "burstiness are compared as settings",)
+    level = LevelResult(
+        concurrency=concurrency,
+        repeats=(),
+        tok_s=one("output_throughput"),
+        ttft_ms=one("median_ttft_ms"),
+        tpot_ms=one("median_tpot_ms"),
+        e2e_ms=one("median_e2el_ms"),
+        accept_length=accept,
+        verify_cycle_ms=None,
+        failed_requests=failed,
+        req_s=one("request_throughput"),
+        request_rate=rate,
+    )
+    srv = ServerResult(
+        server,
+        accept is not None,
+        str(doc.get("base_url") or ""),
+        None,
+        None,
+        (level,),
+        cache="unknown (a vllm bench serve result)",
+    )
+    config = {
+        "model": doc.get("model_id"),
+        "concurrency": [concurrency],
+        "request-rate": rate,
+        "burstiness": doc.get("burstiness"),
+        "source": _SOURCE,
+    }
+    warnings = (
+        f"{path} is a vllm bench serve result ({doc.get('backend')}, {doc.get('date', 'undated')}): one run "
+        f"of {completed} completed requests, so its tok/s has no interval; it records no environment, no "
+        "server variables and no per-request distributions; only model, concurrency, request rate and "
+        "burstiness are compared as settings",
+    )
     return BenchReport(Fingerprint(None, None, None, None), config, (srv,), (), warnings)
 
 

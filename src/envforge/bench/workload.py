@@ -119,9 +119,11 @@ class Workload:
                 if key not in sent:
                     break
             else:
-                raise InputError(f"dataset '{self.name}': request {i} drew a prompt already sent in each of "
-                                 f"{ATTEMPTS} tries: prompts this short repeat over this vocabulary",
-                                 hint="ask for longer prompts, or give the tokenizer of the model served")
+                raise InputError(
+                    f"dataset '{self.name}': request {i} drew a prompt already sent in each of "
+                    f"{ATTEMPTS} tries: prompts this short repeat over this vocabulary",
+                    hint="ask for longer prompts, or give the tokenizer of the model served",
+                )
             sent.add(key)
             made[i] = _Made(attempt, target, p.input_len or 0, p.output_len or 0)
             out.append(p)
@@ -138,13 +140,17 @@ class Workload:
     def lengths(self, natural: bool = False) -> str:
         """How this dataset's lengths are set and which are exact (the report's ``method.dataset.lengths``);
         ``natural``: output lengths are each request's max_tokens, not forced (``--output-lengths natural``)."""
-        asked = ("asked for as each request's max_tokens (natural lengths: no ignore_eos; the actual lengths "
-                 "are reported)" if natural else "asked for (with ignore_eos where the server takes it) and "
-                 "checked exactly")
-        return (f"output tokens per request as drawn, {asked}; input tokens "
-                f"counted with {self.tokenizer.path} (special tokens included, no chat template): exact for a "
-                f"server that tokenizes with the same file; drawn lengths are met by decode / re-encode rounds "
-                f"(vLLM's), and off_target counts the prompts that came out otherwise")
+        asked = (
+            "asked for as each request's max_tokens (natural lengths: no ignore_eos; the actual lengths are reported)"
+            if natural
+            else "asked for (with ignore_eos where the server takes it) and checked exactly"
+        )
+        return (
+            f"output tokens per request as drawn, {asked}; input tokens "
+            f"counted with {self.tokenizer.path} (special tokens included, no chat template): exact for a "
+            f"server that tokenizes with the same file; drawn lengths are met by decode / re-encode rounds "
+            f"(vLLM's), and off_target counts the prompts that came out otherwise"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """``config.dataset``: the name, the settings and the tokenizer's digest."""
@@ -158,13 +164,22 @@ class Workload:
 
         def spread(xs: list[int]) -> dict[str, float] | None:
             return {"min": min(xs), "mean": round(statistics.fmean(xs), 2), "max": max(xs)} if xs else None
-        return {"name": self.name, "parameters": self.parameters(), "seed": seed,
-                "tokenizer": {"path": str(self.tokenizer.path), "digest": self.tokenizer.digest,
-                              "special_tokens": self.tokenizer.specials},
-                "lengths": self.lengths(natural), "prompts": len(made),
-                "input_tokens": spread([m.input_len for m in made]),
-                "output_tokens": spread([m.output_len for m in made]),
-                "off_target": sum(m.input_len != m.target for m in made)}
+
+        return {
+            "name": self.name,
+            "parameters": self.parameters(),
+            "seed": seed,
+            "tokenizer": {
+                "path": str(self.tokenizer.path),
+                "digest": self.tokenizer.digest,
+                "special_tokens": self.tokenizer.specials,
+            },
+            "lengths": self.lengths(natural),
+            "prompts": len(made),
+            "input_tokens": spread([m.input_len for m in made]),
+            "output_tokens": spread([m.output_len for m in made]),
+            "off_target": sum(m.input_len != m.target for m in made),
+        }
 
 
 def _rng(*key: int) -> np.random.Generator:
@@ -186,8 +201,10 @@ class RandomWorkload(Workload):
         tokens without the tokenizer's special tokens, both ends included."""
         real = max(0, self.input_len - self.tokenizer.specials)
         r = self.range_ratio
-        return ((math.floor(real * (1 - r)), math.ceil(real * (1 + r))),
-                (max(math.floor(self.output_len * (1 - r)), 1), max(math.ceil(self.output_len * (1 + r)), 1)))
+        return (
+            (math.floor(real * (1 - r)), math.ceil(real * (1 + r))),
+            (max(math.floor(self.output_len * (1 - r)), 1), max(math.ceil(self.output_len * (1 + r)), 1)),
+        )
 
     def _make(self, i: int, seed: int, attempt: int) -> tuple[Prompt, int]:
         (lo, hi), (olo, ohi) = self.bounds()
@@ -198,8 +215,11 @@ class RandomWorkload(Workload):
         return Prompt(i, text, output_len=n_out, input_len=tok.count(text)), n_in + tok.specials
 
     def parameters(self) -> dict[str, Any]:
-        return {"random-input-len": self.input_len, "random-output-len": self.output_len,
-                "random-range-ratio": self.range_ratio}
+        return {
+            "random-input-len": self.input_len,
+            "random-output-len": self.output_len,
+            "random-range-ratio": self.range_ratio,
+        }
 
 
 @lru_cache(maxsize=8)
@@ -239,17 +259,25 @@ class SharedPrefixWorkload(Workload):
         rng = _rng(seed, _QUESTION, pass_, group, q, attempt)
         question, _ = tok.text_of(tok.draw(rng, self.question_len), rng)
         text = f"{self._system(seed, pass_, group)}\n\n{question}"
-        return (Prompt(i, text, output_len=self.output_len, input_len=tok.count(text)),
-                self.system_prompt_len + self.question_len + tok.specials)
+        return (
+            Prompt(i, text, output_len=self.output_len, input_len=tok.count(text)),
+            self.system_prompt_len + self.question_len + tok.specials,
+        )
 
     def parameters(self) -> dict[str, Any]:
-        return {"gsp-num-groups": self.num_groups, "gsp-prompts-per-group": self.prompts_per_group,
-                "gsp-system-prompt-len": self.system_prompt_len, "gsp-question-len": self.question_len,
-                "gsp-output-len": self.output_len}
+        return {
+            "gsp-num-groups": self.num_groups,
+            "gsp-prompts-per-group": self.prompts_per_group,
+            "gsp-system-prompt-len": self.system_prompt_len,
+            "gsp-question-len": self.question_len,
+            "gsp-output-len": self.output_len,
+        }
 
     def lengths(self, natural: bool = False) -> str:
-        return (super().lengths(natural) + "; the drawn length is system prompt + question + special tokens, the "
-                "blank line between them (SGLang's) adds its own tokens")
+        return (
+            super().lengths(natural) + "; the drawn length is system prompt + question + special tokens, the "
+            "blank line between them (SGLang's) adds its own tokens"
+        )
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -282,8 +310,10 @@ class TraceWorkload(Workload):
         if attempt:
             ids[-1] = tok.draw(rng, 1)[0]
         text, _ = tok.text_of(ids, rng)
-        return (Prompt(i, text, output_len=rec.output_length, input_len=tok.count(text),
-                       at_s=rec.timestamp_ms / 1000.0), rec.input_length)
+        return (
+            Prompt(i, text, output_len=rec.output_length, input_len=tok.count(text), at_s=rec.timestamp_ms / 1000.0),
+            rec.input_length,
+        )
 
     def schedule(self, items: list[Prompt]) -> tuple[float, ...]:
         """Send times of ``items`` (seconds from the first one's): the recorded gaps x ``time_scale``."""
@@ -291,13 +321,19 @@ class TraceWorkload(Workload):
         return tuple(((p.at_s or 0.0) - t0) * self.time_scale for p in items)
 
     def parameters(self) -> dict[str, Any]:
-        return {"trace": str(self.path), "trace-digest": self.digest, "trace-records": len(self.records),
-                "trace-time-scale": self.time_scale}
+        return {
+            "trace": str(self.path),
+            "trace-digest": self.digest,
+            "trace-records": len(self.records),
+            "trace-time-scale": self.time_scale,
+        }
 
     def lengths(self, natural: bool = False) -> str:
-        return (super().lengths(natural).replace("as drawn", "as recorded") + f"; prompts are made of one block of "
-                f"{BLOCK_TOKENS} drawn tokens per hash_ids entry (shared ids, shared text), so the recorded "
-                "prefix sharing is replayed as text")
+        return (
+            super().lengths(natural).replace("as drawn", "as recorded") + f"; prompts are made of one block of "
+            f"{BLOCK_TOKENS} drawn tokens per hash_ids entry (shared ids, shared text), so the recorded "
+            "prefix sharing is replayed as text"
+        )
 
 
 def _number(settings: Mapping[str, Any], key: str, default: Any, label: Callable[[str], str]) -> Any:
@@ -307,15 +343,20 @@ def _number(settings: Mapping[str, Any], key: str, default: Any, label: Callable
     return v
 
 
-def _count(settings: Mapping[str, Any], key: str, default: int, label: Callable[[str], str],
-           most: int = MAX_REQUEST_TOKENS) -> int:
+def _count(
+    settings: Mapping[str, Any], key: str, default: int, label: Callable[[str], str], most: int = MAX_REQUEST_TOKENS
+) -> int:
     v = _number(settings, key, default, label)
     if not isinstance(v, int) or v < 1:
-        raise InputError(f"{label(key)}: must be a whole number >= 1, got {v!r}",
-                         hint="lengths and counts of 0 send nothing to measure")
+        raise InputError(
+            f"{label(key)}: must be a whole number >= 1, got {v!r}",
+            hint="lengths and counts of 0 send nothing to measure",
+        )
     if v > most:
-        raise InputError(f"{label(key)}: {v:,} is more than {most:,}, the most envforge generates",
-                         hint="a request of more than 10M tokens exceeds every model's context; check the value")
+        raise InputError(
+            f"{label(key)}: {v:,} is more than {most:,}, the most envforge generates",
+            hint="a request of more than 10M tokens exceeds every model's context; check the value",
+        )
     return v
 
 
@@ -333,19 +374,23 @@ def find_tokenizer(settings: Mapping[str, Any], base: Path, model: str) -> Local
     return None
 
 
-def _tokenizer_dir(settings: Mapping[str, Any], base: Path, model: str, name: str,
-                   label: Callable[[str], str]) -> LocalTokenizer:
+def _tokenizer_dir(
+    settings: Mapping[str, Any], base: Path, model: str, name: str, label: Callable[[str], str]
+) -> LocalTokenizer:
     found = find_tokenizer(settings, base, model)
     if found is not None:
         return found
-    raise InputError(f"dataset '{name}' counts input tokens with the model's tokenizer, and model '{model}' is not "
-                     f"a local directory with a tokenizer.json",
-                     hint=f"give {label('tokenizer')} DIR: the checkpoint directory the server loads (envforge reads "
-                          "its tokenizer.json offline and never downloads one)")
+    raise InputError(
+        f"dataset '{name}' counts input tokens with the model's tokenizer, and model '{model}' is not "
+        f"a local directory with a tokenizer.json",
+        hint=f"give {label('tokenizer')} DIR: the checkpoint directory the server loads (envforge reads "
+        "its tokenizer.json offline and never downloads one)",
+    )
 
 
-def build_workload(settings: Mapping[str, Any], *, base: Path, model: str,
-                   label: Callable[[str], str]) -> Workload | None:
+def build_workload(
+    settings: Mapping[str, Any], *, base: Path, model: str, label: Callable[[str], str]
+) -> Workload | None:
     """The dataset ``settings`` name (recipe keys: ``dataset``, ``tokenizer`` and :data:`KEYS`),
     read and checked; None for ``prompts`` (a prompt file, read by the caller).
 
@@ -362,58 +407,81 @@ def build_workload(settings: Mapping[str, Any], *, base: Path, model: str,
     for other, keys in KEYS.items():
         for key in keys:
             if other != name and key in settings:
-                raise InputError(f"{label(key)}: a setting of dataset '{other}', but the dataset is '{name}'",
-                                 hint=f"drop it, or use {label('dataset')} {other}")
+                raise InputError(
+                    f"{label(key)}: a setting of dataset '{other}', but the dataset is '{name}'",
+                    hint=f"drop it, or use {label('dataset')} {other}",
+                )
     if name == "prompts":
         return None
     tok = _tokenizer_dir(settings, base, model, name, label)
     if name == "random":
         ratio = _number(settings, "random-range-ratio", 0.0, label)
         if not 0 <= ratio < 1:
-            raise InputError(f"{label('random-range-ratio')}: must be in [0, 1), got {ratio}",
-                             hint="0 gives every request the same lengths; 0.5 draws them from half to 1.5 times")
-        w = RandomWorkload(tokenizer=tok, input_len=_count(settings, "random-input-len", 1024, label),
-                           output_len=_count(settings, "random-output-len", 128, label), range_ratio=float(ratio))
+            raise InputError(
+                f"{label('random-range-ratio')}: must be in [0, 1), got {ratio}",
+                hint="0 gives every request the same lengths; 0.5 draws them from half to 1.5 times",
+            )
+        w = RandomWorkload(
+            tokenizer=tok,
+            input_len=_count(settings, "random-input-len", 1024, label),
+            output_len=_count(settings, "random-output-len", 128, label),
+            range_ratio=float(ratio),
+        )
         low = w.bounds()[0][0]
         if low < 1:
-            raise InputError(f"{label('random-input-len')}: {w.input_len} with range ratio {w.range_ratio:g} allows "
-                             f"prompts of {low} tokens besides the tokenizer's {tok.specials} special token(s)",
-                             hint="raise the input length or lower the range ratio (vLLM refuses the same)")
+            raise InputError(
+                f"{label('random-input-len')}: {w.input_len} with range ratio {w.range_ratio:g} allows "
+                f"prompts of {low} tokens besides the tokenizer's {tok.specials} special token(s)",
+                hint="raise the input length or lower the range ratio (vLLM refuses the same)",
+            )
         return w
     if name == "shared-prefix":
         gsp = SharedPrefixWorkload(
-            tokenizer=tok, num_groups=_count(settings, "gsp-num-groups", 64, label),
+            tokenizer=tok,
+            num_groups=_count(settings, "gsp-num-groups", 64, label),
             prompts_per_group=_count(settings, "gsp-prompts-per-group", 16, label),
             system_prompt_len=_count(settings, "gsp-system-prompt-len", 2048, label),
             question_len=_count(settings, "gsp-question-len", 128, label),
-            output_len=_count(settings, "gsp-output-len", 256, label))
+            output_len=_count(settings, "gsp-output-len", 256, label),
+        )
         if gsp.num_groups * gsp.system_prompt_len > MAX_DATASET_TOKENS:
-            raise InputError(f"{label('gsp-num-groups')} {gsp.num_groups:,} x {label('gsp-system-prompt-len')} "
-                             f"{gsp.system_prompt_len:,}: {gsp.num_groups * gsp.system_prompt_len:,} tokens of system "
-                             f"prompts, more than the {MAX_DATASET_TOKENS:,} envforge keeps",
-                             hint="fewer groups or shorter system prompts")
+            raise InputError(
+                f"{label('gsp-num-groups')} {gsp.num_groups:,} x {label('gsp-system-prompt-len')} "
+                f"{gsp.system_prompt_len:,}: {gsp.num_groups * gsp.system_prompt_len:,} tokens of system "
+                f"prompts, more than the {MAX_DATASET_TOKENS:,} envforge keeps",
+                hint="fewer groups or shorter system prompts",
+            )
         return gsp
     if not settings.get("trace"):
-        raise InputError(f"dataset 'trace' needs {label('trace')} FILE: a Mooncake-format JSON-lines trace",
-                         hint='each line {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>}')
+        raise InputError(
+            f"dataset 'trace' needs {label('trace')} FILE: a Mooncake-format JSON-lines trace",
+            hint='each line {"timestamp": <ms>, "input_length": <tokens>, "output_length": <tokens>}',
+        )
     scale = _number(settings, "trace-time-scale", 1.0, label)
     if not scale > 0:
-        raise InputError(f"{label('trace-time-scale')}: must be > 0, got {scale}",
-                         hint="1 replays at the recorded times, 2 twice as slow, 0.5 twice as fast")
+        raise InputError(
+            f"{label('trace-time-scale')}: must be > 0, got {scale}",
+            hint="1 replays at the recorded times, 2 twice as slow, 0.5 twice as fast",
+        )
     path = Path(settings["trace"])
     path = path if path.is_absolute() else base / path
     records, digest = read_trace(path)
-    late = next((r for r in records if (r.timestamp_ms - records[0].timestamp_ms) * scale / 1000 > MAX_TRACE_SPAN_S),
-                None)
+    late = next(
+        (r for r in records if (r.timestamp_ms - records[0].timestamp_ms) * scale / 1000 > MAX_TRACE_SPAN_S), None
+    )
     if late is not None:
-        raise InputError(f"{path}:{late.line}: timestamp {late.timestamp_ms:g} ms is more than "
-                         f"{MAX_TRACE_SPAN_S // 86400} days after the first request's ({records[0].timestamp_ms:g} ms"
-                         f"{f' x time scale {scale:g}' if scale != 1 else ''}): the replay would wait that long",
-                         hint="timestamps are milliseconds from the start of the recording; cut the trace or lower "
-                              "--trace-time-scale")
+        raise InputError(
+            f"{path}:{late.line}: timestamp {late.timestamp_ms:g} ms is more than "
+            f"{MAX_TRACE_SPAN_S // 86400} days after the first request's ({records[0].timestamp_ms:g} ms"
+            f"{f' x time scale {scale:g}' if scale != 1 else ''}): the replay would wait that long",
+            hint="timestamps are milliseconds from the start of the recording; cut the trace or lower "
+            "--trace-time-scale",
+        )
     for rec in records:
         if rec.input_length <= tok.specials:
-            raise InputError(f"{path}:{rec.line}: input_length {rec.input_length} leaves no prompt token besides the "
-                             f"tokenizer's {tok.specials} special token(s)",
-                             hint="leave the request out of the trace, or use a tokenizer without them")
+            raise InputError(
+                f"{path}:{rec.line}: input_length {rec.input_length} leaves no prompt token besides the "
+                f"tokenizer's {tok.specials} special token(s)",
+                hint="leave the request out of the trace, or use a tokenizer without them",
+            )
     return TraceWorkload(tokenizer=tok, path=path, records=records, digest=digest, time_scale=float(scale))

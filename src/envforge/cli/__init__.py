@@ -32,17 +32,45 @@ from envforge.core.errors import EXIT_INPUT_ERROR, EXIT_INTERNAL_ERROR, EXIT_TOO
 __all__ = ["build_parser", "handler_of", "main", "run"]
 
 # Registration modules (envforge.cli.commands.<group>), in the order their commands appear in --help.
-_GROUPS = ("lock", "build", "run", "environments", "patches", "sbom", "envprofile", "verify", "lockdiff", "drafter",
-           "bench", "fleet", "cache", "init", "completion")
+_GROUPS = (
+    "lock",
+    "build",
+    "run",
+    "environments",
+    "patches",
+    "sbom",
+    "envprofile",
+    "verify",
+    "lockdiff",
+    "drafter",
+    "bench",
+    "fleet",
+    "cache",
+    "init",
+    "completion",
+)
 
 # Top-level command -> the registration modules of _GROUPS that register it (several add to one group: see
 # cli/parser.group), so `envforge COMMAND ...` builds only those. tests/cli/test_cli.py checks this
 # against what every module registers.
 _COMMAND_GROUPS = {
-    "lock": ("lock", "lockdiff"), "build": ("build",), "rollback": ("build",), "up": ("build",), "run": ("run",),
-    "env": ("environments", "envprofile"), "envs": ("environments",), "gc": ("environments",),
-    "apply-patches": ("patches",), "patches": ("patches",), "verify": ("verify",), "drafter": ("drafter",),
-    "bench": ("bench",), "fleet": ("fleet",), "cache": ("cache",), "init": ("init",), "completion": ("completion",),
+    "lock": ("lock", "lockdiff"),
+    "build": ("build",),
+    "rollback": ("build",),
+    "up": ("build",),
+    "run": ("run",),
+    "env": ("environments", "envprofile"),
+    "envs": ("environments",),
+    "gc": ("environments",),
+    "apply-patches": ("patches",),
+    "patches": ("patches",),
+    "verify": ("verify",),
+    "drafter": ("drafter",),
+    "bench": ("bench",),
+    "fleet": ("fleet",),
+    "cache": ("cache",),
+    "init": ("init",),
+    "completion": ("completion",),
     "sbom": ("sbom",),
 }
 
@@ -129,8 +157,11 @@ def _load(reference: str) -> Any:
 def _wants_json(argv: Sequence[str]) -> bool:
     """``--json`` (or ``--format json``) anywhere on the command line, even one that did not parse."""
     words = list(argv)
-    return "--json" in words or "--format=json" in words or any(
-        a == "--format" and b == "json" for a, b in zip(words, words[1:]))
+    return (
+        "--json" in words
+        or "--format=json" in words
+        or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -238,7 +269,11 @@ def _with_notes(message: str, exc: BaseException) -> str:
 def _internal_error(ui: Ui, exc: BaseException, words: list[str]) -> int:
     log = _load(_CRASH_LOG)(exc, ["envforge", *words], version=__version__)
     summary = (str(exc).splitlines() or [""])[0][:200]
-    ui.fail("internal-error",
-            f"internal error (a bug in envforge): {type(exc).__name__}{': ' if summary else ''}{summary}",
-            "please report it with the log file", EXIT_INTERNAL_ERROR, log=str(log) if log else None)
+    ui.fail(
+        "internal-error",
+        f"internal error (a bug in envforge): {type(exc).__name__}{': ' if summary else ''}{summary}",
+        "please report it with the log file",
+        EXIT_INTERNAL_ERROR,
+        log=str(log) if log else None,
+    )
     return EXIT_INTERNAL_ERROR

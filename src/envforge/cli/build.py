@@ -38,23 +38,45 @@ def _plan(args: argparse.Namespace, ui: Ui, *, up: bool = False):  # type: ignor
     recipe = load_recipe(project.recipe_path(args.recipe))
     variant = recipe.resolve(args.variant, env_profile=args.env_profile)
     python = find_python(variant.python, args.python)
-    locked = lock_if_missing(project, variant, find_links=args.find_links, offline=args.offline,
-                             progress=ui.info) if up else None
+    locked = (
+        lock_if_missing(project, variant, find_links=args.find_links, offline=args.offline, progress=ui.info)
+        if up
+        else None
+    )
     link_mode = args.link_mode or os.environ.get("UV_LINK_MODE") or variant.link_mode
-    return project, build.plan_build(project, variant, python, find_links=args.find_links, offline=args.offline,
-                                      env_mode=args.env_mode, link_mode=link_mode), locked
+    return (
+        project,
+        build.plan_build(
+            project,
+            variant,
+            python,
+            find_links=args.find_links,
+            offline=args.offline,
+            env_mode=args.env_mode,
+            link_mode=link_mode,
+        ),
+        locked,
+    )
 
 
 def _default_project(args: argparse.Namespace, ui: Ui) -> Any:
     """``envforge up`` outside a project: the embedded quickstart project in the user data directory."""
     root = default_project_dir(os.environ)
-    if args.recipe is not None and not (root / "recipes" / f"{args.recipe}.toml").is_file() and "/" not in args.recipe \
-            and not args.recipe.endswith(".toml"):
-        raise InputError(f"not inside an envforge project, and the default project {root} has no recipe "
-                         f"'{args.recipe}'", hint="`envforge init` makes a project in this directory")
+    if (
+        args.recipe is not None
+        and not (root / "recipes" / f"{args.recipe}.toml").is_file()
+        and "/" not in args.recipe
+        and not args.recipe.endswith(".toml")
+    ):
+        raise InputError(
+            f"not inside an envforge project, and the default project {root} has no recipe '{args.recipe}'",
+            hint="`envforge init` makes a project in this directory",
+        )
     made = scaffold(root, git_files=False)
-    ui.info(f"not inside an envforge project: using {root} (the embedded quickstart project"
-            f"{', created now' if made.created else ''}); `envforge init` makes a project here instead")
+    ui.info(
+        f"not inside an envforge project: using {root} (the embedded quickstart project"
+        f"{', created now' if made.created else ''}); `envforge init` makes a project here instead"
+    )
     return Project(root)
 
 
@@ -80,8 +102,15 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
     _, plan, _ = _plan(args, ui)
     if args.dry_run:
         if ui.json_mode:
-            ui.emit_json("build-plan", {"env": plan.link.name, "generation": plan.generation.name,
-                                        "lock": str(plan.lock), "plan": list(plan.describe())})
+            ui.emit_json(
+                "build-plan",
+                {
+                    "env": plan.link.name,
+                    "generation": plan.generation.name,
+                    "lock": str(plan.lock),
+                    "plan": list(plan.describe()),
+                },
+            )
             return 0
         for line in plan.describe():
             ui.result(line)
@@ -90,10 +119,16 @@ def run_build(args: argparse.Namespace, ui: Ui) -> int:
     res = build.execute_build(plan, progress=ui.progress, terminal=ui.terminal())
     _warn_stale(ui, res.link)
     if ui.json_mode:
-        ui.emit_json("build", {
-            "env": res.link.name, "link": str(res.link), "generation": res.generation.name,
-            "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.steps],
-            "notes": list(res.notes)})
+        ui.emit_json(
+            "build",
+            {
+                "env": res.link.name,
+                "link": str(res.link),
+                "generation": res.generation.name,
+                "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.steps],
+                "notes": list(res.notes),
+            },
+        )
         return 0
     _render_build(ui, res)
     return 0
@@ -104,8 +139,10 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
     res = rollback(project, args.env, to=args.to)
     _warn_stale(ui, res.link)
     if ui.json_mode:
-        ui.emit_json("rollback", {"env": args.env, "link": str(res.link), "previous": res.previous.name,
-                                  "current": res.current.name})
+        ui.emit_json(
+            "rollback",
+            {"env": args.env, "link": str(res.link), "previous": res.previous.name, "current": res.current.name},
+        )
         return 0
     ui.result(f"{_shown(res.link)}: {res.previous.name} -> {res.current.name}")
     return 0
@@ -113,24 +150,39 @@ def run_rollback(args: argparse.Namespace, ui: Ui) -> int:
 
 def run_up(args: argparse.Namespace, ui: Ui) -> int:
     project, plan, locked = _plan(args, ui, up=True)
-    options = VerifyOptions(base_env=dict(os.environ), uv_cache=cache_dir(),
-                            hub_endpoint=os.environ.get("HF_ENDPOINT"))
-    res = run_main_job(project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal(),
-                       locked=locked)
+    options = VerifyOptions(base_env=dict(os.environ), uv_cache=cache_dir(), hub_endpoint=os.environ.get("HF_ENDPOINT"))
+    res = run_main_job(
+        project, plan, options, rebuild=args.rebuild, progress=ui.info, terminal=ui.terminal(), locked=locked
+    )
     if res.build is not None and res.held is None:  # made live: who still runs another generation (B39)
         _warn_stale(ui, plan.link)
     if ui.json_mode:
-        ui.emit_json("up", {
-            "lock": {"path": str(res.lock.path), "fresh": res.lock.fresh, "reasons": list(res.lock.reasons),
-                     "created": res.locked is not None},
-            "build": None if res.build is None else {
-                "generation": res.build.generation.name,
-                "steps": [{"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail} for st in res.build.steps],
-                "notes": list(res.build.notes)},
-            "reused": None if res.reused is None else res.reused.name,
-            "verify": None if res.report is None else as_json(res.report),
-            "damaged": None if res.damaged is None else as_json(res.damaged),
-            "held": None if res.held is None else res.held.name, "stopped": res.stopped})
+        ui.emit_json(
+            "up",
+            {
+                "lock": {
+                    "path": str(res.lock.path),
+                    "fresh": res.lock.fresh,
+                    "reasons": list(res.lock.reasons),
+                    "created": res.locked is not None,
+                },
+                "build": None
+                if res.build is None
+                else {
+                    "generation": res.build.generation.name,
+                    "steps": [
+                        {"name": st.name, "seconds": round(st.seconds, 3), "detail": st.detail}
+                        for st in res.build.steps
+                    ],
+                    "notes": list(res.build.notes),
+                },
+                "reused": None if res.reused is None else res.reused.name,
+                "verify": None if res.report is None else as_json(res.report),
+                "damaged": None if res.damaged is None else as_json(res.damaged),
+                "held": None if res.held is None else res.held.name,
+                "stopped": res.stopped,
+            },
+        )
         return res.exit_code
     for reason in res.lock.reasons:
         ui.info(f"  {reason}")

@@ -16,8 +16,9 @@ def run_dir(args: argparse.Namespace, ui: Ui) -> int:
     root = cache_root()
     sizes = cache_sizes(root)
     if ui.json_mode:
-        ui.emit_json("cache", {"root": str(root), "caches": [s.as_dict() for s in sizes],
-                               "bytes": sum(s.bytes for s in sizes)})
+        ui.emit_json(
+            "cache", {"root": str(root), "caches": [s.as_dict() for s in sizes], "bytes": sum(s.bytes for s in sizes)}
+        )
         return 0
     ui.result(str(root))
     width = max(len(name) for name in CACHES)
@@ -42,6 +43,9 @@ def _render(removal: Removal, ui: Ui) -> int:
         return 0
     for path in removal.paths:
         ui.info(f"removed {path}")
-    ui.result(f"removed {counted(removal.files, 'file')} ({size_text(removal.bytes)})" if removal.paths
-              else "nothing to remove")
+    ui.result(
+        f"removed {counted(removal.files, 'file')} ({size_text(removal.bytes)})"
+        if removal.paths
+        else "nothing to remove"
+    )
     return 0

@@ -35,16 +35,21 @@ def crash_log_dir(environ: Mapping[str, str]) -> Path:
     return Path(state) / "envforge" / "logs"
 
 
-def write_crash_log(exc: BaseException, argv: Sequence[str], *, version: str,
-                    environ: Mapping[str, str] | None = None) -> Path | None:
+def write_crash_log(
+    exc: BaseException, argv: Sequence[str], *, version: str, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """Write the traceback of ``exc`` with the command line and version; return the file, or None
     when neither the state directory nor the temporary directory is writable."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    text = mask_userinfo("".join([
-        f"envforge {version}: internal error\n",
-        "command: " + " ".join(argv) + "\n\n",
-        *traceback.format_exception(exc),
-    ]))
+    text = mask_userinfo(
+        "".join(
+            [
+                f"envforge {version}: internal error\n",
+                "command: " + " ".join(argv) + "\n\n",
+                *traceback.format_exception(exc),
+            ]
+        )
+    )
     for folder in (crash_log_dir(os.environ if environ is None else environ), Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)

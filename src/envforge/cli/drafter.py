@@ -34,8 +34,15 @@ from envforge.recipe.project import enclosing_project
 
 __all__ = ["drafters_root", "run_check", "run_compare", "run_fetch", "run_inspect"]
 
-_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size",
-         "draft_vocab_size", "target_hidden_size")
+_KEYS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "vocab_size",
+    "draft_vocab_size",
+    "target_hidden_size",
+)
 
 
 def _endpoint() -> str | None:
@@ -55,16 +62,28 @@ def drafters_root(cwd: Path) -> Path:
 def run_fetch(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge drafter fetch REPO --revision SHA``: download (or ``--dry-run``: list) a pinned drafter."""
     if args.dry_run:
-        rev = resolve_revision(args.repo, args.revision, allow_unpinned=args.allow_unpinned,
-                               allow_pickle=args.allow_pickle, endpoint=_endpoint())
+        rev = resolve_revision(
+            args.repo,
+            args.revision,
+            allow_unpinned=args.allow_unpinned,
+            allow_pickle=args.allow_pickle,
+            endpoint=_endpoint(),
+        )
         if ui.json_mode:
             ui.emit_json("drafter-fetch-plan", _revision_dict(rev))
         else:
             _render_plan(rev, ui)
         return 0
-    result = fetch_drafter(args.repo, args.revision, args.dest, root=drafters_root(Path.cwd()),
-                           allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
-                           endpoint=_endpoint(), progress=ui.progress)
+    result = fetch_drafter(
+        args.repo,
+        args.revision,
+        args.dest,
+        root=drafters_root(Path.cwd()),
+        allow_unpinned=args.allow_unpinned,
+        allow_pickle=args.allow_pickle,
+        endpoint=_endpoint(),
+        progress=ui.progress,
+    )
     if ui.json_mode:
         ui.emit_json("drafter-fetch", _fetch_dict(result))
     else:
@@ -74,26 +93,39 @@ def run_fetch(args: argparse.Namespace, ui: Ui) -> int:
 
 def run_inspect(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge drafter inspect``: 1 when an EAGLE-3 check finds something."""
-    report = inspect_drafter(args.drafter, allow_unpinned=args.allow_unpinned, allow_pickle=args.allow_pickle,
-                             endpoint=_endpoint(), cache_dir=args.cache_dir)
+    report = inspect_drafter(
+        args.drafter,
+        allow_unpinned=args.allow_unpinned,
+        allow_pickle=args.allow_pickle,
+        endpoint=_endpoint(),
+        cache_dir=args.cache_dir,
+    )
     if ui.json_mode:
-        ui.emit_json("drafter-inspect", {**_drafter_dict(report.drafter), "issues": _issues(report.issues),
-                                         "loads": report.loads, "classes": _classes(report.classes),
-                                         "aux-layers": _aux(report.aux)})
+        ui.emit_json(
+            "drafter-inspect",
+            {
+                **_drafter_dict(report.drafter),
+                "issues": _issues(report.issues),
+                "loads": report.loads,
+                "classes": _classes(report.classes),
+                "aux-layers": _aux(report.aux),
+            },
+        )
     else:
         _render_drafter(report.drafter, report.classes, ui)
         _render_aux(report.aux, ui)
         _render_issues(report.issues, "EAGLE-3 checks", ui)
-        ui.result("loads as trained in: " + ", ".join(f"{e} {'yes' if ok else 'no'}"
-                                                        for e, ok in report.loads.items())
-                  + " (class and tensors; the auxiliary layers need the target: drafter check --target)")
+        ui.result(
+            "loads as trained in: "
+            + ", ".join(f"{e} {'yes' if ok else 'no'}" for e, ok in report.loads.items())
+            + " (class and tensors; the auxiliary layers need the target: drafter check --target)"
+        )
     return 1 if report.issues else 0
 
 
 def run_compare(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge drafter compare A B``: 1 when draft positions map to different target tokens."""
-    c = compare(args.a, args.b, allow_unpinned=args.allow_unpinned, endpoint=_endpoint(),
-                cache_dir=args.cache_dir)
+    c = compare(args.a, args.b, allow_unpinned=args.allow_unpinned, endpoint=_endpoint(), cache_dir=args.cache_dir)
     if ui.json_mode:
         ui.emit_json("drafter-compare", _comparison_dict(c))
     else:
@@ -103,12 +135,25 @@ def run_compare(args: argparse.Namespace, ui: Ui) -> int:
 
 def run_check(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge drafter check DRAFTER --target CONFIG``: 1 when incompatible."""
-    report = check_target(args.drafter, args.target, allow_unpinned=args.allow_unpinned,
-                          endpoint=_endpoint(), cache_dir=args.cache_dir, engines=engine_facts(args.engine),
-                          trained=args.trained_aux_layers)
+    report = check_target(
+        args.drafter,
+        args.target,
+        allow_unpinned=args.allow_unpinned,
+        endpoint=_endpoint(),
+        cache_dir=args.cache_dir,
+        engines=engine_facts(args.engine),
+        trained=args.trained_aux_layers,
+    )
     if ui.json_mode:
-        ui.emit_json("drafter-check", {"drafter": report.drafter.source, "target": report.target,
-                                       "issues": _issues(report.issues), "aux-layers": _aux(report.aux)})
+        ui.emit_json(
+            "drafter-check",
+            {
+                "drafter": report.drafter.source,
+                "target": report.target,
+                "issues": _issues(report.issues),
+                "aux-layers": _aux(report.aux),
+            },
+        )
     else:
         ui.result(f"drafter {report.drafter.source} against target {report.target}")
         _render_aux(report.aux, ui)
@@ -120,34 +165,58 @@ def run_check(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _revision_dict(rev: HubRevision) -> dict[str, Any]:
-    return {"repo": rev.repo, "requested": rev.requested, "revision": rev.sha, "pinned": rev.pinned,
-            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256, "blob-id": f.blob_id}
-                      for f in rev.files],
-            "skipped": list(rev.skipped)}
+    return {
+        "repo": rev.repo,
+        "requested": rev.requested,
+        "revision": rev.sha,
+        "pinned": rev.pinned,
+        "files": [{"name": f.name, "size": f.size, "sha256": f.sha256, "blob-id": f.blob_id} for f in rev.files],
+        "skipped": list(rev.skipped),
+    }
 
 
 def _fetch_dict(r: FetchResult) -> dict[str, Any]:
-    return {**_revision_dict(r.revision), "dest": str(r.dest), "record": str(r.record), "offline": r.offline,
-            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in r.files]}
+    return {
+        **_revision_dict(r.revision),
+        "dest": str(r.dest),
+        "record": str(r.record),
+        "offline": r.offline,
+        "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in r.files],
+    }
 
 
 def _drafter_dict(d: Drafter) -> dict[str, Any]:
-    return {"source": d.source, "repo": d.repo, "revision": d.revision, "architecture": d.architecture,
-            "config": {k: d.config[k] for k in _KEYS if k in d.config},
-            "tensors": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "file": t.file}
-                        for t in d.tensors],
-            "files": list(d.files), "pickle-files": list(d.pickle_files)}
+    return {
+        "source": d.source,
+        "repo": d.repo,
+        "revision": d.revision,
+        "architecture": d.architecture,
+        "config": {k: d.config[k] for k in _KEYS if k in d.config},
+        "tensors": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "file": t.file} for t in d.tensors],
+        "files": list(d.files),
+        "pickle-files": list(d.pickle_files),
+    }
 
 
 def _issues(issues: tuple[DrafterIssue, ...]) -> list[dict[str, Any]]:
-    return [{"kind": i.kind, "subject": i.subject, "expected": i.expected, "actual": i.actual, "fix": i.fix,
-             "engines": list(i.engines)} for i in issues]
+    return [
+        {
+            "kind": i.kind,
+            "subject": i.subject,
+            "expected": i.expected,
+            "actual": i.actual,
+            "fix": i.fix,
+            "engines": list(i.engines),
+        }
+        for i in issues
+    ]
 
 
 def _classes(classes: tuple[ModelClass, ...]) -> dict[str, dict[str, Any]]:
     """Per engine: the architecture name looked up and the class built (``None``: none known)."""
-    return {c.engine: {"looked-up": c.looked_up, "class": c.name, "module": c.module, "eagle3": c.eagle3}
-            for c in classes}
+    return {
+        c.engine: {"looked-up": c.looked_up, "class": c.name, "module": c.module, "eagle3": c.eagle3} for c in classes
+    }
 
 
 def _aux(aux: AuxVerdict | None) -> dict[str, Any] | None:
@@ -155,20 +224,41 @@ def _aux(aux: AuxVerdict | None) -> dict[str, Any] | None:
     layers captured (None: not known, ``reason`` says why)."""
     if aux is None:
         return None
-    return {"basis": aux.basis or None,
-            "captures": [{"engine": c.engine, "path": c.path or None, "key": c.key, "ids": c.ids,
-                          "layers": None if c.layers is None else list(c.layers), "how": c.how,
-                          "reason": c.reason or None} for c in aux.captures]}
+    return {
+        "basis": aux.basis or None,
+        "captures": [
+            {
+                "engine": c.engine,
+                "path": c.path or None,
+                "key": c.key,
+                "ids": c.ids,
+                "layers": None if c.layers is None else list(c.layers),
+                "how": c.how,
+                "reason": c.reason or None,
+            }
+            for c in aux.captures
+        ],
+    }
 
 
 def _comparison_dict(c: DrafterComparison) -> dict[str, Any]:
     v = c.vocab
-    return {"a": c.a, "b": c.b,
-            "tensors": [{"name": t.name, "a": t.a, "b": t.b} for t in c.tensors],
-            "config": [{"key": k.key, "a": k.a, "b": k.b} for k in c.config],
-            "vocab": None if v is None else {
-                "positions": v.positions, "same": v.same, "different": v.different,
-                "a-tokens": v.a_tokens, "b-tokens": v.b_tokens, "overlap": v.overlap}}
+    return {
+        "a": c.a,
+        "b": c.b,
+        "tensors": [{"name": t.name, "a": t.a, "b": t.b} for t in c.tensors],
+        "config": [{"key": k.key, "a": k.a, "b": k.b} for k in c.config],
+        "vocab": None
+        if v is None
+        else {
+            "positions": v.positions,
+            "same": v.same,
+            "different": v.different,
+            "a-tokens": v.a_tokens,
+            "b-tokens": v.b_tokens,
+            "overlap": v.overlap,
+        },
+    }
 
 
 # -- text --------------------------------------------------------------------------------------
@@ -219,9 +309,11 @@ def _render_drafter(d: Drafter, classes: tuple[ModelClass, ...], ui: Ui) -> None
     if d.repo and d.revision and d.local_dir is not None:
         ui.result(f"  fetched from {d.repo}@{d.revision}")
     if d.modified:
-        ui.warn(f"{', '.join(d.modified)} differ{'s' if len(d.modified) == 1 else ''} from the fetch record "
-                f"({d.local_dir}/envforge-drafter.json): changed after the fetch, so this is not the pinned commit's "
-                "content; move it away and `envforge drafter fetch` again to restore it")
+        ui.warn(
+            f"{', '.join(d.modified)} differ{'s' if len(d.modified) == 1 else ''} from the fetch record "
+            f"({d.local_dir}/envforge-drafter.json): changed after the fetch, so this is not the pinned commit's "
+            "content; move it away and `envforge drafter fetch` again to restore it"
+        )
     values = "  ".join(f"{k} {d.config[k]}" for k in _KEYS if k in d.config)
     ui.result(f"  {values}")
     ui.result("  model class built: " + ", ".join(f"{c.engine} {c.describe()}" for c in classes))
@@ -256,8 +348,7 @@ def _render_comparison(c: DrafterComparison, ui: Ui) -> None:
     ui.result("vocabulary mapping (target id = i + d2t[i]):")
     ui.result(f"  draft positions mapping to the same target token: {v.same:,} of {v.positions:,}")
     ui.result(f"  draft positions mapping to different target tokens: {v.different:,} of {v.positions:,}")
-    ui.result(f"  draft vocabularies as sets: A {v.a_tokens:,} tokens, B {v.b_tokens:,}, "
-              f"overlap {v.overlap:,}")
+    ui.result(f"  draft vocabularies as sets: A {v.a_tokens:,} tokens, B {v.b_tokens:,}, overlap {v.overlap:,}")
 
 
 def _table(title: str, rows: list[tuple[str, str, str]], ui: Ui) -> None:

@@ -29,8 +29,11 @@ def run_list(args: argparse.Namespace, ui: Ui) -> int:
         ui.result(f"{env.name}  (live: {env.live or 'none'})")
         for g in env.generations:
             mark = "*" if g.live else " "
-            what = (f"{g.recipe}/{g.variant}  {(g.lock_digest or 'lock unknown')[:19]}" if g.complete
-                    else "incomplete (a killed build; `envforge gc` removes it)")
+            what = (
+                f"{g.recipe}/{g.variant}  {(g.lock_digest or 'lock unknown')[:19]}"
+                if g.complete
+                else "incomplete (a killed build; `envforge gc` removes it)"
+            )
             if g.held_back and g.made_live:
                 what += f"  failed verify when built ({', '.join(g.held_back)}); made live by `envforge rollback --to`"
             elif g.held_back:
@@ -45,28 +48,38 @@ def run_gc(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge gc``: remove old generations (the live one and the ``--keep`` newest stay)."""
     res = collect_garbage(project_of(args, ui), keep=args.keep, names=args.names)
     if ui.json_mode:
-        ui.emit_json("gc", {"removed": [{"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
-                                        for e, g, own, shared in res.removed],
-                            "kept": [{"env": e, "generation": g} for e, g in res.kept],
-                            "in_use": [{"env": e, "generation": g, "pid": pid, "command": cmd}
-                                       for e, g, pid, cmd in res.in_use],
-                            "freed_bytes": res.freed_bytes})
+        ui.emit_json(
+            "gc",
+            {
+                "removed": [
+                    {"env": e, "generation": g, "own_bytes": own, "shared_bytes": shared}
+                    for e, g, own, shared in res.removed
+                ],
+                "kept": [{"env": e, "generation": g} for e, g in res.kept],
+                "in_use": [{"env": e, "generation": g, "pid": pid, "command": cmd} for e, g, pid, cmd in res.in_use],
+                "freed_bytes": res.freed_bytes,
+            },
+        )
         return 0
     for env, gen, own, shared in res.removed:
         ui.result(f"removed {env}/{gen}  {_usage(own, shared)}")
     for env, gen, pid, cmd in res.in_use:
         ui.warn(f"kept {env}/{gen}: in use by pid {pid} ({cmd}); run gc again once it has stopped")
-    ui.info(f"gc: removed {counted(len(res.removed), 'generation')}, freed {size_text(res.freed_bytes)}; "
-            f"kept {len(res.kept)}" + ("" if not any(r[3] for r in res.removed) else
-                                        "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"))
+    ui.info(
+        f"gc: removed {counted(len(res.removed), 'generation')}, freed {size_text(res.freed_bytes)}; "
+        f"kept {len(res.kept)}"
+        + (
+            ""
+            if not any(r[3] for r in res.removed)
+            else "; files hardlinked from uv's cache stay (`uv cache prune` frees those)"
+        )
+    )
     return 0
 
 
 def _usage(own: int, shared: int) -> str:
     """``1.3 MiB own (+73.0 MiB shared with uv's cache)``; only the own part when nothing is shared."""
     return f"{size_text(own)} own" + (f" (+{size_text(shared)} shared with uv's cache)" if shared else "")
-
-
 
 
 def _age(seconds: float) -> str:

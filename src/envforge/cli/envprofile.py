@@ -59,8 +59,10 @@ def _inert_warning(view: ProfileView, env_arg: str) -> str:
     locked = recorded_profile(view.site_packages)
     if locked is not None and (locked[0] or locked[1]):
         return head + f"re-install it with `envforge apply-patches {env_arg}` (the .pth mode is the default)"
-    return head + ("the environment's lock records no env profile, so `envforge apply-patches` cannot "
-                   "re-install it: rebuild the environment (`envforge build`)")
+    return head + (
+        "the environment's lock records no env profile, so `envforge apply-patches` cannot "
+        "re-install it: rebuild the environment (`envforge build`)"
+    )
 
 
 def _render(view: ProfileView, env_path: Path, ui: Ui, env_arg: str) -> None:
@@ -109,10 +111,14 @@ def _served_warnings(view: ProfileView, runs: Sequence[Served]) -> list[str]:
     for r in runs:
         where = f"served process '{r.server}'" if r.server else "served process"
         if r.effective.unknown_launcher:
-            out.append(f"envforge: {where}: envforge has no launcher data for {r.effective.unknown_launcher}: "
-                       "variables its launch code sets are not shown")
-        out += [f"envforge: {where}: {line}" for line in r.effective.overrides(view.profile or
-                                                                                (view.installed.profile if view.installed else None))]
+            out.append(
+                f"envforge: {where}: envforge has no launcher data for {r.effective.unknown_launcher}: "
+                "variables its launch code sets are not shown"
+            )
+        out += [
+            f"envforge: {where}: {line}"
+            for line in r.effective.overrides(view.profile or (view.installed.profile if view.installed else None))
+        ]
     return out
 
 

@@ -50,8 +50,9 @@ def selection(args: argparse.Namespace, gpus: tuple[int | None, str] | None) -> 
     labels, resources = tuple(args.label), tuple(args.resource)
     if args.all_nodes:
         if args.num_gpus is not None or labels or resources:
-            raise InputError("--all-nodes takes every alive node: it cannot be combined with --num-gpus, --label "
-                             "or --resource")
+            raise InputError(
+                "--all-nodes takes every alive node: it cannot be combined with --num-gpus, --label or --resource"
+            )
         return NodeSelection(every=True, source="--all-nodes")
     if args.num_gpus is not None:
         return NodeSelection(args.num_gpus, f"--num-gpus {args.num_gpus}", labels, resources)
@@ -76,8 +77,11 @@ def env_name(name: str) -> str:
     if not name:
         raise InputError("fleet verify needs an environment name, got ''", hint=hint)
     if "/" in name:
-        raise InputError(f"'{name}' is a path: fleet verify takes the name of an environment under envs/ of each "
-                         "node's project, not a path", hint=hint)
+        raise InputError(
+            f"'{name}' is a path: fleet verify takes the name of an environment under envs/ of each "
+            "node's project, not a path",
+            hint=hint,
+        )
     problem = lock_name_problem(name)
     if problem:
         raise InputError(f"not an environment name: {problem}", hint=hint)
@@ -93,15 +97,15 @@ def _verify(args: argparse.Namespace, ui: Ui) -> int:
     """Verify on every node; with level gpu, the all-reduce after it gets what is left of ``--timeout``
     (at least :data:`MIN_ALLREDUCE_S`). One report: with ``--json`` one envelope (:func:`verify_data`)."""
 
-
     levels = tuple(x.strip() for x in (args.level or "").split(",") if x.strip())
     check_levels(levels)
     env_name(args.env)
     root = _root(args, ui)
     select = selection(args, lock_gpus(root, args.env))
     start = time.monotonic()
-    report = fleet_verify(args.ray, args.env, root, levels=levels, timeout_s=args.timeout, agent=not args.no_agent,
-                          select=select)
+    report = fleet_verify(
+        args.ray, args.env, root, levels=levels, timeout_s=args.timeout, agent=not args.no_agent, select=select
+    )
     allreduce = None
     if "gpu" in levels and report.nodes:  # (no node qualified: the report says so once)
         left = round(args.timeout - (time.monotonic() - start), 1)
@@ -130,8 +134,16 @@ def _build(args: argparse.Namespace, ui: Ui) -> int:
 
     root = _root(args, ui)
     select = selection(args, _check_recipe(root, args.recipe, args.variant))
-    report = fleet_build(args.ray, args.recipe, args.variant, root, find_links=args.find_links,
-                         offline=args.offline, timeout_s=args.timeout, select=select)
+    report = fleet_build(
+        args.ray,
+        args.recipe,
+        args.variant,
+        root,
+        find_links=args.find_links,
+        offline=args.offline,
+        timeout_s=args.timeout,
+        select=select,
+    )
     return _render(report, ui)
 
 
@@ -163,8 +175,9 @@ def _allreduce(args: argparse.Namespace, ui: Ui) -> int:
         if not sep or not name:
             raise InputError(f"--env {item!r}: expected NAME=VALUE")
         env[name] = value
-    report = fleet_allreduce(args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout,
-                             select=selection(args, None))
+    report = fleet_allreduce(
+        args.ray, backend=args.backend, env=env, port=args.port, timeout_s=args.timeout, select=selection(args, None)
+    )
     return _render(report, ui)
 
 
@@ -213,20 +226,29 @@ def render_text(report: FleetReport) -> list[str]:
             continue
         if report.action == "verify":
             fp = n.fingerprint
-            lines.append(f"{head}: lock {_short(fp.get('lock_digest'))} patches {_short(fp.get('patch_manifest_digest'))} "
-                         f"profile {fp.get('env_profile') or 'none'} {_short(fp.get('env_profile_digest'))} "
-                         f"python {fp.get('python') or 'unknown'} {fp.get('platform') or ''} "
-                         f"gpu {fp.get('gpu') or 'none'} x{fp.get('gpu_count') or 0} "
-                         f"driver {fp.get('driver') or 'unknown'}; {counted(len(n.findings), 'finding')}")
+            lines.append(
+                f"{head}: lock {_short(fp.get('lock_digest'))} patches {_short(fp.get('patch_manifest_digest'))} "
+                f"profile {fp.get('env_profile') or 'none'} {_short(fp.get('env_profile_digest'))} "
+                f"python {fp.get('python') or 'unknown'} {fp.get('platform') or ''} "
+                f"gpu {fp.get('gpu') or 'none'} x{fp.get('gpu_count') or 0} "
+                f"driver {fp.get('driver') or 'unknown'}; {counted(len(n.findings), 'finding')}"
+            )
             lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
             if n.node_id in report.differs:
                 keys = report.differs[n.node_id]
-                lines.append("    differs from the majority: " + ", ".join(
-                    f"{k} {_show(n.fingerprint.get(k))} (majority {_show(report.majority.get(k))})" for k in keys))
+                lines.append(
+                    "    differs from the majority: "
+                    + ", ".join(
+                        f"{k} {_show(n.fingerprint.get(k))} (majority {_show(report.majority.get(k))})" for k in keys
+                    )
+                )
         elif report.action == "agent-start":
             a = n.detail.get("agent", {})
-            what = {"started": "agent started", "running": f"agent already running (up {a.get('age-s')} s)",
-                    "replaced": "agent replaced (code changed: " + ", ".join(a.get("replaced-because", [])) + ")"}
+            what = {
+                "started": "agent started",
+                "running": f"agent already running (up {a.get('age-s')} s)",
+                "replaced": "agent replaced (code changed: " + ", ".join(a.get("replaced-because", [])) + ")",
+            }
             lines.append(f"{head}: {what.get(a.get('state'), 'agent ?')}, pid {a.get('pid')}")
             lines += [f"    {f.get('kind')}: {f.get('subject')}" for f in n.findings]
         elif report.action == "build":
@@ -235,20 +257,26 @@ def render_text(report: FleetReport) -> list[str]:
             sizes = ", ".join(f"{s['bytes']} B {s['median-us']} µs" for s in n.detail.get("sizes", []))
             lines.append(f"{head}: rank {n.detail.get('rank')}: {sizes}")
     if not report.nodes:
-        lines.append(f"fleet {report.action}: no alive node qualifies ({len(report.skipped)} skipped); pick "
-                     "nodes with --num-gpus, --label, --resource or --all-nodes")
+        lines.append(
+            f"fleet {report.action}: no alive node qualifies ({len(report.skipped)} skipped); pick "
+            "nodes with --num-gpus, --label, --resource or --all-nodes"
+        )
         return lines
     bad = [n for n in report.nodes if n.status != "ok"]
     skipped = f" ({len(report.skipped)} skipped)" if report.skipped else ""
-    lines.append(f"fleet {report.action}: {counted(len(report.nodes), 'node')}{skipped}, {len(bad)} not ok, "
-                 f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}")
+    lines.append(
+        f"fleet {report.action}: {counted(len(report.nodes), 'node')}{skipped}, {len(bad)} not ok, "
+        f"{len(report.differs)} differ from the majority in {report.elapsed_s:.1f} s{_agents(report)}"
+    )
     return lines
 
 
 def _generations(d: Any) -> str:
     """``g0001 -> g0002 (flipped)`` or ``g0001 -> g0001 (not flipped)`` from a build node's detail."""
-    return (f"{d.get('before') or 'none'} -> {d.get('after') or 'none'}"
-            f"{' (flipped)' if d.get('flipped') else ' (not flipped)'}")
+    return (
+        f"{d.get('before') or 'none'} -> {d.get('after') or 'none'}"
+        f"{' (flipped)' if d.get('flipped') else ' (not flipped)'}"
+    )
 
 
 def _agents(report: FleetReport) -> str:

@@ -24,14 +24,26 @@ def run_init(args: argparse.Namespace, ui: Ui) -> int:
     from an index were found."""
     root = (args.dir or Path.cwd()).resolve()
     if args.from_env is not None:
-        res = adopt_into_project(args.from_env, root, name=args.name, index_url=args.index_url,
-                                 lock_it=not args.no_lock, progress=ui.progress)
+        res = adopt_into_project(
+            args.from_env,
+            root,
+            name=args.name,
+            index_url=args.index_url,
+            lock_it=not args.no_lock,
+            progress=ui.progress,
+        )
         return _render_adopted(res, root, ui)
     made = scaffold(root, args.recipe)
     if ui.json_mode:
-        ui.emit_json("init", {"root": str(root), "recipe": args.recipe,
-                              "created": [str(p.relative_to(root)) for p in made.created],
-                              "kept": [str(p.relative_to(root)) for p in made.kept]})
+        ui.emit_json(
+            "init",
+            {
+                "root": str(root),
+                "recipe": args.recipe,
+                "created": [str(p.relative_to(root)) for p in made.created],
+                "kept": [str(p.relative_to(root)) for p in made.kept],
+            },
+        )
         return 0
     for p in made.created:
         ui.result(f"created {p.relative_to(root)}")
@@ -51,8 +63,10 @@ def _next_steps(root: Path, recipe: str, elsewhere: bool) -> str:
         return f"next: {up}"
     if state == "unset":
         return f"next: `{TEXTCONV_COMMAND}` (once per clone), then {up}"
-    return (f"next: {up}; to review lock changes with `git diff`, make it a git repository first: "
-            f"`git init`, then `{TEXTCONV_COMMAND}`{where}")
+    return (
+        f"next: {up}; to review lock changes with `git diff`, make it a git repository first: "
+        f"`git init`, then `{TEXTCONV_COMMAND}`{where}"
+    )
 
 
 def _variant_flag(root: Path, recipe: str) -> str:
@@ -78,19 +92,28 @@ def _render_adopted(res: AdoptedProject, root: Path, ui: Ui) -> int:
         ui.emit_json("adopt", res.as_dict())
     else:
         pinned = len(adoption.distributions) - len(adoption.not_from_an_index)
-        ui.result(f"created {res.recipe_file.relative_to(root)}: {counted(pinned, 'distribution')} pinned "
-                  f"(python {adoption.python})")
+        ui.result(
+            f"created {res.recipe_file.relative_to(root)}: {counted(pinned, 'distribution')} pinned "
+            f"(python {adoption.python})"
+        )
         if res.lock_file is not None:
             ui.result(f"created {res.lock_file.relative_to(root)}")
         ui.result(f"created {res.report_file.relative_to(root)}")
         for d in adoption.not_from_an_index:
-            ui.warn(f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand"
-                    + ("; its direct_url.json URL carried credentials, removed from every file written"
-                       if d.credentials_removed else ""))
+            ui.warn(
+                f"{d.name} {d.version} was installed from {d.source} {d.url}: not in the recipe; add it by hand"
+                + (
+                    "; its direct_url.json URL carried credentials, removed from every file written"
+                    if d.credentials_removed
+                    else ""
+                )
+            )
         for c in res.captures:
             if c.patchset is not None:
-                ui.result(f"created {c.patchset.relative_to(root)}: captured {', '.join(c.captured)} "
-                          f"({counted(len(c.operations), 'operation')}; review it, `envforge build` applies it)")
+                ui.result(
+                    f"created {c.patchset.relative_to(root)}: captured {', '.join(c.captured)} "
+                    f"({counted(len(c.operations), 'operation')}; review it, `envforge build` applies it)"
+                )
             for path, why in c.not_captured:
                 ui.warn(f"hand edit: {path} ({c.distribution}) not captured: {why}")
     return 1 if adoption.edits or adoption.not_from_an_index else 0

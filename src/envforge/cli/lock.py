@@ -23,13 +23,17 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
     ``--check`` of the default recipe in a project with others says which it checked."""
     project = project_of(args, ui)
     if args.all and (args.recipe or args.variant):
-        raise InputError(f"--all with {'RECIPE' if args.recipe else '--variant'}: --all takes every recipe and variant",
-                         hint="drop one of them")
+        raise InputError(
+            f"--all with {'RECIPE' if args.recipe else '--variant'}: --all takes every recipe and variant",
+            hint="drop one of them",
+        )
     names = project.recipe_names() if args.all else [args.recipe]
     if args.check and args.recipe is None and not args.all and len(project.recipe_names()) > 1:
         others = len(project.recipe_names()) - 1
-        ui.info(f"checking the project's default recipe ({project.recipe_path(None).stem}); "
-                f"{counted(others, 'other recipe')} not checked: `envforge lock --check --all` checks every one")
+        ui.info(
+            f"checking the project's default recipe ({project.recipe_path(None).stem}); "
+            f"{counted(others, 'other recipe')} not checked: `envforge lock --check --all` checks every one"
+        )
     stale = False
     rows: list[dict[str, object]] = []
     for recipe_name in names:
@@ -39,8 +43,9 @@ def run_lock(args: argparse.Namespace, ui: Ui) -> int:
     return 1 if stale else 0
 
 
-def _lock_recipe(project: Project, recipe_name: str | None, args: argparse.Namespace, ui: Ui,
-                 rows: list[dict[str, object]]) -> bool:
+def _lock_recipe(
+    project: Project, recipe_name: str | None, args: argparse.Namespace, ui: Ui, rows: list[dict[str, object]]
+) -> bool:
     """Lock (or ``--check``) the variants of one recipe, appending a row each; True when one is stale."""
     recipe = load_recipe(project.recipe_path(recipe_name))
     variants = [args.variant] if args.variant else list(recipe.variants)
@@ -59,10 +64,19 @@ def _lock_recipe(project: Project, recipe_name: str | None, args: argparse.Names
                     ui.result(f"  {r}")
             continue
         ui.progress(f"locking {variant.lock_name} (python {variant.python}, {variant.target.platform}) ...")
-        out = lock_variant(variant, refs, path, find_links=args.find_links, offline=args.offline,
-                           upgrade=args.upgrade_package, progress=ui.progress, local_paths=args.local_paths)
-        rows.append({"lock": str(out.path), "packages": out.packages, "changed": out.changed,
-                     "warnings": list(out.warnings)})
+        out = lock_variant(
+            variant,
+            refs,
+            path,
+            find_links=args.find_links,
+            offline=args.offline,
+            upgrade=args.upgrade_package,
+            progress=ui.progress,
+            local_paths=args.local_paths,
+        )
+        rows.append(
+            {"lock": str(out.path), "packages": out.packages, "changed": out.changed, "warnings": list(out.warnings)}
+        )
         for w in out.warnings:
             ui.warn(f"{variant.lock_name}: {w}")
         if not args.json:

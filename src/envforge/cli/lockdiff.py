@@ -20,8 +20,10 @@ from envforge.lockdiff import diff_git, diff_sides, diff_variants, render, textc
 
 __all__ = ["run_diff", "run_textconv"]
 
-_USAGE_HINT = ("use `envforge lock diff OLD NEW` (paths or REV:PATH), "
-               "`envforge lock diff --git REV`, or `envforge lock diff RECIPE --variants`")
+_USAGE_HINT = (
+    "use `envforge lock diff OLD NEW` (paths or REV:PATH), "
+    "`envforge lock diff --git REV`, or `envforge lock diff RECIPE --variants`"
+)
 
 
 def run_diff(args: argparse.Namespace, ui: Ui) -> int:
@@ -65,8 +67,12 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> 
     if fmt == "json":
         data: dict[str, Any] = {"diffs": [render.diff_data(d, show_all=show_all) for d in diffs]}
         if yanks is not None:
-            data.update(yanked=[asdict(y) for y in yanks.yanked], unchecked=list(yanks.unchecked),
-                        stale=list(yanks.stale), no_index=list(yanks.no_index))
+            data.update(
+                yanked=[asdict(y) for y in yanks.yanked],
+                unchecked=list(yanks.unchecked),
+                stale=list(yanks.stale),
+                no_index=list(yanks.no_index),
+            )
         ui.emit_json("lockdiff", data, version=render.SCHEMA_VERSION)
         return
     if yanks is not None:
@@ -75,8 +81,10 @@ def _render(diffs: Any, fmt: str, show_all: bool, ui: Ui, yanks: Any = None) -> 
         for line in warning_lines(yanks, diffs[0].new_label):
             ui.warn(line)
         if not yanks.yanked and yanks.pages > yanks.unread:  # said, so a clean check is seen to have run
-            ui.info(f"{diffs[0].new_label}: no pin it could check is yanked "
-                    f"({yanks.pages - yanks.unread} of {counted(yanks.pages, 'index page')} read)")
+            ui.info(
+                f"{diffs[0].new_label}: no pin it could check is yanked "
+                f"({yanks.pages - yanks.unread} of {counted(yanks.pages, 'index page')} read)"
+            )
     if not diffs:  # `--git REV` with no lockfile changed: said on stderr; nothing on stdout
         return
     draw = render.render_markdown if fmt == "markdown" else render.render_terminal
@@ -92,8 +100,10 @@ def _variants(recipe: str, args: argparse.Namespace, fmt: str, ui: Ui) -> int:
     m = diff_variants(recipe, lockfiles_dir=proj.lockfiles_dir)
     unlocked = _unlocked_variants(proj.recipes_dir / f"{recipe}.toml", m.variants)
     if unlocked:
-        ui.warn(f"variants of {recipe} without a lock (not in the matrix): {', '.join(unlocked)}; "
-                f"lock them with `envforge lock {recipe} --variant {unlocked[0]}`")
+        ui.warn(
+            f"variants of {recipe} without a lock (not in the matrix): {', '.join(unlocked)}; "
+            f"lock them with `envforge lock {recipe} --variant {unlocked[0]}`"
+        )
     if fmt == "json":
         ui.emit_json("lockdiff.matrix", matrix.matrix_data(m))
     elif fmt == "markdown":

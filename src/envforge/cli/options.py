@@ -22,12 +22,19 @@ def find_links_dir(text: str) -> Path:
         path and print it, password and all, field case N37): exit 2, the URL not echoed.
     """
     if _URL.match(text):
-        raise argparse.ArgumentTypeError("takes a local directory of wheels, not a URL (the URL is not shown: it "
-                                         "may carry a password); download the wheels and pass their directory")
+        raise argparse.ArgumentTypeError(
+            "takes a local directory of wheels, not a URL (the URL is not shown: it "
+            "may carry a password); download the wheels and pass their directory"
+        )
     return Path(text)
 
 
 def add_project_option(p: argparse.ArgumentParser) -> None:
     """``--project DIR``: the project root (default: nearest directory above cwd with recipes/)."""
-    p.add_argument("--project", type=Path, default=None, metavar="DIR",
-                   help="project root (default: the nearest directory above the working directory with recipes/)")
+    p.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project root (default: the nearest directory above the working directory with recipes/)",
+    )

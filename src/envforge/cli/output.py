@@ -28,23 +28,19 @@ def envelope(kind: str, data: Any, version: int = JSON_ENVELOPE_VERSION) -> dict
     The ``schema`` string changes when the shape of ``data`` changes incompatibly: ``version``
     is that kind's own shape version (``n``).
     """
-    return {
-        "envforge": __version__,
-        "schema": f"envforge.{kind}/{version}",
-        "data": data,
-    }
+    return {"envforge": __version__, "schema": f"envforge.{kind}/{version}", "data": data}
 
 
 # ``data.kind`` of the ``envforge.error/1`` envelope (docs/cli.md), with the exit code of each.
 ERROR_KINDS = {
-    "usage-error": 2,     # the command line did not parse (argparse)
-    "input-error": 2,     # a bad recipe, lock, patchset, report or argument value
-    "check-failed": 1,    # a check ran and failed (stale lock, index guard, drifted patch)
-    "tool-failed": 3,     # uv, git or an environment's interpreter failed
-    "os-error": 3,        # the operating system refused (disk full, permission denied)
-    "interrupted": 130,   # Ctrl-C
-    "stopped": None,      # SIGTERM / SIGHUP: 128 + the signal number
-    "internal-error": 70, # a bug in envforge; data.log names the file with the traceback
+    "usage-error": 2,  # the command line did not parse (argparse)
+    "input-error": 2,  # a bad recipe, lock, patchset, report or argument value
+    "check-failed": 1,  # a check ran and failed (stale lock, index guard, drifted patch)
+    "tool-failed": 3,  # uv, git or an environment's interpreter failed
+    "os-error": 3,  # the operating system refused (disk full, permission denied)
+    "interrupted": 130,  # Ctrl-C
+    "stopped": None,  # SIGTERM / SIGHUP: 128 + the signal number
+    "internal-error": 70,  # a bug in envforge; data.log names the file with the traceback
 }
 
 
@@ -73,8 +69,7 @@ class Ui:
     """Where CLI output goes: ``out`` for results, ``err`` for human messages and progress.
     Every line passes through :func:`redact`, and human text has control characters escaped."""
 
-    def __init__(self, *, json_mode: bool = False, out: TextIO | None = None,
-                 err: TextIO | None = None) -> None:
+    def __init__(self, *, json_mode: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> None:
         self.json_mode = json_mode
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -109,6 +104,7 @@ class Ui:
         def write(text: str) -> None:
             self.err.write(text)
             self.err.flush()
+
         return write
 
     def warn(self, text: str) -> None:
@@ -140,8 +136,7 @@ class Ui:
             self._error_json("usage-error", message, usage, 2, None)
 
     def _error_json(self, kind: str, message: str, hint: str | None, exit_code: int, log: str | None) -> None:
-        self.emit_json("error", {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code,
-                                 "log": log})
+        self.emit_json("error", {"kind": kind, "message": message, "hint": hint, "exit_code": exit_code, "log": log})
 
     def error_text(self, text: str) -> None:
         """Render a plain error line."""

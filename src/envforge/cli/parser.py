@@ -21,8 +21,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["MAX_SECONDS", "PORT", "Parser", "UsageError", "deepest", "group", "group_parser", "integer", "output_file",
-           "seconds"]
+__all__ = [
+    "MAX_SECONDS",
+    "PORT",
+    "Parser",
+    "UsageError",
+    "deepest",
+    "group",
+    "group_parser",
+    "integer",
+    "output_file",
+    "seconds",
+]
 
 #: The most seconds a time option takes (about 31 years). Past about 1e10 s a socket or lock timeout
 #: overflows (``timestamp out of range for platform time_t``) and Ray's waits overflow their
@@ -54,8 +64,9 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, self.format_usage().rstrip())
 
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         """As argparse's, but a command of several positionals (``patches import DIFF [ENV]``) is
         parsed with :meth:`argparse.ArgumentParser.parse_known_intermixed_args`: ``DIFF --id x
         --reason y ENV`` gives ENV, where plain argparse (3.11 to 3.13) leaves it unrecognized (an
@@ -72,8 +83,11 @@ class Parser(argparse.ArgumentParser):
     def _intermixable(self) -> bool:
         positionals = self._get_positional_actions()
         grouped = {id(a) for g in self._mutually_exclusive_groups for a in g._group_actions}
-        return (len(positionals) > 1 and not any(id(a) in grouped for a in positionals)
-                and not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals))
+        return (
+            len(positionals) > 1
+            and not any(id(a) in grouped for a in positionals)
+            and not any(a.nargs in (argparse.PARSER, argparse.REMAINDER) for a in positionals)
+        )
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         if isinstance(action, _Commands) and action.bare is not None:
@@ -88,8 +102,13 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     bare: argparse.ArgumentParser | None = None
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         words: Sequence[str] = values
         if self.bare is not None and words and words[0] not in self._name_parser_map:
             for key, value in vars(self.bare.parse_args(list(words))).items():
@@ -109,9 +128,15 @@ def _unknown_command(word: str, commands: list[str]) -> str:
     return f"invalid choice: {word!r}{guess} (choose from {', '.join(map(repr, commands))})"
 
 
-def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None = None,
-          description: str | None = None, bare: tuple[Options, Options] | None = None,
-          bare_usage: str = "") -> "argparse._SubParsersAction[Any]":
+def group(
+    sub: "argparse._SubParsersAction[Any]",
+    name: str,
+    *,
+    help: str | None = None,
+    description: str | None = None,
+    bare: tuple[Options, Options] | None = None,
+    bare_usage: str = "",
+) -> "argparse._SubParsersAction[Any]":
     """The subcommands of group ``name`` under ``sub``, created on first use.
 
     Several CLI modules add to one group (``lock`` and ``lockdiff`` both to ``lock``); the first
@@ -128,8 +153,9 @@ def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None
     prog = f"{sub._prog_prefix} {name}"
     usage = f"{prog} {bare_usage}\n       {prog} COMMAND ..." if bare else None
     p = sub.add_parser(name, help=help, description=description, usage=usage)
-    commands: _Commands = p.add_subparsers(dest=f"{name}_command", metavar="COMMAND", title="commands",
-                                           action=_Commands, prog=prog)
+    commands: _Commands = p.add_subparsers(
+        dest=f"{name}_command", metavar="COMMAND", title="commands", action=_Commands, prog=prog
+    )
     if bare is None:
         p.set_defaults(handler=_help_of(p))
         return commands
@@ -150,13 +176,19 @@ def group(sub: "argparse._SubParsersAction[Any]", name: str, *, help: str | None
 class _HelpOf(argparse.Action):
     """``--help`` that prints another parser's help (the group's, for its bare form) and exits 0."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, *, parser: argparse.ArgumentParser,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, *, parser: argparse.ArgumentParser, **kwargs: Any
+    ) -> None:
         super().__init__(option_strings, dest, **kwargs)
         self.parser = parser
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         self.parser.print_help()
         self.parser.exit()
 
@@ -188,6 +220,7 @@ def _help_of(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace, A
     def show_help(_args: argparse.Namespace, ui: Any) -> int:
         ui.info(parser.format_help().rstrip())
         return 2
+
     return show_help
 
 
@@ -211,8 +244,10 @@ def output_file(text: str) -> Path:
     """
     path = _file_to_write(text, "-o", "out.json")
     if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: no directory {path.parent}; make it first (mkdir -p "
-                                         f"{path.parent}) or give a file in an existing directory")
+        raise argparse.ArgumentTypeError(
+            f"{text}: no directory {path.parent}; make it first (mkdir -p "
+            f"{path.parent}) or give a file in an existing directory"
+        )
     return path
 
 
@@ -240,8 +275,11 @@ def seconds(minimum: float = 0.0, maximum: float = MAX_SECONDS) -> Callable[[str
     (at most 1,000,000,000)``) for text that is no number, NaN, an infinity, 0 or below, or outside
     the range.
     """
-    what = (f"a finite number of seconds from {minimum:g} to {maximum:,.0f}" if minimum > 0
-            else f"a positive finite number of seconds (at most {maximum:,.0f})")
+    what = (
+        f"a finite number of seconds from {minimum:g} to {maximum:,.0f}"
+        if minimum > 0
+        else f"a positive finite number of seconds (at most {maximum:,.0f})"
+    )
 
     def parse(text: str) -> float:
         try:

@@ -58,13 +58,16 @@ def _apply(args: argparse.Namespace, ui: Ui) -> int:
     env = None if args.site_packages or not names or names[0] in known else names.pop(0)
     sp = _site_packages(project, args.site_packages, env)
     lock = environment_lock_path(sp)
-    with exclusive(lock, on_wait=lambda: ui.info(f"waiting for another envforge process on this environment (lock {lock})")):
+    with exclusive(
+        lock, on_wait=lambda: ui.info(f"waiting for another envforge process on this environment (lock {lock})")
+    ):
         if args.revert:
             report = revert(sp, names or None, dry_run=args.dry_run)
         else:
             ids = names or list(default_patchset_ids(sp, project.patchsets_dir))
-            report = apply(sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run,
-                           cache=default_result_cache())
+            report = apply(
+                sp, load_patchsets(project.patchsets_dir, ids), dry_run=args.dry_run, cache=default_result_cache()
+            )
         for line in report.recovered:
             ui.info(line)
         _render(ui, report, dry_run=args.dry_run, prefixes={})
@@ -78,8 +81,10 @@ def _env_profile(ui: Ui, sp: Path, *, revert_it: bool, mode: str) -> None:
     if revert_it:
         if envprofile.read_installed(sp) is not None:
             envprofile.revert(sp)
-            ui.info("env profile hook removed too (a full --revert undoes everything envforge added; "
-                    "`envforge apply-patches` installs both again)")
+            ui.info(
+                "env profile hook removed too (a full --revert undoes everything envforge added; "
+                "`envforge apply-patches` installs both again)"
+            )
         return
     recorded = envprofile.recorded_profile(sp)
     if recorded is not None and (recorded[0] or recorded[1]):
@@ -94,7 +99,9 @@ def _render(ui: Ui, report: PatchReport, *, dry_run: bool, prefixes: dict[str, s
         ui.emit_json("apply-patches", data)
         return
     for r in report.results:  # results on stdout, with or without --dry-run; then the diff
-        ui.result(f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state not in ('drifted', 'shadowed') else ''}".rstrip())
+        ui.result(
+            f"{r.state:<16} {r.patchset}  {r.file}  {r.message if r.state not in ('drifted', 'shadowed') else ''}".rstrip()
+        )
     if dry_run and report.changes:
         ui.result(report.diff(prefixes).rstrip("\n"))
     for message in report.errors:
@@ -115,8 +122,9 @@ def _export(args: argparse.Namespace, ui: Ui) -> int:
         args.output.write_text(diff, encoding="utf-8")
         ui.info(f"wrote {args.output} ({counted(len(diff.splitlines()), 'line')}); check with `git apply --check`")
     if ui.json_mode:
-        ui.emit_json("patches-export", {"patchset": ps.id, "output": str(args.output) if args.output else None,
-                                        "diff": diff})
+        ui.emit_json(
+            "patches-export", {"patchset": ps.id, "output": str(args.output) if args.output else None, "diff": diff}
+        )
     elif not args.output:
         ui.result(diff.rstrip("\n"))
     return 0
@@ -130,9 +138,14 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
     if not args.patchsets:
         patchsets = tuple(p for p in patchsets if p.distribution in wanted)
     recipes = [load_recipe(project.recipe_path(name)) for name in getattr(args, "recipe", None) or ()]
-    matrix = check_patchsets(patchsets, against, cache_dir=args.cache or default_cache() / "releases",
-                             index_url=args.index_url or DEFAULT_INDEX, progress=ui.progress,
-                             must_apply=args.patchsets)  # named: an out-of-range cell of an exact release fails
+    matrix = check_patchsets(
+        patchsets,
+        against,
+        cache_dir=args.cache or default_cache() / "releases",
+        index_url=args.index_url or DEFAULT_INDEX,
+        progress=ui.progress,
+        must_apply=args.patchsets,
+    )  # named: an out-of-range cell of an exact release fails
     retirements = [r for recipe in recipes for r in propose_retirements(matrix, recipe, project)]
     if ui.json_mode:
         data = matrix.to_dict()
@@ -143,7 +156,7 @@ def _check(args: argparse.Namespace, ui: Ui) -> int:
         ui.result((matrix.markdown() if args.format == "markdown" else matrix.text()).rstrip("\n"))
         if recipes:
             _render_retirements(ui, recipes, retirements, markdown=args.format == "markdown")
-        for line in ([] if args.format == "markdown" else matrix.problems()):
+        for line in [] if args.format == "markdown" else matrix.problems():
             ui.error_text(line)
     return 0 if matrix.ok else 1
 
@@ -168,15 +181,24 @@ def _diff(args: argparse.Namespace, ui: Ui) -> int:
     files = applied_diff(_site_packages(_project(args, ui), args.site_packages, args.env))
     changed = [f.path for f in files if not f.as_recorded]
     if ui.json_mode:
-        ui.emit_json("patches-diff", {"files": [{"path": f.path, "patchsets": list(f.patchsets), "diff": f.diff,
-                                                 "as_recorded": f.as_recorded} for f in files]})
+        ui.emit_json(
+            "patches-diff",
+            {
+                "files": [
+                    {"path": f.path, "patchsets": list(f.patchsets), "diff": f.diff, "as_recorded": f.as_recorded}
+                    for f in files
+                ]
+            },
+        )
         return 1 if changed else 0
     for f in files:
         ui.result(f.diff.rstrip("\n"))
     if not files:
         ui.info("no patches applied (no .envforge/patches.json)")
     for path in changed:
-        ui.warn(f"{path} changed since envforge patched it (verify reports it as tampered); the diff shows it as it is now")
+        ui.warn(
+            f"{path} changed since envforge patched it (verify reports it as tampered); the diff shows it as it is now"
+        )
     return 1 if changed else 0
 
 
@@ -187,22 +209,28 @@ def _new(args: argparse.Namespace, ui: Ui) -> int:
     dest = args.output or Path.cwd() / (f"{dist.name}-{dist.version}-edit" if dist else "edit")
     made = new_edit(sp, args.distribution, dest)
     if ui.json_mode:
-        ui.emit_json("patches-new", {"path": str(made.path), "distribution": made.distribution,
-                                     "version": made.version, "files": made.files})
+        ui.emit_json(
+            "patches-new",
+            {"path": str(made.path), "distribution": made.distribution, "version": made.version, "files": made.files},
+        )
     else:
         ui.result(str(made.path))
-    ui.info(f"{counted(made.files, 'Python file')} of {made.distribution} {made.version} copied (as released); edit them, "
-            f"then: envforge patches commit {made.path} --id NAME --reason \"...\"")
+    ui.info(
+        f"{counted(made.files, 'Python file')} of {made.distribution} {made.version} copied (as released); edit them, "
+        f'then: envforge patches commit {made.path} --id NAME --reason "..."'
+    )
     return 0
 
 
 def _commit(args: argparse.Namespace, ui: Ui) -> int:
     project = _project(args, ui)
-    captured = commit_edit(args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions,
-                           force=args.force)
+    captured = commit_edit(
+        args.directory, project.patchsets_dir, args.id, args.reason, versions=args.versions, force=args.force
+    )
     if ui.json_mode:
-        ui.emit_json("patches-commit", {"path": str(captured.path), "id": args.id,
-                                        "operations": list(captured.operations)})
+        ui.emit_json(
+            "patches-commit", {"path": str(captured.path), "id": args.id, "operations": list(captured.operations)}
+        )
         return 0
     ui.result(str(captured.path))
     for line in captured.operations:
@@ -213,10 +241,20 @@ def _commit(args: argparse.Namespace, ui: Ui) -> int:
 def _list(args: argparse.Namespace, ui: Ui) -> int:
     patchsets = load_patchsets(_project(args, ui).patchsets_dir)
     rows: list[dict[str, Any]] = [
-        {"id": p.id, "distribution": p.distribution, "versions": p.versions, "reason": p.reason,
-         "requires": [r.text for r in p.requires], "activation": p.activation, "digest": p.digest,
-         "files": list(p.files), "diff-sha256": p.diff_sha256, "diff-origin": p.diff_origin}
-        for p in patchsets]
+        {
+            "id": p.id,
+            "distribution": p.distribution,
+            "versions": p.versions,
+            "reason": p.reason,
+            "requires": [r.text for r in p.requires],
+            "activation": p.activation,
+            "digest": p.digest,
+            "files": list(p.files),
+            "diff-sha256": p.diff_sha256,
+            "diff-origin": p.diff_origin,
+        }
+        for p in patchsets
+    ]
     if ui.json_mode:
         ui.emit_json("patches-list", rows)
         return 0
@@ -236,16 +274,36 @@ def _list(args: argparse.Namespace, ui: Ui) -> int:
 def _import(args: argparse.Namespace, ui: Ui) -> int:
     project = _project(args, ui)
     sp = _site_packages(project, args.site_packages, args.env)
-    made = import_diff(args.diff, sp, project.patchsets_dir, args.id, args.reason, versions=args.versions,
-                       origin=args.origin, upstream_prefix=args.upstream_prefix, force=args.force)
+    made = import_diff(
+        args.diff,
+        sp,
+        project.patchsets_dir,
+        args.id,
+        args.reason,
+        versions=args.versions,
+        origin=args.origin,
+        upstream_prefix=args.upstream_prefix,
+        force=args.force,
+    )
     if ui.json_mode:
-        ui.emit_json("patches-import", {"path": str(made.path), "id": args.id, "distribution": made.distribution,
-                                        "version": made.version, "hunks": made.hunks,
-                                        "diff-sha256": made.diff_sha256, "operations": list(made.operations)})
+        ui.emit_json(
+            "patches-import",
+            {
+                "path": str(made.path),
+                "id": args.id,
+                "distribution": made.distribution,
+                "version": made.version,
+                "hunks": made.hunks,
+                "diff-sha256": made.diff_sha256,
+                "operations": list(made.operations),
+            },
+        )
         return 0
     ui.result(str(made.path))
-    ui.info(f"{counted(made.hunks, 'hunk')} applied exactly to {made.distribution} {made.version} "
-            f"(diff sha256 {made.diff_sha256[:16]}...):")
+    ui.info(
+        f"{counted(made.hunks, 'hunk')} applied exactly to {made.distribution} {made.version} "
+        f"(diff sha256 {made.diff_sha256[:16]}...):"
+    )
     for line in made.operations:
         ui.info(f"  {line}")
     return 0

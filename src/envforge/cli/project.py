@@ -29,6 +29,8 @@ def project_of(args: argparse.Namespace, ui: Ui, *, required: bool = True) -> Pr
             raise
         return Project(Path.cwd().resolve())
     if located.how == "default-home":
-        ui.info(f"not inside an envforge project: using the default project {located.project.root} "
-                "(made by `envforge up`); `envforge init` makes a project here instead")
+        ui.info(
+            f"not inside an envforge project: using the default project {located.project.root} "
+            "(made by `envforge up`); `envforge init` makes a project here instead"
+        )
     return located.project

@@ -23,14 +23,15 @@ def split_words(words: list[str]) -> tuple[str | None, list[str]]:
     :raises InputError: no ``--``, or more than one word before it.
     """
     if "--" not in words:
-        raise InputError(f"envforge run needs -- before the command: {USAGE}",
-                         hint=f"e.g. envforge run -- {' '.join(words) or 'python'} (the project's default environment), "
-                              f"or envforge run ENV -- {' '.join(words) or 'python'}")
+        raise InputError(
+            f"envforge run needs -- before the command: {USAGE}",
+            hint=f"e.g. envforge run -- {' '.join(words) or 'python'} (the project's default environment), "
+            f"or envforge run ENV -- {' '.join(words) or 'python'}",
+        )
     cut = words.index("--")
-    before, command = words[:cut], words[cut + 1:]
+    before, command = words[:cut], words[cut + 1 :]
     if len(before) > 1:
-        raise InputError(f"envforge run takes one environment before --, not {' '.join(before)}",
-                         hint=USAGE)
+        raise InputError(f"envforge run takes one environment before --, not {' '.join(before)}", hint=USAGE)
     return (before[0] if before else None), command
 
 

@@ -23,17 +23,30 @@ def run_verify(args: argparse.Namespace, ui: Ui) -> int:
     """``envforge verify [ENV]``: the report's exit code (0 clean, 1 findings, 2 input error, 3 a tool failed)."""
     levels = tuple(lv.strip() for lv in args.level.split(",") if lv.strip()) if args.level else None
     if args.yanked and levels is not None and "static" not in levels:
-        raise InputError("--yanked adds the check `yanked` to the static level, which was not asked for",
-                         hint=f"add static: --level static,{','.join(levels)}")
+        raise InputError(
+            "--yanked adds the check `yanked` to the static level, which was not asked for",
+            hint=f"add static: --level static,{','.join(levels)}",
+        )
     project = project_of(args, ui, required=not (args.env and "/" in args.env))
     env = resolve_environment(project, args.env, args.env or project.default_environment())
     if levels and "gpu" in levels:
         ui.progress("verify: GPU probes run in the environment's interpreter (each step under a hard timeout)")
-    report = verify(env, project, VerifyOptions(
-        levels=levels, deep=args.deep, target_from_machine=args.target_from_machine,
-        base_env=dict(os.environ), uv_cache=cache_dir(), step_timeout_s=args.step_timeout,
-        hub_endpoint=os.environ.get("HF_ENDPOINT"), lock=Path(args.lock) if args.lock else None,
-        yanked=args.yanked, index_cache=default_cache() if args.yanked else None))
+    report = verify(
+        env,
+        project,
+        VerifyOptions(
+            levels=levels,
+            deep=args.deep,
+            target_from_machine=args.target_from_machine,
+            base_env=dict(os.environ),
+            uv_cache=cache_dir(),
+            step_timeout_s=args.step_timeout,
+            hub_endpoint=os.environ.get("HF_ENDPOINT"),
+            lock=Path(args.lock) if args.lock else None,
+            yanked=args.yanked,
+            index_cache=default_cache() if args.yanked else None,
+        ),
+    )
     if args.junit:
         Path(args.junit).write_bytes(as_junit(report))
     if ui.json_mode:

@@ -114,8 +114,10 @@ def clean(root: Path, names: Iterable[str] = ()) -> Removal:
 
         close = [m for n in unknown for m in difflib.get_close_matches(n, CACHES, n=1, cutoff=0.6)]
         guess = f"; did you mean {', '.join(repr(m) for m in dict.fromkeys(close))}?" if close else ""
-        raise InputError(f"no cache named {', '.join(repr(n) for n in unknown)}{guess}",
-                         hint=f"envforge's caches: {', '.join(CACHES)}")
+        raise InputError(
+            f"no cache named {', '.join(repr(n) for n in unknown)}{guess}",
+            hint=f"envforge's caches: {', '.join(CACHES)}",
+        )
     return _remove([root / n for n in chosen if (root / n).exists() or (root / n).is_symlink()])
 
 

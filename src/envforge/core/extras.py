@@ -53,9 +53,11 @@ class MissingExtra(InputError):
     """
 
     def __init__(self, what: str, extra: str, missing: tuple[str, ...]) -> None:
-        super().__init__(f"{what} needs {', '.join(missing)}, which the base install of {DISTRIBUTION} leaves out",
-                         hint=f"pip install '{DISTRIBUTION}[{extra}]' (uv: uv tool install "
-                              f"'{DISTRIBUTION}[{extra}]'), then run it again")
+        super().__init__(
+            f"{what} needs {', '.join(missing)}, which the base install of {DISTRIBUTION} leaves out",
+            hint=f"pip install '{DISTRIBUTION}[{extra}]' (uv: uv tool install "
+            f"'{DISTRIBUTION}[{extra}]'), then run it again",
+        )
         self.extra = extra
         self.missing = missing
 

@@ -66,8 +66,9 @@ def spawned(argv: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]
     _executable(argv[0])
     read, write = os.pipe()
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", WATCH, "envforge-lifeline", *argv], stdin=read,
-                                start_new_session=True, **popen)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", WATCH, "envforge-lifeline", *argv], stdin=read, start_new_session=True, **popen
+        )
     except BaseException:
         os.close(write)
         raise

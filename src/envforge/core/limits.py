@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["MAX_CONCURRENCY", "MAX_DATASET_TOKENS", "MAX_REPEATS", "MAX_REQUESTS", "MAX_REQUEST_TOKENS", "MAX_SEED", "MAX_TRACE_LINE",
-           "MAX_TRACE_SPAN_S"]
+__all__ = [
+    "MAX_CONCURRENCY",
+    "MAX_DATASET_TOKENS",
+    "MAX_REPEATS",
+    "MAX_REQUESTS",
+    "MAX_REQUEST_TOKENS",
+    "MAX_SEED",
+    "MAX_TRACE_LINE",
+    "MAX_TRACE_SPAN_S",
+]
 
 #: The largest seed: numpy's legacy generator, which draws open-loop arrivals as vLLM's does, takes
 #: a seed of 32 bits (``np.random.RandomState``: "Seed must be between 0 and 2**32 - 1").

@@ -29,8 +29,7 @@ def environment_lock_path(site_packages: Path) -> Path:
     """
     real = site_packages.resolve()
     gen = real.parent.parent.parent
-    if is_generation_name(gen.name) and gen.parent.parent.name == GENERATIONS_DIR \
-            and real.parent.parent.name == "lib":
+    if is_generation_name(gen.name) and gen.parent.parent.name == GENERATIONS_DIR and real.parent.parent.name == "lib":
         return gen.parent / MUTEX_NAME
     return StateDir(real).mutex
 

@@ -21,8 +21,11 @@ _TABLES: dict[str, dict[int, str]] = {}
 def _table(keep: str) -> dict[int, str]:
     table = _TABLES.get(keep)
     if table is None:
-        table = {c: _NAMED.get(chr(c)) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
-                 for c in _ESCAPED if chr(c) not in keep}
+        table = {
+            c: _NAMED.get(chr(c)) or (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}")
+            for c in _ESCAPED
+            if chr(c) not in keep
+        }
         _TABLES[keep] = table
     return table
 

@@ -30,8 +30,16 @@ from envforge.core.deadline import cut, deadline
 from envforge.core.errors import ExternalToolError
 from envforge.core.lifeline import kill_group, spawned
 
-__all__ = ["ProbeError", "ProbeResult", "ProbeTimeout", "deadline", "env_python", "probe_group", "run_probe",
-           "stop_running_probes"]
+__all__ = [
+    "ProbeError",
+    "ProbeResult",
+    "ProbeTimeout",
+    "deadline",
+    "env_python",
+    "probe_group",
+    "run_probe",
+    "stop_running_probes",
+]
 
 _TAIL_LINES = 20
 #: Most bytes of a probe's standard output read (its JSON line included; the largest, the env probe on
@@ -58,8 +66,13 @@ class ProbeTimeout(ProbeError):
 
 def _deadline_timeout(limit: float, argv: Sequence[str], pid: int | None = None, stderr: str = "") -> ProbeTimeout:
     what = "was not started" if pid is None else f"was killed (process group {pid})"
-    exc = ProbeTimeout(f"probe ran past its caller's {limit:.3g} s limit and {what}", tool="python",
-                       argv=list(argv[:2]) + ["<probe>"], returncode=None, stderr_tail=_tail(stderr))
+    exc = ProbeTimeout(
+        f"probe ran past its caller's {limit:.3g} s limit and {what}",
+        tool="python",
+        argv=list(argv[:2]) + ["<probe>"],
+        returncode=None,
+        stderr_tail=_tail(stderr),
+    )
     exc.deadline_s = limit
     return exc
 
@@ -116,40 +129,65 @@ def run_probe(
     try:
         # Under the lifeline: the group is killed when the block ends (nothing left behind, even
         # children that outlived the probe), and when this process dies before that.
-        with spawned(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     env=dict(env) if env is not None else None) as proc:
+        with spawned(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env) if env is not None else None
+        ) as proc:
             _RUNNING[proc] = _GROUP.get()
             out, err, ended = _bounded_output(proc, limit.timeout_s)
             try:
                 if ended == "flooded":
-                    raise ProbeError(f"probe printed more than {STDOUT_LIMIT >> 20} MiB on standard output and was "
-                                     f"killed (process group {proc.pid}): something the interpreter runs prints "
-                                     "without end (start-up code, a module at import)", tool="python",
-                                     argv=argv[:2] + ["<probe>"], returncode=None, stderr_tail=_tail(err),
-                                     hint="run the environment's `python -c pass` and see what it prints")
+                    raise ProbeError(
+                        f"probe printed more than {STDOUT_LIMIT >> 20} MiB on standard output and was "
+                        f"killed (process group {proc.pid}): something the interpreter runs prints "
+                        "without end (start-up code, a module at import)",
+                        tool="python",
+                        argv=argv[:2] + ["<probe>"],
+                        returncode=None,
+                        stderr_tail=_tail(err),
+                        hint="run the environment's `python -c pass` and see what it prints",
+                    )
                 if ended == "timeout":
                     if limit.limit_s is not None:
                         raise _deadline_timeout(limit.limit_s, argv, proc.pid, err)
-                    raise ProbeTimeout(f"probe ran past its {timeout_s:g} s limit and was killed (process group "
-                                       f"{proc.pid})", tool="python", argv=argv[:2] + ["<probe>"], returncode=None,
-                                       stderr_tail=_tail(err))
+                    raise ProbeTimeout(
+                        f"probe ran past its {timeout_s:g} s limit and was killed (process group {proc.pid})",
+                        tool="python",
+                        argv=argv[:2] + ["<probe>"],
+                        returncode=None,
+                        stderr_tail=_tail(err),
+                    )
             finally:
                 _RUNNING.pop(proc, None)
     except OSError as exc:
-        raise ProbeError(f"cannot start {python}: {exc.strerror}", tool="python", argv=argv,
-                         returncode=None, hint="is the environment built? run `envforge build`") from None
+        raise ProbeError(
+            f"cannot start {python}: {exc.strerror}",
+            tool="python",
+            argv=argv,
+            returncode=None,
+            hint="is the environment built? run `envforge build`",
+        ) from None
     elapsed = now() - start
     if proc.returncode != 0:
-        raise ProbeError(f"probe exited with status {proc.returncode}", tool="python",
-                         argv=argv[:2] + ["<probe>"], returncode=proc.returncode, stderr_tail=_tail(err))
+        raise ProbeError(
+            f"probe exited with status {proc.returncode}",
+            tool="python",
+            argv=argv[:2] + ["<probe>"],
+            returncode=proc.returncode,
+            stderr_tail=_tail(err),
+        )
     lines = out.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
     except ValueError:  # not JSON (or a number too long to convert): no result
         data = None
     if data is None:
-        raise ProbeError("probe printed no JSON on its last line", tool="python", argv=argv[:2] + ["<probe>"],
-                         returncode=proc.returncode, stderr_tail=_tail(out + "\n" + err))
+        raise ProbeError(
+            "probe printed no JSON on its last line",
+            tool="python",
+            argv=argv[:2] + ["<probe>"],
+            returncode=proc.returncode,
+            stderr_tail=_tail(out + "\n" + err),
+        )
     return ProbeResult(data=data, stderr=err, elapsed_s=elapsed)
 
 

@@ -39,6 +39,7 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input: ``path`` is the dotted key path, ``line`` 1-based or None."""
+
     path: str
     message: str
     line: int | None = None
@@ -71,6 +72,7 @@ Check = Callable[[Any, str], list[Problem]]
 @dataclass(frozen=True)
 class Scalar:
     """A scalar of one Python type; ``check`` may add a meaning check returning a message or None."""
+
     py_type: type | tuple[type, ...]
     noun: str
     check: Callable[[Any], str | None] | None = None
@@ -91,12 +93,14 @@ def Str(check: Callable[[Any], str | None] | None = None) -> Scalar:  # noqa: N8
 
 def Int(minimum: int | None = None, maximum: int | None = None) -> Scalar:  # noqa: N802
     """An integer spec (booleans refused), optionally with a minimum and a maximum."""
+
     def check(v: Any) -> str | None:
         if minimum is not None and v < minimum:
             return f"must be >= {minimum}, got {v}"
         if maximum is not None and v > maximum:
             return f"must be <= {maximum}, got {v}"
         return None
+
     return Scalar(int, "an integer", check)
 
 
@@ -112,21 +116,26 @@ def Bool() -> Scalar:  # noqa: N802
 
 def Date() -> Scalar:  # noqa: N802
     """A TOML local date (``2027-03-31``, unquoted); a date-time or a string is refused."""
+
     def check(v: Any) -> str | None:
         return "expected a date like 2027-03-31 (no time part)" if isinstance(v, dt.datetime) else None
+
     return Scalar(dt.date, "a date like 2027-03-31 (a TOML date, unquoted)", check)
 
 
 def Enum(*choices: str) -> Scalar:  # noqa: N802
     """A string spec limited to ``choices``."""
+
     def check(v: Any) -> str | None:
         return None if v in choices else f"must be one of {', '.join(repr(c) for c in choices)}, got {v!r}"
+
     return Scalar(str, "a string", check)
 
 
 @dataclass(frozen=True)
 class ListOf:
     """An array whose items all match ``item``."""
+
     item: Check
 
     def __call__(self, value: Any, path: str) -> list[Problem]:
@@ -141,6 +150,7 @@ class ListOf:
 @dataclass(frozen=True)
 class MapOf:
     """A table with free keys (names), each value matching ``value``; ``key_check`` checks names."""
+
     value: Check
     key_check: Callable[[str], str | None] | None = None
 
@@ -159,6 +169,7 @@ class MapOf:
 @dataclass(frozen=True)
 class OneOf:
     """The first alternative whose top-level type matches decides (e.g. a string or a table)."""
+
     alternatives: Sequence[tuple[type, Check]]
     noun: str
 
@@ -172,6 +183,7 @@ class OneOf:
 @dataclass(frozen=True)
 class Table:
     """A table with a fixed set of keys; unknown keys are problems with a did-you-mean."""
+
     keys: Mapping[str, Check]
     required: frozenset[str] = field(default_factory=frozenset)
 

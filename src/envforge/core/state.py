@@ -11,8 +11,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["GENERATIONS_DIR", "MUTEX_NAME", "STATE_DIR", "StateDir", "generation_name", "generation_number",
-           "is_generation_name"]
+__all__ = [
+    "GENERATIONS_DIR",
+    "MUTEX_NAME",
+    "STATE_DIR",
+    "StateDir",
+    "generation_name",
+    "generation_number",
+    "is_generation_name",
+]
 
 #: The state directory inside a site-packages.
 STATE_DIR = ".envforge"

@@ -31,19 +31,36 @@ from typing import Any
 
 from envforge.core.errors import InputError
 
-__all__ = ["LARGE_LIMIT", "SMALL_LIMIT", "decode_utf8", "file_kind", "load_json", "load_toml", "long_number_error",
-           "long_number_line", "parse_json", "parse_toml",
-           "read_bytes", "read_state", "read_text"]
+__all__ = [
+    "LARGE_LIMIT",
+    "SMALL_LIMIT",
+    "decode_utf8",
+    "file_kind",
+    "load_json",
+    "load_toml",
+    "long_number_error",
+    "long_number_line",
+    "parse_json",
+    "parse_toml",
+    "read_bytes",
+    "read_state",
+    "read_text",
+]
 
-SMALL_LIMIT = 1 << 20   # 1 MiB: recipes, patchsets, model configs
+SMALL_LIMIT = 1 << 20  # 1 MiB: recipes, patchsets, model configs
 LARGE_LIMIT = 64 << 20  # 64 MiB: locks (a 170-package lock is ~200 KB), bench reports
 
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-         (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 
 
-def read_bytes(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None,
-               error: type[InputError] = InputError) -> bytes:
+def read_bytes(
+    path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None, error: type[InputError] = InputError
+) -> bytes:
     """The bytes of ``path``, at most ``limit`` of them.
 
     The file type is checked first (``stat``, symlinks followed): a character or block device or a
@@ -71,22 +88,33 @@ def read_bytes(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | N
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise error(f"{what} {path} is larger than {_size(limit)}: not a {what} envforge reads",
-                         hint=f"check the path; envforge reads {what} files up to {_size(limit)}")
+        raise error(
+            f"{what} {path} is larger than {_size(limit)}: not a {what} envforge reads",
+            hint=f"check the path; envforge reads {what} files up to {_size(limit)}",
+        )
     return data
 
 
 def _special_kind(mode: int) -> str | None:
     """What a non-file, non-pipe, non-directory ``st_mode`` is, or None for those envforge reads."""
-    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return None
 
 
-def read_state(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | Callable[[], str] | None = None,
-               error: type[InputError] = InputError) -> bytes:
+def read_state(
+    path: Path,
+    *,
+    what: str,
+    limit: int = LARGE_LIMIT,
+    hint: str | Callable[[], str] | None = None,
+    error: type[InputError] = InputError,
+) -> bytes:
     """The bytes of ``path``, a state file envforge wrote itself and reads back, at most ``limit`` bytes.
 
     Unlike :func:`read_bytes` (whose paths come from the user and may be pipes), only a regular file
@@ -106,6 +134,7 @@ def read_state(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | C
     :raises InputError: not a regular file (a FIFO, a character or block device, a socket, a
         directory: the message names which), unreadable (the OS's reason), or larger than ``limit`` bytes.
     """
+
     def refuse(message: str) -> InputError:
         return error(message, hint=hint() if callable(hint) else hint)
 
@@ -164,21 +193,25 @@ def decode_utf8(data: bytes, *, label: str, error: type[InputError] = InputError
     """
     for bom, name in _BOMS:
         if data.startswith(bom):
-            raise error(f"{label} is {name} (it starts with a {name} byte-order mark), not UTF-8",
-                             hint="save it as UTF-8, e.g. `iconv -f UTF-16 -t UTF-8`")
+            raise error(
+                f"{label} is {name} (it starts with a {name} byte-order mark), not UTF-8",
+                hint="save it as UTF-8, e.g. `iconv -f UTF-16 -t UTF-8`",
+            )
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise error(f"{label}:{line}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
-                         hint="save the file as UTF-8") from None
+        raise error(
+            f"{label}:{line}: byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8",
+            hint="save the file as UTF-8",
+        ) from None
 
 
-def read_text(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None,
-              error: type[InputError] = InputError) -> str:
+def read_text(
+    path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None, error: type[InputError] = InputError
+) -> str:
     """:func:`read_bytes` then :func:`decode_utf8`."""
-    return decode_utf8(read_bytes(path, what=what, limit=limit, hint=hint, error=error), label=str(path),
-                       error=error)
+    return decode_utf8(read_bytes(path, what=what, limit=limit, hint=hint, error=error), label=str(path), error=error)
 
 
 def long_number_line(text: str | bytes) -> int | None:
@@ -192,8 +225,15 @@ def long_number_line(text: str | bytes) -> int | None:
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 
-def long_number_error(label: str, text: str | bytes, exc: ValueError, *, hint: str | None = None,
-                      lines: bool = True, error: type[InputError] = InputError) -> InputError:
+def long_number_error(
+    label: str,
+    text: str | bytes,
+    exc: ValueError,
+    *,
+    hint: str | None = None,
+    lines: bool = True,
+    error: type[InputError] = InputError,
+) -> InputError:
     """The error for a ``ValueError`` a parser raised on ``text`` that is not a syntax error: a number of
     more digits than CPython converts (``json``'s and ``tomllib``'s ``int()`` of it; CPython's limit since
     3.11, CVE-2020-10735). Names ``label:LINE`` and the limit; any other ``ValueError`` is named as such.
@@ -205,8 +245,10 @@ def long_number_error(label: str, text: str | bytes, exc: ValueError, *, hint: s
     if line is None and "integer string conversion" not in str(exc):
         return error(f"{label}: not readable: {exc}", hint=hint)
     where = f":{line}" if line is not None and lines else ""
-    return error(f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits",
-                 hint=hint or "no value envforge reads needs one: fix the file")
+    return error(
+        f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits",
+        hint=hint or "no value envforge reads needs one: fix the file",
+    )
 
 
 def parse_toml(text: str, *, label: str, error: type[InputError] = InputError) -> dict[str, Any]:
@@ -245,8 +287,9 @@ def parse_json(data: str | bytes, *, label: str, error: type[InputError] = Input
         raise long_number_error(label, data, exc, error=error) from None
 
 
-def load_toml(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None,
-              error: type[InputError] = InputError) -> tuple[dict[str, Any], str]:
+def load_toml(
+    path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None, error: type[InputError] = InputError
+) -> tuple[dict[str, Any], str]:
     """Read, decode and parse a TOML file; return ``(document, text)`` (the text for line numbers).
 
     :raises InputError: see :func:`read_bytes`, :func:`decode_utf8`, :func:`parse_toml`.
@@ -255,8 +298,9 @@ def load_toml(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | No
     return parse_toml(text, label=str(path), error=error), text
 
 
-def load_json(path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None,
-              error: type[InputError] = InputError) -> Any:
+def load_json(
+    path: Path, *, what: str, limit: int = LARGE_LIMIT, hint: str | None = None, error: type[InputError] = InputError
+) -> Any:
     """Read, decode and parse a JSON file.
 
     :raises InputError: see :func:`read_bytes`, :func:`decode_utf8`, :func:`parse_json`.

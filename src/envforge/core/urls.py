@@ -19,8 +19,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["JOINED", "JOINED_BODY", "REDACTED", "SCHEME", "SCHEME_BODY", "SCHEME_START", "redact", "redact_argv",
-           "redact_credentials", "secret_arg_name"]
+__all__ = [
+    "JOINED",
+    "JOINED_BODY",
+    "REDACTED",
+    "SCHEME",
+    "SCHEME_BODY",
+    "SCHEME_START",
+    "redact",
+    "redact_argv",
+    "redact_credentials",
+    "secret_arg_name",
+]
 
 #: Where a run of scheme characters starts (nothing of the run before it).
 SCHEME_START = r"(?<![A-Za-z0-9+.-])"

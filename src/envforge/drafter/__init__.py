@@ -132,17 +132,20 @@ def engine_facts(specs: Sequence[str]) -> tuple[EngineFacts, ...]:
         found = facts_for(engine.strip().lower(), version.strip() or None)
         if found is None:
             known = ", ".join(f"{f.engine}=={f.version}" for f in ENGINE_FACTS)
-            raise InputError(f"--engine {spec}: envforge has no facts for this engine version",
-                             hint=f"one of {known}; the facts are read from each version's code "
-                                  "(docs/drafters.md, Engine versions)")
+            raise InputError(
+                f"--engine {spec}: envforge has no facts for this engine version",
+                hint=f"one of {known}; the facts are read from each version's code (docs/drafters.md, Engine versions)",
+            )
         out.append(found)
     return tuple(out)
 
 
 def aux_issues(d: Drafter, verdict: AuxVerdict) -> tuple[DrafterIssue, ...]:
     """``verdict``'s problems as findings about ``d`` (one per engine version)."""
-    return tuple(DrafterIssue(p.kind, f"{d.source}: auxiliary layers", p.expected, p.actual, p.fix, (p.engine,))
-                 for p in verdict.problems)
+    return tuple(
+        DrafterIssue(p.kind, f"{d.source}: auxiliary layers", p.expected, p.actual, p.fix, (p.engine,))
+        for p in verdict.problems
+    )
 
 
 def default_dest(root: Path, rev: HubRevision) -> Path:
@@ -150,9 +153,17 @@ def default_dest(root: Path, rev: HubRevision) -> Path:
     return root / rev.repo.replace("/", "--") / rev.sha
 
 
-def fetch_drafter(repo: str, revision: str, dest: Path | None, *, root: Path,
-                  allow_unpinned: bool = False, allow_pickle: bool = False,
-                  endpoint: str | None = None, progress: Progress | None = None) -> FetchResult:
+def fetch_drafter(
+    repo: str,
+    revision: str,
+    dest: Path | None,
+    *,
+    root: Path,
+    allow_unpinned: bool = False,
+    allow_pickle: bool = False,
+    endpoint: str | None = None,
+    progress: Progress | None = None,
+) -> FetchResult:
     """Resolve, select and download a drafter into ``dest`` (``None``: :func:`default_dest` under
     ``root``). See :func:`hub.resolve_revision` and :func:`hub.fetch` for the refusals
     (:class:`InputError`) and integrity failures (:class:`CheckFailed`). In huggingface_hub's offline
@@ -160,30 +171,49 @@ def fetch_drafter(repo: str, revision: str, dest: Path | None, *, root: Path,
     copy an earlier fetch recorded in ``dest`` (B32)."""
     if offline_mode():
         return recheck_offline(repo, revision, dest or root / repo.replace("/", "--") / revision)
-    rev = resolve_revision(repo, revision, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
-                           endpoint=endpoint)
+    rev = resolve_revision(repo, revision, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle, endpoint=endpoint)
     return fetch(rev, dest or default_dest(root, rev), endpoint=endpoint, progress=progress)
 
 
-def inspect_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool = False,
-                    endpoint: str | None = None, cache_dir: Path | None = None) -> InspectReport:
+def inspect_drafter(
+    spec: str,
+    *,
+    allow_unpinned: bool = False,
+    allow_pickle: bool = False,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+) -> InspectReport:
     """Open ``spec`` (path or ``REPO@SHA``, remote reads headers only) and run the EAGLE-3 checks."""
-    d = open_drafter(spec, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle,
-                     endpoint=endpoint, cache_dir=cache_dir)
+    d = open_drafter(
+        spec, allow_unpinned=allow_unpinned, allow_pickle=allow_pickle, endpoint=endpoint, cache_dir=cache_dir
+    )
     return InspectReport(d, eagle3_issues(d), model_classes(d.config), aux_verdict(d.config, None))
 
 
-def compare(spec_a: str, spec_b: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
-            cache_dir: Path | None = None) -> DrafterComparison:
+def compare(
+    spec_a: str,
+    spec_b: str,
+    *,
+    allow_unpinned: bool = False,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+) -> DrafterComparison:
     """Compare two drafters (paths or ``REPO@SHA``); remote ones transfer headers and ``d2t`` only."""
     kw: dict[str, Any] = {"allow_unpinned": allow_unpinned, "endpoint": endpoint, "cache_dir": cache_dir}
     a, b = open_drafter(spec_a, **kw), open_drafter(spec_b, **kw)
     return compare_drafters(a, b, byte_reader(a, endpoint=endpoint), byte_reader(b, endpoint=endpoint))
 
 
-def check_target(spec: str, target: str, *, allow_unpinned: bool = False, endpoint: str | None = None,
-                 cache_dir: Path | None = None, engines: Sequence[EngineFacts] = ENGINE_FACTS,
-                 trained: Sequence[int] | None = None) -> CheckReport:
+def check_target(
+    spec: str,
+    target: str,
+    *,
+    allow_unpinned: bool = False,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+    engines: Sequence[EngineFacts] = ENGINE_FACTS,
+    trained: Sequence[int] | None = None,
+) -> CheckReport:
     """Check drafter ``spec`` against the target model config ``target`` (file, dir or ``REPO@SHA``);
     the auxiliary layers of ``engines`` are judged (``trained``: the layers it was trained on, see
     :mod:`envforge.drafter.auxlayers`)."""
@@ -194,14 +224,20 @@ def check_target(spec: str, target: str, *, allow_unpinned: bool = False, endpoi
 
 
 def _error_issue(subject: str, exc: EnvforgeError) -> DrafterIssue:
-    return DrafterIssue("drafter-error", subject, "a readable, pinned drafter", exc.message,
-                        exc.hint or "see the message")
+    return DrafterIssue(
+        "drafter-error", subject, "a readable, pinned drafter", exc.message, exc.hint or "see the message"
+    )
 
 
-def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None,
-                   endpoint: str | None = None, local_root: Path | None = None,
-                   engines: Sequence[EngineFacts] = ENGINE_FACTS,
-                   patched_for: Callable[[str], Mapping[str, str]] | None = None) -> tuple[DrafterIssue, ...]:
+def drafter_checks(
+    settings: Mapping[str, Any],
+    *,
+    cache_dir: Path | None = None,
+    endpoint: str | None = None,
+    local_root: Path | None = None,
+    engines: Sequence[EngineFacts] = ENGINE_FACTS,
+    patched_for: Callable[[str], Mapping[str, str]] | None = None,
+) -> tuple[DrafterIssue, ...]:
     """Run the recipe's ``[verify.drafter]`` checks remotely; every finding at once (see module doc).
 
     In huggingface_hub's offline mode (``HF_HUB_OFFLINE=1``, B32) the drafter is checked from the
@@ -223,8 +259,9 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
             recheck_offline(repo, revision, dest)
             d = open_local(dest)
         else:
-            d = open_drafter(spec, allow_pickle=bool(settings.get("allow-pickle", False)),
-                             endpoint=endpoint, cache_dir=cache_dir)
+            d = open_drafter(
+                spec, allow_pickle=bool(settings.get("allow-pickle", False)), endpoint=endpoint, cache_dir=cache_dir
+            )
     except EnvforgeError as exc:
         return (_error_issue(spec, exc),)
     issues = list(eagle3_issues(d))
@@ -234,10 +271,14 @@ def drafter_checks(settings: Mapping[str, Any], *, cache_dir: Path | None = None
             issues += target_issues(d, target_config, str(target))
             trained = settings.get("trained-aux-layers") or None
             archs = target_config.get("architectures")
-            patched = (patched_for(archs[0]) if patched_for is not None and isinstance(archs, list) and archs
-                       and isinstance(archs[0], str) else None)
-            issues += aux_issues(d, aux_verdict(d.config, target_config, engines=engines, patched=patched,
-                                                trained=trained))
+            patched = (
+                patched_for(archs[0])
+                if patched_for is not None and isinstance(archs, list) and archs and isinstance(archs[0], str)
+                else None
+            )
+            issues += aux_issues(
+                d, aux_verdict(d.config, target_config, engines=engines, patched=patched, trained=trained)
+            )
         except EnvforgeError as exc:
             issues.append(_error_issue(str(target), exc))
     for other in settings.get("compare", []):

@@ -46,9 +46,13 @@ __all__ = ["SGLANG_EAGLE3", "VLLM_EAGLE3", "ModelClass", "architecture_problems"
 SGLANG_EAGLE3 = "LlamaForCausalLMEagle3"
 
 #: Names in SGLang 0.5.9's registry that a drafter's config plausibly names: name -> module file.
-_SGLANG_KNOWN = {SGLANG_EAGLE3: "llama_eagle3.py", "LlamaForCausalLM": "llama.py",
-                 "LlamaForCausalLMEagle": "llama_eagle.py", "Qwen2ForCausalLMEagle": "qwen2_eagle.py",
-                 "MistralLarge3ForCausalLMEagle": "mistral_large_3_eagle.py"}
+_SGLANG_KNOWN = {
+    SGLANG_EAGLE3: "llama_eagle3.py",
+    "LlamaForCausalLM": "llama.py",
+    "LlamaForCausalLMEagle": "llama_eagle.py",
+    "Qwen2ForCausalLMEagle": "qwen2_eagle.py",
+    "MistralLarge3ForCausalLMEagle": "mistral_large_3_eagle.py",
+}
 
 #: vLLM 0.32.0's registry entries whose names start or end with ``Eagle3`` (the only names an
 #: EAGLE-3 draft's renamed architecture can be): name -> (module file, class).
@@ -63,10 +67,14 @@ VLLM_EAGLE3 = {
     "Eagle3DeepseekV3ForCausalLM": ("deepseek_eagle3.py", "Eagle3DeepseekV2ForCausalLM"),
 }
 
-_FIX = f'set config.json "architectures" to ["{SGLANG_EAGLE3}"] (the name SGLang maps to its EAGLE-3 loader; ' \
-       "vLLM maps it to the same layout)"
-_PLAIN_LAYER = re.compile(r"model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj|"
-                          r"(input|post_attention)_layernorm)\.weight")
+_FIX = (
+    f'set config.json "architectures" to ["{SGLANG_EAGLE3}"] (the name SGLang maps to its EAGLE-3 loader; '
+    "vLLM maps it to the same layout)"
+)
+_PLAIN_LAYER = re.compile(
+    r"model\.layers\.\d+\.(self_attn\.[qkvo]_proj|mlp\.(gate|up|down)_proj|"
+    r"(input|post_attention)_layernorm)\.weight"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,21 +145,27 @@ def _plain_llama(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> 
     vocab, hidden = config.get("vocab_size"), config.get("hidden_size")
 
     def has_parameter(name: str) -> bool:
-        return (name in ("model.embed_tokens.weight", "model.norm.weight") or bool(_PLAIN_LAYER.fullmatch(name))
-                or (name == "lm_head.weight" and not tied))
+        return (
+            name in ("model.embed_tokens.weight", "model.norm.weight")
+            or bool(_PLAIN_LAYER.fullmatch(name))
+            or (name == "lm_head.weight" and not tied)
+        )
 
     dropped = [t.name for t in tensors if not has_parameter(t.name)]
     shown = ", ".join(dropped[:4]) + (", ..." if len(dropped) > 4 else "")
-    text = ("SGLang 0.5.9 loads it as a plain Llama, not as EAGLE-3: llama.py's LlamaForCausalLM finds no parameter "
-            f"for {len(dropped)} of {counted(len(tensors), 'tensor')} ({shown}) and drops them with a warning")
+    text = (
+        "SGLang 0.5.9 loads it as a plain Llama, not as EAGLE-3: llama.py's LlamaForCausalLM finds no parameter "
+        f"for {len(dropped)} of {counted(len(tensors), 'tensor')} ({shown}) and drops them with a warning"
+    )
     head = next((t for t in tensors if t.name == "lm_head.weight"), None)
     if head is not None and not tied and head.shape[:1] != (vocab,):
         return text + f"; lm_head.weight {head.describe()} fails its [{vocab}, {hidden}] size assertion", True
     return text, False
 
 
-def _sglang_problem(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...], c: ModelClass,
-                    archs: list[str]) -> LayoutProblem | None:
+def _sglang_problem(
+    config: Mapping[str, Any], tensors: tuple[TensorInfo, ...], c: ModelClass, archs: list[str]
+) -> LayoutProblem | None:
     if c.eagle3:
         return None
     worker = f"its EAGLE-3 worker then stops: only {SGLANG_EAGLE3} has hot_token_id (AttributeError)"
@@ -159,13 +173,17 @@ def _sglang_problem(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...], 
         text, load_fails = _plain_llama(config, tensors)
         actual = f"LlamaForCausalLM: {text}" + (" and stops the server" if load_fails else f"; {worker}")
     elif SGLANG_EAGLE3 in archs:
-        actual = (f"{_json_list(archs)}: SGLang 0.5.9 takes the first listed name its registry has, and {archs[0]} "
-                  f"comes before {SGLANG_EAGLE3}")
+        actual = (
+            f"{_json_list(archs)}: SGLang 0.5.9 takes the first listed name its registry has, and {archs[0]} "
+            f"comes before {SGLANG_EAGLE3}"
+        )
     elif c.name is not None:
         actual = f"{c.name}: SGLang 0.5.9 builds {c.describe()}, not its EAGLE-3 class {SGLANG_EAGLE3}; {worker}"
     else:
-        actual = (f"{archs[0]}: not SGLang 0.5.9's EAGLE-3 class {SGLANG_EAGLE3}; SGLang builds the class of that name "
-                  f"if its registry or the Transformers fallback has one, and {worker}")
+        actual = (
+            f"{archs[0]}: not SGLang 0.5.9's EAGLE-3 class {SGLANG_EAGLE3}; SGLang builds the class of that name "
+            f"if its registry or the Transformers fallback has one, and {worker}"
+        )
     return LayoutProblem("eagle3-architecture", "config.architectures", SGLANG_EAGLE3, actual, _FIX, (SGLANG,))
 
 
@@ -173,13 +191,23 @@ def _vllm_problem(c: ModelClass) -> LayoutProblem | None:
     if c.eagle3:
         return None
     if c.name is None:
-        actual = (f"vLLM (method eagle3) looks up {c.looked_up}, which its registry does not have "
-                  "(ValueError: architecture not supported)")
+        actual = (
+            f"vLLM (method eagle3) looks up {c.looked_up}, which its registry does not have "
+            "(ValueError: architecture not supported)"
+        )
         return LayoutProblem("eagle3-architecture", "config.architectures", SGLANG_EAGLE3, actual, _FIX, (VLLM,))
-    actual = (f"vLLM (method eagle3) builds {c.describe()}, an EAGLE-3 class whose loader envforge does not follow: "
-              "the vllm verdict is not proven")
-    return LayoutProblem("eagle3-architecture", "config.architectures", "Eagle3LlamaForCausalLM (llama_eagle3.py)",
-                         actual, "serve it in vLLM to check it; envforge checks the llama_eagle3 layout only", (VLLM,))
+    actual = (
+        f"vLLM (method eagle3) builds {c.describe()}, an EAGLE-3 class whose loader envforge does not follow: "
+        "the vllm verdict is not proven"
+    )
+    return LayoutProblem(
+        "eagle3-architecture",
+        "config.architectures",
+        "Eagle3LlamaForCausalLM (llama_eagle3.py)",
+        actual,
+        "serve it in vLLM to check it; envforge checks the llama_eagle3 layout only",
+        (VLLM,),
+    )
 
 
 def _json_list(names: list[str]) -> str:
@@ -193,8 +221,16 @@ def architecture_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, 
     one naming both when the config names no architecture at all."""
     archs = architectures(config)
     if not archs:
-        return (LayoutProblem("eagle3-architecture", "config.architectures", SGLANG_EAGLE3, "absent: neither engine "
-                              "can pick a model class (both select it by this name)", _FIX, (SGLANG, VLLM)),)
+        return (
+            LayoutProblem(
+                "eagle3-architecture",
+                "config.architectures",
+                SGLANG_EAGLE3,
+                "absent: neither engine can pick a model class (both select it by this name)",
+                _FIX,
+                (SGLANG, VLLM),
+            ),
+        )
     sglang, vllm = model_classes(config)
     found = (_sglang_problem(config, tensors, sglang, archs), _vllm_problem(vllm))
     return tuple(p for p in found if p is not None)

@@ -68,23 +68,31 @@ class Reference:
     ambiguous: bool = False
 
 
-def reference(config: Mapping[str, Any], architecture: str | None, layers: int,
-              patched: Mapping[str, str] | None = None) -> Reference:
+def reference(
+    config: Mapping[str, Any], architecture: str | None, layers: int, patched: Mapping[str, str] | None = None
+) -> Reference:
     """What the newest version of each engine makes of ``config`` on this target (module
     docstring, 2.): the layers the engines that read ids from the file agree on; not ambiguous and
     no layers when none reads ids; ambiguous when they disagree."""
     newest: dict[str, EngineFacts] = {}
     for f in ENGINE_FACTS:
         newest[f.engine] = f
-    readers = [c for f in newest.values() for c in captures(f, config, architecture, layers, patched)[:1]
-               if c.key is not None and c.layers is not None]
+    readers = [
+        c
+        for f in newest.values()
+        for c in captures(f, config, architecture, layers, patched)[:1]
+        if c.key is not None and c.layers is not None
+    ]
     if not readers:
         return Reference(None, "no engine reads ids from this file")
     if len({c.layers for c in readers}) > 1:
         return Reference(None, "; ".join(c.describe() for c in readers), ambiguous=True)
     names = " and ".join(c.engine for c in readers)
-    return Reference(readers[0].layers, f"{names} read{'s' if len(readers) == 1 else ''} this file's ids as "
-                                        f"the inputs of layers {_layers(readers[0].layers or ())}")
+    return Reference(
+        readers[0].layers,
+        f"{names} read{'s' if len(readers) == 1 else ''} this file's ids as "
+        f"the inputs of layers {_layers(readers[0].layers or ())}",
+    )
 
 
 def _with_ids(config: Mapping[str, Any], key: str, ids: list[int]) -> dict[str, Any]:
@@ -98,8 +106,14 @@ def _with_ids(config: Mapping[str, Any], key: str, ids: list[int]) -> dict[str, 
     return out
 
 
-def _fix(f: EngineFacts, config: Mapping[str, Any], architecture: str | None, layers: int, want: tuple[int, ...],
-         patched: Mapping[str, str] | None) -> str:
+def _fix(
+    f: EngineFacts,
+    config: Mapping[str, Any],
+    architecture: str | None,
+    layers: int,
+    want: tuple[int, ...],
+    patched: Mapping[str, str] | None,
+) -> str:
     """Which ids, under the key ``f`` reads first, make it capture ``want`` (tried: ``want`` and
     ``want - 1``, the two conventions), checked with the same rules."""
     key = f.reads[0].keys[0]
@@ -107,14 +121,21 @@ def _fix(f: EngineFacts, config: Mapping[str, Any], architecture: str | None, la
         if any(i < 0 for i in ids):
             continue
         if captures(f, _with_ids(config, key, ids), architecture, layers, patched)[0].layers == want:
-            return (f"for {f.name}, set {key} to {ids} in the drafter's config.json (it captures "
-                    f"{_layers(want)} then); check other engines again after the change")
+            return (
+                f"for {f.name}, set {key} to {ids} in the drafter's config.json (it captures "
+                f"{_layers(want)} then); check other engines again after the change"
+            )
     return f"serve it with an engine version that captures {_layers(want)}"
 
 
-def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
-                engines: Sequence[EngineFacts] = ENGINE_FACTS, trained: Sequence[int] | None = None,
-                patched: Mapping[str, str] | None = None) -> AuxVerdict:
+def aux_verdict(
+    config: Mapping[str, Any],
+    target: Mapping[str, Any] | None,
+    *,
+    engines: Sequence[EngineFacts] = ENGINE_FACTS,
+    trained: Sequence[int] | None = None,
+    patched: Mapping[str, str] | None = None,
+) -> AuxVerdict:
     """What each engine version does with ``config``'s aux layers on ``target`` (a target
     ``config.json``; its ``text_config`` is read for multimodal models) and the problems of
     ``engines`` (module docstring). ``trained``: the layers (inputs of, 0-based) the drafter was
@@ -123,8 +144,11 @@ def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
     shown = tuple(c for f in ENGINE_FACTS for c in captures(f, config, architecture, layers, patched))
     if layers is None:
         return AuxVerdict(shown, "", ())
-    ref = Reference(tuple(sorted(set(trained))), f"trained on the inputs of layers {_layers(trained)}") \
-        if trained else reference(config, architecture, layers, patched)
+    ref = (
+        Reference(tuple(sorted(set(trained))), f"trained on the inputs of layers {_layers(trained)}")
+        if trained
+        else reference(config, architecture, layers, patched)
+    )
     if ref.layers and max(ref.layers) > layers:  # layers the target lacks: the range check names them
         ref = Reference(None, f"{ref.basis}, which the target ({layers} layers) does not have")
     want, basis = ref.layers, ref.basis
@@ -134,30 +158,65 @@ def aux_verdict(config: Mapping[str, Any], target: Mapping[str, Any] | None, *,
         top = layers if f.engine == "vllm" else layers - 1  # vLLM also captures the last layer's output
         outside = [L for L in c.layers or () if not 0 <= L <= top]
         if outside:
-            problems.append(AuxProblem("target-layer-count", f.label, f"layers 0..{top} (the target has {layers})",
-                                       c.describe(), f"{f.name} captures nothing for {_layers(outside)}: the drafter "
-                                       "gets fewer hidden states than it fuses; pick ids the target has"))
+            problems.append(
+                AuxProblem(
+                    "target-layer-count",
+                    f.label,
+                    f"layers 0..{top} (the target has {layers})",
+                    c.describe(),
+                    f"{f.name} captures nothing for {_layers(outside)}: the drafter "
+                    "gets fewer hidden states than it fuses; pick ids the target has",
+                )
+            )
         elif c.layers is None and c.reason.startswith("the target class"):
-            problems.append(AuxProblem("eagle3-aux-layers", f.label, "EAGLE-3 starts", c.describe(),
-                                       "apply a patchset that gives the target class the hook (add-delegating-"
-                                       "methods to its language model) or use an engine version that has it"))
+            problems.append(
+                AuxProblem(
+                    "eagle3-aux-layers",
+                    f.label,
+                    "EAGLE-3 starts",
+                    c.describe(),
+                    "apply a patchset that gives the target class the hook (add-delegating-"
+                    "methods to its language model) or use an engine version that has it",
+                )
+            )
         elif c.layers is None and c.reason.startswith("start-up fails"):
-            problems.append(AuxProblem("eagle3-aux-layers", f.label, "EAGLE-3 starts", c.describe(),
-                                       _fix(f, config, architecture, layers, want, patched) if want else
-                                       f"write a list of integer layer ids under {c.key}, or remove it (the engine "
-                                       "then uses its default)" if c.key else
-                                       f"write the layer ids under {f.reads[0].keys[0]}: this target class's hook "
-                                       "has no default"))
+            problems.append(
+                AuxProblem(
+                    "eagle3-aux-layers",
+                    f.label,
+                    "EAGLE-3 starts",
+                    c.describe(),
+                    _fix(f, config, architecture, layers, want, patched)
+                    if want
+                    else f"write a list of integer layer ids under {c.key}, or remove it (the engine "
+                    "then uses its default)"
+                    if c.key
+                    else f"write the layer ids under {f.reads[0].keys[0]}: this target class's hook has no default",
+                )
+            )
         elif c.layers is None:
             continue  # the target's class is needed (a config without architectures): not judged
         elif want is None and ref.ambiguous:
-            problems.append(AuxProblem("eagle3-aux-layers", f.label, "one reading of the ids",
-                                       f"{c.describe()}; the newest engines disagree: {basis}",
-                                       "state the layers the drafter was trained on ([verify.drafter] "
-                                       "trained-aux-layers, or --trained-aux-layers)"))
+            problems.append(
+                AuxProblem(
+                    "eagle3-aux-layers",
+                    f.label,
+                    "one reading of the ids",
+                    f"{c.describe()}; the newest engines disagree: {basis}",
+                    "state the layers the drafter was trained on ([verify.drafter] "
+                    "trained-aux-layers, or --trained-aux-layers)",
+                )
+            )
         elif want is not None and c.layers != want:
-            problems.append(AuxProblem("eagle3-aux-layers", f.label, f"the inputs of layers {_layers(want)} ({basis})",
-                                       c.describe(), _fix(f, config, architecture, layers, want, patched)))
+            problems.append(
+                AuxProblem(
+                    "eagle3-aux-layers",
+                    f.label,
+                    f"the inputs of layers {_layers(want)} ({basis})",
+                    c.describe(),
+                    _fix(f, config, architecture, layers, want, patched),
+                )
+            )
     return AuxVerdict(shown, basis, tuple(problems))
 
 

@@ -35,10 +35,10 @@ _VOLATILE = frozenset({"_name_or_path", "transformers_version", "torch_dtype", "
 _INT_CODES = {"I64": "q", "I32": "i"}
 
 
-
 @dataclass(frozen=True, slots=True)
 class TensorDiff:
     """A tensor that differs: ``a`` / ``b`` are ``"I64 [32000]"`` or ``"absent"``."""
+
     name: str
     a: str
     b: str
@@ -47,6 +47,7 @@ class TensorDiff:
 @dataclass(frozen=True, slots=True)
 class ConfigDiff:
     """A ``config.json`` key whose values differ; ``a`` / ``b`` are JSON text or ``"absent"``."""
+
     key: str
     a: str
     b: str
@@ -60,6 +61,7 @@ class VocabComparison:
     mapping to the same / a different target token; ``a_tokens`` / ``b_tokens``: distinct target
     tokens each draft vocabulary covers; ``overlap``: target tokens in both sets.
     """
+
     positions: int
     same: int
     different: int
@@ -71,6 +73,7 @@ class VocabComparison:
 @dataclass(frozen=True, slots=True)
 class DrafterComparison:
     """Result of :func:`compare_drafters`; ``vocab`` is ``None`` when either side lacks ``d2t``."""
+
     a: str
     b: str
     tensors: tuple[TensorDiff, ...]
@@ -82,8 +85,9 @@ def decode_d2t(raw: bytes, dtype: str) -> array[int]:
     """Decode little-endian ``I64`` / ``I32`` tensor bytes (safetensors stores little-endian)."""
     code = _INT_CODES.get(dtype)
     if code is None:
-        raise InputError(f"d2t has dtype {dtype}; expected I64 or I32",
-                         hint="d2t holds integer offsets (target id = i + d2t[i])")
+        raise InputError(
+            f"d2t has dtype {dtype}; expected I64 or I32", hint="d2t holds integer offsets (target id = i + d2t[i])"
+        )
     values = array(code)
     if len(raw) % values.itemsize:
         raise InputError(f"d2t: {len(raw)} bytes is not a whole number of {dtype} values")
@@ -149,8 +153,13 @@ def compare_drafters(a: Drafter, b: Drafter, read_a: ByteReader, read_b: ByteRea
 
 
 def _tensor_issue(c: DrafterComparison, t: TensorDiff) -> DrafterIssue:
-    return DrafterIssue("drafter-tensor", f"{c.a} vs {c.b}: {t.name}", t.b, t.a,
-                        "the drafters do not have the same layout; retrain or pick the matching drafter")
+    return DrafterIssue(
+        "drafter-tensor",
+        f"{c.a} vs {c.b}: {t.name}",
+        t.b,
+        t.a,
+        "the drafters do not have the same layout; retrain or pick the matching drafter",
+    )
 
 
 def comparison_issues(c: DrafterComparison) -> tuple[DrafterIssue, ...]:
@@ -161,10 +170,14 @@ def comparison_issues(c: DrafterComparison) -> tuple[DrafterIssue, ...]:
     out = [_tensor_issue(c, t) for t in c.tensors]
     v = c.vocab
     if v is not None and v.different:
-        out.append(DrafterIssue(
-            "vocab-mapping", f"{c.a} vs {c.b}: d2t",
-            f"{v.positions:,} of {v.positions:,} draft positions map to the same target token",
-            f"{v.different:,} of {v.positions:,} differ; vocabularies overlap in {v.overlap:,} tokens",
-            "a fine-tune from one drafter onto the other's vocabulary starts from the wrong tokens; "
-            "rebuild d2t/t2d from one vocabulary"))
+        out.append(
+            DrafterIssue(
+                "vocab-mapping",
+                f"{c.a} vs {c.b}: d2t",
+                f"{v.positions:,} of {v.positions:,} draft positions map to the same target token",
+                f"{v.different:,} of {v.positions:,} differ; vocabularies overlap in {v.overlap:,} tokens",
+                "a fine-tune from one drafter onto the other's vocabulary starts from the wrong tokens; "
+                "rebuild d2t/t2d from one vocabulary",
+            )
+        )
     return tuple(out)

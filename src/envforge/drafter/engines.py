@@ -34,9 +34,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["AS_GIVEN", "AS_GIVEN_OR_DEFAULT", "AS_GIVEN_IF_MAX_IS_N", "DELEGATES", "ENGINE_FACTS", "PLUS_ONE", "PLUS_ONE_DEFAULT_TOO",
-           "PLUS_ONE_IF_FIRST_IS_1", "Capture", "CaptureHook", "EngineFacts", "IdsRead", "Source", "capture",
-           "captures", "facts_for", "hook_result", "read_ids"]
+__all__ = [
+    "AS_GIVEN",
+    "AS_GIVEN_OR_DEFAULT",
+    "AS_GIVEN_IF_MAX_IS_N",
+    "DELEGATES",
+    "ENGINE_FACTS",
+    "PLUS_ONE",
+    "PLUS_ONE_DEFAULT_TOO",
+    "PLUS_ONE_IF_FIRST_IS_1",
+    "Capture",
+    "CaptureHook",
+    "EngineFacts",
+    "IdsRead",
+    "Source",
+    "capture",
+    "captures",
+    "facts_for",
+    "hook_result",
+    "read_ids",
+]
 
 #: ``[val + 1 for val in layer_ids]``; without ids ``[2, n // 2, n - 3]``.
 PLUS_ONE: Final = "plus-one"
@@ -148,97 +165,199 @@ class EngineFacts:
 
 
 def _hooks(prefix: str, table: Mapping[tuple[str, int, str], tuple[str, ...]]) -> dict[str, CaptureHook]:
-    return {arch: CaptureHook(rule, Source(prefix + file, line))
-            for (file, line, rule), archs in table.items() for arch in archs}
+    return {
+        arch: CaptureHook(rule, Source(prefix + file, line))
+        for (file, line, rule), archs in table.items()
+        for arch in archs
+    }
 
 
-_SGLANG_0_5_9_HOOKS = _hooks("sglang/srt/models/", {
-    ("apertus.py", 670, PLUS_ONE): ("ApertusForCausalLM",),
-    ("bailing_moe.py", 1034, PLUS_ONE): ("BailingMoEForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM"),
-    ("deepseek_v2.py", 2963, PLUS_ONE): ("DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM",
-        "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
-        "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle"),
-    ("exaone_moe.py", 865, PLUS_ONE): ("ExaoneMoEForCausalLM", "ExaoneMoEForCausalLMMTP"),
-    ("glm4_moe.py", 1268, PLUS_ONE): ("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"),
-    ("gpt_oss.py", 1120, PLUS_ONE): ("GptOssForCausalLM",),
-    ("llama.py", 778, PLUS_ONE): ("IQuestCoderForCausalLM", "InternLM3ForCausalLM", "Llama4ForCausalLM",
-        "LlamaForCausalLM", "LlamaForCausalLMEagle", "LlamaForCausalLMEagle3", "Ministral3ForCausalLM",
-        "MistralForCausalLM", "Phi3ForCausalLM", "TeleFLMForCausalLM"),
-    ("longcat_flash.py", 1048, PLUS_ONE): ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"),
-    ("minimax_m2.py", 977, PLUS_ONE): ("MiniMaxM2ForCausalLM",),
-    ("mllama4.py", 953, DELEGATES): ("Llama4ForConditionalGeneration",),
-    ("qwen2.py", 638, PLUS_ONE): ("Qwen2ForCausalLM", "Qwen2ForCausalLMEagle"),
-    ("qwen2_5_vl.py", 875, PLUS_ONE): ("Qwen2_5_VLForConditionalGeneration",),
-    ("qwen2_moe.py", 883, PLUS_ONE): ("Qwen2MoeForCausalLM",),
-    ("qwen3.py", 571, PLUS_ONE): ("Qwen3ForCausalLM",),
-    ("qwen3_moe.py", 1009, PLUS_ONE): ("Qwen3MoeForCausalLM",),
-    ("qwen3_next.py", 1139, PLUS_ONE): ("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
-})
-_SGLANG_0_5_23_HOOKS = _hooks("sglang/srt/models/", {
-    ("apertus.py", 675, PLUS_ONE): ("ApertusForCausalLM",),
-    ("bailing_moe.py", 1098, PLUS_ONE): ("BailingMoEForCausalLM", "BailingMoeForCausalLM",
-        "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"),
-    ("deepseek_v2.py", 3458, PLUS_ONE_IF_FIRST_IS_1): ("DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM",
-        "DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN", "Glm5NextForConditionalGenerationNextN",
-        "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN", "MistralLarge3ForCausalLM",
-        "MistralLarge3ForCausalLMEagle"),
-    ("exaone_moe.py", 866, PLUS_ONE): ("ExaoneMoEForCausalLM", "ExaoneMoEForCausalLMMTP", "ExaoneMoeForCausalLM"),
-    ("gemma3_causal.py", 917, PLUS_ONE): ("EmbeddingGemmaModel", "Gemma3ForCausalLM"),
-    ("gemma3_mm.py", 543, DELEGATES): ("Gemma3ForConditionalGeneration",),
-    ("gemma4_causal.py", 1495, PLUS_ONE): ("Gemma4AssistantForCausalLM", "Gemma4ForCausalLM",
-        "Gemma4UnifiedAssistantForCausalLM"),
-    ("gemma4_mm.py", 1155, PLUS_ONE): ("Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
-    ("glm4_moe.py", 1269, PLUS_ONE): ("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"),
-    ("glm4_moe_lite.py", 805, PLUS_ONE_IF_FIRST_IS_1): ("Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN"),
-    ("glm5_next.py", 1533, PLUS_ONE): ("Glm5NextForConditionalGeneration",),
-    ("gpt_oss.py", 1337, AS_GIVEN_IF_MAX_IS_N): ("GptOssForCausalLM",),
-    ("kimi_k25.py", 928, DELEGATES): ("KimiK25ForConditionalGeneration",),
-    ("llama.py", 929, PLUS_ONE): ("IQuestCoderForCausalLM", "InternLM3ForCausalLM", "Llama4ForCausalLM",
-        "LlamaForCausalLM", "LlamaForCausalLMEagle", "LlamaForCausalLMEagle3", "Ministral3ForCausalLM",
-        "MistralForCausalLM", "MistralForCausalLMEagle", "Phi3ForCausalLM", "TeleFLMForCausalLM"),
-    ("longcat_flash.py", 1112, PLUS_ONE): ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"),
-    ("mindspore.py", 359, DELEGATES): ("MindSporeForCausalLM",),
-    ("minimax_m2.py", 1067, PLUS_ONE): ("MiniMaxM2ForCausalLM",),
-    ("minimax_m3.py", 2056, PLUS_ONE): ("MiniMaxM3SparseForCausalLM",),
-    ("minimax_m3_vl.py", 246, PLUS_ONE_DEFAULT_TOO): ("MiniMaxM3SparseForConditionalGeneration",),
-    ("mllama4.py", 971, DELEGATES): ("Llama4ForConditionalGeneration",),
-    ("qwen2.py", 781, PLUS_ONE): ("Qwen2ForCausalLM", "Qwen2ForCausalLMEagle"),
-    ("qwen2_5_vl.py", 990, PLUS_ONE): ("Qwen2_5_VLForConditionalGeneration",),
-    ("qwen2_moe.py", 1418, PLUS_ONE): ("Qwen2MoeForCausalLM",),
-    ("qwen3.py", 778, PLUS_ONE): ("Qwen3ForCausalLM",),
-    ("qwen3_5.py", 1894, AS_GIVEN): ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"),
-    ("qwen3_moe.py", 1128, PLUS_ONE): ("MellumForCausalLM", "Qwen3MoeForCausalLM", "Qwen3MoeForCausalLMMTP"),
-    ("qwen3_next.py", 1286, PLUS_ONE): ("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
-    ("qwen3_vl.py", 1777, PLUS_ONE): ("Cosmos3ForConditionalGeneration", "InternS1ProForConditionalGeneration",
-        "InternS2MobiusForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
-        "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration"),
-})
+_SGLANG_0_5_9_HOOKS = _hooks(
+    "sglang/srt/models/",
+    {
+        ("apertus.py", 670, PLUS_ONE): ("ApertusForCausalLM",),
+        ("bailing_moe.py", 1034, PLUS_ONE): (
+            "BailingMoEForCausalLM",
+            "BailingMoeForCausalLM",
+            "BailingMoeV2ForCausalLM",
+        ),
+        ("deepseek_v2.py", 2963, PLUS_ONE): (
+            "DeepseekV2ForCausalLM",
+            "DeepseekV32ForCausalLM",
+            "DeepseekV3ForCausalLM",
+            "DeepseekV3ForCausalLMNextN",
+            "Glm4MoeLiteForCausalLM",
+            "GlmMoeDsaForCausalLM",
+            "MistralLarge3ForCausalLM",
+            "MistralLarge3ForCausalLMEagle",
+        ),
+        ("exaone_moe.py", 865, PLUS_ONE): ("ExaoneMoEForCausalLM", "ExaoneMoEForCausalLMMTP"),
+        ("glm4_moe.py", 1268, PLUS_ONE): ("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"),
+        ("gpt_oss.py", 1120, PLUS_ONE): ("GptOssForCausalLM",),
+        ("llama.py", 778, PLUS_ONE): (
+            "IQuestCoderForCausalLM",
+            "InternLM3ForCausalLM",
+            "Llama4ForCausalLM",
+            "LlamaForCausalLM",
+            "LlamaForCausalLMEagle",
+            "LlamaForCausalLMEagle3",
+            "Ministral3ForCausalLM",
+            "MistralForCausalLM",
+            "Phi3ForCausalLM",
+            "TeleFLMForCausalLM",
+        ),
+        ("longcat_flash.py", 1048, PLUS_ONE): ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"),
+        ("minimax_m2.py", 977, PLUS_ONE): ("MiniMaxM2ForCausalLM",),
+        ("mllama4.py", 953, DELEGATES): ("Llama4ForConditionalGeneration",),
+        ("qwen2.py", 638, PLUS_ONE): ("Qwen2ForCausalLM", "Qwen2ForCausalLMEagle"),
+        ("qwen2_5_vl.py", 875, PLUS_ONE): ("Qwen2_5_VLForConditionalGeneration",),
+        ("qwen2_moe.py", 883, PLUS_ONE): ("Qwen2MoeForCausalLM",),
+        ("qwen3.py", 571, PLUS_ONE): ("Qwen3ForCausalLM",),
+        ("qwen3_moe.py", 1009, PLUS_ONE): ("Qwen3MoeForCausalLM",),
+        ("qwen3_next.py", 1139, PLUS_ONE): ("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
+    },
+)
+_SGLANG_0_5_23_HOOKS = _hooks(
+    "sglang/srt/models/",
+    {
+        ("apertus.py", 675, PLUS_ONE): ("ApertusForCausalLM",),
+        ("bailing_moe.py", 1098, PLUS_ONE): (
+            "BailingMoEForCausalLM",
+            "BailingMoeForCausalLM",
+            "BailingMoeV2ForCausalLM",
+            "SarvamMoEForCausalLM",
+        ),
+        ("deepseek_v2.py", 3458, PLUS_ONE_IF_FIRST_IS_1): (
+            "DeepseekV2ForCausalLM",
+            "DeepseekV32ForCausalLM",
+            "DeepseekV3ForCausalLM",
+            "DeepseekV3ForCausalLMNextN",
+            "Glm5NextForConditionalGenerationNextN",
+            "GlmMoeDsaForCausalLM",
+            "GlmMoeDsaForCausalLMNextN",
+            "MistralLarge3ForCausalLM",
+            "MistralLarge3ForCausalLMEagle",
+        ),
+        ("exaone_moe.py", 866, PLUS_ONE): ("ExaoneMoEForCausalLM", "ExaoneMoEForCausalLMMTP", "ExaoneMoeForCausalLM"),
+        ("gemma3_causal.py", 917, PLUS_ONE): ("EmbeddingGemmaModel", "Gemma3ForCausalLM"),
+        ("gemma3_mm.py", 543, DELEGATES): ("Gemma3ForConditionalGeneration",),
+        ("gemma4_causal.py", 1495, PLUS_ONE): (
+            "Gemma4AssistantForCausalLM",
+            "Gemma4ForCausalLM",
+            "Gemma4UnifiedAssistantForCausalLM",
+        ),
+        ("gemma4_mm.py", 1155, PLUS_ONE): ("Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+        ("glm4_moe.py", 1269, PLUS_ONE): ("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"),
+        ("glm4_moe_lite.py", 805, PLUS_ONE_IF_FIRST_IS_1): ("Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN"),
+        ("glm5_next.py", 1533, PLUS_ONE): ("Glm5NextForConditionalGeneration",),
+        ("gpt_oss.py", 1337, AS_GIVEN_IF_MAX_IS_N): ("GptOssForCausalLM",),
+        ("kimi_k25.py", 928, DELEGATES): ("KimiK25ForConditionalGeneration",),
+        ("llama.py", 929, PLUS_ONE): (
+            "IQuestCoderForCausalLM",
+            "InternLM3ForCausalLM",
+            "Llama4ForCausalLM",
+            "LlamaForCausalLM",
+            "LlamaForCausalLMEagle",
+            "LlamaForCausalLMEagle3",
+            "Ministral3ForCausalLM",
+            "MistralForCausalLM",
+            "MistralForCausalLMEagle",
+            "Phi3ForCausalLM",
+            "TeleFLMForCausalLM",
+        ),
+        ("longcat_flash.py", 1112, PLUS_ONE): ("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"),
+        ("mindspore.py", 359, DELEGATES): ("MindSporeForCausalLM",),
+        ("minimax_m2.py", 1067, PLUS_ONE): ("MiniMaxM2ForCausalLM",),
+        ("minimax_m3.py", 2056, PLUS_ONE): ("MiniMaxM3SparseForCausalLM",),
+        ("minimax_m3_vl.py", 246, PLUS_ONE_DEFAULT_TOO): ("MiniMaxM3SparseForConditionalGeneration",),
+        ("mllama4.py", 971, DELEGATES): ("Llama4ForConditionalGeneration",),
+        ("qwen2.py", 781, PLUS_ONE): ("Qwen2ForCausalLM", "Qwen2ForCausalLMEagle"),
+        ("qwen2_5_vl.py", 990, PLUS_ONE): ("Qwen2_5_VLForConditionalGeneration",),
+        ("qwen2_moe.py", 1418, PLUS_ONE): ("Qwen2MoeForCausalLM",),
+        ("qwen3.py", 778, PLUS_ONE): ("Qwen3ForCausalLM",),
+        ("qwen3_5.py", 1894, AS_GIVEN): ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"),
+        ("qwen3_moe.py", 1128, PLUS_ONE): ("MellumForCausalLM", "Qwen3MoeForCausalLM", "Qwen3MoeForCausalLMMTP"),
+        ("qwen3_next.py", 1286, PLUS_ONE): ("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
+        ("qwen3_vl.py", 1777, PLUS_ONE): (
+            "Cosmos3ForConditionalGeneration",
+            "InternS1ProForConditionalGeneration",
+            "InternS2MobiusForConditionalGeneration",
+            "InternS2PreviewForConditionalGeneration",
+            "Qwen3VLForConditionalGeneration",
+            "Qwen3VLMoeForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen4ExpForConditionalGeneration",
+        ),
+    },
+)
 
 _SG = "sglang/srt/model_executor/"
 _VL = "vllm/v1/worker/"
 
 #: Every engine version envforge has facts for (module docstring), newest last per engine.
 ENGINE_FACTS: tuple[EngineFacts, ...] = (
-    EngineFacts("sglang", "0.5.9",
-                (IdsRead("", ("eagle_config.eagle_aux_hidden_state_layer_ids",), False, False,
-                         Source(_SG + "model_runner.py", 363)),),
-                _SGLANG_0_5_9_HOOKS, None, {}, None, None),
-    EngineFacts("sglang", "0.5.23",
-                (IdsRead("", ("eagle_config.eagle_aux_hidden_state_layer_ids",), False, False,
-                         Source(_SG + "model_runner_components/spec_aux_hidden_state.py", 192)),),
-                _SGLANG_0_5_23_HOOKS, None,
-                {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM"},  # kimi_k25.py: self.language_model
-                Source("sglang/srt/models/llama_eagle3.py", 185), Source("sglang/srt/models/llama_eagle3.py", 207)),
-    EngineFacts("vllm", "0.32.0",
-                (IdsRead("Model Runner V2, the default", ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
-                         True, True, Source(_VL + "gpu/spec_decode/eagle/eagle3_utils.py", 100)),
-                 IdsRead("VLLM_USE_V2_MODEL_RUNNER=0",
-                         ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"),
-                         True, True, Source(_VL + "gpu_model_runner.py", 5251))),
-                {}, CaptureHook(AS_GIVEN_OR_DEFAULT, Source("vllm/model_executor/models/interfaces.py", 1712)), {},
-                Source("vllm/model_executor/models/llama_eagle3.py", 231),
-                Source("vllm/model_executor/models/llama_eagle3.py", 252)),
+    EngineFacts(
+        "sglang",
+        "0.5.9",
+        (
+            IdsRead(
+                "",
+                ("eagle_config.eagle_aux_hidden_state_layer_ids",),
+                False,
+                False,
+                Source(_SG + "model_runner.py", 363),
+            ),
+        ),
+        _SGLANG_0_5_9_HOOKS,
+        None,
+        {},
+        None,
+        None,
+    ),
+    EngineFacts(
+        "sglang",
+        "0.5.23",
+        (
+            IdsRead(
+                "",
+                ("eagle_config.eagle_aux_hidden_state_layer_ids",),
+                False,
+                False,
+                Source(_SG + "model_runner_components/spec_aux_hidden_state.py", 192),
+            ),
+        ),
+        _SGLANG_0_5_23_HOOKS,
+        None,
+        {"KimiK25ForConditionalGeneration": "DeepseekV3ForCausalLM"},  # kimi_k25.py: self.language_model
+        Source("sglang/srt/models/llama_eagle3.py", 185),
+        Source("sglang/srt/models/llama_eagle3.py", 207),
+    ),
+    EngineFacts(
+        "vllm",
+        "0.32.0",
+        (
+            IdsRead(
+                "Model Runner V2, the default",
+                ("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
+                True,
+                True,
+                Source(_VL + "gpu/spec_decode/eagle/eagle3_utils.py", 100),
+            ),
+            IdsRead(
+                "VLLM_USE_V2_MODEL_RUNNER=0",
+                ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"),
+                True,
+                True,
+                Source(_VL + "gpu_model_runner.py", 5251),
+            ),
+        ),
+        {},
+        CaptureHook(AS_GIVEN_OR_DEFAULT, Source("vllm/model_executor/models/interfaces.py", 1712)),
+        {},
+        Source("vllm/model_executor/models/llama_eagle3.py", 231),
+        Source("vllm/model_executor/models/llama_eagle3.py", 252),
+    ),
 )
 
 
@@ -329,13 +448,24 @@ def hook_result(rule: str, ids: list[int] | None, layers: int | None) -> list[in
     return [i + 1 for i in ids]
 
 
-_RULE_WORDS = {PLUS_ONE: "+ 1", PLUS_ONE_IF_FIRST_IS_1: "+ 1 only when the first id is 1",
-               AS_GIVEN_IF_MAX_IS_N: "as given only when the largest id is the layer count, else + 1",
-               PLUS_ONE_DEFAULT_TOO: "+ 1", AS_GIVEN: "as given", AS_GIVEN_OR_DEFAULT: "as given"}
+_RULE_WORDS = {
+    PLUS_ONE: "+ 1",
+    PLUS_ONE_IF_FIRST_IS_1: "+ 1 only when the first id is 1",
+    AS_GIVEN_IF_MAX_IS_N: "as given only when the largest id is the layer count, else + 1",
+    PLUS_ONE_DEFAULT_TOO: "+ 1",
+    AS_GIVEN: "as given",
+    AS_GIVEN_OR_DEFAULT: "as given",
+}
 
 
-def capture(facts: EngineFacts, read: IdsRead, config: Mapping[str, Any], architecture: str | None,
-            layers: int | None, patched: Mapping[str, str] | None = None) -> Capture:
+def capture(
+    facts: EngineFacts,
+    read: IdsRead,
+    config: Mapping[str, Any],
+    architecture: str | None,
+    layers: int | None,
+    patched: Mapping[str, str] | None = None,
+) -> Capture:
     """The layers ``facts``'s engine captures for drafter ``config`` on a target of
     ``architecture`` (None: unknown) with ``layers`` decoder layers (None: unknown), through code
     path ``read``; ``patched`` as for :meth:`EngineFacts.hook`."""
@@ -345,35 +475,74 @@ def capture(facts: EngineFacts, read: IdsRead, config: Mapping[str, Any], archit
         return Capture(facts.name, read.label, key, ids, (), "eagle_config.use_aux_hidden_state is false")
     source = f"ids {ids} from {key}" if key else "no ids read: the default [2, n // 2, n - 3]"
     if architecture is None and facts.any_target is None:
-        return Capture(facts.name, read.label, key, ids, None, f"{source}; {read.source}",
-                       "which layers depends on the target's class and layer count (give the target config)")
+        return Capture(
+            facts.name,
+            read.label,
+            key,
+            ids,
+            None,
+            f"{source}; {read.source}",
+            "which layers depends on the target's class and layer count (give the target config)",
+        )
     hook, owner = facts.hook(architecture or "", patched)
     if hook is None:
-        return Capture(facts.name, read.label, key, ids, None, f"{source}; {read.source}",
-                       f"the target class {owner} has no set_eagle3_layers_to_capture: EAGLE-3 stops at "
-                       "start-up (AttributeError)")
+        return Capture(
+            facts.name,
+            read.label,
+            key,
+            ids,
+            None,
+            f"{source}; {read.source}",
+            f"the target class {owner} has no set_eagle3_layers_to_capture: EAGLE-3 stops at start-up (AttributeError)",
+        )
     if hook.rule == DELEGATES:
-        return Capture(facts.name, read.label, key, ids, None, f"{source}; {hook.source}",
-                       f"the target class {owner} hands the ids to its language model, whose class envforge does "
-                       "not know for this target")
+        return Capture(
+            facts.name,
+            read.label,
+            key,
+            ids,
+            None,
+            f"{source}; {hook.source}",
+            f"the target class {owner} hands the ids to its language model, whose class envforge does "
+            "not know for this target",
+        )
     if key:
         how = f"{source}, {_RULE_WORDS[hook.rule]}: {hook.source}"
     else:  # an as-given hook has no default of its own: it fails without ids
         how = f"no ids read: {hook.source}" if hook.rule == AS_GIVEN else f"{source}: {hook.source}"
     if ids is not None and not _ints(ids):
-        return Capture(facts.name, read.label, key, ids, None, how,
-                       f"start-up fails: {key} is {ids!r}, not a list of integer layer ids")
+        return Capture(
+            facts.name,
+            read.label,
+            key,
+            ids,
+            None,
+            how,
+            f"start-up fails: {key} is {ids!r}, not a list of integer layer ids",
+        )
     try:
         result = hook_result(hook.rule, ids, layers)
     except ValueError as exc:
         return Capture(facts.name, read.label, key, ids, None, how, f"start-up fails: {exc}")
     if result is None:
-        return Capture(facts.name, read.label, key, ids, None, how,
-                       "which layers depends on the target's layer count (give the target config)")
+        return Capture(
+            facts.name,
+            read.label,
+            key,
+            ids,
+            None,
+            how,
+            "which layers depends on the target's layer count (give the target config)",
+        )
     return Capture(facts.name, read.label, key, ids, tuple(sorted({int(i) for i in result})), how)
 
 
-def captures(facts: EngineFacts, config: Mapping[str, Any], architecture: str | None, layers: int | None,
-             patched: Mapping[str, str] | None = None) -> tuple[Capture, ...]:
+def captures(
+    facts: EngineFacts,
+    config: Mapping[str, Any],
+    architecture: str | None,
+    layers: int | None,
+    patched: Mapping[str, str] | None = None,
+) -> tuple[Capture, ...]:
     """:func:`capture` for each code path of ``facts`` (the default first)."""
     return tuple(capture(facts, r, config, architecture, layers, patched) for r in facts.reads)

@@ -68,6 +68,7 @@ Progress = Callable[[str], None]
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
     """A file of a hub revision: ``size`` in bytes, ``sha256`` (LFS files) or ``blob_id`` (git sha1)."""
+
     name: str
     size: int
     sha256: str | None
@@ -81,6 +82,7 @@ class HubRevision:
     ``requested`` is the revision as given, ``sha`` the commit it resolved to, ``pinned`` whether
     the request was that sha; ``files`` the selected files; ``skipped`` the names left out.
     """
+
     repo: str
     requested: str
     sha: str
@@ -97,6 +99,7 @@ class HubRevision:
 @dataclass(frozen=True, slots=True)
 class FetchedFile:
     """A downloaded file, re-hashed: repo-relative ``name``, ``size`` in bytes, ``sha256`` hex."""
+
     name: str
     size: int
     sha256: str
@@ -106,6 +109,7 @@ class FetchedFile:
 class FetchResult:
     """What :func:`fetch` wrote: the files under ``dest`` and the record ``dest/envforge-drafter.json``;
     ``offline``: nothing was downloaded, the recorded copy was re-hashed (:func:`recheck_offline`)."""
+
     revision: HubRevision
     dest: Path
     files: tuple[FetchedFile, ...]
@@ -125,28 +129,34 @@ def _api(endpoint: str | None) -> Any:
     return HfApi(endpoint=endpoint)
 
 
-def _select(repo: str, sha: str, files: list[RemoteFile],
-            allow_pickle: bool) -> tuple[tuple[RemoteFile, ...], tuple[str, ...]]:
+def _select(
+    repo: str, sha: str, files: list[RemoteFile], allow_pickle: bool
+) -> tuple[tuple[RemoteFile, ...], tuple[str, ...]]:
     weights = [f for f in files if f.name.endswith(".safetensors")]
     pickles = [f for f in files if f.name.endswith(PICKLE_SUFFIXES)]
     if not weights and pickles and not allow_pickle:
         names = ", ".join(f.name for f in pickles)
-        raise InputError(f"{repo}@{sha} has only pickle weights ({names}); loading pickle can run "
-                         "arbitrary code",
-                         hint="use a revision with safetensors weights, or pass --allow-pickle "
-                              "(allow-pickle = true) if you trust this repository")
+        raise InputError(
+            f"{repo}@{sha} has only pickle weights ({names}); loading pickle can run arbitrary code",
+            hint="use a revision with safetensors weights, or pass --allow-pickle "
+            "(allow-pickle = true) if you trust this repository",
+        )
     if not weights and not pickles:
-        raise InputError(f"{repo}@{sha} has no weights (no *.safetensors file)",
-                         hint="check the repository and revision")
-    chosen = [f for f in files if f.name.endswith(".json") or f in weights
-              or (not weights and f in pickles)]
+        raise InputError(
+            f"{repo}@{sha} has no weights (no *.safetensors file)", hint="check the repository and revision"
+        )
+    chosen = [f for f in files if f.name.endswith(".json") or f in weights or (not weights and f in pickles)]
     big = [f for f in chosen if f.name.endswith(".json") and f.size > JSON_LIMIT]
     if len(chosen) > MAX_FILES or big:
-        why = (f"{len(chosen):,} files to fetch (a drafter has a config, an index and its weights; at most "
-               f"{MAX_FILES})" if len(chosen) > MAX_FILES else
-               f"{big[0].name} of {big[0].size:,} bytes (a JSON file of a drafter is at most {JSON_LIMIT >> 20} MiB)")
-        raise InputError(f"{repo}@{sha} is not a drafter repository envforge fetches: {why}; nothing was downloaded",
-                         hint="check the repository and revision")
+        why = (
+            f"{len(chosen):,} files to fetch (a drafter has a config, an index and its weights; at most {MAX_FILES})"
+            if len(chosen) > MAX_FILES
+            else f"{big[0].name} of {big[0].size:,} bytes (a JSON file of a drafter is at most {JSON_LIMIT >> 20} MiB)"
+        )
+        raise InputError(
+            f"{repo}@{sha} is not a drafter repository envforge fetches: {why}; nothing was downloaded",
+            hint="check the repository and revision",
+        )
     skipped = tuple(f.name for f in files if f not in chosen)
     return tuple(chosen), skipped
 
@@ -173,14 +183,16 @@ def _refuse_escaping_names(repo: str, sha: str, files: list[RemoteFile]) -> None
     bad = [(f.name, why) for f in files if (why := file_name_problem(f.name)) is not None]
     if bad:
         shown = "; ".join(f"{escape_controls(repr(n))} ({why})" for n, why in bad)
-        raise InputError(f"{repo}@{sha} has file names that point outside the download directory: {shown}; "
-                         "nothing was downloaded",
-                         hint="a drafter repository never needs such a name: pin a revision without it, and "
-                              "report it to the repository's owner")
+        raise InputError(
+            f"{repo}@{sha} has file names that point outside the download directory: {shown}; nothing was downloaded",
+            hint="a drafter repository never needs such a name: pin a revision without it, and "
+            "report it to the repository's owner",
+        )
 
 
-def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
-                     allow_pickle: bool = False, endpoint: str | None = None) -> HubRevision:
+def resolve_revision(
+    repo: str, revision: str, *, allow_unpinned: bool = False, allow_pickle: bool = False, endpoint: str | None = None
+) -> HubRevision:
     """Resolve ``repo@revision`` on the hub and select the files to fetch (one API call).
 
     :raises InputError: bad repo id; revision not a 40-hex commit sha (unless ``allow_unpinned``);
@@ -191,12 +203,13 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
     if not _REPO.fullmatch(repo):
         raise InputError(f"'{repo}' is not a hub repository id (owner/name)")
     if not allow_unpinned and not _SHA.fullmatch(revision):
-        raise InputError(f"revision '{revision}' of {repo} is not a commit sha (40 hex digits); the hub was "
-                         "not contacted",
-                         hint=f"find the sha with `envforge drafter fetch {repo} --revision {revision} "
-                              "--allow-unpinned --dry-run` (or the repository's commit history on the hub) and "
-                              f"pass it, or pass --allow-unpinned to take what '{revision}' points at and "
-                              "record the sha")
+        raise InputError(
+            f"revision '{revision}' of {repo} is not a commit sha (40 hex digits); the hub was not contacted",
+            hint=f"find the sha with `envforge drafter fetch {repo} --revision {revision} "
+            "--allow-unpinned --dry-run` (or the repository's commit history on the hub) and "
+            f"pass it, or pass --allow-unpinned to take what '{revision}' points at and "
+            "record the sha",
+        )
     with hub_errors(f"model_info {repo}@{revision}", repo, revision, endpoint):
         try:
             info = _api(endpoint).model_info(repo, revision=revision, files_metadata=True)
@@ -207,11 +220,15 @@ def resolve_revision(repo: str, revision: str, *, allow_unpinned: bool = False,
     sha = str(info.sha)
     pinned = bool(_SHA.fullmatch(revision)) and revision == sha
     if not pinned and not allow_unpinned:
-        raise InputError(f"revision '{revision}' of {repo} is not a commit sha (it resolves to {sha} now)",
-                         hint=f"pin it with --revision {sha}, or pass --allow-unpinned to take what "
-                              f"'{revision}' points at and record the sha")
-    files = [RemoteFile(s.rfilename, int(s.lfs.size if s.lfs else s.size or 0),
-                        s.lfs.sha256 if s.lfs else None, s.blob_id) for s in info.siblings or []]
+        raise InputError(
+            f"revision '{revision}' of {repo} is not a commit sha (it resolves to {sha} now)",
+            hint=f"pin it with --revision {sha}, or pass --allow-unpinned to take what "
+            f"'{revision}' points at and record the sha",
+        )
+    files = [
+        RemoteFile(s.rfilename, int(s.lfs.size if s.lfs else s.size or 0), s.lfs.sha256 if s.lfs else None, s.blob_id)
+        for s in info.siblings or []
+    ]
     _refuse_escaping_names(repo, sha, files)
     chosen, skipped = _select(repo, sha, files, allow_pickle)
     return HubRevision(repo, revision, sha, pinned, chosen, skipped)
@@ -238,10 +255,12 @@ def _verify(rev: HubRevision, f: RemoteFile, path: Path) -> FetchedFile:
     kind, actual, expected, sha256, size = _digest(path, f)
     if actual != expected or size != f.size:
         path.unlink()
-        raise CheckFailed(f"{f.name} of {rev.spec} does not match the hub's metadata: {kind} {actual}, "
-                          f"expected {expected} ({size} of {f.size} bytes); removed {path}",
-                          hint="the download is corrupt (huggingface_hub issue 3643); fetch again, "
-                               "and report it to the host if it repeats")
+        raise CheckFailed(
+            f"{f.name} of {rev.spec} does not match the hub's metadata: {kind} {actual}, "
+            f"expected {expected} ({size} of {f.size} bytes); removed {path}",
+            hint="the download is corrupt (huggingface_hub issue 3643); fetch again, "
+            "and report it to the host if it repeats",
+        )
     return FetchedFile(f.name, size, sha256)
 
 
@@ -262,17 +281,23 @@ def check_partials(directory: Path, files: tuple[RemoteFile, ...] = ()) -> None:
         rel = partials[0].relative_to(directory)
         owner = [f.name for f in files if (f.sha256 or f.blob_id or "\0") in partials[0].name]
         more = f" and {len(partials) - 1} more" if len(partials) > 1 else ""
-        raise CheckFailed(f"a partial download was left in {directory}: {rel}"
-                          f"{f' ({owner[0]})' if owner else ''}{more}",
-                          hint="a download was interrupted or failed silently (huggingface_hub issue "
-                               "3643); delete the partial file and fetch again")
+        raise CheckFailed(
+            f"a partial download was left in {directory}: {rel}{f' ({owner[0]})' if owner else ''}{more}",
+            hint="a download was interrupted or failed silently (huggingface_hub issue "
+            "3643); delete the partial file and fetch again",
+        )
 
 
 def _record(rev: HubRevision, files: tuple[FetchedFile, ...]) -> str:
-    data = {"schema": 1, "repo": rev.repo, "requested": rev.requested, "revision": rev.sha,
-            "pinned": rev.pinned,
-            "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files],
-            "skipped": list(rev.skipped)}
+    data = {
+        "schema": 1,
+        "repo": rev.repo,
+        "requested": rev.requested,
+        "revision": rev.sha,
+        "pinned": rev.pinned,
+        "files": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in files],
+        "skipped": list(rev.skipped),
+    }
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -289,16 +314,19 @@ def _refuse_changed_local_files(rev: HubRevision, dest: Path) -> dict[str, tuple
         if path.is_file() and not path.is_symlink():
             key, (kind, actual, expected, sha256, size) = file_identity(path), _digest(path, f)
             if actual != expected or size != f.size:
-                raise CheckFailed(f"{path} is already there and is not {f.name} of {rev.spec} ({kind} {actual}, "
-                                  f"the commit's {expected}; {size} of {f.size} bytes): it was changed or replaced "
-                                  "after an earlier fetch", hint="move it away (nothing was downloaded or removed), "
-                                                                 "then fetch again to get the commit's file")
+                raise CheckFailed(
+                    f"{path} is already there and is not {f.name} of {rev.spec} ({kind} {actual}, "
+                    f"the commit's {expected}; {size} of {f.size} bytes): it was changed or replaced "
+                    "after an earlier fetch",
+                    hint="move it away (nothing was downloaded or removed), then fetch again to get the commit's file",
+                )
             matching[f.name] = (key, FetchedFile(f.name, size, sha256))
     return matching
 
 
-def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
-          progress: Progress | None = None) -> FetchResult:
+def fetch(
+    rev: HubRevision, dest: Path, *, endpoint: str | None = None, progress: Progress | None = None
+) -> FetchResult:
     """Download ``rev.files`` into ``dest`` at ``rev.sha``, re-hash each one, write the record
     (files already in ``dest`` at that commit are hashed once, not downloaded again).
 
@@ -322,8 +350,11 @@ def fetch(rev: HubRevision, dest: Path, *, endpoint: str | None = None,
                     partial.unlink(missing_ok=True)
                 raise
         kept = present.get(f.name)  # hashed just before: not again when huggingface_hub left it as it was
-        same = (kept is not None and Path(path).resolve() == (dest / f.name).resolve()
-                and file_identity(Path(path)) == kept[0])
+        same = (
+            kept is not None
+            and Path(path).resolve() == (dest / f.name).resolve()
+            and file_identity(Path(path)) == kept[0]
+        )
         done.append(kept[1] if kept is not None and same else _verify(rev, f, Path(path)))
     check_partials(dest, rev.files)
     record = dest / RECORD_NAME
@@ -356,14 +387,21 @@ def read_record(record: Path) -> dict[str, Any]:
 def _recorded_files(record: Path, repo: str, sha: str) -> tuple[dict[str, Any], list[tuple[str, int, str]]]:
     meta = read_record(record)
     files = meta.get("files")
-    rows = [(f.get("name"), f.get("size"), f.get("sha256")) for f in files if isinstance(f, dict)] \
-        if isinstance(files, list) else []
+    rows = (
+        [(f.get("name"), f.get("size"), f.get("sha256")) for f in files if isinstance(f, dict)]
+        if isinstance(files, list)
+        else []
+    )
     if not rows or not all(isinstance(n, str) and isinstance(z, int) and isinstance(h, str) for n, z, h in rows):
-        raise InputError(f"{record}: not a drafter fetch record (files: name, size, sha256)",
-                         hint="fetch the drafter again with the hub reachable")
+        raise InputError(
+            f"{record}: not a drafter fetch record (files: name, size, sha256)",
+            hint="fetch the drafter again with the hub reachable",
+        )
     if (meta.get("repo"), meta.get("revision")) != (repo, sha):
-        raise InputError(f"{record} records {meta.get('repo')}@{meta.get('revision')}, not {repo}@{sha}",
-                         hint="point --dest at the directory of that revision's fetch")
+        raise InputError(
+            f"{record} records {meta.get('repo')}@{meta.get('revision')}, not {repo}@{sha}",
+            hint="point --dest at the directory of that revision's fetch",
+        )
     return meta, rows  # type: ignore[return-value]
 
 
@@ -388,26 +426,39 @@ def recheck_offline(repo: str, revision: str, dest: Path) -> FetchResult:
     """
     hint = "fetch it once with the hub reachable (unset HF_HUB_OFFLINE), or pass --dest DIR of an earlier fetch"
     if not _SHA.fullmatch(revision):
-        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and revision '{revision}' of "
-                         f"{repo} is not a commit sha: only a pinned, recorded copy can be checked offline", hint=hint)
+        raise InputError(
+            f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and revision '{revision}' of "
+            f"{repo} is not a commit sha: only a pinned, recorded copy can be checked offline",
+            hint=hint,
+        )
     record = dest / RECORD_NAME
     if not record.exists():  # a FIFO or a directory in its place is named by read_record
-        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and {dest} holds no recorded "
-                         f"copy of {repo}@{revision} (no {RECORD_NAME})", hint=hint)
+        raise InputError(
+            f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set) and {dest} holds no recorded "
+            f"copy of {repo}@{revision} (no {RECORD_NAME})",
+            hint=hint,
+        )
     meta, rows = _recorded_files(record, repo, revision)
     check_partials(dest)
     done = []
     for name, size, sha256 in rows:
         actual, actual_size = _sha256_of(dest, name)
         if (actual, actual_size) != (sha256, size):
-            raise CheckFailed(f"{name} of {repo}@{revision} in {dest} differs from its fetch record: sha256 {actual} "
-                              f"({actual_size:,} bytes), recorded {sha256} ({size:,} bytes)",
-                              hint="the local copy changed since it was fetched; fetch it again with the hub "
-                                   "reachable (nothing was removed)")
+            raise CheckFailed(
+                f"{name} of {repo}@{revision} in {dest} differs from its fetch record: sha256 {actual} "
+                f"({actual_size:,} bytes), recorded {sha256} ({size:,} bytes)",
+                hint="the local copy changed since it was fetched; fetch it again with the hub "
+                "reachable (nothing was removed)",
+            )
         done.append(FetchedFile(name, size, sha256))
-    rev = HubRevision(repo, str(meta.get("requested", revision)), revision, True,
-                      tuple(RemoteFile(f.name, f.size, f.sha256, None) for f in done),
-                      tuple(str(x) for x in meta.get("skipped", []) if isinstance(x, str)))
+    rev = HubRevision(
+        repo,
+        str(meta.get("requested", revision)),
+        revision,
+        True,
+        tuple(RemoteFile(f.name, f.size, f.sha256, None) for f in done),
+        tuple(str(x) for x in meta.get("skipped", []) if isinstance(x, str)),
+    )
     return FetchResult(rev, dest, tuple(done), record, offline=True)
 
 
@@ -418,8 +469,7 @@ def _remote_json(rev: HubRevision, name: str, endpoint: str | None, cache_dir: P
     if f is None:
         raise InputError(f"{rev.spec} has no {name}", hint="a drafter repository needs its config.json")
     with hub_errors(f"hf_hub_download {rev.spec} {name}", rev.repo, rev.sha, endpoint), body_limit(f.size):
-        path = Path(hf_hub_download(rev.repo, name, revision=rev.sha, cache_dir=cache_dir,
-                                    endpoint=endpoint))
+        path = Path(hf_hub_download(rev.repo, name, revision=rev.sha, cache_dir=cache_dir, endpoint=endpoint))
     _verify(rev, f, path)
     return load_json(path)
 
@@ -443,12 +493,18 @@ def open_remote(rev: HubRevision, *, endpoint: str | None = None, cache_dir: Pat
     for f in weights:
         tensors.extend(read_weight_file(read, f.name, f.size, where=f"{rev.spec} {f.name}").tensors)
     pickles = tuple(f.name for f in rev.files if f.name.endswith(PICKLE_SUFFIXES))
-    return Drafter(rev.spec, rev.repo, rev.sha, config, tuple(sorted(tensors, key=lambda t: t.name)),
-                   tuple(f.name for f in weights), pickles)
+    return Drafter(
+        rev.spec,
+        rev.repo,
+        rev.sha,
+        config,
+        tuple(sorted(tensors, key=lambda t: t.name)),
+        tuple(f.name for f in weights),
+        pickles,
+    )
 
 
-def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *,
-                      endpoint: str | None = None) -> bytes:
+def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *, endpoint: str | None = None) -> bytes:
     """Bytes ``[start, start + length)`` of file ``name`` at ``repo@sha``, by one ranged GET.
 
     :raises ExternalToolError: the request failed or the server returned a different length.
@@ -467,6 +523,10 @@ def read_remote_range(repo: str, sha: str, name: str, start: int, length: int, *
         hf_raise_for_status(response)
     data = bytes(response.content)
     if len(data) != length:
-        raise ExternalToolError(f"range request for {name} of {repo}@{sha} returned {len(data)} bytes, "
-                                f"expected {length}", tool="huggingface_hub", argv=(url,), returncode=None)
+        raise ExternalToolError(
+            f"range request for {name} of {repo}@{sha} returned {len(data)} bytes, expected {length}",
+            tool="huggingface_hub",
+            argv=(url,),
+            returncode=None,
+        )
     return data

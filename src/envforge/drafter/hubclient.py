@@ -81,8 +81,9 @@ def install() -> None:
             return response
 
     def factory() -> Any:
-        return httpx2.Client(event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None,
-                             transport=Transport())
+        return httpx2.Client(
+            event_hooks={"request": [hf_request_event_hook]}, follow_redirects=True, timeout=None, transport=Transport()
+        )
 
     set_client_factory(factory)
     _installed.append(True)
@@ -108,9 +109,14 @@ def malformed_answer(what: str, endpoint: str | None, exc: BaseException) -> Ext
     """The error for a hub answer that is not what huggingface_hub documents (a listing without ``id``
     or ``sha``: huggingface_hub's parsing raises ``KeyError``/``TypeError``; rc 70 before, issue 41)."""
     url = endpoint_url(endpoint)
-    return ExternalToolError(f"the hub at {urlsplit(url).netloc or url} answered {what} with something that is not a "
-                             f"valid answer ({type(exc).__name__}: {exc})", tool="huggingface_hub", argv=(what,),
-                             returncode=None, hint=f"check HF_ENDPOINT (the hub in use: {url})")
+    return ExternalToolError(
+        f"the hub at {urlsplit(url).netloc or url} answered {what} with something that is not a "
+        f"valid answer ({type(exc).__name__}: {exc})",
+        tool="huggingface_hub",
+        argv=(what,),
+        returncode=None,
+        hint=f"check HF_ENDPOINT (the hub in use: {url})",
+    )
 
 
 @contextmanager
@@ -128,29 +134,43 @@ def hub_errors(what: str, repo: str, revision: str, endpoint: str | None = None)
     try:
         yield
     except OfflineModeIsEnabled:
-        raise InputError(f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): {what} needs the hub",
-                         hint="check a drafter fetched earlier from its directory (`envforge drafter fetch REPO "
-                              "--revision SHA --dest DIR` re-hashes the recorded copy offline), or unset "
-                              "HF_HUB_OFFLINE") from None
+        raise InputError(
+            f"huggingface_hub is in offline mode (HF_HUB_OFFLINE is set): {what} needs the hub",
+            hint="check a drafter fetched earlier from its directory (`envforge drafter fetch REPO "
+            "--revision SHA --dest DIR` re-hashes the recorded copy offline), or unset "
+            "HF_HUB_OFFLINE",
+        ) from None
     except RepositoryNotFoundError:
-        raise InputError(f"repository {repo} not found on the hub",
-                         hint="check the id; a private or gated repository needs HF_TOKEN in the "
-                              "environment") from None
+        raise InputError(
+            f"repository {repo} not found on the hub",
+            hint="check the id; a private or gated repository needs HF_TOKEN in the environment",
+        ) from None
     except RevisionNotFoundError:
-        raise InputError(f"revision '{revision}' not found in {repo}",
-                         hint="use a commit sha from the repository's history") from None
+        raise InputError(
+            f"revision '{revision}' not found in {repo}", hint="use a commit sha from the repository's history"
+        ) from None
     except BodyTooLong as exc:
         url = endpoint_url(endpoint)
-        bound = ("a file's bound is the size the hub lists for it" if exc.limit != API_BODY_LIMIT
-                 else "the bound of an answer that is not a file")
-        raise ExternalToolError(f"the hub at {urlsplit(url).netloc or url} sent more than {exc.limit:,} bytes for "
-                                f"{what} ({bound}): the download was stopped and nothing of it kept",
-                                tool="huggingface_hub", argv=(what,), returncode=None,
-                                hint=f"check HF_ENDPOINT (the hub in use: {url}); a hub that sends more than it "
-                                     "lists is broken or hostile") from None
+        bound = (
+            "a file's bound is the size the hub lists for it"
+            if exc.limit != API_BODY_LIMIT
+            else "the bound of an answer that is not a file"
+        )
+        raise ExternalToolError(
+            f"the hub at {urlsplit(url).netloc or url} sent more than {exc.limit:,} bytes for "
+            f"{what} ({bound}): the download was stopped and nothing of it kept",
+            tool="huggingface_hub",
+            argv=(what,),
+            returncode=None,
+            hint=f"check HF_ENDPOINT (the hub in use: {url}); a hub that sends more than it lists is broken or hostile",
+        ) from None
     except _transport_errors() as exc:
         url = endpoint_url(endpoint)
-        raise ExternalToolError(f"huggingface_hub failed talking to {urlsplit(url).netloc or url}: {what}",
-                                tool="huggingface_hub", argv=(what,), returncode=None, stderr_tail=str(exc)[-800:],
-                                hint=f"check the network and HF_ENDPOINT (the hub in use: {url}), then run "
-                                     "again") from None
+        raise ExternalToolError(
+            f"huggingface_hub failed talking to {urlsplit(url).netloc or url}: {what}",
+            tool="huggingface_hub",
+            argv=(what,),
+            returncode=None,
+            stderr_tail=str(exc)[-800:],
+            hint=f"check the network and HF_ENDPOINT (the hub in use: {url}), then run again",
+        ) from None

@@ -51,9 +51,18 @@ SGLANG, VLLM = "sglang-0.5.9", "vllm-0.32.0"
 #: The engines whose loaders the checks follow.
 ENGINES = (SGLANG, VLLM)
 
-_LAYER = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-          "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
-          "input_layernorm.weight", "post_attention_layernorm.weight", "hidden_norm.weight")
+_LAYER = (
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+    "input_layernorm.weight",
+    "post_attention_layernorm.weight",
+    "hidden_norm.weight",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +91,28 @@ def _shapes(config: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     inter = _int(config, "intermediate_size", 0) or 0
     th = _int(config, "target_hidden_size") or h
     draft = _int(config, "draft_vocab_size") or int(config["vocab_size"])
-    layer = {"self_attn.q_proj.weight": (heads * hd, 2 * h), "self_attn.k_proj.weight": (kv * hd, 2 * h),
-             "self_attn.v_proj.weight": (kv * hd, 2 * h), "self_attn.o_proj.weight": (h, heads * hd),
-             "mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h),
-             "mlp.down_proj.weight": (h, inter), "input_layernorm.weight": (h,),
-             "post_attention_layernorm.weight": (h,), "hidden_norm.weight": (h,)}
+    layer = {
+        "self_attn.q_proj.weight": (heads * hd, 2 * h),
+        "self_attn.k_proj.weight": (kv * hd, 2 * h),
+        "self_attn.v_proj.weight": (kv * hd, 2 * h),
+        "self_attn.o_proj.weight": (h, heads * hd),
+        "mlp.gate_proj.weight": (inter, h),
+        "mlp.up_proj.weight": (inter, h),
+        "mlp.down_proj.weight": (h, inter),
+        "input_layernorm.weight": (h,),
+        "post_attention_layernorm.weight": (h,),
+        "hidden_norm.weight": (h,),
+    }
     out = {f"midlayer.{k}": v for k, v in layer.items()}
-    out.update({"fc.weight": (h, 3 * th), "norm.weight": (h,), "lm_head.weight": (draft, h),
-                "embed_tokens.weight": (int(config["vocab_size"]), h), "d2t": (draft,)})
+    out.update(
+        {
+            "fc.weight": (h, 3 * th),
+            "norm.weight": (h,),
+            "lm_head.weight": (draft, h),
+            "embed_tokens.weight": (int(config["vocab_size"]), h),
+            "d2t": (draft,),
+        }
+    )
     return out
 
 
@@ -125,27 +148,50 @@ def _sglang(config: Mapping[str, Any], by: Mapping[str, TensorInfo]) -> list[Lay
     out = []
     layers = _int(config, "num_hidden_layers", 32)  # transformers' LlamaConfig default
     if layers != 1:
-        out.append(LayoutProblem("eagle3-layers", "num_hidden_layers", "1", str(layers),
-                                 "SGLang 0.5.9 raises 'EAGLE3 currently only supports 1 layer'; use a "
-                                 "one-layer drafter or vLLM", (SGLANG,)))
+        out.append(
+            LayoutProblem(
+                "eagle3-layers",
+                "num_hidden_layers",
+                "1",
+                str(layers),
+                "SGLang 0.5.9 raises 'EAGLE3 currently only supports 1 layer'; use a one-layer drafter or vLLM",
+                (SGLANG,),
+            )
+        )
     norms = sorted(n for n in by if n.startswith("fc_norm."))
     if norms or config.get("norm_output") is True:
-        what = (f"{counted(len(norms), 'fc_norm tensor')} ({', '.join(norms[:3])}) skipped without a word"
-                if norms else "")
-        unread = "norm_output: true is not read (draft steps feed the pre-norm hidden state)" \
-            if config.get("norm_output") is True else ""
-        out.append(LayoutProblem("eagle3-fc-norm", "EAGLE-3.1 fc_norm / norm_output",
-                                 "the per-aux norms and norm_output the drafter was trained with",
-                                 "SGLang 0.5.9's LlamaForCausalLMEagle3 has no fc_norm: "
-                                 + "; ".join(x for x in (what, unread) if x),
-                                 "serve it with SGLang 0.5.20 or later (builds fc_norm and reads norm_output) or "
-                                 "vLLM 0.32.0; keep the tensors, they are trained weights", (SGLANG,)))
+        what = (
+            f"{counted(len(norms), 'fc_norm tensor')} ({', '.join(norms[:3])}) skipped without a word" if norms else ""
+        )
+        unread = (
+            "norm_output: true is not read (draft steps feed the pre-norm hidden state)"
+            if config.get("norm_output") is True
+            else ""
+        )
+        out.append(
+            LayoutProblem(
+                "eagle3-fc-norm",
+                "EAGLE-3.1 fc_norm / norm_output",
+                "the per-aux norms and norm_output the drafter was trained with",
+                "SGLang 0.5.9's LlamaForCausalLMEagle3 has no fc_norm: " + "; ".join(x for x in (what, unread) if x),
+                "serve it with SGLang 0.5.20 or later (builds fc_norm and reads norm_output) or "
+                "vLLM 0.32.0; keep the tensors, they are trained weights",
+                (SGLANG,),
+            )
+        )
     ignored = sorted(n for n in by if n.startswith("layers.") and _canonical(n) not in _shapes(config))
     if ignored:
-        out.append(LayoutProblem("eagle3-names", "layers.* tensors", "the decoder layer under midlayer.*",
-                                 f"{counted(len(ignored), 'tensor')} under layers.* (e.g. {ignored[0]}), which SGLang "
-                                 "0.5.9 ignores without a word", _FIX_NAMES + " (vLLM accepts both)",
-                                 (SGLANG,)))
+        out.append(
+            LayoutProblem(
+                "eagle3-names",
+                "layers.* tensors",
+                "the decoder layer under midlayer.*",
+                f"{counted(len(ignored), 'tensor')} under layers.* (e.g. {ignored[0]}), which SGLang "
+                "0.5.9 ignores without a word",
+                _FIX_NAMES + " (vLLM accepts both)",
+                (SGLANG,),
+            )
+        )
     return out
 
 
@@ -153,10 +199,17 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
     out = []
     prefixed = sorted(n for n in names if n.startswith("model.") and "d2t" not in n and "t2d" not in n)
     if prefixed:
-        out.append(LayoutProblem("eagle3-names", "model.* tensor names", "names without 'model.' (vLLM adds it)",
-                                 f"{counted(len(prefixed), 'name')} like {prefixed[0]}: vLLM looks up "
-                                 f"model.{prefixed[0]} and fails (KeyError)", _FIX_NAMES + " (SGLang accepts both)",
-                                 (VLLM,)))
+        out.append(
+            LayoutProblem(
+                "eagle3-names",
+                "model.* tensor names",
+                "names without 'model.' (vLLM adds it)",
+                f"{counted(len(prefixed), 'name')} like {prefixed[0]}: vLLM looks up "
+                f"model.{prefixed[0]} and fails (KeyError)",
+                _FIX_NAMES + " (SGLang accepts both)",
+                (VLLM,),
+            )
+        )
     known = {_vllm_name(k) for k in _shapes(config)} | {"t2d", "mask_hidden"}
     if config.get("fc_norm"):  # llama_eagle3.py:231: one RMSNorm per aux hidden state (three)
         known |= {f"fc_norm.{i}.weight" for i in range(3)}
@@ -172,17 +225,30 @@ def _vllm(config: Mapping[str, Any], names: list[str]) -> list[LayoutProblem]:
     unknown = sorted(n for n in names if not n.startswith("model.") and not has_parameter(n))
     norms = [n for n in unknown if n.startswith("fc_norm.")]
     if norms and not config.get("fc_norm"):
-        out.append(LayoutProblem("eagle3-fc-norm", "fc_norm tensors without config.fc_norm",
-                                 '"fc_norm": true in config.json', f"{counted(len(norms), 'fc_norm tensor')} "
-                                 f"({', '.join(norms[:3])}) and no fc_norm key: vLLM 0.32.0 builds no fc_norm and "
-                                 "fails on them", 'set "fc_norm": true in config.json (they are trained weights: '
-                                 "never drop them)", (VLLM,)))
+        out.append(
+            LayoutProblem(
+                "eagle3-fc-norm",
+                "fc_norm tensors without config.fc_norm",
+                '"fc_norm": true in config.json',
+                f"{counted(len(norms), 'fc_norm tensor')} "
+                f"({', '.join(norms[:3])}) and no fc_norm key: vLLM 0.32.0 builds no fc_norm and "
+                "fails on them",
+                'set "fc_norm": true in config.json (they are trained weights: never drop them)',
+                (VLLM,),
+            )
+        )
         unknown = [n for n in unknown if n not in norms]
     if unknown:
-        out.append(LayoutProblem("eagle3-names", "tensors without a parameter", "only the parameters of "
-                                 "Eagle3LlamaForCausalLM", ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""),
-                                 "vLLM fails on a tensor it has no parameter for (fc never has a bias there); "
-                                 "drop them", (VLLM,)))
+        out.append(
+            LayoutProblem(
+                "eagle3-names",
+                "tensors without a parameter",
+                "only the parameters of Eagle3LlamaForCausalLM",
+                ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""),
+                "vLLM fails on a tensor it has no parameter for (fc never has a bias there); drop them",
+                (VLLM,),
+            )
+        )
     return out
 
 
@@ -197,11 +263,13 @@ def _absent(config: Mapping[str, Any], name: str) -> tuple[str, str]:
     if name != "d2t":
         return "absent", "the engine would run this parameter uninitialised; use a complete drafter"
     draft, vocab = _int(config, "draft_vocab_size"), _int(config, "vocab_size")
-    return (f"absent, with draft_vocab_size {draft} {'<' if (draft or 0) < (vocab or 0) else '!='} vocab_size "
-            f"{vocab}: draft ids are read as target ids (draft position i proposes target token i), so drafts "
-            "propose wrong tokens and acceptance collapses (accept length ≈ 1)",
-            "ship the d2t tensor from the training run (target id = i + d2t[i], built with the draft vocabulary); "
-            "a d2t rebuilt from another vocabulary maps to other tokens")
+    return (
+        f"absent, with draft_vocab_size {draft} {'<' if (draft or 0) < (vocab or 0) else '!='} vocab_size "
+        f"{vocab}: draft ids are read as target ids (draft position i proposes target token i), so drafts "
+        "propose wrong tokens and acceptance collapses (accept length ≈ 1)",
+        "ship the d2t tensor from the training run (target id = i + d2t[i], built with the draft vocabulary); "
+        "a d2t rebuilt from another vocabulary maps to other tokens",
+    )
 
 
 def loader_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) -> tuple[LayoutProblem, ...]:
@@ -225,8 +293,13 @@ def loader_problems(config: Mapping[str, Any], tensors: tuple[TensorInfo, ...]) 
         for name, shape in shapes.items():
             t = _layer_tensor(by, name, engine)
             if t is not None and t.shape != shape:
-                key = (f"eagle3-{name.split('.')[0]}", name, f"[{', '.join(map(str, shape))}]", t.describe(),
-                       "the loader's size assertion fails on this tensor; the drafter does not match its config")
+                key = (
+                    f"eagle3-{name.split('.')[0]}",
+                    name,
+                    f"[{', '.join(map(str, shape))}]",
+                    t.describe(),
+                    "the loader's size assertion fails on this tensor; the drafter does not match its config",
+                )
                 found.setdefault(key, []).append(engine)
     out = [LayoutProblem(*k, tuple(e)) for k, e in found.items()]
     return tuple(out + _sglang(config, by_sglang) + _vllm(config, names))

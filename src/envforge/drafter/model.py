@@ -62,6 +62,7 @@ class DrafterIssue:
     ``fix`` says what to do; ``engines`` the serving engines whose loaders the issue concerns
     (:data:`envforge.drafter.layout.ENGINES`; empty when it is not about loading).
     """
+
     kind: str
     subject: str
     expected: str
@@ -80,6 +81,7 @@ class Drafter:
     ``modified``: files of a fetched directory that differ from its fetch record (B59: then
     ``repo`` / ``revision`` are None, the content is not the pinned commit's).
     """
+
     source: str
     repo: str | None
     revision: str | None
@@ -162,25 +164,57 @@ def eagle3_issues(d: Drafter) -> tuple[DrafterIssue, ...]:
     Empty when it loads in both. Each issue names the engines it concerns in ``engines``.
     """
     if d.pickle_files and not d.tensors:
-        return (_issue(d, "eagle3-weights", "weights", "safetensors", ", ".join(d.pickle_files),
-                       "pickle weights cannot be inspected; use a safetensors revision"),)
+        return (
+            _issue(
+                d,
+                "eagle3-weights",
+                "weights",
+                "safetensors",
+                ", ".join(d.pickle_files),
+                "pickle weights cannot be inspected; use a safetensors revision",
+            ),
+        )
     hidden, vocab = _int(d.config, "hidden_size"), _int(d.config, "vocab_size")
     missing = [k for k, v in (("hidden_size", hidden), ("vocab_size", vocab)) if v is None]
     if hidden is None or vocab is None:
-        return (_issue(d, "eagle3-config", "config.json", "hidden_size and vocab_size",
-                       f"missing {', '.join(missing)}", "use the drafter's own config.json"),)
+        return (
+            _issue(
+                d,
+                "eagle3-config",
+                "config.json",
+                "hidden_size and vocab_size",
+                f"missing {', '.join(missing)}",
+                "use the drafter's own config.json",
+            ),
+        )
     problems = architecture_problems(d.config, d.tensors) + loader_problems(d.config, d.tensors)
-    checks = [DrafterIssue(p.kind, f"{d.source}: {p.subject}", p.expected, p.actual, p.fix, p.engines)
-              for p in problems]
+    checks = [
+        DrafterIssue(p.kind, f"{d.source}: {p.subject}", p.expected, p.actual, p.fix, p.engines) for p in problems
+    ]
     d2t = d.tensor("d2t")
     if d2t is not None and d2t.dtype not in ("I64", "I32"):
-        checks.append(_issue(d, "eagle3-d2t", "d2t dtype", "I64 or I32", d2t.dtype,
-                             "d2t holds integer offsets (target id = i + d2t[i])"))
+        checks.append(
+            _issue(
+                d,
+                "eagle3-d2t",
+                "d2t dtype",
+                "I64 or I32",
+                d2t.dtype,
+                "d2t holds integer offsets (target id = i + d2t[i])",
+            )
+        )
     ids = aux_layer_ids(d.config)
     if ids is not None and not _layer_ids_ok(ids):
-        checks.append(_issue(d, "eagle3-aux-layers", "eagle_aux_hidden_state_layer_ids",
-                             "three non-negative layer ids", ids,
-                             "EAGLE-3 fuses exactly three target hidden states"))
+        checks.append(
+            _issue(
+                d,
+                "eagle3-aux-layers",
+                "eagle_aux_hidden_state_layer_ids",
+                "three non-negative layer ids",
+                ids,
+                "EAGLE-3 fuses exactly three target hidden states",
+            )
+        )
     return tuple(checks)
 
 
@@ -199,12 +233,28 @@ def target_issues(d: Drafter, target: Mapping[str, Any], target_name: str) -> tu
     fc = d.tensor("fc.weight")
     if t_hidden is not None and (d_hidden != t_hidden or (fc and fc.shape[-1:] != (3 * t_hidden,))):
         actual = f"drafter hidden {d_hidden}" + (f", fc.weight {fc.describe()}" if fc else "")
-        out.append(_issue(d, "target-hidden-size", f"hidden_size vs {target_name}", t_hidden, actual,
-                          "this drafter was trained for a target with another hidden size"))
+        out.append(
+            _issue(
+                d,
+                "target-hidden-size",
+                f"hidden_size vs {target_name}",
+                t_hidden,
+                actual,
+                "this drafter was trained for a target with another hidden size",
+            )
+        )
     t2d = d.tensor("t2d")
     d_vocab = _int(d.config, "vocab_size")
     if t_vocab is not None and (d_vocab != t_vocab or (t2d and t2d.shape != (t_vocab,))):
         actual = f"drafter vocab_size {d_vocab}" + (f", t2d {t2d.describe()}" if t2d else "")
-        out.append(_issue(d, "target-vocab-size", f"vocab_size vs {target_name}", t_vocab, actual,
-                          "drafter and target must share one tokenizer"))
+        out.append(
+            _issue(
+                d,
+                "target-vocab-size",
+                f"vocab_size vs {target_name}",
+                t_vocab,
+                actual,
+                "drafter and target must share one tokenizer",
+            )
+        )
     return tuple(out)

@@ -56,9 +56,17 @@ def open_local(path: Path) -> Drafter:
     pickles = tuple(p.name for p in sorted(directory.iterdir()) if p.name.endswith(PICKLE_SUFFIXES))
     if not weights and not pickles:
         raise InputError(f"{path}: no *.safetensors weights found", hint="point at a drafter directory")
-    return Drafter(str(path), meta.get("repo"), meta.get("revision"), load_json(directory / "config.json"),
-                   tuple(sorted(tensors, key=lambda t: t.name)), tuple(w.name for w in weights),
-                   pickles, directory, modified)
+    return Drafter(
+        str(path),
+        meta.get("repo"),
+        meta.get("revision"),
+        load_json(directory / "config.json"),
+        tuple(sorted(tensors, key=lambda t: t.name)),
+        tuple(w.name for w in weights),
+        pickles,
+        directory,
+        modified,
+    )
 
 
 def _modified(directory: Path, meta: Mapping[str, Any]) -> tuple[str, ...]:
@@ -110,8 +118,14 @@ def _weights(directory: Path, meta: dict[str, object]) -> list[Path]:
     return sorted(directory.glob("*.safetensors"))
 
 
-def open_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool = False,
-                 endpoint: str | None = None, cache_dir: Path | None = None) -> Drafter:
+def open_drafter(
+    spec: str,
+    *,
+    allow_unpinned: bool = False,
+    allow_pickle: bool = False,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+) -> Drafter:
     """Open ``spec``: an existing path, or ``owner/name@<commit sha>`` read remotely (headers only).
 
     :raises InputError: neither a path nor ``REPO@REV``; the refusals of
@@ -122,11 +136,13 @@ def open_drafter(spec: str, *, allow_unpinned: bool = False, allow_pickle: bool 
         return open_local(path)
     parsed = parse_repo_spec(spec)
     if parsed is None:
-        raise InputError(f"'{spec}' is neither an existing path nor REPO@SHA",
-                         hint="give a directory, or a hub repository pinned to a commit: "
-                              "owner/name@<40-hex sha>")
-    rev = resolve_revision(parsed[0], parsed[1], allow_unpinned=allow_unpinned,
-                           allow_pickle=allow_pickle, endpoint=endpoint)
+        raise InputError(
+            f"'{spec}' is neither an existing path nor REPO@SHA",
+            hint="give a directory, or a hub repository pinned to a commit: owner/name@<40-hex sha>",
+        )
+    rev = resolve_revision(
+        parsed[0], parsed[1], allow_unpinned=allow_unpinned, allow_pickle=allow_pickle, endpoint=endpoint
+    )
     return open_remote(rev, endpoint=endpoint, cache_dir=cache_dir)
 
 
@@ -142,8 +158,7 @@ def read_config(spec: str, *, endpoint: str | None = None, cache_dir: Path | Non
     repo, rev = parse_repo_spec(spec) or ("", "")
     pinned = resolve_revision(repo, rev, allow_pickle=True, endpoint=endpoint)
     with hub_errors(f"hf_hub_download {pinned.spec} config.json", repo, rev, endpoint):
-        local = hf_hub_download(repo, "config.json", revision=pinned.sha, cache_dir=cache_dir,
-                                endpoint=endpoint)
+        local = hf_hub_download(repo, "config.json", revision=pinned.sha, cache_dir=cache_dir, endpoint=endpoint)
     return load_json(Path(local))
 
 

@@ -51,9 +51,28 @@ MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit on the JSON header (ten
 _FIRST_READ = 100_000  # one request covers most headers (as HfApi.parse_safetensors_file_metadata)
 
 #: Bits per element of each safetensors dtype (safetensors ``Dtype::bitsize``, 0.8).
-DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8,
-              "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32,
-              "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64}
+DTYPE_BITS = {
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+}
 
 ByteReader = Callable[[str, int, int], bytes]
 """``read(file, start, length) -> bytes``: exactly ``length`` bytes of ``file`` from ``start``, or an
@@ -92,9 +111,11 @@ class WeightFile:
 
 
 def _bad(where: str, why: str) -> InputError:
-    return InputError(f"{where}: not a valid safetensors file: {why}",
-                      hint="the file is damaged or not safetensors; fetch it again (`envforge drafter fetch` "
-                           "re-hashes every file) or use the publisher's original")
+    return InputError(
+        f"{where}: not a valid safetensors file: {why}",
+        hint="the file is damaged or not safetensors; fetch it again (`envforge drafter fetch` "
+        "re-hashes every file) or use the publisher's original",
+    )
 
 
 def _no_constant(name: str) -> Any:
@@ -139,19 +160,30 @@ def _entry(name: str, entry: Any, where: str) -> tuple[str, tuple[int, ...], int
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     bits = DTYPE_BITS.get(dtype) if type(dtype) is str else None
     if bits is None:
-        raise _bad(where, f"tensor '{name}': dtype {json.dumps(dtype)[:40]} is not a safetensors dtype "
-                          f"({', '.join(DTYPE_BITS)})")
+        raise _bad(
+            where,
+            f"tensor '{name}': dtype {json.dumps(dtype)[:40]} is not a safetensors dtype ({', '.join(DTYPE_BITS)})",
+        )
     if type(shape) is not list or not all(type(d) is int and 0 <= d < 1 << 64 for d in shape):
-        raise _bad(where, f"tensor '{name}': shape {json.dumps(shape)[:60]} is not a list of integers in "
-                          "0..2**64-1")
-    if (type(offsets) is not list or len(offsets) != 2 or type(offsets[0]) is not int
-            or type(offsets[1]) is not int or not 0 <= offsets[0] <= offsets[1]):
-        raise _bad(where, f"tensor '{name}': data_offsets {json.dumps(offsets)[:60]} is not [begin, end] with "
-                          "0 <= begin <= end")
+        raise _bad(where, f"tensor '{name}': shape {json.dumps(shape)[:60]} is not a list of integers in 0..2**64-1")
+    if (
+        type(offsets) is not list
+        or len(offsets) != 2
+        or type(offsets[0]) is not int
+        or type(offsets[1]) is not int
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
+        raise _bad(
+            where,
+            f"tensor '{name}': data_offsets {json.dumps(offsets)[:60]} is not [begin, end] with 0 <= begin <= end",
+        )
     nbits = _numel(shape) * bits
     if nbits % 8 or nbits // 8 != offsets[1] - offsets[0]:
-        raise _bad(where, f"tensor '{name}': {dtype} {shape} needs {nbits / 8:g} bytes, data_offsets {offsets} "
-                          f"hold {offsets[1] - offsets[0]}")
+        raise _bad(
+            where,
+            f"tensor '{name}': {dtype} {shape} needs {nbits / 8:g} bytes, data_offsets {offsets} "
+            f"hold {offsets[1] - offsets[0]}",
+        )
     if len(entry) > 3 and not entry.keys() <= _KEYS:
         raise _bad(where, f"tensor '{name}': unknown key(s) {', '.join(sorted(set(entry) - _KEYS))}")
     return str(dtype), tuple(shape), offsets[0], offsets[1]
@@ -178,12 +210,14 @@ def parse_header(raw: bytes, *, file: str, data_size: int, where: str | None = N
             raise _bad(where, f"tensor '{name}': data_offsets [{begin}, {end}] {what}")
         pos = end
     if pos != data_size:
-        why = (f"the tensors end at data byte {pos:,} but the file holds {data_size:,} data bytes "
-               + ("(the file is cut short)" if pos > data_size else "(bytes no tensor accounts for)"))
+        why = f"the tensors end at data byte {pos:,} but the file holds {data_size:,} data bytes " + (
+            "(the file is cut short)" if pos > data_size else "(bytes no tensor accounts for)"
+        )
         raise _bad(where, why)
     base = 8 + len(raw)
-    return tuple(sorted((TensorInfo(n, dt, sh, file, base + b, e - b) for n, dt, sh, b, e in entries),
-                        key=lambda t: t.name))
+    return tuple(
+        sorted((TensorInfo(n, dt, sh, file, base + b, e - b) for n, dt, sh, b, e in entries), key=lambda t: t.name)
+    )
 
 
 def read_weight_file(read: ByteReader, file: str, size: int, *, where: str | None = None) -> WeightFile:
@@ -199,9 +233,12 @@ def read_weight_file(read: ByteReader, file: str, size: int, *, where: str | Non
     first = read(file, 0, min(size, _FIRST_READ))
     (n,) = struct.unpack("<Q", first[:8])
     if n > MAX_HEADER_BYTES or 8 + n > size:
-        raise _bad(where, f"header length {n:,} bytes does not fit "
-                          f"{'the 100 MB limit' if n > MAX_HEADER_BYTES else f'a file of {size:,} bytes'}")
-    raw = first[8:8 + n]
+        raise _bad(
+            where,
+            f"header length {n:,} bytes does not fit "
+            f"{'the 100 MB limit' if n > MAX_HEADER_BYTES else f'a file of {size:,} bytes'}",
+        )
+    raw = first[8 : 8 + n]
     if len(raw) < n:
         raw += read(file, len(first), 8 + n - len(first))
     tensors = parse_header(raw, file=file, data_size=size - 8 - n, where=where)
@@ -230,9 +267,11 @@ def open_regular(path: Path, root: Path) -> tuple[int, int]:
     """
     target = path.resolve()
     if not _inside(target, root.resolve()) and not _hf_blob(path, target):
-        raise InputError(f"{path}: a symlink to {target}, outside the drafter directory {root}",
-                         hint="copy the weights into the drafter directory (or fetch it with `envforge "
-                              "drafter fetch`); envforge reads no weight outside the directory it judges")
+        raise InputError(
+            f"{path}: a symlink to {target}, outside the drafter directory {root}",
+            hint="copy the weights into the drafter directory (or fetch it with `envforge "
+            "drafter fetch`); envforge reads no weight outside the directory it judges",
+        )
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -242,8 +281,13 @@ def open_regular(path: Path, root: Path) -> tuple[int, int]:
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else \
-            "a device or socket"
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a directory"
+            if stat.S_ISDIR(st.st_mode)
+            else "a device or socket"
+        )
         raise InputError(f"{path}: not a regular file ({kind})", hint="point at the real weight file")
     return fd, st.st_size
 
@@ -259,9 +303,11 @@ def local_reader(root: Path) -> ByteReader:
         finally:
             os.close(fd)
         if len(data) != length:
-            raise InputError(f"{root / file}: bytes {start:,}..{start + length:,} asked for, the file has "
-                             f"{size:,} bytes (it changed or is cut short)",
-                             hint="fetch the drafter again; envforge judges only complete files")
+            raise InputError(
+                f"{root / file}: bytes {start:,}..{start + length:,} asked for, the file has "
+                f"{size:,} bytes (it changed or is cut short)",
+                hint="fetch the drafter again; envforge judges only complete files",
+            )
         return data
 
     return read

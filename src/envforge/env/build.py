@@ -37,8 +37,14 @@ from envforge.core.state import StateDir
 from envforge.env import profile as envprofile
 from envforge.env.buildconstraints import build_constraints
 from envforge.env.buildnotes import installed_notes
-from envforge.env.generations import (discard_generation, exclusive_generations, generation_root, next_generation,
-                                      relink, remove_incomplete)
+from envforge.env.generations import (
+    discard_generation,
+    exclusive_generations,
+    generation_root,
+    next_generation,
+    relink,
+    remove_incomplete,
+)
 from envforge.env.layout import site_packages
 from envforge.env.provided import link_base
 from envforge.lock.check import guard_lock
@@ -76,10 +82,12 @@ class BuildError(EnvforgeError):
     """A build step failed; the live environment is unchanged. Exit code is the cause's."""
 
     def __init__(self, step: str, cause: EnvforgeError, generation: Path, log: Path | None = None) -> None:
-        super().__init__(f"build failed at step '{step}': {cause.message}\n"
-                         f"  the live environment was not changed; the failed generation was removed "
-                         f"({generation.name})" + (f"\n  full log: {log}" if log is not None else ""),
-                         hint=cause.hint)
+        super().__init__(
+            f"build failed at step '{step}': {cause.message}\n"
+            f"  the live environment was not changed; the failed generation was removed "
+            f"({generation.name})" + (f"\n  full log: {log}" if log is not None else ""),
+            hint=cause.hint,
+        )
         self.log = log
         self.exit_code = cause.exit_code
         self.step = step
@@ -143,9 +151,16 @@ class BuildResult:
     notes: tuple[str, ...] = field(default=())  # things the user must know, e.g. B04 disagreements
 
 
-def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, *,
-               find_links: Sequence[Path] = (), offline: bool = False, env_mode: str = "pth",
-               link_mode: str | None = None) -> BuildPlan:
+def plan_build(
+    project: Project,
+    variant: ResolvedVariant,
+    python: Interpreter,
+    *,
+    find_links: Sequence[Path] = (),
+    offline: bool = False,
+    env_mode: str = "pth",
+    link_mode: str | None = None,
+) -> BuildPlan:
     """Plan a build of ``variant`` from its committed lock. Pure: reads, never writes.
     ``link_mode``: uv's ``--link-mode`` (:data:`LINK_MODES`; None: uv's default), recorded in the
     generation's ``generation.json``.
@@ -160,24 +175,42 @@ def plan_build(project: Project, variant: ResolvedVariant, python: Interpreter, 
     """
     lock = project.lock_path(variant.lock_name)
     if not lock.is_file():
-        raise InputError(f"no lock for {variant.lock_name}: {lock} does not exist",
-                         hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first")
+        raise InputError(
+            f"no lock for {variant.lock_name}: {lock} does not exist",
+            hint=f"run `envforge lock {variant.recipe} --variant {variant.variant}` first",
+        )
     locked = guard_lock(lock, variant, find_links)
-    require_applicable(str(lock), variant, patchset_refs(project.patchsets_dir, variant.patchsets),
-                       ((p.name, p.version) for p in locked.packages))  # B41: never a build that skips a fix
+    require_applicable(
+        str(lock),
+        variant,
+        patchset_refs(project.patchsets_dir, variant.patchsets),
+        ((p.name, p.version) for p in locked.packages),
+    )  # B41: never a build that skips a fix
     _check_machine(lock, python, variant)
     _check_profile(lock, variant)
     gen = next_generation(generation_root(project, variant.lock_name))
-    return BuildPlan(variant, project.env_path(variant.lock_name), gen, lock, python,
-                     project.patchsets_dir, tuple(find_links), offline, env_mode, _link_mode(link_mode))
+    return BuildPlan(
+        variant,
+        project.env_path(variant.lock_name),
+        gen,
+        lock,
+        python,
+        project.patchsets_dir,
+        tuple(find_links),
+        offline,
+        env_mode,
+        _link_mode(link_mode),
+    )
 
 
 def _link_mode(mode: str | None) -> str | None:
     """``mode`` when uv knows it (:data:`LINK_MODES`). :raises InputError: it does not."""
     if mode is not None and mode not in LINK_MODES:
-        raise InputError(f"unknown link mode {mode!r} (from --link-mode or UV_LINK_MODE)",
-                         hint=f"one of {', '.join(LINK_MODES)}; `copy` gives every generation its own files, "
-                              "so an in-place edit never reaches uv's cache")
+        raise InputError(
+            f"unknown link mode {mode!r} (from --link-mode or UV_LINK_MODE)",
+            hint=f"one of {', '.join(LINK_MODES)}; `copy` gives every generation its own files, "
+            "so an in-place edit never reaches uv's cache",
+        )
     return mode
 
 
@@ -198,14 +231,18 @@ def _check_profile(lock: Path, variant: ResolvedVariant) -> None:
         diffs.append(f"env-profile: locked {tool.get('env-profile')!r}, building {variant.env_profile!r}")
     for name in sorted(set(locked_env) | set(variant.env)):
         if locked_env.get(name) != variant.env.get(name):
-            diffs.append(f"env.{name}: locked {_shown(name, locked_env.get(name))}, "
-                         f"building {_shown(name, variant.env.get(name))}")
+            diffs.append(
+                f"env.{name}: locked {_shown(name, locked_env.get(name))}, "
+                f"building {_shown(name, variant.env.get(name))}"
+            )
     if diffs:
-        raise InputError(f"{lock}: the env profile to install is not the one the lock records:\n"
-                         + "\n".join(f"  {d}" for d in diffs),
-                         hint=f"record it first: `envforge lock {variant.recipe} --variant {variant.variant}"
-                              + (f" --env-profile {variant.env_profile}`" if variant.env_profile else "`")
-                              + " (or `envforge up`, which locks then builds)")
+        raise InputError(
+            f"{lock}: the env profile to install is not the one the lock records:\n"
+            + "\n".join(f"  {d}" for d in diffs),
+            hint=f"record it first: `envforge lock {variant.recipe} --variant {variant.variant}"
+            + (f" --env-profile {variant.env_profile}`" if variant.env_profile else "`")
+            + " (or `envforge up`, which locks then builds)",
+        )
 
 
 def _shown(name: str, value: object) -> str:
@@ -227,18 +264,23 @@ def _check_machine(lock: Path, python: Interpreter, variant: ResolvedVariant | N
     if isinstance(plat, str):
         why = platform_problem(plat) or host_problem(plat)
         if why is not None:
-            raise InputError(f"{lock}: cannot build here: {why}",
-                             hint="build this lock on a machine of its platform; lock another variant "
-                                  "for this machine (a variant's `platform` key)")
+            raise InputError(
+                f"{lock}: cannot build here: {why}",
+                hint="build this lock on a machine of its platform; lock another variant "
+                "for this machine (a variant's `platform` key)",
+            )
     if isinstance(want_py, str) and not (python.version == want_py or python.version.startswith(want_py + ".")):
         if variant is not None and variant.python != want_py:  # the recipe moved on: the lock is stale
-            raise InputError(f"{lock}: the lock is for Python {want_py}, the recipe now asks for {variant.python}: "
-                             "the lock is stale",
-                             hint=f"relock: `envforge lock {variant.recipe} --variant {variant.variant}` "
-                                  "(with `--check` it shows what changed)")
-        raise InputError(f"{lock}: the lock is for Python {want_py}, the interpreter found is "
-                         f"{python.version} ({python.path})",
-                         hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python")
+            raise InputError(
+                f"{lock}: the lock is for Python {want_py}, the recipe now asks for {variant.python}: "
+                "the lock is stale",
+                hint=f"relock: `envforge lock {variant.recipe} --variant {variant.variant}` "
+                "(with `--check` it shows what changed)",
+            )
+        raise InputError(
+            f"{lock}: the lock is for Python {want_py}, the interpreter found is {python.version} ({python.path})",
+            hint=f"install Python {want_py} (pyenv install {want_py}) or pass --python",
+        )
 
 
 def _offline_lock(lock: Path, find_links: Sequence[Path], dest: Path) -> Path:
@@ -326,8 +368,10 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
     report = patching.apply(sp, sets, cache=default_result_cache())
     states = tuple((r.patchset, r.file, r.state) for r in report.results)
     if not report.ok:
-        raise CheckFailed("patchsets could not be applied:\n" + "\n".join("  " + e for e in report.errors),
-                          hint="see `envforge apply-patches --dry-run` on the environment for details")
+        raise CheckFailed(
+            "patchsets could not be applied:\n" + "\n".join("  " + e for e in report.errors),
+            hint="see `envforge apply-patches --dry-run` on the environment for details",
+        )
     counts: dict[str, int] = {}
     for _, _, state in states:
         counts[state] = counts.get(state, 0) + 1
@@ -336,8 +380,14 @@ def _patch(plan: BuildPlan, sp: Path) -> tuple[str, tuple[tuple[str, str, str], 
 
 def _profile(plan: BuildPlan, sp: Path) -> str:
     """Install the profile, and the hook that keeps kernel caches in the generation (B49): always."""
-    done = envprofile.install(sp, plan.variant.env_profile, plan.variant.env, mode=plan.env_mode,
-                              python=plan.generation / "bin" / "python", reviewed=plan.variant.nccl_unknown)
+    done = envprofile.install(
+        sp,
+        plan.variant.env_profile,
+        plan.variant.env,
+        mode=plan.env_mode,
+        python=plan.generation / "bin" / "python",
+        reviewed=plan.variant.nccl_unknown,
+    )
     caches = f"; {len(done.caches)} kernel caches under {plan.generation.name}/" if done.caches else ""
     if not plan.variant.env and plan.variant.env_profile is None:
         return "no env profile" + caches
@@ -352,18 +402,28 @@ def _manifest(plan: BuildPlan, sp: Path) -> str:
     lock = plan.lock.read_bytes()
     atomic_write(state.lock_copy, lock)
     record = {
-        "schema": 1, "recipe": plan.variant.recipe, "variant": plan.variant.variant,
-        "lock": str(plan.lock), "lock-digest": "sha256:" + sha256_hex(lock),
-        "generation": plan.generation.name, "python": plan.python.version,
-        "env-profile": plan.variant.env_profile, "link-mode": plan.link_mode,
+        "schema": 1,
+        "recipe": plan.variant.recipe,
+        "variant": plan.variant.variant,
+        "lock": str(plan.lock),
+        "lock-digest": "sha256:" + sha256_hex(lock),
+        "generation": plan.generation.name,
+        "python": plan.python.version,
+        "env-profile": plan.variant.env_profile,
+        "link-mode": plan.link_mode,
     }
     atomic_write(state.generation_record, (json.dumps(record, indent=2) + "\n").encode())
     return state.generation_record.relative_to(sp).as_posix()
 
 
-def execute_build(plan: BuildPlan, *, progress: Progress | None = None,
-                  clock: Callable[[], float] = time.monotonic, terminal: Progress | None = None,
-                  flip: bool = True) -> BuildResult:
+def execute_build(
+    plan: BuildPlan,
+    *,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    terminal: Progress | None = None,
+    flip: bool = True,
+) -> BuildResult:
     """Run the plan: venv, sync, patches, env profile, manifest, then flip the link (with
     ``flip=False`` the complete generation is left beside the live one: :func:`make_live` flips it).
 
@@ -389,9 +449,17 @@ def make_live(plan: BuildPlan) -> None:
     relink(plan.link, plan.generation)
 
 
-def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | None,
-             clock: Callable[[], float], terminal: Progress | None, flip: bool = True) -> BuildResult:
+def _execute(
+    plan: BuildPlan,
+    log_path: Path,
+    log: TextIO,
+    progress: Progress | None,
+    clock: Callable[[], float],
+    terminal: Progress | None,
+    flip: bool = True,
+) -> BuildResult:
     """The body of :func:`execute_build`, under its lock; every line also goes to the build log."""
+
     def say(line: str, *, log_only: bool = False) -> None:
         log.write(line + "\n")
         log.flush()
@@ -402,8 +470,10 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
     if plan.generation.exists():  # planned before another build took this number
         raise InputError(f"{plan.generation} already exists: the plan is stale", hint="plan the build again")
     if plan.link.exists() and not plan.link.is_symlink():
-        raise InputError(f"{plan.link} exists and is not an envforge environment link",
-                         hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink")
+        raise InputError(
+            f"{plan.link} exists and is not an envforge environment link",
+            hint="move it away; envforge manages envs/<recipe>-<variant> as a symlink",
+        )
     steps: list[StepResult] = []
     patch_states: tuple[tuple[str, str, str], ...] = ()
     step = "venv"
@@ -415,11 +485,13 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         sp = site_packages(plan.generation)
         sync_lines: Progress = (lambda line: say(line, log_only=True)) if terminal is not None else say
         provided = (("provided", lambda: _provided(plan, sp)),) if plan.variant.provided else ()
-        for step, fn in (("sync", lambda: _sync(plan, sync_lines, terminal)),
-                         *provided,
-                         ("patches", lambda: _patch(plan, sp)),
-                         ("env-profile", lambda: _profile(plan, sp)),
-                         ("manifest", lambda: _manifest(plan, sp))):
+        for step, fn in (
+            ("sync", lambda: _sync(plan, sync_lines, terminal)),
+            *provided,
+            ("patches", lambda: _patch(plan, sp)),
+            ("env-profile", lambda: _profile(plan, sp)),
+            ("manifest", lambda: _manifest(plan, sp)),
+        ):
             t = clock()
             detail = fn()
             if isinstance(detail, tuple):
@@ -444,13 +516,17 @@ def _execute(plan: BuildPlan, log_path: Path, log: TextIO, progress: Progress | 
         raise err from None
     except BaseException as exc:  # Ctrl-C, SIGTERM, SIGHUP: no half-built generation stays
         if _is_live(plan):  # the signal landed after the flip's os.replace (field case N50)
-            note = (f"after the flip of {plan.link.name} to {plan.generation.name}: the build was complete "
-                    f"and {plan.generation.name} is live; nothing was removed; full log: {log_path}")
+            note = (
+                f"after the flip of {plan.link.name} to {plan.generation.name}: the build was complete "
+                f"and {plan.generation.name} is live; nothing was removed; full log: {log_path}"
+            )
         else:
             discard_generation(plan.generation, remove=False)  # one rename: the stop is not delayed by a removal
-            note = (f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
-                    f"environment was not changed, the half-built generation was moved out of the listings (the "
-                    f"next build or `envforge gc` removes its files); full log: {log_path}")
+            note = (
+                f"during build step '{step}' of {plan.link.name} ({plan.generation.name}); the live "
+                f"environment was not changed, the half-built generation was moved out of the listings (the "
+                f"next build or `envforge gc` removes its files); full log: {log_path}"
+            )
         say(f"stopped {note}", log_only=True)
         exc.add_note(note)
         raise
@@ -462,8 +538,10 @@ def _is_live(plan: BuildPlan) -> bool:
     """Whether ``plan.link`` points at ``plan.generation`` now (read again from the disk): once
     the flip's ``os.replace`` is done, no cleanup may remove the generation it made live."""
     try:
-        return plan.link.is_symlink() and (plan.link.parent / os.readlink(plan.link)).resolve() \
-            == plan.generation.resolve()
+        return (
+            plan.link.is_symlink()
+            and (plan.link.parent / os.readlink(plan.link)).resolve() == plan.generation.resolve()
+        )
     except OSError:
         return False
 

@@ -44,6 +44,8 @@ def metadata_disagreements(sp: Path, lock: Path) -> list[str]:
         dist = find_distribution(sp, entry.name) if "+" in want else None
         got = dist.version if dist is not None else None
         if got is not None and got != want and want.split("+")[0] == got.split("+")[0]:
-            out.append(f"{entry.name}: the lock and the wheel file name say {want} (index "
-                       f"{entry.index or 'unknown'}), its installed METADATA says {got} (field case B04)")
+            out.append(
+                f"{entry.name}: the lock and the wheel file name say {want} (index "
+                f"{entry.index or 'unknown'}), its installed METADATA says {got} (field case B04)"
+            )
     return out

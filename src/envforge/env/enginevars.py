@@ -32,8 +32,17 @@ from envforge.installed.distributions import find_distribution
 __all__ = ["EngineVariables", "engine_variables", "installed_problems", "problems", "value_problem"]
 
 #: The registry's field classes -> the type their ``parse`` reads (0.5.9 and 0.5.23).
-_KINDS = {"EnvBool": "bool", "EnvBoolWithAlias": "bool", "EnvInt": "int", "EnvIntWithAlias": "int",
-          "EnvFloat": "float", "EnvStr": "str", "EnvStrWithAlias": "str", "EnvTuple": "str", "EnvJSON": "json"}
+_KINDS = {
+    "EnvBool": "bool",
+    "EnvBoolWithAlias": "bool",
+    "EnvInt": "int",
+    "EnvIntWithAlias": "int",
+    "EnvFloat": "float",
+    "EnvStr": "str",
+    "EnvStrWithAlias": "str",
+    "EnvTuple": "str",
+    "EnvJSON": "json",
+}
 _BOOL_TRUE = ("true", "1", "yes", "y")
 _BOOL_FALSE = ("false", "0", "no", "n")
 _QUOTED = re.compile(rb"[\"']((?:SGLANG|SGL|VLLM)_[A-Z0-9_]+)[\"']")
@@ -98,9 +107,14 @@ def _sglang(site_packages: Path) -> EngineVariables | None:
         return None
     typed, defaults = {}, {}
     for node in envs.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)
-                and node.value.func.id in _KINDS):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in _KINDS
+        ):
             name = node.targets[0].id
             typed[name] = _KINDS[node.value.func.id]
             defaults[name] = ast.unparse(node.value.args[0]) if node.value.args else ""
@@ -108,8 +122,9 @@ def _sglang(site_packages: Path) -> EngineVariables | None:
                 if kw.arg == "deprecated_name" and isinstance(kw.value, ast.Constant):
                     typed[str(kw.value.value)] = typed[name]
                     defaults[str(kw.value.value)] = defaults[name]
-    return EngineVariables("sglang", "SGLANG_", registry, typed, defaults, site_packages / "sglang",
-                           _version(site_packages, "sglang"))
+    return EngineVariables(
+        "sglang", "SGLANG_", registry, typed, defaults, site_packages / "sglang", _version(site_packages, "sglang")
+    )
 
 
 def _vllm(site_packages: Path) -> EngineVariables | None:
@@ -118,13 +133,27 @@ def _vllm(site_packages: Path) -> EngineVariables | None:
     if tree is None:
         return None
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if (isinstance(target, ast.Name) and target.id == "environment_variables"
-                and isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict)):
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        )
+        if (
+            isinstance(target, ast.Name)
+            and target.id == "environment_variables"
+            and isinstance(node, (ast.Assign, ast.AnnAssign))
+            and isinstance(node.value, ast.Dict)
+        ):
             names = {k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-            return EngineVariables("vllm", "VLLM_", registry, {n: "str" for n in names}, {},
-                                   site_packages / "vllm", _version(site_packages, "vllm"))
+            return EngineVariables(
+                "vllm",
+                "VLLM_",
+                registry,
+                {n: "str" for n in names},
+                {},
+                site_packages / "vllm",
+                _version(site_packages, "vllm"),
+            )
     return None
 
 
@@ -140,22 +169,22 @@ def value_problem(kind: str, value: str) -> str | None:
     (Python ``int``), ``EnvFloat.parse`` (Python ``float``), ``EnvJSON.parse`` (0.5.23: empty is None, an existing path is read as a JSON file, which only the
     serving host can say, else ``json.loads``)."""
     if kind == "bool" and value.lower() not in _BOOL_TRUE + _BOOL_FALSE:
-        return f"\"{value}\" is not a boolean to it (true/1/yes/y, false/0/no/n, any case)"
+        return f'"{value}" is not a boolean to it (true/1/yes/y, false/0/no/n, any case)'
     if kind == "int":
         try:
             int(value)
         except ValueError:
-            return f"\"{value}\" is not an integer to it"
+            return f'"{value}" is not an integer to it'
     if kind == "float":
         try:
             float(value)
         except ValueError:
-            return f"\"{value}\" is not a number to it"
+            return f'"{value}" is not a number to it'
     if kind == "json" and value and "/" not in value and not value.endswith(".json"):  # a path: read on the host
         try:
             json.loads(value)
         except ValueError:
-            return f"\"{value}\" is not JSON to it"
+            return f'"{value}" is not JSON to it'
     return None
 
 
@@ -179,15 +208,20 @@ def problems(env: Mapping[str, str], engines: tuple[EngineVariables, ...]) -> li
                 why = value_problem(kind, env[name])
                 if why is not None:
                     default = engine.defaults.get(read_as, "")
-                    out.append(f"{name}: {why}; {engine.name} warns and uses the default"
-                               + (f" ({default})" if default else "") + f" ({engine.registry.name})")
+                    out.append(
+                        f"{name}: {why}; {engine.name} warns and uses the default"
+                        + (f" ({default})" if default else "")
+                        + f" ({engine.registry.name})"
+                    )
                 continue
             if read_as in engine.read_elsewhere:
                 continue
             known = set(engine.typed) | engine.read_elsewhere
-            out.append(f"{name}: {engine.name} reads no variable {read_as} (neither its registry "
-                       f"{engine.registry.parent.name}/{engine.registry.name}, {counted(len(engine.typed), 'name')}, "
-                       f"nor its code), so it is ignored without a word{_did_you_mean(read_as, known)}")
+            out.append(
+                f"{name}: {engine.name} reads no variable {read_as} (neither its registry "
+                f"{engine.registry.parent.name}/{engine.registry.name}, {counted(len(engine.typed), 'name')}, "
+                f"nor its code), so it is ignored without a word{_did_you_mean(read_as, known)}"
+            )
     return out
 
 

@@ -29,8 +29,15 @@ from envforge.env.profile.effective import nccl_conf_digest
 from envforge.lock.model import read_lock
 from envforge.patching.manifest import rebuild_hint
 
-__all__ = ["STARTUP_MODULES", "Fingerprint", "env_profile_digest", "file_digest", "fingerprint_of", "startup_digest",
-           "startup_files"]
+__all__ = [
+    "STARTUP_MODULES",
+    "Fingerprint",
+    "env_profile_digest",
+    "file_digest",
+    "fingerprint_of",
+    "startup_digest",
+    "startup_files",
+]
 
 #: The modules ``site`` imports at every interpreter start (the first one found on ``sys.path``).
 STARTUP_MODULES = ("sitecustomize", "usercustomize")
@@ -101,8 +108,10 @@ class Fingerprint:
             gpu = "no GPU"
         else:
             gpu = f"gpu {self.gpu_count}x {self.gpu or 'unknown model'}"
-        return (f"lock {self.lock_digest or 'none'}, patches {self.patch_manifest_digest or 'none'}, "
-                f"profile {profile}, {gpu}, driver {self.driver or 'unknown'}")
+        return (
+            f"lock {self.lock_digest or 'none'}, patches {self.patch_manifest_digest or 'none'}, "
+            f"profile {profile}, {gpu}, driver {self.driver or 'unknown'}"
+        )
 
     def differences(self, other: Fingerprint) -> list[str]:
         """Human lines ``key: A != B`` for every field that differs, in field order (``unknown``
@@ -141,8 +150,11 @@ def fingerprint_of(site_packages: Path, gpu: Mapping[str, Any] | None = None) ->
         patch_manifest_digest=file_digest(state.patch_manifest, what="patch manifest", hint=hint),
         env_profile=profile.get("profile"),
         env_profile_digest=env_profile_digest(profile["env"]) if "env" in profile else None,
-        python=g.get("python"), driver=g.get("driver"), gpu=g.get("name"),
-        gpu_count=g.get("count"), compute_capability=g.get("capability"),
+        python=g.get("python"),
+        driver=g.get("driver"),
+        gpu=g.get("name"),
+        gpu_count=g.get("count"),
+        compute_capability=g.get("capability"),
         platform=_lock_platform(state.lock_copy),
         startup_digest=startup_digest(site_packages),
         nccl_conf_digest=nccl_conf_digest({**profile.get("env", {}), **os.environ}),
@@ -174,8 +186,11 @@ def startup_files(site_packages: Path) -> tuple[str, ...]:
             if path.is_file():
                 out.append(name)
         elif name in STARTUP_MODULES and path.is_dir():
-            out += [f"{name}/{init}" for init in sorted(os.listdir(path))
-                    if _module_file(init, "__init__") and (path / init).is_file()]
+            out += [
+                f"{name}/{init}"
+                for init in sorted(os.listdir(path))
+                if _module_file(init, "__init__") and (path / init).is_file()
+            ]
     return tuple(out)
 
 

@@ -173,8 +173,10 @@ def rollback(project: Project, name: str, to: str | None = None) -> RollbackResu
             live_number = generation_number(live.name) or 0
             earlier = [g for g in done if (generation_number(g.name) or 0) < live_number]
             if not earlier:
-                raise InputError(f"{name} has no generation before {live.name} to roll back to",
-                                 hint="`envforge envs` lists the generations; `rollback --to gN` picks one")
+                raise InputError(
+                    f"{name} has no generation before {live.name} to roll back to",
+                    hint="`envforge envs` lists the generations; `rollback --to gN` picks one",
+                )
             target = earlier[-1]
         replace_symlink(link, target)
         mark_made_live(target)
@@ -186,8 +188,10 @@ def _named_generation(name: str, done: Sequence[Path], to: str) -> Path:
     found = [g for g in done if number.isdigit() and generation_number(g.name) == int(number)]
     if not found:
         have = ", ".join(g.name for g in done) or "none"
-        raise InputError(f"{name} has no complete generation {to!r} (generations: {have})",
-                         hint="`envforge envs` lists every environment's generations")
+        raise InputError(
+            f"{name} has no complete generation {to!r} (generations: {have})",
+            hint="`envforge envs` lists every environment's generations",
+        )
     return found[0]
 
 
@@ -204,13 +208,17 @@ def current_generation(link: Path, lock: Path, variant: ResolvedVariant) -> Path
     if not link.is_symlink():
         return None
     live = (link.parent / os.readlink(link)).resolve()
-    record = describe_generation(live, hint=f"build a new generation: `envforge up {variant.recipe} --variant "
-                                            f"{variant.variant} --rebuild` ({live.name} stays for rollback)")
+    record = describe_generation(
+        live,
+        hint=f"build a new generation: `envforge up {variant.recipe} --variant "
+        f"{variant.variant} --rebuild` ({live.name} stays for rollback)",
+    )
     return live if record.get("lock-digest") == "sha256:" + sha256_hex(lock.read_bytes()) else None
 
 
-def describe_generation(gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
-                        ) -> Mapping[str, Any]:
+def describe_generation(
+    gen: Path, *, hint: str = "build a new generation: `envforge build RECIPE --variant VARIANT`"
+) -> Mapping[str, Any]:
     """The ``generation.json`` of a generation directory ({} when missing).
 
     :param hint: the next step an error gives.
@@ -256,8 +264,10 @@ def _complete(link: Path) -> list[Path]:
     root = link.parent / GENERATIONS_DIR / link.name
     if not root.is_dir():
         return []
-    return sorted((d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
-                  key=lambda d: generation_number(d.name) or 0)
+    return sorted(
+        (d for d in root.iterdir() if generation_number(d.name) is not None and generation_record(d)),
+        key=lambda d: generation_number(d.name) or 0,
+    )
 
 
 def built_from(link: Path, lock: Path) -> Path | None:

@@ -29,12 +29,17 @@ class Isolated:
 
     def notes(self, who: str, keep_flag: str) -> list[str]:
         """One line per dropped or kept variable, for stderr and reports."""
-        out = [f"{who}: {k}={v} dropped: it would put other code ahead of the environment's site-packages "
-               f"({keep_flag} keeps it)" if k == "PYTHONPATH" else
-               f"{who}: {k}={v} dropped: it would make the environment's interpreter another installation"
-               for k, v in self.dropped.items()]
-        out += [f"{who}: {k}={v} kept ({keep_flag}): modules found there shadow the environment's"
-                for k, v in self.kept.items()]
+        out = [
+            f"{who}: {k}={v} dropped: it would put other code ahead of the environment's site-packages "
+            f"({keep_flag} keeps it)"
+            if k == "PYTHONPATH"
+            else f"{who}: {k}={v} dropped: it would make the environment's interpreter another installation"
+            for k, v in self.dropped.items()
+        ]
+        out += [
+            f"{who}: {k}={v} kept ({keep_flag}): modules found there shadow the environment's"
+            for k, v in self.kept.items()
+        ]
         return out
 
 
@@ -45,5 +50,6 @@ def isolate(base: Mapping[str, str], *, keep: bool = False) -> Isolated:
     found = {k: base[k] for k in SHADOWING if base.get(k)}
     kept = {k: v for k, v in found.items() if keep and k == "PYTHONPATH"}
     dropped = {k: v for k, v in found.items() if k not in kept}
-    return Isolated({k: v for k, v in base.items() if k not in dropped and (k in kept or k not in SHADOWING)},
-                    dropped, kept)
+    return Isolated(
+        {k: v for k, v in base.items() if k not in dropped and (k in kept or k not in SHADOWING)}, dropped, kept
+    )

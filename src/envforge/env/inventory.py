@@ -21,13 +21,18 @@ from typing import Any
 from envforge.core.errors import InputError
 from envforge.core.state import GENERATIONS_DIR, generation_number, is_generation_name
 from envforge.core.textfile import SMALL_LIMIT, read_state
-from envforge.env.generations import (TRASH, discard_generation, exclusive_generations, generation_record,
-                                      generation_root)
+from envforge.env.generations import (
+    TRASH,
+    discard_generation,
+    exclusive_generations,
+    generation_record,
+    generation_root,
+)
 from envforge.env.processes import StaleProcess, generation_users, stale_processes
 from envforge.recipe.project import Project
 
-__all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage",
-           "list_environments"]
+__all__ = ["DiskUsage", "EnvInfo", "GcResult", "GenerationInfo", "collect_garbage", "disk_usage", "list_environments"]
+
 
 @dataclass(frozen=True, slots=True)
 class GenerationInfo:
@@ -68,12 +73,22 @@ class GenerationInfo:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge envs --json`` (docs/cli.md)."""
-        return {"name": self.name, "path": str(self.path), "complete": self.complete, "live": self.live,
-                "recipe": self.recipe, "variant": self.variant, "lock_digest": self.lock_digest,
-                "size_bytes": self.size_bytes, "own_bytes": self.own_bytes, "shared_bytes": self.shared_bytes,
-                "built_at": round(self.built_at, 3),
-                "log": None if self.log is None else str(self.log), "held_back": list(self.held_back),
-                "made_live": self.made_live}
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "complete": self.complete,
+            "live": self.live,
+            "recipe": self.recipe,
+            "variant": self.variant,
+            "lock_digest": self.lock_digest,
+            "size_bytes": self.size_bytes,
+            "own_bytes": self.own_bytes,
+            "shared_bytes": self.shared_bytes,
+            "built_at": round(self.built_at, 3),
+            "log": None if self.log is None else str(self.log),
+            "held_back": list(self.held_back),
+            "made_live": self.made_live,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +108,13 @@ class EnvInfo:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge envs --json``."""
-        return {"name": self.name, "link": str(self.link), "live": self.live,
-                "generations": [g.as_dict() for g in self.generations],
-                "stale-processes": [p.as_dict() for p in self.stale]}
+        return {
+            "name": self.name,
+            "link": str(self.link),
+            "live": self.live,
+            "generations": [g.as_dict() for g in self.generations],
+            "stale-processes": [p.as_dict() for p in self.stale],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,11 +200,21 @@ def _generation(gen: Path, live: Path | None) -> GenerationInfo:
     log = gen.with_name(gen.name + ".log")
     usage = disk_usage(gen)
     return GenerationInfo(
-        name=gen.name, path=gen, complete=manifest is not None, live=live is not None and gen == live,
-        recipe=record.get("recipe"), variant=record.get("variant"), lock_digest=record.get("lock-digest"),
-        size_bytes=usage.total_bytes, own_bytes=usage.own_bytes, shared_bytes=usage.shared_bytes,
-        built_at=(manifest or gen).stat().st_mtime, log=log if log.is_file() else None,
-        held_back=_held_back(record), made_live=isinstance(record.get("made-live"), dict))
+        name=gen.name,
+        path=gen,
+        complete=manifest is not None,
+        live=live is not None and gen == live,
+        recipe=record.get("recipe"),
+        variant=record.get("variant"),
+        lock_digest=record.get("lock-digest"),
+        size_bytes=usage.total_bytes,
+        own_bytes=usage.own_bytes,
+        shared_bytes=usage.shared_bytes,
+        built_at=(manifest or gen).stat().st_mtime,
+        log=log if log.is_file() else None,
+        held_back=_held_back(record),
+        made_live=isinstance(record.get("made-live"), dict),
+    )
 
 
 def _held_back(record: dict[str, Any]) -> tuple[str, ...]:
@@ -213,8 +242,10 @@ def _environment_names(project: Project, names: Sequence[str]) -> list[str]:
         found |= {p.name for p in project.envs_dir.iterdir() if p.is_symlink()}
     for name in names:
         if name not in found:
-            raise InputError(f"no environment named '{name}' in {project.envs_dir}",
-                             hint=f"environments: {', '.join(sorted(found)) or 'none'}")
+            raise InputError(
+                f"no environment named '{name}' in {project.envs_dir}",
+                hint=f"environments: {', '.join(sorted(found)) or 'none'}",
+            )
     return sorted(names or found)
 
 
@@ -222,10 +253,17 @@ def _environment(project: Project, name: str) -> EnvInfo:
     root = project.envs_dir / GENERATIONS_DIR / name
     link = project.env_path(name)
     live = _live(link)
-    gens = sorted((d for d in root.iterdir() if is_generation_name(d.name) and d.is_dir())
-                  if root.is_dir() else [], key=lambda d: generation_number(d.name) or 0)
-    return EnvInfo(name, link, live.name if live is not None else None, tuple(_generation(g, live) for g in gens),
-                   stale_processes(link))
+    gens = sorted(
+        (d for d in root.iterdir() if is_generation_name(d.name) and d.is_dir()) if root.is_dir() else [],
+        key=lambda d: generation_number(d.name) or 0,
+    )
+    return EnvInfo(
+        name,
+        link,
+        live.name if live is not None else None,
+        tuple(_generation(g, live) for g in gens),
+        stale_processes(link),
+    )
 
 
 def list_environments(project: Project, names: Sequence[str] = ()) -> tuple[EnvInfo, ...]:

@@ -26,8 +26,10 @@ def site_packages(env_dir: Path) -> Path:
     """
     found = sorted(env_dir.glob("lib/python3*/site-packages"))
     if len(found) != 1:
-        raise InputError(f"{env_dir} is not a virtual environment (no lib/python3.X/site-packages)",
-                         hint="build it with `envforge build RECIPE`, or pass --site-packages DIR")
+        raise InputError(
+            f"{env_dir} is not a virtual environment (no lib/python3.X/site-packages)",
+            hint="build it with `envforge build RECIPE`, or pass --site-packages DIR",
+        )
     return found[0]
 
 
@@ -67,15 +69,24 @@ def resolve_environment(project: Project, name_or_path: str | None, default: str
     if candidate.exists():
         return Environment(candidate)
     if "/" in arg:  # a path, not a name: envs/ is not where it was looked for
-        raise InputError(f"environment {arg} does not exist",
-                         hint="give the path of a virtual environment, or an environment name under envs/")
+        raise InputError(
+            f"environment {arg} does not exist",
+            hint="give the path of a virtual environment, or an environment name under envs/",
+        )
     if not project.recipes_dir.is_dir() and not project.envs_dir.is_dir():
-        raise InputError(f"{project.root} is not an envforge project (no recipes/ or envs/ directory)",
-                         hint="run from an envforge project, pass --project DIR, or give a path to an environment")
-    known = sorted(p.name for p in project.envs_dir.iterdir() if not p.name.startswith(".")) \
-        if project.envs_dir.is_dir() else []
-    raise InputError(f"no environment '{arg}' in {project.envs_dir}",
-                     hint=f"build it with `envforge build`; existing: {', '.join(known) or 'none'}")
+        raise InputError(
+            f"{project.root} is not an envforge project (no recipes/ or envs/ directory)",
+            hint="run from an envforge project, pass --project DIR, or give a path to an environment",
+        )
+    known = (
+        sorted(p.name for p in project.envs_dir.iterdir() if not p.name.startswith("."))
+        if project.envs_dir.is_dir()
+        else []
+    )
+    raise InputError(
+        f"no environment '{arg}' in {project.envs_dir}",
+        hint=f"build it with `envforge build`; existing: {', '.join(known) or 'none'}",
+    )
 
 
 def default_patchset_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str, ...]:
@@ -91,5 +102,6 @@ def default_patchset_ids(site_packages: Path, patchsets_dir: Path) -> tuple[str,
         listed = read_lock_file(lock).envforge.get("patchsets")
         if isinstance(listed, list):
             return tuple(str(p["id"]) for p in listed if isinstance(p, dict) and "id" in p)
-    return tuple(ps.id for ps in load_patchsets(patchsets_dir)
-                 if installed_version(site_packages, ps.distribution) is not None)
+    return tuple(
+        ps.id for ps in load_patchsets(patchsets_dir) if installed_version(site_packages, ps.distribution) is not None
+    )

@@ -63,15 +63,23 @@ class StaleProcess:
     def why(self) -> str:
         """One clause: what is stale about it."""
         if self.via == "link":
-            return (f"was started through the link before it was flipped to {self.live}: its lazy imports and "
-                    f"spawned workers now come from {self.live}")
+            return (
+                f"was started through the link before it was flipped to {self.live}: its lazy imports and "
+                f"spawned workers now come from {self.live}"
+            )
         where = "still runs from" if self.via == "generation" else "still has its working directory in"
         return f"{where} {self.generation}, which is no longer live (live: {self.live})"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape (``envforge envs --json``, docs/verify.md)."""
-        return {"pid": self.pid, "command": self.command, "generation": self.generation, "via": self.via,
-                "live": self.live, "loaded": list(self.loaded)}
+        return {
+            "pid": self.pid,
+            "command": self.command,
+            "generation": self.generation,
+            "via": self.via,
+            "live": self.live,
+            "loaded": list(self.loaded),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +158,7 @@ def _generation_in(path: str, roots: Sequence[str]) -> str | None:
     """``gNNNN`` when ``path`` lies in ``<root>/gNNNN`` for one of ``roots``."""
     for root in roots:
         if path.startswith(root + os.sep):
-            first = path[len(root) + 1:].split(os.sep, 1)[0]
+            first = path[len(root) + 1 :].split(os.sep, 1)[0]
             if _GEN.match(first):
                 return first
     return None
@@ -204,8 +212,9 @@ def _paths(proc: Path, pid: int) -> tuple[str, str | None, list[str]] | None:
     return " ".join(argv)[:_COMMAND_LIMIT], cwd, paths
 
 
-def _inspect(proc: Path, pid: int, roots: Sequence[str], links: Sequence[str], live: str,
-             flipped: float) -> StaleProcess | None:
+def _inspect(
+    proc: Path, pid: int, roots: Sequence[str], links: Sequence[str], live: str, flipped: float
+) -> StaleProcess | None:
     seen = _paths(proc, pid)
     if seen is None:
         return None
@@ -226,8 +235,11 @@ def _inspect(proc: Path, pid: int, roots: Sequence[str], links: Sequence[str], l
 
 def _loaded(proc: Path, pid: int, roots: Sequence[str]) -> tuple[str, ...]:
     maps = _read(proc / str(pid) / "maps", limit=16 << 20) or b""
-    gens = {g for line in maps.decode("utf-8", errors="replace").splitlines()
-            if (parts := line.split(None, 5))[5:] and (g := _generation_in(parts[5], roots)) is not None}
+    gens = {
+        g
+        for line in maps.decode("utf-8", errors="replace").splitlines()
+        if (parts := line.split(None, 5))[5:] and (g := _generation_in(parts[5], roots)) is not None
+    }
     return tuple(sorted(gens))
 
 
@@ -240,7 +252,9 @@ def warning_lines(env: str, found: Sequence[StaleProcess]) -> list[str]:
     if not found:
         return []
     lines = [f"envs/{env}: pid {p.pid} {p.why}: {p.command}" for p in found]
-    lines.append(f"envs/{env}: restart {'it' if len(found) == 1 else 'them'} to run the live generation; "
-                 f"start servers from envs/{GENERATIONS_DIR}/{env}/<generation>/bin/python (as `envforge bench` "
-                 "does) so that a later build or rollback cannot change what they import")
+    lines.append(
+        f"envs/{env}: restart {'it' if len(found) == 1 else 'them'} to run the live generation; "
+        f"start servers from envs/{GENERATIONS_DIR}/{env}/<generation>/bin/python (as `envforge bench` "
+        "does) so that a later build or rollback cannot change what they import"
+    )
     return lines

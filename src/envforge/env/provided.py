@@ -38,8 +38,7 @@ __all__ = ["PTH_NAME", "ProvidedLink", "base_site_dirs", "link_base", "read_link
 #: The ``.pth`` file a build writes into the generation's site-packages.
 PTH_NAME = "_envforge_provided.pth"
 
-_SITE_DIRS = ("import json, site, sys\n"
-              "print(json.dumps({'dirs': list(site.getsitepackages()), 'prefix': sys.prefix}))\n")
+_SITE_DIRS = "import json, site, sys\nprint(json.dumps({'dirs': list(site.getsitepackages()), 'prefix': sys.prefix}))\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +74,13 @@ def link_base(sp: Path, python: Path, provided: Sequence[Provided]) -> ProvidedL
     atomic_write(pth, "".join(f"{d}\n" for d in dirs).encode())
     state = StateDir(sp)
     state.path.mkdir(exist_ok=True)
-    record = {"schema": 1, "base-python": str(python), "site-packages": list(dirs), "pth": PTH_NAME,
-              "provided": [p.as_dict() for p in provided]}
+    record = {
+        "schema": 1,
+        "base-python": str(python),
+        "site-packages": list(dirs),
+        "pth": PTH_NAME,
+        "provided": [p.as_dict() for p in provided],
+    }
     atomic_write(state.provided_record, (json.dumps(record, indent=2) + "\n").encode())
     return ProvidedLink(python, dirs, pth)
 

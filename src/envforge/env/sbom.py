@@ -28,7 +28,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cyclonedx.model import AttachedText, ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
+from cyclonedx.model import (
+    AttachedText,
+    ExternalReference,
+    ExternalReferenceType,
+    HashAlgorithm,
+    HashType,
+    Property,
+    XsUri,
+)
 from cyclonedx.model.bom import Bom, BomMetaData
 from cyclonedx.model.component import Component, ComponentType, Diff, Patch, PatchClassification, Pedigree
 from cyclonedx.model.issue import IssueClassification, IssueType, IssueTypeSource
@@ -78,8 +86,9 @@ def _tags(dist: Installed) -> set[str]:
         raw = read_state(dist.dist_info / "WHEEL", what="WHEEL", limit=SMALL_LIMIT)
     except FileNotFoundError:
         return set()
-    return {line.split(":", 1)[1].strip() for line in raw.decode("utf-8", "replace").splitlines()
-            if line.startswith("Tag:")}
+    return {
+        line.split(":", 1)[1].strip() for line in raw.decode("utf-8", "replace").splitlines() if line.startswith("Tag:")
+    }
 
 
 def _installed_wheels(dist: Installed, entry: LockedPackage) -> tuple[LockedWheel, ...]:
@@ -109,8 +118,13 @@ def _local_label(version: str) -> str | None:
 
 def _patch(ps: Patchset, diff: str) -> Patch:
     source = ps.upstream or (ps.diff_origin if ps.diff_origin and "://" in ps.diff_origin else None)
-    issue = IssueType(type=IssueClassification.DEFECT, id=ps.id, name=ps.id, description=ps.reason,
-                      source=IssueTypeSource(name="envforge patchset", url=XsUri(source)) if source else None)
+    issue = IssueType(
+        type=IssueClassification.DEFECT,
+        id=ps.id,
+        name=ps.id,
+        description=ps.reason,
+        source=IssueTypeSource(name="envforge patchset", url=XsUri(source)) if source else None,
+    )
     kind = PatchClassification.BACKPORT if ps.diff_sha256 else PatchClassification.UNOFFICIAL
     return Patch(type=kind, diff=Diff(text=AttachedText(content=diff, content_type="text/x-diff")), resolves=[issue])
 
@@ -127,20 +141,35 @@ def _component(dist: Installed, entry: LockedPackage | None, patches: Sequence[t
     props += [Property(name=f"envforge:patchset:{ps.id}", value=ps.digest) for ps, _ in patches]
     wheels = _installed_wheels(dist, entry) if entry is not None else ()
     hashes = [HashType(alg=HashAlgorithm.SHA_256, content=w.sha256) for w in wheels if w.sha256]
-    refs = [ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(w.url),
-                              hashes=[HashType(alg=HashAlgorithm.SHA_256, content=w.sha256)] if w.sha256 else None)
-            for w in wheels if w.url]
+    refs = [
+        ExternalReference(
+            type=ExternalReferenceType.DISTRIBUTION,
+            url=XsUri(w.url),
+            hashes=[HashType(alg=HashAlgorithm.SHA_256, content=w.sha256)] if w.sha256 else None,
+        )
+        for w in wheels
+        if w.url
+    ]
     pedigree = None
     if patches:
         notes = "envforge patchsets: " + ", ".join(f"{ps.id} {ps.digest}" for ps, _ in patches)
         pedigree = Pedigree(patches=[_patch(ps, diff) for ps, diff in patches], notes=notes)
-    return Component(type=ComponentType.LIBRARY, name=dist.name, version=dist.version, purl=purl,
-                     bom_ref=purl.to_string(), hashes=hashes, external_references=refs, properties=props,
-                     pedigree=pedigree)
+    return Component(
+        type=ComponentType.LIBRARY,
+        name=dist.name,
+        version=dist.version,
+        purl=purl,
+        bom_ref=purl.to_string(),
+        hashes=hashes,
+        external_references=refs,
+        properties=props,
+        pedigree=pedigree,
+    )
 
 
-def _patchsets(site_packages: Path, patchsets_dir: Path, applied: Sequence[AppliedPatchset]
-               ) -> dict[str, list[tuple[Patchset, str]]]:
+def _patchsets(
+    site_packages: Path, patchsets_dir: Path, applied: Sequence[AppliedPatchset]
+) -> dict[str, list[tuple[Patchset, str]]]:
     """Per distribution: the applied patchsets that changed files, each with its exported diff.
 
     :raises CheckFailed: a patchset file is missing or is not the one the environment was patched
@@ -154,25 +183,38 @@ def _patchsets(site_packages: Path, patchsets_dir: Path, applied: Sequence[Appli
             continue
         path = patchsets_dir / f"{ref.id}.toml"
         if not path.is_file():
-            raise CheckFailed(f"patchset {ref.id} applied to {site_packages} is not in {patchsets_dir}",
-                              hint="run from the project that built the environment (--project DIR)")
+            raise CheckFailed(
+                f"patchset {ref.id} applied to {site_packages} is not in {patchsets_dir}",
+                hint="run from the project that built the environment (--project DIR)",
+            )
         ps = load_patchset(path)
         if ps.digest != ref.digest:
-            raise CheckFailed(f"{path} is not the patchset the environment was patched with "
-                              f"(applied {ref.digest}, the file is {ps.digest}): its diff would not be the one applied",
-                              hint="restore the patchset file, or rebuild the environment with it (`envforge build`)")
+            raise CheckFailed(
+                f"{path} is not the patchset the environment was patched with "
+                f"(applied {ref.digest}, the file is {ps.digest}): its diff would not be the one applied",
+                hint="restore the patchset file, or rebuild the environment with it (`envforge build`)",
+            )
         out.setdefault(ref.distribution, []).append((ps, export_diff(site_packages, ps)))
     return out
 
 
 def _metadata(name: str, generation: str, state: StateDir, lock_digest: str, built: dt.datetime) -> BomMetaData:
-    root = Component(type=ComponentType.APPLICATION, name=name, version=generation, bom_ref=f"envforge-env:{name}",
-                     properties=[Property(name="envforge:lock-digest", value=lock_digest),
-                                 Property(name="envforge:patch-manifest-sha256",
-                                          value=manifest_sha256(state.site_packages))])
+    root = Component(
+        type=ComponentType.APPLICATION,
+        name=name,
+        version=generation,
+        bom_ref=f"envforge-env:{name}",
+        properties=[
+            Property(name="envforge:lock-digest", value=lock_digest),
+            Property(name="envforge:patch-manifest-sha256", value=manifest_sha256(state.site_packages)),
+        ],
+    )
     meta = BomMetaData(component=root, timestamp=built)
-    meta.tools.components.add(Component(type=ComponentType.APPLICATION, name="envforge",
-                                         version=envforge.__version__, bom_ref="envforge-tool"))
+    meta.tools.components.add(
+        Component(
+            type=ComponentType.APPLICATION, name="envforge", version=envforge.__version__, bom_ref="envforge-tool"
+        )
+    )
     return meta
 
 
@@ -191,24 +233,32 @@ def environment_sbom(site_packages: Path, patchsets_dir: Path, *, name: str) -> 
     lock = read_lock(state.lock_copy, state_hint=_NO_LOCK)
     record = state.generation_record
     generation, unread = _generation(record)
-    built = dt.datetime.fromtimestamp(record.stat().st_mtime if record.is_file() else state.lock_copy.stat().st_mtime,
-                                      tz=dt.UTC).replace(microsecond=0)
+    built = dt.datetime.fromtimestamp(
+        record.stat().st_mtime if record.is_file() else state.lock_copy.stat().st_mtime, tz=dt.UTC
+    ).replace(microsecond=0)
     manifest = read_manifest(site_packages)
     patched = _patchsets(site_packages, patchsets_dir, manifest.patchsets if manifest else ())
     lock_digest = "sha256:" + sha256_hex(state.lock_copy.read_bytes())
     dists = installed_distributions(site_packages)
     refuse_unreadable(site_packages, what="the SBOM", fix=rebuild_hint(site_packages))
     components = [_component(d, _entry(lock.packages, d), patched.get(d.name, ())) for d in dists.values()]
-    bom = Bom(components=components, metadata=_metadata(name, generation, state, lock_digest, built),
-              serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"envforge:{name}:{generation}:{lock_digest}:"
-                                                           f"{manifest_sha256(site_packages)}"))
+    bom = Bom(
+        components=components,
+        metadata=_metadata(name, generation, state, lock_digest, built),
+        serial_number=uuid.uuid5(
+            uuid.NAMESPACE_URL, f"envforge:{name}:{generation}:{lock_digest}:{manifest_sha256(site_packages)}"
+        ),
+    )
     bom.register_dependency(bom.metadata.component, components)  # type: ignore[arg-type]
     text = JsonV1Dot6(bom).output_as_string(indent=2) + "\n"
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if error is not None:
         raise CheckFailed(f"the SBOM of {name} does not validate against CycloneDX 1.6: {error}")
-    rows = tuple(f"{d.name} {d.version}: {', '.join(ps.id for ps, _ in patched[d.name])}"
-                 for d in dists.values() if d.name in patched)
+    rows = tuple(
+        f"{d.name} {d.version}: {', '.join(ps.id for ps, _ in patched[d.name])}"
+        for d in dists.values()
+        if d.name in patched
+    )
     return EnvironmentSbom(text, name, generation, len(components), rows, () if unread is None else (unread,))
 
 
@@ -220,9 +270,9 @@ def _generation(record: Path) -> tuple[str, str | None]:
     except FileNotFoundError:
         return "unknown", None
     except InputError as exc:
-        return "unknown", f"{exc.message}: the SBOM names the generation \"unknown\""
+        return "unknown", f'{exc.message}: the SBOM names the generation "unknown"'
     except (ValueError, RecursionError) as exc:
-        return "unknown", f"generation record {record} is not JSON ({exc}): the SBOM names the generation \"unknown\""
+        return "unknown", f'generation record {record} is not JSON ({exc}): the SBOM names the generation "unknown"'
     if not isinstance(data, Mapping) or not isinstance(data.get("generation"), str):
-        return "unknown", f"generation record {record} names no generation: the SBOM names it \"unknown\""
+        return "unknown", f'generation record {record} names no generation: the SBOM names it "unknown"'
     return str(data["generation"]), None

@@ -39,8 +39,18 @@ from typing import Any
 import envforge
 from envforge.fleet.tasks import ROOT_VARIABLE, verify_task
 
-__all__ = ["CONCURRENCY", "NAMESPACE", "PRELOAD", "STALE", "NodeAgent", "agent_for", "agent_name", "changed",
-           "code_stamp", "stop_agents"]
+__all__ = [
+    "CONCURRENCY",
+    "NAMESPACE",
+    "PRELOAD",
+    "STALE",
+    "NodeAgent",
+    "agent_for",
+    "agent_name",
+    "changed",
+    "code_stamp",
+    "stop_agents",
+]
 
 #: The Ray namespace of every envforge agent.
 NAMESPACE = "envforge"
@@ -56,9 +66,18 @@ Stamp = dict[str, tuple[int, int]]
 #: quickstart verify in a fresh interpreter is importing the last six); the agent imports them when it
 #: starts (``fleet agent start``), so the first verify call does not. Modules missing here are only slower
 #: to import in the first call, and stamped after it.
-PRELOAD = ("envforge.fleet.tasks", "envforge.verify", "envforge.env.layout", "envforge.recipe.project",
-           "envforge.installed.editable", "envforge.env.profile", "envforge.lock.read", "envforge.patching.planning",
-           "envforge.patching.journal", "packaging.requirements")
+PRELOAD = (
+    "envforge.fleet.tasks",
+    "envforge.verify",
+    "envforge.env.layout",
+    "envforge.recipe.project",
+    "envforge.installed.editable",
+    "envforge.env.profile",
+    "envforge.lock.read",
+    "envforge.patching.planning",
+    "envforge.patching.journal",
+    "packaging.requirements",
+)
 
 
 def _stat(path: str) -> tuple[int, int]:
@@ -119,8 +138,9 @@ class NodeAgent:
         self._started = time.time()
         self._calls = 0
 
-    def verify(self, env_name: str, root: str, levels: tuple[str, ...],
-               limit: tuple[float, float] | None = None) -> dict[str, Any]:
+    def verify(
+        self, env_name: str, root: str, levels: tuple[str, ...], limit: tuple[float, float] | None = None
+    ) -> dict[str, Any]:
         """The answer of ``verify_task(env_name, root, levels, limit)`` plus ``agent`` (pid, calls so
         far including this one, seconds since start), or ``{STALE: [changed paths], "agent": ...}``."""
         with self._lock:
@@ -148,16 +168,19 @@ class NodeAgent:
             calls = self._calls
         path = os.environ.get(ROOT_VARIABLE) or root
         missing = bool(path) and not os.path.isdir(os.path.join(path, "recipes"))
-        return {"findings": [{"kind": "no-project", "subject": path}] if missing else [],
-                "agent": self._info(calls)}
+        return {"findings": [{"kind": "no-project", "subject": path}] if missing else [], "agent": self._info(calls)}
 
     def _info(self, calls: int | None = None) -> dict[str, Any]:
         """pid, calls (``calls``: this call's number; default: all so far), seconds since start."""
-        return {"pid": os.getpid(), "calls": self._calls if calls is None else calls,
-                "age-s": round(time.time() - self._started, 1)}
+        return {
+            "pid": os.getpid(),
+            "calls": self._calls if calls is None else calls,
+            "age-s": round(time.time() - self._started, 1),
+        }
 
 
 # ---- the driver side --------------------------------------------------------------------------------
+
 
 def agent_name(node_id: str) -> str:
     """The actor name of the agent on node ``node_id`` (hex)."""
@@ -175,8 +198,13 @@ def agent_for(ray: Any, node_id: str, *, replacing: Any = None) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     cls = ray.remote(num_cpus=0, max_restarts=0, max_task_retries=0, max_concurrency=CONCURRENCY)(NodeAgent)
-    opts = {"name": agent_name(node_id), "namespace": NAMESPACE, "lifetime": "detached", "get_if_exists": True,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
+    opts = {
+        "name": agent_name(node_id),
+        "namespace": NAMESPACE,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+    }
     deadline = time.monotonic() + 5.0
     while True:
         handle = cls.options(**opts).remote()
@@ -190,8 +218,11 @@ def agent_for(ray: Any, node_id: str, *, replacing: Any = None) -> Any:
 def stop_agents(ray: Any, node_ids: Sequence[str] | None = None) -> list[str]:
     """Stop the agents of ``node_ids`` (default: every envforge agent in the cluster); returns the
     names stopped, sorted."""
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-             if a.get("namespace") == NAMESPACE and a["name"].startswith("agent-")]
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a.get("namespace") == NAMESPACE and a["name"].startswith("agent-")
+    ]
     if node_ids is not None:
         names = [n for n in names if n in {agent_name(i) for i in node_ids}]
     stopped = []

@@ -47,18 +47,28 @@ from envforge.fleet.report import (
 from envforge.fleet.selection import NodeSelection, Selected, choose_backend, select_nodes
 from envforge.fleet.tasks import allreduce_task, build_task, verify_task
 
-__all__ = ["connect", "fleet_allreduce", "fleet_build", "fleet_start_agents", "fleet_stop_agents", "fleet_verify",
-           "quiet_ray_errors", "reachable"]
+__all__ = [
+    "connect",
+    "fleet_allreduce",
+    "fleet_build",
+    "fleet_start_agents",
+    "fleet_stop_agents",
+    "fleet_verify",
+    "quiet_ray_errors",
+    "reachable",
+]
 
 
 # ---- the cluster -----------------------------------------------------------------------------------
+
 
 def _ray() -> Any:
     try:
         import ray  # lazy: ray is an optional extra (envforge-stack[fleet])
     except ImportError:
-        raise InputError("the fleet commands need Ray, which is not installed",
-                         hint="pip install 'envforge-stack[fleet]'") from None
+        raise InputError(
+            "the fleet commands need Ray, which is not installed", hint="pip install 'envforge-stack[fleet]'"
+        ) from None
     return ray
 
 
@@ -89,10 +99,14 @@ def connect(address: str) -> Any:
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False, **local)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {exc}", tool="ray",
-                                    argv=["ray.init", address], returncode=None,
-                                    hint="start one with `ray start --head` (and `ray start --address HEAD:6379` "
-                                         "on each node), then pass --ray HEAD:6379 or --ray auto on a node") from None
+            raise ExternalToolError(
+                f"cannot connect to the Ray cluster at {address}: {exc}",
+                tool="ray",
+                argv=["ray.init", address],
+                returncode=None,
+                hint="start one with `ray start --head` (and `ray start --address HEAD:6379` "
+                "on each node), then pass --ray HEAD:6379 or --ray auto on a node",
+            ) from None
     return ray
 
 
@@ -112,8 +126,10 @@ def quiet_ray_errors() -> None:
 #: (length 0, type 4, flags 0, stream 0).
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
-_NO_CLUSTER_HINT = ("start one with `ray start --head` (and `ray start --address HEAD:6379` on each node), then "
-                    "pass --ray HEAD:6379, or --ray auto on a node")
+_NO_CLUSTER_HINT = (
+    "start one with `ray start --head` (and `ray start --address HEAD:6379` on each node), then "
+    "pass --ray HEAD:6379, or --ray auto on a node"
+)
 
 
 def reachable(address: str, timeout_s: float = 5.0) -> None:
@@ -142,16 +158,24 @@ def reachable(address: str, timeout_s: float = 5.0) -> None:
                 if len(frame) < 4 or frame[3] != 4:  # the server's preface starts with a SETTINGS frame (type 4)
                     raise ExternalToolError(
                         f"cannot connect to the Ray cluster at {address}: something listens there, but it is not "
-                        f"a Ray GCS (it does not speak gRPC's HTTP/2)", tool="ray", argv=["ray.init", address],
-                        returncode=None, hint=_NO_CLUSTER_HINT)
+                        f"a Ray GCS (it does not speak gRPC's HTTP/2)",
+                        tool="ray",
+                        argv=["ray.init", address],
+                        returncode=None,
+                        hint=_NO_CLUSTER_HINT,
+                    )
     except OSError as exc:
         if isinstance(exc, TimeoutError):
             reason = what or f"no TCP connection within {timeout_s:g} s"
         else:
             reason = exc.strerror or str(exc)
-        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: {reason}",
-                                tool="ray", argv=["ray.init", address], returncode=None,
-                                hint=_NO_CLUSTER_HINT) from None
+        raise ExternalToolError(
+            f"cannot connect to the Ray cluster at {address}: {reason}",
+            tool="ray",
+            argv=["ray.init", address],
+            returncode=None,
+            hint=_NO_CLUSTER_HINT,
+        ) from None
     _gcs_answers(address, max(0.5, deadline - time.monotonic()))
 
 
@@ -172,9 +196,13 @@ def _gcs_answers(address: str, timeout_s: float) -> None:
         text = str(exc)
         if type(exc).__name__ == "AuthenticationError" or "ClusterID" in text:
             return  # a GCS: it checked our (random) cluster ID
-        raise ExternalToolError(f"cannot connect to the Ray cluster at {address}: what answers there is not a Ray "
-                                f"GCS ({one_line(exc)})", tool="ray", argv=["ray.init", address],
-                                returncode=None, hint=_NO_CLUSTER_HINT) from None
+        raise ExternalToolError(
+            f"cannot connect to the Ray cluster at {address}: what answers there is not a Ray GCS ({one_line(exc)})",
+            tool="ray",
+            argv=["ray.init", address],
+            returncode=None,
+            hint=_NO_CLUSTER_HINT,
+        ) from None
     finally:
         del client
 
@@ -188,16 +216,32 @@ def _selected(ray: Any, select: NodeSelection) -> Selected:
     return select_nodes(_alive_nodes(ray), select)
 
 
-def _report(action: str, nodes: Sequence[FleetNode], chosen: Selected, start: float, *,
-            compare: bool = False, backend: tuple[str, str] | None = None) -> FleetReport:
+def _report(
+    action: str,
+    nodes: Sequence[FleetNode],
+    chosen: Selected,
+    start: float,
+    *,
+    compare: bool = False,
+    backend: tuple[str, str] | None = None,
+) -> FleetReport:
     """The command's report: ``nodes`` by host (``compare``: with the majority and who differs), and
     which nodes were selected and skipped."""
     majority, differs = majority_differences(nodes) if compare else ({}, {})
-    return FleetReport(action, tuple(nodes), majority, differs, time.monotonic() - start,
-                       selection=chosen.rule, skipped=chosen.skipped, backend=backend)
+    return FleetReport(
+        action,
+        tuple(nodes),
+        majority,
+        differs,
+        time.monotonic() - start,
+        selection=chosen.rule,
+        skipped=chosen.skipped,
+        backend=backend,
+    )
 
 
 # ---- the fan-out -----------------------------------------------------------------------------------
+
 
 class _Way(Protocol):
     """How one fan-out reaches a node (``node``: Ray's record of it, an entry of ``ray.nodes()``)."""
@@ -256,9 +300,14 @@ class _Tasks:
     """A fresh Ray task of ``fn(*args_of(node))`` per node, its answer taken by ``answer``; a late
     one is cancelled."""
 
-    def __init__(self, ray: Any, fn: Callable[..., Any], action: str,
-                 args_of: Callable[[Mapping[str, Any]], Sequence[Any]],
-                 answer: Callable[[Mapping[str, Any], Any], FleetNode] = node_answer) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        fn: Callable[..., Any],
+        action: str,
+        args_of: Callable[[Mapping[str, Any]], Sequence[Any]],
+        answer: Callable[[Mapping[str, Any], Any], FleetNode] = node_answer,
+    ) -> None:
         self._ray, self._remote, self._name = ray, ray.remote(num_cpus=0, max_retries=0)(fn), f"envforge-{action}"
         self._args_of, self._answer = args_of, answer
 
@@ -329,8 +378,17 @@ def _by_host(nodes: list[FleetNode]) -> tuple[FleetNode, ...]:
 
 # ---- the commands ----------------------------------------------------------------------------------
 
-def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[str] = (), timeout_s: float = 600.0,
-                 agent: bool = True, select: NodeSelection = NodeSelection()) -> FleetReport:
+
+def fleet_verify(
+    address: str,
+    env_name: str,
+    root: Path,
+    *,
+    levels: Sequence[str] = (),
+    timeout_s: float = 600.0,
+    agent: bool = True,
+    select: NodeSelection = NodeSelection(),
+) -> FleetReport:
     """Verify ``env_name`` on every alive node ``select`` names (:mod:`envforge.fleet.selection`; the
     others are the report's ``skipped``) of the Ray cluster at ``address`` (``auto`` on a node),
     through each node's long-lived agent (:mod:`envforge.fleet.agent`; the first call on a cluster
@@ -348,8 +406,9 @@ def fleet_verify(address: str, env_name: str, root: Path, *, levels: Sequence[st
     return _report("verify", _by_host(_fan_out(ray, chosen.nodes, way, timeout_s)), chosen, start, compare=True)
 
 
-def fleet_start_agents(address: str, root: Path | None = None, *, timeout_s: float = 120.0,
-                       select: NodeSelection = NodeSelection()) -> FleetReport:
+def fleet_start_agents(
+    address: str, root: Path | None = None, *, timeout_s: float = 120.0, select: NodeSelection = NodeSelection()
+) -> FleetReport:
     """Start the envforge agent (:mod:`envforge.fleet.agent`) on every alive node ``select`` names of
     the Ray cluster at ``address`` where there is none, keep the running ones, replace those whose code changed on
     disk; verify nothing. Each node's ``detail.agent.state`` says which (``started``, ``running``,
@@ -378,9 +437,17 @@ def fleet_stop_agents(address: str) -> list[str]:
     return stop_agents(connect(address))
 
 
-def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, find_links: Sequence[Path] = (),
-                offline: bool = False, timeout_s: float = 3600.0,
-                select: NodeSelection = NodeSelection()) -> FleetReport:
+def fleet_build(
+    address: str,
+    recipe: str,
+    variant: str | None,
+    root: Path,
+    *,
+    find_links: Sequence[Path] = (),
+    offline: bool = False,
+    timeout_s: float = 3600.0,
+    select: NodeSelection = NodeSelection(),
+) -> FleetReport:
     """Build the committed lock of ``recipe``/``variant`` on every alive node ``select`` names. A node whose build
     fails keeps its previous generation live (``build``'s own guarantee); ``detail.flipped`` says
     which nodes flipped to a new generation. A node's uv runs end before ``timeout_s`` (the node's
@@ -392,16 +459,30 @@ def fleet_build(address: str, recipe: str, variant: str | None, root: Path, *, f
     """
     start = time.monotonic()
     ray = connect(address)
-    args = (recipe, variant, str(root), tuple(str(p) for p in find_links), offline, (time.time() + timeout_s, timeout_s))
+    args = (
+        recipe,
+        variant,
+        str(root),
+        tuple(str(p) for p in find_links),
+        offline,
+        (time.time() + timeout_s, timeout_s),
+    )
     chosen = _selected(ray, select)
     nodes = _fan_out(ray, chosen.nodes, _Tasks(ray, build_task, "build", lambda _: args), timeout_s)
     return _report("build", _by_host(nodes), chosen, start)
 
 
-def fleet_allreduce(address: str, *, backend: str | None = None,
-                    sizes: Sequence[int] = (43008, 1 << 20, 16 << 20), env: Mapping[str, str] | None = None,
-                    port: int = 29517, repeats: int = 20, timeout_s: float = 300.0,
-                    select: NodeSelection = NodeSelection()) -> FleetReport:
+def fleet_allreduce(
+    address: str,
+    *,
+    backend: str | None = None,
+    sizes: Sequence[int] = (43008, 1 << 20, 16 << 20),
+    env: Mapping[str, str] | None = None,
+    port: int = 29517,
+    repeats: int = 20,
+    timeout_s: float = 300.0,
+    select: NodeSelection = NodeSelection(),
+) -> FleetReport:
     """One all-reduce group across every alive node ``select`` names (rank 0 on the first node by
     address), with ``backend`` (``nccl``, ``gloo``; None: chosen by the selected nodes' GPU resources,
     :func:`~envforge.fleet.selection.choose_backend`; the report's ``backend`` says which and why), timing
@@ -421,12 +502,19 @@ def fleet_allreduce(address: str, *, backend: str | None = None,
     nodes = chosen.nodes
     name, why = choose_backend(nodes, backend)
     if len(nodes) < 2:  # one rank crosses no node boundary: never report that as "ok"
-        return _report("allreduce", [single_node(n, len(chosen.skipped)) for n in nodes], chosen, start,
-                       backend=(name, why))
+        return _report(
+            "allreduce", [single_node(n, len(chosen.skipped)) for n in nodes], chosen, start, backend=(name, why)
+        )
     master = nodes[0]["NodeManagerAddress"]
     rank = {n["NodeID"]: i for i, n in enumerate(nodes)}
-    way = _Tasks(ray, allreduce_task, "allreduce", answer=allreduce_node, args_of=lambda n: (
-        rank[n["NodeID"]], len(nodes), master, port, name, tuple(sizes), dict(env or {}), repeats))
+    way = _Tasks(
+        ray,
+        allreduce_task,
+        "allreduce",
+        answer=allreduce_node,
+        args_of=lambda n: (rank[n["NodeID"]], len(nodes), master, port, name, tuple(sizes), dict(env or {}), repeats),
+    )
     out = _fan_out(ray, nodes, way, timeout_s)
-    return _report("allreduce", sorted(out, key=lambda x: x.detail.get("rank", 1 << 30)), chosen, start,
-                   backend=(name, why))
+    return _report(
+        "allreduce", sorted(out, key=lambda x: x.detail.get("rank", 1 << 30)), chosen, start, backend=(name, why)
+    )

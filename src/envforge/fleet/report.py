@@ -15,8 +15,18 @@ from typing import Any
 
 from envforge.fleet.tasks import COMPARED
 
-__all__ = ["FleetNode", "FleetReport", "SkippedNode", "allreduce_node", "failed_node", "late_node",
-           "majority_differences", "node_answer", "one_line", "single_node"]
+__all__ = [
+    "FleetNode",
+    "FleetReport",
+    "SkippedNode",
+    "allreduce_node",
+    "failed_node",
+    "late_node",
+    "majority_differences",
+    "node_answer",
+    "one_line",
+    "single_node",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +49,17 @@ class FleetNode:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
-        return {"node-id": self.node_id, "host": self.host, "status": self.status,
-                "fingerprint": dict(self.fingerprint), "findings": [dict(f) for f in self.findings],
-                "elapsed-s": self.elapsed_s, "error": self.error, "hint": self.hint, "detail": dict(self.detail)}
+        return {
+            "node-id": self.node_id,
+            "host": self.host,
+            "status": self.status,
+            "fingerprint": dict(self.fingerprint),
+            "findings": [dict(f) for f in self.findings],
+            "elapsed-s": self.elapsed_s,
+            "error": self.error,
+            "hint": self.hint,
+            "detail": dict(self.detail),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +104,17 @@ class FleetReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order (schema ``envforge.fleet/1``, docs/fleet.md)."""
-        return {"action": self.action, "nodes": [n.as_dict() for n in self.nodes],
-                "majority": dict(self.majority), "differs": {k: list(v) for k, v in self.differs.items()},
-                "exit-code": self.exit_code, "elapsed-s": round(self.elapsed_s, 3), "selection": self.selection,
-                "skipped": [n.as_dict() for n in self.skipped],
-                "backend": {"name": self.backend[0], "why": self.backend[1]} if self.backend else None}
+        return {
+            "action": self.action,
+            "nodes": [n.as_dict() for n in self.nodes],
+            "majority": dict(self.majority),
+            "differs": {k: list(v) for k, v in self.differs.items()},
+            "exit-code": self.exit_code,
+            "elapsed-s": round(self.elapsed_s, 3),
+            "selection": self.selection,
+            "skipped": [n.as_dict() for n in self.skipped],
+            "backend": {"name": self.backend[0], "why": self.backend[1]} if self.backend else None,
+        }
 
 
 def majority_differences(nodes: Sequence[FleetNode]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
@@ -121,19 +145,32 @@ def _unhash(v: Any) -> Any:
 # ---- a node's answer as a FleetNode ---------------------------------------------------------------
 # ``node`` is Ray's record of the node (an entry of ``ray.nodes()``: ``NodeID``, ``NodeManagerAddress``).
 
+
 def node_answer(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
     """A verify or build task's answer (:mod:`envforge.fleet.tasks`) as a node: ``timeout`` or
     ``failed`` with its error and hint when it has an ``error`` (``timeout`` when ``timed-out``),
     else ``findings`` when it has any, else ``ok``."""
     if data.get("error"):
-        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"),
-                         "timeout" if data.get("timed-out") else "failed",
-                         fingerprint=data.get("fingerprint", {}), error=data["error"],
-                         elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}), hint=data.get("hint"))
+        return FleetNode(
+            node["NodeID"],
+            node.get("NodeManagerAddress", "?"),
+            "timeout" if data.get("timed-out") else "failed",
+            fingerprint=data.get("fingerprint", {}),
+            error=data["error"],
+            elapsed_s=data.get("elapsed-s"),
+            detail=data.get("detail", {}),
+            hint=data.get("hint"),
+        )
     findings = tuple(data.get("findings", ()))
-    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if findings else "ok",
-                     fingerprint=data.get("fingerprint", {}), findings=findings,
-                     elapsed_s=data.get("elapsed-s"), detail=data.get("detail", {}))
+    return FleetNode(
+        node["NodeID"],
+        node.get("NodeManagerAddress", "?"),
+        "findings" if findings else "ok",
+        fingerprint=data.get("fingerprint", {}),
+        findings=findings,
+        elapsed_s=data.get("elapsed-s"),
+        detail=data.get("detail", {}),
+    )
 
 
 def allreduce_node(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNode:
@@ -142,23 +179,37 @@ def allreduce_node(node: Mapping[str, Any], data: Mapping[str, Any]) -> FleetNod
     (``allreduce-failed`` per size) when a sum was wrong, else ``ok``; ``detail`` holds the rank
     (and the sizes)."""
     if data.get("error"):
-        return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=data["error"],
-                         hint=data.get("hint"), detail={"rank": data.get("rank")})
+        return FleetNode(
+            node["NodeID"],
+            node.get("NodeManagerAddress", "?"),
+            "failed",
+            error=data["error"],
+            hint=data.get("hint"),
+            detail={"rank": data.get("rank")},
+        )
     bad = [s for s in data["sizes"] if not s["sum-ok"]]
-    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "findings" if bad else "ok",
-                     findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"} for s in bad),
-                     detail=dict(data))
+    return FleetNode(
+        node["NodeID"],
+        node.get("NodeManagerAddress", "?"),
+        "findings" if bad else "ok",
+        findings=tuple({"kind": "allreduce-failed", "subject": f"{s['bytes']} bytes"} for s in bad),
+        detail=dict(data),
+    )
 
 
 def single_node(node: Mapping[str, Any], skipped: int = 0) -> FleetNode:
     """The answer for a cluster of one node (or one selected node, ``skipped`` others skipped): an
     all-reduce across nodes needs two or more."""
     if skipped:
-        error = (f"only 1 alive node qualifies ({skipped} skipped): an all-reduce across nodes needs 2 or more "
-                 "(select more with --num-gpus, --label, --resource or --all-nodes)")
+        error = (
+            f"only 1 alive node qualifies ({skipped} skipped): an all-reduce across nodes needs 2 or more "
+            "(select more with --num-gpus, --label, --resource or --all-nodes)"
+        )
     else:
-        error = ("only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
-                 "(add nodes with `ray start --address HEAD:PORT`)")
+        error = (
+            "only 1 alive node in the cluster: an all-reduce across nodes needs 2 or more "
+            "(add nodes with `ray start --address HEAD:PORT`)"
+        )
     return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "failed", error=error)
 
 
@@ -170,8 +221,12 @@ def failed_node(node: Mapping[str, Any], exc: BaseException) -> FleetNode:
 def late_node(node: Mapping[str, Any], timeout_s: float, what: str) -> FleetNode:
     """A node that gave no answer within ``timeout_s`` s: ``timeout``; ``what`` says what the driver
     did about it (``the task was cancelled``, ``its agent was stopped``)."""
-    return FleetNode(node["NodeID"], node.get("NodeManagerAddress", "?"), "timeout",
-                     error=f"no answer within {timeout_s:g} s ({what})")
+    return FleetNode(
+        node["NodeID"],
+        node.get("NodeManagerAddress", "?"),
+        "timeout",
+        error=f"no answer within {timeout_s:g} s ({what})",
+    )
 
 
 def one_line(exc: BaseException) -> str:

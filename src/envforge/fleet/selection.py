@@ -53,8 +53,10 @@ class NodeSelection:
         parts = [f"label {k}={v}" if v is not None else f"label {k}" for k, v in self.labels]
         parts += [f"resource {name} >= {amount:g}" for name, amount in self.resources]
         if self.gpus is not None:
-            parts.append(f"at least {self.gpus} GPU{'s' if self.gpus != 1 else ''}"
-                         + (f" ({self.source})" if self.source else ""))
+            parts.append(
+                f"at least {self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+                + (f" ({self.source})" if self.source else "")
+            )
         if parts:
             return "nodes with " + ", ".join(parts)
         if any(_gpus(n) > 0 for n in nodes):
@@ -135,8 +137,7 @@ def choose_backend(nodes: Sequence[Mapping[str, Any]], asked: str | None) -> tup
         return "nccl", "every selected node has GPU resources"
     if without == len(nodes):
         return "gloo", "the selected nodes have no GPU resources (nccl needs a GPU on every rank)"
-    return "gloo", (f"{without} of {len(nodes)} selected nodes have no GPU resources "
-                    "(nccl needs a GPU on every rank)")
+    return "gloo", (f"{without} of {len(nodes)} selected nodes have no GPU resources (nccl needs a GPU on every rank)")
 
 
 def lock_gpus(root: Path, env_name: str) -> tuple[int | None, str] | None:

@@ -43,8 +43,19 @@ __all__ = ["COMPARED", "ROOT_VARIABLE", "allreduce_task", "build_task", "node_bu
 ROOT_VARIABLE = "ENVFORGE_FLEET_ROOT"
 
 #: What must be identical on every node (keys of a node's ``fingerprint`` dict, in report order).
-COMPARED = ("lock_digest", "patch_manifest_digest", "env_profile", "env_profile_digest", "env_profile_values",
-            "python", "platform", "driver", "gpu", "gpu_count", "compute_capability")
+COMPARED = (
+    "lock_digest",
+    "patch_manifest_digest",
+    "env_profile",
+    "env_profile_digest",
+    "env_profile_values",
+    "python",
+    "platform",
+    "driver",
+    "gpu",
+    "gpu_count",
+    "compute_capability",
+)
 
 
 def node_budget(timeout_s: float, deadline_wall: float, now_wall: float) -> float:
@@ -80,12 +91,16 @@ def node_error(action: str, exc: EnvforgeError, limit: tuple[float, float] | Non
     stopped = [getattr(e, "deadline_s", None) for e in (exc, getattr(exc, "cause", None))]
     if limit is None or stopped == [None, None]:
         return {"error": exc.message, **hint}
-    return {"error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}", **hint,
-            "timed-out": True}
+    return {
+        "error": f"{action} did not finish within the {limit[1]:g} s limit: {exc.message}",
+        **hint,
+        "timed-out": True,
+    }
 
 
-def verify_task(env_name: str, root: str, levels: tuple[str, ...],
-                limit: tuple[float, float] | None = None) -> dict[str, Any]:
+def verify_task(
+    env_name: str, root: str, levels: tuple[str, ...], limit: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """On one node: envforge's verify of ``env_name`` in this node's project (``root``, or
     :data:`ROOT_VARIABLE`); the answer holds the :data:`COMPARED` keys of the fingerprint (with the
     installed env profile's values) and the findings. ``levels``: verify levels (empty: the
@@ -103,13 +118,21 @@ def verify_task(env_name: str, root: str, levels: tuple[str, ...],
         return {**node_error("verify", exc, limit), "elapsed-s": round(time.monotonic() - start, 3)}
     fp = report.fingerprint.as_dict()
     fp["env_profile_values"] = dict(installed.env) if installed is not None else {}
-    return {"fingerprint": {k: fp.get(k) for k in COMPARED},
-            "findings": [f.as_dict() for f in report.findings],
-            "elapsed-s": round(time.monotonic() - start, 3)}
+    return {
+        "fingerprint": {k: fp.get(k) for k in COMPARED},
+        "findings": [f.as_dict() for f in report.findings],
+        "elapsed-s": round(time.monotonic() - start, 3),
+    }
 
 
-def build_task(recipe: str, variant: str | None, root: str, find_links: tuple[str, ...],
-               offline: bool, limit: tuple[float, float] | None = None) -> dict[str, Any]:
+def build_task(
+    recipe: str,
+    variant: str | None,
+    root: str,
+    find_links: tuple[str, ...],
+    offline: bool,
+    limit: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """On one node: envforge's build of the committed lock of ``recipe``/``variant``; ``detail``
     holds the live generation before and after (``g0003``, or None) and whether it flipped.
     ``limit`` as for :func:`verify_task`: a uv run still going at the node's deadline is stopped
@@ -123,15 +146,27 @@ def build_task(recipe: str, variant: str | None, root: str, find_links: tuple[st
             resolved = load_recipe(project.recipe_path(recipe)).resolve(variant)
             link = project.env_path(resolved.lock_name)
             before = _live(link)
-            plan = plan_build(project, resolved, find_python(resolved.python),
-                              find_links=[Path(p) for p in find_links], offline=offline)
+            plan = plan_build(
+                project,
+                resolved,
+                find_python(resolved.python),
+                find_links=[Path(p) for p in find_links],
+                offline=offline,
+            )
             execute_build(plan)
             after = _live(link)
     except EnvforgeError as exc:
-        return {**node_error("build", exc, limit), "elapsed-s": round(time.monotonic() - start, 3),
-                "detail": {"before": before, "after": before, "flipped": False}}
-    return {"fingerprint": {}, "findings": [], "elapsed-s": round(time.monotonic() - start, 3),
-            "detail": {"before": before, "after": after, "flipped": before != after}}
+        return {
+            **node_error("build", exc, limit),
+            "elapsed-s": round(time.monotonic() - start, 3),
+            "detail": {"before": before, "after": before, "flipped": False},
+        }
+    return {
+        "fingerprint": {},
+        "findings": [],
+        "elapsed-s": round(time.monotonic() - start, 3),
+        "detail": {"before": before, "after": after, "flipped": before != after},
+    }
 
 
 def _live(link: Path) -> str | None:
@@ -139,8 +174,16 @@ def _live(link: Path) -> str | None:
     return link.resolve().name if link.is_symlink() else None
 
 
-def allreduce_task(rank: int, world: int, master: str, port: int, backend: str, sizes: tuple[int, ...],
-                   env: Mapping[str, str], repeats: int) -> dict[str, Any]:
+def allreduce_task(
+    rank: int,
+    world: int,
+    master: str,
+    port: int,
+    backend: str,
+    sizes: tuple[int, ...],
+    env: Mapping[str, str],
+    repeats: int,
+) -> dict[str, Any]:
     """On one node: join the torch.distributed group (TCP rendezvous on ``master:port``) and time
     all-reduces of ``sizes`` bytes (float32), median of ``repeats``; the sum is checked. The answer
     is ``{"rank", "sizes": [{"bytes", "median-us", "bus-gbps", "sum-ok"}, ...]}``. torch is
@@ -154,13 +197,21 @@ def allreduce_task(rank: int, world: int, master: str, port: int, backend: str, 
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "torch":
             raise
-        return {"rank": rank, "error": f"torch is not installed in the Python of this node's Ray workers "
-                                       f"({sys.executable}): the all-reduce runs there",
-                "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
-                        "envforge-stack[fleet]: pick the build for the node's CUDA), then run it again"}
+        return {
+            "rank": rank,
+            "error": f"torch is not installed in the Python of this node's Ray workers "
+            f"({sys.executable}): the all-reduce runs there",
+            "hint": "install torch into the Python that runs `ray start` on every node (it is not part of "
+            "envforge-stack[fleet]: pick the build for the node's CUDA), then run it again",
+        }
 
-    dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{master}:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     out = []
     try:
@@ -179,8 +230,14 @@ def allreduce_task(rank: int, world: int, master: str, port: int, backend: str, 
                 times.append(time.perf_counter() - t0)
             ok = bool(torch.all(t == float(world)).item())
             med = statistics.median(times)
-            out.append({"bytes": size, "median-us": round(med * 1e6, 1),
-                        "bus-gbps": round(2 * (world - 1) / world * size / med / 1e9, 3), "sum-ok": ok})
+            out.append(
+                {
+                    "bytes": size,
+                    "median-us": round(med * 1e6, 1),
+                    "bus-gbps": round(2 * (world - 1) / world * size / med / 1e9, 3),
+                    "sum-ok": ok,
+                }
+            )
     finally:
         dist.destroy_process_group()
     return {"rank": rank, "sizes": out}

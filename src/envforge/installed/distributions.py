@@ -22,8 +22,17 @@ from packaging.utils import canonicalize_name
 from envforge.core.errors import InputError
 from envforge.core.textfile import LARGE_LIMIT, SMALL_LIMIT, file_kind, parse_json, read_state
 
-__all__ = ["Installed", "RecordEntry", "direct_url", "find_distribution", "installed_distributions", "read_direct_url",
-           "read_record", "refuse_unreadable", "unreadable_distributions"]
+__all__ = [
+    "Installed",
+    "RecordEntry",
+    "direct_url",
+    "find_distribution",
+    "installed_distributions",
+    "read_direct_url",
+    "read_record",
+    "refuse_unreadable",
+    "unreadable_distributions",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +117,9 @@ def refuse_unreadable(site_packages: Path, *, what: str, fix: str) -> None:
     if bad:
         listed = ", ".join(f"{d.name} ({why})" for d, why in bad)
         count = f"{len(bad)} distribution{'' if len(bad) == 1 else 's'}"
-        raise InputError(f"{what} would leave out {count} of {site_packages} whose METADATA cannot be read: {listed}",
-                         hint=fix)
+        raise InputError(
+            f"{what} would leave out {count} of {site_packages} whose METADATA cannot be read: {listed}", hint=fix
+        )
 
 
 def find_distribution(site_packages: Path, name: str) -> Installed | None:
@@ -145,14 +155,15 @@ def read_direct_url(dist_info: Path) -> Mapping[str, Any] | None:
     except InputError as exc:
         raise InputError(exc.message, hint=hint) from None
     if not isinstance(data, dict) or not isinstance(data.get("url"), str):
-        raise InputError(f"{path}: not a PEP 610 record (a JSON object with a string \"url\")", hint=hint)
+        raise InputError(f'{path}: not a PEP 610 record (a JSON object with a string "url")', hint=hint)
     bad = [k for k in ("dir_info", "archive_info", "vcs_info") if k in data and not isinstance(data[k], dict)]
     if bad:
         raise InputError(f"{path}: not a PEP 610 record ({bad[0]} is not an object)", hint=hint)
     editable = data.get("dir_info", {}).get("editable", False)
     if not isinstance(editable, bool):  # PEP 610: a boolean; "yes" is neither, never read as "not editable"
-        raise InputError(f"{path}: not a PEP 610 record (dir_info.editable is {json.dumps(editable)}, not true or false)",
-                         hint=hint)
+        raise InputError(
+            f"{path}: not a PEP 610 record (dir_info.editable is {json.dumps(editable)}, not true or false)", hint=hint
+        )
     return data
 
 

@@ -57,7 +57,7 @@ class EditableInstall:
 def _dist_info(site_packages: Path, distribution: str) -> Path | None:
     want = canonicalize_name(distribution)
     for info in sorted(site_packages.glob("*.dist-info")):
-        name = info.name[:-len(".dist-info")].partition("-")[0]
+        name = info.name[: -len(".dist-info")].partition("-")[0]
         if canonicalize_name(name) == want:
             return info
     return None
@@ -92,8 +92,13 @@ def _mapping(site_packages: Path, name: str, version: str) -> tuple[tuple[str, P
     if pth.is_file():
         lines = [ln.strip() for ln in pth.read_text(encoding="utf-8", errors="replace").splitlines()]
         dirs = [Path(ln) for ln in lines if ln and not ln.startswith(("import ", "#"))]
-        return tuple((p.name, p) for d in dirs if d.is_dir() for p in sorted(d.iterdir())
-                     if p.is_dir() and (p / "__init__.py").is_file())
+        return tuple(
+            (p.name, p)
+            for d in dirs
+            if d.is_dir()
+            for p in sorted(d.iterdir())
+            if p.is_dir() and (p / "__init__.py").is_file()
+        )
     return ()
 
 
@@ -113,5 +118,5 @@ def editable_install(site_packages: Path, distribution: str) -> EditableInstall 
         return None
     url = urlsplit(str(data.get("url", "")))
     project = Path(unquote(url.path)) if url.scheme == "file" else Path(str(data.get("url", "")))
-    name, _, version = info.name[:-len(".dist-info")].partition("-")
+    name, _, version = info.name[: -len(".dist-info")].partition("-")
     return EditableInstall(name, version, project, _mapping(site_packages, name, version))

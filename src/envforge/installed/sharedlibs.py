@@ -47,8 +47,13 @@ def needed(path: Path) -> list[str]:
                 return []
             fh.seek(0)
             elf = ELFFile(fh)
-            return [str(getattr(tag, "needed")) for section in elf.iter_sections() if isinstance(section, DynamicSection)
-                    for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+            return [
+                str(getattr(tag, "needed"))
+                for section in elf.iter_sections()
+                if isinstance(section, DynamicSection)
+                for tag in section.iter_tags()
+                if tag.entry.d_tag == "DT_NEEDED"
+            ]
     except (OSError, ELFError, ValueError, KeyError, AttributeError):
         return []
 
@@ -85,5 +90,8 @@ def link_notes(site_packages: Path, cuda: str | None) -> list[str]:
     the variant is CUDA 13.0.1: its import fails"``; [] without a CUDA release."""
     if not cuda:
         return []
-    return [f"cuda-library: {link.path} needs {link.library} (CUDA {link.major}), the variant is CUDA {cuda}: its "
-            "import fails unless another CUDA runtime is on the loader's path" for link in other_major_links(site_packages, cuda)]
+    return [
+        f"cuda-library: {link.path} needs {link.library} (CUDA {link.major}), the variant is CUDA {cuda}: its "
+        "import fails unless another CUDA runtime is on the loader's path"
+        for link in other_major_links(site_packages, cuda)
+    ]

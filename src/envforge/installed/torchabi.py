@@ -72,8 +72,9 @@ def _torch_requirements(dist: Installed, markers: Mapping[str, str] | None) -> l
     return out
 
 
-def torch_builds(site_packages: Path, records: Mapping[Installed, Sequence[Any]],
-                 markers: Mapping[str, str] | None = None) -> list[TorchBuild]:
+def torch_builds(
+    site_packages: Path, records: Mapping[Installed, Sequence[Any]], markers: Mapping[str, str] | None = None
+) -> list[TorchBuild]:
     """One :class:`TorchBuild` per distribution (other than torch) with a shared object in its
     RECORD (rows with ``.path``) that links a torch library and a torch requirement with a
     specifier; sorted by distribution. ``markers``: the environment's marker variables.
@@ -85,8 +86,16 @@ def torch_builds(site_packages: Path, records: Mapping[Installed, Sequence[Any]]
         reqs = _torch_requirements(dist, markers)  # torch itself requires no torch
         if not reqs:  # METADATA first: only the distributions that pin torch have their ELF files read
             continue
-        linked = next(((str(r.path), lib) for r in rows if _shared(str(r.path))
-                       for lib in needed(site_packages / str(r.path)) if _TORCH_SONAME.match(lib)), None)
+        linked = next(
+            (
+                (str(r.path), lib)
+                for r in rows
+                if _shared(str(r.path))
+                for lib in needed(site_packages / str(r.path))
+                if _TORCH_SONAME.match(lib)
+            ),
+            None,
+        )
         if linked is not None:
             out.extend(TorchBuild(dist.name, dist.version, linked[0], linked[1], f"torch{r.specifier}") for r in reqs)
     return out
@@ -105,9 +114,11 @@ def torch_notes(site_packages: Path) -> list[str]:
     if torch is None:
         return []
     builds = torch_builds(site_packages, {d: read_record(d) for d in installed.values()})
-    return [f"torch-abi: {b.distribution} {b.version}'s {b.extension} links {b.library} and {b.distribution} pins "
-            f"{b.requirement}; torch {torch.version} is installed: its import fails (undefined symbol)"
-            for b in unmet_builds(builds, torch.version)]
+    return [
+        f"torch-abi: {b.distribution} {b.version}'s {b.extension} links {b.library} and {b.distribution} pins "
+        f"{b.requirement}; torch {torch.version} is installed: its import fails (undefined symbol)"
+        for b in unmet_builds(builds, torch.version)
+    ]
 
 
 def unmet_builds(builds: Sequence[TorchBuild], torch_version: str) -> list[TorchBuild]:
@@ -115,7 +126,9 @@ def unmet_builds(builds: Sequence[TorchBuild], torch_version: str) -> list[Torch
     does not meet (PEP 440, pre-releases allowed: a nightly torch pinned exactly)."""
     from packaging.specifiers import SpecifierSet  # lazy: verify only
 
-    return [b for b in builds if not SpecifierSet(b.requirement[len("torch"):]).contains(torch_version, prereleases=True)]
+    return [
+        b for b in builds if not SpecifierSet(b.requirement[len("torch") :]).contains(torch_version, prereleases=True)
+    ]
 
 
 def _shared(path: str) -> bool:

@@ -39,10 +39,13 @@ class Ambiguity:
     def describe(self, verb: str = "can be active together") -> str:
         """``packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no marker) can be active
         together``, plus `` (e.g. sys_platform = 'linux')`` where the witness names variables."""
-        where = (" (e.g. " + ", ".join(f"{k} = {v!r}" for k, v in sorted(self.witness.items())) + ")"
-                 if self.witness else "")
-        return (f"{self.key}[{self.first}] ({self.first_entry}) and {self.key}[{self.second}] "
-                f"({self.second_entry}) {verb}{where}")
+        where = (
+            " (e.g. " + ", ".join(f"{k} = {v!r}" for k, v in sorted(self.witness.items())) + ")" if self.witness else ""
+        )
+        return (
+            f"{self.key}[{self.first}] ({self.first_entry}) and {self.key}[{self.second}] "
+            f"({self.second_entry}) {verb}{where}"
+        )
 
 
 class Selectable(Protocol):
@@ -72,8 +75,14 @@ def plain_entries(entries: Sequence[Selectable]) -> list[Entry]:
 
 def ambiguity_of(found: Overlap, entries: Sequence[Entry], key: str) -> Ambiguity:
     """The :class:`Ambiguity` of one overlap of ``entries`` (the array ``key`` of the lock)."""
-    return Ambiguity(key, found.first, found.second, describe_entry(entries[found.first]),
-                     describe_entry(entries[found.second]), found.witness)
+    return Ambiguity(
+        key,
+        found.first,
+        found.second,
+        describe_entry(entries[found.first]),
+        describe_entry(entries[found.second]),
+        found.witness,
+    )
 
 
 def pylock_ambiguities(entries: Sequence[Selectable]) -> tuple[Ambiguity, ...]:

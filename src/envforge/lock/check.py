@@ -51,8 +51,10 @@ class StaleLock(CheckFailed):
     """The recipe changed since the lock was made (exit 1); ``reasons`` names each changed key."""
 
     def __init__(self, path: Path, reasons: Sequence[str], *, hint: str) -> None:
-        super().__init__(f"{path} is stale: the recipe changed since it was locked:\n"
-                         + "\n".join("  " + r for r in reasons), hint=hint)
+        super().__init__(
+            f"{path} is stale: the recipe changed since it was locked:\n" + "\n".join("  " + r for r in reasons),
+            hint=hint,
+        )
         self.reasons = tuple(reasons)
 
 
@@ -80,12 +82,16 @@ def integrity_problems(lock: Lock) -> list[str]:
     out = []
     recorded = lock.envforge.get("packages-digest")
     if recorded is None:
-        out.append("[tool.envforge] records no packages-digest (a lock from before envforge recorded it, "
-                   "or the key was removed by hand)")
+        out.append(
+            "[tool.envforge] records no packages-digest (a lock from before envforge recorded it, "
+            "or the key was removed by hand)"
+        )
     elif recorded != lock.digest:
-        out.append(f"its [[packages]] are not the ones `envforge lock` wrote: packages-digest {recorded}, "
-                   f"the file's packages hash to {lock.digest} (an entry added, removed, cut off or "
-                   "edited by hand, e.g. a changed wheel hash)")
+        out.append(
+            f"its [[packages]] are not the ones `envforge lock` wrote: packages-digest {recorded}, "
+            f"the file's packages hash to {lock.digest} (an entry added, removed, cut off or "
+            "edited by hand, e.g. a changed wheel hash)"
+        )
     inputs = lock.envforge.get("inputs", {})  # absent: nothing recorded to hold the file to (--check: stale)
     if not isinstance(inputs, Mapping):
         out.append("[tool.envforge] inputs is not a table (the recipe keys the lock was made from)")
@@ -95,8 +101,11 @@ def integrity_problems(lock: Lock) -> list[str]:
         out.append("[tool.envforge] inputs.packages is not a list of requirement strings")
         return out
     names = {canonicalize_name(p.name) for p in lock.packages}
-    out += [f"[tool.envforge] inputs.packages records {p}, which is not in its [[packages]]" for p in pins
-            if canonicalize_name(_requirement_name(p)) not in names]
+    out += [
+        f"[tool.envforge] inputs.packages records {p}, which is not in its [[packages]]"
+        for p in pins
+        if canonicalize_name(_requirement_name(p)) not in names
+    ]
     out += _no_deps_extras(lock, inputs, pins)
     return out
 
@@ -109,8 +118,11 @@ def _no_deps_extras(lock: Lock, inputs: Mapping[str, Any], pins: list[str]) -> l
         return []
     wanted = {canonicalize_name(_requirement_name(p)) for p in pins}
     extra = sorted({p.name for p in lock.packages if canonicalize_name(p.name) not in wanted})
-    return [f"[[packages]] holds {name}, which the recipe does not name: a `no-deps` lock holds only the "
-            "recipe's packages (an entry added by hand)" for name in extra]
+    return [
+        f"[[packages]] holds {name}, which the recipe does not name: a `no-deps` lock holds only the "
+        "recipe's packages (an entry added by hand)"
+        for name in extra
+    ]
 
 
 def check_integrity(lock: Lock, variant: ResolvedVariant | None = None) -> None:
@@ -121,8 +133,11 @@ def check_integrity(lock: Lock, variant: ResolvedVariant | None = None) -> None:
     """
     problems = integrity_problems(lock)
     if problems:
-        raise LockIntegrityError(lock.path, problems, hint=f"regenerate it with `{_relock(variant)}` and review "
-                                                           "the diff; never edit a lock by hand")
+        raise LockIntegrityError(
+            lock.path,
+            problems,
+            hint=f"regenerate it with `{_relock(variant)}` and review the diff; never edit a lock by hand",
+        )
 
 
 def guard_lock(path: Path, variant: ResolvedVariant, find_links: Sequence[Path] = ()) -> Lock:
@@ -142,16 +157,22 @@ def guard_lock(path: Path, variant: ResolvedVariant, find_links: Sequence[Path] 
     check_integrity(lock, variant)
     refuse_ambiguous(str(path), lock.packages, python=variant.python)
     names = {canonicalize_name(p.name) for p in lock.packages}
-    missing = [f"packages.{_requirement_name(req)}: locked {_ABSENT}, recipe now {req}"
-               for req in variant.inputs()["packages"] if canonicalize_name(_requirement_name(req)) not in names]
+    missing = [
+        f"packages.{_requirement_name(req)}: locked {_ABSENT}, recipe now {req}"
+        for req in variant.inputs()["packages"]
+        if canonicalize_name(_requirement_name(req)) not in names
+    ]
     if missing:
-        raise StaleLock(path, [redact_userinfo(m) for m in missing],
-                        hint=f"run `{_relock(variant)}` and review the change")
+        raise StaleLock(
+            path, [redact_userinfo(m) for m in missing], hint=f"run `{_relock(variant)}` and review the change"
+        )
     problems = [v.describe() for v in index_violations(lock.tables, variant, find_links)]
     if problems:
-        raise CheckFailed(f"{path}: packages come from indexes not allowed for them:\n"
-                          + "\n".join("  " + redact_userinfo(p) for p in problems),
-                          hint=f"regenerate the lock with `{_relock(variant)}`")
+        raise CheckFailed(
+            f"{path}: packages come from indexes not allowed for them:\n"
+            + "\n".join("  " + redact_userinfo(p) for p in problems),
+            hint=f"regenerate the lock with `{_relock(variant)}`",
+        )
     return lock
 
 
@@ -176,14 +197,20 @@ def _rows(value: Any) -> list[Mapping[str, Any]] | None:
 def _diff_list(key: str, old: Sequence[str], new: Sequence[str]) -> list[str]:
     o = {_requirement_name(s): s for s in old}
     n = {_requirement_name(s): s for s in new}
-    return [f"{key}.{name}: locked {o.get(name, _ABSENT)}, recipe now {n.get(name, _ABSENT)}"
-            for name in sorted(set(o) | set(n)) if o.get(name) != n.get(name)]
+    return [
+        f"{key}.{name}: locked {o.get(name, _ABSENT)}, recipe now {n.get(name, _ABSENT)}"
+        for name in sorted(set(o) | set(n))
+        if o.get(name) != n.get(name)
+    ]
 
 
 def _diff_rows(key: str, old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], now: str) -> list[str]:
     ia, ib = _by_id(old), _by_id(new)
-    return [f"{key}.{k}: locked {_short(ia.get(k))}, {now} {_short(ib.get(k))}"
-            for k in sorted(set(ia) | set(ib)) if ia.get(k) != ib.get(k)]
+    return [
+        f"{key}.{k}: locked {_short(ia.get(k))}, {now} {_short(ib.get(k))}"
+        for k in sorted(set(ia) | set(ib))
+        if ia.get(k) != ib.get(k)
+    ]
 
 
 def _scalar(value: Any) -> str:
@@ -222,8 +249,9 @@ def _short(entry: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in entry.items() if k not in ("id", "name"))
 
 
-def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path: Path,
-               find_links: Sequence[Path] = ()) -> LockCheck:
+def check_lock(
+    variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path: Path, find_links: Sequence[Path] = ()
+) -> LockCheck:
     """Is the lock at ``path`` up to date with the recipe and patchsets? Never writes, no network.
 
     Each reason names the recipe key that changed, e.g.
@@ -252,8 +280,11 @@ def check_lock(variant: ResolvedVariant, patchsets: Sequence[PatchsetRef], path:
     expected.pop("recipe-digest", None)
     reasons = _diff_tables("", stored.pop("inputs", {}), expected.pop("inputs"))
     reasons += _diff_tables("", stored, expected)
-    reasons += [f"patchsets.{u.id}: {u.describe().removeprefix(f'patchset {u.id} ')}; {u.way_out()}"
-                for u in unapplied_patchsets(patchsets, ((p.name, p.version) for p in lock.packages))]
-    reasons += local_path_reasons(lock.tables, [i.url for i in effective_indexes(variant)], find_links,
-                                  _relock(variant))
+    reasons += [
+        f"patchsets.{u.id}: {u.describe().removeprefix(f'patchset {u.id} ')}; {u.way_out()}"
+        for u in unapplied_patchsets(patchsets, ((p.name, p.version) for p in lock.packages))
+    ]
+    reasons += local_path_reasons(
+        lock.tables, [i.url for i in effective_indexes(variant)], find_links, _relock(variant)
+    )
     return LockCheck(path, not reasons, tuple(redact_userinfo(r) for r in reasons))

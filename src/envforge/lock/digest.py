@@ -22,8 +22,7 @@ def packages_digest(packages: Sequence[Mapping[str, Any]]) -> str:
     text (``datetime.isoformat()``). ``envforge lock`` records it in ``[tool.envforge]
     packages-digest``; any added, removed, truncated or edited entry (a changed wheel hash) changes it.
     """
-    text = json.dumps(list(packages), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=_iso)
+    text = json.dumps(list(packages), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_iso)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -27,8 +27,9 @@ from envforge.recipe.model import ResolvedVariant
 __all__ = ["guard_resolution", "source_builds"]
 
 
-def guard_resolution(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
-                     offline: bool = False) -> None:
+def guard_resolution(
+    packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path], offline: bool = False
+) -> None:
     """Run every guard on uv's ``packages`` (parsed ``[[packages]]`` tables) for ``variant``.
 
     :raises CheckFailed: a package from an index not allowed for it, built for another CUDA major,
@@ -38,18 +39,21 @@ def guard_resolution(packages: list[dict[str, Any]], variant: ResolvedVariant, f
     """
     problems = [v.describe() for v in index_violations(packages, variant, find_links)]
     if problems:
-        raise CheckFailed(f"{variant.lock_name}: packages came from indexes not allowed for them:\n"
-                          + "\n".join("  " + p for p in problems),
-                          hint="route the package to its index in the recipe, or remove the extra index "
-                               "from your uv configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)")
+        raise CheckFailed(
+            f"{variant.lock_name}: packages came from indexes not allowed for them:\n"
+            + "\n".join("  " + p for p in problems),
+            hint="route the package to its index in the recipe, or remove the extra index "
+            "from your uv configuration (UV_INDEX_URL, UV_EXTRA_INDEX_URL)",
+        )
     _cutoff_guard(packages, variant, find_links, offline)
     _cuda_guard(packages, variant, find_links, offline)
     _no_cuda_guard(packages, variant)
     _source_build_guard(packages, variant)
 
 
-def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
-                  offline: bool = False) -> None:
+def _cutoff_guard(
+    packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path], offline: bool = False
+) -> None:
     """``exclude-newer`` must hold for every locked file, or the lock records a cutoff it does not obey.
 
     A ``--find-links`` directory (or flat page) carries no upload times, and uv keeps its files whatever
@@ -69,27 +73,38 @@ def _cutoff_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find
     if not find_links:
         return
     indexes = effective_indexes(variant)
-    unbounded = [f"{p['name']} {p.get('version', '')}" for p in packages
-                 if canonicalize_name(p["name"]) not in variant.exclude_newer_exempt
-                 and any(attribute(f.get("url") or f.get("path"), indexes, find_links) == FIND_LINKS
-                         for f in [*p.get("wheels", []), *([p["sdist"]] if "sdist" in p else [])])]
+    unbounded = [
+        f"{p['name']} {p.get('version', '')}"
+        for p in packages
+        if canonicalize_name(p["name"]) not in variant.exclude_newer_exempt
+        and any(
+            attribute(f.get("url") or f.get("path"), indexes, find_links) == FIND_LINKS
+            for f in [*p.get("wheels", []), *([p["sdist"]] if "sdist" in p else [])]
+        )
+    ]
     if unbounded:
         first = unbounded[0].split(" ")[0]
         raise LockError(
             f"{variant.lock_name}: [recipe] exclude-newer ({variant.exclude_newer}) cannot be applied to files "
             "from --find-links, which have no upload times (uv keeps them whatever their date), and the lock "
             f"would record the cutoff as if it held: {', '.join(unbounded)}",
-            hint=("lock where the index is reachable, without --find-links (uv reads the index's upload times), "
-                  "or exempt each package with the reason reviewers read: [exclude-newer-exempt] "
-                  f"{first} = \"from a wheelhouse, no upload times\" (recorded in the lock's inputs)"))
+            hint=(
+                "lock where the index is reachable, without --find-links (uv reads the index's upload times), "
+                "or exempt each package with the reason reviewers read: [exclude-newer-exempt] "
+                f'{first} = "from a wheelhouse, no upload times" (recorded in the lock\'s inputs)'
+            ),
+        )
 
 
 def _routed_override_cutoff(packages: list[dict[str, Any]], variant: ResolvedVariant, offline: bool) -> None:
     """:raises LockError: an overridden routed package (looked up through a find-links page, B51) that
     ``[exclude-newer-exempt]`` does not exempt, when the lock is made online (offline, no route is given)."""
     routed = set() if offline else set(override_routes(variant))
-    hit = [f"{p['name']} {p.get('version', '')}" for p in packages
-           if (name := canonicalize_name(p["name"])) in routed and name not in variant.exclude_newer_exempt]
+    hit = [
+        f"{p['name']} {p.get('version', '')}"
+        for p in packages
+        if (name := canonicalize_name(p["name"])) in routed and name not in variant.exclude_newer_exempt
+    ]
     if hit:
         first = hit[0].split(" ")[0]
         raise LockError(
@@ -97,22 +112,28 @@ def _routed_override_cutoff(packages: list[dict[str, Any]], variant: ResolvedVar
             f"{', '.join(hit)}: an override of a package routed to an index is looked up through that index's "
             "page of the package given as --find-links (B51, uv#16933), which has no upload times, so uv keeps "
             "its files whatever their date, and the lock would record the cutoff as if it held",
-            hint=("exempt it with the reason reviewers read: [exclude-newer-exempt] "
-                  f"{first} = \"override of a routed package: no upload times\" (recorded in the lock's inputs), "
-                  "and pin the override with ==; or drop the override"))
+            hint=(
+                "exempt it with the reason reviewers read: [exclude-newer-exempt] "
+                f'{first} = "override of a routed package: no upload times" (recorded in the lock\'s inputs), '
+                "and pin the override with ==; or drop the override"
+            ),
+        )
 
 
-def _cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path],
-                offline: bool) -> None:
+def _cuda_guard(
+    packages: list[dict[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path], offline: bool
+) -> None:
     """B03: nothing built for another CUDA major, except the recipe's reviewed ``cuda-exceptions``;
     an exception that matches no such package is itself an error (it would hide the next one)."""
     found = cuda_mismatches(((p["name"], str(p["version"])) for p in packages), variant.cuda)
     wrong = [w for w in found if w.name not in variant.cuda_exceptions]
     unused = sorted(set(variant.cuda_exceptions) - {w.name for w in found})
     if unused:
-        raise LockError(f"{variant.lock_name}: cuda-exceptions name packages that are not built for another "
-                        f"CUDA major in this lock: {', '.join(unused)}",
-                        hint="remove them from the recipe's cuda-exceptions (the exception is no longer needed)")
+        raise LockError(
+            f"{variant.lock_name}: cuda-exceptions name packages that are not built for another "
+            f"CUDA major in this lock: {', '.join(unused)}",
+            hint="remove them from the recipe's cuda-exceptions (the exception is no longer needed)",
+        )
     if not wrong:
         return
     chains = dependency_chains(variant, [w.name for w in wrong], find_links=find_links, offline=offline)
@@ -120,11 +141,13 @@ def _cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant, find_l
     for w in wrong:
         chain = chains.get(w.name)
         lines.append(w.describe() + (f"\n    pulled in by: {' -> '.join(chain)}" if chain and len(chain) > 1 else ""))
-    raise CheckFailed(f"{variant.lock_name}: packages built for another CUDA major than the variant's "
-                      f"CUDA {variant.cuda}:\n" + "\n".join("  " + ln for ln in lines),
-                      hint="pin the package to a build for this CUDA major, override the upstream pin that "
-                           "pulls it in (with a reason), or, where upstream requires it unconditionally, accept "
-                           f"it: [variant.{variant.variant}.cuda-exceptions] {wrong[0].name} = \"<reason>\"")
+    raise CheckFailed(
+        f"{variant.lock_name}: packages built for another CUDA major than the variant's "
+        f"CUDA {variant.cuda}:\n" + "\n".join("  " + ln for ln in lines),
+        hint="pin the package to a build for this CUDA major, override the upstream pin that "
+        "pulls it in (with a reason), or, where upstream requires it unconditionally, accept "
+        f'it: [variant.{variant.variant}.cuda-exceptions] {wrong[0].name} = "<reason>"',
+    )
 
 
 def _no_cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant) -> None:
@@ -145,19 +168,21 @@ def _no_cuda_guard(packages: list[dict[str, Any]], variant: ResolvedVariant) -> 
         f"{variant.lock_name}: the variant declares CUDA {variant.cuda} but the lock for "
         f"{variant.target.platform} contains no CUDA build: {what}no CUDA runtime wheel (nvidia-*, cuda-*) "
         f"was resolved ({len(packages)} packages)",
-        hint=(f"route torch to an index that has CUDA builds for {variant.target.platform}, e.g. "
-              f"[variant.{variant.variant}.indexes] pytorch-cu{variant.cuda.replace('.', '')[:3]} = "
-              f"\"https://download.pytorch.org/whl/cu{variant.cuda.replace('.', '')[:3]}\" and "
-              f"torch = {{ version = \"==X+cu{variant.cuda.replace('.', '')[:3]}\", index = \"pytorch-cu"
-              f"{variant.cuda.replace('.', '')[:3]}\" }}, or choose a torch release whose PyPI wheels for this "
-              "platform are CUDA builds; or drop `cuda` from a variant that is meant to be CPU-only"))
+        hint=(
+            f"route torch to an index that has CUDA builds for {variant.target.platform}, e.g. "
+            f"[variant.{variant.variant}.indexes] pytorch-cu{variant.cuda.replace('.', '')[:3]} = "
+            f'"https://download.pytorch.org/whl/cu{variant.cuda.replace(".", "")[:3]}" and '
+            f'torch = {{ version = "==X+cu{variant.cuda.replace(".", "")[:3]}", index = "pytorch-cu'
+            f'{variant.cuda.replace(".", "")[:3]}" }}, or choose a torch release whose PyPI wheels for this '
+            "platform are CUDA builds; or drop `cuda` from a variant that is meant to be CPU-only"
+        ),
+    )
 
 
 def source_builds(packages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """``(name, version)`` of every locked package with no wheel: uv builds it from its sdist (or
     directory, VCS checkout) at install time, with whatever build backend it resolves then (B28)."""
-    return [(canonicalize_name(p["name"]), str(p.get("version", "")))
-            for p in packages if not p.get("wheels")]
+    return [(canonicalize_name(p["name"]), str(p.get("version", ""))) for p in packages if not p.get("wheels")]
 
 
 def _source_build_guard(packages: list[dict[str, Any]], variant: ResolvedVariant) -> None:
@@ -169,9 +194,14 @@ def _source_build_guard(packages: list[dict[str, Any]], variant: ResolvedVariant
         raise CheckFailed(
             f"{variant.lock_name}: {listed} {'has' if len(missing) == 1 else 'have'} no wheel for "
             f"{variant.target.platform} and would be built from source at install time",
-            hint=(f"opt in with the reason reviewers read: [build-from-source] {missing[0][0]} = \"<reason>\", and pin "
-                  "the build backend with [recipe] build-constraints = [\"setuptools==X.Y.Z\"]; or pin a "
-                  "version that ships a wheel"))
+            hint=(
+                f'opt in with the reason reviewers read: [build-from-source] {missing[0][0]} = "<reason>", and pin '
+                'the build backend with [recipe] build-constraints = ["setuptools==X.Y.Z"]; or pin a '
+                "version that ships a wheel"
+            ),
+        )
     if unused:
-        raise LockError(f"{variant.lock_name}: build-from-source names packages that have wheels in this lock: "
-                        f"{', '.join(unused)}", hint="remove them from the recipe's build-from-source")
+        raise LockError(
+            f"{variant.lock_name}: build-from-source names packages that have wheels in this lock: {', '.join(unused)}",
+            hint="remove them from the recipe's build-from-source",
+        )

@@ -61,9 +61,24 @@ if TYPE_CHECKING:
 # packaging.markers (about 18 ms of imports: its tokenizer's patterns, packaging.tags) is imported
 # where a marker is first parsed, so a warm `lock diff` that compares no marker does not pay it.
 
-__all__ = ["ALWAYS", "MAX_COMBINATIONS", "MAX_SET_LITERALS", "Activation", "Alternative", "Overlap", "compatible",
-           "equivalent", "first_overlap", "literals", "overlap_witness", "overlaps", "parse", "satisfiable",
-           "selected_together", "valid_selection"]
+__all__ = [
+    "ALWAYS",
+    "MAX_COMBINATIONS",
+    "MAX_SET_LITERALS",
+    "Activation",
+    "Alternative",
+    "Overlap",
+    "compatible",
+    "equivalent",
+    "first_overlap",
+    "literals",
+    "overlap_witness",
+    "overlaps",
+    "parse",
+    "satisfiable",
+    "selected_together",
+    "valid_selection",
+]
 
 MAX_COMBINATIONS = 20_000
 MAX_SET_LITERALS = 10  # 2**10 subsets of a set variable's literals; more: undecided
@@ -103,8 +118,12 @@ class Overlap:
     witness: Mapping[str, str]
 
 
-def overlaps(entries: Sequence[Entry], *, activations: Sequence[Activation] | None = None,
-             conflicts: Sequence[frozenset[str]] = ()) -> tuple[Overlap, ...]:
+def overlaps(
+    entries: Sequence[Entry],
+    *,
+    activations: Sequence[Activation] | None = None,
+    conflicts: Sequence[frozenset[str]] = (),
+) -> tuple[Overlap, ...]:
     """Every name's first pair of entries that can be active in one environment, ordered by the
     later entry's index (then the earlier one's); ``()`` when no name has such a pair.
 
@@ -130,8 +149,12 @@ def overlaps(entries: Sequence[Entry], *, activations: Sequence[Activation] | No
     return tuple(sorted(found, key=lambda o: (o.second, o.first)))
 
 
-def first_overlap(entries: Sequence[Entry], *, activations: Sequence[Activation] | None = None,
-                  conflicts: Sequence[frozenset[str]] = ()) -> Overlap | None:
+def first_overlap(
+    entries: Sequence[Entry],
+    *,
+    activations: Sequence[Activation] | None = None,
+    conflicts: Sequence[frozenset[str]] = (),
+) -> Overlap | None:
     """The first of :func:`overlaps` (the pair whose later entry comes first in the file), or ``None``.
 
     :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
@@ -170,10 +193,16 @@ def selected_together(entries: Sequence[Entry], environment: Mapping[str, object
 
     :raises packaging.markers.InvalidMarker: a marker does not parse (the callers pass validated ones).
     """
-    from packaging.markers import default_environment  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
+    from packaging.markers import (
+        default_environment,
+    )  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
 
-    env: dict[str, object] = {**default_environment(), "extras": frozenset(), "dependency_groups": frozenset(),
-                              **environment}
+    env: dict[str, object] = {
+        **default_environment(),
+        "extras": frozenset(),
+        "dependency_groups": frozenset(),
+        **environment,
+    }
     by_name: dict[str, list[int]] = {}
     for i, (name, _, markers) in enumerate(entries):
         if markers is None or _any_true([parse(m) for m in markers], env):
@@ -286,7 +315,9 @@ def _group(variable: str) -> str:
 
 
 def _atom_variable(atom: Any) -> str | None:
-    from packaging._parser import Variable  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
+    from packaging._parser import (
+        Variable,
+    )  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
 
     lhs, _, rhs = atom
     var = lhs if isinstance(lhs, Variable) else rhs if isinstance(rhs, Variable) else None
@@ -374,7 +405,9 @@ def parse(text: str) -> Marker:
 
 
 def _as_sets(node: Any) -> Any:
-    from packaging._parser import Variable  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
+    from packaging._parser import (
+        Variable,
+    )  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
 
     if isinstance(node, list):
         return [_as_sets(n) for n in node]
@@ -397,7 +430,10 @@ def literals(markers: Sequence[Marker]) -> dict[str, set[str]]:
 
 
 def _collect(node: Any, out: dict[str, set[str]]) -> None:
-    from packaging._parser import Value, Variable  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
+    from packaging._parser import (
+        Value,
+        Variable,
+    )  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
 
     if isinstance(node, list):
         for n in node:
@@ -422,8 +458,12 @@ def _axes(lits: dict[str, set[str]]) -> list[list[dict[str, object]]] | None:
     axes: list[list[dict[str, object]]] = []
     if any(v in lits for v in _PY_VARS):
         full = representative_versions(set().union(*(lits.get(v, set()) for v in _PY_VARS)))
-        axes.append([{"python_full_version": f, "python_version": ".".join(f.split(".")[:2]),
-                      "implementation_version": f} for f in full])
+        axes.append(
+            [
+                {"python_full_version": f, "python_version": ".".join(f.split(".")[:2]), "implementation_version": f}
+                for f in full
+            ]
+        )
     if any(v in lits for v in _PLATFORM_VARS):
         profiles = list(_PLATFORMS)
         known = {x for p in _PLATFORMS for x in p}
@@ -471,9 +511,21 @@ def _environments(lits: dict[str, set[str]]) -> Iterator[tuple[dict[str, object]
 
 @lru_cache(maxsize=1)
 def _base() -> dict[str, object]:
-    from packaging.markers import default_environment  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
+    from packaging.markers import (
+        default_environment,
+    )  # lazy: imported where used (packaging.markers and its tokenizer: about 18 ms)
 
-    return {**default_environment(), **_BASE, "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "python_full_version": "3.12.0", "python_version": "3.12", "implementation_version": "3.12.0",
-            "extras": frozenset(), "dependency_groups": frozenset()}
+    return {
+        **default_environment(),
+        **_BASE,
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "python_full_version": "3.12.0",
+        "python_version": "3.12",
+        "implementation_version": "3.12.0",
+        "extras": frozenset(),
+        "dependency_groups": frozenset(),
+    }

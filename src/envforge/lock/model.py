@@ -42,8 +42,9 @@ class LockIntegrityError(LockError):
     from its ``[[packages]]``. ``problems`` holds one line per problem."""
 
     def __init__(self, path: Path, problems: Sequence[str], *, hint: str) -> None:
-        super().__init__(f"{path} is not the lock `envforge lock` wrote:\n"
-                         + "\n".join("  " + p for p in problems), hint=hint)
+        super().__init__(
+            f"{path} is not the lock `envforge lock` wrote:\n" + "\n".join("  " + p for p in problems), hint=hint
+        )
         self.problems = tuple(problems)
 
 
@@ -115,12 +116,24 @@ def read_lock(path: Path, *, state_hint: str | None = None) -> Lock:
     else:
         doc = read_lock_file(path)
     if doc.kind != "pylock":
-        raise LockError(f"{path} is a uv.lock; envforge builds and verifies from PEP 751 pylock files",
-                        hint="create one with `envforge lock RECIPE`")
+        raise LockError(
+            f"{path} is a uv.lock; envforge builds and verifies from PEP 751 pylock files",
+            hint="create one with `envforge lock RECIPE`",
+        )
     packages = tuple(
-        LockedPackage(name=e.name, version=e.version, marker=e.marker, index=e.index,
-                      wheels=tuple(LockedWheel(w.filename, w.where, w.hashes.get("sha256")) for w in e.wheels))
-        for e in doc.entries)
-    return Lock(path=path, packages=packages, envforge=doc.envforge, digest=packages_digest(doc.packages),
-                tables=tuple(doc.packages))
-
+        LockedPackage(
+            name=e.name,
+            version=e.version,
+            marker=e.marker,
+            index=e.index,
+            wheels=tuple(LockedWheel(w.filename, w.where, w.hashes.get("sha256")) for w in e.wheels),
+        )
+        for e in doc.entries
+    )
+    return Lock(
+        path=path,
+        packages=packages,
+        envforge=doc.envforge,
+        digest=packages_digest(doc.packages),
+        tables=tuple(doc.packages),
+    )

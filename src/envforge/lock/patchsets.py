@@ -44,16 +44,21 @@ class Unapplied:
 
     def describe(self) -> str:
         """``patchset X does not apply to the locked guardkit 1.1 (its versions: >=1.0,<1.1)``."""
-        where = (f"the locked {self.distribution} {', '.join(self.locked)}" if self.locked
-                 else f"this lock: {self.distribution} is not in it")
+        where = (
+            f"the locked {self.distribution} {', '.join(self.locked)}"
+            if self.locked
+            else f"this lock: {self.distribution} is not in it"
+        )
         return f"patchset {self.id} does not apply to {where} (its versions: {self.versions})"
 
     def way_out(self) -> str:
         """What to do: check and widen ``versions``, or retire the patchset with a reason."""
         at = f"{self.distribution}=={self.locked[-1]}" if self.locked else self.distribution
-        return (f"check {self.id} on {at} (`envforge patches check {self.id} --against {at}`) and widen "
-                f"`versions` in patchsets/{self.id}.toml, or retire it with the reason: "
-                f"retire-patchsets = [{{ id = \"{self.id}\", reason = \"...\" }}]")
+        return (
+            f"check {self.id} on {at} (`envforge patches check {self.id} --against {at}`) and widen "
+            f"`versions` in patchsets/{self.id}.toml, or retire it with the reason: "
+            f'retire-patchsets = [{{ id = "{self.id}", reason = "..." }}]'
+        )
 
 
 def _applies(specifier: SpecifierSet, version: str) -> bool:
@@ -109,13 +114,15 @@ class PatchsetsNotApplied(CheckFailed):
             f"{'it' if len(unapplied) == 1 else 'them'} and the fix would be gone:\n"
             + "\n".join(f"  {u.describe()}" for u in unapplied),
             hint="; ".join(u.way_out() for u in unapplied)
-                 + f" under [variant.{variant.variant}] (or [recipe] for every variant) of "
-                   f"recipes/{variant.recipe}.toml, then `envforge lock {variant.recipe} --variant {variant.variant}`")
+            + f" under [variant.{variant.variant}] (or [recipe] for every variant) of "
+            f"recipes/{variant.recipe}.toml, then `envforge lock {variant.recipe} --variant {variant.variant}`",
+        )
         self.unapplied = tuple(unapplied)
 
 
-def require_applicable(subject: str, variant: ResolvedVariant, refs: Sequence[PatchsetRef],
-                       locked: Iterable[tuple[str, str | None]]) -> None:
+def require_applicable(
+    subject: str, variant: ResolvedVariant, refs: Sequence[PatchsetRef], locked: Iterable[tuple[str, str | None]]
+) -> None:
     """Raise unless every patchset of ``refs`` applies to a locked version of its distribution.
 
     :param subject: what the message is about (the lock path, or ``recipe gk, variant default``).

@@ -46,13 +46,7 @@ from packaging.version import Version
 
 from envforge.core.errors import InputError
 from envforge.core.textfile import decode_utf8, long_number_line, read_bytes, read_state
-from envforge.lock.ambiguity import (
-    Ambiguity,
-    Selectable,
-    ambiguity_of,
-    plain_entries,
-    pylock_ambiguities,
-)
+from envforge.lock.ambiguity import Ambiguity, Selectable, ambiguity_of, plain_entries, pylock_ambiguities
 from envforge.lock.markerspace import overlaps, selected_together
 from envforge.lock.validcache import recalled, remember, validated_marker
 
@@ -65,18 +59,31 @@ try:
 except ImportError:  # pragma: no cover - a dependency; kept readable without it
     fast_loads = None
 
-__all__ = ["Ambiguity", "InvalidLock", "LockDocument", "LockEntry", "LockedFile", "parse_toml",
-           "read_lock_file", "read_lock_text", "refuse_ambiguous"]
+__all__ = [
+    "Ambiguity",
+    "InvalidLock",
+    "LockDocument",
+    "LockEntry",
+    "LockedFile",
+    "parse_toml",
+    "read_lock_file",
+    "read_lock_text",
+    "refuse_ambiguous",
+]
 
 _CONFLICT = re.compile(r"^(<{7}|>{7})( |$)|^={7}$")
-_REGENERATE = {"pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
-               "uv.lock": "regenerate it with `uv lock`"}
+_REGENERATE = {
+    "pylock": "regenerate it with `envforge lock` (or the tool named in its created-by)",
+    "uv.lock": "regenerate it with `uv lock`",
+}
 #: ``hashes = {}``: what ``uv export --format pylock.toml`` writes for a file its index served without a
 #: hash (download.pytorch.org, a ``--find-links`` folder); regenerating with the same tool writes it again.
 _NO_HASH = "At least one hash must be provided"
-_NO_HASH_HINT = ("the index served this file without a hash and the exporter wrote `hashes = {}`: re-export "
-                 "with a uv that hashes such files (`uv export --format pylock.toml`, astral-sh/uv#20146), "
-                 "or serve hashes from the index (`#sha256=` URL fragments, PEP 691)")
+_NO_HASH_HINT = (
+    "the index served this file without a hash and the exporter wrote `hashes = {}`: re-export "
+    "with a uv that hashes such files (`uv export --format pylock.toml`, astral-sh/uv#20146), "
+    "or serve hashes from the index (`#sha256=` URL fragments, PEP 691)"
+)
 
 
 class InvalidLock(InputError):
@@ -235,15 +242,21 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
         return parsed
     except tomllib.TOMLDecodeError as exc:
         message = _first_error(str(exc), refused)
-        raise InvalidLock(f"{label} is not valid TOML: {message}", reason=message,
-                          hint="fix the file or regenerate it with `envforge lock`") from None
+        raise InvalidLock(
+            f"{label} is not valid TOML: {message}",
+            reason=message,
+            hint="fix the file or regenerate it with `envforge lock`",
+        ) from None
     except RecursionError:
         raise _too_deep(label) from None
     except ValueError as exc:  # int("9" * 5000): Python's limit on integer digits (sys.get_int_max_str_digits)
         line = long_number_line(text)
         where = f":{line}" if line else ""
-        raise InvalidLock(f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits: no lock "
-                          "has one", reason=str(exc), hint="fix the file or regenerate it with `envforge lock`") from None
+        raise InvalidLock(
+            f"{label}{where}: a number of more than {sys.get_int_max_str_digits():,} digits: no lock has one",
+            reason=str(exc),
+            hint="fix the file or regenerate it with `envforge lock`",
+        ) from None
 
 
 #: Most levels of tables and arrays a lock may nest (a real lock uses 4 or 5: packages, a wheel, its
@@ -263,8 +276,11 @@ def _first_error(tomllib_message: str, rtoml_message: str | None) -> str:
 
 
 def _too_deep(label: str) -> InvalidLock:
-    return InvalidLock(f"{label} is not a lock: arrays or tables nested too deeply (more than {MAX_DEPTH} levels)",
-                       reason="nested too deeply", hint="fix the file or regenerate it with `envforge lock`")
+    return InvalidLock(
+        f"{label} is not a lock: arrays or tables nested too deeply (more than {MAX_DEPTH} levels)",
+        reason="nested too deeply",
+        hint="fix the file or regenerate it with `envforge lock`",
+    )
 
 
 def _with_timezones(value: Any, label: str, depth: int = 1) -> Any:
@@ -308,16 +324,26 @@ def _pylock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: st
     try:
         lock = Pylock.from_dict(doc)
     except PylockUnsupportedVersionError as exc:
-        raise InvalidLock.at(label, "PEP 751 lock", f"{exc.message} (envforge reads lock-version 1.x)",
-                             key="lock-version", hint="use a tool that writes lock-version 1.x, e.g. "
-                                                      "`envforge lock` or `uv export --format pylock.toml`") from None
+        raise InvalidLock.at(
+            label,
+            "PEP 751 lock",
+            f"{exc.message} (envforge reads lock-version 1.x)",
+            key="lock-version",
+            hint="use a tool that writes lock-version 1.x, e.g. `envforge lock` or `uv export --format pylock.toml`",
+        ) from None
     except PylockValidationError as exc:
-        raise InvalidLock.at(label, "PEP 751 lock", exc.message, key=exc.context,
-                             hint=_NO_HASH_HINT if _NO_HASH in exc.message else _REGENERATE["pylock"]) from None
+        raise InvalidLock.at(
+            label,
+            "PEP 751 lock",
+            exc.message,
+            key=exc.context,
+            hint=_NO_HASH_HINT if _NO_HASH in exc.message else _REGENERATE["pylock"],
+        ) from None
     entries = tuple(_entry_of_package(p, raw) for p, raw in zip(lock.packages, doc["packages"], strict=True))
     if not isinstance(envforge, Mapping):
-        raise InvalidLock.at(label, "envforge lock", "should be a table", key="tool.envforge",
-                             hint=_REGENERATE["pylock"])
+        raise InvalidLock.at(
+            label, "envforge lock", "should be a table", key="tool.envforge", hint=_REGENERATE["pylock"]
+        )
     try:
         found = pylock_ambiguities(entries)
     except ValueError as exc:
@@ -369,11 +395,17 @@ def _entry_of_package(p: Any, raw: Mapping[str, Any]) -> LockEntry:
     """A :class:`LockEntry` from packaging's validated ``Package`` (``raw``: its table)."""
     archive = p.archive
     return LockEntry(
-        str(p.name), str(p.version) if p.version is not None else None, raw.get("marker"), p.index,
+        str(p.name),
+        str(p.version) if p.version is not None else None,
+        raw.get("marker"),
+        p.index,
         tuple(_file_of(w, file_name(w.name, w.path, w.url)) for w in p.wheels or ()),
         _file_of(p.sdist, file_name(p.sdist.name, p.sdist.path, p.sdist.url)) if p.sdist is not None else None,
         _file_of(archive, (archive.url or archive.path).rsplit("/", 1)[-1]) if archive is not None else None,
-        raw.get("vcs"), raw.get("directory"), tuple(p.dependencies or ()))
+        raw.get("vcs"),
+        raw.get("directory"),
+        tuple(p.dependencies or ()),
+    )
 
 
 def _table_file(f: Mapping[str, Any], filename: str) -> LockedFile:
@@ -392,11 +424,17 @@ def _entry_of_table(p: Mapping[str, Any]) -> LockEntry:
         version = str(Version(version))
     archive = p.get("archive")
     return LockEntry(
-        p["name"], version, p.get("marker"), p.get("index"),
+        p["name"],
+        version,
+        p.get("marker"),
+        p.get("index"),
         tuple(_table_file(w, _table_filename(w)) for w in p.get("wheels") or ()),
         _table_file(p["sdist"], _table_filename(p["sdist"])) if p.get("sdist") else None,
         _table_file(archive, str(archive.get("url") or archive.get("path")).rsplit("/", 1)[-1]) if archive else None,
-        p.get("vcs"), p.get("directory"), tuple(p.get("dependencies") or ()))
+        p.get("vcs"),
+        p.get("directory"),
+        tuple(p.get("dependencies") or ()),
+    )
 
 
 def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: str) -> LockDocument:
@@ -413,8 +451,10 @@ def _uv_lock(doc: dict[str, Any], label: str, comments: tuple[str, ...], text: s
         raise InvalidLock.at(label, "uv.lock", exc.reason, key=exc.key, hint=_REGENERATE["uv.lock"]) from None
     conflicts = conflict_sets(doc)
     try:
-        found = tuple(ambiguity_of(o, entries, "package")
-                      for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts))
+        found = tuple(
+            ambiguity_of(o, entries, "package")
+            for o in overlaps(entries, activations=activations(doc, conflicts), conflicts=conflicts)
+        )
     except ValueError as exc:
         raise _long_version(label, text, exc, "uv.lock") from None
     remember(marker, found)
@@ -433,8 +473,13 @@ def _long_version(label: str, text: str, exc: ValueError, kind: str) -> InvalidL
     return InvalidLock(f"{label}{where}: {reason}", reason=reason, hint=_REGENERATE[kind])
 
 
-def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str | None = None,
-                     environment: Mapping[str, object] | None = None) -> None:
+def refuse_ambiguous(
+    label: str,
+    entries: Sequence[Selectable],
+    *,
+    python: str | None = None,
+    environment: Mapping[str, object] | None = None,
+) -> None:
     """Refuse to install a pylock of which two entries of one name are both selected for the
     environment installed into (what ``packaging.pylock.Pylock.select`` raises on; an installer
     cannot choose). Only code that installs calls it; readers keep the lock
@@ -454,18 +499,23 @@ def refuse_ambiguous(label: str, entries: Sequence[Selectable], *, python: str |
     target: dict[str, object] = {}
     if python is not None:
         full = ".".join((python.split(".") + ["0", "0"])[:3])
-        target = {"python_version": ".".join(full.split(".")[:2]), "python_full_version": full,
-                  "implementation_version": full}
+        target = {
+            "python_version": ".".join(full.split(".")[:2]),
+            "python_full_version": full,
+            "implementation_version": full,
+        }
     plain = plain_entries(entries)
     found = selected_together(plain, {**target, **(environment or {})})
     if not found:
         return
     first = ambiguity_of(found[0], plain, "packages")
     reason = first.describe("are both selected for this environment") + "; an installer cannot choose between them"
-    raise InvalidLock(f"{label}: cannot install {first.name}: {reason}", reason=reason,
-                      key=f"packages[{first.second}]",
-                      hint="give the two entries markers that cannot both be true, or remove one; then "
-                           + _REGENERATE["pylock"])
+    raise InvalidLock(
+        f"{label}: cannot install {first.name}: {reason}",
+        reason=reason,
+        key=f"packages[{first.second}]",
+        hint="give the two entries markers that cannot both be true, or remove one; then " + _REGENERATE["pylock"],
+    )
 
 
 def _reject_conflicts(text: str, label: str) -> None:
@@ -473,9 +523,11 @@ def _reject_conflicts(text: str, label: str) -> None:
         if _CONFLICT.match(line):
             raise InvalidLock(
                 f"{label}:{number}: merge-conflict marker '{line[:7]}': the lockfile was merged "
-                "with unresolved conflicts", reason=f"merge-conflict marker on line {number}",
+                "with unresolved conflicts",
+                reason=f"merge-conflict marker on line {number}",
                 hint="resolve the conflict in git (take one side, e.g. `git checkout --theirs -- "
-                     "FILE`), then re-run `envforge lock` to regenerate the lock")
+                "FILE`), then re-run `envforge lock` to regenerate the lock",
+            )
 
 
 def _leading_comments(text: str) -> list[str]:
@@ -488,11 +540,11 @@ def _leading_comments(text: str) -> list[str]:
 
 
 def _not_a_lock(doc: Mapping[str, Any], label: str) -> InvalidLock:
-    looks = ("an envforge recipe" if "recipe" in doc else "a pyproject.toml" if "project" in doc
-             else None)
+    looks = "an envforge recipe" if "recipe" in doc else "a pyproject.toml" if "project" in doc else None
     what = f" (it looks like {looks})" if looks else ""
     return InvalidLock(
         f"{label} is TOML but not a lock{what}: it has neither `lock-version` and `[[packages]]` "
-        "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)", reason="not a lock",
-        hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) "
-             "or a uv.lock")
+        "(PEP 751 pylock.toml) nor `version` and `[[package]]` (uv.lock)",
+        reason="not a lock",
+        hint="pass a lockfile: lockfiles/pylock.<recipe>-<variant>.toml (made by `envforge lock`) or a uv.lock",
+    )

@@ -34,10 +34,24 @@ _INPUT_PROJECT = "envforge-lock-input"  # the project name routing.uv_pyproject 
 Progress = Callable[[str], None]
 
 
-def _compile_args(variant: ResolvedVariant, out: Path, find_links: Sequence[Path], offline: bool,
-                  upgrade: Sequence[str]) -> list[str]:
-    args = ["pip", "compile", "pyproject.toml", "--no-config", "--no-header", "--format", "pylock.toml",
-            "--python-version", variant.python, "--python-platform", variant.target.platform, "-o", str(out)]
+def _compile_args(
+    variant: ResolvedVariant, out: Path, find_links: Sequence[Path], offline: bool, upgrade: Sequence[str]
+) -> list[str]:
+    args = [
+        "pip",
+        "compile",
+        "pyproject.toml",
+        "--no-config",
+        "--no-header",
+        "--format",
+        "pylock.toml",
+        "--python-version",
+        variant.python,
+        "--python-platform",
+        variant.target.platform,
+        "-o",
+        str(out),
+    ]
     default = next((i for i in variant.indexes if i.name == DEFAULT_INDEX.name), None)
     if default is not None:
         args += ["--default-index", f"{default.name}={default.url}"]  # named: UV_INDEX_PYPI_PASSWORD applies
@@ -69,30 +83,45 @@ def _explain_uv_failure(exc: UvError, variant: ResolvedVariant) -> LockError | U
         url = m.group(1)
         idx = next((i for i in variant.indexes if url.startswith(i.url.rstrip("/"))), None)
         name = f"index '{idx.name}' ({idx.url})" if idx else url
-        return UvError(f"cannot reach {name} while locking {variant.lock_name}", tool="uv", argv=exc.argv,
-                       returncode=exc.returncode, stderr_tail=tail,
-                       hint="lock where the index is reachable and commit the lock; on this machine, build from "
-                            "a wheelhouse of its files: `envforge build "
-                            f"{variant.recipe} --variant {variant.variant} --offline --find-links DIR` (an offline "
-                            "relock keeps the URLs the committed locks record; `--local-paths` makes a lock for this "
-                            "machine only)")
-    if m := re.search(r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following platforms: (.+)$",
-                      tail, re.MULTILINE):
+        return UvError(
+            f"cannot reach {name} while locking {variant.lock_name}",
+            tool="uv",
+            argv=exc.argv,
+            returncode=exc.returncode,
+            stderr_tail=tail,
+            hint="lock where the index is reachable and commit the lock; on this machine, build from "
+            "a wheelhouse of its files: `envforge build "
+            f"{variant.recipe} --variant {variant.variant} --offline --find-links DIR` (an offline "
+            "relock keeps the URLs the committed locks record; `--local-paths` makes a lock for this "
+            "machine only)",
+        )
+    if m := re.search(
+        r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following platforms: (.+)$", tail, re.MULTILINE
+    ):
         return _platform_error(variant, m.group(1), m.group(2), re.findall(r"`([^`]+)`", m.group(3)))
     if filtered := re.findall(r"`([^`]+)` was filtered by `exclude-newer`", tail):
         return _exclude_newer_error(variant, tail, filtered)
     if m := re.search(r"Because ([\w.-]+) was not found in the package registry", tail):
         return _not_found_error(variant, tail, canonicalize_name(m.group(1)))
     if "No solution found" in tail or "unsatisfiable" in tail:
-        tail = "\n".join(ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines()
-                         if not ln.startswith("warning:"))
-        pins = [m.group(2) for m in re.finditer(r"([\w.-]+)(?:==\S+)? depends? on ([\w.-]+)==", tail)
-                if m.group(1) != "recipe"]
-        hint = ("if the upstream pin is wrong for your stack, override it with a reason, e.g. "
-                + (f"[variant.{variant.variant}.overrides] {pins[0]} = {{ version = \"==X\", reason = \"...\" }}"
-                   if pins else "[overrides] NAME = { version = \"==X\", reason = \"...\" }"))
-        return LockError(f"{variant.lock_name} cannot be resolved; uv explains the conflict:\n"
-                         + "\n".join("  " + line for line in tail.splitlines()), hint=hint)
+        tail = "\n".join(
+            ln for ln in tail.replace("envforge-lock-input", "the recipe").splitlines() if not ln.startswith("warning:")
+        )
+        pins = [
+            m.group(2)
+            for m in re.finditer(r"([\w.-]+)(?:==\S+)? depends? on ([\w.-]+)==", tail)
+            if m.group(1) != "recipe"
+        ]
+        hint = "if the upstream pin is wrong for your stack, override it with a reason, e.g. " + (
+            f'[variant.{variant.variant}.overrides] {pins[0]} = {{ version = "==X", reason = "..." }}'
+            if pins
+            else '[overrides] NAME = { version = "==X", reason = "..." }'
+        )
+        return LockError(
+            f"{variant.lock_name} cannot be resolved; uv explains the conflict:\n"
+            + "\n".join("  " + line for line in tail.splitlines()),
+            hint=hint,
+        )
     return exc
 
 
@@ -108,7 +137,8 @@ def _exclude_newer_error(variant: ResolvedVariant, tail: str, names: Sequence[st
     undated: dict[str, list[str]] = {}
     for line in _uv_lines(tail):
         if (m := re.match(r"warning: `([^`]+)` is missing an upload date", line)) and m.group(1).endswith(
-                (".whl", ".tar.gz", ".zip")):
+            (".whl", ".tar.gz", ".zip")
+        ):
             undated.setdefault(canonicalize_name(m.group(1).split("-")[0]), []).append(line)
     shown = [ln for ln in _uv_lines(tail) if not ln.startswith("warning:") or "missing an upload date" in ln]
     kept: list[str] = []
@@ -117,30 +147,49 @@ def _exclude_newer_error(variant: ResolvedVariant, tail: str, names: Sequence[st
         name = canonicalize_name(m.group(1).split("-")[0]) if m else None
         if name is not None and undated[name][0] != line:
             continue
-        kept.append(line + (f" (and {len(undated[name]) - 1} more files of {name})"
-                            if name is not None and len(undated[name]) > 1 else ""))
+        kept.append(
+            line
+            + (
+                f" (and {len(undated[name]) - 1} more files of {name})"
+                if name is not None and len(undated[name]) > 1
+                else ""
+            )
+        )
     first = names[0]
-    why = ("its index publishes no upload times" if first in undated
-           else f"every matching version was uploaded after {variant.exclude_newer}")
-    hint = (f"{why}: exempt it from exclude-newer in the recipe, with a reason: [exclude-newer-exempt] "
-            f"{first} = \"...\" (uv's exclude-newer-package, recorded in the lock's inputs)")
+    why = (
+        "its index publishes no upload times"
+        if first in undated
+        else f"every matching version was uploaded after {variant.exclude_newer}"
+    )
+    hint = (
+        f"{why}: exempt it from exclude-newer in the recipe, with a reason: [exclude-newer-exempt] "
+        f"{first} = \"...\" (uv's exclude-newer-package, recorded in the lock's inputs)"
+    )
     if first not in undated:
         hint += ", or move [recipe] exclude-newer later"
-    return LockError(f"{variant.lock_name} cannot be resolved: exclude-newer ({variant.exclude_newer}) left no "
-                     f"version of {', '.join(names)}; uv says:\n" + "\n".join("  " + ln for ln in kept), hint=hint)
+    return LockError(
+        f"{variant.lock_name} cannot be resolved: exclude-newer ({variant.exclude_newer}) left no "
+        f"version of {', '.join(names)}; uv says:\n" + "\n".join("  " + ln for ln in kept),
+        hint=hint,
+    )
 
 
 def _not_found_error(variant: ResolvedVariant, tail: str, name: str) -> LockError:
     """uv found no ``name`` on the indexes it asked: where the recipe looks for it, and how to
     route it (an override would not help: it is looked up the same way; B51)."""
     pin = next((p for p in variant.packages if p.name == name), None)
-    where = (f"the index '{pin.index}' the recipe routes it to" if pin is not None and pin.index
-             else f"the default index '{DEFAULT_INDEX.name}'")
+    where = (
+        f"the index '{pin.index}' the recipe routes it to"
+        if pin is not None and pin.index
+        else f"the default index '{DEFAULT_INDEX.name}'"
+    )
     lines = [ln for ln in _uv_lines(tail) if not ln.startswith("warning:")]
-    return LockError(f"{variant.lock_name} cannot be resolved: {name} is not on {where}; uv says:\n"
-                     + "\n".join("  " + ln for ln in lines),
-                     hint=f"check the name, or route it to the index that has it: [packages] {name} = "
-                          "{ version = \"...\", index = \"NAME\" } with NAME in [indexes]")
+    return LockError(
+        f"{variant.lock_name} cannot be resolved: {name} is not on {where}; uv says:\n"
+        + "\n".join("  " + ln for ln in lines),
+        hint=f"check the name, or route it to the index that has it: [packages] {name} = "
+        '{ version = "...", index = "NAME" } with NAME in [indexes]',
+    )
 
 
 @contextmanager
@@ -158,20 +207,31 @@ def _platform_error(variant: ResolvedVariant, name: str, version: str, tags: Seq
     """A pin with no wheel for the target platform: the fix is the platform, not an override."""
     here = variant.target.platform
     machine = here.split("-", 1)[0]
-    same_arch = sorted((t for t in tags if t.endswith(machine) and t.startswith("manylinux_")),
-                       key=lambda t: [int(x) for x in re.findall(r"\d+", t.split(machine)[0])])
-    msg = (f"{variant.lock_name}: {name} {version} has no wheel for the target platform {here}; "
-           f"its wheels are for: {', '.join(tags)}")
+    same_arch = sorted(
+        (t for t in tags if t.endswith(machine) and t.startswith("manylinux_")),
+        key=lambda t: [int(x) for x in re.findall(r"\d+", t.split(machine)[0])],
+    )
+    msg = (
+        f"{variant.lock_name}: {name} {version} has no wheel for the target platform {here}; "
+        f"its wheels are for: {', '.join(tags)}"
+    )
     if same_arch:
         m = re.match(r"manylinux_(\d+)_(\d+)", same_arch[0])
         assert m is not None
         wanted = f"{machine}-manylinux_{m.group(1)}_{m.group(2)}"
-        return LockError(msg, hint=(
-            f"the fix is the platform, not an override: set platform = \"{wanted}\" in "
-            f"[variant.{variant.variant}] (or [target]); machines that build this lock then need "
-            f"glibc {m.group(1)}.{m.group(2)} or newer (`ldd --version` tells)"))
-    return LockError(msg, hint=f"choose a platform its wheels support in [variant.{variant.variant}] platform, "
-                               "or a version of it with wheels for this platform")
+        return LockError(
+            msg,
+            hint=(
+                f'the fix is the platform, not an override: set platform = "{wanted}" in '
+                f"[variant.{variant.variant}] (or [target]); machines that build this lock then need "
+                f"glibc {m.group(1)}.{m.group(2)} or newer (`ldd --version` tells)"
+            ),
+        )
+    return LockError(
+        msg,
+        hint=f"choose a platform its wheels support in [variant.{variant.variant}] platform, "
+        "or a version of it with wheels for this platform",
+    )
 
 
 def yank_warnings(stderr: str) -> tuple[str, ...]:
@@ -179,14 +239,22 @@ def yank_warnings(stderr: str) -> tuple[str, ...]:
     ``"guardkit 1.1 is yanked on its index (reason: \"...\")"``, in uv's order (field case B48)."""
     out = []
     for m in re.finditer(r"^warning: `([^`=]+)==([^`]+)` is yanked(?: \(reason: (.*)\))?\s*$", stderr, re.MULTILINE):
-        out.append(f"{canonicalize_name(m.group(1))} {m.group(2)} is yanked on its index"
-                   + (f" (reason: {m.group(3)})" if m.group(3) else " (no reason given)"))
+        out.append(
+            f"{canonicalize_name(m.group(1))} {m.group(2)} is yanked on its index"
+            + (f" (reason: {m.group(3)})" if m.group(3) else " (no reason given)")
+        )
     return tuple(dict.fromkeys(out))
 
 
-def resolve_variant(variant: ResolvedVariant, previous: Path | None, find_links: Sequence[Path], offline: bool,
-                    upgrade: Sequence[str], progress: Progress | None,
-                    warnings: list[str] | None = None) -> dict[str, Any]:
+def resolve_variant(
+    variant: ResolvedVariant,
+    previous: Path | None,
+    find_links: Sequence[Path],
+    offline: bool,
+    upgrade: Sequence[str],
+    progress: Progress | None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
     """uv's resolution of ``variant`` as parsed ``pylock.toml`` (``{"packages": [...], ...}``).
 
     :param warnings: when given, uv's warnings worth the user's eye are appended: locked versions
@@ -213,8 +281,9 @@ def resolve_variant(variant: ResolvedVariant, previous: Path | None, find_links:
         return raw
 
 
-def dependency_chains(variant: ResolvedVariant, names: Sequence[str], *, find_links: Sequence[Path] = (),
-                      offline: bool = False) -> dict[str, list[str]]:
+def dependency_chains(
+    variant: ResolvedVariant, names: Sequence[str], *, find_links: Sequence[Path] = (), offline: bool = False
+) -> dict[str, list[str]]:
     """For each of ``names``, the chain of requirements that pulls it into the resolution.
 
     uv's pylock output carries no dependency edges, so this resolves once more (metadata is cached)

@@ -68,9 +68,11 @@ class Retirement:
         """The reason of the proposed entry: the evidence from ``patches check``."""
         first = self.first_fixed
         found = "; ".join(self.evidence)
-        return (f"{self.distribution} {first} already does it: `envforge patches check {self.patchset} --against "
-                f"{self.distribution}=={first}` reports upstream-fixed ({found}); upstream-fixed on "
-                f"{', '.join(self.fixed)}")
+        return (
+            f"{self.distribution} {first} already does it: `envforge patches check {self.patchset} --against "
+            f"{self.distribution}=={first}` reports upstream-fixed ({found}); upstream-fixed on "
+            f"{', '.join(self.fixed)}"
+        )
 
     def entry(self) -> str:
         """The entry as TOML: ``retire-patchsets = [{ id, reason }]`` for ``[variant.<variant>]``, or,
@@ -81,21 +83,37 @@ class Retirement:
 
     def describe(self) -> str:
         """One line: which variant, what it locks, and when the patchset can go."""
-        locks = (f"locks {self.distribution} {', '.join(self.locked)}" if self.locked
-                 else f"{self.lock} holds no {self.distribution}" if self.lock else "is not locked yet")
+        locks = (
+            f"locks {self.distribution} {', '.join(self.locked)}"
+            if self.locked
+            else f"{self.lock} holds no {self.distribution}"
+            if self.lock
+            else "is not locked yet"
+        )
         if self.when == "now":
             return f"[variant.{self.variant}] {locks}, where {self.patchset} is upstream-fixed: retire it now"
         if self.when == "after-upgrade":
-            return (f"[variant.{self.variant}] {locks}: once its lock moves {self.distribution} to "
-                    f"{self.first_fixed} or later, retire {self.patchset}")
-        return (f"[variant.{self.variant}] {locks}, newer than every release checked: check it "
-                f"(`envforge patches check {self.patchset} --against {self.distribution}=={self.locked[-1]}`)")
+            return (
+                f"[variant.{self.variant}] {locks}: once its lock moves {self.distribution} to "
+                f"{self.first_fixed} or later, retire {self.patchset}"
+            )
+        return (
+            f"[variant.{self.variant}] {locks}, newer than every release checked: check it "
+            f"(`envforge patches check {self.patchset} --against {self.distribution}=={self.locked[-1]}`)"
+        )
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (``patches check --json``, key ``retirements``)."""
-        return {"recipe": self.recipe, "variant": self.variant, "patchset": self.patchset,
-                "distribution": self.distribution, "locked": list(self.locked), "fixed": list(self.fixed),
-                "when": self.when, "entry": self.entry() if self.when != "unchecked" else None}
+        return {
+            "recipe": self.recipe,
+            "variant": self.variant,
+            "patchset": self.patchset,
+            "distribution": self.distribution,
+            "locked": list(self.locked),
+            "fixed": list(self.fixed),
+            "when": self.when,
+            "entry": self.entry() if self.when != "unchecked" else None,
+        }
 
 
 def _locked(project: Project, lock_name: str, distribution: str) -> tuple[str, tuple[str, ...]]:
@@ -105,8 +123,9 @@ def _locked(project: Project, lock_name: str, distribution: str) -> tuple[str, t
         lock = read_lock(path)
     except LockError:  # not locked yet: proposals are conditional on the first lock
         return "", ()
-    return path.name, tuple(sorted({p.version for p in lock.packages if p.name == distribution and p.version},
-                                   key=_key))
+    return path.name, tuple(
+        sorted({p.version for p in lock.packages if p.name == distribution and p.version}, key=_key)
+    )
 
 
 def _when(locked: Sequence[str], fixed: Sequence[str], checked: Sequence[str]) -> str | None:
@@ -143,10 +162,15 @@ def propose_retirements(matrix: CompatMatrix, recipe: Recipe, project: Project) 
             if when is None:
                 continue
             floor = max((_key(v) for v in locked), default=None)
-            first = next((c for c in cells if c.version in fixed and (floor is None or _key(c.version) >= floor)),
-                         next(c for c in cells if c.version == fixed[0]))
+            first = next(
+                (c for c in cells if c.version in fixed and (floor is None or _key(c.version) >= floor)),
+                next(c for c in cells if c.version == fixed[0]),
+            )
             evidence = tuple(dict.fromkeys(f"{f}: {m}" for f, _, _, m in first.operations))
             adds = bool(recipe.data.get("variant", {}).get(name, {}).get("retire-patchsets"))
-            out.append(Retirement(recipe.name, name, ps.id, ps.distribution, locked, fixed, evidence, when,
-                                  first.version, lock, adds))
+            out.append(
+                Retirement(
+                    recipe.name, name, ps.id, ps.distribution, locked, fixed, evidence, when, first.version, lock, adds
+                )
+            )
     return tuple(out)

@@ -23,9 +23,20 @@ from urllib.parse import urlsplit
 from envforge.recipe.model import Index, ResolvedVariant
 from envforge.core.urls import redact_credentials
 
-__all__ = ["DEFAULT_INDEX", "FIND_LINKS", "IndexViolation", "attribute", "attribute_packages", "effective_indexes",
-           "index_violations", "override_routes", "redact_userinfo", "routed_files_only", "uv_pyproject",
-           "without_userinfo"]
+__all__ = [
+    "DEFAULT_INDEX",
+    "FIND_LINKS",
+    "IndexViolation",
+    "attribute",
+    "attribute_packages",
+    "effective_indexes",
+    "index_violations",
+    "override_routes",
+    "redact_userinfo",
+    "routed_files_only",
+    "uv_pyproject",
+    "without_userinfo",
+]
 
 DEFAULT_INDEX = Index("pypi", "https://pypi.org/simple")
 FIND_LINKS = "find-links"
@@ -41,8 +52,14 @@ def uv_pyproject(variant: ResolvedVariant) -> str:
     """The throw-away ``pyproject.toml`` uv resolves: dependencies, explicit indexes, sources."""
     python = variant.python if variant.python.count(".") >= 2 else f"{variant.python}.*"
     deps = ",\n".join(f"    {_toml_str(p.requirement())}" for p in variant.packages)
-    lines = ["[project]", 'name = "envforge-lock-input"', 'version = "0"',
-             f"requires-python = {_toml_str('==' + python)}", f"dependencies = [\n{deps}\n]", ""]
+    lines = [
+        "[project]",
+        'name = "envforge-lock-input"',
+        'version = "0"',
+        f"requires-python = {_toml_str('==' + python)}",
+        f"dependencies = [\n{deps}\n]",
+        "",
+    ]
     routed = [p for p in variant.packages if p.index]
     if routed:
         lines.append("[tool.uv.sources]")
@@ -51,8 +68,13 @@ def uv_pyproject(variant: ResolvedVariant) -> str:
     for idx in variant.indexes:
         if idx.name == DEFAULT_INDEX.name:
             continue
-        lines += ["[[tool.uv.index]]", f"name = {_toml_str(idx.name)}", f"url = {_toml_str(idx.url)}",
-                  "explicit = true", ""]
+        lines += [
+            "[[tool.uv.index]]",
+            f"name = {_toml_str(idx.name)}",
+            f"url = {_toml_str(idx.url)}",
+            "explicit = true",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -129,8 +151,9 @@ def attribute(url: str | None, indexes: Sequence[Index], find_links: Sequence[Pa
         if any(Path(path).resolve().is_relative_to(d.resolve()) for d in find_links):
             return FIND_LINKS
     url = without_userinfo(url)
-    by_prefix = [i for i in indexes
-                 if url.startswith(without_userinfo(i.url).rstrip("/").rsplit("/simple", 1)[0] + "/")]
+    by_prefix = [
+        i for i in indexes if url.startswith(without_userinfo(i.url).rstrip("/").rsplit("/simple", 1)[0] + "/")
+    ]
     if by_prefix:
         return max(by_prefix, key=lambda i: len(i.url)).name
     host = _host(url)
@@ -159,17 +182,16 @@ def _file_urls(pkg: Mapping[str, Any]) -> list[str | None]:
     return [f.get("url") or f.get("path") for f in files]
 
 
-def attribute_packages(packages: Iterable[Mapping[str, Any]], variant: ResolvedVariant,
-                       find_links: Sequence[Path] = ()) -> dict[str, str]:
+def attribute_packages(
+    packages: Iterable[Mapping[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path] = ()
+) -> dict[str, str]:
     """Package name -> index name (or ``find-links``), from the first file of each locked package."""
     indexes = effective_indexes(variant)
     return {p["name"]: attribute(next(iter(_file_urls(p)), None), indexes, find_links) for p in packages}
 
 
 def index_violations(
-    packages: Iterable[Mapping[str, Any]],
-    variant: ResolvedVariant,
-    find_links: Sequence[Path] = (),
+    packages: Iterable[Mapping[str, Any]], variant: ResolvedVariant, find_links: Sequence[Path] = ()
 ) -> list[IndexViolation]:
     """Check each locked package (PEP 751 ``[[packages]]`` dicts) against the recipe's routing.
 

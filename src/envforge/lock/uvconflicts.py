@@ -128,8 +128,9 @@ def _minimal(alternatives: Iterable[Alternative]) -> frozenset[Alternative]:
     return kept if len(kept) <= MAX_ALTERNATIVES else ALWAYS
 
 
-def _edges(packages: Sequence[Mapping[str, Any]], declared: frozenset[str], conflicts: Sequence[frozenset[str]],
-           ) -> list[tuple[Node, frozenset[Alternative], list[tuple[int, tuple[str, ...]]]]]:
+def _edges(
+    packages: Sequence[Mapping[str, Any]], declared: frozenset[str], conflicts: Sequence[frozenset[str]]
+) -> list[tuple[Node, frozenset[Alternative], list[tuple[int, tuple[str, ...]]]]]:
     """(source node, the conditions the edge needs, [(target package, extras it enables)])."""
     by_name: dict[str, list[int]] = {}
     for i, p in enumerate(packages):
@@ -145,11 +146,20 @@ def _edges(packages: Sequence[Mapping[str, Any]], declared: frozenset[str], conf
         for src, item, deps in tables:
             base = _only(item, declared) if item is not None else ALWAYS
             for dep in deps:
-                cond = frozenset(c for c in (combine(a, b, conflicts) for a in base
-                                             for b in edge_condition(dep.get("marker"), declared, conflicts))
-                                 if c is not None)
-                targets = [(t, tuple(dep.get("extra") or ())) for t in by_name.get(dep["name"], ())
-                           if _matches(packages[t], dep)]
+                cond = frozenset(
+                    c
+                    for c in (
+                        combine(a, b, conflicts)
+                        for a in base
+                        for b in edge_condition(dep.get("marker"), declared, conflicts)
+                    )
+                    if c is not None
+                )
+                targets = [
+                    (t, tuple(dep.get("extra") or ()))
+                    for t in by_name.get(dep["name"], ())
+                    if _matches(packages[t], dep)
+                ]
                 if cond and targets:
                     out.append((src, cond, targets))
     return out
@@ -161,8 +171,9 @@ def _matches(package: Mapping[str, Any], dep: Mapping[str, Any]) -> bool:
     return "source" not in dep or package.get("source") == dep["source"]
 
 
-def edge_condition(marker: Any, declared: frozenset[str],
-                   conflicts: Sequence[frozenset[str]]) -> frozenset[Alternative]:
+def edge_condition(
+    marker: Any, declared: frozenset[str], conflicts: Sequence[frozenset[str]]
+) -> frozenset[Alternative]:
     """The conditions on the ``declared`` conflict items under which an edge ``marker`` can be true:
     for every valid selection of the items it names (at most one per conflict set), enabled ones
     ``on`` and the others ``off``, kept where the marker can then be true (its other variables
@@ -192,8 +203,9 @@ def _merged(alternatives: set[Alternative]) -> frozenset[Alternative]:
     comes; then the terms another covers (fewer conditions) are dropped."""
     alts = set(alternatives)
     while True:
-        new = {Alternative(a.on - {x}, a.off) for a in alts for x in a.on
-               if Alternative(a.on - {x}, a.off | {x}) in alts} - alts
+        new = {
+            Alternative(a.on - {x}, a.off) for a in alts for x in a.on if Alternative(a.on - {x}, a.off | {x}) in alts
+        } - alts
         if not new:
             return _minimal(alts)
         alts |= new

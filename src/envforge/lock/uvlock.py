@@ -64,8 +64,15 @@ def check_shape(doc: Mapping[str, Any]) -> list[tuple[str, str | None, list[str]
 
 
 def _kind(value: Any) -> str:
-    return {str: "a string", int: "an integer", float: "a float", bool: "a boolean", list: "an array",
-            dict: "a table", type(None): "nothing"}.get(type(value), type(value).__name__)
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a float",
+        bool: "a boolean",
+        list: "an array",
+        dict: "a table",
+        type(None): "nothing",
+    }.get(type(value), type(value).__name__)
 
 
 def _opt(d: Mapping[str, Any], key: str, typ: type, path: str) -> Any:
@@ -142,8 +149,9 @@ def _source(source: Any, path: str) -> None:
         raise UvLockShapeError(path, "missing" if source is None else f"should be a table, got {_kind(source)}")
     kinds = [k for k in source if k in SOURCE_KINDS]
     if len(kinds) != 1:
-        raise UvLockShapeError(path, f"should have exactly one of {', '.join(SOURCE_KINDS)}; has "
-                                     f"{', '.join(sorted(source)) or 'none'}")
+        raise UvLockShapeError(
+            path, f"should have exactly one of {', '.join(SOURCE_KINDS)}; has {', '.join(sorted(source)) or 'none'}"
+        )
     if not isinstance(source[kinds[0]], str):
         raise UvLockShapeError(f"{path}.{kinds[0]}", f"should be a string, got {_kind(source[kinds[0]])}")
 

@@ -61,8 +61,10 @@ def recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
         return None
     try:
         body = json.loads(read_state(marker, what="validation cache entry", limit=LARGE_LIMIT))
-        return tuple(Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
-                     for k, i, j, a, b, w in body)
+        return tuple(
+            Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
+            for k, i, j, a, b, w in body
+        )
     except (OSError, ValueError, TypeError, AttributeError, InputError):  # a FIFO planted there: named, never opened
         return None
 

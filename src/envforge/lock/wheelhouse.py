@@ -76,8 +76,9 @@ def _known_entries(lockfiles: Path) -> dict[tuple[str, str], Mapping[str, Any]]:
     return known
 
 
-def restore_urls(packages: Sequence[Mapping[str, Any]], lockfiles: Path,
-                 find_links: Sequence[Path]) -> list[dict[str, Any]]:
+def restore_urls(
+    packages: Sequence[Mapping[str, Any]], lockfiles: Path, find_links: Sequence[Path]
+) -> list[dict[str, Any]]:
     """``packages`` (uv's resolution, PEP 751 ``[[packages]]`` dicts) with every wheelhouse file
     (a local path under one of ``find_links``) that a lock in ``lockfiles`` records by URL (same
     file name and sha256) replaced by that lock's entry. Other entries are kept as they are."""
@@ -100,8 +101,9 @@ def restore_urls(packages: Sequence[Mapping[str, Any]], lockfiles: Path,
     return out
 
 
-def local_files(packages: Iterable[Mapping[str, Any]], indexes: Sequence[str] = (),
-                keep: Sequence[Path] = ()) -> list[tuple[str, str]]:
+def local_files(
+    packages: Iterable[Mapping[str, Any]], indexes: Sequence[str] = (), keep: Sequence[Path] = ()
+) -> list[tuple[str, str]]:
     """``(package name, file URL or path)`` of each file a lock would record as a local path: a
     ``file:`` URL or a ``path`` that is under none of the recipe's ``indexes`` (an index may be a
     ``file://`` mirror the recipe names) nor of the wheelhouses ``keep``."""
@@ -124,17 +126,21 @@ def refusal(where: str, files: Sequence[tuple[str, str]], relock: str) -> LocalP
         f"{where}: an offline lock would record {counted(len(files), 'wheelhouse file')} as local paths ({names}): "
         "a committed lock says where each file comes from (its index URL and sha256), never a path on this machine",
         hint=f"lock once where the indexes are reachable (`{relock}`) and commit it: offline relocks keep the URLs "
-             f"and hashes it records for the same files; a lock that stays on this machine: `{relock} --offline "
-             "--find-links DIR --local-paths` (`lock --check` then calls it stale, except with --find-links DIR)")
+        f"and hashes it records for the same files; a lock that stays on this machine: `{relock} --offline "
+        "--find-links DIR --local-paths` (`lock --check` then calls it stale, except with --find-links DIR)",
+    )
 
 
-def local_path_reasons(tables: Iterable[Mapping[str, Any]], indexes: Sequence[str], keep: Sequence[Path],
-                       relock: str) -> list[str]:
+def local_path_reasons(
+    tables: Iterable[Mapping[str, Any]], indexes: Sequence[str], keep: Sequence[Path], relock: str
+) -> list[str]:
     """``lock --check`` reasons for a lock that records local paths outside ``keep``: one line."""
     files = local_files(tables, indexes, keep)
     if not files:
         return []
     names = sorted({name for name, _ in files})
     shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-    return [f"wheelhouse: {counted(len(names), 'package')} locked as local paths, not index URLs ({shown}; "
-            f"{files[0][1]}): relock where the indexes are reachable: `{relock}`"]
+    return [
+        f"wheelhouse: {counted(len(names), 'package')} locked as local paths, not index URLs ({shown}; "
+        f"{files[0][1]}): relock where the indexes are reachable: `{relock}`"
+    ]

@@ -43,8 +43,19 @@ from envforge.recipe.model import ResolvedVariant
 
 __all__ = ["LockResult", "expected_tool_table", "lock_variant", "patchset_refs", "render", "restamp"]
 
-_PKG_KEYS = ("name", "version", "marker", "requires-python", "index", "dependencies", "vcs", "directory",
-             "archive", "sdist", "wheels")
+_PKG_KEYS = (
+    "name",
+    "version",
+    "marker",
+    "requires-python",
+    "index",
+    "dependencies",
+    "vcs",
+    "directory",
+    "archive",
+    "sdist",
+    "wheels",
+)
 _FILE_KEYS = ("name", "url", "path", "upload-time", "size", "hashes")
 
 
@@ -122,10 +133,17 @@ def lock_variant(
     _guard_nccl_names(packages, variant, out)
     left = local_files(packages, [i.url for i in effective_indexes(variant)])
     if left and not local_paths:
-        raise refusal(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", left,
-                      f"envforge lock {variant.recipe} --variant {variant.variant}")
-    require_applicable(f"{out.name} (recipe {variant.recipe}, variant {variant.variant})", variant, patchsets,
-                       ((p["name"], p.get("version")) for p in packages))
+        raise refusal(
+            f"{out.name} (recipe {variant.recipe}, variant {variant.variant})",
+            left,
+            f"envforge lock {variant.recipe} --variant {variant.variant}",
+        )
+    require_applicable(
+        f"{out.name} (recipe {variant.recipe}, variant {variant.variant})",
+        variant,
+        patchsets,
+        ((p["name"], p.get("version")) for p in packages),
+    )
     text = render(raw, variant, expected_tool_table(variant, patchsets), find_links, __version__)
     changed = not out.is_file() or out.read_text() != text
     if changed:
@@ -152,11 +170,13 @@ def _guard_nccl_names(packages: Sequence[Mapping[str, Any]], variant: ResolvedVa
     found = release_problems(variant.env, str(nccl.get("version")), variant.nccl_unknown)
     if found:
         where = f"env.{variant.env_profile}" if variant.env_profile else "env"
-        raise InputError(f"{out.name} (recipe {variant.recipe}, variant {variant.variant}) installs {nccl['name']} "
-                         f"{nccl.get('version')}, which does not read what the env profile sets:\n"
-                         + "\n".join(f"  {where}.{line}" for line in found),
-                         hint="remove the variable, or lock a variant whose NCCL reads it; reviewed, list it in the "
-                              "recipe's [nccl-unknown] with the reason (NCCL_X = \"read by NCCL 2.31, release notes\")")
+        raise InputError(
+            f"{out.name} (recipe {variant.recipe}, variant {variant.variant}) installs {nccl['name']} "
+            f"{nccl.get('version')}, which does not read what the env profile sets:\n"
+            + "\n".join(f"  {where}.{line}" for line in found),
+            hint="remove the variable, or lock a variant whose NCCL reads it; reviewed, list it in the "
+            'recipe\'s [nccl-unknown] with the reason (NCCL_X = "read by NCCL 2.31, release notes")',
+        )
 
 
 def _write_error(out: Path, exc: OSError) -> EnvforgeError:
@@ -251,8 +271,9 @@ def _array_of_strings(items: Sequence[str]) -> Any:
     return arr
 
 
-def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, Any],
-           find_links: Sequence[Path], version: str) -> str:
+def render(
+    raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, Any], find_links: Sequence[Path], version: str
+) -> str:
     """The lock text for uv's resolution ``raw`` (parsed pylock) plus envforge's ``tool`` table.
 
     Index attribution is recorded per package (``index``) and per index in
@@ -261,8 +282,12 @@ def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, 
     by_pkg = attribute_packages(raw.get("packages", []), variant, find_links)
     urls = {i.name: i.url for i in (DEFAULT_INDEX, *variant.indexes)}  # the recipe's pypi wins
     doc = tomlkit.document()
-    doc.add(tomlkit.comment(f"envforge lock of recipe {variant.recipe}, variant {variant.variant}. "
-                            "Regenerate with `envforge lock`; do not edit."))
+    doc.add(
+        tomlkit.comment(
+            f"envforge lock of recipe {variant.recipe}, variant {variant.variant}. "
+            "Regenerate with `envforge lock`; do not edit."
+        )
+    )
     doc["lock-version"] = "1.0"
     doc["environments"] = [_environment_marker(variant.target.platform)]
     doc["requires-python"] = f"=={variant.python}.*" if variant.python.count(".") == 1 else f"=={variant.python}"
@@ -274,8 +299,10 @@ def render(raw: Mapping[str, Any], variant: ResolvedVariant, tool: Mapping[str, 
     served: dict[str, list[str]] = {}
     for name, idx in sorted(by_pkg.items()):
         served.setdefault(idx, []).append(name)
-    indexes = [{"name": n, "url": urls.get(n, n), **({"packages": served[n]} if n != DEFAULT_INDEX.name else {})}
-               for n in sorted(served)]
+    indexes = [
+        {"name": n, "url": urls.get(n, n), **({"packages": served[n]} if n != DEFAULT_INDEX.name else {})}
+        for n in sorted(served)
+    ]
     digest = packages_digest(tomllib.loads(tomlkit.dumps(doc))["packages"])
     tool_doc = tomlkit.table(is_super_table=True)
     tool_doc["envforge"] = _tool_table(tool, indexes, digest)
@@ -296,8 +323,9 @@ def restamp(text: str) -> str:
     doc = tomlkit.parse(text)
     plain = tomllib.loads(text)
     tool = {k: v for k, v in plain["tool"]["envforge"].items() if k not in ("indexes", "packages-digest")}
-    doc["tool"]["envforge"] = _tool_table(tool, plain["tool"]["envforge"].get("indexes", []),
-                                          packages_digest(plain["packages"]))
+    doc["tool"]["envforge"] = _tool_table(
+        tool, plain["tool"]["envforge"].get("indexes", []), packages_digest(plain["packages"])
+    )
     return tomlkit.dumps(doc)
 
 

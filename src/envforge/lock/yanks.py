@@ -79,16 +79,24 @@ def lock_pins(lock: Lock) -> tuple[Pin, ...]:
     """The pins of a pylock read by :func:`envforge.lock.model.read_lock` that an index serves: every
     entry with a version and an ``http(s)`` ``index``, or without one whose wheels are all on PyPI's
     file host (PyPI's), with its wheels' file names."""
-    return tuple((p.name, p.version, index, tuple(w.name for w in p.wheels if w.name))
-                 for p in lock.packages if p.version and (index := _index_of(p)) is not None)
+    return tuple(
+        (p.name, p.version, index, tuple(w.name for w in p.wheels if w.name))
+        for p in lock.packages
+        if p.version and (index := _index_of(p)) is not None
+    )
 
 
 def check_lock(lock: Lock, cache: Path | None) -> YankCheck:
     """:func:`yanked_pins` of :func:`lock_pins`, with ``no_index`` the entries whose wheels come
     from an ``http(s)`` URL no ``index`` names (``"name version"``)."""
-    unnamed = tuple(f"{p.name} {p.version}" for p in lock.packages
-                    if p.version and _index_of(p) is None and p.index is None
-                    and any((w.url or "").startswith(("http://", "https://")) for w in p.wheels))
+    unnamed = tuple(
+        f"{p.name} {p.version}"
+        for p in lock.packages
+        if p.version
+        and _index_of(p) is None
+        and p.index is None
+        and any((w.url or "").startswith(("http://", "https://")) for w in p.wheels)
+    )
     return replace(yanked_pins(lock_pins(lock), cache), no_index=unnamed)
 
 
@@ -108,10 +116,13 @@ def warning_lines(check: YankCheck, label: str) -> tuple[str, ...]:
     lines += [f"{label}: not checked for yanks: {line}" for line in check.unchecked]
     lines += [f"{label}: checked for yanks from a cached listing: {line}" for line in check.stale]
     if check.no_index:
-        shown = ", ".join(check.no_index[:5]) + (f" and {len(check.no_index) - 5} more" if len(check.no_index) > 5
-                                                  else "")
-        lines.append(f"{label}: not checked for yanks: {len(check.no_index)} "
-                     f"{'entry names' if len(check.no_index) == 1 else 'entries name'} no index: {shown}")
+        shown = ", ".join(check.no_index[:5]) + (
+            f" and {len(check.no_index) - 5} more" if len(check.no_index) > 5 else ""
+        )
+        lines.append(
+            f"{label}: not checked for yanks: {len(check.no_index)} "
+            f"{'entry names' if len(check.no_index) == 1 else 'entries name'} no index: {shown}"
+        )
     return tuple(lines)
 
 
@@ -129,8 +140,11 @@ def yanked_pins(pins: Sequence[Pin], cache: Path | None) -> YankCheck:
         read = dict(zip(pages, pool.map(lambda page: _listing(page[1], page[0], cache, down), pages)))
     unread = [(index, name) for index, name in pages if isinstance(read[(index, name)], str)]
     unchecked = _unchecked(unread, read, down)
-    stale = [f"{name} on {index}: listing of {listing.cached}" for (index, name), listing in read.items()
-             if isinstance(listing, IndexListing) and listing.cached is not None]
+    stale = [
+        f"{name} on {index}: listing of {listing.cached}"
+        for (index, name), listing in read.items()
+        if isinstance(listing, IndexListing) and listing.cached is not None
+    ]
     yanked: list[YankedPin] = []
     for name, version, index, files in pins:
         listing = read[(index, name)]
@@ -142,8 +156,9 @@ def yanked_pins(pins: Sequence[Pin], cache: Path | None) -> YankCheck:
     return YankCheck(tuple(yanked), tuple(unchecked), tuple(stale), pages=len(pages), unread=len(unread))
 
 
-def _unchecked(unread: Sequence[tuple[str, str]], read: dict[tuple[str, str], IndexListing | str],
-               down: dict[str, str]) -> list[str]:
+def _unchecked(
+    unread: Sequence[tuple[str, str]], read: dict[tuple[str, str], IndexListing | str], down: dict[str, str]
+) -> list[str]:
     """One line per page not read, except that the pages of an index that did not answer are one
     line for that index (``guardkit and 234 more names on URL: <the first cause>``)."""
     lines: list[str] = []

@@ -38,8 +38,10 @@ def diff_sides(old: str, new: str, *, base: Path) -> LockDiff:
 
 def diff_git(rev: str, *, base: Path) -> tuple[LockDiff, ...]:
     """One diff per lockfile changed between ``rev`` and the working tree of the repo at ``base``."""
-    return tuple(_with_patchsets(diff_locks(old, new, names=recipe_index_names((old, new), base)), old, new, base)
-                 for old, new in changed_lockfiles(base, rev))
+    return tuple(
+        _with_patchsets(diff_locks(old, new, names=recipe_index_names((old, new), base)), old, new, base)
+        for old, new in changed_lockfiles(base, rev)
+    )
 
 
 def _with_patchsets(diff: LockDiff, old: Lock | None, new: Lock | None, base: Path) -> LockDiff:

@@ -19,8 +19,17 @@ from collections.abc import Iterable, Sequence
 
 from envforge.core.printable import escape_controls
 
-__all__ = ["MAX_COMMENT", "MAX_LINE", "MAX_VALUE", "MarkdownBudget", "fit_line", "fit_lines", "pieces", "shorten_pair",
-           "table_rows"]
+__all__ = [
+    "MAX_COMMENT",
+    "MAX_LINE",
+    "MAX_VALUE",
+    "MarkdownBudget",
+    "fit_line",
+    "fit_lines",
+    "pieces",
+    "shorten_pair",
+    "table_rows",
+]
 
 MAX_VALUE = 70  # characters of one side of a change a markdown row shows (the whole in <details>)
 _CONTEXT = 24  # characters kept on each side of where two shortened values differ
@@ -116,8 +125,12 @@ class MarkdownBudget:
             block = [fit_line(escape_controls(x)) for x in ([row] if isinstance(row, str) else row)]
             cost = sum(len(x) + 1 for x in block)
             if self.size + cost > MAX_COMMENT - reserve - 400:
-                self.add("", f"_{len(rows) - i} more {what} are not shown: one GitHub comment holds "
-                             f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+                self.add(
+                    "",
+                    f"_{len(rows) - i} more {what} are not shown: one GitHub comment holds "
+                    f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._",
+                    "",
+                )
                 return
             self.lines += block
             self.size += cost

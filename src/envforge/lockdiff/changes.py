@@ -10,11 +10,20 @@ from dataclasses import dataclass
 
 from envforge.lockdiff.model import PYPI, Lock
 
-__all__ = ["CUDA_SUFFIX", "FAMILIES", "FieldChange", "IndexMove", "LockDiff", "PackageChange", "SharedChange", "family_of", "index_names"]
+__all__ = [
+    "CUDA_SUFFIX",
+    "FAMILIES",
+    "FieldChange",
+    "IndexMove",
+    "LockDiff",
+    "PackageChange",
+    "SharedChange",
+    "family_of",
+    "index_names",
+]
 
 FAMILIES = ("torch", "nvidia", "flashinfer", "sglang", "other")
-_TORCH = frozenset({"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton",
-                    "pytorch-triton"})
+_TORCH = frozenset({"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton", "pytorch-triton"})
 CUDA_SUFFIX = re.compile(r"-cu(\d+)$")
 
 
@@ -36,6 +45,7 @@ class PackageChange:
     of an entry of a name with several entries); ``flagged`` marks what should not happen
     without a reason; ``hidden`` marks metadata-only churn.
     """
+
     kind: str
     family: str
     old_name: str | None
@@ -69,6 +79,7 @@ class IndexMove:
     ``old``/``new`` are the index URLs (or folders); ``packages`` the names of every entry that
     moved that way, sorted (also those with other changes, listed as their own changes).
     """
+
     old: str
     new: str
     packages: tuple[str, ...]
@@ -85,6 +96,7 @@ class SharedChange:
     ``packages``: the entries that carry it, sorted (a name with several changed entries as
     ``name version``).
     """
+
     what: str
     old: str | None
     new: str | None
@@ -101,6 +113,7 @@ class FieldChange:
     reasons); ``note``: an override's reason. Array items (``resolution-markers``,
     ``conflicts``...) are one change each, added or removed.
     """
+
     section: str
     subject: str
     kind: str
@@ -121,6 +134,7 @@ class LockDiff:
     ``ambiguities`` are the new side's pairs of same-name entries that can be active together
     (:attr:`envforge.lockdiff.model.Lock.ambiguities`; shown whatever changed, not a change).
     """
+
     old_label: str
     new_label: str
     status: str
@@ -143,8 +157,13 @@ class LockDiff:
 
     def has_changes(self, show_all: bool = False) -> bool:
         """True when something would be shown (what ``--exit-code`` tests)."""
-        return (self.status != "changed" or bool(self.index_moves) or bool(self.shared)
-                or bool(self.visible_packages(show_all)) or bool(self.visible_fields(show_all)))
+        return (
+            self.status != "changed"
+            or bool(self.index_moves)
+            or bool(self.shared)
+            or bool(self.visible_packages(show_all))
+            or bool(self.visible_fields(show_all))
+        )
 
     def hidden_count(self) -> int:
         """How many changes are hidden without ``--all``."""

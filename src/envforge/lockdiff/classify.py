@@ -80,8 +80,7 @@ from envforge.lockdiff.wheels import coverage_change, file_change
 __all__ = ["diff_locks"]
 
 
-def diff_locks(old: Lock | None, new: Lock | None, *,
-               names: Mapping[str, str] | None = None) -> LockDiff:
+def diff_locks(old: Lock | None, new: Lock | None, *, names: Mapping[str, str] | None = None) -> LockDiff:
     """Compare two locks (``None`` for a side without a lockfile, as with ``--git``).
 
     :param names: more index URL -> name pairs for display (a recipe's indexes).
@@ -92,23 +91,49 @@ def diff_locks(old: Lock | None, new: Lock | None, *,
     shown = index_names(*present, extra=names)
     if old is None or new is None:
         only = present[0]
-        return LockDiff(only.label if old else "(none)", only.label if new else "(none)",
-                        "added" if old is None else "removed",
-                        0 if old is None else len(only.packages),
-                        0 if new is None else len(only.packages), (), (), shown,
-                        ambiguities=new.ambiguities if new is not None else ())
+        return LockDiff(
+            only.label if old else "(none)",
+            only.label if new else "(none)",
+            "added" if old is None else "removed",
+            0 if old is None else len(only.packages),
+            0 if new is None else len(only.packages),
+            (),
+            (),
+            shown,
+            ambiguities=new.ambiguities if new is not None else (),
+        )
     changes, moves = _package_changes(old.packages.values(), new.packages.values())
     changes, shared = share(changes)
-    changes.sort(key=lambda c: (FAMILIES.index(c.family), c.name, c.old_name or "",
-                                c.old_version or "", c.new_version or "", c.old_marker or "",
-                                c.new_marker or ""))
+    changes.sort(
+        key=lambda c: (
+            FAMILIES.index(c.family),
+            c.name,
+            c.old_name or "",
+            c.old_version or "",
+            c.new_version or "",
+            c.old_marker or "",
+            c.new_marker or "",
+        )
+    )
     fields = (*header_changes(old, new), *envforge_changes(old.envforge, new.envforge))
-    return LockDiff(old.label, new.label, "changed", len(old.packages), len(new.packages),
-                    tuple(changes), tuple(fields), shown, moves, new.ambiguities, shared)
+    return LockDiff(
+        old.label,
+        new.label,
+        "changed",
+        len(old.packages),
+        len(new.packages),
+        tuple(changes),
+        tuple(fields),
+        shown,
+        moves,
+        new.ambiguities,
+        shared,
+    )
 
 
-def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
-                     ) -> tuple[list[PackageChange], tuple[IndexMove, ...]]:
+def _package_changes(
+    old: Iterable[LockedPackage], new: Iterable[LockedPackage]
+) -> tuple[list[PackageChange], tuple[IndexMove, ...]]:
     olds, news = by_name(old), by_name(new)
     pairs: list[tuple[LockedPackage, LockedPackage, bool]] = []
     removed: list[LockedPackage] = []
@@ -130,12 +155,25 @@ def _package_changes(old: Iterable[LockedPackage], new: Iterable[LockedPackage]
     paired = {id(p) for pair in replaced for p in pair}
     for p in removed:
         if id(p) not in paired:
-            out.append(PackageChange("removed", family_of(p.name), p.name, None, p.version, None,
-                                     old_source=p.source, old_marker=p.marker))
+            out.append(
+                PackageChange(
+                    "removed",
+                    family_of(p.name),
+                    p.name,
+                    None,
+                    p.version,
+                    None,
+                    old_source=p.source,
+                    old_marker=p.marker,
+                )
+            )
     for p in added:
         if id(p) not in paired:
-            out.append(PackageChange("added", family_of(p.name), None, p.name, None, p.version,
-                                     new_source=p.source, new_marker=p.marker))
+            out.append(
+                PackageChange(
+                    "added", family_of(p.name), None, p.name, None, p.version, new_source=p.source, new_marker=p.marker
+                )
+            )
     for x, y, several in pairs:
         change = _compare(x, y, several, moved, pins)
         if change is not None:
@@ -168,30 +206,36 @@ def _index_unnamed(a: LockedPackage, b: LockedPackage) -> bool:
     if all(p.index_named or p.source == PYPI for p in (a, b)) or len(a.artifacts) != len(b.artifacts):
         return False
     theirs = {f.filename: f for f in b.artifacts}
-    return all((g := theirs.get(f.filename)) is not None and f.hashes == g.hashes and f.url and g.url
-               and unquote(f.url) == unquote(g.url) for f in a.artifacts)
+    return all(
+        (g := theirs.get(f.filename)) is not None
+        and f.hashes == g.hashes
+        and f.url
+        and g.url
+        and unquote(f.url) == unquote(g.url)
+        for f in a.artifacts
+    )
 
 
 def _is_url(source: str) -> bool:
     return source.startswith(("http://", "https://", "file://"))
 
 
-def _index_moves(pairs: Sequence[tuple[LockedPackage, LockedPackage, bool]]
-                 ) -> tuple[IndexMove, ...]:
+def _index_moves(pairs: Sequence[tuple[LockedPackage, LockedPackage, bool]]) -> tuple[IndexMove, ...]:
     groups: dict[tuple[str, str], list[str]] = {}
     for a, b, _ in pairs:
         where = _location(a, b)
         if where is not None:
             groups.setdefault(where, []).append(b.name)
-    moves = [IndexMove(old, new, tuple(sorted(names)))
-             for (old, new), names in groups.items() if len(names) > 1]
+    moves = [IndexMove(old, new, tuple(sorted(names))) for (old, new), names in groups.items() if len(names) > 1]
     return tuple(sorted(moves, key=lambda m: (-len(m.packages), m.old, m.new)))
 
 
-def _cuda_pairs(removed: Sequence[LockedPackage], added: Sequence[LockedPackage]
-                ) -> list[tuple[LockedPackage, LockedPackage]]:
+def _cuda_pairs(
+    removed: Sequence[LockedPackage], added: Sequence[LockedPackage]
+) -> list[tuple[LockedPackage, LockedPackage]]:
     """(removed, added) entries whose names are equal once a ``-cuNN`` suffix is dropped (one
     entry each side for that stem, names different, at least one suffixed)."""
+
     def stems(entries: Iterable[LockedPackage]) -> dict[str, list[LockedPackage]]:
         out: dict[str, list[LockedPackage]] = {}
         for p in entries:
@@ -202,8 +246,12 @@ def _cuda_pairs(removed: Sequence[LockedPackage], added: Sequence[LockedPackage]
     pairs = []
     for stem, olds in old_stems.items():
         news = new_stems.get(stem, [])
-        if len(olds) == 1 and len(news) == 1 and olds[0].name != news[0].name and (
-                CUDA_SUFFIX.search(olds[0].name) or CUDA_SUFFIX.search(news[0].name)):
+        if (
+            len(olds) == 1
+            and len(news) == 1
+            and olds[0].name != news[0].name
+            and (CUDA_SUFFIX.search(olds[0].name) or CUDA_SUFFIX.search(news[0].name))
+        ):
             pairs.append((olds[0], news[0]))
     return pairs
 
@@ -216,16 +264,30 @@ def _cuda_label(name: str) -> str:
 def _replaced(old: LockedPackage, new: LockedPackage) -> PackageChange:
     detail = f"{_cuda_label(old.name)} -> {_cuda_label(new.name)}"
     moved = old.source != new.source
-    return PackageChange("replaced", family_of(new.name), old.name, new.name, old.version,
-                         new.version, old_source=old.source if moved else None,
-                         new_source=new.source if moved else None, old_marker=old.marker,
-                         new_marker=new.marker, marker_changed=_markers_differ(old, new),
-                         coverage=coverage_change(old, new), detail=detail)
+    return PackageChange(
+        "replaced",
+        family_of(new.name),
+        old.name,
+        new.name,
+        old.version,
+        new.version,
+        old_source=old.source if moved else None,
+        new_source=new.source if moved else None,
+        old_marker=old.marker,
+        new_marker=new.marker,
+        marker_changed=_markers_differ(old, new),
+        coverage=coverage_change(old, new),
+        detail=detail,
+    )
 
 
-def _compare(old: LockedPackage, new: LockedPackage, several: bool,
-             moved: set[tuple[str, str]], pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
-             ) -> PackageChange | None:
+def _compare(
+    old: LockedPackage,
+    new: LockedPackage,
+    several: bool,
+    moved: set[tuple[str, str]],
+    pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]],
+) -> PackageChange | None:
     """The change of one pair, or ``None`` when nothing but an index move (said once) changed."""
     if old == new:
         return None
@@ -257,22 +319,35 @@ def _compare(old: LockedPackage, new: LockedPackage, several: bool,
             kind, detail = "metadata", "index named on one side only, same files at the same URLs"
         if kind is None or kind == "metadata":
             if marker_changed or deps or attributes:
-                kind, detail = ("marker" if marker_changed else "dependencies" if deps
-                                else "fields"), ""
+                kind, detail = ("marker" if marker_changed else "dependencies" if deps else "fields"), ""
             elif kind is None or in_move:
                 return None
             else:
                 hidden = True
     if several and not marker_changed and old.marker and not _same_space(old.marker, None):  # says which entry
         detail = f"{detail}; where {old.marker}" if detail else f"where {old.marker}"
-    shown = (where if where is not None and not in_move
-             else (old.source, new.source) if source_changed else (None, None))
+    shown = where if where is not None and not in_move else (old.source, new.source) if source_changed else (None, None)
     return PackageChange(
-        kind, family_of(new.name), old.name, new.name, old.version, new.version, level=level,
-        old_source=shown[0], new_source=shown[1],
-        old_marker=old.marker, new_marker=new.marker, marker_changed=marker_changed,
-        coverage=coverage, files=files, dependencies=deps, attributes=attributes, detail=detail,
-        flagged=flagged, hidden=hidden)
+        kind,
+        family_of(new.name),
+        old.name,
+        new.name,
+        old.version,
+        new.version,
+        level=level,
+        old_source=shown[0],
+        new_source=shown[1],
+        old_marker=old.marker,
+        new_marker=new.marker,
+        marker_changed=marker_changed,
+        coverage=coverage,
+        files=files,
+        dependencies=deps,
+        attributes=attributes,
+        detail=detail,
+        flagged=flagged,
+        hidden=hidden,
+    )
 
 
 def _markers_differ(a: LockedPackage, b: LockedPackage) -> bool:
@@ -302,8 +377,7 @@ def _same_space(a: str | None, b: str | None) -> bool:
     return same
 
 
-def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]
-                ) -> tuple[str, ...]:
+def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """Other fields that differ (:attr:`LockedPackage.attrs`): ``key 'a' -> 'b'`` where the key has
     one value a side, else ``+key value`` / ``-key value`` per item (array items as a set)."""
     if old == new:
@@ -326,12 +400,14 @@ def attr_change(old: tuple[tuple[str, str], ...], new: tuple[tuple[str, str], ..
     return tuple(out)
 
 
-_PINNED_EDGE = re.compile(r"^((?:\[[^\]]*\] |\([^)]*\) )?)([^\s\[]+)((?:\[[^\]]*\])?) ==(\S+)(?: @ (\S+)(?= |$))?(.*)$",
-                          re.S)
+_PINNED_EDGE = re.compile(
+    r"^((?:\[[^\]]*\] |\([^)]*\) )?)([^\s\[]+)((?:\[[^\]]*\])?) ==(\S+)(?: @ (\S+)(?= |$))?(.*)$", re.S
+)
 
 
-def _pins(pairs: Sequence[tuple[LockedPackage, LockedPackage, bool]]
-          ) -> dict[tuple[str, str], list[tuple[str, str, str]]]:
+def _pins(
+    pairs: Sequence[tuple[LockedPackage, LockedPackage, bool]],
+) -> dict[tuple[str, str], list[tuple[str, str, str]]]:
     """``{(name, old version): [(old source, new version, new source)]}`` of every pair whose
     version or source changed: where an edge that pins the old entry points now."""
     out: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
@@ -358,16 +434,19 @@ def _follow(edge: str, pins: Mapping[tuple[str, str], Sequence[tuple[str, str, s
     return f"{group}{name}{extras} =={new_version}{where}{rest}"
 
 
-def _edge_change(old: tuple[str, ...], new: tuple[str, ...],
-                 pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]) -> tuple[str, ...]:
+def _edge_change(
+    old: tuple[str, ...], new: tuple[str, ...], pins: Mapping[tuple[str, str], Sequence[tuple[str, str, str]]]
+) -> tuple[str, ...]:
     """Edges added (``+edge``) and removed (``-edge``, as the old lock wrote it); an old edge
     that follows its paired entry (:func:`_follow`) is compared as followed."""
     if old == new:
         return ()
     followed = {_follow(e, pins): e for e in old}
     came = set(new)
-    return tuple([f"+{e}" for e in sorted(came - followed.keys())]
-                 + [f"-{e}" for e in sorted(followed[f] for f in followed.keys() - came)])
+    return tuple(
+        [f"+{e}" for e in sorted(came - followed.keys())]
+        + [f"-{e}" for e in sorted(followed[f] for f in followed.keys() - came)]
+    )
 
 
 def _version_change(old: str | None, new: str | None) -> tuple[str | None, str | None, str]:

@@ -15,8 +15,12 @@ from envforge.lockdiff.model import Lock
 __all__ = ["envforge_changes", "flatten_envforge", "header_changes"]
 
 _HIDDEN_HEADER = frozenset({"created-by", "lock-version", "version", "revision", "comments"})
-_KEYED_ARRAYS = {"indexes": ("index", "name"), "overrides": ("override", "name"),
-                 "patchsets": ("patchset", "id"), "retired-patchsets": ("retired-patchset", "id")}
+_KEYED_ARRAYS = {
+    "indexes": ("index", "name"),
+    "overrides": ("override", "name"),
+    "patchsets": ("patchset", "id"),
+    "retired-patchsets": ("retired-patchset", "id"),
+}
 
 
 def header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:
@@ -42,8 +46,14 @@ def header_changes(old: Lock, new: Lock) -> Iterator[FieldChange]:
         if a_set == b_set:
             yield FieldChange("header", key, "changed", "order", "order", hidden=True)
     if old.comments != new.comments:
-        yield FieldChange("header", "comments", "changed", counted(len(old.comments), "line"),
-                          counted(len(new.comments), "line"), hidden=True)
+        yield FieldChange(
+            "header",
+            "comments",
+            "changed",
+            counted(len(old.comments), "line"),
+            counted(len(new.comments), "line"),
+            hidden=True,
+        )
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -51,6 +61,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def _same_name(gone: list[str], came: list[str]) -> list[tuple[str, str, str]]:
     """(name, old item, new item) for requirement names with one item removed and one added."""
+
     def names(items: list[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for item in items:
@@ -60,8 +71,7 @@ def _same_name(gone: list[str], came: list[str]) -> list[tuple[str, str, str]]:
         return out
 
     a, b = names(gone), names(came)
-    return [(n, a[n][0], b[n][0]) for n in sorted(a.keys() & b.keys())
-            if len(a[n]) == 1 and len(b[n]) == 1]
+    return [(n, a[n][0], b[n][0]) for n in sorted(a.keys() & b.keys()) if len(a[n]) == 1 and len(b[n]) == 1]
 
 
 def _kind(a: object, b: object) -> str:

@@ -20,8 +20,14 @@ from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.render import FAMILY_TITLES
 from envforge.lockdiff.wheels import coverage_key, wheel_coverage
 
-__all__ = ["MatrixRow", "VariantMatrix", "matrix_data", "render_matrix_markdown",
-           "render_matrix_terminal", "variant_matrix"]
+__all__ = [
+    "MatrixRow",
+    "VariantMatrix",
+    "matrix_data",
+    "render_matrix_markdown",
+    "render_matrix_terminal",
+    "variant_matrix",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +68,9 @@ def variant_matrix(recipe: str, locks: Sequence[tuple[str, Lock]]) -> VariantMat
             cells = _coverage_cells(cells, pkgs)
         rows.append(MatrixRow(family_of(key.split(" ")[0]), key, cells))
     rows.extend(_setting_rows([lock.envforge for _, lock in locks]))
-    return VariantMatrix(recipe, tuple(v for v, _ in locks), tuple(lock.label for _, lock in locks),
-                         identical, tuple(rows))
+    return VariantMatrix(
+        recipe, tuple(v for v, _ in locks), tuple(lock.label for _, lock in locks), identical, tuple(rows)
+    )
 
 
 def _row_packages(locks: Sequence[Lock]) -> list[tuple[str, list[LockedPackage | None]]]:
@@ -89,7 +96,7 @@ def _cell(p: LockedPackage | None, names: Mapping[str, str], key: str) -> str:
         return ""
     text = p.version or "?"
     if p.name != key.split(" ")[0]:
-        text += f" ({p.name[len(key):]})"
+        text += f" ({p.name[len(key) :]})"
     return text if p.source == PYPI else f"{text} [{names.get(p.source, p.source)}]"
 
 
@@ -129,8 +136,7 @@ def _setting_rows(tables: Sequence[Mapping[str, Any]]) -> list[MatrixRow]:
         cells = tuple(f.get(key, "") for f in flat)
         if len(set(cells)) > 1:
             section, subject = key
-            rows.append(MatrixRow("settings", subject if section == "envforge"
-                                  else f"{section} {subject}", cells))
+            rows.append(MatrixRow("settings", subject if section == "envforge" else f"{section} {subject}", cells))
     return rows
 
 
@@ -152,9 +158,11 @@ def _wrap(text: str) -> list[str]:
 def render_matrix_terminal(m: VariantMatrix) -> str:
     """Aligned columns: package, then one column per variant (at most :data:`CELL_WIDTH` wide; a
     longer cell wraps onto continuation lines); groups as headings."""
-    head = (f"{m.recipe}: {counted(len(m.variants), 'variant')} ({', '.join(m.variants)}); "
-            f"{counted(m.identical, 'package')} identical, "
-            f"{sum(r.group != 'settings' for r in m.rows)} differ")
+    head = (
+        f"{m.recipe}: {counted(len(m.variants), 'variant')} ({', '.join(m.variants)}); "
+        f"{counted(m.identical, 'package')} identical, "
+        f"{sum(r.group != 'settings' for r in m.rows)} differ"
+    )
     rows = [(r, [_wrap(c or "-") for c in r.cells]) for r in m.rows]
     width = [max([len(r.subject) for r in m.rows] + [len("package")]) + 2]
     width += [max([len(line) for _, cells in rows for line in cells[i]] + [len(v)]) for i, v in enumerate(m.variants)]
@@ -172,10 +180,14 @@ def render_matrix_terminal(m: VariantMatrix) -> str:
 
 def render_matrix_markdown(m: VariantMatrix) -> str:
     """A markdown table: one column per variant, group names in bold rows."""
-    lines = [f"### Variants of `{m.recipe}`", "",
-             f"{counted(m.identical, 'package')} identical in every variant; these differ:", "",
-             "| | " + " | ".join(f"`{v}`" for v in m.variants) + " |",
-             "| --- |" + " --- |" * len(m.variants)]
+    lines = [
+        f"### Variants of `{m.recipe}`",
+        "",
+        f"{counted(m.identical, 'package')} identical in every variant; these differ:",
+        "",
+        "| | " + " | ".join(f"`{v}`" for v in m.variants) + " |",
+        "| --- |" + " --- |" * len(m.variants),
+    ]
     group = None
     for r in m.rows:
         if r.group != group:

@@ -47,6 +47,7 @@ class Artifact:
     ``upload_time`` as TOML gave it: a ``datetime`` (pylock) or ISO 8601 text (uv.lock), ``None``
     when absent. Only compared for equality.
     """
+
     filename: str
     url: str | None
     hashes: tuple[tuple[str, str], ...]
@@ -75,6 +76,7 @@ class LockedPackage:
     ``index_named`` is False for a pylock entry with files and no ``index`` key (``pip lock``
     writes none): its ``source`` is then only where its files are (PyPI, or their URL folder).
     """
+
     name: str
     version: str | None
     marker: str | None
@@ -103,6 +105,7 @@ class Lock:
     where both are active: ``packages[0] (idna 3.7; no marker) and packages[1] (idna 3.10; no
     marker) can be active together``).
     """
+
     label: str
     kind: str
     header: Mapping[str, str]
@@ -138,15 +141,14 @@ class _Malformed(Exception):
     """Internal: the fast walk met something it cannot read (a key path and what is wrong)."""
 
 
-def _read_pylock(entries: Sequence[Any], doc: Mapping[str, Any], label: str, comments: tuple[str, ...],
-                 envforge: Mapping[str, Any]) -> Lock:
+def _read_pylock(
+    entries: Sequence[Any], doc: Mapping[str, Any], label: str, comments: tuple[str, ...], envforge: Mapping[str, Any]
+) -> Lock:
     raw = doc.get("packages")
     tables = raw if isinstance(raw, list) and len(raw) == len(entries) else [{}] * len(entries)
     packages = [_pylock_package(e, t) for e, t in zip(entries, tables)]
-    header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python")
-              if k in doc}
-    lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS
-             if isinstance(doc.get(k), list)}
+    header = {k: _scalar(doc[k]) for k in ("lock-version", "created-by", "requires-python") if k in doc}
+    lists = {k: tuple(str(v) for v in doc[k]) for k in _PYLOCK_LISTS if isinstance(doc.get(k), list)}
     tool = doc.get("tool")
     if isinstance(tool, Mapping):
         lists.update(_other_lists({k: v for k, v in tool.items() if k != "envforge"}, "tool."))
@@ -158,13 +160,24 @@ _PYLOCK_LISTS = ("environments", "extras", "dependency-groups", "default-groups"
 _UV_LISTS = ("resolution-markers", "supported-markers", "required-markers")
 #: Top-level keys read into the model by their own rule; any other key is compared item by item.
 PYLOCK_KEYS = frozenset({"lock-version", "created-by", "requires-python", *_PYLOCK_LISTS, "packages", "tool"})
-UV_KEYS = frozenset({"version", "revision", "requires-python", *_UV_LISTS, "conflicts", "manifest",
-                     "options", "package"})
+UV_KEYS = frozenset(
+    {"version", "revision", "requires-python", *_UV_LISTS, "conflicts", "manifest", "options", "package"}
+)
 #: Package keys read into the model by their own rule; any other key is one of its ``attrs``.
-_PYLOCK_PACKAGE_KEYS = frozenset({"name", "version", "marker", "dependencies", "index", "sdist",
-                                  "wheels"})
-_UV_PACKAGE_KEYS = frozenset({"name", "version", "source", "resolution-markers", "dependencies",
-                              "optional-dependencies", "dev-dependencies", "sdist", "wheels"})
+_PYLOCK_PACKAGE_KEYS = frozenset({"name", "version", "marker", "dependencies", "index", "sdist", "wheels"})
+_UV_PACKAGE_KEYS = frozenset(
+    {
+        "name",
+        "version",
+        "source",
+        "resolution-markers",
+        "dependencies",
+        "optional-dependencies",
+        "dev-dependencies",
+        "sdist",
+        "wheels",
+    }
+)
 _PYLOCK_SOURCE_KEYS = _PYLOCK_PACKAGE_KEYS | {"vcs", "directory", "archive"}
 #: Keys of a PEP 751 direct source that name where it is (the rest, e.g. ``subdirectory``, are attrs).
 _WHERE_KEYS = frozenset({"type", "url", "path", "commit-id", "hashes", "size", "upload-time"})
@@ -202,8 +215,9 @@ def _other_lists(table: Mapping[str, Any], prefix: str) -> dict[str, tuple[str, 
 
 
 def _attrs(table: Mapping[str, Any], known: frozenset[str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(pair for key, value in table.items() if key not in known
-                        for pair in _value_items(value, str(key))))
+    return tuple(
+        sorted(pair for key, value in table.items() if key not in known for pair in _value_items(value, str(key)))
+    )
 
 
 def _scalar(value: Any) -> str:
@@ -240,8 +254,9 @@ def _pylock_package(e: Any, table: Mapping[str, Any]) -> LockedPackage:
         if isinstance(where, Mapping):
             attrs += tuple((f"{key}.{k}", v) for k, v in _attrs(where, _WHERE_KEYS))
     named = e.index is not None or e.vcs is not None or e.directory is not None or e.archive is not None
-    return LockedPackage(e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges,
-                         tuple(sorted(attrs)), named)
+    return LockedPackage(
+        e.name, e.version, e.marker, _pylock_source(e, files), tuple(files), edges, tuple(sorted(attrs)), named
+    )
 
 
 def _hash_pairs(hashes: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -279,13 +294,11 @@ def _read_uv_lock(doc: Mapping[str, Any], label: str, comments: tuple[str, ...])
     try:
         packages = [_uv_package(p, f"package[{i}]") for i, p in enumerate(_seq(doc, "package"))]
     except _Malformed as exc:
-        raise InputError(f"{label} is not a valid uv.lock: {exc}",
-                         hint="regenerate it with `uv lock`") from None
+        raise InputError(f"{label} is not a valid uv.lock: {exc}", hint="regenerate it with `uv lock`") from None
     header = {k: _scalar(doc[k]) for k in ("version", "revision", "requires-python") if k in doc}
     options = doc.get("options", {})
     if isinstance(options, Mapping):
-        header.update((f"options.{k}", _scalar(v)) for k, v in options.items()
-                      if not isinstance(v, Mapping))
+        header.update((f"options.{k}", _scalar(v)) for k, v in options.items() if not isinstance(v, Mapping))
         for k, v in options.items():
             if isinstance(v, Mapping):
                 header.update((f"options.{k}.{sub}", _scalar(x)) for sub, x in v.items())
@@ -322,8 +335,7 @@ def _manifest_lists(table: Mapping[str, Any], prefix: str) -> Iterator[tuple[str
     """uv.lock ``[manifest]`` arrays, one text per item (requirements as dependency text)."""
     for key, value in table.items():
         if isinstance(value, list):
-            yield f"{prefix}{key}", tuple(sorted(_dep_text(v) if isinstance(v, Mapping) else str(v)
-                                                 for v in value))
+            yield f"{prefix}{key}", tuple(sorted(_dep_text(v) if isinstance(v, Mapping) else str(v) for v in value))
         elif isinstance(value, Mapping):
             yield from _manifest_lists(value, f"{prefix}{key}.")
         else:
@@ -367,11 +379,17 @@ def _uv_package(p: Any, path: str) -> LockedPackage:
     if isinstance(p.get("sdist"), Mapping):
         files.append(_uv_file(p["sdist"], f"{path}.sdist"))
     markers = p.get("resolution-markers")
-    marker = (" or ".join(sorted(str(m) for m in markers)) if isinstance(markers, list) and markers
-              else None)
+    marker = " or ".join(sorted(str(m) for m in markers)) if isinstance(markers, list) and markers else None
     attrs = _attrs(p, _UV_PACKAGE_KEYS) if p.keys() - _UV_PACKAGE_KEYS else ()
-    return LockedPackage(normalize_name(name), _text(p, "version", path), marker,
-                         _uv_source(p.get("source"), path), tuple(files), _uv_edges(p), attrs)
+    return LockedPackage(
+        normalize_name(name),
+        _text(p, "version", path),
+        marker,
+        _uv_source(p.get("source"), path),
+        tuple(files),
+        _uv_edges(p),
+        attrs,
+    )
 
 
 def _uv_edges(p: Mapping[str, Any]) -> tuple[str, ...]:
@@ -379,8 +397,9 @@ def _uv_edges(p: Mapping[str, Any]) -> tuple[str, ...]:
     for table, fmt in (("optional-dependencies", "[{}] "), ("dev-dependencies", "({}) ")):
         groups = p.get(table)
         if isinstance(groups, Mapping):
-            edges.extend(fmt.format(g) + _dep_text(d) for g, deps in groups.items()
-                         if isinstance(deps, list) for d in deps)
+            edges.extend(
+                fmt.format(g) + _dep_text(d) for g, deps in groups.items() if isinstance(deps, list) for d in deps
+            )
     return tuple(sorted(edges))
 
 
@@ -390,8 +409,9 @@ def _uv_file(f: Any, path: str) -> Artifact:
     where = _text(f, "url", path) or _text(f, "path", path) or _text(f, "filename", path) or ""
     algo, _, digest = (_text(f, "hash", path) or "").partition(":")
     hashes = ((algo, digest),) if digest else ()
-    return Artifact(where.rsplit("/", 1)[-1].replace("%2B", "+"), where or None, hashes,
-                    f.get("size"), f.get("upload-time"))
+    return Artifact(
+        where.rsplit("/", 1)[-1].replace("%2B", "+"), where or None, hashes, f.get("size"), f.get("upload-time")
+    )
 
 
 def _uv_source(source: Any, path: str) -> str:
@@ -407,18 +427,22 @@ def index_pins(lock: Lock) -> tuple[tuple[str, str, str, tuple[str, ...]], ...]:
     """``(name, version, simple index URL, file names)`` of every entry with a version from an
     index the lock names (PyPI for a pylock's files on PyPI's file host; an entry whose index is
     only the folder of its files is left out): what :func:`envforge.lock.yanks.yanked_pins` asks."""
-    return tuple((p.name, p.version, p.source, tuple(f.filename for f in p.artifacts))
-                 for p in lock.packages.values()
-                 if p.version and p.source.startswith(("http://", "https://")) and (p.index_named or p.source == PYPI))
+    return tuple(
+        (p.name, p.version, p.source, tuple(f.filename for f in p.artifacts))
+        for p in lock.packages.values()
+        if p.version and p.source.startswith(("http://", "https://")) and (p.index_named or p.source == PYPI)
+    )
 
 
 def unindexed_entries(lock: Lock) -> tuple[str, ...]:
     """``"name version"`` of every entry :func:`index_pins` leaves out because the lock names no
     index for it and its files are not on PyPI's file host (``pip lock`` writes no ``index``):
     no index can be asked whether it is yanked."""
-    return tuple(f"{p.name} {p.version}" for p in lock.packages.values()
-                 if p.version and not p.index_named and p.source != PYPI
-                 and p.source.startswith(("http://", "https://")))
+    return tuple(
+        f"{p.name} {p.version}"
+        for p in lock.packages.values()
+        if p.version and not p.index_named and p.source != PYPI and p.source.startswith(("http://", "https://"))
+    )
 
 
 def entry_key(p: LockedPackage, *, source: bool = False) -> str:

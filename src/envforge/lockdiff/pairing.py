@@ -38,9 +38,9 @@ def _pair_cost(a: LockedPackage, b: LockedPackage) -> int:
     return cost
 
 
-def pair_entries(old: Sequence[LockedPackage], new: Sequence[LockedPackage]
-                 ) -> tuple[list[tuple[LockedPackage, LockedPackage]], list[LockedPackage],
-                            list[LockedPackage]]:
+def pair_entries(
+    old: Sequence[LockedPackage], new: Sequence[LockedPackage]
+) -> tuple[list[tuple[LockedPackage, LockedPackage]], list[LockedPackage], list[LockedPackage]]:
     """Pair the entries of one name across two locks: ``(pairs, old left over, new left over)``.
 
     ``min(len(old), len(new))`` pairs are made, choosing the assignment with the lowest total
@@ -58,8 +58,7 @@ def pair_entries(old: Sequence[LockedPackage], new: Sequence[LockedPackage]
     k, n = len(short), len(long_)
     chosen: tuple[int, ...]
     if _permutations(n, k) <= EXHAUSTIVE:
-        chosen = min(itertools.permutations(range(n), k),
-                     key=lambda perm: sum(cost[i][j] for i, j in enumerate(perm)))
+        chosen = min(itertools.permutations(range(n), k), key=lambda perm: sum(cost[i][j] for i, j in enumerate(perm)))
     else:
         chosen = _greedy(cost)
     pairs = [(short[i], long_[j]) for i, j in enumerate(chosen)]

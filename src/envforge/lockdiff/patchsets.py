@@ -61,7 +61,9 @@ def patchset_changes(old: Lock, new: Lock, patchsets_dir: Path) -> tuple[FieldCh
     refs = [ref for pid in ids if (ref := _ref(patchsets_dir, pid)) is not None]
     if not refs:
         return ()
-    from envforge.lock.patchsets import unapplied_patchsets  # lazy: packaging.specifiers (about 5 ms), with patchsets only
+    from envforge.lock.patchsets import (
+        unapplied_patchsets,
+    )  # lazy: packaging.specifiers (about 5 ms), with patchsets only
 
     before = {u.id for u in unapplied_patchsets(refs, _locked(old))}
     retired = {str(r.get("id")): str(r.get("reason")) for r in _rows(new.envforge, "retired-patchsets")}
@@ -71,9 +73,16 @@ def patchset_changes(old: Lock, new: Lock, patchsets_dir: Path) -> tuple[FieldCh
             continue
         was = sorted({str(p.version) for p in old.packages.values() if p.name == u.distribution and p.version})
         note = f"versions {u.versions}" + (f"; retired: {retired[u.id]}" if u.id in retired else "")
-        out.append(FieldChange("patchset", u.id, NO_LONGER_APPLIES, f"{u.distribution} {', '.join(was)}",
-                               f"{u.distribution} {', '.join(u.locked)}" if u.locked
-                               else f"{u.distribution} (not in the lock)", note))
+        out.append(
+            FieldChange(
+                "patchset",
+                u.id,
+                NO_LONGER_APPLIES,
+                f"{u.distribution} {', '.join(was)}",
+                f"{u.distribution} {', '.join(u.locked)}" if u.locked else f"{u.distribution} (not in the lock)",
+                note,
+            )
+        )
     return tuple(out)
 
 

@@ -15,25 +15,66 @@ from typing import Any
 
 from envforge.core.plural import counted, noun
 from envforge.core.printable import escape_controls
-from envforge.lockdiff.changes import (FAMILIES, FieldChange, IndexMove, LockDiff, PackageChange, SharedChange,
-                                      index_names)
-from envforge.lockdiff.budget import MAX_COMMENT, MAX_LINE, MAX_VALUE, MarkdownBudget, fit_line, pieces, shorten_pair, table_rows
+from envforge.lockdiff.changes import (
+    FAMILIES,
+    FieldChange,
+    IndexMove,
+    LockDiff,
+    PackageChange,
+    SharedChange,
+    index_names,
+)
+from envforge.lockdiff.budget import (
+    MAX_COMMENT,
+    MAX_LINE,
+    MAX_VALUE,
+    MarkdownBudget,
+    fit_line,
+    pieces,
+    shorten_pair,
+    table_rows,
+)
 from envforge.lockdiff.fields import flatten_envforge
 from envforge.lockdiff.model import PYPI, Lock
 
-__all__ = ["SCHEMA_VERSION", "diff_data", "render_markdown", "render_terminal", "render_textconv",
-           "source_text", "summary_line"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "diff_data",
+    "render_markdown",
+    "render_terminal",
+    "render_textconv",
+    "source_text",
+    "summary_line",
+]
 
 SCHEMA_VERSION = 3  # envforge.lockdiff/3: shared, attributes (2: index_moves; markers, coverage, files, dependencies)
 WIDTH = 120  # terminal lines are wrapped to this many characters (unbreakable words excepted)
-FAMILY_TITLES = {"torch": "torch family", "nvidia": "nvidia-* / cuda-*",
-                 "flashinfer": "flashinfer-*", "sglang": "sglang", "other": "other"}
-KIND_WORDS = {"added": "added", "removed": "removed", "replaced": "replaced",
-              "upgraded": "upgraded", "downgraded": "downgraded", "local": "local label",
-              "rehashed": "REHASHED", "hashes-removed": "HASHES REMOVED", "hashes-added": "hashes added",
-              "rebuilt": "rebuilt", "files": "files", "source": "source",
-              "moved": "moved", "marker": "marker", "dependencies": "dependencies",
-              "fields": "fields", "metadata": "metadata"}
+FAMILY_TITLES = {
+    "torch": "torch family",
+    "nvidia": "nvidia-* / cuda-*",
+    "flashinfer": "flashinfer-*",
+    "sglang": "sglang",
+    "other": "other",
+}
+KIND_WORDS = {
+    "added": "added",
+    "removed": "removed",
+    "replaced": "replaced",
+    "upgraded": "upgraded",
+    "downgraded": "downgraded",
+    "local": "local label",
+    "rehashed": "REHASHED",
+    "hashes-removed": "HASHES REMOVED",
+    "hashes-added": "hashes added",
+    "rebuilt": "rebuilt",
+    "files": "files",
+    "source": "source",
+    "moved": "moved",
+    "marker": "marker",
+    "dependencies": "dependencies",
+    "fields": "fields",
+    "metadata": "metadata",
+}
 _KIND_ORDER = tuple(KIND_WORDS)
 _LISTED_MOVE_NAMES = 10  # the terminal names the packages of a move up to this many
 AMBIGUOUS = "; an install is refused where both are selected"  # said after each ambiguity's text
@@ -60,8 +101,9 @@ def summary_line(diff: LockDiff, show_all: bool = False) -> str:
         parts.append(f"{counted(n, 'index move')} ({counted(moved, 'package')})")
     if diff.shared:
         n = len(diff.shared)
-        parts.append(f"{counted(n, 'shared change')} "
-                     f"({counted(max(len(g.packages) for g in diff.shared), 'package')} at most)")
+        parts.append(
+            f"{counted(n, 'shared change')} ({counted(max(len(g.packages) for g in diff.shared), 'package')} at most)"
+        )
     counts: dict[str, int] = {}
     for c in diff.visible_packages(show_all):
         counts[c.kind] = counts.get(c.kind, 0) + 1
@@ -97,8 +139,8 @@ def source_text(old: str, new: str, names: Mapping[str, str], arrow: str = "->")
         tail += 1
     if head < 3:  # not even the host in common
         return f"{old} {arrow} {new}"
-    mid_x, mid_y = "/".join(x[head:len(x) - tail]), "/".join(y[head:len(y) - tail])
-    suffix = "/" + "/".join(x[len(x) - tail:]) if tail else ""
+    mid_x, mid_y = "/".join(x[head : len(x) - tail]), "/".join(y[head : len(y) - tail])
+    suffix = "/" + "/".join(x[len(x) - tail :]) if tail else ""
     return f"{'/'.join(x[:head])}/{{{mid_x or '(none)'} {arrow} {mid_y or '(none)'}}}{suffix}"
 
 
@@ -147,8 +189,7 @@ def notes(c: PackageChange, names: Mapping[str, str], arrow: str = "->", limit: 
         if _is_url(c.old_source) and _is_url(c.new_source):
             parts.append(f"index {source_text(c.old_source, c.new_source, names)}")
         else:  # an index beside a direct source is named as one: ``registry pypi -> editable ../x``
-            a, b = (f"registry {_index(s, names)}" if _is_url(s) else s
-                    for s in (c.old_source, c.new_source))
+            a, b = (f"registry {_index(s, names)}" if _is_url(s) else s for s in (c.old_source, c.new_source))
             parts.append(f"source {a} -> {b}")
     elif c.kind in ("added", "removed"):
         source = c.new_source or c.old_source
@@ -177,8 +218,11 @@ def _field_text(f: FieldChange, arrow: str) -> str:
     label = f.subject if f.section in ("envforge", "header") else f"{f.section} {f.subject}"
     if f.kind == "reason":
         return f"{label}: reason {f.old!r} {arrow} {f.new!r}"
-    value = (f"{_short(f.old)} {arrow} {_short(f.new)}" if f.kind == "changed"
-             else f"{f.kind} {_short(f.new if f.kind == 'added' else f.old)}")
+    value = (
+        f"{_short(f.old)} {arrow} {_short(f.new)}"
+        if f.kind == "changed"
+        else f"{f.kind} {_short(f.new if f.kind == 'added' else f.old)}"
+    )
     text = f"{label}: {value}"
     return f"{text} ({f.note})" if f.note else text
 
@@ -251,10 +295,14 @@ def _wrap(first: str, facts: Sequence[str], indent: int, width: int | None) -> l
         items = _ITEMS.split(fact) if len(lead) + len(fact) > width else [fact]
         for j, item in enumerate(items):  # a long list (``+a, -b``): one item a line
             start = lead if j == 0 else " " * (pad + 2)
-            out += textwrap.wrap(item, width=width, initial_indent=start,
-                                 subsequent_indent=" " * (len(start) - len(start.lstrip()) + 2
-                                                          if j else pad + 2),
-                                 break_long_words=False, break_on_hyphens=False)
+            out += textwrap.wrap(
+                item,
+                width=width,
+                initial_indent=start,
+                subsequent_indent=" " * (len(start) - len(start.lstrip()) + 2 if j else pad + 2),
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
     return out
 
 
@@ -271,18 +319,28 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
     names = diff.index_names
     lines = [f"lock diff: {diff.old_label} -> {diff.new_label}"]
     summary = summary_line(diff, show_all)
-    lines += (textwrap.wrap(summary, width=width, subsequent_indent="  ", break_long_words=False,
-                            break_on_hyphens=False) if width else [summary])
+    lines += (
+        textwrap.wrap(summary, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+        if width
+        else [summary]
+    )
     for line in ambiguity_lines(diff):
-        lines += (textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False,
-                                break_on_hyphens=False) if width else [line])
+        lines += (
+            textwrap.wrap(line, width=width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)
+            if width
+            else [line]
+        )
     for m in diff.index_moves:
-        listed = (f" ({', '.join(m.packages)})" if len(m.packages) <= _LISTED_MOVE_NAMES
-                  else " (--format markdown or json lists them)")
+        listed = (
+            f" ({', '.join(m.packages)})"
+            if len(m.packages) <= _LISTED_MOVE_NAMES
+            else " (--format markdown or json lists them)"
+        )
         lines += _wrap(_move_line(m, names, "->"), [listed], 4, width)
     for g in diff.shared:
-        lines += _wrap(f"{counted(len(g.packages), 'package')}: ",
-                       [f"{shared_fact(g)} ({_names(g.packages, show_all)})"], 4, width)
+        lines += _wrap(
+            f"{counted(len(g.packages), 'package')}: ", [f"{shared_fact(g)} ({_names(g.packages, show_all)})"], 4, width
+        )
     changes = diff.visible_packages(show_all)
     width_kind = max((len(_kind_word(c)) for c in changes), default=0)
     width_name = max((len(c.old_name or c.name) for c in changes), default=0)
@@ -290,8 +348,10 @@ def render_terminal(diff: LockDiff, *, show_all: bool = False, width: int | None
     for family, group in _grouped(changes):
         lines.append(f"{FAMILY_TITLES[family]} ({_counts(group)})")
         for c in group:
-            first = (f"  {_kind_word(c):<{width_kind}}  {c.old_name or c.name:<{width_name}}  "
-                     f"{_versions(c, '->'):<{width_ver}}  ")
+            first = (
+                f"  {_kind_word(c):<{width_kind}}  {c.old_name or c.name:<{width_name}}  "
+                f"{_versions(c, '->'):<{width_ver}}  "
+            )
             lines += _wrap(first, notes(c, names), len(first), width)
     fields = diff.visible_fields(show_all)
     if fields:
@@ -333,23 +393,42 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
     names = diff.index_names
     out = MarkdownBudget()
     out.add(f"### Lock diff: `{diff.old_label}` {arrow} `{diff.new_label}`", "")
-    out.add(*textwrap.wrap(summary_line(diff, show_all).replace(" -> ", f" {arrow} "), width=MAX_LINE,
-                           break_long_words=False, break_on_hyphens=False), "")
+    out.add(
+        *textwrap.wrap(
+            summary_line(diff, show_all).replace(" -> ", f" {arrow} "),
+            width=MAX_LINE,
+            break_long_words=False,
+            break_on_hyphens=False,
+        ),
+        "",
+    )
     out.rows([f"- ⚠️ **ambiguous**: {_md(text)}{AMBIGUOUS}" for text in diff.ambiguities], "ambiguities")
     if diff.ambiguities:
         out.add("")
-    groups = [(f"- **{counted(len(m.packages), 'package')}** moved index `{source_text(m.old, m.new, names, arrow)}`",
-               m.packages) for m in diff.index_moves]
-    groups += [(f"- **{counted(len(g.packages), 'package')}**: {_md(shared_fact(g, arrow))}", g.packages)
-               for g in diff.shared]
+    groups = [
+        (
+            f"- **{counted(len(m.packages), 'package')}** moved index `{source_text(m.old, m.new, names, arrow)}`",
+            m.packages,
+        )
+        for m in diff.index_moves
+    ]
+    groups += [
+        (f"- **{counted(len(g.packages), 'package')}**: {_md(shared_fact(g, arrow))}", g.packages) for g in diff.shared
+    ]
     for i, (title, packages) in enumerate(groups):
         if out.size > MAX_COMMENT - 2_000:
-            out.add(f"_{len(groups) - i} more shared changes are not shown: one GitHub comment holds "
-                    f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._", "")
+            out.add(
+                f"_{len(groups) - i} more shared changes are not shown: one GitHub comment holds "
+                f"{MAX_COMMENT:,} characters; `envforge lock diff --json` has them all._",
+                "",
+            )
             break
         out.add(title, "  <details><summary>packages</summary>", "")
-        out.rows(["  " + ln for ln in textwrap.wrap(", ".join(packages), width=100, break_on_hyphens=False)],
-                 "package names", reserve=200)
+        out.rows(
+            ["  " + ln for ln in textwrap.wrap(", ".join(packages), width=100, break_on_hyphens=False)],
+            "package names",
+            reserve=200,
+        )
         out.add("", "  </details>", "")
     changes = diff.visible_packages(show_all)
     if changes:
@@ -362,19 +441,36 @@ def render_markdown(diff: LockDiff, *, show_all: bool = False) -> str:
                 kind = f"⚠️ {KIND_WORDS[c.kind]}" if c.flagged else KIND_WORDS[c.kind]
                 shown = notes(c, names, arrow, limit=MAX_VALUE)
                 if shown != notes(c, names, arrow):
-                    whole.append(f"- `{c.old_name or c.name}` {_versions(c, arrow)}: "
-                                 + marker_text(c.old_marker, c.new_marker).replace(" -> ", f" {arrow} "))
-                items = [_md(piece) for n in shown for item in (_ITEMS.split(n) if len(n) > 100 else [n])
-                         for piece in pieces(item)]
-                rows.append(table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | "
-                                        f"{_md(_versions(c, arrow))} | ", items))
+                    whole.append(
+                        f"- `{c.old_name or c.name}` {_versions(c, arrow)}: "
+                        + marker_text(c.old_marker, c.new_marker).replace(" -> ", f" {arrow} ")
+                    )
+                items = [
+                    _md(piece)
+                    for n in shown
+                    for item in (_ITEMS.split(n) if len(n) > 100 else [n])
+                    for piece in pieces(item)
+                ]
+                rows.append(
+                    table_rows(f"| {fam} | {kind} | `{c.old_name or c.name}` | {_md(_versions(c, arrow))} | ", items)
+                )
         out.rows(rows, "package changes", reserve=1_000)
         out.add("")
         if whole:
             out.add("<details><summary>whole values of the shortened markers</summary>", "")
-            out.rows([["  " + ln if k else ln for k, ln in enumerate(
-                textwrap.wrap(_md(w), width=MAX_LINE - 20, break_long_words=False, break_on_hyphens=False))]
-                for w in whole], "whole values", reserve=800)
+            out.rows(
+                [
+                    [
+                        "  " + ln if k else ln
+                        for k, ln in enumerate(
+                            textwrap.wrap(_md(w), width=MAX_LINE - 20, break_long_words=False, break_on_hyphens=False)
+                        )
+                    ]
+                    for w in whole
+                ],
+                "whole values",
+                reserve=800,
+            )
             out.add("", "</details>", "")
     fields = diff.visible_fields(show_all)
     if fields:
@@ -403,12 +499,20 @@ def diff_data(diff: LockDiff, *, show_all: bool = False) -> dict[str, Any]:
         "status": diff.status,
         "packages": {"old": diff.old_count, "new": diff.new_count},
         "summary": summary,
-        "index_moves": [{"old": m.old, "new": m.new,
-                         "old_name": diff.index_names.get(m.old),
-                         "new_name": diff.index_names.get(m.new),
-                         "packages": list(m.packages)} for m in diff.index_moves],
-        "shared": [{"what": g.what, "old": g.old, "new": g.new, "text": shared_fact(g),
-                    "packages": list(g.packages)} for g in diff.shared],
+        "index_moves": [
+            {
+                "old": m.old,
+                "new": m.new,
+                "old_name": diff.index_names.get(m.old),
+                "new_name": diff.index_names.get(m.new),
+                "packages": list(m.packages),
+            }
+            for m in diff.index_moves
+        ],
+        "shared": [
+            {"what": g.what, "old": g.old, "new": g.new, "text": shared_fact(g), "packages": list(g.packages)}
+            for g in diff.shared
+        ],
         "changes": [_change_data(c) for c in changes],
         "settings": [asdict(f) for f in diff.visible_fields(show_all)],
         "hidden": 0 if show_all else diff.hidden_count(),
@@ -445,9 +549,10 @@ def render_textconv(lock: Lock) -> str:
         lines.extend(f"  {item}" for item in items)
     if lock.envforge:
         lines.append("[tool.envforge]")
-        lines.extend(f"{section}.{subject} = {value}" if section != "envforge"
-                     else f"{subject} = {value}"
-                     for (section, subject), value in flatten_envforge(lock.envforge).items())
+        lines.extend(
+            f"{section}.{subject} = {value}" if section != "envforge" else f"{subject} = {value}"
+            for (section, subject), value in flatten_envforge(lock.envforge).items()
+        )
     lines.append("[packages]")
     for p in lock.packages.values():
         parts = [p.name, p.version or "(no version)"]

@@ -20,8 +20,21 @@ __all__ = ["SHARED_MIN", "share"]
 SHARED_MIN = 3  # a fact this many shown changes carry is said once
 _BUILD = re.compile(r"^\d+ files? rebuilt, (build tag .+?)(?:; (where .*))?$")
 _EDGE = re.compile(r"^([+-])(.*?)(?: ; (.*))?$")
-_KEEPS_LINE = frozenset({"added", "removed", "replaced", "upgraded", "downgraded", "local",
-                         "rehashed", "hashes-removed", "hashes-added", "source", "moved"})  # kinds that are a change of their own
+_KEEPS_LINE = frozenset(
+    {
+        "added",
+        "removed",
+        "replaced",
+        "upgraded",
+        "downgraded",
+        "local",
+        "rehashed",
+        "hashes-removed",
+        "hashes-added",
+        "source",
+        "moved",
+    }
+)  # kinds that are a change of their own
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,19 +92,35 @@ def _without(c: PackageChange, shared: set[_Fact]) -> PackageChange | None:
     if _Fact("rebuilt", None, (_BUILD.match(detail) or [None, None])[1]) in shared:
         detail = _BUILD.match(detail).group(2) or ""  # type: ignore[union-attr]
     rewrites = _edge_rewrites(c.dependencies)
-    gone_edges = {e for pair, (m1, m2) in rewrites.items()
-                  if _Fact("dependency-marker", m1 or None, m2 or None) in shared for e in pair}
-    deps = tuple(d for d in c.dependencies
-                 if d not in gone_edges and _Fact("dependency", None, d) not in shared)
+    gone_edges = {
+        e
+        for pair, (m1, m2) in rewrites.items()
+        if _Fact("dependency-marker", m1 or None, m2 or None) in shared
+        for e in pair
+    }
+    deps = tuple(d for d in c.dependencies if d not in gone_edges and _Fact("dependency", None, d) not in shared)
     coverage = tuple(x for x in c.coverage if _Fact("coverage", None, x) not in shared)
     files = () if c.coverage and not coverage else c.files  # the shared coverage said them
-    out = replace(c, marker_changed=c.marker_changed and _Fact("marker", c.old_marker, c.new_marker)
-                  not in shared, detail=detail, dependencies=deps, coverage=coverage, files=files,
-                  attributes=tuple(a for a in c.attributes if _Fact("field", None, a) not in shared))
+    out = replace(
+        c,
+        marker_changed=c.marker_changed and _Fact("marker", c.old_marker, c.new_marker) not in shared,
+        detail=detail,
+        dependencies=deps,
+        coverage=coverage,
+        files=files,
+        attributes=tuple(a for a in c.attributes if _Fact("field", None, a) not in shared),
+    )
     if c.kind in _KEEPS_LINE or c.flagged:
         return out
-    own = (out.marker_changed or out.dependencies or out.attributes or out.coverage or out.files
-           or out.old_source or (out.detail and not out.detail.startswith("where ")))
+    own = (
+        out.marker_changed
+        or out.dependencies
+        or out.attributes
+        or out.coverage
+        or out.files
+        or out.old_source
+        or (out.detail and not out.detail.startswith("where "))
+    )
     return out if own else None
 
 
@@ -114,8 +143,7 @@ def share(changes: Sequence[PackageChange]) -> tuple[list[PackageChange], tuple[
     for c in changes:
         counts[c.name] = counts.get(c.name, 0) + 1
     twice = {n for n, k in counts.items() if k > 1}
-    groups = [SharedChange(f.what, f.old, f.new, tuple(sorted(_label(c, twice) for c in carriers[f])))
-              for f in shared]
+    groups = [SharedChange(f.what, f.old, f.new, tuple(sorted(_label(c, twice) for c in carriers[f]))) for f in shared]
     groups.sort(key=lambda g: (-len(g.packages), g.what, g.old or "", g.new or ""))
     kept = [out for c in changes if (out := (c if c.hidden else _without(c, shared))) is not None]
     return kept, tuple(groups)

@@ -15,11 +15,9 @@ from envforge.core.errors import ExternalToolError, InputError
 from envforge.core.textfile import decode_utf8, read_bytes
 from envforge.lockdiff.model import Lock, parse_lock
 
-__all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names",
-           "variant_locks"]
+__all__ = ["changed_lockfiles", "is_lockfile", "read_lock_file", "read_side", "recipe_index_names", "variant_locks"]
 
-_SIDE_HINT = ("a side is a lock path, REV:PATH (e.g. HEAD~1:lockfiles/pylock.NAME.toml), "
-              "or use --git REV")
+_SIDE_HINT = "a side is a lock path, REV:PATH (e.g. HEAD~1:lockfiles/pylock.NAME.toml), or use --git REV"
 
 
 def is_lockfile(path: str) -> bool:
@@ -59,7 +57,8 @@ def read_side(spec: str, *, base: Path) -> Lock:
         raise InputError(
             f"{spec}: {rel_path} does not exist in revision {rev} ({commit.hexsha[:12]})",
             hint=f"the path after ':' is relative to the repository root {repo.working_tree_dir}; "
-                 f"list lockfiles with `git ls-tree -r --name-only {rev} lockfiles/`") from None
+            f"list lockfiles with `git ls-tree -r --name-only {rev} lockfiles/`",
+        ) from None
     return parse_lock(_decode(blob.data_stream.read(), spec), label=spec)
 
 
@@ -80,8 +79,11 @@ def changed_lockfiles(base: Path, rev: str) -> tuple[tuple[Lock | None, Lock | N
         status, _, rel = line.partition("\t")
         if not is_lockfile(rel):
             continue
-        old = None if status == "A" else parse_lock(
-            _decode((commit.tree / rel).data_stream.read(), f"{rev}:{rel}"), label=f"{rev}:{rel}")
+        old = (
+            None
+            if status == "A"
+            else parse_lock(_decode((commit.tree / rel).data_stream.read(), f"{rev}:{rel}"), label=f"{rev}:{rel}")
+        )
         new = None if status == "D" else read_lock_file(root / rel, label=rel)
         pairs.append((old, new))
     return tuple(pairs)
@@ -101,11 +103,13 @@ def variant_locks(lockfiles_dir: Path, recipe: str) -> tuple[tuple[str, Lock], .
         owner = lock.envforge.get("recipe", recipe)
         if owner != recipe:
             continue
-        variant = str(lock.envforge.get("variant") or path.name[len(f"pylock.{recipe}-"):-5])
+        variant = str(lock.envforge.get("variant") or path.name[len(f"pylock.{recipe}-") : -5])
         found.append((variant, lock))
     if not found:
-        raise InputError(f"no lockfiles of recipe '{recipe}' in {lockfiles_dir}",
-                         hint=f"create them with `envforge lock {recipe}` (one per variant)")
+        raise InputError(
+            f"no lockfiles of recipe '{recipe}' in {lockfiles_dir}",
+            hint=f"create them with `envforge lock {recipe}` (one per variant)",
+        )
     return tuple(sorted(found, key=lambda item: item[0]))
 
 
@@ -131,9 +135,11 @@ def recipe_index_names(locks: Iterable[Lock | None], base: Path) -> dict[str, st
         except (OSError, ValueError):  # TOMLDecodeError, UnicodeDecodeError, a number too long to convert
             continue
         variants = doc.get("variant")
-        tables = [doc.get("indexes"), *(v.get("indexes") for v in variants.values()
-                                        if isinstance(v, Mapping))] if isinstance(variants, Mapping) \
+        tables = (
+            [doc.get("indexes"), *(v.get("indexes") for v in variants.values() if isinstance(v, Mapping))]
+            if isinstance(variants, Mapping)
             else [doc.get("indexes")]
+        )
         for table in tables:
             if isinstance(table, Mapping):
                 out.update((str(url).rstrip("/"), str(name)) for name, url in table.items())
@@ -151,14 +157,20 @@ def _repo(base: Path) -> Any:
     try:
         import git  # lazy: gitpython is heavy; loaded only for git revisions
     except ImportError as exc:  # gitpython raises ImportError when no git executable is found
-        raise ExternalToolError("git is needed to read lockfiles from revisions", tool="git",
-                                argv=["git"], returncode=None, stderr_tail=str(exc),
-                                hint="install git, or pass two lock paths") from None
+        raise ExternalToolError(
+            "git is needed to read lockfiles from revisions",
+            tool="git",
+            argv=["git"],
+            returncode=None,
+            stderr_tail=str(exc),
+            hint="install git, or pass two lock paths",
+        ) from None
     try:
         return git.Repo(base, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise InputError(f"{base} is not inside a git repository",
-                         hint="run from a git checkout, or pass two lock paths") from None
+        raise InputError(
+            f"{base} is not inside a git repository", hint="run from a git checkout, or pass two lock paths"
+        ) from None
 
 
 def _commit(repo: Any, rev: str) -> Any:
@@ -167,8 +179,10 @@ def _commit(repo: Any, rev: str) -> Any:
     try:
         return repo.commit(rev)
     except (git.BadName, ValueError, git.GitCommandError):
-        raise InputError(f"unknown git revision '{rev}' in {repo.working_tree_dir}",
-                         hint="name a commit, branch or tag: see `git log --oneline`") from None
+        raise InputError(
+            f"unknown git revision '{rev}' in {repo.working_tree_dir}",
+            hint="name a commit, branch or tag: see `git log --oneline`",
+        ) from None
 
 
 def _repo_relative(repo: Any, base: Path, rel: str) -> str:

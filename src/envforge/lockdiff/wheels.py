@@ -28,16 +28,15 @@ def _wheel_identity(f: Artifact) -> tuple[str, str]:
     return "wheel " + ".".join(sorted(str(t) for t in tags)), text
 
 
-def file_change(old: LockedPackage, new: LockedPackage
-                 ) -> tuple[str | None, str, tuple[str, ...], bool]:
+def file_change(old: LockedPackage, new: LockedPackage) -> tuple[str | None, str, tuple[str, ...], bool]:
     """(kind, detail, files, flagged) for two entries of the same version: ``rehashed`` (a file of
     the same name with another digest for an algorithm both sides name: other bytes, flagged),
     ``hashes-removed`` (the same files, a side lost every hash or an algorithm: the lock no longer
     verifies them, flagged), ``hashes-added`` (the reverse), ``rebuilt``, ``files``, ``metadata`` or
     ``None`` (same files, maybe at other URLs). Field case U04."""
     if len(old.artifacts) == len(new.artifacts) and all(
-            x.filename == y.filename and x.hashes == y.hashes
-            for x, y in zip(old.artifacts, new.artifacts)):  # same files (the common case)
+        x.filename == y.filename and x.hashes == y.hashes for x, y in zip(old.artifacts, new.artifacts)
+    ):  # same files (the common case)
         for x, y in zip(old.artifacts, new.artifacts):
             if (x.size, x.upload_time) != (y.size, y.upload_time):
                 return "metadata", _meta_what(x, y), (), False
@@ -60,11 +59,12 @@ def file_change(old: LockedPackage, new: LockedPackage
         ids_a = {_wheel_identity(a[n])[0]: a[n] for n in gone}
         ids_b = {_wheel_identity(b[n])[0]: b[n] for n in came}
         rebuilt = sorted(ids_a.keys() & ids_b.keys())
-        files = tuple([f"+{n}" for n in came if _wheel_identity(b[n])[0] not in ids_a]
-                      + [f"-{n}" for n in gone if _wheel_identity(a[n])[0] not in ids_b])
+        files = tuple(
+            [f"+{n}" for n in came if _wheel_identity(b[n])[0] not in ids_a]
+            + [f"-{n}" for n in gone if _wheel_identity(a[n])[0] not in ids_b]
+        )
         if rebuilt:
-            builds = sorted({(_wheel_identity(ids_a[i])[1], _wheel_identity(ids_b[i])[1])
-                             for i in rebuilt})
+            builds = sorted({(_wheel_identity(ids_a[i])[1], _wheel_identity(ids_b[i])[1]) for i in rebuilt})
             tags = ", ".join(f"{x} -> {y}" for x, y in builds)
             word = "file" if len(rebuilt) == 1 else "files"
             return "rebuilt", f"{len(rebuilt)} {word} rebuilt, build tag {tags}", files, False
@@ -143,5 +143,6 @@ def coverage_change(old: LockedPackage, new: LockedPackage) -> tuple[str, ...]:
     if {f.filename for f in old.artifacts} == {f.filename for f in new.artifacts}:
         return ()  # coverage is read from the file names alone: same names (e.g. moved files), same coverage
     a, b = wheel_coverage(old), wheel_coverage(new)
-    return tuple([f"+{x}" for x in sorted(b - a, key=coverage_key)]
-                 + [f"-{x}" for x in sorted(a - b, key=coverage_key)])
+    return tuple(
+        [f"+{x}" for x in sorted(b - a, key=coverage_key)] + [f"-{x}" for x in sorted(a - b, key=coverage_key)]
+    )

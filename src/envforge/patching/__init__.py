@@ -22,12 +22,7 @@ if TYPE_CHECKING:
     from envforge.patching.export import export_diff
     from envforge.patching.journal import recover
     from envforge.patching.manifest import Manifest, PatchedFile, read_manifest
-    from envforge.patching.patchset import (
-        Patchset,
-        PatchsetError,
-        load_patchset,
-        load_patchsets,
-    )
+    from envforge.patching.patchset import Patchset, PatchsetError, load_patchset, load_patchsets
     from envforge.patching.planning import installed_version, plan
     from envforge.patching.reverting import revert
     from envforge.patching.states import (
@@ -75,9 +70,23 @@ __all__ = [
 
 #: The module each public name is defined in.
 _HOME = {
-    **dict.fromkeys(("ALREADY_APPLIED", "APPLIED", "DRIFTED", "OUT_OF_RANGE", "REVERTED", "SHADOWED", "STATES",
-                     "UPSTREAM_FIXED",
-                     "FileChange", "OperationResult", "PatchReport", "Unmet"), "states"),
+    **dict.fromkeys(
+        (
+            "ALREADY_APPLIED",
+            "APPLIED",
+            "DRIFTED",
+            "OUT_OF_RANGE",
+            "REVERTED",
+            "SHADOWED",
+            "STATES",
+            "UPSTREAM_FIXED",
+            "FileChange",
+            "OperationResult",
+            "PatchReport",
+            "Unmet",
+        ),
+        "states",
+    ),
     **dict.fromkeys(("installed_version", "plan"), "planning"),
     "apply": "applying",
     "revert": "reverting",

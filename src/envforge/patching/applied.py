@@ -64,16 +64,17 @@ def applied_diff(site_packages: Path) -> tuple[AppliedFile, ...]:
         try:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
             original = read_state(original_file, what="saved original", hint=lambda: rebuild_hint(site_packages))
         except FileNotFoundError:
-            raise InputError(f"the saved original of {path} is missing ({original_file})",
-                             hint=rebuild_hint(site_packages)) from None
+            raise InputError(
+                f"the saved original of {path} is missing ({original_file})", hint=rebuild_hint(site_packages)
+            ) from None
         try:
             current = read_installed(site_packages, current_file)
         except (FileNotFoundError, NotADirectoryError):
-            raise InputError(f"patched file {current_file} is missing",
-                             hint=rebuild_hint(site_packages)) from None
+            raise InputError(f"patched file {current_file} is missing", hint=rebuild_hint(site_packages)) from None
         before = lines_of(readable_source(original))
         after = lines_of(readable_source(current))
         diff = "".join(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
-        out.append(AppliedFile(path, tuple(f.patchset for f in stack), diff,
-                               sha256_hex(current) == stack[-1].new_sha256))
+        out.append(
+            AppliedFile(path, tuple(f.patchset for f in stack), diff, sha256_hex(current) == stack[-1].new_sha256)
+        )
     return tuple(out)

@@ -13,13 +13,7 @@ from pathlib import Path
 
 from envforge.core.fs import sha256_hex
 from envforge.patching.journal import journaled_write, recover
-from envforge.patching.manifest import (
-    AppliedPatchset,
-    Manifest,
-    PatchedFile,
-    read_manifest,
-    write_manifest,
-)
+from envforge.patching.manifest import AppliedPatchset, Manifest, PatchedFile, read_manifest, write_manifest
 from envforge.patching.memo import ResultCache
 from envforge.patching.patchset import Patchset, order_patchsets
 from envforge.patching.planning import installed_version, plan
@@ -29,8 +23,14 @@ from envforge.patching.states import ALREADY_APPLIED, FileChange, PatchReport
 __all__ = ["apply"]
 
 
-def apply(site_packages: Path, patchsets: Iterable[Patchset], *, dry_run: bool = False,
-          cache: ResultCache | None = None, python: Path | None = None) -> PatchReport:
+def apply(
+    site_packages: Path,
+    patchsets: Iterable[Patchset],
+    *,
+    dry_run: bool = False,
+    cache: ResultCache | None = None,
+    python: Path | None = None,
+) -> PatchReport:
     """Plan, then write every patchset that neither drifted, nor is shadowed, nor was refused, in
     one journaled write (:func:`~envforge.patching.journal.journaled_write`: all their files or
     none, across crashes). With ``dry_run`` nothing is written (the report's ``changes`` hold the diff).
@@ -81,9 +81,14 @@ def _refresh_digests(sp: Path, ordered: Sequence[Patchset], report: PatchReport,
     """Record the current digest of a patchset whose file changed (comments, reason) while every
     edit it makes is still in place, so the manifest names the patchset file in use."""
     changed = {c.patchset for c in report.changes}
-    fresh = {ps.id: ps.digest for ps in ordered if ps.id not in changed
-             and (rec := manifest.patchset(ps.id)) is not None and rec.digest != ps.digest
-             and all(r.state == ALREADY_APPLIED for r in report.results if r.patchset == ps.id)}
+    fresh = {
+        ps.id: ps.digest
+        for ps in ordered
+        if ps.id not in changed
+        and (rec := manifest.patchset(ps.id)) is not None
+        and rec.digest != ps.digest
+        and all(r.state == ALREADY_APPLIED for r in report.results if r.patchset == ps.id)
+    }
     if fresh:
         records = tuple(replace(p, digest=fresh.get(p.id, p.digest)) for p in manifest.patchsets)
         write_manifest(sp, Manifest(records, manifest.files))

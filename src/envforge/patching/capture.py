@@ -69,8 +69,10 @@ def new_edit(site_packages: Path, distribution: str, dest: Path) -> EditDir:
 
     dist = find_distribution(site_packages, distribution)
     if dist is None:
-        raise InputError(f"{distribution} is not installed in {site_packages}",
-                         hint="name a distribution of the environment (`envforge env show`), or pass --env")
+        raise InputError(
+            f"{distribution} is not installed in {site_packages}",
+            hint="name a distribution of the environment (`envforge env show`), or pass --env",
+        )
     if dest.exists() and any(dest.iterdir()):
         raise InputError(f"{dest} exists and is not empty", hint="choose another directory with -o DIR")
     manifest = read_manifest(site_packages)
@@ -126,8 +128,11 @@ def _class_header(node: Any) -> str:
 
     if not isinstance(node.body, cst.IndentedBlock):
         return cst.Module([]).code_for_node(node)
-    return cst.Module([]).code_for_node(node.with_changes(  # the block's own comments (its footer) stay
-        body=node.body.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])))
+    return cst.Module([]).code_for_node(
+        node.with_changes(  # the block's own comments (its footer) stay
+            body=node.body.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        )
+    )
 
 
 def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, path: str) -> list[dict[str, str]]:
@@ -165,14 +170,25 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
                     moved_stmts.setdefault(statement_code(o), []).append(i1 + k)
                     added.append(j1 + k)
                 elif type(o) is not type(n):
-                    raise InputError(f"{path}: {_qualified(parent, name)} changed between a function and a class",
-                                     hint="keep its kind, or write the patchset by hand")
-                elif (isinstance(o, cst.ClassDef) and isinstance(o.body, cst.IndentedBlock)
-                      and isinstance(n.body, cst.IndentedBlock) and _class_header(o) == _class_header(n)):
+                    raise InputError(
+                        f"{path}: {_qualified(parent, name)} changed between a function and a class",
+                        hint="keep its kind, or write the patchset by hand",
+                    )
+                elif (
+                    isinstance(o, cst.ClassDef)
+                    and isinstance(o.body, cst.IndentedBlock)
+                    and isinstance(n.body, cst.IndentedBlock)
+                    and _class_header(o) == _class_header(n)
+                ):
                     middle += _capture_body(o.body.body, n.body.body, _qualified(parent, name), path)
                 else:
-                    op = {"kind": "replace-definition", "file": path, "definition": _qualified(parent, name),
-                          "original-digest": definition_digest(o), "code": definition_code(n)}
+                    op = {
+                        "kind": "replace-definition",
+                        "file": path,
+                        "definition": _qualified(parent, name),
+                        "original-digest": definition_digest(o),
+                        "code": definition_code(n),
+                    }
                     if _leading(o) != _leading(n):
                         op["comments"] = _leading(n)
                     middle.append(op)
@@ -194,17 +210,25 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
             same = [k for k in gone_defs[base] if statement_code(old[k]) == code]
             k = (same or gone_defs[base])[-1]
             gone_defs[base].remove(k)
-            op = {"kind": "move-definition", "file": path, "definition": op["definition"],
-                  "original-digest": definition_digest(old[k]),
-                  **{key: v for key, v in op.items() if key not in ("kind", "file", "definition")}}
+            op = {
+                "kind": "move-definition",
+                "file": path,
+                "definition": op["definition"],
+                "original-digest": definition_digest(old[k]),
+                **{key: v for key, v in op.items() if key not in ("kind", "file", "definition")},
+            }
         elif name is None and moved_stmts.get(code):  # the same statement removed here: moved
             moved_stmts[code].pop(0)
             op = {**op, "kind": "move-statement"}
         additions.append(op)
     new_digests = [definition_digest(n) for n, name in zip(new, new_names) if name is not None]
     for k in sorted((k for ks in gone_defs.values() for k in ks), reverse=True):
-        op = {"kind": "remove-definition", "file": path, "definition": _qualified(parent, str(old_names[k])),
-              "original-digest": definition_digest(old[k])}
+        op = {
+            "kind": "remove-definition",
+            "file": path,
+            "definition": _qualified(parent, str(old_names[k])),
+            "original-digest": definition_digest(old[k]),
+        }
         if "[" in str(old_names[k]) and op["original-digest"] in new_digests:  # an identical namesake stays
             op["keep"] = str(new_digests.count(op["original-digest"]))
         removals.append(op)
@@ -213,8 +237,15 @@ def _capture_body(old: Sequence[Any], new: Sequence[Any], parent: str | None, pa
     return removals + middle + additions
 
 
-def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tuple[str, str | None]], j: int,
-              parent: str | None, path: str, pending: set[int]) -> dict[str, str]:
+def _addition(
+    new: Sequence[Any],
+    names: Sequence[str | None],
+    keys: Sequence[tuple[str, str | None]],
+    j: int,
+    parent: str | None,
+    path: str,
+    pending: set[int],
+) -> dict[str, str]:
     """``add-definition`` or ``add-statement`` for ``new[j]``, anchored after the statement before it
     when that one is a definition or a statement that occurs once in the body, else before the one
     after it (when that one is in place already: not in ``pending``, the additions still to come),
@@ -231,12 +262,11 @@ def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tu
             op["after-definition"] = str(value)
         elif keys.count(keys[j - 1]) == 1:
             op["after-statement"] = str(value)
-        elif j + 1 < len(new) and j + 1 not in pending and (keys[j + 1][0] == "def"
-                                                             or keys.count(keys[j + 1]) == 1):
+        elif j + 1 < len(new) and j + 1 not in pending and (keys[j + 1][0] == "def" or keys.count(keys[j + 1]) == 1):
             op["before-definition" if keys[j + 1][0] == "def" else "before-statement"] = str(keys[j + 1][1])
         else:  # the nth of its copies (those before it are in place when this one is added)
             op["after-statement"] = str(value)
-            op["occurrence"] = str(keys[:j - 1].count(keys[j - 1]))
+            op["occurrence"] = str(keys[: j - 1].count(keys[j - 1]))
     op["code"] = full_code(new[j])
     return op
 
@@ -244,7 +274,7 @@ def _addition(new: Sequence[Any], names: Sequence[str | None], keys: Sequence[tu
 def _leading(node: Any) -> str:
     """The blank lines and comments above a statement, as text."""
     whole = full_code(node)
-    return whole[:len(whole) - len(statement_code(node))]
+    return whole[: len(whole) - len(statement_code(node))]
 
 
 def _describe(op: dict[str, str]) -> str:
@@ -253,13 +283,15 @@ def _describe(op: dict[str, str]) -> str:
         return f"{op['kind']} {op['file']} {op['definition']}"
     if "part" in op:
         return f"{op['kind']} {op['file']} {op['part']}"
-    first = next((ln.strip() for ln in op.get("code", "").splitlines()
-                  if ln.strip() and not ln.lstrip().startswith("#")), "")
+    first = next(
+        (ln.strip() for ln in op.get("code", "").splitlines() if ln.strip() and not ln.lstrip().startswith("#")), ""
+    )
     return f"{op['kind']} {op['file']} `{first[:60]}`"
 
 
-def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, versions: str | None = None,
-                force: bool = False) -> CapturedPatchset:
+def commit_edit(
+    directory: Path, patchsets_dir: Path, pid: str, reason: str, *, versions: str | None = None, force: bool = False
+) -> CapturedPatchset:
     """Write ``<patchsets_dir>/<pid>.toml`` from the edits in ``directory`` (see the module doc).
     ``versions`` defaults to ``==<the edited release>``.
 
@@ -282,24 +314,38 @@ def commit_edit(directory: Path, patchsets_dir: Path, pid: str, reason: str, *, 
         try:
             original = read_state(directory / STORE / "originals" / digest, what="saved original", hint=_NEW_EDIT)
         except FileNotFoundError:
-            raise InputError(f"{directory}: the saved original of {path} is missing "
-                             f"({directory / STORE / 'originals' / digest})", hint=_NEW_EDIT) from None
+            raise InputError(
+                f"{directory}: the saved original of {path} is missing ({directory / STORE / 'originals' / digest})",
+                hint=_NEW_EDIT,
+            ) from None
         try:
             edited = (directory / path).read_bytes()
         except FileNotFoundError:
-            raise InputError(f"{directory / path}: deleted; a patchset changes files, it does not delete them") from None
+            raise InputError(
+                f"{directory / path}: deleted; a patchset changes files, it does not delete them"
+            ) from None
         if edited == original:
             continue
         file_ops, file_lines = capture_file(path, original, edited, label=str(directory / path))
         ops += file_ops
         lines += file_lines
     if not ops:
-        raise InputError(f"{directory}: no file differs from the released {edit['distribution']} {edit['version']}",
-                         hint="edit the files first")
-    meta = {"id": pid, "distribution": edit["distribution"], "versions": versions or f"=={edit['version']}",
-            "reason": reason}
-    write_patchset(target, meta, ops, comment=f"Captured by `envforge patches commit` from an edit of "
-                                              f"{edit['distribution']} {edit['version']}.")
+        raise InputError(
+            f"{directory}: no file differs from the released {edit['distribution']} {edit['version']}",
+            hint="edit the files first",
+        )
+    meta = {
+        "id": pid,
+        "distribution": edit["distribution"],
+        "versions": versions or f"=={edit['version']}",
+        "reason": reason,
+    }
+    write_patchset(
+        target,
+        meta,
+        ops,
+        comment=f"Captured by `envforge patches commit` from an edit of {edit['distribution']} {edit['version']}.",
+    )
     return CapturedPatchset(target, tuple(lines))
 
 
@@ -325,15 +371,20 @@ def capture_file(path: str, original: bytes, edited: bytes, *, label: str) -> tu
     except cst.ParserSyntaxError as exc:
         raise InputError(f"{label}: does not parse: {exc.message} (line {exc.raw_line})") from None
     if (old.encoding, old.default_newline, old.has_trailing_newline) != (
-            new.encoding, new.default_newline, new.has_trailing_newline):
-        raise InputError(f"{path}: the file's encoding, line endings or final newline changed",
-                         hint="keep them as released")
+        new.encoding,
+        new.default_newline,
+        new.has_trailing_newline,
+    ):
+        raise InputError(
+            f"{path}: the file's encoding, line endings or final newline changed", hint="keep them as released"
+        )
     ops = _capture_body(old.body, new.body, None, path)
     for part in ("header", "footer"):
         before, after = module_comments(old, part), module_comments(new, part)
         if before != after:
-            ops.append({"kind": "replace-module-comments", "file": path, "part": part, "before": before,
-                        "after": after})
+            ops.append(
+                {"kind": "replace-module-comments", "file": path, "part": part, "before": before, "after": after}
+            )
     return ops, [_describe(op) for op in ops]
 
 
@@ -348,12 +399,20 @@ def check_versions(versions: str | None) -> None:
     try:
         SpecifierSet(versions)
     except InvalidSpecifier:
-        raise InputError(f"--versions {versions!r} is not a PEP 440 version specifier",
-                         hint="e.g. --versions '>=0.5.8,<0.5.11', or leave it out for ==<the release>") from None
+        raise InputError(
+            f"--versions {versions!r} is not a PEP 440 version specifier",
+            hint="e.g. --versions '>=0.5.8,<0.5.11', or leave it out for ==<the release>",
+        ) from None
 
 
-def write_patchset(target: Path, meta: dict[str, str], ops: list[dict[str, str]], *, comment: str,
-                   check: Callable[[Path], None] | None = None) -> None:
+def write_patchset(
+    target: Path,
+    meta: dict[str, str],
+    ops: list[dict[str, str]],
+    *,
+    comment: str,
+    check: Callable[[Path], None] | None = None,
+) -> None:
     """Write ``target`` (``patchsets/<id>.toml``): a comment line, ``[patchset]`` with ``meta``
     in its order, then ``ops`` as ``[[operation]]`` tables (multi-line values as TOML literal
     strings); then load it back, so what was written is a valid patchset, and run ``check`` on it.

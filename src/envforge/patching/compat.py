@@ -40,13 +40,7 @@ from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
 from envforge.patching.planning import plan
-from envforge.patching.releases import (
-    DEFAULT_INDEX,
-    IndexListing,
-    fetch_release,
-    list_releases,
-    select_versions,
-)
+from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
 from envforge.patching.states import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED
 
 __all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
@@ -78,8 +72,9 @@ class CompatMatrix:
     must_apply: frozenset[tuple[str, str]] = frozenset()  # (patchset, version) out-of-range may not be
 
     def _failed(self, c: Cell) -> bool:
-        return c.state in (DRIFTED, UNAVAILABLE) or (c.state == OUT_OF_RANGE and (c.patchset, c.version)
-                                                      in self.must_apply)
+        return c.state in (DRIFTED, UNAVAILABLE) or (
+            c.state == OUT_OF_RANGE and (c.patchset, c.version) in self.must_apply
+        )
 
     @property
     def ok(self) -> bool:
@@ -97,12 +92,28 @@ class CompatMatrix:
             "ok": self.ok,
             "must_apply": [{"patchset": p, "version": v} for p, v in sorted(self.must_apply)],
             "releases": {d: list(vs) for d, vs in self.releases},
-            "patchsets": [{"id": p.id, "distribution": p.distribution, "versions": p.versions,
-                           "digest": p.digest, "requires": [r.text for r in p.requires]} for p in self.patchsets],
-            "cells": [{"patchset": c.patchset, "distribution": c.distribution, "version": c.version,
-                       "state": c.state,
-                       "operations": [{"file": f, "operation": o, "state": s, "message": m}
-                                      for f, o, s, m in c.operations]} for c in self.cells],
+            "patchsets": [
+                {
+                    "id": p.id,
+                    "distribution": p.distribution,
+                    "versions": p.versions,
+                    "digest": p.digest,
+                    "requires": [r.text for r in p.requires],
+                }
+                for p in self.patchsets
+            ],
+            "cells": [
+                {
+                    "patchset": c.patchset,
+                    "distribution": c.distribution,
+                    "version": c.version,
+                    "state": c.state,
+                    "operations": [
+                        {"file": f, "operation": o, "state": s, "message": m} for f, o, s, m in c.operations
+                    ],
+                }
+                for c in self.cells
+            ],
         }
 
     def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -122,13 +133,18 @@ class CompatMatrix:
         versions = {p.id: p.versions for p in self.patchsets}
         for c in self.cells:
             if c.state in (DRIFTED, UNAVAILABLE):
-                out += [f"{c.patchset} on {c.distribution} {c.version}: {m}"
-                        for _, _, s, m in c.operations if s in (DRIFTED, UNAVAILABLE)]
+                out += [
+                    f"{c.patchset} on {c.distribution} {c.version}: {m}"
+                    for _, _, s, m in c.operations
+                    if s in (DRIFTED, UNAVAILABLE)
+                ]
             elif self._failed(c):
-                out.append(f"{c.patchset} on {c.distribution} {c.version}: out-of-range: its versions "
-                           f"{versions.get(c.patchset, '?')} exclude {c.version}, so it would not be applied; "
-                           f"check the code of {c.version} and widen `versions`, or retire it in the recipe "
-                           "with a reason (retire-patchsets)")
+                out.append(
+                    f"{c.patchset} on {c.distribution} {c.version}: out-of-range: its versions "
+                    f"{versions.get(c.patchset, '?')} exclude {c.version}, so it would not be applied; "
+                    f"check the code of {c.version} and widen `versions`, or retire it in the recipe "
+                    "with a reason (retire-patchsets)"
+                )
         return out
 
     def markdown(self) -> str:
@@ -149,8 +165,9 @@ class CompatMatrix:
         parts = []
         for _, head, body in self._tables():
             widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-            parts.append("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                                   for r in [head, *body]))
+            parts.append(
+                "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *body])
+            )
         return "\n\n".join(parts) + "\n"
 
 
@@ -164,11 +181,15 @@ def parse_against(texts: Sequence[str]) -> tuple[Requirement, ...]:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
-            raise InputError(f"--against {text!r}: not a requirement: {exc}",
-                             hint="write DIST==VERSION or a range such as 'sglang>=0.5.8'") from None
+            raise InputError(
+                f"--against {text!r}: not a requirement: {exc}",
+                hint="write DIST==VERSION or a range such as 'sglang>=0.5.8'",
+            ) from None
         if not req.specifier:
-            raise InputError(f"--against {text!r}: no version given",
-                             hint=f"write {req.name}==VERSION, or a range such as '{req.name}>=0.5.8'")
+            raise InputError(
+                f"--against {text!r}: no version given",
+                hint=f"write {req.name}==VERSION, or a range such as '{req.name}>=0.5.8'",
+            )
         out.append(req)
     return tuple(out)
 
@@ -200,8 +221,9 @@ def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
     stored = cache_dir / "check" / f"{key}.json"
     try:  # a damaged entry (a FIFO, a directory, not JSON) is a miss: computed again, never blocks
         data = json.loads(read_state(stored, what="patches check cache entry", limit=SMALL_LIMIT).decode("utf-8"))
-        ops: tuple[tuple[str, str, str, str], ...] = tuple((str(f), str(o), str(s), str(m))
-                                                           for f, o, s, m in data["operations"])
+        ops: tuple[tuple[str, str, str, str], ...] = tuple(
+            (str(f), str(o), str(s), str(m)) for f, o, s, m in data["operations"]
+        )
         return Cell(ps.id, ps.distribution, version, str(data["state"]), ops)
     except (OSError, ValueError, KeyError, TypeError, RecursionError, InputError):
         pass
@@ -213,9 +235,16 @@ def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
     return cell
 
 
-def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement], *, cache_dir: Path,
-                    index_url: str = DEFAULT_INDEX, progress: Callable[[str], None] | None = None,
-                    jobs: int = 4, must_apply: Sequence[str] = ()) -> CompatMatrix:
+def check_patchsets(
+    patchsets: Sequence[Patchset],
+    against: Sequence[Requirement],
+    *,
+    cache_dir: Path,
+    index_url: str = DEFAULT_INDEX,
+    progress: Callable[[str], None] | None = None,
+    jobs: int = 4,
+    must_apply: Sequence[str] = (),
+) -> CompatMatrix:
     """Evaluate every patchset on every release ``against`` selects for its distribution.
 
     ``must_apply``: ids of patchsets whose ``out-of-range`` cell on a release ``against`` gives
@@ -234,14 +263,18 @@ def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement
     for req in against:
         dist = canonicalize_name(req.name)
         if dist not in targeted:
-            raise InputError(f"--against {req}: no patchset given targets {dist}",
-                             hint=f"the patchsets target {', '.join(sorted(targeted)) or 'nothing'}")
+            raise InputError(
+                f"--against {req}: no patchset given targets {dist}",
+                hint=f"the patchsets target {', '.join(sorted(targeted)) or 'nothing'}",
+            )
         listing = listings.get(dist) or list_releases(dist, index_url, cache_dir)
         listings[dist] = listing
         versions = select_versions(listing, req.specifier)
         if not versions:
-            raise InputError(f"--against {req}: no release with a wheel on {index_url} matches",
-                             hint=f"newest releases there: {', '.join(listing.versions[-6:]) or 'none'}")
+            raise InputError(
+                f"--against {req}: no release with a wheel on {index_url} matches",
+                hint=f"newest releases there: {', '.join(listing.versions[-6:]) or 'none'}",
+            )
         known = dict(releases)
         merged = tuple(sorted({*known.get(dist, ()), *versions}, key=lambda v: listing.versions.index(v)))
         releases = [(d, vs) for d, vs in releases if d != dist] + [(dist, merged)]
@@ -269,8 +302,19 @@ def check_patchsets(patchsets: Sequence[Patchset], against: Sequence[Requirement
             else:
                 cells.append(_evaluate(ps, version, tree, cache_dir))
     rows = tuple(p for p in patchsets if any(p.distribution == d for d, _ in releases))
-    exact = {(canonicalize_name(r.name), _version(s.version)) for r in against for s in r.specifier
-             if len(r.specifier) == 1 and s.operator == "==" and "*" not in s.version}
-    required = frozenset((p.id, v) for p in rows if p.id in must_apply for d, vs in releases
-                         if d == p.distribution for v in vs if (d, _version(v)) in exact)
+    exact = {
+        (canonicalize_name(r.name), _version(s.version))
+        for r in against
+        for s in r.specifier
+        if len(r.specifier) == 1 and s.operator == "==" and "*" not in s.version
+    }
+    required = frozenset(
+        (p.id, v)
+        for p in rows
+        if p.id in must_apply
+        for d, vs in releases
+        if d == p.distribution
+        for v in vs
+        if (d, _version(v)) in exact
+    )
     return CompatMatrix(rows, tuple(releases), tuple(cells), required)

@@ -13,12 +13,7 @@ from pathlib import Path
 from envforge.core.errors import CheckFailed
 from envforge.core.textfile import read_state
 from envforge.installed.editable import editable_install
-from envforge.patching.manifest import (
-    Manifest,
-    originals_dir,
-    read_manifest,
-    rebuild_hint,
-)
+from envforge.patching.manifest import Manifest, originals_dir, read_manifest, rebuild_hint
 from envforge.patching.operations import OpContext
 from envforge.patching.patchset import Patchset
 from envforge.patching.planning import evaluate_file, installed_version, refuse_interrupted
@@ -41,10 +36,11 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
     refuse_interrupted(site_packages)  # a half-written file is neither the original nor the patched one
     version = installed_version(site_packages, patchset.distribution)
     if version is None or not patchset.specifier.contains(version, prereleases=True):
-        raise CheckFailed(f"cannot export {patchset.id}: {patchset.distribution} {version or 'is not installed'}"
-                          f" is outside {patchset.versions}",
-                          hint=f"point --site-packages at an environment with {patchset.distribution}"
-                               f"{patchset.versions}")
+        raise CheckFailed(
+            f"cannot export {patchset.id}: {patchset.distribution} {version or 'is not installed'}"
+            f" is outside {patchset.versions}",
+            hint=f"point --site-packages at an environment with {patchset.distribution}{patchset.versions}",
+        )
     manifest = read_manifest(site_packages) or Manifest()
     editable = editable_install(site_packages, patchset.distribution)  # B21: read the checkout's files
 
@@ -52,8 +48,11 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
         rec = manifest.file(patchset.id, path)
         if rec is not None:  # envforge's own copy: a FIFO or a directory in its place is named, never opened
             try:
-                return read_state(originals_dir(site_packages) / rec.original_sha256, what="saved original",
-                                  hint=lambda: rebuild_hint(site_packages))
+                return read_state(
+                    originals_dir(site_packages) / rec.original_sha256,
+                    what="saved original",
+                    hint=lambda: rebuild_hint(site_packages),
+                )
             except FileNotFoundError:
                 return None
         source = site_packages / path
@@ -74,11 +73,15 @@ def export_diff(site_packages: Path, patchset: Patchset) -> str:
         outcomes, after = evaluate_file(patchset, path, before, ctx, already=False)
         drifts = [o.detail for _, state, o in outcomes if state == DRIFTED]
         if drifts:
-            raise CheckFailed(f"cannot export {patchset.id}: {path}: {drifts[0]}",
-                              hint="run `envforge apply-patches --dry-run` for the full report")
+            raise CheckFailed(
+                f"cannot export {patchset.id}: {path}: {drifts[0]}",
+                hint="run `envforge apply-patches --dry-run` for the full report",
+            )
         if after != before:
             out.append(unified_diff(FileChange(patchset.id, path, before, after), patchset.upstream_prefix))
     if not out:
-        raise CheckFailed(f"nothing to export: {patchset.distribution} {version} already does what {patchset.id} does",
-                          hint="the patch is upstream-fixed for this version")
+        raise CheckFailed(
+            f"nothing to export: {patchset.distribution} {version} already does what {patchset.id} does",
+            hint="the patch is upstream-fixed for this version",
+        )
     return "".join(out)

@@ -35,9 +35,12 @@ def _entry(name, spec):
     # a namespace package's _NamespacePath recomputes itself from the parent module in sys.modules
     # when iterated (the parent is not imported here): read the list its finder found
     locations = getattr(locations, "_path", locations)
-    return {"module": name, "origin": spec.origin if spec.has_location else None,
-            "loader": type(spec.loader).__name__ if spec.loader is not None else None,
-            "locations": None if locations is None else [str(p) for p in locations]}
+    return {
+        "module": name,
+        "origin": spec.origin if spec.has_location else None,
+        "loader": type(spec.loader).__name__ if spec.loader is not None else None,
+        "locations": None if locations is None else [str(p) for p in locations],
+    }
 
 
 def resolve(name):
@@ -47,7 +50,7 @@ def resolve(name):
     chain = []
     locations = parent = parent_spec = None
     for i in range(len(parts)):
-        full = ".".join(parts[:i + 1])
+        full = ".".join(parts[: i + 1])
         try:
             if i == 0:
                 spec = importlib.util.find_spec(full)
@@ -84,10 +87,16 @@ def main():
     if sys.path and sys.path[0] == "":
         del sys.path[0]
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    print(json.dumps({"python": platform.python_version(),
-                      "extension_suffixes": list(importlib.machinery.EXTENSION_SUFFIXES),
-                      "source_suffixes": list(importlib.machinery.SOURCE_SUFFIXES),
-                      "modules": {path: resolve(name) for path, name in cfg.get("modules", {}).items()}}))
+    print(
+        json.dumps(
+            {
+                "python": platform.python_version(),
+                "extension_suffixes": list(importlib.machinery.EXTENSION_SUFFIXES),
+                "source_suffixes": list(importlib.machinery.SOURCE_SUFFIXES),
+                "modules": {path: resolve(name) for path, name in cfg.get("modules", {}).items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,15 @@ def journaled_write(sp: Path, action: str, ids: Sequence[str], changes: Sequence
         collapsed[c.path] = c if first is None else FileChange(first.patchset, c.path, first.before, c.after)
     changes = list(collapsed.values())
     after = sha256_hex(new.to_json().encode("utf-8")) if new.patchsets or new.files else "absent"
-    write_intent(sp, Intent(action, tuple(ids), after,
-                            tuple(IntentFile(c.path, sha256_hex(c.before), sha256_hex(c.after)) for c in changes)))
+    write_intent(
+        sp,
+        Intent(
+            action,
+            tuple(ids),
+            after,
+            tuple(IntentFile(c.path, sha256_hex(c.before), sha256_hex(c.after)) for c in changes),
+        ),
+    )
     try:
         _replace_all(sp, changes)
     except BaseException:
@@ -113,10 +120,15 @@ def recover(site_packages: Path) -> tuple[str, ...]:
             except FileNotFoundError:
                 pass
         if saved is None:
-            why = (f"{f.path} is {current}, neither {f.before_sha256} (before) nor {f.after_sha256} (after)"
-                   if current != f.after_sha256 else f"the saved bytes of {f.path} ({blob}) are missing")
-            raise CheckFailed(f"cannot roll back {what}: {why}; nothing was changed (record {intent_path(site_packages)})",
-                              hint=rebuild_hint(site_packages))
+            why = (
+                f"{f.path} is {current}, neither {f.before_sha256} (before) nor {f.after_sha256} (after)"
+                if current != f.after_sha256
+                else f"the saved bytes of {f.path} ({blob}) are missing"
+            )
+            raise CheckFailed(
+                f"cannot roll back {what}: {why}; nothing was changed (record {intent_path(site_packages)})",
+                hint=rebuild_hint(site_packages),
+            )
         todo.append((target, saved))
     for target, data in todo:
         atomic_write(target, data)  # keeps the file's permission bits (core.fs.file_mode)
@@ -124,8 +136,10 @@ def recover(site_packages: Path) -> tuple[str, ...]:
     clear_intent(site_packages)
     manifest = read_manifest(site_packages) or Manifest()
     prune_originals(site_packages, {f.original_sha256 for f in manifest.files})
-    return (f"rolled back {what}: {counted(len(todo), 'file')} restored to their bytes before it; "
-            f"the patch manifest was not written, so none of its files stay changed",)
+    return (
+        f"rolled back {what}: {counted(len(todo), 'file')} restored to their bytes before it; "
+        f"the patch manifest was not written, so none of its files stay changed",
+    )
 
 
 def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
@@ -143,9 +157,11 @@ def _replace_all(sp: Path, changes: Sequence[FileChange]) -> None:
         for c in done:
             atomic_write(sp / c.path, c.before)
         if isinstance(exc, OSError):
-            raise InputError(f"cannot write {sp / changes[len(done)].path}: {exc.strerror or exc}; "
-                             f"{counted(len(done), 'file')} of this patchset restored, nothing changed",
-                             hint="run as the owner of the environment, or patch a virtual environment") from None
+            raise InputError(
+                f"cannot write {sp / changes[len(done)].path}: {exc.strerror or exc}; "
+                f"{counted(len(done), 'file')} of this patchset restored, nothing changed",
+                hint="run as the owner of the environment, or patch a virtual environment",
+            ) from None
         raise
     for c in changes:
         remove_bytecode(sp / c.path)

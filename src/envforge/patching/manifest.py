@@ -96,9 +96,14 @@ class Manifest:
             ordered: list[PatchedFile] = []
             while mine:
                 newer = {f.new_sha256 for f in mine}
-                nxt = sorted((f for f in mine if (f.original_sha256 == ordered[-1].new_sha256 if ordered
-                                                  else f.original_sha256 not in newer)),
-                             key=lambda f: f.patchset)
+                nxt = sorted(
+                    (
+                        f
+                        for f in mine
+                        if (f.original_sha256 == ordered[-1].new_sha256 if ordered else f.original_sha256 not in newer)
+                    ),
+                    key=lambda f: f.patchset,
+                )
                 pick = nxt[0] if nxt else min(mine, key=lambda f: (f.patchset, f.new_sha256))
                 ordered.append(pick)
                 mine.remove(pick)
@@ -109,9 +114,11 @@ class Manifest:
         """The canonical JSON text (``schema`` first, two-space indent, trailing newline) of
         :meth:`canonical`: equal states give equal bytes, hence one patch-manifest digest."""
         c = self.canonical()
-        data = {"schema": MANIFEST_SCHEMA,
-                "patchsets": [asdict(p) for p in c.patchsets],
-                "files": [asdict(f) for f in c.files]}
+        data = {
+            "schema": MANIFEST_SCHEMA,
+            "patchsets": [asdict(p) for p in c.patchsets],
+            "files": [asdict(f) for f in c.files],
+        }
         return json.dumps(data, indent=2) + "\n"
 
 
@@ -133,29 +140,36 @@ def read_manifest(site_packages: Path) -> Manifest | None:
     """
     path = manifest_path(site_packages)
     try:
-        raw = read_state(path, what="patch manifest",
-                         hint=lambda: f"restore it from a backup, or {rebuild_hint(site_packages)}")
+        raw = read_state(
+            path, what="patch manifest", hint=lambda: f"restore it from a backup, or {rebuild_hint(site_packages)}"
+        )
         data: Any = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise InputError(f"cannot read patch manifest {path}: {exc}",
-                         hint=f"restore it from a backup, or {rebuild_hint(site_packages)}") from None
+        raise InputError(
+            f"cannot read patch manifest {path}: {exc}",
+            hint=f"restore it from a backup, or {rebuild_hint(site_packages)}",
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise InputError(f"{path}: unknown patch manifest schema {schema!r}",
-                         hint=f"this envforge reads schema {MANIFEST_SCHEMA}; upgrade envforge")
+        raise InputError(
+            f"{path}: unknown patch manifest schema {schema!r}",
+            hint=f"this envforge reads schema {MANIFEST_SCHEMA}; upgrade envforge",
+        )
     try:
-        manifest = Manifest(tuple(AppliedPatchset(**p) for p in data["patchsets"]),
-                            tuple(PatchedFile(**f) for f in data["files"]))
+        manifest = Manifest(
+            tuple(AppliedPatchset(**p) for p in data["patchsets"]), tuple(PatchedFile(**f) for f in data["files"])
+        )
     except (KeyError, TypeError) as exc:
-        raise InputError(f"{path}: malformed patch manifest: {exc}",
-                         hint=rebuild_hint(site_packages)) from None
+        raise InputError(f"{path}: malformed patch manifest: {exc}", hint=rebuild_hint(site_packages)) from None
     for f in manifest.files:  # originals/<sha256> is a path: a hand-edited digest must not escape
         bad = next((d for d in (f.original_sha256, f.new_sha256) if not _HEX64.fullmatch(str(d))), None)
         if bad is not None:
-            raise InputError(f"{path}: malformed patch manifest: {f.path}: {bad!r} is not a hex sha256",
-                             hint=rebuild_hint(site_packages)) from None
+            raise InputError(
+                f"{path}: malformed patch manifest: {f.path}: {bad!r} is not a hex sha256",
+                hint=rebuild_hint(site_packages),
+            ) from None
     return manifest
 
 
@@ -210,8 +224,9 @@ def manifest_sha256(site_packages: Path) -> str:
     :raises InputError: the manifest is not a regular file, unreadable or too large (:func:`read_state`).
     """
     try:
-        return sha256_hex(read_state(manifest_path(site_packages), what="patch manifest",
-                                     hint=lambda: rebuild_hint(site_packages)))
+        return sha256_hex(
+            read_state(manifest_path(site_packages), what="patch manifest", hint=lambda: rebuild_hint(site_packages))
+        )
     except FileNotFoundError:
         return "absent"
 
@@ -220,8 +235,13 @@ def write_intent(site_packages: Path, intent: Intent) -> None:
     """Write ``intent`` atomically and durably (file and directory fsynced)."""
     path = intent_path(site_packages)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"schema": INTENT_SCHEMA, "action": intent.action, "patchsets": list(intent.patchsets),
-            "manifest_after": intent.manifest_after, "files": [asdict(f) for f in intent.files]}
+    data = {
+        "schema": INTENT_SCHEMA,
+        "action": intent.action,
+        "patchsets": list(intent.patchsets),
+        "manifest_after": intent.manifest_after,
+        "files": [asdict(f) for f in intent.files],
+    }
     atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
     _fsync_dir(path.parent)
 
@@ -238,21 +258,21 @@ def read_intent(site_packages: Path) -> Intent | None:
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise InputError(f"cannot read patch intent record {path}: {exc}",
-                         hint=rebuild_hint(site_packages)) from None
+        raise InputError(f"cannot read patch intent record {path}: {exc}", hint=rebuild_hint(site_packages)) from None
     try:
         if data["schema"] != INTENT_SCHEMA:
             raise KeyError("schema")
         files = tuple(IntentFile(**f) for f in data["files"])
         intent = Intent(str(data["action"]), tuple(map(str, data["patchsets"])), str(data["manifest_after"]), files)
     except (KeyError, TypeError) as exc:
-        raise InputError(f"{path}: malformed patch intent record: {exc}",
-                         hint=rebuild_hint(site_packages)) from None
+        raise InputError(f"{path}: malformed patch intent record: {exc}", hint=rebuild_hint(site_packages)) from None
     for f in files:
         bad = next((d for d in (f.before_sha256, f.after_sha256) if not _HEX64.fullmatch(str(d))), None)
         if bad is not None:
-            raise InputError(f"{path}: malformed patch intent record: {f.path}: {bad!r} is not a hex sha256",
-                             hint=rebuild_hint(site_packages))
+            raise InputError(
+                f"{path}: malformed patch intent record: {f.path}: {bad!r} is not a hex sha256",
+                hint=rebuild_hint(site_packages),
+            )
     return intent
 
 
@@ -289,15 +309,21 @@ def rebuild_hint(site_packages: Path) -> str:
         data = json.loads(read_state(record, what="generation record", limit=SMALL_LIMIT).decode("utf-8"))
         recipe, variant = str(data["recipe"]), str(data["variant"])
     except InputError:  # a FIFO, a directory, too large: built by envforge, its record damaged
-        return ("rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
-                "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)")
+        return (
+            "rebuild the environment: `envforge build RECIPE --variant VARIANT` with the recipe and "
+            "variant it was built from (its .envforge/generation.json is damaged, so it cannot say which)"
+        )
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return ("this environment was not built by envforge: reinstall the patched distributions "
-                "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "
-                "`envforge apply-patches` again")
+        return (
+            "this environment was not built by envforge: reinstall the patched distributions "
+            "(`uv pip install --python <env>/bin/python --reinstall DIST==VERSION`), then run "
+            "`envforge apply-patches` again"
+        )
     up = " (or `envforge up --rebuild`)" if (recipe, variant) == ("quickstart", "default") else ""
-    return (f"rebuild the environment: `envforge build {recipe} --variant {variant}`{up} "
-            f"(a fresh generation, patched from its lock)")
+    return (
+        f"rebuild the environment: `envforge build {recipe} --variant {variant}`{up} "
+        f"(a fresh generation, patched from its lock)"
+    )
 
 
 def read_installed(site_packages: Path, path: Path) -> bytes:

@@ -24,8 +24,15 @@ from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.patching.patchset import Patchset
 
-__all__ = ["ENGINE_SOURCES", "CachedFile", "ResultCache", "default_cache", "default_result_cache", "engine_tag",
-           "patchset_inputs"]
+__all__ = [
+    "ENGINE_SOURCES",
+    "CachedFile",
+    "ResultCache",
+    "default_cache",
+    "default_result_cache",
+    "engine_tag",
+    "patchset_inputs",
+]
 
 
 def default_cache() -> Path:
@@ -40,8 +47,18 @@ def default_result_cache() -> ResultCache:
 
 
 #: The modules whose code decides a patch result (states and bytes), relative to this package.
-ENGINE_SOURCES = ("states.py", "planning.py", "operations/__init__.py", "operations/base.py", "operations/edits.py",
-                  "operations/replacements.py", "syntax.py", "source.py", "soundness.py", "memo.py")
+ENGINE_SOURCES = (
+    "states.py",
+    "planning.py",
+    "operations/__init__.py",
+    "operations/base.py",
+    "operations/edits.py",
+    "operations/replacements.py",
+    "syntax.py",
+    "source.py",
+    "soundness.py",
+    "memo.py",
+)
 
 
 @cache
@@ -81,8 +98,7 @@ class ResultCache:
 
     directory: Path
 
-    def key(self, ps: Patchset, path: str, before: bytes, already: bool,
-            read: Callable[[str], bytes | None]) -> str:
+    def key(self, ps: Patchset, path: str, before: bytes, already: bool, read: Callable[[str], bytes | None]) -> str:
         """The entry name of ``ps`` on ``path`` (bytes ``before``; ``already``: the manifest records
         it as patched by ``ps``); ``read`` gives the other files the operations read."""
         h = hashlib.sha256(f"{engine_tag()}\0{ps.digest}\0{path}\0{int(already)}\0".encode())
@@ -100,8 +116,11 @@ class ResultCache:
             raw = read_state(self.directory / f"{key}.json", what="patch-result cache entry", limit=SMALL_LIMIT)
             data = json.loads(raw.decode("utf-8"))
             ops = tuple((str(s), str(d), str(f)) for s, d, f in data["operations"])
-            after = (read_state(self.directory / f"{key}.after", what="patch-result cache entry")
-                     if data["changed"] else before)
+            after = (
+                read_state(self.directory / f"{key}.after", what="patch-result cache entry")
+                if data["changed"]
+                else before
+            )
             if data["changed"] and hashlib.sha256(after).hexdigest() != data["after_sha256"]:
                 return None
         except (OSError, ValueError, KeyError, TypeError, RecursionError, InputError):
@@ -111,8 +130,11 @@ class ResultCache:
     def put(self, key: str, before: bytes, entry: CachedFile) -> None:
         """Store ``entry`` (best effort: an unwritable cache is skipped silently)."""
         changed = entry.after != before
-        record = {"operations": [list(o) for o in entry.operations], "changed": changed,
-                  "after_sha256": hashlib.sha256(entry.after).hexdigest()}
+        record = {
+            "operations": [list(o) for o in entry.operations],
+            "changed": changed,
+            "after_sha256": hashlib.sha256(entry.after).hexdigest(),
+        }
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             if changed:

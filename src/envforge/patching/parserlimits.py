@@ -24,8 +24,9 @@ __all__ = ["MAX_CHAIN", "MAX_DEPTH", "check_control", "check_text"]
 MAX_DEPTH = 100  # nested brackets on one logical line (CPython itself stops at 200)
 MAX_CHAIN = 1000  # operators chained at one bracket level in one logical line
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
-_CHAINING = frozenset({"+", "-", "*", "/", "//", "%", "@", "**", "<<", ">>", "&", "|", "^", "<", ">", "<=", ">=",
-                       "==", "!=", "and", "or"})
+_CHAINING = frozenset(
+    {"+", "-", "*", "/", "//", "%", "@", "**", "<<", ">>", "&", "|", "^", "<", ">", "<=", ">=", "==", "!=", "and", "or"}
+)
 
 
 def check_control(text: str, label: str) -> None:
@@ -36,9 +37,11 @@ def check_control(text: str, label: str) -> None:
     found = _CONTROL.search(text)
     if found is not None:
         line = text.count("\n", 0, found.start()) + 1
-        raise InputError(f"{label}:{line}: a control character ({ascii(found.group())[1:-1]}) in the text: not "
-                         "Python source or a diff of it", hint="remove it (a diff is text; a binary file is not "
-                                                               "patched by envforge)")
+        raise InputError(
+            f"{label}:{line}: a control character ({ascii(found.group())[1:-1]}) in the text: not "
+            "Python source or a diff of it",
+            hint="remove it (a diff is text; a binary file is not patched by envforge)",
+        )
 
 
 def check_text(text: str, label: str) -> None:
@@ -58,8 +61,11 @@ def check_text(text: str, label: str) -> None:
                 depth += 1
                 chains.append(0)
                 if depth > MAX_DEPTH:
-                    raise InputError(f"{label}:{tok.start[0]}: brackets nested more than {MAX_DEPTH} deep: envforge "
-                                     "does not parse such code (CPython refuses 200)", hint="split the expression")
+                    raise InputError(
+                        f"{label}:{tok.start[0]}: brackets nested more than {MAX_DEPTH} deep: envforge "
+                        "does not parse such code (CPython refuses 200)",
+                        hint="split the expression",
+                    )
             elif tok.type == tokenize.OP and tok.string in ")]}":
                 depth = max(depth - 1, 0)
                 if len(chains) > 1:
@@ -67,8 +73,11 @@ def check_text(text: str, label: str) -> None:
             elif tok.string in _CHAINING and tok.type in (tokenize.OP, tokenize.NAME):
                 chains[-1] += 1
                 if chains[-1] > MAX_CHAIN:
-                    raise InputError(f"{label}:{tok.start[0]}: more than {MAX_CHAIN} operators chained in one "
-                                     "expression: envforge does not parse such code", hint="split the expression")
+                    raise InputError(
+                        f"{label}:{tok.start[0]}: more than {MAX_CHAIN} operators chained in one "
+                        "expression: envforge does not parse such code",
+                        hint="split the expression",
+                    )
             elif tok.type == tokenize.OP and tok.string in (",", ";", "=", ":"):
                 chains[-1] = 0
             elif tok.type == tokenize.NEWLINE:

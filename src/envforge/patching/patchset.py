@@ -49,8 +49,11 @@ def patchset_id_problem(pid: str) -> str | None:
     ``patches commit``, which checks it before it writes anything (field case N89)."""
     if PATCHSET_ID.fullmatch(pid):
         return None
-    return (f"{pid!r} is not a patchset id: letters, digits, '-' and '_', starting with a letter or digit, "
-            "at most 100 characters (no '/', '.', space or empty id)")
+    return (
+        f"{pid!r} is not a patchset id: letters, digits, '-' and '_', starting with a letter or digit, "
+        "at most 100 characters (no '/', '.', space or empty id)"
+    )
+
 
 PATCHSET_PREFIX = "patchset:"
 _OP_HEADER = re.compile(r"^\s*\[\[\s*operation\s*\]\]")
@@ -135,7 +138,7 @@ def _spec_check(value: Any) -> str | None:
 
 def _alt_check(value: Any) -> str | None:
     if value.startswith(PATCHSET_PREFIX):
-        return None if value[len(PATCHSET_PREFIX):] else "empty patchset id after 'patchset:'"
+        return None if value[len(PATCHSET_PREFIX) :] else "empty patchset id after 'patchset:'"
     try:
         Requirement(value)
     except InvalidRequirement:
@@ -147,21 +150,34 @@ def _diff_sha_check(value: Any) -> str | None:
     return None if re.fullmatch(r"[0-9a-f]{64}", value) else f"'{value}' is not a sha256 (64 lowercase hex digits)"
 
 
-_SPEC = Table({
-    "patchset": Table({
-        "id": Str(), "distribution": Str(), "versions": Str(_spec_check), "reason": Str(),
-        "upstream": Str(), "upstream-prefix": Str(), "activation": Str(),
-        "diff-sha256": Str(_diff_sha_check), "diff-origin": Str(),
-        "requires": ListOf(Table({"any-of": ListOf(Str(_alt_check)), "reason": Str()},
-                                 required=frozenset({"any-of"}))),
-    }, required=frozenset({"id", "distribution", "versions", "reason"})),
-    "operation": ListOf(lambda v, p: []),  # each checked by its operation class
-}, required=frozenset({"patchset", "operation"}))
+_SPEC = Table(
+    {
+        "patchset": Table(
+            {
+                "id": Str(),
+                "distribution": Str(),
+                "versions": Str(_spec_check),
+                "reason": Str(),
+                "upstream": Str(),
+                "upstream-prefix": Str(),
+                "activation": Str(),
+                "diff-sha256": Str(_diff_sha_check),
+                "diff-origin": Str(),
+                "requires": ListOf(
+                    Table({"any-of": ListOf(Str(_alt_check)), "reason": Str()}, required=frozenset({"any-of"}))
+                ),
+            },
+            required=frozenset({"id", "distribution", "versions", "reason"}),
+        ),
+        "operation": ListOf(lambda v, p: []),  # each checked by its operation class
+    },
+    required=frozenset({"patchset", "operation"}),
+)
 
 
 def _alternative(text: str) -> Alternative:
     if text.startswith(PATCHSET_PREFIX):
-        return Alternative(text, patchset=text[len(PATCHSET_PREFIX):])
+        return Alternative(text, patchset=text[len(PATCHSET_PREFIX) :])
     req = Requirement(text)
     return Alternative(text, distribution=canonicalize_name(req.name), specifier=req.specifier)
 
@@ -188,8 +204,9 @@ def load_patchset(path: Path) -> Patchset:
             if op is not None:
                 ops.append(op)
     if problems:
-        raise PatchsetError(format_problems("patchset", str(path), problems),
-                            hint="see docs/patchsets.md for the patchset format")
+        raise PatchsetError(
+            format_problems("patchset", str(path), problems), hint="see docs/patchsets.md for the patchset format"
+        )
     return _build(path, data["patchset"], tuple(ops), raw)
 
 
@@ -199,17 +216,29 @@ def _build(path: Path, meta: Mapping[str, Any], ops: tuple[Operation, ...], raw:
     if not meta["reason"].strip():
         raise PatchsetError(f"{path}: patchset.reason is empty", hint="say why the patch exists")
     if meta["id"] != path.stem:
-        raise PatchsetError(f"{path}: patchset.id '{meta['id']}' differs from the file name",
-                            hint=f"name the file {meta['id']}.toml or set id = \"{path.stem}\"")
-    requires = tuple(PatchsetRequirement(tuple(_alternative(a) for a in r["any-of"]), r.get("reason", ""))
-                     for r in meta.get("requires", ()))
+        raise PatchsetError(
+            f"{path}: patchset.id '{meta['id']}' differs from the file name",
+            hint=f'name the file {meta["id"]}.toml or set id = "{path.stem}"',
+        )
+    requires = tuple(
+        PatchsetRequirement(tuple(_alternative(a) for a in r["any-of"]), r.get("reason", ""))
+        for r in meta.get("requires", ())
+    )
     return Patchset(
-        id=meta["id"], distribution=canonicalize_name(meta["distribution"]),
-        specifier=SpecifierSet(meta["versions"]), reason=meta["reason"], requires=requires,
-        activation=meta.get("activation"), digest="sha256:" + hashlib.sha256(raw).hexdigest(),
-        path=path, operations=ops, upstream=meta.get("upstream"),
-        upstream_prefix=meta.get("upstream-prefix", ""), _versions=meta["versions"],
-        diff_sha256=meta.get("diff-sha256"), diff_origin=meta.get("diff-origin"),
+        id=meta["id"],
+        distribution=canonicalize_name(meta["distribution"]),
+        specifier=SpecifierSet(meta["versions"]),
+        reason=meta["reason"],
+        requires=requires,
+        activation=meta.get("activation"),
+        digest="sha256:" + hashlib.sha256(raw).hexdigest(),
+        path=path,
+        operations=ops,
+        upstream=meta.get("upstream"),
+        upstream_prefix=meta.get("upstream-prefix", ""),
+        _versions=meta["versions"],
+        diff_sha256=meta.get("diff-sha256"),
+        diff_origin=meta.get("diff-origin"),
     )
 
 
@@ -228,9 +257,10 @@ def order_patchsets(patchsets: Sequence[Patchset]) -> tuple[Patchset, ...]:
         if p.id in done:
             return
         if p.id in visiting:
-            cycle = " -> ".join([*visiting[visiting.index(p.id):], p.id])
-            raise PatchsetError(f"patchset requirements form a cycle: {cycle}",
-                                hint="remove one of the 'patchset:' requirements")
+            cycle = " -> ".join([*visiting[visiting.index(p.id) :], p.id])
+            raise PatchsetError(
+                f"patchset requirements form a cycle: {cycle}", hint="remove one of the 'patchset:' requirements"
+            )
         visiting.append(p.id)
         for dep in p.required_patchsets():
             if dep in by_id:
@@ -250,12 +280,15 @@ def load_patchsets(directory: Path, ids: Sequence[str] | None = None) -> tuple[P
         a file is invalid.
     """
     if not directory.is_dir():
-        raise PatchsetError(f"no patchsets directory {directory}",
-                            hint="run from an envforge project or pass --project DIR")
+        raise PatchsetError(
+            f"no patchsets directory {directory}", hint="run from an envforge project or pass --project DIR"
+        )
     known = sorted(p.stem for p in directory.glob("*.toml"))
     wanted = known if ids is None else list(dict.fromkeys(ids))
     missing = [i for i in wanted if i not in known]
     if missing:
-        raise PatchsetError(f"no patchset named {', '.join(repr(m) for m in missing)} in {directory}",
-                            hint=f"known patchsets: {', '.join(known) or 'none'}")
+        raise PatchsetError(
+            f"no patchset named {', '.join(repr(m) for m in missing)} in {directory}",
+            hint=f"known patchsets: {', '.join(known) or 'none'}",
+        )
     return order_patchsets([load_patchset(directory / f"{i}.toml") for i in wanted])

@@ -20,14 +20,7 @@ from packaging.utils import canonicalize_name
 from envforge.core.errors import CheckFailed, InputError
 from envforge.core.fs import sha256_hex
 from envforge.installed.editable import EditableInstall, editable_install
-from envforge.patching.manifest import (
-    Manifest,
-    intent_path,
-    read_installed,
-    read_intent,
-    read_manifest,
-    rebuild_hint,
-)
+from envforge.patching.manifest import Manifest, intent_path, read_installed, read_intent, read_manifest, rebuild_hint
 from envforge.patching.memo import CachedFile, ResultCache
 from envforge.patching.operations import OpContext, Operation, Outcome
 from envforge.patching.patchset import Patchset, PatchsetRequirement, order_patchsets
@@ -60,14 +53,15 @@ def installed_version(site_packages: Path, distribution: str) -> str | None:
     """
     want = canonicalize_name(distribution)
     for info in site_packages.glob("*.dist-info"):
-        name, _, version = info.name[:-len(".dist-info")].partition("-")
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
         if version and canonicalize_name(name) == want:
             return version
     return None
 
 
-def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
-                  already: bool) -> tuple[list[tuple[Operation, str, Outcome]], bytes]:
+def evaluate_file(
+    ps: Patchset, path: str, before: bytes, ctx: OpContext, already: bool
+) -> tuple[list[tuple[Operation, str, Outcome]], bytes]:
     """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, outcome)], after)``.
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
@@ -96,24 +90,33 @@ def evaluate_file(ps: Patchset, path: str, before: bytes, ctx: OpContext,
         if outcome.status == "changed":
             module = outcome.module
         state = {"changed": APPLIED, "drifted": DRIFTED}.get(
-            outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED)
+            outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED
+        )
         out.append((op, state, outcome))
     try:
         after = source.render(module)
     except UnencodableEdit as exc:  # B30: written back in the declared encoding, or not at all
         why = f"the patched file cannot be written back: {exc}; nothing written"
-        fix = (f"write {exc.char!r} as the escape {ascii(exc.char)[1:-1]} (in a string literal) in the operation's "
-               f"code, so the file stays {exc.encoding}")
-        return [(op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
-                for op, state, o in out], before
+        fix = (
+            f"write {exc.char!r} as the escape {ascii(exc.char)[1:-1]} (in a string literal) in the operation's "
+            f"code, so the file stays {exc.encoding}"
+        )
+        return [
+            (op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
+            for op, state, o in out
+        ], before
     if after != before:
         problems = introduced_problems(path, before, after)
         if problems:  # field case B29: never "applied" when the patched module cannot run
-            why = ("the patched file would not run: " + "; ".join(problems) + "; nothing written")
-            fix = ("change the operation so the patched module compiles and defines every name it uses "
-                   "(or narrow `versions` to exclude this release)")
-            out = [(op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
-                   for op, state, o in out]
+            why = "the patched file would not run: " + "; ".join(problems) + "; nothing written"
+            fix = (
+                "change the operation so the patched module compiles and defines every name it uses "
+                "(or narrow `versions` to exclude this release)"
+            )
+            out = [
+                (op, DRIFTED, Outcome("drifted", why, fix=fix)) if state == APPLIED else (op, state, o)
+                for op, state, o in out
+            ]
             return out, before
     return out, after
 
@@ -172,15 +175,22 @@ def inside(site_packages: Path, path: str) -> Path:
     root = site_packages.resolve()
     parent = target.parent.resolve()
     if target.name in ("", ".", "..") or (parent != root and root not in parent.parents):
-        raise InputError(f"{path}: outside site-packages {site_packages} (resolves to {parent / target.name}); "
-                         "envforge reads and writes only files under site-packages",
-                         hint="fix `file` in the patchset, or the path in .envforge/patches.json "
-                              "(or rebuild the environment with `envforge build`)")
+        raise InputError(
+            f"{path}: outside site-packages {site_packages} (resolves to {parent / target.name}); "
+            "envforge reads and writes only files under site-packages",
+            hint="fix `file` in the patchset, or the path in .envforge/patches.json "
+            "(or rebuild the environment with `envforge build`)",
+        )
     return target
 
 
-def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCache | None = None,
-         shadowed: Mapping[str, str] | None = None) -> PatchReport:
+def plan(
+    site_packages: Path,
+    patchsets: Iterable[Patchset],
+    *,
+    cache: ResultCache | None = None,
+    shadowed: Mapping[str, str] | None = None,
+) -> PatchReport:
     """Compute every operation's state on ``site_packages`` without writing anything. With
     ``cache`` (:class:`envforge.patching.memo.ResultCache`), a file whose bytes, inputs, patchset
     and engine were seen before takes its states and patched bytes from there (no parse).
@@ -194,8 +204,7 @@ def plan(site_packages: Path, patchsets: Iterable[Patchset], *, cache: ResultCac
     run = _Run(site_packages, read_manifest(site_packages) or Manifest(), cache, shadowed=dict(shadowed or {}))
     for ps in order_patchsets(list(patchsets)):
         _plan_patchset(run, ps)
-    return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet),
-                       tuple(run.activations))
+    return PatchReport(site_packages, tuple(run.results), tuple(run.changes), tuple(run.unmet), tuple(run.activations))
 
 
 def refuse_interrupted(site_packages: Path) -> None:
@@ -214,12 +223,14 @@ def refuse_interrupted(site_packages: Path) -> None:
         for f in intent.files:
             states.setdefault(_written(site_packages, f.path, f.before_sha256, f.after_sha256), []).append(f.path)
         found = "; ".join(f"{k}: {', '.join(v)}" for k, v in states.items())
-        raise CheckFailed(f"an `apply-patches{' --revert' if intent.action == 'revert' else ''}` of "
-                          f"{', '.join(intent.patchsets)} was interrupted while writing {files} "
-                          f"(record {intent_path(site_packages)}): some of these files may be written and "
-                          f"others not ({found})",
-                          hint="run `envforge apply-patches` (or `envforge verify`) on the "
-                               "environment: it rolls the interrupted write back first")
+        raise CheckFailed(
+            f"an `apply-patches{' --revert' if intent.action == 'revert' else ''}` of "
+            f"{', '.join(intent.patchsets)} was interrupted while writing {files} "
+            f"(record {intent_path(site_packages)}): some of these files may be written and "
+            f"others not ({found})",
+            hint="run `envforge apply-patches` (or `envforge verify`) on the "
+            "environment: it rolls the interrupted write back first",
+        )
 
 
 def _written(site_packages: Path, path: str, before: str, after: str) -> str:
@@ -239,15 +250,25 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
     version = run.version(ps.distribution)
     if version is None or not ps.specifier.contains(version, prereleases=True):
         found = f"installed {ps.distribution} {version}" if version else f"{ps.distribution} is not installed"
-        run.results += [OperationResult(ps.id, op.file, op.describe(), OUT_OF_RANGE,
-                                        f"{found}; {ps.id} is written for {ps.distribution}{ps.versions}")
-                        for op in ps.operations]
+        run.results += [
+            OperationResult(
+                ps.id,
+                op.file,
+                op.describe(),
+                OUT_OF_RANGE,
+                f"{found}; {ps.id} is written for {ps.distribution}{ps.versions}",
+            )
+            for op in ps.operations
+        ]
         return
     editable = editable_install(run.site_packages, ps.distribution)
     if editable is not None:  # B21: the code is in a checkout, not in site-packages
-        run.results += [OperationResult(ps.id, op.file, op.describe(), DRIFTED,
-                                        editable_message(ps, op.file, editable, run.site_packages))
-                        for op in ps.operations]
+        run.results += [
+            OperationResult(
+                ps.id, op.file, op.describe(), DRIFTED, editable_message(ps, op.file, editable, run.site_packages)
+            )
+            for op in ps.operations
+        ]
         return
     missing = [r for r in ps.requires if not _met(run, r)]
     if missing:
@@ -257,11 +278,17 @@ def _plan_patchset(run: _Run, ps: Patchset) -> None:
     results = [_shadow(run, ps, r) for r in results]
     drifted = any(r.state in (DRIFTED, SHADOWED) for r in results)
     if drifted:
-        why = ("another file of this patchset is not the one the interpreter imports"
-               if any(r.state == SHADOWED for r in results) else "another operation of this patchset drifted")
-        results = [r if r.state != APPLIED else
-                   OperationResult(r.patchset, r.file, r.operation, r.state, f"{r.message}; not written: {why}")
-                   for r in results]
+        why = (
+            "another file of this patchset is not the one the interpreter imports"
+            if any(r.state == SHADOWED for r in results)
+            else "another operation of this patchset drifted"
+        )
+        results = [
+            r
+            if r.state != APPLIED
+            else OperationResult(r.patchset, r.file, r.operation, r.state, f"{r.message}; not written: {why}")
+            for r in results
+        ]
     run.results += results
     if drifted:
         return
@@ -286,8 +313,12 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
             results += [_drift(ps, op, version, "file is missing") for op in ops]
             continue
         if rec and recorded and recorded.digest == ps.digest and sha256_hex(before) == rec.new_sha256:
-            results += [OperationResult(ps.id, path, op.describe(), ALREADY_APPLIED,
-                                        "recorded in the patch manifest; file unchanged since") for op in ops]
+            results += [
+                OperationResult(
+                    ps.id, path, op.describe(), ALREADY_APPLIED, "recorded in the patch manifest; file unchanged since"
+                )
+                for op in ops
+            ]
             continue
         edited = _hand_edit(run, ps, path, before) if rec and not any(c.path == path for c in run.changes) else None
         if edited:
@@ -304,9 +335,12 @@ def _evaluate_patchset(run: _Run, ps: Patchset, version: str) -> tuple[list[Oper
             found = [(op, state, o.detail, o.fix) for op, state, o in outcomes]
             if run.cache is not None:
                 run.cache.put(key, before, CachedFile(tuple((st, d, f) for _, st, d, f in found), after))
-        results += [_drift(ps, op, version, detail, fix) if state == DRIFTED else
-                    OperationResult(ps.id, path, op.describe(), state, detail)
-                    for op, state, detail, fix in found]
+        results += [
+            _drift(ps, op, version, detail, fix)
+            if state == DRIFTED
+            else OperationResult(ps.id, path, op.describe(), state, detail)
+            for op, state, detail, fix in found
+        ]
         if after != before:
             changes.append(FileChange(ps.id, path, before, after))
     return results, changes
@@ -317,12 +351,20 @@ def _shadow(run: _Run, ps: Patchset, r: OperationResult) -> OperationResult:
     why = run.shadowed.get(r.file)
     if why is None or r.state == DRIFTED:
         return r
-    done = {APPLIED: "the edit would apply", ALREADY_APPLIED: "the file is patched",
-            UPSTREAM_FIXED: "the source already has the fix"}.get(r.state, r.state)
-    return OperationResult(ps.id, r.file, r.operation, SHADOWED,
-                           f"{ps.id}: {r.file}: {done}, but {why}: the patched source never runs"
-                           f"{'; nothing written' if r.state == APPLIED else ''}. Next step: "
-                           f"{shadow_fix(ps.distribution, ps.path.name)}")
+    done = {
+        APPLIED: "the edit would apply",
+        ALREADY_APPLIED: "the file is patched",
+        UPSTREAM_FIXED: "the source already has the fix",
+    }.get(r.state, r.state)
+    return OperationResult(
+        ps.id,
+        r.file,
+        r.operation,
+        SHADOWED,
+        f"{ps.id}: {r.file}: {done}, but {why}: the patched source never runs"
+        f"{'; nothing written' if r.state == APPLIED else ''}. Next step: "
+        f"{shadow_fix(ps.distribution, ps.path.name)}",
+    )
 
 
 def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
@@ -335,31 +377,39 @@ def _hand_edit(run: _Run, ps: Patchset, path: str, before: bytes) -> str | None:
     last = run.manifest.patchset(entries[-1].patchset)
     if last is not None and run.version(last.distribution) != last.version:
         return None  # reinstalled at another version: the file is a fresh original
-    return (f"{ps.id}: {path}: changed since envforge patched it (manifest sha256 {entries[-1].new_sha256}, "
-            f"now {digest}); `envforge apply-patches --revert` refuses it too. Next step: undo the edit, or "
-            f"{rebuild_hint(run.site_packages)}; to keep the change, write it as a patchset")
+    return (
+        f"{ps.id}: {path}: changed since envforge patched it (manifest sha256 {entries[-1].new_sha256}, "
+        f"now {digest}); `envforge apply-patches --revert` refuses it too. Next step: undo the edit, or "
+        f"{rebuild_hint(run.site_packages)}; to keep the change, write it as a patchset"
+    )
 
 
 def editable_message(ps: Patchset, file: str, ed: EditableInstall, site_packages: Path) -> str:
     """Why ``ps`` cannot act on an editable install ``ed`` (:class:`envforge.installed.editable.EditableInstall`)
     and the two ways forward: its diff applied in the checkout, or the released wheel (B21)."""
     strip = 1 + len([p for p in ps.upstream_prefix.split("/") if p])
-    return (f"{ps.id}: {file}: {ed.distribution} {ed.version} is an editable install from {ed.project} "
-            f"(PEP 610 direct_url.json: dir_info.editable): its code is in that checkout, not in site-packages, "
-            f"so nothing was written. Next step: apply the patchset's diff in the checkout (`envforge patches "
-            f"export {ps.id} --site-packages {site_packages} -o {ps.id}.diff`, then `patch -p{strip} -d "
-            f"{ed.import_root(file)} < {ps.id}.diff`), or install the released wheel instead (`uv pip install "
-            f"--python <env>/bin/python {ed.distribution}=={ed.version}`) and run apply-patches again")
+    return (
+        f"{ps.id}: {file}: {ed.distribution} {ed.version} is an editable install from {ed.project} "
+        f"(PEP 610 direct_url.json: dir_info.editable): its code is in that checkout, not in site-packages, "
+        f"so nothing was written. Next step: apply the patchset's diff in the checkout (`envforge patches "
+        f"export {ps.id} --site-packages {site_packages} -o {ps.id}.diff`, then `patch -p{strip} -d "
+        f"{ed.import_root(file)} < {ps.id}.diff`), or install the released wheel instead (`uv pip install "
+        f"--python <env>/bin/python {ed.distribution}=={ed.version}`) and run apply-patches again"
+    )
 
 
 def _drift(ps: Patchset, op: Operation, version: str, detail: str, fix: str = "") -> OperationResult:
     if fix:  # the patchset, not the installed code, is wrong
-        msg = f"{ps.id}: {op.file}: {detail}; installed {ps.distribution} {version}. Next step: in {ps.path.name}, {fix}"
+        msg = (
+            f"{ps.id}: {op.file}: {detail}; installed {ps.distribution} {version}. Next step: in {ps.path.name}, {fix}"
+        )
         return OperationResult(ps.id, op.file, op.describe(), DRIFTED, msg)
-    msg = (f"{ps.id}: {op.file}: {detail}; anchor {op.anchor_text()}; installed {ps.distribution} "
-           f"{version}, patchset written for {ps.distribution}{ps.versions}. Next step: read the "
-           f"installed file, then update the anchor in {ps.path.name} or narrow its `versions` to "
-           f"exclude {version}")
+    msg = (
+        f"{ps.id}: {op.file}: {detail}; anchor {op.anchor_text()}; installed {ps.distribution} "
+        f"{version}, patchset written for {ps.distribution}{ps.versions}. Next step: read the "
+        f"installed file, then update the anchor in {ps.path.name} or narrow its `versions` to "
+        f"exclude {version}"
+    )
     return OperationResult(ps.id, op.file, op.describe(), DRIFTED, msg)
 
 
@@ -383,6 +433,7 @@ def _unmet_message(run: _Run, ps: Patchset, req: PatchsetRequirement) -> Unmet:
         elif alt.distribution is not None:
             v = run.version(alt.distribution)
             why.append(f"{alt.distribution} is {v}" if v else f"{alt.distribution} is not installed")
-    msg = (f"{ps.id} refused: requirement `{req.text}` is unmet ({'; '.join(why)})"
-           + (f"; {req.reason}" if req.reason else ""))
+    msg = f"{ps.id} refused: requirement `{req.text}` is unmet ({'; '.join(why)})" + (
+        f"; {req.reason}" if req.reason else ""
+    )
     return Unmet(ps.id, req.text, msg)

@@ -43,9 +43,19 @@ from packaging.version import InvalidVersion, Version
 from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
 from envforge.patching.memo import default_cache
 
-__all__ = ["DEFAULT_INDEX", "MAX_WHEEL_BYTES", "NOT_ASKED", "TIMEOUT_S", "IndexFile", "IndexListing",
-           "IndexUnreachable",
-           "default_cache", "fetch_release", "list_releases", "select_versions"]
+__all__ = [
+    "DEFAULT_INDEX",
+    "MAX_WHEEL_BYTES",
+    "NOT_ASKED",
+    "TIMEOUT_S",
+    "IndexFile",
+    "IndexListing",
+    "IndexUnreachable",
+    "default_cache",
+    "fetch_release",
+    "list_releases",
+    "select_versions",
+]
 
 DEFAULT_INDEX = "https://pypi.org/simple"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
@@ -121,8 +131,17 @@ def _cause(exc: httpx2.HTTPError, url: str) -> str:
     if isinstance(exc, httpx2.TimeoutException):
         return f"no answer from {host} within {TIMEOUT_S:g} s (timeout)"
     if isinstance(exc, httpx2.ConnectError):
-        if any(s in text for s in ("Name or service not known", "nodename nor servname", "getaddrinfo",
-                                   "Temporary failure in name resolution", "[Errno -2]", "[Errno -3]")):
+        if any(
+            s in text
+            for s in (
+                "Name or service not known",
+                "nodename nor servname",
+                "getaddrinfo",
+                "Temporary failure in name resolution",
+                "[Errno -2]",
+                "[Errno -3]",
+            )
+        ):
             return f"the name {host.rsplit(':', 1)[0]} does not resolve (DNS)"
         if "refused" in text.lower():
             return f"{host} refused the connection (nothing listens there)"
@@ -130,8 +149,9 @@ def _cause(exc: httpx2.HTTPError, url: str) -> str:
 
 
 def _unreachable(url: str, cause: str) -> IndexUnreachable:
-    return IndexUnreachable(f"cannot read the package index at {url}: {cause}",
-                            hint="check the network, or pass --index-url")
+    return IndexUnreachable(
+        f"cannot read the package index at {url}: {cause}", hint="check the network, or pass --index-url"
+    )
 
 
 _client_lock = threading.Lock()
@@ -144,8 +164,11 @@ def _client() -> httpx2.Client:
     (165 PyPI pages read 8 at a time on a loaded 2-core machine: 16 s)."""
     with _client_lock:
         if not _clients:
-            _clients.append(httpx2.Client(follow_redirects=True, headers={"Accept": _ACCEPT},
-                                          limits=httpx2.Limits(max_connections=16)))
+            _clients.append(
+                httpx2.Client(
+                    follow_redirects=True, headers={"Accept": _ACCEPT}, limits=httpx2.Limits(max_connections=16)
+                )
+            )
         return _clients[0]
 
 
@@ -159,8 +182,9 @@ def _http_get(url: str) -> tuple[str, str]:
     except httpx2.HTTPError as exc:
         raise _unreachable(url, _cause(exc, url)) from None
     if response.status_code == 404:
-        raise InputError(f"{url}: the index has no such project (HTTP 404)",
-                         hint="check the distribution name in --against")
+        raise InputError(
+            f"{url}: the index has no such project (HTTP 404)", hint="check the distribution name in --against"
+        )
     if response.status_code != 200:
         raise _unreachable(url, f"HTTP {response.status_code}")
     return str(response.headers.get("content-type", "")), str(response.text)
@@ -177,14 +201,18 @@ def _page_files(url: str, ctype: str, text: str) -> list[tuple[str, IndexFile]]:
         for f in files:
             yanked = f.get("yanked")
             reason = None if not yanked else (yanked if isinstance(yanked, str) else "")
-            out.append((str(f["filename"]), IndexFile(urljoin(url, str(f.get("url", ""))),
-                                                      (f.get("hashes") or {}).get("sha256"), reason)))
+            out.append(
+                (
+                    str(f["filename"]),
+                    IndexFile(urljoin(url, str(f.get("url", ""))), (f.get("hashes") or {}).get("sha256"), reason),
+                )
+            )
         return out
     parser = _Links()
     parser.feed(text)
     for filename, href, yanked in parser.files:
         target, fragment = urldefrag(urljoin(url, href))
-        sha = fragment[len("sha256="):] if fragment.startswith("sha256=") else None
+        sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
         out.append((filename, IndexFile(target, sha, yanked)))
     return out
 
@@ -194,8 +222,9 @@ def _listing_cache(cache: Path, index_url: str, name: str) -> Path:
     return cache / "index" / key / f"{name}.json"
 
 
-def list_releases(distribution: str, index_url: str = DEFAULT_INDEX, cache: Path | None = None, *,
-                  cached_only: bool = False) -> IndexListing:
+def list_releases(
+    distribution: str, index_url: str = DEFAULT_INDEX, cache: Path | None = None, *, cached_only: bool = False
+) -> IndexListing:
     """The wheels of ``distribution`` on the simple index ``index_url`` (PEP 503 / PEP 691).
 
     :param cache: where the listing is kept after a successful read, and read from (``cached``
@@ -271,8 +300,10 @@ def fetch_release(listing: IndexListing, version: str, cache: Path) -> Path:
         return target
     filenames = listing.wheels.get(version)
     if not filenames:
-        raise InputError(f"{name} {version} has no wheel on {listing.index_url}",
-                         hint=f"versions with wheels: {', '.join(listing.versions[-8:])}")
+        raise InputError(
+            f"{name} {version} has no wheel on {listing.index_url}",
+            hint=f"versions with wheels: {', '.join(listing.versions[-8:])}",
+        )
     wheel = _download(listing, filenames, cache / "wheels")
     shutil.rmtree(target, ignore_errors=True)
     tmp = target.with_name(target.name + ".partial")
@@ -291,8 +322,9 @@ def _download(listing: IndexListing, filenames: tuple[str, ...], wheels: Path) -
         if (wheels / present).is_file():
             return wheels / present
     filename = _preferred(filenames)
-    info = listing.files.get(filename) or IndexFile(urljoin(f"{listing.index_url.rstrip('/')}/"
-                                                            f"{listing.distribution}/", filename), None)
+    info = listing.files.get(filename) or IndexFile(
+        urljoin(f"{listing.index_url.rstrip('/')}/{listing.distribution}/", filename), None
+    )
     wheels.mkdir(parents=True, exist_ok=True)
     dest = wheels / filename
     part = dest.with_name(dest.name + ".part")
@@ -302,30 +334,38 @@ def _download(listing: IndexListing, filenames: tuple[str, ...], wheels: Path) -
     try:
         with httpx2.stream("GET", info.url, follow_redirects=True, timeout=TIMEOUT_S) as response:
             if response.status_code != 200:
-                raise IndexUnreachable(f"cannot download {filename} from {info.url}: HTTP {response.status_code}",
-                                       hint="check the index (--index-url)")
+                raise IndexUnreachable(
+                    f"cannot download {filename} from {info.url}: HTTP {response.status_code}",
+                    hint="check the index (--index-url)",
+                )
             with part.open("wb") as fh:
                 for chunk in response.iter_bytes(1 << 20):
                     size += len(chunk)
                     if size > MAX_WHEEL_BYTES:
-                        raise IndexUnreachable(f"{filename} from {info.url} is larger than "
-                                               f"{MAX_WHEEL_BYTES} bytes; not downloaded")
+                        raise IndexUnreachable(
+                            f"{filename} from {info.url} is larger than {MAX_WHEEL_BYTES} bytes; not downloaded"
+                        )
                     if time.monotonic() - started > _MAX_WHEEL_S:
-                        raise IndexUnreachable(f"downloading {filename} from {info.url} took more than "
-                                               f"{_MAX_WHEEL_S:g} s; stopped", hint="check the network")
+                        raise IndexUnreachable(
+                            f"downloading {filename} from {info.url} took more than {_MAX_WHEEL_S:g} s; stopped",
+                            hint="check the network",
+                        )
                     digest.update(chunk)
                     fh.write(chunk)
     except httpx2.HTTPError as exc:
         part.unlink(missing_ok=True)
-        raise IndexUnreachable(f"cannot download {filename}: {_cause(exc, info.url)}",
-                               hint="check the network, or pass --index-url") from None
+        raise IndexUnreachable(
+            f"cannot download {filename}: {_cause(exc, info.url)}", hint="check the network, or pass --index-url"
+        ) from None
     except IndexUnreachable:
         part.unlink(missing_ok=True)
         raise
     if info.sha256 is not None and digest.hexdigest() != info.sha256.lower():
         part.unlink(missing_ok=True)
-        raise IndexUnreachable(f"{filename} from {info.url}: sha256 {digest.hexdigest()} is not the "
-                               f"{info.sha256} its index page gives (hash mismatch); not used",
-                               hint="the index or a proxy between serves another file; check it")
+        raise IndexUnreachable(
+            f"{filename} from {info.url}: sha256 {digest.hexdigest()} is not the "
+            f"{info.sha256} its index page gives (hash mismatch); not used",
+            hint="the index or a proxy between serves another file; check it",
+        )
     part.replace(dest)
     return dest

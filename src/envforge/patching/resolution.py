@@ -77,8 +77,9 @@ def env_interpreter(site_packages: Path) -> Path | None:
     return python if (root / "pyvenv.cfg").is_file() and python.exists() else None
 
 
-def resolve_modules(python: Path, paths: Iterable[str], *, env: Mapping[str, str] | None = None,
-                    timeout_s: float = 60.0) -> dict[str, Resolution]:
+def resolve_modules(
+    python: Path, paths: Iterable[str], *, env: Mapping[str, str] | None = None, timeout_s: float = 60.0
+) -> dict[str, Resolution]:
     """Ask ``python`` which file each of ``paths`` (relative to its site-packages) resolves to.
 
     Paths that are not importable modules (:func:`module_name`) are left out; no paths, no probe.
@@ -89,8 +90,13 @@ def resolve_modules(python: Path, paths: Iterable[str], *, env: Mapping[str, str
     if not names:
         return {}
     script = (resources.files("envforge.patching") / _PROBE).read_text(encoding="utf-8")
-    data = run_probe(python, script, args=[json.dumps({"modules": names})],
-                     env=dict(env) if env is not None else None, timeout_s=timeout_s).data
+    data = run_probe(
+        python,
+        script,
+        args=[json.dumps({"modules": names})],
+        env=dict(env) if env is not None else None,
+        timeout_s=timeout_s,
+    ).data
     suffixes = tuple(str(s) for s in data.get("extension_suffixes", ()))
     return {p: Resolution(p, n, tuple(data.get("modules", {}).get(p, ())), suffixes) for p, n in names.items()}
 
@@ -120,23 +126,33 @@ def not_imported(site_packages: Path, res: Resolution) -> str | None:
         return None
     parts = res.path.split("/")
     for i, entry in enumerate(chain[:-1] if last["module"] == res.module else chain):
-        pkg_dir = _real(site_packages.joinpath(*parts[:i + 1]))
+        pkg_dir = _real(site_packages.joinpath(*parts[: i + 1]))
         locations = entry.get("locations") or []
         if entry["module"] != res.module and pkg_dir not in {_real(p) for p in locations}:
             where = entry.get("origin") or ", ".join(locations) or "nowhere"
-            return (f"the interpreter imports package {entry['module']} from {_shown(site_packages, where)}, "
-                    f"not from this site-packages")
+            return (
+                f"the interpreter imports package {entry['module']} from {_shown(site_packages, where)}, "
+                f"not from this site-packages"
+            )
     if last["module"] != res.module or last.get("origin") is None:
         return f"the interpreter finds no module {res.module} (import {res.module} fails or loads no file)"
     origin = str(last["origin"])
     extension = next((s for s in res.extension_suffixes if origin.endswith(s)), None)
-    what = (f", a compiled extension module (the import system tries the extension suffixes "
-            f"{', '.join(res.extension_suffixes)} before .py)") if extension else ""
+    what = (
+        (
+            f", a compiled extension module (the import system tries the extension suffixes "
+            f"{', '.join(res.extension_suffixes)} before .py)"
+        )
+        if extension
+        else ""
+    )
     return f"the interpreter imports {res.module} from {_shown(site_packages, origin)}{what}"
 
 
 def shadow_fix(distribution: str, patchset_file: str) -> str:
     """The next step for a patch whose file the interpreter does not import."""
-    return (f"patch the code the interpreter runs: install a build of {distribution} without that module (its "
-            f"pure-Python py3-none-any wheel, if it publishes one) and re-lock, or remove the patchset from the "
-            f"recipe; or narrow `versions` in {patchset_file} to exclude this release")
+    return (
+        f"patch the code the interpreter runs: install a build of {distribution} without that module (its "
+        f"pure-Python py3-none-any wheel, if it publishes one) and re-lock, or remove the patchset from the "
+        f"recipe; or narrow `versions` in {patchset_file} to exclude this release"
+    )

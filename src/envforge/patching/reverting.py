@@ -49,11 +49,14 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
     state: dict[str, bytes] = {}  # each path as it is once the newer entries are undone
     results: list[OperationResult] = []
     for f in reversed(entries):
-        later = [g for g in manifest.files[manifest.files.index(f) + 1:]
-                 if g.path == f.path and g.patchset not in chosen]
+        later = [
+            g for g in manifest.files[manifest.files.index(f) + 1 :] if g.path == f.path and g.patchset not in chosen
+        ]
         if later:
-            raise CheckFailed(f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
-                              hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)")
+            raise CheckFailed(
+                f"cannot revert {f.patchset}: {f.path} was patched after it by {later[0].patchset}",
+                hint=f"revert {later[0].patchset} too (envforge apply-patches --revert)",
+            )
         if f.path not in state and f.path not in disk:
             disk[f.path] = _read_for_revert(site_packages, f)
         current = state.get(f.path, disk[f.path])
@@ -61,12 +64,15 @@ def revert(site_packages: Path, ids: Sequence[str] | None = None, *, dry_run: bo
         if digest == f.original_sha256:
             continue
         if digest != f.new_sha256:
-            raise CheckFailed(f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
-                              f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
-                              hint=rebuild_hint(site_packages))
+            raise CheckFailed(
+                f"{f.path} changed since envforge patched it: sha256 {digest}, expected "
+                f"{f.new_sha256} (patched) or {f.original_sha256} (original)",
+                hint=rebuild_hint(site_packages),
+            )
         state[f.path] = _read_for_revert(site_packages, f, original=True)
-        results.append(OperationResult(f.patchset, f.path, "revert", REVERTED,
-                                       f"restored original (sha256 {f.original_sha256})"))
+        results.append(
+            OperationResult(f.patchset, f.path, "revert", REVERTED, f"restored original (sha256 {f.original_sha256})")
+        )
     restore = [FileChange("", path, disk[path], after) for path, after in sorted(state.items()) if after != disk[path]]
     if dry_run:
         return PatchReport(site_packages, tuple(results), tuple(restore), recovered=recovered)
@@ -94,7 +100,9 @@ def _read_for_revert(sp: Path, f: PatchedFile, *, original: bool = False) -> byt
             return read_state(path, what="saved original", hint=lambda: rebuild_hint(sp))
         return read_installed(sp, path)
     except (FileNotFoundError, NotADirectoryError):
-        what = (f"the saved original of {f.path} is missing ({path})" if original else
-                f"{f.path} is missing ({path}): deleted after envforge patched it")
-        raise CheckFailed(f"cannot revert {f.patchset}: {what}; nothing was changed",
-                          hint=rebuild_hint(sp)) from None
+        what = (
+            f"the saved original of {f.path} is missing ({path})"
+            if original
+            else f"{f.path} is missing ({path}): deleted after envforge patched it"
+        )
+        raise CheckFailed(f"cannot revert {f.patchset}: {what}; nothing was changed", hint=rebuild_hint(sp)) from None

@@ -46,5 +46,8 @@ def introduced_problems(path: str, before: bytes, after: bytes) -> list[str]:
         old = {(type(m).__name__, m.message_args) for m in _undefined(ast.parse(before, path), path)}
     except (SyntaxError, ValueError):
         old = set()
-    return [f"pyflakes: line {m.lineno}: {m.message % m.message_args}" for m in found
-            if (type(m).__name__, m.message_args) not in old]
+    return [
+        f"pyflakes: line {m.lineno}: {m.message % m.message_args}"
+        for m in found
+        if (type(m).__name__, m.message_args) not in old
+    ]

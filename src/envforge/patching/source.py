@@ -26,8 +26,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-__all__ = ["Source", "UnencodableEdit", "decode_source", "lines_of", "parse_source", "readable_source",
-           "source_encoding"]
+__all__ = [
+    "Source",
+    "UnencodableEdit",
+    "decode_source",
+    "lines_of",
+    "parse_source",
+    "readable_source",
+    "source_encoding",
+]
 
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
@@ -40,8 +47,10 @@ class UnencodableEdit(ValueError):
 
     def __init__(self, encoding: str, char: str) -> None:
         self.encoding, self.char = encoding, char
-        super().__init__(f"the edit holds {char!r} (U+{ord(char):04X}), which the file's declared encoding "
-                         f"{encoding} (PEP 263 coding cookie) cannot hold")
+        super().__init__(
+            f"the edit holds {char!r} (U+{ord(char):04X}), which the file's declared encoding "
+            f"{encoding} (PEP 263 coding cookie) cannot hold"
+        )
 
 
 def source_encoding(data: bytes) -> str:
@@ -132,14 +141,14 @@ class Source:
         out: list[bytes] = []
         cursor = 0
         for i, (start, end) in enumerate(self.ranges):
-            out += lines[cursor:start - 1]
+            out += lines[cursor : start - 1]
             if i == 0:
                 out += [gen(s) for s in inserted.get(-1, [])]
             if i in replaced:
                 new = replaced[i]
                 out.append(b"" if new is None else gen(new))
             else:
-                out += lines[start - 1:end]
+                out += lines[start - 1 : end]
             out += [gen(s) for s in inserted.get(i, [])]
             cursor = end
         out += lines[cursor:]
@@ -171,11 +180,12 @@ def parse_source(before: bytes, tree: ast.Module | None = None, wanted: set[int]
     import libcst as cst  # lazy: ~0.5 s to import; only a plan that parses a file needs it
 
     if tree is not None and wanted:
-        ranges = tuple((_first_line(tree.body[i]), tree.body[i].end_lineno or tree.body[i].lineno)
-                       for i in sorted(wanted))
+        ranges = tuple(
+            (_first_line(tree.body[i]), tree.body[i].end_lineno or tree.body[i].lineno) for i in sorted(wanted)
+        )
         if ranges and all(a[1] < b[0] for a, b in pairwise(ranges)):
             lines = lines_of(decode_source(before))
-            text = "".join("".join(lines[s - 1:e]) for s, e in ranges)
+            text = "".join("".join(lines[s - 1 : e]) for s, e in ranges)
             module = cst.parse_module(text)
             if len(module.body) == len(ranges):
                 return Source(before, module, ranges)
@@ -212,7 +222,7 @@ def _changes(old: Sequence[Any], new: Sequence[Any]) -> tuple[dict[int, Any], di
     for (a, ja), (b, jb) in pairwise(bounds):
         free = list(range(a + 1, b))
         anchor = a
-        for stmt in new[ja + 1:jb]:
+        for stmt in new[ja + 1 : jb]:
             match = next((i for i in free if _key(old[i]) == _key(stmt)), None)
             if match is None:
                 inserted.setdefault(anchor, []).append(stmt)

@@ -108,8 +108,7 @@ class PatchReport:
     @property
     def errors(self) -> tuple[str, ...]:
         """Every drift and shadow message and refusal, one string each."""
-        return (*(r.message for r in self.results if r.state in FAILED),
-                *(u.message for u in self.unmet))
+        return (*(r.message for r in self.results if r.state in FAILED), *(u.message for u in self.unmet))
 
     def diff(self, prefixes: dict[str, str] | None = None) -> str:
         """The unified diff of ``changes`` (``a/``/``b/`` paths; ``prefixes`` per patchset id)."""
@@ -118,11 +117,20 @@ class PatchReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (bytes left out; ``diff`` included)."""
         return {
-            "site-packages": str(self.site_packages), "written": self.written, "ok": self.ok,
-            "results": [{"patchset": r.patchset, "file": r.file, "operation": r.operation,
-                         "state": r.state, "message": r.message} for r in self.results],
-            "unmet": [{"patchset": u.patchset, "requirement": u.requirement, "message": u.message}
-                      for u in self.unmet],
+            "site-packages": str(self.site_packages),
+            "written": self.written,
+            "ok": self.ok,
+            "results": [
+                {
+                    "patchset": r.patchset,
+                    "file": r.file,
+                    "operation": r.operation,
+                    "state": r.state,
+                    "message": r.message,
+                }
+                for r in self.results
+            ],
+            "unmet": [{"patchset": u.patchset, "requirement": u.requirement, "message": u.message} for u in self.unmet],
             "activations": [{"patchset": p, "flag": f} for p, f in self.activations],
             "files": [c.path for c in self.changes],
             "recovered": list(self.recovered),

@@ -13,10 +13,27 @@ if TYPE_CHECKING:
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
 __all__ = [
-    "append_element", "assigned_name", "assigns_self_attr", "calls", "chains", "classes", "code",
-    "delegate_text", "find_method", "functions", "method_definitions", "method_kind", "insert_after", "missing_import", "norm", "operands",
-    "replace", "replace_node", "top_level",
+    "append_element",
+    "assigned_name",
+    "assigns_self_attr",
+    "calls",
+    "chains",
+    "classes",
+    "code",
+    "delegate_text",
+    "find_method",
+    "functions",
+    "method_definitions",
+    "method_kind",
+    "insert_after",
+    "missing_import",
+    "norm",
+    "operands",
+    "replace",
+    "replace_node",
+    "top_level",
 ]
+
 
 def norm(code: str) -> str:
     """Whitespace-insensitive form of a code fragment, for anchor comparison."""
@@ -32,8 +49,12 @@ def functions(module: cst.Module, dotted: str) -> list[tuple[Any, cst.FunctionDe
     scopes: list[tuple[Any, Any]] = [(None, module)]
     if outer:
         scopes = [(c, c.body) for c in classes(module, outer[0])]
-    return [(top or s, s) for top, scope in scopes for s in scope.body
-            if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    return [
+        (top or s, s)
+        for top, scope in scopes
+        for s in scope.body
+        if isinstance(s, cst.FunctionDef) and s.name.value == name
+    ]
 
 
 def classes(module: cst.Module, name: str) -> list[cst.ClassDef]:
@@ -42,8 +63,9 @@ def classes(module: cst.Module, name: str) -> list[cst.ClassDef]:
     return [s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
 
 
-def top_level(tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple[str, ...] = (),
-               imports: bool = False) -> set[int]:
+def top_level(
+    tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple[str, ...] = (), imports: bool = False
+) -> set[int]:
     """Top-level statements of ``tree``: definitions of ``functions`` (``f`` or ``Class.f``: then
     the class), assignments to ``names`` (``X`` or ``Class.X``: then the class), and imports."""
     defs = {f.split(".")[0] for f in functions if "." not in f}
@@ -51,12 +73,22 @@ def top_level(tree: ast.Module, *, functions: tuple[str, ...] = (), names: tuple
     plain = {n for n in names if "." not in n}
     out = set()
     for i, node in enumerate(tree.body):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in defs \
-                or isinstance(node, ast.ClassDef) and node.name in classes \
-                or imports and isinstance(node, (ast.Import, ast.ImportFrom)):
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name in defs
+            or isinstance(node, ast.ClassDef)
+            and node.name in classes
+            or imports
+            and isinstance(node, (ast.Import, ast.ImportFrom))
+        ):
             out.add(i)
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in plain for t in node.targets) \
-                or isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in plain:
+        elif (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in plain for t in node.targets)
+            or isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in plain
+        ):
             out.add(i)
     return out
 
@@ -81,7 +113,7 @@ def code(module: cst.Module, node: Any) -> str:
 
 
 def insert_after(body: Any, index: int, new: Any) -> tuple[Any, ...]:
-    return (*body[:index + 1], new, *body[index + 1:])
+    return (*body[: index + 1], new, *body[index + 1 :])
 
 
 def append_element(elements: Any, new: Any, lead: Any) -> list[Any]:
@@ -104,7 +136,6 @@ def append_element(elements: Any, new: Any, lead: Any) -> list[Any]:
     return [*elements[:-1], last.with_changes(comma=sep), new.with_changes(comma=trailing)]
 
 
-
 def chains(node: Any, op_type: type) -> list[cst.BooleanOperation]:
     """Maximal ``a or b or c`` chains (``op_type`` is ``libcst.Or`` or ``libcst.And``) under ``node``."""
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
@@ -119,8 +150,7 @@ def chains(node: Any, op_type: type) -> list[cst.BooleanOperation]:
             if id(n) not in inner:
                 roots.append(n)
             for child in (n.left, n.right):
-                if isinstance(child, cst.BooleanOperation) and isinstance(child.operator, op_type) \
-                        and not child.lpar:
+                if isinstance(child, cst.BooleanOperation) and isinstance(child.operator, op_type) and not child.lpar:
                     inner.add(id(child))
 
     node.visit(Visitor())
@@ -169,13 +199,18 @@ def missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | Non
     tree = ast.parse(statement).body[0]
     assert isinstance(tree, ast.ImportFrom) and tree.module is not None
     mod, name = tree.module, tree.names[0].name
-    froms = [(i, s.body[0]) for i, s in enumerate(module.body)
-             if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.ImportFrom)
-             and s.body[0].module is not None
-             and module.code_for_node(s.body[0].module) == mod]
+    froms = [
+        (i, s.body[0])
+        for i, s in enumerate(module.body)
+        if isinstance(s, cst.SimpleStatementLine)
+        and isinstance(s.body[0], cst.ImportFrom)
+        and s.body[0].module is not None
+        and module.code_for_node(s.body[0].module) == mod
+    ]
     for _, imp in froms:
         if not isinstance(imp.names, cst.ImportStar) and any(
-                a.evaluated_alias is None and a.evaluated_name == name for a in imp.names):
+            a.evaluated_alias is None and a.evaluated_name == name for a in imp.names
+        ):
             return None, ""
     plain = [(i, imp) for i, imp in froms if not isinstance(imp.names, cst.ImportStar)]
     if len(plain) == 1 and not isinstance(plain[0][1].names, cst.ImportStar):
@@ -183,10 +218,15 @@ def missing_import(module: cst.Module, statement: str) -> tuple[cst.Module | Non
         lead = imp.lpar.whitespace_after if imp.lpar else cst.SimpleWhitespace("")
         names = append_element(list(imp.names), cst.ImportAlias(name=cst.Name(name)), lead)  # type: ignore[arg-type]
         line = module.body[i].with_changes(body=[imp.with_changes(names=names)])
-        return module.with_changes(body=(*module.body[:i], line, *module.body[i + 1:])), \
-            f"imported {name} from {mod}"
-    last = max((i for i, s in enumerate(module.body) if isinstance(s, cst.SimpleStatementLine)
-                and isinstance(s.body[0], (cst.Import, cst.ImportFrom))), default=-1)
+        return module.with_changes(body=(*module.body[:i], line, *module.body[i + 1 :])), f"imported {name} from {mod}"
+    last = max(
+        (
+            i
+            for i, s in enumerate(module.body)
+            if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], (cst.Import, cst.ImportFrom))
+        ),
+        default=-1,
+    )
     new = cst.parse_statement(statement, config=module.config_for_parsing)
     return module.with_changes(body=insert_after(module.body, last, new)), f"added `{statement}`"
 
@@ -196,8 +236,12 @@ def assigns_self_attr(cls: cst.ClassDef, attr: str) -> bool:
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets (`patches list`) does not need it
 
     def is_target(t: Any) -> bool:
-        return (isinstance(t, cst.Attribute) and t.attr.value == attr
-                and isinstance(t.value, cst.Name) and t.value.value == "self")
+        return (
+            isinstance(t, cst.Attribute)
+            and t.attr.value == attr
+            and isinstance(t.value, cst.Name)
+            and t.value.value == "self"
+        )
 
     found = False
 
@@ -246,8 +290,13 @@ def method_definitions(tree: ast.Module, cls: str, name: str) -> list[Def]:
     return []
 
 
-_KINDS = {"classmethod": "classmethod", "staticmethod": "staticmethod", "property": "property",
-          "functools.cached_property": "property", "cached_property": "property"}
+_KINDS = {
+    "classmethod": "classmethod",
+    "staticmethod": "staticmethod",
+    "property": "property",
+    "functools.cached_property": "property",
+    "cached_property": "property",
+}
 _NO_KIND = ("abstractmethod", "abc.abstractmethod")  # marks, the function stays a plain method
 _OVERLOAD = ("overload", "typing.overload", "typing_extensions.overload")
 
@@ -367,11 +416,8 @@ def calls(node: Any, name: str) -> list[cst.Call]:
     class Visitor(cst.CSTVisitor):
         def visit_Call(self, call: cst.Call) -> None:  # noqa: N802
             f = call.func
-            if (isinstance(f, cst.Name) and f.value == name) or \
-                    (isinstance(f, cst.Attribute) and f.attr.value == name):
+            if (isinstance(f, cst.Name) and f.value == name) or (isinstance(f, cst.Attribute) and f.attr.value == name):
                 found.append(call)
 
     node.visit(Visitor())
     return found
-
-

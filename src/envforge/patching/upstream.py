@@ -42,11 +42,15 @@ from envforge.patching.states import DRIFTED
 
 __all__ = ["ImportedPatchset", "import_diff"]
 
-_DIFF_HINT = ("give a unified diff: the .diff of an upstream pull request saved to a file, or "
-              "`diff -u a/PATH b/PATH` / `git diff` of the change")
-_EXACT_HINT = ("the diff was made against other code: take the diff of the change against this release (or a "
-               "pull request based on it), or point ENV/--site-packages at the release it was made for; "
-               "hunks are applied exactly, never with fuzz")
+_DIFF_HINT = (
+    "give a unified diff: the .diff of an upstream pull request saved to a file, or "
+    "`diff -u a/PATH b/PATH` / `git diff` of the change"
+)
+_EXACT_HINT = (
+    "the diff was made against other code: take the diff of the change against this release (or a "
+    "pull request based on it), or point ENV/--site-packages at the release it was made for; "
+    "hunks are applied exactly, never with fuzz"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +110,20 @@ def _parse(data: bytes, label: str) -> Any:
     try:
         text = data.decode("utf-8")
         check_control(text, label)
-        crlf = next((n for n, line in enumerate(text.splitlines(keepends=True), start=1)
-                     if line.startswith(("--- ", "+++ ")) and line.endswith("\r\n")), None)
+        crlf = next(
+            (
+                n
+                for n, line in enumerate(text.splitlines(keepends=True), start=1)
+                if line.startswith(("--- ", "+++ ")) and line.endswith("\r\n")
+            ),
+            None,
+        )
         if crlf is not None:  # a file header never ends in CR: the whole diff was converted (a Windows save)
-            raise InputError(f"{label}:{crlf}: the file header ends in CRLF (\\r\\n): the diff was saved with "
-                             "Windows line endings, so no hunk matches the released files",
-                             hint=f"convert it (dos2unix {label}) and import it again")
+            raise InputError(
+                f"{label}:{crlf}: the file header ends in CRLF (\\r\\n): the diff was saved with "
+                "Windows line endings, so no hunk matches the released files",
+                hint=f"convert it (dos2unix {label}) and import it again",
+            )
         patch = PatchSet(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{label}: not UTF-8 text (byte {exc.start})", hint=_DIFF_HINT) from None
@@ -136,19 +148,25 @@ def _site_path(pf: Any, prefix: str, label: str) -> str:
         raise InputError(f"{where}: a binary file; a patchset edits Python source", hint="drop this file from the diff")
     if pf.is_added_file or pf.is_removed_file:
         what = "creates" if pf.is_added_file else "deletes"
-        raise InputError(f"{where} hunk {first}: {what} a file; a patchset edits existing Python files",
-                         hint="drop this file from the diff")
+        raise InputError(
+            f"{where} hunk {first}: {what} a file; a patchset edits existing Python files",
+            hint="drop this file from the diff",
+        )
     if pf.is_rename or _strip(pf.source_file) != _strip(pf.target_file):
-        raise InputError(f"{where}: renamed to {_strip(pf.target_file)}; a patchset edits files in place",
-                         hint="drop the rename from the diff")
+        raise InputError(
+            f"{where}: renamed to {_strip(pf.target_file)}; a patchset edits files in place",
+            hint="drop the rename from the diff",
+        )
     if prefix and not name.startswith(prefix):
         raise InputError(f"{where}: outside --upstream-prefix {prefix!r}", hint="check --upstream-prefix")
-    path = name[len(prefix):]
+    path = name[len(prefix) :]
     if (problem := relpath_check(path)) is not None:
         raise InputError(f"{where}: {problem}", hint="a diff names files relative to the repository root")
     if not path.endswith(".py"):
-        raise InputError(f"{where} hunk {first}: not a Python file; a patchset edits Python source",
-                         hint="drop this file from the diff")
+        raise InputError(
+            f"{where} hunk {first}: not a Python file; a patchset edits Python source",
+            hint="drop this file from the diff",
+        )
     return path
 
 
@@ -165,16 +183,29 @@ def _owner(site_packages: Path, paths: Sequence[str], label: str) -> Installed:
         found = [name for name, files in records.items() if path in files]
         if not found:
             parts = path.split("/")
-            fits = next(("/".join(parts[:i]) + "/" for i in range(1, len(parts))
-                         if any("/".join(parts[i:]) in f for f in records.values())), None)
-            raise InputError(f"{label}: {path} is not a file of any distribution installed in {site_packages}",
-                             hint=(f"the diff's paths carry the repository's layout: pass --upstream-prefix {fits}"
-                                   if fits else "point ENV/--site-packages at an environment with the distribution"))
+            fits = next(
+                (
+                    "/".join(parts[:i]) + "/"
+                    for i in range(1, len(parts))
+                    if any("/".join(parts[i:]) in f for f in records.values())
+                ),
+                None,
+            )
+            raise InputError(
+                f"{label}: {path} is not a file of any distribution installed in {site_packages}",
+                hint=(
+                    f"the diff's paths carry the repository's layout: pass --upstream-prefix {fits}"
+                    if fits
+                    else "point ENV/--site-packages at an environment with the distribution"
+                ),
+            )
         owners[path] = dists[found[0]]
     names = sorted({d.name for d in owners.values()})
     if len(names) > 1:
-        raise InputError(f"{label}: the diff changes files of {' and '.join(names)}; a patchset patches one distribution",
-                         hint="split the diff per distribution and import each")
+        raise InputError(
+            f"{label}: the diff changes files of {' and '.join(names)}; a patchset patches one distribution",
+            hint="split the diff per distribution and import each",
+        )
     return next(iter(owners.values()))
 
 
@@ -195,9 +226,9 @@ def _locate(lines: Sequence[str], hunk: _Hunk, start: int) -> int | None:
     if not n:
         return min(max(hunk.source_start, start), len(lines))
     at = hunk.source_start - 1
-    if at >= start and tuple(lines[at:at + n]) == hunk.source:
+    if at >= start and tuple(lines[at : at + n]) == hunk.source:
         return at
-    found = [i for i in range(start, len(lines) - n + 1) if tuple(lines[i:i + n]) == hunk.source]
+    found = [i for i in range(start, len(lines) - n + 1) if tuple(lines[i : i + n]) == hunk.source]
     return found[0] if len(found) == 1 else None
 
 
@@ -208,8 +239,10 @@ def _mismatch(lines: Sequence[str], hunk: _Hunk) -> str:
         got = lines[at + k] if at + k < len(lines) else "(end of file)"
         if got != want:
             if got.rstrip("\r\n") == want.rstrip("\r\n"):  # invisible in the text: say which ending is which
-                return (f"line {at + k + 1} ends in {_ending(got)}, the hunk's in {_ending(want)} (a diff saved with "
-                        "other line endings: convert it, e.g. dos2unix)")
+                return (
+                    f"line {at + k + 1} ends in {_ending(got)}, the hunk's in {_ending(want)} (a diff saved with "
+                    "other line endings: convert it, e.g. dos2unix)"
+                )
             shown, expected = got.removesuffix("\n"), want.removesuffix("\n")  # trailing blanks stay visible
             return f"line {at + k + 1} is {shown!r}, the hunk expects {expected!r}"
     return "its lines occur more than once after the previous hunk"
@@ -234,8 +267,10 @@ def _apply(text: str, hunks: Sequence[_Hunk], where: str) -> str:
     for hunk in hunks:
         at = _locate(lines, hunk, pos)
         if at is None:
-            raise InputError(f"{where} hunk {hunk.header} does not apply exactly: {_mismatch(lines, hunk)}; "
-                             "nothing written", hint=_EXACT_HINT)
+            raise InputError(
+                f"{where} hunk {hunk.header} does not apply exactly: {_mismatch(lines, hunk)}; nothing written",
+                hint=_EXACT_HINT,
+            )
         out += lines[pos:at]
         out += hunk.target
         pos = at + len(hunk.source)
@@ -250,10 +285,12 @@ def _capture(path: str, original: str, hunks: Sequence[_Hunk], where: str) -> tu
     except InputError as exc:
         culprit = next((h for h in hunks if _refused(path, original, h, where)), None)
         named = f" hunk {culprit.header}" if culprit else f" ({len(hunks)} hunks together)"
-        raise InputError(f"{where}{named} cannot be expressed as envforge's operations: "
-                         f"{exc.message.split(': ', 1)[-1]}; nothing written",
-                         hint="import the definitions it changes only (drop that hunk, or split the diff), or "
-                              "write the patchset by hand (docs/patchsets.md, Operations)") from None
+        raise InputError(
+            f"{where}{named} cannot be expressed as envforge's operations: "
+            f"{exc.message.split(': ', 1)[-1]}; nothing written",
+            hint="import the definitions it changes only (drop that hunk, or split the diff), or "
+            "write the patchset by hand (docs/patchsets.md, Operations)",
+        ) from None
 
 
 def _refused(path: str, original: str, hunk: _Hunk, where: str) -> bool:
@@ -275,9 +312,11 @@ def _round_trip(target: Path, original: dict[str, str], edited: dict[str, str]) 
         outcomes, after = evaluate_file(ps, path, before.encode(), ctx, already=False)
         drifted = [o.detail for _, state, o in outcomes if state == DRIFTED]
         if drifted or after != edited[path].encode():
-            raise InputError(f"{path}: the operations do not give the diff's result "
-                             f"({drifted[0] if drifted else 'other bytes'}); nothing written",
-                             hint="write the patchset by hand (docs/patchsets.md, Operations)")
+            raise InputError(
+                f"{path}: the operations do not give the diff's result "
+                f"({drifted[0] if drifted else 'other bytes'}); nothing written",
+                hint="write the patchset by hand (docs/patchsets.md, Operations)",
+            )
 
 
 def _check_origin(origin: str | None) -> None:
@@ -293,16 +332,27 @@ def _check_origin(origin: str | None) -> None:
     scheme, sep, rest = origin.rpartition("://")
     bare = re.match(r"[^/?#\s]*@", rest)  # user:password@host, with or without a scheme
     if bare is not None:
-        shown = f"{scheme}{sep}<credentials>@{rest[bare.end():]}"
+        shown = f"{scheme}{sep}<credentials>@{rest[bare.end() :]}"
     if shown != origin or re.search(r"\?[^\s]*=", origin):
-        raise InputError(f"--origin '{shown.partition('?')[0]}' carries credentials or a query string, which "
-                         "would be written into the patchset (committed with the project) and printed",
-                         hint="give the public URL of the diff, e.g. https://github.com/OWNER/REPO/pull/N.diff")
+        raise InputError(
+            f"--origin '{shown.partition('?')[0]}' carries credentials or a query string, which "
+            "would be written into the patchset (committed with the project) and printed",
+            hint="give the public URL of the diff, e.g. https://github.com/OWNER/REPO/pull/N.diff",
+        )
 
 
-def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, reason: str, *,
-                versions: str | None = None, origin: str | None = None, upstream_prefix: str = "",
-                force: bool = False) -> ImportedPatchset:
+def import_diff(
+    diff: Path,
+    site_packages: Path,
+    patchsets_dir: Path,
+    pid: str,
+    reason: str,
+    *,
+    versions: str | None = None,
+    origin: str | None = None,
+    upstream_prefix: str = "",
+    force: bool = False,
+) -> ImportedPatchset:
     """Write ``<patchsets_dir>/<pid>.toml`` from the unified diff ``diff`` (see the module doc).
 
     :param site_packages: holds the released files the diff is applied to (an environment, or a
@@ -347,9 +397,20 @@ def import_diff(diff: Path, site_packages: Path, patchsets_dir: Path, pid: str, 
     if not ops:
         raise InputError(f"{diff}: changes nothing in {dist.name} {dist.version}", hint=_DIFF_HINT)
     sha = hashlib.sha256(data).hexdigest()
-    meta = {"id": pid, "distribution": dist.name, "versions": versions or f"=={dist.version}", "reason": reason,
-            "upstream-prefix": upstream_prefix, "diff-sha256": sha, "diff-origin": origin or diff.name}
-    write_patchset(target, meta, ops, comment=f"Imported by `envforge patches import` from {origin or diff.name} "
-                                              f"on {dist.name} {dist.version}.",
-                    check=lambda written: _round_trip(written, original, edited))
+    meta = {
+        "id": pid,
+        "distribution": dist.name,
+        "versions": versions or f"=={dist.version}",
+        "reason": reason,
+        "upstream-prefix": upstream_prefix,
+        "diff-sha256": sha,
+        "diff-origin": origin or diff.name,
+    }
+    write_patchset(
+        target,
+        meta,
+        ops,
+        comment=f"Imported by `envforge patches import` from {origin or diff.name} on {dist.name} {dist.version}.",
+        check=lambda written: _round_trip(written, original, edited),
+    )
     return ImportedPatchset(target, dist.name, dist.version, sha, sum(len(pf) for pf, _ in files), tuple(lines))

@@ -21,10 +21,20 @@ from packaging.version import InvalidVersion, Version
 
 __all__ = ["VERSION_IS_CUDA_MAJOR", "CudaMismatch", "cuda_major", "cuda_mismatches"]
 
-VERSION_IS_CUDA_MAJOR = frozenset({
-    "cuda-python", "cuda-bindings", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti",
-    "nvidia-cuda-nvcc", "nvidia-cublas", "nvidia-nvjitlink", "nvidia-nvtx", "nvidia-cuda-cccl",
-})
+VERSION_IS_CUDA_MAJOR = frozenset(
+    {
+        "cuda-python",
+        "cuda-bindings",
+        "nvidia-cuda-runtime",
+        "nvidia-cuda-nvrtc",
+        "nvidia-cuda-cupti",
+        "nvidia-cuda-nvcc",
+        "nvidia-cublas",
+        "nvidia-nvjitlink",
+        "nvidia-nvtx",
+        "nvidia-cuda-cccl",
+    }
+)
 
 _SUFFIX = re.compile(r"-cu(?:da)?(\d{2})x?$")
 _LOCAL = re.compile(r"^cu(\d{2})\d*$")
@@ -41,7 +51,9 @@ class CudaMismatch:
     why: str
 
     def describe(self) -> str:
-        return f"{self.name} {self.version} is built for CUDA {self.major} ({self.why}), the variant is CUDA {self.wanted}"
+        return (
+            f"{self.name} {self.version} is built for CUDA {self.major} ({self.why}), the variant is CUDA {self.wanted}"
+        )
 
 
 def cuda_major(name: str, version: str) -> tuple[int, str] | None:

@@ -43,13 +43,27 @@ from typing import Final
 from envforge.core.urls import SCHEME, secret_arg_name
 from envforge.recipe.ncclnames import RELEASES
 
-__all__ = ["NCCL_ANY", "NCCL_INT", "NCCL_REMOVED", "NCCL_STR", "NCCL_VERSION", "CUDA_NAMES", "TORCH_OLD_NAMES",
-           "nccl_integer", "problems", "release_problems", "secret_problem", "startup_reader"]
+__all__ = [
+    "NCCL_ANY",
+    "NCCL_INT",
+    "NCCL_REMOVED",
+    "NCCL_STR",
+    "NCCL_VERSION",
+    "CUDA_NAMES",
+    "TORCH_OLD_NAMES",
+    "nccl_integer",
+    "problems",
+    "release_problems",
+    "secret_problem",
+    "startup_reader",
+]
 
 NCCL_VERSION: Final = "2.27.5"
 
 # Read as integers (NCCL_PARAM / ncclLoadParam, or getenv + strtol): base 0, the first non-digit ends it.
-NCCL_INT: Final[frozenset[str]] = frozenset("NCCL_" + n for n in """
+NCCL_INT: Final[frozenset[str]] = frozenset(
+    "NCCL_" + n
+    for n in """
 ALLOC_P2P_NET_LL_BUFFERS BUFFSIZE CGA_CLUSTER_SIZE CHECK_POINTERS CHUNK_SIZE COLLNET_ENABLE
 COLLNET_NODE_THRESHOLD COMM_BLOCKING COMM_SHRINK_SHARE_RESOURCES COMM_SPLIT_SHARE_RESOURCES
 CONNECT_ROUND_MAX_PEERS CREATE_THREAD_CONTEXT CROSS_NIC CUMEM_ENABLE CUMEM_HOST_ENABLE DMABUF_ENABLE
@@ -75,7 +89,8 @@ SHM_USE_CUDA_MEMCPY SOCKET_INLINE SOCKET_MIN_TASKSIZE SOCKET_NTHREADS SOCKET_RCV
 SOCKET_RETRY_CNT SOCKET_RETRY_SLEEP_MSEC SOCKET_SNDBUF SYM_CTAS TOPO_DUMP_FILE_RANK
 UID_STAGGER_RATE UID_STAGGER_THRESHOLD UNPACK_DOUBLE_NCHANNELS WARN_ENABLE_DEBUG_INFO WIN_ENABLE
 WIN_STRIDE WORK_ARGS_BYTES WORK_FIFO_BYTES
-""".split())
+""".split()
+)
 
 # Read as text. An entry with choices lists what NCCL matches (exactly, unless noted).
 _PATH_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "1", "2", "3", "4", "5")
@@ -87,29 +102,57 @@ NCCL_STR: Final[dict[str, tuple[str, ...] | None]] = {
     "NCCL_LAUNCH_MODE": ("PARALLEL", "GROUP"),
     "NCCL_SOCKET_FAMILY": ("AF_INET", "AF_INET6"),
     "NCCL_IB_ADDR_FAMILY": ("AF_INET", "AF_INET6"),
-    **{f"NCCL_{n}": None for n in """ALGO PROTO COMM_ID CONF_FILE CTA_POLICY DEBUG_FILE DEBUG_SUBSYS
+    **{
+        f"NCCL_{n}": None
+        for n in """ALGO PROTO COMM_ID CONF_FILE CTA_POLICY DEBUG_FILE DEBUG_SUBSYS
         DEBUG_TIMESTAMP_FORMAT DEBUG_TIMESTAMP_LEVELS GRAPH_DUMP_FILE GRAPH_FILE HOSTID IB_ADDR_RANGE
         IB_HCA IPC_COLLECTIVE IPC_SENDRECV MNNVL_UUID NET NET_DEVICE_HOST NET_DEVICE_UNPACK
         NET_FORCE_MERGE NET_PLUGIN NET_PLUGIN_REF_COUNT OOB_NET_IFNAME PROFILER_PLUGIN RAS_ADDR
-        SOCKET_IFNAME SYM_KERNEL THREAD_THRESHOLDS TOPO_DUMP_FILE TOPO_FILE TUNER_PLUGIN""".split()},
+        SOCKET_IFNAME SYM_KERNEL THREAD_THRESHOLDS TOPO_DUMP_FILE TOPO_FILE TUNER_PLUGIN""".split()
+    },
 }
 _CASE_INSENSITIVE = frozenset({"NCCL_DEBUG", "NCCL_LAUNCH_MODE"})
 # Lists of names (comma-separated, '^' excludes; NCCL_ALGO/PROTO also take "coll:names;coll:names").
 _LISTS: Final[dict[str, frozenset[str]]] = {
     "NCCL_PROTO": frozenset({"ll", "ll128", "simple"}),
     "NCCL_ALGO": frozenset({"tree", "ring", "collnetdirect", "collnetchain", "nvls", "nvlstree", "pat"}),
-    "NCCL_DEBUG_SUBSYS": frozenset({"init", "coll", "p2p", "shm", "net", "graph", "tuning", "env", "alloc",
-                                    "call", "proxy", "nvls", "bootstrap", "reg", "profile", "ras", "all"}),
+    "NCCL_DEBUG_SUBSYS": frozenset(
+        {
+            "init",
+            "coll",
+            "p2p",
+            "shm",
+            "net",
+            "graph",
+            "tuning",
+            "env",
+            "alloc",
+            "call",
+            "proxy",
+            "nvls",
+            "bootstrap",
+            "reg",
+            "profile",
+            "ras",
+            "all",
+        }
+    ),
 }
-_COLLECTIVES = frozenset({"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "sendrecv",
-                          "send", "recv", "alltoall"})
+_COLLECTIVES = frozenset(
+    {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "sendrecv", "send", "recv", "alltoall"}
+)
 # Only 1 disables these (ncclGetLevel: `if (disable == 1)`), any other integer leaves them enabled.
 _ONLY_ONE_DISABLES = frozenset({"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE"})
 # Names older NCCL documentation lists that NCCL |NCCL_VERSION| no longer reads -> the replacement.
 NCCL_REMOVED: Final[dict[str, str | None]] = {
-    "NCCL_IB_GDR_LEVEL": "NCCL_NET_GDR_LEVEL", "NCCL_IB_CUDA_SUPPORT": "NCCL_NET_GDR_LEVEL",
-    "NCCL_RINGS": None, "NCCL_LL_THRESHOLD": "NCCL_PROTO", "NCCL_TREE_THRESHOLD": "NCCL_ALGO",
-    "NCCL_SINGLE_RING_THRESHOLD": None, "NCCL_CHECKS_DISABLE": None, "NCCL_LL128_THRESHOLD": "NCCL_PROTO",
+    "NCCL_IB_GDR_LEVEL": "NCCL_NET_GDR_LEVEL",
+    "NCCL_IB_CUDA_SUPPORT": "NCCL_NET_GDR_LEVEL",
+    "NCCL_RINGS": None,
+    "NCCL_LL_THRESHOLD": "NCCL_PROTO",
+    "NCCL_TREE_THRESHOLD": "NCCL_ALGO",
+    "NCCL_SINGLE_RING_THRESHOLD": None,
+    "NCCL_CHECKS_DISABLE": None,
+    "NCCL_LL128_THRESHOLD": "NCCL_PROTO",
 }
 NCCL_NAMES: Final[frozenset[str]] = NCCL_INT | frozenset(NCCL_STR)
 #: Every name some NCCL release of :data:`envforge.recipe.ncclnames.RELEASES` reads.
@@ -117,11 +160,24 @@ NCCL_ANY: Final[frozenset[str]] = NCCL_NAMES.union(*RELEASES.values())
 _KNOWN_RELEASES = ", ".join(RELEASES)
 # PyTorch's ProcessGroupNCCL still reads these under their old names (with a deprecation warning);
 # NCCL itself does not (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: TORCH_NCCL_* first).
-TORCH_OLD_NAMES: Final[dict[str, str]] = {f"NCCL_{n}": f"TORCH_NCCL_{n}" for n in (
-    "ASYNC_ERROR_HANDLING", "BLOCKING_WAIT", "DESYNC_DEBUG", "ENABLE_TIMING", "ENABLE_MONITORING",
-    "HEARTBEAT_TIMEOUT_SEC", "DUMP_ON_TIMEOUT", "TRACE_BUFFER_SIZE", "AVOID_RECORD_STREAMS")}
+TORCH_OLD_NAMES: Final[dict[str, str]] = {
+    f"NCCL_{n}": f"TORCH_NCCL_{n}"
+    for n in (
+        "ASYNC_ERROR_HANDLING",
+        "BLOCKING_WAIT",
+        "DESYNC_DEBUG",
+        "ENABLE_TIMING",
+        "ENABLE_MONITORING",
+        "HEARTBEAT_TIMEOUT_SEC",
+        "DUMP_ON_TIMEOUT",
+        "TRACE_BUFFER_SIZE",
+        "AVOID_RECORD_STREAMS",
+    )
+}
 
-CUDA_NAMES: Final[frozenset[str]] = frozenset("CUDA_" + n for n in """
+CUDA_NAMES: Final[frozenset[str]] = frozenset(
+    "CUDA_" + n
+    for n in """
 VISIBLE_DEVICES DEVICE_ORDER MANAGED_FORCE_DEVICE_ALLOC CACHE_DISABLE CACHE_PATH CACHE_MAXSIZE
 FORCE_PTX_JIT DISABLE_PTX_JIT FORCE_JIT DISABLE_JIT LAUNCH_BLOCKING DEVICE_MAX_CONNECTIONS
 DEVICE_MAX_COPY_CONNECTIONS AUTO_BOOST SCALE_LAUNCH_QUEUES GRAPHS_USE_NODE_PRIORITY
@@ -131,14 +187,26 @@ COREDUMP_GENERATION_FLAGS COREDUMP_SHOW_PROGRESS MODULE_LOADING MODULE_DATA_LOAD
 MPS_PIPE_DIRECTORY MPS_LOG_DIRECTORY MPS_ACTIVE_THREAD_PERCENTAGE MPS_PINNED_DEVICE_MEM_LIMIT
 MPS_ENABLE_PER_CTX_DEVICE_MULTIPROCESSOR_PARTITIONING MPS_CLIENT_PRIORITY LOG_FILE INJECTION64_PATH
 HOME PATH ROOT TOOLKIT_ROOT_DIR
-""".split())
+""".split()
+)
 
 # Read once when a process starts, before any .pth hook runs (B31).
 _LOADER = "the dynamic loader (ld.so)"
 _PYTHON_LAZY = frozenset({"PYTHONBREAKPOINT", "PYTHONASYNCIODEBUG"})
-_GLIBC = frozenset({"GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_ARENA_TEST", "MALLOC_CHECK_",
-                    "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_PERTURB_", "MALLOC_TOP_PAD_",
-                    "MALLOC_TRIM_THRESHOLD_", "MALLOC_TCACHE_MAX_"})
+_GLIBC = frozenset(
+    {
+        "GLIBC_TUNABLES",
+        "MALLOC_ARENA_MAX",
+        "MALLOC_ARENA_TEST",
+        "MALLOC_CHECK_",
+        "MALLOC_MMAP_MAX_",
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_PERTURB_",
+        "MALLOC_TOP_PAD_",
+        "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_TCACHE_MAX_",
+    }
+)
 
 _STRICT_INT = re.compile(r"-?(0|[1-9][0-9]*|0[xX][0-9a-fA-F]+)")
 _SIZED = re.compile(r"\s*(\d+)\s*([kKmMgG])[iI]?[bB]?\s*")
@@ -188,23 +256,27 @@ def _integer_problem(name: str, value: str) -> str | None:
         return "is empty: NCCL ignores an empty value and keeps its default; remove the line"
     if not _LLONG_MIN <= (read := nccl_integer(value)) <= _LLONG_MAX:  # field case N21
         bound = _LLONG_MAX if read > 0 else _LLONG_MIN
-        return (f"\"{value}\" is out of range of NCCL's strtoll (a C long long): NCCL reads {bound} (it saturates, "
-                "ERANGE), not the number written; write a value between "
-                f"{_LLONG_MIN} and {_LLONG_MAX}")
+        return (
+            f'"{value}" is out of range of NCCL\'s strtoll (a C long long): NCCL reads {bound} (it saturates, '
+            "ERANGE), not the number written; write a value between "
+            f"{_LLONG_MIN} and {_LLONG_MAX}"
+        )
     if not _STRICT_INT.fullmatch(value):
         read = nccl_integer(value)
-        msg = (f"NCCL reads \"{value}\" as {read} (it parses an integer with strtoll and stops at the first "
-               "character that is not a digit)")
+        msg = (
+            f'NCCL reads "{value}" as {read} (it parses an integer with strtoll and stops at the first '
+            "character that is not a digit)"
+        )
         if m := _SIZED.fullmatch(value):
             want = int(m.group(1)) * 1024 ** "kmg".index(m.group(2).lower()) * 1024
-            msg += f"; write the number of bytes: \"{want}\""
+            msg += f'; write the number of bytes: "{want}"'
         elif re.fullmatch(r"-?0[0-7]+", value):
-            msg = f"NCCL reads \"{value}\" as {read} (a leading 0 means octal); write \"{int(value, 10)}\" or \"{read}\""
+            msg = f'NCCL reads "{value}" as {read} (a leading 0 means octal); write "{int(value, 10)}" or "{read}"'
         else:
             msg += "; write a plain integer"
         return msg
     if name in _ONLY_ONE_DISABLES and value not in ("0", "1"):
-        return f"NCCL disables only on \"1\"; \"{value}\" leaves it enabled: write \"1\" or \"0\""
+        return f'NCCL disables only on "1"; "{value}" leaves it enabled: write "1" or "0"'
     return None
 
 
@@ -218,8 +290,10 @@ def _list_problem(name: str, value: str) -> str | None:
             bad.append(coll.strip())
         bad += [n for n in [names.strip().lstrip("^")] if n and n.lower() not in known]
     if bad:
-        return (f"\"{value}\": NCCL knows no {', '.join(repr(b) for b in bad)} here; accepted: "
-                f"{', '.join(sorted(known))} (comma-separated, '^' to exclude)")
+        return (
+            f'"{value}": NCCL knows no {", ".join(repr(b) for b in bad)} here; accepted: '
+            f"{', '.join(sorted(known))} (comma-separated, '^' to exclude)"
+        )
     return None
 
 
@@ -233,16 +307,21 @@ def _name_problem(name: str, reviewed: Collection[str] = ()) -> str | None:
         return None
     if name.startswith("NCCL_"):
         if name in TORCH_OLD_NAMES:
-            return (f"NCCL does not read {name}; PyTorch reads it under this deprecated name: write "
-                    f"{TORCH_OLD_NAMES[name]}")
+            return (
+                f"NCCL does not read {name}; PyTorch reads it under this deprecated name: write {TORCH_OLD_NAMES[name]}"
+            )
         if name in NCCL_REMOVED:
             new = NCCL_REMOVED[name]
-            return (f"NCCL {NCCL_VERSION} no longer reads {name}" + (f"; use {new}" if new else "; remove it"))
+            return f"NCCL {NCCL_VERSION} no longer reads {name}" + (f"; use {new}" if new else "; remove it")
         if name not in NCCL_ANY:
-            return (f"no NCCL release envforge knows ({_KNOWN_RELEASES}) reads {name} (NCCL ignores unknown names "
-                    f"without a word)" + (_did_you_mean(name, NCCL_ANY) or
-                                          "; a newer NCCL's variable, reviewed: list it in the recipe's "
-                                          "[nccl-unknown] with the reason"))
+            return (
+                f"no NCCL release envforge knows ({_KNOWN_RELEASES}) reads {name} (NCCL ignores unknown names "
+                f"without a word)"
+                + (
+                    _did_you_mean(name, NCCL_ANY)
+                    or "; a newer NCCL's variable, reviewed: list it in the recipe's [nccl-unknown] with the reason"
+                )
+            )
         return None
     if name.startswith("CUDA_"):
         if name not in CUDA_NAMES:
@@ -275,9 +354,11 @@ def secret_problem(name: str, value: str) -> str | None:
     if not secret_name and not _URL_USERINFO.search(value):
         return None
     what = "its name says it holds a credential" if secret_name else "its value has a URL with credentials in it"
-    return (f"{what}; a recipe is committed and its variables are written into the lock and every environment "
-            f"and printed, so a credential never belongs here: export {name} in the shell or job that starts "
-            "the server (the env profile never overrides a variable the caller set) and remove it from the recipe")
+    return (
+        f"{what}; a recipe is committed and its variables are written into the lock and every environment "
+        f"and printed, so a credential never belongs here: export {name} in the shell or job that starts "
+        "the server (the env profile never overrides a variable the caller set) and remove it from the recipe"
+    )
 
 
 def problems(name: str, value: object, reviewed: Collection[str] = ()) -> list[str]:
@@ -292,10 +373,11 @@ def problems(name: str, value: object, reviewed: Collection[str] = ()) -> list[s
     """
     if not isinstance(value, str):
         shown = str(value).lower() if isinstance(value, bool) else repr(value)
-        return [f"must be a string (environment values are text): write {name} = \"{shown}\""]
+        return [f'must be a string (environment values are text): write {name} = "{shown}"']
     if "\0" in value:
-        return ["contains a NUL character, which no process environment can hold (execve ends the value "
-                "there); remove it"]
+        return [
+            "contains a NUL character, which no process environment can hold (execve ends the value there); remove it"
+        ]
     if (secret := secret_problem(name, value)) is not None:
         return [secret]
     found = [p for p in [_name_problem(name, reviewed)] if p]
@@ -309,9 +391,14 @@ def problems(name: str, value: object, reviewed: Collection[str] = ()) -> list[s
     if choices is not None:
         v = value.upper() if name in _CASE_INSENSITIVE else value
         if v not in choices:
-            return [f"\"{value}\" is not one NCCL accepts; accepted: {', '.join(choices)}"
-                    + (" (NCCL matches these exactly and reads anything else as an integer: 0, the lowest level)"
-                       if choices is _PATH_LEVELS else "")]
+            return [
+                f'"{value}" is not one NCCL accepts; accepted: {", ".join(choices)}'
+                + (
+                    " (NCCL matches these exactly and reads anything else as an integer: 0, the lowest level)"
+                    if choices is _PATH_LEVELS
+                    else ""
+                )
+            ]
     return []
 
 
@@ -330,6 +417,8 @@ def release_problems(names: Iterable[str], version: str, reviewed: Collection[st
         if not name.startswith("NCCL_") or name in reviewed or name not in NCCL_ANY or name in table:
             continue
         others = [r for r in RELEASES if name in RELEASES[r]]
-        out.append(f"{name}: NCCL {version} reads no variable {name} (NCCL {', '.join(others)} "
-                   f"{'reads' if len(others) == 1 else 'read'} it)")
+        out.append(
+            f"{name}: NCCL {version} reads no variable {name} (NCCL {', '.join(others)} "
+            f"{'reads' if len(others) == 1 else 'read'} it)"
+        )
     return out

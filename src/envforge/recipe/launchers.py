@@ -25,8 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["ALWAYS", "IF_UNSET", "LAUNCHERS", "SGLANG_0_5_9", "UNLESS_ZERO", "Launcher", "LauncherWrite",
-           "launcher_for"]
+__all__ = [
+    "ALWAYS",
+    "IF_UNSET",
+    "LAUNCHERS",
+    "SGLANG_0_5_9",
+    "UNLESS_ZERO",
+    "Launcher",
+    "LauncherWrite",
+    "launcher_for",
+]
 
 #: The write is a plain assignment: it replaces whatever the process had.
 ALWAYS: Final = "always"
@@ -106,23 +114,28 @@ _SYMM = ("--enable-symm-mem",)
 _NVLS = ("--enable-nccl-nvls", "--enable-symm-mem")
 
 #: sglang 0.5.9, ``sglang/srt/entrypoints/engine.py`` ``_set_envs_and_config`` (lines 806-836).
-SGLANG_0_5_9: Final = Launcher("sglang", "0.5.9", "sglang/srt/entrypoints/engine.py _set_envs_and_config", (
-    # if "NCCL_CUMEM_ENABLE" not in os.environ or server_args.enable_symm_mem:
-    #     os.environ["NCCL_CUMEM_ENABLE"] = str(int(server_args.enable_symm_mem))
-    LauncherWrite("NCCL_CUMEM_ENABLE", "1", ALWAYS, _SYMM, 809),
-    LauncherWrite("NCCL_CUMEM_ENABLE", "0", IF_UNSET, (), 809),
-    # if "NCCL_NVLS_ENABLE" not in os.environ or server_args.enable_nccl_nvls or server_args.enable_symm_mem:
-    #     os.environ["NCCL_NVLS_ENABLE"] = str(int(server_args.enable_nccl_nvls or server_args.enable_symm_mem))
-    LauncherWrite("NCCL_NVLS_ENABLE", "1", ALWAYS, _NVLS, 815),
-    LauncherWrite("NCCL_NVLS_ENABLE", "0", IF_UNSET, (), 815),
-    LauncherWrite("CUDA_DEVICE_MAX_CONNECTIONS", "8", ALWAYS, (), 818),
-    LauncherWrite("CUDA_MODULE_LOADING", "AUTO", ALWAYS, (), 819),
-    LauncherWrite("TRTLLM_ENABLE_PDL", "1", UNLESS_ZERO, (), 823),
-    LauncherWrite("CUTE_DSL_LOG_LEVEL", "30", IF_UNSET, (), 827),
-    LauncherWrite("CUTE_DSL_LOG_TO_CONSOLE", "1", IF_UNSET, (), 831),
-    # f"sglang-run-{time.time()}-{random.randint(0, 100000000)}"
-    LauncherWrite("SGLANG_RUN_ID", None, ALWAYS, (), 834),
-))
+SGLANG_0_5_9: Final = Launcher(
+    "sglang",
+    "0.5.9",
+    "sglang/srt/entrypoints/engine.py _set_envs_and_config",
+    (
+        # if "NCCL_CUMEM_ENABLE" not in os.environ or server_args.enable_symm_mem:
+        #     os.environ["NCCL_CUMEM_ENABLE"] = str(int(server_args.enable_symm_mem))
+        LauncherWrite("NCCL_CUMEM_ENABLE", "1", ALWAYS, _SYMM, 809),
+        LauncherWrite("NCCL_CUMEM_ENABLE", "0", IF_UNSET, (), 809),
+        # if "NCCL_NVLS_ENABLE" not in os.environ or server_args.enable_nccl_nvls or server_args.enable_symm_mem:
+        #     os.environ["NCCL_NVLS_ENABLE"] = str(int(server_args.enable_nccl_nvls or server_args.enable_symm_mem))
+        LauncherWrite("NCCL_NVLS_ENABLE", "1", ALWAYS, _NVLS, 815),
+        LauncherWrite("NCCL_NVLS_ENABLE", "0", IF_UNSET, (), 815),
+        LauncherWrite("CUDA_DEVICE_MAX_CONNECTIONS", "8", ALWAYS, (), 818),
+        LauncherWrite("CUDA_MODULE_LOADING", "AUTO", ALWAYS, (), 819),
+        LauncherWrite("TRTLLM_ENABLE_PDL", "1", UNLESS_ZERO, (), 823),
+        LauncherWrite("CUTE_DSL_LOG_LEVEL", "30", IF_UNSET, (), 827),
+        LauncherWrite("CUTE_DSL_LOG_TO_CONSOLE", "1", IF_UNSET, (), 831),
+        # f"sglang-run-{time.time()}-{random.randint(0, 100000000)}"
+        LauncherWrite("SGLANG_RUN_ID", None, ALWAYS, (), 834),
+    ),
+)
 
 #: Every launcher envforge knows, by (engine, version).
 LAUNCHERS: Final[Mapping[tuple[str, str], Launcher]] = {("sglang", "0.5.9"): SGLANG_0_5_9}

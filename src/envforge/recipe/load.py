@@ -30,10 +30,12 @@ def load_recipe(path: Path) -> Recipe:
     """
     data, text = load_toml(path, what="recipe", limit=SMALL_LIMIT, error=RecipeError)
     problems = _unreviewed(validate(data, RECIPE_SPEC, text), data) or (
-        _duplicates(data, text) + _retirements(data, text) + _provided_clashes(data, text))
+        _duplicates(data, text) + _retirements(data, text) + _provided_clashes(data, text)
+    )
     if problems:
-        raise RecipeError(format_problems("recipe", str(path), problems),
-                          hint="see docs/recipes.md for the recipe schema")
+        raise RecipeError(
+            format_problems("recipe", str(path), problems), hint="see docs/recipes.md for the recipe schema"
+        )
     return _build(path, data, text)
 
 
@@ -42,8 +44,11 @@ def _unreviewed(problems: list[Problem], data: Mapping[str, Any]) -> list[Proble
     each with its reason; :func:`envforge.recipe.envvars.problems` with ``reviewed``)."""
     given = data.get("nccl-unknown")
     reviewed: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-    return [p for p in problems
-            if not (p.path.rsplit(".", 1)[-1] in reviewed and p.message.startswith("no NCCL release envforge knows"))]
+    return [
+        p
+        for p in problems
+        if not (p.path.rsplit(".", 1)[-1] in reviewed and p.message.startswith("no NCCL release envforge knows"))
+    ]
 
 
 def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
@@ -57,31 +62,51 @@ def _duplicates(data: Mapping[str, Any], text: str) -> list[Problem]:
         for key in table:
             canon = canonicalize_name(key)
             if canon in seen:
-                out.append(Problem(f"{prefix}.{key}", f"names the same distribution as '{seen[canon]}' "
-                                   f"(both normalise to '{canon}'); keep one",
-                                   line_of(text, f"{prefix}.{key}")))
+                out.append(
+                    Problem(
+                        f"{prefix}.{key}",
+                        f"names the same distribution as '{seen[canon]}' (both normalise to '{canon}'); keep one",
+                        line_of(text, f"{prefix}.{key}"),
+                    )
+                )
             seen.setdefault(canon, key)
     accepted: dict[tuple[str, str], list[tuple[int, frozenset[str] | None]]] = {}
     for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
         pair = (str(entry["kind"]), str(entry["subject"]))
         scope = frozenset(entry["variants"]) if "variants" in entry else None  # None: every variant
-        clash = next((j for j, other in accepted.get(pair, []) if scope is None or other is None or scope & other),
-                     None)
+        clash = next(
+            (j for j, other in accepted.get(pair, []) if scope is None or other is None or scope & other), None
+        )
         if clash is not None:
-            out.append(Problem(f"verify.accept[{i}]", f"accepts {pair[0]} '{pair[1]}' again (already "
-                               f"verify.accept[{clash}]); keep one entry", line_of(text, "verify.accept")))
+            out.append(
+                Problem(
+                    f"verify.accept[{i}]",
+                    f"accepts {pair[0]} '{pair[1]}' again (already verify.accept[{clash}]); keep one entry",
+                    line_of(text, "verify.accept"),
+                )
+            )
         accepted.setdefault(pair, []).append((i, scope))
         between = entry.get("between")
         if between is None:
             continue
         where = line_of(text, "verify.accept.between")
         if pair[0] != "file-conflict":
-            out.append(Problem(f"verify.accept[{i}].between", f"applies only to kind \"file-conflict\" (this entry "
-                               f"is {pair[0]}); pin other kinds with actual", where))
+            out.append(
+                Problem(
+                    f"verify.accept[{i}].between",
+                    f'applies only to kind "file-conflict" (this entry is {pair[0]}); pin other kinds with actual',
+                    where,
+                )
+            )
         elif len(between) < 2 or len(set(between)) != len(between):
-            out.append(Problem(f"verify.accept[{i}].between", "list the two (or more) different distributions the "
-                               "finding names, e.g. [\"flashinfer-python 0.6.3\", \"torch-c-dlpack-ext 0.1.5\"]",
-                               where))
+            out.append(
+                Problem(
+                    f"verify.accept[{i}].between",
+                    "list the two (or more) different distributions the "
+                    'finding names, e.g. ["flashinfer-python 0.6.3", "torch-c-dlpack-ext 0.1.5"]',
+                    where,
+                )
+            )
     return out
 
 
@@ -97,8 +122,14 @@ def _retirements(data: Mapping[str, Any], text: str) -> list[Problem]:
             key, pid = f"{prefix}.retire-patchsets[{i}].id", str(entry["id"])
             where = line_of(text, f"{prefix}.retire-patchsets")
             if pid not in listed:
-                out.append(Problem(key, f"retires '{pid}', which [recipe] patchsets does not list "
-                                        f"(it lists: {', '.join(listed) or 'none'})", where))
+                out.append(
+                    Problem(
+                        key,
+                        f"retires '{pid}', which [recipe] patchsets does not list "
+                        f"(it lists: {', '.join(listed) or 'none'})",
+                        where,
+                    )
+                )
             elif pid in seen:
                 out.append(Problem(key, f"retires '{pid}' again; keep one entry", where))
             seen.add(pid)
@@ -106,8 +137,13 @@ def _retirements(data: Mapping[str, Any], text: str) -> list[Problem]:
     for i, entry in enumerate(data.get("verify", {}).get("accept", [])):
         for name in entry.get("variants", ()):
             if name not in variants:
-                out.append(Problem(f"verify.accept[{i}].variants", f"'{name}' is not a variant of this recipe "
-                                   f"(it has: {', '.join(sorted(variants))})", line_of(text, "verify.accept")))
+                out.append(
+                    Problem(
+                        f"verify.accept[{i}].variants",
+                        f"'{name}' is not a variant of this recipe (it has: {', '.join(sorted(variants))})",
+                        line_of(text, "verify.accept"),
+                    )
+                )
     return out
 
 
@@ -121,13 +157,21 @@ def _unpinned_source_builds(data: Mapping[str, Any], text: str) -> list[Problem]
     if data["recipe"].get("build-constraints"):
         return []
     tables = [("build-from-source", data.get("build-from-source", {}))]
-    tables += [(f"variant.{v}.build-from-source", t.get("build-from-source", {}))
-               for v, t in data.get("variant", {}).items()]
-    return [Problem(f"{prefix}.{name}", "is built from source at install time, but [recipe] build-constraints "
-                    "pins no build backend, so the build would use whatever version uv finds that day; pin the "
-                    "backend its pyproject.toml [build-system] requires, e.g. build-constraints = "
-                    "[\"setuptools==80.9.0\"]", line_of(text, f"{prefix}.{name}"))
-            for prefix, table in tables for name in table]
+    tables += [
+        (f"variant.{v}.build-from-source", t.get("build-from-source", {})) for v, t in data.get("variant", {}).items()
+    ]
+    return [
+        Problem(
+            f"{prefix}.{name}",
+            "is built from source at install time, but [recipe] build-constraints "
+            "pins no build backend, so the build would use whatever version uv finds that day; pin the "
+            "backend its pyproject.toml [build-system] requires, e.g. build-constraints = "
+            '["setuptools==80.9.0"]',
+            line_of(text, f"{prefix}.{name}"),
+        )
+        for prefix, table in tables
+        for name in table
+    ]
 
 
 def _provided_clashes(data: Mapping[str, Any], text: str) -> list[Problem]:
@@ -137,30 +181,53 @@ def _provided_clashes(data: Mapping[str, Any], text: str) -> list[Problem]:
     tables: list[tuple[str, Mapping[str, Any]]] = [(k, data.get(k, {})) for k in ("packages", "overrides")]
     for vname, v in data.get("variant", {}).items():
         tables += [(f"variant.{vname}.{k}", v.get(k, {})) for k in ("packages", "overrides")]
-    return [Problem(f"{prefix}.{key}", f"'{key}' is declared in [provided] (the base interpreter provides it, "
-                    "envforge never installs it); remove one of the two", line_of(text, f"{prefix}.{key}"))
-            for prefix, table in tables for key in table if canonicalize_name(key) in provided]
+    return [
+        Problem(
+            f"{prefix}.{key}",
+            f"'{key}' is declared in [provided] (the base interpreter provides it, "
+            "envforge never installs it); remove one of the two",
+            line_of(text, f"{prefix}.{key}"),
+        )
+        for prefix, table in tables
+        for key in table
+        if canonicalize_name(key) in provided
+    ]
 
 
 def _build(path: Path, data: Mapping[str, Any], text: str) -> Recipe:
     meta = data["recipe"]
     if problems := _unpinned_source_builds(data, text):
-        raise RecipeError(format_problems("recipe", str(path), problems),
-                          hint="see docs/recipes.md, \"Source builds (B28)\"")
+        raise RecipeError(
+            format_problems("recipe", str(path), problems), hint='see docs/recipes.md, "Source builds (B28)"'
+        )
     if path.parent.name == "recipes" and path.stem != meta["name"]:
-        raise RecipeError(f"{path}: recipe.name '{meta['name']}' does not match the file name '{path.name}'",
-                          hint=f"rename the file to recipes/{meta['name']}.toml or set name = \"{path.stem}\"")
+        raise RecipeError(
+            f"{path}: recipe.name '{meta['name']}' does not match the file name '{path.name}'",
+            hint=f'rename the file to recipes/{meta["name"]}.toml or set name = "{path.stem}"',
+        )
     t = data.get("target", {})
-    target = Target(gpu=t.get("gpu"), compute_capability=t.get("compute-capability"),
-                    gpus=t.get("gpus"), interconnect=t.get("interconnect"),
-                    platform=t.get("platform", DEFAULT_PLATFORM), cuda_driver_min=t.get("cuda-driver-min"))
+    target = Target(
+        gpu=t.get("gpu"),
+        compute_capability=t.get("compute-capability"),
+        gpus=t.get("gpus"),
+        interconnect=t.get("interconnect"),
+        platform=t.get("platform", DEFAULT_PLATFORM),
+        cuda_driver_min=t.get("cuda-driver-min"),
+    )
     variants = tuple(sorted(data.get("variant", {}))) or (DEFAULT_VARIANT,)
     for v in variants:
         if (msg := lock_name_problem(f"{meta['name']}-{v}")) is not None:
             raise RecipeError(f"{path}: variant.{v}: {msg}")
     return Recipe(
-        path=path, name=meta["name"], python=meta["python"], description=meta.get("description"),
-        resolution=meta.get("resolution", "full"), target=target,
-        patchsets=tuple(meta.get("patchsets", ())), variants=variants,
-        env_profiles={k: dict(v) for k, v in data.get("env", {}).items()}, data=data, text=text,
+        path=path,
+        name=meta["name"],
+        python=meta["python"],
+        description=meta.get("description"),
+        resolution=meta.get("resolution", "full"),
+        target=target,
+        patchsets=tuple(meta.get("patchsets", ())),
+        variants=variants,
+        env_profiles={k: dict(v) for k, v in data.get("env", {}).items()},
+        data=data,
+        text=text,
     )

@@ -114,9 +114,14 @@ class Target:
 
     def as_dict(self) -> dict[str, Any]:
         """Keys in a fixed order, ``None`` values left out (for locks and reports)."""
-        d = {"gpu": self.gpu, "compute-capability": self.compute_capability, "gpus": self.gpus,
-             "interconnect": self.interconnect, "platform": self.platform,
-             "cuda-driver-min": self.cuda_driver_min}
+        d = {
+            "gpu": self.gpu,
+            "compute-capability": self.compute_capability,
+            "gpus": self.gpus,
+            "interconnect": self.interconnect,
+            "platform": self.platform,
+            "cuda-driver-min": self.cuda_driver_min,
+        }
         return {k: v for k, v in d.items() if v is not None}
 
 
@@ -167,21 +172,32 @@ class ResolvedVariant:
             "python": self.python,
             "resolution": self.resolution,
             "platform": self.target.platform,
-            "packages": [p.requirement() + (f" @index={p.index}" if p.index else "")
-                         for p in self.packages],
+            "packages": [p.requirement() + (f" @index={p.index}" if p.index else "") for p in self.packages],
             "indexes": [f"{i.name}={i.url}" for i in self.indexes],
             "overrides": [o.requirement() for o in self.overrides],
             # Present only when used, so locks of recipes without them keep their inputs.
-            **({"cuda-exceptions": [f"{k}: {v}" for k, v in self.cuda_exceptions.items()]}
-               if self.cuda_exceptions else {}),
-            **({"build-from-source": [f"{k}: {v}" for k, v in self.source_builds.items()]}
-               if self.source_builds else {}),
+            **(
+                {"cuda-exceptions": [f"{k}: {v}" for k, v in self.cuda_exceptions.items()]}
+                if self.cuda_exceptions
+                else {}
+            ),
+            **(
+                {"build-from-source": [f"{k}: {v}" for k, v in self.source_builds.items()]}
+                if self.source_builds
+                else {}
+            ),
             **({"build-constraints": list(self.build_constraints)} if self.build_constraints else {}),
             **({"exclude-newer": self.exclude_newer} if self.exclude_newer else {}),
-            **({"exclude-newer-exempt": [f"{k}: {v}" for k, v in self.exclude_newer_exempt.items()]}
-               if self.exclude_newer_exempt else {}),
-            **({"provided": [f"{p.name}=={p.version} import={p.module}" for p in self.provided]}
-               if self.provided else {}),
+            **(
+                {"exclude-newer-exempt": [f"{k}: {v}" for k, v in self.exclude_newer_exempt.items()]}
+                if self.exclude_newer_exempt
+                else {}
+            ),
+            **(
+                {"provided": [f"{p.name}=={p.version} import={p.module}" for p in self.provided]}
+                if self.provided
+                else {}
+            ),
             **({"nccl-unknown": [f"{k}: {v}" for k, v in self.nccl_unknown.items()]} if self.nccl_unknown else {}),
         }
 
@@ -224,11 +240,18 @@ class Recipe:
         target = replace(self.target, platform=vdata.get("platform", self.target.platform))
         retired = self._retired(vdata)
         return ResolvedVariant(
-            recipe=self.name, variant=name, python=self.python, resolution=self.resolution,
-            target=target, cuda=vdata.get("cuda"), packages=pins,
+            recipe=self.name,
+            variant=name,
+            python=self.python,
+            resolution=self.resolution,
+            target=target,
+            cuda=vdata.get("cuda"),
+            packages=pins,
             indexes=tuple(Index(k, v) for k, v in sorted(indexes.items())),
             overrides=tuple(Override(k, v["version"], v["reason"]) for k, v in sorted(overrides.items())),
-            patchsets=tuple(p for p in self.patchsets if p not in retired), env_profile=profile, env=self._profile_env(profile),
+            patchsets=tuple(p for p in self.patchsets if p not in retired),
+            env_profile=profile,
+            env=self._profile_env(profile),
             verify=self.data.get("verify", {}),
             cuda_exceptions=self._reasons("cuda-exceptions", vdata),
             source_builds=self._reasons("build-from-source", vdata),
@@ -270,10 +293,12 @@ class Recipe:
                 return self.variants[0]
             raise RecipeError(
                 f"{self.path}: recipe '{self.name}' has variants {', '.join(self.variants)}; choose one",
-                hint=f"pass --variant {self.variants[0]}")
+                hint=f"pass --variant {self.variants[0]}",
+            )
         if variant not in self.variants:
-            raise RecipeError(f"{self.path}: recipe '{self.name}' has no variant '{variant}' "
-                              f"(it has: {', '.join(self.variants)})")
+            raise RecipeError(
+                f"{self.path}: recipe '{self.name}' has no variant '{variant}' (it has: {', '.join(self.variants)})"
+            )
         return variant
 
     def _pin(self, name: str, value: Any, indexes: Mapping[str, str], variant: str) -> PackagePin:
@@ -286,26 +311,31 @@ class Recipe:
                 f"{self.path}:{line_of(self.text, key) or line_of(self.text, f'packages.{name}') or '?'}: "
                 f"packages.{name}.index: index '{index}' is not defined",
                 hint=f"add it under [indexes] or [variant.{variant}.indexes] "
-                     f"(defined: {', '.join(sorted(indexes)) or 'none'})")
+                f"(defined: {', '.join(sorted(indexes)) or 'none'})",
+            )
         return PackagePin(name, value["version"], index)
 
     def _profile_name(self, requested: str | None) -> str | None:
         if requested is not None:
             if requested not in self.env_profiles:
-                raise RecipeError(f"{self.path}: env profile '{requested}' is not defined "
-                                  f"(defined: {', '.join(sorted(self.env_profiles)) or 'none'})",
-                                  hint=f"add a table [env.{requested}]")
+                raise RecipeError(
+                    f"{self.path}: env profile '{requested}' is not defined "
+                    f"(defined: {', '.join(sorted(self.env_profiles)) or 'none'})",
+                    hint=f"add a table [env.{requested}]",
+                )
             return requested
         if self.target.interconnect in self.env_profiles:
             return self.target.interconnect
         by_link = sorted(p for p in self.env_profiles if p in INTERCONNECTS)
         if self.target.interconnect is None and by_link:  # issue 44: such a table was silently never applied
             name = by_link[0]
-            raise RecipeError(f"{self.path}:{line_of(self.text, f'env.{name}') or '?'}: [env.{name}] is applied when "
-                              f"[target] interconnect = \"{name}\", and the recipe sets no interconnect: it would "
-                              "never be applied",
-                              hint=f"set interconnect = \"{name}\" under [target], or choose it when locking "
-                                   f"(`envforge lock --env-profile {name}`)")
+            raise RecipeError(
+                f"{self.path}:{line_of(self.text, f'env.{name}') or '?'}: [env.{name}] is applied when "
+                f'[target] interconnect = "{name}", and the recipe sets no interconnect: it would '
+                "never be applied",
+                hint=f'set interconnect = "{name}" under [target], or choose it when locking '
+                f"(`envforge lock --env-profile {name}`)",
+            )
         return DEFAULT_ENV_PROFILE if DEFAULT_ENV_PROFILE in self.env_profiles else None
 
     def _profile_env(self, profile: str | None) -> dict[str, str]:

@@ -23,18 +23,52 @@ from dataclasses import dataclass
 __all__ = ["UV_PLATFORMS", "Platform", "host_problem", "parse_platform", "platform_problem"]
 
 UV_PLATFORMS: tuple[str, ...] = (
-    "windows", "linux", "macos", "x86_64-pc-windows-msvc", "aarch64-pc-windows-msvc",
-    "i686-pc-windows-msvc", "x86_64-unknown-linux-gnu", "aarch64-apple-darwin", "x86_64-apple-darwin",
-    "aarch64-unknown-linux-gnu", "aarch64-unknown-linux-musl", "x86_64-unknown-linux-musl",
-    "riscv64-unknown-linux", "x86_64-manylinux2014", "x86_64-manylinux_2_17", "x86_64-manylinux_2_28",
-    "x86_64-manylinux_2_31", "x86_64-manylinux_2_32", "x86_64-manylinux_2_33", "x86_64-manylinux_2_34",
-    "x86_64-manylinux_2_35", "x86_64-manylinux_2_36", "x86_64-manylinux_2_37", "x86_64-manylinux_2_38",
-    "x86_64-manylinux_2_39", "x86_64-manylinux_2_40", "aarch64-manylinux2014", "aarch64-manylinux_2_17",
-    "aarch64-manylinux_2_28", "aarch64-manylinux_2_31", "aarch64-manylinux_2_32", "aarch64-manylinux_2_33",
-    "aarch64-manylinux_2_34", "aarch64-manylinux_2_35", "aarch64-manylinux_2_36", "aarch64-manylinux_2_37",
-    "aarch64-manylinux_2_38", "aarch64-manylinux_2_39", "aarch64-manylinux_2_40", "aarch64-linux-android",
-    "x86_64-linux-android", "wasm32-pyodide2024", "wasm32-pyodide2025", "arm64-apple-ios",
-    "arm64-apple-ios-simulator", "x86_64-apple-ios-simulator",
+    "windows",
+    "linux",
+    "macos",
+    "x86_64-pc-windows-msvc",
+    "aarch64-pc-windows-msvc",
+    "i686-pc-windows-msvc",
+    "x86_64-unknown-linux-gnu",
+    "aarch64-apple-darwin",
+    "x86_64-apple-darwin",
+    "aarch64-unknown-linux-gnu",
+    "aarch64-unknown-linux-musl",
+    "x86_64-unknown-linux-musl",
+    "riscv64-unknown-linux",
+    "x86_64-manylinux2014",
+    "x86_64-manylinux_2_17",
+    "x86_64-manylinux_2_28",
+    "x86_64-manylinux_2_31",
+    "x86_64-manylinux_2_32",
+    "x86_64-manylinux_2_33",
+    "x86_64-manylinux_2_34",
+    "x86_64-manylinux_2_35",
+    "x86_64-manylinux_2_36",
+    "x86_64-manylinux_2_37",
+    "x86_64-manylinux_2_38",
+    "x86_64-manylinux_2_39",
+    "x86_64-manylinux_2_40",
+    "aarch64-manylinux2014",
+    "aarch64-manylinux_2_17",
+    "aarch64-manylinux_2_28",
+    "aarch64-manylinux_2_31",
+    "aarch64-manylinux_2_32",
+    "aarch64-manylinux_2_33",
+    "aarch64-manylinux_2_34",
+    "aarch64-manylinux_2_35",
+    "aarch64-manylinux_2_36",
+    "aarch64-manylinux_2_37",
+    "aarch64-manylinux_2_38",
+    "aarch64-manylinux_2_39",
+    "aarch64-manylinux_2_40",
+    "aarch64-linux-android",
+    "x86_64-linux-android",
+    "wasm32-pyodide2024",
+    "wasm32-pyodide2025",
+    "arm64-apple-ios",
+    "arm64-apple-ios-simulator",
+    "x86_64-apple-ios-simulator",
 )
 
 # Spellings people use for the same machines (Docker, Go, Debian), mapped to uv's names.
@@ -88,8 +122,10 @@ def platform_problem(name: str) -> str | None:
         close = difflib.get_close_matches(name, UV_PLATFORMS, n=1, cutoff=0.6)
         guess = close[0] if close else None
     tail = f"; did you mean '{guess}'?" if guess else ""
-    return (f"'{name}' is not a platform uv can resolve for (uv --python-platform){tail} "
-            "e.g. 'x86_64-manylinux_2_28' or 'aarch64-manylinux_2_34' (arch-manylinux_2_<glibc minor>)")
+    return (
+        f"'{name}' is not a platform uv can resolve for (uv --python-platform){tail} "
+        "e.g. 'x86_64-manylinux_2_28' or 'aarch64-manylinux_2_34' (arch-manylinux_2_<glibc minor>)"
+    )
 
 
 def _guess(name: str) -> str | None:
@@ -112,8 +148,9 @@ def _host_glibc() -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def host_problem(name: str, *, machine: str | None = None, glibc: tuple[int, int] | None = None,
-                 os_name: str | None = None) -> str | None:
+def host_problem(
+    name: str, *, machine: str | None = None, glibc: tuple[int, int] | None = None, os_name: str | None = None
+) -> str | None:
     """Why this machine cannot run wheels for platform ``name``, or None when it can.
 
     ``machine``, ``glibc`` and ``os_name`` default to this machine's (``platform.machine()``,
@@ -131,6 +168,8 @@ def host_problem(name: str, *, machine: str | None = None, glibc: tuple[int, int
     if target.glibc is not None:
         have = glibc if glibc is not None else _host_glibc()
         if have is not None and have < target.glibc:
-            return (f"the lock is for {name}, which needs glibc {target.glibc[0]}.{target.glibc[1]} or newer; "
-                    f"{here} with glibc {have[0]}.{have[1]}")
+            return (
+                f"the lock is for {name}, which needs glibc {target.glibc[0]}.{target.glibc[1]} or newer; "
+                f"{here} with glibc {have[0]}.{have[1]}"
+            )
     return None

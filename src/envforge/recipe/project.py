@@ -23,8 +23,15 @@ from envforge.recipe.load import load_recipe
 from envforge.recipe.model import DEFAULT_VARIANT
 from envforge.recipe.scaffold import default_project_dir, embedded_root
 
-__all__ = ["DEFAULT_RECIPE", "PROJECT_FILE", "Located", "Project", "enclosing_project", "find_project",
-           "locate_project"]
+__all__ = [
+    "DEFAULT_RECIPE",
+    "PROJECT_FILE",
+    "Located",
+    "Project",
+    "enclosing_project",
+    "find_project",
+    "locate_project",
+]
 
 DEFAULT_RECIPE = "quickstart"
 PROJECT_FILE = "envforge.toml"
@@ -75,8 +82,10 @@ class Project:
         if value is None:
             return None
         if not isinstance(value, str) or not value:
-            raise InputError(f"{path}: [project] default must be a recipe name (a string), not {value!r}",
-                             hint=f'e.g. default = "{DEFAULT_RECIPE}"')
+            raise InputError(
+                f"{path}: [project] default must be a recipe name (a string), not {value!r}",
+                hint=f'e.g. default = "{DEFAULT_RECIPE}"',
+            )
         return value
 
     def default_recipe(self) -> Path:
@@ -91,9 +100,11 @@ class Project:
         if named is not None:
             candidate = self.recipes_dir / f"{named}.toml"
             if not candidate.is_file():
-                raise InputError(f"{self.root / PROJECT_FILE} names the default recipe '{named}', "
-                                 f"but {self.recipes_dir} has no {named}.toml",
-                                 hint=f"known recipes: {', '.join(self.recipe_names()) or 'none'}")
+                raise InputError(
+                    f"{self.root / PROJECT_FILE} names the default recipe '{named}', "
+                    f"but {self.recipes_dir} has no {named}.toml",
+                    hint=f"known recipes: {', '.join(self.recipe_names()) or 'none'}",
+                )
             return candidate
         names = self.recipe_names()
         if len(names) == 1:
@@ -101,10 +112,11 @@ class Project:
         if DEFAULT_RECIPE in names or not names:
             own = self.recipes_dir / f"{DEFAULT_RECIPE}.toml"
             return own if own.is_file() else embedded_root() / "recipes" / f"{DEFAULT_RECIPE}.toml"
-        raise InputError(f"which recipe? {self.recipes_dir} has {', '.join(names)} and {self.root / PROJECT_FILE} "
-                         "names no default",
-                         hint=f"name one (e.g. `envforge up {names[0]}`), or set the project's default: "
-                              f'default = "{names[0]}" under [project] in {PROJECT_FILE}')
+        raise InputError(
+            f"which recipe? {self.recipes_dir} has {', '.join(names)} and {self.root / PROJECT_FILE} names no default",
+            hint=f"name one (e.g. `envforge up {names[0]}`), or set the project's default: "
+            f'default = "{names[0]}" under [project] in {PROJECT_FILE}',
+        )
 
     def recipe_names(self) -> tuple[str, ...]:
         """The recipes in ``recipes/`` (file stems), sorted; empty without ``recipes/``."""
@@ -119,8 +131,11 @@ class Project:
         :raises InputError: as :meth:`default_recipe`; the recipe cannot be read.
         """
         if self.named_default() is None:
-            built = sorted(p.name for p in self.envs_dir.iterdir() if not p.name.startswith(".")) \
-                if self.envs_dir.is_dir() else []
+            built = (
+                sorted(p.name for p in self.envs_dir.iterdir() if not p.name.startswith("."))
+                if self.envs_dir.is_dir()
+                else []
+            )
             if len(built) == 1:
                 return built[0]
         recipe = load_recipe(self.default_recipe())
@@ -143,11 +158,15 @@ class Project:
             return as_path
         candidate = self.recipes_dir / f"{name_or_path}.toml"
         if not self.recipes_dir.is_dir():
-            raise InputError(f"{self.root} is not an envforge project (no recipes/ directory)",
-                             hint="run from an envforge project or pass --project DIR")
+            raise InputError(
+                f"{self.root} is not an envforge project (no recipes/ directory)",
+                hint="run from an envforge project or pass --project DIR",
+            )
         if not candidate.is_file():
-            raise InputError(f"no recipe named '{name_or_path}' in {self.recipes_dir}",
-                             hint=f"known recipes: {', '.join(self.recipe_names()) or 'none'}")
+            raise InputError(
+                f"no recipe named '{name_or_path}' in {self.recipes_dir}",
+                hint=f"known recipes: {', '.join(self.recipe_names()) or 'none'}",
+            )
         return candidate
 
 
@@ -194,7 +213,8 @@ def locate_project(start: Path, environ: Mapping[str, str]) -> Located:
     home = default_project_dir(environ)
     if (home / "recipes").is_dir():
         return Located(Project(home), "default-home")
-    raise InputError(f"not inside an envforge project: no recipes/ directory in {start.resolve()} or above, "
-                     f"and no default project at {home}",
-                     hint="`envforge init` makes a project here; `envforge up` builds the quickstart in the "
-                          "default project")
+    raise InputError(
+        f"not inside an envforge project: no recipes/ directory in {start.resolve()} or above, "
+        f"and no default project at {home}",
+        hint="`envforge init` makes a project here; `envforge up` builds the quickstart in the default project",
+    )

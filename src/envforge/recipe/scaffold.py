@@ -21,14 +21,25 @@ from pathlib import Path
 from envforge.core.errors import InputError
 from envforge.recipe.load import load_recipe
 
-__all__ = ["GITATTRIBUTES", "GITIGNORE", "TEXTCONV_COMMAND", "ScaffoldResult", "default_project_dir",
-           "embedded_recipes", "embedded_root", "git_state", "scaffold"]
+__all__ = [
+    "GITATTRIBUTES",
+    "GITIGNORE",
+    "TEXTCONV_COMMAND",
+    "ScaffoldResult",
+    "default_project_dir",
+    "embedded_recipes",
+    "embedded_root",
+    "git_state",
+    "scaffold",
+]
 
 TEXTCONV_COMMAND = "git config diff.pylock.textconv 'envforge lock textconv'"
 
-GITATTRIBUTES = ("# envforge: `git diff` shows lock changes as a reviewer reads them; once per clone run\n"
-                 "#   git config diff.pylock.textconv 'envforge lock textconv'\n"
-                 "pylock.*.toml diff=pylock\n")
+GITATTRIBUTES = (
+    "# envforge: `git diff` shows lock changes as a reviewer reads them; once per clone run\n"
+    "#   git config diff.pylock.textconv 'envforge lock textconv'\n"
+    "pylock.*.toml diff=pylock\n"
+)
 GITIGNORE = "# envforge: built environments (rebuild them with `envforge build`)\n/envs/\n"
 
 
@@ -53,8 +64,10 @@ def embedded_root() -> Path:
     for root in (packaged, checkout):
         if (root / "recipes" / "quickstart.toml").is_file():
             return root
-    raise InputError(f"this envforge installation has no embedded recipes (looked in {packaged})",
-                     hint="reinstall envforge: `pip install --force-reinstall envforge-stack`")
+    raise InputError(
+        f"this envforge installation has no embedded recipes (looked in {packaged})",
+        hint="reinstall envforge: `pip install --force-reinstall envforge-stack`",
+    )
 
 
 def embedded_recipes() -> tuple[str, ...]:
@@ -84,11 +97,15 @@ def scaffold(root: Path, recipe: str | None = "quickstart", *, git_files: bool =
     if recipe is not None:
         recipe_file = source / "recipes" / f"{recipe}.toml"
         if not recipe_file.is_file():
-            raise InputError(f"no embedded recipe named '{recipe}'",
-                             hint=f"embedded recipes: {', '.join(embedded_recipes())}")
+            raise InputError(
+                f"no embedded recipe named '{recipe}'", hint=f"embedded recipes: {', '.join(embedded_recipes())}"
+            )
         names = load_recipe(recipe_file).patchsets
-        files = [recipe_file, *(source / "patchsets" / f"{n}.toml" for n in names),
-                 *sorted((source / "lockfiles").glob(f"pylock.{recipe}-*.toml"))]
+        files = [
+            recipe_file,
+            *(source / "patchsets" / f"{n}.toml" for n in names),
+            *sorted((source / "lockfiles").glob(f"pylock.{recipe}-*.toml")),
+        ]
     created: list[Path] = []
     kept: list[Path] = []
     for sub in ("recipes", "patchsets", "lockfiles"):

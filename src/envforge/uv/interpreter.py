@@ -36,8 +36,12 @@ class Interpreter:
 
 def _version_of(path: Path) -> str | None:
     try:
-        out = subprocess.run([str(path), "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [str(path), "-c", "import platform; print(platform.python_version())"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -48,8 +52,9 @@ def _matches(version: str, wanted: str) -> bool:
 
 
 def _via_uv(wanted: str) -> Path | None:
-    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                           if not p.rstrip("/").endswith(".pyenv/shims"))
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if not p.rstrip("/").endswith(".pyenv/shims")
+    )
     try:
         res = run_uv(["python", "find", "--no-config", wanted], env={"PATH": path}, timeout_s=60)
     except UvError as exc:
@@ -64,8 +69,10 @@ def _via_pyenv(wanted: str) -> list[Path]:
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     if not root.is_dir():
         return []
+
     def key(p: Path) -> tuple[int, ...]:
         return tuple(int(x) for x in re.findall(r"\d+", p.name)[:3])
+
     dirs = [d for d in root.iterdir() if re.fullmatch(r"\d+\.\d+\.\d+", d.name) and _matches(d.name, wanted)]
     return [d / "bin" / "python3" for d in sorted(dirs, key=key, reverse=True)]
 
@@ -79,8 +86,10 @@ def find_python(wanted: str, explicit: Path | None = None) -> Interpreter:
     if explicit is not None:
         version = _version_of(explicit)
         if version is None or not _matches(version, wanted):
-            raise PythonNotFound(f"--python {explicit} is {'not a Python interpreter' if version is None else 'Python ' + version}; "
-                                 f"the recipe needs Python {wanted}")
+            raise PythonNotFound(
+                f"--python {explicit} is {'not a Python interpreter' if version is None else 'Python ' + version}; "
+                f"the recipe needs Python {wanted}"
+            )
         return Interpreter(explicit, version, "--python")
     for candidate in _via_pyenv(wanted):  # a pyenv install's version is its directory name
         if candidate.exists():
@@ -92,4 +101,5 @@ def find_python(wanted: str, explicit: Path | None = None) -> Interpreter:
         f"no Python {wanted} found on this machine (searched pyenv installs and uv's discovery; "
         "envforge never downloads Pythons)",
         hint=f"install Python {wanted} (e.g. `pyenv install {wanted}` or `apt-get install python{wanted}`) "
-             "or pass --python PATH")
+        "or pass --python PATH",
+    )

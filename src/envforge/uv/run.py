@@ -37,8 +37,16 @@ from envforge.core.lifeline import kill_group, spawned
 from envforge.core.urls import redact_credentials
 from envforge.uv.settings import REFUSED, UV_VERSION, classify
 
-__all__ = ["UvError", "UvResult", "UvSettingsRefused", "cache_dir", "refused_settings", "run_uv", "uv_binary",
-           "uv_environment"]
+__all__ = [
+    "UvError",
+    "UvResult",
+    "UvSettingsRefused",
+    "cache_dir",
+    "refused_settings",
+    "run_uv",
+    "uv_binary",
+    "uv_environment",
+]
 
 # uv subcommands that resolve (their result depends on resolver settings); others install a lock,
 # make a venv or find a Python, which no refused variable may change either: those are dropped.
@@ -67,18 +75,20 @@ def uv_environment(environ: Mapping[str, str], extra: Mapping[str, str] | None =
     pass, then envforge's own settings (no Python downloads, a short retry budget, no colour),
     then ``extra``. Pure: ``environ`` is not changed."""
     env = {k: v for k, v in environ.items() if classify(k) == "passed"}
-    env.update({
-        "UV_PYTHON_DOWNLOADS": "never",
-        "UV_HTTP_RETRIES": env.get("UV_HTTP_RETRIES", "1"),
-        "UV_HTTP_TIMEOUT": env.get("UV_HTTP_TIMEOUT", "30"),
-        "NO_COLOR": "1",
-    })
+    env.update(
+        {
+            "UV_PYTHON_DOWNLOADS": "never",
+            "UV_HTTP_RETRIES": env.get("UV_HTTP_RETRIES", "1"),
+            "UV_HTTP_TIMEOUT": env.get("UV_HTTP_TIMEOUT", "30"),
+            "NO_COLOR": "1",
+        }
+    )
     env.update(extra or {})
     return env
 
 
 def _refuse(args: Sequence[str], environ: Mapping[str, str]) -> None:
-    if not any(tuple(args[:len(cmd)]) == cmd for cmd in _RESOLVING):
+    if not any(tuple(args[: len(cmd)]) == cmd for cmd in _RESOLVING):
         return
     names = refused_settings(environ)
     if not names:
@@ -86,15 +96,16 @@ def _refuse(args: Sequence[str], environ: Mapping[str, str]) -> None:
     lines = [f"  {n}: instead, {REFUSED[n]}" for n in names]
     raise UvSettingsRefused(
         f"your environment sets {len(names)} uv variable{'s' if len(names) > 1 else ''} that would change "
-        f"what uv resolves, and the lock would not record {'them' if len(names) > 1 else 'it'}:\n"
-        + "\n".join(lines),
+        f"what uv resolves, and the lock would not record {'them' if len(names) > 1 else 'it'}:\n" + "\n".join(lines),
         hint=f"unset {'them' if len(names) > 1 else 'it'} for envforge (`env {' '.join('-u ' + n for n in names)} "
-             f"envforge ...`) and say it in the recipe; see docs/recipes.md (uv {UV_VERSION} settings)")
+        f"envforge ...`) and say it in the recipe; see docs/recipes.md (uv {UV_VERSION} settings)",
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class UvResult:
     """A finished uv call: its argv, standard output and standard error (text)."""
+
     argv: tuple[str, ...]
     stdout: str
     stderr: str
@@ -116,15 +127,25 @@ def uv_binary() -> str:
 
     found = shutil.which("uv")
     if found is None:
-        raise UvError("uv is not installed", tool="uv", argv=["uv"], returncode=None,
-                      hint="pip install uv (it is a dependency of envforge)")
+        raise UvError(
+            "uv is not installed",
+            tool="uv",
+            argv=["uv"],
+            returncode=None,
+            hint="pip install uv (it is a dependency of envforge)",
+        )
     return found
 
 
 def _past_deadline(limit: Cut, argv: Sequence[str], what: str, stderr_tail: str = "") -> UvError:
     """The error of a uv run that the caller's deadline ended."""
-    err = UvError(f"uv {argv[1] if len(argv) > 1 else ''} ran past its caller's {limit.limit_s:.3g} s limit "
-                  f"and {what}", tool="uv", argv=argv, returncode=None, stderr_tail=stderr_tail)
+    err = UvError(
+        f"uv {argv[1] if len(argv) > 1 else ''} ran past its caller's {limit.limit_s:.3g} s limit and {what}",
+        tool="uv",
+        argv=argv,
+        returncode=None,
+        stderr_tail=stderr_tail,
+    )
     err.deadline_s = limit.limit_s
     return err
 
@@ -165,8 +186,14 @@ def run_uv(
     try:
         # Under the lifeline: uv's process group is killed when the block ends (Ctrl-C, SIGTERM,
         # an error here included), and when this process dies first, even by SIGKILL.
-        with spawned(argv, cwd=cwd, env=uv_environment(os.environ, env), stdout=subprocess.PIPE,
-                     stderr=slave if slave is not None else subprocess.PIPE, text=True) as proc:
+        with spawned(
+            argv,
+            cwd=cwd,
+            env=uv_environment(os.environ, env),
+            stdout=subprocess.PIPE,
+            stderr=slave if slave is not None else subprocess.PIPE,
+            text=True,
+        ) as proc:
             started = True
             if slave is not None:
                 os.close(slave)
@@ -181,8 +208,16 @@ def run_uv(
             os.close(slave)
 
 
-def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], limit: Cut, timeout_s: float | None,
-            master: int | None, terminal: Callable[[str], None] | None, progress: Progress | None) -> UvResult:
+def _finish(
+    proc: subprocess.Popen[str],
+    argv: list[str],
+    args: Sequence[str],
+    limit: Cut,
+    timeout_s: float | None,
+    master: int | None,
+    terminal: Callable[[str], None] | None,
+    progress: Progress | None,
+) -> UvResult:
     """Stream uv's output until it exits (or its limit kills it) and make the result or the error.
 
     Every line of uv's stderr passes :func:`redact_credentials` before it reaches ``progress`` (a
@@ -216,15 +251,24 @@ def _finish(proc: subprocess.Popen[str], argv: list[str], args: Sequence[str], l
     if timer is not None and timer.finished.is_set() and proc.returncode is not None and proc.returncode < 0:
         if limit.limit_s is not None:
             raise _past_deadline(limit, argv, "was stopped", "\n".join(err_lines[-_TAIL_LINES:]))
-        raise UvError(f"uv ran past {timeout_s:g} s and was stopped", tool="uv", argv=argv, returncode=None,
-                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
+        raise UvError(
+            f"uv ran past {timeout_s:g} s and was stopped",
+            tool="uv",
+            argv=argv,
+            returncode=None,
+            stderr_tail="\n".join(err_lines[-_TAIL_LINES:]),
+        )
     out = "".join(out_chunks)  # data (a path, a resolution), not messages
     stderr = redact_credentials("\n".join(err_lines))
     if proc.returncode != 0:
-        raise UvError(f"uv {args[0] if args else ''} {args[1] if len(args) > 1 else ''}".rstrip()
-                      + f" failed with exit status {proc.returncode}",
-                      tool="uv", argv=argv, returncode=proc.returncode,
-                      stderr_tail="\n".join(err_lines[-_TAIL_LINES:]))
+        raise UvError(
+            f"uv {args[0] if args else ''} {args[1] if len(args) > 1 else ''}".rstrip()
+            + f" failed with exit status {proc.returncode}",
+            tool="uv",
+            argv=argv,
+            returncode=proc.returncode,
+            stderr_tail="\n".join(err_lines[-_TAIL_LINES:]),
+        )
     return UvResult(tuple(argv), out, stderr)
 
 
@@ -243,8 +287,7 @@ def cache_dir(*, timeout_s: float | None = 30.0) -> Path:
     res = run_uv(["cache", "dir"], timeout_s=timeout_s)
     text = res.stdout.strip()
     if not text:
-        raise UvError("uv cache dir printed no path", tool="uv", argv=res.argv, returncode=0,
-                      stderr_tail=res.stderr)
+        raise UvError("uv cache dir printed no path", tool="uv", argv=res.argv, returncode=0, stderr_tail=res.stderr)
     return Path(text)
 
 
@@ -259,8 +302,7 @@ def _pty() -> tuple[int, int]:
     return master, slave
 
 
-def _relay_pty(master: int, terminal: Callable[[str], None], err_lines: list[str],
-               progress: Progress | None) -> None:
+def _relay_pty(master: int, terminal: Callable[[str], None], err_lines: list[str], progress: Progress | None) -> None:
     """Copy uv's terminal output to ``terminal`` until uv closes it; keep its lines as plain text."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""

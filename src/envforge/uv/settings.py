@@ -41,21 +41,22 @@ __all__ = ["DROPPED", "PASSED", "REFUSED", "UV_VERSION", "classify"]
 UV_VERSION: Final = "0.13.9"
 
 # name -> how to say the same thing in the recipe (or on envforge's command line).
-_INDEXES = "name the index in the recipe: [indexes] pypi = \"URL\" replaces the default index"
-_EXTRA = ("add the index to the recipe and route packages to it: [indexes] NAME = \"URL\" and "
-          "PKG = { version = \"...\", index = \"NAME\" }")
-_SOURCE = ("envforge installs wheels only; a package built from source needs the recipe's "
-           "[build-from-source] opt-in")
+_INDEXES = 'name the index in the recipe: [indexes] pypi = "URL" replaces the default index'
+_EXTRA = (
+    'add the index to the recipe and route packages to it: [indexes] NAME = "URL" and '
+    'PKG = { version = "...", index = "NAME" }'
+)
+_SOURCE = "envforge installs wheels only; a package built from source needs the recipe's [build-from-source] opt-in"
 _PYTHON = "the recipe's [recipe] python (and `envforge build --python` for the interpreter)"
 _TORCH = "route torch to its CUDA index in the recipe ([variant.NAME.indexes] and packages.torch.index)"
 REFUSED: Final[dict[str, str]] = {
-    "UV_RESOLUTION": "pin the versions you want in [packages] (e.g. requests = \"==2.20.0\"); "
-                     "envforge resolves the highest versions the recipe allows",
-    "UV_PRERELEASE": "write a pre-release specifier in [packages] (e.g. \"==2.0.0rc1\"; PEP 440 allows "
-                     "pre-releases a specifier names)",
+    "UV_RESOLUTION": 'pin the versions you want in [packages] (e.g. requests = "==2.20.0"); '
+    "envforge resolves the highest versions the recipe allows",
+    "UV_PRERELEASE": 'write a pre-release specifier in [packages] (e.g. "==2.0.0rc1"; PEP 440 allows '
+    "pre-releases a specifier names)",
     "UV_FORK_STRATEGY": "envforge locks one platform per variant; there is nothing to fork",
-    "UV_EXCLUDE_NEWER": "[recipe] exclude-newer = \"2024-01-01T00:00:00Z\" (recorded in the lock)",
-    "UV_EXCLUDE_NEWER_PACKAGE": "[recipe] exclude-newer = \"...\" (recorded in the lock)",
+    "UV_EXCLUDE_NEWER": '[recipe] exclude-newer = "2024-01-01T00:00:00Z" (recorded in the lock)',
+    "UV_EXCLUDE_NEWER_PACKAGE": '[recipe] exclude-newer = "..." (recorded in the lock)',
     "UV_EXCLUDE": "remove the package from the recipe",
     "UV_INDEX_URL": _INDEXES,
     "UV_DEFAULT_INDEX": _INDEXES,
@@ -68,8 +69,8 @@ REFUSED: Final[dict[str, str]] = {
     "UV_NO_SOURCES": "the recipe's packages.NAME.index routing",
     "UV_NO_SOURCES_PACKAGE": "the recipe's packages.NAME.index routing",
     "UV_CONSTRAINT": "pin the version in [packages]",
-    "UV_OVERRIDE": "[overrides] NAME = { version = \"==X\", reason = \"...\" }",
-    "UV_BUILD_CONSTRAINT": "[recipe] build-constraints = [\"setuptools==X.Y.Z\"]",
+    "UV_OVERRIDE": '[overrides] NAME = { version = "==X", reason = "..." }',
+    "UV_BUILD_CONSTRAINT": '[recipe] build-constraints = ["setuptools==X.Y.Z"]',
     "UV_NO_BINARY": _SOURCE,
     "UV_NO_BINARY_PACKAGE": _SOURCE,
     "UV_NO_BUILD": _SOURCE,
@@ -83,7 +84,7 @@ REFUSED: Final[dict[str, str]] = {
     "UV_PYTHON_PREFERENCE": _PYTHON,
     "UV_MANAGED_PYTHON": _PYTHON,
     "UV_NO_MANAGED_PYTHON": _PYTHON,
-    "UV_LIBC": "the variant's platform key (e.g. platform = \"x86_64-manylinux_2_28\")",
+    "UV_LIBC": 'the variant\'s platform key (e.g. platform = "x86_64-manylinux_2_28")',
     "UV_CONFIG_FILE": "envforge reads no uv configuration; say it in the recipe",
     "UV_PREVIEW": "envforge chooses uv's preview features itself",
     "UV_PREVIEW_FEATURES": "envforge chooses uv's preview features itself",
@@ -93,36 +94,109 @@ REFUSED: Final[dict[str, str]] = {
 }
 
 # Install-time or other-command settings: never passed, never needed (the lock says everything).
-DROPPED: Final[frozenset[str]] = frozenset({
-    "UV", "UV_RUN_RECURSION_DEPTH", "UV_RUN_MAX_RECURSION_DEPTH",
-    "UV_COMPILE_BYTECODE", "UV_COMPILE_BYTECODE_TIMEOUT", "UV_LINK_MODE", "UV_NO_INSTALLER_METADATA",
-    "UV_REQUIRE_HASHES", "UV_NO_VERIFY_HASHES", "UV_SKIP_WHEEL_FILENAME_CHECK",
-    "UV_INSECURE_NO_ZIP_VALIDATION", "UV_BREAK_SYSTEM_PACKAGES", "UV_VENV_SEED", "UV_VENV_CLEAR",
-    "UV_VENV_RELOCATABLE", "UV_GIT_LFS", "UV_NO_CONFIG", "UV_ISOLATED", "UV_CUSTOM_COMPILE_COMMAND",
-    "UV_NO_EDITABLE", "UV_DEV", "UV_NO_DEV", "UV_NO_GROUP", "UV_NO_DEFAULT_GROUPS", "UV_NO_SYNC",
-    "UV_LOCKED", "UV_FROZEN", "UV_ACTIVE", "UV_PROJECT_ENVIRONMENT", "UV_NO_PROJECT", "UV_ENV_FILE",
-    "UV_NO_ENV_FILE", "UV_TOOL_DIR", "UV_TOOL_BIN_DIR", "UV_INIT_BARE", "UV_INIT_BUILD_BACKEND",
-    "UV_PUBLISH_URL", "UV_PUBLISH_TOKEN", "UV_PUBLISH_INDEX", "UV_PUBLISH_USERNAME",
-    "UV_PUBLISH_PASSWORD", "UV_PUBLISH_CHECK_URL", "UV_PUBLISH_NO_ATTESTATIONS", "UV_GITHUB_TOKEN",
-    "UV_PYTHON_DOWNLOADS", "UV_PYTHON_DOWNLOADS_JSON_URL", "UV_PYTHON_INSTALL_MIRROR",
-    "UV_PYPY_INSTALL_MIRROR", "UV_PYTHON_CPYTHON_BUILD", "UV_PYTHON_PYPY_BUILD",
-    "UV_PYTHON_GRAALPY_BUILD", "UV_PYTHON_PYODIDE_BUILD", "UV_PYTHON_BIN_DIR", "UV_PYTHON_INSTALL_BIN",
-    "UV_PYTHON_INSTALL_REGISTRY", "UV_PYTHON_NO_REGISTRY", "UV_PYTHON_CACHE_DIR",
-    "UV_INSTALLER_GITHUB_BASE_URL", "UV_INSTALLER_GHE_BASE_URL", "UV_INSTALL_DIR",
-    "UV_UNMANAGED_INSTALL", "UV_DOWNLOAD_URL", "UV_NO_MODIFY_PATH", "UV_SHOW_RESOLUTION",
-    "UV_UPLOAD_HTTP_TIMEOUT",
-})
+DROPPED: Final[frozenset[str]] = frozenset(
+    {
+        "UV",
+        "UV_RUN_RECURSION_DEPTH",
+        "UV_RUN_MAX_RECURSION_DEPTH",
+        "UV_COMPILE_BYTECODE",
+        "UV_COMPILE_BYTECODE_TIMEOUT",
+        "UV_LINK_MODE",
+        "UV_NO_INSTALLER_METADATA",
+        "UV_REQUIRE_HASHES",
+        "UV_NO_VERIFY_HASHES",
+        "UV_SKIP_WHEEL_FILENAME_CHECK",
+        "UV_INSECURE_NO_ZIP_VALIDATION",
+        "UV_BREAK_SYSTEM_PACKAGES",
+        "UV_VENV_SEED",
+        "UV_VENV_CLEAR",
+        "UV_VENV_RELOCATABLE",
+        "UV_GIT_LFS",
+        "UV_NO_CONFIG",
+        "UV_ISOLATED",
+        "UV_CUSTOM_COMPILE_COMMAND",
+        "UV_NO_EDITABLE",
+        "UV_DEV",
+        "UV_NO_DEV",
+        "UV_NO_GROUP",
+        "UV_NO_DEFAULT_GROUPS",
+        "UV_NO_SYNC",
+        "UV_LOCKED",
+        "UV_FROZEN",
+        "UV_ACTIVE",
+        "UV_PROJECT_ENVIRONMENT",
+        "UV_NO_PROJECT",
+        "UV_ENV_FILE",
+        "UV_NO_ENV_FILE",
+        "UV_TOOL_DIR",
+        "UV_TOOL_BIN_DIR",
+        "UV_INIT_BARE",
+        "UV_INIT_BUILD_BACKEND",
+        "UV_PUBLISH_URL",
+        "UV_PUBLISH_TOKEN",
+        "UV_PUBLISH_INDEX",
+        "UV_PUBLISH_USERNAME",
+        "UV_PUBLISH_PASSWORD",
+        "UV_PUBLISH_CHECK_URL",
+        "UV_PUBLISH_NO_ATTESTATIONS",
+        "UV_GITHUB_TOKEN",
+        "UV_PYTHON_DOWNLOADS",
+        "UV_PYTHON_DOWNLOADS_JSON_URL",
+        "UV_PYTHON_INSTALL_MIRROR",
+        "UV_PYPY_INSTALL_MIRROR",
+        "UV_PYTHON_CPYTHON_BUILD",
+        "UV_PYTHON_PYPY_BUILD",
+        "UV_PYTHON_GRAALPY_BUILD",
+        "UV_PYTHON_PYODIDE_BUILD",
+        "UV_PYTHON_BIN_DIR",
+        "UV_PYTHON_INSTALL_BIN",
+        "UV_PYTHON_INSTALL_REGISTRY",
+        "UV_PYTHON_NO_REGISTRY",
+        "UV_PYTHON_CACHE_DIR",
+        "UV_INSTALLER_GITHUB_BASE_URL",
+        "UV_INSTALLER_GHE_BASE_URL",
+        "UV_INSTALL_DIR",
+        "UV_UNMANAGED_INSTALL",
+        "UV_DOWNLOAD_URL",
+        "UV_NO_MODIFY_PATH",
+        "UV_SHOW_RESOLUTION",
+        "UV_UPLOAD_HTTP_TIMEOUT",
+    }
+)
 
 # Transport, authentication, cache, output: how uv fetches, never what it picks.
-PASSED: Final[frozenset[str]] = frozenset({
-    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_CREDENTIALS_DIR", "UV_KEYRING_PROVIDER", "UV_NATIVE_TLS",
-    "UV_SYSTEM_CERTS", "UV_INSECURE_HOST", "UV_HTTP_TIMEOUT", "UV_HTTP_CONNECT_TIMEOUT",
-    "UV_HTTP_RETRIES", "UV_REQUEST_TIMEOUT", "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS",
-    "UV_CONCURRENT_INSTALLS", "UV_NO_PROGRESS", "UV_NO_WRAP", "UV_LOG_CONTEXT", "UV_STACK_SIZE",
-    "UV_LOCK_TIMEOUT", "UV_HIDE_BUILD_OUTPUT", "UV_NO_HF_TOKEN", "UV_S3_ENDPOINT_URL",
-    "UV_GCS_ENDPOINT_URL", "UV_NO_GITHUB_FAST_PATH", "UV_PYTHON_INSTALL_DIR", "UV_PYTHON_SEARCH_PATH",
-    "UV_API_KEY", "UV_AUTH_TOKEN",
-})
+PASSED: Final[frozenset[str]] = frozenset(
+    {
+        "UV_CACHE_DIR",
+        "UV_NO_CACHE",
+        "UV_CREDENTIALS_DIR",
+        "UV_KEYRING_PROVIDER",
+        "UV_NATIVE_TLS",
+        "UV_SYSTEM_CERTS",
+        "UV_INSECURE_HOST",
+        "UV_HTTP_TIMEOUT",
+        "UV_HTTP_CONNECT_TIMEOUT",
+        "UV_HTTP_RETRIES",
+        "UV_REQUEST_TIMEOUT",
+        "UV_CONCURRENT_DOWNLOADS",
+        "UV_CONCURRENT_BUILDS",
+        "UV_CONCURRENT_INSTALLS",
+        "UV_NO_PROGRESS",
+        "UV_NO_WRAP",
+        "UV_LOG_CONTEXT",
+        "UV_STACK_SIZE",
+        "UV_LOCK_TIMEOUT",
+        "UV_HIDE_BUILD_OUTPUT",
+        "UV_NO_HF_TOKEN",
+        "UV_S3_ENDPOINT_URL",
+        "UV_GCS_ENDPOINT_URL",
+        "UV_NO_GITHUB_FAST_PATH",
+        "UV_PYTHON_INSTALL_DIR",
+        "UV_PYTHON_SEARCH_PATH",
+        "UV_API_KEY",
+        "UV_AUTH_TOKEN",
+    }
+)
 
 # uv's per-index credentials (env_vars.rs: ``UV_INDEX_{name}_USERNAME`` / ``_PASSWORD``).
 _CREDENTIAL = re.compile(r"^UV_INDEX_[A-Z0-9_]+_(USERNAME|PASSWORD)$")

@@ -74,10 +74,19 @@ def acceptances_from(recipe: Mapping[str, Any], variant: str | None = None) -> t
     an environment of ``variant``: an entry with ``variants`` holds only for those (None: the
     variant is unknown, only entries without ``variants``)."""
     entries: Sequence[Mapping[str, Any]] = recipe.get("verify", {}).get("accept", [])
-    return tuple(Acceptance(str(e["kind"]), str(e["subject"]), str(e["reason"]), e["expires"], i,
-                            tuple(str(b) for b in e["between"]) if "between" in e else None,
-                            str(e["actual"]) if "actual" in e else None)
-                 for i, e in enumerate(entries) if "variants" not in e or variant in e["variants"])
+    return tuple(
+        Acceptance(
+            str(e["kind"]),
+            str(e["subject"]),
+            str(e["reason"]),
+            e["expires"],
+            i,
+            tuple(str(b) for b in e["between"]) if "between" in e else None,
+            str(e["actual"]) if "actual" in e else None,
+        )
+        for i, e in enumerate(entries)
+        if "variants" not in e or variant in e["variants"]
+    )
 
 
 def _and(items: Sequence[str]) -> str:
@@ -85,25 +94,38 @@ def _and(items: Sequence[str]) -> str:
 
 
 def _expired(a: Acceptance) -> Finding:
-    return Finding("acceptance-expired", f"{a.where}: {a.kind} {a.subject}",
-                   f"an acceptance in force (expires {a.expires.isoformat()})", f"expired on {a.expires.isoformat()}",
-                   "review the finding again: fix it, or renew the entry with a new expires date and reason")
+    return Finding(
+        "acceptance-expired",
+        f"{a.where}: {a.kind} {a.subject}",
+        f"an acceptance in force (expires {a.expires.isoformat()})",
+        f"expired on {a.expires.isoformat()}",
+        "review the finding again: fix it, or renew the entry with a new expires date and reason",
+    )
 
 
 def _unmatched(a: Acceptance, why: str | None) -> Finding:
     if why is not None:
-        return Finding("acceptance-unmatched", f"{a.where}: {a.kind} {a.subject}",
-                       f"the {a.kind} finding with subject '{a.subject}' this entry pins", why,
-                       "this is not the finding that was reviewed: review it, then fix it or update the entry",
-                       level=level_of(a.kind))
-    return Finding("acceptance-unmatched", f"{a.where}: {a.kind} {a.subject}",
-                   f"a {a.kind} finding with subject '{a.subject}'", "no such finding",
-                   "the accepted problem is gone (or the subject is misspelt): remove the entry from the recipe",
-                   level=level_of(a.kind))
+        return Finding(
+            "acceptance-unmatched",
+            f"{a.where}: {a.kind} {a.subject}",
+            f"the {a.kind} finding with subject '{a.subject}' this entry pins",
+            why,
+            "this is not the finding that was reviewed: review it, then fix it or update the entry",
+            level=level_of(a.kind),
+        )
+    return Finding(
+        "acceptance-unmatched",
+        f"{a.where}: {a.kind} {a.subject}",
+        f"a {a.kind} finding with subject '{a.subject}'",
+        "no such finding",
+        "the accepted problem is gone (or the subject is misspelt): remove the entry from the recipe",
+        level=level_of(a.kind),
+    )
 
 
-def apply_acceptances(findings: Iterable[Finding], acceptances: Sequence[Acceptance], *, today: dt.date,
-                      levels: Sequence[str]) -> tuple[list[Finding], list[AcceptedFinding]]:
+def apply_acceptances(
+    findings: Iterable[Finding], acceptances: Sequence[Acceptance], *, today: dt.date, levels: Sequence[str]
+) -> tuple[list[Finding], list[AcceptedFinding]]:
     """Split ``findings`` into (failing, accepted) under ``acceptances`` on ``today``.
 
     The failing list also gets an ``acceptance-expired`` finding per entry past its date and an

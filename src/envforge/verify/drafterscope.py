@@ -73,13 +73,17 @@ def installed_delegations(site_packages: Path, architecture: str) -> Mapping[str
             return {}
         for cls in tree.body:
             if isinstance(cls, ast.ClassDef) and cls.name == architecture:
-                if not any(isinstance(n, ast.FunctionDef) and n.name == "set_eagle3_layers_to_capture"
-                           for n in cls.body):
+                if not any(
+                    isinstance(n, ast.FunctionDef) and n.name == "set_eagle3_layers_to_capture" for n in cls.body
+                ):
                     return {}
                 for node in ast.walk(cls):
-                    if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                            and isinstance(node.value.func, ast.Name)
-                            and any(ast.unparse(t) == "self.language_model" for t in node.targets)):
+                    if (
+                        isinstance(node, ast.Assign)
+                        and isinstance(node.value, ast.Call)
+                        and isinstance(node.value.func, ast.Name)
+                        and any(ast.unparse(t) == "self.language_model" for t in node.targets)
+                    ):
                         return {architecture: node.value.func.id}
         return {}
     return {}

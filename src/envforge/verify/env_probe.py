@@ -85,8 +85,11 @@ def site_info():
         if os.path.isdir(real) and real not in seen:
             seen.add(real)
             out.append(d)
-    info = {"dirs": out, "stdlib": [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")],
-            "sys_path": list(sys.path)}
+    info = {
+        "dirs": out,
+        "stdlib": [sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")],
+        "sys_path": list(sys.path),
+    }
     for name in ("sitecustomize", "usercustomize"):
         info[name] = getattr(sys.modules.get(name), "__file__", None)
     return info
@@ -112,10 +115,18 @@ def main():
     sys.dont_write_bytecode = True
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     sc = sys.modules.get("sitecustomize")
-    print(json.dumps({"python": platform.python_version(), "markers": marker_environment(),
-                      "sitecustomize": getattr(sc, "__file__", None), "site": site_info(),
-                      "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])},
-                      "metadata": metadata()}))
+    print(
+        json.dumps(
+            {
+                "python": platform.python_version(),
+                "markers": marker_environment(),
+                "sitecustomize": getattr(sc, "__file__", None),
+                "site": site_info(),
+                "bytecode": {p: bytecode(p) for p in cfg.get("bytecode", [])},
+                "metadata": metadata(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

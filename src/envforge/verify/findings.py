@@ -18,8 +18,18 @@ from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envforge.core.kinds import KINDS, LEVELS, check_levels, is_known_kind, level_of
 from envforge.env.fingerprint import Fingerprint
 
-__all__ = ["KINDS", "LEVELS", "AcceptedFinding", "Check", "Finding", "VerifyReport", "check_levels",
-           "is_known_kind", "level_of"]
+__all__ = [
+    "KINDS",
+    "LEVELS",
+    "AcceptedFinding",
+    "Check",
+    "Finding",
+    "VerifyReport",
+    "check_levels",
+    "is_known_kind",
+    "level_of",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -38,8 +48,14 @@ class Finding:
 
     def as_dict(self) -> dict[str, str]:
         """Keys in a fixed order (JSON-able)."""
-        return {"kind": self.kind, "level": self.level, "subject": self.subject,
-                "expected": self.expected, "actual": self.actual, "fix": self.fix}
+        return {
+            "kind": self.kind,
+            "level": self.level,
+            "subject": self.subject,
+            "expected": self.expected,
+            "actual": self.actual,
+            "fix": self.fix,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,20 +19,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envforge.core.plural import counted
 from envforge.core.probe import ProbeError, ProbeTimeout, run_probe
 from envforge.verify.findings import Check, Finding
 from envforge.verify.inventory import EnvLock
+from envforge.verify.nccllibrary import nccl_library_findings
 from envforge.verify.static import probe_script
+from envforge.verify.topology import interconnect_check
 
-__all__ = ["DRIVER_FLOORS", "EAGLE_STEP_BYTES", "GpuInputs", "GpuResult", "driver_floor", "interconnect_check",
-           "run_gpu"]
+__all__ = ["DRIVER_FLOORS", "EAGLE_STEP_BYTES", "GpuInputs", "GpuResult", "driver_floor", "run_gpu"]
 
 #: CUDA toolkit (major.minor, GA) -> minimum Linux x86_64 driver (NVIDIA release notes, Table 3).
 DRIVER_FLOORS: Mapping[str, str] = {
-    "11.8": "520.61.05", "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
-    "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03",
-    "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01",
+    "11.8": "520.61.05",
+    "12.0": "525.60.13",
+    "12.1": "530.30.02",
+    "12.2": "535.54.03",
+    "12.3": "545.23.06",
+    "12.4": "550.54.14",
+    "12.5": "555.42.02",
+    "12.6": "560.28.03",
+    "12.8": "570.26",
+    "12.9": "575.51.03",
+    "13.0": "580.65.06",
+    "13.1": "590.44.01",
 }
 #: Minimum driver for CUDA minor version compatibility, per CUDA major (release notes, Table 2).
 MINOR_COMPAT_FLOORS: Mapping[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
@@ -110,13 +119,19 @@ class _Out:
         self.checks.append(Check(name, "gpu", "skipped", why))
 
     def result(self, machine: Mapping[str, Any], target: Mapping[str, Any]) -> GpuResult:
-        return GpuResult(tuple(self.findings), tuple(self.checks), tuple(self.notes), machine,
-                         self.measurements, target)
+        return GpuResult(
+            tuple(self.findings), tuple(self.checks), tuple(self.notes), machine, self.measurements, target
+        )
 
 
 def _probe(inp: GpuInputs, cfg: Mapping[str, Any], timeout_s: float | None = None) -> Any:
-    return run_probe(inp.python, probe_script("gpu_probe.py"), args=[json.dumps(cfg)],
-                     env=dict(inp.base_env), timeout_s=timeout_s or inp.step_timeout_s).data
+    return run_probe(
+        inp.python,
+        probe_script("gpu_probe.py"),
+        args=[json.dumps(cfg)],
+        env=dict(inp.base_env),
+        timeout_s=timeout_s or inp.step_timeout_s,
+    ).data
 
 
 def _f(kind: str, subject: str, expected: str, actual: str, fix: str) -> Finding:
@@ -130,8 +145,18 @@ def run_gpu(inp: GpuInputs) -> GpuResult:
     try:
         machine = _probe(inp, {"mode": "info"})
     except ProbeError as exc:
-        out.add("gpu-info", [_f("gpu-probe-failed", str(inp.python), "the GPU info probe prints JSON",
-                                str(exc).splitlines()[0], "run the environment's python by hand and read the error")])
+        out.add(
+            "gpu-info",
+            [
+                _f(
+                    "gpu-probe-failed",
+                    str(inp.python),
+                    "the GPU info probe prints JSON",
+                    str(exc).splitlines()[0],
+                    "run the environment's python by hand and read the error",
+                )
+            ],
+        )
         return out.result({}, dict(inp.target))
     out.measurements["machine"] = machine
     if not _usable(machine, out, inp.required):
@@ -155,17 +180,36 @@ def _usable(machine: Mapping[str, Any], out: _Out, required: bool = False) -> bo
     if not machine.get("devices_present"):
         why = "no NVIDIA GPU on this machine (no /dev/nvidiactl, no NVML driver)"
         if required:
-            out.add("gpu", [_f("no-gpu", "gpu level", "an NVIDIA GPU (the gpu level was asked for explicitly)", why,
-                               "run `envforge verify --level gpu` on the GPU machine the recipe targets; here, "
-                               "leave out --level gpu (the recipe's default levels skip the gpu level without a GPU)")])
+            out.add(
+                "gpu",
+                [
+                    _f(
+                        "no-gpu",
+                        "gpu level",
+                        "an NVIDIA GPU (the gpu level was asked for explicitly)",
+                        why,
+                        "run `envforge verify --level gpu` on the GPU machine the recipe targets; here, "
+                        "leave out --level gpu (the recipe's default levels skip the gpu level without a GPU)",
+                    )
+                ],
+            )
         else:
             out.skip("gpu", why)
         return False
     if not machine.get("cuda_available") or not machine.get("gpus"):
         why = machine.get("torch_error") or "torch.cuda.is_available() is False or no device is visible"
-        out.add("cuda", [_f("cuda-unavailable", "torch", "CUDA usable from the environment's torch", why,
-                            "install the locked torch build for this CUDA variant (`envforge build`) "
-                            "and check the driver")])
+        out.add(
+            "cuda",
+            [
+                _f(
+                    "cuda-unavailable",
+                    "torch",
+                    "CUDA usable from the environment's torch",
+                    why,
+                    "install the locked torch build for this CUDA variant (`envforge build`) and check the driver",
+                )
+            ],
+        )
         return False
     out.add("cuda", [], f"torch {machine['torch']}, CUDA runtime {machine['cuda_runtime']}, NCCL {machine.get('nccl')}")
     return True
@@ -177,37 +221,75 @@ def _target(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> dict[str, 
         return target
     gpus = machine["gpus"]
     mine = {"gpu": gpus[0]["name"], "compute-capability": gpus[0]["capability"], "gpus": len(gpus)}
-    out.notes.append("target taken from this machine (--target-from-machine): "
-                     f"{len(gpus)}x {mine['gpu']}, capability {mine['compute-capability']}; the recipe says "
-                     f"{target.get('gpus', '?')}x {target.get('gpu', '?')}, capability "
-                     f"{target.get('compute-capability', '?')}")
+    out.notes.append(
+        "target taken from this machine (--target-from-machine): "
+        f"{len(gpus)}x {mine['gpu']}, capability {mine['compute-capability']}; the recipe says "
+        f"{target.get('gpus', '?')}x {target.get('gpu', '?')}, capability "
+        f"{target.get('compute-capability', '?')}"
+    )
     return {**target, **mine}
 
 
 def _hardware(inp: GpuInputs, machine: Mapping[str, Any], target: Mapping[str, Any], out: _Out) -> bool:
     gpus = machine["gpus"]
     want_n, want_cc = target.get("gpus"), target.get("compute-capability")
-    fix_target = ("run on the recipe's target hardware, or pass --target-from-machine to check the rest "
-                  "against this machine")
-    count = [] if want_n is None or want_n == len(gpus) else [
-        _f("gpu-count", "visible GPUs", f"{want_n} ({target.get('gpu', 'recipe target')})", str(len(gpus)), fix_target)]
+    fix_target = (
+        "run on the recipe's target hardware, or pass --target-from-machine to check the rest against this machine"
+    )
+    count = (
+        []
+        if want_n is None or want_n == len(gpus)
+        else [
+            _f(
+                "gpu-count",
+                "visible GPUs",
+                f"{want_n} ({target.get('gpu', 'recipe target')})",
+                str(len(gpus)),
+                fix_target,
+            )
+        ]
+    )
     out.add("gpu-count", count, f"{len(gpus)} visible")
-    caps = [_f("capability", f"GPU {g['index']} {g['name']}", f"{want_cc} ({target.get('gpu', 'recipe target')})",
-               g["capability"], fix_target) for g in gpus if want_cc and g["capability"] != want_cc]
+    caps = [
+        _f(
+            "capability",
+            f"GPU {g['index']} {g['name']}",
+            f"{want_cc} ({target.get('gpu', 'recipe target')})",
+            g["capability"],
+            fix_target,
+        )
+        for g in gpus
+        if want_cc and g["capability"] != want_cc
+    ]
     want_model = target.get("gpu")
-    models = [_f("gpu-model", f"GPU {g['index']} {g['name']}", f"{want_model} (recipe target)", g["name"],
-                 "run on the recipe's target GPU: its memory and bandwidth size the recipe's serving flags "
-                 "(--mem-fraction-static, batch sizes), or pass --target-from-machine")
-              for g in gpus if isinstance(want_model, str) and not gpu_model_matches(want_model, g["name"])]
+    models = [
+        _f(
+            "gpu-model",
+            f"GPU {g['index']} {g['name']}",
+            f"{want_model} (recipe target)",
+            g["name"],
+            "run on the recipe's target GPU: its memory and bandwidth size the recipe's serving flags "
+            "(--mem-fraction-static, batch sizes), or pass --target-from-machine",
+        )
+        for g in gpus
+        if isinstance(want_model, str) and not gpu_model_matches(want_model, g["name"])
+    ]
     out.add("capability", caps + models, ", ".join(f"GPU {g['index']}: {g['capability']}" for g in gpus))
     arch = machine.get("arch_list", [])
     wanted = {g["capability"]: f"GPU {g['index']} {g['name']}" for g in gpus}
     if want_cc:
         wanted.setdefault(want_cc, f"recipe target {target.get('gpu', '')}".strip())
-    bad = [_f("arch-list", who, f"kernels for sm_{cc.replace('.', '')} in torch.cuda.get_arch_list()",
-              ", ".join(arch) or "(empty)",
-              "install a torch build compiled for this architecture (a newer CUDA variant)")
-           for cc, who in wanted.items() if not _arch_ok(cc, arch)]
+    bad = [
+        _f(
+            "arch-list",
+            who,
+            f"kernels for sm_{cc.replace('.', '')} in torch.cuda.get_arch_list()",
+            ", ".join(arch) or "(empty)",
+            "install a torch build compiled for this architecture (a newer CUDA variant)",
+        )
+        for cc, who in wanted.items()
+        if not _arch_ok(cc, arch)
+    ]
     out.add("arch-list", bad, " ".join(arch))
     return not count and not caps
 
@@ -239,51 +321,6 @@ def _interconnect(inp: GpuInputs, target: Mapping[str, Any], out: _Out) -> None:
         out.add("interconnect", found, detail)
 
 
-def _by_label(links: Mapping[str, str]) -> str:
-    """``NV18: 0-1, 0-2; SYS: 0-4``: the pairs grouped by link label, labels sorted."""
-    groups: dict[str, list[str]] = {}
-    for pair, label in links.items():
-        groups.setdefault(label, []).append(pair)
-    return "; ".join(f"{label}: {', '.join(pairs)}" for label, pairs in sorted(groups.items()))
-
-
-def interconnect_check(declared: str | None, topo: Mapping[str, Any]) -> tuple[str, list[Finding], str]:
-    """The recipe's ``[target] interconnect`` (``pcie``, ``nvlink`` or None) against the GPU links.
-
-    ``topo`` is the probe's ``topology`` answer (``source``, ``gpus``, ``links``: ``{"0-1": "NV18"}``
-    with nvidia-smi's labels, ``tried``). A link is NVLink when its label starts with ``NV``
-    (``NV#``: "a bonded set of # NVLinks" in the legend of ``nvidia-smi topo -m``); every other
-    label (PIX, PXB, PHB, NODE, SYS) is a PCIe path. ``pcie`` declared while every pair is NVLink,
-    or ``nvlink`` declared while some pair is not, is an ``interconnect`` finding naming the pairs.
-    Fewer than two GPUs, no link information, or nothing declared: skipped, with the reason.
-    :returns: ``(status, findings, detail)``, status ``ok``, ``findings`` or ``skipped``.
-    """
-    gpus, links = list(topo.get("gpus") or []), dict(topo.get("links") or {})
-    source = {"nvml": "NVML", "nvidia-smi": "nvidia-smi topo -m"}.get(str(topo.get("source")))
-    if source is None:
-        return "skipped", [], "no GPU link information: " + ("; ".join(topo.get("tried") or []) or "no source")
-    if len(gpus) < 2:
-        return "skipped", [], f"no peer GPUs ({len(gpus)} GPU, from {source})"
-    seen = f"{counted(len(gpus), 'GPU')}, {counted(len(links), 'pair')} ({source}): {_by_label(links)}"
-    if declared not in ("pcie", "nvlink"):
-        return "skipped", [], f"the recipe declares no [target] interconnect; {seen}"
-    nvlink = {p: lb for p, lb in links.items() if lb.startswith("NV")}
-    other = {p: lb for p, lb in links.items() if not lb.startswith("NV")}
-    if declared == "pcie" and links and not other:
-        return "findings", [_f(
-            "interconnect", "[target] interconnect", "pcie: GPU pairs linked over PCIe (PIX, PXB, PHB, NODE or SYS)",
-            f"every pair is linked by NVLink ({source}): {_by_label(nvlink)}",
-            'declare interconnect = "nvlink" in the recipe\'s [target] (its [env.nvlink] profile is installed), '
-            "or run on the PCIe machine the recipe targets")], f"pcie declared; {seen}"
-    if declared == "nvlink" and other:
-        return "findings", [_f(
-            "interconnect", "[target] interconnect", "nvlink: every GPU pair linked by NVLink (NV#)",
-            f"{len(other)} of {counted(len(links), 'pair')} not linked by NVLink ({source}): {_by_label(other)}",
-            'declare interconnect = "pcie" in the recipe\'s [target] (its [env.pcie] profile is installed), '
-            "or run on the NVLink machine the recipe targets")], f"nvlink declared; {seen}"
-    return "ok", [], f"{declared} declared; {seen}"
-
-
 def _arch_ok(cc: str, arch: list[str]) -> bool:
     """A cubin for the same major and a lower or equal minor, or PTX (compute_XY) <= cc, runs."""
     major, minor = (int(p) for p in cc.split("."))
@@ -309,9 +346,21 @@ def _software(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
         out.skip("cuda-runtime", "the lock names no CUDA version ([tool.envforge] cuda)")
     else:
         same = runtime.split(".")[:2] == str(want).split(".")[:2]
-        out.add("cuda-runtime", [] if same else [_f(
-            "cuda-runtime", "torch.version.cuda", f"{want} (variant)", runtime or "none",
-            "install the torch build of the variant's CUDA (`envforge build`)")], f"torch CUDA {runtime}")
+        out.add(
+            "cuda-runtime",
+            []
+            if same
+            else [
+                _f(
+                    "cuda-runtime",
+                    "torch.version.cuda",
+                    f"{want} (variant)",
+                    runtime or "none",
+                    "install the torch build of the variant's CUDA (`envforge build`)",
+                )
+            ],
+            f"torch CUDA {runtime}",
+        )
     driver, floor = machine.get("driver"), driver_floor(runtime) if runtime else None
     source = f"CUDA {runtime}, NVIDIA release notes"
     recipe_min = inp.target.get("cuda-driver-min")  # [target] cuda-driver-min: the recipe's own floor
@@ -321,37 +370,27 @@ def _software(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
         out.skip("driver-floor", f"driver {driver or 'unknown'}, no floor known for CUDA {runtime or '?'}")
     else:
         low = _vtuple(driver) < _vtuple(floor)
-        found = [_f("driver-floor", "NVIDIA driver", f">= {floor} ({source})",
-                    driver, "upgrade the driver, or use a variant built for an older CUDA")] if low else []
-        out.add("driver-floor", found,
-                f"driver {driver} >= {floor} ({source})")
+        found = (
+            [
+                _f(
+                    "driver-floor",
+                    "NVIDIA driver",
+                    f">= {floor} ({source})",
+                    driver,
+                    "upgrade the driver, or use a variant built for an older CUDA",
+                )
+            ]
+            if low
+            else []
+        )
+        out.add("driver-floor", found, f"driver {driver} >= {floor} ({source})")
     libs = machine.get("nccl_libraries") or {}
     loaded = list(libs.get("loaded", []))
-    out.add("nccl", nccl_library_findings(libs, inp.site_packages),
-            f"NCCL {machine.get('nccl') or 'unknown'}" + (f" loaded from {', '.join(loaded)}" if loaded else ""))
-
-
-def nccl_library_findings(libs: Mapping[str, Any], site_packages: Path | None) -> list[Finding]:
-    """Findings from the probe's ``nccl_libraries`` (``loaded``, ``candidates``: real paths).
-
-    Two copies mapped in one process is a finding; so is a process that loaded a libnccl other
-    than the environment's own wheel copy (``<site-packages>/nvidia/nccl/lib``) while that copy
-    exists (an ``LD_LIBRARY_PATH`` or system copy shadowing the locked one, field case B31). With
-    one candidate, or none loaded, there is nothing to say.
-    """
-    loaded = [str(p) for p in libs.get("loaded", [])]
-    candidates = [str(p) for p in libs.get("candidates", [])]
-    fix = ("remove the other copy from LD_LIBRARY_PATH (or the launcher's environment) so the process loads "
-           "the lock's wheel copy; `envforge env show` lists what the profile sets")
-    if len(loaded) > 1:
-        return [_f("nccl-library", "libnccl", "one libnccl in the process", "loaded: " + ", ".join(loaded), fix)]
-    own = None
-    if site_packages is not None:
-        lib = site_packages / "nvidia" / "nccl" / "lib"
-        own = next((c for c in candidates if Path(c).parent == lib.resolve()), None)
-    if loaded and own is not None and loaded[0] != own:
-        return [_f("nccl-library", "libnccl", f"{own} (the lock's nvidia-nccl wheel)", f"loaded {loaded[0]}", fix)]
-    return []
+    out.add(
+        "nccl",
+        nccl_library_findings(libs, inp.site_packages),
+        f"NCCL {machine.get('nccl') or 'unknown'}" + (f" loaded from {', '.join(loaded)}" if loaded else ""),
+    )
 
 
 def _ops(inp: GpuInputs, out: _Out) -> None:
@@ -368,8 +407,15 @@ def _ops(inp: GpuInputs, out: _Out) -> None:
             continue  # not installed: nothing to run
         rows.append(r)
         if not r["ok"]:
-            found.append(_f("native-op", pkg, "a small operation runs", r["error"],
-                            "install the locked build of this package for this GPU and CUDA (`envforge build`)"))
+            found.append(
+                _f(
+                    "native-op",
+                    pkg,
+                    "a small operation runs",
+                    r["error"],
+                    "install the locked build of this package for this GPU and CUDA (`envforge build`)",
+                )
+            )
     out.measurements["native_ops"] = rows
     out.add("native-ops", found, ", ".join(f"{r['package']}: {'ok' if r['ok'] else 'failed'}" for r in rows))
 
@@ -389,9 +435,14 @@ def _allreduce(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
     plan: dict[str, Mapping[str, str]] = {_DEFAULT: {}}
     plan.update({n: e for n, e in sorted(inp.profiles.items()) if _nccl_vars(e)})
     for name, env in plan.items():
-        cfg = {"mode": "allreduce", "world": world, "sizes": list(inp.sizes), "set": dict(env),
-               "unset": keys if name == _DEFAULT else [],
-               "deadline_s": max(1.0, min(inp.step_timeout_s - 10, inp.step_timeout_s * 0.8))}
+        cfg = {
+            "mode": "allreduce",
+            "world": world,
+            "sizes": list(inp.sizes),
+            "set": dict(env),
+            "unset": keys if name == _DEFAULT else [],
+            "deadline_s": max(1.0, min(inp.step_timeout_s - 10, inp.step_timeout_s * 0.8)),
+        }
         runs[name] = _one_allreduce(inp, cfg, machine, name, out)
     same = [n for n, e in inp.profiles.items() if not _nccl_vars(e)]
     if same:
@@ -402,8 +453,9 @@ def _allreduce(inp: GpuInputs, machine: Mapping[str, Any], out: _Out) -> None:
     out.add("allreduce", failed + _slower(runs, inp), f"world size {world}, sizes {list(inp.sizes)} bytes")
 
 
-def _one_allreduce(inp: GpuInputs, cfg: Mapping[str, Any], machine: Mapping[str, Any], name: str,
-                   out: _Out) -> Mapping[str, Any]:
+def _one_allreduce(
+    inp: GpuInputs, cfg: Mapping[str, Any], machine: Mapping[str, Any], name: str, out: _Out
+) -> Mapping[str, Any]:
     vars_ = _nccl_vars({**{k: v for k, v in inp.base_env.items() if k not in cfg["unset"]}, **cfg["set"]})
     try:
         r: Mapping[str, Any] = _probe(inp, cfg, timeout_s=inp.step_timeout_s)
@@ -413,39 +465,67 @@ def _one_allreduce(inp: GpuInputs, cfg: Mapping[str, Any], machine: Mapping[str,
     subject = f"all-reduce, profile {name}, world size {cfg['world']}"
     detail = f"NCCL {machine.get('nccl')}, variables {r.get('env', vars_)}"
     if r.get("timed_out"):
-        out.findings.append(_f("allreduce-timeout", subject, f"finishes within {inp.step_timeout_s:g} s",
-                               f"hung and was killed; {detail}",
-                               "try NCCL_P2P_DISABLE=1 (B12), another NCCL version, or check the GPUs' links"))
+        out.findings.append(
+            _f(
+                "allreduce-timeout",
+                subject,
+                f"finishes within {inp.step_timeout_s:g} s",
+                f"hung and was killed; {detail}",
+                "try NCCL_P2P_DISABLE=1 (B12), another NCCL version, or check the GPUs' links",
+            )
+        )
     elif r.get("error") or any(r.get("returncodes", [])) or not all(row["ok"] for row in r.get("rows", [])):
         why = r.get("error") or f"rank exit codes {r.get('returncodes')}; {r.get('logs')}"
         if r.get("rows") and not all(row["ok"] for row in r["rows"]):
             why = "wrong sum at " + ", ".join(str(row["bytes"]) for row in r["rows"] if not row["ok"])
-        out.findings.append(_f("allreduce-failed", subject, "correct sums at every size", f"{why}; {detail}",
-                               "run with NCCL_DEBUG=INFO to see why; try NCCL_P2P_DISABLE=1 (B12)"))
+        out.findings.append(
+            _f(
+                "allreduce-failed",
+                subject,
+                "correct sums at every size",
+                f"{why}; {detail}",
+                "run with NCCL_DEBUG=INFO to see why; try NCCL_P2P_DISABLE=1 (B12)",
+            )
+        )
     return r
 
 
-def _table(runs: Mapping[str, Mapping[str, Any]], world: int, machine: Mapping[str, Any],
-           sizes: tuple[int, ...]) -> dict[str, Any]:
-    profiles = {name: {"env": dict(r.get("env", {})),
-                       "us": {str(row["bytes"]): row["us"] for row in r.get("rows", [])},
-                       "us_runs": {str(row["bytes"]): row["us_runs"] for row in r.get("rows", [])},
-                       "iters": {str(row["bytes"]): row["iters"] for row in r.get("rows", [])}}
-                for name, r in runs.items()}
+def _table(
+    runs: Mapping[str, Mapping[str, Any]], world: int, machine: Mapping[str, Any], sizes: tuple[int, ...]
+) -> dict[str, Any]:
+    profiles = {
+        name: {
+            "env": dict(r.get("env", {})),
+            "us": {str(row["bytes"]): row["us"] for row in r.get("rows", [])},
+            "us_runs": {str(row["bytes"]): row["us_runs"] for row in r.get("rows", [])},
+            "iters": {str(row["bytes"]): row["iters"] for row in r.get("rows", [])},
+        }
+        for name, r in runs.items()
+    }
     table: dict[str, Any] = {
-        "world_size": world, "nccl": machine.get("nccl"), "dtype": "bfloat16", "sizes_bytes": list(sizes),
+        "world_size": world,
+        "nccl": machine.get("nccl"),
+        "dtype": "bfloat16",
+        "sizes_bytes": list(sizes),
         "method": "per-call latency: CUDA events on rank 0 around N back-to-back all_reduce calls after 10 "
-                  "warm-ups, median of 5 repetitions, one process per GPU, NCCL backend",
-        "profiles": profiles}
+        "warm-ups, median of 5 repetitions, one process per GPU, NCCL backend",
+        "profiles": profiles,
+    }
     base = profiles.get(_DEFAULT, {}).get("us", {}).get(str(EAGLE_STEP_BYTES))
     if base is not None:
         table["per_step_budget"] = {
-            "allreduces_per_step": ALLREDUCES_PER_STEP, "bytes_each": EAGLE_STEP_BYTES,
-            "by_profile_ms": {n: round(ALLREDUCES_PER_STEP * p["us"][str(EAGLE_STEP_BYTES)] / 1000.0, 3)
-                              for n, p in profiles.items() if str(EAGLE_STEP_BYTES) in p["us"]},
-            "field_verify_step_ms": FIELD_VERIFY_STEP_MS, "world_size": world,
+            "allreduces_per_step": ALLREDUCES_PER_STEP,
+            "bytes_each": EAGLE_STEP_BYTES,
+            "by_profile_ms": {
+                n: round(ALLREDUCES_PER_STEP * p["us"][str(EAGLE_STEP_BYTES)] / 1000.0, 3)
+                for n, p in profiles.items()
+                if str(EAGLE_STEP_BYTES) in p["us"]
+            },
+            "field_verify_step_ms": FIELD_VERIFY_STEP_MS,
+            "world_size": world,
             "note": f"122 all-reduces (61 layers x 2) x the {EAGLE_STEP_BYTES}-byte latency at world size {world}; "
-                    "the field runs tensor parallel 8 (issue 9)"}
+            "the field runs tensor parallel 8 (issue 9)",
+        }
     return table
 
 
@@ -458,8 +538,13 @@ def _slower(runs: Mapping[str, Mapping[str, Any]], inp: GpuInputs) -> list[Findi
         for row in r.get("rows", []):
             ref = base.get(row["bytes"])
             if ref and row["us"] > SLOWER_FACTOR * ref:
-                out.append(_f("env-profile-slower", f"profile {name}, all-reduce {row['bytes']} bytes",
-                              f"<= {SLOWER_FACTOR:.2f}x NCCL's default ({ref} us)",
-                              f"{row['us']} us ({row['us'] / ref:.2f}x) with {_nccl_vars(r.get('env', {}))}",
-                              "use the profile for this interconnect (e.g. [env.nvlink]) or drop these variables"))
+                out.append(
+                    _f(
+                        "env-profile-slower",
+                        f"profile {name}, all-reduce {row['bytes']} bytes",
+                        f"<= {SLOWER_FACTOR:.2f}x NCCL's default ({ref} us)",
+                        f"{row['us']} us ({row['us'] / ref:.2f}x) with {_nccl_vars(r.get('env', {}))}",
+                        "use the profile for this interconnect (e.g. [env.nvlink]) or drop these variables",
+                    )
+                )
     return out

@@ -28,7 +28,7 @@ import tempfile
 import time
 import traceback
 
-WORKER = r'''
+WORKER = r"""
 import json, os, sys
 cfg = json.loads(sys.argv[1]); rank = int(sys.argv[2])
 for k in cfg["unset"]:
@@ -68,7 +68,7 @@ if rank == 0:
     with open(cfg["out"], "w") as f:
         json.dump({"rows": rows, "env": nccl}, f)
 dist.destroy_process_group()
-'''
+"""
 
 
 def _driver():
@@ -125,8 +125,9 @@ def libraries(prefix):
         found += [os.path.join(d, n) for n in names if n.startswith(prefix)]
     try:
         cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=10).stdout
-        found += [ln.rsplit("=>", 1)[1].strip() for ln in cache.splitlines()
-                  if "=>" in ln and ln.strip().startswith(prefix)]
+        found += [
+            ln.rsplit("=>", 1)[1].strip() for ln in cache.splitlines() if "=>" in ln and ln.strip().startswith(prefix)
+        ]
     except (OSError, subprocess.SubprocessError):
         pass
     candidates = []
@@ -138,9 +139,18 @@ def libraries(prefix):
 
 
 def info(cfg):
-    out = {"python": sys.version.split()[0], "devices_present": os.path.exists("/dev/nvidiactl"),
-           "driver": _driver(), "torch": None, "torch_error": None, "cuda_available": False,
-           "cuda_runtime": None, "arch_list": [], "nccl": None, "gpus": []}
+    out = {
+        "python": sys.version.split()[0],
+        "devices_present": os.path.exists("/dev/nvidiactl"),
+        "driver": _driver(),
+        "torch": None,
+        "torch_error": None,
+        "cuda_available": False,
+        "cuda_runtime": None,
+        "arch_list": [],
+        "nccl": None,
+        "gpus": [],
+    }
     if out["driver"]:
         out["devices_present"] = True
     try:
@@ -156,8 +166,9 @@ def info(cfg):
             out["arch_list"] = list(torch.cuda.get_arch_list())
             for i in range(torch.cuda.device_count()):
                 major, minor = torch.cuda.get_device_capability(i)
-                out["gpus"].append({"index": i, "name": torch.cuda.get_device_name(i),
-                                    "capability": "%d.%d" % (major, minor)})
+                out["gpus"].append(
+                    {"index": i, "name": torch.cuda.get_device_name(i), "capability": "%d.%d" % (major, minor)}
+                )
             try:
                 v = torch.cuda.nccl.version()
                 out["nccl"] = ".".join(str(p) for p in v) if isinstance(v, tuple) else str(v)
@@ -231,8 +242,13 @@ def _op_cupy():
     return "cupy arange(1000).sum() = %d" % int(cupy.arange(1000).sum().get())
 
 
-OPS = {"torch": _op_torch, "triton": _op_triton, "flashinfer": _op_flashinfer,
-       "sgl_kernel": _op_sgl_kernel, "cupy": _op_cupy}
+OPS = {
+    "torch": _op_torch,
+    "triton": _op_triton,
+    "flashinfer": _op_flashinfer,
+    "sgl_kernel": _op_sgl_kernel,
+    "cupy": _op_cupy,
+}
 
 
 def op(cfg):
@@ -243,8 +259,13 @@ def op(cfg):
         return {"package": name, "ok": True, "detail": detail, "s": round(time.monotonic() - start, 3)}
     except Exception as exc:  # noqa: BLE001
         tail = traceback.format_exc().strip().splitlines()[-3:]
-        return {"package": name, "ok": False, "error": _err(exc), "traceback": tail,
-                "s": round(time.monotonic() - start, 3)}
+        return {
+            "package": name,
+            "ok": False,
+            "error": _err(exc),
+            "traceback": tail,
+            "s": round(time.monotonic() - start, 3),
+        }
 
 
 def _free_port():
@@ -256,8 +277,11 @@ def _free_port():
 def allreduce(cfg):
     """Run the ranks; once more on a new port when the rendezvous port was taken meanwhile."""
     out = _allreduce_once(cfg)
-    if out.get("returncodes") and any(out["returncodes"]) and "address already in use" in \
-            json.dumps(out.get("logs", "")).lower():
+    if (
+        out.get("returncodes")
+        and any(out["returncodes"])
+        and "address already in use" in json.dumps(out.get("logs", "")).lower()
+    ):
         out = _allreduce_once(cfg)
         out["port_retried"] = True
     return out
@@ -265,12 +289,22 @@ def allreduce(cfg):
 
 def _allreduce_once(cfg):
     tmp = tempfile.mkdtemp(prefix="envforge-allreduce-")
-    wcfg = {"world": cfg["world"], "sizes": cfg["sizes"], "set": cfg.get("set", {}),
-            "unset": cfg.get("unset", []), "repeats": cfg.get("repeats", 5), "port": _free_port(),
-            "out": os.path.join(tmp, "rank0.json")}
+    wcfg = {
+        "world": cfg["world"],
+        "sizes": cfg["sizes"],
+        "set": cfg.get("set", {}),
+        "unset": cfg.get("unset", []),
+        "repeats": cfg.get("repeats", 5),
+        "port": _free_port(),
+        "out": os.path.join(tmp, "rank0.json"),
+    }
     logs = [open(os.path.join(tmp, "rank%d.log" % r), "w+") for r in range(cfg["world"])]
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, json.dumps(wcfg), str(r)],
-                              stdout=logs[r], stderr=subprocess.STDOUT) for r in range(cfg["world"])]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, json.dumps(wcfg), str(r)], stdout=logs[r], stderr=subprocess.STDOUT
+        )
+        for r in range(cfg["world"])
+    ]
     deadline = time.monotonic() + cfg.get("deadline_s", 90)
     timed_out = False
     while any(p.poll() is None for p in procs):
@@ -286,14 +320,22 @@ def _allreduce_once(cfg):
         f.seek(0)
         tails.append(f.read().strip().splitlines()[-5:])
         f.close()
-    out = {"world": cfg["world"], "timed_out": timed_out, "returncodes": codes, "port": wcfg["port"],
-           "elapsed_s": round(time.monotonic() - deadline + cfg.get("deadline_s", 90), 2)}
+    out = {
+        "world": cfg["world"],
+        "timed_out": timed_out,
+        "returncodes": codes,
+        "port": wcfg["port"],
+        "elapsed_s": round(time.monotonic() - deadline + cfg.get("deadline_s", 90), 2),
+    }
     if os.path.exists(wcfg["out"]):
         with open(wcfg["out"]) as f:
             out.update(json.load(f))
     else:
-        out["env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TORCH_NCCL_"))
-                      and k not in wcfg["unset"]}
+        out["env"] = {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith(("NCCL_", "TORCH_NCCL_")) and k not in wcfg["unset"]
+        }
         out["env"].update({k: v for k, v in wcfg["set"].items() if k.startswith(("NCCL_", "TORCH_NCCL_"))})
         out["env"] = dict(sorted(out["env"].items()))
     if any(codes) or timed_out:
@@ -338,7 +380,7 @@ def parse_topo_matrix(text):
                     break
                 columns.append(int(m.group(1)))
             continue
-        rows[int(_GPU.match(tokens[0]).group(1))] = tokens[1:1 + len(columns)]
+        rows[int(_GPU.match(tokens[0]).group(1))] = tokens[1 : 1 + len(columns)]
     if not columns:
         return {"gpus": [], "links": {}}
     links = {}

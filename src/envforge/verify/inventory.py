@@ -16,13 +16,22 @@ from envforge.installed.distributions import Installed, direct_url, installed_di
 from envforge.lock.model import Lock as EnvLock
 from envforge.lock.model import LockedPackage, LockedWheel, read_lock
 
-__all__ = ["EnvLock", "Installed", "LockedPackage", "LockedWheel", "direct_url", "installed_distributions",
-           "read_env_lock"]
+__all__ = [
+    "EnvLock",
+    "Installed",
+    "LockedPackage",
+    "LockedWheel",
+    "direct_url",
+    "installed_distributions",
+    "read_env_lock",
+]
 
 
-_NO_LOCK_HINT = ("rebuild it with `envforge build` (it copies the lock into .envforge/); for an "
-                 "environment envforge did not build: `envforge init --from-env ENV`, then "
-                 "`envforge verify ENV --lock LOCK`")
+_NO_LOCK_HINT = (
+    "rebuild it with `envforge build` (it copies the lock into .envforge/); for an "
+    "environment envforge did not build: `envforge init --from-env ENV`, then "
+    "`envforge verify ENV --lock LOCK`"
+)
 
 
 def read_env_lock(path: Path, *, given: bool = False) -> EnvLock:

@@ -22,19 +22,15 @@ from typing import Any
 
 from envforge import patching
 from envforge.patching.manifest import Manifest
-from envforge.patching.resolution import (
-    module_name,
-    not_imported,
-    resolve_modules,
-    shadow_fix,
-)
+from envforge.patching.resolution import module_name, not_imported, resolve_modules, shadow_fix
 from envforge.verify.findings import Finding
 
 __all__ = ["patch_effect", "shadowed_findings", "unlisted_findings"]
 
 
-def patch_effect(python: Path, site_packages: Path, envforge: Mapping[str, Any],
-                 env: Mapping[str, str] | None = None) -> list[Finding]:
+def patch_effect(
+    python: Path, site_packages: Path, envforge: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> list[Finding]:
     """Both checks on the environment at ``site_packages`` (interpreter ``python``; ``envforge`` is
     its lock copy's ``[tool.envforge]`` table; ``env`` the probe's process environment).
     No patch manifest: ``[]`` and no probe.
@@ -67,8 +63,9 @@ def _pythonpath_entry(chain: Sequence[Mapping[str, Any]], entries: Sequence[str]
     return None
 
 
-def shadowed_findings(manifest: Manifest, why: Mapping[str, str],
-                      via_pythonpath: Mapping[str, str] | None = None) -> list[Finding]:
+def shadowed_findings(
+    manifest: Manifest, why: Mapping[str, str], via_pythonpath: Mapping[str, str] | None = None
+) -> list[Finding]:
     """One ``shadowed-patch`` finding per patched file of ``manifest`` in ``why`` (path -> what the
     interpreter imports instead, :func:`envforge.patching.resolution.not_imported`). A file the
     interpreter finds through a ``PYTHONPATH`` entry (``via_pythonpath``: path -> entry, B53) is the
@@ -80,13 +77,22 @@ def shadowed_findings(manifest: Manifest, why: Mapping[str, str],
         rec = manifest.patchset(f.patchset)
         dist = rec.distribution if rec is not None else "the distribution"
         entry = (via_pythonpath or {}).get(f.path)
-        fix = (f"the caller's PYTHONPATH entry {entry} is ahead of the environment's site-packages: unset PYTHONPATH "
-               "or remove that entry (`envforge run` and `envforge bench` drop it unless --keep-pythonpath); the "
-               "lock and the patchset are fine" if entry is not None
-               else shadow_fix(dist, f"patchsets/{f.patchset}.toml"))
-        out.append(Finding("shadowed-patch", f"{f.patchset}: {f.path}",
-                           f"`import {module_name(f.path)}` loads {f.path}, the patched file",
-                           f"{why[f.path]}: the patch is on disk but never runs", fix))
+        fix = (
+            f"the caller's PYTHONPATH entry {entry} is ahead of the environment's site-packages: unset PYTHONPATH "
+            "or remove that entry (`envforge run` and `envforge bench` drop it unless --keep-pythonpath); the "
+            "lock and the patchset are fine"
+            if entry is not None
+            else shadow_fix(dist, f"patchsets/{f.patchset}.toml")
+        )
+        out.append(
+            Finding(
+                "shadowed-patch",
+                f"{f.patchset}: {f.path}",
+                f"`import {module_name(f.path)}` loads {f.path}, the patched file",
+                f"{why[f.path]}: the patch is on disk but never runs",
+                fix,
+            )
+        )
     return out
 
 
@@ -99,11 +105,16 @@ def unlisted_findings(manifest: Manifest, envforge: Mapping[str, Any], site_pack
         if rec.id in listed:
             continue
         files = sorted({f.path for f in manifest.files if f.patchset == rec.id})
-        out.append(Finding("unlisted-patchset", rec.id,
-                           f"only the patchsets the lock lists ({', '.join(listed) or 'none'})",
-                           f"{rec.id} ({rec.distribution} {rec.version}, {rec.digest}) applied by hand: "
-                           f"{', '.join(files) or 'no file'} patched outside the lock",
-                           f"revert it (`envforge apply-patches --site-packages {site_packages} --revert {rec.id}`), "
-                           f"or add it to the recipe's `patchsets`, re-lock (`envforge lock`) and rebuild "
-                           f"(`envforge build`)"))
+        out.append(
+            Finding(
+                "unlisted-patchset",
+                rec.id,
+                f"only the patchsets the lock lists ({', '.join(listed) or 'none'})",
+                f"{rec.id} ({rec.distribution} {rec.version}, {rec.digest}) applied by hand: "
+                f"{', '.join(files) or 'no file'} patched outside the lock",
+                f"revert it (`envforge apply-patches --site-packages {site_packages} --revert {rec.id}`), "
+                f"or add it to the recipe's `patchsets`, re-lock (`envforge lock`) and rebuild "
+                f"(`envforge build`)",
+            )
+        )
     return out

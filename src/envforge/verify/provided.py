@@ -22,15 +22,22 @@ from envforge.verify.findings import Finding
 
 __all__ = ["check_provided", "provided_rows"]
 
-_FIX = ("make the base interpreter provide exactly this version (the image's own install), or change "
-        "[provided] in the recipe to what the base provides and relock")
+_FIX = (
+    "make the base interpreter provide exactly this version (the image's own install), or change "
+    "[provided] in the recipe to what the base provides and relock"
+)
 
 
 def provided_rows(envforge_table: Mapping[str, Any]) -> list[dict[str, str]]:
     """The lock's ``[tool.envforge] provided`` rows that are well formed (name, version, import)."""
     rows = envforge_table.get("provided", [])
-    return [{k: str(r[k]) for k in ("name", "version", "import")} for r in rows if isinstance(rows, list)
-            and isinstance(r, Mapping) and all(isinstance(r.get(k), str) for k in ("name", "version", "import"))]
+    return [
+        {k: str(r[k]) for k in ("name", "version", "import")}
+        for r in rows
+        if isinstance(rows, list)
+        and isinstance(r, Mapping)
+        and all(isinstance(r.get(k), str) for k in ("name", "version", "import"))
+    ]
 
 
 def _inside(path: str | None, sp: Path) -> bool:
@@ -45,27 +52,49 @@ def _findings(row: Mapping[str, str], got: Mapping[str, Any], sp: Path) -> list[
     expected = f"{name} {want} provided by the base interpreter"
     out = []
     if got.get("metadata") is None:
-        out.append(Finding("provided", name, expected, "no distribution of that name on the environment's sys.path",
-                           _FIX))
+        out.append(
+            Finding("provided", name, expected, "no distribution of that name on the environment's sys.path", _FIX)
+        )
     elif got["metadata"] != want:
-        out.append(Finding("provided", name, expected, f"its metadata says {got['metadata']} ({got.get('location')})",
-                           _FIX))
+        out.append(
+            Finding("provided", name, expected, f"its metadata says {got['metadata']} ({got.get('location')})", _FIX)
+        )
     if got.get("error"):
-        out.append(Finding("provided", f"{name} (import {module})", f"import {module} reports {want}",
-                           f"import failed: {got['error']}", _FIX))
+        out.append(
+            Finding(
+                "provided",
+                f"{name} (import {module})",
+                f"import {module} reports {want}",
+                f"import failed: {got['error']}",
+                _FIX,
+            )
+        )
     elif got.get("import_version") != want:
-        out.append(Finding("provided", f"{name} (import {module})", f"{module}.__version__ == {want!r}",
-                           f"{module}.__version__ is {got.get('import_version')!r} ({got.get('file')})", _FIX))
+        out.append(
+            Finding(
+                "provided",
+                f"{name} (import {module})",
+                f"{module}.__version__ == {want!r}",
+                f"{module}.__version__ is {got.get('import_version')!r} ({got.get('file')})",
+                _FIX,
+            )
+        )
     if _inside(got.get("location"), sp) or _inside(got.get("file"), sp):
-        out.append(Finding("provided", name, f"{name} from the base interpreter, not installed in the environment",
-                           f"installed in the environment's site-packages ({got.get('location') or got.get('file')})",
-                           "remove it from the lock (a [provided] distribution is never installed): relock and "
-                           "rebuild"))
+        out.append(
+            Finding(
+                "provided",
+                name,
+                f"{name} from the base interpreter, not installed in the environment",
+                f"installed in the environment's site-packages ({got.get('location') or got.get('file')})",
+                "remove it from the lock (a [provided] distribution is never installed): relock and rebuild",
+            )
+        )
     return out
 
 
-def check_provided(python: Path, sp: Path, rows: Sequence[Mapping[str, str]], script: str,
-                   env: Mapping[str, str] | None = None) -> tuple[list[Finding], str]:
+def check_provided(
+    python: Path, sp: Path, rows: Sequence[Mapping[str, str]], script: str, env: Mapping[str, str] | None = None
+) -> tuple[list[Finding], str]:
     """Findings of kind ``provided`` for ``rows``, and the check's one-line detail.
 
     :param python: the environment's interpreter; ``sp`` its site-packages.
@@ -73,13 +102,15 @@ def check_provided(python: Path, sp: Path, rows: Sequence[Mapping[str, str]], sc
     :raises envforge.core.probe.ProbeError: the interpreter cannot run (exit 3).
     """
     args = [json.dumps([{"name": r["name"], "import": r["import"]} for r in rows])]
-    data: Mapping[str, Any] = run_probe(python, script, args=args, env=dict(env) if env is not None else None,
-                                        timeout_s=120.0).data
+    data: Mapping[str, Any] = run_probe(
+        python, script, args=args, env=dict(env) if env is not None else None, timeout_s=120.0
+    ).data
     found: list[Finding] = []
     seen = []
     for row in rows:
         got = data.get(row["name"], {})
         found += _findings(row, got, sp)
-        seen.append(f"{row['name']} {got.get('metadata')} (import {got.get('import_version')}) "
-                    f"from {got.get('location')}")
+        seen.append(
+            f"{row['name']} {got.get('metadata')} (import {got.get('import_version')}) from {got.get('location')}"
+        )
     return found, "; ".join(seen)

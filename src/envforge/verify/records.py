@@ -26,8 +26,16 @@ from envforge.core.textfile import file_kind
 from envforge.installed.distributions import Installed, RecordEntry, read_record
 from envforge.verify.findings import Finding
 
-__all__ = ["PatchedFile", "RecordEntry", "cached_bytecode", "check_patched_files", "check_records", "read_record",
-           "sha256_file", "stale_bytecode"]
+__all__ = [
+    "PatchedFile",
+    "RecordEntry",
+    "cached_bytecode",
+    "check_patched_files",
+    "check_records",
+    "read_record",
+    "sha256_file",
+    "stale_bytecode",
+]
 
 _BUF = 1 << 20
 
@@ -69,9 +77,14 @@ def sha256_file(path: Path, cancelled: threading.Event | None = None) -> str:
     return h.hexdigest()
 
 
-def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: bool,
-              missing: list[tuple[Installed, RecordEntry]],
-              special: list[tuple[Installed, RecordEntry, str]]) -> Iterator[tuple[Installed, RecordEntry, Path, int]]:
+def _suspects(
+    sp: Path,
+    dist: Installed,
+    entries: Iterable[RecordEntry],
+    deep: bool,
+    missing: list[tuple[Installed, RecordEntry]],
+    special: list[tuple[Installed, RecordEntry, str]],
+) -> Iterator[tuple[Installed, RecordEntry, Path, int]]:
     """The files of ``entries`` to hash; absent ones go to ``missing``, ones that are not regular
     files (a FIFO would block the read for ever, field case N46) to ``special`` with their kind."""
     record_mtime = (dist.dist_info / "RECORD").stat().st_mtime_ns
@@ -91,9 +104,15 @@ def _suspects(sp: Path, dist: Installed, entries: Iterable[RecordEntry], deep: b
             yield dist, e, path, st.st_size
 
 
-def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, PatchedFile], *,
-                  deep: bool = False, workers: int = 4,
-                  records: Mapping[Installed, tuple[RecordEntry, ...]] | None = None) -> tuple[list[Finding], int, int]:
+def check_records(
+    sp: Path,
+    dists: Iterable[Installed],
+    patched: Mapping[str, PatchedFile],
+    *,
+    deep: bool = False,
+    workers: int = 4,
+    records: Mapping[Installed, tuple[RecordEntry, ...]] | None = None,
+) -> tuple[list[Finding], int, int]:
     """RECORD integrity of every file of ``dists``.
 
     :param patched: manifest entries by path relative to site-packages.
@@ -109,14 +128,30 @@ def check_records(sp: Path, dists: Iterable[Installed], patched: Mapping[str, Pa
     try:
         digests = list(pool.map(lambda t: sha256_file(t[2], cancelled), todo))
     except BaseException:  # SIGTERM or Ctrl-C: the files being hashed stop at their next 1 MiB block
-        cancelled.set()    # (the interpreter joins pool threads at exit: a 20 GB file took 105 s)
+        cancelled.set()  # (the interpreter joins pool threads at exit: a 20 GB file took 105 s)
         raise
     finally:  # drop the queued files, never wait for them
         pool.shutdown(wait=False, cancel_futures=True)
-    findings = [Finding("missing-file", f"{d.name} {d.version}: {e.path}", "present (listed in RECORD)",
-                        "absent", "reinstall the distribution: `envforge build`") for d, e in missing]
-    findings += [Finding("tampered", f"{d.name} {d.version}: {e.path}", "a regular file (listed in RECORD)", kind,
-                         "reinstall the distribution: `envforge build`") for d, e, kind in special]
+    findings = [
+        Finding(
+            "missing-file",
+            f"{d.name} {d.version}: {e.path}",
+            "present (listed in RECORD)",
+            "absent",
+            "reinstall the distribution: `envforge build`",
+        )
+        for d, e in missing
+    ]
+    findings += [
+        Finding(
+            "tampered",
+            f"{d.name} {d.version}: {e.path}",
+            "a regular file (listed in RECORD)",
+            kind,
+            "reinstall the distribution: `envforge build`",
+        )
+        for d, e, kind in special
+    ]
     owners = _owners(records)
     for (dist, entry, path, _), digest in zip(todo, digests, strict=True):
         if digest == entry.sha256:
@@ -145,10 +180,14 @@ def _owners(records: Mapping[Installed, tuple[RecordEntry, ...]]) -> dict[str, l
 def _conflict(path: str, claims: list[tuple[Installed, RecordEntry]], winner: Installed) -> Finding:
     """Two wheels install the same file: the last one installed wins, silently (an upstream bug)."""
     names = ", ".join(f"{d.name} {d.version}" for d, _ in sorted(claims, key=lambda c: c[0].name))
-    return Finding("file-conflict", path, "one distribution owns each installed file",
-                   f"claimed by {names}; the installed bytes are {winner.name}'s",
-                   "both wheels install this file into site-packages and the last one installed wins: "
-                   "report it upstream; check that nothing imports it expecting the other copy")
+    return Finding(
+        "file-conflict",
+        path,
+        "one distribution owns each installed file",
+        f"claimed by {names}; the installed bytes are {winner.name}'s",
+        "both wheels install this file into site-packages and the last one installed wins: "
+        "report it upstream; check that nothing imports it expecting the other copy",
+    )
 
 
 def conflict_claimants(actual: str) -> tuple[str, ...]:
@@ -156,7 +195,7 @@ def conflict_claimants(actual: str) -> tuple[str, ...]:
     :func:`_conflict` writes it: ``claimed by a 1, b 2; ...``), sorted; ``()`` for any other text."""
     if not actual.startswith("claimed by ") or ";" not in actual:
         return ()
-    return tuple(sorted(actual[len("claimed by "):].split(";", 1)[0].split(", ")))
+    return tuple(sorted(actual[len("claimed by ") :].split(";", 1)[0].split(", ")))
 
 
 def _links(path: Path) -> int:
@@ -171,19 +210,28 @@ def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile |
     hardlink of uv's cache (uv links what it installs; field case B09): an in-place edit changed
     the cached copy too, so a rebuild installs the edited bytes again and the fix says so."""
     if links > 1:
-        return Finding("tampered", f"{dist.name} {dist.version}: {entry.path}",
-                       f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})", f"sha256 {digest}",
-                       f"the file is a hardlink shared with uv's cache ({links} links), so the edit changed uv's "
-                       "cached copy too and a rebuild installs the edited bytes again: run "
-                       f"`uv cache clean {dist.name}` first, then rebuild: `envforge build` (a fresh generation, "
-                       "patched from its lock); edit installed files by replacing them, never in place")
+        return Finding(
+            "tampered",
+            f"{dist.name} {dist.version}: {entry.path}",
+            f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})",
+            f"sha256 {digest}",
+            f"the file is a hardlink shared with uv's cache ({links} links), so the edit changed uv's "
+            "cached copy too and a rebuild installs the edited bytes again: run "
+            f"`uv cache clean {dist.name}` first, then rebuild: `envforge build` (a fresh generation, "
+            "patched from its lock); edit installed files by replacing them, never in place",
+        )
     if p is None:
         expected = f"sha256 {entry.sha256} (RECORD of {dist.name} {dist.version})"
     else:
         expected = f"sha256 {p.new_sha256} (patched by envforge, patchset {p.patchset})"
-    return Finding("tampered", f"{dist.name} {dist.version}: {entry.path}", expected, f"sha256 {digest}",
-                   "undo the edit, or rebuild the environment: `envforge build` (a fresh generation, patched "
-                   "from its lock); to keep the change, write it as a patchset, relock and rebuild")
+    return Finding(
+        "tampered",
+        f"{dist.name} {dist.version}: {entry.path}",
+        expected,
+        f"sha256 {digest}",
+        "undo the edit, or rebuild the environment: `envforge build` (a fresh generation, patched "
+        "from its lock); to keep the change, write it as a patchset, relock and rebuild",
+    )
 
 
 def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Finding]:
@@ -193,14 +241,27 @@ def check_patched_files(sp: Path, patched: Iterable[PatchedFile]) -> list[Findin
         try:
             st = (sp / p.path).stat()
         except FileNotFoundError:
-            findings.append(Finding("missing-file", p.path, f"present (patched by {p.patchset})", "absent",
-                                    "reinstall it: `envforge build` (a fresh generation, patched from its lock)"))
+            findings.append(
+                Finding(
+                    "missing-file",
+                    p.path,
+                    f"present (patched by {p.patchset})",
+                    "absent",
+                    "reinstall it: `envforge build` (a fresh generation, patched from its lock)",
+                )
+            )
             continue
         if st.st_nlink > 1:
-            findings.append(Finding(
-                "hardlinked", p.path, "link count 1 (a private copy)", f"link count {st.st_nlink}",
-                "the patched file shares its bytes with uv's cache or another environment; rebuild with "
-                "`envforge build` (patches are written to a temp file and os.replace'd)"))
+            findings.append(
+                Finding(
+                    "hardlinked",
+                    p.path,
+                    "link count 1 (a private copy)",
+                    f"link count {st.st_nlink}",
+                    "the patched file shares its bytes with uv's cache or another environment; rebuild with "
+                    "`envforge build` (patches are written to a temp file and os.replace'd)",
+                )
+            )
     return findings
 
 
@@ -234,8 +295,10 @@ def shared_files_note(sp: Path, installed: Iterable[Installed], patched: Iterabl
     if not counts:
         return None
     listed = ", ".join(f"{n} of {name}" for name, n in sorted(counts.items()))
-    return (f"hardlinked (shared with uv's cache): {listed} other files of the patched distributions; "
-            "envforge replaced only the files it patched, so edit none of the others in place")
+    return (
+        f"hardlinked (shared with uv's cache): {listed} other files of the patched distributions; "
+        "envforge replaced only the files it patched, so edit none of the others in place"
+    )
 
 
 def cached_bytecode(sp: Path, patched: Iterable[PatchedFile]) -> list[Path]:
@@ -255,8 +318,13 @@ def stale_bytecode(sp: Path, verdicts: Mapping[str, Mapping[str, Any] | None]) -
         if not v or not v["stale"]:
             continue
         rel = os.path.relpath(v["pyc"], sp)
-        out.append(Finding(
-            "stale-bytecode", rel, f"bytecode of the patched source {os.path.relpath(src, sp)} (or none)",
-            f"the interpreter would load {v['mode']} bytecode of other source (written before the patch)",
-            f"delete {rel} (Python then compiles the patched source again)"))
+        out.append(
+            Finding(
+                "stale-bytecode",
+                rel,
+                f"bytecode of the patched source {os.path.relpath(src, sp)} (or none)",
+                f"the interpreter would load {v['mode']} bytecode of other source (written before the patch)",
+                f"delete {rel} (Python then compiles the patched source again)",
+            )
+        )
     return out

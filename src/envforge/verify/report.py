@@ -74,9 +74,13 @@ def summary_line(report: VerifyReport) -> str:
     claim a proof that was never made. E.g. ``verify static: clean (8 checks ran, 3 skipped) in
     1.2 s; skipped level gpu: no NVIDIA GPU visible``; no level ran: ``verify (no level ran): ...``.
     """
-    ran_levels = [lv for lv in report.levels
-                  if any(c.level == lv and c.status != "skipped" for c in report.checks)
-                  or any(f.level == lv for f in report.findings) or any(a.finding.level == lv for a in report.accepted)]
+    ran_levels = [
+        lv
+        for lv in report.levels
+        if any(c.level == lv and c.status != "skipped" for c in report.checks)
+        or any(f.level == lv for f in report.findings)
+        or any(a.finding.level == lv for a in report.accepted)
+    ]
     skipped = [lv for lv in report.levels if lv not in ran_levels]
     ran = sum(1 for c in report.checks if c.status != "skipped")
     verdict = "clean" if report.clean else counted(len(report.findings), "finding")
@@ -92,25 +96,33 @@ def summary_line(report: VerifyReport) -> str:
 
 def _allreduce_lines(ar: dict[str, Any]) -> list[str]:
     sizes = [str(s) for s in ar["sizes_bytes"]]
-    out = [f"all-reduce latency (us), world size {ar['world_size']}, NCCL {ar['nccl']}:",
-           "    " + "profile".ljust(14) + "".join(s.rjust(12) for s in sizes)]
+    out = [
+        f"all-reduce latency (us), world size {ar['world_size']}, NCCL {ar['nccl']}:",
+        "    " + "profile".ljust(14) + "".join(s.rjust(12) for s in sizes),
+    ]
     for name, p in ar["profiles"].items():
         out.append("    " + name.ljust(14) + "".join(str(p["us"].get(s, "-")).rjust(12) for s in sizes))
     b = ar.get("per_step_budget")
     if b:
         per = ", ".join(f"{k} {v} ms" for k, v in b["by_profile_ms"].items())
-        out.append(f"per verify step: {b['allreduces_per_step']} x {b['bytes_each']}-byte all-reduce = {per} "
-                   f"(world size {b['world_size']}); the field's verify step is {b['field_verify_step_ms']} ms")
+        out.append(
+            f"per verify step: {b['allreduces_per_step']} x {b['bytes_each']}-byte all-reduce = {per} "
+            f"(world size {b['world_size']}); the field's verify step is {b['field_verify_step_ms']} ms"
+        )
     return out
 
 
 def as_junit(report: VerifyReport) -> bytes:
     """JUnit XML: a ``testsuite`` named ``envforge verify``, a ``testcase`` per check, and a skipped
     ``testcase`` per accepted finding (its message: the expiry and the reason)."""
-    suite = ET.Element("testsuite", name="envforge verify", tests=str(len(report.checks)),
-                       failures=str(sum(1 for c in report.checks if c.status == "findings")),
-                       skipped=str(sum(1 for c in report.checks if c.status == "skipped")),
-                       time=str(report.elapsed_s or 0))
+    suite = ET.Element(
+        "testsuite",
+        name="envforge verify",
+        tests=str(len(report.checks)),
+        failures=str(sum(1 for c in report.checks if c.status == "findings")),
+        skipped=str(sum(1 for c in report.checks if c.status == "skipped")),
+        time=str(report.elapsed_s or 0),
+    )
     for c in report.checks:
         case = ET.SubElement(suite, "testcase", classname=f"verify.{c.level}", name=c.name)
         if c.status == "skipped":
@@ -130,4 +142,3 @@ def as_junit(report: VerifyReport) -> bytes:
     ET.indent(suite)
     data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return data
-

@@ -101,24 +101,33 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     now = options.clock or time.monotonic
     start = now()
     sp = env.site_packages
-    lock = (read_env_lock(options.lock, given=True) if options.lock
-            else read_env_lock(StateDir(sp).lock_copy))
+    lock = read_env_lock(options.lock, given=True) if options.lock else read_env_lock(StateDir(sp).lock_copy)
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
     levels = options.levels or _recipe_levels(recipe)
     if options.yanked and "static" not in levels:  # the recipe's [verify] levels: never a check silently left out
-        raise InputError("--yanked adds the check `yanked` to the static level, which does not run here",
-                         hint=f"add static: --level static,{','.join(levels)}")
+        raise InputError(
+            "--yanked adds the check `yanked` to the static level, which does not run here",
+            hint=f"add static: --level static,{','.join(levels)}",
+        )
     findings: list[Finding] = []
     checks: list[Check] = []
     notes: list[str] = []
     python = None
     if "static" in levels:
-        st = run_static(StaticInputs(
-            site_packages=sp, python=env.python, lock=lock,
-            patchsets_dir=project.patchsets_dir if project else None,
-            project_lock=_project_lock(project, gen, lock.envforge), uv_cache=options.uv_cache,
-            base_env=options.base_env, deep=options.deep, servers=recipe_servers(recipe.get("verify", {}))))
+        st = run_static(
+            StaticInputs(
+                site_packages=sp,
+                python=env.python,
+                lock=lock,
+                patchsets_dir=project.patchsets_dir if project else None,
+                project_lock=_project_lock(project, gen, lock.envforge),
+                uv_cache=options.uv_cache,
+                base_env=options.base_env,
+                deep=options.deep,
+                servers=recipe_servers(recipe.get("verify", {})),
+            )
+        )
         findings += st.findings
         checks += st.checks
         notes += st.notes
@@ -138,11 +147,21 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     measurements: dict[str, Any] = {}
     target = dict(lock.envforge.get("target", {}))
     if "gpu" in levels:
-        g = run_gpu(GpuInputs(python=env.python, lock=lock, target=target, profiles=_profiles(recipe, sp),
-                              target_from_machine=options.target_from_machine, base_env=options.base_env,
-                              sizes=options.allreduce_sizes, step_timeout_s=options.step_timeout_s,
-                              installed_profile=(installed_profile(sp) or {}).get("profile"), site_packages=sp,
-                              required=options.levels is not None))
+        g = run_gpu(
+            GpuInputs(
+                python=env.python,
+                lock=lock,
+                target=target,
+                profiles=_profiles(recipe, sp),
+                target_from_machine=options.target_from_machine,
+                base_env=options.base_env,
+                sizes=options.allreduce_sizes,
+                step_timeout_s=options.step_timeout_s,
+                installed_profile=(installed_profile(sp) or {}).get("profile"),
+                site_packages=sp,
+                required=options.levels is not None,
+            )
+        )
         findings += g.findings
         checks += g.checks
         notes += g.notes
@@ -156,32 +175,57 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
     asked = options.levels if options.levels is not None else tuple(lv for lv in levels if lv != "gpu")
     findings += _nothing_checked(asked, checks, findings)
-    findings = _name_commands(findings, env, project, gen.get("recipe") or lock.envforge.get("recipe"),
-                              gen.get("variant") or lock.envforge.get("variant"))
+    findings = _name_commands(
+        findings,
+        env,
+        project,
+        gen.get("recipe") or lock.envforge.get("recipe"),
+        gen.get("variant") or lock.envforge.get("variant"),
+    )
     entries = acceptances_from(recipe, gen.get("variant") or lock.envforge.get("variant"))
     if not options.yanked:  # `yanked` is looked for only with --yanked: its entries are not unmatched without
         entries = tuple(e for e in entries if e.kind != "yanked")
-    failing, accepted = apply_acceptances(findings, entries, levels=levels,
-                                          today=options.today or datetime.date.today())
+    failing, accepted = apply_acceptances(
+        findings, entries, levels=levels, today=options.today or datetime.date.today()
+    )
     checks = _settled(checks, failing, [a.finding for a in accepted])
     if entries:
         lapsed = [f for f in failing if f.kind.startswith("acceptance-")]
-        checks.append(Check("accept", "static", "findings" if lapsed else "ok",
-                            f"{counted(len(entries), '[[verify.accept]] entry', '[[verify.accept]] entries')}, {counted(len(accepted), 'finding')} accepted"))
-    return VerifyReport(environment=str(env.path), levels=tuple(lv for lv in LEVELS if lv in levels),
-                        fingerprint=fp, findings=tuple(failing), checks=tuple(checks), notes=tuple(notes),
-                        measurements=measurements, target=target, elapsed_s=round(now() - start, 3),
-                        accepted=tuple(accepted))
+        checks.append(
+            Check(
+                "accept",
+                "static",
+                "findings" if lapsed else "ok",
+                f"{counted(len(entries), '[[verify.accept]] entry', '[[verify.accept]] entries')}, {counted(len(accepted), 'finding')} accepted",
+            )
+        )
+    return VerifyReport(
+        environment=str(env.path),
+        levels=tuple(lv for lv in LEVELS if lv in levels),
+        fingerprint=fp,
+        findings=tuple(failing),
+        checks=tuple(checks),
+        notes=tuple(notes),
+        measurements=measurements,
+        target=target,
+        elapsed_s=round(now() - start, 3),
+        accepted=tuple(accepted),
+    )
 
 
 def _settled(checks: list[Check], failing: list[Finding], accepted: list[Finding]) -> list[Check]:
     """A check whose every finding a ``[[verify.accept]]`` entry accepted is ``ok`` (its detail
     says so): the JUnit report and the exit code then agree (shared case test_junit_accepted)."""
+
     def mine(c: Check, found: list[Finding]) -> bool:
         return any(f.level == c.level and belongs_to(f.kind, c.name) for f in found)
 
-    return [replace(c, status="ok", detail=f"{c.detail}; every finding accepted".lstrip("; "))
-            if c.status == "findings" and mine(c, accepted) and not mine(c, failing) else c for c in checks]
+    return [
+        replace(c, status="ok", detail=f"{c.detail}; every finding accepted".lstrip("; "))
+        if c.status == "findings" and mine(c, accepted) and not mine(c, failing)
+        else c
+        for c in checks
+    ]
 
 
 def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:
@@ -191,13 +235,23 @@ def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:
     if not can_scan(proc):
         return [], Check("processes", "static", "skipped", f"no Linux {proc} to read processes from")
     live = link.resolve().name
-    found = [Finding("stale-process", f"pid {p.pid}", f"every process of {link.name} runs the live generation {live}",
-                     f"{p.command}: {p.why}" + (f" (native code loaded from {', '.join(p.loaded)})" if p.loaded else ""),
-                     f"restart it from envs/.generations/{link.name}/{live}/bin/python (a server pinned to its "
-                     "generation keeps importing from it after a build or rollback)")
-             for p in stale_processes(link, proc=proc)]
-    return found, Check("processes", "static", "findings" if found else "ok",
-                        f"{counted(len(found), 'process')} of another generation" if found else f"none outside {live}")
+    found = [
+        Finding(
+            "stale-process",
+            f"pid {p.pid}",
+            f"every process of {link.name} runs the live generation {live}",
+            f"{p.command}: {p.why}" + (f" (native code loaded from {', '.join(p.loaded)})" if p.loaded else ""),
+            f"restart it from envs/.generations/{link.name}/{live}/bin/python (a server pinned to its "
+            "generation keeps importing from it after a build or rollback)",
+        )
+        for p in stale_processes(link, proc=proc)
+    ]
+    return found, Check(
+        "processes",
+        "static",
+        "findings" if found else "ok",
+        f"{counted(len(found), 'process')} of another generation" if found else f"none outside {live}",
+    )
 
 
 def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:
@@ -209,22 +263,34 @@ def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list
         if any(c.level == lv and c.status != "skipped" for c in checks) or any(f.level == lv for f in findings):
             continue
         why = "; ".join(c.detail for c in checks if c.level == lv) or "no check of this level applies"
-        out.append(Finding("nothing-to-check", f"--level {lv}", f"at least one {lv} check that runs", why,
-                           f"give the {lv} level something to check (for drafter: a [verify.drafter] table with "
-                           "repo and revision in the recipe), or do not ask for it", level=lv))
+        out.append(
+            Finding(
+                "nothing-to-check",
+                f"--level {lv}",
+                f"at least one {lv} check that runs",
+                why,
+                f"give the {lv} level something to check (for drafter: a [verify.drafter] table with "
+                "repo and revision in the recipe), or do not ask for it",
+                level=lv,
+            )
+        )
     return out
 
 
-def _name_commands(findings: list[Finding], env: Environment, project: Project | None,
-                   recipe: Any, variant: Any) -> list[Finding]:
+def _name_commands(
+    findings: list[Finding], env: Environment, project: Project | None, recipe: Any, variant: Any
+) -> list[Finding]:
     """Complete the envforge commands in the findings' fixes for this environment: the checks write
     `` `envforge apply-patches` ``, `` `envforge build` `` and `` `envforge lock` ``, which act on the
     default environment; the user needs ``apply-patches <env>`` and ``build <recipe> --variant <v>``."""
     named = project is not None and env.path.parent.absolute() == project.envs_dir.absolute()
     target = env.path.name if named else str(env.path)
     rv = f" {recipe} --variant {variant}" if recipe and variant else ""
-    words = {"`envforge apply-patches`": f"`envforge apply-patches {target}`",
-             "`envforge build`": f"`envforge build{rv}`", "`envforge lock`": f"`envforge lock{rv}`"}
+    words = {
+        "`envforge apply-patches`": f"`envforge apply-patches {target}`",
+        "`envforge build`": f"`envforge build{rv}`",
+        "`envforge lock`": f"`envforge lock{rv}`",
+    }
 
     def fix(text: str) -> str:
         for old, new in words.items():
@@ -259,8 +325,9 @@ def _recipe_levels(recipe: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(lv for lv in wanted if lv in LEVELS) or ("static",)
 
 
-def _drafter(recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path | None, lock: EnvLock,
-             site_packages: Path) -> tuple[list[Finding], Check]:
+def _drafter(
+    recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path | None, lock: EnvLock, site_packages: Path
+) -> tuple[list[Finding], Check]:
     """The recipe's ``[verify.drafter]`` checks through :func:`envforge.drafter.drafter_checks`
     (offline: the copy fetched under ``local_root``, ``drafters/`` of the project), for the engine
     versions ``lock`` installs and the hooks the installed engine code has
@@ -269,20 +336,46 @@ def _drafter(recipe: Mapping[str, Any], options: VerifyOptions, local_root: Path
     if not settings:
         return [], Check("drafter", "drafter", "skipped", "the recipe has no [verify.drafter] table")
     scope = drafter_scope(lock)
-    issues = drafter_checks(settings, cache_dir=options.hub_cache, endpoint=options.hub_endpoint,
-                            local_root=local_root, engines=scope.engines,
-                            patched_for=lambda arch: installed_delegations(site_packages, arch))
-    found = [Finding(i.kind, i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""), i.expected,
-                     i.actual, i.fix, level="drafter") for i in issues]
+    issues = drafter_checks(
+        settings,
+        cache_dir=options.hub_cache,
+        endpoint=options.hub_endpoint,
+        local_root=local_root,
+        engines=scope.engines,
+        patched_for=lambda arch: installed_delegations(site_packages, arch),
+    )
+    found = [
+        Finding(
+            i.kind,
+            i.subject + (f" ({', '.join(i.engines)})" if i.engines else ""),
+            i.expected,
+            i.actual,
+            i.fix,
+            level="drafter",
+        )
+        for i in issues
+    ]
     known = ", ".join(f"{f.engine} {f.version}" for f in ENGINE_FACTS)
-    found += [Finding("drafter-engine-unproven", f"{name} {version}", f"an engine version envforge has facts for "
-                      f"({known})", f"{name} {version}: the auxiliary-layer verdict is not proven for it",
-                      "check the drafter on that version by hand (or serve a version envforge has facts for); "
-                      "docs/drafters.md, Engine versions", level="drafter") for name, version in scope.unproven]
-    offline = f" (offline, HF_HUB_OFFLINE: the copy recorded under {local_root}, re-hashed)" \
-        if offline_mode() and local_root is not None else ""
-    return found, Check("drafter", "drafter", "findings" if found else "ok",
-                        f"{settings['repo']}@{settings['revision']}{offline}")
+    found += [
+        Finding(
+            "drafter-engine-unproven",
+            f"{name} {version}",
+            f"an engine version envforge has facts for ({known})",
+            f"{name} {version}: the auxiliary-layer verdict is not proven for it",
+            "check the drafter on that version by hand (or serve a version envforge has facts for); "
+            "docs/drafters.md, Engine versions",
+            level="drafter",
+        )
+        for name, version in scope.unproven
+    ]
+    offline = (
+        f" (offline, HF_HUB_OFFLINE: the copy recorded under {local_root}, re-hashed)"
+        if offline_mode() and local_root is not None
+        else ""
+    )
+    return found, Check(
+        "drafter", "drafter", "findings" if found else "ok", f"{settings['repo']}@{settings['revision']}{offline}"
+    )
 
 
 def nvidia_proc_facts(proc: Path) -> dict[str, Any]:
@@ -299,8 +392,10 @@ def nvidia_proc_facts(proc: Path) -> dict[str, Any]:
         return {}
     gpus: list[dict[str, Any]] = []
     for info in sorted(base.glob("gpus/*/information")):
-        model = next((line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
-                      if line.startswith("Model:")), "unknown")
+        model = next(
+            (line.split(":", 1)[1].strip() for line in info.read_text().splitlines() if line.startswith("Model:")),
+            "unknown",
+        )
         gpus.append({"index": len(gpus), "name": model, "capability": None})
     return {"driver": words[0] if words else None, "gpus": gpus}
 

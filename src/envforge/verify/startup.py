@@ -35,17 +35,20 @@ from envforge.core.textfile import file_kind, read_state
 from envforge.env.fingerprint import STARTUP_MODULES, startup_files
 from envforge.env.profile.source import SITECUSTOMIZE, strip_block
 from envforge.env.provided import read_link
-from envforge.installed.distributions import (
-    Installed,
-    RecordEntry,
-    installed_distributions,
-    read_record,
-)
+from envforge.installed.distributions import Installed, RecordEntry, installed_distributions, read_record
 from envforge.verify.findings import Finding
 from envforge.verify.records import PatchedFile
 
-__all__ = ["StartupHook", "StartupScan", "blocking_startup_files", "check_outside", "hook_notes", "pth_import_lines", "scan_site_dir",
-           "startup_findings"]
+__all__ = [
+    "StartupHook",
+    "StartupScan",
+    "blocking_startup_files",
+    "check_outside",
+    "hook_notes",
+    "pth_import_lines",
+    "scan_site_dir",
+    "startup_findings",
+]
 
 _SHOWN = 100  # characters of an import line a finding quotes
 _LISTED = 10  # unowned file names a note lists
@@ -94,8 +97,12 @@ def _venv_tool(sp: Path) -> str | None:
     return f"{tool} {keys[tool]}" if tool else None
 
 
-def _owners(sp: Path, records: Mapping[Installed, Sequence[RecordEntry]], profile: Mapping[str, Any] | None,
-            patched: Iterable[PatchedFile]) -> dict[str, str]:
+def _owners(
+    sp: Path,
+    records: Mapping[Installed, Sequence[RecordEntry]],
+    profile: Mapping[str, Any] | None,
+    patched: Iterable[PatchedFile],
+) -> dict[str, str]:
     """Path relative to ``sp`` (normalised) -> who owns it, for every file a record names."""
     owners: dict[str, str] = {}
     for dist, entries in records.items():
@@ -158,9 +165,14 @@ def _walk(sp: Path, owners: Mapping[str, str], skip: set[str]) -> list[str]:
     return sorted(out)
 
 
-def scan_site_dir(sp: Path, records: Mapping[Installed, Sequence[RecordEntry]] | None = None, *,
-                  profile: Mapping[str, Any] | None = None, patched: Iterable[PatchedFile] = (),
-                  walk: bool = True) -> StartupScan:
+def scan_site_dir(
+    sp: Path,
+    records: Mapping[Installed, Sequence[RecordEntry]] | None = None,
+    *,
+    profile: Mapping[str, Any] | None = None,
+    patched: Iterable[PatchedFile] = (),
+    walk: bool = True,
+) -> StartupScan:
     """The start-up hooks of the site directory ``sp`` with their owners, and (``walk``) every other
     file of it that nothing owns.
 
@@ -201,12 +213,19 @@ def _what_runs(hook: StartupHook) -> str:
 def startup_findings(scan: StartupScan) -> list[Finding]:
     """A ``startup-code`` finding per unowned hook of the environment's own site-packages: a fresh
     generation from the lock holds only what the lock installs, so a rebuild removes it."""
-    return [Finding("startup-code", h.name, "start-up code that a distribution's RECORD or envforge installed",
-                    f"{_what_runs(h)}; no RECORD owns it",
-                    "find out what wrote it (a package that writes files at install or run time, field case B36) "
-                    "and treat what the environment's processes could read as exposed; then remove it, or rebuild: "
-                    "`envforge build` (a fresh generation holds only what the lock installs)")
-            for h in scan.hooks if h.owner is None]
+    return [
+        Finding(
+            "startup-code",
+            h.name,
+            "start-up code that a distribution's RECORD or envforge installed",
+            f"{_what_runs(h)}; no RECORD owns it",
+            "find out what wrote it (a package that writes files at install or run time, field case B36) "
+            "and treat what the environment's processes could read as exposed; then remove it, or rebuild: "
+            "`envforge build` (a fresh generation holds only what the lock installs)",
+        )
+        for h in scan.hooks
+        if h.owner is None
+    ]
 
 
 def _under(path: str, dirs: Iterable[str]) -> str | None:
@@ -243,13 +262,22 @@ def check_outside(sp: Path, site: Mapping[str, Any]) -> tuple[list[StartupHook],
         if not path or _under(path, [here, *dirs]):
             continue
         stdlib = _under(path, site.get("stdlib") or ()) or _entry_under(path, site.get("stdlib") or ())
-        hooks.append(StartupHook(os.path.dirname(path), os.path.basename(path),
-                                 "the interpreter" if stdlib else None))
-    fix = ("outside this environment, so a rebuild keeps it: remove it (or its PYTHONPATH entry), or build from an "
-           "interpreter without it; accept it with a [[verify.accept]] entry only after reading it")
-    found = [Finding("startup-code-outside", os.path.join(h.site_dir, h.name),
-                     "start-up code that a distribution's RECORD owns", f"{_what_runs(h)}; no RECORD owns it", fix)
-             for h in hooks if h.owner is None]
+        hooks.append(StartupHook(os.path.dirname(path), os.path.basename(path), "the interpreter" if stdlib else None))
+    fix = (
+        "outside this environment, so a rebuild keeps it: remove it (or its PYTHONPATH entry), or build from an "
+        "interpreter without it; accept it with a [[verify.accept]] entry only after reading it"
+    )
+    found = [
+        Finding(
+            "startup-code-outside",
+            os.path.join(h.site_dir, h.name),
+            "start-up code that a distribution's RECORD owns",
+            f"{_what_runs(h)}; no RECORD owns it",
+            fix,
+        )
+        for h in hooks
+        if h.owner is None
+    ]
     return hooks, found
 
 
@@ -258,13 +286,17 @@ def hook_notes(hooks: Sequence[StartupHook], unowned: Sequence[str], sp: Path) -
     one listing the other files of site-packages nothing owns (at most ten names)."""
     notes = []
     if hooks:
-        named = ", ".join(f"{h.name if h.site_dir == str(sp) else os.path.join(h.site_dir, h.name)} "
-                          f"({h.owner or 'owned by nothing'})" for h in hooks)
+        named = ", ".join(
+            f"{h.name if h.site_dir == str(sp) else os.path.join(h.site_dir, h.name)} ({h.owner or 'owned by nothing'})"
+            for h in hooks
+        )
         notes.append(f"start-up code run at every interpreter start: {named}")
     if unowned:
         shown = ", ".join(unowned[:_LISTED]) + (f" (+{len(unowned) - _LISTED} more)" if len(unowned) > _LISTED else "")
-        notes.append(f"{counted(len(unowned), 'file')} in site-packages that no RECORD and no envforge record owns "
-                     f"(not run at start-up; they run only when imported): {shown}")
+        notes.append(
+            f"{counted(len(unowned), 'file')} in site-packages that no RECORD and no envforge record owns "
+            f"(not run at start-up; they run only when imported): {shown}"
+        )
     return notes
 
 

@@ -26,16 +26,8 @@ from envforge.core.mutex import environment_lock_path, exclusive
 from envforge.core.plural import counted
 from envforge.core.probe import probe_group, run_probe, stop_running_probes
 from envforge.core.state import StateDir
-from envforge.env.enginevars import engine_variables
-from envforge.env.enginevars import problems as engine_variable_problems
 from envforge.env.fingerprint import file_digest
-from envforge.env.profile import (
-    ServedCommand,
-    check_reach,
-    installed_problems,
-    profile_problems,
-    read_installed,
-)
+from envforge.env.profile import ServedCommand, check_reach, installed_problems, read_installed
 from envforge.installed.editable import editable_install
 from envforge.lock.check import integrity_problems
 from envforge.lock.model import read_lock
@@ -65,9 +57,11 @@ from envforge.verify.startup import (
     startup_findings,
 )
 from envforge.verify.unapplied import out_of_range_findings
+from envforge.verify.variables import engine_variable_findings, misread_findings
 from envforge.verify.versions import check_cuda_major, check_families, check_torch_builds, check_versions
 
 __all__ = ["StaticInputs", "StaticResult", "installed_profile", "patch_manifest", "probe_script", "run_static"]
+
 
 @dataclass(frozen=True, slots=True)
 class StaticInputs:
@@ -151,19 +145,29 @@ def run_static(inp: StaticInputs) -> StaticResult:
         if rows := provided_rows(inp.lock.envforge):  # only for locks with [provided]: other reports keep their checks
             c.add("provided", *check_provided(inp.python, sp, rows, probe_script("provided_probe.py"), inp.base_env))
         c.add("families", check_families(installed))
-        c.add("metadata", metadata_findings(inp.lock, installed, probe.get("metadata"), sp),
-              f"importlib.metadata: {counted(len(probe.get('metadata') or []), 'distribution')}")
+        c.add(
+            "metadata",
+            metadata_findings(inp.lock, installed, probe.get("metadata"), sp),
+            f"importlib.metadata: {counted(len(probe.get('metadata') or []), 'distribution')}",
+        )
         _cuda(inp.lock, installed, c, sp, records)
         if "torch" in installed:
             c.add("torch-abi", *check_torch_builds(sp, installed, records, probe.get("markers")))
         else:
             c.skip("torch-abi", "torch is not installed")
-        found_r, nfiles, nbytes = check_records(sp, installed.values(), {p.path: p for p in patched},
-                                                deep=inp.deep, records=records)
-        c.add("record", found_r,
-              f"{'deep' if inp.deep else 'fast'}: {counted(nfiles, 'file')} hashed, {counted(nbytes, 'byte')}")
-        c.add("patched-files", check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
-              f"{counted(len(patched), 'patched file')}, {len(pycs)} with cached bytecode")
+        found_r, nfiles, nbytes = check_records(
+            sp, installed.values(), {p.path: p for p in patched}, deep=inp.deep, records=records
+        )
+        c.add(
+            "record",
+            found_r,
+            f"{'deep' if inp.deep else 'fast'}: {counted(nfiles, 'file')} hashed, {counted(nbytes, 'byte')}",
+        )
+        c.add(
+            "patched-files",
+            check_patched_files(sp, patched) + stale_bytecode(sp, probe.get("bytecode") or {}),
+            f"{counted(len(patched), 'patched file')}, {len(pycs)} with cached bytecode",
+        )
         shared = shared_files_note(sp, installed.values(), patched)
         if shared:
             c.notes.append(shared)
@@ -215,9 +219,10 @@ def _refuse_blocking_startup(inp: StaticInputs) -> None:
     blocking = blocking_startup_files(inp.site_packages, inp.python)
     if blocking:
         shown = ", ".join(f"{path} ({kind})" for path, kind in blocking)
-        raise InputError(f"the environment's interpreter reads {shown} at every start and would block on it; "
-                         "nothing was run", hint="remove it (a start-up file is a regular file), or rebuild the "
-                                                 "environment: `envforge build`")
+        raise InputError(
+            f"the environment's interpreter reads {shown} at every start and would block on it; nothing was run",
+            hint="remove it (a start-up file is a regular file), or rebuild the environment: `envforge build`",
+        )
 
 
 def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
@@ -229,8 +234,13 @@ def _reach(inp: StaticInputs, expected: Mapping[str, str]) -> Any:
 
 
 def _env_probe(inp: StaticInputs, pycs: list[str]) -> Mapping[str, Any]:
-    result = run_probe(inp.python, probe_script("env_probe.py"), args=[json.dumps({"bytecode": pycs})],
-                       env=dict(inp.base_env or {}), timeout_s=60.0)
+    result = run_probe(
+        inp.python,
+        probe_script("env_probe.py"),
+        args=[json.dumps({"bytecode": pycs})],
+        env=dict(inp.base_env or {}),
+        timeout_s=60.0,
+    )
     data: Mapping[str, Any] = result.data
     return data
 
@@ -242,37 +252,63 @@ def _startup(sp: Path, scan: StartupScan, site: Mapping[str, Any], c: _Collector
     hooks = [*scan.hooks, *outside]
     c.notes.extend(hook_notes(hooks, scan.unowned, sp))
     unowned = sum(h.owner is None for h in hooks)
-    c.add("startup", startup_findings(scan) + found_out,
-          f"{len(hooks)} start-up hooks ({unowned} owned by nothing), {len(scan.unowned)} other unowned files")
+    c.add(
+        "startup",
+        startup_findings(scan) + found_out,
+        f"{len(hooks)} start-up hooks ({unowned} owned by nothing), {len(scan.unowned)} other unowned files",
+    )
 
 
 def _stale(inp: StaticInputs, c: _Collector) -> None:
     """The env's lock copy and the project's lock are both what ``envforge lock`` wrote
     (``packages-digest``), the project's lock exists, and the env was built from it."""
     fix = "regenerate the lock with `envforge lock` (review the diff), then rebuild with `envforge build`"
-    found = [Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)
-             for p in integrity_problems(inp.lock)]
+    found = [
+        Finding("lock-integrity", str(inp.lock.path), "the lock `envforge lock` wrote", p, fix)
+        for p in integrity_problems(inp.lock)
+    ]
     if inp.project_lock is None:
         c.add("lock-integrity", found)
         c.skip("lock-current", "the environment records no project (verify it from its project to compare locks)")
         return
     if not inp.project_lock.is_file():
         c.add("lock-integrity", found)
-        c.add("lock-current", [Finding("missing-lock", str(inp.project_lock), "the project's lock for this environment",
-                                       "no such file", "restore it (`git checkout -- FILE`) or regenerate it with "
-                                                       "`envforge lock`")])
+        c.add(
+            "lock-current",
+            [
+                Finding(
+                    "missing-lock",
+                    str(inp.project_lock),
+                    "the project's lock for this environment",
+                    "no such file",
+                    "restore it (`git checkout -- FILE`) or regenerate it with `envforge lock`",
+                )
+            ],
+        )
         return
     try:
         project = read_lock(inp.project_lock)
-        found += [Finding("lock-integrity", str(inp.project_lock), "the lock `envforge lock` wrote", p, fix)
-                  for p in integrity_problems(project)]
+        found += [
+            Finding("lock-integrity", str(inp.project_lock), "the lock `envforge lock` wrote", p, fix)
+            for p in integrity_problems(project)
+        ]
     except InputError as exc:
         found.append(Finding("lock-integrity", str(inp.project_lock), "a valid lock", exc.message, fix))
     c.add("lock-integrity", found)
     have, want = file_digest(inp.lock.path), file_digest(inp.project_lock)
-    stale = [] if have == want else [Finding(
-        "stale-environment", str(inp.project_lock), f"the environment built from {want}",
-        f"built from {have}", "rebuild: `envforge build` (the environment predates the current lock)")]
+    stale = (
+        []
+        if have == want
+        else [
+            Finding(
+                "stale-environment",
+                str(inp.project_lock),
+                f"the environment built from {want}",
+                f"built from {have}",
+                "rebuild: `envforge build` (the environment predates the current lock)",
+            )
+        ]
+    )
     c.add("lock-current", stale)
 
 
@@ -283,15 +319,32 @@ def _wrong_machine(inp: StaticInputs, c: _Collector) -> bool:
         c.skip("platform", "the lock names no platform ([tool.envforge] inputs.platform)")
         return False
     why = platform_problem(plat) or host_problem(plat)
-    c.add("platform", [] if why is None else [Finding(
-        "platform", plat, f"a machine that runs {plat} wheels", why,
-        "verify on a machine of the lock's platform, or build the variant locked for this machine's platform "
-        "(a variant's `platform` key)")], plat)
+    c.add(
+        "platform",
+        []
+        if why is None
+        else [
+            Finding(
+                "platform",
+                plat,
+                f"a machine that runs {plat} wheels",
+                why,
+                "verify on a machine of the lock's platform, or build the variant locked for this machine's platform "
+                "(a variant's `platform` key)",
+            )
+        ],
+        plat,
+    )
     return why is not None
 
 
-def _cuda(lock: EnvLock, installed: Mapping[str, Installed], c: _Collector, sp: Path,
-          records: Mapping[Installed, Sequence[Any]]) -> None:
+def _cuda(
+    lock: EnvLock,
+    installed: Mapping[str, Installed],
+    c: _Collector,
+    sp: Path,
+    records: Mapping[Installed, Sequence[Any]],
+) -> None:
     cuda = lock.envforge.get("cuda")
     if not cuda:
         c.skip("cuda-major", "the lock names no CUDA version ([tool.envforge] cuda)")
@@ -322,12 +375,16 @@ def metadata_findings(lock: EnvLock, installed: Mapping[str, Installed], seen: A
         same = isinstance(path, str) and os.path.realpath(path) == os.path.realpath(dist.dist_info)
         if version == dist.version and same:
             continue
-        out.append(Finding("metadata-mismatch", f"{dist.name} {dist.version}",
-                           f"importlib.metadata reads {dist.name} {dist.version} from {dist.dist_info.name} in this "
-                           "site-packages",
-                           f"it reads {dist.name} {version} from {path if isinstance(path, str) else 'elsewhere'}",
-                           "remove the other copy's directory from PYTHONPATH or the .pth that adds it (the first "
-                           "dist-info on sys.path wins), or rebuild (`envforge build`)"))
+        out.append(
+            Finding(
+                "metadata-mismatch",
+                f"{dist.name} {dist.version}",
+                f"importlib.metadata reads {dist.name} {dist.version} from {dist.dist_info.name} in this site-packages",
+                f"it reads {dist.name} {version} from {path if isinstance(path, str) else 'elsewhere'}",
+                "remove the other copy's directory from PYTHONPATH or the .pth that adds it (the first "
+                "dist-info on sys.path wins), or rebuild (`envforge build`)",
+            )
+        )
     return out
 
 
@@ -342,12 +399,18 @@ def _linked(sp: Path, cuda: str, records: Mapping[Installed, Sequence[Any]], acc
             continue
         who = f"{dist.name} {dist.version}: " if dist is not None else ""
         major = cuda.split(".", 1)[0]
-        out.append(Finding("cuda-library", f"{who}{link.path}", f"CUDA {major} libraries (the variant's CUDA {cuda})",
-                           f"NEEDED {link.library}, CUDA {link.major}: `import` fails with \"{link.library}: cannot "
-                           "open shared object file\" unless another CUDA runtime is on the loader's path",
-                           f"install the CUDA {major} build of {dist.name if dist else 'its distribution'} (a +cu{major}x "
-                           "wheel, or the index that serves it) and re-lock, or list it in the variant's "
-                           "cuda-exceptions with the reason"))
+        out.append(
+            Finding(
+                "cuda-library",
+                f"{who}{link.path}",
+                f"CUDA {major} libraries (the variant's CUDA {cuda})",
+                f'NEEDED {link.library}, CUDA {link.major}: `import` fails with "{link.library}: cannot '
+                "open shared object file\" unless another CUDA runtime is on the loader's path",
+                f"install the CUDA {major} build of {dist.name if dist else 'its distribution'} (a +cu{major}x "
+                "wheel, or the index that serves it) and re-lock, or list it in the variant's "
+                "cuda-exceptions with the reason",
+            )
+        )
     return out
 
 
@@ -356,8 +419,9 @@ def patch_manifest(sp: Path) -> list[PatchedFile]:
     manifest = patching.read_manifest(sp)
     if manifest is None:
         return []
-    return [PatchedFile(str(f.path), _hex(f.original_sha256), _hex(f.new_sha256), str(f.patchset))
-            for f in manifest.files]
+    return [
+        PatchedFile(str(f.path), _hex(f.original_sha256), _hex(f.new_sha256), str(f.patchset)) for f in manifest.files
+    ]
 
 
 def _hex(digest: str) -> str:
@@ -377,13 +441,28 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
     try:
         patchsets = patching.load_patchsets(inp.patchsets_dir, ids)
         by_id = {p["id"]: p.get("digest") for p in wanted}
-        found += [Finding("patchset-changed", ps.id, f"digest {by_id[ps.id]} (recorded in the lock)",
-                          f"digest {ps.digest}", "relock (`envforge lock`) and rebuild, or restore the patchset file")
-                  for ps in patchsets if by_id.get(ps.id) and by_id[ps.id] != ps.digest]
+        found += [
+            Finding(
+                "patchset-changed",
+                ps.id,
+                f"digest {by_id[ps.id]} (recorded in the lock)",
+                f"digest {ps.digest}",
+                "relock (`envforge lock`) and rebuild, or restore the patchset file",
+            )
+            for ps in patchsets
+            if by_id.get(ps.id) and by_id[ps.id] != ps.digest
+        ]
         report = patching.plan(inp.site_packages, patchsets)
     except EnvforgeError as exc:
-        found.append(Finding("patch-state", ", ".join(ids), "every operation already-applied", exc.message,
-                             exc.hint or "run `envforge apply-patches` and read its error"))
+        found.append(
+            Finding(
+                "patch-state",
+                ", ".join(ids),
+                "every operation already-applied",
+                exc.message,
+                exc.hint or "run `envforge apply-patches` and read its error",
+            )
+        )
         c.add("patch-states", found)
         return
     editable = _editable(inp.site_packages, patchsets, found)
@@ -393,10 +472,18 @@ def _patches(inp: StaticInputs, c: _Collector) -> None:
             continue
         if r.state in ("applied", "drifted"):
             actual = "not applied (apply would change the file)" if r.state == "applied" else f"drifted: {r.message}"
-            found.append(Finding("patch-state", f"{r.patchset}: {r.file} ({r.operation})", "already-applied",
-                                 actual, "run `envforge apply-patches`" if r.state == "applied"
-                                 else "undo the edit, or rebuild the environment: `envforge build` (a fresh "
-                                      "generation, patched from its lock)"))
+            found.append(
+                Finding(
+                    "patch-state",
+                    f"{r.patchset}: {r.file} ({r.operation})",
+                    "already-applied",
+                    actual,
+                    "run `envforge apply-patches`"
+                    if r.state == "applied"
+                    else "undo the edit, or rebuild the environment: `envforge build` (a fresh "
+                    "generation, patched from its lock)",
+                )
+            )
     c.add("patch-states", found, counted(len(report.results), "operation"))
 
 
@@ -410,10 +497,15 @@ def _editable(sp: Path, patchsets: Sequence[Any], found: list[Finding]) -> set[s
             continue
         mine = [ps for ps in patchsets if ps.distribution == dist]
         ids |= {ps.id for ps in mine}
-        found.append(Finding("editable-install", f"{ed.distribution} {ed.version}",
-                             "installed from a wheel into site-packages, where patchsets act",
-                             f"an editable install from {ed.project} ({', '.join(ps.id for ps in mine)} not applied)",
-                             editable_message(mine[0], mine[0].files[0], ed, sp).split("Next step: ", 1)[1]))
+        found.append(
+            Finding(
+                "editable-install",
+                f"{ed.distribution} {ed.version}",
+                "installed from a wheel into site-packages, where patchsets act",
+                f"an editable install from {ed.project} ({', '.join(ps.id for ps in mine)} not applied)",
+                editable_message(mine[0], mine[0].files[0], ed, sp).split("Next step: ", 1)[1],
+            )
+        )
     return ids
 
 
@@ -429,8 +521,9 @@ def _expected_env(lock: EnvLock, profile: Mapping[str, Any] | None) -> dict[str,
     return dict(profile.get("env", {})) if profile else {}
 
 
-def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str],
-             reach: Any, c: _Collector) -> None:
+def _profile(
+    inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Mapping[str, str], reach: Any, c: _Collector
+) -> None:
     if not expected:
         c.skip("env-profile", "the lock sets no env profile variables")
         return
@@ -438,48 +531,36 @@ def _profile(inp: StaticInputs, profile: Mapping[str, Any] | None, expected: Map
     name = inp.lock.envforge.get("env-profile")
     fix = "reinstall the locked profile: `envforge apply-patches` (or `envforge build`)"
     if profile is None:
-        found.append(Finding("env-profile", "hook", f"profile {name or '?'} installed (.envforge/env-profile.json)",
-                             "no env profile installed", fix))
+        found.append(
+            Finding(
+                "env-profile",
+                "hook",
+                f"profile {name or '?'} installed (.envforge/env-profile.json)",
+                "no env profile installed",
+                fix,
+            )
+        )
     elif dict(profile.get("env", {})) != dict(expected):
-        found.append(Finding("env-profile", "profile", f"{name}: {dict(expected)}",
-                             f"{profile.get('profile')}: {dict(profile.get('env', {}))}", fix))
+        found.append(
+            Finding(
+                "env-profile",
+                "profile",
+                f"{name}: {dict(expected)}",
+                f"{profile.get('profile')}: {dict(profile.get('env', {}))}",
+                fix,
+            )
+        )
     for problem in installed_problems(inp.site_packages):
         subject, _, why = problem.partition(": ")
         found.append(Finding("env-profile", Path(subject).name, "the startup hook envforge wrote", why, fix))
     for key in reach.missing:
         seen = reach.seen.get(key)
-        found.append(Finding("env-profile", key, f"{reach.expected[key]} in a spawned child",
-                             "unset" if seen is None else seen, fix))
+        found.append(
+            Finding(
+                "env-profile", key, f"{reach.expected[key]} in a spawned child", "unset" if seen is None else seen, fix
+            )
+        )
     reviewed = [str(e).split(":", 1)[0] for e in inp.lock.envforge.get("inputs", {}).get("nccl-unknown", [])]
-    found += _misread(expected, reviewed)
-    found += _engine_variables(expected, inp.site_packages)
+    found += misread_findings(expected, reviewed)
+    found += engine_variable_findings(expected, inp.site_packages)
     c.add("env-profile", found, counted(len(expected), "variable"))
-
-
-def _engine_variables(env: Mapping[str, str], site_packages: Path) -> list[Finding]:
-    """Profile variables the installed engine (sglang, vLLM) does not read as written: judged by
-    its own registry (:mod:`envforge.env.enginevars`, B60). Reviewed names (read by your own code
-    or a newer engine) are accepted with ``[[verify.accept]]``."""
-    if not any(k.startswith(("SGLANG_", "SGL_", "VLLM_")) for k in env):
-        return []
-    out = []
-    for line in engine_variable_problems(env, engine_variables(site_packages)):
-        name, _, why = line.partition(": ")
-        out.append(Finding("engine-variable", name, f"{name} as the installed engine reads it", why,
-                           "fix it in the recipe's [env.*] table, re-lock and rebuild; a name read by your own code "
-                           f"or a newer engine: [[verify.accept]] kind = \"engine-variable\", subject = \"{name}\", "
-                           "with the reason", from_recipe=True))
-    return out
-
-
-def _misread(env: Mapping[str, str], reviewed: Sequence[str] = ()) -> list[Finding]:
-    """A profile variable NCCL, CUDA or the process would misread, or one read at process start
-    that the hook sets for children only (B19, B31): reaching the child is not enough. The
-    findings are about the recipe (``from_recipe``): a rebuild from the same lock has them again."""
-    out = []
-    for line in profile_problems(env, reviewed):
-        name, _, why = line.partition(": ")
-        out.append(Finding("env-profile", name, f"{name} as the profile means it", why,
-                           "fix the recipe's [env.*] table (see docs/env-profiles.md), re-lock and rebuild",
-                           from_recipe=True))
-    return out

@@ -28,12 +28,21 @@ def out_of_range_findings(site_packages: Path, patchsets: Sequence[Patchset]) ->
         dist = find_distribution(site_packages, ps.distribution)
         if dist is not None and ps.specifier.contains(dist.version, prereleases=True):
             continue
-        actual = (f"{ps.distribution} {dist.version} installed: {ps.id} is not applied (out-of-range)"
-                  if dist is not None else f"{ps.distribution} is not installed: {ps.id} is not applied")
+        actual = (
+            f"{ps.distribution} {dist.version} installed: {ps.id} is not applied (out-of-range)"
+            if dist is not None
+            else f"{ps.distribution} is not installed: {ps.id} is not applied"
+        )
         at = f" on {ps.distribution} {dist.version}" if dist is not None else ""
-        out.append(Finding(
-            "patchset-out-of-range", ps.id, f"{ps.distribution}{ps.versions} (the patchset's versions)", actual,
-            f"check the fix{at} and widen `versions` in patchsets/{ps.id}.toml, or retire it in the recipe "
-            f"with the reason (retire-patchsets = [{{ id = \"{ps.id}\", reason = \"...\" }}]); then relock "
-            "(`envforge lock`) and rebuild (`envforge build`)"))
+        out.append(
+            Finding(
+                "patchset-out-of-range",
+                ps.id,
+                f"{ps.distribution}{ps.versions} (the patchset's versions)",
+                actual,
+                f"check the fix{at} and widen `versions` in patchsets/{ps.id}.toml, or retire it in the recipe "
+                f'with the reason (retire-patchsets = [{{ id = "{ps.id}", reason = "..." }}]); then relock '
+                "(`envforge lock`) and rebuild (`envforge build`)",
+            )
+        )
     return out

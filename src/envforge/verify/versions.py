@@ -26,12 +26,19 @@ from envforge.verify.findings import Finding
 from envforge.verify.inventory import EnvLock, Installed, LockedPackage, direct_url
 from envforge.verify.records import read_record
 
-__all__ = ["FAMILIES", "check_cuda_major", "check_families", "check_torch_builds", "check_versions", "cuda_major_of",
-           "uv_cache_wheel"]
+__all__ = [
+    "FAMILIES",
+    "check_cuda_major",
+    "check_families",
+    "check_torch_builds",
+    "check_versions",
+    "cuda_major_of",
+    "uv_cache_wheel",
+]
 
 #: Distributions that must share one public version (field case B05).
 FAMILIES: Mapping[str, tuple[str, ...]] = {
-    "flashinfer": ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"),
+    "flashinfer": ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
 }
 
 _FIX_RELOCK = "rebuild the environment from its lock: `envforge build`"
@@ -49,8 +56,14 @@ def _applies(pkg: LockedPackage, markers: Mapping[str, str] | None) -> bool:
     return Marker(pkg.marker).evaluate(dict(markers))
 
 
-def check_versions(lock: EnvLock, installed: Mapping[str, Installed], markers: Mapping[str, str] | None,
-                   uv_cache: Path | None, *, python: Path | None = None) -> tuple[list[Finding], list[str]]:
+def check_versions(
+    lock: EnvLock,
+    installed: Mapping[str, Installed],
+    markers: Mapping[str, str] | None,
+    uv_cache: Path | None,
+    *,
+    python: Path | None = None,
+) -> tuple[list[Finding], list[str]]:
     """Missing, unexpected and mismatched distributions. Returns (findings, notes). ``python``
     (the environment's interpreter) is named in the uninstall command of an ``unexpected`` finding."""
     findings: list[Finding] = []
@@ -61,22 +74,30 @@ def check_versions(lock: EnvLock, installed: Mapping[str, Installed], markers: M
             continue
         dist = installed.get(pkg.name)
         if dist is None:
-            findings.append(Finding("missing", pkg.name, f"{pkg.name} {pkg.version} (in the lock)",
-                                    "not installed", _FIX_RELOCK))
+            findings.append(
+                Finding("missing", pkg.name, f"{pkg.name} {pkg.version} (in the lock)", "not installed", _FIX_RELOCK)
+            )
         elif pkg.version is not None:
             _compare(pkg, dist, uv_cache, findings, notes)
     for name, dist in sorted(installed.items()):
         if name not in locked:
-            findings.append(Finding("unexpected", f"{name} {dist.version}", "not installed (absent from the lock)",
-                                    f"installed but not in lock: {name} {dist.version}",
-                                    f"remove it (`uv pip uninstall{f' --python {python}' if python else ''} {name}`) "
-                                    "or add it to the recipe and relock; "
-                                    "`envforge build` installs exactly the lock"))
+            findings.append(
+                Finding(
+                    "unexpected",
+                    f"{name} {dist.version}",
+                    "not installed (absent from the lock)",
+                    f"installed but not in lock: {name} {dist.version}",
+                    f"remove it (`uv pip uninstall{f' --python {python}' if python else ''} {name}`) "
+                    "or add it to the recipe and relock; "
+                    "`envforge build` installs exactly the lock",
+                )
+            )
     return findings, notes
 
 
-def _compare(pkg: LockedPackage, dist: Installed, uv_cache: Path | None,
-             findings: list[Finding], notes: list[str]) -> None:
+def _compare(
+    pkg: LockedPackage, dist: Installed, uv_cache: Path | None, findings: list[Finding], notes: list[str]
+) -> None:
     assert pkg.version is not None
     try:
         want, have = Version(pkg.version), Version(dist.version)
@@ -91,13 +112,20 @@ def _compare(pkg: LockedPackage, dist: Installed, uv_cache: Path | None,
     elif want.local and not have.local:
         evidence = confirm_variant(pkg, dist, uv_cache)
         if evidence:
-            notes.append(f"{pkg.name}: METADATA says {dist.version}, the lock {pkg.version} (B04); "
-                         f"variant confirmed by {evidence}")
+            notes.append(
+                f"{pkg.name}: METADATA says {dist.version}, the lock {pkg.version} (B04); "
+                f"variant confirmed by {evidence}"
+            )
         else:
-            findings.append(Finding(
-                "variant-unconfirmed", pkg.name, f"{pkg.version} (wheel {_wheel_names(pkg) or '?'})",
-                f"{dist.version} in METADATA, and neither direct_url.json nor uv's cache names the wheel",
-                "reinstall from the lock with uv (`envforge build`) so the wheel file can be confirmed"))
+            findings.append(
+                Finding(
+                    "variant-unconfirmed",
+                    pkg.name,
+                    f"{pkg.version} (wheel {_wheel_names(pkg) or '?'})",
+                    f"{dist.version} in METADATA, and neither direct_url.json nor uv's cache names the wheel",
+                    "reinstall from the lock with uv (`envforge build`) so the wheel file can be confirmed",
+                )
+            )
     else:
         findings.append(Finding("local-label-mismatch", pkg.name, pkg.version, dist.version, _FIX_RELOCK))
 
@@ -129,8 +157,10 @@ def _same_wheel(a: str, b: str) -> bool:
 
 def uv_cache_wheel(dist: Installed, uv_cache: Path) -> str | None:
     """File name of the wheel in uv's cache whose unpacked archive holds ``dist``'s installed files."""
-    sample = next((e.path for e in read_record(dist) if e.sha256 and not e.path.startswith("..")
-                   and ".dist-info/" not in e.path), None)
+    sample = next(
+        (e.path for e in read_record(dist) if e.sha256 and not e.path.startswith("..") and ".dist-info/" not in e.path),
+        None,
+    )
     if sample is None:
         return None
     site = dist.dist_info.parent
@@ -162,8 +192,11 @@ def _archives(entry: Path, uv_cache: Path) -> list[Path]:
         blob = entry.read_bytes()[:4096]
     except OSError:
         return []
-    return [uv_cache / "archive-v0" / m.decode() for m in _ARCHIVE_ID.findall(blob)
-            if (uv_cache / "archive-v0" / m.decode()).is_dir()]
+    return [
+        uv_cache / "archive-v0" / m.decode()
+        for m in _ARCHIVE_ID.findall(blob)
+        if (uv_cache / "archive-v0" / m.decode()).is_dir()
+    ]
 
 
 def check_families(installed: Mapping[str, Installed]) -> list[Finding]:
@@ -174,10 +207,15 @@ def check_families(installed: Mapping[str, Installed]) -> list[Finding]:
         publics = {_public(d.version) for d in present}
         if len(publics) > 1:
             head = present[0]
-            out.append(Finding(
-                "family-mismatch", f"{family} family", f"one public version ({head.name} {_public(head.version)})",
-                ", ".join(f"{d.name} {d.version}" for d in present),
-                f"lock every {family} distribution at one version (recipe [packages]) and rebuild"))
+            out.append(
+                Finding(
+                    "family-mismatch",
+                    f"{family} family",
+                    f"one public version ({head.name} {_public(head.version)})",
+                    ", ".join(f"{d.name} {d.version}" for d in present),
+                    f"lock every {family} distribution at one version (recipe [packages]) and rebuild",
+                )
+            )
     return out
 
 
@@ -191,15 +229,25 @@ def _public(version: str) -> str:
 def check_cuda_major(installed: Iterable[Installed], cuda: str) -> list[Finding]:
     """No CUDA runtime wheel of another major than the variant's ``cuda`` (B03; :mod:`envforge.recipe.cuda`)."""
     want = int(cuda.split(".")[0])
-    return [Finding(
-        "cuda-major-mismatch", f"{m.name} {m.version}", f"CUDA {want} wheels (variant cuda {cuda})",
-        f"built for CUDA {m.major} ({m.why})",
-        f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls it in), "
-        "relock and rebuild") for m in cuda_mismatches(((d.name, d.version) for d in installed), cuda)]
+    return [
+        Finding(
+            "cuda-major-mismatch",
+            f"{m.name} {m.version}",
+            f"CUDA {want} wheels (variant cuda {cuda})",
+            f"built for CUDA {m.major} ({m.why})",
+            f"pin a CUDA {want} build in the recipe (an override with a reason if an upstream pin pulls it in), "
+            "relock and rebuild",
+        )
+        for m in cuda_mismatches(((d.name, d.version) for d in installed), cuda)
+    ]
 
 
-def check_torch_builds(site_packages: Path, installed: Mapping[str, Installed], records: Mapping[Installed, Sequence[Any]],
-                       markers: Mapping[str, str] | None) -> tuple[list[Finding], str]:
+def check_torch_builds(
+    site_packages: Path,
+    installed: Mapping[str, Installed],
+    records: Mapping[Installed, Sequence[Any]],
+    markers: Mapping[str, str] | None,
+) -> tuple[list[Finding], str]:
     """Every compiled extension that links torch's libraries and whose distribution pins a torch the
     installed one does not meet (:mod:`envforge.installed.torchabi`), and the check's detail line.
     ``installed`` must hold torch.
@@ -208,11 +256,16 @@ def check_torch_builds(site_packages: Path, installed: Mapping[str, Installed], 
     """
     torch = installed["torch"]
     builds = torch_builds(site_packages, records, markers)
-    found = [Finding(
-        "torch-abi", f"{b.distribution} {b.version}: {b.extension}",
-        f"{b.requirement} (the torch {b.distribution} {b.version} declares: the one its extensions were built against)",
-        f"torch {torch.version}: {b.extension} links {b.library}, whose C++ symbols change between torch releases; "
-        "its import fails (`undefined symbol`) or it misbehaves",
-        f"lock the {b.distribution} build made for torch {torch.version}, or lock {b.requirement} and drop the "
-        "override that moved torch; then rebuild") for b in unmet_builds(builds, torch.version)]
+    found = [
+        Finding(
+            "torch-abi",
+            f"{b.distribution} {b.version}: {b.extension}",
+            f"{b.requirement} (the torch {b.distribution} {b.version} declares: the one its extensions were built against)",
+            f"torch {torch.version}: {b.extension} links {b.library}, whose C++ symbols change between torch releases; "
+            "its import fails (`undefined symbol`) or it misbehaves",
+            f"lock the {b.distribution} build made for torch {torch.version}, or lock {b.requirement} and drop the "
+            "override that moved torch; then rebuild",
+        )
+        for b in unmet_builds(builds, torch.version)
+    ]
     return found, f"torch {torch.version}; {counted(len(builds), 'extension distribution')} pinning torch"

@@ -32,8 +32,11 @@ def yanked_check(lock: Lock, cache: Path | None) -> tuple[list[Finding], Check, 
     pins = lock_pins(lock)
     check = check_lock(lock, cache)
     if not pins:
-        return [], Check("yanked", "static", "skipped", "the lock pins nothing from an index"), \
-            list(warning_lines(check, "the environment's lock"))
+        return (
+            [],
+            Check("yanked", "static", "skipped", "the lock pins nothing from an index"),
+            list(warning_lines(check, "the environment's lock")),
+        )
     found = [_finding(y) for y in check.yanked]
     notes = list(warning_lines(replace(check, yanked=()), "the environment's lock"))
     indexes = len({index for _, _, index, _ in pins})
@@ -46,7 +49,11 @@ def yanked_check(lock: Lock, cache: Path | None) -> tuple[list[Finding], Check, 
 
 def _finding(y: YankedPin) -> Finding:
     why = f': "{y.reason}"' if y.reason else " (no reason given)"
-    return Finding("yanked", f"{y.name} {y.version}", "a version its index does not mark yanked (PEP 592)",
-                   f"{y.file} is yanked on {y.index}{why}",
-                   "relock to a version that is not yanked (`envforge lock`); while none is fixed, accept it "
-                   "in [[verify.accept]] with the reason and an expiry date")
+    return Finding(
+        "yanked",
+        f"{y.name} {y.version}",
+        "a version its index does not mark yanked (PEP 592)",
+        f"{y.file} is yanked on {y.index}{why}",
+        "relock to a version that is not yanked (`envforge lock`); while none is fixed, accept it "
+        "in [[verify.accept]] with the reason and an expiry date",
+    )

@@ -46,8 +46,20 @@ from envforge.recipe.project import Project
 from envforge.recipe.scaffold import scaffold
 from envforge.recipe.schema import lock_name_problem
 
-__all__ = ["AdoptedProject", "Adoption", "AdoptedDistribution", "Capture", "HandEdit", "PYPI", "PYTORCH_INDEX",
-           "adopt_environment", "adopt_into_project", "capture_hand_edits", "recipe_name_of", "with_patchsets"]
+__all__ = [
+    "AdoptedProject",
+    "Adoption",
+    "AdoptedDistribution",
+    "Capture",
+    "HandEdit",
+    "PYPI",
+    "PYTORCH_INDEX",
+    "adopt_environment",
+    "adopt_into_project",
+    "capture_hand_edits",
+    "recipe_name_of",
+    "with_patchsets",
+]
 
 PYPI = "https://pypi.org/simple"
 PYTORCH_INDEX = "https://download.pytorch.org/whl/{tag}"
@@ -69,6 +81,7 @@ class AdoptedDistribution:
     :ivar credentials_removed: ``direct_url.json`` held a URL with ``user:password@`` (or a token as
         the user name); ``url`` is shown without it and no file envforge writes holds it (field case N39).
     """
+
     name: str
     version: str
     source: str
@@ -82,6 +95,7 @@ class AdoptedDistribution:
 class HandEdit:
     """A file of ``distribution`` whose bytes differ from its RECORD hash (``actual_sha256`` None:
     the file is missing). ``path`` is relative to site-packages."""
+
     distribution: str
     path: str
     recorded_sha256: str
@@ -91,6 +105,7 @@ class HandEdit:
 @dataclass(frozen=True, slots=True)
 class Adoption:
     """What :func:`adopt_environment` found, and the recipe text that reproduces it."""
+
     env: Path
     name: str
     python: str
@@ -106,13 +121,33 @@ class Adoption:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge init --from-env --json`` (``envforge.adopt/1``)."""
-        return {"env": str(self.env), "recipe": self.name, "python": self.python,
-                "indexes": [{"name": n, "url": u} for n, u in self.indexes],
-                "distributions": [{"name": d.name, "version": d.version, "source": d.source, "url": d.url,
-                                   "index": d.index, "installer": d.installer,
-                                   "credentials_removed": d.credentials_removed} for d in self.distributions],
-                "hand_edits": [{"distribution": e.distribution, "path": e.path, "recorded_sha256": e.recorded_sha256,
-                                "actual_sha256": e.actual_sha256} for e in self.edits]}
+        return {
+            "env": str(self.env),
+            "recipe": self.name,
+            "python": self.python,
+            "indexes": [{"name": n, "url": u} for n, u in self.indexes],
+            "distributions": [
+                {
+                    "name": d.name,
+                    "version": d.version,
+                    "source": d.source,
+                    "url": d.url,
+                    "index": d.index,
+                    "installer": d.installer,
+                    "credentials_removed": d.credentials_removed,
+                }
+                for d in self.distributions
+            ],
+            "hand_edits": [
+                {
+                    "distribution": e.distribution,
+                    "path": e.path,
+                    "recorded_sha256": e.recorded_sha256,
+                    "actual_sha256": e.actual_sha256,
+                }
+                for e in self.edits
+            ],
+        }
 
 
 def _python_of(env: Path) -> str:
@@ -120,8 +155,10 @@ def _python_of(env: Path) -> str:
     try:
         text = read_state(cfg, what="pyvenv.cfg", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
     except OSError:
-        raise InputError(f"{env} is not a virtual environment (no pyvenv.cfg)",
-                         hint="pass the directory that holds bin/python and pyvenv.cfg") from None
+        raise InputError(
+            f"{env} is not a virtual environment (no pyvenv.cfg)",
+            hint="pass the directory that holds bin/python and pyvenv.cfg",
+        ) from None
     m = re.search(r"^\s*(?:version_info|version)\s*=\s*(\d+)\.(\d+)", text, re.M)
     if m is None:
         raise InputError(f"{cfg} names no Python version (version / version_info)")
@@ -188,8 +225,12 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
     python = _python_of(env)
     sp = site_packages(env)
     found = installed_distributions(sp)
-    refuse_unreadable(sp, what="the adopted lock", fix="reinstall those distributions in the environment (or remove "
-                                                        "the leftover *.dist-info directories), then adopt it again")
+    refuse_unreadable(
+        sp,
+        what="the adopted lock",
+        fix="reinstall those distributions in the environment (or remove "
+        "the leftover *.dist-info directories), then adopt it again",
+    )
     if not found:
         raise InputError(f"{env} has no installed distributions (no *.dist-info in {sp})")
     indexes: dict[str, str] = {"pypi": index_url}
@@ -206,24 +247,35 @@ def adopt_environment(env: Path, *, name: str, index_url: str = PYPI) -> Adoptio
             index = f"pytorch-{tag.group(1).replace('.', '')}"
             indexes[index] = PYTORCH_INDEX.format(tag=tag.group(1))
         installer_file = dist.dist_info / "INSTALLER"
-        installer = (read_state(installer_file, what="INSTALLER", limit=SMALL_LIMIT).decode("utf-8", errors="replace")
-                     .strip() or None) if installer_file.is_file() else None
+        installer = (
+            (
+                read_state(installer_file, what="INSTALLER", limit=SMALL_LIMIT)
+                .decode("utf-8", errors="replace")
+                .strip()
+                or None
+            )
+            if installer_file.is_file()
+            else None
+        )
         dists.append(AdoptedDistribution(dist.name, dist.version, source, url, index, installer, removed))
         edits += _edits(sp, dist)
     text = _recipe_text(env, name, python, indexes, dists)
     return Adoption(env, name, python, tuple(indexes.items()), tuple(dists), tuple(edits), text)
 
 
-def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str],
-                 dists: list[AdoptedDistribution]) -> str:
+def _recipe_text(env: Path, name: str, python: str, indexes: dict[str, str], dists: list[AdoptedDistribution]) -> str:
 
     doc = tomlkit.document()
     doc.add(tomlkit.comment(f"Adopted from {env} by `envforge init --from-env`: every distribution"))
     doc.add(tomlkit.comment("pinned as installed; `envforge lock` then `envforge build` reproduce it."))
     skipped = [d for d in dists if d.source != "index"]
     for d in skipped:
-        doc.add(tomlkit.comment(f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url}"
-                                + ("; credentials removed from its URL)" if d.credentials_removed else ")")))
+        doc.add(
+            tomlkit.comment(
+                f"not from an index, not pinned here: {d.name} {d.version} ({d.source} {d.url}"
+                + ("; credentials removed from its URL)" if d.credentials_removed else ")")
+            )
+        )
     doc.add(tomlkit.nl())
     recipe = tomlkit.table()
     recipe.update({"name": name, "description": f"adopted from {env}", "python": python, "resolution": "no-deps"})
@@ -251,6 +303,7 @@ class Capture:
     :ivar not_captured: ``(path, reason)`` for each hand edit it does not.
     :ivar operations: one line per operation (``replace-definition FILE NAME``, ``replace-text FILE``).
     """
+
     distribution: str
     patchset: Path | None
     captured: tuple[str, ...]
@@ -259,9 +312,13 @@ class Capture:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of one entry of the report's ``captured`` list."""
-        return {"distribution": self.distribution, "patchset": None if self.patchset is None else self.patchset.stem,
-                "captured": list(self.captured), "operations": list(self.operations),
-                "not_captured": [{"path": p, "reason": r} for p, r in self.not_captured]}
+        return {
+            "distribution": self.distribution,
+            "patchset": None if self.patchset is None else self.patchset.stem,
+            "captured": list(self.captured),
+            "operations": list(self.operations),
+            "not_captured": [{"path": p, "reason": r} for p, r in self.not_captured],
+        }
 
 
 def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> tuple[Capture, ...]:
@@ -278,7 +335,6 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
     :class:`Capture` per distribution with hand edits, sorted by name.
     """
 
-
     sp = site_packages(adoption.env)
     dists = {d.name: d for d in adoption.distributions}
     indexes = dict(adoption.indexes)
@@ -288,10 +344,16 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
     out = []
     for name in sorted(by_dist):
         edits, d = by_dist[name], dists[name]
-        skipped = [(e.path, "deleted: a patchset changes files, it does not delete them") for e in edits
-                   if e.actual_sha256 is None]
-        skipped += [(e.path, "not a .py file: capture edits Python files only") for e in edits
-                    if e.actual_sha256 is not None and not e.path.endswith(".py")]
+        skipped = [
+            (e.path, "deleted: a patchset changes files, it does not delete them")
+            for e in edits
+            if e.actual_sha256 is None
+        ]
+        skipped += [
+            (e.path, "not a .py file: capture edits Python files only")
+            for e in edits
+            if e.actual_sha256 is not None and not e.path.endswith(".py")
+        ]
         py = [e.path for e in edits if e.actual_sha256 is not None and e.path.endswith(".py")]
         reason = None
         if py and d.source != "index":
@@ -313,8 +375,12 @@ def capture_hand_edits(adoption: Adoption, patchsets_dir: Path, cache: Path) -> 
                         if not (work / path).is_file():
                             raise InputError(f"{path} is not in the released {name} {d.version}")
                         shutil.copyfile(sp / path, work / path)
-                    done = commit_edit(work, patchsets_dir, f"adopted-{name}",
-                                       f"captured from hand edits in {adoption.env} by envforge init --from-env")
+                    done = commit_edit(
+                        work,
+                        patchsets_dir,
+                        f"adopted-{name}",
+                        f"captured from hand edits in {adoption.env} by envforge init --from-env",
+                    )
                     _check_reproduces(done.path, released, {p: (sp / p).read_bytes() for p in py})
                     patchset, ops = done.path, done.operations
                 except EnvforgeError as exc:
@@ -334,8 +400,10 @@ def _check_reproduces(patchset: Path, released: Path, edited: dict[str, bytes]) 
     wrong = sorted(p for p, data in edited.items() if after.get(p) != data)
     if wrong or not report.ok:
         patchset.unlink()
-        raise InputError(f"applying the captured patchset to the released file does not give the edited bytes "
-                         f"({', '.join(wrong) or 'an operation drifted'})")
+        raise InputError(
+            f"applying the captured patchset to the released file does not give the edited bytes "
+            f"({', '.join(wrong) or 'an operation drifted'})"
+        )
 
 
 def with_patchsets(recipe_text: str, ids: tuple[str, ...]) -> str:
@@ -355,6 +423,7 @@ class AdoptedProject:
         file names): :meth:`Adoption.as_dict` plus ``captured``.
     :ivar lock_file: the lock written, or None (``lock=False``).
     """
+
     adoption: Adoption
     captures: tuple[Capture, ...]
     recipe_file: Path
@@ -364,8 +433,12 @@ class AdoptedProject:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON shape of ``envforge init --from-env --json`` (``envforge.adopt/1``)."""
-        return {**self.report, "recipe_file": str(self.recipe_file), "report_file": str(self.report_file),
-                "lock_file": None if self.lock_file is None else str(self.lock_file)}
+        return {
+            **self.report,
+            "recipe_file": str(self.recipe_file),
+            "report_file": str(self.report_file),
+            "lock_file": None if self.lock_file is None else str(self.lock_file),
+        }
 
 
 def recipe_name_of(env: Path) -> str:
@@ -375,8 +448,15 @@ def recipe_name_of(env: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", env.name).strip("-_").lower() or "adopted"
 
 
-def adopt_into_project(env: Path, root: Path, *, name: str | None = None, index_url: str | None = None,
-                       lock_it: bool = True, progress: Callable[[str], None] | None = None) -> AdoptedProject:
+def adopt_into_project(
+    env: Path,
+    root: Path,
+    *,
+    name: str | None = None,
+    index_url: str | None = None,
+    lock_it: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> AdoptedProject:
     """``envforge init --from-env ENV``: adopt the virtual environment ``env`` into the project at
     ``root``. Reads ``env`` (:func:`adopt_environment`), scaffolds the project without an embedded
     recipe, captures the hand edits as patchsets (:func:`capture_hand_edits`, released wheels from
@@ -407,6 +487,10 @@ def adopt_into_project(env: Path, root: Path, *, name: str | None = None, index_
     lock_file = None
     if lock_it:
         variant = load_recipe(recipe_file).resolve(None)
-        lock_file = lock_variant(variant, patchset_refs(project.patchsets_dir, variant.patchsets),
-                                      project.lock_path(variant.lock_name), progress=progress).path
+        lock_file = lock_variant(
+            variant,
+            patchset_refs(project.patchsets_dir, variant.patchsets),
+            project.lock_path(variant.lock_name),
+            progress=progress,
+        ).path
     return AdoptedProject(adoption, captures, recipe_file, report_file, lock_file, report)

@@ -55,8 +55,9 @@ def command_environment(generation: Path, base: Mapping[str, str]) -> dict[str, 
     return environ
 
 
-def plan_run(project: Project, env: str | None, command: Sequence[str], base: Mapping[str, str],
-             *, keep_pythonpath: bool = False) -> RunPlan:
+def plan_run(
+    project: Project, env: str | None, command: Sequence[str], base: Mapping[str, str], *, keep_pythonpath: bool = False
+) -> RunPlan:
     """Where and how ``command`` runs: in the live generation of ``env`` (a name under ``envs/``,
     a path to a virtual environment, or None: :meth:`Project.default_environment`). The caller's
     ``PYTHONPATH`` is dropped (B53: it would shadow the patched environment) unless
@@ -70,16 +71,20 @@ def plan_run(project: Project, env: str | None, command: Sequence[str], base: Ma
     name = env or project.default_environment()
     generation = resolve_environment(project, name, name).path.resolve()
     if not (generation / "bin" / "python").exists():
-        raise InputError(f"{generation} is not a virtual environment (no bin/python)",
-                         hint="build it with `envforge build RECIPE`")
+        raise InputError(
+            f"{generation} is not a virtual environment (no bin/python)", hint="build it with `envforge build RECIPE`"
+        )
     isolated = isolate(base, keep=keep_pythonpath)
     environ = command_environment(generation, isolated.environ)
     found = shutil.which(command[0], path=environ["PATH"])
     if found is None:
-        raise InputError(f"command not found: {command[0]} (PATH of {name}: {generation / 'bin'} first)",
-                         hint="install it in the recipe, or give a path to it")
-    return RunPlan(name, generation, (found, *command[1:]), environ,
-                   tuple(isolated.notes("envforge run", "--keep-pythonpath")))
+        raise InputError(
+            f"command not found: {command[0]} (PATH of {name}: {generation / 'bin'} first)",
+            hint="install it in the recipe, or give a path to it",
+        )
+    return RunPlan(
+        name, generation, (found, *command[1:]), environ, tuple(isolated.notes("envforge run", "--keep-pythonpath"))
+    )
 
 
 def exec_run(plan: RunPlan) -> NoReturn:

@@ -25,8 +25,7 @@ from envforge.core.errors import EXIT_CHECK_FAILED
 from envforge.core.kinds import rebuild_repairs
 from envforge.core.probe import ProbeError
 from envforge.env import build
-from envforge.env.generations import (built_from, current_generation, describe_generation, held_back, hold_back,
-                                      relink)
+from envforge.env.generations import built_from, current_generation, describe_generation, held_back, hold_back, relink
 from envforge.env.layout import Environment
 from envforge.lock.check import LockCheck, check_lock
 from envforge.lock.write import LockResult, lock_variant, patchset_refs
@@ -74,8 +73,14 @@ class MainJobResult:
         return int(self.report.exit_code)
 
 
-def lock_if_missing(project: Project, variant: ResolvedVariant, *, find_links: Sequence[Path] = (),
-                    offline: bool = False, progress: Callable[[str], None] | None = None) -> LockResult | None:
+def lock_if_missing(
+    project: Project,
+    variant: ResolvedVariant,
+    *,
+    find_links: Sequence[Path] = (),
+    offline: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> LockResult | None:
     """Lock ``variant`` (:func:`envforge.lock.write.lock_variant`, as ``envforge lock RECIPE
     --variant V`` does) when ``lockfiles/pylock.<recipe>-<variant>.toml`` does not exist; None when
     it exists, fresh or stale (a stale one is :func:`run_main_job`'s to report, not to overwrite).
@@ -89,16 +94,24 @@ def lock_if_missing(project: Project, variant: ResolvedVariant, *, find_links: S
     if path.is_file():
         return None
     say = progress or (lambda _line: None)
-    say(f"[1/3] lock {path.name}: none yet, locking now (as `envforge lock {variant.recipe} --variant "
-        f"{variant.variant}`; commit {path.parent.name}/{path.name})")
+    say(
+        f"[1/3] lock {path.name}: none yet, locking now (as `envforge lock {variant.recipe} --variant "
+        f"{variant.variant}`; commit {path.parent.name}/{path.name})"
+    )
     refs = patchset_refs(project.patchsets_dir, variant.patchsets)
     return lock_variant(variant, refs, path, find_links=find_links, offline=offline, progress=progress)
 
 
-def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions, *, rebuild: bool = False,
-                 progress: Callable[[str], None] | None = None,
-                 terminal: Callable[[str], None] | None = None,
-                 locked: LockResult | None = None) -> MainJobResult:
+def run_main_job(
+    project: Project,
+    plan: build.BuildPlan,
+    options: VerifyOptions,
+    *,
+    rebuild: bool = False,
+    progress: Callable[[str], None] | None = None,
+    terminal: Callable[[str], None] | None = None,
+    locked: LockResult | None = None,
+) -> MainJobResult:
     """Check the lock against the recipe and patchsets; build a generation unless the live one was
     built from these exact lock bytes (or ``rebuild``); verify it. When a reused live generation
     fails verify with findings a rebuild repairs (:func:`repairable`: files missing, edited,
@@ -126,8 +139,10 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     failed = None if rebuild else held_back(plan.link, plan.lock)
     damaged: VerifyReport | None = None
     if reused is not None:
-        say(f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
-            f"one); verifying before trusting it")
+        say(
+            f"[2/3] build {plan.link.name}: reusing {reused.name} (built from this lock; --rebuild to force a new "
+            f"one); verifying before trusting it"
+        )
         say(f"[3/3] verify {plan.link.name}")
         try:
             damaged = verify(Environment(plan.link), project, options)
@@ -140,23 +155,29 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
             forced = describe_generation(reused)
             failed_then = forced.get("verify-failed") if isinstance(forced.get("made-live"), Mapping) else None
             if isinstance(failed_then, Mapping) and set(damage) <= set(failed_then.get("kinds", [])):
-                why = (f"{reused.name} failed verify when it was built ({', '.join(failed_then.get('kinds', []))}) "
-                       f"and was made live with `envforge rollback --to`; it fails the same way now, not because its "
-                       f"files changed: {failed_then.get('cause', '')}")
+                why = (
+                    f"{reused.name} failed verify when it was built ({', '.join(failed_then.get('kinds', []))}) "
+                    f"and was made live with `envforge rollback --to`; it fails the same way now, not because its "
+                    f"files changed: {failed_then.get('cause', '')}"
+                )
                 say(f"  stopped: {why}")
                 return MainJobResult(check, None, reused, damaged, locked=locked, stopped=why)
             why = f"fails verify ({', '.join(damage)}): its files changed since it was built"
         if failed is not None:
             return _stop(check, plan, failed, say, reused, damaged, locked)
-        say(f"  damaged: {reused.name} {why}; rebuilding as {plan.generation.name} from the same lock "
-            f"({reused.name} stays for rollback)")
+        say(
+            f"  damaged: {reused.name} {why}; rebuilding as {plan.generation.name} from the same lock "
+            f"({reused.name} stays for rollback)"
+        )
         return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, damaged, " again")
     if failed is not None:
         return _stop(check, plan, failed, say, None, None, locked)
     earlier = None if rebuild else built_from(plan.link, plan.lock)
     if earlier is not None:  # after a rollback: the generation of this lock is there already (issue 44)
-        say(f"[2/3] build {plan.link.name}: {earlier.name} was built from this lock (--rebuild to build a new one); "
-            "verifying it before making it live again")
+        say(
+            f"[2/3] build {plan.link.name}: {earlier.name} was built from this lock (--rebuild to build a new one); "
+            "verifying it before making it live again"
+        )
         say(f"[3/3] verify {plan.link.name} ({earlier.name})")
         again = verify(Environment(earlier), project, options)
         if again.clean:
@@ -168,10 +189,18 @@ def run_main_job(project: Project, plan: build.BuildPlan, options: VerifyOptions
     return _build_and_verify(project, plan, options, check, say, progress, terminal, locked, None, "")
 
 
-def _build_and_verify(project: Project, plan: build.BuildPlan, options: VerifyOptions, check: LockCheck,
-                      say: Callable[[str], None], progress: Callable[[str], None] | None,
-                      terminal: Callable[[str], None] | None, locked: LockResult | None,
-                      damaged: VerifyReport | None, again: str) -> MainJobResult:
+def _build_and_verify(
+    project: Project,
+    plan: build.BuildPlan,
+    options: VerifyOptions,
+    check: LockCheck,
+    say: Callable[[str], None],
+    progress: Callable[[str], None] | None,
+    terminal: Callable[[str], None] | None,
+    locked: LockResult | None,
+    damaged: VerifyReport | None,
+    again: str,
+) -> MainJobResult:
     """Build ``plan``'s generation, verify it before it is live, and flip only a clean one."""
     result = build.execute_build(plan, progress=progress, terminal=terminal, flip=False)
     gen = result.generation
@@ -184,8 +213,10 @@ def _build_and_verify(project: Project, plan: build.BuildPlan, options: VerifyOp
     cause = _cause(report, plan)
     hold_back(gen, report.kinds(), cause)
     live = f"stays at {plan.link.resolve().name}" if plan.link.is_symlink() else "has no live generation yet"
-    say(f"  {gen.name} fails verify: not made live; {plan.link.parent.name}/{plan.link.name} {live} "
-        f"(to use it anyway: `envforge rollback {plan.link.name} --to {gen.name}`)")
+    say(
+        f"  {gen.name} fails verify: not made live; {plan.link.parent.name}/{plan.link.name} {live} "
+        f"(to use it anyway: `envforge rollback {plan.link.name} --to {gen.name}`)"
+    )
     return MainJobResult(check, result, None, report, damaged, locked, held=gen, stopped=None)
 
 
@@ -195,18 +226,28 @@ def _cause(report: VerifyReport, plan: build.BuildPlan) -> str:
     again = f"`envforge up {plan.variant.recipe} --variant {plan.variant.variant} --rebuild`"
     cached = sorted({f.subject.split(" ", 1)[0] for f in report.findings if f.kind == "tampered"})
     if cached:
-        return (f"installed files are not their RECORD's bytes ({', '.join(cached)}) in a generation built just now: "
-                f"uv installed them from its cache, which an in-place edit through a hardlink changed; run "
-                f"`uv cache clean {' '.join(cached)}`, then {again} (--link-mode copy keeps edits out of uv's cache)")
+        return (
+            f"installed files are not their RECORD's bytes ({', '.join(cached)}) in a generation built just now: "
+            f"uv installed them from its cache, which an in-place edit through a hardlink changed; run "
+            f"`uv cache clean {' '.join(cached)}`, then {again} (--link-mode copy keeps edits out of uv's cache)"
+        )
     return f"a generation built just now fails verify ({', '.join(report.kinds())}): fix what the findings say, then {again}"
 
 
-def _stop(check: LockCheck, plan: build.BuildPlan, failed: tuple[Path, Mapping[str, Any]],
-          say: Callable[[str], None], reused: Path | None, damaged: VerifyReport | None,
-          locked: LockResult | None) -> MainJobResult:
+def _stop(
+    check: LockCheck,
+    plan: build.BuildPlan,
+    failed: tuple[Path, Mapping[str, Any]],
+    say: Callable[[str], None],
+    reused: Path | None,
+    damaged: VerifyReport | None,
+    locked: LockResult | None,
+) -> MainJobResult:
     """Nothing built: ``failed`` (a generation from this lock, held back) would be built again."""
     gen, record = failed
-    why = (f"{gen.name}, built from this lock, failed verify ({', '.join(record.get('kinds', []))}) and was not "
-           f"made live; a build from the same lock fails the same way: {record.get('cause', '')}")
+    why = (
+        f"{gen.name}, built from this lock, failed verify ({', '.join(record.get('kinds', []))}) and was not "
+        f"made live; a build from the same lock fails the same way: {record.get('cause', '')}"
+    )
     say(f"  stopped: {why}")
     return MainJobResult(check, None, reused, damaged, locked=locked, stopped=why)

@@ -136,8 +136,18 @@ class Engine(ABC):
         """
         raise NotImplementedError(f"engine '{self.name}' has no counters")
 
-    def window(self, server: str, speculative: bool, before: Any, after: Any, *, output_tokens: int,
-               requests: int, source: str, where: str) -> tuple[EngineWindow, list[str]]:
+    def window(
+        self,
+        server: str,
+        speculative: bool,
+        before: Any,
+        after: Any,
+        *,
+        output_tokens: int,
+        requests: int,
+        source: str,
+        where: str,
+    ) -> tuple[EngineWindow, list[str]]:
         """The counters' deltas between two snapshots of one measured repeat, judged against the
         configuration (``speculative``) and what bench received (``output_tokens`` of ``requests``);
         returns the window (its ``engine`` is :attr:`name`) and warnings.

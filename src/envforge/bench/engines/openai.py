@@ -32,16 +32,25 @@ class OpenAIEngine(Engine):
     probes_ignore_eos = True
     # vLLM and SGLang behind api = "openai" keep their own /metrics; transformers serve has none
     metrics = "/metrics"
-    gauges = {"running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-              "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-              "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")}
-    metrics_hint = ("an OpenAI-compatible server may have no Prometheus route (transformers serve has none); "
-                    "vLLM's and SGLang's gauges are read where it has one")
+    gauges = {
+        "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+        "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+        "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
+    }
+    metrics_hint = (
+        "an OpenAI-compatible server may have no Prometheus route (transformers serve has none); "
+        "vLLM's and SGLang's gauges are read where it has one"
+    )
 
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
-        body: dict[str, Any] = {"model": opts.model, "prompt": prompt, "max_tokens": opts.max_new_tokens,
-                                "temperature": opts.temperature, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {
+            "model": opts.model,
+            "prompt": prompt,
+            "max_tokens": opts.max_new_tokens,
+            "temperature": opts.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         if opts.ignore_eos:
             body["ignore_eos"] = True
         return "/v1/completions", body

@@ -30,5 +30,8 @@ class OpenAIChatEngine(OpenAIEngine):
         _, body = super().request(prompt, opts)
         del body["prompt"]
         body["max_completion_tokens"] = body.pop("max_tokens")
-        return "/v1/chat/completions", {"model": body.pop("model"), "messages": [{"role": "user", "content": prompt}],
-                                        **body}
+        return "/v1/chat/completions", {
+            "model": body.pop("model"),
+            "messages": [{"role": "user", "content": prompt}],
+            **body,
+        }

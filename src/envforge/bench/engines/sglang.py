@@ -32,13 +32,19 @@ class SGLangEngine(Engine):
     flush = "/flush_cache"
     needs_model = False
     metrics = "/metrics"
-    gauges = {"running": ("sglang:num_running_reqs",), "waiting": ("sglang:num_queue_reqs",),
-              "kv_cache_use": ("sglang:token_usage",)}
+    gauges = {
+        "running": ("sglang:num_running_reqs",),
+        "waiting": ("sglang:num_queue_reqs",),
+        "kv_cache_use": ("sglang:token_usage",),
+    }
     metrics_hint = "SGLang serves /metrics only when started with --enable-metrics"
 
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:
-        params = {"max_new_tokens": opts.max_new_tokens, "temperature": opts.temperature,
-                  **({"ignore_eos": True} if opts.ignore_eos else {})}
+        params = {
+            "max_new_tokens": opts.max_new_tokens,
+            "temperature": opts.temperature,
+            **({"ignore_eos": True} if opts.ignore_eos else {}),
+        }
         return "/generate", {"text": prompt, "sampling_params": params, "stream": True}
 
     def parse(self, stream: Stream, obj: Mapping[str, Any]) -> int:
@@ -57,4 +63,3 @@ class SGLangEngine(Engine):
             stream.finish = str(fin)
         stream.usage = count_field(meta.get("completion_tokens", stream.tokens), "meta_info.completion_tokens")
         return stream.usage
-

@@ -26,11 +26,14 @@ class VLLMEngine(OpenAIEngine):
     probes_ignore_eos = False
     has_counters = True
     metrics = "/metrics"
-    gauges = {"running": ("vllm:num_requests_running",), "waiting": ("vllm:num_requests_waiting",),
-              # renamed in vLLM 0.9 (vllm/v1/metrics/loggers.py: "Deprecated in 0.9 - Renamed as ...")
-              "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-              "drafts": ("vllm:spec_decode_num_drafts_total",),
-              "accepted": ("vllm:spec_decode_num_accepted_tokens_total",)}
+    gauges = {
+        "running": ("vllm:num_requests_running",),
+        "waiting": ("vllm:num_requests_waiting",),
+        # renamed in vLLM 0.9 (vllm/v1/metrics/loggers.py: "Deprecated in 0.9 - Renamed as ...")
+        "kv_cache_use": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "drafts": ("vllm:spec_decode_num_drafts_total",),
+        "accepted": ("vllm:spec_decode_num_accepted_tokens_total",),
+    }
     metrics_hint = "vLLM serves /metrics unless started with --disable-log-stats"
 
     def read_counters(self, endpoint: Endpoint, *, server: str) -> EngineCounters:
@@ -38,9 +41,27 @@ class VLLMEngine(OpenAIEngine):
 
         return scrape(endpoint, server=server)
 
-    def window(self, server: str, speculative: bool, before: EngineCounters, after: EngineCounters, *,
-               output_tokens: int, requests: int, source: str, where: str) -> tuple[EngineWindow, list[str]]:
+    def window(
+        self,
+        server: str,
+        speculative: bool,
+        before: EngineCounters,
+        after: EngineCounters,
+        *,
+        output_tokens: int,
+        requests: int,
+        source: str,
+        where: str,
+    ) -> tuple[EngineWindow, list[str]]:
         from envforge.bench.metrics import check_window  # lazy: prometheus_client, off the CLI start-up path
 
-        return check_window(server, speculative, before, after, output_tokens=output_tokens, requests=requests,
-                            source=source, where=where)
+        return check_window(
+            server,
+            speculative,
+            before,
+            after,
+            output_tokens=output_tokens,
+            requests=requests,
+            source=source,
+            where=where,
+        )

@@ -18,9 +18,12 @@ _HOW = {
 
 def register(sub: "argparse._SubParsersAction[Any]") -> None:
     """Register ``completion``."""
-    p = sub.add_parser("completion", help=SUMMARIES["completion"],
-                       description="Print the completion script for SHELL on stdout. Install it with:\n  "
-                                   + "\n  ".join(_HOW.values()),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "completion",
+        help=SUMMARIES["completion"],
+        description="Print the completion script for SHELL on stdout. Install it with:\n  "
+        + "\n  ".join(_HOW.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("shell", choices=tuple(_HOW), metavar="SHELL", help="bash, zsh or fish")
     p.set_defaults(handler="envforge.cli.completion:run_completion")

@@ -44,9 +44,27 @@ from envforge.recipe.launchers import Launcher, launcher_for
 
 __doc__ = (__doc__ or "").replace("|NCCL_VERSION|", NCCL_VERSION)
 
-__all__ = ["ENVIRONMENT", "ETC_NCCL_CONF", "PROFILE", "SERVER_ENV", "TRACKED_PREFIXES", "EffectiveEnvironment",
-           "EffectiveVariable", "NcclConf", "ServedCommand", "conf_files_digest", "engine_of", "effective_environment", "nccl_conf_digest", "nccl_conf_paths",
-           "parse_nccl_conf", "read_nccl_confs", "recipe_servers", "served_launcher", "shown"]
+__all__ = [
+    "ENVIRONMENT",
+    "ETC_NCCL_CONF",
+    "PROFILE",
+    "SERVER_ENV",
+    "TRACKED_PREFIXES",
+    "EffectiveEnvironment",
+    "EffectiveVariable",
+    "NcclConf",
+    "ServedCommand",
+    "conf_files_digest",
+    "engine_of",
+    "effective_environment",
+    "nccl_conf_digest",
+    "nccl_conf_paths",
+    "parse_nccl_conf",
+    "read_nccl_confs",
+    "recipe_servers",
+    "served_launcher",
+    "shown",
+]
 
 #: Sources that are not a launcher or a file.
 ENVIRONMENT: Final = "environment"
@@ -162,8 +180,12 @@ class EffectiveVariable:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able (secret-looking values redacted), keys in a fixed order."""
-        return {"name": self.name, "value": shown(self.name, self.value), "source": self.source,
-                "profile-value": shown(self.name, self.profile_value)}
+        return {
+            "name": self.name,
+            "value": shown(self.name, self.value),
+            "source": self.source,
+            "profile-value": shown(self.name, self.profile_value),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +210,12 @@ class EffectiveEnvironment:
     def overrides(self, profile_name: str | None) -> list[str]:
         """One line per profile variable the launcher or a configuration file gives another value
         (the caller's own overrides: :func:`envforge.bench.variables.profile_overrides`)."""
-        return [f"{v.name}={shown(v.name, v.value) if v.value is not None else '<per run>'} from {v.source} "
-                f"overrides the env profile '{profile_name or 'default'}' ({v.name}={shown(v.name, v.profile_value)})"
-                for v in self.variables if v.overrides_profile and v.source not in (ENVIRONMENT, SERVER_ENV)]
+        return [
+            f"{v.name}={shown(v.name, v.value) if v.value is not None else '<per run>'} from {v.source} "
+            f"overrides the env profile '{profile_name or 'default'}' ({v.name}={shown(v.name, v.profile_value)})"
+            for v in self.variables
+            if v.overrides_profile and v.source not in (ENVIRONMENT, SERVER_ENV)
+        ]
 
     def conf_only(self) -> tuple[EffectiveVariable, ...]:
         """Variables only an NCCL configuration file sets: in effect, in no recipe."""
@@ -202,15 +227,25 @@ class EffectiveEnvironment:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
-        return {"launcher": self.launcher.label if self.launcher else None, "unknown-launcher": self.unknown_launcher,
-                "nccl-conf-files": [{"path": str(c.path), "digest": c.digest} for c in self.conf_files],
-                "variables": [v.as_dict() for v in self.variables]}
+        return {
+            "launcher": self.launcher.label if self.launcher else None,
+            "unknown-launcher": self.unknown_launcher,
+            "nccl-conf-files": [{"path": str(c.path), "digest": c.digest} for c in self.conf_files],
+            "variables": [v.as_dict() for v in self.variables],
+        }
 
 
-def effective_environment(profile: Mapping[str, str], argv: Sequence[str], environ: Mapping[str, str], *,
-                          server_env: Mapping[str, str] | None = None, launcher: Launcher | None = None,
-                          unknown_launcher: str | None = None, conf_paths: Sequence[Path] | None = None,
-                          home: Path | None = None) -> EffectiveEnvironment:
+def effective_environment(
+    profile: Mapping[str, str],
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    *,
+    server_env: Mapping[str, str] | None = None,
+    launcher: Launcher | None = None,
+    unknown_launcher: str | None = None,
+    conf_paths: Sequence[Path] | None = None,
+    home: Path | None = None,
+) -> EffectiveEnvironment:
     """The served process's variables and their sources, sorted by name.
 
     :param profile: the env profile's variables.
@@ -249,8 +284,10 @@ def effective_environment(profile: Mapping[str, str], argv: Sequence[str], envir
             if k not in env and k not in written:
                 env[k], source[k] = v, conf.source
                 tracked.add(k)
-    variables = tuple(EffectiveVariable(k, written[k] if k in written else env.get(k), source.get(k, ENVIRONMENT),
-                                        profile.get(k)) for k in sorted(tracked))
+    variables = tuple(
+        EffectiveVariable(k, written[k] if k in written else env.get(k), source.get(k, ENVIRONMENT), profile.get(k))
+        for k in sorted(tracked)
+    )
     return EffectiveEnvironment(variables, launcher, unknown_launcher, confs)
 
 
@@ -279,8 +316,14 @@ def recipe_servers(verify: Mapping[str, Any]) -> tuple[ServedCommand, ...]:
             continue
         given = s.get("env")
         env: Mapping[Any, Any] = given if isinstance(given, Mapping) else {}
-        out.append(ServedCommand(str(s.get("name") or f"server-{i + 1}"), tuple(str(a) for a in s["args"]),
-                                 {str(k): str(v) for k, v in env.items()}, api))
+        out.append(
+            ServedCommand(
+                str(s.get("name") or f"server-{i + 1}"),
+                tuple(str(a) for a in s["args"]),
+                {str(k): str(v) for k, v in env.items()},
+                api,
+            )
+        )
     return tuple(out)
 
 
@@ -292,8 +335,9 @@ def engine_of(argv: Sequence[str], api: str | None = None) -> str | None:
     return None
 
 
-def served_launcher(site_packages: Path | None, argv: Sequence[str],
-                    api: str | None = None) -> tuple[Launcher | None, str | None]:
+def served_launcher(
+    site_packages: Path | None, argv: Sequence[str], api: str | None = None
+) -> tuple[Launcher | None, str | None]:
     """(the launcher of the engine ``argv`` starts at its version installed in ``site_packages``,
     ``"<engine> <version>"`` when envforge has no data for that version); (None, None) when the
     command starts no known engine or the engine is not installed."""

@@ -86,10 +86,16 @@ class InstalledProfile:
 
     def as_dict(self) -> dict[str, Any]:
         """The record's JSON shape, keys in a fixed order."""
-        return {"schema": SCHEMA, "profile": self.profile, "mode": self.mode, "env": dict(self.env),
-                "files": list(self.files), "absent-before": list(self.absent_before),
-                "sitecustomize": dict(self.sitecustomize) if self.sitecustomize is not None else None,
-                "caches": dict(self.caches)}
+        return {
+            "schema": SCHEMA,
+            "profile": self.profile,
+            "mode": self.mode,
+            "env": dict(self.env),
+            "files": list(self.files),
+            "absent-before": list(self.absent_before),
+            "sitecustomize": dict(self.sitecustomize) if self.sitecustomize is not None else None,
+            "caches": dict(self.caches),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +124,10 @@ class ProfileRevert:
 
 def _validate(profile: str | None, env: Mapping[str, str], mode: str, reviewed: Collection[str] = ()) -> None:
     if mode not in MODES:
-        raise InputError(f"env profile mode '{mode}' is not one of: {', '.join(MODES)}",
-                         hint="use `pth` (the default) or `sitecustomize`")
+        raise InputError(
+            f"env profile mode '{mode}' is not one of: {', '.join(MODES)}",
+            hint="use `pth` (the default) or `sitecustomize`",
+        )
     if profile is not None and not _PROFILE_NAME.match(profile):
         raise InputError(f"env profile name '{profile}' is not valid; use letters, digits, '-' and '_'")
     for key, value in env.items():
@@ -129,8 +137,10 @@ def _validate(profile: str | None, env: Mapping[str, str], mode: str, reviewed: 
             raise InputError(f"env profile '{profile}': {key} must be a string without NUL characters")
     found = profile_problems(env, reviewed)
     if found:
-        raise InputError(f"env profile '{profile}' cannot be installed:\n" + "\n".join("  " + f for f in found),
-                         hint="fix the recipe's [env.*] table, re-lock, and rebuild (see docs/env-profiles.md)")
+        raise InputError(
+            f"env profile '{profile}' cannot be installed:\n" + "\n".join("  " + f for f in found),
+            hint="fix the recipe's [env.*] table, re-lock, and rebuild (see docs/env-profiles.md)",
+        )
 
 
 def _drop_bytecode(site_packages: Path, stem: str) -> None:
@@ -149,8 +159,10 @@ def _check_foreign(path: Path, ours: bytes) -> None:
     except FileNotFoundError:
         return
     if not data.startswith(ours):
-        raise InputError(f"{path} exists and was not written by envforge; refusing to overwrite it",
-                         hint="move it away, or use the sitecustomize mode")
+        raise InputError(
+            f"{path} exists and was not written by envforge; refusing to overwrite it",
+            hint="move it away, or use the sitecustomize mode",
+        )
 
 
 def _read_hook(path: Path) -> bytes:
@@ -159,22 +171,37 @@ def _read_hook(path: Path) -> bytes:
     :raises FileNotFoundError: it does not exist.
     :raises InputError: not a regular file (a FIFO would block the read for ever), or larger.
     """
-    return read_state(path, what="env profile hook", limit=SMALL_LIMIT,
-                      hint="move it away, then reinstall the profile: `envforge apply-patches`")
+    return read_state(
+        path,
+        what="env profile hook",
+        limit=SMALL_LIMIT,
+        hint="move it away, then reinstall the profile: `envforge apply-patches`",
+    )
 
 
 def generation_of(site_packages: Path) -> Path | None:
     """The environment directory (a generation, links resolved) of ``<venv>/lib/python3.X/site-packages``,
     or None when ``site_packages`` is not laid out so (a bare directory: no caches to isolate)."""
-    if site_packages.name != "site-packages" or site_packages.parent.parent.name != "lib" \
-            or not site_packages.parent.name.startswith("python3"):
+    if (
+        site_packages.name != "site-packages"
+        or site_packages.parent.parent.name != "lib"
+        or not site_packages.parent.name.startswith("python3")
+    ):
         return None
     return Path(os.path.realpath(site_packages.parent.parent.parent))
 
 
-def install(site_packages: Path, profile: str | None, env: Mapping[str, str], *, mode: str = "pth",
-            python: Path | None = None, probe_env: Mapping[str, str] | None = None,
-            caches: bool = True, reviewed: Collection[str] = ()) -> ProfileInstall:
+def install(
+    site_packages: Path,
+    profile: str | None,
+    env: Mapping[str, str],
+    *,
+    mode: str = "pth",
+    python: Path | None = None,
+    probe_env: Mapping[str, str] | None = None,
+    caches: bool = True,
+    reviewed: Collection[str] = (),
+) -> ProfileInstall:
     """Install the env profile ``profile`` (variables ``env``) into ``site_packages``.
 
     A previous install is reverted first, so re-installing replaces cleanly (also across modes).
@@ -221,13 +248,16 @@ def _venv_python(site_packages: Path) -> Path:
     """``<venv>/bin/python`` for ``<venv>/lib/python3.X/site-packages``."""
     venv = site_packages.parent.parent.parent
     if site_packages.parent.parent.name != "lib" or not env_python(venv).exists():
-        raise InputError(f"cannot tell which interpreter uses {site_packages}, so cannot check which "
-                         "sitecustomize it imports", hint="pass the environment, or use the .pth mode (the default)")
+        raise InputError(
+            f"cannot tell which interpreter uses {site_packages}, so cannot check which sitecustomize it imports",
+            hint="pass the environment, or use the .pth mode (the default)",
+        )
     return env_python(venv)
 
 
-def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str],
-                 caches: Mapping[str, str]) -> tuple[str, ...]:
+def _install_pth(
+    site_packages: Path, profile: str | None, env: Mapping[str, str], caches: Mapping[str, str]
+) -> tuple[str, ...]:
     module = f"{HOOK_MODULE}.py"
     _check_foreign(site_packages / module, HOOK_HEADER.encode())
     _check_foreign(site_packages / PTH_FILE, pth_source().encode())
@@ -237,22 +267,23 @@ def _install_pth(site_packages: Path, profile: str | None, env: Mapping[str, str
     return (PTH_FILE, module)
 
 
-def _install_block(site_packages: Path, profile: str | None, env: Mapping[str, str],
-                   caches: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, Any]]:
+def _install_block(
+    site_packages: Path, profile: str | None, env: Mapping[str, str], caches: Mapping[str, str]
+) -> tuple[tuple[str, ...], dict[str, Any]]:
     path = site_packages / SITECUSTOMIZE
     try:
         original, created = _read_hook(path).decode("utf-8"), False
     except FileNotFoundError:
         original, created = "", True
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text; envforge will not merge a block into it",
-                         hint="use the .pth mode (the default)") from None
+        raise InputError(
+            f"{path} is not UTF-8 text; envforge will not merge a block into it", hint="use the .pth mode (the default)"
+        ) from None
     original, _ = strip_block(original)  # a stale block from a lost record
     separator = "\n" if original and not original.endswith("\n") else ""
     atomic_write(path, (original + separator + block_source(profile, env, caches)).encode())
     _drop_bytecode(site_packages, "sitecustomize")
-    extra = {"created": created, "separator": separator,
-             "original-sha256": sha256_hex(original.encode())}
+    extra = {"created": created, "separator": separator, "original-sha256": sha256_hex(original.encode())}
     return (SITECUSTOMIZE,), extra
 
 
@@ -276,8 +307,10 @@ def _check_shadowing(site_packages: Path, python: Path, probe_env: Mapping[str, 
     dirs = [os.path.realpath(p or ".") for p in data["path"]]
     here = os.path.realpath(site_packages)
     if here not in dirs:
-        raise InputError(f"{site_packages} is not on sys.path of {python}; its sitecustomize.py would never run",
-                         hint="pass the environment's own interpreter, or use the .pth mode (the default)")
+        raise InputError(
+            f"{site_packages} is not on sys.path of {python}; its sitecustomize.py would never run",
+            hint="pass the environment's own interpreter, or use the .pth mode (the default)",
+        )
     origin = data["origin"]
     if origin is None or os.path.realpath(origin) == os.path.realpath(ours):
         return
@@ -287,7 +320,8 @@ def _check_shadowing(site_packages: Path, python: Path, probe_env: Mapping[str, 
             f"sitecustomize mode would not run: {python} imports {origin}, which precedes {ours} on "
             "sys.path (only the first `sitecustomize` is imported)",
             hint="use the .pth mode (the default: `--env-mode pth`); a .pth hook runs whichever "
-                 "sitecustomize the interpreter imports")
+            "sitecustomize the interpreter imports",
+        )
 
 
 def revert(site_packages: Path) -> ProfileRevert:
@@ -320,8 +354,9 @@ def revert(site_packages: Path) -> ProfileRevert:
     return ProfileRevert(site_packages, record.profile, tuple(removed), tuple(restored), tuple(notes))
 
 
-def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[str],
-                  restored: list[str], notes: list[str]) -> None:
+def _revert_block(
+    site_packages: Path, record: InstalledProfile, removed: list[str], restored: list[str], notes: list[str]
+) -> None:
     path = site_packages / SITECUSTOMIZE
     extra = record.sitecustomize or {}
     _drop_bytecode(site_packages, "sitecustomize")
@@ -336,7 +371,7 @@ def _revert_block(site_packages: Path, record: InstalledProfile, removed: list[s
         return
     sep = str(extra.get("separator", ""))
     if sep and text.endswith(sep):
-        text = text[:-len(sep)]
+        text = text[: -len(sep)]
     if extra.get("created") and not text:
         path.unlink()
         removed.append(SITECUSTOMIZE)
@@ -356,21 +391,31 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
     """
     path = StateDir(site_packages).profile_record
     try:
-        data = json.loads(read_state(path, what="env profile record", limit=SMALL_LIMIT,
-                                     hint=lambda: rebuild_hint(site_packages)))
+        data = json.loads(
+            read_state(path, what="env profile record", limit=SMALL_LIMIT, hint=lambda: rebuild_hint(site_packages))
+        )
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise InputError(f"{path}: not a readable env profile record: {exc}",
-                         hint="remove the hook files by hand, then re-install the profile") from None
+        raise InputError(
+            f"{path}: not a readable env profile record: {exc}",
+            hint="remove the hook files by hand, then re-install the profile",
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("mode") not in MODES:
-        raise InputError(f"{path}: not an env profile record of schema {SCHEMA} "
-                         f"(schema={data.get('schema') if isinstance(data, dict) else None!r})",
-                         hint="this envforge may be older than the one that wrote it")
-    return InstalledProfile(profile=data.get("profile"), mode=data["mode"], env=dict(data.get("env", {})),
-                            files=tuple(data.get("files", ())),
-                            absent_before=tuple(data.get("absent-before", ())),
-                            sitecustomize=data.get("sitecustomize"), caches=dict(data.get("caches") or {}))
+        raise InputError(
+            f"{path}: not an env profile record of schema {SCHEMA} "
+            f"(schema={data.get('schema') if isinstance(data, dict) else None!r})",
+            hint="this envforge may be older than the one that wrote it",
+        )
+    return InstalledProfile(
+        profile=data.get("profile"),
+        mode=data["mode"],
+        env=dict(data.get("env", {})),
+        files=tuple(data.get("files", ())),
+        absent_before=tuple(data.get("absent-before", ())),
+        sitecustomize=data.get("sitecustomize"),
+        caches=dict(data.get("caches") or {}),
+    )
 
 
 def installed_problems(site_packages: Path) -> tuple[str, ...]:
@@ -389,13 +434,14 @@ def installed_problems(site_packages: Path) -> tuple[str, ...]:
     if record.mode == "sitecustomize":
         expected = {SITECUSTOMIZE: block_source(record.profile, record.env, record.caches)}
     else:
-        expected = {PTH_FILE: pth_source(),
-                    f"{HOOK_MODULE}.py": hook_source(record.profile, record.env, record.caches)}
+        expected = {PTH_FILE: pth_source(), f"{HOOK_MODULE}.py": hook_source(record.profile, record.env, record.caches)}
     problems = []
     gen = generation_of(site_packages)
     if gen is not None and record.caches and record.caches != cache_variables(str(gen), record.env):
-        problems.append(f"{StateDir(site_packages).profile_record}: its kernel caches are not under this "
-                        f"generation {gen} (copied from another environment?)")
+        problems.append(
+            f"{StateDir(site_packages).profile_record}: its kernel caches are not under this "
+            f"generation {gen} (copied from another environment?)"
+        )
     for name, text in expected.items():
         path = site_packages / name
         try:

@@ -71,8 +71,11 @@ def cache_variables(generation: str, env: Mapping[str, str]) -> dict[str, str]:
     :data:`CACHE_VARIABLES` under ``<generation>/.cache`` (flashinfer's base is the generation
     itself: flashinfer appends ``.cache/flashinfer``), but those the profile ``env`` sets itself: a
     recipe's ``[env.*]`` value is the opt-out (a team sharing a warm cache on purpose)."""
-    return {name: os.path.normpath(os.path.join(generation, rel))
-            for name, (rel, _) in CACHE_VARIABLES.items() if name not in env}
+    return {
+        name: os.path.normpath(os.path.join(generation, rel))
+        for name, (rel, _) in CACHE_VARIABLES.items()
+        if name not in env
+    }
 
 
 def _body(prefix: str, profile: str | None, env: Mapping[str, str], caches: Mapping[str, str]) -> list[str]:
@@ -83,8 +86,7 @@ def _body(prefix: str, profile: str | None, env: Mapping[str, str], caches: Mapp
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(env.items())]
     lines += ["}"]
     if caches:
-        lines += [f"{p}CACHES = {{", *[f"    {k!r}: {v!r}," for k, v in sorted(caches.items())], "}",
-                  f"{p}CACHED = ()"]
+        lines += [f"{p}CACHES = {{", *[f"    {k!r}: {v!r}," for k, v in sorted(caches.items())], "}", f"{p}CACHED = ()"]
     lines += [
         f"{p}APPLIED = ()",
         f"{p}KEPT = ()",
@@ -115,9 +117,11 @@ def hook_source(profile: str | None, env: Mapping[str, str], caches: Mapping[str
     """Source of ``_envforge_env.py`` (pth mode): ``PROFILE``, ``ENV``, ``APPLIED``, ``KEPT``, and
     with ``caches`` (:func:`cache_variables`) ``CACHES`` and ``CACHED`` (those it set: the caller's
     own value of a cache variable wins, as for profile variables)."""
-    head = [f"{HOOK_HEADER} {profile!r}. Do not edit: `envforge build` and `envforge apply-patches`",
-            f"# rewrite it, `--revert` removes it. Imported at interpreter start by {PTH_FILE}; sets each",
-            "# variable only when the caller has not (setdefault semantics). See docs/env-profiles.md."]
+    head = [
+        f"{HOOK_HEADER} {profile!r}. Do not edit: `envforge build` and `envforge apply-patches`",
+        f"# rewrite it, `--revert` removes it. Imported at interpreter start by {PTH_FILE}; sets each",
+        "# variable only when the caller has not (setdefault semantics). See docs/env-profiles.md.",
+    ]
     return "\n".join([*head, *_body("", profile, env, caches or {})]) + "\n"
 
 
@@ -134,13 +138,14 @@ def pth_source() -> str:
     ``site.main()`` both call ``addsitepackages``), so the line is idempotent: a failed import is
     remembered as ``sys.modules['_envforge_env'] = None`` and warned about once.
     """
-    code = (f"if '{HOOK_MODULE}' not in sys.modules:\n try:\n  import {HOOK_MODULE}\n except Exception as e:\n"
-            f"  sys.modules['{HOOK_MODULE}'] = None\n"
-            "  sys.stderr is None or sys.stderr.write('envforge: env profile hook not loaded (%s: %s); "
-            "its variables are not set: run `envforge apply-patches` to repair or `--revert` to remove "
-            f"{PTH_FILE}\\n' % (type(e).__name__, str(e).partition('\\n')[0]))")
+    code = (
+        f"if '{HOOK_MODULE}' not in sys.modules:\n try:\n  import {HOOK_MODULE}\n except Exception as e:\n"
+        f"  sys.modules['{HOOK_MODULE}'] = None\n"
+        "  sys.stderr is None or sys.stderr.write('envforge: env profile hook not loaded (%s: %s); "
+        "its variables are not set: run `envforge apply-patches` to repair or `--revert` to remove "
+        f"{PTH_FILE}\\n' % (type(e).__name__, str(e).partition('\\n')[0]))"
+    )
     return f"import sys; exec({code!r})\n"
-
 
 
 def strip_block(text: str) -> tuple[str, bool]:
@@ -149,7 +154,7 @@ def strip_block(text: str) -> tuple[str, bool]:
     end = text.find(BLOCK_END + "\n", start)
     if start < 0 or end < 0:
         return text, False
-    return text[:start] + text[end + len(BLOCK_END) + 1:], True
+    return text[:start] + text[end + len(BLOCK_END) + 1 :], True
 
 
 def profile_problems(env: Mapping[str, object], reviewed: Collection[str] = ()) -> tuple[str, ...]:
@@ -161,7 +166,8 @@ def profile_problems(env: Mapping[str, object], reviewed: Collection[str] = ()) 
     for name, value in sorted(env.items()):
         out += [f"{name}: {msg}" for msg in problems(name, value, reviewed)]
         if (reader := startup_reader(name)) is not None:
-            out.append(f"{name}: read by {reader} when a process starts, before this hook runs: "
-                       "child processes get it, the process itself runs without it")
+            out.append(
+                f"{name}: read by {reader} when a process starts, before this hook runs: "
+                "child processes get it, the process itself runs without it"
+            )
     return tuple(out)
-

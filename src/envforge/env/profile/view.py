@@ -15,12 +15,7 @@ from typing import Any
 
 from envforge.core.probe import run_probe
 from envforge.core.state import StateDir
-from envforge.env.profile.effective import (
-    EffectiveEnvironment,
-    ServedCommand,
-    effective_environment,
-    served_launcher,
-)
+from envforge.env.profile.effective import EffectiveEnvironment, ServedCommand, effective_environment, served_launcher
 from envforge.env.profile.installation import InstalledProfile, read_installed
 from envforge.env.profile.source import profile_problems
 
@@ -61,12 +56,20 @@ class ProfileView:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
-        return {"python": str(self.python), "site-packages": str(self.site_packages),
-                "installed": self.installed.as_dict() if self.installed else None,
-                "active": self.active, "mode": self.mode, "hook": self.hook, "profile": self.profile,
-                "variables": [{"name": v.name, "value": v.value, "profile-value": v.profile_value,
-                               "source": v.source} for v in self.variables],
-                "warnings": list(self.warnings)}
+        return {
+            "python": str(self.python),
+            "site-packages": str(self.site_packages),
+            "installed": self.installed.as_dict() if self.installed else None,
+            "active": self.active,
+            "mode": self.mode,
+            "hook": self.hook,
+            "profile": self.profile,
+            "variables": [
+                {"name": v.name, "value": v.value, "profile-value": v.profile_value, "source": v.source}
+                for v in self.variables
+            ],
+            "warnings": list(self.warnings),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +96,14 @@ class ReachReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able, keys in a fixed order."""
-        return {"python": str(self.python), "flags": list(self.flags), "ok": self.ok,
-                "expected": dict(self.expected), "seen": dict(self.seen), "missing": list(self.missing)}
+        return {
+            "python": str(self.python),
+            "flags": list(self.flags),
+            "ok": self.ok,
+            "expected": dict(self.expected),
+            "seen": dict(self.seen),
+            "missing": list(self.missing),
+        }
 
 
 _SHOW_PROBE = r"""
@@ -148,9 +157,17 @@ def show(python: Path, *, env: Mapping[str, str] | None = None, timeout_s: float
     warnings = tuple(line for line in result.stderr.splitlines() if line.startswith("envforge:"))
     warnings += tuple(f"envforge: env profile: {line}" for line in profile_problems(data["env"]))
     site = Path(data["purelib"])
-    return ProfileView(python=python, site_packages=site, installed=read_installed(site),
-                       active=data["active"], mode=data["mode"], hook=data["hook"],
-                       profile=data["profile"], variables=tuple(variables), warnings=warnings)
+    return ProfileView(
+        python=python,
+        site_packages=site,
+        installed=read_installed(site),
+        active=data["active"],
+        mode=data["mode"],
+        hook=data["hook"],
+        profile=data["profile"],
+        variables=tuple(variables),
+        warnings=warnings,
+    )
 
 
 _REACH_PROBE = r"""
@@ -168,8 +185,14 @@ print(json.dumps({"kept": kept, "seen": dict(zip(keys, seen))}))
 """
 
 
-def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = (),
-                caller_env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> ReachReport:
+def check_reach(
+    python: Path,
+    env: Mapping[str, str],
+    *,
+    flags: Sequence[str] = (),
+    caller_env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> ReachReport:
     """Does a ``multiprocessing`` spawn child of ``python`` see the profile ``env`` (name -> value)?
 
     The probe removes the variables its own hook applied before spawning, so the child passes only
@@ -180,8 +203,9 @@ def check_reach(python: Path, env: Mapping[str, str], *, flags: Sequence[str] = 
     :raises envforge.core.probe.ProbeError: the interpreter could not run the probe.
     """
     keys = sorted(env)
-    result = run_probe(python, _REACH_PROBE, args=[json.dumps(keys)], env=caller_env,
-                       timeout_s=timeout_s, interpreter_flags=flags)
+    result = run_probe(
+        python, _REACH_PROBE, args=[json.dumps(keys)], env=caller_env, timeout_s=timeout_s, interpreter_flags=flags
+    )
     kept = result.data["kept"]
     expected = {k: kept[k] if kept.get(k) is not None else env[k] for k in keys}
     return ReachReport(python, tuple(flags), expected, dict(result.data["seen"]))
@@ -201,8 +225,9 @@ class Served:
         return {"server": self.server, "args": list(self.args), **self.effective.as_dict()}
 
 
-def served(view: ProfileView, servers: Sequence[ServedCommand], environ: Mapping[str, str], *,
-           home: Path | None = None) -> tuple[Served, ...]:
+def served(
+    view: ProfileView, servers: Sequence[ServedCommand], environ: Mapping[str, str], *, home: Path | None = None
+) -> tuple[Served, ...]:
     """What each server in ``servers`` runs with (:func:`effective_environment`): the profile's
     variables as the view recorded them, then the engine's launcher at the version installed in
     the view's site-packages, then NCCL's configuration files. One entry without a server when
@@ -212,7 +237,14 @@ def served(view: ProfileView, servers: Sequence[ServedCommand], environ: Mapping
     for s in servers or (None,):
         args = s.args if s is not None else ()
         launcher, unknown = served_launcher(view.site_packages, args, s.api if s is not None else None)
-        eff = effective_environment(profile, args, environ, server_env=s.env if s is not None else None,
-                                    launcher=launcher, unknown_launcher=unknown, home=home)
+        eff = effective_environment(
+            profile,
+            args,
+            environ,
+            server_env=s.env if s is not None else None,
+            launcher=launcher,
+            unknown_launcher=unknown,
+            home=home,
+        )
         out.append(Served(s.name if s is not None else None, tuple(args), eff))
     return tuple(out)

@@ -24,12 +24,7 @@ neighbours (:mod:`.placements`), and the moves ``move-definition``, ``move-state
 from __future__ import annotations
 
 from envforge.patching.operations.base import OPERATIONS, OpContext, Operation, Outcome
-from envforge.patching.operations.edits import (
-    AddDelegatingMethods,
-    AddDictEntry,
-    AddGuardOperand,
-    AddListElement,
-)
+from envforge.patching.operations.edits import AddDelegatingMethods, AddDictEntry, AddGuardOperand, AddListElement
 from envforge.patching.operations.moves import MoveDefinition, MoveStatement
 from envforge.patching.operations.placements import (
     AddDefinition,
@@ -71,7 +66,22 @@ __all__ = [
     "definitions",
 ]
 
-OPERATIONS.update((c.kind, c) for c in (AddGuardOperand, AddDictEntry, AddDelegatingMethods, AddListElement,
-                                         Codemod, ReplaceDefinition, ReplaceText, AddDefinition, RemoveDefinition,
-                                         AddStatement, RemoveStatement, ReplaceModuleComments,
-                                         MoveDefinition, MoveStatement))
+OPERATIONS.update(
+    (c.kind, c)
+    for c in (
+        AddGuardOperand,
+        AddDictEntry,
+        AddDelegatingMethods,
+        AddListElement,
+        Codemod,
+        ReplaceDefinition,
+        ReplaceText,
+        AddDefinition,
+        RemoveDefinition,
+        AddStatement,
+        RemoveStatement,
+        ReplaceModuleComments,
+        MoveDefinition,
+        MoveStatement,
+    )
+)

@@ -64,10 +64,11 @@ def stmt_check(value: Any) -> str | None:
 def relpath_check(value: Any) -> str | None:
     """A path a patchset names must stay inside site-packages: relative, POSIX, no ``..``."""
     parts = PurePosixPath(value).parts
-    if (not value or value.startswith("/") or "\\" in value or PureWindowsPath(value).drive
-            or ".." in parts):
-        return (f"'{value}' must be a relative POSIX path inside site-packages "
-                f"(no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'")
+    if not value or value.startswith("/") or "\\" in value or PureWindowsPath(value).drive or ".." in parts:
+        return (
+            f"'{value}' must be a relative POSIX path inside site-packages "
+            f"(no '..' parts, not absolute), e.g. 'sglang/srt/server_args.py'"
+        )
     return None
 
 
@@ -101,8 +102,9 @@ class Operation:
             return None, [Problem(f"{path}.kind", found[0].message, line_of(text, "operation.kind"))]
         sub = OPERATIONS[kind]
         spec = Table({"kind": Str(), "file": Str(relpath_check), **sub.keys}, required=sub.required | {"file"})
-        problems = [Problem(f"{path}.{p.path}", p.message, line_of(text, f"operation.{p.path}"))
-                    for p in spec(table, "")]
+        problems = [
+            Problem(f"{path}.{p.path}", p.message, line_of(text, f"operation.{p.path}")) for p in spec(table, "")
+        ]
         if problems:
             return None, problems
         args = {_field(k): v for k, v in table.items() if k != "kind"}

@@ -14,14 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import envforge.patching.syntax as syntax
 from envforge.core.schema import ListOf, OneOf, Str, Table
-from envforge.patching.operations.base import (
-    OpContext,
-    Operation,
-    Outcome,
-    expr_check,
-    relpath_check,
-    stmt_check,
-)
+from envforge.patching.operations.base import OpContext, Operation, Outcome, expr_check, relpath_check, stmt_check
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -46,9 +39,15 @@ class AddGuardOperand(Operation):
 
     kind: ClassVar[str] = "add-guard-operand"
     keys: ClassVar[Mapping[str, Any]] = {
-        "function": OneOf(((str, lambda v, p: []), (list, ListOf(Str()))),
-                          "a function name or a list of alternative names"), "anchor": Str(expr_check), "operand": Str(expr_check),
-        "define": Str(stmt_check), "define-after": Str(), "import": Str(stmt_check)}
+        "function": OneOf(
+            ((str, lambda v, p: []), (list, ListOf(Str()))), "a function name or a list of alternative names"
+        ),
+        "anchor": Str(expr_check),
+        "operand": Str(expr_check),
+        "define": Str(stmt_check),
+        "define-after": Str(),
+        "import": Str(stmt_check),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"function", "anchor", "operand"})
 
     file: str
@@ -80,8 +79,11 @@ class AddGuardOperand(Operation):
 
         funcs = [(name, f) for name in self.names for f in syntax.functions(module, name)]
         if len(funcs) != 1:
-            what = (f"function {self.names[0]}" if len(self.names) == 1 else
-                    f"functions {' | '.join(self.names)} (alternatives)")
+            what = (
+                f"function {self.names[0]}"
+                if len(self.names) == 1
+                else f"functions {' | '.join(self.names)} (alternatives)"
+            )
             return Outcome("drifted", f"{what} found {len(funcs)} times, expected 1")
         where, (top, func) = funcs[0]
         anchor = cst.parse_expression(self.anchor)
@@ -90,17 +92,22 @@ class AddGuardOperand(Operation):
         op_type = type(anchor.operator)
         want = [syntax.code(module, o) for o in syntax.operands(anchor, op_type)]
         extra = syntax.norm(self.operand)
-        chains = [(c, [syntax.code(module, o) for o in syntax.operands(c, op_type)])
-                  for c in syntax.chains(func, op_type)]
+        chains = [
+            (c, [syntax.code(module, o) for o in syntax.operands(c, op_type)]) for c in syntax.chains(func, op_type)
+        ]
         if any(extra in codes and set(want) <= set(codes) for _, codes in chains):
             return Outcome("holds", f"`{self.operand}` already in the guard")
         found = [c for c, codes in chains if codes == want]
         if len(found) != 1:
             return Outcome("drifted", f"anchor matched {len(found)} times in {where}(), expected 1")
         chain = found[0]
-        new = cst.BooleanOperation(left=chain.with_changes(lpar=[], rpar=[]), operator=op_type(),
-                                   right=cst.parse_expression(self.operand),
-                                   lpar=chain.lpar, rpar=chain.rpar)
+        new = cst.BooleanOperation(
+            left=chain.with_changes(lpar=[], rpar=[]),
+            operator=op_type(),
+            right=cst.parse_expression(self.operand),
+            lpar=chain.lpar,
+            rpar=chain.rpar,
+        )
         out = syntax.replace(module, top, chain, new)
         details = [f"added `{self.operand}` to the guard in {where}()"]
         return self._define_and_import(out, details)
@@ -113,8 +120,10 @@ class AddGuardOperand(Operation):
             if not any(syntax.assigned_name(s)[0] == name for s in module.body):
                 spots = [i for i, s in enumerate(module.body) if syntax.assigned_name(s)[0] == self.define_after]
                 if len(spots) != 1:
-                    return Outcome("drifted", f"module-level assignment of {self.define_after} found "
-                                              f"{len(spots)} times, expected 1")
+                    return Outcome(
+                        "drifted",
+                        f"module-level assignment of {self.define_after} found {len(spots)} times, expected 1",
+                    )
                 stmt = cst.parse_statement(self.define, config=module.config_for_parsing)
                 module = module.with_changes(body=syntax.insert_after(module.body, spots[0], stmt))
                 details.append(f"defined {name}")
@@ -164,8 +173,10 @@ class AddDictEntry(Operation):
 
     kind: ClassVar[str] = "add-dict-entry"
     keys: ClassVar[Mapping[str, Any]] = {
-        "target": Str(), "key": OneOf(((int, lambda v, p: []), (str, lambda v, p: [])), "an integer or a string"),
-        "value": Str(expr_check)}
+        "target": Str(),
+        "key": OneOf(((int, lambda v, p: []), (str, lambda v, p: [])), "an integer or a string"),
+        "value": Str(expr_check),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"target", "key", "value"})
 
     file: str
@@ -187,8 +198,13 @@ class AddDictEntry(Operation):
 
         *cls, name = self.target.split(".")
         scopes = [(None, module)] if not cls else [(c, c.body) for c in syntax.classes(module, cls[0])]
-        spots = [(top or s, v) for top, scope in scopes for s in scope.body
-                 for n, v in [syntax.assigned_name(s)] if n == name]
+        spots = [
+            (top or s, v)
+            for top, scope in scopes
+            for s in scope.body
+            for n, v in [syntax.assigned_name(s)]
+            if n == name
+        ]
         if len(spots) != 1:
             return Outcome("drifted", f"assignment of {self.target} found {len(spots)} times, expected 1")
         if not isinstance(spots[0][1], cst.Dict):
@@ -201,13 +217,16 @@ class AddDictEntry(Operation):
         if clash is not None:
             mine = type(self.key).__name__
             example = f" (key = {self.key})" if clash == "int" and str(self.key).lstrip("-").isdigit() else ""
-            return Outcome("drifted", f"{self.target}: existing keys are {clash}, the patchset's key is "
-                                      f"{mine} ({_literal(self.key)})",
-                           fix=f"write `key` as a TOML {_TOML_TYPE.get(clash, clash)}{example}")
+            return Outcome(
+                "drifted",
+                f"{self.target}: existing keys are {clash}, the patchset's key is {mine} ({_literal(self.key)})",
+                fix=f"write `key` as a TOML {_TOML_TYPE.get(clash, clash)}{example}",
+            )
         entry = cst.DictElement(cst.parse_expression(_literal(self.key)), cst.parse_expression(self.value.strip()))
         new_dict = d.with_changes(elements=syntax.append_element(list(d.elements), entry, d.lbrace.whitespace_after))
-        return Outcome("changed", f"added key {_literal(self.key)} to {self.target}",
-                       syntax.replace(module, top, d, new_dict))
+        return Outcome(
+            "changed", f"added key {_literal(self.key)} to {self.target}", syntax.replace(module, top, d, new_dict)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +247,11 @@ class AddDelegatingMethods(Operation):
 
     kind: ClassVar[str] = "add-delegating-methods"
     keys: ClassVar[Mapping[str, Any]] = {
-        "class": Str(), "attribute": Str(), "methods": ListOf(Str()),
-        "signatures-from": Table({"file": Str(relpath_check), "class": Str()}, required=frozenset({"file", "class"}))}
+        "class": Str(),
+        "attribute": Str(),
+        "methods": ListOf(Str()),
+        "signatures-from": Table({"file": Str(relpath_check), "class": Str()}, required=frozenset({"file", "class"})),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"class", "attribute", "methods", "signatures-from"})
 
     file: str
@@ -273,16 +295,23 @@ class AddDelegatingMethods(Operation):
                 return Outcome("drifted", f"delegate {delegate} ({self.signatures_from['file']}) has no method {name}")
             kind, why = syntax.method_kind(defs)
             if kind is None:
-                return Outcome("drifted", f"delegate {delegate}.{name} {why}; envforge delegates plain, async, "
-                                          f"classmethod, staticmethod and property methods only")
+                return Outcome(
+                    "drifted",
+                    f"delegate {delegate}.{name} {why}; envforge delegates plain, async, "
+                    f"classmethod, staticmethod and property methods only",
+                )
             kinds.append(f"{name} ({kind})" if kind != "method" else name)
-            text = syntax.delegate_text(defs[-1] if not kind.startswith("property") else defs[0],
-                                        self.attribute, kind, delegate)
+            text = syntax.delegate_text(
+                defs[-1] if not kind.startswith("property") else defs[0], self.attribute, kind, delegate
+            )
             stmts = cst.parse_module(text, config=module.config_for_parsing).body
             added += [st.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for st in stmts]
         body = cls.body.with_changes(body=(*cls.body.body, *added))
-        return Outcome("changed", f"added {', '.join(kinds)} to {self.class_}",
-                       syntax.replace(module, cls, cls, cls.with_changes(body=body)))
+        return Outcome(
+            "changed",
+            f"added {', '.join(kinds)} to {self.class_}",
+            syntax.replace(module, cls, cls, cls.with_changes(body=body)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,8 +326,12 @@ class AddListElement(Operation):
 
     kind: ClassVar[str] = "add-list-element"
     keys: ClassVar[Mapping[str, Any]] = {
-        "function": Str(), "call": Str(), "keyword": Str(), "element": Str(expr_check),
-        "anchor": Str(expr_check)}
+        "function": Str(),
+        "call": Str(),
+        "keyword": Str(),
+        "element": Str(expr_check),
+        "anchor": Str(expr_check),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"function", "call", "keyword", "element"})
 
     file: str
@@ -324,12 +357,17 @@ class AddListElement(Operation):
         if len(funcs) != 1:
             return Outcome("drifted", f"function {self.function} found {len(funcs)} times, expected 1")
         top, func = funcs[0]
-        lists = [arg.value for call in syntax.calls(func, self.call) for arg in call.args
-                 if arg.keyword is not None and arg.keyword.value == self.keyword
-                 and isinstance(arg.value, cst.List)]
+        lists = [
+            arg.value
+            for call in syntax.calls(func, self.call)
+            for arg in call.args
+            if arg.keyword is not None and arg.keyword.value == self.keyword and isinstance(arg.value, cst.List)
+        ]
         if len(lists) != 1:
-            return Outcome("drifted", f"{self.call}({self.keyword}=[...]) found {len(lists)} times "
-                                      f"in {self.function}(), expected 1")
+            return Outcome(
+                "drifted",
+                f"{self.call}({self.keyword}=[...]) found {len(lists)} times in {self.function}(), expected 1",
+            )
         lst = lists[0]
         codes = [syntax.code(module, e.value) for e in lst.elements]
         if syntax.norm(self.element) in codes:
@@ -339,10 +377,16 @@ class AddListElement(Operation):
         (new_value,) = _literal_values(module, [cst.parse_expression(self.element.strip())])
         clash = _type_clash(_literal_values(module, [e.value for e in lst.elements]), new_value)
         if clash is not None:
-            return Outcome("drifted", f"{self.keyword}: existing elements are {clash}, the patchset's element "
-                                      f"is {type(new_value).__name__} ({self.element.strip()})",
-                           fix=f"write `element` as a Python {clash} literal")
+            return Outcome(
+                "drifted",
+                f"{self.keyword}: existing elements are {clash}, the patchset's element "
+                f"is {type(new_value).__name__} ({self.element.strip()})",
+                fix=f"write `element` as a Python {clash} literal",
+            )
         new = cst.Element(cst.parse_expression(self.element))
         elements = syntax.append_element(list(lst.elements), new, lst.lbracket.whitespace_after)
-        return Outcome("changed", f"added {self.element} to {self.keyword}",
-                       syntax.replace(module, top, lst, lst.with_changes(elements=elements)))
+        return Outcome(
+            "changed",
+            f"added {self.element} to {self.keyword}",
+            syntax.replace(module, top, lst, lst.with_changes(elements=elements)),
+        )

@@ -64,9 +64,11 @@ class _Moved(Placed):
         why = self._movable(statements[here])
         if why is not None:
             return Outcome("drifted", why)
-        rest = statements[:here] + statements[here + 1:]
+        rest = statements[:here] + statements[here + 1 :]
         moved = self._place(with_statements(holder, module, rest), node, lambda _: None)
-        return moved if moved.status != "changed" else Outcome("changed", f"moved to {self.anchor_text()}", moved.module)
+        return (
+            moved if moved.status != "changed" else Outcome("changed", f"moved to {self.anchor_text()}", moved.module)
+        )
 
     def _at_anchor(self, statements: list[Any], here: int) -> bool:
         anchor = self._anchor()
@@ -108,13 +110,17 @@ class MoveDefinition(_Moved):
         return named(statements, self.definition.rsplit(".", 1)[-1])
 
     def _movable(self, node: Any) -> str | None:
-        from envforge.patching.operations.replacements import definition_digest  # lazy: the two modules import each other
+        from envforge.patching.operations.replacements import (
+            definition_digest,
+        )  # lazy: the two modules import each other
 
         digest = definition_digest(node)
         wanted = parse_statement(self.code)
         if digest != self.original_digest and (wanted is None or statement_code(node) != statement_code(wanted)):
-            return (f"{self.definition} changed upstream: digest {digest}, the patch was written against "
-                    f"{self.original_digest}")
+            return (
+                f"{self.definition} changed upstream: digest {digest}, the patch was written against "
+                f"{self.original_digest}"
+            )
         return None
 
 
@@ -138,7 +144,9 @@ class MoveStatement(_Moved):
     occurrence: str | None = None
 
     def describe(self) -> str:
-        first = next((line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+        first = next(
+            (line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), ""
+        )
         return f"{self.kind} `{first.strip()[:60]}`"
 
     def _find(self, statements: list[Any]) -> list[int]:

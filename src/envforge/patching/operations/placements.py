@@ -36,9 +36,26 @@ from envforge.patching.operations.base import OpContext, Operation, Outcome, stm
 if TYPE_CHECKING:
     import libcst as cst
 
-__all__ = ["PLACE_KEYS", "AddDefinition", "AddStatement", "Placed", "RemoveDefinition", "RemoveStatement",
-           "ReplaceModuleComments", "body_items", "find_definition", "full_code", "item_names", "module_comments", "named",
-           "parse_statement", "replace_statement", "statement_code", "statements_of", "with_statements"]
+__all__ = [
+    "PLACE_KEYS",
+    "AddDefinition",
+    "AddStatement",
+    "Placed",
+    "RemoveDefinition",
+    "RemoveStatement",
+    "ReplaceModuleComments",
+    "body_items",
+    "find_definition",
+    "full_code",
+    "item_names",
+    "module_comments",
+    "named",
+    "parse_statement",
+    "replace_statement",
+    "statement_code",
+    "statements_of",
+    "with_statements",
+]
 
 _ANCHORS = ("after-definition", "after-statement", "before-definition", "before-statement")
 
@@ -87,7 +104,7 @@ def body_items(module: Any, parent: str | None) -> Any:
     import libcst as cst  # lazy: ~0.5 s to import; loading patchsets does not need it
 
     node: Any = module
-    for part in (parent.split(".") if parent else ()):
+    for part in parent.split(".") if parent else ():
         body = node.body if node is module else node.body.body
         names = item_names(body)
         found = [s for s, n in zip(body, names, strict=True) if n == part and isinstance(s, cst.ClassDef)]
@@ -176,12 +193,12 @@ def _replace_in(node: Any, old: Any, new: Any, depth: int) -> Any:
         return None
     for i, child in enumerate(body):
         if child is old:
-            replaced = (*body[:i], new, *body[i + 1:])
+            replaced = (*body[:i], new, *body[i + 1 :])
         elif isinstance(child, cst.ClassDef):
             inner = _replace_in(child, old, new, depth + 1)
             if inner is None:
                 continue
-            replaced = (*body[:i], inner, *body[i + 1:])
+            replaced = (*body[:i], inner, *body[i + 1 :])
         else:
             continue
         if isinstance(node, cst.Module):
@@ -206,9 +223,12 @@ def parse_statement(code: str, *, in_class: bool = False) -> Any:
         return None
     node = body[1]
     if in_class:
-        node = node.with_changes(leading_lines=[
-            line.with_changes(indent=line.comment is not None or bool(line.whitespace.value))
-            for line in node.leading_lines])
+        node = node.with_changes(
+            leading_lines=[
+                line.with_changes(indent=line.comment is not None or bool(line.whitespace.value))
+                for line in node.leading_lines
+            ]
+        )
     return node
 
 
@@ -251,7 +271,7 @@ class Placed(Operation):
                 hits = [i for i, s in enumerate(statements) if names[i] is None and statement_code(s) == value]
                 nth = getattr(self, "occurrence", None)
                 if nth is not None:  # a statement that occurs more than once: the nth of them, from 0
-                    hits = hits[int(nth):int(nth) + 1]
+                    hits = hits[int(nth) : int(nth) + 1]
             if len(hits) != 1:
                 return Outcome("drifted", f"{self.anchor_text()} found {len(hits)} times, expected 1")
             index = hits[0] + 1 if key.startswith("after") else hits[0]
@@ -259,8 +279,12 @@ class Placed(Operation):
         return Outcome("changed", f"added at {self.anchor_text()}", with_statements(holder, module, statements))
 
 
-PLACE_KEYS: Mapping[str, Any] = {"parent": Str(), **{k: Str() for k in _ANCHORS}, "code": Str(stmt_check),
-                                  "occurrence": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count")}
+PLACE_KEYS: Mapping[str, Any] = {
+    "parent": Str(),
+    **{k: Str() for k in _ANCHORS},
+    "code": Str(stmt_check),
+    "occurrence": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +318,11 @@ class AddDefinition(Placed):
         want = statement_code(node)
 
         def present(statements: list[Any]) -> Outcome | None:
-            same = [s for s, n in zip(statements, item_names(statements), strict=True)
-                    if n is not None and n.split("[")[0] == own.split("[")[0]]
+            same = [
+                s
+                for s, n in zip(statements, item_names(statements), strict=True)
+                if n is not None and n.split("[")[0] == own.split("[")[0]
+            ]
             if any(statement_code(s) == want for s in same):
                 return Outcome("holds", f"{self.definition} is already there")
             named = [s for s, n in zip(statements, item_names(statements), strict=True) if n == own]
@@ -326,7 +353,9 @@ class AddStatement(Placed):
     occurrence: str | None = None
 
     def describe(self) -> str:
-        first = next((line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), "")
+        first = next(
+            (line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")), ""
+        )
         return f"{self.kind} `{first.strip()[:60]}`"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
@@ -354,8 +383,11 @@ class RemoveDefinition(Operation):
     digest the patched body keeps."""
 
     kind: ClassVar[str] = "remove-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(),
-                                         "keep": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count")}
+    keys: ClassVar[Mapping[str, Any]] = {
+        "definition": Str(),
+        "original-digest": Str(),
+        "keep": Str(lambda v: None if v.isdigit() else f"'{v}' is not a count"),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest"})
 
     file: str
@@ -370,7 +402,9 @@ class RemoveDefinition(Operation):
         return f"definition {self.definition} with digest {self.original_digest}"
 
     def run(self, module: cst.Module, ctx: OpContext) -> Outcome:
-        from envforge.patching.operations.replacements import definition_digest  # lazy: the two modules import each other
+        from envforge.patching.operations.replacements import (
+            definition_digest,
+        )  # lazy: the two modules import each other
 
         parent, _, own = self.definition.rpartition(".")
         holder = body_items(module, parent or None)
@@ -379,17 +413,25 @@ class RemoveDefinition(Operation):
         statements = list(statements_of(holder, module))
         if "[" in own:  # one of several namesakes: told by its digest (their positions shift as they go)
             base = own.split("[")[0]
-            hits = [i for i, n in enumerate(item_names(statements)) if n is not None and n.split("[")[0] == base
-                    and definition_digest(statements[i]) == self.original_digest]
-            hits = hits[int(self.keep or 0):]  # identical namesakes: as many as the patched body has stay
+            hits = [
+                i
+                for i, n in enumerate(item_names(statements))
+                if n is not None
+                and n.split("[")[0] == base
+                and definition_digest(statements[i]) == self.original_digest
+            ]
+            hits = hits[int(self.keep or 0) :]  # identical namesakes: as many as the patched body has stay
         else:
             hits = [i for i, n in enumerate(item_names(statements)) if n == own]
         if not hits:
             return Outcome("holds", f"{self.definition} is already gone")
         digest = definition_digest(statements[hits[0]])
         if digest != self.original_digest:
-            return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
-                                      f"written against {self.original_digest}")
+            return Outcome(
+                "drifted",
+                f"{self.definition} changed upstream: digest {digest}, the patch was "
+                f"written against {self.original_digest}",
+            )
         del statements[hits[0]]
         return Outcome("changed", f"removed {self.definition}", with_statements(holder, module, statements))
 
@@ -436,9 +478,11 @@ class ReplaceModuleComments(Operation):
     ``after`` as wanted. Holds when they already are ``after``; drifts when they are neither."""
 
     kind: ClassVar[str] = "replace-module-comments"
-    keys: ClassVar[Mapping[str, Any]] = {"part": Str(lambda v: None if v in ("header", "footer")
-                                                     else f"'{v}' is not 'header' or 'footer'"),
-                                         "before": Str(), "after": Str()}
+    keys: ClassVar[Mapping[str, Any]] = {
+        "part": Str(lambda v: None if v in ("header", "footer") else f"'{v}' is not 'header' or 'footer'"),
+        "before": Str(),
+        "after": Str(),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"part", "before", "after"})
 
     file: str
@@ -460,8 +504,11 @@ class ReplaceModuleComments(Operation):
             return Outcome("holds", f"the {self.part} comments are already the patched ones")
         if now != self.before:
             return Outcome("drifted", f"the {self.part} comments changed upstream")
-        lines = (cst.parse_module(self.after + "pass\n").header if self.part == "header"  # a header precedes a statement
-                 else cst.parse_module("pass\n" + self.after).footer)
+        lines = (
+            cst.parse_module(self.after + "pass\n").header
+            if self.part == "header"  # a header precedes a statement
+            else cst.parse_module("pass\n" + self.after).footer
+        )
         return Outcome("changed", f"replaced the {self.part} comments", module.with_changes(**{self.part: lines}))
 
 

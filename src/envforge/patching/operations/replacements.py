@@ -69,8 +69,7 @@ class Codemod(Operation):
             return Outcome("drifted", f"codemod {self.codemod} failed: {result.error}")
         if not isinstance(result, TransformSuccess) or result.code == module.code:
             return Outcome("holds", f"codemod {self.codemod} left the file unchanged")
-        return Outcome("changed", f"codemod {self.codemod} edited the file",
-                       cst.parse_module(result.code))
+        return Outcome("changed", f"codemod {self.codemod} edited the file", cst.parse_module(result.code))
 
 
 def _import_class(spec: str, directory: Path) -> Any:
@@ -136,8 +135,12 @@ class ReplaceDefinition(Operation):
     """
 
     kind: ClassVar[str] = "replace-definition"
-    keys: ClassVar[Mapping[str, Any]] = {"definition": Str(), "original-digest": Str(_digest_check),
-                                         "code": Str(stmt_check), "comments": Str()}
+    keys: ClassVar[Mapping[str, Any]] = {
+        "definition": Str(),
+        "original-digest": Str(_digest_check),
+        "code": Str(stmt_check),
+        "comments": Str(),
+    }
     required: ClassVar[frozenset[str]] = frozenset({"definition", "original-digest", "code"})
 
     file: str
@@ -166,15 +169,21 @@ class ReplaceDefinition(Operation):
         node = found[0]
         parsed = parse_statement((self.comments or "") + self.code, in_class="." in self.definition)
         if parsed is None or type(parsed) is not type(node):
-            return Outcome("drifted", f"`code` is not one {type(node).__name__} statement", fix="write one definition in `code`")
+            return Outcome(
+                "drifted", f"`code` is not one {type(node).__name__} statement", fix="write one definition in `code`"
+            )
         new_node = parsed if self.comments is not None else parsed.with_changes(leading_lines=node.leading_lines)
         if definition_code(node) == definition_code(new_node) and (
-                self.comments is None or full_code(node) == full_code(new_node)):
+            self.comments is None or full_code(node) == full_code(new_node)
+        ):
             return Outcome("holds", f"{self.definition} is already the patched definition")
         digest = definition_digest(node)
         if digest != self.original_digest:
-            return Outcome("drifted", f"{self.definition} changed upstream: digest {digest}, the patch was "
-                                      f"written against {self.original_digest}")
+            return Outcome(
+                "drifted",
+                f"{self.definition} changed upstream: digest {digest}, the patch was "
+                f"written against {self.original_digest}",
+            )
         return Outcome("changed", f"replaced {self.definition}", replace_statement(module, node, new_node))
 
 
@@ -210,5 +219,6 @@ class ReplaceText(Operation):
             return Outcome("holds", "the text is already the patched text")
         if n_before != 1:
             return Outcome("drifted", f"the anchored text found {n_before} times, expected 1")
-        return Outcome("changed", "replaced the anchored text",
-                       cst.parse_module(code.replace(self.before, self.after, 1)))
+        return Outcome(
+            "changed", "replaced the anchored text", cst.parse_module(code.replace(self.before, self.after, 1))
+        )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from envforge.verify.gpu import nccl_library_findings
+from envforge.verify.nccllibrary import nccl_library_findings
 from envforge.verify.static import probe_script
 
 PROBE = Path(__file__).resolve().parents[2] / "src" / "envforge" / "verify" / "gpu_probe.py"
@@ -37,19 +37,24 @@ def two_copies(tmp_path: Path) -> tuple[Path, Path, Path]:
     other.mkdir(parents=True)
     src = tmp_path / "nccl.c"
     src.write_text("int ncclGetVersion(int *v) { *v = 22705; return 0; }\n")
-    subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(wheel / "libnccl.so.2"), str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-Wl,-soname,libnccl.so.2", "-o", str(wheel / "libnccl.so.2"), str(src)],
+        check=True,
+        capture_output=True,
+    )
     shutil.copy2(wheel / "libnccl.so.2", other / "libnccl.so.2")
     return site, wheel / "libnccl.so.2", other / "libnccl.so.2"
 
 
 def probe(site: Path, load: list[str], ld_path: Path | None) -> dict[str, list[str]]:
-    code = ("import ctypes, json, runpy, sys\n"
-            f"sys.path.insert(0, {str(site)!r})\n"
-            f"libraries = runpy.run_path({str(PROBE)!r})['libraries']\n"
-            f"for name in {load!r}:\n"
-            "    ctypes.CDLL(name)\n"
-            "print(json.dumps(libraries('libnccl.so')))\n")
+    code = (
+        "import ctypes, json, runpy, sys\n"
+        f"sys.path.insert(0, {str(site)!r})\n"
+        f"libraries = runpy.run_path({str(PROBE)!r})['libraries']\n"
+        f"for name in {load!r}:\n"
+        "    ctypes.CDLL(name)\n"
+        "print(json.dumps(libraries('libnccl.so')))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     if ld_path is not None:
         env["LD_LIBRARY_PATH"] = str(ld_path)
@@ -66,7 +71,8 @@ def test_the_probe_reads_the_copy_the_loader_mapped(two_copies: tuple[Path, Path
     assert libs["candidates"][:2] == [str(other_copy), str(wheel_copy)]
     found = nccl_library_findings(libs, site)
     assert [(f.kind, f.subject, f.expected, f.actual) for f in found] == [
-        ("nccl-library", "libnccl", f"{wheel_copy} (the lock's nvidia-nccl wheel)", f"loaded {other_copy}")]
+        ("nccl-library", "libnccl", f"{wheel_copy} (the lock's nvidia-nccl wheel)", f"loaded {other_copy}")
+    ]
     # The wheel's own copy, loaded by path as torch's RPATH does: nothing to say.
     libs = probe(site, [str(wheel_copy)], other_copy.parent)
     assert libs["loaded"] == [str(wheel_copy)]
@@ -80,7 +86,8 @@ def test_two_copies_in_one_process_is_a_finding(two_copies: tuple[Path, Path, Pa
     assert libs["loaded"] == both
     found = nccl_library_findings(libs, site)
     assert [(f.kind, f.expected, f.actual) for f in found] == [
-        ("nccl-library", "one libnccl in the process", f"loaded: {both[0]}, {both[1]}")]
+        ("nccl-library", "one libnccl in the process", f"loaded: {both[0]}, {both[1]}")
+    ]
 
 
 def test_one_copy_nothing_loaded_nothing_to_say(tmp_path: Path) -> None:

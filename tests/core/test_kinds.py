@@ -191,7 +191,12 @@ def test_kinds_are_frozen() -> None:
 
 def test_check_levels() -> None:
     assert LEVELS == ("static", "gpu", "drafter")
-    check_levels(["static", "gpu", "drafter"])
+    assert check_levels(["static", "gpu", "drafter"]) == ("static", "gpu", "drafter")
+    assert check_levels(["drafter", "static", "drafter"]) == ("drafter", "static", "drafter")  # as given
+    assert check_levels([]) == ()
+    with pytest.raises(InputError) as exc:
+        check_levels(["GPU"])
+    assert exc.value.message == "unknown verify level GPU"
     with pytest.raises(InputError) as exc:
         check_levels(["static", "bogus", "smoke"])
     assert (exc.value.message, exc.value.hint) == ("unknown verify level bogus, smoke", "levels: static, gpu, drafter")

@@ -197,6 +197,13 @@ def test_a_changed_patchset_is_evaluated_again(
     path.write_text(PATCHSET.replace('anchor = "[9, 10]"', 'anchor = "[10, 11]"'))
     code, out, _ = run(capsys, *args)
     assert (code, out.splitlines()[1].split()) == (0, ["2.1", "applied"])
+    # a cached cell whose states are not states (a hand edit, an older envforge): evaluated again
+    entries = [e for e in (tmp_path / "c").rglob("check/*.json") if '"applied"' in e.read_text()]
+    assert entries
+    for entry in entries:
+        entry.write_text(entry.read_text().replace('"applied"', '"Applied"'))
+    code, out, _ = run(capsys, *args)
+    assert (code, out.splitlines()[1].split()) == (0, ["2.1", "applied"])
 
 
 @pytest.mark.parametrize(

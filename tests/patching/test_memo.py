@@ -56,6 +56,12 @@ def test_a_damaged_entry_or_a_changed_input_is_a_miss(tmp_path: Path) -> None:
     again = slim_tree(tmp_path / "two", ("sglang", "0.5.9"))
     report = apply(again, sets, cache=cache)
     assert [r.state for r in report.results] == ["applied"] and b"garbage" not in (again / KIMI).read_bytes()
+    # an entry whose state is not a patch state (an older envforge's, a hand edit): a miss, recomputed
+    (entry,) = cache.directory.glob("*.json")
+    entry.write_text(entry.read_text().replace('"applied"', '"Applied"'))
+    report = apply(slim_tree(tmp_path / "four", ("sglang", "0.5.9")), sets, cache=cache)
+    assert [r.state for r in report.results] == ["applied"]
+    assert '"applied"' in entry.read_text()
     # the delegate file (signatures-from) is part of the key: another delegate, another result
     delegate = again.parent / "three"
     third = slim_tree(delegate, ("sglang", "0.5.9"))

@@ -4,6 +4,9 @@ literal values (the schema docs/patching.md documents for ``apply-patches --json
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
+
+import pytest
 
 from envforge.patching.states import (
     ALREADY_APPLIED,
@@ -15,9 +18,11 @@ from envforge.patching.states import (
     STATES,
     UPSTREAM_FIXED,
     FileChange,
+    State,
     OperationResult,
     PatchReport,
     Unmet,
+    state_of,
     unified_diff,
 )
 
@@ -131,3 +136,14 @@ def test_unified_diff_reads_each_side_in_its_declared_encoding() -> None:
         "+name = 'caf\u00e9s'\n"
     )
     assert unified_diff(FileChange("p", "m.py", b"a\n", b"a\n")) == ""
+
+
+def test_the_state_type_lists_every_state_and_reads_back_only_those() -> None:
+    assert get_args(State) == (
+        "applied", "already-applied", "upstream-fixed", "out-of-range", "drifted", "shadowed", "reverted"
+    )  # fmt: skip
+    assert [state_of(s) for s in get_args(State)] == list(get_args(State))
+    for bad in ("Applied", "", "applied ", None, 1, ["applied"]):
+        with pytest.raises(ValueError) as exc:
+            state_of(bad)
+        assert str(exc.value) == f"not a patch state: {bad!r}"

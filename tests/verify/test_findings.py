@@ -76,10 +76,12 @@ for _k in PRODUCED_DRAFTER:
 
 
 def test_the_scan_finds_the_producers() -> None:
-    assert PRODUCED["nccl-library"] == {("gpu.py", "gpu")}
+    assert PRODUCED["nccl-library"] == {("nccllibrary.py", "gpu")}
+    assert PRODUCED["interconnect"] == {("topology.py", "gpu")}
+    assert PRODUCED["engine-variable"] == {("variables.py", "static")}
     assert PRODUCED["tampered"] == {("records.py", "static")}
     assert PRODUCED["missing-file"] == {("records.py", "static")}
-    assert PRODUCED["env-profile"] == {("static.py", "static")}
+    assert PRODUCED["env-profile"] == {("static.py", "static"), ("variables.py", "static")}
     assert PRODUCED["launcher-override"] == {("effective.py", "static")}
     assert PRODUCED["nothing-to-check"] == {("runner.py", ANY)}
     assert PRODUCED["acceptance-unmatched"] == {("acceptance.py", ANY)}

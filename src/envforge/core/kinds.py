@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
 from envforge.core.errors import InputError
 
@@ -21,6 +22,7 @@ __all__ = [
     "DRAFTER_KIND_PREFIXES",
     "KINDS",
     "LEVELS",
+    "Level",
     "LEVEL_WIDE_CHECKS",
     "REGISTRY",
     "Kind",
@@ -32,18 +34,24 @@ __all__ = [
     "rebuild_repairs",
 ]
 
+#: A verify level.
+Level = Literal["static", "gpu", "drafter"]
 #: Verify levels, in the order they run.
-LEVELS = ("static", "gpu", "drafter")
+LEVELS: Final[tuple[Level, ...]] = get_args(Level)
+_BY_NAME: Final[dict[str, Level]] = {lv: lv for lv in LEVELS}
 
 
-def check_levels(levels: Iterable[str]) -> None:
-    """Refuse levels that are not in :data:`LEVELS` (``verify``, and ``fleet verify`` on its driver).
+def check_levels(levels: Iterable[str]) -> tuple[Level, ...]:
+    """``levels`` as verify levels, in the given order; refuses names not in :data:`LEVELS`
+    (``verify``, and ``fleet verify`` on its driver).
 
     :raises InputError: ``unknown verify level bogus`` with the known levels as the hint (exit 2).
     """
-    bad = [lv for lv in levels if lv not in LEVELS]
+    given = tuple(levels)
+    bad = [lv for lv in given if lv not in _BY_NAME]
     if bad:
         raise InputError(f"unknown verify level {', '.join(bad)}", hint=f"levels: {', '.join(LEVELS)}")
+    return tuple(_BY_NAME[lv] for lv in given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +69,7 @@ class Kind:
     """
 
     meaning: str
-    level: str
+    level: Level
     checks: tuple[str, ...]
     rebuild_repairs: bool = False
     any_level: bool = False
@@ -246,7 +254,7 @@ def is_known_kind(kind: str) -> bool:
     return kind_of(kind) is not None
 
 
-def level_of(kind: str) -> str:
+def level_of(kind: str) -> Level:
     """The verify level that produces findings of ``kind`` (``static`` for the any-level ones and
     for an unknown kind)."""
     k = kind_of(kind)

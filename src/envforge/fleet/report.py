@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from envforge.fleet.tasks import COMPARED
 
 __all__ = [
+    "NodeStatus",
     "FleetNode",
     "FleetReport",
     "SkippedNode",
@@ -29,6 +30,10 @@ __all__ = [
 ]
 
 
+#: What became of one node's task (:class:`FleetNode`).
+NodeStatus = Literal["ok", "findings", "failed", "timeout"]
+
+
 @dataclass(frozen=True, slots=True)
 class FleetNode:
     """One node's answer. ``status``: ``ok`` (clean), ``findings``, ``failed`` (the task raised or the
@@ -39,7 +44,7 @@ class FleetNode:
 
     node_id: str
     host: str
-    status: str
+    status: NodeStatus
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     findings: tuple[Mapping[str, str], ...] = ()
     elapsed_s: float | None = None

@@ -7,11 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from envforge.lockdiff.model import PYPI, Lock
 
 __all__ = [
     "CUDA_SUFFIX",
+    "ChangeKind",
+    "DiffStatus",
+    "FieldKind",
     "FAMILIES",
     "FieldChange",
     "IndexMove",
@@ -21,6 +25,16 @@ __all__ = [
     "family_of",
     "index_names",
 ]
+
+#: A package change's kind (:mod:`envforge.lockdiff.classify` says what each means), in report order.
+ChangeKind = Literal[
+    "added", "removed", "replaced", "upgraded", "downgraded", "local", "rehashed", "hashes-removed", "hashes-added",
+    "rebuilt", "files", "source", "moved", "marker", "dependencies", "fields", "metadata",
+]  # fmt: skip
+#: A lock-level field change's kind (:class:`FieldChange`).
+FieldKind = Literal["added", "removed", "changed", "reason", "no-longer-applies"]
+#: A lock diff's status: both sides have a lock, or one side has none (``--git``).
+DiffStatus = Literal["changed", "added", "removed"]
 
 FAMILIES = ("torch", "nvidia", "flashinfer", "sglang", "other")
 _TORCH = frozenset({"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton", "pytorch-triton"})
@@ -46,7 +60,7 @@ class PackageChange:
     without a reason; ``hidden`` marks metadata-only churn.
     """
 
-    kind: str
+    kind: ChangeKind
     family: str
     old_name: str | None
     new_name: str | None
@@ -116,7 +130,7 @@ class FieldChange:
 
     section: str
     subject: str
-    kind: str
+    kind: FieldKind
     old: str | None
     new: str | None
     note: str | None = None
@@ -137,7 +151,7 @@ class LockDiff:
 
     old_label: str
     new_label: str
-    status: str
+    status: DiffStatus
     old_count: int
     new_count: int
     packages: tuple[PackageChange, ...]

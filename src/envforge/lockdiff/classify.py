@@ -70,7 +70,16 @@ from packaging.version import InvalidVersion, Version
 
 from envforge.lock.markerspace import equivalent
 from envforge.lock.validcache import recalled_verdict, remember_verdict, verdict_path
-from envforge.lockdiff.changes import CUDA_SUFFIX, FAMILIES, IndexMove, LockDiff, PackageChange, family_of, index_names
+from envforge.lockdiff.changes import (
+    CUDA_SUFFIX,
+    FAMILIES,
+    ChangeKind,
+    IndexMove,
+    LockDiff,
+    PackageChange,
+    family_of,
+    index_names,
+)
 from envforge.lockdiff.fields import envforge_changes, header_changes
 from envforge.lockdiff.model import PYPI, Lock, LockedPackage
 from envforge.lockdiff.pairing import by_name, pair_entries
@@ -449,7 +458,7 @@ def _edge_change(
     )
 
 
-def _version_change(old: str | None, new: str | None) -> tuple[str | None, str | None, str]:
+def _version_change(old: str | None, new: str | None) -> tuple[ChangeKind | None, str | None, str]:
     """(kind, level, detail) for two versions; kind None when they are equal."""
     if old == new:
         return None, None, ""

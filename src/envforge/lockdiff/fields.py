@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from envforge.core.plural import counted
-from envforge.lockdiff.changes import FieldChange
+from envforge.lockdiff.changes import FieldChange, FieldKind
 from envforge.lockdiff.model import Lock
 
 __all__ = ["envforge_changes", "flatten_envforge", "header_changes"]
@@ -74,7 +74,7 @@ def _same_name(gone: list[str], came: list[str]) -> list[tuple[str, str, str]]:
     return [(n, a[n][0], b[n][0]) for n in sorted(a.keys() & b.keys()) if len(a[n]) == 1 and len(b[n]) == 1]
 
 
-def _kind(a: object, b: object) -> str:
+def _kind(a: object, b: object) -> FieldKind:
     return "added" if a is None else "removed" if b is None else "changed"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from envforge.lockdiff.changes import FieldChange, LockDiff
 from envforge.lockdiff.model import Lock
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["NO_LONGER_APPLIES", "patchset_changes", "with_patchset_changes"]
 
 #: The :class:`FieldChange` kind of a patchset that stops applying (section ``patchset``).
-NO_LONGER_APPLIES = "no-longer-applies"
+NO_LONGER_APPLIES: Final = "no-longer-applies"
 
 
 def _rows(envforge: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:

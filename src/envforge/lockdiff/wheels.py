@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from envforge.lockdiff.changes import ChangeKind
 from envforge.lockdiff.model import Artifact, LockedPackage
 
 __all__ = ["coverage_change", "coverage_key", "file_change", "wheel_coverage"]
@@ -28,7 +29,7 @@ def _wheel_identity(f: Artifact) -> tuple[str, str]:
     return "wheel " + ".".join(sorted(str(t) for t in tags)), text
 
 
-def file_change(old: LockedPackage, new: LockedPackage) -> tuple[str | None, str, tuple[str, ...], bool]:
+def file_change(old: LockedPackage, new: LockedPackage) -> tuple[ChangeKind | None, str, tuple[str, ...], bool]:
     """(kind, detail, files, flagged) for two entries of the same version: ``rehashed`` (a file of
     the same name with another digest for an algorithm both sides name: other bytes, flagged),
     ``hashes-removed`` (the same files, a side lost every hash or an algorithm: the lock no longer

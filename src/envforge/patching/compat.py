@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -41,12 +41,14 @@ from envforge.patching.memo import engine_tag, patchset_inputs
 from envforge.patching.patchset import Patchset
 from envforge.patching.planning import plan
 from envforge.patching.releases import DEFAULT_INDEX, IndexListing, fetch_release, list_releases, select_versions
-from envforge.patching.states import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED
+from envforge.patching.states import APPLIED, DRIFTED, OUT_OF_RANGE, UPSTREAM_FIXED, State, state_of
 
-__all__ = ["UNAVAILABLE", "Cell", "CompatMatrix", "check_patchsets", "parse_against"]
+__all__ = ["UNAVAILABLE", "Cell", "CellState", "CompatMatrix", "check_patchsets", "parse_against"]
 
-UNAVAILABLE = "unavailable"
-_FOLD = (DRIFTED, UNAVAILABLE, APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE)
+#: A cell's (and an operation's) state: a patch state, or ``unavailable`` (the release could not be fetched).
+CellState = State | Literal["unavailable"]
+UNAVAILABLE: Final = "unavailable"
+_FOLD: Final[tuple[CellState, ...]] = (DRIFTED, UNAVAILABLE, APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE)
 _COMPAT_TAG = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
@@ -58,8 +60,8 @@ class Cell:
     patchset: str
     distribution: str
     version: str
-    state: str
-    operations: tuple[tuple[str, str, str, str], ...] = ()
+    state: CellState
+    operations: tuple[tuple[str, str, CellState, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +214,13 @@ def _version(text: str) -> Version | str:
         return text
 
 
-def _fold(states: Sequence[str]) -> str:
+def _fold(states: Sequence[CellState]) -> CellState:
     return next((s for s in _FOLD if s in states), UPSTREAM_FIXED)
+
+
+def _cell_state(text: object) -> CellState:
+    """A state read back from the cache. :raises ValueError: not a state."""
+    return UNAVAILABLE if text == UNAVAILABLE else state_of(text)
 
 
 def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
@@ -221,10 +228,10 @@ def _evaluate(ps: Patchset, version: str, tree: Path, cache_dir: Path) -> Cell:
     stored = cache_dir / "check" / f"{key}.json"
     try:  # a damaged entry (a FIFO, a directory, not JSON) is a miss: computed again, never blocks
         data = json.loads(read_state(stored, what="patches check cache entry", limit=SMALL_LIMIT).decode("utf-8"))
-        ops: tuple[tuple[str, str, str, str], ...] = tuple(
-            (str(f), str(o), str(s), str(m)) for f, o, s, m in data["operations"]
+        ops: tuple[tuple[str, str, CellState, str], ...] = tuple(
+            (str(f), str(o), _cell_state(s), str(m)) for f, o, s, m in data["operations"]
         )
-        return Cell(ps.id, ps.distribution, version, str(data["state"]), ops)
+        return Cell(ps.id, ps.distribution, version, _cell_state(data["state"]), ops)
     except (OSError, ValueError, KeyError, TypeError, RecursionError, InputError):
         pass
     report = plan(tree, [replace(ps, requires=())])

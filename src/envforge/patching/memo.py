@@ -23,6 +23,7 @@ from envforge.core.errors import InputError
 from envforge.core.fs import atomic_write
 from envforge.core.textfile import SMALL_LIMIT, read_state
 from envforge.patching.patchset import Patchset
+from envforge.patching.states import State, state_of
 
 __all__ = [
     "ENGINE_SOURCES",
@@ -88,7 +89,7 @@ class CachedFile:
     """One file's result: ``(state, detail, fix)`` per operation on it (patchset order), and the
     patched bytes (``after``, equal to the input when nothing changed)."""
 
-    operations: tuple[tuple[str, str, str], ...]
+    operations: tuple[tuple[State, str, str], ...]
     after: bytes
 
 
@@ -115,7 +116,7 @@ class ResultCache:
         try:
             raw = read_state(self.directory / f"{key}.json", what="patch-result cache entry", limit=SMALL_LIMIT)
             data = json.loads(raw.decode("utf-8"))
-            ops = tuple((str(s), str(d), str(f)) for s, d, f in data["operations"])
+            ops = tuple((state_of(s), str(d), str(f)) for s, d, f in data["operations"])
             after = (
                 read_state(self.directory / f"{key}.after", what="patch-result cache entry")
                 if data["changed"]

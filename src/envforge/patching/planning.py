@@ -37,6 +37,7 @@ from envforge.patching.states import (
     FileChange,
     OperationResult,
     PatchReport,
+    State,
     Unmet,
 )
 
@@ -61,7 +62,7 @@ def installed_version(site_packages: Path, distribution: str) -> str | None:
 
 def evaluate_file(
     ps: Patchset, path: str, before: bytes, ctx: OpContext, already: bool
-) -> tuple[list[tuple[Operation, str, Outcome]], bytes]:
+) -> tuple[list[tuple[Operation, State, Outcome]], bytes]:
     """Run ``ps``'s operations on ``path`` (bytes ``before``): ``([(op, state, outcome)], after)``.
 
     ``already`` says the manifest records this file as patched by ``ps`` (``holds`` then means
@@ -84,13 +85,19 @@ def evaluate_file(
     except (SyntaxError, ValueError, cst.ParserSyntaxError) as exc:
         return [(op, DRIFTED, Outcome("drifted", f"file does not parse: {exc}")) for op in ops], before
     module = source.module
-    out: list[tuple[Operation, str, Outcome]] = []
+    out: list[tuple[Operation, State, Outcome]] = []
     for op in ops:
         outcome = _safe_run(op, module, ctx)
         if outcome.status == "changed":
             module = outcome.module
-        state = {"changed": APPLIED, "drifted": DRIFTED}.get(
-            outcome.status, ALREADY_APPLIED if already else UPSTREAM_FIXED
+        state: State = (
+            APPLIED
+            if outcome.status == "changed"
+            else DRIFTED
+            if outcome.status == "drifted"
+            else ALREADY_APPLIED
+            if already
+            else UPSTREAM_FIXED
         )
         out.append((op, state, outcome))
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from envforge.patching.source import decode_source, lines_of
 
@@ -31,7 +31,9 @@ __all__ = [
     "REVERTED",
     "SHADOWED",
     "STATES",
+    "State",
     "UPSTREAM_FIXED",
+    "state_of",
     "FileChange",
     "OperationResult",
     "PatchReport",
@@ -39,16 +41,30 @@ __all__ = [
     "unified_diff",
 ]
 
-APPLIED = "applied"
-ALREADY_APPLIED = "already-applied"
-UPSTREAM_FIXED = "upstream-fixed"
-OUT_OF_RANGE = "out-of-range"
-DRIFTED = "drifted"
-SHADOWED = "shadowed"
-REVERTED = "reverted"  # revert only
-STATES = (APPLIED, ALREADY_APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE, DRIFTED, SHADOWED)
+#: An operation's state (the module docstring says what each means).
+State = Literal["applied", "already-applied", "upstream-fixed", "out-of-range", "drifted", "shadowed", "reverted"]
+APPLIED: Final = "applied"
+ALREADY_APPLIED: Final = "already-applied"
+UPSTREAM_FIXED: Final = "upstream-fixed"
+OUT_OF_RANGE: Final = "out-of-range"
+DRIFTED: Final = "drifted"
+SHADOWED: Final = "shadowed"
+REVERTED: Final = "reverted"  # revert only
+#: The states plan and apply report, in this order.
+STATES: Final[tuple[State, ...]] = (APPLIED, ALREADY_APPLIED, UPSTREAM_FIXED, OUT_OF_RANGE, DRIFTED, SHADOWED)
 #: The states that are errors: the patchset is not written and the run exits non-zero.
-FAILED = (DRIFTED, SHADOWED)
+FAILED: Final[tuple[State, ...]] = (DRIFTED, SHADOWED)
+_BY_NAME: Final[dict[str, State]] = {s: s for s in (*STATES, REVERTED)}
+
+
+def state_of(text: object) -> State:
+    """``text`` (read back from a file envforge wrote) as a :data:`State`.
+
+    :raises ValueError: ``text`` is not one of the states.
+    """
+    if not isinstance(text, str) or text not in _BY_NAME:
+        raise ValueError(f"not a patch state: {text!r}")
+    return _BY_NAME[text]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +76,7 @@ class OperationResult:
     patchset: str
     file: str
     operation: str
-    state: str
+    state: State
     message: str
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from envforge.core.errors import EXIT_CHECK_FAILED, EXIT_OK
-from envforge.core.kinds import KINDS, LEVELS, check_levels, is_known_kind, level_of
+from envforge.core.kinds import KINDS, LEVELS, Level, check_levels, is_known_kind, level_of
 from envforge.env.fingerprint import Fingerprint
 
 __all__ = [
@@ -23,12 +23,18 @@ __all__ = [
     "LEVELS",
     "AcceptedFinding",
     "Check",
+    "CheckStatus",
     "Finding",
+    "Level",
     "VerifyReport",
     "check_levels",
     "is_known_kind",
     "level_of",
 ]
+
+
+#: What became of a check: it ran clean, it produced findings, or it was skipped (with the reason).
+CheckStatus = Literal["ok", "findings", "skipped"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +49,7 @@ class Finding:
     expected: str
     actual: str
     fix: str
-    level: str = "static"
+    level: Level = "static"
     from_recipe: bool = False
 
     def as_dict(self) -> dict[str, str]:
@@ -77,8 +83,8 @@ class Check:
     """A check that ran (``status`` ``ok`` / ``findings``) or was ``skipped`` (``detail`` says why)."""
 
     name: str
-    level: str
-    status: str
+    level: Level
+    status: CheckStatus
     detail: str = ""
 
     def as_dict(self) -> dict[str, str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envforge.core.errors import InputError
-from envforge.core.kinds import LEVELS, belongs_to, check_levels
+from envforge.core.kinds import LEVELS, Level, belongs_to, check_levels
 from envforge.core.plural import counted
 from envforge.core.state import StateDir
 from envforge.core.textfile import SMALL_LIMIT, parse_json, read_state
@@ -97,14 +97,14 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
     :raises InputError: unknown level, or the environment has no recorded lock (exit 2).
     :raises envforge.core.probe.ProbeError: the environment's interpreter cannot run (exit 3).
     """
-    check_levels(options.levels or ())
+    given = check_levels(options.levels or ())
     now = options.clock or time.monotonic
     start = now()
     sp = env.site_packages
     lock = read_env_lock(options.lock, given=True) if options.lock else read_env_lock(StateDir(sp).lock_copy)
     gen = _generation(sp)
     recipe = _recipe_data(project, gen)
-    levels = options.levels or _recipe_levels(recipe)
+    levels = given or check_levels(_recipe_levels(recipe))
     if options.yanked and "static" not in levels:  # the recipe's [verify] levels: never a check silently left out
         raise InputError(
             "--yanked adds the check `yanked` to the static level, which does not run here",
@@ -173,7 +173,7 @@ def verify(env: Environment, project: Project | None, options: VerifyOptions) ->
         findings += found_d
         checks.append(check_d)
     fp = fingerprint_of(sp, gpu=_fp_gpu(gpu_data or nvidia_proc_facts(options.proc), python))
-    asked = options.levels if options.levels is not None else tuple(lv for lv in levels if lv != "gpu")
+    asked = given if options.levels is not None else tuple(lv for lv in levels if lv != "gpu")
     findings += _nothing_checked(asked, checks, findings)
     findings = _name_commands(
         findings,
@@ -254,7 +254,7 @@ def _processes(link: Path, proc: Path) -> tuple[list[Finding], Check]:
     )
 
 
-def _nothing_checked(asked: tuple[str, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:
+def _nothing_checked(asked: tuple[Level, ...], checks: list[Check], findings: list[Finding]) -> list[Finding]:
     """A ``nothing-to-check`` finding per level asked for (``--level``, or the recipe's ``[verify]
     levels`` except ``gpu``, which a CPU machine skips by design) whose checks were all skipped and
     that found nothing: a run asked to prove something must not pass having proved nothing."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from envforge.core.plural import counted
 from envforge.lock.model import Lock
 from envforge.lock.yanks import YankedPin, check_lock, lock_pins, warning_lines
-from envforge.verify.findings import Check, Finding
+from envforge.verify.findings import Check, CheckStatus, Finding
 
 __all__ = ["yanked_check"]
 
@@ -43,7 +43,7 @@ def yanked_check(lock: Lock, cache: Path | None) -> tuple[list[Finding], Check, 
     detail = f"{counted(len(pins), 'pin')} asked of {counted(indexes, 'index', 'indexes')}"
     if check.unread:
         detail += f"; {counted(check.unread, 'page')} not checked (notes say why)"
-    status = "findings" if found else "ok" if check.checked else "skipped"
+    status: CheckStatus = "findings" if found else "ok" if check.checked else "skipped"
     return found, Check("yanked", "static", status, detail), notes
 
 

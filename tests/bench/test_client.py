@@ -107,6 +107,34 @@ def test_an_empty_text_chunk_is_a_token_as_vllm_times_it() -> None:
     assert [(e.t_s, e.tokens) for e in chat.events] == [(0.1, 1), (0.2, 1)]
 
 
+def test_a_stream_keeps_its_text_only_when_asked_and_the_servers_prompt_tokens() -> None:
+    """The text is the next turn's history in a multi-turn run (delta ``content`` or ``text``); the
+    input tokens are the server's own count (OpenAI ``usage.prompt_tokens``, SGLang ``meta_info``)."""
+    kept = Stream(OPENAI, keep_text=True)
+    for t, obj in chunks("openai_completions_stream.sse"):
+        kept.feed(t, obj)
+    result = _result(kept, 1.0)
+    assert (kept.text, result.text, result.prompt_tokens) == (
+        ["The", " sky", " looks", " blue", " because", ""], "The sky looks blue because", 12
+    )  # fmt: skip
+    plain = timeline_of(OPENAI, chunks("openai_completions_stream.sse"))
+    assert (plain.text, _result(plain, 1.0).text, plain.prompt_tokens) == (None, None, 12)
+    chat = Stream(engine("openai-chat"), keep_text=True)
+    for t, obj in [
+        (0.1, {"choices": [{"delta": {"role": "assistant"}, "finish_reason": None}]}),
+        (0.2, {"choices": [{"delta": {"content": "Hi"}, "finish_reason": None}]}),
+        (0.3, {"choices": [{"delta": {"content": " there"}, "finish_reason": "stop"}]}),
+        (0.4, {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 9}}),
+    ]:
+        chat.feed(t, obj)
+    assert (chat.text, chat.total, chat.prompt_tokens) == (["Hi", " there"], 2, 9)
+    sglang = timeline_of(SGLANG, chunks("sglang_generate_stream.sse"))
+    last = chunks("sglang_generate_stream.sse")[-1][1]["meta_info"]  # type: ignore[index]
+    assert sglang.prompt_tokens == last["prompt_tokens"] and isinstance(sglang.prompt_tokens, int)
+    with pytest.raises(MalformedChunk, match="^'usage.prompt_tokens' is a JSON array, not a count$"):
+        timeline_of(OPENAI, [(0.1, {"choices": [], "usage": {"prompt_tokens": [1]}})])
+
+
 def test_openai_stream_without_usage_counts_chunks_and_says_so() -> None:
     st = timeline_of(OPENAI, chunks("openai_completions_stream_spec_no_usage.sse"))
     assert (st.total, st.token_count, st.finish) == (3, "chunks", "length")  # 8 real tokens in 3 chunks

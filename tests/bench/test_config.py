@@ -342,3 +342,30 @@ def test_output_lengths_and_percentiles_from_the_recipe(tmp_path: Path) -> None:
     with pytest.raises(EnvforgeError) as exc2:
         config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", '[verify.smoke]\noutput-lengths = "short"\n', 1))
     assert "verify.smoke.output-lengths: must be one of 'exact', 'natural', got 'short'" in exc2.value.message
+
+
+def test_turns_need_the_chat_route_a_prompt_set_and_a_conversation(tmp_path: Path) -> None:
+    sharegpt = Path(__file__).parents[1] / "data" / "bench" / "sharegpt_small.json"
+    chat = SGLANG.replace(
+        "[verify.smoke]\n", f'[verify.smoke]\nturns = 3\napi = "openai-chat"\nprompts = "{sharegpt}"\n', 1
+    )
+    cfg = config_of(tmp_path, chat)
+    cfg.check()
+    assert cfg.turns == 3 and cfg.as_dict()["turns"] == 3
+    assert "turns" not in config_of(tmp_path, SGLANG).as_dict() and config_of(tmp_path, SGLANG).turns == 1
+    with pytest.raises(InputError) as exc:
+        cfg.with_overrides(api="openai").check()
+    assert (exc.value.message, exc.value.hint) == (
+        "--turns 3 with --api openai: only the chat route sends a conversation's history",
+        "add --api openai-chat (the server applies its chat template to the messages)",
+    )
+    with pytest.raises(InputError) as exc:
+        cfg.with_overrides(prompts=tuple(p for p in cfg.prompts if not p.turns)).check()
+    assert exc.value.message == "--turns 3: no conversation of the prompt set has a second user turn"
+    with pytest.raises(EnvforgeError) as exc2:
+        config_of(tmp_path, SGLANG.replace("[verify.smoke]\n", "[verify.smoke]\nturns = 0\n", 1))
+    assert "verify.smoke.turns" in exc2.value.message
+    drawn = cfg.draw_requests(0, 6)  # two passes over the 3 prompts: the second tags the text ("[2] ...")
+    asked = [p for p in drawn if "Name two ways" in p.text]
+    assert len(asked) == 2 and all(p.turns == ("Which one does vLLM use?",) for p in asked)
+    assert all(p.turns == () for p in drawn if p not in asked)

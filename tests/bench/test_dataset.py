@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envforge.bench.config import load_prompts
-from envforge.bench.dataset import sharegpt_prompts
+from envforge.bench.dataset import Prompt, sharegpt_prompts, sharegpt_turns
 from envforge.core.errors import InputError
 
 SHAREGPT = Path(__file__).parents[1] / "data" / "bench" / "sharegpt_small.json"
@@ -76,6 +76,19 @@ def test_sharegpt_pairs_keep_the_second_turn_as_the_reply(tmp_path: Path) -> Non
         "The drafter proposes tokens the target verifies.",
     ]
     assert sharegpt_prompts([{"conversations": [{"value": "q"}, {"value": 7}]}], SHAREGPT) == [("q", None)]
+
+
+def test_sharegpt_later_user_turns_follow_the_kept_entries(tmp_path: Path) -> None:
+    data = json.loads(SHAREGPT.read_text())
+    assert sharegpt_turns(data, SHAREGPT) == [(), ("Which one does vLLM use?",), (), ()]
+    prompts, _ = load_prompts(SHAREGPT)
+    assert [p.turns for p in prompts] == [(), ("Which one does vLLM use?",), ()]
+    turns = [{"value": v} for v in ("q1", "a1", "q2", "a2", "q3", "a3", "", "a4", "q5")]
+    assert sharegpt_turns([{"conversations": turns}], SHAREGPT) == [("q2", "q3")]  # up to the first empty one
+    odd = [{"value": "q1"}, {"value": "a1"}, {"value": "q2"}, {"value": "a2"}, {"value": 7}, {"value": "a3"}]
+    assert sharegpt_turns([{"conversations": odd}, {"conversations": ["q"]}, "x"], SHAREGPT) == [("q2",)]
+    (p,) = load_prompts_of(tmp_path, [{"conversations": turns}])
+    assert (p.text, p.reply, p.turns) == ("q1", "a1", ("q2", "q3"))
 
 
 def _words(n: int) -> str:
@@ -170,3 +183,9 @@ def test_turns_of_the_wrong_type_are_named_or_read_as_no_reply(tmp_path: Path) -
             sharegpt_prompts([{"conversations": [first, {"value": "a reply"}]}], p)
         assert exc.value.message == f"{p}: [0].conversations[0].value: expected the prompt's non-empty text"
     assert sharegpt_prompts([{"conversations": [{"value": "q"}, "a reply as a bare string"]}], p) == [("q", None)]
+
+
+def load_prompts_of(tmp_path: Path, data: object) -> tuple[Prompt, ...]:
+    path = tmp_path / "sharegpt.json"
+    path.write_text(json.dumps(data))
+    return load_prompts(path)[0]

@@ -9,6 +9,7 @@ import os
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.support.bench_support import (
@@ -1334,7 +1335,9 @@ def test_chat_completions_with_an_api_key_on_a_real_server(
     assert all(r["ok"] and r["output_tokens"] == r["asked_tokens"] == 8 and r["server"] == "chat" for r in recs)
     assert all(r["ttft_ms"] <= r["e2el_ms"] <= r["e2e_ms"] and len(r["itl_ms"]) >= 2 for r in recs)
     rows = (tmp_path / "c.csv").read_text().splitlines()
-    assert len(rows) == 1 + 8 and rows[0].startswith("server,concurrency,request_rate,repeat,index,prompt_id,sent_ms")
+    assert len(rows) == 1 + 8 and rows[0].startswith(
+        "server,concurrency,request_rate,repeat,index,prompt_id,turn,sent_ms"
+    )
     assert data["config"]["api"] == "openai-chat" and data["failures"] == []
     (srv,) = data["servers"]
     for lv in srv["levels"]:
@@ -1344,3 +1347,59 @@ def test_chat_completions_with_an_api_key_on_a_real_server(
     logs = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log"))
     for seen in (text, stdout, stderr, logs):
         assert key not in seen and "X-Envforge-Test" not in seen
+
+
+def test_a_multi_turn_chat_run_on_a_real_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--turns 3`` on a real ``transformers serve`` through ``/v1/chat/completions``: each
+    conversation's user turns in order, each with the conversation so far and the server's own
+    replies; the server's own count of the input tokens grows from turn to turn; figures per turn."""
+    python = transformers_serve_python()
+    model = make_tiny_model(tmp_path / "model")
+    talks = [
+        ["the cache holds keys", "and what of values", "why keep them at all"],
+        ["a drafter proposes tokens", "who checks them"],
+        ["why batch the requests", "on one device", "at what cost"],
+    ]
+    (tmp_path / "sharegpt.json").write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        t for q in qs for t in ({"from": "human", "value": q}, {"from": "gpt", "value": "ok"})
+                    ]
+                }
+                for qs in talks
+            ]
+        )
+    )
+    (tmp_path / "recipes").mkdir()
+    recipe = (
+        NATURAL_RECIPE.replace('api = "openai"', 'api = "openai-chat"')
+        .replace("max-new-tokens = 8\n", 'max-new-tokens = 4\nprompts = "../sharegpt.json"\nturns = 3\n')
+        .replace("concurrency = [1, 2]", "concurrency = [2]")
+        .replace('"stops-early"', '"talk"')
+    )
+    (tmp_path / "recipes" / "cpu.toml").write_text(recipe.format(model=model, port=free_port()))
+    out = tmp_path / "t.json"
+    argv = ["bench", str(venv_of(python)), "--project", str(tmp_path), "--recipe", "cpu", "--output", str(out)]
+    code = main([*argv, "--no-plot", "--save-detailed"])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
+    data = json.loads(out.read_text())["data"]
+    assert data["config"]["turns"] == 3 and data["failures"] == []
+    recs = data["requests"]
+    # 2 repeats x 2 conversations (requests = 2), each with all of its turns, in conversation order
+    by_talk: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in recs:
+        assert r["ok"] and r["output_tokens"] == r["asked_tokens"] == 4
+        by_talk.setdefault((r["repeat"], r["prompt_id"]), []).append(r)
+    assert len(by_talk) == 4
+    for (_, pid), turns in by_talk.items():
+        assert [r["turn"] for r in turns] == list(range(1, len(talks[pid]) + 1))
+        sizes = [r["prompt_tokens"] for r in turns]  # the server's count: the history is sent
+        assert all(isinstance(n, int) for n in sizes) and sizes == sorted(set(sizes)), sizes
+    (lv,) = data["servers"][0]["levels"]
+    assert [t["turn"] for t in lv["turns"]] == [1, 2, 3][: len(lv["turns"])] and len(lv["turns"]) >= 2
+    assert sum(t["requests"] for t in lv["turns"]) == len(recs)
+    assert lv["turns"][0]["latency"]["ttft_ms"]["n"] == lv["turns"][0]["requests"]
+    assert "ttft turn 2" in stdout and "e2el turn 2" in stdout

@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,26 @@ def test_recipe_schema_lists_exactly_the_registry_engines(tmp_path: Path) -> Non
     for name in ENGINES:
         path.write_text(f'[recipe]\nname = "r"\npython = "3.12"\n\n[verify.smoke]\nmodel = "m"\napi = "{name}"\n')
         assert _recipe_loader()(path).resolve().verify["smoke"]["api"] == name
+
+
+def test_the_chat_route_sends_the_history_before_the_prompt() -> None:
+    opts = replace(OPTS, history=("q1", "a1", "q2", "a2"))
+    assert engine("openai-chat").request("q3", opts) == (
+        "/v1/chat/completions",
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "q1"},
+                {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": "q2"},
+                {"role": "assistant", "content": "a2"},
+                {"role": "user", "content": "q3"},
+            ],
+            "max_completion_tokens": 8,
+            "temperature": 0.5,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        },
+    )
+    assert engine("openai-chat").request("q", OPTS)[1]["messages"] == [{"role": "user", "content": "q"}]

@@ -13,9 +13,10 @@ from tests.support.bench_support import replay_server
 
 from envforge.bench.client import Cancel, Endpoint, RequestOptions, send_request
 from envforge.bench.engines import engine
-from envforge.bench.load import Connections, run_level
+from envforge.bench.load import Connections, run_conversations, run_level
 
-SGLANG, OPENAI = engine("sglang"), engine("openai")
+SGLANG, OPENAI, CHAT = engine("sglang"), engine("openai"), engine("openai-chat")
+REPLY = "The sky looks blue because"  # the text of openai_completions_stream.sse
 
 
 def opts(n: int) -> RequestOptions:
@@ -105,3 +106,54 @@ def test_each_request_asks_for_and_is_checked_against_its_own_output_tokens() ->
             assert run.results[1].error is not None and run.results[1].error.startswith("5 of 3 tokens")
     with pytest.raises(ValueError, match="2 output lengths for 3 prompts"):
         run_level(Endpoint("127.0.0.1", 9), OPENAI, ["a", "b", "c"], 1, opts(5), max_new_tokens=[1, 2])
+
+
+def _user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+ANSWER = {"role": "assistant", "content": REPLY}
+
+
+def test_run_conversations_sends_each_turn_with_the_conversation_so_far() -> None:
+    """SGLang's multi-turn rule (bench_serving.py 0.5.9): each turn is the conversation so far with
+    the server's own replies; results per turn, conversation after conversation; no text kept."""
+    log: list[tuple[str, bytes]] = []
+    with replay_server({"/v1/chat/completions": "openai_completions_stream.sse"}, log=log) as url:
+        run = run_conversations(Endpoint.from_url(url), CHAT, [("q1", "q2", "q3"), ("r1", "r2")], 1, opts(5))
+    assert [(r.ok, r.turn, r.output_tokens, r.text) for r in run.results] == [
+        (True, 1, 5, None), (True, 2, 5, None), (True, 3, 5, None), (True, 1, 5, None), (True, 2, 5, None)
+    ]  # fmt: skip
+    assert [(path, json.loads(body)["messages"]) for path, body in log] == [
+        ("/v1/chat/completions", [_user("q1")]),
+        ("/v1/chat/completions", [_user("q1"), ANSWER, _user("q2")]),
+        ("/v1/chat/completions", [_user("q1"), ANSWER, _user("q2"), ANSWER, _user("q3")]),
+        ("/v1/chat/completions", [_user("r1")]),
+        ("/v1/chat/completions", [_user("r1"), ANSWER, _user("r2")]),
+    ]
+    assert len(run.starts_s) == 5 and run.starts_s == tuple(sorted(run.starts_s)) and run.send_lag_s == ()
+    assert run.wall_s >= sum(r.e2e_s for r in run.results)  # one sender: one request at a time
+
+
+def test_a_conversation_holds_its_sender_and_a_failed_turn_ends_it() -> None:
+    log: list[tuple[str, bytes]] = []
+    with replay_server({"/v1/chat/completions": "openai_completions_stream.sse"}, log=log, gap_s=0.001) as url:
+        run = run_conversations(Endpoint.from_url(url), CHAT, [("a1", "a2"), ("b1", "b2"), ("c1",)], 2, opts(5))
+    assert [r.turn for r in run.results] == [1, 2, 1, 2, 1]
+    firsts = [json.loads(body)["messages"][-1]["content"] for _, body in log]
+    # two senders: a and b start together, a's and b's second turns follow their own first turns, c waits
+    assert firsts.index("a2") > firsts.index("a1") and firsts.index("b2") > firsts.index("b1")
+    assert firsts.index("c1") > min(firsts.index("a2"), firsts.index("b2"))
+    with replay_server({"/v1/chat/completions": "sglang_generate_stream_error.sse"}) as url:
+        failed = run_conversations(Endpoint.from_url(url), CHAT, [("a1", "a2", "a3"), ("b1",)], 1, opts(5))
+    assert [(r.ok, r.turn) for r in failed.results] == [(False, 1), (False, 1)]  # a2, a3 never sent
+
+
+def test_only_an_engine_that_sends_a_history_runs_conversations() -> None:
+    with pytest.raises(ValueError) as exc:
+        run_conversations(Endpoint("127.0.0.1", 9), OPENAI, [("q1", "q2")], 1, opts(5))
+    assert str(exc.value) == "engine 'openai' sends no conversation history"
+    with pytest.raises(ValueError) as exc:
+        run_conversations(Endpoint("127.0.0.1", 9), CHAT, [("q1",), ()], 1, opts(5))
+    assert str(exc.value) == "a conversation without a turn"
+    assert [engine(n).conversations for n in ("sglang", "openai", "vllm", "openai-chat")] == [False, False, False, True]

@@ -23,6 +23,8 @@ OK = RequestResult(
     status=200,
     finish="length",
     chunks=3,
+    turn=2,
+    prompt_tokens=40,
 )
 BAD = RequestResult(
     ok=False,
@@ -47,12 +49,14 @@ def test_a_record_per_request_in_send_order() -> None:
             "repeat": 1,
             "index": 0,
             "prompt_id": 7,
+            "turn": 2,
             "sent_ms": 0.0,
             "ttft_ms": 100.0,
             "tpot_ms": 100.0,
             "e2el_ms": 300.0,
             "e2e_ms": 310.0,
             "input_tokens": 32,
+            "prompt_tokens": 40,
             "asked_tokens": 3,
             "output_tokens": 3,
             "token_count": "server",
@@ -70,12 +74,14 @@ def test_a_record_per_request_in_send_order() -> None:
             "repeat": 1,
             "index": 1,
             "prompt_id": 3,
+            "turn": None,
             "sent_ms": 12.5,
             "ttft_ms": None,
             "tpot_ms": None,
             "e2el_ms": None,
             "e2e_ms": 50.0,
             "input_tokens": None,
+            "prompt_tokens": None,
             "asked_tokens": 3,
             "output_tokens": 1,
             "token_count": "chunks",
@@ -97,9 +103,10 @@ def test_csv_has_the_header_and_one_row_a_request(tmp_path: Path) -> None:
     recs = request_records("baseline", 2, None, 1, RUN, [Prompt(7, "a, with a comma"), Prompt(3, "b")], [3, 3])
     text = csv_text(recs)
     assert text.splitlines() == [
-        ",".join(FIELDS),
-        "baseline,2,,1,0,7,0.0,100.0,100.0,300.0,310.0,,3,3,server,3,true,200,length,,100 100",
-        "baseline,2,,1,1,3,12.5,,,,50.0,,3,1,chunks,1,false,200,stop,1 of 3 tokens (finish reason 'stop'): a "
+        "server,concurrency,request_rate,repeat,index,prompt_id,turn,sent_ms,ttft_ms,tpot_ms,e2el_ms,e2e_ms,"
+        "input_tokens,prompt_tokens,asked_tokens,output_tokens,token_count,chunks,ok,status,finish,error,itl_ms",
+        "baseline,2,,1,0,7,2,0.0,100.0,100.0,300.0,310.0,,40,3,3,server,3,true,200,length,,100 100",
+        "baseline,2,,1,1,3,,12.5,,,,50.0,,,3,1,chunks,1,false,200,stop,1 of 3 tokens (finish reason 'stop'): a "
         "request must yield exactly max-new-tokens,",
     ]
     assert text.endswith("\r\n")

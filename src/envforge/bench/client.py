@@ -88,7 +88,10 @@ _BLANK = frozenset((b"\n", b"\r\n", b"\r"))
 class RequestOptions:
     """What every request of a run asks for: ``max_new_tokens`` exactly (``ignore_eos`` when the
     server accepts it), or at most with ``natural`` (no ignore_eos; any output length completes the
-    request), at ``temperature``; ``timeout_s`` total and ``idle_timeout_s`` without progress (seconds)."""
+    request), at ``temperature``; ``timeout_s`` total and ``idle_timeout_s`` without progress (seconds).
+    ``history``: a conversation's earlier turns sent before the prompt, user and assistant texts
+    alternating, oldest first (multi-turn chat, :func:`envforge.bench.load.run_conversations`);
+    ``keep_text``: the result keeps the generated text (the next turn's history)."""
 
     model: str
     max_new_tokens: int
@@ -97,6 +100,8 @@ class RequestOptions:
     timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     natural: bool = False
+    history: tuple[str, ...] = ()
+    keep_text: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,10 @@ class RequestResult:
     ``status``: the HTTP status, or the ``status_code`` of a server abort. ``finish``: the finish
     reason (``"length"``, ``"stop"``, ``"abort"``, ...) or None. ``token_count``: ``"server"`` when
     the count is the server's (``usage`` / ``meta_info``), ``"chunks"`` when chunks were counted.
+    ``text``: the generated text when the request asked to keep it (``RequestOptions.keep_text``),
+    else None. ``turn``: the 1-based turn of a multi-turn conversation, None outside one.
+    ``prompt_tokens``: the server's count of the input tokens (OpenAI ``usage.prompt_tokens``, SGLang
+    ``meta_info.prompt_tokens``), None when it sent none.
     """
 
     ok: bool
@@ -136,6 +145,9 @@ class RequestResult:
     e2el_s: float | None = None
     itl_s: tuple[float, ...] = ()
     itl_tokens: tuple[int, ...] = ()
+    text: str | None = None
+    turn: int | None = None
+    prompt_tokens: int | None = None
 
     def itl_per_token_s(self) -> tuple[float, ...] | None:
         """ITL per token: each gap divided over the tokens its chunk carried (a gap of a chunk with
@@ -245,10 +257,15 @@ class Stream:
     ``token_count`` describe it.
     """
 
-    __slots__ = ("engine", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error", "arrival")
+    __slots__ = (
+        "engine", "events", "tokens", "verify", "finish", "abort", "usage", "chunks", "error", "arrival", "text",
+        "prompt_tokens",
+    )  # fmt: skip
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, keep_text: bool = False) -> None:
         self.engine = engine
+        self.text: list[str] | None = [] if keep_text else None  # the engine appends each chunk's text
+        self.prompt_tokens: int | None = None  # the server's count of the input tokens (its usage)
         self.events: list[TokenEvent] = []
         self.tokens = 0
         self.verify: int | None = None
@@ -326,6 +343,8 @@ def _result(stream: Stream, e2e: float) -> RequestResult:
         "finish": stream.finish,
         "token_count": stream.token_count,
         "chunks": stream.chunks,
+        "text": "".join(stream.text) if stream.text is not None else None,
+        "prompt_tokens": stream.prompt_tokens,
     }
     if not events:
         return RequestResult(ok=True, **common)  # type: ignore[arg-type]
@@ -388,7 +407,7 @@ async def stream_request(
             return _failed(t0, clock, "cancelled")
         if task is not None:
             cancel.register(task)
-    stream = Stream(engine)
+    stream = Stream(engine, opts.keep_text)
     reading = _Reading()
     data = json.dumps(body)
     try:

@@ -76,7 +76,7 @@ from typing import Any
 
 from envforge.bench.arrivals import arrival_times
 from envforge.bench.client import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_REQUEST_TIMEOUT_S
-from envforge.bench.dataset import Prompt, sharegpt_prompts
+from envforge.bench.dataset import Prompt, sharegpt_prompts, sharegpt_turns
 from envforge.bench.distribution import parse_percentiles
 from envforge.bench.engines import Engine, engine
 from envforge.bench.sampler import DEFAULT_INTERVAL_S
@@ -174,6 +174,7 @@ class SmokeConfig:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # credentials: never in as_dict
     save_detailed: bool = False  # per-request records in the report (envforge.bench.records)
     ca_cert: str | None = None  # --ca-cert: the CA file an https --url server is verified with
+    turns: int = 1  # --turns: user turns of each ShareGPT conversation sent (envforge.bench.load.run_conversations)
 
     @property
     def engine(self) -> Engine:
@@ -211,9 +212,10 @@ class SmokeConfig:
         trace with a request rate or a sweep (the trace gives the send times) or with more requests
         per repeat than it has records.
 
-        :raises InputError: either, or what :meth:`check_sweep` refuses.
+        :raises InputError: either, or what :meth:`check_sweep` or :meth:`check_turns` refuses.
         """
         self.check_sweep()
+        self.check_turns()
         trace = self.trace
         if trace is None:
             return
@@ -269,9 +271,9 @@ class SmokeConfig:
         order = self.prompt_order(len(self.prompts))
         n = len(order)
         return [
-            Prompt(p.id, p.text, output_len=p.output_len, input_len=p.input_len)
+            Prompt(p.id, p.text, output_len=p.output_len, input_len=p.input_len, turns=p.turns)
             if i < n
-            else Prompt(p.id, f"[{i // n + 1}] {p.text}", output_len=p.output_len)
+            else Prompt(p.id, f"[{i // n + 1}] {p.text}", output_len=p.output_len, turns=p.turns)
             for i in range(start, start + count)
             for p in (order[i % n],)
         ]
@@ -310,6 +312,7 @@ class SmokeConfig:
             "dataset": self.dataset.as_dict() if self.dataset is not None else {"name": "prompts"},
             "max-new-tokens": None if self.per_request else self.max_new_tokens,
             "output-lengths": self.output_lengths,
+            **({"turns": self.turns} if self.turns > 1 else {}),
             "temperature": self.temperature,
             "concurrency": list(self.concurrency),
             "repeats": self.repeats,
@@ -326,6 +329,31 @@ class SmokeConfig:
             **({"sweep-rate": self.sweep.as_dict()} if self.sweep is not None else {}),
             **({"percentiles": list(self.percentiles)} if self.percentiles else {}),
         }
+
+    def check_turns(self) -> None:
+        """With ``turns`` above 1 (multi-turn): an engine that sends a conversation's history (``api =
+        "openai-chat"``), a prompt set (a generated dataset has no later turns) with at least one
+        conversation of two user turns.
+
+        :raises InputError: any of these is missing, with what to change.
+        """
+        if self.turns == 1:
+            return
+        if not self.engine.conversations:
+            raise InputError(
+                f"--turns {self.turns} with --api {self.api}: only the chat route sends a conversation's history",
+                hint="add --api openai-chat (the server applies its chat template to the messages)",
+            )
+        if self.dataset is not None:
+            raise InputError(
+                f"--turns {self.turns} with a generated dataset: its requests have no later turns",
+                hint="give a ShareGPT file of conversations with --prompts FILE.json",
+            )
+        if not any(p.turns for p in self.prompts):
+            raise InputError(
+                f"--turns {self.turns}: no conversation of the prompt set has a second user turn",
+                hint="give a ShareGPT file whose entries have a third turn (user, model, user, ...)",
+            )
 
     def check_sweep(self) -> None:
         """With :attr:`sweep`: the settings a saturation sweep needs (:mod:`envforge.bench.sweep`).
@@ -392,10 +420,10 @@ def load_prompts(path: Path) -> tuple[tuple[Prompt, ...], str]:
             raise InputError(f"{path}: not valid JSON: {getattr(exc, 'msg', type(exc).__name__)}") from None
         except ValueError as exc:  # a number of more digits than CPython converts
             raise long_number_error(str(path), raw, exc) from None
-        pairs: dict[str, str | None] = {}
-        for text, reply in sharegpt_prompts(data, path):
-            pairs.setdefault(text, reply)  # first occurrence of each text, in file order
-        return tuple(Prompt(i, t, reply=r) for i, (t, r) in enumerate(pairs.items())), digest
+        pairs: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+        for (text, reply), later in zip(sharegpt_prompts(data, path), sharegpt_turns(data, path), strict=True):
+            pairs.setdefault(text, (reply, later))  # first occurrence of each text, in file order
+        return tuple(Prompt(i, t, reply=r, turns=k) for i, (t, (r, k)) in enumerate(pairs.items())), digest
     prompts: list[Prompt] = []
     for n, data_line in enumerate(raw.splitlines(), start=1):
         if not data_line.strip():
@@ -488,6 +516,7 @@ def smoke_config(verify: Mapping[str, Any], recipe_path: Path) -> SmokeConfig:
         served_model_name=smoke.get("served-model-name"),
         dataset=dataset,
         output_lengths=smoke.get("output-lengths", "exact"),
+        turns=smoke.get("turns", 1),
         percentiles=parse_percentiles(",".join(f"{p}" for p in smoke["percentiles"]), source=f"{where}.percentiles")
         if smoke.get("percentiles")
         else (),

@@ -12,6 +12,11 @@ exact output lengths every request asks for ``max-new-tokens`` (vLLM's ``--share
 so output lengths stay fixed and checked (docs/bench.md). With natural ones each request asks for
 its reply's length in the model's tokens, and the pairs vLLM leaves out are left out
 (:func:`reply_lengths`). The order is envforge's own (``seed``), not vLLM's shuffle.
+
+Multi-turn (``turns`` above 1): an entry's later user turns (the third ``value``, the fifth, ...:
+ShareGPT alternates the user's and the model's turns) follow its first, each sent with the
+conversation so far (:func:`envforge.bench.load.run_conversations`), as SGLang's ``bench_serving.py``
+(0.5.9) sends a conversation's questions; the model's recorded replies are not sent, its own are.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from envforge.core.errors import InputError
 
-__all__ = ["DATASETS", "KEYS", "Prompt", "reply_lengths", "sharegpt_prompts"]
+__all__ = ["DATASETS", "KEYS", "Prompt", "reply_lengths", "sharegpt_prompts", "sharegpt_turns"]
 
 #: The dataset names (``[verify.smoke] dataset``, ``--dataset``): ``prompts`` is a prompt file
 #: (``envforge.bench.config.load_prompts``), the others are generated or replayed
@@ -50,7 +55,8 @@ class Prompt:
     dataset's position). ``output_len``: the output tokens this request asks for, exactly (None:
     ``max-new-tokens``, the same for every request); ``input_len``: its input tokens by the
     tokenizer's count (None: not counted); ``at_s``: its recorded arrival in seconds from the
-    trace's start (None: not a trace); ``reply``: a ShareGPT entry's second turn (None: none)."""
+    trace's start (None: not a trace); ``reply``: a ShareGPT entry's second turn (None: none);
+    ``turns``: a ShareGPT entry's later user turns, sent after ``text`` in a multi-turn run."""
 
     id: int
     text: str
@@ -58,6 +64,26 @@ class Prompt:
     input_len: int | None = None
     at_s: float | None = None
     reply: str | None = None
+    turns: tuple[str, ...] = ()
+
+
+def sharegpt_turns(data: Sequence[Any], path: Path) -> list[tuple[str, ...]]:
+    """Each entry's later user turns (the third turn's ``value``, the fifth, ...; those that are
+    non-empty text, up to the first that is not), for the entries :func:`sharegpt_prompts` keeps,
+    in the same order: call it after that function accepted ``data``."""
+    out = []
+    for entry in data:
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, Sequence) or isinstance(turns, str) or len(turns) < 2:
+            continue
+        later = []
+        for turn in turns[2::2]:
+            value = turn.get("value") if isinstance(turn, dict) else None
+            if not isinstance(value, str) or not value:
+                break
+            later.append(value)
+        out.append(tuple(later))
+    return out
 
 
 def sharegpt_prompts(data: Any, path: Path) -> list[tuple[str, str | None]]:

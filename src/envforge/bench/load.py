@@ -30,7 +30,7 @@ from envforge.bench.transport import new_session
 if TYPE_CHECKING:
     from envforge.bench.engines.base import Engine
 
-__all__ = ["Connections", "run_level"]
+__all__ = ["Connections", "run_conversations", "run_level"]
 
 T = TypeVar("T")
 
@@ -144,5 +144,89 @@ async def _level(
     done = await asyncio.gather(*(one(i) for i in range(len(prompts))))
     wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
     lags = tuple(d[0] - (t0 + at) for d, at in zip(done, schedule)) if schedule is not None else ()
+    first = min((d[0] for d in done), default=0.0)
+    return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags, tuple(d[0] - first for d in done))
+
+
+def run_conversations(
+    endpoint: Endpoint,
+    engine: Engine,
+    conversations: Sequence[Sequence[str]],
+    concurrency: int,
+    opts: RequestOptions,
+    *,
+    cancel: Cancel | None = None,
+    clock: Clock = time.perf_counter,
+    schedule: Sequence[float] | None = None,
+    connections: Connections | None = None,
+) -> LevelRun:
+    """Multi-turn: each conversation's user turns in order, each sent with the conversation so far
+    (its earlier turns and the server's own replies to them) once the reply to the turn before has
+    ended; a conversation holds one of the ``concurrency`` senders from its first turn to its last,
+    as SGLang's ``bench_serving.py`` (0.5.9, ``wrap_multi_turn_request_func`` under its semaphore)
+    runs one. A failed turn ends its conversation (the turns after it are not sent).
+
+    Results are per turn (``turn`` 1, 2, ...), conversation after conversation. ``schedule`` (open
+    loop): each conversation's intended start in seconds; ``send_lag_s`` holds those starts' lags.
+    The other arguments are :func:`run_level`'s. ``engine`` must send a history (``conversations``).
+
+    :raises ValueError: the engine cannot send a conversation, or a conversation has no turn.
+    """
+    if not engine.conversations:
+        raise ValueError(f"engine '{engine.name}' sends no conversation history")
+    if any(not c for c in conversations):
+        raise ValueError("a conversation without a turn")
+    cancel = cancel or Cancel()
+    own = connections is None
+    conns = Connections(concurrency) if connections is None else connections
+    try:
+        run = conns.run(_talks(conns, endpoint, engine, conversations, opts, concurrency, cancel, clock, schedule))
+    except BaseException:
+        cancel.trip()
+        if own:
+            conns.close()
+        raise
+    if own:
+        conns.close()
+    return run
+
+
+async def _talks(
+    conns: Connections,
+    endpoint: Endpoint,
+    engine: Engine,
+    conversations: Sequence[Sequence[str]],
+    opts: RequestOptions,
+    concurrency: int,
+    cancel: Cancel,
+    clock: Clock,
+    schedule: Sequence[float] | None,
+) -> LevelRun:
+    session = await conns.session()
+    senders = asyncio.Semaphore(concurrency)
+    t0 = clock()
+
+    async def talk(i: int) -> tuple[float, list[tuple[float, RequestResult, float]]]:
+        if schedule is not None and (wait := t0 + schedule[i] - clock()) > 0:
+            await asyncio.sleep(wait)
+        turns = conversations[i]
+        out: list[tuple[float, RequestResult, float]] = []
+        history: tuple[str, ...] = ()
+        async with senders:
+            begun = clock()
+            for k, prompt in enumerate(turns, start=1):
+                per = replace(opts, history=history, keep_text=k < len(turns))
+                start = clock()
+                r = await stream_request(session, endpoint, engine, prompt, per, cancel=cancel, clock=clock)
+                out.append((start, replace(r, text=None, turn=k), clock()))
+                if not r.ok:
+                    break
+                history = (*history, prompt, r.text or "")
+        return begun, out
+
+    talks = await asyncio.gather(*(talk(i) for i in range(len(conversations))))
+    done = [d for _, turns in talks for d in turns]
+    wall = max(d[2] for d in done) - min(d[0] for d in done) if done else 0.0
+    lags = tuple(begun - (t0 + at) for (begun, _), at in zip(talks, schedule)) if schedule is not None else ()
     first = min((d[0] for d in done), default=0.0)
     return LevelRun(concurrency, tuple(d[1] for d in done), wall, lags, tuple(d[0] - first for d in done))

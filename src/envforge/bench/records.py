@@ -6,7 +6,10 @@ each (the same columns, :data:`FIELDS`; ``itl_ms`` space-separated). Times are m
 ``sent_ms`` from the repeat's first send, the others from the request's own send, as
 ``vllm bench serve --save-detailed`` keeps ``start_times``, ``ttfts``, ``itls`` and ``latencies``
 (``vllm/benchmarks/serve.py``, 0.32.0). Input tokens are a generated dataset's count by its
-tokenizer (null for a prompt file: not counted).
+tokenizer (null for a prompt file: not counted). ``turn``: a multi-turn run's turn of the
+conversation ``prompt_id`` (1 the first), null outside one. ``prompt_tokens``: the server's own count
+of the request's input tokens (its usage; what a multi-turn conversation's later turns resend shows
+there), null when it sent none.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ FIELDS = (
     "repeat",
     "index",
     "prompt_id",
+    "turn",
     "sent_ms",
     "ttft_ms",
     "tpot_ms",
     "e2el_ms",
     "e2e_ms",
     "input_tokens",
+    "prompt_tokens",
     "asked_tokens",
     "output_tokens",
     "token_count",
@@ -80,12 +85,14 @@ def request_records(
                 "repeat": repeat,
                 "index": i,
                 "prompt_id": p.id,
+                "turn": r.turn,
                 "sent_ms": _ms(run.starts_s[i]) if run.starts_s else None,
                 "ttft_ms": _ms(r.ttft_s),
                 "tpot_ms": _ms(r.tpot_s),
                 "e2el_ms": _ms(r.e2el_s),
                 "e2e_ms": _ms(r.e2e_s),
                 "input_tokens": p.input_len,
+                "prompt_tokens": r.prompt_tokens,
                 "asked_tokens": k,
                 "output_tokens": r.output_tokens,
                 "token_count": r.token_count,

@@ -33,6 +33,7 @@ from envforge.bench.gauges import GaugeSeries
 from envforge.bench.metrics import EngineWindow, sum_windows
 from envforge.bench.slo import Goodput, Slo, goodput
 from envforge.bench.stats import Summary, summarize
+from envforge.bench.turns import TurnFigures, turn_figures
 
 __all__ = [
     "REFUSED_CHUNKS",
@@ -294,6 +295,7 @@ class LevelResult:
 
     ``failed_requests`` > 0: no figure (``tok_s`` and every summary None). ``refused``: why tok/s,
     TPOT and ITL are None although every request succeeded (chunk-counted tokens on a speculative server).
+    ``turns``: a multi-turn level's figures per turn (:mod:`envforge.bench.turns`), else empty.
     """
 
     concurrency: int
@@ -314,6 +316,7 @@ class LevelResult:
     send_lag_ms: Distribution | None = None
     request_rate: float | None = None
     server_metrics: GaugeSeries | None = None
+    turns: tuple[TurnFigures, ...] = ()
 
     @property
     def label(self) -> str:
@@ -343,6 +346,8 @@ class LevelResult:
             "verify_cycle_ms": _r(self.verify_cycle_ms),
             "server_metrics": None if self.server_metrics is None else self.server_metrics.as_dict(),
         }
+        if self.turns:
+            d["turns"] = [t.as_dict() for t in self.turns]
         if self.counters is not None:
             d["engine"] = _counters_dict(self.counters)
         d["repeats"] = [r.as_dict() for r in self.repeats]
@@ -372,6 +377,7 @@ class LevelResult:
             None if d.get("send_lag_ms") is None else Distribution.from_dict(d["send_lag_ms"]),
             _number(d, "request_rate"),
             _series_of(d.get("server_metrics")),
+            tuple(TurnFigures.from_dict(t) for t in d.get("turns") or ()),
         )
 
 
@@ -461,10 +467,12 @@ def _level_figures(
 ) -> dict[str, Any]:
     """The throughput summaries and latency distributions of a level without failures; a refused
     level (chunk-counted speculative tokens) has no tok/s, TPOT or ITL."""
-    latency = latency_of([r for run in runs for r in run.results], percentiles)
+    results = [r for run in runs for r in run.results]
+    latency = latency_of(results, percentiles)
     lag = distribution([x for run in runs for x in run.send_lag_s])
     if refused:
         latency.update(tpot_ms=None, itl_ms=None, itl_per_token_ms=None)
+    turns = () if refused else turn_figures(results, latency_of, percentiles)
     return {
         "tok_s": None if refused else summarize([r.tok_s for r in reps]),
         "req_s": summarize([r.req_s for r in reps]),
@@ -473,6 +481,7 @@ def _level_figures(
         "e2e_ms": summarize([r.e2e_ms for r in reps]),
         "latency": latency,
         "send_lag_ms": lag,
+        "turns": turns,
     }
 
 

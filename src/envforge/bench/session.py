@@ -22,7 +22,7 @@ from envforge.bench.client import Endpoint, LevelRun, RequestOptions, post_statu
 from envforge.bench.config import SmokeConfig
 from envforge.bench.dataset import Prompt
 from envforge.bench.gauges import GaugeSeries
-from envforge.bench.load import Connections, run_level
+from envforge.bench.load import Connections, run_conversations, run_level
 from envforge.bench.metrics import EngineWindow, describe
 from envforge.bench.records import request_records
 from envforge.bench.result import Failure, LevelResult, ServerResult, failures_of, level_result
@@ -93,15 +93,30 @@ class Session:
         """``count`` new prompts at concurrency ``conc``; ``paced`` (a measured repeat): at ``rate``
         requests/s (default the configured open-loop rate; ``math.inf``: closed loop), or a trace's
         recorded times from the start of a new pass. A generated dataset's requests each ask for
-        their own output tokens."""
+        their own output tokens. Multi-turn (``turns`` above 1): ``count`` conversations, each turn a
+        request asking for ``max_new_tokens``."""
         cfg = self.cfg
         start = cfg.repeat_start(self.drawn) if paced else self.drawn
         items = cfg.draw_requests(start, count)
         self.drawn = start + count
-        lengths = [p.output_len or cfg.max_new_tokens for p in items] if cfg.per_request else None
-        self.sent = (items, lengths or [cfg.max_new_tokens] * len(items))
         if self.connections is None:  # one session of kept-alive connections per start of the server
             self.connections = Connections(max(self.cfg.concurrency))
+        if cfg.turns > 1:
+            run = run_conversations(
+                self.endpoint,
+                self.engine,
+                [(p.text, *p.turns[: cfg.turns - 1]) for p in items],
+                conc,
+                self.opts,
+                schedule=cfg.schedule(items, rate) if paced else None,
+                connections=self.connections,
+            )
+            sent = _turns_sent(items, run)
+            self.sent = (sent, [cfg.max_new_tokens] * len(sent))
+            self._check_alive(run)
+            return run
+        lengths = [p.output_len or cfg.max_new_tokens for p in items] if cfg.per_request else None
+        self.sent = (items, lengths or [cfg.max_new_tokens] * len(items))
         run = run_level(
             self.endpoint,
             self.engine,
@@ -367,3 +382,16 @@ def _engine_load(series: GaugeSeries) -> str:
     if s["kv_cache_use"] is not None:
         parts.append(f"KV cache <= {s['kv_cache_use']['max']:.1%}")
     return f"; engine: {', '.join(parts)}" if parts else ""
+
+
+def _turns_sent(conversations: list[Prompt], run: LevelRun) -> list[Prompt]:
+    """The prompt of each turn a multi-turn ``run`` sent (its results, conversation after
+    conversation, each with its ``turn``): the conversation's id, the turn's text."""
+    sent: list[Prompt] = []
+    index = -1
+    for r in run.results:
+        index += r.turn == 1
+        p = conversations[index]
+        turn = r.turn or 1
+        sent.append(Prompt(p.id, p.text if turn == 1 else p.turns[turn - 2]))
+    return sent

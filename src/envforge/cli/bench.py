@@ -114,13 +114,13 @@ _DATASET_FLAGS = ("dataset", "tokenizer", *(k for name, keys in KEYS.items() if 
 def _replies(
     config: SmokeConfig, args: argparse.Namespace, smoke: Mapping[str, Any], recipe_path: Path | None, ui: Ui
 ) -> SmokeConfig:
-    """Natural lengths from a ShareGPT file: each request asks for its reply's tokens, as vLLM's
-    ``--dataset-name sharegpt`` does (:func:`envforge.bench.dataset.reply_lengths`), unless
-    ``--max-new-tokens`` fixes them (vLLM's ``--sharegpt-output-len``); without the model's tokenizer,
-    ``max-new-tokens`` with a warning."""
+    """Natural lengths from a ShareGPT file: each request asks for its reply's tokens, as vLLM's ``--dataset-name
+    sharegpt`` does (:func:`envforge.bench.dataset.reply_lengths`), unless ``--max-new-tokens`` fixes them (vLLM's
+    ``--sharegpt-output-len``) or a multi-turn run asks it of every turn; no tokenizer: ``max-new-tokens``, warned."""
     if (
         not config.natural
         or config.dataset is not None
+        or config.turns > 1
         or args.max_new_tokens is not None
         or not any(p.reply is not None for p in config.prompts)
     ):
@@ -231,6 +231,7 @@ def _bench(args: argparse.Namespace, ui: Ui) -> int:
         metrics_interval_s=args.metrics_interval,
         percentiles=percentiles,
         output_lengths=args.output_lengths,
+        turns=args.turns,
         headers=headers or None,
         save_detailed=(args.save_detailed or args.csv is not None) or None,
         ca_cert=ca,
@@ -508,8 +509,8 @@ def _render(report: BenchReport, ui: Ui) -> None:
 
 
 def _render_latency(report: BenchReport, ui: Ui) -> None:
-    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, the chosen
-    ``--percentiles``, max; in open loop also the send lag (actual - intended send time)."""
+    """Per level, the per-request distributions (ms): mean, median, p90, p95, p99, the chosen ``--percentiles``,
+    max; open loop: the send lag (actual - intended send); multi-turn: TTFT and E2EL per turn (``ttft turn 2``)."""
     rows = [(s.name, lv) for s in report.servers for lv in s.levels if lv.latency]
     if not rows:
         return
@@ -519,7 +520,8 @@ def _render_latency(report: BenchReport, ui: Ui) -> None:
     ui.result(f"{'per request ms':<14} {'conc':>4}{rate_head} {'metric':<16} " + " ".join(f"{k:>9}" for k in keys))
     for name, lv in rows:
         lag = {"send_lag_ms": lv.send_lag_ms} if lv.send_lag_ms is not None else {}
-        for key, d in [*((k, (lv.latency or {}).get(k)) for k in LATENCY_KEYS), *lag.items()]:
+        turns = {f"{k} turn {t.turn}": t.latency.get(f"{k}_ms") for t in lv.turns for k in ("ttft", "e2el")}
+        for key, d in [*((k, (lv.latency or {}).get(k)) for k in LATENCY_KEYS), *lag.items(), *turns.items()]:
             if d is not None:
                 cells = " ".join(f"{'-':>9}" if (v := d.value(k)) is None else f"{v:>9.2f}" for k in keys)
                 ui.result(f"{name:<14} {lv.concurrency:>4}{rate(lv)} {key.removesuffix('_ms'):<16} {cells}")

@@ -6,6 +6,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_DATASET_TOKENS",
     "MAX_REPEATS",
+    "MAX_TURNS",
     "MAX_REQUESTS",
     "MAX_REQUEST_TOKENS",
     "MAX_SEED",
@@ -36,3 +37,6 @@ MAX_TRACE_SPAN_S = 7 * 24 * 3600
 MAX_REQUESTS = 10_000_000
 #: The most repeats of one level.
 MAX_REPEATS = 10_000
+#: The most user turns of one conversation a multi-turn run sends (``--turns``): each turn resends the
+#: whole conversation so far, so the request body grows with every turn.
+MAX_TURNS = 1_000

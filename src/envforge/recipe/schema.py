@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from envforge.core.kinds import KINDS, is_known_kind
-from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED
+from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED, MAX_TURNS
 from envforge.core.schema import Bool, Date, Enum, Int, ListOf, MapOf, Number, OneOf, Problem, Str, Table
 from envforge.recipe.envvars import problems as env_value_problems, startup_reader
 from envforge.recipe.platforms import platform_problem
@@ -319,6 +319,7 @@ _SMOKE = Table(
         "interleave": Bool(),
         "flush-cache": Str(),
         "output-lengths": Enum("exact", "natural"),  # bench --output-lengths
+        "turns": Int(1, MAX_TURNS),  # bench --turns: user turns of each ShareGPT conversation sent
         "percentiles": ListOf(Number()),  # bench --percentiles (each in (0, 100], checked by bench)
         # the datasets of envforge.bench.workload (DATASETS, KEYS): listed here, the recipe layer sits below bench
         "dataset": Enum("prompts", "random", "shared-prefix", "trace"),

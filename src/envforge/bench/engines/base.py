@@ -101,6 +101,7 @@ class Engine(ABC):
     its ``gauges``: key (``running``, ``waiting``, ``kv_cache_use``, ``drafts``, ``accepted``) ->
     the names that may hold it, the first one present wins (:mod:`envforge.bench.gauges`);
     ``metrics_hint``: what to do when the route does not answer.
+    ``conversations``: :meth:`request` sends ``opts.history`` before the prompt (multi-turn runs).
     """
 
     name: ClassVar[str]
@@ -112,6 +113,7 @@ class Engine(ABC):
     metrics: ClassVar[str] = ""
     gauges: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     metrics_hint: ClassVar[str] = ""
+    conversations: ClassVar[bool] = False
 
     @abstractmethod
     def request(self, prompt: str, opts: RequestOptions) -> tuple[str, dict[str, Any]]:

@@ -59,6 +59,8 @@ class OpenAIEngine(Engine):
         usage = mapping_field(obj, "usage")
         if usage.get("completion_tokens") is not None:
             stream.usage = count_field(usage["completion_tokens"], "usage.completion_tokens")
+        if usage.get("prompt_tokens") is not None:
+            stream.prompt_tokens = count_field(usage["prompt_tokens"], "usage.prompt_tokens")
         choices = list_field(obj, "choices")
         if not choices:
             return stream.tokens
@@ -78,7 +80,10 @@ class OpenAIEngine(Engine):
             content = mapping_field(first, "delta").get("content")
             token = bool(content) or (content == "" and not finishing)
         else:
-            token = bool(first.get("text")) or not finishing
+            content = first.get("text")
+            token = bool(content) or not finishing
+        if stream.text is not None and isinstance(content, str):
+            stream.text.append(content)
         if token:
             return stream.tokens + 1  # its text, empty for a special token
         stream.arrival = True

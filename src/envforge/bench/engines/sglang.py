@@ -62,4 +62,6 @@ class SGLangEngine(Engine):
         else:
             stream.finish = str(fin)
         stream.usage = count_field(meta.get("completion_tokens", stream.tokens), "meta_info.completion_tokens")
+        if meta.get("prompt_tokens") is not None:
+            stream.prompt_tokens = count_field(meta["prompt_tokens"], "meta_info.prompt_tokens")
         return stream.usage

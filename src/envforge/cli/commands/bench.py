@@ -12,7 +12,7 @@ from envforge.bench.engines import ENGINES
 from envforge.bench.sweep import DEFAULT_MAX_STEPS, DEFAULT_PRECISION, parse_range
 from envforge.cli.commands import SUMMARIES
 from envforge.cli.parser import MAX_SECONDS, PORT, group, group_parser, integer, report_file, seconds
-from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED
+from envforge.core.limits import MAX_CONCURRENCY, MAX_REPEATS, MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_SEED, MAX_TURNS
 
 __all__ = ["register"]
 
@@ -343,6 +343,15 @@ def _bench_options(p: argparse.ArgumentParser) -> None:
         help="exact (default): every request must yield its output tokens (ignore_eos), one that stops "
         "early fails; natural: no ignore_eos, the server stops where it stops (vLLM's default; "
         "a dataset's output lengths are max_tokens), figures over completed requests",
+    )
+    p.add_argument(
+        "--turns",
+        type=integer(1, MAX_TURNS),
+        default=None,
+        metavar="N",
+        help="multi-turn chat (with --api openai-chat and a ShareGPT --prompts file): up to N user turns "
+        "of each conversation, each sent with the conversation so far and the server's own replies, "
+        "measured per turn (default 1)",
     )
     p.add_argument(
         "--percentiles",

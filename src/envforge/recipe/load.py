@@ -175,22 +175,29 @@ def _unpinned_source_builds(data: Mapping[str, Any], text: str) -> list[Problem]
 
 
 def _provided_clashes(data: Mapping[str, Any], text: str) -> list[Problem]:
-    """A ``[provided]`` distribution is never locked: naming it in ``packages`` or ``overrides`` too
-    (base or variant) would ask for both, so it is refused."""
-    provided = {canonicalize_name(k): k for k in data.get("provided", {})}
-    tables: list[tuple[str, Mapping[str, Any]]] = [(k, data.get(k, {})) for k in ("packages", "overrides")]
+    """A ``[provided]`` or ``[excludes]`` distribution is never locked: naming it in ``packages`` or
+    ``overrides`` too (base or variant) would ask for both, so it is refused; an excluded name in a
+    variant's ``packages`` or ``overrides`` is refused only against that variant's (or the base's) list."""
+    provided: set[str] = {canonicalize_name(k) for k in data.get("provided", {})}
+    excluded: set[str] = {canonicalize_name(k) for k in data.get("excludes", {})}
+    tables: list[tuple[str, Mapping[str, Any], set[str]]] = [
+        (k, data.get(k, {}), excluded) for k in ("packages", "overrides")
+    ]
     for vname, v in data.get("variant", {}).items():
-        tables += [(f"variant.{vname}.{k}", v.get(k, {})) for k in ("packages", "overrides")]
+        mine: set[str] = excluded | {canonicalize_name(k) for k in v.get("excludes", {})}
+        tables += [(f"variant.{vname}.{k}", v.get(k, {}), mine) for k in ("packages", "overrides")]
     return [
         Problem(
             f"{prefix}.{key}",
             f"'{key}' is declared in [provided] (the base interpreter provides it, "
-            "envforge never installs it); remove one of the two",
+            "envforge never installs it); remove one of the two"
+            if canonicalize_name(key) in provided
+            else f"'{key}' is declared in [excludes] (left out of the resolution); remove one of the two",
             line_of(text, f"{prefix}.{key}"),
         )
-        for prefix, table in tables
+        for prefix, table, gone in tables
         for key in table
-        if canonicalize_name(key) in provided
+        if canonicalize_name(key) in provided | gone
     ]
 
 

@@ -157,6 +157,7 @@ class ResolvedVariant:
     exclude_newer_exempt: Mapping[str, str] = field(default_factory=dict)
     provided: tuple[Provided, ...] = ()
     nccl_unknown: Mapping[str, str] = field(default_factory=dict)  # reviewed NCCL names -> reason
+    excludes: Mapping[str, str] = field(default_factory=dict)  # [excludes]: name -> reason (uv's --excludes)
     link_mode: str | None = None  # [recipe] link-mode: uv's --link-mode for builds (not a lock input)
 
     @property
@@ -199,6 +200,7 @@ class ResolvedVariant:
                 else {}
             ),
             **({"nccl-unknown": [f"{k}: {v}" for k, v in self.nccl_unknown.items()]} if self.nccl_unknown else {}),
+            **({"excludes": [f"{k}: {v}" for k, v in self.excludes.items()]} if self.excludes else {}),
         }
 
     def digest(self) -> str:
@@ -262,6 +264,7 @@ class Recipe:
             provided=self._provided(),
             nccl_unknown=dict(sorted(self.data.get("nccl-unknown", {}).items())),
             link_mode=self.data["recipe"].get("link-mode"),
+            excludes=self._reasons("excludes", vdata),
         )
 
     def _provided(self) -> tuple[Provided, ...]:

@@ -269,6 +269,7 @@ _VARIANT = Table(
         "build-from-source": _REASONS,
         "retire-patchsets": _RETIRED,
         "exclude-newer-exempt": _REASONS,
+        "excludes": _REASONS,
     }
 )
 
@@ -438,6 +439,10 @@ RECIPE_SPEC = Table(
         # Packages exempt from [recipe] exclude-newer (uv's exclude-newer-package NAME=false), each with
         # its reason: indexes that publish no upload times (download.pytorch.org; field case B40).
         "exclude-newer-exempt": _REASONS,
+        # Dependencies left out of the resolution, each with its reason (uv's --excludes: neither the
+        # distribution nor what only it requires is locked or installed): a CUDA build the CPU stack
+        # must not load (PyPI's torchvision beside torch +cpu).
+        "excludes": _REASONS,
         # NCCL variables no release envforge knows reads (a newer NCCL's), each with its reason: reviewed,
         # so neither the name check at load nor the locked release's table refuses them (recipe/envvars.py).
         "nccl-unknown": MapOf(Str(_reason_problem), _nccl_name_problem),

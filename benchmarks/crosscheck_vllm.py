@@ -205,7 +205,7 @@ python = "3.11"
 
 [verify.smoke]
 model = "tiny"
-api = "vllm"
+api = "{api}"
 prompts = "{prompts}"
 seed = {seed}
 temperature = 0.0
@@ -316,7 +316,12 @@ def envforge_run(url: str, work: Path, load: Load, tag: str, *, speculative: boo
     """One ``envforge bench --url`` run (one repeat of one level); its figures from the report."""
     (work / "recipes").mkdir(exist_ok=True)
     (work / "recipes" / "crosscheck.toml").write_text(
-        RECIPE.format(prompts=work / "prompts.jsonl", seed=load.seed, tokens=load.max_new_tokens)
+        RECIPE.format(
+            prompts=work / "prompts.jsonl",
+            seed=load.seed,
+            tokens=load.max_new_tokens,
+            api="openai-chat" if load.route == "chat" else "vllm",
+        )
     )
     out = work / f"envforge-{tag}.json"
     argv = [
@@ -351,7 +356,6 @@ def envforge_run(url: str, work: Path, load: Load, tag: str, *, speculative: boo
         "--no-plot",
         "--output-lengths",
         load.lengths,
-        *(["--api", "openai-chat"] if load.route == "chat" else []),
         *(["--speculative"] if speculative else []),
     ]
     proc, share = run_sampled(argv, url)

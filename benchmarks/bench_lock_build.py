@@ -36,7 +36,9 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float
 
 
 def _no_patchsets(recipe_text: str) -> str:
-    return re.sub(r"patchsets = \[.*?\]\n", "", recipe_text, flags=re.S)
+    """The recipe without ``patchsets`` and the ``retire-patchsets`` entries that name them (each a
+    whole TOML line, or an array over several lines)."""
+    return re.sub(r"^(retire-)?patchsets = \[.*?\]\n", "", recipe_text, flags=re.S | re.M)
 
 
 def uv() -> str:

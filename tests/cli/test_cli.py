@@ -480,7 +480,7 @@ HANDLERS = {
     "envforge lock textconv": "envforge.cli.lockdiff:run_textconv",
     "envforge build": "envforge.cli.build:run_build",
     "envforge rollback": "envforge.cli.build:run_rollback",
-    "envforge up": "envforge.cli.build:run_up",
+    "envforge up": "envforge.cli.up:run_up",
     "envforge run": "envforge.cli.run:run_command",
     "envforge env list": "envforge.cli.environments:run_list",
     "envforge env show": "envforge.cli.envprofile:run_show",

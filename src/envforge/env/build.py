@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -351,6 +352,30 @@ def _yank_warnings(plan: BuildPlan) -> tuple[str, ...]:
     return warning_lines(check_lock(read_lock(plan.lock), default_cache()), plan.lock.name)
 
 
+class _Background:
+    """``fn`` run from now in a daemon thread (a build interrupted before it asks leaves it behind,
+    never waits for it); :meth:`result` waits for its value or raises its exception."""
+
+    def __init__(self, fn: Callable[[], tuple[str, ...]]) -> None:
+        self._fn = fn
+        self._value: tuple[str, ...] = ()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="envforge-yank-check", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> tuple[str, ...]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _provided(plan: BuildPlan, sp: Path) -> str:
     """Make the base interpreter's ``[provided]`` distributions visible, never installed
     (:mod:`envforge.env.provided` says why a ``.pth`` rather than system site packages)."""
@@ -476,6 +501,7 @@ def _execute(
         )
     steps: list[StepResult] = []
     patch_states: tuple[tuple[str, str, str], ...] = ()
+    yanks = _Background(lambda: _yank_warnings(plan))  # index pages asked while uv works (issue 44)
     step = "venv"
     try:
         t = clock()
@@ -499,7 +525,7 @@ def _execute(
             steps.append(StepResult(step, clock() - t, detail))
             say(steps[-1].line())
         step = "checks"  # metadata against the lock, yanked files: a signal here is not the manifest step's
-        notes = installed_notes(sp, plan.lock, plan.variant.env, plan.variant.cuda) + _yank_warnings(plan)
+        notes = installed_notes(sp, plan.lock, plan.variant.env, plan.variant.cuda) + yanks.result()
         if not flip:
             say(f"{plan.generation.name} complete, not made live yet", log_only=True)
             return BuildResult(plan.link, plan.generation, tuple(steps), patch_states, notes)

@@ -1,4 +1,4 @@
-"""Registration of ``envforge build``, ``envforge rollback`` and ``envforge up`` (handlers: :mod:`envforge.cli.build`)."""
+"""Registration of ``envforge build``, ``envforge rollback`` and ``envforge up`` (handlers: :mod:`envforge.cli.build`, :mod:`envforge.cli.up`)."""
 
 from __future__ import annotations
 
@@ -97,4 +97,4 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
         "--rebuild", action="store_true", help="build a new generation even when the live one was built from this lock"
     )
     u.add_argument("--json", action="store_true", help="print the lock check, build and verify report as JSON")
-    u.set_defaults(handler="envforge.cli.build:run_up")
+    u.set_defaults(handler="envforge.cli.up:run_up")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from envforge.bench.client import RequestResult
 from envforge.bench.result import latency_of
 from envforge.bench.turns import TurnFigures, turn_figures
@@ -30,6 +32,9 @@ def test_figures_per_turn_in_turn_order() -> None:
     }  # fmt: skip
     assert TurnFigures.from_dict(turns[2].as_dict()).as_dict() == turns[2].as_dict()  # as_dict rounds
     assert turn_figures([_r(None, 0.01)], latency_of) == ()
+    with pytest.raises(TypeError) as exc:
+        TurnFigures.from_dict({"turn": 1, "requests": 1, "latency": [1]})
+    assert str(exc.value) == "'turns[].latency' must be an object"
     assert [t.latency["ttft_ms"].chosen for t in turn_figures(results[:1], latency_of, (50.0,))] == [  # type: ignore[union-attr]
         (("p50", 10.0),)
     ]

@@ -73,3 +73,34 @@ def test_pinned_backend_or_an_empty_opt_in_table_loads(tmp_path: Path) -> None:
     assert load_recipe(pinned).resolve().source_builds == {"sdpkg": "no wheel upstream"}
     empty = recipe(tmp_path, HEAD + '\n[packages]\nsdpkg = "==1.0"\n\n[build-from-source]\n')
     assert load_recipe(empty).resolve().source_builds == {}
+
+
+def test_a_provided_or_excluded_distribution_named_as_a_package_or_override_too_is_refused(tmp_path: Path) -> None:
+    """``[provided]`` and ``[excludes]`` names are never locked: asking for one in ``packages`` or
+    ``overrides`` (base or variant) is refused, naming key and line; a variant's own excludes count
+    for that variant only."""
+    path = tmp_path / "r.toml"
+    path.write_text(
+        '[recipe]\nname = "r"\npython = "3.12"\n\n'
+        '[packages]\nTorch = "==2.11.0"\nTorchVision = "==0.26"\napp = "==1"\n\n'
+        '[overrides]\ntorchaudio = { version = "==2", reason = "r" }\n\n'
+        '[provided]\ntorch = "==2.11.0+cu130"\n\n'
+        '[excludes]\ntorchvision = "a CUDA build"\nTorchAudio = "a CUDA build"\n\n'
+        '[variant.a]\npackages = { cudalib = "==1" }\nexcludes = { cudalib = "not here" }\n\n'
+        '[variant.b]\npackages = { cudalib = "==1" }\noverrides = { torchvision = { version = "==1", reason = "r" } }\n'
+    )
+    with pytest.raises(RecipeError) as exc:
+        load_recipe(path)
+    assert exc.value.message == (
+        f"recipe {path} is invalid (5 problems):\n"
+        f"  {path}:6: packages.Torch: 'Torch' is declared in [provided] (the base interpreter provides it, "
+        "envforge never installs it); remove one of the two\n"
+        f"  {path}:7: packages.TorchVision: 'TorchVision' is declared in [excludes] (left out of the resolution); "
+        "remove one of the two\n"
+        f"  {path}:11: overrides.torchaudio: 'torchaudio' is declared in [excludes] (left out of the resolution); "
+        "remove one of the two\n"
+        f"  {path}:21: variant.a.packages.cudalib: 'cudalib' is declared in [excludes] (left out of the "
+        "resolution); remove one of the two\n"
+        f"  {path}:26: variant.b.overrides.torchvision: 'torchvision' is declared in [excludes] (left out of the "
+        "resolution); remove one of the two"
+    )

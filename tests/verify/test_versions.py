@@ -26,8 +26,8 @@ from envforge.lock.model import Lock, LockedPackage, LockedWheel
 from envforge.uv.run import uv_binary
 from envforge.verify.versions import check_cuda_major, check_families, check_versions, confirm_variant, uv_cache_wheel
 
-CU130 = "pkgx-1.0+cu130-py3-none-any.whl"
-CU128 = "pkgx-1.0+cu128-py3-none-any.whl"
+CU130 = "pkg_x-1.0+cu130-py3-none-any.whl"  # the distribution pkg-x: a "-" in its name is "_" in the file name
+CU128 = "pkg_x-1.0+cu128-py3-none-any.whl"
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ def _only(site: Path) -> Installed:
 def installs(tmp_path_factory: pytest.TempPathFactory) -> Installs:
     pytest.importorskip("pip", reason="pip's own direct_url.json is the oracle of what pip writes")
     root = tmp_path_factory.mktemp("versions")
-    cu130 = make_wheel(root / "w130", "pkgx", "1.0+cu130", metadata_version="1.0")
-    cu128 = make_wheel(root / "w128", "pkgx", "1.0+cu128", metadata_version="1.0")
+    cu130 = make_wheel(root / "w130", "pkg-x", "1.0+cu130", metadata_version="1.0")
+    cu128 = make_wheel(root / "w128", "pkg-x", "1.0+cu128", metadata_version="1.0")
     sites = {}
     for key, wheel in (("pip", cu130), ("pip_other", cu128)):
         target = root / key
@@ -63,7 +63,7 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> Installs:
         sites[key] = _only(target)
     uv, py = uv_binary(), str(python_for("3.12"))
     cache = root / "uv-cache"
-    for key, args in (("uv_file", [str(cu130)]), ("uv_index", ["--no-index", "--find-links", cu130.parent, "pkgx"])):
+    for key, args in (("uv_file", [str(cu130)]), ("uv_index", ["--no-index", "--find-links", cu130.parent, "pkg-x"])):
         venv = root / key
         subprocess.run(
             [uv, "venv", "-q", "--python", py, venv], check=True, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
@@ -78,17 +78,17 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> Installs:
 
 def locked(*wheels: Path, hashes: bool = True, version: str = "1.0+cu130") -> LockedPackage:
     return LockedPackage(
-        "pkgx", version, None, None, tuple(LockedWheel(w.name, None, sha256(w) if hashes else None) for w in wheels)
+        "pkg-x", version, None, None, tuple(LockedWheel(w.name, None, sha256(w) if hashes else None) for w in wheels)
     )
 
 
 def test_what_the_installers_record(installs: Installs) -> None:
     """The oracle's shapes, pinned: if pip or uv change what they write, this says so first."""
     pip = json.loads((installs.pip.dist_info / "direct_url.json").read_text())
-    assert pip["url"].endswith("/pkgx-1.0%2Bcu130-py3-none-any.whl")
+    assert pip["url"].endswith("/pkg_x-1.0%2Bcu130-py3-none-any.whl")
     assert pip["archive_info"]["hashes"] == {"sha256": sha256(installs.cu130)}
     uv = json.loads((installs.uv_file.dist_info / "direct_url.json").read_text())
-    assert uv["url"].endswith("/pkgx-1.0+cu130-py3-none-any.whl")
+    assert uv["url"].endswith("/pkg_x-1.0+cu130-py3-none-any.whl")
     assert uv["archive_info"] == {}
     assert not (installs.uv_index.dist_info / "direct_url.json").exists()
     assert {d.version for d in (installs.pip, installs.uv_file, installs.uv_index)} == {"1.0"}
@@ -106,6 +106,15 @@ def test_pip_install_is_confirmed_by_its_recorded_hash(installs: Installs) -> No
         assert confirm_variant(locked(installs.cu130), installs.pip, None) == want
         record.write_text(json.dumps({"url": "file:///x/y.whl", "archive_info": {"hash": f"md5={digest}"}}))
         assert confirm_variant(locked(installs.cu130), installs.pip, None) is None
+        # PEP 610's current key alone, upper-case hex: the same hash
+        record.write_text(
+            json.dumps({"url": "file:///x/y.whl", "archive_info": {"hashes": {"sha256": digest.upper()}}})
+        )
+        assert confirm_variant(locked(installs.cu130), installs.pip, None) == want
+        # both keys and they disagree: the current one ("hashes") is the record
+        both = {"hashes": {"sha256": "cd" * 32}, "hash": f"sha256={digest}"}
+        record.write_text(json.dumps({"url": "file:///x/y.whl", "archive_info": both}))
+        assert confirm_variant(locked(installs.cu130), installs.pip, None) is None
     finally:
         record.write_text(saved)
 
@@ -115,12 +124,12 @@ def test_pip_install_of_the_other_variant_is_never_confirmed(installs: Installs)
     lock's, so the finding stands, naming the file that was installed."""
     pkg = locked(installs.cu130)
     assert confirm_variant(pkg, installs.pip_other, installs.uv_cache) is None
-    findings, notes = check_versions(Lock(Path("pylock.toml"), (pkg,), {}), {"pkgx": installs.pip_other}, None, None)
+    findings, notes = check_versions(Lock(Path("pylock.toml"), (pkg,), {}), {"pkg-x": installs.pip_other}, None, None)
     assert notes == []
     assert [(f.kind, f.subject, f.expected, f.actual, f.fix) for f in findings] == [
         (
             "variant-unconfirmed",
-            "pkgx",
+            "pkg-x",
             f"1.0+cu130 (wheel {CU130})",
             f"1.0 in METADATA, direct_url.json names {CU128}, which is none of the lock's wheels",
             "reinstall from the lock with uv (`envforge build`) so the wheel file can be confirmed",
@@ -131,9 +140,9 @@ def test_pip_install_of_the_other_variant_is_never_confirmed(installs: Installs)
 def test_a_recorded_hash_outranks_the_locked_file_name(installs: Installs) -> None:
     """A wheel rebuilt under the locked file name: pip recorded the hash of what it installed, and
     it is not the lock's. The name alone no longer confirms; without a hash on either side it does."""
-    rebuilt = LockedPackage("pkgx", "1.0+cu130", None, None, (LockedWheel(CU130, None, "ab" * 32),))
+    rebuilt = LockedPackage("pkg-x", "1.0+cu130", None, None, (LockedWheel(CU130, None, "ab" * 32),))
     assert confirm_variant(rebuilt, installs.pip, None) is None
-    findings, _ = check_versions(Lock(Path("pylock.toml"), (rebuilt,), {}), {"pkgx": installs.pip}, None, None)
+    findings, _ = check_versions(Lock(Path("pylock.toml"), (rebuilt,), {}), {"pkg-x": installs.pip}, None, None)
     digest = sha256(installs.cu130)
     assert [f.actual for f in findings] == [
         f"1.0 in METADATA, and direct_url.json records {CU130} with sha256:{digest[:12]}..., the lock's has "
@@ -149,20 +158,52 @@ def test_a_recorded_hash_outranks_the_locked_file_name(installs: Installs) -> No
 def test_an_index_install_is_confirmed_by_uvs_cache(installs: Installs) -> None:
     assert uv_cache_wheel(installs.uv_index, installs.uv_cache) == CU130
     via = f"uv's cache: the installed files are hardlinks of the cached wheel {CU130}"
-    assert confirm_variant(locked(installs.cu130), installs.uv_index, installs.uv_cache) == via
-    # the lock's file name spelled another way (case, '-' for '_') is the same wheel
-    spelled = LockedPackage(
-        "pkgx", "1.0+cu130", None, None, (LockedWheel("PKGX-1.0+cu130-py3-none-any.whl", None, None),)
+    lock = Lock(Path("pylock.toml"), (locked(installs.cu130),), {})
+    findings, notes = check_versions(lock, {"pkg-x": installs.uv_index}, None, installs.uv_cache)
+    assert (findings, notes) == (
+        [],
+        [f"pkg-x: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by {via}"],
     )
-    assert confirm_variant(spelled, installs.uv_index, installs.uv_cache) == via
+    # the lock's file name spelled another way (case, "-" for "_", either way round) is the same wheel
+    for spelling in ("PKG_X-1.0+cu130-py3-none-any.whl", "pkg-x-1.0+cu130-py3-none-any.whl"):
+        spelled = LockedPackage("pkg-x", "1.0+cu130", None, None, (LockedWheel(spelling, None, None),))
+        assert confirm_variant(spelled, installs.uv_index, installs.uv_cache) == via
     assert confirm_variant(locked(installs.cu128), installs.uv_index, installs.uv_cache) is None
     assert confirm_variant(locked(installs.cu130), installs.uv_index, None) is None
-    findings, _ = check_versions(
-        Lock(Path("pylock.toml"), (locked(installs.cu130),), {}), {"pkgx": installs.uv_index}, None, None
-    )
+    findings, _ = check_versions(lock, {"pkg-x": installs.uv_index}, None, None)
     assert [f.actual for f in findings] == [
         "1.0 in METADATA, and neither direct_url.json nor uv's cache names the wheel"
     ]
+
+
+def _linked_cache(installs: Installs, dest: Path, drop: str) -> Path:
+    """A copy of the real uv cache whose files are hardlinks of the original's (the installed
+    files stay hardlinks of its archives), less the wheel entries of one kind: ``"link"`` (the
+    symlink to the archive) or ``"rev"`` (the ``.rev`` record naming the archive's id)."""
+    subprocess.run(["cp", "-al", installs.uv_cache, dest], check=True)
+    for entry in dest.glob("wheels-v*/*/*/pkg-x/*"):
+        if (drop == "link" and entry.is_symlink()) or (drop == "rev" and entry.suffix == ".rev"):
+            entry.unlink()
+    return dest
+
+
+def test_each_kind_of_uv_cache_entry_names_the_wheel(installs: Installs, tmp_path: Path) -> None:
+    """uv writes, per cached wheel, a symlink ``<version>-<tags>`` to its unpacked archive and a
+    ``<version>-<tags>.rev`` record holding the archive's id (and a ``.lock``, which names none);
+    either one alone is enough."""
+    kinds = {e.suffix if not e.is_symlink() else "link" for e in installs.uv_cache.glob("wheels-v*/*/*/pkg-x/*")}
+    assert kinds == {"link", ".rev", ".lock"}
+    for drop in ("link", "rev"):
+        assert uv_cache_wheel(installs.uv_index, _linked_cache(installs, tmp_path / drop, drop)) == CU130
+    # uv's older caches kept the same id in ``.http`` (an index's wheel) or ``.msgpack`` (a path's)
+    for suffix in (".http", ".msgpack"):
+        cache = _linked_cache(installs, tmp_path / suffix, "link")
+        for rev in cache.glob("wheels-v*/*/*/pkg-x/*.rev"):
+            rev.rename(rev.with_suffix(suffix))
+        assert uv_cache_wheel(installs.uv_index, cache) == CU130
+        for record in cache.glob(f"wheels-v*/*/*/pkg-x/*{suffix}"):
+            record.rename(record.with_suffix(".json"))  # a kind uv never wrote: not read
+        assert uv_cache_wheel(installs.uv_index, cache) is None
 
 
 def test_uvs_cache_does_not_name_a_copy(installs: Installs, tmp_path: Path) -> None:
@@ -171,6 +212,12 @@ def test_uvs_cache_does_not_name_a_copy(installs: Installs, tmp_path: Path) -> N
     shutil.copytree(installs.uv_index.dist_info.parent, site)
     assert uv_cache_wheel(_only(site), installs.uv_cache) is None
     assert uv_cache_wheel(installs.uv_index, tmp_path / "empty-cache") is None
+    # no installed file to compare (the RECORD lists none, or the file is gone): no wheel named
+    dist = _only(site)
+    (next(site.glob("pkg_x/__init__.py"))).unlink()
+    assert uv_cache_wheel(dist, installs.uv_cache) is None
+    (dist.dist_info / "RECORD").write_text(f"{dist.dist_info.name}/METADATA,,\n")
+    assert uv_cache_wheel(dist, installs.uv_cache) is None
 
 
 def test_a_damaged_record_is_an_input_error_not_evidence(installs: Installs, tmp_path: Path) -> None:
@@ -184,6 +231,13 @@ def test_a_damaged_record_is_an_input_error_not_evidence(installs: Installs, tmp
     (dist.dist_info / "direct_url.json").write_text(
         json.dumps({"url": f"file:///w/{CU130}", "archive_info": {"hashes": ["x"], "hash": 7}})
     )
+    assert confirm_variant(locked(installs.cu130), dist, None) == f"the wheel file name in direct_url.json ({CU130})"
+    (dist.dist_info / "direct_url.json").write_text(
+        json.dumps({"url": f"file:///w/{CU130}", "archive_info": {"hashes": {"sha256": 7}}})
+    )
+    assert confirm_variant(locked(installs.cu130), dist, None) == f"the wheel file name in direct_url.json ({CU130})"
+    # no archive_info at all (a record pip or uv would not write, but PEP 610 allows): the name
+    (dist.dist_info / "direct_url.json").write_text(json.dumps({"url": f"file:///w/{CU130}"}))
     assert confirm_variant(locked(installs.cu130), dist, None) == f"the wheel file name in direct_url.json ({CU130})"
 
 
@@ -240,6 +294,9 @@ def test_check_versions_verdicts(tmp_path: Path) -> None:
             "`envforge build` installs exactly the lock",
         ),
     ]
+    # the environment's markers decide, not this interpreter's: a win32 environment needs f
+    findings, _ = check_versions(lock, installed, {"sys_platform": "win32"}, None)
+    assert ("missing", "f") in [(f.kind, f.subject) for f in findings]
     # without the environment's markers every entry applies (f is missing), and without its
     # interpreter the uninstall command names none
     findings, _ = check_versions(lock, installed, None, None)
@@ -253,10 +310,10 @@ def test_check_versions_verdicts(tmp_path: Path) -> None:
 
 def test_a_confirmed_variant_is_a_note(installs: Installs) -> None:
     lock = Lock(Path("pylock.toml"), (locked(installs.cu130),), {})
-    findings, notes = check_versions(lock, {"pkgx": installs.pip}, None, None)
+    findings, notes = check_versions(lock, {"pkg-x": installs.pip}, None, None)
     assert findings == []
     assert notes == [
-        "pkgx: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by the file hash in "
+        "pkg-x: METADATA says 1.0, the lock 1.0+cu130 (B04); variant confirmed by the file hash in "
         f"direct_url.json (sha256:{sha256(installs.cu130)[:12]}...)"
     ]
 
@@ -293,3 +350,15 @@ def test_families_and_cuda_majors(tmp_path: Path) -> None:
         )
     ]
     assert check_cuda_major(cuda[:1], "13.0") == []
+
+
+def test_an_unconfirmed_variant_names_the_lock_s_wheels(tmp_path: Path) -> None:
+    dist = _dist(tmp_path, "pkg-x", "1.0")
+    two = LockedPackage(
+        "pkg-x", "1.0+cu130", None, None, (LockedWheel("a.whl", None, None), LockedWheel("b.whl", None, None))
+    )
+    nameless = LockedPackage("pkg-x", "1.0+cu130", None, None, (LockedWheel(None, "https://x/y", None),))
+    expected = [
+        check_versions(Lock(Path("l"), (p,), {}), {"pkg-x": dist}, None, None)[0][0].expected for p in (two, nameless)
+    ]
+    assert expected == ["1.0+cu130 (wheel a.whl, b.whl)", "1.0+cu130 (wheel ?)"]

@@ -569,3 +569,46 @@ def test_a_verdict_makes_the_cache_directories_it_needs(monkeypatch: pytest.Monk
     monkeypatch.setenv("ENVFORGE_CACHE_DIR", str(tmp_path / "not" / "yet"))
     assert classify._same_space("os_name == 'nt'", "os_name != 'nt'") is False
     assert _verdict_file("os_name == 'nt'", "os_name != 'nt'").read_bytes() == b"0"
+
+
+def _pylock(*entries: tuple[str, str, str]) -> str:
+    """A pylock.toml of ``(name, version, wheel URL)`` entries, each wheel's hash fixed by its name."""
+    import hashlib
+
+    out = 'lock-version = "1.0"\ncreated-by = "tests"\n'
+    for name, version, url in entries:
+        digest = hashlib.sha256(name.encode()).hexdigest()
+        out += (
+            f'\n[[packages]]\nname = "{name}"\nversion = "{version}"\nindex = "{url.rsplit("/", 1)[0]}"\n'
+            f'wheels = [{{ url = "{url}", hashes = {{ sha256 = "{digest}" }} }}]\n'
+        )
+    return out
+
+
+def test_a_file_url_quoting_plus_as_percent_2b_is_the_same_file() -> None:
+    """pip quotes ``+`` in a file URL as ``%2B``; uv writes it as it is: same index, same file name
+    and hash, so nothing moved and nothing changed."""
+    cu = "https://download.pytorch.org/whl/cu130"
+    plain = _pylock(("torch", "2.9.1+cu130", f"{cu}/torch-2.9.1+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"))
+    quoted = _pylock(("torch", "2.9.1+cu130", f"{cu}/torch-2.9.1%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl"))
+    d = diff_locks(parse_lock(plain, label="uv.toml"), parse_lock(quoted, label="pip.toml"))
+    assert render_terminal(d).splitlines() == ["lock diff: uv.toml -> pip.toml", "1 -> 1 package: no changes"]
+
+
+def test_a_cuda_rename_is_paired_only_when_one_candidate_stands_on_each_side() -> None:
+    """nvidia-nccl-cu12 removed and nvidia-nccl-cu13 added: replaced. With nvidia-nccl (the unsuffixed
+    name, CUDA 13's) added as well, which one replaces it is not known: removed and two added."""
+    pypi = "https://files.pythonhosted.org/packages"
+    old = _pylock(("nvidia-nccl-cu12", "2.27.3", f"{pypi}/nvidia_nccl_cu12-2.27.3-py3-none-manylinux_2_18_x86_64.whl"))
+    cu13 = ("nvidia-nccl-cu13", "2.28.3", f"{pypi}/nvidia_nccl_cu13-2.28.3-py3-none-manylinux_2_18_x86_64.whl")
+    bare = ("nvidia-nccl", "2.28.3", f"{pypi}/nvidia_nccl-2.28.3-py3-none-manylinux_2_18_x86_64.whl")
+    one = diff_locks(parse_lock(old, label="a"), parse_lock(_pylock(cu13), label="b"))
+    assert [(c.kind, c.old_name, c.new_name, c.detail) for c in one.packages] == [
+        ("replaced", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "-cu12 -> -cu13")
+    ]
+    two = diff_locks(parse_lock(old, label="a"), parse_lock(_pylock(cu13, bare), label="b"))
+    assert sorted((c.kind, c.old_name, c.new_name) for c in two.packages) == [
+        ("added", None, "nvidia-nccl"),
+        ("added", None, "nvidia-nccl-cu13"),
+        ("removed", "nvidia-nccl-cu12", None),
+    ]

@@ -259,6 +259,8 @@ def test_check_versions_verdicts(tmp_path: Path) -> None:
             LockedPackage("h", "also bad", None, None, ()),  # invalid, equal
             LockedPackage("i", None, None, None, ()),  # no version locked
             LockedPackage("j", "1.0", None, None, ()),  # 1.0 == 1.0.0 (PEP 440)
+            LockedPackage("k", "1.0", None, None, ()),  # a pre-release of it installed
+            LockedPackage("l", "2.0+cu130", None, None, ()),  # a post-release installed
         ),
         {},
     )
@@ -273,6 +275,8 @@ def test_check_versions_verdicts(tmp_path: Path) -> None:
             ("h", "also bad"),
             ("i", "9"),
             ("j", "1.0.0"),
+            ("k", "1.0rc1"),
+            ("l", "2.0.post1"),
             ("zz", "0.1"),
         )
     }
@@ -285,6 +289,8 @@ def test_check_versions_verdicts(tmp_path: Path) -> None:
         ("local-label-mismatch", "d", "2.0", "2.0+cu130", relock),
         ("missing", "e", "e 3.0 (in the lock)", "not installed", relock),
         ("version-mismatch", "g", "not-a-version", "other-bad", relock),
+        ("version-mismatch", "k", "1.0", "1.0rc1", relock),
+        ("version-mismatch", "l", "2.0+cu130", "2.0.post1", relock),
         (
             "unexpected",
             "zz 0.1",

@@ -343,3 +343,25 @@ def test_an_interrupted_revert_of_two_patchsets_names_both_and_each_file_s_state
         f"{intent_path(sp)}): some of these files may be written and others not (written: demo/a.py; changed "
         "otherwise: ../outside.py)"
     )
+
+
+def test_a_drifted_patchset_does_not_meet_a_later_patchset_s_requirement(tmp_path: Path) -> None:
+    """``later`` requires patchset ``demo``. When ``demo`` applies, ``later`` is planned; when it
+    drifts (its call is gone from the installed file), ``later`` is refused naming it."""
+    later = (
+        '[patchset]\nid = "later"\ndistribution = "Demo_Pkg"\nversions = ">=1.0,<2"\nreason = "after demo"\n'
+        '[[patchset.requires]]\nany-of = ["patchset:demo"]\n'
+        '[[operation]]\nkind = "add-dict-entry"\nfile = "demo/n.py"\ntarget = "T"\nkey = 2\nvalue = "2"\n'
+    )
+    for source, states, unmet in (
+        ("def f():\n    return c(k=[0])\n", [("demo", "applied"), ("later", "applied")], []),
+        ("def f():\n    return 0\n", [("demo", "drifted")], [("later", "patchset:demo")]),
+    ):
+        sp, sets = _tree(tmp_path / str(len(states)), "")
+        (sp / "demo" / "m.py").write_text(source)
+        (sp / "demo" / "n.py").write_text("T = {1: 1}\n")
+        (sets / "later.toml").write_text(later)
+        report = plan(sp, load_patchsets(sets, ["demo", "later"]))
+        assert [(r.patchset, r.state) for r in report.results] == states
+        assert [(u.patchset, u.requirement) for u in report.unmet] == unmet
+    assert report.unmet[0].message == "later refused: requirement `patchset:demo` is unmet (patchset demo is not applied)"

@@ -286,3 +286,16 @@ def test_resolve_modules_asks_the_probe_once_and_reads_a_partial_answer(monkeypa
     assert resolve_modules(tmp_path / "python", ["a/data.json"]) == {} and len(calls) == 1
     resolve_modules(tmp_path / "python", ["c.py"])
     assert calls[-1][2:] == (None, 60.0)
+
+
+def test_a_file_beside_site_packages_is_named_by_its_own_path(tmp_path: Path) -> None:
+    """A module loaded from a sibling directory whose name begins like site-packages'
+    (``site-packages-old/``) is not inside site-packages: its path is given whole, never as
+    ``../site-packages-old/...``."""
+    sp = tmp_path / "site-packages"
+    (sp / "pkg").mkdir(parents=True)
+    here = {"module": "pkg", "origin": str(sp / "pkg" / "__init__.py"), "locations": [str(sp / "pkg")]}
+    beside = str(tmp_path / "site-packages-old" / "pkg" / "mod.py")
+    assert not_imported(sp, _res(sp, "pkg.mod", [here, {"module": "pkg.mod", "origin": beside}])) == (
+        f"the interpreter imports pkg.mod from {beside}"
+    )

@@ -259,8 +259,12 @@ def test_a_patched_file_is_judged_against_its_patch(site: Site) -> None:
     replace(util, b"X = 6\n")
     patch = PatchedFile("alpha/util.py", hexsha(b"X = 2\n"), hexsha(b"X = 6\n"), "alpha-fix")
     assert findings_of(site, {"alpha/util.py": patch}) == ([], 1, 6)
+    # a patched file as patched does not end the check: a tampered file after it is still found
+    replace(site.sp / "alpha" / "__init__.py", b"VALUE = 2\n")
+    init = PatchedFile("alpha/__init__.py", hexsha(BODY), hexsha(b"VALUE = 2\n"), "alpha-init")
+    assert [f[1] for f in findings_of(site, {"alpha/__init__.py": init})[0]] == ["alpha 1.0: alpha/util.py"]
     replace(util, b"X = 7\n")  # edited after envforge patched it
-    assert findings_of(site, {"alpha/util.py": patch})[0] == [
+    assert findings_of(site, {"alpha/util.py": patch, "alpha/__init__.py": init})[0] == [
         (
             "tampered",
             "alpha 1.0: alpha/util.py",
@@ -338,6 +342,7 @@ def test_patched_files_must_be_private_copies(site: Site) -> None:
         PatchedFile("alpha/util.py", "a" * 64, "b" * 64, "p1"),  # still uv's hardlink
         PatchedFile("alpha/gone.py", "a" * 64, "b" * 64, "p2"),
         PatchedFile("beta/__init__.py", "a" * 64, "b" * 64, "p3"),
+        PatchedFile("common.txt", "a" * 64, "b" * 64, "p4"),  # after the missing one: still checked
     ]
     replace(site.sp / "beta" / "__init__.py", b"patched\n")  # as apply-patches writes: a new file
     assert [(f.kind, f.subject, f.expected, f.actual, f.fix) for f in check_patched_files(site.sp, patches)] == [
@@ -356,6 +361,14 @@ def test_patched_files_must_be_private_copies(site: Site) -> None:
             "absent",
             "reinstall it: `envforge build` (a fresh generation, patched from its lock)",
         ),
+        (
+            "hardlinked",
+            "common.txt",
+            "link count 1 (a private copy)",
+            "link count 2",
+            "the patched file shares its bytes with uv's cache or another environment; rebuild with `envforge build` "
+            "(patches are written to a temp file and os.replace'd)",
+        ),
     ]
 
 
@@ -368,10 +381,23 @@ def test_the_shared_files_note_counts_the_other_files_of_patched_distributions(s
         "hardlinked (shared with uv's cache): 3 of alpha other files of the patched distributions; "
         "envforge replaced only the files it patched, so edit none of the others in place"
     )
+    # a patched file in each of two distributions, the unpatched one (gamma) first, a RECORD row whose
+    # file is gone, and the patched row before the others: every other file of both is counted
+    gamma, alpha, beta = site.dists["gamma"], site.dists["alpha"], site.dists["beta"]
+    replace(site.sp / "beta" / "__init__.py", b"patched\n")
+    (site.sp / "beta-2.0.dist-info" / "WHEEL").unlink()
+    record = beta.dist_info / "RECORD"
+    rows = record.read_text().splitlines(keepends=True)
+    record.write_text("".join(sorted(rows, key=lambda r: not r.startswith("beta/__init__.py"))))
+    both = [patch, PatchedFile("beta/__init__.py", "a" * 64, "b" * 64, "p")]
+    assert shared_files_note(site.sp, [gamma, alpha, beta], both) == (
+        "hardlinked (shared with uv's cache): 3 of alpha, 2 of beta other files of the patched distributions; "
+        "envforge replaced only the files it patched, so edit none of the others in place"
+    )
     for rel in ("alpha/__init__.py", "alpha-1.0.dist-info/METADATA", "alpha-1.0.dist-info/WHEEL"):
         replace(site.sp / rel, (site.sp / rel).read_bytes())
     (site.sp / "alpha" / "__init__.py").unlink()
-    assert shared_files_note(site.sp, dists, [patch]) is None
+    assert shared_files_note(site.sp, [gamma, alpha], [patch]) is None
 
 
 def test_bytecode_of_patched_sources(site: Site) -> None:

@@ -205,7 +205,7 @@ def _links(path: Path) -> int:
         return 1
 
 
-def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None, links: int = 1) -> Finding:
+def _tampered(dist: Installed, entry: RecordEntry, digest: str, p: PatchedFile | None, links: int) -> Finding:
     """A file whose bytes are not its RECORD's (or its patch's). With ``links`` > 1 the file is a
     hardlink of uv's cache (uv links what it installs; field case B09): an in-place edit changed
     the cached copy too, so a rebuild installs the edited bytes again and the fix says so."""

@@ -276,21 +276,22 @@ def test_a_patched_file_is_judged_against_its_patch(site: Site) -> None:
 
 
 def test_missing_and_special_files(site: Site) -> None:
-    (site.sp / "alpha" / "util.py").unlink()
-    init = site.sp / "alpha" / "__init__.py"
-    init.unlink()
-    os.mkfifo(init)
+    """alpha/__init__.py (listed first in RECORD) is gone, alpha/util.py is a FIFO: both are named."""
+    (site.sp / "alpha" / "__init__.py").unlink()
+    util = site.sp / "alpha" / "util.py"
+    util.unlink()
+    os.mkfifo(util)
     assert findings_of(site)[0] == [
         (
             "missing-file",
-            "alpha 1.0: alpha/util.py",
+            "alpha 1.0: alpha/__init__.py",
             "present (listed in RECORD)",
             "absent",
             "reinstall the distribution: `envforge build`",
         ),
         (
             "tampered",
-            "alpha 1.0: alpha/__init__.py",
+            "alpha 1.0: alpha/util.py",
             "a regular file (listed in RECORD)",
             "a FIFO",
             "reinstall the distribution: `envforge build`",

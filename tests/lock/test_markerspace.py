@@ -537,3 +537,32 @@ def test_python_version_overlaps_agree_with_packaging_on_a_dense_grid_of_version
         if (overlap_witness([a], [b]) is not None) != bool(truth[a] & truth[b])
     ]
     assert wrong == []
+
+
+def test_the_evaluation_cap_bounds_a_long_or_of_versions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A marker past the expansion limit is enumerated; environments x comparisons past
+    MAX_EVALUATIONS (1,000,000) is undecided: a 3,000-way ``or`` over Python versions against
+    ``python_version == '3.5'`` took 105 s in `lock diff` before the cap. At the cap: decided."""
+    import envforge.lock.markerspace as ms
+    from envforge.lock.pyversions import representative_versions
+
+    def versions(n: int) -> str:
+        return " or ".join(f"python_version == '3.{i}'" for i in range(n))
+
+    assert ms.MAX_EVALUATIONS == 1_000_000
+    assert ms._dnf(parse(versions(300))._markers) is None  # 300 conjunctions > 256: enumerated
+    assert overlap_witness([versions(300)], ["python_version == '3.5'"]) == {"python_version": "3.5"}
+    assert overlap_witness([versions(3000)], ["python_version == '3.5'"]) is None  # undecided: exclusive
+    assert satisfiable([versions(3000)], {}) is True  # undecided counts as true
+    assert equivalent(versions(3000), versions(3000)) is False  # undecided: reported as a change
+    # the boundary: environments x comparisons of both markers, exactly at the cap and one past it
+    both = [versions(300), "python_version == '3.5'"]
+    envs = len(representative_versions({f"3.{i}" for i in range(300)}))
+    monkeypatch.setattr(ms, "MAX_EVALUATIONS", envs * 301)
+    ms._pair_witness.cache_clear()
+    assert overlap_witness([both[0]], [both[1]]) == {"python_version": "3.5"}
+    monkeypatch.setattr(ms, "MAX_EVALUATIONS", envs * 301 - 1)
+    ms._pair_witness.cache_clear()
+    assert overlap_witness([both[0]], [both[1]]) is None
+    # comparisons are counted through parentheses
+    assert ms._comparisons(parse("python_version == '3.5' and (os_name == 'nt' or os_name == 'posix')")._markers) == 3

@@ -196,3 +196,17 @@ def test_a_name_that_does_not_resolve_says_dns() -> None:
         "cannot read the package index at http://no-such-host.invalid/simple/demo/: "
         "the name no-such-host.invalid does not resolve (DNS)"
     )
+
+
+@pytest.mark.parametrize("damage", ["[" * 100_000 + "]" * 100_000, '{"text": "x"}', "not json", '["a"]'])
+def test_a_damaged_kept_listing_is_as_if_none_were_kept(tmp_path: Path, damage: str) -> None:
+    """The listing kept for an unreachable index, damaged (nested too deeply, a key missing, not JSON,
+    not an object): the index's own error, never an internal one."""
+    from envforge.patching.releases import IndexUnreachable, _listing_cache, list_releases
+
+    index = "http://127.0.0.1:9/simple"  # the discard port: refused at once
+    kept = _listing_cache(tmp_path, index, "sglang")
+    kept.parent.mkdir(parents=True)
+    kept.write_text(damage)
+    with pytest.raises(IndexUnreachable, match="127.0.0.1:9"):
+        list_releases("sglang", index, tmp_path)

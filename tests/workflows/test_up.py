@@ -391,3 +391,48 @@ def test_up_after_a_rollback_makes_the_generation_of_this_lock_live_again(tmp_pa
     assert gens == ["g0001", "g0002"]  # no duplicate
     rebuilt = envforge(proj, "up", "r", "--rebuild")  # asked for: a new one
     assert rebuilt.returncode == 0 and os.readlink(link) == ".generations/r-default/g0003"
+
+
+STATE_FILES = ("generation.json", "patches.json", "env-profile.json", "patches.intent.json")
+CONTENTS = {
+    "truncated": b'{"schema": 1, "fi',
+    "nested": b"[" * 100_000 + b"]" * 100_000,
+    "long-number": b'{"schema": ' + b"9" * 5000 + b"}",
+    "not-utf8": b'{"schema": "\xff"}',
+    "not-an-object": b"[1, 2, 3]",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("content", sorted(CONTENTS))
+def test_a_damaged_state_file_is_never_an_internal_error(quickstart: Path, content: str) -> None:
+    """Every JSON record envforge keeps in an environment (``.envforge/``: the generation record, the
+    patch manifest, the env profile record, an interrupted patch's intent), each written with each kind
+    of damage, read by every command that reads it: an answer or exit 2 naming the file, never exit 70
+    or a traceback. (A hostile-input round found exit 70 on a deeply nested patches.json and
+    env-profile.json: `json.loads` raised RecursionError past the ValueError handlers.)"""
+    sp = next((quickstart / "envs" / "quickstart-default").resolve().glob("lib/python3*/site-packages"))
+    bad = []
+    for name in STATE_FILES:
+        path = sp / ".envforge" / name
+        saved = path.read_bytes() if path.exists() else None
+        path.write_bytes(CONTENTS[content])
+        try:
+            for argv in (["verify"], ["sbom"], ["envs"], ["env", "show"], ["apply-patches", "--dry-run"]):
+                res = subprocess.run(
+                    [sys.executable, "-m", "envforge", *argv],
+                    cwd=quickstart,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    env=dict(os.environ),
+                )
+                if res.returncode not in (0, 1, 2) or "Traceback" in res.stderr:
+                    bad.append((name, " ".join(argv), res.returncode, res.stderr[-300:]))
+                elif res.returncode == 2 and name not in res.stderr:
+                    bad.append((name, " ".join(argv), "exit 2 without naming the file", res.stderr[-300:]))
+        finally:
+            path.unlink()
+            if saved is not None:
+                path.write_bytes(saved)
+    assert bad == []

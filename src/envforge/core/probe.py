@@ -178,7 +178,7 @@ def run_probe(
     lines = out.strip().splitlines()
     try:
         data = json.loads(lines[-1]) if lines else None
-    except ValueError:  # not JSON (or a number too long to convert): no result
+    except (ValueError, RecursionError):  # not JSON (or a number too long to convert, or nested too deeply): no result
         data = None
     if data is None:
         raise ProbeError(

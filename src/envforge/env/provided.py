@@ -89,6 +89,6 @@ def read_link(sp: Path) -> dict[str, object] | None:
     """The record :func:`link_base` wrote into ``sp``, or None (no ``[provided]``, or unreadable)."""
     try:
         data = json.loads(StateDir(sp).provided_record.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

@@ -113,7 +113,7 @@ def _read_edit(directory: Path) -> dict[str, Any]:
         if data.get("schema") != 1 or not isinstance(data.get("files"), dict):
             raise ValueError("unknown schema")
         return data
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise InputError(f"{directory}: not an edit directory ({RECORD_NAME}: {exc})", hint=hint) from None
 
 

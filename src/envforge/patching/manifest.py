@@ -146,7 +146,7 @@ def read_manifest(site_packages: Path) -> Manifest | None:
         data: Any = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise InputError(
             f"cannot read patch manifest {path}: {exc}",
             hint=f"restore it from a backup, or {rebuild_hint(site_packages)}",
@@ -257,7 +257,7 @@ def read_intent(site_packages: Path) -> Intent | None:
         data: Any = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise InputError(f"cannot read patch intent record {path}: {exc}", hint=rebuild_hint(site_packages)) from None
     try:
         if data["schema"] != INTENT_SCHEMA:

@@ -242,12 +242,15 @@ def list_releases(
         if cached_only:
             raise _unreachable(url, NOT_ASKED)
         ctype, text = _http_get(url)
-    except IndexUnreachable:
+    except IndexUnreachable as unreachable:
         if kept is None or not kept.is_file():
             raise
-        data = json.loads(kept.read_text())
-        ctype, text = data["content-type"], data["text"]
-        cached: str | None = data["read-at"]
+        try:
+            data = json.loads(kept.read_text())
+            ctype, text = str(data["content-type"]), str(data["text"])
+            cached: str | None = str(data["read-at"])
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # a damaged copy: as if none were kept
+            raise unreachable from None
     else:
         cached = None
         if kept is not None:

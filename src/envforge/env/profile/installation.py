@@ -396,7 +396,7 @@ def read_installed(site_packages: Path) -> InstalledProfile | None:
         )
     except FileNotFoundError:
         return None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
         raise InputError(
             f"{path}: not a readable env profile record: {exc}",
             hint="remove the hook files by hand, then re-install the profile",

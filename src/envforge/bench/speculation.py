@@ -180,7 +180,10 @@ def _vllm_config(opts: Mapping[str, str]) -> dict[str, Any] | None:
     if raw is not None:
         try:
             parsed = json.loads(raw)
-        except (ValueError, RecursionError):  # not JSON, a number of more digits than CPython converts, nested too deeply: not read
+        except (
+            ValueError,
+            RecursionError,
+        ):  # not JSON, a number of more digits than CPython converts, nested too deeply: not read
             parsed = None
         if isinstance(parsed, dict):
             config.update(parsed)

@@ -65,7 +65,14 @@ def recalled(marker: Path | None) -> tuple[Ambiguity, ...] | None:
             Ambiguity(str(k), int(i), int(j), str(a), str(b), {str(x): str(y) for x, y in w.items()})
             for k, i, j, a, b, w in body
         )
-    except (OSError, ValueError, TypeError, AttributeError, RecursionError, InputError):  # a FIFO planted there: named, never opened
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        InputError,
+    ):  # a FIFO planted there: named, never opened
         return None
 
 

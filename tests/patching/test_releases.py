@@ -19,7 +19,7 @@ from tests.conftest import cached_wheel
 from tests.support.localindex import LocalIndex, make_wheel, serve
 from tests.support.patching_trees import PATCHSETS
 
-from envforge.core.errors import EXIT_TOOL_FAILED
+from envforge.core.errors import EXIT_TOOL_FAILED, InputError
 from envforge.patching import releases
 from envforge.patching.releases import IndexFile, IndexUnreachable, fetch_release, list_releases
 from envforge.uv.run import uv_binary
@@ -210,3 +210,35 @@ def test_a_damaged_kept_listing_is_as_if_none_were_kept(tmp_path: Path, damage: 
     kept.write_text(damage)
     with pytest.raises(IndexUnreachable, match="127.0.0.1:9"):
         list_releases("sglang", index, tmp_path)
+
+
+@pytest.mark.slow
+def test_patches_check_reads_a_file_index_as_pip_and_uv_do(tmp_path: Path) -> None:
+    """``--index-url file:///…/simple`` (a local PEP 503 directory, as an air-gapped GPU box keeps
+    its wheels, and as pip and uv accept it): the same matrix as over HTTP, the wheels copied into
+    the cache and checked against the page's sha256; a project the directory lacks is exit 2, a
+    page that is a FIFO is exit 3 naming it (never opened)."""
+    from envforge.cli import main
+
+    idx = LocalIndex(tmp_path / "index")
+    for version in ("0.5.9", "0.5.23"):
+        idx.add(cached_wheel("sglang", version))
+    url = (tmp_path / "index" / "simple").as_uri()
+    project = tmp_path / "proj"
+    (project / "patchsets").mkdir(parents=True)
+    shutil.copy(PATCHSETS / "sm120-torch-symm-mem.toml", project / "patchsets")
+    argv = ["patches", "check", "sm120-torch-symm-mem", "--against", "sglang==0.5.9", "--against", "sglang==0.5.23"]
+    argv += ["--index-url", url, "--cache", str(tmp_path / "cache"), "--project", str(project)]
+    assert main(argv) == 0
+    assert sorted(p.name for p in (tmp_path / "cache" / "wheels").iterdir()) == [
+        cached_wheel("sglang", v).name for v in ("0.5.23", "0.5.9")
+    ]
+    listing = list_releases("sglang", url)
+    assert listing.versions == ("0.5.9", "0.5.23") and listing.cached is None
+    with pytest.raises(InputError, match=r"/simple/flashinfer-python/: the index has no such project"):
+        list_releases("flashinfer-python", url)
+    page = tmp_path / "index" / "simple" / "sglang" / "index.html"
+    page.unlink()
+    os.mkfifo(page)
+    with pytest.raises(IndexUnreachable, match="index.html is a FIFO, not a file"):
+        list_releases("sglang", url)

@@ -29,7 +29,8 @@ import shutil
 import threading
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -41,6 +42,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from envforge.core.errors import EXIT_TOOL_FAILED, EnvforgeError, InputError
+from envforge.core.textfile import LARGE_LIMIT
+from envforge.patching.fileindex import is_file_url, local_blocks, local_page
 from envforge.patching.memo import default_cache
 
 __all__ = [
@@ -175,8 +178,22 @@ def _client() -> httpx2.Client:
 def _http_get(url: str) -> tuple[str, str]:
     """``(content type, text)`` of ``url``.
 
+    A ``file:`` URL is a local PEP 503 directory (:mod:`envforge.patching.fileindex`): a missing
+    page is HTTP 404's answer, a page that cannot be read IndexUnreachable's.
+
     :raises InputError: HTTP 404 (no such project). :raises IndexUnreachable: anything else.
     """
+    if is_file_url(url):
+        try:
+            text = local_page(url, LARGE_LIMIT)
+        except OSError as exc:
+            raise _unreachable(url, str(exc)) from None
+        if text is None:
+            raise InputError(
+                f"{url}: the index has no such project (no index.html there)",
+                hint="check the distribution name in --against",
+            )
+        return "text/html", text
     try:
         response = _client().get(url, timeout=TIMEOUT_S)
     except httpx2.HTTPError as exc:
@@ -319,6 +336,24 @@ def fetch_release(listing: IndexListing, version: str, cache: Path) -> Path:
     return target
 
 
+@contextmanager
+def _blocks(url: str, filename: str) -> Iterator[Iterator[bytes]]:
+    """The bytes at ``url`` in 1 MiB blocks: a ``file:`` URL's from the disk, else a streamed GET.
+
+    :raises IndexUnreachable: a status other than 200. :raises httpx2.HTTPError, OSError: the read.
+    """
+    if is_file_url(url):
+        yield local_blocks(url)
+        return
+    with _client().stream("GET", url, timeout=TIMEOUT_S) as response:
+        if response.status_code != 200:
+            raise IndexUnreachable(
+                f"cannot download {filename} from {url}: HTTP {response.status_code}",
+                hint="check the index (--index-url)",
+            )
+        yield response.iter_bytes(1 << 20)
+
+
 def _download(listing: IndexListing, filenames: tuple[str, ...], wheels: Path) -> Path:
     """A wheel of ``filenames`` in ``wheels``: one already there, else the preferred one downloaded."""
     for present in sorted(filenames):
@@ -335,31 +370,28 @@ def _download(listing: IndexListing, filenames: tuple[str, ...], wheels: Path) -
     size = 0
     started = time.monotonic()
     try:
-        with httpx2.stream("GET", info.url, follow_redirects=True, timeout=TIMEOUT_S) as response:
-            if response.status_code != 200:
-                raise IndexUnreachable(
-                    f"cannot download {filename} from {info.url}: HTTP {response.status_code}",
-                    hint="check the index (--index-url)",
-                )
-            with part.open("wb") as fh:
-                for chunk in response.iter_bytes(1 << 20):
-                    size += len(chunk)
-                    if size > MAX_WHEEL_BYTES:
-                        raise IndexUnreachable(
-                            f"{filename} from {info.url} is larger than {MAX_WHEEL_BYTES} bytes; not downloaded"
-                        )
-                    if time.monotonic() - started > _MAX_WHEEL_S:
-                        raise IndexUnreachable(
-                            f"downloading {filename} from {info.url} took more than {_MAX_WHEEL_S:g} s; stopped",
-                            hint="check the network",
-                        )
-                    digest.update(chunk)
-                    fh.write(chunk)
+        with _blocks(info.url, filename) as blocks, part.open("wb") as fh:
+            for chunk in blocks:
+                size += len(chunk)
+                if size > MAX_WHEEL_BYTES:
+                    raise IndexUnreachable(
+                        f"{filename} from {info.url} is larger than {MAX_WHEEL_BYTES} bytes; not downloaded"
+                    )
+                if time.monotonic() - started > _MAX_WHEEL_S:
+                    raise IndexUnreachable(
+                        f"downloading {filename} from {info.url} took more than {_MAX_WHEEL_S:g} s; stopped",
+                        hint="check the network",
+                    )
+                digest.update(chunk)
+                fh.write(chunk)
     except httpx2.HTTPError as exc:
         part.unlink(missing_ok=True)
         raise IndexUnreachable(
             f"cannot download {filename}: {_cause(exc, info.url)}", hint="check the network, or pass --index-url"
         ) from None
+    except OSError as exc:  # reading a file: index's wheel, or writing the .part here
+        part.unlink(missing_ok=True)
+        raise IndexUnreachable(f"cannot download {filename}: {exc}", hint="check the index (--index-url)") from None
     except IndexUnreachable:
         part.unlink(missing_ok=True)
         raise

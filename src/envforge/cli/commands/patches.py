@@ -90,7 +90,7 @@ def register(sub: "argparse._SubParsersAction[Any]") -> None:
         "--index-url",
         default=None,
         metavar="URL",
-        help="simple index to list and download from (default: https://pypi.org/simple)",
+        help="simple index to list and download from, or a local PEP 503 directory as file:///DIR (default: https://pypi.org/simple)",
     )
     c.add_argument(
         "--cache",

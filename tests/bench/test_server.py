@@ -68,7 +68,6 @@ def gone(pgid: int) -> bool:
 def test_never_ready_times_out_stops_the_group_with_sigkill(tmp_path: Path) -> None:
     port = free_port()
     lines: list[str] = []
-    start = time.monotonic()
     with pytest.raises(ServerTimeout) as exc:
         start_server(
             launch(tmp_path, [sys.executable, "-c", NEVER_READY, str(port)], port, "stuck"),
@@ -77,8 +76,6 @@ def test_never_ready_times_out_stops_the_group_with_sigkill(tmp_path: Path) -> N
             progress_every_s=0.5,
             stop_grace_s=0.5,
         )
-    elapsed = time.monotonic() - start
-    assert elapsed < 2.0 + 0.5 + 5.0
     assert exc.value.message == (
         f"server 'stuck' was not ready after 2 s (GET http://127.0.0.1:{port}/health: HTTP 503); stopped it"
     )
@@ -93,10 +90,9 @@ def test_never_ready_times_out_stops_the_group_with_sigkill(tmp_path: Path) -> N
 
 def test_server_dying_while_loading_is_a_crash_with_its_log_tail(tmp_path: Path) -> None:
     port = free_port()
-    start = time.monotonic()
     with pytest.raises(ServerCrashed) as exc:
         start_server(launch(tmp_path, [sys.executable, "-c", DIES], port, "dies"), load_timeout_s=60)
-    assert time.monotonic() - start < 15
+    # ServerCrashed, not ServerTimeout: the death was seen while loading, not after load_timeout_s
     assert re.fullmatch(r"server 'dies' exited with status 1 while loading \(after \d+\.\d s\)", exc.value.message)
     assert exc.value.stderr_tail.splitlines()[0] == "loading checkpoint shards: 1/4"
     assert exc.value.stderr_tail.splitlines()[-1] == "RuntimeError: CUDA error: out of memory while loading shard 2/4"
@@ -211,14 +207,17 @@ def test_server_dying_while_measured_is_a_crash_not_a_number(tmp_path: Path) -> 
 
 
 def test_a_second_signal_during_the_stop_grace_kills_the_group_at_once(tmp_path: Path) -> None:
-    """The server and its child ignore SIGTERM; a second interruption 0.3 s into a 30 s grace (a
-    scheduler's time limit, a second Ctrl-C) SIGKILLs the whole group before it goes on."""
+    """The server and its child ignore SIGTERM; a second interruption 0.3 s into a 300 s grace (a
+    scheduler's time limit, a second Ctrl-C) SIGKILLs the whole group before it goes on. The bound
+    below is the grace itself: a stop that waited for it would take 300 s, a loaded machine never does."""
     import signal
 
     port = free_port()
     ready = NEVER_READY.replace("send_response(503)", "send_response(200)")
     server, _ = start_server(
-        launch(tmp_path, [sys.executable, "-c", ready, str(port)], port, "stubborn"), load_timeout_s=30, stop_grace_s=30
+        launch(tmp_path, [sys.executable, "-c", ready, str(port)], port, "stubborn"),
+        load_timeout_s=30,
+        stop_grace_s=300,
     )
 
     def interrupt(_signum: int, _frame: object) -> None:
@@ -233,7 +232,7 @@ def test_a_second_signal_during_the_stop_grace_kills_the_group_at_once(tmp_path:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 300
     deadline = time.monotonic() + 5
     while not gone(server.pgid) and time.monotonic() < deadline:
         time.sleep(0.05)

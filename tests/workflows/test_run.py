@@ -57,6 +57,13 @@ def test_split_words() -> None:
     assert no_dashes.value.hint == (
         "e.g. envforge run -- python -V (the project's default environment), or envforge run ENV -- python -V"
     )
+    # the words as a shell takes them: the suggested command runs when pasted
+    with pytest.raises(InputError) as quoted:
+        split_words(["python", "-c", "print(1)"])
+    assert quoted.value.hint == (
+        "e.g. envforge run -- python -c 'print(1)' (the project's default environment), "
+        "or envforge run ENV -- python -c 'print(1)'"
+    )
     with pytest.raises(InputError) as nothing:
         split_words([])
     assert nothing.value.hint == (

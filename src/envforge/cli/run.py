@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
 from envforge.cli.output import Ui
@@ -23,10 +24,10 @@ def split_words(words: list[str]) -> tuple[str | None, list[str]]:
     :raises InputError: no ``--``, or more than one word before it.
     """
     if "--" not in words:
+        command = shlex.join(words) or "python"  # quoted for a shell: `python -c 'print(1)'` runs as given
         raise InputError(
             f"envforge run needs -- before the command: {USAGE}",
-            hint=f"e.g. envforge run -- {' '.join(words) or 'python'} (the project's default environment), "
-            f"or envforge run ENV -- {' '.join(words) or 'python'}",
+            hint=f"e.g. envforge run -- {command} (the project's default environment), or envforge run ENV -- {command}",
         )
     cut = words.index("--")
     before, command = words[:cut], words[cut + 1 :]

@@ -612,3 +612,43 @@ def test_a_cuda_rename_is_paired_only_when_one_candidate_stands_on_each_side() -
         ("added", None, "nvidia-nccl-cu13"),
         ("removed", "nvidia-nccl-cu12", None),
     ]
+
+
+def test_a_replaced_entry_keeps_both_markers_and_a_level_per_part_of_the_version() -> None:
+    """A ``-cu12`` entry replaced by its ``-cu13`` twin under another marker: both markers kept
+    (the JSON's ``old_marker`` / ``new_marker``); upgrades name the part of the version that moved."""
+    pypi = "https://files.pythonhosted.org/packages"
+    old = _pylock(("nvidia-nccl-cu12", "2.27.3", f"{pypi}/nvidia_nccl_cu12-2.27.3-py3-none-manylinux_2_18_x86_64.whl"))
+    new = _pylock(("nvidia-nccl-cu13", "2.28.3", f"{pypi}/nvidia_nccl_cu13-2.28.3-py3-none-manylinux_2_18_x86_64.whl"))
+    old = old.replace('version = "2.27.3"\n', 'version = "2.27.3"\nmarker = "sys_platform == \'linux\'"\n')
+    new = new.replace('version = "2.28.3"\n', 'version = "2.28.3"\nmarker = "platform_machine == \'x86_64\'"\n')
+    (c,) = diff_locks(parse_lock(old, label="a"), parse_lock(new, label="b")).packages
+    assert (c.kind, c.old_marker, c.new_marker) == (
+        "replaced",
+        "sys_platform == 'linux'",
+        "platform_machine == 'x86_64'",
+    )
+    levels = []
+    for a, b in (
+        ("1.0", "2.0"),
+        ("1.0", "1.1"),
+        ("1.0", "1.0.1"),
+        ("1.0rc1", "1.0rc2"),
+        ("1.0", "1.0.post1"),
+        ("1.0.dev1", "1.0.dev2"),
+        ("2.0", "1.9"),
+    ):
+        d = diff_locks(
+            parse_lock(_pylock(("demo", a, f"{pypi}/demo-{a}-py3-none-any.whl")), label="a"),
+            parse_lock(_pylock(("demo", b, f"{pypi}/demo-{b}-py3-none-any.whl")), label="b"),
+        )
+        levels.append((d.packages[0].kind, d.packages[0].level))
+    assert levels == [
+        ("upgraded", "major"),
+        ("upgraded", "minor"),
+        ("upgraded", "patch"),
+        ("upgraded", "pre"),
+        ("upgraded", "post"),
+        ("upgraded", "dev"),
+        ("downgraded", "major"),
+    ]

@@ -488,7 +488,5 @@ def _level(a: Any, b: Any) -> str:
         return "minor"
     if ra[2:] != rb[2:]:
         return "patch"
-    for attr in ("pre", "post", "dev"):
-        if getattr(a, attr) != getattr(b, attr):
-            return attr
-    return "patch"
+    # a != b with equal releases and local labels (callers return before): pre, post or dev differs
+    return next(attr for attr in ("pre", "post", "dev") if getattr(a, attr) != getattr(b, attr))

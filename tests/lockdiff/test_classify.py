@@ -652,3 +652,45 @@ def test_a_replaced_entry_keeps_both_markers_and_a_level_per_part_of_the_version
         ("upgraded", "dev"),
         ("downgraded", "major"),
     ]
+
+
+def _two_torches(version: str) -> str:
+    """A uv.lock with two torch entries (``version`` and 2.8.0, one index) and a root edge that pins
+    the first by version only (uv writes ``source`` only where the version does not tell them apart)."""
+    cu = "https://download.pytorch.org/whl/cu128"
+    entries = "".join(
+        f'''
+[[package]]
+name = "torch"
+version = "{v}"
+source = {{ registry = "{cu}" }}
+resolution-markers = ["{m}"]
+wheels = [{{ url = "{cu}/torch-{v}-cp312-cp312-manylinux_2_28_x86_64.whl", hash = "sha256:{h * 64}" }}]
+'''
+        for v, m, h in ((version, "sys_platform == 'linux'", "1"), ("2.8.0", "sys_platform != 'linux'", "2"))
+    )
+    return (
+        f'''version = 1
+revision = 3
+requires-python = ">=3.12"
+
+[[package]]
+name = "proj"
+version = "0.1.0"
+source = {{ virtual = "." }}
+dependencies = [{{ name = "torch", version = "{version}", marker = "sys_platform == 'linux'" }}, {{ name = "torch", version = "2.8.0", marker = "sys_platform != 'linux'" }}]
+'''
+        + entries
+    )
+
+
+def test_an_edge_pinned_by_version_only_follows_its_entry() -> None:
+    d = diff_locks(
+        parse_lock(_two_torches("2.9.1"), label="old.lock"), parse_lock(_two_torches("2.9.2"), label="new.lock")
+    )
+    assert render_terminal(d).splitlines() == [
+        "lock diff: old.lock -> new.lock",
+        "3 -> 3 packages: 1 upgraded",
+        "torch family (1 upgraded)",
+        "  upgraded  torch  2.9.1 -> 2.9.2  patch; where sys_platform == 'linux'",
+    ]  # and no dependencies line for the root: its edge followed the entry

@@ -24,10 +24,10 @@ def split_words(words: list[str]) -> tuple[str | None, list[str]]:
     :raises InputError: no ``--``, or more than one word before it.
     """
     if "--" not in words:
-        command = shlex.join(words) or "python"  # quoted for a shell: `python -c 'print(1)'` runs as given
+        shown = shlex.join(words) or "python"  # quoted for a shell: `python -c 'print(1)'` runs as given
         raise InputError(
             f"envforge run needs -- before the command: {USAGE}",
-            hint=f"e.g. envforge run -- {command} (the project's default environment), or envforge run ENV -- {command}",
+            hint=f"e.g. envforge run -- {shown} (the project's default environment), or envforge run ENV -- {shown}",
         )
     cut = words.index("--")
     before, command = words[:cut], words[cut + 1 :]

@@ -242,3 +242,29 @@ def test_patches_check_reads_a_file_index_as_pip_and_uv_do(tmp_path: Path) -> No
     os.mkfifo(page)
     with pytest.raises(IndexUnreachable, match="index.html is a FIFO, not a file"):
         list_releases("sglang", url)
+
+
+def test_a_file_index_s_errors_name_the_file(tmp_path: Path) -> None:
+    """A ``file:`` index whose wheel is gone, whose page is larger than 64 MiB (a sparse file), or
+    not UTF-8 (read with replacement characters, as a browser would): exact words, nothing kept."""
+    idx = LocalIndex(tmp_path / "index")
+    idx.add(make_wheel(tmp_path / "built", "demo-kernels", "1.0"))
+    url = (tmp_path / "index" / "simple").as_uri()
+    listing = list_releases("demo-kernels", url)
+    wheel = tmp_path / "index" / "files" / "demo_kernels-1.0-py3-none-any.whl"
+    wheel.unlink()
+    with pytest.raises(IndexUnreachable) as gone:
+        fetch_release(listing, "1.0", tmp_path / "cache")
+    assert gone.value.message == f"cannot download demo_kernels-1.0-py3-none-any.whl: {wheel}: no such file"
+    assert list((tmp_path / "cache" / "wheels").iterdir()) == []
+    page = tmp_path / "index" / "simple" / "demo-kernels" / "index.html"
+    text = page.read_text()
+    page.write_bytes(b"\xff" + text.encode())
+    assert list_releases("demo-kernels", url).versions == ("1.0",)
+    with page.open("r+b") as fh:
+        fh.truncate((64 << 20) + 1)
+    with pytest.raises(IndexUnreachable) as big:
+        list_releases("demo-kernels", url)
+    assert big.value.message == (
+        f"cannot read the package index at {url}/demo-kernels/: {page} is larger than {64 << 20} bytes"
+    )

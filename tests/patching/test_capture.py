@@ -432,3 +432,28 @@ def test_module_header_and_footer_comments_round_trip(old: str, new: str) -> Non
             op is not None
             and op.run(again, OpContext(read_text=lambda p: None, patchset_dir=Path("."))).status == "holds"
         )
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        ('{"schema": 2, "files": {}}', "unknown schema"),
+        ('{"schema": 1}', "unknown schema"),
+        (
+            "[" * 100_000 + "]" * 100_000,
+            "maximum recursion depth exceeded while decoding a JSON array from a unicode string",
+        ),
+    ],
+)
+def test_a_damaged_edit_record_is_refused_with_its_words(tmp_path: Path, record: str, reason: str) -> None:
+    """The record ``patches new`` writes, damaged: refused naming the directory and why, with the way
+    to make a new one (nested too deeply was exit 70 before)."""
+    from envforge.core.errors import InputError
+    from envforge.patching.capture import RECORD_NAME, commit_edit
+
+    (tmp_path / "edit").mkdir()
+    (tmp_path / "edit" / RECORD_NAME).write_text(record)
+    with pytest.raises(InputError) as refused:
+        commit_edit(tmp_path / "edit", tmp_path / "patchsets", "demo-fix", "because")
+    assert refused.value.message == f"{tmp_path / 'edit'}: not an edit directory ({RECORD_NAME}: {reason})"
+    assert refused.value.hint == "make one with `envforge patches new DIST`"
